@@ -1,0 +1,25 @@
+/* kiln's commands: one file per command under src/cli/, each exporting a
+ * kiln_cmd_<name>(argc, argv) that returns the process exit status. */
+#ifndef KILN_CLI_CLI_H
+#define KILN_CLI_CLI_H
+
+/* Exit statuses shared by every command. */
+#define KILN_EXIT_OK 0
+#define KILN_EXIT_INVALID 1 /* the command ran; the data failed a check */
+#define KILN_EXIT_USAGE 2   /* bad usage, config, contract or I/O */
+
+typedef struct kiln_command {
+	const char *name;
+	const char *summary;
+	int (*run)(int argc, char **argv);
+} kiln_command;
+
+int kiln_cmd_validate(int argc, char **argv);
+
+/* Prints "kiln CMD: message" on stderr; returns KILN_EXIT_USAGE. */
+int kiln_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parses a size like 1048576, 64k, 16M, 1G. Returns -1 when malformed. */
+long long kiln_cli_parse_size(const char *s);
+
+#endif

@@ -1,0 +1,94 @@
+/* kiln's entry point: dispatches to one command per file (see cli.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "config.h"
+
+static const kiln_command commands[] = {
+	{ "validate", "check JSON Lines records against an ODCS data contract", kiln_cmd_validate },
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+int kiln_cli_fail(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "kiln %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return KILN_EXIT_USAGE;
+}
+
+long long kiln_cli_parse_size(const char *s)
+{
+	char *end;
+	long long n;
+
+	if (!s || !*s || *s == '-')
+		return -1;
+	n = strtoll(s, &end, 10);
+	switch (*end) {
+	case 'k': case 'K': n <<= 10; end++; break;
+	case 'm': case 'M': n <<= 20; end++; break;
+	case 'g': case 'G': n <<= 30; end++; break;
+	default: break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += (end[0] == 'i' && end[1] == 'B') ? 2 : 1;
+	return *end ? -1 : n;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: kiln [--version] [--help] COMMAND [ARGS]\n"
+		"\n"
+		"kiln turns raw JSON records into curated, versioned training datasets.\n"
+		"\n"
+		"Commands:\n");
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\nRun 'kiln COMMAND --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd;
+
+	if (argc < 2) {
+		usage(stderr);
+		return KILN_EXIT_USAGE;
+	}
+	cmd = argv[1];
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+		usage(stdout);
+		return KILN_EXIT_OK;
+	}
+	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+		printf("kiln %s\n", PACKAGE_VERSION);
+		return KILN_EXIT_OK;
+	}
+	if (strcmp(cmd, "help") == 0) {
+		if (argc < 3) {
+			usage(stdout);
+			return KILN_EXIT_OK;
+		}
+		cmd = argv[2];
+		for (size_t i = 0; i < NCOMMANDS; i++)
+			if (strcmp(cmd, commands[i].name) == 0) {
+				char *help_argv[] = { argv[2], "--help", NULL };
+				return commands[i].run(2, help_argv);
+			}
+	}
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (strcmp(cmd, commands[i].name) == 0)
+			return commands[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "kiln: '%s' is not a kiln command; see 'kiln --help'\n", cmd);
+	return KILN_EXIT_USAGE;
+}

@@ -1,0 +1,133 @@
+/* ODCS v3 data contracts (apiVersion v3.0.x and v3.1.x) compiled into a
+ * field table: one kiln_field per property, children indexed by key hash,
+ * patterns compiled with PCRE2 JIT. Compiled once, then shared read-only by
+ * any number of validators. */
+#ifndef KILN_CONTRACT_CONTRACT_H
+#define KILN_CONTRACT_CONTRACT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "contract/format.h"
+
+typedef enum kiln_ltype {
+	KILN_LTYPE_ANY = 0, /* logicalType absent: any JSON value */
+	KILN_LTYPE_STRING,
+	KILN_LTYPE_INTEGER,
+	KILN_LTYPE_NUMBER,
+	KILN_LTYPE_BOOLEAN,
+	KILN_LTYPE_DATE,
+	KILN_LTYPE_TIMESTAMP,
+	KILN_LTYPE_TIME,
+	KILN_LTYPE_OBJECT,
+	KILN_LTYPE_ARRAY,
+} kiln_ltype;
+
+/* How a field's value is pseudonymised (DESIGN.md, docs/CONTRACTS.md). */
+typedef enum kiln_pseudo_mode {
+	KILN_PSEUDO_KEEP = 0,    /* left as is */
+	KILN_PSEUDO_TOKEN,       /* keyed HMAC token (default for classification: pii) */
+	KILN_PSEUDO_KEEP_DOMAIN, /* email: token for the local part, domain kept */
+	KILN_PSEUDO_REDACT,      /* fixed marker */
+	KILN_PSEUDO_DROP,        /* field removed */
+} kiln_pseudo_mode;
+
+typedef enum kiln_unknown_policy {
+	KILN_UNKNOWN_REJECT = 0,
+	KILN_UNKNOWN_ALLOW,
+} kiln_unknown_policy;
+
+/* A bound on a number, date, timestamp or time (all compared as long double:
+ * numbers as written, dates/timestamps as epoch seconds). */
+typedef struct kiln_bound {
+	bool set;
+	bool exclusive;
+	long double value;
+} kiln_bound;
+
+typedef struct kiln_field kiln_field;
+struct kiln_field {
+	const char *name; /* NULL for array items and the root */
+	size_t name_len;
+	uint64_t name_hash; /* kiln_json_hash(name) */
+	const char *path;   /* "device.os", "tags[]": for messages */
+	uint32_t position;  /* index among the parent's children */
+	kiln_ltype type;
+	bool required, unique, primary_key;
+	int primary_key_position; /* -1 when not set */
+	const char *classification; /* NULL when not set */
+
+	/* logicalTypeOptions */
+	int64_t min_length, max_length; /* -1 when not set; code points */
+	void *pattern;                  /* pcre2_code *, NULL when not set */
+	const char *pattern_text;
+	kiln_format format;
+	kiln_bound minimum, maximum; /* integer formats iN/uN narrow these */
+	long double multiple_of; /* 0 when not set */
+	int64_t min_items, max_items;         /* -1 when not set */
+	int64_t min_properties, max_properties; /* -1 when not set */
+	bool unique_items; /* recorded, not checked per record */
+
+	/* enum: allowed values as written (strings decoded); numbers also parsed */
+	size_t enum_count;
+	const char **enum_values;
+	size_t *enum_lens;
+	long double *enum_numbers; /* NULL unless the field is integer or number */
+
+	/* customProperties used by kiln */
+	kiln_pseudo_mode pseudo_mode;
+	const char *pseudo_domain; /* defaults to the field name */
+	bool pii_scan;             /* free-text detectors run on this string */
+
+	/* OBJECT: children and their index; ARRAY: items (NULL = any) */
+	kiln_field **children;
+	size_t child_count;
+	uint32_t *child_index; /* open addressing, child_index_mask + 1 slots, value = child + 1 */
+	uint32_t child_index_mask;
+	uint32_t *required_children; /* indices into children */
+	size_t required_count;
+	uint32_t seen_base; /* first slot of this object's children in a validator's seen map */
+	kiln_field *items;
+
+	unsigned line, column; /* where the property is defined */
+};
+
+typedef struct kiln_contract {
+	const char *file;
+	const char *api_version, *kind, *id, *name, *version, *status;
+	const char *schema_name; /* the schema object records are checked against */
+	unsigned char digest[32]; /* BLAKE2b-256 of the contract file's bytes */
+	char digest_hex[65];
+	kiln_unknown_policy unknown_fields;
+	kiln_field *root; /* OBJECT field holding the schema's properties */
+	uint32_t seen_slots; /* total children over all object fields */
+	struct kiln_arena *arena;
+	struct kiln_yaml_doc *doc; /* the parsed YAML: compiled strings point into it */
+	void **patterns; /* every compiled pcre2_code, freed with the contract */
+	size_t pattern_count;
+} kiln_contract;
+
+typedef struct kiln_contract_options {
+	const char *schema; /* schema object name; NULL = the first one */
+} kiln_contract_options;
+
+/* Loads and compiles the contract at `path`. On error returns KILN_EINVALID
+ * (or KILN_ENOTFOUND/KILN_EIO) with "file:line:col: key.path: message" as the
+ * last error. `options` may be NULL. The caller frees with
+ * kiln_contract_free(). */
+int kiln_contract_load(kiln_contract **out, const char *path, const kiln_contract_options *options);
+
+/* Same from memory; `name` stands for the file name in messages. */
+int kiln_contract_load_buffer(kiln_contract **out, const char *name, const char *text, size_t len,
+			      const kiln_contract_options *options);
+
+void kiln_contract_free(kiln_contract *contract);
+
+/* The child of an OBJECT field named key[0..len) (decoded bytes) whose
+ * kiln_json_hash is `hash`, or NULL. */
+const kiln_field *kiln_field_child(const kiln_field *object, const char *key, size_t len, uint64_t hash);
+
+const char *kiln_ltype_name(kiln_ltype type);
+
+#endif

@@ -1,0 +1,731 @@
+/* Strict single-pass JSON scanner (see json.h).
+ *
+ * State: `state` says what may come next; the bit stack `kinds` says, per
+ * open container, whether it is an object (1) or an array (0); `depth` is
+ * the number of open containers. For duplicate detection every key of every
+ * open object sits in `keys` (objects nest, so the keys of the innermost
+ * object are the tail starting at frame_first[depth]); `table` indexes them
+ * by hash. Slots stamped with an older `gen` are empty, so a reset costs
+ * nothing; slots left by closed objects are harmless because a hit must
+ * point into the innermost object's tail and compare equal. */
+#include "core/json.h"
+
+#include <stdlib.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+enum scan_state {
+	S_VALUE,        /* a value: top level, after ':' or after ',' in an array */
+	S_ARRAY_FIRST,  /* a value or ']' */
+	S_OBJECT_FIRST, /* a key or '}' */
+	S_KEY,          /* a key (after ',' in an object) */
+	S_AFTER_VALUE,  /* ',' or the closing bracket of the innermost container */
+	S_DONE,         /* only whitespace may follow */
+	S_ERROR,
+};
+
+struct key_entry {
+	uint64_t hash;
+	size_t offset; /* of the raw key bytes in the text */
+	uint32_t len;
+	uint32_t flags;
+};
+
+struct key_slot {
+	uint32_t gen;
+	uint32_t index;
+};
+
+struct kiln_json_scanner {
+	kiln_json_limits limits;
+	const unsigned char *text, *pos, *end;
+	uint32_t depth;
+	enum scan_state state;
+	uint8_t *kinds; /* bit stack, max_depth bits */
+
+	struct key_entry *keys;
+	uint32_t nkeys, keys_cap;
+	uint32_t *frame_first; /* max_depth + 1 entries */
+	struct key_slot *table;
+	uint32_t table_mask, table_used, gen;
+	char *scratch; /* two halves for decoding escaped keys */
+	size_t scratch_cap;
+
+	kiln_reject error;
+	size_t error_offset;
+	kiln_json_token error_token;
+};
+
+/* 1 for bytes a string may hold without a closer look. */
+static const uint8_t plain_byte[256] = {
+#define R16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
+	R16(0), R16(0),                            /* 0x00-0x1F control */
+	1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20-0x2F, '"' = 0x22 */
+	R16(1), R16(1),                            /* 0x30-0x4F */
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* 0x50-0x5F, '\\' = 0x5C */
+	R16(1), R16(1),                            /* 0x60-0x7F */
+	R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), /* non-ASCII */
+#undef R16
+};
+
+static inline bool is_ws(unsigned char c)
+{
+	return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+static inline bool is_digit(unsigned char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static int hex_value(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+uint64_t kiln_json_hash(const char *s, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+size_t kiln_utf8_count(const char *s, size_t len)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < len; i++)
+		n += ((unsigned char)s[i] & 0xC0) != 0x80;
+	return n;
+}
+
+kiln_json_scanner *kiln_json_scanner_new(const kiln_json_limits *limits)
+{
+	kiln_json_scanner *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	if (limits)
+		s->limits = *limits;
+	if (s->limits.max_depth == 0)
+		s->limits.max_depth = KILN_JSON_DEFAULT_DEPTH;
+	s->kinds = calloc(s->limits.max_depth / 8 + 1, 1);
+	s->frame_first = calloc((size_t)s->limits.max_depth + 1, sizeof(*s->frame_first));
+	s->keys_cap = 64;
+	s->keys = malloc(s->keys_cap * sizeof(*s->keys));
+	s->table_mask = 255;
+	s->table = calloc((size_t)s->table_mask + 1, sizeof(*s->table));
+	s->gen = 1;
+	if (!s->kinds || !s->frame_first || !s->keys || !s->table) {
+		kiln_json_scanner_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void kiln_json_scanner_free(kiln_json_scanner *s)
+{
+	if (!s)
+		return;
+	free(s->kinds);
+	free(s->frame_first);
+	free(s->keys);
+	free(s->table);
+	free(s->scratch);
+	free(s);
+}
+
+static void next_generation(kiln_json_scanner *s)
+{
+	if (++s->gen == 0) {
+		memset(s->table, 0, ((size_t)s->table_mask + 1) * sizeof(*s->table));
+		s->gen = 1;
+	}
+	s->table_used = 0;
+}
+
+void kiln_json_scanner_reset(kiln_json_scanner *s, const char *text, size_t len)
+{
+	s->text = (const unsigned char *)text;
+	s->pos = s->text;
+	s->end = s->text + len;
+	s->depth = 0;
+	s->state = S_VALUE;
+	s->nkeys = 0;
+	s->error = KILN_REJECT_NONE;
+	s->error_offset = 0;
+	next_generation(s);
+	if (s->limits.max_bytes && len > s->limits.max_bytes) {
+		s->state = S_ERROR;
+		s->error = KILN_REJECT_TOO_LARGE;
+		s->error_offset = s->limits.max_bytes;
+	}
+}
+
+static int fail(kiln_json_scanner *s, kiln_reject code, const unsigned char *at)
+{
+	s->state = S_ERROR;
+	s->error = code;
+	s->error_offset = (size_t)(at - s->text);
+	return -1;
+}
+
+kiln_reject kiln_json_scanner_error(const kiln_json_scanner *s, size_t *out_offset,
+				    kiln_json_token *out_token)
+{
+	if (out_offset)
+		*out_offset = s->error_offset;
+	if (out_token && s->error == KILN_REJECT_DUPLICATE_KEY)
+		*out_token = s->error_token;
+	return s->error;
+}
+
+/* Validates one UTF-8 sequence starting at p (a byte >= 0x80). Returns the
+ * byte after it, or NULL. Ranges from Unicode Table 3-7. */
+static const unsigned char *scan_utf8(const unsigned char *p, const unsigned char *end)
+{
+	unsigned char c = p[0], lo = 0x80, hi = 0xBF;
+	int n;
+
+	if (c >= 0xC2 && c <= 0xDF)
+		n = 1;
+	else if (c >= 0xE0 && c <= 0xEF) {
+		n = 2;
+		if (c == 0xE0)
+			lo = 0xA0;
+		else if (c == 0xED)
+			hi = 0x9F;
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		n = 3;
+		if (c == 0xF0)
+			lo = 0x90;
+		else if (c == 0xF4)
+			hi = 0x8F;
+	} else
+		return NULL;
+	if (end - p <= n)
+		return NULL;
+	if (p[1] < lo || p[1] > hi)
+		return NULL;
+	for (int i = 2; i <= n; i++)
+		if ((p[i] & 0xC0) != 0x80)
+			return NULL;
+	return p + n + 1;
+}
+
+static int read_hex4(const unsigned char *p, const unsigned char *end, unsigned *out)
+{
+	unsigned v = 0;
+
+	if (end - p < 4)
+		return -1;
+	for (int i = 0; i < 4; i++) {
+		int h = hex_value(p[i]);
+		if (h < 0)
+			return -1;
+		v = v << 4 | (unsigned)h;
+	}
+	*out = v;
+	return 0;
+}
+
+/* p is at a backslash. Returns the byte after the escape, or NULL with the
+ * error recorded. */
+static const unsigned char *scan_escape(kiln_json_scanner *s, const unsigned char *p)
+{
+	const unsigned char *end = s->end;
+	unsigned cp, lo;
+
+	if (end - p < 2) {
+		fail(s, KILN_REJECT_JSON_SYNTAX, end);
+		return NULL;
+	}
+	switch (p[1]) {
+	case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+		return p + 2;
+	case 'u':
+		break;
+	default:
+		fail(s, KILN_REJECT_JSON_SYNTAX, p);
+		return NULL;
+	}
+	if (read_hex4(p + 2, end, &cp) < 0) {
+		fail(s, KILN_REJECT_JSON_SYNTAX, p);
+		return NULL;
+	}
+	if (cp >= 0xDC00 && cp <= 0xDFFF) {
+		fail(s, KILN_REJECT_INVALID_UTF8, p); /* lone low surrogate */
+		return NULL;
+	}
+	if (cp < 0xD800 || cp > 0xDBFF)
+		return p + 6;
+	if (end - p < 12 || p[6] != '\\' || p[7] != 'u' || read_hex4(p + 8, end, &lo) < 0 ||
+	    lo < 0xDC00 || lo > 0xDFFF) {
+		fail(s, KILN_REJECT_INVALID_UTF8, p); /* high surrogate not followed by a low one */
+		return NULL;
+	}
+	return p + 12;
+}
+
+/* First byte at or after p that is not plain string content, or end. */
+static inline const unsigned char *skip_plain(const unsigned char *p, const unsigned char *end)
+{
+#ifdef __SSE2__
+	const __m128i quote = _mm_set1_epi8('"');
+	const __m128i bslash = _mm_set1_epi8('\\');
+	const __m128i space = _mm_set1_epi8(0x20);
+
+	while (end - p >= 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+		/* signed compare: true for 0x00-0x1F and for every byte >= 0x80 */
+		__m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+					 _mm_cmplt_epi8(v, space));
+		unsigned mask = (unsigned)_mm_movemask_epi8(m);
+		if (mask)
+			return p + __builtin_ctz(mask);
+		p += 16;
+	}
+#endif
+	while (p < end && plain_byte[*p])
+		p++;
+	return p;
+}
+
+/* p is at the opening quote. Fills ptr/len/flags of *tok and returns the byte
+ * after the closing quote, or NULL with the error recorded. */
+static const unsigned char *scan_string(kiln_json_scanner *s, const unsigned char *p,
+					kiln_json_token *tok)
+{
+	const unsigned char *end = s->end, *q = p + 1;
+	uint32_t flags = KILN_JSON_ASCII;
+
+	for (;;) {
+		q = skip_plain(q, end);
+		if (q == end) {
+			fail(s, KILN_REJECT_JSON_SYNTAX, p); /* unterminated */
+			return NULL;
+		}
+		if (*q == '"')
+			break;
+		if (*q == '\\') {
+			flags |= KILN_JSON_ESCAPED;
+			q = scan_escape(s, q);
+			if (!q)
+				return NULL;
+		} else if (*q < 0x20) {
+			fail(s, KILN_REJECT_JSON_SYNTAX, q); /* raw control character */
+			return NULL;
+		} else {
+			const unsigned char *next = scan_utf8(q, end);
+			if (!next) {
+				fail(s, KILN_REJECT_INVALID_UTF8, q);
+				return NULL;
+			}
+			flags &= ~KILN_JSON_ASCII;
+			q = next;
+		}
+	}
+	tok->ptr = (const char *)p + 1;
+	tok->len = (size_t)(q - p - 1);
+	tok->flags = flags;
+	return q + 1;
+}
+
+static const unsigned char *scan_number(kiln_json_scanner *s, const unsigned char *p,
+					kiln_json_token *tok)
+{
+	const unsigned char *end = s->end, *q = p;
+	uint32_t flags = KILN_JSON_INTEGER;
+
+	if (*q == '-')
+		q++;
+	if (q == end)
+		goto bad;
+	if (*q == '0')
+		q++;
+	else if (*q >= '1' && *q <= '9')
+		while (++q < end && is_digit(*q))
+			;
+	else
+		goto bad;
+	if (q < end && *q == '.') {
+		flags = 0;
+		if (++q == end || !is_digit(*q))
+			goto bad;
+		while (++q < end && is_digit(*q))
+			;
+	}
+	if (q < end && (*q == 'e' || *q == 'E')) {
+		flags = 0;
+		if (++q < end && (*q == '+' || *q == '-'))
+			q++;
+		if (q == end || !is_digit(*q))
+			goto bad;
+		while (++q < end && is_digit(*q))
+			;
+	}
+	tok->ptr = (const char *)p;
+	tok->len = (size_t)(q - p);
+	tok->flags = flags;
+	return q;
+bad:
+	fail(s, KILN_REJECT_JSON_SYNTAX, q);
+	return NULL;
+}
+
+size_t kiln_json_unescape(char *out, size_t cap, const kiln_json_token *tok)
+{
+	const unsigned char *p = (const unsigned char *)tok->ptr, *end = p + tok->len;
+	size_t n = 0;
+
+	if (!(tok->flags & KILN_JSON_ESCAPED)) {
+		if (tok->len > cap)
+			return (size_t)-1;
+		memcpy(out, tok->ptr, tok->len);
+		return tok->len;
+	}
+	while (p < end) {
+		unsigned cp;
+		char c;
+
+		if (*p != '\\') {
+			if (n == cap)
+				return (size_t)-1;
+			out[n++] = (char)*p++;
+			continue;
+		}
+		switch (p[1]) {
+		case 'b': c = '\b'; break;
+		case 'f': c = '\f'; break;
+		case 'n': c = '\n'; break;
+		case 'r': c = '\r'; break;
+		case 't': c = '\t'; break;
+		case 'u': c = 0; break;
+		default: c = (char)p[1]; break;
+		}
+		if (c || p[1] != 'u') {
+			if (n == cap)
+				return (size_t)-1;
+			out[n++] = c;
+			p += 2;
+			continue;
+		}
+		read_hex4(p + 2, end, &cp);
+		p += 6;
+		if (cp >= 0xD800 && cp <= 0xDBFF) {
+			unsigned lo;
+			read_hex4(p + 2, end, &lo);
+			cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+			p += 6;
+		}
+		size_t need = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+		if (cap - n < need)
+			return (size_t)-1;
+		switch (need) {
+		case 1:
+			out[n++] = (char)cp;
+			break;
+		case 2:
+			out[n++] = (char)(0xC0 | cp >> 6);
+			out[n++] = (char)(0x80 | (cp & 0x3F));
+			break;
+		case 3:
+			out[n++] = (char)(0xE0 | cp >> 12);
+			out[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+			out[n++] = (char)(0x80 | (cp & 0x3F));
+			break;
+		default:
+			out[n++] = (char)(0xF0 | cp >> 18);
+			out[n++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+			out[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+			out[n++] = (char)(0x80 | (cp & 0x3F));
+			break;
+		}
+	}
+	return n;
+}
+
+static int ensure_scratch(kiln_json_scanner *s, size_t half)
+{
+	if (half * 2 <= s->scratch_cap)
+		return 0;
+	char *p = realloc(s->scratch, half * 2);
+	if (!p)
+		return -1;
+	s->scratch = p;
+	s->scratch_cap = half * 2;
+	return 0;
+}
+
+static bool key_equal(kiln_json_scanner *s, const struct key_entry *e, const kiln_json_token *tok)
+{
+	kiln_json_token old = { .type = KILN_JSON_KEY, .flags = e->flags,
+				.ptr = (const char *)s->text + e->offset, .len = e->len };
+	size_t a, b;
+
+	if (!((e->flags | tok->flags) & KILN_JSON_ESCAPED))
+		return e->len == tok->len && memcmp(old.ptr, tok->ptr, tok->len) == 0;
+	/* decoded lengths never exceed raw ones */
+	if (ensure_scratch(s, (e->len > tok->len ? e->len : tok->len) + 1) < 0)
+		return false;
+	a = kiln_json_unescape(s->scratch, e->len, &old);
+	b = kiln_json_unescape(s->scratch + s->scratch_cap / 2, tok->len, tok);
+	return a == b && memcmp(s->scratch, s->scratch + s->scratch_cap / 2, a) == 0;
+}
+
+static void table_insert(kiln_json_scanner *s, uint64_t hash, uint32_t index)
+{
+	uint32_t slot = (uint32_t)hash & s->table_mask;
+
+	while (s->table[slot].gen == s->gen)
+		slot = (slot + 1) & s->table_mask;
+	s->table[slot].gen = s->gen;
+	s->table[slot].index = index;
+	s->table_used++;
+}
+
+static int table_rebuild(kiln_json_scanner *s)
+{
+	if ((uint64_t)s->nkeys * 4 >= (uint64_t)s->table_mask + 1) {
+		size_t size = ((size_t)s->table_mask + 1) * 2;
+		struct key_slot *t = calloc(size, sizeof(*t));
+		if (!t)
+			return -1;
+		free(s->table);
+		s->table = t;
+		s->table_mask = (uint32_t)size - 1;
+		s->gen = 0;
+	}
+	next_generation(s);
+	for (uint32_t i = 0; i < s->nkeys; i++)
+		table_insert(s, s->keys[i].hash, i);
+	return 0;
+}
+
+/* Hashes the key token and, unless duplicates are allowed, records it in the
+ * innermost object. Returns -1 with the error recorded on a duplicate. */
+static int note_key(kiln_json_scanner *s, kiln_json_token *tok)
+{
+	uint32_t first = s->frame_first[s->depth];
+	uint32_t slot;
+
+	if (tok->flags & KILN_JSON_ESCAPED) {
+		if (ensure_scratch(s, tok->len + 1) < 0)
+			return fail(s, KILN_REJECT_TOO_LARGE, (const unsigned char *)tok->ptr);
+		size_t n = kiln_json_unescape(s->scratch, tok->len, tok);
+		tok->key_hash = kiln_json_hash(s->scratch, n);
+	} else {
+		tok->key_hash = kiln_json_hash(tok->ptr, tok->len);
+	}
+	if (s->limits.allow_duplicate_keys)
+		return 0;
+
+	for (slot = (uint32_t)tok->key_hash & s->table_mask; s->table[slot].gen == s->gen;
+	     slot = (slot + 1) & s->table_mask) {
+		uint32_t i = s->table[slot].index;
+		if (i >= first && i < s->nkeys && s->keys[i].hash == tok->key_hash &&
+		    key_equal(s, &s->keys[i], tok)) {
+			s->error_token = *tok;
+			return fail(s, KILN_REJECT_DUPLICATE_KEY, (const unsigned char *)tok->ptr - 1);
+		}
+	}
+	if (s->nkeys == s->keys_cap) {
+		struct key_entry *k = realloc(s->keys, (size_t)s->keys_cap * 2 * sizeof(*k));
+		if (!k || s->keys_cap >= UINT32_MAX / 4)
+			return fail(s, KILN_REJECT_TOO_LARGE, (const unsigned char *)tok->ptr);
+		s->keys = k;
+		s->keys_cap *= 2;
+	}
+	s->keys[s->nkeys] = (struct key_entry){ .hash = tok->key_hash,
+						.offset = (size_t)((const unsigned char *)tok->ptr - s->text),
+						.len = (uint32_t)tok->len,
+						.flags = tok->flags };
+	if ((s->table_used + 1) * 2 > s->table_mask + 1) {
+		s->nkeys++;
+		if (table_rebuild(s) < 0)
+			return fail(s, KILN_REJECT_TOO_LARGE, (const unsigned char *)tok->ptr);
+		return 0;
+	}
+	table_insert(s, tok->key_hash, s->nkeys++);
+	return 0;
+}
+
+static inline bool top_is_object(const kiln_json_scanner *s)
+{
+	uint32_t i = s->depth - 1;
+	return s->kinds[i >> 3] >> (i & 7) & 1;
+}
+
+static int open_container(kiln_json_scanner *s, const unsigned char *p, bool object,
+			  kiln_json_token *out)
+{
+	uint32_t i = s->depth;
+
+	if (i >= s->limits.max_depth)
+		return fail(s, KILN_REJECT_TOO_DEEP, p);
+	if (object) {
+		s->kinds[i >> 3] |= (uint8_t)(1u << (i & 7));
+		s->frame_first[i + 1] = s->nkeys;
+	} else {
+		s->kinds[i >> 3] &= (uint8_t)~(1u << (i & 7));
+	}
+	out->type = object ? KILN_JSON_OBJECT_BEGIN : KILN_JSON_ARRAY_BEGIN;
+	out->depth = i;
+	s->depth = i + 1;
+	s->state = object ? S_OBJECT_FIRST : S_ARRAY_FIRST;
+	return 1;
+}
+
+static int close_container(kiln_json_scanner *s, bool object, kiln_json_token *out)
+{
+	if (object)
+		s->nkeys = s->frame_first[s->depth];
+	s->depth--;
+	out->type = object ? KILN_JSON_OBJECT_END : KILN_JSON_ARRAY_END;
+	out->depth = s->depth;
+	s->state = s->depth ? S_AFTER_VALUE : S_DONE;
+	return 1;
+}
+
+int kiln_json_next(kiln_json_scanner *s, kiln_json_token *out)
+{
+	const unsigned char *p = s->pos, *end = s->end, *q;
+	unsigned char c;
+	int rc;
+
+	if (s->state == S_ERROR)
+		return -1;
+again:
+	while (p < end && is_ws(*p))
+		p++;
+	if (p == end) {
+		if (s->state == S_DONE) {
+			s->pos = p;
+			return 0;
+		}
+		return fail(s, KILN_REJECT_JSON_SYNTAX, p);
+	}
+	c = *p;
+	out->offset = (size_t)(p - s->text);
+	out->ptr = (const char *)p;
+	out->len = 1;
+	out->flags = 0;
+	out->depth = s->depth;
+
+	switch (s->state) {
+	case S_AFTER_VALUE:
+		if (c == ',') {
+			p++;
+			s->state = top_is_object(s) ? S_KEY : S_VALUE;
+			goto again;
+		}
+		if ((c == '}' && top_is_object(s)) || (c == ']' && !top_is_object(s))) {
+			s->pos = p + 1;
+			return close_container(s, c == '}', out);
+		}
+		return fail(s, KILN_REJECT_JSON_SYNTAX, p);
+	case S_OBJECT_FIRST:
+		if (c == '}') {
+			s->pos = p + 1;
+			return close_container(s, true, out);
+		}
+		/* fall through */
+	case S_KEY:
+		if (c != '"')
+			return fail(s, KILN_REJECT_JSON_SYNTAX, p);
+		q = scan_string(s, p, out);
+		if (!q)
+			return -1;
+		out->type = KILN_JSON_KEY;
+		if (note_key(s, out) < 0)
+			return -1;
+		while (q < end && is_ws(*q))
+			q++;
+		if (q == end || *q != ':')
+			return fail(s, KILN_REJECT_JSON_SYNTAX, q);
+		s->pos = q + 1;
+		s->state = S_VALUE;
+		return 1;
+	case S_ARRAY_FIRST:
+		if (c == ']') {
+			s->pos = p + 1;
+			return close_container(s, false, out);
+		}
+		/* fall through */
+	case S_VALUE:
+		break;
+	case S_DONE:
+	case S_ERROR:
+		return fail(s, KILN_REJECT_JSON_SYNTAX, p);
+	}
+
+	switch (c) {
+	case '{':
+	case '[':
+		rc = open_container(s, p, c == '{', out);
+		if (rc > 0)
+			s->pos = p + 1;
+		return rc;
+	case '"':
+		q = scan_string(s, p, out);
+		if (!q)
+			return -1;
+		out->type = KILN_JSON_STRING;
+		break;
+	case 't':
+		if (end - p < 4 || memcmp(p, "true", 4) != 0)
+			return fail(s, KILN_REJECT_JSON_SYNTAX, p);
+		out->type = KILN_JSON_TRUE;
+		out->len = 4;
+		q = p + 4;
+		break;
+	case 'f':
+		if (end - p < 5 || memcmp(p, "false", 5) != 0)
+			return fail(s, KILN_REJECT_JSON_SYNTAX, p);
+		out->type = KILN_JSON_FALSE;
+		out->len = 5;
+		q = p + 5;
+		break;
+	case 'n':
+		if (end - p < 4 || memcmp(p, "null", 4) != 0)
+			return fail(s, KILN_REJECT_JSON_SYNTAX, p);
+		out->type = KILN_JSON_NULL;
+		out->len = 4;
+		q = p + 4;
+		break;
+	default:
+		if (c != '-' && !is_digit(c))
+			return fail(s, KILN_REJECT_JSON_SYNTAX, p);
+		q = scan_number(s, p, out);
+		if (!q)
+			return -1;
+		out->type = KILN_JSON_NUMBER;
+		break;
+	}
+	s->pos = q;
+	s->state = s->depth ? S_AFTER_VALUE : S_DONE;
+	return 1;
+}
+
+kiln_reject kiln_json_check(kiln_json_scanner *s, const char *text, size_t len)
+{
+	kiln_json_token tok;
+	int rc;
+
+	kiln_json_scanner_reset(s, text, len);
+	while ((rc = kiln_json_next(s, &tok)) > 0)
+		;
+	return rc < 0 ? s->error : KILN_REJECT_NONE;
+}

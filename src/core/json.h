@@ -1,0 +1,91 @@
+/* Strict RFC 8259 JSON scanner: one pass over one JSON text, one token per
+ * call, no tree and no allocation per token. It validates UTF-8 and escape
+ * sequences (surrogate pairs included), bounds nesting depth with an
+ * explicit bit stack, and can report duplicate keys within an object.
+ * Tokens point into the caller's buffer, so later stages can read chosen
+ * values and rewrite chosen strings while copying the rest verbatim. */
+#ifndef KILN_CORE_JSON_H
+#define KILN_CORE_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/reject.h"
+
+typedef enum kiln_json_type {
+	KILN_JSON_NONE = 0,
+	KILN_JSON_OBJECT_BEGIN,
+	KILN_JSON_OBJECT_END,
+	KILN_JSON_ARRAY_BEGIN,
+	KILN_JSON_ARRAY_END,
+	KILN_JSON_KEY,
+	KILN_JSON_STRING,
+	KILN_JSON_NUMBER,
+	KILN_JSON_TRUE,
+	KILN_JSON_FALSE,
+	KILN_JSON_NULL,
+} kiln_json_type;
+
+/* Token flags. */
+#define KILN_JSON_ESCAPED 0x1u /* string/key holds at least one backslash escape */
+#define KILN_JSON_INTEGER 0x2u /* number has neither fraction nor exponent */
+#define KILN_JSON_ASCII 0x4u   /* string/key holds only ASCII bytes (as written) */
+
+typedef struct kiln_json_token {
+	kiln_json_type type;
+	uint32_t flags;
+	/* Strings and keys: the bytes between the quotes, escapes not decoded.
+	 * Numbers and literals: the token's text. Containers: the bracket. */
+	const char *ptr;
+	size_t len;
+	size_t offset;     /* byte offset of the token's first character (a quote for strings) */
+	uint32_t depth;    /* containers open around this token (0 = top level) */
+	uint64_t key_hash; /* KILN_JSON_KEY only: kiln_json_hash() of the decoded key */
+} kiln_json_token;
+
+typedef struct kiln_json_limits {
+	uint32_t max_depth;        /* deepest nesting allowed; 0 = default 128 */
+	size_t max_bytes;          /* largest text accepted; 0 = unlimited */
+	bool allow_duplicate_keys; /* true: RFC 8259 syntax only, no duplicate check */
+} kiln_json_limits;
+
+#define KILN_JSON_DEFAULT_DEPTH 128u
+
+typedef struct kiln_json_scanner kiln_json_scanner;
+
+/* A scanner is reused record after record; it owns its stacks and key index.
+ * `limits` may be NULL for the defaults. Returns NULL when out of memory. */
+kiln_json_scanner *kiln_json_scanner_new(const kiln_json_limits *limits);
+void kiln_json_scanner_free(kiln_json_scanner *scanner);
+
+/* Starts scanning text[0..len). The text is borrowed until the next reset. */
+void kiln_json_scanner_reset(kiln_json_scanner *scanner, const char *text, size_t len);
+
+/* Next token into *out. Returns 1 for a token, 0 when the whole text has been
+ * scanned and was valid, or -1 on the first error (then see
+ * kiln_json_scanner_error(); further calls keep returning -1). */
+int kiln_json_next(kiln_json_scanner *scanner, kiln_json_token *out);
+
+/* The error after kiln_json_next() returned -1: its code and the byte offset
+ * where it was found. For KILN_REJECT_DUPLICATE_KEY, *out_token is the
+ * second occurrence of the key (may pass NULL). */
+kiln_reject kiln_json_scanner_error(const kiln_json_scanner *scanner, size_t *out_offset,
+				    kiln_json_token *out_token);
+
+/* Scans a whole text and returns KILN_REJECT_NONE or the first error. */
+kiln_reject kiln_json_check(kiln_json_scanner *scanner, const char *text, size_t len);
+
+/* Decodes a string or key token's escapes into out[0..cap). Returns the
+ * decoded length, or (size_t)-1 when it does not fit. The token must come
+ * from the scanner (escapes already validated). Decoded length never exceeds
+ * the raw length, so cap >= token->len always suffices. */
+size_t kiln_json_unescape(char *out, size_t cap, const kiln_json_token *token);
+
+/* The hash used for keys (64-bit FNV-1a of the decoded bytes). */
+uint64_t kiln_json_hash(const char *s, size_t len);
+
+/* Number of Unicode code points in valid UTF-8 s[0..len). */
+size_t kiln_utf8_count(const char *s, size_t len);
+
+#endif

@@ -1,0 +1,28 @@
+/* Why a record is rejected: the machine codes shared by the JSON scanner,
+ * the contract validator, the CLI output and (later) the quarantine. */
+#ifndef KILN_CORE_REJECT_H
+#define KILN_CORE_REJECT_H
+
+typedef enum kiln_reject {
+	KILN_REJECT_NONE = 0,
+	KILN_REJECT_JSON_SYNTAX,
+	KILN_REJECT_INVALID_UTF8,
+	KILN_REJECT_DUPLICATE_KEY,
+	KILN_REJECT_TOO_DEEP,
+	KILN_REJECT_TOO_LARGE,
+	KILN_REJECT_NOT_OBJECT,
+	KILN_REJECT_MISSING_REQUIRED,
+	KILN_REJECT_TYPE,
+	KILN_REJECT_PATTERN,
+	KILN_REJECT_RANGE,
+	KILN_REJECT_LENGTH,
+	KILN_REJECT_ENUM,
+	KILN_REJECT_FORMAT,
+	KILN_REJECT_UNKNOWN_FIELD,
+	KILN_REJECT_COUNT_ /* number of codes, not a code */
+} kiln_reject;
+
+/* "json_syntax", "type", ...; "none" for KILN_REJECT_NONE. Static storage. */
+const char *kiln_reject_name(kiln_reject code);
+
+#endif

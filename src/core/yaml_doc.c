@@ -1,0 +1,786 @@
+/* YAML documents as position-carrying trees (see yaml_doc.h).
+ * The first document of a stream is built from libyaml's event parser with
+ * an explicit stack (no recursion, at most KILN_YAML_MAX_DEPTH collections
+ * deep). The doc owns one arena holding every node, item array and string;
+ * kiln_yaml_free() releases it in one walk over the block list. */
+#include "core/yaml_doc.h"
+
+#include "core/error.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#define KILN_YAML_MAX_DEPTH 64
+#define ARENA_BLOCK_SIZE (32 * 1024)
+#define QUOTE_MAX 64 /* bytes of a key or anchor shown in a message */
+
+typedef struct arena_block arena_block;
+struct arena_block {
+	arena_block *next;
+	size_t used;
+	size_t cap;
+	unsigned char data[];
+};
+
+struct kiln_yaml_doc {
+	arena_block *arena;
+	const char *name;
+	kiln_yaml_node *root;
+};
+
+/* A collection being built. Items (and keys) collect in heap arrays that are
+ * copied into the arena when the collection ends. In a mapping, have_key
+ * means keys[count] holds a key still waiting for its value. */
+typedef struct build_frame {
+	kiln_yaml_node *node;
+	kiln_yaml_node **items;
+	kiln_yaml_node **keys;
+	size_t count;
+	size_t cap;
+	bool have_key;
+	size_t anchor; /* index in the anchor table, or SIZE_MAX */
+} build_frame;
+
+typedef struct build_anchor {
+	const char *name;
+	kiln_yaml_node *node;
+	bool open; /* its collection has not ended yet */
+} build_anchor;
+
+typedef struct build_ctx {
+	kiln_yaml_doc *doc;
+	build_frame stack[KILN_YAML_MAX_DEPTH];
+	size_t depth;
+	build_anchor *anchors;
+	size_t anchor_count;
+	size_t anchor_cap;
+} build_ctx;
+
+static void *arena_alloc(kiln_yaml_doc *doc, size_t size, size_t align)
+{
+	arena_block *block = doc->arena;
+	size_t pad = 0;
+	void *p;
+
+	if (block) {
+		uintptr_t at = (uintptr_t)(block->data + block->used);
+		pad = (align - (at & (align - 1))) & (align - 1);
+	}
+	if (!block || block->cap - block->used < pad || block->cap - block->used - pad < size) {
+		size_t cap = ARENA_BLOCK_SIZE - sizeof(arena_block);
+		bool own;
+
+		if (size > SIZE_MAX - sizeof(arena_block) - align)
+			return NULL;
+		own = size + align > cap / 4;
+		if (own)
+			cap = size + align;
+		block = malloc(sizeof(arena_block) + cap);
+		if (!block)
+			return NULL;
+		block->used = 0;
+		block->cap = cap;
+		if (own && doc->arena) {
+			/* keep filling the current block; park this one behind it */
+			block->next = doc->arena->next;
+			doc->arena->next = block;
+		} else {
+			block->next = doc->arena;
+			doc->arena = block;
+		}
+		pad = (align - ((uintptr_t)block->data & (align - 1))) & (align - 1);
+	}
+	block->used += pad;
+	p = block->data + block->used;
+	block->used += size;
+	return p;
+}
+
+static char *arena_strndup(kiln_yaml_doc *doc, const char *s, size_t len)
+{
+	char *p;
+
+	if (len == SIZE_MAX)
+		return NULL;
+	p = arena_alloc(doc, len + 1, 1);
+	if (!p)
+		return NULL;
+	if (len)
+		memcpy(p, s, len);
+	p[len] = '\0';
+	return p;
+}
+
+/* Writes s[0..len) as a message-safe quoted string: control bytes, '"' and
+ * '\' escaped, cut after QUOTE_MAX bytes. */
+static void quote_bytes(char *dst, size_t cap, const char *s, size_t len)
+{
+	size_t n = 0, i;
+
+	assert(cap >= 8);
+	dst[n++] = '"';
+	for (i = 0; i < len && i < QUOTE_MAX && n + 8 < cap; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '"' || c == '\\') {
+			dst[n++] = '\\';
+			dst[n++] = (char)c;
+		} else if (c < 0x20 || c == 0x7f) {
+			n += (size_t)snprintf(dst + n, cap - n, "\\x%02x", c);
+		} else {
+			dst[n++] = (char)c;
+		}
+	}
+	if (i < len && n + 5 < cap) {
+		memcpy(dst + n, "...", 3);
+		n += 3;
+	}
+	dst[n++] = '"';
+	dst[n] = '\0';
+}
+
+static int fail_at(build_ctx *ctx, yaml_mark_t mark, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail_at(build_ctx *ctx, yaml_mark_t mark, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return kiln_error_set(KILN_EINVALID, "%s:%zu:%zu: %s", ctx->doc->name, mark.line + 1,
+			      mark.column + 1, msg);
+}
+
+static int fail_nomem(build_ctx *ctx)
+{
+	return kiln_error_set(KILN_ENOMEM, "%s: out of memory", ctx->doc->name);
+}
+
+static int parser_fail(build_ctx *ctx, const yaml_parser_t *parser, const char *buf, size_t len)
+{
+	const char *problem = parser->problem ? parser->problem : "unknown error";
+	size_t line = parser->problem_mark.line + 1;
+	size_t column = parser->problem_mark.column + 1;
+
+	switch (parser->error) {
+	case YAML_MEMORY_ERROR:
+		return fail_nomem(ctx);
+	case YAML_READER_ERROR: {
+		/* the reader reports a byte offset, not a mark */
+		size_t i, end = parser->problem_offset < len ? parser->problem_offset : len;
+
+		line = 1;
+		column = 1;
+		for (i = 0; i < end; i++) {
+			if (buf[i] == '\n') {
+				line++;
+				column = 1;
+			} else {
+				column++;
+			}
+		}
+		break;
+	}
+	default:
+		break;
+	}
+	if (parser->context)
+		return kiln_error_set(KILN_EINVALID, "%s:%zu:%zu: %s (%s at %zu:%zu)", ctx->doc->name,
+				      line, column, problem, parser->context,
+				      parser->context_mark.line + 1, parser->context_mark.column + 1);
+	return kiln_error_set(KILN_EINVALID, "%s:%zu:%zu: %s", ctx->doc->name, line, column, problem);
+}
+
+static kiln_yaml_node *node_new(build_ctx *ctx, kiln_yaml_kind kind, yaml_mark_t mark)
+{
+	kiln_yaml_node *node = arena_alloc(ctx->doc, sizeof(*node), _Alignof(kiln_yaml_node));
+
+	if (!node)
+		return NULL;
+	memset(node, 0, sizeof(*node));
+	node->kind = kind;
+	node->line = mark.line + 1 > UINT_MAX ? UINT_MAX : (unsigned)(mark.line + 1);
+	node->column = mark.column + 1 > UINT_MAX ? UINT_MAX : (unsigned)(mark.column + 1);
+	return node;
+}
+
+static int anchor_add(build_ctx *ctx, const yaml_char_t *name, kiln_yaml_node *node, bool open,
+		      size_t *index_out)
+{
+	build_anchor *a;
+
+	if (ctx->anchor_count == ctx->anchor_cap) {
+		size_t cap = ctx->anchor_cap ? ctx->anchor_cap * 2 : 8;
+		build_anchor *grown = realloc(ctx->anchors, cap * sizeof(*grown));
+
+		if (!grown)
+			return fail_nomem(ctx);
+		ctx->anchors = grown;
+		ctx->anchor_cap = cap;
+	}
+	a = &ctx->anchors[ctx->anchor_count];
+	a->name = arena_strndup(ctx->doc, (const char *)name, strlen((const char *)name));
+	if (!a->name)
+		return fail_nomem(ctx);
+	a->node = node;
+	a->open = open;
+	if (index_out)
+		*index_out = ctx->anchor_count;
+	ctx->anchor_count++;
+	return 0;
+}
+
+static int anchor_resolve(build_ctx *ctx, kiln_yaml_node **out, const yaml_char_t *name,
+			  yaml_mark_t mark)
+{
+	char quoted[QUOTE_MAX * 4 + 8];
+	size_t i;
+
+	/* the latest definition of a name wins */
+	for (i = ctx->anchor_count; i-- > 0;) {
+		if (strcmp(ctx->anchors[i].name, (const char *)name) != 0)
+			continue;
+		if (ctx->anchors[i].open) {
+			quote_bytes(quoted, sizeof(quoted), (const char *)name, strlen((const char *)name));
+			return fail_at(ctx, mark, "alias %s refers to a node that contains it", quoted);
+		}
+		*out = ctx->anchors[i].node;
+		return 0;
+	}
+	quote_bytes(quoted, sizeof(quoted), (const char *)name, strlen((const char *)name));
+	return fail_at(ctx, mark, "unknown alias %s", quoted);
+}
+
+static int frame_reserve(build_ctx *ctx, build_frame *frame, bool with_keys)
+{
+	kiln_yaml_node **items, **keys;
+	size_t cap;
+
+	if (frame->count < frame->cap)
+		return 0;
+	cap = frame->cap ? frame->cap * 2 : 8;
+	if (cap > SIZE_MAX / sizeof(*items))
+		return fail_nomem(ctx);
+	items = realloc(frame->items, cap * sizeof(*items));
+	if (!items)
+		return fail_nomem(ctx);
+	frame->items = items;
+	if (with_keys) {
+		keys = realloc(frame->keys, cap * sizeof(*keys));
+		if (!keys)
+			return fail_nomem(ctx);
+		frame->keys = keys;
+	}
+	frame->cap = cap;
+	return 0;
+}
+
+/* Hands a finished node to the open collection, or makes it the root.
+ * `mark` is where the node appeared in the text (an alias's own mark). */
+static int attach(build_ctx *ctx, kiln_yaml_node *node, yaml_mark_t mark)
+{
+	build_frame *top;
+	char quoted[QUOTE_MAX * 4 + 8];
+	size_t i;
+	int error;
+
+	if (ctx->depth == 0) {
+		if (!ctx->doc->root)
+			ctx->doc->root = node;
+		return 0;
+	}
+	top = &ctx->stack[ctx->depth - 1];
+	if (top->node->kind == KILN_YAML_SEQUENCE) {
+		if ((error = frame_reserve(ctx, top, false)) < 0)
+			return error;
+		top->items[top->count++] = node;
+		return 0;
+	}
+	if (top->have_key) {
+		top->items[top->count++] = node;
+		top->have_key = false;
+		return 0;
+	}
+	if (node->kind != KILN_YAML_SCALAR)
+		return fail_at(ctx, mark, "mapping keys must be scalars");
+	for (i = 0; i < top->count; i++) {
+		const kiln_yaml_node *k = top->keys[i];
+
+		if (k->len == node->len && memcmp(k->value, node->value, node->len) == 0) {
+			quote_bytes(quoted, sizeof(quoted), node->value, node->len);
+			return fail_at(ctx, mark, "duplicate key %s", quoted);
+		}
+	}
+	if ((error = frame_reserve(ctx, top, true)) < 0)
+		return error;
+	top->keys[top->count] = node;
+	top->have_key = true;
+	return 0;
+}
+
+static int on_scalar(build_ctx *ctx, const yaml_event_t *event)
+{
+	kiln_yaml_node *node = node_new(ctx, KILN_YAML_SCALAR, event->start_mark);
+	char *value;
+	int error;
+
+	if (!node)
+		return fail_nomem(ctx);
+	value = arena_strndup(ctx->doc, (const char *)event->data.scalar.value,
+			      event->data.scalar.length);
+	if (!value)
+		return fail_nomem(ctx);
+	node->value = value;
+	node->len = event->data.scalar.length;
+	node->quoted = event->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
+	if (event->data.scalar.anchor &&
+	    (error = anchor_add(ctx, event->data.scalar.anchor, node, false, NULL)) < 0)
+		return error;
+	return attach(ctx, node, event->start_mark);
+}
+
+static int on_alias(build_ctx *ctx, const yaml_event_t *event)
+{
+	kiln_yaml_node *node = NULL;
+	int error;
+
+	if ((error = anchor_resolve(ctx, &node, event->data.alias.anchor, event->start_mark)) < 0)
+		return error;
+	return attach(ctx, node, event->start_mark);
+}
+
+static int on_start(build_ctx *ctx, const yaml_event_t *event, kiln_yaml_kind kind)
+{
+	const yaml_char_t *anchor = kind == KILN_YAML_MAPPING ? event->data.mapping_start.anchor
+							      : event->data.sequence_start.anchor;
+	build_frame *frame;
+	kiln_yaml_node *node;
+	int error;
+
+	if (ctx->depth > 0) {
+		const build_frame *top = &ctx->stack[ctx->depth - 1];
+
+		if (top->node->kind == KILN_YAML_MAPPING && !top->have_key)
+			return fail_at(ctx, event->start_mark, "mapping keys must be scalars");
+	}
+	if (ctx->depth == KILN_YAML_MAX_DEPTH)
+		return fail_at(ctx, event->start_mark, "nested deeper than %d levels",
+			       KILN_YAML_MAX_DEPTH);
+	node = node_new(ctx, kind, event->start_mark);
+	if (!node)
+		return fail_nomem(ctx);
+	frame = &ctx->stack[ctx->depth];
+	memset(frame, 0, sizeof(*frame));
+	frame->node = node;
+	frame->anchor = SIZE_MAX;
+	if (anchor && (error = anchor_add(ctx, anchor, node, true, &frame->anchor)) < 0)
+		return error;
+	ctx->depth++;
+	return 0;
+}
+
+static int on_end(build_ctx *ctx)
+{
+	build_frame *frame;
+	kiln_yaml_node *node;
+	yaml_mark_t mark = {0, 0, 0};
+
+	assert(ctx->depth > 0);
+	frame = &ctx->stack[ctx->depth - 1];
+	node = frame->node;
+	assert(!frame->have_key);
+	if (frame->count) {
+		size_t bytes = frame->count * sizeof(kiln_yaml_node *);
+		node->items = arena_alloc(ctx->doc, bytes, _Alignof(kiln_yaml_node *));
+		if (!node->items)
+			return fail_nomem(ctx);
+		memcpy(node->items, frame->items, bytes);
+		if (node->kind == KILN_YAML_MAPPING) {
+			node->keys = arena_alloc(ctx->doc, bytes, _Alignof(kiln_yaml_node *));
+			if (!node->keys)
+				return fail_nomem(ctx);
+			memcpy(node->keys, frame->keys, bytes);
+		}
+	}
+	node->count = frame->count;
+	if (frame->anchor != SIZE_MAX)
+		ctx->anchors[frame->anchor].open = false;
+	free(frame->items);
+	free(frame->keys);
+	memset(frame, 0, sizeof(*frame));
+	ctx->depth--;
+	mark.line = node->line - 1;
+	mark.column = node->column - 1;
+	return attach(ctx, node, mark);
+}
+
+int kiln_yaml_load_buffer(kiln_yaml_doc **out, const char *name, const char *buf, size_t len)
+{
+	build_ctx ctx;
+	yaml_parser_t parser;
+	yaml_event_t event;
+	bool parser_ready = false, have_event = false, done = false;
+	int error = 0;
+
+	assert(out);
+	*out = NULL;
+	memset(&ctx, 0, sizeof(ctx));
+	if (!name)
+		name = "<buffer>";
+	if (!buf) {
+		buf = "";
+		len = 0;
+	}
+
+	ctx.doc = calloc(1, sizeof(*ctx.doc));
+	if (!ctx.doc) {
+		error = kiln_error_set(KILN_ENOMEM, "%s: out of memory", name);
+		goto cleanup;
+	}
+	ctx.doc->name = arena_strndup(ctx.doc, name, strlen(name));
+	if (!ctx.doc->name) {
+		ctx.doc->name = name;
+		error = fail_nomem(&ctx);
+		goto cleanup;
+	}
+
+	if (!yaml_parser_initialize(&parser)) {
+		error = fail_nomem(&ctx);
+		goto cleanup;
+	}
+	parser_ready = true;
+	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
+
+	while (!done) {
+		if (!yaml_parser_parse(&parser, &event)) {
+			error = parser_fail(&ctx, &parser, buf, len);
+			goto cleanup;
+		}
+		have_event = true;
+		switch (event.type) {
+		case YAML_SCALAR_EVENT:
+			error = on_scalar(&ctx, &event);
+			break;
+		case YAML_ALIAS_EVENT:
+			error = on_alias(&ctx, &event);
+			break;
+		case YAML_SEQUENCE_START_EVENT:
+			error = on_start(&ctx, &event, KILN_YAML_SEQUENCE);
+			break;
+		case YAML_MAPPING_START_EVENT:
+			error = on_start(&ctx, &event, KILN_YAML_MAPPING);
+			break;
+		case YAML_SEQUENCE_END_EVENT:
+		case YAML_MAPPING_END_EVENT:
+			error = on_end(&ctx);
+			break;
+		case YAML_DOCUMENT_END_EVENT:
+		case YAML_STREAM_END_EVENT:
+			/* only the first document is read */
+			done = true;
+			break;
+		default:
+			break;
+		}
+		yaml_event_delete(&event);
+		have_event = false;
+		if (error < 0)
+			goto cleanup;
+	}
+	assert(ctx.depth == 0);
+
+	/* "---" alone yields an implicit empty scalar: an empty document */
+	if (ctx.doc->root && ctx.doc->root->kind == KILN_YAML_SCALAR && !ctx.doc->root->quoted &&
+	    ctx.doc->root->len == 0)
+		ctx.doc->root = NULL;
+
+	*out = ctx.doc;
+	ctx.doc = NULL;
+
+cleanup:
+	if (have_event)
+		yaml_event_delete(&event);
+	if (parser_ready)
+		yaml_parser_delete(&parser);
+	while (ctx.depth > 0) {
+		ctx.depth--;
+		free(ctx.stack[ctx.depth].items);
+		free(ctx.stack[ctx.depth].keys);
+	}
+	free(ctx.anchors);
+	kiln_yaml_free(ctx.doc);
+	return error;
+}
+
+int kiln_yaml_load_file(kiln_yaml_doc **out, const char *path)
+{
+	FILE *fp = NULL;
+	char *buf = NULL;
+	size_t len = 0, cap = 0, n;
+	int error = 0;
+
+	assert(out && path);
+	*out = NULL;
+
+	fp = fopen(path, "rb");
+	if (!fp) {
+		int e = errno;
+
+		error = kiln_error_set(e == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "%s: cannot open: %s",
+				       path, strerror(e));
+		goto cleanup;
+	}
+	for (;;) {
+		if (len == cap) {
+			size_t grown_cap = cap ? cap * 2 : 64 * 1024;
+			char *grown;
+
+			if (grown_cap < cap || !(grown = realloc(buf, grown_cap))) {
+				error = kiln_error_set(KILN_ENOMEM, "%s: out of memory", path);
+				goto cleanup;
+			}
+			buf = grown;
+			cap = grown_cap;
+		}
+		n = fread(buf + len, 1, cap - len, fp);
+		len += n;
+		if (n == 0)
+			break;
+	}
+	if (ferror(fp)) {
+		error = kiln_error_set(KILN_EIO, "%s: cannot read: %s", path, strerror(errno));
+		goto cleanup;
+	}
+
+	error = kiln_yaml_load_buffer(out, path, buf, len);
+
+cleanup:
+	if (fp)
+		fclose(fp);
+	free(buf);
+	return error;
+}
+
+void kiln_yaml_free(kiln_yaml_doc *doc)
+{
+	arena_block *block, *next;
+
+	if (!doc)
+		return;
+	for (block = doc->arena; block; block = next) {
+		next = block->next;
+		free(block);
+	}
+	free(doc);
+}
+
+const kiln_yaml_node *kiln_yaml_root(const kiln_yaml_doc *doc)
+{
+	return doc ? doc->root : NULL;
+}
+
+const char *kiln_yaml_name(const kiln_yaml_doc *doc)
+{
+	return doc ? doc->name : NULL;
+}
+
+const kiln_yaml_node *kiln_yaml_get(const kiln_yaml_node *map, const char *key)
+{
+	size_t i, len;
+
+	if (!map || map->kind != KILN_YAML_MAPPING || !key)
+		return NULL;
+	len = strlen(key);
+	for (i = 0; i < map->count; i++) {
+		const kiln_yaml_node *k = map->keys[i];
+
+		if (k->len == len && memcmp(k->value, key, len) == 0)
+			return map->items[i];
+	}
+	return NULL;
+}
+
+bool kiln_yaml_is_null(const kiln_yaml_node *node)
+{
+	static const char *const nulls[] = {"null", "Null", "NULL", "~"};
+	size_t i;
+
+	if (!node || node->kind != KILN_YAML_SCALAR || node->quoted)
+		return false;
+	if (node->len == 0)
+		return true;
+	for (i = 0; i < sizeof(nulls) / sizeof(nulls[0]); i++) {
+		if (node->len == strlen(nulls[i]) && memcmp(node->value, nulls[i], node->len) == 0)
+			return true;
+	}
+	return false;
+}
+
+int kiln_yaml_fail(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path,
+		   const char *fmt, ...)
+{
+	const char *name = doc && doc->name ? doc->name : "<yaml>";
+	const char *sep = path && *path ? ": " : "";
+	char msg[400];
+	va_list ap;
+
+	if (!path)
+		path = "";
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (!node)
+		return kiln_error_set(KILN_EINVALID, "%s: %s%s%s", name, path, sep, msg);
+	return kiln_error_set(KILN_EINVALID, "%s:%u:%u: %s%s%s", name, node->line, node->column, path,
+			      sep, msg);
+}
+
+static const char *kind_name(kiln_yaml_kind kind)
+{
+	return kind == KILN_YAML_MAPPING ? "a mapping" : "a sequence";
+}
+
+/* A plain scalar whose text is exactly `word`. */
+static bool plain_is(const kiln_yaml_node *node, const char *word)
+{
+	size_t len = strlen(word);
+
+	return !node->quoted && node->len == len && memcmp(node->value, word, len) == 0;
+}
+
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+int kiln_yaml_bool(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, bool *out)
+{
+	assert(out);
+	if (node && node->kind != KILN_YAML_SCALAR)
+		return kiln_yaml_fail(doc, node, path, "expected a scalar (true or false), got %s",
+				      kind_name(node->kind));
+	if (node && (plain_is(node, "true") || plain_is(node, "True") || plain_is(node, "TRUE"))) {
+		*out = true;
+		return 0;
+	}
+	if (node && (plain_is(node, "false") || plain_is(node, "False") || plain_is(node, "FALSE"))) {
+		*out = false;
+		return 0;
+	}
+	return kiln_yaml_fail(doc, node, path, "expected true or false");
+}
+
+int kiln_yaml_int64(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path,
+		    int64_t *out)
+{
+	const char *s;
+	char *end;
+	long long v;
+	size_t i = 0;
+
+	assert(out);
+	if (node && node->kind != KILN_YAML_SCALAR)
+		return kiln_yaml_fail(doc, node, path, "expected a scalar (an integer), got %s",
+				      kind_name(node->kind));
+	if (!node || node->quoted)
+		goto invalid;
+	s = node->value;
+	if (i < node->len && (s[i] == '+' || s[i] == '-'))
+		i++;
+	if (i == node->len)
+		goto invalid;
+	for (; i < node->len; i++) {
+		if (!is_digit(s[i]))
+			goto invalid;
+	}
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || end != s + node->len)
+		goto invalid;
+#if LLONG_MAX > INT64_MAX
+	if (v < INT64_MIN || v > INT64_MAX)
+		goto invalid;
+#endif
+	*out = (int64_t)v;
+	return 0;
+
+invalid:
+	return kiln_yaml_fail(doc, node, path, "expected an integer");
+}
+
+int kiln_yaml_number(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path,
+		     long double *out)
+{
+	const char *s;
+	char *end;
+	long double v;
+	size_t i = 0, digits;
+
+	assert(out);
+	if (node && node->kind != KILN_YAML_SCALAR)
+		return kiln_yaml_fail(doc, node, path, "expected a scalar (a number), got %s",
+				      kind_name(node->kind));
+	if (!node || node->quoted)
+		goto invalid;
+	/* [-+]? [0-9]+ ( . [0-9]+ )? ( [eE] [-+]? [0-9]+ )? */
+	s = node->value;
+	if (i < node->len && (s[i] == '+' || s[i] == '-'))
+		i++;
+	for (digits = 0; i < node->len && is_digit(s[i]); i++)
+		digits++;
+	if (!digits)
+		goto invalid;
+	if (i < node->len && s[i] == '.') {
+		for (i++, digits = 0; i < node->len && is_digit(s[i]); i++)
+			digits++;
+		if (!digits)
+			goto invalid;
+	}
+	if (i < node->len && (s[i] == 'e' || s[i] == 'E')) {
+		i++;
+		if (i < node->len && (s[i] == '+' || s[i] == '-'))
+			i++;
+		for (digits = 0; i < node->len && is_digit(s[i]); i++)
+			digits++;
+		if (!digits)
+			goto invalid;
+	}
+	if (i != node->len)
+		goto invalid;
+	errno = 0;
+	v = strtold(s, &end);
+	if (end != s + node->len)
+		goto invalid;
+	if (isinf(v) || (errno == ERANGE && fabsl(v) > 1.0L))
+		return kiln_yaml_fail(doc, node, path, "expected a number (out of range)");
+	/* ERANGE on a small value is underflow: the rounded value is kept */
+	*out = v;
+	return 0;
+
+invalid:
+	return kiln_yaml_fail(doc, node, path, "expected a number");
+}
+
+int kiln_yaml_string(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path,
+		     const char **out)
+{
+	assert(out);
+	if (node && node->kind != KILN_YAML_SCALAR)
+		return kiln_yaml_fail(doc, node, path, "expected a scalar (a string), got %s",
+				      kind_name(node->kind));
+	if (!node || kiln_yaml_is_null(node))
+		return kiln_yaml_fail(doc, node, path, "expected a string");
+	*out = node->value;
+	return 0;
+}

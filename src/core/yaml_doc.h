@@ -1,0 +1,68 @@
+/* YAML documents loaded whole into a small tree that remembers where every
+ * node came from, so config and contract errors can name file:line:column.
+ * One arena per document: nodes and strings live until kiln_yaml_free(). */
+#ifndef KILN_CORE_YAML_DOC_H
+#define KILN_CORE_YAML_DOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum kiln_yaml_kind {
+	KILN_YAML_SCALAR,
+	KILN_YAML_SEQUENCE,
+	KILN_YAML_MAPPING,
+} kiln_yaml_kind;
+
+typedef struct kiln_yaml_node kiln_yaml_node;
+struct kiln_yaml_node {
+	kiln_yaml_kind kind;
+	unsigned line;   /* 1-based position of the node's first character */
+	unsigned column; /* 1-based */
+	/* KILN_YAML_SCALAR: NUL-terminated text (may hold NULs; len is exact). */
+	const char *value;
+	size_t len;
+	bool quoted; /* any non-plain style: never null, bool or number */
+	/* SEQUENCE: items[0..count). MAPPING: keys[i] (scalars) -> items[i]. */
+	size_t count;
+	kiln_yaml_node **items;
+	kiln_yaml_node **keys;
+};
+
+typedef struct kiln_yaml_doc kiln_yaml_doc;
+
+/* Loads the first document of a file. On failure returns KILN_EINVALID (or
+ * KILN_ENOTFOUND / KILN_EIO) with "file:line:col: message" as last error.
+ * Duplicate mapping keys and non-scalar keys are errors; aliases resolve to
+ * the anchored node. An empty file gives a NULL root. */
+int kiln_yaml_load_file(kiln_yaml_doc **out, const char *path);
+/* Same from memory; `name` is used in messages. */
+int kiln_yaml_load_buffer(kiln_yaml_doc **out, const char *name, const char *buf, size_t len);
+void kiln_yaml_free(kiln_yaml_doc *doc);
+
+const kiln_yaml_node *kiln_yaml_root(const kiln_yaml_doc *doc);
+const char *kiln_yaml_name(const kiln_yaml_doc *doc);
+
+/* Value of `key` in a mapping, or NULL when absent or `map` is not a mapping. */
+const kiln_yaml_node *kiln_yaml_get(const kiln_yaml_node *map, const char *key);
+
+/* Plain scalar null, ~ or empty (YAML 1.2 core schema). */
+bool kiln_yaml_is_null(const kiln_yaml_node *node);
+
+/* Sets the last error to "file:line:col: path: message" for `node` and
+ * returns KILN_EINVALID. `path` is the dotted key path, e.g.
+ * "schema[0].properties[2].logicalType". */
+int kiln_yaml_fail(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path,
+		   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Typed scalar readers (YAML 1.2 core schema). Each returns 0, or
+ * KILN_EINVALID via kiln_yaml_fail() naming `path` when the node is not a
+ * scalar of that type. Booleans: true/false (any case of those words);
+ * integers: decimal, optional sign, fits int64; numbers: JSON-like decimal
+ * or .inf/.nan rejected. Strings: any scalar, quoted or plain, not null. */
+int kiln_yaml_bool(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, bool *out);
+int kiln_yaml_int64(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, int64_t *out);
+int kiln_yaml_number(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, long double *out);
+int kiln_yaml_string(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, const char **out);
+
+#endif
