@@ -188,7 +188,7 @@ static int get_count(compiler *c, const kiln_yaml_node *map, const char *key, co
 static int parse_bound_value(compiler *c, const kiln_yaml_node *n, const char *path, kiln_ltype type,
 			     long double *out)
 {
-	const char *s;
+	const char *s = NULL;
 	bool ok;
 	int rc;
 
@@ -264,7 +264,8 @@ static int compile_pattern(compiler *c, kiln_field *f, const kiln_yaml_node *n, 
 		pcre2_get_error_message(errcode, msg, sizeof(msg));
 		return fail(c, n, path, "invalid pattern at offset %zu: %s", (size_t)erroff, (char *)msg);
 	}
-	pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* falls back to the interpreter when JIT is unavailable */
+	/* without JIT (some platforms) the interpreter runs the same pattern */
+	f->pattern_jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
 	if (c->contract->pattern_count == c->patterns_cap) {
 		size_t cap = c->patterns_cap ? c->patterns_cap * 2 : 8;
 		void **p = realloc(c->contract->patterns, cap * sizeof(*p));
@@ -864,7 +865,7 @@ const kiln_field *kiln_field_child(const kiln_field *f, const char *key, size_t 
 	for (slot = (uint32_t)hash & f->child_index_mask; f->child_index[slot];
 	     slot = (slot + 1) & f->child_index_mask) {
 		const kiln_field *child = f->children[f->child_index[slot] - 1];
-		if (child->name_hash == hash && child->name_len == len && memcmp(child->name, key, len) == 0)
+		if (child->name_hash == hash && child->name_len == len && kiln_json_bytes_equal(child->name, key, len))
 			return child;
 	}
 	return NULL;

@@ -61,6 +61,7 @@ struct kiln_field {
 	/* logicalTypeOptions */
 	int64_t min_length, max_length; /* -1 when not set; code points */
 	void *pattern;                  /* pcre2_code *, NULL when not set */
+	bool pattern_jit;               /* compiled for pcre2_jit_match */
 	const char *pattern_text;
 	kiln_format format;
 	kiln_bound minimum, maximum; /* integer formats iN/uN narrow these */

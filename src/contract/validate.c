@@ -220,32 +220,66 @@ static bool multiple_ok(long double x, long double m, bool integral)
 static bool enum_has_string(const kiln_field *f, const char *s, size_t n)
 {
 	for (size_t i = 0; i < f->enum_count; i++)
-		if (f->enum_lens[i] == n && memcmp(f->enum_values[i], s, n) == 0)
+		if (f->enum_lens[i] == n && kiln_json_bytes_equal(f->enum_values[i], s, n))
 			return true;
 	return false;
 }
 
+/* Exact value of a JSON number with at most 18 significant digits and no
+ * exponent: the mantissa and the power of ten are both exact in a long
+ * double, so one correctly rounded division gives what strtold would. */
+static bool number_fast(const char *p, size_t n, long double *out)
+{
+	static const long double pow10[] = { 1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e7L, 1e8L, 1e9L,
+					     1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L };
+	uint64_t m = 0;
+	size_t i = 0, digits = 0, frac = 0;
+	bool neg = false, in_frac = false;
+
+	if (p[0] == '-') {
+		neg = true;
+		i = 1;
+	}
+	for (; i < n; i++) {
+		char c = p[i];
+		if (c == '.') {
+			in_frac = true;
+			continue;
+		}
+		if (c < '0' || c > '9')
+			return false; /* exponent: leave it to strtold */
+		if (++digits > 18)
+			return false;
+		m = m * 10 + (uint64_t)(c - '0');
+		frac += in_frac;
+	}
+	*out = (neg ? -(long double)m : (long double)m) / pow10[frac];
+	return true;
+}
+
 static void check_number(kiln_validator *v, const kiln_field *f, const kiln_json_token *t, uint32_t depth)
 {
-	char small[64];
-	char *text = small;
 	long double x;
 
 	if (!f->minimum.set && !f->maximum.set && !f->multiple_of && !f->enum_count)
 		return;
-	if (t->len >= sizeof(small)) {
-		if (v->scratch_cap < t->len + 1) {
-			char *p = realloc(v->scratch, t->len + 1);
-			if (!p)
-				return;
-			v->scratch = p;
-			v->scratch_cap = t->len + 1;
+	if (!number_fast(t->ptr, t->len, &x)) {
+		char small[64];
+		char *text = small;
+		if (t->len >= sizeof(small)) {
+			if (v->scratch_cap < t->len + 1) {
+				char *p = realloc(v->scratch, t->len + 1);
+				if (!p)
+					return;
+				v->scratch = p;
+				v->scratch_cap = t->len + 1;
+			}
+			text = v->scratch;
 		}
-		text = v->scratch;
+		memcpy(text, t->ptr, t->len);
+		text[t->len] = '\0';
+		x = strtold(text, NULL);
 	}
-	memcpy(text, t->ptr, t->len);
-	text[t->len] = '\0';
-	x = strtold(text, NULL);
 	if (!bound_ok(f, x) || (f->multiple_of && !multiple_ok(x, f->multiple_of, t->flags & KILN_JSON_INTEGER)))
 		add(v, KILN_REJECT_RANGE, t->offset, depth, NULL);
 	if (f->enum_count) {
@@ -256,6 +290,14 @@ static void check_number(kiln_validator *v, const kiln_field *f, const kiln_json
 		if (!found)
 			add(v, KILN_REJECT_ENUM, t->offset, depth, NULL);
 	}
+}
+
+/* The scanner validated the UTF-8 already, so PCRE2 need not check it again. */
+static int pattern_match(kiln_validator *v, const kiln_field *f, const char *s, size_t n)
+{
+	if (f->pattern_jit)
+		return pcre2_jit_match(f->pattern, (PCRE2_SPTR)s, n, 0, 0, v->match, NULL);
+	return pcre2_match(f->pattern, (PCRE2_SPTR)s, n, 0, PCRE2_NO_UTF_CHECK, v->match, NULL);
 }
 
 static void check_string(kiln_validator *v, const kiln_field *f, const kiln_json_token *t, uint32_t depth)
@@ -288,7 +330,7 @@ static void check_string(kiln_validator *v, const kiln_field *f, const kiln_json
 	}
 	if (f->format && !kiln_format_check(f->format, s, n))
 		add(v, KILN_REJECT_FORMAT, t->offset, depth, NULL);
-	if (f->pattern && pcre2_match(f->pattern, (PCRE2_SPTR)s, n, 0, PCRE2_NO_UTF_CHECK, v->match, NULL) < 0)
+	if (f->pattern && pattern_match(v, f, s, n) < 0)
 		add(v, KILN_REJECT_PATTERN, t->offset, depth, NULL);
 	if (f->enum_count && !enum_has_string(f, s, n))
 		add(v, KILN_REJECT_ENUM, t->offset, depth, NULL);

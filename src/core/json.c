@@ -26,6 +26,10 @@ enum scan_state {
 	S_ERROR,
 };
 
+/* Objects with fewer keys are checked for duplicates by a linear scan of
+ * their hashes; larger ones through the table. */
+#define LINEAR_KEYS 32
+
 struct key_entry {
 	uint64_t hash;
 	size_t offset; /* of the raw key bytes in the text */
@@ -47,7 +51,8 @@ struct kiln_json_scanner {
 
 	struct key_entry *keys;
 	uint32_t nkeys, keys_cap;
-	uint32_t *frame_first; /* max_depth + 1 entries */
+	uint32_t *frame_first;   /* max_depth + 1 entries */
+	uint64_t *frame_filter;  /* max_depth + 1 entries: bit (hash >> 58) per key */
 	struct key_slot *table;
 	uint32_t table_mask, table_used, gen;
 	char *scratch; /* two halves for decoding escaped keys */
@@ -91,17 +96,6 @@ static int hex_value(unsigned char c)
 	return -1;
 }
 
-uint64_t kiln_json_hash(const char *s, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 size_t kiln_utf8_count(const char *s, size_t len)
 {
 	size_t n = 0;
@@ -123,12 +117,13 @@ kiln_json_scanner *kiln_json_scanner_new(const kiln_json_limits *limits)
 		s->limits.max_depth = KILN_JSON_DEFAULT_DEPTH;
 	s->kinds = calloc(s->limits.max_depth / 8 + 1, 1);
 	s->frame_first = calloc((size_t)s->limits.max_depth + 1, sizeof(*s->frame_first));
+	s->frame_filter = calloc((size_t)s->limits.max_depth + 1, sizeof(*s->frame_filter));
 	s->keys_cap = 64;
 	s->keys = malloc(s->keys_cap * sizeof(*s->keys));
 	s->table_mask = 255;
 	s->table = calloc((size_t)s->table_mask + 1, sizeof(*s->table));
 	s->gen = 1;
-	if (!s->kinds || !s->frame_first || !s->keys || !s->table) {
+	if (!s->kinds || !s->frame_first || !s->frame_filter || !s->keys || !s->table) {
 		kiln_json_scanner_free(s);
 		return NULL;
 	}
@@ -141,6 +136,7 @@ void kiln_json_scanner_free(kiln_json_scanner *s)
 		return;
 	free(s->kinds);
 	free(s->frame_first);
+	free(s->frame_filter);
 	free(s->keys);
 	free(s->table);
 	free(s->scratch);
@@ -305,7 +301,7 @@ static inline const unsigned char *skip_plain(const unsigned char *p, const unsi
 
 /* p is at the opening quote. Fills ptr/len/flags of *tok and returns the byte
  * after the closing quote, or NULL with the error recorded. */
-static const unsigned char *scan_string(kiln_json_scanner *s, const unsigned char *p,
+static inline __attribute__((always_inline)) const unsigned char *scan_string(kiln_json_scanner *s, const unsigned char *p,
 					kiln_json_token *tok)
 {
 	const unsigned char *end = s->end, *q = p + 1;
@@ -397,7 +393,7 @@ size_t kiln_json_unescape(char *out, size_t cap, const kiln_json_token *tok)
 		return tok->len;
 	}
 	while (p < end) {
-		unsigned cp;
+		unsigned cp = 0;
 		char c;
 
 		if (*p != '\\') {
@@ -425,7 +421,7 @@ size_t kiln_json_unescape(char *out, size_t cap, const kiln_json_token *tok)
 		read_hex4(p + 2, end, &cp);
 		p += 6;
 		if (cp >= 0xD800 && cp <= 0xDBFF) {
-			unsigned lo;
+			unsigned lo = 0;
 			read_hex4(p + 2, end, &lo);
 			cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
 			p += 6;
@@ -514,6 +510,12 @@ static int table_rebuild(kiln_json_scanner *s)
 	return 0;
 }
 
+static int duplicate(kiln_json_scanner *s, const kiln_json_token *tok)
+{
+	s->error_token = *tok;
+	return fail(s, KILN_REJECT_DUPLICATE_KEY, (const unsigned char *)tok->ptr - 1);
+}
+
 /* Hashes the key token and, unless duplicates are allowed, records it in the
  * innermost object. Returns -1 with the error recorded on a duplicate. */
 static int note_key(kiln_json_scanner *s, kiln_json_token *tok)
@@ -532,13 +534,23 @@ static int note_key(kiln_json_scanner *s, kiln_json_token *tok)
 	if (s->limits.allow_duplicate_keys)
 		return 0;
 
-	for (slot = (uint32_t)tok->key_hash & s->table_mask; s->table[slot].gen == s->gen;
-	     slot = (slot + 1) & s->table_mask) {
-		uint32_t i = s->table[slot].index;
-		if (i >= first && i < s->nkeys && s->keys[i].hash == tok->key_hash &&
-		    key_equal(s, &s->keys[i], tok)) {
-			s->error_token = *tok;
-			return fail(s, KILN_REJECT_DUPLICATE_KEY, (const unsigned char *)tok->ptr - 1);
+	if (s->nkeys - first < LINEAR_KEYS) {
+		/* small object: a 64-bit filter of its key hashes usually proves the
+		 * key new; otherwise compare against its keys directly */
+		uint64_t bit = 1ull << (tok->key_hash >> 58);
+		if (s->frame_filter[s->depth] & bit) {
+			for (uint32_t i = first; i < s->nkeys; i++)
+				if (s->keys[i].hash == tok->key_hash && key_equal(s, &s->keys[i], tok))
+					return duplicate(s, tok);
+		}
+		s->frame_filter[s->depth] |= bit;
+	} else {
+		for (slot = (uint32_t)tok->key_hash & s->table_mask; s->table[slot].gen == s->gen;
+		     slot = (slot + 1) & s->table_mask) {
+			uint32_t i = s->table[slot].index;
+			if (i >= first && i < s->nkeys && s->keys[i].hash == tok->key_hash &&
+			    key_equal(s, &s->keys[i], tok))
+				return duplicate(s, tok);
 		}
 	}
 	if (s->nkeys == s->keys_cap) {
@@ -548,17 +560,21 @@ static int note_key(kiln_json_scanner *s, kiln_json_token *tok)
 		s->keys = k;
 		s->keys_cap *= 2;
 	}
-	s->keys[s->nkeys] = (struct key_entry){ .hash = tok->key_hash,
-						.offset = (size_t)((const unsigned char *)tok->ptr - s->text),
-						.len = (uint32_t)tok->len,
-						.flags = tok->flags };
-	if ((s->table_used + 1) * 2 > s->table_mask + 1) {
-		s->nkeys++;
-		if (table_rebuild(s) < 0)
-			return fail(s, KILN_REJECT_TOO_LARGE, (const unsigned char *)tok->ptr);
+	s->keys[s->nkeys++] = (struct key_entry){ .hash = tok->key_hash,
+						  .offset = (size_t)((const unsigned char *)tok->ptr - s->text),
+						  .len = (uint32_t)tok->len,
+						  .flags = tok->flags };
+	if (s->nkeys - first < LINEAR_KEYS)
 		return 0;
+	/* large object: index it (all of it when it just grew out of the linear range) */
+	for (uint32_t i = s->nkeys - first == LINEAR_KEYS ? first : s->nkeys - 1; i < s->nkeys; i++) {
+		if ((s->table_used + 1) * 2 > s->table_mask + 1) {
+			if (table_rebuild(s) < 0)
+				return fail(s, KILN_REJECT_TOO_LARGE, (const unsigned char *)tok->ptr);
+			return 0; /* the rebuild indexed every key */
+		}
+		table_insert(s, s->keys[i].hash, i);
 	}
-	table_insert(s, tok->key_hash, s->nkeys++);
 	return 0;
 }
 
@@ -578,6 +594,7 @@ static int open_container(kiln_json_scanner *s, const unsigned char *p, bool obj
 	if (object) {
 		s->kinds[i >> 3] |= (uint8_t)(1u << (i & 7));
 		s->frame_first[i + 1] = s->nkeys;
+		s->frame_filter[i + 1] = 0;
 	} else {
 		s->kinds[i >> 3] &= (uint8_t)~(1u << (i & 7));
 	}

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/reject.h"
 
@@ -82,8 +83,72 @@ kiln_reject kiln_json_check(kiln_json_scanner *scanner, const char *text, size_t
  * the raw length, so cap >= token->len always suffices. */
 size_t kiln_json_unescape(char *out, size_t cap, const kiln_json_token *token);
 
-/* The hash used for keys (64-bit FNV-1a of the decoded bytes). */
-uint64_t kiln_json_hash(const char *s, size_t len);
+/* The 64-bit hash used for keys (of the decoded bytes); in-memory only, not
+ * a stored format. Inline: it runs for every key of every record. */
+static inline uint64_t kiln_json_load64_(const char *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static inline uint32_t kiln_json_load32_(const char *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static inline uint64_t kiln_json_mix_(uint64_t a, uint64_t b)
+{
+	__uint128_t m = (__uint128_t)(a ^ 0xa0761d6478bd642full) * (b ^ 0xe7037ed1a0b428dbull);
+	return (uint64_t)m ^ (uint64_t)(m >> 64);
+}
+
+/* Reads only s[0..len): overlapping word loads, no byte loop for short keys. */
+static inline uint64_t kiln_json_hash(const char *s, size_t len)
+{
+	uint64_t a, b, seed = 0x8ebc6af09c88c6e3ull ^ len;
+
+	if (len >= 8) {
+		while (len > 16) {
+			seed = kiln_json_mix_(kiln_json_load64_(s) ^ seed, kiln_json_load64_(s + 8) ^ 0x589965cc75374cc3ull);
+			s += 16;
+			len -= 16;
+		}
+		/* 1..16 bytes left; after the loop s[-16..0) is key too */
+		a = kiln_json_load64_(len >= 8 ? s : s + len - 8);
+		b = kiln_json_load64_(s + len - 8);
+	} else if (len >= 4) {
+		a = kiln_json_load32_(s);
+		b = kiln_json_load32_(s + len - 4);
+	} else if (len > 0) {
+		a = (uint64_t)(unsigned char)s[0] << 16 | (uint64_t)(unsigned char)s[len >> 1] << 8 |
+		    (unsigned char)s[len - 1];
+		b = 0;
+	} else {
+		a = b = 0;
+	}
+	return kiln_json_mix_(a ^ 0x1d8e4e27c47d124full, b ^ seed);
+}
+
+/* s[0..n) == t[0..n), inlined for the short keys and values of the hot path. */
+static inline bool kiln_json_bytes_equal(const char *s, const char *t, size_t n)
+{
+	if (n >= 8) {
+		for (; n > 8; s += 8, t += 8, n -= 8)
+			if (kiln_json_load64_(s) != kiln_json_load64_(t))
+				return false;
+		return kiln_json_load64_(s + n - 8) == kiln_json_load64_(t + n - 8);
+	}
+	if (n >= 4)
+		return kiln_json_load32_(s) == kiln_json_load32_(t) &&
+		       kiln_json_load32_(s + n - 4) == kiln_json_load32_(t + n - 4);
+	for (size_t i = 0; i < n; i++)
+		if (s[i] != t[i])
+			return false;
+	return true;
+}
 
 /* Number of Unicode code points in valid UTF-8 s[0..len). */
 size_t kiln_utf8_count(const char *s, size_t len);
