@@ -3,6 +3,7 @@
 #include "core/arena.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,10 +73,18 @@ void *kiln_arena_alloc(kiln_arena *a, size_t size)
 	if (need < size)
 		return NULL;
 	if (!b || b->size - b->used < need) {
-		size_t bsize = need > BLOCK_SIZE ? need : BLOCK_SIZE;
-		struct block *nb = block_new(bsize);
+		bool own = need > BLOCK_SIZE / 4;
+		struct block *nb = block_new(own ? need : BLOCK_SIZE);
 		if (!nb)
 			return NULL;
+		if (own && b) {
+			/* a large allocation gets its own block, parked behind the head */
+			nb->next = b->next;
+			b->next = nb;
+			nb->used = need;
+			memset(nb->data, 0, size);
+			return nb->data;
+		}
 		nb->next = b;
 		a->head = b = nb;
 	}

@@ -5,6 +5,7 @@
  * kiln_yaml_free() releases it in one walk over the block list. */
 #include "core/yaml_doc.h"
 
+#include "core/arena.h"
 #include "core/error.h"
 
 #include <assert.h>
@@ -19,19 +20,11 @@
 #include <yaml.h>
 
 #define KILN_YAML_MAX_DEPTH 64
-#define ARENA_BLOCK_SIZE (32 * 1024)
+#define KILN_YAML_MAX_ALIASES 1000 /* bounds the work of walking a tree that shares nodes */
 #define QUOTE_MAX 64 /* bytes of a key or anchor shown in a message */
 
-typedef struct arena_block arena_block;
-struct arena_block {
-	arena_block *next;
-	size_t used;
-	size_t cap;
-	unsigned char data[];
-};
-
 struct kiln_yaml_doc {
-	arena_block *arena;
+	kiln_arena *arena;
 	const char *name;
 	kiln_yaml_node *root;
 };
@@ -62,61 +55,20 @@ typedef struct build_ctx {
 	build_anchor *anchors;
 	size_t anchor_count;
 	size_t anchor_cap;
+	size_t alias_count;
 } build_ctx;
 
 static void *arena_alloc(kiln_yaml_doc *doc, size_t size, size_t align)
 {
-	arena_block *block = doc->arena;
-	size_t pad = 0;
-	void *p;
-
-	if (block) {
-		uintptr_t at = (uintptr_t)(block->data + block->used);
-		pad = (align - (at & (align - 1))) & (align - 1);
-	}
-	if (!block || block->cap - block->used < pad || block->cap - block->used - pad < size) {
-		size_t cap = ARENA_BLOCK_SIZE - sizeof(arena_block);
-		bool own;
-
-		if (size > SIZE_MAX - sizeof(arena_block) - align)
-			return NULL;
-		own = size + align > cap / 4;
-		if (own)
-			cap = size + align;
-		block = malloc(sizeof(arena_block) + cap);
-		if (!block)
-			return NULL;
-		block->used = 0;
-		block->cap = cap;
-		if (own && doc->arena) {
-			/* keep filling the current block; park this one behind it */
-			block->next = doc->arena->next;
-			doc->arena->next = block;
-		} else {
-			block->next = doc->arena;
-			doc->arena = block;
-		}
-		pad = (align - ((uintptr_t)block->data & (align - 1))) & (align - 1);
-	}
-	block->used += pad;
-	p = block->data + block->used;
-	block->used += size;
-	return p;
+	(void)align; /* kiln_arena_alloc aligns to 16, enough for every node type */
+	return kiln_arena_alloc(doc->arena, size);
 }
 
 static char *arena_strndup(kiln_yaml_doc *doc, const char *s, size_t len)
 {
-	char *p;
-
 	if (len == SIZE_MAX)
 		return NULL;
-	p = arena_alloc(doc, len + 1, 1);
-	if (!p)
-		return NULL;
-	if (len)
-		memcpy(p, s, len);
-	p[len] = '\0';
-	return p;
+	return kiln_arena_strndup(doc->arena, s, len);
 }
 
 /* Writes s[0..len) as a message-safe quoted string: control bytes, '"' and
@@ -355,6 +307,8 @@ static int on_alias(build_ctx *ctx, const yaml_event_t *event)
 	kiln_yaml_node *node = NULL;
 	int error;
 
+	if (++ctx->alias_count > KILN_YAML_MAX_ALIASES)
+		return fail_at(ctx, event->start_mark, "more than %d aliases", KILN_YAML_MAX_ALIASES);
 	if ((error = anchor_resolve(ctx, &node, event->data.alias.anchor, event->start_mark)) < 0)
 		return error;
 	return attach(ctx, node, event->start_mark);
@@ -444,6 +398,10 @@ int kiln_yaml_load_buffer(kiln_yaml_doc **out, const char *name, const char *buf
 	}
 
 	ctx.doc = calloc(1, sizeof(*ctx.doc));
+	if (ctx.doc && !(ctx.doc->arena = kiln_arena_new())) {
+		free(ctx.doc);
+		ctx.doc = NULL;
+	}
 	if (!ctx.doc) {
 		error = kiln_error_set(KILN_ENOMEM, "%s: out of memory", name);
 		goto cleanup;
@@ -574,14 +532,9 @@ cleanup:
 
 void kiln_yaml_free(kiln_yaml_doc *doc)
 {
-	arena_block *block, *next;
-
 	if (!doc)
 		return;
-	for (block = doc->arena; block; block = next) {
-		next = block->next;
-		free(block);
-	}
+	kiln_arena_free(doc->arena);
 	free(doc);
 }
 

@@ -397,6 +397,29 @@ static void expect_error(int rc, const char *message)
 	assert_string_equal(kiln_error_last(), message);
 }
 
+/* Aliases share nodes, so a "billion laughs" tree is small in memory but
+ * exponential to walk: the loader caps how many aliases a document holds. */
+static void test_alias_limit(void **state)
+{
+	char text[16384];
+	size_t n = 0;
+	kiln_yaml_doc *doc = NULL;
+
+	(void)state;
+	n += (size_t)snprintf(text + n, sizeof(text) - n, "a: &x 1\nb: [");
+	for (int i = 0; i < 1000; i++)
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "%s*x", i ? "," : "");
+	snprintf(text + n, sizeof(text) - n, "]\n");
+	doc = load_ok(text);
+	kiln_yaml_free(doc);
+
+	snprintf(text + n, sizeof(text) - n, ",*x]\n"); /* alias number 1001 */
+	assert_int_equal(kiln_yaml_load_buffer(&doc, "laughs.yaml", text, strlen(text)), KILN_EINVALID);
+	assert_null(doc);
+	assert_non_null(strstr(kiln_error_last(), "laughs.yaml:2:"));
+	assert_non_null(strstr(kiln_error_last(), "more than 1000 aliases"));
+}
+
 static void test_fail_format(void **state)
 {
 	kiln_yaml_doc *doc;
@@ -658,6 +681,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nested_positions),
+		cmocka_unit_test(test_alias_limit),
 		cmocka_unit_test(test_flow_style),
 		cmocka_unit_test(test_scalar_styles),
 		cmocka_unit_test(test_duplicate_key),
