@@ -494,8 +494,13 @@ static void table_insert(kiln_json_scanner *s, uint64_t hash, uint32_t index)
 
 static int table_rebuild(kiln_json_scanner *s)
 {
-	if ((uint64_t)s->nkeys * 4 >= (uint64_t)s->table_mask + 1) {
-		size_t size = ((size_t)s->table_mask + 1) * 2;
+	size_t size = (size_t)s->table_mask + 1;
+
+	/* every live key is reindexed (small objects' keys too): keep the load
+	 * under a quarter whatever their number */
+	while ((uint64_t)s->nkeys * 4 >= size)
+		size *= 2;
+	if (size != (size_t)s->table_mask + 1) {
 		struct key_slot *t = calloc(size, sizeof(*t));
 		if (!t)
 			return -1;
