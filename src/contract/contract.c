@@ -258,7 +258,9 @@ static int compile_pattern(compiler *c, kiln_field *f, const kiln_yaml_node *n, 
 
 	if ((rc = kiln_yaml_string(c->doc, n, path, &f->pattern_text)) < 0)
 		return rc;
-	re = pcre2_compile((PCRE2_SPTR)f->pattern_text, n->len, PCRE2_UTF | PCRE2_UCP, &errcode, &erroff, NULL);
+	/* JSON Schema semantics: `$` is the end of the value, never before a final newline */
+	re = pcre2_compile((PCRE2_SPTR)f->pattern_text, n->len, PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY,
+			   &errcode, &erroff, NULL);
 	if (!re) {
 		PCRE2_UCHAR msg[160];
 		pcre2_get_error_message(errcode, msg, sizeof(msg));
@@ -281,31 +283,20 @@ static int compile_pattern(compiler *c, kiln_field *f, const kiln_yaml_node *n, 
 	return 0;
 }
 
-/* Integer formats i8..i128 / u8..u128 narrow the field's bounds. */
-static int apply_int_format(compiler *c, kiln_field *f, const kiln_yaml_node *n, const char *path,
+/* Integer formats i8..i128 / u8..u128 (checked exactly, digit by digit). */
+static int parse_int_format(compiler *c, kiln_field *f, const kiln_yaml_node *n, const char *path,
 			    const char *name)
 {
 	char *end;
 	long bits;
-	long double lo, hi;
 
-	if ((name[0] != 'i' && name[0] != 'u') || !name[1])
+	if ((name[0] != 'i' && name[0] != 'u') || !name[1] || name[1] == '-' || name[1] == '+')
 		goto bad;
-	errno = 0;
 	bits = strtol(name + 1, &end, 10);
 	if (*end || (bits != 8 && bits != 16 && bits != 32 && bits != 64 && bits != 128))
 		goto bad;
-	if (name[0] == 'u') {
-		lo = 0;
-		hi = ldexpl(1.0L, (int)bits) - 1;
-	} else {
-		lo = -ldexpl(1.0L, (int)bits - 1);
-		hi = ldexpl(1.0L, (int)bits - 1) - 1;
-	}
-	if (!f->minimum.set || f->minimum.value < lo)
-		f->minimum = (kiln_bound){ .set = true, .value = lo };
-	if (!f->maximum.set || f->maximum.value > hi)
-		f->maximum = (kiln_bound){ .set = true, .value = hi };
+	f->int_bits = (uint8_t)bits;
+	f->int_unsigned = name[0] == 'u';
 	return 0;
 bad:
 	return fail(c, n, path, "unknown integer format (expected i8..i128 or u8..u128)");
@@ -345,6 +336,7 @@ static int compile_options(compiler *c, kiln_field *f, const kiln_yaml_node *opt
 			return rc;
 		if (!(f->multiple_of > 0))
 			return fail(c, n, join(c, path, "multipleOf"), "must be greater than 0");
+		f->multiple_of_is_exact = kiln_decimal_parse(n->value, n->len, &f->multiple_of_exact);
 	}
 	if ((rc = get_string(c, opts, "format", path, false, &fmt)) < 0)
 		return rc;
@@ -357,7 +349,7 @@ static int compile_options(compiler *c, kiln_field *f, const kiln_yaml_node *opt
 					    "unknown string format (known: email, uuid, ipv4, ipv6, uri, "
 					    "hostname, date, date-time, time, byte, password, binary)");
 		} else if (f->type == KILN_LTYPE_INTEGER) {
-			if ((rc = apply_int_format(c, f, n, fpath, fmt)) < 0)
+			if ((rc = parse_int_format(c, f, n, fpath, fmt)) < 0)
 				return rc;
 		} else if (f->type == KILN_LTYPE_NUMBER) {
 			if (strcmp(fmt, "f32") != 0 && strcmp(fmt, "f64") != 0)
@@ -370,6 +362,12 @@ static int compile_options(compiler *c, kiln_field *f, const kiln_yaml_node *opt
 		return fail(c, opts, path, "minLength is greater than maxLength");
 	if (f->min_items >= 0 && f->max_items >= 0 && f->min_items > f->max_items)
 		return fail(c, opts, path, "minItems is greater than maxItems");
+	if (f->min_properties >= 0 && f->max_properties >= 0 && f->min_properties > f->max_properties)
+		return fail(c, opts, path, "minProperties is greater than maxProperties");
+	if (f->minimum.set && f->maximum.set &&
+	    (f->minimum.value > f->maximum.value ||
+	     (f->minimum.value == f->maximum.value && (f->minimum.exclusive || f->maximum.exclusive))))
+		return fail(c, opts, path, "no value lies between the minimum and the maximum");
 	return 0;
 }
 
@@ -386,21 +384,48 @@ static int compile_enum(compiler *c, kiln_field *f, const kiln_yaml_node *list, 
 	f->enum_count = list->count;
 	f->enum_values = kiln_arena_alloc(c->arena, list->count * sizeof(*f->enum_values));
 	f->enum_lens = kiln_arena_alloc(c->arena, list->count * sizeof(*f->enum_lens));
-	if (f->type == KILN_LTYPE_INTEGER || f->type == KILN_LTYPE_NUMBER)
-		f->enum_numbers = kiln_arena_alloc(c->arena, list->count * sizeof(*f->enum_numbers));
-	if (!f->enum_values || !f->enum_lens)
+	f->enum_numbers = kiln_arena_alloc(c->arena, list->count * sizeof(*f->enum_numbers));
+	f->enum_kinds = kiln_arena_alloc(c->arena, list->count * sizeof(*f->enum_kinds));
+	if (!f->enum_values || !f->enum_lens || !f->enum_numbers || !f->enum_kinds)
 		return oom();
 	for (size_t i = 0; i < list->count; i++) {
 		const kiln_yaml_node *v = list->items[i];
 		const char *ipath = kiln_arena_printf(c->arena, "%s[%zu]", path, i);
+		kiln_enum_kind kind = KILN_ENUM_STRING;
+		bool b;
+
 		if (v->kind != KILN_YAML_SCALAR || kiln_yaml_is_null(v))
 			return fail(c, v, ipath, "enum values must be scalars");
-		if (f->enum_numbers &&
-		    (rc = kiln_yaml_number(c->doc, v, ipath, &f->enum_numbers[i])) < 0)
-			return rc;
 		f->enum_values[i] = v->value;
 		f->enum_lens[i] = v->len;
+		switch (f->type) {
+		case KILN_LTYPE_INTEGER:
+		case KILN_LTYPE_NUMBER:
+			kind = KILN_ENUM_NUMBER;
+			break;
+		case KILN_LTYPE_BOOLEAN:
+			kind = KILN_ENUM_BOOLEAN;
+			break;
+		case KILN_LTYPE_ANY: /* the YAML scalar's own type decides */
+			if (!v->quoted && kiln_yaml_number(c->doc, v, ipath, &f->enum_numbers[i]) == 0)
+				kind = KILN_ENUM_NUMBER;
+			else if (!v->quoted && kiln_yaml_bool(c->doc, v, ipath, &b) == 0)
+				kind = KILN_ENUM_BOOLEAN;
+			break;
+		default:
+			break;
+		}
+		if (kind == KILN_ENUM_NUMBER && (rc = kiln_yaml_number(c->doc, v, ipath, &f->enum_numbers[i])) < 0)
+			return rc;
+		if (kind == KILN_ENUM_BOOLEAN) {
+			if ((rc = kiln_yaml_bool(c->doc, v, ipath, &b)) < 0)
+				return rc;
+			f->enum_values[i] = b ? "true" : "false";
+			f->enum_lens[i] = b ? 4 : 5;
+		}
+		f->enum_kinds[i] = (uint8_t)kind;
 	}
+	kiln_error_clear(); /* probing the scalar types above may have set it */
 	return 0;
 }
 

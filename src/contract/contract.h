@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contract/decimal.h"
 #include "contract/format.h"
 
 typedef enum kiln_ltype {
@@ -32,6 +33,12 @@ typedef enum kiln_pseudo_mode {
 	KILN_PSEUDO_REDACT,      /* fixed marker */
 	KILN_PSEUDO_DROP,        /* field removed */
 } kiln_pseudo_mode;
+
+typedef enum kiln_enum_kind {
+	KILN_ENUM_STRING = 0,
+	KILN_ENUM_NUMBER,
+	KILN_ENUM_BOOLEAN, /* enum_values holds "true" or "false" */
+} kiln_enum_kind;
 
 typedef enum kiln_unknown_policy {
 	KILN_UNKNOWN_REJECT = 0,
@@ -64,17 +71,23 @@ struct kiln_field {
 	bool pattern_jit;               /* compiled for pcre2_jit_match */
 	const char *pattern_text;
 	kiln_format format;
-	kiln_bound minimum, maximum; /* integer formats iN/uN narrow these */
+	kiln_bound minimum, maximum;
+	uint8_t int_bits;       /* integer format iN/uN: N (8..128), 0 when not set */
+	bool int_unsigned;
 	long double multiple_of; /* 0 when not set */
+	kiln_decimal multiple_of_exact; /* the same as written, when multiple_of_is_exact */
+	bool multiple_of_is_exact;
 	int64_t min_items, max_items;         /* -1 when not set */
 	int64_t min_properties, max_properties; /* -1 when not set */
 	bool unique_items; /* recorded, not checked per record */
 
-	/* enum: allowed values as written (strings decoded); numbers also parsed */
+	/* enum: allowed values as written; each compares with JSON values of its
+	 * kind (strings by text after unescaping, numbers by value, booleans) */
 	size_t enum_count;
 	const char **enum_values;
 	size_t *enum_lens;
-	long double *enum_numbers; /* NULL unless the field is integer or number */
+	long double *enum_numbers; /* value of each KILN_ENUM_NUMBER entry */
+	uint8_t *enum_kinds;       /* kiln_enum_kind per entry */
 
 	/* customProperties used by kiln */
 	kiln_pseudo_mode pseudo_mode;

@@ -209,20 +209,34 @@ static bool bound_ok(const kiln_field *f, long double x)
 	return true;
 }
 
-static bool multiple_ok(long double x, long double m, bool integral)
-{
-	if (integral && m == floorl(m) && fabsl(x) < 0x1p63L)
-		return fmodl(x, m) == 0;
-	long double q = x / m;
-	return fabsl(q - nearbyintl(q)) <= 1e-9L * fmaxl(1.0L, fabsl(q));
-}
-
-static bool enum_has_string(const kiln_field *f, const char *s, size_t n)
+/* s[0..n) among the field's enum entries of `kind` (text compare). */
+static bool enum_has_text(const kiln_field *f, kiln_enum_kind kind, const char *s, size_t n)
 {
 	for (size_t i = 0; i < f->enum_count; i++)
-		if (f->enum_lens[i] == n && kiln_json_bytes_equal(f->enum_values[i], s, n))
+		if (f->enum_kinds[i] == kind && f->enum_lens[i] == n && kiln_json_bytes_equal(f->enum_values[i], s, n))
 			return true;
 	return false;
+}
+
+static bool enum_has_number(const kiln_field *f, long double x)
+{
+	for (size_t i = 0; i < f->enum_count; i++)
+		if (f->enum_kinds[i] == KILN_ENUM_NUMBER && f->enum_numbers[i] == x)
+			return true;
+	return false;
+}
+
+static bool multiple_ok(const kiln_field *f, const kiln_json_token *t, long double x)
+{
+	kiln_decimal d;
+	int exact;
+
+	if (f->multiple_of_is_exact && kiln_decimal_parse(t->ptr, t->len, &d) &&
+	    (exact = kiln_decimal_is_multiple(&d, &f->multiple_of_exact)) >= 0)
+		return exact;
+	/* beyond 38 significant digits: as close as long double can tell */
+	long double r = fmodl(fabsl(x), f->multiple_of);
+	return r <= f->multiple_of * 1e-9L || f->multiple_of - r <= f->multiple_of * 1e-9L;
 }
 
 /* Exact value of a JSON number with at most 18 significant digits and no
@@ -257,10 +271,38 @@ static bool number_fast(const char *p, size_t n, long double *out)
 	return true;
 }
 
+/* The integer token t (no fraction, no exponent) fits the field's iN/uN
+ * format: compared digit by digit with the limit, exact at 128 bits. */
+static bool int_format_ok(const kiln_field *f, const kiln_json_token *t)
+{
+	static const char *const max_unsigned[] = { "255", "65535", "4294967295", "18446744073709551615",
+						    "340282366920938463463374607431768211455" };
+	static const char *const max_signed[] = { "127", "32767", "2147483647", "9223372036854775807",
+						  "170141183460469231731687303715884105727" };
+	static const char *const min_signed[] = { "128", "32768", "2147483648", "9223372036854775808",
+						  "170141183460469231731687303715884105728" };
+	int i = f->int_bits == 8 ? 0 : f->int_bits == 16 ? 1 : f->int_bits == 32 ? 2 : f->int_bits == 64 ? 3 : 4;
+	bool neg = t->ptr[0] == '-';
+	const char *digits = t->ptr + neg;
+	size_t n = t->len - neg;
+	const char *limit;
+	size_t ln;
+
+	if (neg && n == 1 && digits[0] == '0')
+		return true; /* -0 */
+	limit = f->int_unsigned ? (neg ? NULL : max_unsigned[i]) : (neg ? min_signed[i] : max_signed[i]);
+	if (!limit)
+		return false;
+	ln = strlen(limit);
+	return n < ln || (n == ln && memcmp(digits, limit, n) <= 0); /* JSON integers have no leading zeros */
+}
+
 static void check_number(kiln_validator *v, const kiln_field *f, const kiln_json_token *t, uint32_t depth)
 {
 	long double x;
 
+	if (f->int_bits && !int_format_ok(f, t))
+		add(v, KILN_REJECT_RANGE, t->offset, depth, NULL);
 	if (!f->minimum.set && !f->maximum.set && !f->multiple_of && !f->enum_count)
 		return;
 	if (!number_fast(t->ptr, t->len, &x)) {
@@ -280,16 +322,10 @@ static void check_number(kiln_validator *v, const kiln_field *f, const kiln_json
 		text[t->len] = '\0';
 		x = strtold(text, NULL);
 	}
-	if (!bound_ok(f, x) || (f->multiple_of && !multiple_ok(x, f->multiple_of, t->flags & KILN_JSON_INTEGER)))
+	if (!bound_ok(f, x) || (f->multiple_of && !multiple_ok(f, t, x)))
 		add(v, KILN_REJECT_RANGE, t->offset, depth, NULL);
-	if (f->enum_count) {
-		bool found = false;
-		for (size_t i = 0; i < f->enum_count && !found; i++)
-			found = f->enum_numbers ? f->enum_numbers[i] == x
-						: (f->enum_lens[i] == t->len && memcmp(f->enum_values[i], t->ptr, t->len) == 0);
-		if (!found)
-			add(v, KILN_REJECT_ENUM, t->offset, depth, NULL);
-	}
+	if (f->enum_count && !enum_has_number(f, x))
+		add(v, KILN_REJECT_ENUM, t->offset, depth, NULL);
 }
 
 /* The scanner validated the UTF-8 already, so PCRE2 need not check it again. */
@@ -332,7 +368,7 @@ static void check_string(kiln_validator *v, const kiln_field *f, const kiln_json
 		add(v, KILN_REJECT_FORMAT, t->offset, depth, NULL);
 	if (f->pattern && pattern_match(v, f, s, n) < 0)
 		add(v, KILN_REJECT_PATTERN, t->offset, depth, NULL);
-	if (f->enum_count && !enum_has_string(f, s, n))
+	if (f->enum_count && !enum_has_text(f, KILN_ENUM_STRING, s, n))
 		add(v, KILN_REJECT_ENUM, t->offset, depth, NULL);
 }
 
@@ -380,7 +416,7 @@ static const kiln_field *check_value(kiln_validator *v, const kiln_field *f, con
 		break;
 	case KILN_JSON_TRUE:
 	case KILN_JSON_FALSE:
-		if (f->enum_count && !enum_has_string(f, t->ptr, t->len))
+		if (f->enum_count && !enum_has_text(f, KILN_ENUM_BOOLEAN, t->ptr, t->len))
 			add(v, KILN_REJECT_ENUM, t->offset, depth, NULL);
 		break;
 	case KILN_JSON_OBJECT_BEGIN:
@@ -507,9 +543,13 @@ size_t kiln_validate(kiln_validator *v, const char *record, size_t len, kiln_rep
 			top->key = dup.ptr;
 			top->key_len = (uint32_t)dup.len;
 			top->key_flags = dup.flags;
-			top->child = top->field ? kiln_field_child(top->field, dup.ptr, dup.len, dup.key_hash) : NULL;
-			if (dup.flags & KILN_JSON_ESCAPED)
-				top->child = NULL;
+			top->child = NULL;
+			if (top->field) {
+				size_t n;
+				const char *key = decoded(v, &dup, &n);
+				if (key)
+					top->child = kiln_field_child(top->field, key, n, dup.key_hash);
+			}
 			add(v, code, offset, depth, NULL);
 		} else {
 			kiln_report_single(out, code, offset);

@@ -1,6 +1,6 @@
 /* Replays a fuzz corpus without libFuzzer, so `make check` runs every saved
- * input through the target with any compiler. Corpus folder: argv[1] or
- * $FUZZ_CORPUS. */
+ * input through the target with any compiler. Corpus folder: argv[1], else
+ * the one the build names (KILN_FUZZ_CORPUS). */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,13 +10,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int main(int argc, char **argv)
 {
-	const char *dir = argc > 1 ? argv[1] : getenv("FUZZ_CORPUS");
+	const char *dir = argc > 1 ? argv[1] : KILN_FUZZ_CORPUS;
 	struct dirent *de;
 	int count = 0;
 	DIR *d;
 
 	if (!dir || !(d = opendir(dir))) {
-		fprintf(stderr, "replay: no corpus folder (argument or FUZZ_CORPUS)\n");
+		fprintf(stderr, "replay: cannot open corpus folder %s\n", dir ? dir : "(none)");
 		return 1;
 	}
 	while ((de = readdir(d)) != NULL) {
