@@ -142,6 +142,7 @@ static void print_summary(const run_state *st)
 		printf("}}}\n");
 		return;
 	}
+	fflush(stdout); /* violations first, then the summary, also when both go to one pipe */
 	fprintf(stderr, "kiln validate: %llu records, %llu valid, %llu invalid", (unsigned long long)st->records,
 		(unsigned long long)st->valid, (unsigned long long)st->invalid);
 	for (int c = 1; c < KILN_REJECT_COUNT_; c++) {
