@@ -558,9 +558,10 @@ static int index_children(compiler *c, kiln_field *f)
 	c->contract->seen_slots += (uint32_t)f->child_count;
 	for (size_t i = 0; i < f->child_count; i++) {
 		uint32_t slot = (uint32_t)f->children[i]->name_hash & f->child_index_mask;
-		while (f->child_index[slot])
+		while (f->child_index[slot].child)
 			slot = (slot + 1) & f->child_index_mask;
-		f->child_index[slot] = (uint32_t)i + 1;
+		f->child_index[slot].hash = f->children[i]->name_hash;
+		f->child_index[slot].child = f->children[i];
 		if (f->children[i]->required)
 			f->required_children[f->required_count++] = (uint32_t)i;
 	}
@@ -879,19 +880,4 @@ void kiln_contract_free(kiln_contract *k)
 	kiln_yaml_free(k->doc);
 	kiln_arena_free(k->arena);
 	free(k);
-}
-
-const kiln_field *kiln_field_child(const kiln_field *f, const char *key, size_t len, uint64_t hash)
-{
-	uint32_t slot;
-
-	if (!f->child_index)
-		return NULL;
-	for (slot = (uint32_t)hash & f->child_index_mask; f->child_index[slot];
-	     slot = (slot + 1) & f->child_index_mask) {
-		const kiln_field *child = f->children[f->child_index[slot] - 1];
-		if (child->name_hash == hash && child->name_len == len && kiln_json_bytes_equal(child->name, key, len))
-			return child;
-	}
-	return NULL;
 }

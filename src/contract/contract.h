@@ -11,6 +11,7 @@
 
 #include "contract/decimal.h"
 #include "contract/format.h"
+#include "core/json.h"
 
 typedef enum kiln_ltype {
 	KILN_LTYPE_ANY = 0, /* logicalType absent: any JSON value */
@@ -54,6 +55,14 @@ typedef struct kiln_bound {
 } kiln_bound;
 
 typedef struct kiln_field kiln_field;
+
+/* One slot of an object field's child index: the hash sits in the slot so a
+ * probe touches the child only on a likely match. child NULL: empty. */
+struct kiln_field_slot {
+	uint64_t hash;
+	const kiln_field *child;
+};
+
 struct kiln_field {
 	const char *name; /* NULL for array items and the root */
 	size_t name_len;
@@ -97,7 +106,7 @@ struct kiln_field {
 	/* OBJECT: children and their index; ARRAY: items (NULL = any) */
 	kiln_field **children;
 	size_t child_count;
-	uint32_t *child_index; /* open addressing, child_index_mask + 1 slots, value = child + 1 */
+	struct kiln_field_slot *child_index; /* open addressing, child_index_mask + 1 slots */
 	uint32_t child_index_mask;
 	uint32_t *required_children; /* indices into children */
 	size_t required_count;
@@ -139,8 +148,23 @@ int kiln_contract_load_buffer(kiln_contract **out, const char *name, const char 
 void kiln_contract_free(kiln_contract *contract);
 
 /* The child of an OBJECT field named key[0..len) (decoded bytes) whose
- * kiln_json_hash is `hash`, or NULL. */
-const kiln_field *kiln_field_child(const kiln_field *object, const char *key, size_t len, uint64_t hash);
+ * kiln_json_hash is `hash`, or NULL. Inline: it runs for every key. */
+static inline const kiln_field *kiln_field_child(const kiln_field *object, const char *key, size_t len,
+						 uint64_t hash)
+{
+	const struct kiln_field_slot *slots = object->child_index;
+	uint32_t slot;
+
+	if (!slots)
+		return NULL;
+	for (slot = (uint32_t)hash & object->child_index_mask; slots[slot].child;
+	     slot = (slot + 1) & object->child_index_mask) {
+		const kiln_field *c = slots[slot].child;
+		if (slots[slot].hash == hash && c->name_len == len && kiln_json_bytes_equal(c->name, key, len))
+			return c;
+	}
+	return NULL;
+}
 
 const char *kiln_ltype_name(kiln_ltype type);
 
