@@ -39,6 +39,10 @@ check "invalid sample exits 1" status_is 1 "$kiln" validate --contract "$contrac
 sed -E 's/^[^:]+:([0-9]+):[0-9]+: ([a-z_0-9]+) (.*)$/\1 \2 \3/' "$tmp/out" >"$tmp/got"
 check "violations match the expected list" diff -u "$src/samples/user-events-invalid.expected" "$tmp/got"
 
+# the second shipped contract (ODCS v3.0.2 syntax) and its sample
+check "payments sample exits 0" status_is 0 "$kiln" validate --contract "$src/contracts/payments.yaml" "$src/samples/payments.jsonl"
+check "payments summary" grep -q "2 records, 2 valid, 0 invalid" "$tmp/err"
+
 # stdin, and "-" as a file
 check "stdin" status_is 1 "$kiln" validate --contract "$contract" <"$src/samples/user-events-invalid.jsonl"
 check "stdin names <stdin>" grep -q "^<stdin>:2:" "$tmp/out"
