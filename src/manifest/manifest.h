@@ -1,0 +1,85 @@
+/* The manifest repository: a bare git repository (libgit2) holding every
+ * dataset's versions. A snapshot commit on refs/heads/<dataset>/<branch>
+ * adds shard lines under splits/<split>/<hh>.jsonl, replaces lineage.json
+ * entries, adds to the cumulative stats.json and writes dataset.json, in one
+ * commit, compare-and-swap on the branch (docs/FORMATS.md has every file). */
+#ifndef KILN_MANIFEST_MANIFEST_H
+#define KILN_MANIFEST_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/reject.h"
+#include "shard/split.h"
+
+typedef struct kiln_source_range {
+	const char *topic;
+	int32_t partition;
+	int64_t first, last; /* offsets covered, inclusive */
+} kiln_source_range;
+
+typedef struct kiln_shard_entry {
+	char hash[65]; /* BLAKE2b-256 of the compressed bytes, lower-case hex */
+	uint64_t bytes;     /* compressed */
+	uint64_t raw_bytes; /* uncompressed JSON Lines */
+	uint64_t records;
+	const kiln_source_range *sources;
+	size_t source_count;
+} kiln_shard_entry;
+
+typedef struct kiln_lineage_entry {
+	const char *topic;
+	int32_t partition;
+	int64_t next; /* the next offset not yet covered (curated or quarantined) */
+	/* file sources only (NULL/0 otherwise): the file, and the prefix of it
+	 * that `next` covers, so a later run can check it is the same file */
+	const char *path;
+	uint64_t bytes;
+	const char *prefix_blake2b; /* 64 hex */
+} kiln_lineage_entry;
+
+typedef struct kiln_split_stats {
+	uint64_t records, shards, bytes, raw_bytes;
+} kiln_split_stats;
+
+typedef struct kiln_stats {
+	uint64_t records_in, valid, quarantined;
+	uint64_t quarantined_by_code[KILN_REJECT_COUNT_];
+	kiln_split_stats splits[KILN_SPLIT_COUNT];
+} kiln_stats;
+
+typedef struct kiln_snapshot {
+	const char *dataset;      /* [a-z0-9][a-z0-9._-]{0,127} */
+	const char *branch;       /* "main" or another [a-z0-9][a-z0-9._-]* name */
+	const char *dataset_json; /* whole dataset.json text */
+	const kiln_shard_entry *shards[KILN_SPLIT_COUNT];
+	size_t shard_count[KILN_SPLIT_COUNT];
+	const kiln_lineage_entry *lineage; /* replace the entries with the same topic/partition */
+	size_t lineage_count;
+	kiln_stats delta; /* added to the branch's stats.json */
+	const char *author_name, *author_email;
+} kiln_snapshot;
+
+typedef struct kiln_manifest kiln_manifest;
+
+/* Opens the bare repository at `path`, creating it (and missing parent
+ * folders) when it does not exist. */
+int kiln_manifest_open(kiln_manifest **out, const char *path);
+void kiln_manifest_close(kiln_manifest *manifest);
+
+/* Makes one commit with the snapshot on the branch, whose parent is the
+ * branch tip (none for a new branch), and moves the branch only if it still
+ * points at that tip (KILN_EMODIFIED otherwise: nothing changed). The
+ * message is a readable summary with counts. out_commit: 40 hex + NUL. */
+int kiln_manifest_commit(kiln_manifest *manifest, const kiln_snapshot *snapshot, char out_commit[41]);
+
+/* Calls cb for each lineage.json entry at the branch tip; returns 0 (also
+ * when the branch does not exist yet: no calls), a negative error, or cb's
+ * non-zero return. Strings passed to cb live until cb returns. */
+int kiln_manifest_lineage(kiln_manifest *manifest, const char *dataset, const char *branch,
+			  int (*cb)(void *ctx, const kiln_lineage_entry *entry), void *ctx);
+
+/* Cumulative stats at the branch tip (all zero when it does not exist). */
+int kiln_manifest_stats(kiln_manifest *manifest, const char *dataset, const char *branch, kiln_stats *out);
+
+#endif

@@ -1,0 +1,32 @@
+/* The pseudonymisation key: 32 bytes, from a file holding 64 hex characters
+ * (refused when group or others may read it) or from an environment
+ * variable. The key never reaches a log, a message or a manifest; its id
+ * (a fingerprint) does. */
+#ifndef KILN_MASK_KEY_H
+#define KILN_MASK_KEY_H
+
+#include <sodium.h>
+#include <stddef.h>
+
+typedef struct kiln_key {
+	unsigned char bytes[32];
+	unsigned version;  /* token prefix p<version>_ */
+	char id[40];       /* "hmac-sha256:" + hex(BLAKE2b-256(bytes)[0:8]) */
+	crypto_auth_hmacsha256_state base; /* HMAC state after the key: copied per token */
+} kiln_key;
+
+/* Reads 64 hex characters (surrounding whitespace allowed) from `path`.
+ * Refuses (KILN_EINVALID) a file readable or writable by group or others,
+ * naming the path and its mode; KILN_ENOTFOUND when it does not exist. */
+int kiln_key_load_file(kiln_key *out, const char *path, unsigned version);
+
+/* Reads 64 hex characters from the environment variable `name`. */
+int kiln_key_load_env(kiln_key *out, const char *name, unsigned version);
+
+/* From raw bytes (tests, key generation). */
+void kiln_key_init(kiln_key *out, const unsigned char bytes[32], unsigned version);
+
+/* Zeroes the key material. */
+void kiln_key_wipe(kiln_key *key);
+
+#endif
