@@ -9,6 +9,7 @@
 #include "core/error.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -56,6 +57,7 @@ typedef struct build_ctx {
 	size_t anchor_count;
 	size_t anchor_cap;
 	size_t alias_count;
+	unsigned flags;
 } build_ctx;
 
 static void *arena_alloc(kiln_yaml_doc *doc, size_t size, size_t align)
@@ -281,6 +283,86 @@ static int attach(build_ctx *ctx, kiln_yaml_node *node, yaml_mark_t mark)
 	return 0;
 }
 
+/* ${NAME} and ${NAME:-default} (NAME: [A-Za-z_][A-Za-z0-9_]*), as in Vector
+ * and Fluent Bit configs; "$$" is a literal '$'. An unset (or, for ":-",
+ * empty) variable takes the default; unset without one is an error. */
+static int expand_env(build_ctx *ctx, kiln_yaml_node *node)
+{
+	const char *s = node->value, *end = s + node->len;
+	char *out, *o;
+	size_t cap = node->len + 1;
+
+	/* first pass: the length */
+	for (const char *p = s; p < end; p++) {
+		if (p[0] == '$' && p + 1 < end && p[1] == '{') {
+			const char *close = memchr(p, '}', (size_t)(end - p));
+			const char *colon;
+			char name[128];
+			size_t n;
+			const char *val;
+
+			if (!close)
+				return kiln_yaml_fail(ctx->doc, node, NULL, "unterminated ${ in value");
+			colon = memchr(p + 2, ':', (size_t)(close - p - 2));
+			n = (size_t)((colon ? colon : close) - (p + 2));
+			if (n == 0 || n >= sizeof(name) || !(isalpha((unsigned char)p[2]) || p[2] == '_'))
+				return kiln_yaml_fail(ctx->doc, node, NULL, "bad variable name in ${...}");
+			memcpy(name, p + 2, n);
+			name[n] = '\0';
+			for (size_t i = 0; i < n; i++)
+				if (!(isalnum((unsigned char)name[i]) || name[i] == '_'))
+					return kiln_yaml_fail(ctx->doc, node, NULL, "bad variable name in ${...}");
+			if (colon && (colon + 1 >= close || colon[1] != '-'))
+				return kiln_yaml_fail(ctx->doc, node, NULL, "expected ${%s} or ${%s:-default}", name, name);
+			val = getenv(name);
+			if (colon ? (!val || !*val) : !val) {
+				if (!colon)
+					return kiln_yaml_fail(ctx->doc, node, NULL,
+							      "environment variable %s is not set (write ${%s:-default} for a default)",
+							      name, name);
+				cap += (size_t)(close - colon - 2);
+			} else {
+				cap += strlen(val);
+			}
+			p = close;
+		}
+	}
+	out = o = arena_alloc(ctx->doc, cap, 1);
+	if (!out)
+		return fail_nomem(ctx);
+	for (const char *p = s; p < end; p++) {
+		if (p[0] == '$' && p + 1 < end && p[1] == '$') {
+			*o++ = '$';
+			p++;
+		} else if (p[0] == '$' && p + 1 < end && p[1] == '{') {
+			const char *close = memchr(p, '}', (size_t)(end - p));
+			const char *colon = memchr(p + 2, ':', (size_t)(close - p - 2));
+			size_t n = (size_t)((colon ? colon : close) - (p + 2));
+			char name[128];
+			const char *val;
+
+			memcpy(name, p + 2, n);
+			name[n] = '\0';
+			val = getenv(name);
+			if (colon ? (!val || !*val) : !val) {
+				memcpy(o, colon + 2, (size_t)(close - colon - 2));
+				o += close - colon - 2;
+			} else {
+				size_t vl = strlen(val);
+				memcpy(o, val, vl);
+				o += vl;
+			}
+			p = close;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = '\0';
+	node->value = out;
+	node->len = (size_t)(o - out);
+	return 0;
+}
+
 static int on_scalar(build_ctx *ctx, const yaml_event_t *event)
 {
 	kiln_yaml_node *node = node_new(ctx, KILN_YAML_SCALAR, event->start_mark);
@@ -296,6 +378,9 @@ static int on_scalar(build_ctx *ctx, const yaml_event_t *event)
 	node->value = value;
 	node->len = event->data.scalar.length;
 	node->quoted = event->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
+	if ((ctx->flags & KILN_YAML_EXPAND_ENV) && memchr(value, '$', node->len) &&
+	    (error = expand_env(ctx, node)) < 0)
+		return error;
 	if (event->data.scalar.anchor &&
 	    (error = anchor_add(ctx, event->data.scalar.anchor, node, false, NULL)) < 0)
 		return error;
@@ -381,6 +466,11 @@ static int on_end(build_ctx *ctx)
 
 int kiln_yaml_load_buffer(kiln_yaml_doc **out, const char *name, const char *buf, size_t len)
 {
+	return kiln_yaml_load_buffer_ex(out, name, buf, len, 0);
+}
+
+int kiln_yaml_load_buffer_ex(kiln_yaml_doc **out, const char *name, const char *buf, size_t len, unsigned flags)
+{
 	build_ctx ctx;
 	yaml_parser_t parser;
 	yaml_event_t event;
@@ -390,6 +480,7 @@ int kiln_yaml_load_buffer(kiln_yaml_doc **out, const char *name, const char *buf
 	assert(out);
 	*out = NULL;
 	memset(&ctx, 0, sizeof(ctx));
+	ctx.flags = flags;
 	if (!name)
 		name = "<buffer>";
 	if (!buf) {
@@ -483,6 +574,11 @@ cleanup:
 
 int kiln_yaml_load_file(kiln_yaml_doc **out, const char *path)
 {
+	return kiln_yaml_load_file_ex(out, path, 0);
+}
+
+int kiln_yaml_load_file_ex(kiln_yaml_doc **out, const char *path, unsigned flags)
+{
 	FILE *fp = NULL;
 	char *buf = NULL;
 	size_t len = 0, cap = 0, n;
@@ -521,7 +617,7 @@ int kiln_yaml_load_file(kiln_yaml_doc **out, const char *path)
 		goto cleanup;
 	}
 
-	error = kiln_yaml_load_buffer(out, path, buf, len);
+	error = kiln_yaml_load_buffer_ex(out, path, buf, len, flags);
 
 cleanup:
 	if (fp)
@@ -595,6 +691,8 @@ int kiln_yaml_fail(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const c
 	va_end(ap);
 	if (!node)
 		return kiln_error_set(KILN_EINVALID, "%s: %s%s%s", name, path, sep, msg);
+	if (node->line == 0) /* set with kiln_yaml_set(): from the command line */
+		return kiln_error_set(KILN_EINVALID, "--set %s%s%s", path, sep, msg);
 	return kiln_error_set(KILN_EINVALID, "%s:%u:%u: %s%s%s", name, node->line, node->column, path,
 			      sep, msg);
 }
@@ -736,4 +834,89 @@ int kiln_yaml_string(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const
 		return kiln_yaml_fail(doc, node, path, "expected a string");
 	*out = node->value;
 	return 0;
+}
+
+/* Grows a mapping by one key/value pair (arrays copied into the arena). */
+static int map_append(kiln_yaml_doc *doc, kiln_yaml_node *map, kiln_yaml_node *key, kiln_yaml_node *value)
+{
+	kiln_yaml_node **keys = kiln_arena_alloc(doc->arena, (map->count + 1) * sizeof(*keys));
+	kiln_yaml_node **items = kiln_arena_alloc(doc->arena, (map->count + 1) * sizeof(*items));
+
+	if (!keys || !items)
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	if (map->count) {
+		memcpy(keys, map->keys, map->count * sizeof(*keys));
+		memcpy(items, map->items, map->count * sizeof(*items));
+	}
+	keys[map->count] = key;
+	items[map->count] = value;
+	map->keys = keys;
+	map->items = items;
+	map->count++;
+	return 0;
+}
+
+static kiln_yaml_node *set_node(kiln_yaml_doc *doc, kiln_yaml_kind kind, const char *text, size_t len)
+{
+	kiln_yaml_node *n = kiln_arena_alloc(doc->arena, sizeof(*n));
+
+	if (!n)
+		return NULL;
+	n->kind = kind;
+	if (kind == KILN_YAML_SCALAR) {
+		n->value = kiln_arena_strndup(doc->arena, text, len);
+		n->len = len;
+		if (!n->value)
+			return NULL;
+	}
+	return n; /* line 0: from the command line */
+}
+
+int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value)
+{
+	kiln_yaml_node *map;
+	const char *p = dotted;
+
+	if (!doc->root) {
+		doc->root = set_node(doc, KILN_YAML_MAPPING, NULL, 0);
+		if (!doc->root)
+			return kiln_error_set(KILN_ENOMEM, "out of memory");
+	}
+	map = doc->root;
+	for (;;) {
+		const char *dot = strchr(p, '.');
+		size_t n = dot ? (size_t)(dot - p) : strlen(p);
+		kiln_yaml_node *child = NULL;
+		size_t i;
+
+		if (n == 0)
+			return kiln_error_set(KILN_EINVALID, "--set %s: empty key in the path", dotted);
+		if (map->kind != KILN_YAML_MAPPING)
+			return kiln_error_set(KILN_EINVALID, "--set %s: %.*s is not a mapping", dotted,
+					      (int)(p - dotted > 0 ? p - dotted - 1 : 0), dotted);
+		for (i = 0; i < map->count; i++)
+			if (map->keys[i]->len == n && memcmp(map->keys[i]->value, p, n) == 0)
+				break;
+		if (i < map->count)
+			child = map->items[i];
+		if (!dot) {
+			kiln_yaml_node *v = set_node(doc, KILN_YAML_SCALAR, value, strlen(value));
+			if (!v)
+				return kiln_error_set(KILN_ENOMEM, "out of memory");
+			if (i < map->count) {
+				map->items[i] = v;
+				return 0;
+			}
+			kiln_yaml_node *k = set_node(doc, KILN_YAML_SCALAR, p, n);
+			return k ? map_append(doc, map, k, v) : kiln_error_set(KILN_ENOMEM, "out of memory");
+		}
+		if (!child) {
+			kiln_yaml_node *k = set_node(doc, KILN_YAML_SCALAR, p, n);
+			child = set_node(doc, KILN_YAML_MAPPING, NULL, 0);
+			if (!k || !child || map_append(doc, map, k, child) < 0)
+				return kiln_error_set(KILN_ENOMEM, "out of memory");
+		}
+		map = child;
+		p = dot + 1;
+	}
 }

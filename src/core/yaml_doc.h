@@ -40,6 +40,18 @@ int kiln_yaml_load_file(kiln_yaml_doc **out, const char *path);
 int kiln_yaml_load_buffer(kiln_yaml_doc **out, const char *name, const char *buf, size_t len);
 void kiln_yaml_free(kiln_yaml_doc *doc);
 
+/* Load flags. KILN_YAML_EXPAND_ENV: in every scalar, ${NAME} and
+ * ${NAME:-default} become the environment's value ("$$" is a literal '$');
+ * an unset variable without a default is an error naming its position. */
+#define KILN_YAML_EXPAND_ENV 0x1u
+int kiln_yaml_load_file_ex(kiln_yaml_doc **out, const char *path, unsigned flags);
+int kiln_yaml_load_buffer_ex(kiln_yaml_doc **out, const char *name, const char *buf, size_t len, unsigned flags);
+
+/* Sets the scalar at a dotted mapping path ("split.salt") to `value` (a plain
+ * scalar, so "true" and numbers keep their types), creating missing mappings.
+ * Errors about such a node say "--set PATH" instead of file:line:col. */
+int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value);
+
 const kiln_yaml_node *kiln_yaml_root(const kiln_yaml_doc *doc);
 const char *kiln_yaml_name(const kiln_yaml_doc *doc);
 

@@ -420,6 +420,78 @@ static void test_alias_limit(void **state)
 	assert_non_null(strstr(kiln_error_last(), "more than 1000 aliases"));
 }
 
+static void test_expand_env(void **state)
+{
+	const char *text = "a: ${KILN_T_SET}\n"
+			   "b: x-${KILN_T_UNSET:-dflt}-y\n"
+			   "c: ${KILN_T_EMPTY:-e}\n"
+			   "d: ${KILN_T_EMPTY}\n"
+			   "e: cost $$5\n"
+			   "f: \"${KILN_T_SET}\"\n";
+	kiln_yaml_doc *doc = NULL;
+	const kiln_yaml_node *root;
+
+	(void)state;
+	setenv("KILN_T_SET", "hello world", 1);
+	setenv("KILN_T_EMPTY", "", 1);
+	unsetenv("KILN_T_UNSET");
+	assert_int_equal(kiln_yaml_load_buffer_ex(&doc, "p.yaml", text, strlen(text), KILN_YAML_EXPAND_ENV), 0);
+	root = kiln_yaml_root(doc);
+	assert_string_equal(kiln_yaml_get(root, "a")->value, "hello world");
+	assert_int_equal(kiln_yaml_get(root, "a")->len, 11);
+	assert_string_equal(kiln_yaml_get(root, "b")->value, "x-dflt-y");
+	assert_string_equal(kiln_yaml_get(root, "c")->value, "e");
+	assert_string_equal(kiln_yaml_get(root, "d")->value, "");
+	assert_string_equal(kiln_yaml_get(root, "e")->value, "cost $5");
+	assert_string_equal(kiln_yaml_get(root, "f")->value, "hello world");
+	kiln_yaml_free(doc);
+
+	/* without the flag nothing is expanded */
+	assert_int_equal(kiln_yaml_load_buffer(&doc, "p.yaml", text, strlen(text)), 0);
+	assert_string_equal(kiln_yaml_get(kiln_yaml_root(doc), "a")->value, "${KILN_T_SET}");
+	kiln_yaml_free(doc);
+
+	/* unset without default: file:line:col */
+	text = "x: 1\ny: ${KILN_T_UNSET}\n";
+	assert_int_equal(kiln_yaml_load_buffer_ex(&doc, "p.yaml", text, strlen(text), KILN_YAML_EXPAND_ENV),
+			 KILN_EINVALID);
+	assert_non_null(strstr(kiln_error_last(), "p.yaml:2:4: "));
+	assert_non_null(strstr(kiln_error_last(), "KILN_T_UNSET is not set"));
+	text = "y: ${KILN_T_SET\n";
+	assert_int_equal(kiln_yaml_load_buffer_ex(&doc, "p.yaml", text, strlen(text), KILN_YAML_EXPAND_ENV),
+			 KILN_EINVALID);
+	assert_non_null(strstr(kiln_error_last(), "unterminated"));
+	text = "y: ${1BAD}\n";
+	assert_int_equal(kiln_yaml_load_buffer_ex(&doc, "p.yaml", text, strlen(text), KILN_YAML_EXPAND_ENV),
+			 KILN_EINVALID);
+}
+
+static void test_set(void **state)
+{
+	const char *text = "split:\n  salt: a\nlist: [1]\n";
+	kiln_yaml_doc *doc = load_ok(text);
+	const kiln_yaml_node *root = kiln_yaml_root(doc), *n;
+	bool b;
+
+	(void)state;
+	assert_int_equal(kiln_yaml_set(doc, "split.salt", "b"), 0);
+	assert_int_equal(kiln_yaml_set(doc, "split.ratios.train", "0.5"), 0);
+	assert_int_equal(kiln_yaml_set(doc, "flag", "true"), 0);
+	root = kiln_yaml_root(doc);
+	assert_string_equal(kiln_yaml_get(kiln_yaml_get(root, "split"), "salt")->value, "b");
+	n = kiln_yaml_get(kiln_yaml_get(kiln_yaml_get(root, "split"), "ratios"), "train");
+	assert_non_null(n);
+	assert_string_equal(n->value, "0.5");
+	assert_int_equal(kiln_yaml_bool(doc, kiln_yaml_get(root, "flag"), "flag", &b), 0);
+	assert_true(b);
+	/* errors on set nodes name --set, not a position */
+	assert_int_equal(kiln_yaml_int64(doc, kiln_yaml_get(root, "flag"), "flag", &(int64_t){ 0 }), KILN_EINVALID);
+	assert_non_null(strstr(kiln_error_last(), "--set flag: "));
+	assert_int_equal(kiln_yaml_set(doc, "list.x", "1"), KILN_EINVALID);
+	assert_int_equal(kiln_yaml_set(doc, "a..b", "1"), KILN_EINVALID);
+	kiln_yaml_free(doc);
+}
+
 static void test_fail_format(void **state)
 {
 	kiln_yaml_doc *doc;
@@ -682,6 +754,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nested_positions),
 		cmocka_unit_test(test_alias_limit),
+		cmocka_unit_test(test_expand_env),
+		cmocka_unit_test(test_set),
 		cmocka_unit_test(test_flow_style),
 		cmocka_unit_test(test_scalar_styles),
 		cmocka_unit_test(test_duplicate_key),
