@@ -15,11 +15,10 @@ typedef struct kiln_command {
 } kiln_command;
 
 int kiln_cmd_validate(int argc, char **argv);
+int kiln_cmd_run(int argc, char **argv);
 
 /* Prints "kiln CMD: message" on stderr; returns KILN_EXIT_USAGE. */
 int kiln_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Parses a size like 1048576, 64k, 16M, 1G. Returns -1 when malformed. */
-long long kiln_cli_parse_size(const char *s);
 
 #endif

@@ -9,6 +9,7 @@
 
 static const kiln_command commands[] = {
 	{ "validate", "check JSON Lines records against an ODCS data contract", kiln_cmd_validate },
+	{ "run", "curate a source into a versioned dataset (validate, pseudonymise, split, shard, commit)", kiln_cmd_run },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -23,25 +24,6 @@ int kiln_cli_fail(const char *cmd, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	return KILN_EXIT_USAGE;
-}
-
-long long kiln_cli_parse_size(const char *s)
-{
-	char *end;
-	long long n;
-
-	if (!s || !*s || *s == '-')
-		return -1;
-	n = strtoll(s, &end, 10);
-	switch (*end) {
-	case 'k': case 'K': n <<= 10; end++; break;
-	case 'm': case 'M': n <<= 20; end++; break;
-	case 'g': case 'G': n <<= 30; end++; break;
-	default: break;
-	}
-	if (*end == 'i' || *end == 'B')
-		end += (end[0] == 'i' && end[1] == 'B') ? 2 : 1;
-	return *end ? -1 : n;
 }
 
 static void usage(FILE *out)

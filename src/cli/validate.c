@@ -14,6 +14,7 @@
 #include "contract/validate.h"
 #include "core/error.h"
 #include "core/line_reader.h"
+#include "core/units.h"
 
 static const char usage_text[] =
 	"usage: kiln validate --contract FILE [options] [FILE...]\n"
@@ -202,13 +203,13 @@ int kiln_cmd_validate(int argc, char **argv)
 				return kiln_cli_fail("validate", "--unknown-fields must be reject or allow");
 			break;
 		case 'd':
-			n = kiln_cli_parse_size(optarg);
+			n = kiln_parse_size(optarg);
 			if (n < 1 || n > 100000)
 				return kiln_cli_fail("validate", "--max-depth must be between 1 and 100000");
 			vopts.limits.max_depth = (uint32_t)n;
 			break;
 		case 'm':
-			n = kiln_cli_parse_size(optarg);
+			n = kiln_parse_size(optarg);
 			if (n < 2 || n > (1ll << 30))
 				return kiln_cli_fail("validate", "--max-record-bytes must be between 2 and 1G");
 			vopts.limits.max_bytes = (size_t)n;

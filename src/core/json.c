@@ -751,3 +751,18 @@ kiln_reject kiln_json_check(kiln_json_scanner *s, const char *text, size_t len)
 		;
 	return rc < 0 ? s->error : KILN_REJECT_NONE;
 }
+
+bool kiln_utf8_valid(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + len;
+
+	while (p < end) {
+		if (*p < 0x80) {
+			p++;
+			continue;
+		}
+		if (!(p = scan_utf8(p, end)))
+			return false;
+	}
+	return true;
+}

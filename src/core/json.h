@@ -150,6 +150,9 @@ static inline bool kiln_json_bytes_equal(const char *s, const char *t, size_t n)
 	return true;
 }
 
+/* true when s[0..len) is valid UTF-8 (the scanner's rules). */
+bool kiln_utf8_valid(const char *s, size_t len);
+
 /* Number of Unicode code points in valid UTF-8 s[0..len). */
 size_t kiln_utf8_count(const char *s, size_t len);
 

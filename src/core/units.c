@@ -1,0 +1,31 @@
+/* Size parsing (see units.h). */
+#include "core/units.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+long long kiln_parse_size(const char *s)
+{
+	char *end;
+	long long n;
+	int shift = 0;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	n = strtoll(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	default: break;
+	}
+	if (shift && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
+		end += strlen(end);
+	if (*end || n > (1ll << (62 - shift)))
+		return -1;
+	return n << shift;
+}

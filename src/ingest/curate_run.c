@@ -1,0 +1,319 @@
+/* A batch run over a file or stdin (see curate_run.h). Offsets of a file
+ * source are 0-based line numbers; lineage.json keeps the next one, the
+ * bytes read and the BLAKE2b-256 of those bytes. */
+#include "ingest/curate_run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "contract/contract.h"
+#include "contract/validate.h"
+#include "core/buf.h"
+#include "core/error.h"
+#include "core/line_reader.h"
+#include "mask/curate.h"
+#include "mask/key.h"
+#include "mask/token.h"
+#include "shard/quarantine.h"
+#include "shard/split.h"
+#include "shard/writer.h"
+#include "store/store.h"
+
+struct resume {
+	const char *topic;
+	bool found;
+	int64_t next;
+	uint64_t bytes;
+	char prefix[65];
+	char path[4096];
+};
+
+static int find_lineage(void *ctx, const kiln_lineage_entry *e)
+{
+	struct resume *r = ctx;
+
+	if (e->partition != 0 || strcmp(e->topic, r->topic) != 0)
+		return 0;
+	r->found = true;
+	r->next = e->next;
+	r->bytes = e->bytes;
+	snprintf(r->prefix, sizeof(r->prefix), "%s", e->prefix_blake2b ? e->prefix_blake2b : "");
+	snprintf(r->path, sizeof(r->path), "%s", e->path ? e->path : "");
+	return 0;
+}
+
+/* BLAKE2b-256 of the first `bytes` bytes of fd, as hex. */
+static int hash_prefix(int fd, const char *path, uint64_t bytes, char out[65])
+{
+	crypto_generichash_state st;
+	unsigned char digest[32];
+	static char block[1 << 16];
+	uint64_t done = 0;
+
+	crypto_generichash_init(&st, NULL, 0, sizeof(digest));
+	while (done < bytes) {
+		size_t want = bytes - done < sizeof(block) ? (size_t)(bytes - done) : sizeof(block);
+		ssize_t n = pread(fd, block, want, (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return kiln_error_set(KILN_EIO, "%s: read: %s", path, strerror(errno));
+		if (n == 0)
+			return kiln_error_set(KILN_EINVALID, "%s: shorter (%llu bytes) than the %llu bytes an earlier run read",
+					      path, (unsigned long long)done, (unsigned long long)bytes);
+		crypto_generichash_update(&st, (const unsigned char *)block, (size_t)n);
+		done += (uint64_t)n;
+	}
+	crypto_generichash_final(&st, digest, sizeof(digest));
+	sodium_bin2hex(out, 65, digest, sizeof(digest));
+	return 0;
+}
+
+static void fmt_ratio(kiln_buf *b, double r)
+{
+	kiln_buf_printf(b, "%.4f", r);
+	while (b->len && b->ptr[b->len - 1] == '0' && b->ptr[b->len - 2] != '.')
+		b->len--;
+}
+
+/* dataset.json: what a reader needs to interpret (and recompute) the data. */
+static int render_dataset_json(kiln_buf *b, const kiln_pipeline *p, const kiln_contract *k, const kiln_key *key)
+{
+	kiln_buf_puts(b, "{\n  \"name\": ");
+	kiln_buf_put_json_string(b, p->dataset, strlen(p->dataset));
+	kiln_buf_puts(b, ",\n  \"contract\": {\"id\":");
+	kiln_buf_put_json_string(b, k->id, strlen(k->id));
+	kiln_buf_puts(b, ",\"version\":");
+	kiln_buf_put_json_string(b, k->version, strlen(k->version));
+	kiln_buf_puts(b, ",\"api_version\":");
+	kiln_buf_put_json_string(b, k->api_version, strlen(k->api_version));
+	kiln_buf_puts(b, ",\"schema\":");
+	kiln_buf_put_json_string(b, k->schema_name, strlen(k->schema_name));
+	kiln_buf_printf(b, ",\"digest\":\"blake2b-256:%s\"},\n", k->digest_hex);
+	kiln_buf_printf(b,
+			"  \"pseudonymisation\": {\"scheme\":\"%s\",\"key_id\":\"%s\",\"key_version\":%u,"
+			"\"prefix\":\"p%u_\",\"redact_marker\":\"%s\"},\n",
+			KILN_TOKEN_SCHEME, key->id, key->version, key->version, KILN_REDACTED);
+	kiln_buf_printf(b, "  \"split\": {\"scheme\":\"%s\",\"key\":", KILN_SPLIT_SCHEME);
+	kiln_buf_put_json_string(b, p->split_key, strlen(p->split_key));
+	kiln_buf_puts(b, ",\"salt\":");
+	kiln_buf_put_json_string(b, p->split_salt, strlen(p->split_salt));
+	kiln_buf_puts(b, ",\"ratios\":{");
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
+		kiln_buf_printf(b, "%s\"%s\":", i ? "," : "", kiln_split_name(i));
+		fmt_ratio(b, p->ratios[i]);
+	}
+	kiln_buf_puts(b, "}},\n");
+	return kiln_buf_printf(b,
+			       "  \"shards\": {\"format\":\"jsonl\",\"compression\":\"zstd\",\"zstd_level\":%d,"
+			       "\"target_bytes\":%zu,\"hash\":\"blake2b-256\",\"key\":\"shards/<hh>/<hash>.jsonl.zst\"}\n}\n",
+			       p->zstd_level, p->target_bytes);
+}
+
+/* The split key must be a required scalar field at the top level that keeps
+ * a value in the curated record. */
+static int check_split_key(const kiln_pipeline *p, const kiln_contract *k, const kiln_field **out)
+{
+	const kiln_field *f = kiln_field_child(k->root, p->split_key, strlen(p->split_key),
+					       kiln_json_hash(p->split_key, strlen(p->split_key)));
+
+	if (!f)
+		return kiln_error_set(KILN_EINVALID, "%s: split.key: the contract %s has no top-level field \"%s\"",
+				      p->file, k->file, p->split_key);
+	if (!f->required)
+		return kiln_error_set(KILN_EINVALID, "%s: split.key: field \"%s\" must be required: true in %s",
+				      p->file, p->split_key, k->file);
+	if (f->type == KILN_LTYPE_OBJECT || f->type == KILN_LTYPE_ARRAY)
+		return kiln_error_set(KILN_EINVALID, "%s: split.key: field \"%s\" must be a scalar", p->file, p->split_key);
+	if (f->pseudo_mode == KILN_PSEUDO_DROP || f->pseudo_mode == KILN_PSEUDO_REDACT)
+		return kiln_error_set(KILN_EINVALID,
+				      "%s: split.key: field \"%s\" is dropped or redacted in curated records", p->file,
+				      p->split_key);
+	*out = f;
+	return 0;
+}
+
+int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
+{
+	kiln_contract *contract = NULL;
+	kiln_contract_options copts = { .schema = p->schema };
+	kiln_validator_options vopts = { .unknown_fields = p->unknown_fields,
+					 .limits = { .max_depth = p->max_depth, .max_bytes = p->max_record_bytes } };
+	kiln_key key;
+	kiln_store *store = NULL;
+	kiln_manifest *manifest = NULL;
+	kiln_validator *validator = NULL;
+	kiln_curator *curator = NULL;
+	kiln_shard_writer *writers[KILN_SPLIT_COUNT] = { 0 };
+	kiln_quarantine *quarantine = NULL;
+	kiln_line_reader *reader = NULL;
+	kiln_splitter splitter;
+	kiln_buf line_out = KILN_BUF_INIT(0), dataset_json = KILN_BUF_INIT(0);
+	const kiln_field *split_field = NULL;
+	struct resume resume = { .topic = p->source_name };
+	kiln_stats *d = &out->delta;
+	int fd = -1, rc;
+	bool key_loaded = false;
+	uint64_t bytes_read;
+	kiln_line line;
+	kiln_report report;
+	char prefix_hex[65] = "";
+
+	memset(out, 0, sizeof(*out));
+	if (sodium_init() < 0)
+		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
+
+	if ((rc = kiln_contract_load(&contract, p->contract, &copts)) < 0 ||
+	    (rc = check_split_key(p, contract, &split_field)) < 0)
+		goto cleanup;
+	rc = p->key_file ? kiln_key_load_file(&key, p->key_file, p->key_version)
+			 : kiln_key_load_env(&key, p->key_env, p->key_version);
+	if (rc < 0)
+		goto cleanup;
+	key_loaded = true;
+	if ((rc = kiln_splitter_init(&splitter, p->split_salt, p->ratios)) < 0 ||
+	    (rc = kiln_store_open(&store, p->store_url, &p->store)) < 0 ||
+	    (rc = kiln_manifest_open(&manifest, p->manifest_repo)) < 0 ||
+	    (rc = kiln_manifest_lineage(manifest, p->dataset, p->branch, find_lineage, &resume)) < 0)
+		goto cleanup;
+
+	/* the input, resumed after what earlier runs covered */
+	if (p->source_kind == KILN_SOURCE_FILE) {
+		fd = open(p->source_path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			rc = kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "%s: cannot open: %s",
+					    p->source_path, strerror(errno));
+			goto cleanup;
+		}
+		if (resume.found && resume.bytes) {
+			char now[65];
+			if ((rc = hash_prefix(fd, p->source_path, resume.bytes, now)) < 0)
+				goto cleanup;
+			if (strcmp(now, resume.prefix) != 0) {
+				rc = kiln_error_set(KILN_EINVALID,
+						    "%s: the first %llu bytes differ from what an earlier run of source %s "
+						    "read (lineage.json on %s/%s); give the new input another source.name",
+						    p->source_path, (unsigned long long)resume.bytes, p->source_name,
+						    p->dataset, p->branch);
+				goto cleanup;
+			}
+			if (lseek(fd, (off_t)resume.bytes, SEEK_SET) < 0) {
+				rc = kiln_error_set(KILN_EIO, "%s: seek: %s", p->source_path, strerror(errno));
+				goto cleanup;
+			}
+		}
+	} else {
+		fd = STDIN_FILENO;
+		resume.bytes = 0; /* stdin: offsets go on, nothing to skip or check */
+	}
+	out->first_offset = out->next_offset = resume.found ? (uint64_t)resume.next : 0;
+
+	if (!(validator = kiln_validator_new(contract, &vopts))) {
+		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		goto cleanup;
+	}
+	kiln_curator_options copt = { .contract = contract, .key = &key, .split_field = split_field,
+				      .limits = vopts.limits };
+	kiln_shard_writer_options wopt = { .target_bytes = p->target_bytes, .level = p->zstd_level };
+	if ((rc = kiln_curator_new(&curator, &copt)) < 0 ||
+	    (rc = kiln_quarantine_new(&quarantine, store, p->target_bytes, p->zstd_level, NULL)) < 0 ||
+	    (rc = kiln_line_reader_new(&reader, fd, p->max_record_bytes)) < 0)
+		goto cleanup;
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
+		if ((rc = kiln_shard_writer_new(&writers[i], store, &wopt)) < 0)
+			goto cleanup;
+
+	bytes_read = 0;
+	while ((rc = kiln_line_reader_next(reader, &line)) > 0) {
+		int64_t offset = (int64_t)out->next_offset++;
+		const char *split_value = "";
+		size_t split_len = 0;
+
+		bytes_read = line.offset_end;
+		d->records_in++;
+		if (line.too_long)
+			kiln_report_single(&report, KILN_REJECT_TOO_LARGE, p->max_record_bytes);
+		else
+			kiln_validate(validator, line.ptr, line.len, &report);
+		if (report.count) {
+			d->quarantined++;
+			d->quarantined_by_code[report.v[0].code]++;
+			if ((rc = kiln_quarantine_add(quarantine, p->source_name, 0, offset, &report,
+						      line.too_long ? NULL : line.ptr, line.len)) < 0)
+				goto cleanup;
+			continue;
+		}
+		kiln_buf_reset(&line_out);
+		if ((rc = kiln_curate(curator, line.ptr, line.len, &line_out, &split_value, &split_len)) < 0)
+			goto cleanup;
+		kiln_split s = kiln_split_assign(&splitter, split_value, split_len);
+		d->valid++;
+		d->splits[s].records++;
+		if ((rc = kiln_shard_writer_append(writers[s], line_out.ptr, line_out.len, p->source_name, 0, offset)) < 0)
+			goto cleanup;
+	}
+	if (rc < 0)
+		goto cleanup;
+	if (d->records_in == 0) {
+		rc = 0; /* nothing new: no commit */
+		goto cleanup;
+	}
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
+		if ((rc = kiln_shard_writer_flush(writers[i])) < 0)
+			goto cleanup;
+	if ((rc = kiln_quarantine_flush(quarantine)) < 0)
+		goto cleanup;
+	out->quarantine_objects = kiln_quarantine_objects(quarantine);
+
+	/* the snapshot */
+	kiln_snapshot snap = { .dataset = p->dataset, .branch = p->branch, .author_name = p->author_name,
+			       .author_email = p->author_email };
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
+		snap.shards[i] = kiln_shard_writer_shards(writers[i], &snap.shard_count[i]);
+		d->splits[i].shards = snap.shard_count[i];
+		for (size_t j = 0; j < snap.shard_count[i]; j++) {
+			d->splits[i].bytes += snap.shards[i][j].bytes;
+			d->splits[i].raw_bytes += snap.shards[i][j].raw_bytes;
+		}
+		out->shards += snap.shard_count[i];
+	}
+	kiln_lineage_entry lineage = { .topic = p->source_name, .partition = 0, .next = (int64_t)out->next_offset };
+	if (p->source_kind == KILN_SOURCE_FILE) {
+		lineage.path = p->source_path;
+		lineage.bytes = resume.bytes + bytes_read;
+		if ((rc = hash_prefix(fd, p->source_path, lineage.bytes, prefix_hex)) < 0)
+			goto cleanup;
+		lineage.prefix_blake2b = prefix_hex;
+	}
+	snap.lineage = &lineage;
+	snap.lineage_count = 1;
+	snap.delta = *d;
+	if ((rc = render_dataset_json(&dataset_json, p, contract, &key)) < 0)
+		goto cleanup;
+	snap.dataset_json = dataset_json.ptr;
+	rc = kiln_manifest_commit(manifest, &snap, out->commit);
+
+cleanup:
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
+		kiln_shard_writer_free(writers[i]);
+	kiln_quarantine_free(quarantine);
+	kiln_line_reader_free(reader);
+	kiln_curator_free(curator);
+	kiln_validator_free(validator);
+	kiln_manifest_close(manifest);
+	kiln_store_close(store);
+	kiln_contract_free(contract);
+	kiln_buf_free(&line_out);
+	kiln_buf_free(&dataset_json);
+	if (key_loaded)
+		kiln_key_wipe(&key);
+	if (fd >= 0 && fd != STDIN_FILENO)
+		close(fd);
+	return rc;
+}

@@ -1,0 +1,22 @@
+/* One `kiln run` over a file or stdin source: validate -> pseudonymise ->
+ * split -> shard -> store, quarantine for the rejected, then one snapshot
+ * commit. A file source resumes where the branch's lineage.json says its
+ * last run stopped (after checking the file still starts with the bytes that
+ * run read), so re-running over a grown file adds only the new records. */
+#ifndef KILN_INGEST_CURATE_RUN_H
+#define KILN_INGEST_CURATE_RUN_H
+
+#include "ingest/pipeline.h"
+#include "manifest/manifest.h"
+
+typedef struct kiln_run_result {
+	char commit[41]; /* "" when nothing new was read: no commit */
+	kiln_stats delta;
+	uint64_t first_offset, next_offset;
+	uint64_t quarantine_objects;
+	size_t shards;
+} kiln_run_result;
+
+int kiln_curate_run(const kiln_pipeline *pipeline, kiln_run_result *out);
+
+#endif

@@ -1,0 +1,388 @@
+/* Pipeline config loading (see pipeline.h; every key in docs/PIPELINES.md). */
+#include "ingest/pipeline.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/arena.h"
+#include "core/error.h"
+#include "core/units.h"
+#include "core/yaml_doc.h"
+
+typedef struct loader {
+	kiln_pipeline *p;
+	const kiln_yaml_doc *doc;
+	const char *dir; /* the pipeline file's folder, "" for the current one */
+} loader;
+
+static const char *const top_keys[] = { "dataset", "branch", "contract", "schema", "unknown_fields", "source",
+					"pseudonymise", "split", "shards", "store", "manifest", NULL };
+static const char *const source_keys[] = { "kind", "path", "name", "max_record_bytes", "max_depth", NULL };
+static const char *const pseudo_keys[] = { "key_file", "key_env", "key_version", NULL };
+static const char *const split_keys[] = { "key", "salt", "ratios", NULL };
+static const char *const ratio_keys[] = { "train", "dev", "test", NULL };
+static const char *const shard_keys[] = { "target_bytes", "zstd_level", NULL };
+static const char *const store_keys[] = { "url", "endpoint", "region", "style", "http", "credentials_file",
+					  "max_retries", NULL };
+static const char *const manifest_keys[] = { "repo", "author_name", "author_email", NULL };
+
+static const char *path_of(loader *l, const char *section, const char *key)
+{
+	return section ? kiln_arena_printf(l->p->arena, "%s.%s", section, key) : key;
+}
+
+static int check_keys(loader *l, const kiln_yaml_node *map, const char *section, const char *const *allowed)
+{
+	if (map->kind != KILN_YAML_MAPPING)
+		return kiln_yaml_fail(l->doc, map, section ? section : "", "expected a mapping");
+	for (size_t i = 0; i < map->count; i++) {
+		const char *const *a;
+		for (a = allowed; *a; a++)
+			if (strcmp(*a, map->keys[i]->value) == 0)
+				break;
+		if (!*a)
+			return kiln_yaml_fail(l->doc, map->keys[i], path_of(l, section, map->keys[i]->value),
+					      "unknown key (see docs/PIPELINES.md)");
+	}
+	return 0;
+}
+
+static int get_string(loader *l, const kiln_yaml_node *map, const char *section, const char *key, bool required,
+		      const char **out)
+{
+	const kiln_yaml_node *n = map ? kiln_yaml_get(map, key) : NULL;
+
+	if (!n || kiln_yaml_is_null(n)) {
+		if (required)
+			return kiln_yaml_fail(l->doc, map, path_of(l, section, key), "required key is missing");
+		return 0;
+	}
+	return kiln_yaml_string(l->doc, n, path_of(l, section, key), out);
+}
+
+/* A path relative to the pipeline file's folder. */
+static const char *resolve(loader *l, const char *path)
+{
+	if (!path || path[0] == '/' || !*l->dir)
+		return path;
+	return kiln_arena_printf(l->p->arena, "%s/%s", l->dir, path);
+}
+
+static int get_size(loader *l, const kiln_yaml_node *map, const char *section, const char *key, size_t min,
+		    size_t *out)
+{
+	const kiln_yaml_node *n = map ? kiln_yaml_get(map, key) : NULL;
+	long long v;
+
+	if (!n || kiln_yaml_is_null(n))
+		return 0;
+	if (n->kind != KILN_YAML_SCALAR || (v = kiln_parse_size(n->value)) < (long long)min)
+		return kiln_yaml_fail(l->doc, n, path_of(l, section, key),
+				      "expected a size of at least %zu bytes (e.g. 65536, 64k, 64M)", min);
+	*out = (size_t)v;
+	return 0;
+}
+
+static int get_int(loader *l, const kiln_yaml_node *map, const char *section, const char *key, int64_t lo,
+		   int64_t hi, int64_t *out)
+{
+	const kiln_yaml_node *n = map ? kiln_yaml_get(map, key) : NULL;
+	int rc;
+
+	if (!n || kiln_yaml_is_null(n))
+		return 0;
+	if ((rc = kiln_yaml_int64(l->doc, n, path_of(l, section, key), out)) < 0)
+		return rc;
+	if (*out < lo || *out > hi)
+		return kiln_yaml_fail(l->doc, n, path_of(l, section, key), "must be between %lld and %lld",
+				      (long long)lo, (long long)hi);
+	return 0;
+}
+
+static bool name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 128 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '_' ||
+		      s[i] == '-'))
+			return false;
+	return true;
+}
+
+/* A topic-like name from a file name: [A-Za-z0-9._-], the rest as '_'. */
+static const char *name_from_path(loader *l, const char *path)
+{
+	const char *base = strrchr(path, '/');
+	char *s = kiln_arena_printf(l->p->arena, "%s", base ? base + 1 : path);
+
+	for (char *c = s; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+		      *c == '_' || *c == '-'))
+			*c = '_';
+	if (!*s || s[0] == '.')
+		return "file";
+	return s;
+}
+
+static int load_source(loader *l, const kiln_yaml_node *root)
+{
+	const kiln_yaml_node *src = kiln_yaml_get(root, "source");
+	kiln_pipeline *p = l->p;
+	const char *kind = "file", *name = NULL;
+	int64_t depth = 0;
+	int rc;
+
+	if (!src || kiln_yaml_is_null(src))
+		return kiln_yaml_fail(l->doc, root, "source", "required key is missing");
+	if ((rc = check_keys(l, src, "source", source_keys)) < 0 ||
+	    (rc = get_string(l, src, "source", "kind", false, &kind)) < 0 ||
+	    (rc = get_string(l, src, "source", "name", false, &name)) < 0 ||
+	    (rc = get_size(l, src, "source", "max_record_bytes", 2, &p->max_record_bytes)) < 0 ||
+	    (rc = get_int(l, src, "source", "max_depth", 1, 100000, &depth)) < 0)
+		return rc;
+	p->max_depth = (uint32_t)depth;
+	if (strcmp(kind, "file") == 0) {
+		if ((rc = get_string(l, src, "source", "path", true, &p->source_path)) < 0)
+			return rc;
+		if (strcmp(p->source_path, "-") == 0) {
+			p->source_kind = KILN_SOURCE_STDIN;
+			p->source_path = NULL;
+		} else {
+			p->source_kind = KILN_SOURCE_FILE;
+			p->source_path = resolve(l, p->source_path);
+		}
+	} else if (strcmp(kind, "stdin") == 0) {
+		p->source_kind = KILN_SOURCE_STDIN;
+	} else {
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "kind"), "source.kind",
+				      "unknown source kind \"%s\" (expected file or stdin; kafka comes with streaming ingest)",
+				      kind);
+	}
+	if (name) {
+		for (const char *c = name; *c; c++)
+			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+			      *c == '.' || *c == '_' || *c == '-'))
+				return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "name"), "source.name",
+						      "use letters, digits, '.', '_' and '-' only");
+		if (!*name || name[0] == '.')
+			return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "name"), "source.name", "must not be empty or start with '.'");
+		p->source_name = name;
+	} else {
+		p->source_name = p->source_kind == KILN_SOURCE_STDIN ? "stdin" : name_from_path(l, p->source_path);
+	}
+	return 0;
+}
+
+static int load_pseudonymise(loader *l, const kiln_yaml_node *root)
+{
+	const kiln_yaml_node *ps = kiln_yaml_get(root, "pseudonymise");
+	kiln_pipeline *p = l->p;
+	int64_t version = 1;
+	int rc;
+
+	if (!ps || kiln_yaml_is_null(ps))
+		return kiln_yaml_fail(l->doc, root, "pseudonymise", "required key is missing (key_file or key_env)");
+	if ((rc = check_keys(l, ps, "pseudonymise", pseudo_keys)) < 0 ||
+	    (rc = get_string(l, ps, "pseudonymise", "key_file", false, &p->key_file)) < 0 ||
+	    (rc = get_string(l, ps, "pseudonymise", "key_env", false, &p->key_env)) < 0 ||
+	    (rc = get_int(l, ps, "pseudonymise", "key_version", 1, 4294967295LL, &version)) < 0)
+		return rc;
+	if (!p->key_file == !p->key_env)
+		return kiln_yaml_fail(l->doc, ps, "pseudonymise",
+				      "set exactly one of key_file (a 0600 file with 64 hex characters) and key_env (the name of an environment variable)");
+	p->key_file = resolve(l, p->key_file);
+	p->key_version = (unsigned)version;
+	return 0;
+}
+
+static int load_split(loader *l, const kiln_yaml_node *root)
+{
+	const kiln_yaml_node *sp = kiln_yaml_get(root, "split"), *ratios;
+	kiln_pipeline *p = l->p;
+	int rc;
+
+	if (!sp || kiln_yaml_is_null(sp))
+		return kiln_yaml_fail(l->doc, root, "split", "required key is missing");
+	if ((rc = check_keys(l, sp, "split", split_keys)) < 0 ||
+	    (rc = get_string(l, sp, "split", "key", true, &p->split_key)) < 0 ||
+	    (rc = get_string(l, sp, "split", "salt", true, &p->split_salt)) < 0)
+		return rc;
+	ratios = kiln_yaml_get(sp, "ratios");
+	if (!ratios || kiln_yaml_is_null(ratios))
+		return kiln_yaml_fail(l->doc, sp, "split.ratios", "required key is missing (train, dev, test)");
+	if ((rc = check_keys(l, ratios, "split.ratios", ratio_keys)) < 0)
+		return rc;
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
+		const kiln_yaml_node *n = kiln_yaml_get(ratios, kiln_split_name(i));
+		const char *path = path_of(l, "split.ratios", kiln_split_name(i));
+		long double v = 0;
+		if (n && (rc = kiln_yaml_number(l->doc, n, path, &v)) < 0)
+			return rc;
+		p->ratios[i] = (double)v;
+	}
+	kiln_splitter check;
+	if (kiln_splitter_init(&check, p->split_salt, p->ratios) < 0)
+		return kiln_yaml_fail(l->doc, ratios, "split.ratios", "%s", kiln_error_last());
+	return 0;
+}
+
+static int load_store(loader *l, const kiln_yaml_node *root)
+{
+	const kiln_yaml_node *st = kiln_yaml_get(root, "store"), *n;
+	kiln_pipeline *p = l->p;
+	const char *style = NULL;
+	int64_t retries = 0;
+	int rc;
+
+	if (!st || kiln_yaml_is_null(st))
+		return kiln_yaml_fail(l->doc, root, "store", "required key is missing");
+	if ((rc = check_keys(l, st, "store", store_keys)) < 0 ||
+	    (rc = get_string(l, st, "store", "url", true, &p->store_url)) < 0 ||
+	    (rc = get_string(l, st, "store", "endpoint", false, &p->store.endpoint)) < 0 ||
+	    (rc = get_string(l, st, "store", "region", false, &p->store.region)) < 0 ||
+	    (rc = get_string(l, st, "store", "style", false, &style)) < 0 ||
+	    (rc = get_string(l, st, "store", "credentials_file", false, &p->store.credentials_file)) < 0 ||
+	    (rc = get_int(l, st, "store", "max_retries", 0, 100, &retries)) < 0)
+		return rc;
+	p->store.max_retries = (int)retries;
+	if ((n = kiln_yaml_get(st, "http")) && (rc = kiln_yaml_bool(l->doc, n, "store.http", &p->store.http)) < 0)
+		return rc;
+	if (style && strcmp(style, "virtual") == 0)
+		p->store.virtual_host = true;
+	else if (style && strcmp(style, "path") != 0)
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(st, "style"), "store.style", "expected path or virtual");
+	p->store.credentials_file = resolve(l, p->store.credentials_file);
+	/* file://relative/dir is relative to the pipeline file too */
+	if (strncmp(p->store_url, "file://", 7) == 0 && p->store_url[7] != '/' && *l->dir)
+		p->store_url = kiln_arena_printf(p->arena, "file://%s/%s", l->dir, p->store_url + 7);
+	else if (strncmp(p->store_url, "file://", 7) != 0 && strncmp(p->store_url, "s3://", 5) != 0)
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(st, "url"), "store.url",
+				      "expected file://DIR or s3://BUCKET/PREFIX");
+	/* credentials never sit in the pipeline: refuse keys that look like them */
+	for (size_t i = 0; i < st->count; i++)
+		if (strstr(st->keys[i]->value, "secret") || strstr(st->keys[i]->value, "password"))
+			return kiln_yaml_fail(l->doc, st->keys[i], "store", "secrets do not belong in the pipeline file");
+	return 0;
+}
+
+static int load(loader *l)
+{
+	const kiln_yaml_node *root = kiln_yaml_root(l->doc), *n;
+	kiln_pipeline *p = l->p;
+	const char *unknown = NULL;
+	int64_t level = 0;
+	int rc;
+
+	if (!root)
+		return kiln_yaml_fail(l->doc, NULL, "", "empty pipeline");
+	if ((rc = check_keys(l, root, NULL, top_keys)) < 0 ||
+	    (rc = get_string(l, root, NULL, "dataset", true, &p->dataset)) < 0 ||
+	    (rc = get_string(l, root, NULL, "branch", false, &p->branch)) < 0 ||
+	    (rc = get_string(l, root, NULL, "contract", true, &p->contract)) < 0 ||
+	    (rc = get_string(l, root, NULL, "schema", false, &p->schema)) < 0 ||
+	    (rc = get_string(l, root, NULL, "unknown_fields", false, &unknown)) < 0)
+		return rc;
+	if (!name_ok(p->dataset))
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "dataset"), "dataset",
+				      "use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit");
+	if (!p->branch)
+		p->branch = "main";
+	else if (!name_ok(p->branch))
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "branch"), "branch",
+				      "use lower-case letters, digits, '.', '_' and '-'");
+	p->contract = resolve(l, p->contract);
+	p->unknown_fields = -1;
+	if (unknown && strcmp(unknown, "reject") == 0)
+		p->unknown_fields = 0;
+	else if (unknown && strcmp(unknown, "allow") == 0)
+		p->unknown_fields = 1;
+	else if (unknown)
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "unknown_fields"), "unknown_fields", "expected reject or allow");
+
+	if ((rc = load_source(l, root)) < 0 || (rc = load_pseudonymise(l, root)) < 0 || (rc = load_split(l, root)) < 0 ||
+	    (rc = load_store(l, root)) < 0)
+		return rc;
+
+	n = kiln_yaml_get(root, "shards");
+	if (n && !kiln_yaml_is_null(n) &&
+	    ((rc = check_keys(l, n, "shards", shard_keys)) < 0 ||
+	     (rc = get_size(l, n, "shards", "target_bytes", 1024, &p->target_bytes)) < 0 ||
+	     (rc = get_int(l, n, "shards", "zstd_level", -7, 22, &level)) < 0))
+		return rc;
+	p->zstd_level = level ? (int)level : 3;
+
+	n = kiln_yaml_get(root, "manifest");
+	if (!n || kiln_yaml_is_null(n))
+		return kiln_yaml_fail(l->doc, root, "manifest", "required key is missing (repo)");
+	if ((rc = check_keys(l, n, "manifest", manifest_keys)) < 0 ||
+	    (rc = get_string(l, n, "manifest", "repo", true, &p->manifest_repo)) < 0 ||
+	    (rc = get_string(l, n, "manifest", "author_name", false, &p->author_name)) < 0 ||
+	    (rc = get_string(l, n, "manifest", "author_email", false, &p->author_email)) < 0)
+		return rc;
+	p->manifest_repo = resolve(l, p->manifest_repo);
+	if (!p->max_record_bytes)
+		p->max_record_bytes = 1u << 20;
+	if (!p->max_depth)
+		p->max_depth = 128;
+	if (!p->target_bytes)
+		p->target_bytes = 64u << 20;
+	return 0;
+}
+
+int kiln_pipeline_load(kiln_pipeline **out, const char *path, char *const *sets, size_t nsets)
+{
+	kiln_pipeline *p = calloc(1, sizeof(*p));
+	kiln_yaml_doc *doc = NULL;
+	loader l = { 0 };
+	const char *slash;
+	int rc;
+
+	*out = NULL;
+	if (!p || !(p->arena = kiln_arena_new())) {
+		free(p);
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	}
+	if ((rc = kiln_yaml_load_file_ex(&doc, path, KILN_YAML_EXPAND_ENV)) < 0)
+		goto fail;
+	p->doc = doc;
+	for (size_t i = 0; i < nsets; i++) {
+		char *eq = strchr(sets[i], '=');
+		if (!eq || eq == sets[i]) {
+			rc = kiln_error_set(KILN_EINVALID, "--set %s: expected dotted.key=value", sets[i]);
+			goto fail;
+		}
+		*eq = '\0';
+		rc = kiln_yaml_set(doc, sets[i], eq + 1);
+		*eq = '=';
+		if (rc < 0)
+			goto fail;
+	}
+	p->file = kiln_arena_printf(p->arena, "%s", path);
+	slash = strrchr(path, '/');
+	l.p = p;
+	l.doc = doc;
+	l.dir = slash ? kiln_arena_printf(p->arena, "%.*s", (int)(slash - path), path) : "";
+	if (slash == path)
+		l.dir = "/";
+	if ((rc = load(&l)) < 0)
+		goto fail;
+	*out = p;
+	return 0;
+fail:
+	kiln_pipeline_free(p);
+	return rc;
+}
+
+void kiln_pipeline_free(kiln_pipeline *p)
+{
+	if (!p)
+		return;
+	kiln_yaml_free(p->doc);
+	kiln_arena_free(p->arena);
+	free(p);
+}

@@ -1,0 +1,63 @@
+/* Pipeline configs (pipelines/NAME.yaml, docs/PIPELINES.md): what `kiln run`
+ * reads, validates, pseudonymises, splits, shards, stores and commits.
+ * ${NAME} and ${NAME:-default} are expanded from the environment and
+ * --set dotted.key=value overrides apply before the config is read; every
+ * error names file:line:col (or --set) and the key. Relative paths are
+ * relative to the pipeline file's folder. No secret is ever read from the
+ * config: keys and credentials come from files or the environment. */
+#ifndef KILN_INGEST_PIPELINE_H
+#define KILN_INGEST_PIPELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shard/split.h"
+#include "store/store.h"
+
+typedef enum kiln_source_kind {
+	KILN_SOURCE_FILE,
+	KILN_SOURCE_STDIN,
+} kiln_source_kind;
+
+typedef struct kiln_pipeline {
+	const char *file;    /* the pipeline file, as given */
+	const char *dataset; /* [a-z0-9][a-z0-9._-]* */
+	const char *branch;  /* default "main" */
+
+	const char *contract; /* path */
+	const char *schema;   /* schema object name or NULL */
+	int unknown_fields;   /* -1: the contract's setting; else kiln_unknown_policy */
+
+	kiln_source_kind source_kind;
+	const char *source_path;  /* file sources */
+	const char *source_name;  /* the topic name in lineage, quarantine and shard sources */
+	size_t max_record_bytes;  /* default 1 MiB */
+	uint32_t max_depth;       /* default 128 */
+
+	const char *key_file; /* exactly one of key_file / key_env */
+	const char *key_env;
+	unsigned key_version; /* default 1 */
+
+	const char *split_key;
+	const char *split_salt;
+	double ratios[KILN_SPLIT_COUNT];
+
+	size_t target_bytes; /* default 64 MiB */
+	int zstd_level;      /* default 3 */
+
+	const char *store_url;
+	kiln_store_options store;
+
+	const char *manifest_repo;
+	const char *author_name, *author_email;
+
+	struct kiln_yaml_doc *doc; /* owns the strings above */
+	struct kiln_arena *arena;
+} kiln_pipeline;
+
+/* Loads `path`, applying `sets` ("dotted.key=value", count n) after
+ * expanding the environment. */
+int kiln_pipeline_load(kiln_pipeline **out, const char *path, char *const *sets, size_t n);
+void kiln_pipeline_free(kiln_pipeline *pipeline);
+
+#endif

@@ -1,0 +1,133 @@
+/* Quarantine objects (see quarantine.h). One open object at a time: a record
+ * from another topic/partition closes the open one first. */
+#include "shard/quarantine.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "core/buf.h"
+#include "core/error.h"
+#include "core/json.h"
+#include "shard/writer.h"
+
+struct kiln_quarantine {
+	kiln_store *store;
+	ZSTD_CCtx *cctx;
+	size_t target;
+	int level;
+	const char *spool_dir;
+	kiln_buf lines;
+	char *topic;
+	int32_t partition;
+	int64_t first, last;
+	uint64_t objects;
+	kiln_buf b64;
+};
+
+int kiln_quarantine_new(kiln_quarantine **out, kiln_store *store, size_t target, int level, const char *spool_dir)
+{
+	kiln_quarantine *q = calloc(1, sizeof(*q));
+
+	*out = NULL;
+	if (!q || !(q->cctx = ZSTD_createCCtx())) {
+		free(q);
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	}
+	q->store = store;
+	q->target = target ? target : (64u << 20);
+	q->level = level ? level : 3;
+	q->spool_dir = spool_dir;
+	*out = q;
+	return 0;
+}
+
+void kiln_quarantine_free(kiln_quarantine *q)
+{
+	if (!q)
+		return;
+	ZSTD_freeCCtx(q->cctx);
+	kiln_buf_free(&q->lines);
+	kiln_buf_free(&q->b64);
+	free(q->topic);
+	free(q);
+}
+
+int kiln_quarantine_flush(kiln_quarantine *q)
+{
+	char key[512], hash[65];
+	uint64_t bytes;
+	int rc;
+
+	if (!q->lines.len)
+		return 0;
+	snprintf(key, sizeof(key), "quarantine/%s/%d/%lld-%lld.jsonl.zst", q->topic, (int)q->partition,
+		 (long long)q->first, (long long)q->last);
+	rc = kiln_zstd_store(q->store, q->cctx, q->level, q->spool_dir, key, q->lines.ptr, q->lines.len, hash, &bytes);
+	if (rc < 0)
+		return rc;
+	kiln_buf_reset(&q->lines);
+	q->objects++;
+	return 0;
+}
+
+int kiln_quarantine_add(kiln_quarantine *q, const char *topic, int32_t partition, int64_t offset,
+			const kiln_report *report, const char *raw, size_t raw_len)
+{
+	kiln_buf *b = &q->lines;
+	int rc;
+
+	if (q->lines.len && (partition != q->partition || strcmp(topic, q->topic) != 0) &&
+	    (rc = kiln_quarantine_flush(q)) < 0)
+		return rc;
+	if (!q->lines.len) {
+		char *t = strdup(topic);
+		if (!t)
+			return kiln_error_set(KILN_ENOMEM, "out of memory");
+		free(q->topic);
+		q->topic = t;
+		q->partition = partition;
+		q->first = offset;
+	}
+	q->last = offset;
+	if ((rc = kiln_buf_puts(b, "{\"topic\":")) < 0 || (rc = kiln_buf_put_json_string(b, topic, strlen(topic))) < 0 ||
+	    (rc = kiln_buf_printf(b, ",\"partition\":%d,\"offset\":%lld,\"code\":\"%s\",\"path\":", (int)partition,
+				  (long long)offset, kiln_reject_name(report->v[0].code))) < 0 ||
+	    (rc = kiln_buf_put_json_string(b, report->v[0].path, strlen(report->v[0].path))) < 0 ||
+	    (rc = kiln_buf_puts(b, ",\"violations\":[")) < 0)
+		return rc;
+	for (size_t i = 0; i < report->kept; i++) {
+		if ((rc = kiln_buf_printf(b, "%s{\"code\":\"%s\",\"path\":", i ? "," : "",
+					  kiln_reject_name(report->v[i].code))) < 0 ||
+		    (rc = kiln_buf_put_json_string(b, report->v[i].path, strlen(report->v[i].path))) < 0 ||
+		    (rc = kiln_buf_putc(b, '}')) < 0)
+			return rc;
+	}
+	if ((rc = kiln_buf_printf(b, "],\"count\":%zu", report->count)) < 0)
+		return rc;
+	if (raw && kiln_utf8_valid(raw, raw_len)) {
+		if ((rc = kiln_buf_puts(b, ",\"record\":")) < 0 || (rc = kiln_buf_put_json_string(b, raw, raw_len)) < 0)
+			return rc;
+	} else if (raw) {
+		size_t need = sodium_base64_ENCODED_LEN(raw_len, sodium_base64_VARIANT_ORIGINAL);
+		kiln_buf_reset(&q->b64);
+		if ((rc = kiln_buf_reserve(&q->b64, need)) < 0)
+			return rc;
+		sodium_bin2base64(q->b64.ptr, need, (const unsigned char *)raw, raw_len, sodium_base64_VARIANT_ORIGINAL);
+		if ((rc = kiln_buf_puts(b, ",\"record_base64\":\"")) < 0 || (rc = kiln_buf_puts(b, q->b64.ptr)) < 0 ||
+		    (rc = kiln_buf_putc(b, '"')) < 0)
+			return rc;
+	} else if ((rc = kiln_buf_puts(b, ",\"record\":null")) < 0) {
+		return rc;
+	}
+	if ((rc = kiln_buf_puts(b, "}\n")) < 0)
+		return rc;
+	return q->lines.len >= q->target ? kiln_quarantine_flush(q) : 0;
+}
+
+uint64_t kiln_quarantine_objects(const kiln_quarantine *q)
+{
+	return q->objects;
+}

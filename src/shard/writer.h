@@ -1,0 +1,49 @@
+/* Shards: curated records for one split, appended as JSON Lines to an open
+ * shard that closes at target_bytes (or on flush) into one zstd frame with
+ * content size and checksum, named by the BLAKE2b-256 of its compressed
+ * bytes and stored once at shards/<hh>/<hash>.jsonl.zst.
+ *
+ * States: empty (no open record) -> filling (buffer holds records, sources
+ * track the offsets they came from) -> closed (compressed, stored, entry
+ * listed) -> empty. A writer owns one reused zstd context. */
+#ifndef KILN_SHARD_WRITER_H
+#define KILN_SHARD_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <zstd.h>
+
+#include "manifest/manifest.h"
+#include "store/store.h"
+
+#define KILN_SHARD_DEFAULT_TARGET (64u << 20)
+
+typedef struct kiln_shard_writer_options {
+	size_t target_bytes;   /* uncompressed bytes at which a shard closes; 0 = 64 MiB */
+	int level;             /* zstd level; 0 = 3 */
+	const char *spool_dir; /* compressed objects wait here for upload; NULL = $TMPDIR or /tmp */
+} kiln_shard_writer_options;
+
+typedef struct kiln_shard_writer kiln_shard_writer;
+
+/* `store` must outlive the writer. */
+int kiln_shard_writer_new(kiln_shard_writer **out, kiln_store *store, const kiln_shard_writer_options *options);
+void kiln_shard_writer_free(kiln_shard_writer *writer);
+
+/* Appends one record (no newline) that came from topic/partition/offset. */
+int kiln_shard_writer_append(kiln_shard_writer *writer, const char *line, size_t len, const char *topic,
+			     int32_t partition, int64_t offset);
+
+/* Closes the open shard if it holds a record. */
+int kiln_shard_writer_flush(kiln_shard_writer *writer);
+
+/* Every shard closed so far, in closing order (owned by the writer). */
+const kiln_shard_entry *kiln_shard_writer_shards(const kiln_shard_writer *writer, size_t *out_count);
+
+/* Compresses data[0..len) as one zstd frame (content size and checksum on)
+ * through a spool file, hashes the compressed bytes and stores them under
+ * `key`, or under shards/<hh>/<hash>.jsonl.zst when key is NULL. */
+int kiln_zstd_store(kiln_store *store, ZSTD_CCtx *cctx, int level, const char *spool_dir, const char *key,
+		    const void *data, size_t len, char out_hash[65], uint64_t *out_bytes);
+
+#endif
