@@ -1,1 +1,1505 @@
-/* placeholder */
+/* The manifest repository (see manifest.h): renders and reads back the files
+ * of a dataset commit (dataset.json, splits/<split>/<hh>.jsonl, lineage.json,
+ * stats.json), builds the commit with libgit2 tree builders on top of the
+ * branch tip's tree, and moves the branch with a compare-and-swap. A handle
+ * owns its git_repository; everything else lives for one call. */
+#include "manifest/manifest.h"
+
+#include <errno.h>
+#include <git2.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "core/error.h"
+#include "core/json.h"
+
+#define NAME_MAX_LEN 128
+#define HASH_LEN     64
+
+struct kiln_manifest {
+	git_repository *repo;
+	char *path;
+};
+
+static pthread_once_t git_once = PTHREAD_ONCE_INIT;
+
+static void git_init_once(void)
+{
+	git_libgit2_init();
+}
+
+/* libgit2's message for the last failure, never NULL. */
+static const char *git_message(void)
+{
+	const git_error *e = git_error_last();
+
+	return e && e->message ? e->message : "unknown libgit2 error";
+}
+
+/* A kiln code for a libgit2 failure: a held lock is transient. */
+static int git_code(int gerr)
+{
+	switch (gerr) {
+	case GIT_ENOTFOUND:
+		return KILN_ENOTFOUND;
+	case GIT_ELOCKED:
+		return KILN_ERETRY;
+	case GIT_EMODIFIED:
+	case GIT_EEXISTS:
+		return KILN_EMODIFIED;
+	case GIT_EINVALIDSPEC:
+		return KILN_EINVALID;
+	default:
+		return KILN_EIO;
+	}
+}
+
+static int git_fail(const kiln_manifest *m, int gerr, const char *what)
+{
+	return kiln_error_set(git_code(gerr), "manifest %s: %s: %s", m->path, what, git_message());
+}
+
+/* ---- growable text buffer ------------------------------------------------ */
+
+typedef struct buf {
+	char *p;
+	size_t len, cap;
+	bool oom;
+} buf;
+
+static void buf_reserve(buf *b, size_t more)
+{
+	size_t cap;
+	char *p;
+
+	if (b->oom)
+		return;
+	if (b->len + more + 1 <= b->cap)
+		return;
+	cap = b->cap ? b->cap : 256;
+	while (cap < b->len + more + 1)
+		cap *= 2;
+	p = realloc(b->p, cap);
+	if (!p) {
+		b->oom = true;
+		return;
+	}
+	b->p = p;
+	b->cap = cap;
+}
+
+static void buf_put(buf *b, const char *s, size_t n)
+{
+	buf_reserve(b, n);
+	if (b->oom)
+		return;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+static void buf_puts(buf *b, const char *s)
+{
+	buf_put(b, s, strlen(s));
+}
+
+static void buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void buf_printf(buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		b->oom = true;
+		return;
+	}
+	buf_reserve(b, (size_t)n);
+	if (b->oom)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+/* A JSON string literal, quotes included. Bytes >= 0x80 pass through: the
+ * rendered file is checked with the scanner, so bad UTF-8 is caught there. */
+static void buf_json_string(buf *b, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	buf_put(b, "\"", 1);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		switch (*p) {
+		case '"':
+			buf_put(b, "\\\"", 2);
+			break;
+		case '\\':
+			buf_put(b, "\\\\", 2);
+			break;
+		case '\n':
+			buf_put(b, "\\n", 2);
+			break;
+		case '\r':
+			buf_put(b, "\\r", 2);
+			break;
+		case '\t':
+			buf_put(b, "\\t", 2);
+			break;
+		case '\b':
+			buf_put(b, "\\b", 2);
+			break;
+		case '\f':
+			buf_put(b, "\\f", 2);
+			break;
+		default:
+			if (*p < 0x20) {
+				char esc[6];
+
+				memcpy(esc, "\\u00", 4);
+				esc[4] = hex[*p >> 4];
+				esc[5] = hex[*p & 15];
+				buf_put(b, esc, 6);
+			} else {
+				buf_put(b, (const char *)p, 1);
+			}
+		}
+	}
+	buf_put(b, "\"", 1);
+}
+
+static void buf_free(buf *b)
+{
+	free(b->p);
+	memset(b, 0, sizeof(*b));
+}
+
+static int buf_check(const buf *b)
+{
+	return b->oom ? kiln_error_set(KILN_ENOMEM, "manifest: out of memory") : 0;
+}
+
+/* ---- names ---------------------------------------------------------------- */
+
+static bool name_valid(const char *s)
+{
+	size_t n;
+
+	if (!s || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+		return false;
+	for (n = 1; s[n]; n++) {
+		char c = s[n];
+		if (n >= NAME_MAX_LEN)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* refs/heads/<dataset>/<branch> into out, after checking both names (and that
+ * git accepts the whole name: no "..", no ".lock" or "." at the end). */
+static int branch_ref(char *out, size_t cap, const char *dataset, const char *branch)
+{
+	int valid = 0;
+
+	if (!name_valid(dataset))
+		return kiln_error_set(KILN_EINVALID,
+				      "manifest: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
+	if (!name_valid(branch))
+		return kiln_error_set(KILN_EINVALID,
+				      "manifest: branch name must match [a-z0-9][a-z0-9._-]{0,127}");
+	snprintf(out, cap, "refs/heads/%s/%s", dataset, branch);
+	if (git_reference_name_is_valid(&valid, out) < 0 || !valid)
+		return kiln_error_set(KILN_EINVALID, "manifest: %s is not a valid git reference name", out);
+	return 0;
+}
+
+#define REF_CAP (sizeof("refs/heads//") + 2 * NAME_MAX_LEN)
+
+static bool hex_valid(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+static bool hash_valid(const char *s)
+{
+	return s && strlen(s) == HASH_LEN && hex_valid(s, HASH_LEN);
+}
+
+/* ---- open / close --------------------------------------------------------- */
+
+int kiln_manifest_open(kiln_manifest **out, const char *path)
+{
+	kiln_manifest *m = NULL;
+	git_repository_init_options opts;
+	struct stat st;
+	int rc, gerr;
+
+	*out = NULL;
+	pthread_once(&git_once, git_init_once);
+	m = calloc(1, sizeof(*m));
+	if (!m || !(m->path = strdup(path))) {
+		rc = kiln_error_set(KILN_ENOMEM, "manifest %s: out of memory", path);
+		goto cleanup;
+	}
+	if (stat(path, &st) < 0 && errno == ENOENT) {
+		git_repository_init_options_init(&opts, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
+		opts.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_MKPATH;
+		gerr = git_repository_init_ext(&m->repo, path, &opts);
+	} else {
+		gerr = git_repository_open_bare(&m->repo, path);
+	}
+	if (gerr < 0) {
+		rc = kiln_error_set(gerr == GIT_ENOTFOUND ? KILN_ENOTFOUND : KILN_EIO, "manifest %s: %s",
+				    path, git_message());
+		goto cleanup;
+	}
+	if (!git_repository_is_bare(m->repo)) {
+		rc = kiln_error_set(KILN_EINVALID, "manifest %s: not a bare repository", path);
+		goto cleanup;
+	}
+	*out = m;
+	m = NULL;
+	rc = 0;
+cleanup:
+	kiln_manifest_close(m);
+	return rc;
+}
+
+void kiln_manifest_close(kiln_manifest *m)
+{
+	if (!m)
+		return;
+	git_repository_free(m->repo);
+	free(m->path);
+	free(m);
+}
+
+/* ---- reading the tip ------------------------------------------------------ */
+
+/* The tip commit's tree, or *out_tree = NULL when the branch does not exist.
+ * *out_tip (may be NULL) gets the tip id. */
+static int read_tip(kiln_manifest *m, const char *ref, git_oid *out_tip, bool *out_exists,
+		    git_tree **out_tree)
+{
+	git_oid tip;
+	git_commit *commit = NULL;
+	int gerr;
+
+	*out_tree = NULL;
+	*out_exists = false;
+	gerr = git_reference_name_to_id(&tip, m->repo, ref);
+	if (gerr == GIT_ENOTFOUND)
+		return 0;
+	if (gerr < 0)
+		return git_fail(m, gerr, ref);
+	gerr = git_commit_lookup(&commit, m->repo, &tip);
+	if (gerr < 0)
+		return git_fail(m, gerr, ref);
+	gerr = git_commit_tree(out_tree, commit);
+	git_commit_free(commit);
+	if (gerr < 0)
+		return git_fail(m, gerr, ref);
+	if (out_tip)
+		*out_tip = tip;
+	*out_exists = true;
+	return 0;
+}
+
+/* The blob at `path` in tree, *out = NULL when there is none. */
+static int read_blob(kiln_manifest *m, git_tree *tree, const char *ref, const char *path, git_blob **out)
+{
+	git_tree_entry *entry = NULL;
+	int gerr;
+
+	*out = NULL;
+	if (!tree)
+		return 0;
+	gerr = git_tree_entry_bypath(&entry, tree, path);
+	if (gerr == GIT_ENOTFOUND)
+		return 0;
+	if (gerr < 0)
+		return git_fail(m, gerr, path);
+	if (git_tree_entry_type(entry) != GIT_OBJECT_BLOB) {
+		git_tree_entry_free(entry);
+		return kiln_error_set(KILN_EINVALID, "manifest %s: %s:%s is not a file", m->path, ref, path);
+	}
+	gerr = git_blob_lookup(out, m->repo, git_tree_entry_id(entry));
+	git_tree_entry_free(entry);
+	return gerr < 0 ? git_fail(m, gerr, path) : 0;
+}
+
+/* ---- reading JSON with the scanner ---------------------------------------- */
+
+typedef struct jreader {
+	kiln_json_scanner *scanner;
+	const char *ref, *file;
+} jreader;
+
+static int jr_bad(const jreader *r, const char *what)
+{
+	return kiln_error_set(KILN_EINVALID, "manifest: %s:%s: %s", r->ref, r->file, what);
+}
+
+static int jr_next(jreader *r, kiln_json_token *t)
+{
+	int rc = kiln_json_next(r->scanner, t);
+	size_t off = 0;
+	kiln_reject code;
+
+	if (rc > 0)
+		return 0;
+	if (rc == 0)
+		return jr_bad(r, "unexpected end of text");
+	code = kiln_json_scanner_error(r->scanner, &off, NULL);
+	return kiln_error_set(KILN_EINVALID, "manifest: %s:%s: %s at byte %zu", r->ref, r->file,
+			      kiln_reject_name(code), off);
+}
+
+static int jr_expect(jreader *r, kiln_json_token *t, kiln_json_type type, const char *what)
+{
+	int rc = jr_next(r, t);
+
+	if (rc < 0)
+		return rc;
+	return t->type == type ? 0 : jr_bad(r, what);
+}
+
+/* After the top-level value: nothing but whitespace. */
+static int jr_end(jreader *r)
+{
+	kiln_json_token t;
+	int rc = kiln_json_next(r->scanner, &t);
+
+	if (rc == 0)
+		return 0;
+	if (rc > 0)
+		return jr_bad(r, "text after the top-level value");
+	return jr_next(r, &t);
+}
+
+/* Whether key token t decodes to name. */
+static bool jr_key_is(const kiln_json_token *t, const char *name)
+{
+	char tmp[64];
+	size_t n;
+
+	if (t->len >= sizeof(tmp))
+		return false;
+	n = kiln_json_unescape(tmp, sizeof(tmp), t);
+	return n == strlen(name) && memcmp(tmp, name, n) == 0;
+}
+
+static int jr_int(jreader *r, const char *field, bool negative_ok, uint64_t *out_mag, bool *out_neg)
+{
+	kiln_json_token t;
+	const char *p;
+	size_t n;
+	uint64_t v = 0;
+	int rc = jr_next(r, &t);
+	char msg[96];
+
+	if (rc < 0)
+		return rc;
+	snprintf(msg, sizeof(msg), "\"%s\" must be a%s integer", field, negative_ok ? "n" : " non-negative");
+	if (t.type != KILN_JSON_NUMBER || !(t.flags & KILN_JSON_INTEGER))
+		return jr_bad(r, msg);
+	p = t.ptr;
+	n = t.len;
+	*out_neg = false;
+	if (*p == '-') {
+		if (!negative_ok)
+			return jr_bad(r, msg);
+		*out_neg = true;
+		p++;
+		n--;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned d = (unsigned)(p[i] - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return jr_bad(r, msg);
+		v = v * 10 + d;
+	}
+	*out_mag = v;
+	return 0;
+}
+
+static int jr_u64(jreader *r, const char *field, uint64_t *out)
+{
+	bool neg;
+
+	return jr_int(r, field, false, out, &neg);
+}
+
+static int jr_i64(jreader *r, const char *field, int64_t lo, int64_t hi, int64_t *out)
+{
+	uint64_t mag = 0;
+	bool neg = false;
+	int rc = jr_int(r, field, true, &mag, &neg);
+	char msg[96];
+
+	if (rc < 0)
+		return rc;
+	snprintf(msg, sizeof(msg), "\"%s\" is out of range", field);
+	if (neg) {
+		if (mag > (uint64_t)INT64_MAX + 1)
+			return jr_bad(r, msg);
+		*out = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
+	} else {
+		if (mag > (uint64_t)INT64_MAX)
+			return jr_bad(r, msg);
+		*out = (int64_t)mag;
+	}
+	return *out < lo || *out > hi ? jr_bad(r, msg) : 0;
+}
+
+/* A string value, decoded into a fresh NUL-terminated copy. */
+static int jr_string(jreader *r, const char *field, char **out)
+{
+	kiln_json_token t;
+	size_t n;
+	char *s;
+	char msg[96];
+	int rc = jr_next(r, &t);
+
+	if (rc < 0)
+		return rc;
+	snprintf(msg, sizeof(msg), "\"%s\" must be a string", field);
+	if (t.type != KILN_JSON_STRING)
+		return jr_bad(r, msg);
+	s = malloc(t.len + 1);
+	if (!s)
+		return kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+	n = kiln_json_unescape(s, t.len + 1, &t);
+	s[n] = '\0';
+	if (memchr(s, '\0', n)) {
+		free(s);
+		snprintf(msg, sizeof(msg), "\"%s\" holds a NUL character", field);
+		return jr_bad(r, msg);
+	}
+	*out = s;
+	return 0;
+}
+
+/* ---- lineage.json --------------------------------------------------------- */
+
+/* Entries; owned[i] says whether v[i]'s strings are ours to free. */
+typedef struct lineage_list {
+	kiln_lineage_entry *v;
+	bool *owned;
+	size_t n, cap;
+} lineage_list;
+
+static void lineage_entry_free_strings(kiln_lineage_entry *e)
+{
+	free((char *)e->topic);
+	free((char *)e->path);
+	free((char *)e->prefix_blake2b);
+}
+
+static void lineage_list_free(lineage_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->owned[i])
+			lineage_entry_free_strings(&l->v[i]);
+	free(l->v);
+	free(l->owned);
+	memset(l, 0, sizeof(*l));
+}
+
+static int lineage_list_push(lineage_list *l, const kiln_lineage_entry *e, bool owned)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		kiln_lineage_entry *v = realloc(l->v, cap * sizeof(*v));
+		bool *o;
+
+		if (!v)
+			return kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+		l->v = v;
+		o = realloc(l->owned, cap * sizeof(*o));
+		if (!o)
+			return kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+		l->owned = o;
+		l->cap = cap;
+	}
+	l->v[l->n] = *e;
+	l->owned[l->n] = owned;
+	l->n++;
+	return 0;
+}
+
+static ssize_t lineage_find(const lineage_list *l, const char *topic, int32_t partition)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].partition == partition && strcmp(l->v[i].topic, topic) == 0)
+			return (ssize_t)i;
+	return -1;
+}
+
+static int parse_lineage_entry(jreader *r, lineage_list *out)
+{
+	kiln_lineage_entry e = { 0 };
+	kiln_json_token t;
+	bool have_partition = false, have_next = false, have_bytes = false;
+	int rc;
+
+	for (;;) {
+		int64_t v;
+
+		if ((rc = jr_next(r, &t)) < 0)
+			goto fail;
+		if (t.type == KILN_JSON_OBJECT_END)
+			break;
+		if (jr_key_is(&t, "topic") && !e.topic) {
+			rc = jr_string(r, "topic", (char **)&e.topic);
+		} else if (jr_key_is(&t, "partition")) {
+			rc = jr_i64(r, "partition", INT32_MIN, INT32_MAX, &v);
+			e.partition = (int32_t)v;
+			have_partition = true;
+		} else if (jr_key_is(&t, "next")) {
+			rc = jr_i64(r, "next", INT64_MIN, INT64_MAX, &e.next);
+			have_next = true;
+		} else if (jr_key_is(&t, "path") && !e.path) {
+			rc = jr_string(r, "path", (char **)&e.path);
+		} else if (jr_key_is(&t, "bytes")) {
+			rc = jr_u64(r, "bytes", &e.bytes);
+			have_bytes = true;
+		} else if (jr_key_is(&t, "prefix_blake2b") && !e.prefix_blake2b) {
+			rc = jr_string(r, "prefix_blake2b", (char **)&e.prefix_blake2b);
+			if (rc == 0 && !hash_valid(e.prefix_blake2b))
+				rc = jr_bad(r, "\"prefix_blake2b\" must be 64 lower-case hex digits");
+		} else {
+			rc = jr_bad(r, "unexpected key in a partitions entry");
+		}
+		if (rc < 0)
+			goto fail;
+	}
+	if (!e.topic || !have_partition || !have_next) {
+		rc = jr_bad(r, "a partitions entry needs \"topic\", \"partition\" and \"next\"");
+		goto fail;
+	}
+	if ((e.path != NULL) != (e.prefix_blake2b != NULL) || (e.path != NULL) != have_bytes) {
+		rc = jr_bad(r, "\"path\", \"bytes\" and \"prefix_blake2b\" come together");
+		goto fail;
+	}
+	if (lineage_find(out, e.topic, e.partition) >= 0) {
+		rc = jr_bad(r, "two entries for one topic and partition");
+		goto fail;
+	}
+	if ((rc = lineage_list_push(out, &e, true)) < 0)
+		goto fail;
+	return 0;
+fail:
+	lineage_entry_free_strings(&e);
+	return rc;
+}
+
+static int parse_lineage(kiln_json_scanner *scanner, const char *ref, const char *text, size_t len,
+			 lineage_list *out)
+{
+	jreader r = { scanner, ref, "lineage.json" };
+	kiln_json_token t;
+	bool have_partitions = false;
+	int rc;
+
+	kiln_json_scanner_reset(scanner, text, len);
+	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "must be an object")) < 0)
+		return rc;
+	for (;;) {
+		if ((rc = jr_next(&r, &t)) < 0)
+			return rc;
+		if (t.type == KILN_JSON_OBJECT_END)
+			break;
+		if (!jr_key_is(&t, "partitions"))
+			return jr_bad(&r, "unexpected key at the top level");
+		have_partitions = true;
+		if ((rc = jr_expect(&r, &t, KILN_JSON_ARRAY_BEGIN, "\"partitions\" must be an array")) < 0)
+			return rc;
+		for (;;) {
+			if ((rc = jr_next(&r, &t)) < 0)
+				return rc;
+			if (t.type == KILN_JSON_ARRAY_END)
+				break;
+			if (t.type != KILN_JSON_OBJECT_BEGIN)
+				return jr_bad(&r, "\"partitions\" entries must be objects");
+			if ((rc = parse_lineage_entry(&r, out)) < 0)
+				return rc;
+		}
+	}
+	if (!have_partitions)
+		return jr_bad(&r, "missing \"partitions\"");
+	return jr_end(&r);
+}
+
+/* The lineage at the tip into *out (empty without a tip or a lineage.json). */
+static int load_lineage(kiln_manifest *m, kiln_json_scanner *scanner, git_tree *tree, const char *ref,
+			lineage_list *out)
+{
+	git_blob *blob = NULL;
+	int rc = read_blob(m, tree, ref, "lineage.json", &blob);
+
+	if (rc < 0 || !blob)
+		return rc;
+	rc = parse_lineage(scanner, ref, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), out);
+	git_blob_free(blob);
+	return rc;
+}
+
+static int lineage_cmp(const void *a, const void *b)
+{
+	const kiln_lineage_entry *x = a, *y = b;
+	int c = strcmp(x->topic, y->topic);
+
+	if (c)
+		return c;
+	return (x->partition > y->partition) - (x->partition < y->partition);
+}
+
+static void render_lineage(buf *b, const lineage_list *l)
+{
+	buf_puts(b, "{\n  \"partitions\": [");
+	for (size_t i = 0; i < l->n; i++) {
+		const kiln_lineage_entry *e = &l->v[i];
+
+		buf_puts(b, i ? ",\n    " : "\n    ");
+		buf_puts(b, "{\"topic\":");
+		buf_json_string(b, e->topic);
+		buf_printf(b, ",\"partition\":%" PRId32 ",\"next\":%" PRId64, e->partition, e->next);
+		if (e->path) {
+			buf_puts(b, ",\"path\":");
+			buf_json_string(b, e->path);
+			buf_printf(b, ",\"bytes\":%" PRIu64 ",\"prefix_blake2b\":\"%s\"", e->bytes,
+				   e->prefix_blake2b);
+		}
+		buf_puts(b, "}");
+	}
+	buf_puts(b, l->n ? "\n  ]\n}\n" : "]\n}\n");
+}
+
+/* ---- stats.json ----------------------------------------------------------- */
+
+static int parse_split_stats(jreader *r, kiln_split_stats *s)
+{
+	kiln_json_token t;
+	int rc;
+
+	if ((rc = jr_expect(r, &t, KILN_JSON_OBJECT_BEGIN, "a split's stats must be an object")) < 0)
+		return rc;
+	for (;;) {
+		if ((rc = jr_next(r, &t)) < 0)
+			return rc;
+		if (t.type == KILN_JSON_OBJECT_END)
+			return 0;
+		if (jr_key_is(&t, "records"))
+			rc = jr_u64(r, "records", &s->records);
+		else if (jr_key_is(&t, "shards"))
+			rc = jr_u64(r, "shards", &s->shards);
+		else if (jr_key_is(&t, "bytes"))
+			rc = jr_u64(r, "bytes", &s->bytes);
+		else if (jr_key_is(&t, "raw_bytes"))
+			rc = jr_u64(r, "raw_bytes", &s->raw_bytes);
+		else
+			rc = jr_bad(r, "unexpected key in a split's stats");
+		if (rc < 0)
+			return rc;
+	}
+}
+
+static int parse_stats(kiln_json_scanner *scanner, const char *ref, const char *text, size_t len,
+		       kiln_stats *out)
+{
+	jreader r = { scanner, ref, "stats.json" };
+	kiln_json_token t;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	kiln_json_scanner_reset(scanner, text, len);
+	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "must be an object")) < 0)
+		return rc;
+	for (;;) {
+		if ((rc = jr_next(&r, &t)) < 0)
+			return rc;
+		if (t.type == KILN_JSON_OBJECT_END)
+			break;
+		if (jr_key_is(&t, "records_in")) {
+			rc = jr_u64(&r, "records_in", &out->records_in);
+		} else if (jr_key_is(&t, "valid")) {
+			rc = jr_u64(&r, "valid", &out->valid);
+		} else if (jr_key_is(&t, "quarantined")) {
+			rc = jr_u64(&r, "quarantined", &out->quarantined);
+		} else if (jr_key_is(&t, "quarantined_by_code")) {
+			if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN,
+					    "\"quarantined_by_code\" must be an object")) < 0)
+				return rc;
+			for (;;) {
+				int code;
+
+				if ((rc = jr_next(&r, &t)) < 0)
+					return rc;
+				if (t.type == KILN_JSON_OBJECT_END)
+					break;
+				for (code = 1; code < KILN_REJECT_COUNT_; code++)
+					if (jr_key_is(&t, kiln_reject_name((kiln_reject)code)))
+						break;
+				if (code == KILN_REJECT_COUNT_)
+					return jr_bad(&r, "unknown code in \"quarantined_by_code\"");
+				if ((rc = jr_u64(&r, "quarantined_by_code",
+						 &out->quarantined_by_code[code])) < 0)
+					return rc;
+			}
+		} else if (jr_key_is(&t, "splits")) {
+			if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "\"splits\" must be an object")) <
+			    0)
+				return rc;
+			for (;;) {
+				int split;
+
+				if ((rc = jr_next(&r, &t)) < 0)
+					return rc;
+				if (t.type == KILN_JSON_OBJECT_END)
+					break;
+				for (split = 0; split < KILN_SPLIT_COUNT; split++)
+					if (jr_key_is(&t, kiln_split_name((kiln_split)split)))
+						break;
+				if (split == KILN_SPLIT_COUNT)
+					return jr_bad(&r, "unknown split in \"splits\"");
+				if ((rc = parse_split_stats(&r, &out->splits[split])) < 0)
+					return rc;
+			}
+		} else {
+			rc = jr_bad(&r, "unexpected key at the top level");
+		}
+		if (rc < 0)
+			return rc;
+	}
+	return jr_end(&r);
+}
+
+static int load_stats(kiln_manifest *m, kiln_json_scanner *scanner, git_tree *tree, const char *ref,
+		      kiln_stats *out)
+{
+	git_blob *blob = NULL;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = read_blob(m, tree, ref, "stats.json", &blob);
+	if (rc < 0 || !blob)
+		return rc;
+	rc = parse_stats(scanner, ref, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), out);
+	git_blob_free(blob);
+	return rc;
+}
+
+static int add_u64(uint64_t *acc, uint64_t v, const char *field)
+{
+	if (*acc > UINT64_MAX - v)
+		return kiln_error_set(KILN_EINVALID, "manifest: stats.json %s would overflow", field);
+	*acc += v;
+	return 0;
+}
+
+static int stats_add(kiln_stats *acc, const kiln_stats *d)
+{
+	int rc = 0;
+
+	rc |= add_u64(&acc->records_in, d->records_in, "records_in");
+	rc |= add_u64(&acc->valid, d->valid, "valid");
+	rc |= add_u64(&acc->quarantined, d->quarantined, "quarantined");
+	for (int c = 0; c < KILN_REJECT_COUNT_; c++)
+		rc |= add_u64(&acc->quarantined_by_code[c], d->quarantined_by_code[c], "quarantined_by_code");
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		rc |= add_u64(&acc->splits[s].records, d->splits[s].records, "splits records");
+		rc |= add_u64(&acc->splits[s].shards, d->splits[s].shards, "splits shards");
+		rc |= add_u64(&acc->splits[s].bytes, d->splits[s].bytes, "splits bytes");
+		rc |= add_u64(&acc->splits[s].raw_bytes, d->splits[s].raw_bytes, "splits raw_bytes");
+	}
+	return rc ? KILN_EINVALID : 0;
+}
+
+static void render_stats(buf *b, const kiln_stats *s)
+{
+	bool first = true;
+
+	buf_printf(b,
+		   "{\n  \"records_in\": %" PRIu64 ",\n  \"valid\": %" PRIu64 ",\n  \"quarantined\": %" PRIu64
+		   ",\n  \"quarantined_by_code\": {",
+		   s->records_in, s->valid, s->quarantined);
+	for (int c = 1; c < KILN_REJECT_COUNT_; c++) {
+		if (!s->quarantined_by_code[c])
+			continue;
+		buf_printf(b, "%s\"%s\":%" PRIu64, first ? "" : ",", kiln_reject_name((kiln_reject)c),
+			   s->quarantined_by_code[c]);
+		first = false;
+	}
+	buf_puts(b, "},\n  \"splits\": {\n");
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
+		const kiln_split_stats *p = &s->splits[i];
+
+		buf_printf(b,
+			   "    \"%s\": {\"records\":%" PRIu64 ",\"shards\":%" PRIu64 ",\"bytes\":%" PRIu64
+			   ",\"raw_bytes\":%" PRIu64 "}%s\n",
+			   kiln_split_name((kiln_split)i), p->records, p->shards, p->bytes, p->raw_bytes,
+			   i + 1 < KILN_SPLIT_COUNT ? "," : "");
+	}
+	buf_puts(b, "  }\n}\n");
+}
+
+/* ---- shard lines ---------------------------------------------------------- */
+
+typedef struct shard_line {
+	const char *hash; /* HASH_LEN hex, not NUL-terminated for existing lines */
+	const char *text; /* without the newline */
+	size_t len;
+	size_t seq; /* existing lines first, then new ones in order */
+	bool is_new;
+} shard_line;
+
+static int shard_line_cmp(const void *a, const void *b)
+{
+	const shard_line *x = a, *y = b;
+	int c = memcmp(x->hash, y->hash, HASH_LEN);
+
+	if (c)
+		return c;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static int shard_ptr_cmp(const void *a, const void *b)
+{
+	const kiln_shard_entry *x = *(const kiln_shard_entry *const *)a,
+			       *y = *(const kiln_shard_entry *const *)b;
+
+	return strcmp(x->hash, y->hash);
+}
+
+static void render_shard_line(buf *b, const kiln_shard_entry *e)
+{
+	buf_printf(b,
+		   "{\"shard\":\"%s\",\"bytes\":%" PRIu64 ",\"raw_bytes\":%" PRIu64 ",\"records\":%" PRIu64
+		   ",\"sources\":[",
+		   e->hash, e->bytes, e->raw_bytes, e->records);
+	for (size_t i = 0; i < e->source_count; i++) {
+		const kiln_source_range *s = &e->sources[i];
+
+		buf_puts(b, i ? ",{\"topic\":" : "{\"topic\":");
+		buf_json_string(b, s->topic);
+		buf_printf(b, ",\"partition\":%" PRId32 ",\"first\":%" PRId64 ",\"last\":%" PRId64 "}",
+			   s->partition, s->first, s->last);
+	}
+	buf_puts(b, "]}");
+}
+
+/* The top-level "shard" value of one existing line, checked to be valid JSON
+ * holding a 64-hex hash that belongs in file `hh`. */
+static int existing_line_hash(kiln_json_scanner *scanner, const char *ref, const char *file, const char *text,
+			      size_t len, const char *hh, const char **out_hash)
+{
+	jreader r = { scanner, ref, file };
+	kiln_json_token t;
+	int rc;
+
+	*out_hash = NULL;
+	kiln_json_scanner_reset(scanner, text, len);
+	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "each line must be an object")) < 0)
+		return rc;
+	while ((rc = jr_next(&r, &t)) == 0) {
+		if (t.type == KILN_JSON_OBJECT_END && t.depth == 0)
+			break;
+		if (t.type == KILN_JSON_KEY && t.depth == 1 && jr_key_is(&t, "shard")) {
+			if ((rc = jr_next(&r, &t)) < 0)
+				return rc;
+			if (t.type != KILN_JSON_STRING || t.len != HASH_LEN ||
+			    (t.flags & KILN_JSON_ESCAPED) || !hex_valid(t.ptr, HASH_LEN))
+				return jr_bad(&r, "\"shard\" must be 64 lower-case hex digits");
+			*out_hash = t.ptr;
+		}
+	}
+	if (rc < 0)
+		return rc;
+	if ((rc = jr_end(&r)) < 0)
+		return rc;
+	if (!*out_hash)
+		return jr_bad(&r, "a line lacks \"shard\"");
+	if (memcmp(*out_hash, hh, 2) != 0)
+		return jr_bad(&r, "a shard's hash does not start with the file's name");
+	return 0;
+}
+
+/* Writes the merged blob for the new shards group[0..n) (all with the same
+ * first two hex digits) into the split's tree builder. */
+static int merge_hh(kiln_manifest *m, kiln_json_scanner *scanner, const char *ref, const char *split_name,
+		    git_treebuilder *split_bld, const kiln_shard_entry *const *group, size_t n)
+{
+	char hh[3] = { group[0]->hash[0], group[0]->hash[1], '\0' };
+	char name[16], file[64];
+	const git_tree_entry *entry;
+	git_blob *blob = NULL;
+	shard_line *lines = NULL;
+	buf *rendered = NULL;
+	size_t count = 0, cap = n;
+	buf out = { 0 };
+	git_oid id;
+	int rc, gerr;
+
+	snprintf(name, sizeof(name), "%s.jsonl", hh);
+	snprintf(file, sizeof(file), "splits/%s/%s", split_name, name);
+	entry = git_treebuilder_get(split_bld, name);
+	if (entry) {
+		if (git_tree_entry_type(entry) != GIT_OBJECT_BLOB)
+			return kiln_error_set(KILN_EINVALID, "manifest %s: %s:%s is not a file", m->path, ref,
+					      file);
+		gerr = git_blob_lookup(&blob, m->repo, git_tree_entry_id(entry));
+		if (gerr < 0)
+			return git_fail(m, gerr, file);
+		for (const char *p = git_blob_rawcontent(blob), *end = p + git_blob_rawsize(blob); p < end;
+		     p++)
+			cap += *p == '\n';
+		cap++;
+	}
+	lines = calloc(cap, sizeof(*lines));
+	rendered = calloc(n, sizeof(*rendered));
+	if (!lines || !rendered) {
+		rc = kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+		goto cleanup;
+	}
+	if (blob) {
+		const char *p = git_blob_rawcontent(blob), *end = p + git_blob_rawsize(blob);
+
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+			shard_line *l = &lines[count];
+
+			rc = existing_line_hash(scanner, ref, file, p, len, hh, &l->hash);
+			if (rc < 0)
+				goto cleanup;
+			l->text = p;
+			l->len = len;
+			l->seq = count++;
+			p += len + (nl != NULL);
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		shard_line *l = &lines[count];
+
+		render_shard_line(&rendered[i], group[i]);
+		if ((rc = buf_check(&rendered[i])) < 0)
+			goto cleanup;
+		if (kiln_json_check(scanner, rendered[i].p, rendered[i].len) != KILN_REJECT_NONE) {
+			rc = kiln_error_set(KILN_EINVALID,
+					    "manifest: a source topic of a %s shard is not valid UTF-8",
+					    split_name);
+			goto cleanup;
+		}
+		l->hash = group[i]->hash;
+		l->text = rendered[i].p;
+		l->len = rendered[i].len;
+		l->seq = count++;
+		l->is_new = true;
+	}
+	qsort(lines, count, sizeof(*lines), shard_line_cmp);
+	for (size_t i = 0; i < count; i++) {
+		if (i > 0 && memcmp(lines[i].hash, lines[i - 1].hash, HASH_LEN) == 0)
+			continue; /* same bytes, same shard: the first line stays */
+		buf_put(&out, lines[i].text, lines[i].len);
+		buf_put(&out, "\n", 1);
+	}
+	if ((rc = buf_check(&out)) < 0)
+		goto cleanup;
+	gerr = git_blob_create_from_buffer(&id, m->repo, out.p, out.len);
+	if (gerr == 0)
+		gerr = git_treebuilder_insert(NULL, split_bld, name, &id, GIT_FILEMODE_BLOB);
+	rc = gerr < 0 ? git_fail(m, gerr, file) : 0;
+cleanup:
+	if (rendered)
+		for (size_t i = 0; i < n; i++)
+			buf_free(&rendered[i]);
+	free(rendered);
+	free(lines);
+	buf_free(&out);
+	git_blob_free(blob);
+	return rc;
+}
+
+/* A tree builder over the subtree `name` of parent (empty when absent). */
+static int sub_builder(kiln_manifest *m, git_treebuilder *parent, const char *name, const char *ref,
+		       const char *path, git_treebuilder **out)
+{
+	const git_tree_entry *entry = parent ? git_treebuilder_get(parent, name) : NULL;
+	git_tree *tree = NULL;
+	int gerr;
+
+	*out = NULL;
+	if (entry) {
+		if (git_tree_entry_type(entry) != GIT_OBJECT_TREE)
+			return kiln_error_set(KILN_EINVALID, "manifest %s: %s:%s is not a folder", m->path,
+					      ref, path);
+		gerr = git_tree_lookup(&tree, m->repo, git_tree_entry_id(entry));
+		if (gerr < 0)
+			return git_fail(m, gerr, path);
+	}
+	gerr = git_treebuilder_new(out, m->repo, tree);
+	git_tree_free(tree);
+	return gerr < 0 ? git_fail(m, gerr, path) : 0;
+}
+
+/* Writes bld as a tree and inserts it into parent as `name`. */
+static int insert_subtree(kiln_manifest *m, git_treebuilder *parent, const char *name, git_treebuilder *bld,
+			  const char *path)
+{
+	git_oid id;
+	int gerr = git_treebuilder_write(&id, bld);
+
+	if (gerr == 0)
+		gerr = git_treebuilder_insert(NULL, parent, name, &id, GIT_FILEMODE_TREE);
+	return gerr < 0 ? git_fail(m, gerr, path) : 0;
+}
+
+static int write_splits(kiln_manifest *m, kiln_json_scanner *scanner, const char *ref,
+			const kiln_snapshot *snap, git_treebuilder *root)
+{
+	git_treebuilder *splits = NULL, *split_bld = NULL;
+	const kiln_shard_entry **sorted = NULL;
+	size_t total = 0;
+	int rc;
+
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+		total += snap->shard_count[s];
+	if (total == 0)
+		return 0;
+	if ((rc = sub_builder(m, root, "splits", ref, "splits", &splits)) < 0)
+		goto cleanup;
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		const char *split_name = kiln_split_name((kiln_split)s);
+		size_t n = snap->shard_count[s];
+		char path[32];
+
+		if (n == 0)
+			continue;
+		snprintf(path, sizeof(path), "splits/%s", split_name);
+		free(sorted);
+		sorted = malloc(n * sizeof(*sorted));
+		if (!sorted) {
+			rc = kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+			goto cleanup;
+		}
+		for (size_t i = 0; i < n; i++)
+			sorted[i] = &snap->shards[s][i];
+		qsort(sorted, n, sizeof(*sorted), shard_ptr_cmp);
+		if ((rc = sub_builder(m, splits, split_name, ref, path, &split_bld)) < 0)
+			goto cleanup;
+		for (size_t i = 0, j; i < n; i = j) {
+			for (j = i + 1; j < n && memcmp(sorted[j]->hash, sorted[i]->hash, 2) == 0; j++)
+				;
+			if ((rc = merge_hh(m, scanner, ref, split_name, split_bld, sorted + i, j - i)) < 0)
+				goto cleanup;
+		}
+		if ((rc = insert_subtree(m, splits, split_name, split_bld, path)) < 0)
+			goto cleanup;
+		git_treebuilder_free(split_bld);
+		split_bld = NULL;
+	}
+	rc = insert_subtree(m, root, "splits", splits, "splits");
+cleanup:
+	free(sorted);
+	git_treebuilder_free(split_bld);
+	git_treebuilder_free(splits);
+	return rc;
+}
+
+/* ---- the commit message --------------------------------------------------- */
+
+static const char *plural(uint64_t n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
+static void buf_size(buf *b, uint64_t bytes)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v = (double)bytes;
+	int u = -1;
+
+	if (bytes < 1024) {
+		buf_printf(b, "%" PRIu64 " B", bytes);
+		return;
+	}
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	if (v < 10)
+		buf_printf(b, "%.1f %s", v, units[u]);
+	else
+		buf_printf(b, "%.0f %s", v, units[u]);
+}
+
+/* A name for a commit message: control characters become '?'. */
+static void buf_plain(buf *b, const char *s)
+{
+	for (; *s; s++)
+		buf_put(b, (unsigned char)*s < 0x20 || *s == 0x7f ? "?" : s, 1);
+}
+
+static void render_message(buf *b, const kiln_snapshot *snap, const lineage_list *before)
+{
+	const kiln_stats *d = &snap->delta;
+	uint64_t shards = 0;
+	int order[KILN_REJECT_COUNT_], nq = 0;
+
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+		shards += d->splits[s].shards;
+	buf_printf(b, "%s: +%" PRIu64 " %s (%" PRIu64 " valid, %" PRIu64 " quarantined), %" PRIu64 " %s\n\n",
+		   snap->dataset, d->records_in, plural(d->records_in, "record", "records"), d->valid,
+		   d->quarantined, shards, plural(shards, "shard", "shards"));
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		const kiln_split_stats *p = &d->splits[s];
+
+		if (!p->records && !p->shards && !snap->shard_count[s])
+			continue;
+		buf_printf(b, "%s: +%" PRIu64 " %s in %" PRIu64 " %s (", kiln_split_name((kiln_split)s),
+			   p->records, plural(p->records, "record", "records"), p->shards,
+			   plural(p->shards, "shard", "shards"));
+		buf_size(b, p->bytes);
+		buf_puts(b, ")\n");
+	}
+	/* quarantine codes, largest count first, ties in code order */
+	for (int c = 1; c < KILN_REJECT_COUNT_; c++) {
+		int k;
+
+		if (!d->quarantined_by_code[c])
+			continue;
+		for (k = nq; k > 0 && d->quarantined_by_code[order[k - 1]] < d->quarantined_by_code[c]; k--)
+			order[k] = order[k - 1];
+		order[k] = c;
+		nq++;
+	}
+	if (nq > 0) {
+		buf_puts(b, "quarantined: ");
+		for (int k = 0; k < nq; k++)
+			buf_printf(b, "%s%s %" PRIu64, k ? ", " : "", kiln_reject_name((kiln_reject)order[k]),
+				   d->quarantined_by_code[order[k]]);
+		buf_puts(b, "\n");
+	} else if (d->quarantined) {
+		buf_printf(b, "quarantined: %" PRIu64 "\n", d->quarantined);
+	}
+	if (snap->lineage_count == 0)
+		return;
+	buf_puts(b, "sources: ");
+	for (size_t i = 0; i < snap->lineage_count; i++) {
+		const kiln_lineage_entry *e = &snap->lineage[i];
+		ssize_t old = lineage_find(before, e->topic, e->partition);
+		bool known = old >= 0, found = false;
+		int64_t start = known ? before->v[old].next : 0;
+
+		/* a new partition starts at its first shard source, if any */
+		for (int s = 0; old < 0 && s < KILN_SPLIT_COUNT; s++)
+			for (size_t j = 0; j < snap->shard_count[s]; j++)
+				for (size_t k = 0; k < snap->shards[s][j].source_count; k++) {
+					const kiln_source_range *r = &snap->shards[s][j].sources[k];
+
+					if (r->partition != e->partition || strcmp(r->topic, e->topic) != 0)
+						continue;
+					if (!found || r->first < start)
+						start = r->first;
+					found = known = true;
+				}
+		buf_puts(b, i ? ", " : "");
+		buf_plain(b, e->topic);
+		buf_printf(b, "/%" PRId32 " ", e->partition);
+		if (known && start < e->next)
+			buf_printf(b, "%" PRId64 "-%" PRId64, start, e->next - 1);
+		else if (known)
+			buf_printf(b, "next %" PRId64 " (no new offsets)", e->next);
+		else
+			buf_printf(b, "next %" PRId64, e->next);
+	}
+	buf_puts(b, "\n");
+}
+
+/* ---- commit --------------------------------------------------------------- */
+
+static int check_snapshot(const kiln_snapshot *snap)
+{
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		if (snap->shard_count[s] && !snap->shards[s])
+			return kiln_error_set(KILN_EINVALID, "manifest: %s shards missing",
+					      kiln_split_name((kiln_split)s));
+		for (size_t i = 0; i < snap->shard_count[s]; i++) {
+			const kiln_shard_entry *e = &snap->shards[s][i];
+
+			if (!hash_valid(e->hash))
+				return kiln_error_set(
+				    KILN_EINVALID,
+				    "manifest: a %s shard hash is not 64 lower-case hex digits",
+				    kiln_split_name((kiln_split)s));
+			if (e->source_count && !e->sources)
+				return kiln_error_set(KILN_EINVALID,
+						      "manifest: a %s shard's sources are missing",
+						      kiln_split_name((kiln_split)s));
+			for (size_t k = 0; k < e->source_count; k++)
+				if (!e->sources[k].topic)
+					return kiln_error_set(KILN_EINVALID,
+							      "manifest: a %s shard source has no topic",
+							      kiln_split_name((kiln_split)s));
+		}
+	}
+	if (snap->lineage_count && !snap->lineage)
+		return kiln_error_set(KILN_EINVALID, "manifest: lineage entries missing");
+	for (size_t i = 0; i < snap->lineage_count; i++) {
+		const kiln_lineage_entry *e = &snap->lineage[i];
+
+		if (!e->topic)
+			return kiln_error_set(KILN_EINVALID, "manifest: a lineage entry has no topic");
+		if (e->path && !hash_valid(e->prefix_blake2b))
+			return kiln_error_set(
+			    KILN_EINVALID,
+			    "manifest: lineage prefix_blake2b must be 64 lower-case hex digits");
+		for (size_t j = 0; j < i; j++)
+			if (snap->lineage[j].partition == e->partition &&
+			    strcmp(snap->lineage[j].topic, e->topic) == 0)
+				return kiln_error_set(
+				    KILN_EINVALID,
+				    "manifest: two lineage entries for one topic and partition");
+	}
+	return 0;
+}
+
+static int insert_blob(kiln_manifest *m, git_treebuilder *bld, const char *name, const char *data, size_t len)
+{
+	git_oid id;
+	int gerr = git_blob_create_from_buffer(&id, m->repo, data, len);
+
+	if (gerr == 0)
+		gerr = git_treebuilder_insert(NULL, bld, name, &id, GIT_FILEMODE_BLOB);
+	return gerr < 0 ? git_fail(m, gerr, name) : 0;
+}
+
+int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_commit[41])
+{
+	char ref[REF_CAP];
+	git_oid tip_id, tree_id, commit_id;
+	bool have_tip = false;
+	git_tree *tip_tree = NULL, *tree = NULL;
+	git_commit *parent = NULL;
+	git_treebuilder *root = NULL;
+	git_signature *sig = NULL;
+	git_reference *moved = NULL;
+	kiln_json_scanner *scanner = NULL;
+	lineage_list before = { 0 }, merged = { 0 };
+	kiln_stats stats;
+	buf text = { 0 }, msg = { 0 };
+	int rc, gerr;
+
+	out_commit[0] = '\0';
+	if ((rc = branch_ref(ref, sizeof(ref), snap->dataset, snap->branch)) < 0)
+		return rc;
+	if (!snap->dataset_json)
+		return kiln_error_set(KILN_EINVALID, "manifest: %s: dataset.json text missing", ref);
+	if ((rc = check_snapshot(snap)) < 0)
+		return rc;
+	scanner = kiln_json_scanner_new(NULL);
+	if (!scanner) {
+		rc = kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+		goto cleanup;
+	}
+	if (kiln_json_check(scanner, snap->dataset_json, strlen(snap->dataset_json)) != KILN_REJECT_NONE) {
+		rc = kiln_error_set(KILN_EINVALID, "manifest: %s: dataset.json text is not valid JSON", ref);
+		goto cleanup;
+	}
+
+	if ((rc = read_tip(m, ref, &tip_id, &have_tip, &tip_tree)) < 0)
+		goto cleanup;
+	if (have_tip && (gerr = git_commit_lookup(&parent, m->repo, &tip_id)) < 0) {
+		rc = git_fail(m, gerr, ref);
+		goto cleanup;
+	}
+	if ((gerr = git_treebuilder_new(&root, m->repo, tip_tree)) < 0) {
+		rc = git_fail(m, gerr, ref);
+		goto cleanup;
+	}
+
+	/* dataset.json */
+	buf_puts(&text, snap->dataset_json);
+	if (text.len == 0 || text.p[text.len - 1] != '\n')
+		buf_put(&text, "\n", 1);
+	if ((rc = buf_check(&text)) < 0 || (rc = insert_blob(m, root, "dataset.json", text.p, text.len)) < 0)
+		goto cleanup;
+
+	/* splits/<split>/<hh>.jsonl */
+	if ((rc = write_splits(m, scanner, ref, snap, root)) < 0)
+		goto cleanup;
+
+	/* lineage.json */
+	if ((rc = load_lineage(m, scanner, tip_tree, ref, &before)) < 0)
+		goto cleanup;
+	for (size_t i = 0; i < before.n; i++)
+		if ((rc = lineage_list_push(&merged, &before.v[i], false)) < 0)
+			goto cleanup;
+	for (size_t i = 0; i < snap->lineage_count; i++) {
+		ssize_t at = lineage_find(&merged, snap->lineage[i].topic, snap->lineage[i].partition);
+
+		if (at >= 0)
+			merged.v[at] = snap->lineage[i];
+		else if ((rc = lineage_list_push(&merged, &snap->lineage[i], false)) < 0)
+			goto cleanup;
+	}
+	if (merged.n > 1)
+		qsort(merged.v, merged.n, sizeof(*merged.v), lineage_cmp);
+	text.len = 0;
+	render_lineage(&text, &merged);
+	if ((rc = buf_check(&text)) < 0)
+		goto cleanup;
+	if (kiln_json_check(scanner, text.p, text.len) != KILN_REJECT_NONE) {
+		rc = kiln_error_set(KILN_EINVALID, "manifest: %s: a lineage topic or path is not valid UTF-8",
+				    ref);
+		goto cleanup;
+	}
+	if ((rc = insert_blob(m, root, "lineage.json", text.p, text.len)) < 0)
+		goto cleanup;
+
+	/* stats.json */
+	if ((rc = load_stats(m, scanner, tip_tree, ref, &stats)) < 0)
+		goto cleanup;
+	if ((rc = stats_add(&stats, &snap->delta)) < 0)
+		goto cleanup;
+	text.len = 0;
+	render_stats(&text, &stats);
+	if ((rc = buf_check(&text)) < 0 || (rc = insert_blob(m, root, "stats.json", text.p, text.len)) < 0)
+		goto cleanup;
+
+	/* the commit, then the compare-and-swap on the branch */
+	if ((gerr = git_treebuilder_write(&tree_id, root)) < 0 ||
+	    (gerr = git_tree_lookup(&tree, m->repo, &tree_id)) < 0) {
+		rc = git_fail(m, gerr, "writing the tree");
+		goto cleanup;
+	}
+	gerr = git_signature_now(&sig, snap->author_name ? snap->author_name : "kiln",
+				 snap->author_email ? snap->author_email : "kiln@localhost");
+	if (gerr < 0) {
+		rc = kiln_error_set(KILN_EINVALID, "manifest: author: %s", git_message());
+		goto cleanup;
+	}
+	render_message(&msg, snap, &before);
+	if ((rc = buf_check(&msg)) < 0)
+		goto cleanup;
+	{
+		const git_commit *parents[1] = { parent };
+
+		gerr = git_commit_create(&commit_id, m->repo, NULL, sig, sig, NULL, msg.p, tree,
+					 parent ? 1 : 0, parents);
+	}
+	if (gerr < 0) {
+		rc = git_fail(m, gerr, "creating the commit");
+		goto cleanup;
+	}
+	{
+		/* the first line of the message as the reflog entry */
+		char *nl = strchr(msg.p, '\n');
+
+		if (nl)
+			*nl = '\0';
+	}
+	if (have_tip)
+		gerr = git_reference_create_matching(&moved, m->repo, ref, &commit_id, 1, &tip_id, msg.p);
+	else
+		gerr = git_reference_create(&moved, m->repo, ref, &commit_id, 0, msg.p);
+	if (gerr == GIT_EMODIFIED || gerr == GIT_EEXISTS) {
+		rc = kiln_error_set(KILN_EMODIFIED, "manifest %s: %s moved since it was read", m->path, ref);
+		goto cleanup;
+	}
+	if (gerr < 0) {
+		rc = git_fail(m, gerr, ref);
+		goto cleanup;
+	}
+	git_oid_tostr(out_commit, 41, &commit_id);
+	rc = 0;
+cleanup:
+	git_reference_free(moved);
+	git_signature_free(sig);
+	git_tree_free(tree);
+	git_treebuilder_free(root);
+	git_commit_free(parent);
+	git_tree_free(tip_tree);
+	lineage_list_free(&merged);
+	lineage_list_free(&before);
+	kiln_json_scanner_free(scanner);
+	buf_free(&text);
+	buf_free(&msg);
+	return rc;
+}
+
+/* ---- reading back --------------------------------------------------------- */
+
+int kiln_manifest_lineage(kiln_manifest *m, const char *dataset, const char *branch,
+			  int (*cb)(void *ctx, const kiln_lineage_entry *entry), void *ctx)
+{
+	char ref[REF_CAP];
+	git_tree *tree = NULL;
+	kiln_json_scanner *scanner = NULL;
+	lineage_list list = { 0 };
+	bool exists;
+	int rc;
+
+	if ((rc = branch_ref(ref, sizeof(ref), dataset, branch)) < 0)
+		return rc;
+	if ((rc = read_tip(m, ref, NULL, &exists, &tree)) < 0 || !exists)
+		goto cleanup;
+	scanner = kiln_json_scanner_new(NULL);
+	if (!scanner) {
+		rc = kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+		goto cleanup;
+	}
+	if ((rc = load_lineage(m, scanner, tree, ref, &list)) < 0)
+		goto cleanup;
+	for (size_t i = 0; i < list.n; i++)
+		if ((rc = cb(ctx, &list.v[i])) != 0)
+			goto cleanup;
+cleanup:
+	lineage_list_free(&list);
+	kiln_json_scanner_free(scanner);
+	git_tree_free(tree);
+	return rc;
+}
+
+int kiln_manifest_stats(kiln_manifest *m, const char *dataset, const char *branch, kiln_stats *out)
+{
+	char ref[REF_CAP];
+	git_tree *tree = NULL;
+	kiln_json_scanner *scanner = NULL;
+	bool exists;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = branch_ref(ref, sizeof(ref), dataset, branch)) < 0)
+		return rc;
+	if ((rc = read_tip(m, ref, NULL, &exists, &tree)) < 0 || !exists)
+		goto cleanup;
+	scanner = kiln_json_scanner_new(NULL);
+	if (!scanner) {
+		rc = kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+		goto cleanup;
+	}
+	rc = load_stats(m, scanner, tree, ref, out);
+	if (rc < 0)
+		memset(out, 0, sizeof(*out));
+cleanup:
+	kiln_json_scanner_free(scanner);
+	git_tree_free(tree);
+	return rc;
+}

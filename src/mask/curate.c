@@ -8,6 +8,7 @@
  * current key is dropped (its key was not written). */
 #include "mask/curate.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,6 +169,8 @@ static int put_scanned(kiln_curator *c, kiln_buf *out, const kiln_json_token *t)
 	if ((rc = decode(c, t, &s, &n)) < 0)
 		return rc;
 	count = kiln_detect(c->detector, s, n, c->matches, MAX_MATCHES);
+	if (count == SIZE_MAX)
+		return kiln_error_last_code() ? kiln_error_last_code() : KILN_EIO; /* never pass text unscanned */
 	if (count == 0) {
 		if ((rc = kiln_buf_putc(out, '"')) < 0 || (rc = kiln_buf_put(out, t->ptr, t->len)) < 0)
 			return rc;

@@ -31,7 +31,9 @@ void kiln_detector_free(kiln_detector *detector);
 /* Finds matches in text[0..len) (valid UTF-8), non-overlapping, sorted by
  * start, at most `cap` of them written to out. Returns the number found
  * (which may exceed cap: then only the first cap are in out). When two
- * candidates overlap the longer one wins (the earlier on a tie). */
+ * candidates overlap the longer one wins (the earlier on a tie). SIZE_MAX
+ * when PCRE2 fails or memory runs out (kiln_error_last() says why): callers
+ * must then not pass the text on unscanned. */
 size_t kiln_detect(kiln_detector *detector, const char *text, size_t len, kiln_detect_match *out, size_t cap);
 
 /* The normalised form hashed into the token: email lower-cased; phone '+'

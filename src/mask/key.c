@@ -1,1 +1,176 @@
-/* placeholder */
+/* Loading the pseudonymisation key (64 hex characters) from a private file
+ * or an environment variable, its public id, and the HMAC state after the
+ * key that every token starts from. Temporary copies of the key text are
+ * wiped; no message ever carries key material or file content. */
+#include "mask/key.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+#define KEY_HEX_LEN 64
+/* Enough for the key, a comment-free trailing newline and generous
+ * whitespace; a larger file is not a key file. */
+#define KEY_FILE_MAX 4096
+
+static const char id_prefix[] = "hmac-sha256:";
+
+static int hex_value(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static bool is_space(unsigned char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* Exactly 64 hex digits once surrounding ASCII whitespace is trimmed. */
+static bool parse_key_hex(unsigned char out[32], const char *s, size_t len)
+{
+	size_t i;
+	bool ok = true;
+
+	while (len > 0 && is_space((unsigned char)s[0])) {
+		s++;
+		len--;
+	}
+	while (len > 0 && is_space((unsigned char)s[len - 1]))
+		len--;
+	if (len != KEY_HEX_LEN)
+		return false;
+	for (i = 0; i < 32; i++) {
+		int hi = hex_value((unsigned char)s[2 * i]);
+		int lo = hex_value((unsigned char)s[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			ok = false;
+		out[i] = (unsigned char)((hi & 0xF) << 4 | (lo & 0xF));
+	}
+	if (!ok)
+		sodium_memzero(out, 32);
+	return ok;
+}
+
+void kiln_key_init(kiln_key *out, const unsigned char bytes[32], unsigned version)
+{
+	unsigned char digest[crypto_generichash_BYTES];
+	static const char hex[] = "0123456789abcdef";
+	size_t n = sizeof(id_prefix) - 1, i;
+
+	if (sodium_init() < 0) {
+		/* Not fatal: sodium_init() (idempotent) only picks faster
+		 * implementations and seeds the random generator, unused here. */
+	}
+	memmove(out->bytes, bytes, 32);
+	out->version = version;
+	crypto_generichash(digest, sizeof(digest), out->bytes, 32, NULL, 0);
+	memcpy(out->id, id_prefix, n);
+	for (i = 0; i < 8; i++) {
+		out->id[n++] = hex[digest[i] >> 4];
+		out->id[n++] = hex[digest[i] & 0xF];
+	}
+	out->id[n] = '\0';
+	crypto_auth_hmacsha256_init(&out->base, out->bytes, 32);
+	sodium_memzero(digest, sizeof(digest));
+}
+
+void kiln_key_wipe(kiln_key *key)
+{
+	if (key != NULL)
+		sodium_memzero(key, sizeof(*key));
+}
+
+int kiln_key_load_file(kiln_key *out, const char *path, unsigned version)
+{
+	char buf[KEY_FILE_MAX];
+	unsigned char bytes[32];
+	struct stat st;
+	size_t len = 0;
+	int fd, err = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return kiln_error_set(KILN_ENOTFOUND, "%s: key file not found", path);
+		return kiln_error_set(KILN_EIO, "%s: cannot open key file: %s", path, strerror(errno));
+	}
+	if (fstat(fd, &st) != 0) {
+		err = kiln_error_set(KILN_EIO, "%s: cannot stat key file: %s", path, strerror(errno));
+		goto cleanup;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err = kiln_error_set(KILN_EINVALID, "%s: key file is not a regular file", path);
+		goto cleanup;
+	}
+	if ((st.st_mode & 077) != 0) {
+		err = kiln_error_set(KILN_EINVALID,
+				     "%s: key file mode %04o lets group or others read it; chmod 600 %s", path,
+				     (unsigned)(st.st_mode & 07777), path);
+		goto cleanup;
+	}
+	for (;;) {
+		ssize_t n = read(fd, buf + len, sizeof(buf) - len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			err = kiln_error_set(KILN_EIO, "%s: cannot read key file: %s", path, strerror(errno));
+			goto cleanup;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len == sizeof(buf)) {
+			char extra;
+
+			n = read(fd, &extra, 1);
+			sodium_memzero(&extra, 1);
+			if (n != 0) {
+				err = kiln_error_set(KILN_EINVALID,
+						     "%s: expected 64 hex characters (a 32-byte key)", path);
+				goto cleanup;
+			}
+			break;
+		}
+	}
+	if (!parse_key_hex(bytes, buf, len)) {
+		err = kiln_error_set(KILN_EINVALID, "%s: expected 64 hex characters (a 32-byte key)", path);
+		goto cleanup;
+	}
+	kiln_key_init(out, bytes, version);
+
+cleanup:
+	sodium_memzero(buf, sizeof(buf));
+	sodium_memzero(bytes, sizeof(bytes));
+	close(fd);
+	return err;
+}
+
+int kiln_key_load_env(kiln_key *out, const char *name, unsigned version)
+{
+	const char *value = getenv(name);
+	unsigned char bytes[32];
+
+	if (value == NULL || value[0] == '\0')
+		return kiln_error_set(KILN_ENOTFOUND, "environment variable %s is not set", name);
+	if (!parse_key_hex(bytes, value, strlen(value)))
+		return kiln_error_set(KILN_EINVALID,
+				      "environment variable %s: expected 64 hex characters (a 32-byte key)", name);
+	kiln_key_init(out, bytes, version);
+	sodium_memzero(bytes, sizeof(bytes));
+	return 0;
+}

@@ -1,7 +1,286 @@
+/* Unit tests for src/mask/key.c: the key id against a value computed with
+ * Python, key files (mode refusal, missing file, content rules, whitespace),
+ * environment variables, messages that never carry key material, wiping. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
-static void placeholder(void **state) { (void)state; }
-int main(void) { const struct CMUnitTest tests[] = { cmocka_unit_test(placeholder) }; return cmocka_run_group_tests(tests, NULL, NULL); }
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "mask/key.h"
+
+/* bytes 0x00..0x1f */
+#define KEY_HEX "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+/* /usr/bin/python3 -c 'import hashlib;print("hmac-sha256:"+hashlib.blake2b(bytes(range(32)),digest_size=32).hexdigest()[:16])' */
+#define KEY_ID "hmac-sha256:cb2f5160fc1f7e05"
+
+static char tmpdir[PATH_MAX];
+
+static int setup(void **state)
+{
+	const char *base = getenv("TMPDIR");
+
+	(void)state;
+	snprintf(tmpdir, sizeof(tmpdir), "%s/kiln-key-XXXXXX", base && *base ? base : "/tmp");
+	return mkdtemp(tmpdir) == NULL ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return rmdir(tmpdir);
+}
+
+static void sample_bytes(unsigned char out[32])
+{
+	int i;
+
+	for (i = 0; i < 32; i++)
+		out[i] = (unsigned char)i;
+}
+
+/* Writes `content` to a fresh file in tmpdir with `mode`; returns its path
+ * (static storage). */
+static const char *write_key_file(const char *name, const char *content, mode_t mode)
+{
+	static char path[PATH_MAX + 64];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	unlink(path);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, content, strlen(content)), (ssize_t)strlen(content));
+	assert_int_equal(fchmod(fd, mode), 0);
+	assert_int_equal(close(fd), 0);
+	return path;
+}
+
+static void assert_same_key(const kiln_key *key, unsigned version)
+{
+	unsigned char bytes[32];
+
+	sample_bytes(bytes);
+	assert_memory_equal(key->bytes, bytes, 32);
+	assert_string_equal(key->id, KEY_ID);
+	assert_int_equal(key->version, version);
+}
+
+static void test_init_id(void **state)
+{
+	unsigned char bytes[32];
+	kiln_key key;
+
+	(void)state;
+	sample_bytes(bytes);
+	kiln_key_init(&key, bytes, 3);
+	assert_same_key(&key, 3);
+	assert_int_equal(strlen(key.id), 28);
+	/* the id reveals no part of the key */
+	assert_null(strstr(key.id, KEY_HEX));
+	assert_null(strstr(key.id, "0001020304050607"));
+	assert_null(strstr(key.id, "000102"));
+	kiln_key_wipe(&key);
+}
+
+static void test_id_depends_on_key(void **state)
+{
+	unsigned char bytes[32];
+	kiln_key a, b;
+
+	(void)state;
+	sample_bytes(bytes);
+	kiln_key_init(&a, bytes, 1);
+	bytes[31] ^= 1;
+	kiln_key_init(&b, bytes, 1);
+	assert_string_not_equal(a.id, b.id);
+	assert_memory_equal(a.id, "hmac-sha256:", 12);
+	assert_memory_equal(b.id, "hmac-sha256:", 12);
+}
+
+static void test_wipe(void **state)
+{
+	unsigned char bytes[32], zero[sizeof(kiln_key)];
+	kiln_key key;
+
+	(void)state;
+	sample_bytes(bytes);
+	kiln_key_init(&key, bytes, 1);
+	kiln_key_wipe(&key);
+	memset(zero, 0, sizeof(zero));
+	assert_memory_equal(&key, zero, sizeof(key));
+	kiln_key_wipe(NULL);
+}
+
+static void test_file_0600_and_0400(void **state)
+{
+	kiln_key key;
+	const char *path;
+
+	(void)state;
+	path = write_key_file("k600", KEY_HEX "\n", 0600);
+	assert_int_equal(kiln_key_load_file(&key, path, 1), 0);
+	assert_same_key(&key, 1);
+	unlink(path);
+	path = write_key_file("k400", KEY_HEX, 0400);
+	assert_int_equal(kiln_key_load_file(&key, path, 2), 0);
+	assert_same_key(&key, 2);
+	unlink(path);
+}
+
+static void assert_mode_refused(const char *name, mode_t mode, const char *mode_text)
+{
+	char want[PATH_MAX + 200];
+	const char *path = write_key_file(name, KEY_HEX "\n", mode);
+	kiln_key key;
+
+	kiln_error_clear();
+	assert_int_equal(kiln_key_load_file(&key, path, 1), KILN_EINVALID);
+	snprintf(want, sizeof(want), "%s: key file mode %s lets group or others read it; chmod 600 %s", path,
+		 mode_text, path);
+	assert_string_equal(kiln_error_last(), want);
+	assert_int_equal(kiln_error_last_code(), KILN_EINVALID);
+	assert_null(strstr(kiln_error_last(), "000102"));
+	unlink(path);
+}
+
+static void test_file_mode_refused(void **state)
+{
+	(void)state;
+	assert_mode_refused("k644", 0644, "0644");
+	assert_mode_refused("k640", 0640, "0640");
+	assert_mode_refused("k604", 0604, "0604");
+	assert_mode_refused("k620", 0620, "0620");
+}
+
+static void test_file_missing(void **state)
+{
+	char path[PATH_MAX + 64], want[PATH_MAX + 100];
+	kiln_key key;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/absent", tmpdir);
+	assert_int_equal(kiln_key_load_file(&key, path, 1), KILN_ENOTFOUND);
+	snprintf(want, sizeof(want), "%s: key file not found", path);
+	assert_string_equal(kiln_error_last(), want);
+}
+
+static void test_file_not_regular(void **state)
+{
+	kiln_key key;
+
+	(void)state;
+	assert_int_equal(kiln_key_load_file(&key, tmpdir, 1), KILN_EINVALID);
+	assert_non_null(strstr(kiln_error_last(), "not a regular file"));
+}
+
+static void assert_content_refused(const char *content)
+{
+	char want[PATH_MAX + 100];
+	const char *path = write_key_file("bad", content, 0600);
+	kiln_key key;
+
+	if (kiln_key_load_file(&key, path, 1) != KILN_EINVALID)
+		fail_msg("content should be refused: \"%s\"", content);
+	snprintf(want, sizeof(want), "%s: expected 64 hex characters (a 32-byte key)", path);
+	assert_string_equal(kiln_error_last(), want);
+	unlink(path);
+}
+
+static void test_file_bad_content(void **state)
+{
+	char big[5000];
+
+	(void)state;
+	assert_content_refused("");
+	assert_content_refused("\n");
+	/* 63 characters */
+	assert_content_refused("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1\n");
+	/* 65 characters */
+	assert_content_refused(KEY_HEX "0");
+	/* a non-hex character */
+	assert_content_refused("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1g\n");
+	assert_content_refused("0x0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n");
+	/* 64 hex and garbage */
+	assert_content_refused(KEY_HEX " garbage\n");
+	assert_content_refused(KEY_HEX "\n" KEY_HEX "\n");
+	/* whitespace inside */
+	assert_content_refused("00010203 0405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n");
+	/* larger than any key file */
+	memset(big, ' ', sizeof(big) - 1);
+	memcpy(big, KEY_HEX, 64);
+	big[sizeof(big) - 1] = '\0';
+	assert_content_refused(big);
+}
+
+static void test_file_whitespace_and_case(void **state)
+{
+	kiln_key key;
+	const char *path;
+
+	(void)state;
+	path = write_key_file("ws", "  \n\t" KEY_HEX "\r\n\n", 0600);
+	assert_int_equal(kiln_key_load_file(&key, path, 1), 0);
+	assert_same_key(&key, 1);
+	path = write_key_file("ws", "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F", 0600);
+	assert_int_equal(kiln_key_load_file(&key, path, 5), 0);
+	assert_same_key(&key, 5);
+	unlink(path);
+}
+
+static void test_env(void **state)
+{
+	const char *name = "KILN_TEST_PSEUDONYM_KEY";
+	kiln_key key;
+
+	(void)state;
+	unsetenv(name);
+	assert_int_equal(kiln_key_load_env(&key, name, 1), KILN_ENOTFOUND);
+	assert_string_equal(kiln_error_last(), "environment variable KILN_TEST_PSEUDONYM_KEY is not set");
+
+	setenv(name, "", 1);
+	assert_int_equal(kiln_key_load_env(&key, name, 1), KILN_ENOTFOUND);
+	assert_string_equal(kiln_error_last(), "environment variable KILN_TEST_PSEUDONYM_KEY is not set");
+
+	setenv(name, " " KEY_HEX "\n", 1);
+	assert_int_equal(kiln_key_load_env(&key, name, 9), 0);
+	assert_same_key(&key, 9);
+
+	setenv(name, KEY_HEX "ff", 1);
+	assert_int_equal(kiln_key_load_env(&key, name, 1), KILN_EINVALID);
+	assert_non_null(strstr(kiln_error_last(), "KILN_TEST_PSEUDONYM_KEY"));
+	assert_non_null(strstr(kiln_error_last(), "expected 64 hex characters"));
+	assert_null(strstr(kiln_error_last(), "000102"));
+
+	setenv(name, "not a key", 1);
+	assert_int_equal(kiln_key_load_env(&key, name, 1), KILN_EINVALID);
+	assert_null(strstr(kiln_error_last(), "not a key"));
+	unsetenv(name);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_init_id),
+		cmocka_unit_test(test_id_depends_on_key),
+		cmocka_unit_test(test_wipe),
+		cmocka_unit_test(test_file_0600_and_0400),
+		cmocka_unit_test(test_file_mode_refused),
+		cmocka_unit_test(test_file_missing),
+		cmocka_unit_test(test_file_not_regular),
+		cmocka_unit_test(test_file_bad_content),
+		cmocka_unit_test(test_file_whitespace_and_case),
+		cmocka_unit_test(test_env),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
