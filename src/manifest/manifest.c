@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
 
@@ -66,43 +67,22 @@ static int git_fail(const kiln_manifest *m, int gerr, const char *what)
 	return kiln_error_set(git_code(gerr), "manifest %s: %s: %s", m->path, what, git_message());
 }
 
-/* ---- growable text buffer ------------------------------------------------ */
+/* ---- text buffer ----------------------------------------------------------- */
 
+/* kiln_buf with a sticky out-of-memory flag, so rendering code appends
+ * without checking each call and checks once at the end (buf_check). The
+ * text stays NUL-terminated. */
 typedef struct buf {
-	char *p;
-	size_t len, cap;
+	kiln_buf k;
 	bool oom;
 } buf;
 
-static void buf_reserve(buf *b, size_t more)
-{
-	size_t cap;
-	char *p;
-
-	if (b->oom)
-		return;
-	if (b->len + more + 1 <= b->cap)
-		return;
-	cap = b->cap ? b->cap : 256;
-	while (cap < b->len + more + 1)
-		cap *= 2;
-	p = realloc(b->p, cap);
-	if (!p) {
-		b->oom = true;
-		return;
-	}
-	b->p = p;
-	b->cap = cap;
-}
-
 static void buf_put(buf *b, const char *s, size_t n)
 {
-	buf_reserve(b, n);
-	if (b->oom)
-		return;
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
+	if (!b->oom && (kiln_buf_put(&b->k, s, n) < 0 || kiln_buf_reserve(&b->k, 1) < 0))
+		b->oom = true;
+	if (!b->oom)
+		b->k.ptr[b->k.len] = '\0';
 }
 
 static void buf_puts(buf *b, const char *s)
@@ -113,75 +93,40 @@ static void buf_puts(buf *b, const char *s)
 static void buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void buf_printf(buf *b, const char *fmt, ...)
 {
+	char small[512];
 	va_list ap;
 	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	n = vsnprintf(small, sizeof(small), fmt, ap);
 	va_end(ap);
-	if (n < 0) {
+	if (n >= 0 && (size_t)n < sizeof(small)) {
+		buf_put(b, small, (size_t)n);
+		return;
+	}
+	if (n < 0 || b->oom || kiln_buf_reserve(&b->k, (size_t)n + 1) < 0) {
 		b->oom = true;
 		return;
 	}
-	buf_reserve(b, (size_t)n);
-	if (b->oom)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+	vsnprintf(b->k.ptr + b->k.len, (size_t)n + 1, fmt, ap);
 	va_end(ap);
-	b->len += (size_t)n;
+	b->k.len += (size_t)n;
 }
 
 /* A JSON string literal, quotes included. Bytes >= 0x80 pass through: the
  * rendered file is checked with the scanner, so bad UTF-8 is caught there. */
 static void buf_json_string(buf *b, const char *s)
 {
-	static const char hex[] = "0123456789abcdef";
-
-	buf_put(b, "\"", 1);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		switch (*p) {
-		case '"':
-			buf_put(b, "\\\"", 2);
-			break;
-		case '\\':
-			buf_put(b, "\\\\", 2);
-			break;
-		case '\n':
-			buf_put(b, "\\n", 2);
-			break;
-		case '\r':
-			buf_put(b, "\\r", 2);
-			break;
-		case '\t':
-			buf_put(b, "\\t", 2);
-			break;
-		case '\b':
-			buf_put(b, "\\b", 2);
-			break;
-		case '\f':
-			buf_put(b, "\\f", 2);
-			break;
-		default:
-			if (*p < 0x20) {
-				char esc[6];
-
-				memcpy(esc, "\\u00", 4);
-				esc[4] = hex[*p >> 4];
-				esc[5] = hex[*p & 15];
-				buf_put(b, esc, 6);
-			} else {
-				buf_put(b, (const char *)p, 1);
-			}
-		}
-	}
-	buf_put(b, "\"", 1);
+	if (!b->oom && kiln_buf_put_json_string(&b->k, s, strlen(s)) < 0)
+		b->oom = true;
+	buf_put(b, "", 0);
 }
 
 static void buf_free(buf *b)
 {
-	free(b->p);
-	memset(b, 0, sizeof(*b));
+	kiln_buf_free(&b->k);
+	b->oom = false;
 }
 
 static int buf_check(const buf *b)
@@ -1000,15 +945,15 @@ static int merge_hh(kiln_manifest *m, kiln_json_scanner *scanner, const char *re
 		render_shard_line(&rendered[i], group[i]);
 		if ((rc = buf_check(&rendered[i])) < 0)
 			goto cleanup;
-		if (kiln_json_check(scanner, rendered[i].p, rendered[i].len) != KILN_REJECT_NONE) {
+		if (kiln_json_check(scanner, rendered[i].k.ptr, rendered[i].k.len) != KILN_REJECT_NONE) {
 			rc = kiln_error_set(KILN_EINVALID,
 					    "manifest: a source topic of a %s shard is not valid UTF-8",
 					    split_name);
 			goto cleanup;
 		}
 		l->hash = group[i]->hash;
-		l->text = rendered[i].p;
-		l->len = rendered[i].len;
+		l->text = rendered[i].k.ptr;
+		l->len = rendered[i].k.len;
 		l->seq = count++;
 		l->is_new = true;
 	}
@@ -1021,7 +966,7 @@ static int merge_hh(kiln_manifest *m, kiln_json_scanner *scanner, const char *re
 	}
 	if ((rc = buf_check(&out)) < 0)
 		goto cleanup;
-	gerr = git_blob_create_from_buffer(&id, m->repo, out.p, out.len);
+	gerr = git_blob_create_from_buffer(&id, m->repo, out.k.ptr, out.k.len);
 	if (gerr == 0)
 		gerr = git_treebuilder_insert(NULL, split_bld, name, &id, GIT_FILEMODE_BLOB);
 	rc = gerr < 0 ? git_fail(m, gerr, file) : 0;
@@ -1336,9 +1281,9 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 
 	/* dataset.json */
 	buf_puts(&text, snap->dataset_json);
-	if (text.len == 0 || text.p[text.len - 1] != '\n')
+	if (text.k.len == 0 || text.k.ptr[text.k.len - 1] != '\n')
 		buf_put(&text, "\n", 1);
-	if ((rc = buf_check(&text)) < 0 || (rc = insert_blob(m, root, "dataset.json", text.p, text.len)) < 0)
+	if ((rc = buf_check(&text)) < 0 || (rc = insert_blob(m, root, "dataset.json", text.k.ptr, text.k.len)) < 0)
 		goto cleanup;
 
 	/* splits/<split>/<hh>.jsonl */
@@ -1361,16 +1306,16 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	}
 	if (merged.n > 1)
 		qsort(merged.v, merged.n, sizeof(*merged.v), lineage_cmp);
-	text.len = 0;
+	text.k.len = 0;
 	render_lineage(&text, &merged);
 	if ((rc = buf_check(&text)) < 0)
 		goto cleanup;
-	if (kiln_json_check(scanner, text.p, text.len) != KILN_REJECT_NONE) {
+	if (kiln_json_check(scanner, text.k.ptr, text.k.len) != KILN_REJECT_NONE) {
 		rc = kiln_error_set(KILN_EINVALID, "manifest: %s: a lineage topic or path is not valid UTF-8",
 				    ref);
 		goto cleanup;
 	}
-	if ((rc = insert_blob(m, root, "lineage.json", text.p, text.len)) < 0)
+	if ((rc = insert_blob(m, root, "lineage.json", text.k.ptr, text.k.len)) < 0)
 		goto cleanup;
 
 	/* stats.json */
@@ -1378,9 +1323,9 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 		goto cleanup;
 	if ((rc = stats_add(&stats, &snap->delta)) < 0)
 		goto cleanup;
-	text.len = 0;
+	text.k.len = 0;
 	render_stats(&text, &stats);
-	if ((rc = buf_check(&text)) < 0 || (rc = insert_blob(m, root, "stats.json", text.p, text.len)) < 0)
+	if ((rc = buf_check(&text)) < 0 || (rc = insert_blob(m, root, "stats.json", text.k.ptr, text.k.len)) < 0)
 		goto cleanup;
 
 	/* the commit, then the compare-and-swap on the branch */
@@ -1401,7 +1346,7 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	{
 		const git_commit *parents[1] = { parent };
 
-		gerr = git_commit_create(&commit_id, m->repo, NULL, sig, sig, NULL, msg.p, tree,
+		gerr = git_commit_create(&commit_id, m->repo, NULL, sig, sig, NULL, msg.k.ptr, tree,
 					 parent ? 1 : 0, parents);
 	}
 	if (gerr < 0) {
@@ -1410,15 +1355,15 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	}
 	{
 		/* the first line of the message as the reflog entry */
-		char *nl = strchr(msg.p, '\n');
+		char *nl = strchr(msg.k.ptr, '\n');
 
 		if (nl)
 			*nl = '\0';
 	}
 	if (have_tip)
-		gerr = git_reference_create_matching(&moved, m->repo, ref, &commit_id, 1, &tip_id, msg.p);
+		gerr = git_reference_create_matching(&moved, m->repo, ref, &commit_id, 1, &tip_id, msg.k.ptr);
 	else
-		gerr = git_reference_create(&moved, m->repo, ref, &commit_id, 0, msg.p);
+		gerr = git_reference_create(&moved, m->repo, ref, &commit_id, 0, msg.k.ptr);
 	if (gerr == GIT_EMODIFIED || gerr == GIT_EEXISTS) {
 		rc = kiln_error_set(KILN_EMODIFIED, "manifest %s: %s moved since it was read", m->path, ref);
 		goto cleanup;
@@ -1428,6 +1373,10 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 		goto cleanup;
 	}
 	git_oid_tostr(out_commit, 41, &commit_id);
+	/* a new repository's HEAD names an unborn master: point it at the first
+	 * dataset branch so a plain `git log` shows something */
+	if (git_repository_head_unborn(m->repo) == 1)
+		git_repository_set_head(m->repo, ref);
 	rc = 0;
 cleanup:
 	git_reference_free(moved);
