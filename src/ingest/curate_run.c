@@ -1,6 +1,14 @@
 /* A batch run over a file or stdin (see curate_run.h). Offsets of a file
  * source are 0-based line numbers; lineage.json keeps the next one, the
- * bytes read and the BLAKE2b-256 of those bytes. */
+ * bytes read and the BLAKE2b-256 of those bytes.
+ *
+ * Threads: the calling thread reads lines into batches and, in sequence
+ * order, hands finished batches to the shard writers and the quarantine;
+ * `workers` threads validate and curate batches (each with its own
+ * validator and curator); each split's shard writer compresses and stores
+ * closed shards on its own thread. Batches live in a ring of RING slots that
+ * cycle FREE -> FILLED -> TAKEN -> DONE -> FREE, so memory stays bounded
+ * whatever the input size, and output order is input order. */
 #include "ingest/curate_run.h"
 
 #include <errno.h>
@@ -8,6 +16,7 @@
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -139,6 +148,288 @@ static int check_split_key(const kiln_pipeline *p, const kiln_contract *k, const
 	return 0;
 }
 
+
+#define RING 8
+#define BATCH_BYTES (1u << 20)
+#define BATCH_LINES 8192
+
+enum slot_state { SLOT_FREE, SLOT_FILLED, SLOT_TAKEN, SLOT_DONE };
+
+struct qitem {
+	size_t line;
+	kiln_report report;
+};
+
+struct batch {
+	enum slot_state state;
+	uint64_t seq;
+	int64_t first_offset;
+	kiln_buf in; /* the lines' bytes, back to back */
+	size_t *start, *len;
+	bool *too_long;
+	size_t count, cap;
+	/* results */
+	kiln_buf out[KILN_SPLIT_COUNT]; /* curated lines, '\n'-terminated */
+	size_t *out_line[KILN_SPLIT_COUNT];
+	size_t out_count[KILN_SPLIT_COUNT], out_cap[KILN_SPLIT_COUNT];
+	struct qitem *q;
+	size_t q_count, q_cap;
+	int rc;
+	char err[512];
+};
+
+struct worker {
+	struct run *run;
+	pthread_t thread;
+	kiln_validator *validator;
+	kiln_curator *curator;
+	kiln_buf line;
+};
+
+struct run {
+	const kiln_pipeline *p;
+	const kiln_splitter *splitter;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct batch ring[RING];
+	uint64_t next_take; /* seq the next idle worker takes */
+	bool stop;
+};
+
+static int grow(void **ptr, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap * 2 : 64;
+	while (n < need)
+		n *= 2;
+	void *p = realloc(*ptr, n * elem);
+	if (!p)
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	*ptr = p;
+	*cap = n;
+	return 0;
+}
+
+static void batch_free(struct batch *b)
+{
+	kiln_buf_free(&b->in);
+	free(b->start);
+	free(b->len);
+	free(b->too_long);
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
+		kiln_buf_free(&b->out[i]);
+		free(b->out_line[i]);
+	}
+	free(b->q);
+}
+
+/* Validates and curates every line of a batch (on a worker thread). */
+static int process(struct worker *wk, struct batch *b)
+{
+	const kiln_pipeline *p = wk->run->p;
+	int rc;
+
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
+		kiln_buf_reset(&b->out[i]);
+		b->out_count[i] = 0;
+	}
+	b->q_count = 0;
+	for (size_t i = 0; i < b->count; i++) {
+		const char *rec = b->in.ptr + b->start[i];
+		kiln_report *report;
+		const char *split_value = "";
+		size_t split_len = 0;
+
+		if ((rc = grow((void **)&b->q, &b->q_cap, b->q_count + 1, sizeof(*b->q))) < 0)
+			return rc;
+		report = &b->q[b->q_count].report;
+		if (b->too_long[i])
+			kiln_report_single(report, KILN_REJECT_TOO_LARGE, p->max_record_bytes);
+		else
+			kiln_validate(wk->validator, rec, b->len[i], report);
+		if (report->count) {
+			b->q[b->q_count++].line = i;
+			continue;
+		}
+		kiln_buf_reset(&wk->line);
+		if ((rc = kiln_curate(wk->curator, rec, b->len[i], &wk->line, &split_value, &split_len)) < 0)
+			return rc;
+		kiln_split s = kiln_split_assign(wk->run->splitter, split_value, split_len);
+		if ((rc = grow((void **)&b->out_line[s], &b->out_cap[s], b->out_count[s] + 1, sizeof(size_t))) < 0 ||
+		    (rc = kiln_buf_put(&b->out[s], wk->line.ptr, wk->line.len)) < 0 ||
+		    (rc = kiln_buf_putc(&b->out[s], '\n')) < 0)
+			return rc;
+		b->out_line[s][b->out_count[s]++] = i;
+	}
+	return 0;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *wk = arg;
+	struct run *r = wk->run;
+
+	pthread_mutex_lock(&r->lock);
+	for (;;) {
+		struct batch *b = &r->ring[r->next_take % RING];
+		if (r->stop)
+			break;
+		if (b->state != SLOT_FILLED || b->seq != r->next_take) {
+			pthread_cond_wait(&r->cond, &r->lock);
+			continue;
+		}
+		b->state = SLOT_TAKEN;
+		r->next_take++;
+		pthread_mutex_unlock(&r->lock);
+		b->rc = process(wk, b);
+		if (b->rc < 0)
+			snprintf(b->err, sizeof(b->err), "%s", kiln_error_last());
+		pthread_mutex_lock(&r->lock);
+		b->state = SLOT_DONE;
+		pthread_cond_broadcast(&r->cond);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+/* Fills a batch from the reader; returns lines read (0 at end) or an error. */
+static int fill(kiln_line_reader *reader, struct batch *b, uint64_t *bytes_read)
+{
+	kiln_line line;
+	int rc = 0;
+
+	kiln_buf_reset(&b->in);
+	b->count = 0;
+	while (b->count < BATCH_LINES && b->in.len < BATCH_BYTES && (rc = kiln_line_reader_next(reader, &line)) > 0) {
+		if (b->count == b->cap) {
+			size_t cap = b->cap ? b->cap * 2 : 1024;
+			size_t *st = realloc(b->start, cap * sizeof(*st));
+			size_t *ln = st ? realloc(b->len, cap * sizeof(*ln)) : NULL;
+			bool *tl = ln ? realloc(b->too_long, cap * sizeof(*tl)) : NULL;
+			if (st)
+				b->start = st;
+			if (ln)
+				b->len = ln;
+			if (!tl)
+				return kiln_error_set(KILN_ENOMEM, "out of memory");
+			b->too_long = tl;
+			b->cap = cap;
+		}
+		b->start[b->count] = b->in.len;
+		b->len[b->count] = line.len;
+		b->too_long[b->count] = line.too_long;
+		if (!line.too_long && (rc = kiln_buf_put(&b->in, line.ptr, line.len)) < 0)
+			return rc;
+		b->count++;
+		*bytes_read = line.offset_end;
+	}
+	return rc < 0 ? rc : (int)(b->count > 0);
+}
+
+/* Hands a processed batch to the writers and the quarantine (in order). */
+static int consume(const kiln_pipeline *p, struct batch *b, kiln_shard_writer **writers, kiln_quarantine *q,
+		   kiln_stats *d)
+{
+	int rc;
+
+	if (b->rc < 0)
+		return kiln_error_set(b->rc, "%s", b->err);
+	d->records_in += b->count;
+	for (size_t i = 0; i < b->q_count; i++) {
+		const struct qitem *x = &b->q[i];
+		d->quarantined++;
+		d->quarantined_by_code[x->report.v[0].code]++;
+		if ((rc = kiln_quarantine_add(q, p->source_name, 0, b->first_offset + (int64_t)x->line, &x->report,
+					      b->too_long[x->line] ? NULL : b->in.ptr + b->start[x->line],
+					      b->len[x->line])) < 0)
+			return rc;
+	}
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		const char *line = b->out[s].ptr;
+		for (size_t i = 0; i < b->out_count[s]; i++) {
+			const char *nl = memchr(line, '\n', (size_t)(b->out[s].ptr + b->out[s].len - line));
+			if ((rc = kiln_shard_writer_append(writers[s], line, (size_t)(nl - line), p->source_name, 0,
+							   b->first_offset + (int64_t)b->out_line[s][i])) < 0)
+				return rc;
+			line = nl + 1;
+		}
+		d->valid += b->out_count[s];
+		d->splits[s].records += b->out_count[s];
+	}
+	return 0;
+}
+
+static unsigned worker_count(const kiln_pipeline *p)
+{
+	long n = p->workers ? (long)p->workers : sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
+}
+
+/* Reads, processes and consumes every record; the run's core loop. */
+static int pump(const kiln_pipeline *p, struct run *r, struct worker *workers, unsigned nworkers,
+		kiln_line_reader *reader, kiln_shard_writer **writers, kiln_quarantine *q, kiln_run_result *out,
+		uint64_t *bytes_read)
+{
+	uint64_t next_fill = 0, next_consume = 0;
+	bool eof = false;
+	int rc = 0;
+
+	for (unsigned i = 0; i < nworkers; i++)
+		if (pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]) != 0) {
+			rc = kiln_error_set(KILN_EIO, "cannot start worker threads");
+			nworkers = i;
+			goto stop;
+		}
+	pthread_mutex_lock(&r->lock);
+	while (!eof || next_consume < next_fill) {
+		struct batch *c = &r->ring[next_consume % RING];
+		struct batch *f = &r->ring[next_fill % RING];
+
+		if (next_consume < next_fill && c->state == SLOT_DONE) {
+			pthread_mutex_unlock(&r->lock);
+			rc = consume(p, c, writers, q, &out->delta);
+			pthread_mutex_lock(&r->lock);
+			if (rc < 0)
+				break;
+			c->state = SLOT_FREE;
+			next_consume++;
+			continue;
+		}
+		if (!eof && f->state == SLOT_FREE) {
+			pthread_mutex_unlock(&r->lock);
+			f->first_offset = (int64_t)out->next_offset;
+			rc = fill(reader, f, bytes_read);
+			pthread_mutex_lock(&r->lock);
+			if (rc < 0)
+				break;
+			if (rc == 0) {
+				eof = true;
+				continue;
+			}
+			out->next_offset += f->count;
+			f->seq = next_fill++;
+			f->state = SLOT_FILLED;
+			pthread_cond_broadcast(&r->cond);
+			continue;
+		}
+		pthread_cond_wait(&r->cond, &r->lock);
+	}
+	r->stop = true;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+stop:
+	if (nworkers && rc < 0) {
+		pthread_mutex_lock(&r->lock);
+		r->stop = true;
+		pthread_cond_broadcast(&r->cond);
+		pthread_mutex_unlock(&r->lock);
+	}
+	for (unsigned i = 0; i < nworkers; i++)
+		pthread_join(workers[i].thread, NULL);
+	return rc < 0 ? rc : 0;
+}
+
 int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 {
 	kiln_contract *contract = NULL;
@@ -148,21 +439,20 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	kiln_key key;
 	kiln_store *store = NULL;
 	kiln_manifest *manifest = NULL;
-	kiln_validator *validator = NULL;
-	kiln_curator *curator = NULL;
 	kiln_shard_writer *writers[KILN_SPLIT_COUNT] = { 0 };
 	kiln_quarantine *quarantine = NULL;
 	kiln_line_reader *reader = NULL;
 	kiln_splitter splitter;
-	kiln_buf line_out = KILN_BUF_INIT(0), dataset_json = KILN_BUF_INIT(0);
+	kiln_buf dataset_json = KILN_BUF_INIT(0);
 	const kiln_field *split_field = NULL;
 	struct resume resume = { .topic = p->source_name };
+	struct run *run = NULL;
+	struct worker *workers = NULL;
+	unsigned nworkers = worker_count(p);
 	kiln_stats *d = &out->delta;
 	int fd = -1, rc;
 	bool key_loaded = false;
-	uint64_t bytes_read;
-	kiln_line line;
-	kiln_report report;
+	uint64_t bytes_read = 0;
 	char prefix_hex[65] = "";
 
 	memset(out, 0, sizeof(*out));
@@ -214,59 +504,44 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	}
 	out->first_offset = out->next_offset = resume.found ? (uint64_t)resume.next : 0;
 
-	if (!(validator = kiln_validator_new(contract, &vopts))) {
+	run = calloc(1, sizeof(*run));
+	workers = calloc(nworkers, sizeof(*workers));
+	if (!run || !workers) {
 		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
 		goto cleanup;
 	}
+	run->p = p;
+	run->splitter = &splitter;
+	pthread_mutex_init(&run->lock, NULL);
+	pthread_cond_init(&run->cond, NULL);
 	kiln_curator_options copt = { .contract = contract, .key = &key, .split_field = split_field,
 				      .limits = vopts.limits };
-	kiln_shard_writer_options wopt = { .target_bytes = p->target_bytes, .level = p->zstd_level };
-	if ((rc = kiln_curator_new(&curator, &copt)) < 0 ||
-	    (rc = kiln_quarantine_new(&quarantine, store, p->target_bytes, p->zstd_level, NULL)) < 0 ||
+	for (unsigned i = 0; i < nworkers; i++) {
+		workers[i].run = run;
+		if (!(workers[i].validator = kiln_validator_new(contract, &vopts))) {
+			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			goto cleanup;
+		}
+		if ((rc = kiln_curator_new(&workers[i].curator, &copt)) < 0)
+			goto cleanup;
+	}
+	kiln_shard_writer_options wopt = { .target_bytes = p->target_bytes, .level = p->zstd_level, .background = true };
+	if ((rc = kiln_quarantine_new(&quarantine, store, p->target_bytes, p->zstd_level, NULL)) < 0 ||
 	    (rc = kiln_line_reader_new(&reader, fd, p->max_record_bytes)) < 0)
 		goto cleanup;
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
 		if ((rc = kiln_shard_writer_new(&writers[i], store, &wopt)) < 0)
 			goto cleanup;
 
-	bytes_read = 0;
-	while ((rc = kiln_line_reader_next(reader, &line)) > 0) {
-		int64_t offset = (int64_t)out->next_offset++;
-		const char *split_value = "";
-		size_t split_len = 0;
-
-		bytes_read = line.offset_end;
-		d->records_in++;
-		if (line.too_long)
-			kiln_report_single(&report, KILN_REJECT_TOO_LARGE, p->max_record_bytes);
-		else
-			kiln_validate(validator, line.ptr, line.len, &report);
-		if (report.count) {
-			d->quarantined++;
-			d->quarantined_by_code[report.v[0].code]++;
-			if ((rc = kiln_quarantine_add(quarantine, p->source_name, 0, offset, &report,
-						      line.too_long ? NULL : line.ptr, line.len)) < 0)
-				goto cleanup;
-			continue;
-		}
-		kiln_buf_reset(&line_out);
-		if ((rc = kiln_curate(curator, line.ptr, line.len, &line_out, &split_value, &split_len)) < 0)
-			goto cleanup;
-		kiln_split s = kiln_split_assign(&splitter, split_value, split_len);
-		d->valid++;
-		d->splits[s].records++;
-		if ((rc = kiln_shard_writer_append(writers[s], line_out.ptr, line_out.len, p->source_name, 0, offset)) < 0)
-			goto cleanup;
-	}
-	if (rc < 0)
+	if ((rc = pump(p, run, workers, nworkers, reader, writers, quarantine, out, &bytes_read)) < 0)
 		goto cleanup;
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
+		if ((rc = kiln_shard_writer_finish(writers[i])) < 0)
+			goto cleanup;
 	if (d->records_in == 0) {
 		rc = 0; /* nothing new: no commit */
 		goto cleanup;
 	}
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		if ((rc = kiln_shard_writer_flush(writers[i])) < 0)
-			goto cleanup;
 	if ((rc = kiln_quarantine_flush(quarantine)) < 0)
 		goto cleanup;
 	out->quarantine_objects = kiln_quarantine_objects(quarantine);
@@ -302,14 +577,25 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 cleanup:
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
 		kiln_shard_writer_free(writers[i]);
+	if (workers)
+		for (unsigned i = 0; i < nworkers; i++) {
+			kiln_validator_free(workers[i].validator);
+			kiln_curator_free(workers[i].curator);
+			kiln_buf_free(&workers[i].line);
+		}
+	free(workers);
+	if (run) {
+		for (int i = 0; i < RING; i++)
+			batch_free(&run->ring[i]);
+		pthread_mutex_destroy(&run->lock);
+		pthread_cond_destroy(&run->cond);
+		free(run);
+	}
 	kiln_quarantine_free(quarantine);
 	kiln_line_reader_free(reader);
-	kiln_curator_free(curator);
-	kiln_validator_free(validator);
 	kiln_manifest_close(manifest);
 	kiln_store_close(store);
 	kiln_contract_free(contract);
-	kiln_buf_free(&line_out);
 	kiln_buf_free(&dataset_json);
 	if (key_loaded)
 		kiln_key_wipe(&key);

@@ -18,7 +18,7 @@ typedef struct loader {
 } loader;
 
 static const char *const top_keys[] = { "dataset", "branch", "contract", "schema", "unknown_fields", "source",
-					"pseudonymise", "split", "shards", "store", "manifest", NULL };
+					"pseudonymise", "split", "shards", "store", "manifest", "workers", NULL };
 static const char *const source_keys[] = { "kind", "path", "name", "max_record_bytes", "max_depth", NULL };
 static const char *const pseudo_keys[] = { "key_file", "key_env", "key_version", NULL };
 static const char *const split_keys[] = { "key", "salt", "ratios", NULL };
@@ -296,6 +296,10 @@ static int load(loader *l)
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "branch"), "branch",
 				      "use lower-case letters, digits, '.', '_' and '-'");
 	p->contract = resolve(l, p->contract);
+	int64_t workers = 0;
+	if ((rc = get_int(l, root, NULL, "workers", 0, 64, &workers)) < 0)
+		return rc;
+	p->workers = (unsigned)workers;
 	p->unknown_fields = -1;
 	if (unknown && strcmp(unknown, "reject") == 0)
 		p->unknown_fields = 0;

@@ -48,6 +48,8 @@ typedef struct kiln_pipeline {
 	const char *store_url;
 	kiln_store_options store;
 
+	unsigned workers; /* validate/curate threads; 0 = one per CPU */
+
 	const char *manifest_repo;
 	const char *author_name, *author_email;
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,16 +21,30 @@ struct range {
 	int64_t first, last;
 };
 
+/* A closed shard on its way to the store. */
+struct job {
+	kiln_buf data;
+	uint64_t records;
+	struct range *ranges;
+	size_t range_count, range_cap;
+};
+
 struct kiln_shard_writer {
 	kiln_store *store;
 	kiln_shard_writer_options opt;
 	ZSTD_CCtx *cctx;
-	kiln_buf data;         /* the open shard's JSON Lines */
-	uint64_t records;      /* in the open shard */
-	struct range *ranges;  /* the open shard's sources */
-	size_t range_count, range_cap;
+	struct job open;       /* the filling shard */
 	kiln_shard_entry *closed;
 	size_t closed_count, closed_cap;
+
+	/* background mode: `flight` is being stored while busy */
+	pthread_t thread;
+	bool started, busy, stop;
+	int error; /* the first failure of the thread, and its message */
+	char error_msg[512];
+	struct job flight;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
 };
 
 static const char *spool_dir(const char *dir)
@@ -104,6 +119,88 @@ cleanup:
 	return rc;
 }
 
+static void free_ranges(struct range *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(r[i].topic);
+}
+
+static void job_free(struct job *j)
+{
+	free_ranges(j->ranges, j->range_count);
+	free(j->ranges);
+	kiln_buf_free(&j->data);
+}
+
+/* Compresses and stores a closed shard and lists its entry. */
+static int store_job(kiln_shard_writer *w, struct job *j)
+{
+	kiln_shard_entry e = { 0 };
+	kiln_source_range *sources;
+	int rc;
+
+	sources = calloc(j->range_count ? j->range_count : 1, sizeof(*sources));
+	if (!sources)
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	rc = kiln_zstd_store(w->store, w->cctx, w->opt.level, w->opt.spool_dir, NULL, j->data.ptr, j->data.len, e.hash,
+			     &e.bytes);
+	if (rc < 0) {
+		free(sources);
+		return rc;
+	}
+	for (size_t i = 0; i < j->range_count; i++) {
+		sources[i] = (kiln_source_range){ .topic = j->ranges[i].topic, .partition = j->ranges[i].partition,
+						  .first = j->ranges[i].first, .last = j->ranges[i].last };
+		j->ranges[i].topic = NULL; /* now owned by the entry */
+	}
+	e.raw_bytes = j->data.len;
+	e.records = j->records;
+	e.sources = sources;
+	e.source_count = j->range_count;
+	pthread_mutex_lock(&w->lock);
+	if (w->closed_count == w->closed_cap) {
+		size_t cap = w->closed_cap ? w->closed_cap * 2 : 8;
+		kiln_shard_entry *grown = realloc(w->closed, cap * sizeof(*grown));
+		if (!grown) {
+			pthread_mutex_unlock(&w->lock);
+			free(sources);
+			return kiln_error_set(KILN_ENOMEM, "out of memory");
+		}
+		w->closed = grown;
+		w->closed_cap = cap;
+	}
+	w->closed[w->closed_count++] = e;
+	pthread_mutex_unlock(&w->lock);
+	j->range_count = 0;
+	j->records = 0;
+	kiln_buf_reset(&j->data);
+	return 0;
+}
+
+static void *writer_thread(void *arg)
+{
+	kiln_shard_writer *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		while (!w->busy && !w->stop)
+			pthread_cond_wait(&w->cond, &w->lock);
+		if (!w->busy)
+			break;
+		pthread_mutex_unlock(&w->lock);
+		int rc = store_job(w, &w->flight);
+		pthread_mutex_lock(&w->lock);
+		if (rc < 0 && !w->error) {
+			w->error = rc;
+			snprintf(w->error_msg, sizeof(w->error_msg), "%s", kiln_error_last());
+		}
+		w->busy = false;
+		pthread_cond_broadcast(&w->cond);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
 int kiln_shard_writer_new(kiln_shard_writer **out, kiln_store *store, const kiln_shard_writer_options *opt)
 {
 	kiln_shard_writer *w = calloc(1, sizeof(*w));
@@ -118,44 +215,63 @@ int kiln_shard_writer_new(kiln_shard_writer **out, kiln_store *store, const kiln
 	if (!w->opt.level)
 		w->opt.level = 3;
 	w->store = store;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
 	w->cctx = ZSTD_createCCtx();
 	if (!w->cctx) {
-		free(w);
+		kiln_shard_writer_free(w);
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	}
+	if (w->opt.background) {
+		if (pthread_create(&w->thread, NULL, writer_thread, w) != 0) {
+			kiln_shard_writer_free(w);
+			return kiln_error_set(KILN_EIO, "cannot start a shard writer thread");
+		}
+		w->started = true;
 	}
 	*out = w;
 	return 0;
 }
 
-static void free_ranges(struct range *r, size_t n)
+static void stop_thread(kiln_shard_writer *w)
 {
-	for (size_t i = 0; i < n; i++)
-		free(r[i].topic);
+	if (!w->started)
+		return;
+	pthread_mutex_lock(&w->lock);
+	while (w->busy)
+		pthread_cond_wait(&w->cond, &w->lock);
+	w->stop = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	w->started = false;
 }
 
 void kiln_shard_writer_free(kiln_shard_writer *w)
 {
 	if (!w)
 		return;
+	stop_thread(w);
 	for (size_t i = 0; i < w->closed_count; i++) {
 		for (size_t j = 0; j < w->closed[i].source_count; j++)
 			free((char *)w->closed[i].sources[j].topic);
 		free((void *)w->closed[i].sources);
 	}
 	free(w->closed);
-	free_ranges(w->ranges, w->range_count);
-	free(w->ranges);
-	kiln_buf_free(&w->data);
+	job_free(&w->open);
+	job_free(&w->flight);
 	ZSTD_freeCCtx(w->cctx);
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
 	free(w);
 }
 
-static int note_source(kiln_shard_writer *w, const char *topic, int32_t partition, int64_t offset)
+static int note_source(struct job *j, const char *topic, int32_t partition, int64_t offset)
 {
 	struct range *r;
 
-	for (size_t i = w->range_count; i > 0; i--) {
-		r = &w->ranges[i - 1];
+	for (size_t i = j->range_count; i > 0; i--) {
+		r = &j->ranges[i - 1];
 		if (r->partition == partition && strcmp(r->topic, topic) == 0) {
 			if (offset < r->first)
 				r->first = offset;
@@ -164,84 +280,83 @@ static int note_source(kiln_shard_writer *w, const char *topic, int32_t partitio
 			return 0;
 		}
 	}
-	if (w->range_count == w->range_cap) {
-		size_t cap = w->range_cap ? w->range_cap * 2 : 4;
-		r = realloc(w->ranges, cap * sizeof(*r));
+	if (j->range_count == j->range_cap) {
+		size_t cap = j->range_cap ? j->range_cap * 2 : 4;
+		r = realloc(j->ranges, cap * sizeof(*r));
 		if (!r)
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		w->ranges = r;
-		w->range_cap = cap;
+		j->ranges = r;
+		j->range_cap = cap;
 	}
-	r = &w->ranges[w->range_count];
+	r = &j->ranges[j->range_count];
 	r->topic = strdup(topic);
 	if (!r->topic)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	r->partition = partition;
 	r->first = r->last = offset;
-	w->range_count++;
+	j->range_count++;
 	return 0;
 }
 
 int kiln_shard_writer_append(kiln_shard_writer *w, const char *line, size_t len, const char *topic,
 			     int32_t partition, int64_t offset)
 {
+	struct job *j = &w->open;
 	int rc;
 
 	/* one allocation of the shard's size, touched only as it fills */
-	if (!w->data.cap && (rc = kiln_buf_reserve(&w->data, w->opt.target_bytes + (1u << 20))) < 0)
+	if (!j->data.cap && (rc = kiln_buf_reserve(&j->data, w->opt.target_bytes + (1u << 20))) < 0)
 		return rc;
-	if ((rc = kiln_buf_reserve(&w->data, len + 1)) < 0 || (rc = note_source(w, topic, partition, offset)) < 0)
+	if ((rc = kiln_buf_reserve(&j->data, len + 1)) < 0 || (rc = note_source(j, topic, partition, offset)) < 0)
 		return rc;
-	memcpy(w->data.ptr + w->data.len, line, len);
-	w->data.len += len;
-	w->data.ptr[w->data.len++] = '\n';
-	w->records++;
-	if (w->data.len >= w->opt.target_bytes)
+	memcpy(j->data.ptr + j->data.len, line, len);
+	j->data.len += len;
+	j->data.ptr[j->data.len++] = '\n';
+	j->records++;
+	if (j->data.len >= w->opt.target_bytes)
 		return kiln_shard_writer_flush(w);
 	return 0;
 }
 
 int kiln_shard_writer_flush(kiln_shard_writer *w)
 {
-	kiln_shard_entry *e;
-	kiln_source_range *sources;
+	struct job swap;
 	int rc;
 
-	if (w->records == 0)
+	if (w->open.records == 0)
 		return 0;
-	if (w->closed_count == w->closed_cap) {
-		size_t cap = w->closed_cap ? w->closed_cap * 2 : 8;
-		e = realloc(w->closed, cap * sizeof(*e));
-		if (!e)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		w->closed = e;
-		w->closed_cap = cap;
+	if (!w->started)
+		return store_job(w, &w->open); /* on failure the shard stays open: a retry can flush again */
+	pthread_mutex_lock(&w->lock);
+	while (w->busy)
+		pthread_cond_wait(&w->cond, &w->lock);
+	rc = w->error;
+	if (rc < 0)
+		kiln_error_set(rc, "%s", w->error_msg); /* the message was set on the writer's thread */
+	if (rc == 0) {
+		swap = w->flight; /* emptied by the thread: reuse its buffers */
+		w->flight = w->open;
+		w->open = swap;
+		w->busy = true;
+		pthread_cond_broadcast(&w->cond);
 	}
-	sources = calloc(w->range_count, sizeof(*sources));
-	if (!sources)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
-	e = &w->closed[w->closed_count];
-	memset(e, 0, sizeof(*e));
-	rc = kiln_zstd_store(w->store, w->cctx, w->opt.level, w->opt.spool_dir, NULL, w->data.ptr, w->data.len,
-			     e->hash, &e->bytes);
-	if (rc < 0) {
-		free(sources);
-		return rc; /* the open shard stays as it was: a retry can flush again */
-	}
-	for (size_t i = 0; i < w->range_count; i++) {
-		sources[i] = (kiln_source_range){ .topic = w->ranges[i].topic, .partition = w->ranges[i].partition,
-						  .first = w->ranges[i].first, .last = w->ranges[i].last };
-		w->ranges[i].topic = NULL; /* now owned by the entry */
-	}
-	e->raw_bytes = w->data.len;
-	e->records = w->records;
-	e->sources = sources;
-	e->source_count = w->range_count;
-	w->closed_count++;
-	w->range_count = 0;
-	w->records = 0;
-	kiln_buf_reset(&w->data);
-	return 0;
+	pthread_mutex_unlock(&w->lock);
+	return rc;
+}
+
+int kiln_shard_writer_finish(kiln_shard_writer *w)
+{
+	int rc = kiln_shard_writer_flush(w);
+
+	if (!w->started)
+		return rc;
+	pthread_mutex_lock(&w->lock);
+	while (w->busy)
+		pthread_cond_wait(&w->cond, &w->lock);
+	if (!rc && w->error)
+		rc = kiln_error_set(w->error, "%s", w->error_msg);
+	pthread_mutex_unlock(&w->lock);
+	return rc;
 }
 
 const kiln_shard_entry *kiln_shard_writer_shards(const kiln_shard_writer *w, size_t *out_count)

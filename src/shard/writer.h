@@ -5,10 +5,13 @@
  *
  * States: empty (no open record) -> filling (buffer holds records, sources
  * track the offsets they came from) -> closed (compressed, stored, entry
- * listed) -> empty. A writer owns one reused zstd context. */
+ * listed) -> empty. In the background mode a closed shard is compressed and
+ * stored on the writer's own thread while the next one fills (two buffers,
+ * at most one shard in flight). A writer owns one reused zstd context. */
 #ifndef KILN_SHARD_WRITER_H
 #define KILN_SHARD_WRITER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <zstd.h>
@@ -22,6 +25,7 @@ typedef struct kiln_shard_writer_options {
 	size_t target_bytes;   /* uncompressed bytes at which a shard closes; 0 = 64 MiB */
 	int level;             /* zstd level; 0 = 3 */
 	const char *spool_dir; /* compressed objects wait here for upload; NULL = $TMPDIR or /tmp */
+	bool background;       /* compress and store closed shards on the writer's own thread */
 } kiln_shard_writer_options;
 
 typedef struct kiln_shard_writer kiln_shard_writer;
@@ -34,10 +38,16 @@ void kiln_shard_writer_free(kiln_shard_writer *writer);
 int kiln_shard_writer_append(kiln_shard_writer *writer, const char *line, size_t len, const char *topic,
 			     int32_t partition, int64_t offset);
 
-/* Closes the open shard if it holds a record. */
+/* Closes the open shard if it holds a record. In the background mode the
+ * shard is handed to the writer's thread (waiting while it still works on
+ * the previous one) and a failure there is returned by a later call. */
 int kiln_shard_writer_flush(kiln_shard_writer *writer);
 
-/* Every shard closed so far, in closing order (owned by the writer). */
+/* Flushes and waits until every closed shard is stored; returns the first
+ * error of any of them. Call before kiln_shard_writer_shards(). */
+int kiln_shard_writer_finish(kiln_shard_writer *writer);
+
+/* Every shard stored so far, in closing order (owned by the writer). */
 const kiln_shard_entry *kiln_shard_writer_shards(const kiln_shard_writer *writer, size_t *out_count);
 
 /* Compresses data[0..len) as one zstd frame (content size and checksum on)

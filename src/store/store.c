@@ -1,1 +1,201 @@
-/* placeholder */
+/* The store front end: the registry of backends, URL dispatch on the scheme,
+ * and the key check every call passes before it reaches a backend. Backends
+ * own their state; this file owns nothing but the registry. */
+#include "store/store.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+
+extern const kiln_store_backend kiln_store_file_backend;
+extern const kiln_store_backend kiln_store_s3_backend;
+
+/* A new backend is one line here. */
+static const kiln_store_backend *const backends[] = {
+    &kiln_store_file_backend,
+    &kiln_store_s3_backend,
+};
+
+#define KEY_MAX 1024
+
+static bool key_char(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+	       c == '_' || c == '=' || c == '-';
+}
+
+bool kiln_store_key_valid(const char *key)
+{
+	const char *seg;
+	size_t len;
+
+	if (!key)
+		return false;
+	len = strlen(key);
+	if (len == 0 || len > KEY_MAX)
+		return false;
+	seg = key;
+	for (const char *p = key;; p++) {
+		if (*p == '/' || *p == '\0') {
+			size_t n = (size_t)(p - seg);
+
+			if (n == 0 || (n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+				return false;
+			if (*p == '\0')
+				return true;
+			seg = p + 1;
+		} else if (!key_char(*p)) {
+			return false;
+		}
+	}
+}
+
+/* A list prefix is "" or a key, a key and '/', or a key whose last segment
+ * is cut short (so "shards/a" matches "shards/ab/..."). */
+static bool prefix_valid(const char *prefix)
+{
+	size_t len = strlen(prefix);
+	const char *last;
+
+	if (len == 0)
+		return true;
+	if (len > KEY_MAX)
+		return false;
+	if (prefix[len - 1] == '/') {
+		char copy[KEY_MAX + 1];
+
+		memcpy(copy, prefix, len - 1);
+		copy[len - 1] = '\0';
+		return kiln_store_key_valid(copy);
+	}
+	/* complete segments must be keys; the last may be any run of key chars */
+	last = strrchr(prefix, '/');
+	for (const char *p = last ? last + 1 : prefix; *p; p++)
+		if (!key_char(*p))
+			return false;
+	if (last) {
+		char copy[KEY_MAX + 1];
+		size_t n = (size_t)(last - prefix);
+
+		memcpy(copy, prefix, n);
+		copy[n] = '\0';
+		return kiln_store_key_valid(copy);
+	}
+	return true;
+}
+
+/* Copies at most 80 bytes of s for a message, '?' for anything unprintable,
+ * so a bad key cannot break the one-line error. */
+static const char *printable(char out[84], const char *s)
+{
+	size_t n = strnlen(s, 81), i;
+
+	for (i = 0; i < n && i < 80; i++)
+		out[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+	if (n > 80) {
+		memcpy(out + i, "...", 3);
+		i += 3;
+	}
+	out[i] = '\0';
+	return out;
+}
+
+static int invalid_key(const kiln_store *store, const char *what, const char *key)
+{
+	char buf[84];
+
+	return kiln_error_set(KILN_EINVALID,
+	                      "%s: invalid %s '%s' (relative, '/'-separated [A-Za-z0-9._=-] segments, "
+	                      "no '.', '..' or empty segment)",
+	                      store->url, what, printable(buf, key));
+}
+
+int kiln_store_open(kiln_store **out, const char *url, const kiln_store_options *options)
+{
+	static const kiln_store_options defaults;
+	const char *sep, *authority_end, *at;
+	size_t scheme_len;
+	char buf[84];
+
+	*out = NULL;
+	if (!url || !*url)
+		return kiln_error_set(KILN_EINVALID,
+		                      "empty store URL (expected file://DIR or s3://BUCKET/PREFIX)");
+	sep = strstr(url, "://");
+	if (!sep)
+		return kiln_error_set(
+		    KILN_EINVALID, "store URL '%s' has no scheme (expected file://DIR or s3://BUCKET/PREFIX)",
+		    printable(buf, url));
+	/* user:secret@host would put a credential in every message that names the URL */
+	authority_end = strchr(sep + 3, '/');
+	at = strchr(sep + 3, '@');
+	if (at && (!authority_end || at < authority_end))
+		return kiln_error_set(
+		    KILN_EINVALID, "a store URL must not carry credentials (user@ part); use the environment "
+		                   "or a 0600 credentials file");
+	scheme_len = (size_t)(sep - url);
+	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+		const kiln_store_backend *b = backends[i];
+
+		assert(b->version == KILN_STORE_BACKEND_VERSION);
+		if (strlen(b->scheme) == scheme_len && memcmp(b->scheme, url, scheme_len) == 0) {
+			int rc = b->open(out, url, options ? options : &defaults);
+
+			assert(rc < 0 || (*out && (*out)->backend == b));
+			return rc;
+		}
+	}
+	return kiln_error_set(KILN_EINVALID, "store URL '%s': unknown scheme '%.*s' (known: file, s3)",
+	                      printable(buf, url), (int)(scheme_len > 20 ? 20 : scheme_len), url);
+}
+
+void kiln_store_close(kiln_store *store)
+{
+	if (!store)
+		return;
+	store->backend->close(store);
+}
+
+int kiln_store_put_file(kiln_store *store, const char *key, const char *path, uint64_t size)
+{
+	assert(store && path);
+	if (!kiln_store_key_valid(key))
+		return invalid_key(store, "key", key ? key : "");
+	return store->backend->put_file(store, key, path, size);
+}
+
+int kiln_store_get(kiln_store *store, const char *key, kiln_store_sink sink, void *ctx)
+{
+	assert(store && sink);
+	if (!kiln_store_key_valid(key))
+		return invalid_key(store, "key", key ? key : "");
+	return store->backend->get(store, key, sink, ctx);
+}
+
+int kiln_store_stat(kiln_store *store, const char *key, uint64_t *out_size)
+{
+	assert(store);
+	if (!kiln_store_key_valid(key))
+		return invalid_key(store, "key", key ? key : "");
+	return store->backend->stat(store, key, out_size);
+}
+
+int kiln_store_remove(kiln_store *store, const char *key)
+{
+	assert(store);
+	if (!kiln_store_key_valid(key))
+		return invalid_key(store, "key", key ? key : "");
+	return store->backend->remove(store, key);
+}
+
+int kiln_store_list(kiln_store *store, const char *prefix, kiln_store_key_cb cb, void *ctx)
+{
+	assert(store && cb);
+	if (!prefix)
+		prefix = "";
+	if (!prefix_valid(prefix))
+		return invalid_key(store, "prefix", prefix);
+	return store->backend->list(store, prefix, cb, ctx);
+}
