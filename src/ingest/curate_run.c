@@ -57,15 +57,12 @@ static int find_lineage(void *ctx, const kiln_lineage_entry *e)
 	return 0;
 }
 
-/* BLAKE2b-256 of the first `bytes` bytes of fd, as hex. */
-static int hash_prefix(int fd, const char *path, uint64_t bytes, char out[65])
+/* Adds the first `bytes` bytes of fd to a BLAKE2b state. */
+static int hash_prefix(int fd, const char *path, uint64_t bytes, crypto_generichash_state *st)
 {
-	crypto_generichash_state st;
-	unsigned char digest[32];
 	static char block[1 << 16];
 	uint64_t done = 0;
 
-	crypto_generichash_init(&st, NULL, 0, sizeof(digest));
 	while (done < bytes) {
 		size_t want = bytes - done < sizeof(block) ? (size_t)(bytes - done) : sizeof(block);
 		ssize_t n = pread(fd, block, want, (off_t)done);
@@ -76,12 +73,25 @@ static int hash_prefix(int fd, const char *path, uint64_t bytes, char out[65])
 		if (n == 0)
 			return kiln_error_set(KILN_EINVALID, "%s: shorter (%llu bytes) than the %llu bytes an earlier run read",
 					      path, (unsigned long long)done, (unsigned long long)bytes);
-		crypto_generichash_update(&st, (const unsigned char *)block, (size_t)n);
+		crypto_generichash_update(st, (const unsigned char *)block, (size_t)n);
 		done += (uint64_t)n;
 	}
-	crypto_generichash_final(&st, digest, sizeof(digest));
-	sodium_bin2hex(out, 65, digest, sizeof(digest));
 	return 0;
+}
+
+/* The hex digest of a copy of the state (the state goes on). */
+static void hash_hex(const crypto_generichash_state *st, char out[65])
+{
+	crypto_generichash_state copy = *st;
+	unsigned char digest[32];
+
+	crypto_generichash_final(&copy, digest, sizeof(digest));
+	sodium_bin2hex(out, 65, digest, sizeof(digest));
+}
+
+static void hash_tap(void *ctx, const void *data, size_t n)
+{
+	crypto_generichash_update(ctx, data, n);
 }
 
 static void fmt_ratio(kiln_buf *b, double r)
@@ -454,10 +464,12 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	bool key_loaded = false;
 	uint64_t bytes_read = 0;
 	char prefix_hex[65] = "";
+	crypto_generichash_state prefix_state; /* of every byte of a file source read so far */
 
 	memset(out, 0, sizeof(*out));
 	if (sodium_init() < 0)
 		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
+	crypto_generichash_init(&prefix_state, NULL, 0, 32);
 
 	if ((rc = kiln_contract_load(&contract, p->contract, &copts)) < 0 ||
 	    (rc = check_split_key(p, contract, &split_field)) < 0)
@@ -483,8 +495,9 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 		}
 		if (resume.found && resume.bytes) {
 			char now[65];
-			if ((rc = hash_prefix(fd, p->source_path, resume.bytes, now)) < 0)
+			if ((rc = hash_prefix(fd, p->source_path, resume.bytes, &prefix_state)) < 0)
 				goto cleanup;
+			hash_hex(&prefix_state, now);
 			if (strcmp(now, resume.prefix) != 0) {
 				rc = kiln_error_set(KILN_EINVALID,
 						    "%s: the first %llu bytes differ from what an earlier run of source %s "
@@ -529,6 +542,8 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	if ((rc = kiln_quarantine_new(&quarantine, store, p->target_bytes, p->zstd_level, NULL)) < 0 ||
 	    (rc = kiln_line_reader_new(&reader, fd, p->max_record_bytes)) < 0)
 		goto cleanup;
+	if (p->source_kind == KILN_SOURCE_FILE)
+		kiln_line_reader_tap(reader, hash_tap, &prefix_state); /* read to the end: all of it is covered */
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
 		if ((rc = kiln_shard_writer_new(&writers[i], store, &wopt)) < 0)
 			goto cleanup;
@@ -562,8 +577,7 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	if (p->source_kind == KILN_SOURCE_FILE) {
 		lineage.path = p->source_path;
 		lineage.bytes = resume.bytes + bytes_read;
-		if ((rc = hash_prefix(fd, p->source_path, lineage.bytes, prefix_hex)) < 0)
-			goto cleanup;
+		hash_hex(&prefix_state, prefix_hex);
 		lineage.prefix_blake2b = prefix_hex;
 	}
 	snap.lineage = &lineage;

@@ -8,6 +8,7 @@
  * current key is dropped (its key was not written). */
 #include "mask/curate.h"
 
+#include <sodium.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,20 @@
 #include "mask/token.h"
 
 #define MAX_MATCHES 256
+
+/* Tokens of recent values, direct-mapped: the same users, emails and
+ * addresses recur across records, and an HMAC costs far more than a lookup.
+ * The values are personal data: the cache is wiped when the curator goes. */
+#define CACHE_SLOTS 16384
+#define CACHE_VALUE_MAX 46
+
+struct cache_slot {
+	const char *domain; /* NULL: empty */
+	uint64_t hash;
+	uint8_t len, token_len;
+	char value[CACHE_VALUE_MAX];
+	char token[KILN_TOKEN_MAX];
+};
 
 struct cframe {
 	const kiln_field *field;
@@ -33,6 +48,7 @@ struct kiln_curator {
 	kiln_buf rewrite; /* a free-text value with its matches replaced */
 	kiln_buf split;   /* the split key's curated value */
 	kiln_detect_match matches[MAX_MATCHES];
+	struct cache_slot *cache;
 };
 
 int kiln_curator_new(kiln_curator **out, const kiln_curator_options *opt)
@@ -49,7 +65,8 @@ int kiln_curator_new(kiln_curator **out, const kiln_curator_options *opt)
 	c->opt.limits.allow_duplicate_keys = true; /* the validator has rejected them already */
 	c->scanner = kiln_json_scanner_new(&c->opt.limits);
 	c->frames = calloc((size_t)c->opt.limits.max_depth + 1, sizeof(*c->frames));
-	if (!c->scanner || !c->frames) {
+	c->cache = calloc(CACHE_SLOTS, sizeof(*c->cache));
+	if (!c->scanner || !c->frames || !c->cache) {
 		kiln_curator_free(c);
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	}
@@ -71,7 +88,36 @@ void kiln_curator_free(kiln_curator *c)
 	kiln_buf_free(&c->text);
 	kiln_buf_free(&c->rewrite);
 	kiln_buf_free(&c->split);
+	if (c->cache) {
+		sodium_memzero(c->cache, CACHE_SLOTS * sizeof(*c->cache));
+		free(c->cache);
+	}
 	free(c);
+}
+
+/* kiln_token through the cache. `domain` must be a string that lives as long
+ * as the curator (a field's or a detector's), compared by address. */
+static size_t token_of(kiln_curator *c, char out[KILN_TOKEN_MAX], const char *domain, const char *v, size_t n)
+{
+	struct cache_slot *slot;
+	uint64_t h;
+
+	if (n > CACHE_VALUE_MAX)
+		return kiln_token(out, c->opt.key, domain, strlen(domain), v, n);
+	h = kiln_json_hash(v, n) ^ (uint64_t)(uintptr_t)domain * 0x9e3779b97f4a7c15ull;
+	slot = &c->cache[h & (CACHE_SLOTS - 1)];
+	if (slot->domain == domain && slot->hash == h && slot->len == n && memcmp(slot->value, v, n) == 0) {
+		memcpy(out, slot->token, (size_t)slot->token_len + 1);
+		return slot->token_len;
+	}
+	size_t tn = kiln_token(out, c->opt.key, domain, strlen(domain), v, n);
+	slot->domain = domain;
+	slot->hash = h;
+	slot->len = (uint8_t)n;
+	memcpy(slot->value, v, n);
+	slot->token_len = (uint8_t)tn;
+	memcpy(slot->token, out, tn + 1);
+	return tn;
 }
 
 /* The decoded bytes of a string token (borrowed from the text or c->text). */
@@ -124,7 +170,7 @@ static int email_normal(kiln_curator *c, const char *s, size_t n, const char **o
 static int put_token(kiln_curator *c, kiln_buf *out, const kiln_field *f, const char *v, size_t n)
 {
 	char token[KILN_TOKEN_MAX];
-	size_t tn = kiln_token(token, c->opt.key, f->pseudo_domain, strlen(f->pseudo_domain), v, n);
+	size_t tn = token_of(c, token, f->pseudo_domain, v, n);
 	int rc;
 
 	if ((rc = kiln_buf_putc(out, '"')) < 0 || (rc = kiln_buf_put(out, token, tn)) < 0)
@@ -149,7 +195,7 @@ static int put_keep_domain(kiln_curator *c, kiln_buf *out, const kiln_field *f, 
 		}
 	if (!at)
 		return put_token(c, out, f, v, vn); /* no domain to keep */
-	tn = kiln_token(token, c->opt.key, f->pseudo_domain, strlen(f->pseudo_domain), v, (size_t)(at - v));
+	tn = token_of(c, token, f->pseudo_domain, v, (size_t)(at - v));
 	if ((rc = kiln_buf_putc(out, '"')) < 0 || (rc = kiln_buf_put(out, token, tn)) < 0)
 		return rc;
 	if ((rc = kiln_buf_put_json_chars(out, at, vn - (size_t)(at - v))) < 0)
@@ -189,7 +235,7 @@ static int put_scanned(kiln_curator *c, kiln_buf *out, const kiln_json_token *t)
 		if (m->len > sizeof(norm) && !(nb = big = malloc(m->len)))
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
 		nn = kiln_detect_normalise(m->kind, s + m->start, m->len, nb, m->len > sizeof(norm) ? m->len : sizeof(norm));
-		size_t tn = kiln_token(token, c->opt.key, domain, strlen(domain), nb, nn);
+		size_t tn = token_of(c, token, domain, nb, nn);
 		free(big);
 		if ((rc = kiln_buf_put(&c->rewrite, s + at, m->start - at)) < 0 ||
 		    (rc = kiln_buf_put(&c->rewrite, token, tn)) < 0)
