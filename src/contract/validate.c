@@ -471,6 +471,12 @@ static void on_object_end(kiln_validator *v, const struct frame *fr, const kiln_
 
 size_t kiln_validate(kiln_validator *v, const char *record, size_t len, kiln_report *out)
 {
+	return kiln_validate_hook(v, record, len, out, NULL, NULL);
+}
+
+size_t kiln_validate_hook(kiln_validator *v, const char *record, size_t len, kiln_report *out, kiln_token_hook hook,
+			  void *ctx)
+{
 	kiln_json_token t;
 	uint32_t depth = 0; /* open containers */
 	int rc;
@@ -486,13 +492,19 @@ size_t kiln_validate(kiln_validator *v, const char *record, size_t len, kiln_rep
 		switch (t.type) {
 		case KILN_JSON_KEY:
 			on_key(v, top, &t, depth);
+			if (hook && hook(ctx, &t, top->child) < 0)
+				hook = NULL; /* the consumer failed: it keeps its error, validation goes on */
 			continue;
 		case KILN_JSON_OBJECT_END:
 			if (top->field)
 				on_object_end(v, top, &t, depth - 1);
+			if (hook && hook(ctx, &t, NULL) < 0)
+				hook = NULL;
 			depth--;
 			continue;
 		case KILN_JSON_ARRAY_END:
+			if (hook && hook(ctx, &t, NULL) < 0)
+				hook = NULL;
 			f = top->field;
 			if (f && ((f->min_items >= 0 && top->count < (uint64_t)f->min_items) ||
 				  (f->max_items >= 0 && top->count > (uint64_t)f->max_items)))
@@ -519,6 +531,8 @@ size_t kiln_validate(kiln_validator *v, const char *record, size_t len, kiln_rep
 			top->count++;
 			f = top->field ? top->field->items : NULL;
 		}
+		if (hook && hook(ctx, &t, f) < 0)
+			hook = NULL;
 		sub = top || !f ? check_value(v, f, &t, depth) : f;
 
 		if (t.type == KILN_JSON_OBJECT_BEGIN || t.type == KILN_JSON_ARRAY_BEGIN) {

@@ -45,6 +45,19 @@ void kiln_validator_free(kiln_validator *validator);
  * violation. Paths name fields, never values. */
 size_t kiln_validate(kiln_validator *validator, const char *record, size_t len, kiln_report *out);
 
+/* Called for each token in order, with the field the validator resolved
+ * for it: for a key, the contract field it names (NULL when unknown or in an
+ * unchecked subtree); for a value (containers included), the field it is
+ * checked against (NULL: unchecked); NULL for closing brackets. A negative
+ * return stops the calls (the consumer keeps its error); validation goes on. */
+typedef int (*kiln_token_hook)(void *ctx, const kiln_json_token *token, const kiln_field *field);
+
+/* kiln_validate that also feeds every token to `hook` (one pass serves both:
+ * the curator consumes the stream while the record is checked). The hook's
+ * output is only meaningful when the record turns out valid. */
+size_t kiln_validate_hook(kiln_validator *validator, const char *record, size_t len, kiln_report *out,
+			  kiln_token_hook hook, void *ctx);
+
 /* Fills a report with the one violation `code` at the record root (used for
  * records rejected before scanning, such as an over-long line). */
 void kiln_report_single(kiln_report *out, kiln_reject code, size_t offset);

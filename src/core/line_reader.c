@@ -19,15 +19,7 @@ struct kiln_line_reader {
 	uint64_t line_no;
 	size_t consumed; /* stream offset of buf[start] */
 	bool eof;
-	void (*tap)(void *ctx, const void *data, size_t n);
-	void *tap_ctx;
 };
-
-void kiln_line_reader_tap(kiln_line_reader *r, void (*tap)(void *ctx, const void *data, size_t n), void *ctx)
-{
-	r->tap = tap;
-	r->tap_ctx = ctx;
-}
 
 int kiln_line_reader_new(kiln_line_reader **out, int fd, size_t max_line)
 {
@@ -76,8 +68,6 @@ static ssize_t refill(kiln_line_reader *r)
 		return kiln_error_set(KILN_EIO, "read: %s", strerror(errno));
 	if (n == 0)
 		r->eof = true;
-	else if (r->tap)
-		r->tap(r->tap_ctx, r->buf + r->fill, (size_t)n);
 	r->fill += (size_t)n;
 	return n;
 }

@@ -23,10 +23,6 @@ typedef struct kiln_line_reader kiln_line_reader;
 int kiln_line_reader_new(kiln_line_reader **out, int fd, size_t max_line);
 void kiln_line_reader_free(kiln_line_reader *reader);
 
-/* Calls tap(ctx, bytes, n) with every block read from the descriptor, in
- * order (e.g. to hash the input while it is read). */
-void kiln_line_reader_tap(kiln_line_reader *reader, void (*tap)(void *ctx, const void *data, size_t n), void *ctx);
-
 /* 1 with a line in *out, 0 at end of input, KILN_EIO on a read error. A last
  * line without a newline is still a line; an empty input has none. */
 int kiln_line_reader_next(kiln_line_reader *reader, kiln_line *out);

@@ -57,41 +57,48 @@ static int find_lineage(void *ctx, const kiln_lineage_entry *e)
 	return 0;
 }
 
-/* Adds the first `bytes` bytes of fd to a BLAKE2b state. */
-static int hash_prefix(int fd, const char *path, uint64_t bytes, crypto_generichash_state *st)
-{
-	static char block[1 << 16];
-	uint64_t done = 0;
+/* The fingerprint of the first `bytes` bytes of a file (docs/FORMATS.md,
+ * lineage.json): BLAKE2b-256 of those bytes when there are at most 2 MiB,
+ * else of their first MiB followed by their last MiB. It tells a replaced
+ * file from a grown one without reading all of it again. */
+#define FINGERPRINT_PART (1u << 20)
 
-	while (done < bytes) {
-		size_t want = bytes - done < sizeof(block) ? (size_t)(bytes - done) : sizeof(block);
-		ssize_t n = pread(fd, block, want, (off_t)done);
+static int hash_range(int fd, const char *path, uint64_t from, uint64_t to, crypto_generichash_state *st)
+{
+	static _Thread_local char block[1 << 16];
+
+	while (from < to) {
+		size_t want = to - from < sizeof(block) ? (size_t)(to - from) : sizeof(block);
+		ssize_t n = pread(fd, block, want, (off_t)from);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return kiln_error_set(KILN_EIO, "%s: read: %s", path, strerror(errno));
 		if (n == 0)
 			return kiln_error_set(KILN_EINVALID, "%s: shorter (%llu bytes) than the %llu bytes an earlier run read",
-					      path, (unsigned long long)done, (unsigned long long)bytes);
+					      path, (unsigned long long)from, (unsigned long long)to);
 		crypto_generichash_update(st, (const unsigned char *)block, (size_t)n);
-		done += (uint64_t)n;
+		from += (uint64_t)n;
 	}
 	return 0;
 }
 
-/* The hex digest of a copy of the state (the state goes on). */
-static void hash_hex(const crypto_generichash_state *st, char out[65])
+static int fingerprint(int fd, const char *path, uint64_t bytes, char out[65])
 {
-	crypto_generichash_state copy = *st;
+	crypto_generichash_state st;
 	unsigned char digest[32];
+	int rc;
 
-	crypto_generichash_final(&copy, digest, sizeof(digest));
+	crypto_generichash_init(&st, NULL, 0, sizeof(digest));
+	if (bytes <= 2 * (uint64_t)FINGERPRINT_PART)
+		rc = hash_range(fd, path, 0, bytes, &st);
+	else if ((rc = hash_range(fd, path, 0, FINGERPRINT_PART, &st)) == 0)
+		rc = hash_range(fd, path, bytes - FINGERPRINT_PART, bytes, &st);
+	if (rc < 0)
+		return rc;
+	crypto_generichash_final(&st, digest, sizeof(digest));
 	sodium_bin2hex(out, 65, digest, sizeof(digest));
-}
-
-static void hash_tap(void *ctx, const void *data, size_t n)
-{
-	crypto_generichash_update(ctx, data, n);
+	return 0;
 }
 
 static void fmt_ratio(kiln_buf *b, double r)
@@ -133,6 +140,51 @@ static int render_dataset_json(kiln_buf *b, const kiln_pipeline *p, const kiln_c
 			       "  \"shards\": {\"format\":\"jsonl\",\"compression\":\"zstd\",\"zstd_level\":%d,"
 			       "\"target_bytes\":%zu,\"hash\":\"blake2b-256\",\"key\":\"shards/<hh>/<hash>.jsonl.zst\"}\n}\n",
 			       p->zstd_level, p->target_bytes);
+}
+
+/* The line of dataset.json that starts with `"name":`, or NULL. */
+static const char *json_line(const char *text, size_t len, const char *name, size_t *out_len)
+{
+	char needle[64];
+	int n = snprintf(needle, sizeof(needle), "\n  \"%s\":", name);
+	const char *at = memmem(text, len, needle, (size_t)n);
+	const char *end;
+
+	if (!at)
+		return NULL;
+	at++;
+	end = memchr(at, '\n', len - (size_t)(at - text));
+	*out_len = end ? (size_t)(end - at) : len - (size_t)(at - text);
+	return at;
+}
+
+/* A branch keeps one pseudonymisation key and one split definition for its
+ * whole history: tokens and splits of old and new shards must agree. A
+ * change is a new dataset version, on a new branch. */
+static int check_same_definition(const kiln_pipeline *p, kiln_manifest *m, const kiln_buf *now)
+{
+	static const char *const parts[] = { "pseudonymisation", "split" };
+	kiln_buf before = KILN_BUF_INIT(0);
+	int rc = kiln_manifest_read(m, p->dataset, p->branch, "dataset.json", &before);
+
+	if (rc <= 0) {
+		kiln_buf_free(&before);
+		return rc;
+	}
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		size_t a_len = 0, b_len = 0;
+		const char *a = json_line(before.ptr, before.len, parts[i], &a_len);
+		const char *b = json_line(now->ptr, now->len, parts[i], &b_len);
+		if (a && b && (a_len != b_len || memcmp(a, b, a_len) != 0)) {
+			rc = kiln_error_set(KILN_EINVALID,
+					    "%s: the %s settings (%s) differ from those %s/%s was made with; a new key, "
+					    "split key, salt or ratios is a new dataset version: run on a new branch (--set branch=NAME)",
+					    p->file, parts[i], i == 0 ? "key" : "key, salt, ratios", p->dataset, p->branch);
+			break;
+		}
+	}
+	kiln_buf_free(&before);
+	return rc < 0 ? rc : 0;
 }
 
 /* The split key must be a required scalar field at the top level that keeps
@@ -254,16 +306,17 @@ static int process(struct worker *wk, struct batch *b)
 		if ((rc = grow((void **)&b->q, &b->q_cap, b->q_count + 1, sizeof(*b->q))) < 0)
 			return rc;
 		report = &b->q[b->q_count].report;
+		kiln_buf_reset(&wk->line);
+		kiln_curate_begin(wk->curator, &wk->line);
 		if (b->too_long[i])
 			kiln_report_single(report, KILN_REJECT_TOO_LARGE, p->max_record_bytes);
 		else
-			kiln_validate(wk->validator, rec, b->len[i], report);
+			kiln_validate_hook(wk->validator, rec, b->len[i], report, kiln_curate_token, wk->curator);
 		if (report->count) {
 			b->q[b->q_count++].line = i;
 			continue;
 		}
-		kiln_buf_reset(&wk->line);
-		if ((rc = kiln_curate(wk->curator, rec, b->len[i], &wk->line, &split_value, &split_len)) < 0)
+		if ((rc = kiln_curate_end(wk->curator, &split_value, &split_len)) < 0)
 			return rc;
 		kiln_split s = kiln_split_assign(wk->run->splitter, split_value, split_len);
 		if ((rc = grow((void **)&b->out_line[s], &b->out_cap[s], b->out_count[s] + 1, sizeof(size_t))) < 0 ||
@@ -464,12 +517,10 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	bool key_loaded = false;
 	uint64_t bytes_read = 0;
 	char prefix_hex[65] = "";
-	crypto_generichash_state prefix_state; /* of every byte of a file source read so far */
 
 	memset(out, 0, sizeof(*out));
 	if (sodium_init() < 0)
 		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
-	crypto_generichash_init(&prefix_state, NULL, 0, 32);
 
 	if ((rc = kiln_contract_load(&contract, p->contract, &copts)) < 0 ||
 	    (rc = check_split_key(p, contract, &split_field)) < 0)
@@ -482,6 +533,8 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	if ((rc = kiln_splitter_init(&splitter, p->split_salt, p->ratios)) < 0 ||
 	    (rc = kiln_store_open(&store, p->store_url, &p->store)) < 0 ||
 	    (rc = kiln_manifest_open(&manifest, p->manifest_repo)) < 0 ||
+	    (rc = render_dataset_json(&dataset_json, p, contract, &key)) < 0 ||
+	    (rc = check_same_definition(p, manifest, &dataset_json)) < 0 ||
 	    (rc = kiln_manifest_lineage(manifest, p->dataset, p->branch, find_lineage, &resume)) < 0)
 		goto cleanup;
 
@@ -495,12 +548,11 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 		}
 		if (resume.found && resume.bytes) {
 			char now[65];
-			if ((rc = hash_prefix(fd, p->source_path, resume.bytes, &prefix_state)) < 0)
+			if ((rc = fingerprint(fd, p->source_path, resume.bytes, now)) < 0)
 				goto cleanup;
-			hash_hex(&prefix_state, now);
 			if (strcmp(now, resume.prefix) != 0) {
 				rc = kiln_error_set(KILN_EINVALID,
-						    "%s: the first %llu bytes differ from what an earlier run of source %s "
+						    "%s: its first %llu bytes are not those an earlier run of source %s "
 						    "read (lineage.json on %s/%s); give the new input another source.name",
 						    p->source_path, (unsigned long long)resume.bytes, p->source_name,
 						    p->dataset, p->branch);
@@ -542,8 +594,6 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	if ((rc = kiln_quarantine_new(&quarantine, store, p->target_bytes, p->zstd_level, NULL)) < 0 ||
 	    (rc = kiln_line_reader_new(&reader, fd, p->max_record_bytes)) < 0)
 		goto cleanup;
-	if (p->source_kind == KILN_SOURCE_FILE)
-		kiln_line_reader_tap(reader, hash_tap, &prefix_state); /* read to the end: all of it is covered */
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
 		if ((rc = kiln_shard_writer_new(&writers[i], store, &wopt)) < 0)
 			goto cleanup;
@@ -577,13 +627,14 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	if (p->source_kind == KILN_SOURCE_FILE) {
 		lineage.path = p->source_path;
 		lineage.bytes = resume.bytes + bytes_read;
-		hash_hex(&prefix_state, prefix_hex);
+		if ((rc = fingerprint(fd, p->source_path, lineage.bytes, prefix_hex)) < 0)
+			goto cleanup;
 		lineage.prefix_blake2b = prefix_hex;
 	}
 	snap.lineage = &lineage;
 	snap.lineage_count = 1;
 	snap.delta = *d;
-	if ((rc = render_dataset_json(&dataset_json, p, contract, &key)) < 0)
+	if ((rc = kiln_buf_putc(&dataset_json, '\0')) < 0)
 		goto cleanup;
 	snap.dataset_json = dataset_json.ptr;
 	rc = kiln_manifest_commit(manifest, &snap, out->commit);

@@ -1452,3 +1452,28 @@ cleanup:
 	git_tree_free(tree);
 	return rc;
 }
+
+int kiln_manifest_read(kiln_manifest *m, const char *dataset, const char *branch, const char *path, kiln_buf *out)
+{
+	char ref[REF_CAP];
+	git_tree *tree = NULL;
+	git_blob *blob = NULL;
+	bool exists;
+	int rc;
+
+	if ((rc = branch_ref(ref, sizeof(ref), dataset, branch)) < 0)
+		return rc;
+	if ((rc = read_tip(m, ref, NULL, &exists, &tree)) < 0)
+		return rc;
+	if (!exists || (rc = read_blob(m, tree, ref, path, &blob)) < 0 || !blob) {
+		rc = rc < 0 ? rc : 0;
+		goto cleanup;
+	}
+	rc = kiln_buf_put(out, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob));
+	if (rc == 0)
+		rc = 1;
+cleanup:
+	git_blob_free(blob);
+	git_tree_free(tree);
+	return rc;
+}

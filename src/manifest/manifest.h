@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/buf.h"
 #include "core/reject.h"
 #include "shard/split.h"
 
@@ -78,6 +79,11 @@ int kiln_manifest_commit(kiln_manifest *manifest, const kiln_snapshot *snapshot,
  * non-zero return. Strings passed to cb live until cb returns. */
 int kiln_manifest_lineage(kiln_manifest *manifest, const char *dataset, const char *branch,
 			  int (*cb)(void *ctx, const kiln_lineage_entry *entry), void *ctx);
+
+/* Appends the file `path` of the branch tip to out: 1 when it was there,
+ * 0 when the branch or the file does not exist, or a negative error. */
+int kiln_manifest_read(kiln_manifest *manifest, const char *dataset, const char *branch, const char *path,
+		       kiln_buf *out);
 
 /* Cumulative stats at the branch tip (all zero when it does not exist). */
 int kiln_manifest_stats(kiln_manifest *manifest, const char *dataset, const char *branch, kiln_stats *out);

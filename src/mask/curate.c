@@ -1,8 +1,9 @@
 /* Record curation: compact re-serialisation with pseudonymisation (see
- * curate.h, docs/FORMATS.md for the token inputs).
+ * curate.h, docs/FORMATS.md for the token inputs). The curator consumes the
+ * validator's token stream, fields already resolved.
  *
- * frames[i] is the container open at depth i and the field it follows
- * (NULL: copied as is, e.g. an unknown field's value). `skip` counts the
+ * frames[i] is the container open at depth i (an object or an array, and
+ * how many members were written, for the commas). `skip` counts the
  * containers of a dropped or redacted value still open: while it is non-zero
  * tokens are consumed without output. `drop_next` says the value after the
  * current key is dropped (its key was not written). */
@@ -10,6 +11,7 @@
 
 #include <sodium.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,14 +36,12 @@ struct cache_slot {
 };
 
 struct cframe {
-	const kiln_field *field;
 	bool is_object;
 	uint32_t emitted;
 };
 
 struct kiln_curator {
 	kiln_curator_options opt;
-	kiln_json_scanner *scanner;
 	kiln_detector *detector;
 	struct cframe *frames;
 	kiln_buf text;    /* a decoded string value */
@@ -49,6 +49,13 @@ struct kiln_curator {
 	kiln_buf split;   /* the split key's curated value */
 	kiln_detect_match matches[MAX_MATCHES];
 	struct cache_slot *cache;
+
+	/* the record being curated */
+	kiln_buf *out;
+	uint32_t depth, skip;
+	bool drop_next, have_split;
+	int rc;
+	char error[256];
 };
 
 int kiln_curator_new(kiln_curator **out, const kiln_curator_options *opt)
@@ -62,11 +69,9 @@ int kiln_curator_new(kiln_curator **out, const kiln_curator_options *opt)
 	c->opt = *opt;
 	if (!c->opt.limits.max_depth)
 		c->opt.limits.max_depth = KILN_JSON_DEFAULT_DEPTH;
-	c->opt.limits.allow_duplicate_keys = true; /* the validator has rejected them already */
-	c->scanner = kiln_json_scanner_new(&c->opt.limits);
 	c->frames = calloc((size_t)c->opt.limits.max_depth + 1, sizeof(*c->frames));
 	c->cache = calloc(CACHE_SLOTS, sizeof(*c->cache));
-	if (!c->scanner || !c->frames || !c->cache) {
+	if (!c->frames || !c->cache) {
 		kiln_curator_free(c);
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	}
@@ -82,7 +87,6 @@ void kiln_curator_free(kiln_curator *c)
 {
 	if (!c)
 		return;
-	kiln_json_scanner_free(c->scanner);
 	kiln_detector_free(c->detector);
 	free(c->frames);
 	kiln_buf_free(&c->text);
@@ -320,98 +324,94 @@ static int separate(kiln_buf *out, struct cframe *fr)
 	return fr->emitted++ ? kiln_buf_putc(out, ',') : 0;
 }
 
-int kiln_curate(kiln_curator *c, const char *record, size_t len, kiln_buf *out, const char **out_split,
-		size_t *out_split_len)
+void kiln_curate_begin(kiln_curator *c, kiln_buf *out)
 {
-	const kiln_field *pending = NULL;
-	kiln_json_token t;
-	uint32_t depth = 0, skip = 0;
-	bool drop_next = false, have_split = false;
-	int rc, next;
+	c->out = out;
+	c->depth = 0;
+	c->skip = 0;
+	c->drop_next = false;
+	c->have_split = false;
+	c->rc = 0;
+}
 
-	kiln_json_scanner_reset(c->scanner, record, len);
-	while ((next = kiln_json_next(c->scanner, &t)) > 0) {
-		struct cframe *top = depth ? &c->frames[depth - 1] : NULL;
-		const kiln_field *f;
-		size_t from;
+static int curate_token(kiln_curator *c, const kiln_json_token *t, const kiln_field *f)
+{
+	struct cframe *top = c->depth ? &c->frames[c->depth - 1] : NULL;
+	kiln_buf *out = c->out;
+	size_t from;
+	int rc;
 
-		if (skip) {
-			if (t.type == KILN_JSON_OBJECT_BEGIN || t.type == KILN_JSON_ARRAY_BEGIN)
-				skip++;
-			else if (t.type == KILN_JSON_OBJECT_END || t.type == KILN_JSON_ARRAY_END)
-				skip--;
-			continue;
-		}
-		switch (t.type) {
-		case KILN_JSON_KEY:
-			pending = NULL;
-			if (top->field) {
-				const char *k;
-				size_t kn;
-				if ((rc = decode(c, &t, &k, &kn)) < 0)
-					return rc;
-				pending = kiln_field_child(top->field, k, kn, t.key_hash);
-			}
-			drop_next = pending && pending->pseudo_mode == KILN_PSEUDO_DROP;
-			if (drop_next)
-				continue;
-			if ((rc = separate(out, top)) < 0 || (rc = kiln_buf_putc(out, '"')) < 0 ||
-			    (rc = kiln_buf_put(out, t.ptr, t.len)) < 0 || (rc = kiln_buf_put(out, "\":", 2)) < 0)
-				return rc;
-			continue;
-		case KILN_JSON_OBJECT_END:
-		case KILN_JSON_ARRAY_END:
-			if ((rc = kiln_buf_putc(out, t.type == KILN_JSON_OBJECT_END ? '}' : ']')) < 0)
-				return rc;
-			depth--;
-			continue;
-		default:
-			break;
-		}
-
-		/* a value: the field it follows */
-		if (!top)
-			f = c->opt.contract->root;
-		else if (top->is_object)
-			f = pending;
-		else
-			f = top->field ? top->field->items : NULL;
-		if ((top && top->is_object && drop_next) || (top && !top->is_object && f && f->pseudo_mode == KILN_PSEUDO_DROP)) {
-			drop_next = false;
-			skip = t.type == KILN_JSON_OBJECT_BEGIN || t.type == KILN_JSON_ARRAY_BEGIN;
-			continue;
-		}
-		if (top && !top->is_object && (rc = separate(out, top)) < 0)
-			return rc;
-		from = out->len;
-		if (t.type == KILN_JSON_OBJECT_BEGIN || t.type == KILN_JSON_ARRAY_BEGIN) {
-			bool object = t.type == KILN_JSON_OBJECT_BEGIN;
-			if (f && f->pseudo_mode == KILN_PSEUDO_REDACT && top) {
-				if ((rc = kiln_buf_puts(out, "\"" KILN_REDACTED "\"")) < 0)
-					return rc;
-				skip = 1;
-				continue;
-			}
-			if ((rc = kiln_buf_putc(out, object ? '{' : '[')) < 0)
-				return rc;
-			c->frames[depth++] = (struct cframe){
-				.field = f && f->type == (object ? KILN_LTYPE_OBJECT : KILN_LTYPE_ARRAY) ? f : NULL,
-				.is_object = object,
-			};
-			continue;
-		}
-		if ((rc = put_scalar(c, out, f, &t)) < 0)
-			return rc;
-		if (depth == 1 && f && f == c->opt.split_field && t.type != KILN_JSON_NULL) {
-			if ((rc = note_split(c, out, from)) < 0)
-				return rc;
-			have_split = true;
-		}
+	if (c->skip) {
+		if (t->type == KILN_JSON_OBJECT_BEGIN || t->type == KILN_JSON_ARRAY_BEGIN)
+			c->skip++;
+		else if (t->type == KILN_JSON_OBJECT_END || t->type == KILN_JSON_ARRAY_END)
+			c->skip--;
+		return 0;
 	}
-	if (next < 0)
-		return kiln_error_set(KILN_EINVALID, "record is not valid JSON (%s)",
-				      kiln_reject_name(kiln_json_scanner_error(c->scanner, NULL, NULL)));
-	if (c->opt.split_field && !have_split)
+	switch (t->type) {
+	case KILN_JSON_KEY:
+		c->drop_next = f && f->pseudo_mode == KILN_PSEUDO_DROP;
+		if (c->drop_next)
+			return 0;
+		if ((rc = separate(out, top)) < 0 || (rc = kiln_buf_putc(out, '"')) < 0 ||
+		    (rc = kiln_buf_put(out, t->ptr, t->len)) < 0)
+			return rc;
+		return kiln_buf_put(out, "\":", 2);
+	case KILN_JSON_OBJECT_END:
+	case KILN_JSON_ARRAY_END:
+		c->depth--;
+		return kiln_buf_putc(out, t->type == KILN_JSON_OBJECT_END ? '}' : ']');
+	default:
+		break;
+	}
+
+	/* a value, checked against f */
+	if ((top && top->is_object && c->drop_next) || (top && !top->is_object && f && f->pseudo_mode == KILN_PSEUDO_DROP)) {
+		c->drop_next = false;
+		c->skip = t->type == KILN_JSON_OBJECT_BEGIN || t->type == KILN_JSON_ARRAY_BEGIN;
+		return 0;
+	}
+	if (top && !top->is_object && (rc = separate(out, top)) < 0)
+		return rc;
+	if (t->type == KILN_JSON_OBJECT_BEGIN || t->type == KILN_JSON_ARRAY_BEGIN) {
+		bool object = t->type == KILN_JSON_OBJECT_BEGIN;
+		if (f && f->pseudo_mode == KILN_PSEUDO_REDACT && top) {
+			c->skip = 1;
+			return kiln_buf_puts(out, "\"" KILN_REDACTED "\"");
+		}
+		if (c->depth == c->opt.limits.max_depth)
+			return kiln_error_set(KILN_ELIMIT, "record nested too deep"); /* the validator rejects it too */
+		c->frames[c->depth++] = (struct cframe){ .is_object = object };
+		return kiln_buf_putc(out, object ? '{' : '[');
+	}
+	from = out->len;
+	if ((rc = put_scalar(c, out, f, t)) < 0)
+		return rc;
+	if (c->depth == 1 && f && f == c->opt.split_field && t->type != KILN_JSON_NULL) {
+		if ((rc = note_split(c, out, from)) < 0)
+			return rc;
+		c->have_split = true;
+	}
+	return 0;
+}
+
+int kiln_curate_token(void *curator, const kiln_json_token *t, const kiln_field *field)
+{
+	kiln_curator *c = curator;
+	int rc = curate_token(c, t, field);
+
+	if (rc < 0) {
+		c->rc = rc;
+		snprintf(c->error, sizeof(c->error), "%s", kiln_error_last());
+	}
+	return rc;
+}
+
+int kiln_curate_end(kiln_curator *c, const char **out_split, size_t *out_split_len)
+{
+	if (c->rc < 0)
+		return kiln_error_set(c->rc, "%s", c->error);
+	if (c->opt.split_field && !c->have_split)
 		return kiln_error_set(KILN_ENOTFOUND, "record has no value for the split key %s",
 				      c->opt.split_field->name);
 	*out_split = c->split.ptr ? c->split.ptr : "";

@@ -1,4 +1,4 @@
-/* Turns a valid record into its curated form in one pass over its tokens:
+/* Turns a valid record into its curated form as its tokens stream by:
  * re-serialised compactly (insignificant whitespace dropped, every other
  * token copied as written) with each field pseudonymised as its contract
  * says (token, keep-domain, redact, drop, keep, free-text detectors). Also
@@ -28,11 +28,18 @@ typedef struct kiln_curator_options {
 int kiln_curator_new(kiln_curator **out, const kiln_curator_options *options);
 void kiln_curator_free(kiln_curator *curator);
 
-/* Appends the curated form of record[0..len) (already valid under the
- * contract) to `out`, without a newline. out_split and out_split_len receive
- * the split key's curated value (string content, or a number's text), valid
- * until the next call; KILN_ENOTFOUND when the record lacks it. */
-int kiln_curate(kiln_curator *curator, const char *record, size_t len, kiln_buf *out, const char **out_split,
-		size_t *out_split_len);
+/* Curating a record: kiln_curate_begin(), then every token with its field
+ * through kiln_curate_token() (a kiln_token_hook: pass it to
+ * kiln_validate_hook so one pass validates and curates), then
+ * kiln_curate_end(). The curated form (no newline) is appended to `out`;
+ * it is meaningful only when the record was valid. */
+void kiln_curate_begin(kiln_curator *curator, kiln_buf *out);
+int kiln_curate_token(void *curator, const kiln_json_token *token, const kiln_field *field);
+
+/* The first error of the record's tokens, or KILN_ENOTFOUND when it had no
+ * split key value; else 0 with the split key's curated value (a string's
+ * content or a number's text) in out_split/out_split_len, valid until the
+ * next record. */
+int kiln_curate_end(kiln_curator *curator, const char **out_split, size_t *out_split_len);
 
 #endif
