@@ -30,7 +30,7 @@ int kiln_buf_reserve(kiln_buf *b, size_t extra)
 	return 0;
 }
 
-int kiln_buf_put(kiln_buf *b, const void *data, size_t len)
+int kiln_buf_put_slow(kiln_buf *b, const void *data, size_t len)
 {
 	int rc = kiln_buf_reserve(b, len);
 
@@ -39,17 +39,6 @@ int kiln_buf_put(kiln_buf *b, const void *data, size_t len)
 	if (len)
 		memcpy(b->ptr + b->len, data, len);
 	b->len += len;
-	return 0;
-}
-
-int kiln_buf_putc(kiln_buf *b, char c)
-{
-	if (b->len == b->cap) {
-		int rc = kiln_buf_reserve(b, 1);
-		if (rc < 0)
-			return rc;
-	}
-	b->ptr[b->len++] = c;
 	return 0;
 }
 

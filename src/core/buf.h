@@ -5,6 +5,7 @@
 #define KILN_CORE_BUF_H
 
 #include <stddef.h>
+#include <string.h>
 
 typedef struct kiln_buf {
 	char *ptr;
@@ -15,8 +16,26 @@ typedef struct kiln_buf {
 #define KILN_BUF_INIT(max_) { NULL, 0, 0, (max_) }
 
 int kiln_buf_reserve(kiln_buf *buf, size_t extra);
-int kiln_buf_put(kiln_buf *buf, const void *data, size_t len);
-int kiln_buf_putc(kiln_buf *buf, char c);
+int kiln_buf_put_slow(kiln_buf *buf, const void *data, size_t len);
+
+/* Appends (inline while it fits: these run for every token of every record). */
+static inline int kiln_buf_put(kiln_buf *buf, const void *data, size_t len)
+{
+	if (buf->cap - buf->len < len)
+		return kiln_buf_put_slow(buf, data, len);
+	if (len)
+		memcpy(buf->ptr + buf->len, data, len);
+	buf->len += len;
+	return 0;
+}
+
+static inline int kiln_buf_putc(kiln_buf *buf, char c)
+{
+	if (buf->len == buf->cap)
+		return kiln_buf_put_slow(buf, &c, 1);
+	buf->ptr[buf->len++] = c;
+	return 0;
+}
 int kiln_buf_puts(kiln_buf *buf, const char *s);
 int kiln_buf_printf(kiln_buf *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* s[0..n) (valid UTF-8) as a JSON string with quotes: escapes '"', '\\' and

@@ -232,7 +232,8 @@ struct batch {
 	size_t count, cap;
 	/* results */
 	kiln_buf out[KILN_SPLIT_COUNT]; /* curated lines, '\n'-terminated */
-	size_t *out_line[KILN_SPLIT_COUNT];
+	size_t *out_line[KILN_SPLIT_COUNT]; /* input line of each curated line */
+	size_t *out_len[KILN_SPLIT_COUNT];  /* its length, without the '\n' */
 	size_t out_count[KILN_SPLIT_COUNT], out_cap[KILN_SPLIT_COUNT];
 	struct qitem *q;
 	size_t q_count, q_cap;
@@ -282,6 +283,7 @@ static void batch_free(struct batch *b)
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
 		kiln_buf_free(&b->out[i]);
 		free(b->out_line[i]);
+		free(b->out_len[i]);
 	}
 	free(b->q);
 }
@@ -319,11 +321,21 @@ static int process(struct worker *wk, struct batch *b)
 		if ((rc = kiln_curate_end(wk->curator, &split_value, &split_len)) < 0)
 			return rc;
 		kiln_split s = kiln_split_assign(wk->run->splitter, split_value, split_len);
-		if ((rc = grow((void **)&b->out_line[s], &b->out_cap[s], b->out_count[s] + 1, sizeof(size_t))) < 0 ||
-		    (rc = kiln_buf_put(&b->out[s], wk->line.ptr, wk->line.len)) < 0 ||
-		    (rc = kiln_buf_putc(&b->out[s], '\n')) < 0)
+		if (b->out_count[s] == b->out_cap[s]) {
+			size_t cap = b->out_cap[s] ? b->out_cap[s] * 2 : 1024;
+			size_t *ol = realloc(b->out_line[s], cap * sizeof(*ol));
+			size_t *on = ol ? realloc(b->out_len[s], cap * sizeof(*on)) : NULL;
+			if (ol)
+				b->out_line[s] = ol;
+			if (!on)
+				return kiln_error_set(KILN_ENOMEM, "out of memory");
+			b->out_len[s] = on;
+			b->out_cap[s] = cap;
+		}
+		if ((rc = kiln_buf_put(&b->out[s], wk->line.ptr, wk->line.len)) < 0)
 			return rc;
-		b->out_line[s][b->out_count[s]++] = i;
+		b->out_line[s][b->out_count[s]] = i;
+		b->out_len[s][b->out_count[s]++] = wk->line.len;
 	}
 	return 0;
 }
@@ -411,11 +423,10 @@ static int consume(const kiln_pipeline *p, struct batch *b, kiln_shard_writer **
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
 		const char *line = b->out[s].ptr;
 		for (size_t i = 0; i < b->out_count[s]; i++) {
-			const char *nl = memchr(line, '\n', (size_t)(b->out[s].ptr + b->out[s].len - line));
-			if ((rc = kiln_shard_writer_append(writers[s], line, (size_t)(nl - line), p->source_name, 0,
+			if ((rc = kiln_shard_writer_append(writers[s], line, b->out_len[s][i], p->source_name, 0,
 							   b->first_offset + (int64_t)b->out_line[s][i])) < 0)
 				return rc;
-			line = nl + 1;
+			line += b->out_len[s][i];
 		}
 		d->valid += b->out_count[s];
 		d->splits[s].records += b->out_count[s];

@@ -27,6 +27,20 @@
 #define CACHE_SLOTS 16384
 #define CACHE_VALUE_MAX 46
 
+/* Per domain, whether the cache pays: a domain whose values rarely repeat
+ * (a unique id) would only pay for the lookups, so after a trial window of
+ * CACHE_TRIAL lookups with under 1 in 8 hits it bypasses the cache until the
+ * next trial, CACHE_RETRY lookups later. */
+#define CACHE_DOMAINS 32
+#define CACHE_TRIAL 4096
+#define CACHE_RETRY (1u << 20)
+
+struct cache_domain {
+	const char *domain;
+	uint32_t lookups, hits;
+	bool bypass;
+};
+
 struct cache_slot {
 	const char *domain; /* NULL: empty */
 	uint64_t hash;
@@ -49,6 +63,7 @@ struct kiln_curator {
 	kiln_buf split;   /* the split key's curated value */
 	kiln_detect_match matches[MAX_MATCHES];
 	struct cache_slot *cache;
+	struct cache_domain domains[CACHE_DOMAINS];
 
 	/* the record being curated */
 	kiln_buf *out;
@@ -101,16 +116,38 @@ void kiln_curator_free(kiln_curator *c)
 
 /* kiln_token through the cache. `domain` must be a string that lives as long
  * as the curator (a field's or a detector's), compared by address. */
+static struct cache_domain *cache_domain(kiln_curator *c, const char *domain)
+{
+	for (int i = 0; i < CACHE_DOMAINS; i++) {
+		struct cache_domain *d = &c->domains[i];
+		if (d->domain == domain)
+			return d;
+		if (!d->domain) {
+			d->domain = domain;
+			return d;
+		}
+	}
+	return NULL; /* more domains than slots: no cache for the rest */
+}
+
 static size_t token_of(kiln_curator *c, char out[KILN_TOKEN_MAX], const char *domain, const char *v, size_t n)
 {
+	struct cache_domain *d = cache_domain(c, domain);
 	struct cache_slot *slot;
 	uint64_t h;
 
-	if (n > CACHE_VALUE_MAX)
+	if (!d || n > CACHE_VALUE_MAX)
+		return kiln_token(out, c->opt.key, domain, strlen(domain), v, n);
+	if (++d->lookups == (d->bypass ? CACHE_RETRY : CACHE_TRIAL)) {
+		d->bypass = !d->bypass && d->hits < CACHE_TRIAL / 8;
+		d->lookups = d->hits = 0;
+	}
+	if (d->bypass)
 		return kiln_token(out, c->opt.key, domain, strlen(domain), v, n);
 	h = kiln_json_hash(v, n) ^ (uint64_t)(uintptr_t)domain * 0x9e3779b97f4a7c15ull;
 	slot = &c->cache[h & (CACHE_SLOTS - 1)];
 	if (slot->domain == domain && slot->hash == h && slot->len == n && memcmp(slot->value, v, n) == 0) {
+		d->hits++;
 		memcpy(out, slot->token, (size_t)slot->token_len + 1);
 		return slot->token_len;
 	}
