@@ -21,7 +21,7 @@ out=bench/out
 mkdir -p "$out"
 
 input_for() { # N -> path of a generated input with N records
-	local f=$out/user-events-$1.jsonl
+	local f=$root/$out/user-events-$1.jsonl
 	if [[ ! -s $f ]]; then
 		echo "generating $1 records into $f ..." >&2
 		/usr/bin/python3 bench/gen-user-events.py --records "$1" --seed 1 -o "$f.tmp"
@@ -30,7 +30,7 @@ input_for() { # N -> path of a generated input with N records
 	echo "$f"
 }
 
-work=$(mktemp -d "$out/run-XXXXXX")
+work=$(mktemp -d "$root/$out/run-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/key")
 

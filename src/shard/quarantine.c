@@ -11,7 +11,7 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
-#include "shard/writer.h"
+#include "shard/spool.h"
 
 struct kiln_quarantine {
 	kiln_store *store;
@@ -19,11 +19,12 @@ struct kiln_quarantine {
 	size_t target;
 	int level;
 	const char *spool_dir;
-	kiln_buf lines;
+	kiln_spool lines;
 	char *topic;
 	int32_t partition;
 	int64_t first, last;
 	uint64_t objects;
+	kiln_buf line; /* the line being written */
 	kiln_buf b64;
 };
 
@@ -32,9 +33,16 @@ int kiln_quarantine_new(kiln_quarantine **out, kiln_store *store, size_t target,
 	kiln_quarantine *q = calloc(1, sizeof(*q));
 
 	*out = NULL;
+	int rc;
+
 	if (!q || !(q->cctx = ZSTD_createCCtx())) {
 		free(q);
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	}
+	if ((rc = kiln_spool_open(&q->lines, spool_dir)) < 0) {
+		ZSTD_freeCCtx(q->cctx);
+		free(q);
+		return rc;
 	}
 	q->store = store;
 	q->target = target ? target : (64u << 20);
@@ -49,7 +57,8 @@ void kiln_quarantine_free(kiln_quarantine *q)
 	if (!q)
 		return;
 	ZSTD_freeCCtx(q->cctx);
-	kiln_buf_free(&q->lines);
+	kiln_spool_close(&q->lines);
+	kiln_buf_free(&q->line);
 	kiln_buf_free(&q->b64);
 	free(q->topic);
 	free(q);
@@ -61,14 +70,13 @@ int kiln_quarantine_flush(kiln_quarantine *q)
 	uint64_t bytes;
 	int rc;
 
-	if (!q->lines.len)
+	if (!q->lines.size)
 		return 0;
 	snprintf(key, sizeof(key), "quarantine/%s/%d/%lld-%lld.jsonl.zst", q->topic, (int)q->partition,
 		 (long long)q->first, (long long)q->last);
-	rc = kiln_zstd_store(q->store, q->cctx, q->level, q->spool_dir, key, q->lines.ptr, q->lines.len, hash, &bytes);
+	rc = kiln_spool_store(&q->lines, q->store, q->cctx, q->level, key, hash, &bytes);
 	if (rc < 0)
 		return rc;
-	kiln_buf_reset(&q->lines);
 	q->objects++;
 	return 0;
 }
@@ -76,13 +84,14 @@ int kiln_quarantine_flush(kiln_quarantine *q)
 int kiln_quarantine_add(kiln_quarantine *q, const char *topic, int32_t partition, int64_t offset,
 			const kiln_report *report, const char *raw, size_t raw_len)
 {
-	kiln_buf *b = &q->lines;
+	kiln_buf *b = &q->line;
 	int rc;
 
-	if (q->lines.len && (partition != q->partition || strcmp(topic, q->topic) != 0) &&
+	if (q->lines.size && (partition != q->partition || strcmp(topic, q->topic) != 0) &&
 	    (rc = kiln_quarantine_flush(q)) < 0)
 		return rc;
-	if (!q->lines.len) {
+	kiln_buf_reset(b);
+	if (!q->lines.size) {
 		char *t = strdup(topic);
 		if (!t)
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
@@ -122,9 +131,9 @@ int kiln_quarantine_add(kiln_quarantine *q, const char *topic, int32_t partition
 	} else if ((rc = kiln_buf_puts(b, ",\"record\":null")) < 0) {
 		return rc;
 	}
-	if ((rc = kiln_buf_puts(b, "}\n")) < 0)
+	if ((rc = kiln_buf_puts(b, "}\n")) < 0 || (rc = kiln_spool_write(&q->lines, b->ptr, b->len)) < 0)
 		return rc;
-	return q->lines.len >= q->target ? kiln_quarantine_flush(q) : 0;
+	return q->lines.size >= q->target ? kiln_quarantine_flush(q) : 0;
 }
 
 uint64_t kiln_quarantine_objects(const kiln_quarantine *q)

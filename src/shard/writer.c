@@ -11,9 +11,8 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "shard/spool.h"
 #include "core/error.h"
-
-#define OUT_CHUNK (1u << 20)
 
 struct range {
 	char *topic;
@@ -21,9 +20,9 @@ struct range {
 	int64_t first, last;
 };
 
-/* A closed shard on its way to the store. */
+/* A shard: filling, or closed and on its way to the store. */
 struct job {
-	kiln_buf data;
+	kiln_spool spool; /* its JSON Lines */
 	uint64_t records;
 	struct range *ranges;
 	size_t range_count, range_cap;
@@ -47,78 +46,6 @@ struct kiln_shard_writer {
 	pthread_cond_t cond;
 };
 
-static const char *spool_dir(const char *dir)
-{
-	const char *t;
-
-	if (dir)
-		return dir;
-	t = getenv("TMPDIR");
-	return t && *t ? t : "/tmp";
-}
-
-int kiln_zstd_store(kiln_store *store, ZSTD_CCtx *cctx, int level, const char *dir, const char *key,
-		    const void *data, size_t len, char out_hash[65], uint64_t *out_bytes)
-{
-	char path[4096], shard_key[128];
-	unsigned char digest[32];
-	crypto_generichash_state hs;
-	ZSTD_inBuffer in = { data, len, 0 };
-	char *chunk = NULL;
-	uint64_t total = 0;
-	size_t rest;
-	int fd, rc = 0;
-
-	snprintf(path, sizeof(path), "%s/kiln-spool-XXXXXX", spool_dir(dir));
-	fd = mkstemp(path);
-	if (fd < 0)
-		return kiln_error_set(KILN_EIO, "%s: cannot create a spool file: %s", spool_dir(dir), strerror(errno));
-	chunk = malloc(OUT_CHUNK);
-	if (!chunk) {
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
-		goto cleanup;
-	}
-	ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
-	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
-	ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-	ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
-	ZSTD_CCtx_setPledgedSrcSize(cctx, len);
-	crypto_generichash_init(&hs, NULL, 0, sizeof(digest));
-	do {
-		ZSTD_outBuffer out = { chunk, OUT_CHUNK, 0 };
-		rest = ZSTD_compressStream2(cctx, &out, &in, ZSTD_e_end);
-		if (ZSTD_isError(rest)) {
-			rc = kiln_error_set(KILN_EIO, "zstd: %s", ZSTD_getErrorName(rest));
-			goto cleanup;
-		}
-		crypto_generichash_update(&hs, (const unsigned char *)chunk, out.pos);
-		for (size_t off = 0; off < out.pos;) {
-			ssize_t w = write(fd, chunk + off, out.pos - off);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				rc = kiln_error_set(KILN_EIO, "%s: write: %s", path, strerror(errno));
-				goto cleanup;
-			}
-			off += (size_t)w;
-		}
-		total += out.pos;
-	} while (rest != 0);
-	crypto_generichash_final(&hs, digest, sizeof(digest));
-	sodium_bin2hex(out_hash, 65, digest, sizeof(digest));
-	*out_bytes = total;
-	if (!key) {
-		snprintf(shard_key, sizeof(shard_key), "shards/%.2s/%s.jsonl.zst", out_hash, out_hash);
-		key = shard_key;
-	}
-	rc = kiln_store_put_file(store, key, path, total);
-cleanup:
-	free(chunk);
-	close(fd);
-	unlink(path);
-	return rc;
-}
-
 static void free_ranges(struct range *r, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -129,7 +56,7 @@ static void job_free(struct job *j)
 {
 	free_ranges(j->ranges, j->range_count);
 	free(j->ranges);
-	kiln_buf_free(&j->data);
+	kiln_spool_close(&j->spool);
 }
 
 /* Compresses and stores a closed shard and lists its entry. */
@@ -142,8 +69,8 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 	sources = calloc(j->range_count ? j->range_count : 1, sizeof(*sources));
 	if (!sources)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
-	rc = kiln_zstd_store(w->store, w->cctx, w->opt.level, w->opt.spool_dir, NULL, j->data.ptr, j->data.len, e.hash,
-			     &e.bytes);
+	e.raw_bytes = j->spool.size;
+	rc = kiln_spool_store(&j->spool, w->store, w->cctx, w->opt.level, NULL, e.hash, &e.bytes);
 	if (rc < 0) {
 		free(sources);
 		return rc;
@@ -153,7 +80,6 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 						  .first = j->ranges[i].first, .last = j->ranges[i].last };
 		j->ranges[i].topic = NULL; /* now owned by the entry */
 	}
-	e.raw_bytes = j->data.len;
 	e.records = j->records;
 	e.sources = sources;
 	e.source_count = j->range_count;
@@ -173,7 +99,6 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 	pthread_mutex_unlock(&w->lock);
 	j->range_count = 0;
 	j->records = 0;
-	kiln_buf_reset(&j->data);
 	return 0;
 }
 
@@ -217,10 +142,17 @@ int kiln_shard_writer_new(kiln_shard_writer **out, kiln_store *store, const kiln
 	w->store = store;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
+	w->open.spool.fd = w->flight.spool.fd = -1;
 	w->cctx = ZSTD_createCCtx();
 	if (!w->cctx) {
 		kiln_shard_writer_free(w);
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	}
+	int rc;
+	if ((rc = kiln_spool_open(&w->open.spool, w->opt.spool_dir)) < 0 ||
+	    (w->opt.background && (rc = kiln_spool_open(&w->flight.spool, w->opt.spool_dir)) < 0)) {
+		kiln_shard_writer_free(w);
+		return rc;
 	}
 	if (w->opt.background) {
 		if (pthread_create(&w->thread, NULL, writer_thread, w) != 0) {
@@ -304,16 +236,11 @@ int kiln_shard_writer_append(kiln_shard_writer *w, const char *line, size_t len,
 	struct job *j = &w->open;
 	int rc;
 
-	/* one allocation of the shard's size, touched only as it fills */
-	if (!j->data.cap && (rc = kiln_buf_reserve(&j->data, w->opt.target_bytes + (1u << 20))) < 0)
+	if ((rc = note_source(j, topic, partition, offset)) < 0 || (rc = kiln_spool_write(&j->spool, line, len)) < 0 ||
+	    (rc = kiln_spool_write(&j->spool, "\n", 1)) < 0)
 		return rc;
-	if ((rc = kiln_buf_reserve(&j->data, len + 1)) < 0 || (rc = note_source(j, topic, partition, offset)) < 0)
-		return rc;
-	memcpy(j->data.ptr + j->data.len, line, len);
-	j->data.len += len;
-	j->data.ptr[j->data.len++] = '\n';
 	j->records++;
-	if (j->data.len >= w->opt.target_bytes)
+	if (j->spool.size >= w->opt.target_bytes)
 		return kiln_shard_writer_flush(w);
 	return 0;
 }

@@ -3,11 +3,12 @@
  * content size and checksum, named by the BLAKE2b-256 of its compressed
  * bytes and stored once at shards/<hh>/<hash>.jsonl.zst.
  *
- * States: empty (no open record) -> filling (buffer holds records, sources
+ * States: empty (no open record) -> filling (a spool file holds records, sources
  * track the offsets they came from) -> closed (compressed, stored, entry
  * listed) -> empty. In the background mode a closed shard is compressed and
- * stored on the writer's own thread while the next one fills (two buffers,
- * at most one shard in flight). A writer owns one reused zstd context. */
+ * stored on the writer's own thread while the next one fills (two spool
+ * files, at most one shard in flight). Shards are spooled on disk, so memory
+ * does not depend on target_bytes. A writer owns one reused zstd context. */
 #ifndef KILN_SHARD_WRITER_H
 #define KILN_SHARD_WRITER_H
 
@@ -24,7 +25,7 @@
 typedef struct kiln_shard_writer_options {
 	size_t target_bytes;   /* uncompressed bytes at which a shard closes; 0 = 64 MiB */
 	int level;             /* zstd level; 0 = 3 */
-	const char *spool_dir; /* compressed objects wait here for upload; NULL = $TMPDIR or /tmp */
+	const char *spool_dir; /* shards are spooled here (uncompressed, then compressed); NULL = $TMPDIR or /tmp */
 	bool background;       /* compress and store closed shards on the writer's own thread */
 } kiln_shard_writer_options;
 
@@ -49,11 +50,5 @@ int kiln_shard_writer_finish(kiln_shard_writer *writer);
 
 /* Every shard stored so far, in closing order (owned by the writer). */
 const kiln_shard_entry *kiln_shard_writer_shards(const kiln_shard_writer *writer, size_t *out_count);
-
-/* Compresses data[0..len) as one zstd frame (content size and checksum on)
- * through a spool file, hashes the compressed bytes and stores them under
- * `key`, or under shards/<hh>/<hash>.jsonl.zst when key is NULL. */
-int kiln_zstd_store(kiln_store *store, ZSTD_CCtx *cctx, int level, const char *spool_dir, const char *key,
-		    const void *data, size_t len, char out_hash[65], uint64_t *out_bytes);
 
 #endif

@@ -1,0 +1,356 @@
+#!/usr/bin/env bash
+# `kiln run` end to end into an s3:// store: the npm s3rver 3.x on 127.0.0.1
+# with signature checking, started as tests/integration/s3_store.sh starts it
+# (see there for the launcher and why it is needed). Generated user events
+# (5 % invalid) are curated into s3://kiln-run/kiln; every shard the manifest
+# lists is read back with an independent client (Debian's python3-boto3) and
+# its BLAKE2b-256 compared with its name, then the bucket's kiln/ prefix is
+# downloaded and tests/integration/curate_check.py checks it as a file store.
+# Also: a wrong secret, a credentials file (0644 refused, 0600 used) and an
+# unreachable endpoint, each on a branch of its own: exit 2, one line on
+# stderr, no secret in it, nothing committed.
+# Skips (exit 77) without s3rver (scripts/bootstrap installs it into
+# .deps/npm), node, git or python3-boto3/python3-zstandard.
+set -uo pipefail
+
+src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+kiln=${KILN:-$src/build/kiln}
+py=/usr/bin/python3
+checker=$src/tests/integration/curate_check.py
+gen=$src/bench/gen-user-events.py
+pipeline=$src/pipelines/user-events.yaml
+contract=$src/contracts/user-events.yaml
+s3rver_bin=$src/.deps/npm/node_modules/.bin/s3rver
+bucket="kiln-run"
+ref=refs/heads/user-events/main
+
+if [ ! -e "$s3rver_bin" ]; then
+	echo "SKIP: s3rver is not installed at $s3rver_bin (run scripts/bootstrap)"
+	exit 77
+fi
+for tool in node git; do
+	command -v "$tool" >/dev/null || { echo "SKIP: $tool is not on PATH (run scripts/bootstrap)"; exit 77; }
+done
+if ! "$py" -c 'import boto3, zstandard' 2>/dev/null; then
+	echo "SKIP: python3-boto3 or python3-zstandard is not installed (run scripts/bootstrap)"
+	exit 77
+fi
+if [ ! -x "$kiln" ]; then
+	echo "FAIL: no kiln binary at $kiln (set KILN)"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+s3rver_pkg=$(cd "$(dirname "$(readlink -f "$s3rver_bin")")/.." && pwd)
+
+unset http_proxy https_proxy all_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY
+export no_proxy='127.0.0.1,localhost,.localhost' NO_PROXY='127.0.0.1,localhost,.localhost'
+unset KILN_S3_ENDPOINT KILN_S3_HTTP KILN_S3_CREDENTIALS_FILE KILN_S3_VIRTUAL_HOST KILN_S3_MAX_RETRIES
+unset KILN_BRANCH KILN_SPLIT_SALT KILN_STORE
+
+tmp=$(mktemp -d)
+pid=''
+cleanup() {
+	if [ -n "$pid" ]; then
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- s3rver, through the launcher of s3_store.sh (bucket-level V2 signatures
+# over "/BUCKET/"; object requests checked by s3rver's own code)
+cat >"$tmp/launch.js" <<'EOF'
+// node launch.js S3RVER_PACKAGE_DIR DATA_DIR PORT_FILE BUCKET
+'use strict';
+const fs = require('fs');
+const [pkg, dir, portFile, bucket] = process.argv.slice(2);
+const authPath = require.resolve(pkg + '/lib/middleware/authentication');
+const makeAuth = require(authPath);
+// Must replace the module before s3rver's router loads it.
+require.cache[authPath].exports = () => {
+  const auth = makeAuth();
+  return async function authentication(ctx, next) {
+    let passed = false;
+    try {
+      return await auth(ctx, () => { passed = true; return next(); });
+    } catch (err) {
+      if (passed || err.code !== 'SignatureDoesNotMatch' || !ctx.params.bucket || ctx.params.key) throw err;
+    }
+    // bucket-level request: check it again over "/BUCKET/"
+    const vhost = ctx.state.vhost;
+    const mount = ctx.mountPath;
+    ctx.state.vhost = true;
+    ctx.mountPath = '/';
+    return auth(ctx, () => { ctx.state.vhost = vhost; ctx.mountPath = mount; return next(); });
+  };
+};
+const S3rver = require(pkg);
+new S3rver({
+  address: '127.0.0.1', port: 0, silent: false, directory: dir, serviceEndpoint: 'localhost',
+  configureBuckets: [{ name: bucket, configs: [] }],
+}).run().then(({ port }) => {
+  fs.writeFileSync(portFile + '.tmp', String(port));
+  fs.renameSync(portFile + '.tmp', portFile);
+}).catch(err => { console.error(err); process.exit(1); });
+EOF
+
+mkdir "$tmp/data"
+node "$tmp/launch.js" "$s3rver_pkg" "$tmp/data" "$tmp/port" "$bucket" >"$tmp/s3rver.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+	[ -s "$tmp/port" ] && break
+	kill -0 "$pid" 2>/dev/null || break
+	sleep 0.1
+done
+if [ ! -s "$tmp/port" ]; then
+	echo "ERROR: s3rver did not start within 10 s:"
+	tail -20 "$tmp/s3rver.log"
+	exit 99
+fi
+port=$(cat "$tmp/port")
+endpoint=127.0.0.1:$port
+echo "s3rver $(node -p "require('$s3rver_pkg/package.json').version") on $endpoint"
+
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+export KILN_INPUT=$tmp/in.jsonl KILN_KEY_FILE=$tmp/hmac.key KILN_MANIFEST=$tmp/m.git
+s3opts=(--set store.endpoint="$endpoint" --set store.http=true --set store.style=path)
+passed=0 failed=0
+
+check() { # NAME COMMAND...: passes when the command succeeds
+	local name=$1
+	shift
+	if "$@"; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		echo "FAIL: $name"
+	fi
+}
+
+runs() { # NAME WANT_STATUS COMMAND...: output in $tmp/NAME.out/.err, seconds in $tmp/NAME.time
+	local name=$1 want=$2 rc=0 t0
+	shift 2
+	t0=$(date +%s.%N)
+	"$@" </dev/null >"$tmp/$name.out" 2>"$tmp/$name.err" || rc=$?
+	awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }' >"$tmp/$name.time"
+	[ "$rc" -eq "$want" ] && return 0
+	echo "  $name: exit $rc, expected $want"
+	sed 's/^/  | /' "$tmp/$name.err" | head -5
+	return 1
+}
+
+one_line_error() { # NAME FIXED-STRING...: stderr of NAME is one line containing every string, stdout empty
+	local name=$1 s
+	shift
+	if [ "$(wc -l <"$tmp/$name.err")" -eq 1 ] && [ ! -s "$tmp/$name.out" ]; then
+		for s in "$@"; do
+			grep -qiF -- "$s" "$tmp/$name.err" || { echo "  stderr of $name lacks '$s':"; sed 's/^/  | /' "$tmp/$name.err"; return 1; }
+		done
+		return 0
+	fi
+	echo "  $name: wanted one line on stderr and nothing on stdout:"
+	sed 's/^/  | /' "$tmp/$name.out" "$tmp/$name.err" | head -8
+	return 1
+}
+
+error_matches() { # NAME ERE: stderr of NAME matches (case-insensitive)
+	grep -Eqi -- "$2" "$tmp/$1.err" && return 0
+	echo "  stderr of $1 does not match /$2/:"
+	sed 's/^/  | /' "$tmp/$1.err" | head -5
+	return 1
+}
+
+no_secret() { # NAME WORD...: no WORD (a secret) in stdout or stderr of NAME
+	local name=$1 w
+	shift
+	for w in "$@"; do
+		if grep -qw -- "$w" "$tmp/$name.out" "$tmp/$name.err"; then
+			echo "  $name leaks '$w':"
+			sed 's/^/  | /' "$tmp/$name.err" | head -5
+			return 1
+		fi
+	done
+}
+
+contains() { # FILE FIXED-STRING
+	grep -qF -- "$2" "$1" || { echo "  $1 lacks '$2':"; sed 's/^/  | /' "$1" | head -5; return 1; }
+}
+
+gitm() { git --git-dir="$tmp/m.git" "$@"; }
+refs() { gitm for-each-ref --format='%(refname) %(objectname)' 2>/dev/null; }
+refs_unchanged() { # BEFORE-FILE: the manifest's refs are as they were
+	diff -u "$1" <(refs) >"$tmp/refs.diff" && return 0
+	echo "  the manifest's refs changed:"
+	sed 's/^/  | /' "$tmp/refs.diff"
+	return 1
+}
+no_branch() { # BRANCH
+	[ -z "$(gitm rev-parse -q --verify "refs/heads/user-events/$1" 2>/dev/null)" ] && return 0
+	echo "  refs/heads/user-events/$1 exists"
+	return 1
+}
+
+s3py() { # boto3 against the same server, path style: s3py CMD ARGS...
+	"$py" - "$port" "$bucket" "$@" <<'EOF'
+import hashlib, json, os, re, subprocess, sys
+import boto3
+from botocore.config import Config
+port, bucket, cmd, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+s3 = boto3.client('s3', endpoint_url='http://127.0.0.1:%s' % port, region_name='us-east-1',
+                  aws_access_key_id='S3RVER', aws_secret_access_key='S3RVER',
+                  config=Config(signature_version='s3v4', s3={'addressing_style': 'path'},
+                                retries={'max_attempts': 1}))
+
+def keys(prefix):
+    out = []
+    for page in s3.get_paginator('list_objects').paginate(Bucket=bucket, Prefix=prefix):
+        out += [(o['Key'], o['Size']) for o in page.get('Contents', [])]
+    return sorted(out)
+
+if cmd == 'ls':          # PREFIX: "KEY SIZE" lines
+    for k, n in keys(args[0]):
+        print(k, n)
+elif cmd == 'download':  # PREFIX DIR: every object under PREFIX into DIR/<key without PREFIX>
+    n = 0
+    for k, _ in keys(args[0]):
+        rel = k[len(args[0]):]
+        assert rel and not rel.startswith('/') and '..' not in rel.split('/'), k
+        path = os.path.join(args[1], rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'wb') as f:
+            f.write(s3.get_object(Bucket=bucket, Key=k)['Body'].read())
+        n += 1
+    print(n)
+elif cmd == 'shards':    # GITDIR REF PREFIX: every shard listed in the manifest, read back and hashed
+    gitdir, ref, prefix = args
+    def git(*a):
+        return subprocess.run(['git', '--git-dir=' + gitdir] + list(a), check=True,
+                              stdout=subprocess.PIPE).stdout.decode()
+    files = [f for f in git('ls-tree', '-r', '--name-only', ref, '--', 'splits').split('\n') if f]
+    bad = n = 0
+    for f in files:
+        for line in git('show', '%s:%s' % (ref, f)).split('\n'):
+            if not line:
+                continue
+            e = json.loads(line)
+            h = e['shard']
+            key = '%sshards/%s/%s.jsonl.zst' % (prefix, h[:2], h)
+            n += 1
+            if not re.fullmatch('[0-9a-f]{64}', h) or not f.endswith('/%s.jsonl' % h[:2]):
+                print('  %s: shard %s listed in the wrong file' % (f, h)); bad += 1
+                continue
+            try:
+                data = s3.get_object(Bucket=bucket, Key=key)['Body'].read()
+            except s3.exceptions.ClientError as ex:
+                print('  %s: %s' % (key, ex.response['Error']['Code'])); bad += 1
+                continue
+            if hashlib.blake2b(data, digest_size=32).hexdigest() != h:
+                print('  %s: BLAKE2b-256 of the object differs from its name' % key); bad += 1
+            if len(data) != e['bytes']:
+                print('  %s: %d bytes, the manifest says %d' % (key, len(data), e['bytes'])); bad += 1
+    if n == 0:
+        print('  no shards listed in %s' % ref); bad += 1
+    print('%d shards checked' % n, file=sys.stderr)
+    sys.exit(1 if bad else 0)
+EOF
+}
+
+# ---- key and input
+(umask 077 && head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$tmp/hmac.key")
+check "key is 64 hex characters, mode 0600" \
+	test "$(grep -Ec '^[0-9a-f]{64}$' "$tmp/hmac.key")" = 1 -a "$(stat -c %a "$tmp/hmac.key")" = 600
+"$py" "$gen" --records 1500 --invalid-rate 0.05 --seed 11 -o "$tmp/in.jsonl"
+check "generator wrote 1500 records" test "$(wc -l <"$tmp/in.jsonl")" -eq 1500
+
+# ---- the run into s3://kiln-run/kiln
+check "run into s3 exits 0" runs s3run 0 "$kiln" run "$pipeline" --set store.url="s3://$bucket/kiln" "${s3opts[@]}"
+check "run into s3 reports +1500 records" contains "$tmp/s3run.out" "+1500 records"
+c1=$(gitm rev-parse -q --verify "$ref" 2>/dev/null)
+check "run into s3 committed to $ref" test -n "$c1"
+check "run into s3: no secret in the output" no_secret s3run S3RVER
+
+shards_ok() { s3py shards "$tmp/m.git" "$ref" kiln/ 2>"$tmp/shards.log" || { cat "$tmp/shards.log"; return 1; }; }
+check "every listed shard is in the bucket, BLAKE2b-256 = its name" shards_ok
+s3py ls kiln/ >"$tmp/bucket.ls" 2>"$tmp/bucket.ls.err"
+check "bucket listing (boto3)" test -s "$tmp/bucket.ls"
+check "quarantine object in the bucket" \
+	grep -Eq '^kiln/quarantine/user-events/0/[0-9]+-[0-9]+\.jsonl\.zst [1-9][0-9]* *$' "$tmp/bucket.ls"
+check "nothing outside shards/ and quarantine/" \
+	test -z "$(grep -Ev '^kiln/(shards/[0-9a-f]{2}/[0-9a-f]{64}\.jsonl\.zst|quarantine/user-events/0/[0-9]+-[0-9]+\.jsonl\.zst) ' "$tmp/bucket.ls")"
+downloaded() {
+	mkdir -p "$tmp/dl" && n=$(s3py download kiln/ "$tmp/dl") && [ "$n" -eq "$(wc -l <"$tmp/bucket.ls")" ] && [ "$n" -ge 2 ]
+}
+check "download kiln/ into a directory" downloaded
+curated_ok() { # NAME STOREDIR BRANCH LOGS...
+	local name=$1 store=$2 branch=$3
+	shift 3
+	"$py" "$checker" --input "$tmp/in.jsonl" --key "$tmp/hmac.key" --store "$store" --manifest "$tmp/m.git" \
+		--dataset user-events --branch "$branch" --contract "$contract" --logs "$@" >"$tmp/$name.check" 2>&1 && return 0
+	sed 's/^/  | /' "$tmp/$name.check" | tail -40
+	return 1
+}
+check "the downloaded store passes curate_check.py" curated_ok s3run "$tmp/dl" main "$tmp/s3run.out" "$tmp/s3run.err"
+check "git fsck --strict" gitm fsck --strict --no-progress
+
+# ---- a wrong secret: exit 2, one line naming the signature and the endpoint, nothing written
+refs >"$tmp/refs.before"
+cp "$tmp/bucket.ls" "$tmp/bucket.before"
+check "wrong secret: exit 2" runs wrongsecret 2 env AWS_SECRET_ACCESS_KEY=wrong \
+	"$kiln" run "$pipeline" --set branch=wrong-secret --set store.url="s3://$bucket/kiln" "${s3opts[@]}"
+check "wrong secret: one line naming the endpoint" one_line_error wrongsecret "$endpoint"
+check "wrong secret: names the signature or credentials" error_matches wrongsecret 'signature|credential|secret key'
+check "wrong secret: no secret in the error" no_secret wrongsecret wrong S3RVER
+check "wrong secret: no branch" no_branch wrong-secret
+check "wrong secret: manifest refs unchanged" refs_unchanged "$tmp/refs.before"
+check "wrong secret: bucket unchanged" diff -u "$tmp/bucket.before" <(s3py ls kiln/)
+
+# ---- a credentials file: 0644 refused, 0600 used (environment credentials unset)
+printf '# kiln\naccess_key_id = S3RVER\nsecret_access_key=S3RVER\n' >"$tmp/creds"
+chmod 644 "$tmp/creds"
+check "credentials file 0644: exit 2" runs creds644 2 env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY \
+	"$kiln" run "$pipeline" --set branch=creds-file --set store.url="s3://$bucket/kiln-creds" \
+	"${s3opts[@]}" --set store.credentials_file="$tmp/creds"
+check "credentials file 0644: one line naming the file and its mode" one_line_error creds644 "$tmp/creds" "0644"
+check "credentials file 0644: no secret in the error" no_secret creds644 S3RVER
+check "credentials file 0644: no branch" no_branch creds-file
+check "credentials file 0644: manifest refs unchanged" refs_unchanged "$tmp/refs.before"
+check "credentials file 0644: nothing in the bucket" test -z "$(s3py ls kiln-creds/)"
+chmod 600 "$tmp/creds"
+check "credentials file 0600: exit 0" runs creds600 0 env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY \
+	"$kiln" run "$pipeline" --set branch=creds-file --set store.url="s3://$bucket/kiln-creds" \
+	"${s3opts[@]}" --set store.credentials_file="$tmp/creds"
+check "credentials file 0600: reports +1500 records" contains "$tmp/creds600.out" "+1500 records"
+check "credentials file 0600: committed to user-events/creds-file" \
+	test -n "$(gitm rev-parse -q --verify refs/heads/user-events/creds-file 2>/dev/null)"
+check "credentials file 0600: main untouched" test "$(gitm rev-parse -q --verify "$ref" 2>/dev/null)" = "$c1"
+check "credentials file 0600: no secret in the output" no_secret creds600 S3RVER
+cf_shards_ok() { s3py shards "$tmp/m.git" refs/heads/user-events/creds-file kiln-creds/ 2>"$tmp/shards.log" || { cat "$tmp/shards.log"; return 1; }; }
+check "credentials file 0600: every listed shard is in the bucket" cf_shards_ok
+cf_downloaded() { mkdir -p "$tmp/dl-creds" && n=$(s3py download kiln-creds/ "$tmp/dl-creds") && [ "$n" -ge 2 ]; }
+check "credentials file 0600: download kiln-creds/" cf_downloaded
+check "credentials file 0600: passes curate_check.py" curated_ok creds600 "$tmp/dl-creds" creds-file \
+	"$tmp/creds600.out" "$tmp/creds600.err"
+
+# ---- an unreachable endpoint (a closed port): exit 2 in bounded time, nothing committed
+refs >"$tmp/refs.before"
+closed=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+check "unreachable endpoint: exit 2 (within 60 s)" runs unreachable 2 timeout 60 \
+	"$kiln" run "$pipeline" --set branch=unreachable --set store.url="s3://$bucket/kiln-unreachable" \
+	--set store.endpoint="127.0.0.1:$closed" --set store.http=true --set store.style=path --set store.max_retries=1
+check "unreachable endpoint: one line naming the endpoint" one_line_error unreachable "127.0.0.1:$closed"
+check "unreachable endpoint: no secret in the error" no_secret unreachable S3RVER
+check "unreachable endpoint: no branch" no_branch unreachable
+check "unreachable endpoint: manifest refs unchanged" refs_unchanged "$tmp/refs.before"
+echo "unreachable endpoint: failed after $(cat "$tmp/unreachable.time") s"
+
+check "git fsck --strict after all runs" gitm fsck --strict --no-progress
+check "no S3 key in the manifest" bash -c "! git --git-dir='$tmp/m.git' cat-file --batch-all-objects --batch | grep -qa S3RVER"
+
+if [ "$failed" -gt 0 ]; then
+	echo "s3rver log (last 20 lines):"
+	tail -20 "$tmp/s3rver.log"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
