@@ -162,7 +162,7 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 	if ((rc = kiln_store_put_file(store, key, path, total)) < 0)
 		goto cleanup;
 	/* stored: empty the spool for the next object */
-	if (ftruncate(s->fd, 0) < 0) {
+	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, 0, SEEK_SET) < 0) {
 		rc = kiln_error_set(KILN_EIO, "spool file: truncate: %s", strerror(errno));
 		goto cleanup;
 	}
