@@ -16,6 +16,17 @@ typedef struct kiln_command {
 
 int kiln_cmd_validate(int argc, char **argv);
 int kiln_cmd_run(int argc, char **argv);
+int kiln_cmd_log(int argc, char **argv);
+int kiln_cmd_show(int argc, char **argv);
+int kiln_cmd_diff(int argc, char **argv);
+int kiln_cmd_ls(int argc, char **argv);
+int kiln_cmd_cat(int argc, char **argv);
+int kiln_cmd_promote(int argc, char **argv);
+int kiln_cmd_verify(int argc, char **argv);
+int kiln_cmd_branch(int argc, char **argv);
+int kiln_cmd_keygen(int argc, char **argv);
+int kiln_cmd_gc(int argc, char **argv);
+int kiln_cmd_du(int argc, char **argv);
 
 /* Prints "kiln CMD: message" on stderr; returns KILN_EXIT_USAGE. */
 int kiln_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

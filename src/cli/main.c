@@ -10,6 +10,17 @@
 static const kiln_command commands[] = {
 	{ "validate", "check JSON Lines records against an ODCS data contract", kiln_cmd_validate },
 	{ "run", "curate a source into a versioned dataset (validate, pseudonymise, split, shard, commit)", kiln_cmd_run },
+	{ "log", "list a dataset's versions", kiln_cmd_log },
+	{ "show", "describe one version: splits, shards, records, contract, key, lineage", kiln_cmd_show },
+	{ "diff", "shards added and removed between two versions", kiln_cmd_diff },
+	{ "ls", "list a version's shards with their store URLs", kiln_cmd_ls },
+	{ "cat", "stream a version's records (by rank, shuffled by seed, verified)", kiln_cmd_cat },
+	{ "promote", "tag a version vN after its release gates pass (signed)", kiln_cmd_promote },
+	{ "verify", "check a version's signature and tree, and with --deep every shard", kiln_cmd_verify },
+	{ "branch", "create a dataset branch", kiln_cmd_branch },
+	{ "keygen", "write an ed25519 signing key and its allowed-signers line", kiln_cmd_keygen },
+	{ "gc", "delete store objects no kept version references (dry run by default)", kiln_cmd_gc },
+	{ "du", "bytes per version, unique and shared", kiln_cmd_du },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

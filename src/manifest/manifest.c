@@ -4,6 +4,7 @@
  * branch tip's tree, and moves the branch with a compare-and-swap. A handle
  * owns its git_repository; everything else lives for one call. */
 #include "manifest/manifest.h"
+#include "manifest/internal.h"
 
 #include <errno.h>
 #include <git2.h>
@@ -1476,4 +1477,19 @@ cleanup:
 	git_blob_free(blob);
 	git_tree_free(tree);
 	return rc;
+}
+
+git_repository *kiln_manifest_repo(kiln_manifest *m)
+{
+	return m->repo;
+}
+
+const char *kiln_manifest_path(const kiln_manifest *m)
+{
+	return m->path;
+}
+
+int kiln_manifest_git_fail(const kiln_manifest *m, int gerr, const char *what)
+{
+	return git_fail(m, gerr, what);
 }
