@@ -766,3 +766,61 @@ bool kiln_utf8_valid(const char *s, size_t len)
 	}
 	return true;
 }
+
+int kiln_json_lookup(kiln_json_scanner *s, const char *text, size_t len, const char *path, kiln_json_token *out)
+{
+	/* The path's segment for each depth; a value matches when every open
+	 * object's current key equals the segment at its depth. */
+	const char *seg[16];
+	size_t seg_len[16], nseg = 0;
+	bool match[17] = { true };
+	const char *p = path;
+	kiln_json_token t;
+	uint32_t depth = 0;
+	int rc;
+
+	while (*p) {
+		const char *dot = strchr(p, '.');
+		size_t n = dot ? (size_t)(dot - p) : strlen(p);
+		if (nseg == 16 || n == 0)
+			return -1;
+		seg[nseg] = p;
+		seg_len[nseg++] = n;
+		p += n + (dot ? 1 : 0);
+	}
+	if (nseg == 0)
+		return -1;
+	kiln_json_scanner_reset(s, text, len);
+	while ((rc = kiln_json_next(s, &t)) > 0) {
+		switch (t.type) {
+		case KILN_JSON_OBJECT_BEGIN:
+		case KILN_JSON_ARRAY_BEGIN:
+			depth++;
+			if (depth <= nseg)
+				match[depth] = false;
+			if (t.type == KILN_JSON_ARRAY_BEGIN && depth <= nseg)
+				match[depth] = false; /* paths do not enter arrays */
+			break;
+		case KILN_JSON_OBJECT_END:
+		case KILN_JSON_ARRAY_END:
+			depth--;
+			break;
+		case KILN_JSON_KEY:
+			if (depth <= nseg) {
+				bool eq = !(t.flags & KILN_JSON_ESCAPED) && t.len == seg_len[depth - 1] &&
+					  memcmp(t.ptr, seg[depth - 1], t.len) == 0;
+				match[depth] = eq && match[depth - 1];
+				if (match[depth] && depth == nseg) {
+					/* the value follows */
+					if ((rc = kiln_json_next(s, out)) <= 0)
+						return -1;
+					return 1;
+				}
+			}
+			break;
+		default:
+			break;
+		}
+	}
+	return rc < 0 ? -1 : 0;
+}

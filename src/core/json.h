@@ -150,6 +150,13 @@ static inline bool kiln_json_bytes_equal(const char *s, const char *t, size_t n)
 	return true;
 }
 
+/* Finds the value at a dotted object path ("contract.version") in a JSON
+ * text: 1 with the value's first token in *out (a container's opening
+ * bracket for objects and arrays), 0 when absent, -1 when the text is not
+ * valid JSON or the path is malformed. Keys are compared as written. */
+int kiln_json_lookup(kiln_json_scanner *scanner, const char *text, size_t len, const char *path,
+		     kiln_json_token *out);
+
 /* true when s[0..len) is valid UTF-8 (the scanner's rules). */
 bool kiln_utf8_valid(const char *s, size_t len);
 

@@ -18,7 +18,8 @@ typedef struct loader {
 } loader;
 
 static const char *const top_keys[] = { "dataset", "branch", "contract", "schema", "unknown_fields", "source",
-					"pseudonymise", "split", "shards", "store", "manifest", "workers", NULL };
+					"pseudonymise", "split", "shards", "store", "manifest", "workers", "promote",
+					NULL };
 static const char *const source_keys[] = { "kind", "path", "name", "max_record_bytes", "max_depth", NULL };
 static const char *const pseudo_keys[] = { "key_file", "key_env", "key_version", NULL };
 static const char *const split_keys[] = { "key", "salt", "ratios", NULL };
@@ -26,6 +27,8 @@ static const char *const ratio_keys[] = { "train", "dev", "test", NULL };
 static const char *const shard_keys[] = { "target_bytes", "zstd_level", NULL };
 static const char *const store_keys[] = { "url", "endpoint", "region", "style", "http", "credentials_file",
 					  "max_retries", NULL };
+static const char *const promote_keys[] = { "min_records", "ratio_tolerance", "max_quarantine_rate",
+					    "contract_version", NULL };
 static const char *const manifest_keys[] = { "repo", "author_name", "author_email", NULL };
 
 static const char *path_of(loader *l, const char *section, const char *key)
@@ -270,6 +273,49 @@ static int load_store(loader *l, const kiln_yaml_node *root)
 	return 0;
 }
 
+static int get_fraction(loader *l, const kiln_yaml_node *map, const char *key, double *out)
+{
+	const kiln_yaml_node *n = kiln_yaml_get(map, key);
+	const char *path = path_of(l, "promote", key);
+	long double v;
+	int rc;
+
+	if (!n || kiln_yaml_is_null(n))
+		return 0;
+	if ((rc = kiln_yaml_number(l->doc, n, path, &v)) < 0)
+		return rc;
+	if (v < 0 || v > 1)
+		return kiln_yaml_fail(l->doc, n, path, "must be between 0 and 1");
+	*out = (double)v;
+	return 0;
+}
+
+static int load_promote(loader *l, const kiln_yaml_node *root)
+{
+	const kiln_yaml_node *pr = kiln_yaml_get(root, "promote"), *mr;
+	kiln_gates *g = &l->p->gates;
+	int rc;
+
+	kiln_gates_init(g);
+	if (!pr || kiln_yaml_is_null(pr))
+		return 0;
+	if ((rc = check_keys(l, pr, "promote", promote_keys)) < 0 ||
+	    (rc = get_fraction(l, pr, "ratio_tolerance", &g->ratio_tolerance)) < 0 ||
+	    (rc = get_fraction(l, pr, "max_quarantine_rate", &g->max_quarantine_rate)) < 0 ||
+	    (rc = get_string(l, pr, "promote", "contract_version", false, &g->contract_version)) < 0)
+		return rc;
+	mr = kiln_yaml_get(pr, "min_records");
+	if (mr && !kiln_yaml_is_null(mr)) {
+		if ((rc = check_keys(l, mr, "promote.min_records", ratio_keys)) < 0)
+			return rc;
+		for (int i = 0; i < KILN_SPLIT_COUNT; i++)
+			if ((rc = get_int(l, mr, "promote.min_records", kiln_split_name(i), 0, INT64_MAX,
+					  &g->min_records[i])) < 0)
+				return rc;
+	}
+	return 0;
+}
+
 static int load(loader *l)
 {
 	const kiln_yaml_node *root = kiln_yaml_root(l->doc), *n;
@@ -309,7 +355,7 @@ static int load(loader *l)
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "unknown_fields"), "unknown_fields", "expected reject or allow");
 
 	if ((rc = load_source(l, root)) < 0 || (rc = load_pseudonymise(l, root)) < 0 || (rc = load_split(l, root)) < 0 ||
-	    (rc = load_store(l, root)) < 0)
+	    (rc = load_store(l, root)) < 0 || (rc = load_promote(l, root)) < 0)
 		return rc;
 
 	n = kiln_yaml_get(root, "shards");

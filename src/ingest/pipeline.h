@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ingest/gates.h"
 #include "shard/split.h"
 #include "store/store.h"
 
@@ -49,6 +50,8 @@ typedef struct kiln_pipeline {
 	kiln_store_options store;
 
 	unsigned workers; /* validate/curate threads; 0 = one per CPU */
+
+	kiln_gates gates; /* promote: release gates for `kiln promote` */
 
 	const char *manifest_repo;
 	const char *author_name, *author_email;

@@ -1156,6 +1156,31 @@ static void test_string_fast_path_boundaries(void **state)
 	kiln_json_scanner_free(s);
 }
 
+static void test_lookup(void **state)
+{
+	const char *text = "{\"name\":\"ds\",\"contract\":{\"id\":\"c\",\"version\":\"1.2.0\"},"
+			   "\"list\":[{\"version\":\"no\"}],\"split\":{\"ratios\":{\"train\":0.8}},\"n\":3}";
+	kiln_json_scanner *s = new_scanner(NULL);
+	kiln_json_token t;
+
+	(void)state;
+	assert_int_equal(kiln_json_lookup(s, text, strlen(text), "contract.version", &t), 1);
+	assert_int_equal(t.type, KILN_JSON_STRING);
+	assert_int_equal(t.len, 5);
+	assert_memory_equal(t.ptr, "1.2.0", 5);
+	assert_int_equal(kiln_json_lookup(s, text, strlen(text), "split.ratios.train", &t), 1);
+	assert_int_equal(t.type, KILN_JSON_NUMBER);
+	assert_int_equal(kiln_json_lookup(s, text, strlen(text), "n", &t), 1);
+	assert_int_equal(kiln_json_lookup(s, text, strlen(text), "contract", &t), 1);
+	assert_int_equal(t.type, KILN_JSON_OBJECT_BEGIN);
+	assert_int_equal(kiln_json_lookup(s, text, strlen(text), "version", &t), 0); /* not at the top */
+	assert_int_equal(kiln_json_lookup(s, text, strlen(text), "list.version", &t), 0); /* arrays are not entered */
+	assert_int_equal(kiln_json_lookup(s, text, strlen(text), "contract.missing", &t), 0);
+	assert_int_equal(kiln_json_lookup(s, "{\"a\":", 5, "a", &t), -1);
+	assert_int_equal(kiln_json_lookup(s, text, strlen(text), "", &t), -1);
+	kiln_json_scanner_free(s);
+}
+
 static void test_large_input(void **state)
 {
 	struct buf b = { 0 };
@@ -1231,6 +1256,7 @@ int main(void)
 		cmocka_unit_test(test_check_wrapper),
 		cmocka_unit_test(test_string_fast_path_boundaries),
 		cmocka_unit_test(test_large_input),
+		cmocka_unit_test(test_lookup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,37 @@
+/* Release gates: what a version must meet before `kiln promote` tags it
+ * (the pipeline's `promote:` section, docs/PIPELINES.md). Each gate gives a
+ * readable result line that goes into the tag message. */
+#ifndef KILN_INGEST_GATES_H
+#define KILN_INGEST_GATES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "manifest/manifest.h"
+
+typedef struct kiln_gates {
+	int64_t min_records[KILN_SPLIT_COUNT]; /* -1: no gate */
+	double ratio_tolerance;                /* < 0: no gate; max |share - ratio| per split */
+	double max_quarantine_rate;            /* < 0: no gate; quarantined / records_in */
+	const char *contract_version;          /* NULL: no gate; "1.2.0" exactly, or "1.x" / "1.2.x" */
+} kiln_gates;
+
+#define KILN_GATES_MAX 8
+
+typedef struct kiln_gate_result {
+	bool pass;
+	char line[256]; /* "min_records train: 950 >= 500: pass" */
+} kiln_gate_result;
+
+/* Evaluates every set gate against a version's stats.json and dataset.json
+ * text. Returns the number of results written to out (at most
+ * KILN_GATES_MAX), or a negative error when dataset.json lacks what a gate
+ * needs. */
+int kiln_gates_check(const kiln_gates *gates, const kiln_stats *stats, const char *dataset_json, size_t len,
+		     kiln_gate_result *out);
+
+/* No gate set. */
+void kiln_gates_init(kiln_gates *gates);
+
+#endif
