@@ -1,7 +1,108 @@
+/* `kiln keygen`: writes a fresh ed25519 signing key (kiln's private key
+ * file, mode 0600) and its OpenSSH public key, and prints the
+ * allowed-signers line that lets stock git check kiln's signatures. The
+ * private key is never printed. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/cli.h"
+#include "core/buf.h"
+#include "core/error.h"
+#include "manifest/sshsig.h"
+
+#define DEFAULT_PATH    "kiln-signing.key"
+#define DEFAULT_COMMENT "kiln@localhost"
+
+static const char usage_text[] =
+	"usage: kiln keygen [--out PATH] [--comment TEXT]\n"
+	"\n"
+	"Writes a new ed25519 signing key to PATH (default ./" DEFAULT_PATH ", mode\n"
+	"0600, never overwritten) and its OpenSSH public key to PATH.pub, then prints\n"
+	"the allowed-signers line for git. Sign a pipeline's commits with\n"
+	"`manifest.signing_key: PATH` (docs/PIPELINES.md); the key file format is in\n"
+	"docs/FORMATS.md.\n"
+	"\n"
+	"Options:\n"
+	"  -o, --out PATH        where to write the private key (PATH.pub: the public key)\n"
+	"  -c, --comment TEXT    the key's principal (default " DEFAULT_COMMENT "): printable\n"
+	"                        ASCII without space, '\"', ',' or '#'\n"
+	"  -h, --help            show this help\n"
+	"\n"
+	"Exit status: 0 when both files were written, 2 otherwise (nothing is left\n"
+	"behind).\n";
+
 int kiln_cmd_keygen(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	return kiln_cli_fail("keygen", "not built yet");
+	static const struct option long_options[] = {
+		{ "out", required_argument, NULL, 'o' },
+		{ "comment", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = DEFAULT_PATH, *comment = DEFAULT_COMMENT;
+	kiln_signing_key key;
+	kiln_buf pub_path = KILN_BUF_INIT(0), line = KILN_BUF_INIT(0);
+	char *abs = NULL;
+	int opt, status = KILN_EXIT_USAGE;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "o:c:h", long_options, NULL)) != -1) {
+		switch (opt) {
+		case 'o':
+			path = optarg;
+			break;
+		case 'c':
+			comment = optarg;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return KILN_EXIT_OK;
+		default:
+			fputs(usage_text, stderr);
+			return KILN_EXIT_USAGE;
+		}
+	}
+	if (optind != argc)
+		return kiln_cli_fail("keygen", "unexpected argument '%s' (see kiln keygen --help)", argv[optind]);
+	if (!*path)
+		return kiln_cli_fail("keygen", "--out needs a path");
+	if (kiln_buf_printf(&pub_path, "%s.pub", path) < 0) {
+		kiln_cli_fail("keygen", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	if (kiln_signing_key_generate(path, pub_path.ptr, comment) < 0) {
+		kiln_cli_fail("keygen", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	/* read back what was written: the printed line is the file's key
+	 * (without its comment: the principal leads the line) */
+	if (kiln_signing_key_load(&key, path) < 0) {
+		kiln_cli_fail("keygen", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	key.comment[0] = '\0';
+	if (kiln_signing_key_public_line(&key, &line) < 0 || kiln_buf_putc(&line, '\0') < 0) {
+		kiln_signing_key_wipe(&key);
+		kiln_cli_fail("keygen", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	kiln_signing_key_wipe(&key);
+	printf("private key: %s (mode 0600; keep it secret, never commit it)\n", path);
+	printf("public key:  %s\n", pub_path.ptr);
+	printf("\nallowed-signers line (one per trusted key, in a file for gpg.ssh.allowedSignersFile):\n\n");
+	printf("%s namespaces=\"git\" %s\n\n", comment, line.ptr);
+	abs = realpath(path, NULL);
+	printf("Sign a pipeline's commits with `manifest.signing_key: %s`\n", abs ? abs : path);
+	printf("(or --set manifest.signing_key=PATH), then check them with stock git:\n\n");
+	printf("  echo '%s namespaces=\"git\" %s' >>allowed_signers\n", comment, line.ptr);
+	printf("  git --git-dir=REPO -c gpg.format=ssh -c gpg.ssh.allowedSignersFile=allowed_signers \\\n"
+	       "      verify-commit COMMIT   # or verify-tag TAG\n");
+	status = KILN_EXIT_OK;
+cleanup:
+	free(abs);
+	kiln_buf_free(&pub_path);
+	kiln_buf_free(&line);
+	return status;
 }

@@ -1,7 +1,279 @@
+/* `kiln promote DATASET@REF --pipeline P`: checks the pipeline's release
+ * gates against the version and, when they pass, creates the annotated tag
+ * refs/tags/<dataset>/vN (signed with manifest.signing_key when set) whose
+ * message carries the governance record: commit, source offsets, contract,
+ * key id, split definition, counts and every gate's result. */
+#include <getopt.h>
+#include <git2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/cli.h"
+#include "core/buf.h"
+#include "core/error.h"
+#include "core/json.h"
+#include "ingest/gates.h"
+#include "ingest/pipeline.h"
+#include "manifest/internal.h"
+#include "manifest/manifest.h"
+#include "manifest/sshsig.h"
+#include "manifest/version.h"
+
+static const char usage_text[] =
+	"usage: kiln promote DATASET@REF --pipeline PIPELINE [--version vN] [--set KEY=VALUE]... [--dry-run]\n"
+	"\n"
+	"Checks the release gates of the pipeline's `promote:` section (minimum\n"
+	"records per split, split-ratio tolerance, quarantine-rate ceiling, contract\n"
+	"version) against the version's stats.json and dataset.json, then creates\n"
+	"the annotated tag refs/tags/<dataset>/vN with the governance record in its\n"
+	"message, signed with manifest.signing_key when the pipeline sets one.\n"
+	"\n"
+	"Options:\n"
+	"  -p, --pipeline FILE   the pipeline config (gates, manifest repo, signing key)\n"
+	"  -V, --version vN      the version to create (default: one above the highest vN)\n"
+	"  -s, --set KEY=VALUE   override a pipeline value (see kiln run --help)\n"
+	"  -n, --dry-run         check the gates and print the message, create nothing\n"
+	"  -h, --help            show this help\n"
+	"\n"
+	"Exit status: 0 tagged (or, with --dry-run, gates passed), 1 a gate failed,\n"
+	"2 on a usage, config, reference or manifest error.\n";
+
+static bool version_name_ok(const char *s)
+{
+	if (s[0] != 'v' || s[1] < '1' || s[1] > '9')
+		return false;
+	for (s += 2; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+/* One above the highest refs/tags/<dataset>/vN. */
+static int next_version(kiln_manifest *m, const char *dataset, char out[32])
+{
+	git_reference_iterator *it = NULL;
+	char glob[200];
+	const char *name;
+	unsigned long max = 0;
+	int gerr;
+
+	snprintf(glob, sizeof(glob), "refs/tags/%s/v*", dataset);
+	if ((gerr = git_reference_iterator_glob_new(&it, kiln_manifest_repo(m), glob)) < 0)
+		return kiln_manifest_git_fail(m, gerr, glob);
+	while (git_reference_next_name(&name, it) == 0) {
+		const char *v = strrchr(name, '/') + 1;
+		if (version_name_ok(v)) {
+			unsigned long n = strtoul(v + 1, NULL, 10);
+			if (n > max)
+				max = n;
+		}
+	}
+	git_reference_iterator_free(it);
+	snprintf(out, 32, "v%lu", max + 1);
+	return 0;
+}
+
+/* "topic/partition next N" for each lineage.json entry. */
+static void lineage_summary(kiln_buf *msg, const kiln_buf *lineage)
+{
+	kiln_json_scanner *s = kiln_json_scanner_new(NULL);
+	kiln_json_token t, v;
+	const char *key = NULL;
+	size_t key_len = 0;
+	bool any = false;
+
+	if (!s)
+		return;
+	kiln_json_scanner_reset(s, lineage->ptr, lineage->len);
+	while (kiln_json_next(s, &t) > 0) {
+		if (t.type == KILN_JSON_KEY) {
+			key = t.ptr;
+			key_len = t.len;
+			continue;
+		}
+		if (!key)
+			continue;
+		v = t;
+		if (key_len == 5 && memcmp(key, "topic", 5) == 0 && v.type == KILN_JSON_STRING)
+			kiln_buf_printf(msg, "%s%.*s", any ? ", " : "", (int)v.len, v.ptr), any = true;
+		else if (key_len == 9 && memcmp(key, "partition", 9) == 0)
+			kiln_buf_printf(msg, "/%.*s", (int)v.len, v.ptr);
+		else if (key_len == 4 && memcmp(key, "next", 4) == 0)
+			kiln_buf_printf(msg, " next %.*s", (int)v.len, v.ptr);
+		key = NULL;
+	}
+	if (!any)
+		kiln_buf_puts(msg, "none");
+	kiln_json_scanner_free(s);
+}
+
+/* The value at a dataset.json path as text ("?" when absent). */
+static void put_field(kiln_buf *msg, kiln_json_scanner *s, const kiln_buf *json, const char *path)
+{
+	kiln_json_token t;
+
+	if (kiln_json_lookup(s, json->ptr, json->len, path, &t) == 1 && t.type != KILN_JSON_OBJECT_BEGIN &&
+	    t.type != KILN_JSON_ARRAY_BEGIN)
+		kiln_buf_put(msg, t.ptr, t.len);
+	else
+		kiln_buf_putc(msg, '?');
+}
+
 int kiln_cmd_promote(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	return kiln_cli_fail("promote", "not built yet");
+	static const struct option long_options[] = {
+		{ "pipeline", required_argument, NULL, 'p' }, { "version", required_argument, NULL, 'V' },
+		{ "set", required_argument, NULL, 's' },      { "dry-run", no_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 },
+	};
+	char **sets = calloc((size_t)argc + 1, sizeof(*sets));
+	const char *pipeline_path = NULL, *version_name = NULL;
+	size_t nsets = 0;
+	bool dry_run = false, failed = false;
+	kiln_pipeline *p = NULL;
+	kiln_manifest *m = NULL;
+	kiln_version v;
+	kiln_stats stats;
+	kiln_buf stats_text = KILN_BUF_INIT(0), dataset_json = KILN_BUF_INIT(0), lineage = KILN_BUF_INIT(0),
+		 msg = KILN_BUF_INIT(0);
+	kiln_gate_result results[KILN_GATES_MAX];
+	kiln_json_scanner *scanner = NULL;
+	kiln_signing_key key;
+	bool key_loaded = false;
+	char name[32], tag_id[41];
+	int opt, n, status = KILN_EXIT_USAGE;
+
+	if (!sets)
+		return kiln_cli_fail("promote", "out of memory");
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "p:V:s:nh", long_options, NULL)) != -1) {
+		switch (opt) {
+		case 'p': pipeline_path = optarg; break;
+		case 'V': version_name = optarg; break;
+		case 's': sets[nsets++] = optarg; break;
+		case 'n': dry_run = true; break;
+		case 'h':
+			fputs(usage_text, stdout);
+			free(sets);
+			return KILN_EXIT_OK;
+		default:
+			fputs(usage_text, stderr);
+			free(sets);
+			return KILN_EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1 || !pipeline_path) {
+		free(sets);
+		return kiln_cli_fail("promote", "expected DATASET@REF and --pipeline FILE (see kiln promote --help)");
+	}
+	if (version_name && !version_name_ok(version_name)) {
+		kiln_cli_fail("promote", "--version must look like v1, v2, ...");
+		goto cleanup;
+	}
+	if (kiln_pipeline_load(&p, pipeline_path, sets, nsets) < 0 || kiln_manifest_open(&m, p->manifest_repo) < 0 ||
+	    kiln_version_resolve(m, argv[optind], &v) < 0) {
+		kiln_cli_fail("promote", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	if (strcmp(v.dataset, p->dataset) != 0) {
+		kiln_cli_fail("promote", "%s: the pipeline %s is for dataset %s", argv[optind], pipeline_path, p->dataset);
+		goto cleanup;
+	}
+	if (kiln_version_read(m, &v, "stats.json", &stats_text) != 1 ||
+	    kiln_version_read(m, &v, "dataset.json", &dataset_json) != 1 ||
+	    kiln_version_read(m, &v, "lineage.json", &lineage) < 0 ||
+	    kiln_stats_parse(stats_text.ptr, stats_text.len, argv[optind], &stats) < 0) {
+		kiln_cli_fail("promote", "%s: %s", argv[optind],
+			      *kiln_error_last() ? kiln_error_last() : "stats.json or dataset.json is missing");
+		goto cleanup;
+	}
+	if ((n = kiln_gates_check(&p->gates, &stats, dataset_json.ptr, dataset_json.len, results)) < 0) {
+		kiln_cli_fail("promote", "%s: %s", argv[optind], kiln_error_last());
+		goto cleanup;
+	}
+	for (int i = 0; i < n; i++) {
+		printf("gate %s\n", results[i].line);
+		failed |= !results[i].pass;
+	}
+	if (failed) {
+		for (int i = 0; i < n; i++)
+			if (!results[i].pass)
+				fprintf(stderr, "kiln promote: %s: release gate failed: %s\n", argv[optind], results[i].line);
+		status = KILN_EXIT_INVALID;
+		goto cleanup;
+	}
+	if (!version_name) {
+		if (next_version(m, v.dataset, name) < 0) {
+			kiln_cli_fail("promote", "%s", kiln_error_last());
+			goto cleanup;
+		}
+		version_name = name;
+	}
+
+	/* the governance record */
+	if (!(scanner = kiln_json_scanner_new(NULL))) {
+		kiln_cli_fail("promote", "out of memory");
+		goto cleanup;
+	}
+	kiln_buf_printf(&msg, "%s %s\n\ncommit: %s\nfrom: %s\nsource offsets: ", v.dataset, version_name, v.commit,
+			v.ref[0] ? v.ref : v.commit);
+	lineage_summary(&msg, &lineage);
+	kiln_buf_puts(&msg, "\ncontract: ");
+	put_field(&msg, scanner, &dataset_json, "contract.id");
+	kiln_buf_puts(&msg, " ");
+	put_field(&msg, scanner, &dataset_json, "contract.version");
+	kiln_buf_puts(&msg, " (");
+	put_field(&msg, scanner, &dataset_json, "contract.digest");
+	kiln_buf_puts(&msg, ")\nkey id: ");
+	put_field(&msg, scanner, &dataset_json, "pseudonymisation.key_id");
+	kiln_buf_puts(&msg, "\nsplit: ");
+	put_field(&msg, scanner, &dataset_json, "split.scheme");
+	kiln_buf_puts(&msg, " key ");
+	put_field(&msg, scanner, &dataset_json, "split.key");
+	kiln_buf_puts(&msg, " salt ");
+	put_field(&msg, scanner, &dataset_json, "split.salt");
+	kiln_buf_printf(&msg, "\nrecords: %llu in, %llu valid, %llu quarantined\n", (unsigned long long)stats.records_in,
+			(unsigned long long)stats.valid, (unsigned long long)stats.quarantined);
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
+		kiln_buf_printf(&msg, "%s: %llu records in %llu shards\n", kiln_split_name(i),
+				(unsigned long long)stats.splits[i].records, (unsigned long long)stats.splits[i].shards);
+	kiln_buf_puts(&msg, "gates:\n");
+	if (n == 0)
+		kiln_buf_puts(&msg, "  none configured\n");
+	for (int i = 0; i < n; i++)
+		kiln_buf_printf(&msg, "  %s\n", results[i].line);
+	kiln_buf_putc(&msg, '\0');
+
+	if (dry_run) {
+		printf("%s@%s would be tagged %s:\n\n%s", v.dataset, v.ref[0] ? v.ref : v.commit, version_name, msg.ptr);
+		status = KILN_EXIT_OK;
+		goto cleanup;
+	}
+	if (p->signing_key_file) {
+		if (kiln_signing_key_load(&key, p->signing_key_file) < 0) {
+			kiln_cli_fail("promote", "%s", kiln_error_last());
+			goto cleanup;
+		}
+		key_loaded = true;
+	}
+	if (kiln_manifest_tag(m, v.dataset, version_name, v.commit, msg.ptr, key_loaded ? &key : NULL, tag_id) < 0) {
+		kiln_cli_fail("promote", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	printf("%s@%s: tag refs/tags/%s/%s -> %.12s (%s)\n", v.dataset, version_name, v.dataset, version_name, v.commit,
+	       key_loaded ? "signed" : "unsigned: set manifest.signing_key to sign");
+	status = KILN_EXIT_OK;
+cleanup:
+	if (key_loaded)
+		kiln_signing_key_wipe(&key);
+	kiln_json_scanner_free(scanner);
+	kiln_buf_free(&stats_text);
+	kiln_buf_free(&dataset_json);
+	kiln_buf_free(&lineage);
+	kiln_buf_free(&msg);
+	kiln_manifest_close(m);
+	kiln_pipeline_free(p);
+	free(sets);
+	return status;
 }

@@ -26,6 +26,7 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/line_reader.h"
+#include "manifest/sshsig.h"
 #include "mask/curate.h"
 #include "mask/key.h"
 #include "mask/token.h"
@@ -511,6 +512,7 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	kiln_validator_options vopts = { .unknown_fields = p->unknown_fields,
 					 .limits = { .max_depth = p->max_depth, .max_bytes = p->max_record_bytes } };
 	kiln_key key;
+	kiln_signing_key signing_key = { 0 };
 	kiln_store *store = NULL;
 	kiln_manifest *manifest = NULL;
 	kiln_shard_writer *writers[KILN_SPLIT_COUNT] = { 0 };
@@ -541,6 +543,8 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	if (rc < 0)
 		goto cleanup;
 	key_loaded = true;
+	if (p->signing_key_file && (rc = kiln_signing_key_load(&signing_key, p->signing_key_file)) < 0)
+		goto cleanup;
 	if ((rc = kiln_splitter_init(&splitter, p->split_salt, p->ratios)) < 0 ||
 	    (rc = kiln_store_open(&store, p->store_url, &p->store)) < 0 ||
 	    (rc = kiln_manifest_open(&manifest, p->manifest_repo)) < 0 ||
@@ -648,6 +652,7 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	if ((rc = kiln_buf_putc(&dataset_json, '\0')) < 0)
 		goto cleanup;
 	snap.dataset_json = dataset_json.ptr;
+	snap.signing_key = p->signing_key_file ? &signing_key : NULL;
 	rc = kiln_manifest_commit(manifest, &snap, out->commit);
 
 cleanup:
@@ -675,6 +680,7 @@ cleanup:
 	kiln_buf_free(&dataset_json);
 	if (key_loaded)
 		kiln_key_wipe(&key);
+	kiln_signing_key_wipe(&signing_key);
 	if (fd >= 0 && fd != STDIN_FILENO)
 		close(fd);
 	return rc;

@@ -29,7 +29,7 @@ static const char *const store_keys[] = { "url", "endpoint", "region", "style", 
 					  "max_retries", NULL };
 static const char *const promote_keys[] = { "min_records", "ratio_tolerance", "max_quarantine_rate",
 					    "contract_version", NULL };
-static const char *const manifest_keys[] = { "repo", "author_name", "author_email", NULL };
+static const char *const manifest_keys[] = { "repo", "author_name", "author_email", "signing_key", NULL };
 
 static const char *path_of(loader *l, const char *section, const char *key)
 {
@@ -372,9 +372,11 @@ static int load(loader *l)
 	if ((rc = check_keys(l, n, "manifest", manifest_keys)) < 0 ||
 	    (rc = get_string(l, n, "manifest", "repo", true, &p->manifest_repo)) < 0 ||
 	    (rc = get_string(l, n, "manifest", "author_name", false, &p->author_name)) < 0 ||
-	    (rc = get_string(l, n, "manifest", "author_email", false, &p->author_email)) < 0)
+	    (rc = get_string(l, n, "manifest", "author_email", false, &p->author_email)) < 0 ||
+	    (rc = get_string(l, n, "manifest", "signing_key", false, &p->signing_key_file)) < 0)
 		return rc;
 	p->manifest_repo = resolve(l, p->manifest_repo);
+	p->signing_key_file = resolve(l, p->signing_key_file);
 	if (!p->max_record_bytes)
 		p->max_record_bytes = 1u << 20;
 	if (!p->max_depth)

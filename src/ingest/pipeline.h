@@ -55,6 +55,7 @@ typedef struct kiln_pipeline {
 
 	const char *manifest_repo;
 	const char *author_name, *author_email;
+	const char *signing_key_file; /* kiln keygen's private key file; NULL: unsigned commits */
 
 	struct kiln_yaml_doc *doc; /* owns the strings above */
 	struct kiln_arena *arena;

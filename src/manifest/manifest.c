@@ -21,6 +21,7 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "manifest/sshsig.h"
 
 #define NAME_MAX_LEN 128
 #define HASH_LEN     64
@@ -1178,6 +1179,119 @@ static void render_message(buf *b, const kiln_snapshot *snap, const lineage_list
 	buf_puts(b, "\n");
 }
 
+/* ---- signed commits and tags ---------------------------------------------- */
+
+/* Writes the commit with an SSH signature over its bytes in the gpgsig
+ * header (git writes each armour line after a space, no empty last line). */
+static int create_signed_commit(kiln_manifest *m, git_oid *out, const git_signature *sig, const char *message,
+				const git_tree *tree, const git_commit *parent, const kiln_signing_key *key)
+{
+	const git_commit *parents[1] = { parent };
+	git_buf content = GIT_BUF_INIT;
+	kiln_buf armour = KILN_BUF_INIT(0);
+	int rc, gerr;
+
+	gerr = git_commit_create_buffer(&content, m->repo, sig, sig, NULL, message, tree, parent ? 1 : 0,
+					parents);
+	if (gerr < 0)
+		return git_fail(m, gerr, "creating the commit");
+	if ((rc = kiln_sshsig_sign(key, "git", content.ptr, content.size, &armour)) < 0)
+		goto cleanup;
+	armour.ptr[armour.len - 1] = '\0';
+	gerr = git_commit_create_with_signature(out, m->repo, content.ptr, armour.ptr, "gpgsig");
+	rc = gerr < 0 ? git_fail(m, gerr, "creating the signed commit") : 0;
+cleanup:
+	git_buf_dispose(&content);
+	kiln_buf_free(&armour);
+	return rc;
+}
+
+int kiln_manifest_tag(kiln_manifest *m, const char *dataset, const char *name, const char *commit_hex,
+		      const char *message, const kiln_signing_key *key, char out_tag_id[41])
+{
+	char ref[sizeof("refs/tags//") + 2 * NAME_MAX_LEN];
+	git_oid target, tag_id;
+	git_object *object = NULL;
+	git_reference *existing = NULL;
+	git_signature *tagger = NULL;
+	kiln_buf text = KILN_BUF_INIT(0), armour = KILN_BUF_INIT(0);
+	size_t mlen;
+	int valid = 0, rc, gerr, offset;
+
+	out_tag_id[0] = '\0';
+	if (!name_valid(dataset))
+		return kiln_error_set(KILN_EINVALID,
+				      "manifest: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
+	if (!name_valid(name))
+		return kiln_error_set(KILN_EINVALID, "manifest: tag name must match [a-z0-9][a-z0-9._-]{0,127}");
+	snprintf(ref, sizeof(ref), "refs/tags/%s/%s", dataset, name);
+	if (git_reference_name_is_valid(&valid, ref) < 0 || !valid)
+		return kiln_error_set(KILN_EINVALID, "manifest: %s is not a valid git reference name", ref);
+	if (!commit_hex || strlen(commit_hex) != 40 || !hex_valid(commit_hex, 40) ||
+	    git_oid_fromstr(&target, commit_hex) < 0)
+		return kiln_error_set(KILN_EINVALID, "manifest: %s: a commit id is 40 lower-case hex digits", ref);
+	if (!message)
+		message = "";
+	/* git takes the last such line as the start of the tag's signature */
+	for (const char *line = message;; line++) {
+		if (strncmp(line, "-----BEGIN ", 11) == 0)
+			return kiln_error_set(KILN_EINVALID,
+					      "manifest: %s: a message line starts with \"-----BEGIN \"", ref);
+		if (!(line = strchr(line, '\n')))
+			break;
+	}
+
+	gerr = git_reference_lookup(&existing, m->repo, ref);
+	if (gerr == 0) {
+		rc = kiln_error_set(KILN_EMODIFIED, "manifest %s: %s already exists", m->path, ref);
+		goto cleanup;
+	}
+	if (gerr != GIT_ENOTFOUND) {
+		rc = git_fail(m, gerr, ref);
+		goto cleanup;
+	}
+	if ((gerr = git_object_lookup(&object, m->repo, &target, GIT_OBJECT_COMMIT)) < 0) {
+		rc = git_fail(m, gerr, commit_hex);
+		goto cleanup;
+	}
+	if ((gerr = git_signature_now(&tagger, "kiln", "kiln@localhost")) < 0) {
+		rc = git_fail(m, gerr, "tagger");
+		goto cleanup;
+	}
+	offset = tagger->when.offset < 0 ? -tagger->when.offset : tagger->when.offset;
+	mlen = strlen(message);
+	if (kiln_buf_printf(&text, "object %s\ntype commit\ntag %s/%s\ntagger %s <%s> %lld %c%02d%02d\n\n%s%s",
+			    commit_hex, dataset, name, tagger->name, tagger->email,
+			    (long long)tagger->when.time, tagger->when.offset < 0 ? '-' : '+', offset / 60,
+			    offset % 60, message, mlen && message[mlen - 1] != '\n' ? "\n" : "") < 0 ||
+	    (key && kiln_sshsig_sign(key, "git", text.ptr, text.len, &armour) < 0)) {
+		rc = kiln_error_last_code();
+		goto cleanup;
+	}
+	if (kiln_buf_put(&text, armour.ptr, armour.len) < 0 || kiln_buf_putc(&text, '\0') < 0) {
+		rc = kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+		goto cleanup;
+	}
+	gerr = git_tag_create_from_buffer(&tag_id, m->repo, text.ptr, 0);
+	if (gerr == GIT_EEXISTS) {
+		rc = kiln_error_set(KILN_EMODIFIED, "manifest %s: %s already exists", m->path, ref);
+		goto cleanup;
+	}
+	if (gerr < 0) {
+		rc = git_fail(m, gerr, ref);
+		goto cleanup;
+	}
+	git_oid_tostr(out_tag_id, 41, &tag_id);
+	rc = 0;
+cleanup:
+	git_reference_free(existing);
+	git_object_free(object);
+	git_signature_free(tagger);
+	kiln_buf_free(&text);
+	kiln_buf_free(&armour);
+	return rc;
+}
+
 /* ---- commit --------------------------------------------------------------- */
 
 static int check_snapshot(const kiln_snapshot *snap)
@@ -1344,15 +1458,18 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	render_message(&msg, snap, &before);
 	if ((rc = buf_check(&msg)) < 0)
 		goto cleanup;
-	{
+	if (snap->signing_key) {
+		if ((rc = create_signed_commit(m, &commit_id, sig, msg.k.ptr, tree, parent, snap->signing_key)) < 0)
+			goto cleanup;
+	} else {
 		const git_commit *parents[1] = { parent };
 
 		gerr = git_commit_create(&commit_id, m->repo, NULL, sig, sig, NULL, msg.k.ptr, tree,
 					 parent ? 1 : 0, parents);
-	}
-	if (gerr < 0) {
-		rc = git_fail(m, gerr, "creating the commit");
-		goto cleanup;
+		if (gerr < 0) {
+			rc = git_fail(m, gerr, "creating the commit");
+			goto cleanup;
+		}
 	}
 	{
 		/* the first line of the message as the reflog entry */
@@ -1492,4 +1609,16 @@ const char *kiln_manifest_path(const kiln_manifest *m)
 int kiln_manifest_git_fail(const kiln_manifest *m, int gerr, const char *what)
 {
 	return git_fail(m, gerr, what);
+}
+
+int kiln_stats_parse(const char *text, size_t len, const char *where, kiln_stats *out)
+{
+	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
+	int rc;
+
+	if (!scanner)
+		return kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+	rc = parse_stats(scanner, where, text, len, out);
+	kiln_json_scanner_free(scanner);
+	return rc;
 }

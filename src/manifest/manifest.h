@@ -49,6 +49,8 @@ typedef struct kiln_stats {
 	kiln_split_stats splits[KILN_SPLIT_COUNT];
 } kiln_stats;
 
+struct kiln_signing_key; /* manifest/sshsig.h */
+
 typedef struct kiln_snapshot {
 	const char *dataset;      /* [a-z0-9][a-z0-9._-]{0,127} */
 	const char *branch;       /* "main" or another [a-z0-9][a-z0-9._-]* name */
@@ -59,6 +61,7 @@ typedef struct kiln_snapshot {
 	size_t lineage_count;
 	kiln_stats delta; /* added to the branch's stats.json */
 	const char *author_name, *author_email;
+	const struct kiln_signing_key *signing_key; /* NULL: unsigned commit */
 } kiln_snapshot;
 
 typedef struct kiln_manifest kiln_manifest;
@@ -71,8 +74,20 @@ void kiln_manifest_close(kiln_manifest *manifest);
 /* Makes one commit with the snapshot on the branch, whose parent is the
  * branch tip (none for a new branch), and moves the branch only if it still
  * points at that tip (KILN_EMODIFIED otherwise: nothing changed). The
- * message is a readable summary with counts. out_commit: 40 hex + NUL. */
+ * message is a readable summary with counts. out_commit: 40 hex + NUL.
+ * With snapshot->signing_key the commit carries an SSH signature (namespace
+ * "git") in its gpgsig header, which `git verify-commit` checks. */
 int kiln_manifest_commit(kiln_manifest *manifest, const kiln_snapshot *snapshot, char out_commit[41]);
+
+/* Creates the annotated tag refs/tags/<dataset>/<name> on the commit
+ * commit_hex (40 hex; it must exist), tagger "kiln <kiln@localhost>" at the
+ * current time, with `message` (a newline is added when it lacks one; no
+ * line may start with "-----BEGIN ") and, when key is not NULL, its SSH
+ * signature (namespace "git") appended, which `git verify-tag` checks.
+ * KILN_EMODIFIED when the tag already exists (nothing changes).
+ * out_tag_id: the tag object's id, 40 hex + NUL. */
+int kiln_manifest_tag(kiln_manifest *manifest, const char *dataset, const char *name, const char *commit_hex,
+		      const char *message, const struct kiln_signing_key *key, char out_tag_id[41]);
 
 /* Calls cb for each lineage.json entry at the branch tip; returns 0 (also
  * when the branch does not exist yet: no calls), a negative error, or cb's
@@ -84,6 +99,9 @@ int kiln_manifest_lineage(kiln_manifest *manifest, const char *dataset, const ch
  * 0 when the branch or the file does not exist, or a negative error. */
 int kiln_manifest_read(kiln_manifest *manifest, const char *dataset, const char *branch, const char *path,
 		       kiln_buf *out);
+
+/* Parses a stats.json text (docs/FORMATS.md); errors name `where`. */
+int kiln_stats_parse(const char *text, size_t len, const char *where, kiln_stats *out);
 
 /* Cumulative stats at the branch tip (all zero when it does not exist). */
 int kiln_manifest_stats(kiln_manifest *manifest, const char *dataset, const char *branch, kiln_stats *out);

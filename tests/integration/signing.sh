@@ -1,2 +1,184 @@
-#!/bin/sh
-echo "1 passed, 0 failed"
+#!/usr/bin/env bash
+# Signed commits end to end: `kiln keygen` (files, modes, the printed
+# allowed-signers line, no overwrite, no private key on screen), `kiln run`
+# with manifest.signing_key (from --set and, relative, from the pipeline
+# file), then the stock tools: `git verify-commit` with gpg.format=ssh
+# accepts the commits for the right allowed-signers file and refuses them
+# for another key's, `ssh-keygen -Y verify` accepts the extracted payload
+# and signature, `git fsck --strict` stays clean. Also: unsigned runs stay
+# unsigned, and a readable, missing or malformed signing key stops a run
+# before anything is written (exit 2, one line).
+# Needs git (skips, exit 77, without it); the checks that need ssh-keygen
+# (openssh-client) are skipped with a message when it is missing.
+set -uo pipefail
+
+src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+kiln=${KILN:-$src/build/kiln}
+pipeline=$src/pipelines/user-events.yaml
+ref=refs/heads/user-events/main
+
+command -v git >/dev/null || { echo "SKIP: git is not installed"; exit 77; }
+if [ ! -x "$kiln" ]; then
+	echo "FAIL: no kiln binary at $kiln (set KILN)"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+have_ssh_keygen=true
+command -v ssh-keygen >/dev/null || {
+	have_ssh_keygen=false
+	echo "note: ssh-keygen is not installed (openssh-client): skipping the git verify-commit and ssh-keygen -Y checks"
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0 failed=0
+
+check() { # NAME COMMAND...: passes when the command succeeds
+	local name=$1
+	shift
+	if "$@"; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		echo "FAIL: $name"
+	fi
+}
+
+status_is() { # NAME WANT COMMAND...: output in $tmp/NAME.out and .err
+	local name=$1 want=$2 rc=0
+	shift 2
+	"$@" </dev/null >"$tmp/$name.out" 2>"$tmp/$name.err" || rc=$?
+	[ "$rc" -eq "$want" ] && return 0
+	echo "  $*: exit $rc, expected $want"
+	sed 's/^/  | /' "$tmp/$name.err" | head -5
+	return 1
+}
+
+one_line_error() { # NAME ERE: stderr of NAME is one line matching, stdout empty
+	[ "$(wc -l <"$tmp/$1.err")" -eq 1 ] && grep -Eq -- "$2" "$tmp/$1.err" && [ ! -s "$tmp/$1.out" ] && return 0
+	echo "  stderr of $1 (wanted one line matching /$2/):"
+	sed 's/^/  | /' "$tmp/$1.err" | head -5
+	return 1
+}
+
+mode_is() { [ "$(stat -c %a "$1")" = "$2" ] || { echo "  $1: mode $(stat -c %a "$1"), expected $2"; return 1; }; }
+gitm() { git --git-dir="$tmp/m.git" "$@"; }
+verify_commit() { # ALLOWED COMMIT
+	gitm -c gpg.format=ssh -c gpg.ssh.allowedSignersFile="$1" verify-commit "$2" >"$tmp/verify.out" 2>&1
+}
+not() { ! "$@"; }
+
+unset KILN_BRANCH KILN_SPLIT_SALT
+export KILN_INPUT=$tmp/in.jsonl KILN_KEY_FILE=$tmp/hmac.key KILN_STORE=file://$tmp/store KILN_MANIFEST=$tmp/m.git
+(umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$tmp/hmac.key")
+head -n 120 "$src/samples/user-events.jsonl" >"$tmp/in.jsonl"
+
+# ---- kiln keygen
+check "keygen exits 0" status_is keygen 0 "$kiln" keygen --out "$tmp/sign.key" --comment release@kiln.test
+check "private key file is mode 0600" mode_is "$tmp/sign.key" 600
+check "private key file is kiln's format" \
+	test "$(sed -n 1p "$tmp/sign.key")" = kiln-ed25519-v1 -a "$(sed -n 2p "$tmp/sign.key" | grep -Ec '^[0-9a-f]{128}$')" = 1 \
+	-a "$(sed -n 3p "$tmp/sign.key")" = release@kiln.test -a "$(wc -l <"$tmp/sign.key")" -eq 3
+check "public key file is one OpenSSH line" \
+	grep -Eqx 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI[A-Za-z0-9+/]{43} release@kiln.test' "$tmp/sign.key.pub"
+pub_b64=$(cut -d' ' -f2 "$tmp/sign.key.pub")
+line="release@kiln.test namespaces=\"git\" ssh-ed25519 $pub_b64"
+check "keygen prints the allowed-signers line" grep -qxF -- "$line" "$tmp/keygen.out"
+check "keygen tells how to verify" grep -qF "gpg.ssh.allowedSignersFile" "$tmp/keygen.out"
+secret=$(sed -n 2p "$tmp/sign.key")
+check "keygen never prints the private key" \
+	not grep -qF -e "${secret:0:64}" -e "${secret:64:64}" "$tmp/keygen.out" "$tmp/keygen.err"
+printf '%s\n' "$line" >"$tmp/allowed_signers"
+if $have_ssh_keygen; then
+	check "ssh-keygen reads the public key" ssh-keygen -l -f "$tmp/sign.key.pub" >/dev/null
+fi
+
+cp "$tmp/sign.key" "$tmp/sign.key.orig"
+check "keygen refuses to overwrite" status_is keygen-again 2 "$kiln" keygen --out "$tmp/sign.key"
+check "keygen overwrite error is one line" one_line_error keygen-again "already exists"
+check "the key is unchanged" cmp -s "$tmp/sign.key" "$tmp/sign.key.orig"
+check "keygen refuses a comment with a space" status_is keygen-comment 2 "$kiln" keygen --out "$tmp/c.key" --comment "two words"
+check "and writes nothing" test ! -e "$tmp/c.key" -a ! -e "$tmp/c.key.pub"
+mkdir "$tmp/cwd"
+check "keygen defaults to ./kiln-signing.key" sh -c "cd '$tmp/cwd' && '$kiln' keygen >'$tmp/default.out' 2>&1"
+check "default files and principal" \
+	test -f "$tmp/cwd/kiln-signing.key" -a -f "$tmp/cwd/kiln-signing.key.pub" -a \
+	"$(grep -c '^kiln@localhost namespaces="git" ssh-ed25519 ' "$tmp/default.out")" = 1
+cut -d' ' -f1,2 "$tmp/cwd/kiln-signing.key.pub" | sed 's/^/kiln@localhost namespaces="git" /' >"$tmp/other_signers"
+
+# ---- signed runs
+sign=(--set "manifest.signing_key=$tmp/sign.key")
+check "signed run 1 exits 0" status_is run1 0 "$kiln" run "$pipeline" "${sign[@]}"
+c1=$(gitm rev-parse -q --verify "$ref" 2>/dev/null)
+check "run 1 committed" test -n "$c1"
+check "the commit has a gpgsig header" sh -c "git --git-dir='$tmp/m.git' cat-file commit $c1 | grep -q '^gpgsig -----BEGIN SSH SIGNATURE-----$'"
+check "run output never shows the private key" \
+	not grep -qF -e "${secret:0:64}" -e "${secret:64:64}" "$tmp/run1.out" "$tmp/run1.err"
+
+# the same key from the pipeline file, as a path relative to it
+mkdir "$tmp/p"
+sed -e "s#\.\./contracts/#$src/contracts/#" -e 's#^  author_email: .*#&\n  signing_key: ../sign.key#' \
+	"$pipeline" >"$tmp/p/pipeline.yaml"
+check "the pipeline copy names the key" grep -q '^  signing_key: ../sign.key$' "$tmp/p/pipeline.yaml"
+sed -n 121,160p "$src/samples/user-events.jsonl" >>"$tmp/in.jsonl"
+check "signed run 2 (key in the pipeline file) exits 0" status_is run2 0 "$kiln" run "$tmp/p/pipeline.yaml"
+c2=$(gitm rev-parse -q --verify "$ref" 2>/dev/null)
+check "run 2 committed on top of run 1" test -n "$c2" -a "$c2" != "$c1" -a "$(gitm rev-parse -q --verify "$ref^")" = "$c1"
+
+# an unsigned run stays unsigned
+sed -n 161,200p "$src/samples/user-events.jsonl" >>"$tmp/in.jsonl"
+check "unsigned run 3 exits 0" status_is run3 0 "$kiln" run "$pipeline"
+c3=$(gitm rev-parse -q --verify "$ref" 2>/dev/null)
+check "run 3 committed without a signature" \
+	sh -c "test -n '$c3' && test '$c3' != '$c2' && ! git --git-dir='$tmp/m.git' cat-file commit '$c3' | grep -q '^gpgsig'"
+
+# ---- stock git and ssh-keygen
+if $have_ssh_keygen; then
+	check "git verify-commit accepts run 1" verify_commit "$tmp/allowed_signers" "$c1"
+	check "git names the principal" grep -qF 'Good "git" signature for release@kiln.test' "$tmp/verify.out"
+	check "git verify-commit accepts run 2" verify_commit "$tmp/allowed_signers" "$c2"
+	check "git verify-commit refuses the unsigned run 3" not verify_commit "$tmp/allowed_signers" "$c3"
+	check "another key's allowed-signers file: run 1 refused" not verify_commit "$tmp/other_signers" "$c1"
+	check "another key's allowed-signers file: run 2 refused" not verify_commit "$tmp/other_signers" "$c2"
+	check "git log --show-signature shows a good signature" \
+		sh -c "git --git-dir='$tmp/m.git' -c gpg.format=ssh -c gpg.ssh.allowedSignersFile='$tmp/allowed_signers' \
+			log -1 --show-signature '$c2' 2>&1 | grep -q 'Good \"git\" signature'"
+
+	# the payload is the commit without its gpgsig header; the signature is that header
+	gitm cat-file commit "$c1" >"$tmp/c1.raw"
+	awk 'h && /^ / { next } { h = 0 } /^gpgsig / { h = 1; next } { print }' "$tmp/c1.raw" >"$tmp/c1.payload"
+	awk '/^gpgsig / { h = 1; sub(/^gpgsig /, ""); print; next } h && /^ / { sub(/^ /, ""); print; next } { h = 0 }' \
+		"$tmp/c1.raw" >"$tmp/c1.sig"
+	check "extracted a signature" grep -q '^-----END SSH SIGNATURE-----$' "$tmp/c1.sig"
+	check "ssh-keygen -Y verify accepts it" sh -c "ssh-keygen -Y verify -f '$tmp/allowed_signers' -I release@kiln.test \
+		-n git -s '$tmp/c1.sig' <'$tmp/c1.payload' >/dev/null 2>&1"
+	check "ssh-keygen -Y verify refuses another namespace" sh -c "! ssh-keygen -Y verify -f '$tmp/allowed_signers' \
+		-I release@kiln.test -n file -s '$tmp/c1.sig' <'$tmp/c1.payload' >/dev/null 2>&1"
+	sed 's/^author kiln/author kilm/' "$tmp/c1.payload" >"$tmp/c1.changed"
+	check "the changed payload differs" not cmp -s "$tmp/c1.payload" "$tmp/c1.changed"
+	check "ssh-keygen -Y verify refuses a changed payload" sh -c "! ssh-keygen -Y verify -f '$tmp/allowed_signers' \
+		-I release@kiln.test -n git -s '$tmp/c1.sig' <'$tmp/c1.changed' >/dev/null 2>&1"
+	check "ssh-keygen -Y find-principals names the signer" sh -c "ssh-keygen -Y find-principals -f '$tmp/allowed_signers' \
+		-s '$tmp/c1.sig' 2>/dev/null | grep -qx release@kiln.test"
+fi
+check "git fsck --strict is clean" gitm fsck --strict --no-dangling
+
+# ---- a bad signing key stops the run before anything is written
+sed -n 1,10p "$src/samples/user-events.jsonl" >>"$tmp/in.jsonl"
+before=$(find "$tmp/store" -type f | sort | md5sum)
+chmod 644 "$tmp/sign.key"
+check "a group/others-readable key: exit 2" status_is readable 2 "$kiln" run "$pipeline" "${sign[@]}"
+check "  one line naming chmod 600" one_line_error readable "sign\.key: signing key file mode 0644 .*chmod 600"
+chmod 600 "$tmp/sign.key"
+check "a missing key: exit 2" status_is missing 2 "$kiln" run "$pipeline" --set "manifest.signing_key=$tmp/nope.key"
+check "  one line" one_line_error missing "nope\.key: signing key file not found"
+(umask 077 && cp "$tmp/hmac.key" "$tmp/hmac-as-sign.key")
+check "an HMAC key as signing key: exit 2" status_is wrongkey 2 "$kiln" run "$pipeline" \
+	--set "manifest.signing_key=$tmp/hmac-as-sign.key"
+check "  one line, no key material" sh -c "[ \$(wc -l <'$tmp/wrongkey.err') -eq 1 ] && grep -q 'not a kiln signing key file' '$tmp/wrongkey.err' && ! grep -qF '$(cat "$tmp/hmac.key")' '$tmp/wrongkey.err'"
+check "an unknown manifest key is still refused" status_is unknown 2 "$kiln" run "$pipeline" --set manifest.signing_keys=x
+check "no commit and no object from the failed runs" \
+	test "$(gitm rev-parse -q --verify "$ref")" = "$c3" -a "$(find "$tmp/store" -type f | sort | md5sum)" = "$before"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
