@@ -49,8 +49,6 @@ for c, (sets, count) in enumerate([(base, n), ({s: base[s] + more[s] for s in sp
     blob(b"bench: commit %d" % c)
     if c == 1:
         out.write(b"deleteall\n")
-    else:
-        out.write(b"from refs/heads/bench/main^0\n")
     if c == 1:
         for name, data in (("dataset.json", dataset),
                            ("lineage.json", b'{\n  "partitions": [\n    {"topic":"t","partition":0,"next":1}\n  ]\n}\n')):

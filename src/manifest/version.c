@@ -1,1 +1,1050 @@
-/* placeholder */
+/* Reading dataset versions (see version.h): "ds@ref" resolution through
+ * branches, tags and commit prefixes, the files and shard lines of a
+ * version's tree, first-parent history with the dataset's vN tags, and the
+ * shards added and removed between two versions (a git tree diff of splits/
+ * then a merge walk of each changed fan-out blob). Read-only: nothing here
+ * writes to the repository, and every libgit2 object lives for one call. */
+#include "manifest/version.h"
+#include "manifest/internal.h"
+
+#include <errno.h>
+#include <git2.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+
+#define HASH_LEN     64
+#define NAME_MAX_LEN 128
+#define SHORT_LEN    12
+
+/* ---- names and specs ------------------------------------------------------ */
+
+static bool is_lower_hex(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+static bool lower_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!is_lower_hex(s[i]))
+			return false;
+	return true;
+}
+
+/* A dataset name: [a-z0-9][a-z0-9._-]{0,127} (what manifest.c accepts). */
+static bool dataset_valid(const char *s, size_t n)
+{
+	if (n == 0 || n > NAME_MAX_LEN || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+		return false;
+	for (size_t i = 1; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* A ref after '@': [A-Za-z0-9][A-Za-z0-9._-]{0,127} (upper case for commit
+ * ids typed that way), and a valid git reference name once prefixed. */
+static bool ref_valid(const char *s, const char *dataset)
+{
+	char full[NAME_MAX_LEN * 2 + 32];
+	size_t n = strlen(s);
+	int valid = 0;
+
+	if (n == 0 || n > NAME_MAX_LEN || s[0] == '.' || s[0] == '-' || s[0] == '_')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	snprintf(full, sizeof(full), "refs/heads/%s/%s", dataset, s);
+	return git_reference_name_is_valid(&valid, full) == 0 && valid;
+}
+
+/* The spec for a message: printable ASCII kept, anything else as '?', cut. */
+static const char *spec_for_message(const char *spec, char out[160])
+{
+	size_t i;
+
+	for (i = 0; i < 159 && spec[i]; i++)
+		out[i] = spec[i] >= 0x20 && spec[i] < 0x7f ? spec[i] : '?';
+	out[i] = '\0';
+	return out;
+}
+
+static int parse_spec(const char *spec, char dataset[NAME_MAX_LEN + 1], char ref[NAME_MAX_LEN + 1])
+{
+	const char *at = spec ? strchr(spec, '@') : NULL;
+	size_t dn = at ? (size_t)(at - spec) : spec ? strlen(spec) : 0;
+	char shown[160];
+
+	if (!spec)
+		return kiln_error_set(KILN_EINVALID, "no version given (expected DATASET[@REF])");
+	if (!dataset_valid(spec, dn))
+		return kiln_error_set(KILN_EINVALID,
+				      "%s: not a version (expected DATASET[@REF], DATASET matching "
+				      "[a-z0-9][a-z0-9._-]{0,127})",
+				      spec_for_message(spec, shown));
+	memcpy(dataset, spec, dn);
+	dataset[dn] = '\0';
+	if (!at) {
+		strcpy(ref, "main");
+		return 0;
+	}
+	if (strlen(at + 1) > NAME_MAX_LEN || !ref_valid(at + 1, dataset))
+		return kiln_error_set(
+			KILN_EINVALID,
+			"%s: not a version (REF after '@' must be a branch, a tag vN or a commit id)",
+			spec_for_message(spec, shown));
+	strcpy(ref, at + 1);
+	return 0;
+}
+
+/* ---- opening -------------------------------------------------------------- */
+
+int kiln_version_open(kiln_manifest **out, const char *path)
+{
+	struct stat st;
+
+	*out = NULL;
+	if (!path || !*path)
+		return kiln_error_set(KILN_EINVALID, "no manifest repository given");
+	if (stat(path, &st) < 0)
+		return kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "manifest %s: %s", path,
+				      errno == ENOENT ? "no such repository" : strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return kiln_error_set(KILN_EINVALID, "manifest %s: not a repository (not a directory)", path);
+	return kiln_manifest_open(out, path);
+}
+
+/* ---- trees and blobs ------------------------------------------------------ */
+
+static int commit_of(kiln_manifest *m, const kiln_version *v, git_commit **out)
+{
+	git_oid id;
+	int gerr;
+
+	*out = NULL;
+	if (strlen(v->commit) != 40 || git_oid_fromstr(&id, v->commit) < 0)
+		return kiln_error_set(KILN_EINVALID, "manifest %s: bad commit id in a version",
+				      kiln_manifest_path(m));
+	gerr = git_commit_lookup(out, kiln_manifest_repo(m), &id);
+	return gerr < 0 ? kiln_manifest_git_fail(m, gerr, v->commit) : 0;
+}
+
+static int tree_of(kiln_manifest *m, const kiln_version *v, git_tree **out)
+{
+	git_commit *commit;
+	int rc = commit_of(m, v, &commit), gerr;
+
+	*out = NULL;
+	if (rc < 0)
+		return rc;
+	gerr = git_commit_tree(out, commit);
+	git_commit_free(commit);
+	return gerr < 0 ? kiln_manifest_git_fail(m, gerr, v->commit) : 0;
+}
+
+/* The blob at path in tree: 1 found, 0 absent, < 0 error. */
+static int blob_at(kiln_manifest *m, git_tree *tree, const char *commit, const char *path, git_blob **out)
+{
+	git_tree_entry *entry = NULL;
+	int gerr;
+
+	*out = NULL;
+	gerr = git_tree_entry_bypath(&entry, tree, path);
+	if (gerr == GIT_ENOTFOUND)
+		return 0;
+	if (gerr < 0)
+		return kiln_manifest_git_fail(m, gerr, path);
+	if (git_tree_entry_type(entry) != GIT_OBJECT_BLOB) {
+		git_tree_entry_free(entry);
+		return kiln_error_set(KILN_EINVALID, "manifest %s: %.*s:%s is not a file",
+				      kiln_manifest_path(m), SHORT_LEN, commit, path);
+	}
+	gerr = git_blob_lookup(out, kiln_manifest_repo(m), git_tree_entry_id(entry));
+	git_tree_entry_free(entry);
+	return gerr < 0 ? kiln_manifest_git_fail(m, gerr, path) : 1;
+}
+
+int kiln_version_read(kiln_manifest *m, const kiln_version *v, const char *path, kiln_buf *out)
+{
+	git_tree *tree = NULL;
+	git_blob *blob = NULL;
+	int rc;
+
+	if ((rc = tree_of(m, v, &tree)) < 0)
+		return rc;
+	rc = blob_at(m, tree, v->commit, path, &blob);
+	if (rc == 1 &&
+	    (rc = kiln_buf_put(out, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob))) == 0)
+		rc = 1;
+	git_blob_free(blob);
+	git_tree_free(tree);
+	return rc;
+}
+
+/* ---- resolution ----------------------------------------------------------- */
+
+/* The top-level "name" of a dataset.json text equals dataset. */
+static bool dataset_json_names(const char *text, size_t len, const char *dataset)
+{
+	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
+	kiln_json_token t;
+	bool match = false, next_is_name = false;
+	int rc;
+
+	if (!scanner)
+		return false;
+	kiln_json_scanner_reset(scanner, text, len);
+	while ((rc = kiln_json_next(scanner, &t)) > 0) {
+		if (next_is_name) {
+			char *s;
+			size_t n;
+
+			if (t.type != KILN_JSON_STRING || !(s = malloc(t.len + 1)))
+				break;
+			n = kiln_json_unescape(s, t.len + 1, &t);
+			match = n == strlen(dataset) && memcmp(s, dataset, n) == 0;
+			free(s);
+			break;
+		}
+		if (t.type == KILN_JSON_KEY && t.depth == 1 && t.len == 4 && memcmp(t.ptr, "name", 4) == 0)
+			next_is_name = true;
+	}
+	kiln_json_scanner_free(scanner);
+	return match;
+}
+
+/* The reference `name` peeled to a commit: 1 found, 0 absent, < 0 error. */
+static int try_ref(kiln_manifest *m, const char *name, git_oid *out)
+{
+	git_reference *ref = NULL;
+	git_object *obj = NULL;
+	int gerr = git_reference_lookup(&ref, kiln_manifest_repo(m), name);
+
+	if (gerr == GIT_ENOTFOUND || gerr == GIT_EINVALIDSPEC)
+		return 0;
+	if (gerr < 0)
+		return kiln_manifest_git_fail(m, gerr, name);
+	gerr = git_reference_peel(&obj, ref, GIT_OBJECT_COMMIT);
+	git_reference_free(ref);
+	if (gerr < 0)
+		return kiln_error_set(KILN_EINVALID, "manifest %s: %s does not lead to a commit",
+				      kiln_manifest_path(m), name);
+	git_oid_cpy(out, git_object_id(obj));
+	git_object_free(obj);
+	return 1;
+}
+
+int kiln_version_resolve(kiln_manifest *m, const char *spec, kiln_version *out)
+{
+	char dataset[NAME_MAX_LEN + 1], ref[NAME_MAX_LEN + 1], name[sizeof(out->ref)];
+	char shown[160];
+	git_oid id;
+	git_commit *commit = NULL;
+	int rc, gerr;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = parse_spec(spec, dataset, ref)) < 0)
+		return rc;
+	spec_for_message(spec, shown);
+
+	/* a branch, then a tag */
+	snprintf(name, sizeof(name), "refs/heads/%s/%s", dataset, ref);
+	if ((rc = try_ref(m, name, &id)) == 0) {
+		snprintf(name, sizeof(name), "refs/tags/%s/%s", dataset, ref);
+		rc = try_ref(m, name, &id);
+	}
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		strcpy(out->ref, name);
+	} else {
+		/* a commit id or a unique prefix of one */
+		char hex[41];
+		git_object *obj = NULL;
+		git_blob *blob = NULL;
+		git_tree *tree = NULL;
+		size_t n = strlen(ref);
+		bool ok;
+
+		for (size_t i = 0; i < n && i < 40; i++)
+			hex[i] = ref[i] >= 'A' && ref[i] <= 'F' ? (char)(ref[i] - 'A' + 'a') : ref[i];
+		if (n < 4 || n > 40 || !lower_hex(hex, n))
+			return kiln_error_set(KILN_ENOTFOUND,
+					      "%s: no branch, tag or commit of that name in %s", shown,
+					      kiln_manifest_path(m));
+		hex[n] = '\0';
+		git_oid_fromstrn(&id, hex, n);
+		gerr = git_object_lookup_prefix(&obj, kiln_manifest_repo(m), &id, n, GIT_OBJECT_COMMIT);
+		if (gerr == GIT_EAMBIGUOUS)
+			return kiln_error_set(
+				KILN_EINVALID,
+				"%s: %s is ambiguous (several objects start with it); give more digits",
+				shown, hex);
+		if (gerr == GIT_ENOTFOUND)
+			return kiln_error_set(KILN_ENOTFOUND,
+					      "%s: no branch, tag or commit of that name in %s", shown,
+					      kiln_manifest_path(m));
+		if (gerr < 0)
+			return kiln_manifest_git_fail(m, gerr, hex);
+		git_oid_cpy(&id, git_object_id(obj));
+		gerr = git_commit_tree(&tree, (git_commit *)obj);
+		git_object_free(obj);
+		if (gerr < 0)
+			return kiln_manifest_git_fail(m, gerr, hex);
+		rc = blob_at(m, tree, hex, "dataset.json", &blob);
+		ok = rc == 1 &&
+		     dataset_json_names(git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), dataset);
+		git_blob_free(blob);
+		git_tree_free(tree);
+		if (rc < 0)
+			return rc;
+		if (!ok) {
+			git_oid_tostr(hex, sizeof(hex), &id);
+			return kiln_error_set(KILN_EINVALID, "%s: commit %.*s is not a version of %s (%s)",
+					      shown, SHORT_LEN, hex, dataset,
+					      rc == 1 ? "its dataset.json names another dataset"
+						      : "it has no dataset.json");
+		}
+	}
+	gerr = git_commit_lookup(&commit, kiln_manifest_repo(m), &id);
+	if (gerr < 0)
+		return kiln_manifest_git_fail(m, gerr, shown);
+	strcpy(out->dataset, dataset);
+	git_oid_tostr(out->commit, sizeof(out->commit), &id);
+	out->time = (int64_t)git_commit_time(commit);
+	git_commit_free(commit);
+	return 0;
+}
+
+/* ---- shard lines ---------------------------------------------------------- */
+
+static int line_bad(const char *what)
+{
+	return kiln_error_set(KILN_EINVALID, "shard line: %s", what);
+}
+
+static int line_next(kiln_json_scanner *scanner, kiln_json_token *t)
+{
+	int rc = kiln_json_next(scanner, t);
+	size_t off = 0;
+	kiln_reject code;
+
+	if (rc > 0)
+		return 0;
+	if (rc == 0)
+		return line_bad("unexpected end of text");
+	code = kiln_json_scanner_error(scanner, &off, NULL);
+	return kiln_error_set(KILN_EINVALID, "shard line: %s at byte %zu", kiln_reject_name(code), off);
+}
+
+static bool key_is(const kiln_json_token *t, const char *name)
+{
+	size_t n = strlen(name);
+
+	/* the keys we look for have no escapes; an escaped key never matches */
+	return !(t->flags & KILN_JSON_ESCAPED) && t->len == n && memcmp(t->ptr, name, n) == 0;
+}
+
+/* Skips the value that follows a key. */
+static int skip_value(kiln_json_scanner *scanner)
+{
+	kiln_json_token t;
+	int depth = 0;
+
+	do {
+		int rc = line_next(scanner, &t);
+
+		if (rc < 0)
+			return rc;
+		if (t.type == KILN_JSON_OBJECT_BEGIN || t.type == KILN_JSON_ARRAY_BEGIN)
+			depth++;
+		else if (t.type == KILN_JSON_OBJECT_END || t.type == KILN_JSON_ARRAY_END)
+			depth--;
+	} while (depth > 0);
+	return 0;
+}
+
+/* An integer value into *out_mag / *out_neg. */
+static int read_int(kiln_json_scanner *scanner, const char *field, bool negative_ok, uint64_t *out_mag,
+		    bool *out_neg)
+{
+	kiln_json_token t;
+	char msg[96];
+	uint64_t v = 0;
+	size_t i = 0;
+	int rc = line_next(scanner, &t);
+
+	if (rc < 0)
+		return rc;
+	snprintf(msg, sizeof(msg), "\"%s\" must be a%s integer", field, negative_ok ? "n" : " non-negative");
+	if (t.type != KILN_JSON_NUMBER || !(t.flags & KILN_JSON_INTEGER))
+		return line_bad(msg);
+	*out_neg = t.ptr[0] == '-';
+	if (*out_neg) {
+		if (!negative_ok)
+			return line_bad(msg);
+		i = 1;
+	}
+	for (; i < t.len; i++) {
+		unsigned d = (unsigned)(t.ptr[i] - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return line_bad(msg);
+		v = v * 10 + d;
+	}
+	*out_mag = v;
+	return 0;
+}
+
+static int read_u64(kiln_json_scanner *scanner, const char *field, uint64_t *out)
+{
+	bool neg;
+
+	return read_int(scanner, field, false, out, &neg);
+}
+
+static int read_i64(kiln_json_scanner *scanner, const char *field, int64_t lo, int64_t hi, int64_t *out)
+{
+	uint64_t mag = 0;
+	bool neg = false;
+	char msg[96];
+	int rc = read_int(scanner, field, true, &mag, &neg);
+
+	if (rc < 0)
+		return rc;
+	snprintf(msg, sizeof(msg), "\"%s\" is out of range", field);
+	if (neg ? mag > (uint64_t)INT64_MAX + 1 : mag > (uint64_t)INT64_MAX)
+		return line_bad(msg);
+	*out = neg ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag) : (int64_t)mag;
+	return *out < lo || *out > hi ? line_bad(msg) : 0;
+}
+
+/* One "sources" entry; its topic is appended (NUL-terminated) to strings and
+ * its offset there stored in *topic_off. */
+static int parse_source(kiln_json_scanner *scanner, kiln_source_range *out, size_t *topic_off,
+			kiln_buf *strings)
+{
+	kiln_json_token t;
+	bool have_topic = false, have_partition = false, have_first = false, have_last = false;
+	int64_t v;
+
+	for (;;) {
+		int rc = line_next(scanner, &t);
+
+		if (rc < 0)
+			return rc;
+		if (t.type == KILN_JSON_OBJECT_END)
+			break;
+		if (key_is(&t, "topic")) {
+			size_t n;
+
+			if ((rc = line_next(scanner, &t)) < 0)
+				return rc;
+			if (t.type != KILN_JSON_STRING)
+				return line_bad("\"topic\" must be a string");
+			if ((rc = kiln_buf_reserve(strings, t.len + 1)) < 0)
+				return rc;
+			n = kiln_json_unescape(strings->ptr + strings->len, t.len + 1, &t);
+			if (memchr(strings->ptr + strings->len, '\0', n))
+				return line_bad("\"topic\" holds a NUL character");
+			*topic_off = strings->len;
+			strings->ptr[strings->len + n] = '\0';
+			strings->len += n + 1;
+			have_topic = true;
+		} else if (key_is(&t, "partition")) {
+			if ((rc = read_i64(scanner, "partition", INT32_MIN, INT32_MAX, &v)) < 0)
+				return rc;
+			out->partition = (int32_t)v;
+			have_partition = true;
+		} else if (key_is(&t, "first")) {
+			if ((rc = read_i64(scanner, "first", INT64_MIN, INT64_MAX, &out->first)) < 0)
+				return rc;
+			have_first = true;
+		} else if (key_is(&t, "last")) {
+			if ((rc = read_i64(scanner, "last", INT64_MIN, INT64_MAX, &out->last)) < 0)
+				return rc;
+			have_last = true;
+		} else if ((rc = skip_value(scanner)) < 0) {
+			return rc;
+		}
+	}
+	if (!have_topic || !have_partition || !have_first || !have_last)
+		return line_bad("a source needs \"topic\", \"partition\", \"first\" and \"last\"");
+	return 0;
+}
+
+int kiln_shard_line_parse_with(kiln_json_scanner *scanner, const char *line, size_t len,
+			       kiln_shard_entry *out, kiln_buf *strings, kiln_source_range **sources,
+			       size_t *sources_cap)
+{
+	kiln_json_token t;
+	bool have_hash = false, have_bytes = false, have_raw = false, have_records = false;
+	size_t count = 0;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	kiln_json_scanner_reset(scanner, line, len);
+	if ((rc = line_next(scanner, &t)) < 0)
+		return rc;
+	if (t.type != KILN_JSON_OBJECT_BEGIN)
+		return line_bad("must be an object");
+	for (;;) {
+		if ((rc = line_next(scanner, &t)) < 0)
+			return rc;
+		if (t.type == KILN_JSON_OBJECT_END)
+			break;
+		if (key_is(&t, "shard")) {
+			if ((rc = line_next(scanner, &t)) < 0)
+				return rc;
+			if (t.type != KILN_JSON_STRING || t.len != HASH_LEN ||
+			    (t.flags & KILN_JSON_ESCAPED) || !lower_hex(t.ptr, HASH_LEN))
+				return line_bad("\"shard\" must be 64 lower-case hex digits");
+			memcpy(out->hash, t.ptr, HASH_LEN);
+			out->hash[HASH_LEN] = '\0';
+			have_hash = true;
+		} else if (key_is(&t, "bytes")) {
+			rc = read_u64(scanner, "bytes", &out->bytes);
+			have_bytes = true;
+		} else if (key_is(&t, "raw_bytes")) {
+			rc = read_u64(scanner, "raw_bytes", &out->raw_bytes);
+			have_raw = true;
+		} else if (key_is(&t, "records")) {
+			rc = read_u64(scanner, "records", &out->records);
+			have_records = true;
+		} else if (key_is(&t, "sources")) {
+			if ((rc = line_next(scanner, &t)) < 0)
+				return rc;
+			if (t.type != KILN_JSON_ARRAY_BEGIN)
+				return line_bad("\"sources\" must be an array");
+			for (;;) {
+				size_t topic_off = 0;
+
+				if ((rc = line_next(scanner, &t)) < 0)
+					return rc;
+				if (t.type == KILN_JSON_ARRAY_END)
+					break;
+				if (t.type != KILN_JSON_OBJECT_BEGIN)
+					return line_bad("\"sources\" entries must be objects");
+				if (count == *sources_cap) {
+					size_t cap = *sources_cap ? *sources_cap * 2 : 4;
+					kiln_source_range *v = realloc(*sources, cap * sizeof(*v));
+
+					if (!v)
+						return kiln_error_set(KILN_ENOMEM, "out of memory");
+					*sources = v;
+					*sources_cap = cap;
+				}
+				memset(&(*sources)[count], 0, sizeof(**sources));
+				if ((rc = parse_source(scanner, &(*sources)[count], &topic_off, strings)) < 0)
+					return rc;
+				/* strings may move while later topics are added: keep the
+				 * offset in the pointer until the line is done */
+				(*sources)[count].topic = (const char *)(uintptr_t)topic_off;
+				count++;
+			}
+		} else {
+			rc = skip_value(scanner);
+		}
+		if (rc < 0)
+			return rc;
+	}
+	if ((rc = kiln_json_next(scanner, &t)) != 0)
+		return rc > 0 ? line_bad("text after the object") : line_next(scanner, &t);
+	if (!have_hash || !have_bytes || !have_raw || !have_records)
+		return line_bad("a line needs \"shard\", \"bytes\", \"raw_bytes\" and \"records\"");
+	for (size_t i = 0; i < count; i++)
+		(*sources)[i].topic = strings->ptr + (uintptr_t)(*sources)[i].topic;
+	out->sources = count ? *sources : NULL;
+	out->source_count = count;
+	return 0;
+}
+
+int kiln_shard_line_parse(const char *line, size_t len, kiln_shard_entry *out, kiln_buf *strings,
+			  kiln_source_range **sources, size_t *sources_cap)
+{
+	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
+	int rc;
+
+	if (!scanner)
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	rc = kiln_shard_line_parse_with(scanner, line, len, out, strings, sources, sources_cap);
+	kiln_json_scanner_free(scanner);
+	return rc;
+}
+
+/* ---- walking a split ------------------------------------------------------ */
+
+/* Parsing state reused over every line of a walk. */
+typedef struct line_state {
+	kiln_json_scanner *scanner;
+	kiln_buf strings;
+	kiln_source_range *sources;
+	size_t sources_cap;
+} line_state;
+
+static int line_state_init(line_state *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->scanner = kiln_json_scanner_new(NULL);
+	return s->scanner ? 0 : kiln_error_set(KILN_ENOMEM, "out of memory");
+}
+
+static void line_state_free(line_state *s)
+{
+	kiln_json_scanner_free(s->scanner);
+	kiln_buf_free(&s->strings);
+	free(s->sources);
+}
+
+/* Re-sets the last error with where it happened in front. */
+static int in_file(kiln_manifest *m, int rc, const char *commit, const char *path, size_t line)
+{
+	char msg[512];
+
+	snprintf(msg, sizeof(msg), "%s", kiln_error_last());
+	return kiln_error_set(rc, "manifest %s: %.*s:%s line %zu: %s", kiln_manifest_path(m), SHORT_LEN,
+			      commit, path, line, msg);
+}
+
+static int parse_line(kiln_manifest *m, line_state *s, const char *commit, const char *path, size_t lineno,
+		      const char *text, size_t len, kiln_shard_entry *out)
+{
+	int rc;
+
+	kiln_buf_reset(&s->strings);
+	rc = kiln_shard_line_parse_with(s->scanner, text, len, out, &s->strings, &s->sources,
+					&s->sources_cap);
+	return rc < 0 ? in_file(m, rc, commit, path, lineno) : 0;
+}
+
+/* "hh.jsonl" with hh two lower-case hex digits. */
+static bool fanout_name(const char *name)
+{
+	return strlen(name) == 8 && is_lower_hex(name[0]) && is_lower_hex(name[1]) &&
+	       strcmp(name + 2, ".jsonl") == 0;
+}
+
+/* splits/<split> of tree (*out NULL when absent). */
+static int split_tree(kiln_manifest *m, git_tree *tree, const char *commit, kiln_split split, git_tree **out)
+{
+	char path[32];
+	git_tree_entry *entry = NULL;
+	int gerr;
+
+	*out = NULL;
+	snprintf(path, sizeof(path), "splits/%s", kiln_split_name(split));
+	gerr = git_tree_entry_bypath(&entry, tree, path);
+	if (gerr == GIT_ENOTFOUND)
+		return 0;
+	if (gerr < 0)
+		return kiln_manifest_git_fail(m, gerr, path);
+	if (git_tree_entry_type(entry) != GIT_OBJECT_TREE) {
+		git_tree_entry_free(entry);
+		return kiln_error_set(KILN_EINVALID, "manifest %s: %.*s:%s is not a folder",
+				      kiln_manifest_path(m), SHORT_LEN, commit, path);
+	}
+	gerr = git_tree_lookup(out, kiln_manifest_repo(m), git_tree_entry_id(entry));
+	git_tree_entry_free(entry);
+	return gerr < 0 ? kiln_manifest_git_fail(m, gerr, path) : 0;
+}
+
+int kiln_version_shards(kiln_manifest *m, const kiln_version *v, kiln_split split,
+			int (*cb)(void *ctx, const kiln_shard_entry *entry), void *ctx)
+{
+	git_tree *tree = NULL, *dir = NULL;
+	git_blob *blob = NULL;
+	line_state ls;
+	char prev[HASH_LEN + 1] = "";
+	int rc;
+
+	if ((rc = line_state_init(&ls)) < 0)
+		return rc;
+	if ((rc = tree_of(m, v, &tree)) < 0 || (rc = split_tree(m, tree, v->commit, split, &dir)) < 0 || !dir)
+		goto cleanup;
+	for (size_t i = 0, n = git_tree_entrycount(dir); i < n; i++) {
+		const git_tree_entry *e = git_tree_entry_byindex(dir, i);
+		const char *name = git_tree_entry_name(e);
+		char path[48];
+		const char *p, *end;
+		size_t lineno = 0;
+		int gerr;
+
+		snprintf(path, sizeof(path), "splits/%s/%s", kiln_split_name(split), name);
+		if (!fanout_name(name) || git_tree_entry_type(e) != GIT_OBJECT_BLOB) {
+			rc = kiln_error_set(KILN_EINVALID,
+					    "manifest %s: %.*s:%s: not a shard list (<hh>.jsonl)",
+					    kiln_manifest_path(m), SHORT_LEN, v->commit, path);
+			goto cleanup;
+		}
+		if ((gerr = git_blob_lookup(&blob, kiln_manifest_repo(m), git_tree_entry_id(e))) < 0) {
+			rc = kiln_manifest_git_fail(m, gerr, path);
+			goto cleanup;
+		}
+		p = git_blob_rawcontent(blob);
+		end = p + git_blob_rawsize(blob);
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			const char *stop = nl ? nl : end;
+			kiln_shard_entry entry;
+
+			lineno++;
+			if (stop == p) { /* an empty line */
+				p++;
+				continue;
+			}
+			if ((rc = parse_line(m, &ls, v->commit, path, lineno, p, (size_t)(stop - p),
+					     &entry)) < 0)
+				goto cleanup;
+			if (memcmp(entry.hash, name, 2) != 0 || strcmp(entry.hash, prev) <= 0) {
+				rc = kiln_error_set(KILN_EINVALID,
+						    "manifest %s: %.*s:%s line %zu: shard out of order or in "
+						    "the wrong file",
+						    kiln_manifest_path(m), SHORT_LEN, v->commit, path,
+						    lineno);
+				goto cleanup;
+			}
+			memcpy(prev, entry.hash, sizeof(prev));
+			if ((rc = cb(ctx, &entry)) != 0)
+				goto cleanup;
+			p = nl ? nl + 1 : end;
+		}
+		git_blob_free(blob);
+		blob = NULL;
+	}
+	rc = 0;
+cleanup:
+	git_blob_free(blob);
+	git_tree_free(dir);
+	git_tree_free(tree);
+	line_state_free(&ls);
+	return rc;
+}
+
+/* ---- history -------------------------------------------------------------- */
+
+typedef struct vtag {
+	git_oid commit;
+	uint64_t n;
+	char name[24];
+} vtag;
+
+static int vtag_cmp(const void *a, const void *b)
+{
+	const vtag *x = a, *y = b;
+
+	return (x->n > y->n) - (x->n < y->n);
+}
+
+/* The dataset's vN tags peeled to commits, ascending by N. */
+static int load_vtags(kiln_manifest *m, const char *dataset, vtag **out, size_t *out_n)
+{
+	char glob[NAME_MAX_LEN + 32];
+	size_t prefix_len, n = 0, cap = 0;
+	git_reference_iterator *it = NULL;
+	git_reference *ref;
+	vtag *tags = NULL;
+	int gerr, rc = 0;
+
+	*out = NULL;
+	*out_n = 0;
+	snprintf(glob, sizeof(glob), "refs/tags/%s/v*", dataset);
+	prefix_len = strlen(glob) - 2;
+	if ((gerr = git_reference_iterator_glob_new(&it, kiln_manifest_repo(m), glob)) < 0)
+		return kiln_manifest_git_fail(m, gerr, glob);
+	while ((gerr = git_reference_next(&ref, it)) == 0) {
+		const char *name = git_reference_name(ref) + prefix_len;
+		size_t len = strlen(name), d;
+		git_object *obj = NULL;
+		uint64_t num = 0;
+
+		for (d = 1; d < len && name[d] >= '0' && name[d] <= '9'; d++)
+			num = num * 10 + (uint64_t)(name[d] - '0');
+		if (name[0] != 'v' || len < 2 || len > 19 || d != len ||
+		    git_reference_peel(&obj, ref, GIT_OBJECT_COMMIT) < 0) {
+			git_reference_free(ref);
+			continue; /* not a version tag, or not on a commit */
+		}
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			vtag *v = realloc(tags, ncap * sizeof(*v));
+
+			if (!v) {
+				git_object_free(obj);
+				git_reference_free(ref);
+				rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+				goto cleanup;
+			}
+			tags = v;
+			cap = ncap;
+		}
+		git_oid_cpy(&tags[n].commit, git_object_id(obj));
+		tags[n].n = num;
+		snprintf(tags[n].name, sizeof(tags[n].name), "%s", name);
+		n++;
+		git_object_free(obj);
+		git_reference_free(ref);
+	}
+	if (gerr != GIT_ITEROVER) {
+		rc = kiln_manifest_git_fail(m, gerr, glob);
+		goto cleanup;
+	}
+	if (n > 1)
+		qsort(tags, n, sizeof(*tags), vtag_cmp);
+	*out = tags;
+	*out_n = n;
+	tags = NULL;
+cleanup:
+	free(tags);
+	git_reference_iterator_free(it);
+	return rc;
+}
+
+int kiln_version_log(kiln_manifest *m, const kiln_version *v, size_t max,
+		     int (*cb)(void *ctx, const char *commit, int64_t time, const char *summary,
+			       const char *tags),
+		     void *ctx)
+{
+	git_commit *commit = NULL, *parent = NULL;
+	vtag *tags = NULL;
+	size_t ntags = 0, count = 0;
+	kiln_buf names = KILN_BUF_INIT(0);
+	int rc, gerr;
+
+	if ((rc = load_vtags(m, v->dataset, &tags, &ntags)) < 0 || (rc = commit_of(m, v, &commit)) < 0)
+		goto cleanup;
+	while (commit && (max == 0 || count < max)) {
+		char hex[41];
+		const char *summary = git_commit_summary(commit);
+
+		kiln_buf_reset(&names);
+		for (size_t i = 0; i < ntags; i++)
+			if (git_oid_equal(&tags[i].commit, git_commit_id(commit)) &&
+			    ((names.len && (rc = kiln_buf_putc(&names, ',')) < 0) ||
+			     (rc = kiln_buf_puts(&names, tags[i].name)) < 0))
+				goto cleanup;
+		if ((rc = kiln_buf_putc(&names, '\0')) < 0)
+			goto cleanup;
+		git_oid_tostr(hex, sizeof(hex), git_commit_id(commit));
+		if ((rc = cb(ctx, hex, (int64_t)git_commit_time(commit), summary ? summary : "",
+			     names.ptr)) != 0)
+			goto cleanup;
+		count++;
+		if (git_commit_parentcount(commit) == 0)
+			break;
+		if ((gerr = git_commit_parent(&parent, commit, 0)) < 0) {
+			rc = kiln_manifest_git_fail(m, gerr, hex);
+			goto cleanup;
+		}
+		git_commit_free(commit);
+		commit = parent;
+		parent = NULL;
+	}
+	rc = 0;
+cleanup:
+	git_commit_free(commit);
+	free(tags);
+	kiln_buf_free(&names);
+	return rc;
+}
+
+/* ---- diff ----------------------------------------------------------------- */
+
+/* Lines of one fan-out blob, walked in order. */
+typedef struct cursor {
+	const char *p, *end; /* what is left */
+	const char *text;    /* the current line (NULL when done) */
+	size_t len, lineno;
+	char hash[HASH_LEN + 1], prev[HASH_LEN + 1];
+	const char *commit, *path;
+} cursor;
+
+static void cursor_init(cursor *c, git_blob *blob, const char *commit, const char *path)
+{
+	memset(c, 0, sizeof(*c));
+	if (blob) {
+		c->p = git_blob_rawcontent(blob);
+		c->end = c->p + git_blob_rawsize(blob);
+	}
+	c->commit = commit;
+	c->path = path;
+}
+
+#define CANON_PREFIX     "{\"shard\":\""
+#define CANON_PREFIX_LEN (sizeof(CANON_PREFIX) - 1)
+
+/* Moves to the next non-empty line and reads its hash: straight from the
+ * text when the line starts the way kiln writes it, else by parsing it. */
+static int cursor_next(kiln_manifest *m, line_state *s, cursor *c, const char *hh)
+{
+	c->text = NULL;
+	while (c->p && c->p < c->end) {
+		const char *nl = memchr(c->p, '\n', (size_t)(c->end - c->p));
+		const char *text = c->p, *stop = nl ? nl : c->end;
+		size_t len = (size_t)(stop - text);
+
+		c->p = nl ? nl + 1 : c->end;
+		c->lineno++;
+		if (stop == text) /* an empty line */
+			continue;
+		c->text = text;
+		c->len = len;
+		if (len > CANON_PREFIX_LEN + HASH_LEN && memcmp(text, CANON_PREFIX, CANON_PREFIX_LEN) == 0 &&
+		    text[CANON_PREFIX_LEN + HASH_LEN] == '"' &&
+		    lower_hex(text + CANON_PREFIX_LEN, HASH_LEN)) {
+			memcpy(c->hash, text + CANON_PREFIX_LEN, HASH_LEN);
+			c->hash[HASH_LEN] = '\0';
+		} else {
+			kiln_shard_entry e;
+			int rc = parse_line(m, s, c->commit, c->path, c->lineno, text, len, &e);
+
+			if (rc < 0)
+				return rc;
+			memcpy(c->hash, e.hash, sizeof(c->hash));
+		}
+		if (memcmp(c->hash, hh, 2) != 0 || strcmp(c->hash, c->prev) <= 0)
+			return kiln_error_set(
+				KILN_EINVALID,
+				"manifest %s: %.*s:%s line %zu: shard out of order or in the wrong file",
+				kiln_manifest_path(m), SHORT_LEN, c->commit, c->path, c->lineno);
+		memcpy(c->prev, c->hash, sizeof(c->prev));
+		return 0;
+	}
+	return 0;
+}
+
+typedef int (*diff_cb)(void *ctx, kiln_split split, const kiln_shard_entry *entry, bool added);
+
+/* Reports the cursor's current line and moves on. */
+static int report(kiln_manifest *m, line_state *s, cursor *c, const char *hh, kiln_split split, bool added,
+		  diff_cb cb, void *ctx)
+{
+	kiln_shard_entry e;
+	int rc = parse_line(m, s, c->commit, c->path, c->lineno, c->text, c->len, &e);
+
+	if (rc < 0)
+		return rc;
+	if ((rc = cb(ctx, split, &e, added)) != 0)
+		return rc;
+	return cursor_next(m, s, c, hh);
+}
+
+/* The split and hh of "splits/<split>/<hh>.jsonl"; false for another path. */
+static bool diff_path(const char *path, kiln_split *out_split, char hh[3])
+{
+	const char *rest = path + strlen("splits/"), *slash;
+
+	if (strncmp(path, "splits/", 7) != 0 || !(slash = strchr(rest, '/')) || !fanout_name(slash + 1))
+		return false;
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		const char *name = kiln_split_name((kiln_split)s);
+
+		if (strlen(name) == (size_t)(slash - rest) &&
+		    memcmp(rest, name, (size_t)(slash - rest)) == 0) {
+			*out_split = (kiln_split)s;
+			hh[0] = slash[1];
+			hh[1] = slash[2];
+			hh[2] = '\0';
+			return true;
+		}
+	}
+	return false;
+}
+
+static int diff_blob_pair(kiln_manifest *m, line_state *s, const git_diff_delta *d, const kiln_version *a,
+			  const kiln_version *b, diff_cb cb, void *ctx)
+{
+	const char *path = d->status == GIT_DELTA_DELETED ? d->old_file.path : d->new_file.path;
+	git_blob *old_blob = NULL, *new_blob = NULL;
+	kiln_split split;
+	char hh[3];
+	cursor o, n;
+	int rc = 0, gerr;
+
+	if (!diff_path(path, &split, hh))
+		return kiln_error_set(KILN_EINVALID,
+				      "manifest %s: %s: not a shard list (splits/<split>/<hh>.jsonl)",
+				      kiln_manifest_path(m), path);
+	if (d->status != GIT_DELTA_ADDED &&
+	    (gerr = git_blob_lookup(&old_blob, kiln_manifest_repo(m), &d->old_file.id)) < 0)
+		return kiln_manifest_git_fail(m, gerr, path);
+	if (d->status != GIT_DELTA_DELETED &&
+	    (gerr = git_blob_lookup(&new_blob, kiln_manifest_repo(m), &d->new_file.id)) < 0) {
+		rc = kiln_manifest_git_fail(m, gerr, path);
+		goto cleanup;
+	}
+	cursor_init(&o, old_blob, a->commit, path);
+	cursor_init(&n, new_blob, b->commit, path);
+	if ((rc = cursor_next(m, s, &o, hh)) < 0 || (rc = cursor_next(m, s, &n, hh)) < 0)
+		goto cleanup;
+	while (o.text || n.text) {
+		int c = !o.text ? 1 : !n.text ? -1 : memcmp(o.hash, n.hash, HASH_LEN);
+
+		if (c < 0)
+			rc = report(m, s, &o, hh, split, false, cb, ctx);
+		else if (c > 0)
+			rc = report(m, s, &n, hh, split, true, cb, ctx);
+		else if ((rc = cursor_next(m, s, &o, hh)) == 0)
+			rc = cursor_next(m, s, &n, hh);
+		if (rc != 0)
+			goto cleanup;
+	}
+cleanup:
+	git_blob_free(old_blob);
+	git_blob_free(new_blob);
+	return rc;
+}
+
+int kiln_version_diff(kiln_manifest *m, const kiln_version *a, const kiln_version *b, diff_cb cb, void *ctx)
+{
+	char *paths[] = { "splits/" };
+	git_diff_options opts;
+	git_tree *ta = NULL, *tb = NULL;
+	git_diff *diff = NULL;
+	line_state ls;
+	int rc, gerr;
+
+	if ((rc = line_state_init(&ls)) < 0)
+		return rc;
+	if ((rc = tree_of(m, a, &ta)) < 0 || (rc = tree_of(m, b, &tb)) < 0)
+		goto cleanup;
+	/* literal path prefix, no fnmatch; no content is read for a tree diff */
+	git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
+	opts.flags = GIT_DIFF_DISABLE_PATHSPEC_MATCH;
+	opts.pathspec.strings = paths;
+	opts.pathspec.count = 1;
+	if ((gerr = git_diff_tree_to_tree(&diff, kiln_manifest_repo(m), ta, tb, &opts)) < 0) {
+		rc = kiln_manifest_git_fail(m, gerr, "diff");
+		goto cleanup;
+	}
+	for (size_t i = 0, n = git_diff_num_deltas(diff); i < n; i++) {
+		const git_diff_delta *d = git_diff_get_delta(diff, i);
+
+		if (d->status != GIT_DELTA_ADDED && d->status != GIT_DELTA_DELETED &&
+		    d->status != GIT_DELTA_MODIFIED) {
+			rc = kiln_error_set(KILN_EINVALID,
+					    "manifest %s: %s: unexpected change between %.*s and %.*s",
+					    kiln_manifest_path(m), d->new_file.path, SHORT_LEN, a->commit,
+					    SHORT_LEN, b->commit);
+			goto cleanup;
+		}
+		if ((rc = diff_blob_pair(m, &ls, d, a, b, cb, ctx)) != 0)
+			goto cleanup;
+	}
+	rc = 0;
+cleanup:
+	git_diff_free(diff);
+	git_tree_free(ta);
+	git_tree_free(tb);
+	line_state_free(&ls);
+	return rc;
+}

@@ -8,11 +8,13 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "core/json.h"
 #include "manifest/manifest.h"
 
 typedef struct kiln_version {
 	char dataset[129];
-	char ref[320];   /* what it resolved through: "refs/heads/ds/main", "refs/tags/ds/v3"; "" for a commit id */
+	char ref[320];   /* what it resolved through: "refs/heads/ds/main", "refs/tags/ds/v3"; "" for a commit
+			    id */
 	char commit[41]; /* the commit (tags peeled) */
 	int64_t time;    /* commit time, seconds since the epoch */
 } kiln_version;
@@ -40,5 +42,39 @@ int kiln_version_shards(kiln_manifest *manifest, const kiln_version *version, ki
  * out->sources points into `sources`, grown as needed (owned by caller). */
 int kiln_shard_line_parse(const char *line, size_t len, kiln_shard_entry *out, kiln_buf *strings,
 			  kiln_source_range **sources, size_t *sources_cap);
+
+/* The same with the caller's scanner (reused line after line: no allocation
+ * per line once `strings` and `sources` have grown). Keys the format does not
+ * name are skipped; "shard", "bytes", "raw_bytes" and "records" are required. */
+int kiln_shard_line_parse_with(kiln_json_scanner *scanner, const char *line, size_t len,
+			       kiln_shard_entry *out, kiln_buf *strings, kiln_source_range **sources,
+			       size_t *sources_cap);
+
+/* Opens the manifest repository at `path` for reading. Unlike
+ * kiln_manifest_open it never creates one: KILN_ENOTFOUND "manifest PATH: no
+ * such repository" when nothing is there. Close with kiln_manifest_close. */
+int kiln_version_open(kiln_manifest **out, const char *path);
+
+/* Calls cb for the version's commit and its first-parent ancestors, newest
+ * first, at most `max` of them (0: all). `commit` is 40 hex, `time` the
+ * commit time, `summary` the message's first paragraph on one line, `tags`
+ * the names of the dataset's vN tags that peel to that commit, ascending by
+ * N and comma-separated ("v2,v3"; "" for none). The strings live until cb
+ * returns; a non-zero return from cb stops the walk and is returned. */
+int kiln_version_log(kiln_manifest *manifest, const kiln_version *version, size_t max,
+		     int (*cb)(void *ctx, const char *commit, int64_t time, const char *summary,
+			       const char *tags),
+		     void *ctx);
+
+/* Shards added (in b, not in a) and removed (in a, not in b) between two
+ * versions, per split. Only the splits/ subtrees are compared, by git tree
+ * diff, so fan-out blobs equal in both are never read; the lines of each
+ * changed blob pair are merge-walked by hash. Calls come per changed blob
+ * (blobs in path order: dev, test, train; hh ascending), each blob's
+ * shards in hash order. The entry lives until cb returns; a non-zero return
+ * from cb stops the walk and is returned. */
+int kiln_version_diff(kiln_manifest *manifest, const kiln_version *a, const kiln_version *b,
+		      int (*cb)(void *ctx, kiln_split split, const kiln_shard_entry *entry, bool added),
+		      void *ctx);
 
 #endif

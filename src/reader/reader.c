@@ -1,1 +1,394 @@
-/* placeholder */
+/* The reader API (include/kiln/reader.h): a resolved version, its store, the
+ * shard lists read from the manifest (one per split, cached), the shuffle
+ * and rank assignment, and verified streaming. A reader owns its manifest
+ * and store handles, its shard lists and URL strings, one zstd
+ * decompression context and two chunk buffers reused by every stream.
+ * A stream spools the compressed object to an anonymous temporary file
+ * while hashing it, and decompresses only after the hash matched. */
+#include "kiln/reader.h"
+
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "core/error.h"
+#include "manifest/version.h"
+
+#define CHUNK (1u << 20)
+
+struct kiln_reader {
+	kiln_manifest *manifest;
+	kiln_store *store; /* NULL: listing only */
+	char *store_url;   /* as given, without trailing '/' */
+	kiln_version version;
+	kiln_reader_shard *shards[KILN_SPLIT_COUNT];
+	size_t nshards[KILN_SPLIT_COUNT];
+	char *urls[KILN_SPLIT_COUNT]; /* every url of a split in one block */
+	bool loaded[KILN_SPLIT_COUNT];
+	ZSTD_DCtx *dctx;
+	char *in_chunk, *out_chunk;
+};
+
+int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *spec, const char *store_url,
+		     const kiln_store_options *opt)
+{
+	kiln_reader *r;
+	int rc;
+
+	*out = NULL;
+	if (sodium_init() < 0)
+		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	if ((rc = kiln_version_open(&r->manifest, manifest_path)) < 0 ||
+	    (rc = kiln_version_resolve(r->manifest, spec, &r->version)) < 0)
+		goto fail;
+	if (store_url) {
+		size_t n = strlen(store_url);
+
+		while (n > 0 && store_url[n - 1] == '/')
+			n--;
+		if (!(r->store_url = strndup(store_url, n))) {
+			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			goto fail;
+		}
+		if ((rc = kiln_store_open(&r->store, store_url, opt)) < 0)
+			goto fail;
+	}
+	*out = r;
+	return 0;
+fail:
+	kiln_reader_close(r);
+	return rc;
+}
+
+void kiln_reader_close(kiln_reader *r)
+{
+	if (!r)
+		return;
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		free(r->shards[s]);
+		free(r->urls[s]);
+	}
+	ZSTD_freeDCtx(r->dctx);
+	free(r->in_chunk);
+	free(r->out_chunk);
+	kiln_store_close(r->store);
+	free(r->store_url);
+	kiln_manifest_close(r->manifest);
+	free(r);
+}
+
+const char *kiln_reader_dataset(const kiln_reader *r)
+{
+	return r->version.dataset;
+}
+
+const char *kiln_reader_commit(const kiln_reader *r)
+{
+	return r->version.commit;
+}
+
+const char *kiln_reader_ref(const kiln_reader *r)
+{
+	return r->version.ref;
+}
+
+/* ---- listing -------------------------------------------------------------- */
+
+typedef struct list_ctx {
+	kiln_reader_shard *v;
+	size_t n, cap;
+} list_ctx;
+
+static int collect(void *ctx, const kiln_shard_entry *e)
+{
+	list_ctx *l = ctx;
+	kiln_reader_shard *s;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		kiln_reader_shard *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return kiln_error_set(KILN_ENOMEM, "out of memory");
+		l->v = v;
+		l->cap = cap;
+	}
+	s = &l->v[l->n++];
+	memset(s, 0, sizeof(*s));
+	memcpy(s->hash, e->hash, sizeof(s->hash));
+	s->bytes = e->bytes;
+	s->raw_bytes = e->raw_bytes;
+	s->records = e->records;
+	snprintf(s->key, sizeof(s->key), "shards/%.2s/%s.jsonl.zst", e->hash, e->hash);
+	return 0;
+}
+
+int kiln_reader_shards(kiln_reader *r, kiln_split split, kiln_reader_shard **out, size_t *n)
+{
+	list_ctx l = { 0 };
+
+	*out = NULL;
+	*n = 0;
+	if ((unsigned)split >= KILN_SPLIT_COUNT)
+		return kiln_error_set(KILN_EINVALID, "no such split");
+	if (!r->loaded[split]) {
+		int rc = kiln_version_shards(r->manifest, &r->version, split, collect, &l);
+
+		if (rc != 0) {
+			free(l.v);
+			return rc < 0 ? rc : kiln_error_set(KILN_EIO, "reading the shard list failed");
+		}
+		if (r->store_url && l.n) {
+			size_t each = strlen(r->store_url) + 1 + sizeof(l.v[0].key);
+			char *block = malloc(l.n * each);
+
+			if (!block) {
+				free(l.v);
+				return kiln_error_set(KILN_ENOMEM, "out of memory");
+			}
+			for (size_t i = 0; i < l.n; i++) {
+				snprintf(block + i * each, each, "%s/%s", r->store_url, l.v[i].key);
+				l.v[i].url = block + i * each;
+			}
+			r->urls[split] = block;
+		}
+		r->shards[split] = l.v;
+		r->nshards[split] = l.n;
+		r->loaded[split] = true;
+	}
+	*out = r->shards[split];
+	*n = r->nshards[split];
+	return 0;
+}
+
+/* ---- assignment ----------------------------------------------------------- */
+
+typedef struct order_key {
+	uint64_t key;
+	const char *hash;
+	size_t idx;
+} order_key;
+
+static int order_cmp(const void *a, const void *b)
+{
+	const order_key *x = a, *y = b;
+	int c;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	if ((c = strcmp(x->hash, y->hash)) != 0)
+		return c;
+	return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* uint64_le(BLAKE2b-256(seed_le64 || 0x1F || hash)[0:8]) */
+static uint64_t shuffle_key(uint64_t seed, const char *hash)
+{
+	unsigned char msg[8 + 1 + 64], digest[32];
+	size_t n = strnlen(hash, 64);
+	uint64_t key = 0;
+
+	for (int i = 0; i < 8; i++)
+		msg[i] = (unsigned char)(seed >> (8 * i));
+	msg[8] = 0x1F;
+	memcpy(msg + 9, hash, n);
+	crypto_generichash(digest, sizeof(digest), msg, 9 + n, NULL, 0);
+	for (int i = 7; i >= 0; i--)
+		key = key << 8 | digest[i];
+	return key;
+}
+
+int kiln_reader_assign(const kiln_reader_shard *in, size_t n, unsigned rank, unsigned world,
+		       uint64_t shuffle_seed, bool shuffle, size_t *out_idx, size_t *out_n)
+{
+	order_key *keys;
+	size_t k = 0;
+
+	*out_n = 0;
+	if (world == 0)
+		return kiln_error_set(KILN_EINVALID, "world size must be at least 1");
+	if (rank >= world)
+		return kiln_error_set(KILN_EINVALID, "rank %u is not below the world size %u", rank, world);
+	if (!shuffle) {
+		for (size_t i = rank; i < n; i += world)
+			out_idx[k++] = i;
+		*out_n = k;
+		return 0;
+	}
+	if (sodium_init() < 0)
+		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
+	if (n == 0)
+		return 0;
+	if (!(keys = malloc(n * sizeof(*keys))))
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		keys[i].key = shuffle_key(shuffle_seed, in[i].hash);
+		keys[i].hash = in[i].hash;
+		keys[i].idx = i;
+	}
+	qsort(keys, n, sizeof(*keys), order_cmp);
+	for (size_t i = rank; i < n; i += world)
+		out_idx[k++] = keys[i].idx;
+	free(keys);
+	*out_n = k;
+	return 0;
+}
+
+/* ---- streaming ------------------------------------------------------------ */
+
+typedef struct spool_ctx {
+	int fd;
+	crypto_generichash_state hs;
+	uint64_t size, limit; /* limit 0: none */
+	const char *hash;
+} spool_ctx;
+
+static int mismatch(const char *hash)
+{
+	return kiln_error_set(KILN_EINVALID, "shard %s: content hash mismatch (corrupt or tampered)", hash);
+}
+
+static int spool_sink(void *ctx, const void *data, size_t len)
+{
+	spool_ctx *s = ctx;
+	const char *p = data;
+
+	s->size += len;
+	if (s->limit && s->size > s->limit)
+		return mismatch(s->hash); /* longer than the manifest says: stop reading */
+	crypto_generichash_update(&s->hs, data, len);
+	while (len) {
+		ssize_t w = write(s->fd, p, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return kiln_error_set(KILN_EIO, "shard %s: temporary file: %s", s->hash,
+					      strerror(errno));
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+static int temp_fd(void)
+{
+	const char *dir = getenv("TMPDIR");
+	char path[4096];
+	int fd;
+
+	if (!dir || !*dir)
+		dir = "/tmp";
+	snprintf(path, sizeof(path), "%s/kiln-read-XXXXXX", dir);
+	fd = mkstemp(path);
+	if (fd < 0)
+		return kiln_error_set(KILN_EIO, "%s: cannot create a temporary file: %s", dir,
+				      strerror(errno));
+	unlink(path);
+	return fd;
+}
+
+static bool hash_valid(const char *h)
+{
+	if (strnlen(h, 65) != 64)
+		return false;
+	for (int i = 0; i < 64; i++)
+		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* Decompresses the verified file at fd (from its start) into sink. */
+static int decompress(kiln_reader *r, const kiln_reader_shard *s, int fd, kiln_store_sink sink, void *ctx)
+{
+	size_t last = 1;
+	int rc;
+
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return kiln_error_set(KILN_EIO, "shard %s: temporary file: %s", s->hash, strerror(errno));
+	ZSTD_DCtx_reset(r->dctx, ZSTD_reset_session_only);
+	for (;;) {
+		ssize_t got = read(fd, r->in_chunk, CHUNK);
+		ZSTD_inBuffer in;
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			return kiln_error_set(KILN_EIO, "shard %s: temporary file: %s", s->hash,
+					      strerror(errno));
+		if (got == 0)
+			break;
+		in = (ZSTD_inBuffer){ r->in_chunk, (size_t)got, 0 };
+		while (in.pos < in.size) {
+			ZSTD_outBuffer out = { r->out_chunk, CHUNK, 0 };
+
+			last = ZSTD_decompressStream(r->dctx, &out, &in);
+			if (ZSTD_isError(last))
+				return kiln_error_set(KILN_EINVALID, "shard %s: zstd: %s", s->hash,
+						      ZSTD_getErrorName(last));
+			if (out.pos && (rc = sink(ctx, r->out_chunk, out.pos)) != 0)
+				return rc;
+		}
+	}
+	/* flush what the context still holds */
+	while (last != 0) {
+		ZSTD_inBuffer in = { NULL, 0, 0 };
+		ZSTD_outBuffer out = { r->out_chunk, CHUNK, 0 };
+
+		last = ZSTD_decompressStream(r->dctx, &out, &in);
+		if (ZSTD_isError(last))
+			return kiln_error_set(KILN_EINVALID, "shard %s: zstd: %s", s->hash,
+					      ZSTD_getErrorName(last));
+		if (out.pos == 0 && last != 0)
+			return kiln_error_set(KILN_EINVALID, "shard %s: the zstd frame is truncated",
+					      s->hash);
+		if (out.pos && (rc = sink(ctx, r->out_chunk, out.pos)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+int kiln_reader_stream(kiln_reader *r, const kiln_reader_shard *s, kiln_store_sink sink, void *ctx)
+{
+	spool_ctx sp = { .fd = -1 };
+	unsigned char digest[32];
+	char hex[65];
+	int rc;
+
+	if (!r->store)
+		return kiln_error_set(KILN_EINVALID, "shard %.64s: no store to read it from", s->hash);
+	if (!hash_valid(s->hash))
+		return kiln_error_set(KILN_EINVALID, "a shard hash must be 64 lower-case hex digits");
+	if (!r->dctx && !(r->dctx = ZSTD_createDCtx()))
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	if ((!r->in_chunk && !(r->in_chunk = malloc(CHUNK))) ||
+	    (!r->out_chunk && !(r->out_chunk = malloc(CHUNK))))
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	if ((sp.fd = temp_fd()) < 0)
+		return sp.fd;
+	sp.limit = s->bytes;
+	sp.hash = s->hash;
+	crypto_generichash_init(&sp.hs, NULL, 0, sizeof(digest));
+	if ((rc = kiln_store_get(r->store, s->key, spool_sink, &sp)) != 0) {
+		if (rc > 0)
+			rc = kiln_error_set(KILN_EIO, "shard %s: reading from the store failed", s->hash);
+		goto cleanup;
+	}
+	crypto_generichash_final(&sp.hs, digest, sizeof(digest));
+	sodium_bin2hex(hex, sizeof(hex), digest, sizeof(digest));
+	if (memcmp(hex, s->hash, 64) != 0 || (s->bytes && sp.size != s->bytes)) {
+		rc = mismatch(s->hash);
+		goto cleanup;
+	}
+	rc = decompress(r, s, sp.fd, sink, ctx);
+cleanup:
+	close(sp.fd);
+	return rc;
+}

@@ -1,7 +1,494 @@
+/* Unit tests for the reader API (src/reader/reader.c): a manifest made with
+ * kiln_manifest_commit over real zstd shards in a file:// store (written
+ * with the spool, so their names are their BLAKE2b-256); opening (and what
+ * fails to open), the shard lists with keys and URLs, the rank assignment
+ * (every shard exactly once, deterministic, the documented shuffle key,
+ * another seed another order), streaming (bytes equal the records written,
+ * a shard larger than the chunk size) and corrupt, truncated, grown and
+ * missing shard files caught before anything reaches the sink. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
-static void placeholder(void **state) { (void)state; }
-int main(void) { const struct CMUnitTest tests[] = { cmocka_unit_test(placeholder) }; return cmocka_run_group_tests(tests, NULL, NULL); }
+
+#include <git2.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/error.h"
+#include "kiln/reader.h"
+#include "manifest/manifest.h"
+#include "shard/spool.h"
+
+#define NTRAIN 6
+
+static char tmpdir[64];
+static char manifest_path[128], store_dir[128], store_url[160];
+
+/* What each shard holds, by hash, to compare streams against. */
+typedef struct fixture_shard {
+	kiln_shard_entry entry;
+	kiln_buf text;
+} fixture_shard;
+
+static fixture_shard train[NTRAIN], dev[1];
+
+static void make_shard(kiln_spool *spool, kiln_store *store, ZSTD_CCtx *cctx, fixture_shard *out, int which,
+		       size_t lines)
+{
+	char line[160];
+
+	memset(&out->entry, 0, sizeof(out->entry));
+	for (size_t j = 0; j < lines; j++) {
+		int n = snprintf(line, sizeof(line), "{\"shard\":%d,\"n\":%zu,\"pad\":\"%08zx-%08zx\"}\n",
+				 which, j, j * 2654435761u, j ^ 0x5bd1e995u);
+
+		assert_int_equal(kiln_spool_write(spool, line, (size_t)n), 0);
+		assert_int_equal(kiln_buf_put(&out->text, line, (size_t)n), 0);
+	}
+	out->entry.records = lines;
+	out->entry.raw_bytes = out->text.len;
+	assert_int_equal(kiln_spool_store(spool, store, cctx, 3, NULL, out->entry.hash, &out->entry.bytes),
+			 0);
+}
+
+static int setup(void **state)
+{
+	kiln_store *store;
+	kiln_spool spool;
+	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	kiln_manifest *m;
+	kiln_shard_entry te[NTRAIN], de[1];
+	kiln_snapshot snap = { 0 };
+	char commit[41];
+
+	(void)state;
+	snprintf(manifest_path, sizeof(manifest_path), "%s/manifest.git", tmpdir);
+	snprintf(store_dir, sizeof(store_dir), "%s/store", tmpdir);
+	snprintf(store_url, sizeof(store_url), "file://%s/", store_dir); /* trailing '/' on purpose */
+	assert_non_null(cctx);
+	assert_int_equal(kiln_store_open(&store, store_url, NULL), 0);
+	assert_int_equal(kiln_spool_open(&spool, NULL), 0);
+	for (int i = 0; i < NTRAIN; i++) {
+		/* shard 5 is about 3 MiB of text: several chunks each way */
+		make_shard(&spool, store, cctx, &train[i], i, i == 5 ? 60000 : (size_t)(3 + i));
+		te[i] = train[i].entry;
+	}
+	make_shard(&spool, store, cctx, &dev[0], 100, 2);
+	de[0] = dev[0].entry;
+	kiln_spool_close(&spool);
+	kiln_store_close(store);
+	ZSTD_freeCCtx(cctx);
+
+	assert_int_equal(kiln_manifest_open(&m, manifest_path), 0);
+	snap.dataset = "ds";
+	snap.branch = "main";
+	snap.dataset_json = "{\"name\":\"ds\"}";
+	snap.shards[KILN_SPLIT_TRAIN] = te;
+	snap.shard_count[KILN_SPLIT_TRAIN] = NTRAIN;
+	snap.shards[KILN_SPLIT_DEV] = de;
+	snap.shard_count[KILN_SPLIT_DEV] = 1;
+	assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
+	kiln_manifest_close(m);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	for (int i = 0; i < NTRAIN; i++)
+		kiln_buf_free(&train[i].text);
+	kiln_buf_free(&dev[0].text);
+	return 0;
+}
+
+static const fixture_shard *by_hash(const char *hash)
+{
+	for (int i = 0; i < NTRAIN; i++)
+		if (strcmp(train[i].entry.hash, hash) == 0)
+			return &train[i];
+	return strcmp(dev[0].entry.hash, hash) == 0 ? &dev[0] : NULL;
+}
+
+static void shard_file(char out[512], const char *hash)
+{
+	snprintf(out, 512, "%s/shards/%.2s/%s.jsonl.zst", store_dir, hash, hash);
+}
+
+/* ---- open and list -------------------------------------------------------- */
+
+static void test_open_and_list(void **state)
+{
+	kiln_reader *r;
+	kiln_reader_shard *list, *again;
+	size_t n, n2;
+	char url[512];
+
+	(void)state;
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds@main", store_url, NULL), 0);
+	assert_string_equal(kiln_reader_dataset(r), "ds");
+	assert_string_equal(kiln_reader_ref(r), "refs/heads/ds/main");
+	assert_int_equal(strlen(kiln_reader_commit(r)), 40);
+
+	assert_int_equal(kiln_reader_shards(r, KILN_SPLIT_TRAIN, &list, &n), 0);
+	assert_int_equal(n, NTRAIN);
+	for (size_t i = 0; i < n; i++) {
+		const fixture_shard *f = by_hash(list[i].hash);
+
+		assert_non_null(f);
+		if (i > 0)
+			assert_true(strcmp(list[i - 1].hash, list[i].hash) < 0);
+		assert_int_equal(list[i].bytes, f->entry.bytes);
+		assert_int_equal(list[i].raw_bytes, f->entry.raw_bytes);
+		assert_int_equal(list[i].records, f->entry.records);
+		snprintf(url, sizeof(url), "shards/%.2s/%s.jsonl.zst", list[i].hash, list[i].hash);
+		assert_string_equal(list[i].key, url);
+		snprintf(url, sizeof(url), "file://%s/shards/%.2s/%s.jsonl.zst", store_dir, list[i].hash,
+			 list[i].hash);
+		assert_string_equal(list[i].url, url);
+	}
+	/* cached: the same list again */
+	assert_int_equal(kiln_reader_shards(r, KILN_SPLIT_TRAIN, &again, &n2), 0);
+	assert_ptr_equal(again, list);
+	assert_int_equal(n2, n);
+	assert_int_equal(kiln_reader_shards(r, KILN_SPLIT_DEV, &list, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(list[0].hash, dev[0].entry.hash);
+	assert_int_equal(kiln_reader_shards(r, KILN_SPLIT_TEST, &list, &n), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(kiln_reader_shards(r, (kiln_split)7, &list, &n), KILN_EINVALID);
+	kiln_reader_close(r);
+	kiln_reader_close(NULL);
+}
+
+static void test_open_errors(void **state)
+{
+	kiln_reader *r = (kiln_reader *)1;
+	kiln_reader_shard *list;
+	size_t n;
+	char missing[160];
+
+	(void)state;
+	snprintf(missing, sizeof(missing), "%s/nothing.git", tmpdir);
+	assert_int_equal(kiln_reader_open(&r, missing, "ds", store_url, NULL), KILN_ENOTFOUND);
+	assert_null(r);
+	assert_non_null(strstr(kiln_error_last(), "no such repository"));
+	assert_int_equal(access(missing, F_OK), -1); /* not created */
+
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds@nope", store_url, NULL), KILN_ENOTFOUND);
+	assert_non_null(strstr(kiln_error_last(), "no branch, tag or commit"));
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "other", store_url, NULL), KILN_ENOTFOUND);
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "Bad@@", store_url, NULL), KILN_EINVALID);
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", "ftp://example.com/x", NULL),
+			 KILN_EINVALID);
+	assert_null(r);
+
+	/* no store: listing works, streaming does not */
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", NULL, NULL), 0);
+	assert_int_equal(kiln_reader_shards(r, KILN_SPLIT_TRAIN, &list, &n), 0);
+	assert_int_equal(n, NTRAIN);
+	assert_null(list[0].url);
+	assert_int_equal(kiln_reader_stream(r, &list[0], NULL, NULL), KILN_EINVALID);
+	kiln_reader_close(r);
+}
+
+/* ---- assignment ----------------------------------------------------------- */
+
+static void synthetic(kiln_reader_shard *v, size_t n)
+{
+	memset(v, 0, n * sizeof(*v));
+	for (size_t i = 0; i < n; i++) {
+		unsigned char d[32];
+		char in[32];
+
+		snprintf(in, sizeof(in), "shard %zu", i);
+		crypto_generichash(d, sizeof(d), (const unsigned char *)in, strlen(in), NULL, 0);
+		sodium_bin2hex(v[i].hash, sizeof(v[i].hash), d, sizeof(d));
+	}
+}
+
+/* The documented key: uint64_le(BLAKE2b-256(seed_le64 || 0x1F || hash)[0:8]). */
+static uint64_t documented_key(uint64_t seed, const char *hash)
+{
+	unsigned char msg[73], d[32];
+	uint64_t k = 0;
+
+	for (int i = 0; i < 8; i++)
+		msg[i] = (unsigned char)(seed >> (8 * i));
+	msg[8] = 0x1F;
+	memcpy(msg + 9, hash, 64);
+	crypto_generichash(d, sizeof(d), msg, sizeof(msg), NULL, 0);
+	for (int i = 0; i < 8; i++)
+		k |= (uint64_t)d[i] << (8 * i);
+	return k;
+}
+
+static void test_assign_covers_every_shard_once(void **state)
+{
+	static const size_t sizes[] = { 0, 1, 5, 100, 257 };
+	static const unsigned worlds[] = { 1, 2, 3, 7, 16, 300 };
+	kiln_reader_shard v[257];
+	size_t idx[258], n_out, hits[257];
+
+	(void)state;
+	synthetic(v, 257);
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+		for (size_t wi = 0; wi < sizeof(worlds) / sizeof(worlds[0]); wi++)
+			for (int shuffle = 0; shuffle < 2; shuffle++) {
+				size_t n = sizes[si];
+				unsigned world = worlds[wi];
+
+				memset(hits, 0, sizeof(hits));
+				for (unsigned rank = 0; rank < world; rank++) {
+					assert_int_equal(kiln_reader_assign(v, n, rank, world, 1234, shuffle,
+									    idx, &n_out),
+							 0);
+					/* an even share: n / world, one more for the first n % world */
+					assert_int_equal(n_out, n / world + (rank < n % world));
+					for (size_t i = 0; i < n_out; i++) {
+						assert_true(idx[i] < n);
+						hits[idx[i]]++;
+						if (!shuffle)
+							assert_int_equal(idx[i], rank + i * world);
+					}
+				}
+				for (size_t i = 0; i < n; i++)
+					assert_int_equal(hits[i], 1);
+			}
+	/* bad arguments */
+	assert_int_equal(kiln_reader_assign(v, 5, 0, 0, 0, false, idx, &n_out), KILN_EINVALID);
+	assert_int_equal(kiln_reader_assign(v, 5, 3, 3, 0, true, idx, &n_out), KILN_EINVALID);
+}
+
+static void test_assign_shuffle(void **state)
+{
+	enum { N = 100 };
+	kiln_reader_shard v[N], reversed[N];
+	size_t a[N], b[N], c[N], n_a, n_b, n_c;
+
+	(void)state;
+	synthetic(v, N);
+	/* deterministic */
+	assert_int_equal(kiln_reader_assign(v, N, 0, 1, 42, true, a, &n_a), 0);
+	assert_int_equal(kiln_reader_assign(v, N, 0, 1, 42, true, b, &n_b), 0);
+	assert_int_equal(n_a, N);
+	assert_memory_equal(a, b, sizeof(a));
+	/* the documented key, ascending */
+	for (size_t i = 1; i < N; i++)
+		assert_true(documented_key(42, v[a[i - 1]].hash) < documented_key(42, v[a[i]].hash));
+	/* not the input order */
+	{
+		size_t same = 0;
+
+		for (size_t i = 0; i < N; i++)
+			same += a[i] == i;
+		assert_true(same < N / 2);
+	}
+	/* another seed, another order */
+	assert_int_equal(kiln_reader_assign(v, N, 0, 1, 43, true, c, &n_c), 0);
+	assert_int_equal(n_c, N);
+	assert_memory_not_equal(a, c, sizeof(a));
+	/* the order depends on the hashes, not on their order in the input */
+	for (size_t i = 0; i < N; i++)
+		reversed[i] = v[N - 1 - i];
+	assert_int_equal(kiln_reader_assign(reversed, N, 0, 1, 42, true, c, &n_c), 0);
+	for (size_t i = 0; i < N; i++)
+		assert_string_equal(reversed[c[i]].hash, v[a[i]].hash);
+	/* ranks take turns along that order */
+	assert_int_equal(kiln_reader_assign(v, N, 2, 3, 42, true, c, &n_c), 0);
+	assert_int_equal(n_c, 33);
+	for (size_t i = 0; i < n_c; i++)
+		assert_int_equal(c[i], a[2 + 3 * i]);
+}
+
+/* ---- streaming ------------------------------------------------------------ */
+
+typedef struct sink_state {
+	kiln_buf got;
+	size_t calls;
+	int stop_after; /* return 5 at this call; 0 never */
+} sink_state;
+
+static int collect(void *ctx, const void *data, size_t len)
+{
+	sink_state *s = ctx;
+
+	s->calls++;
+	assert_int_equal(kiln_buf_put(&s->got, data, len), 0);
+	return s->stop_after && (int)s->calls == s->stop_after ? 5 : 0;
+}
+
+static void test_stream(void **state)
+{
+	kiln_reader *r;
+	kiln_reader_shard *list;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, NULL), 0);
+	assert_int_equal(kiln_reader_shards(r, KILN_SPLIT_TRAIN, &list, &n), 0);
+	for (size_t i = 0; i < n; i++) {
+		const fixture_shard *f = by_hash(list[i].hash);
+		sink_state s = { KILN_BUF_INIT(0), 0, 0 };
+
+		assert_int_equal(kiln_reader_stream(r, &list[i], collect, &s), 0);
+		assert_int_equal(s.got.len, f->text.len);
+		assert_memory_equal(s.got.ptr, f->text.ptr, f->text.len);
+		if (f->text.len > (1u << 20))
+			assert_true(s.calls > 1);
+		kiln_buf_free(&s.got);
+	}
+	/* a sink's non-zero return stops the stream */
+	for (size_t i = 0; i < n; i++) {
+		sink_state s = { KILN_BUF_INIT(0), 0, 1 };
+
+		if (list[i].raw_bytes < (2u << 20))
+			continue;
+		assert_int_equal(kiln_reader_stream(r, &list[i], collect, &s), 5);
+		assert_int_equal(s.calls, 1);
+		kiln_buf_free(&s.got);
+	}
+	kiln_reader_close(r);
+}
+
+static void rewrite(const char *path, const char *data, size_t len)
+{
+	FILE *f;
+
+	chmod(path, 0644);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *p;
+	long n;
+
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	p = malloc((size_t)n + 16);
+	assert_non_null(p);
+	assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return p;
+}
+
+static void test_tampered_shards(void **state)
+{
+	kiln_reader *r;
+	kiln_reader_shard *list;
+	size_t n, len;
+	char path[512], want[160];
+	char *orig, *bad;
+
+	(void)state;
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, NULL), 0);
+	assert_int_equal(kiln_reader_shards(r, KILN_SPLIT_DEV, &list, &n), 0);
+	assert_int_equal(n, 1);
+	shard_file(path, list[0].hash);
+	orig = slurp(path, &len);
+	bad = malloc(len + 16);
+	assert_non_null(bad);
+	snprintf(want, sizeof(want), "shard %s: content hash mismatch (corrupt or tampered)", list[0].hash);
+
+	/* one byte changed (in the middle: a valid frame header stays) */
+	{
+		sink_state s = { KILN_BUF_INIT(0), 0, 0 };
+
+		memcpy(bad, orig, len);
+		bad[len / 2] ^= 0x01;
+		rewrite(path, bad, len);
+		assert_int_equal(kiln_reader_stream(r, &list[0], collect, &s), KILN_EINVALID);
+		assert_string_equal(kiln_error_last(), want);
+		assert_int_equal(s.calls, 0);
+	}
+	/* truncated */
+	{
+		sink_state s = { KILN_BUF_INIT(0), 0, 0 };
+
+		rewrite(path, orig, len - 3);
+		assert_int_equal(kiln_reader_stream(r, &list[0], collect, &s), KILN_EINVALID);
+		assert_string_equal(kiln_error_last(), want);
+		assert_int_equal(s.calls, 0);
+	}
+	/* grown: a second, valid-looking frame appended */
+	{
+		sink_state s = { KILN_BUF_INIT(0), 0, 0 };
+
+		memcpy(bad, orig, len);
+		memcpy(bad + len, orig, 16);
+		rewrite(path, bad, len + 16);
+		assert_int_equal(kiln_reader_stream(r, &list[0], collect, &s), KILN_EINVALID);
+		assert_string_equal(kiln_error_last(), want);
+		assert_int_equal(s.calls, 0);
+	}
+	/* missing */
+	{
+		sink_state s = { KILN_BUF_INIT(0), 0, 0 };
+
+		assert_int_equal(unlink(path), 0);
+		assert_int_equal(kiln_reader_stream(r, &list[0], collect, &s), KILN_ENOTFOUND);
+		assert_int_equal(s.calls, 0);
+	}
+	/* restored: reads again */
+	{
+		sink_state s = { KILN_BUF_INIT(0), 0, 0 };
+
+		rewrite(path, orig, len);
+		assert_int_equal(kiln_reader_stream(r, &list[0], collect, &s), 0);
+		assert_int_equal(s.got.len, dev[0].text.len);
+		assert_memory_equal(s.got.ptr, dev[0].text.ptr, dev[0].text.len);
+		kiln_buf_free(&s.got);
+	}
+	/* a hash that is not one */
+	{
+		kiln_reader_shard fake = list[0];
+
+		fake.hash[3] = 'X';
+		assert_int_equal(kiln_reader_stream(r, &fake, collect, NULL), KILN_EINVALID);
+	}
+	free(orig);
+	free(bad);
+	kiln_reader_close(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_open_and_list),
+		cmocka_unit_test(test_open_errors),
+		cmocka_unit_test(test_assign_covers_every_shard_once),
+		cmocka_unit_test(test_assign_shuffle),
+		cmocka_unit_test(test_stream),
+		cmocka_unit_test(test_tampered_shards),
+	};
+	int rc;
+
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kiln-reader-XXXXXX");
+	if (!mkdtemp(tmpdir) || sodium_init() < 0)
+		return 1;
+	git_libgit2_init();
+	rc = cmocka_run_group_tests(tests, setup, teardown);
+	git_libgit2_shutdown();
+	if (rc == 0) {
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+		if (system(cmd) != 0)
+			rc = 1;
+	}
+	return rc;
+}
