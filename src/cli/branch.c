@@ -1,7 +1,137 @@
+/* `kiln branch DATASET NAME [FROM]`: creates refs/heads/<dataset>/<name> at
+ * the commit FROM resolves to (a branch, a tag vN or a commit of the same
+ * dataset), so a `kiln run` with branch NAME continues from that version's
+ * shards and lineage. Never moves an existing branch. */
+#include <getopt.h>
+#include <git2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/cli.h"
+#include "core/error.h"
+#include "manifest/internal.h"
+#include "manifest/version.h"
+
+static const char usage_text[] =
+	"usage: kiln branch DATASET NAME [FROM] [--manifest REPO]\n"
+	"\n"
+	"Creates the branch NAME of DATASET (refs/heads/DATASET/NAME) at the version\n"
+	"FROM names: DATASET@main (the default), DATASET@BRANCH, DATASET@vN or\n"
+	"DATASET@COMMIT (a bare BRANCH, vN or COMMIT means the same). A `kiln run`\n"
+	"with `--set branch=NAME` then adds to that version: its shards, lineage and\n"
+	"stats carry over. An existing branch is never moved. NAME matches\n"
+	"[a-z0-9][a-z0-9._-]*.\n"
+	"\n"
+	"Options:\n"
+	"  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
+	"  -h, --help            show this help\n"
+	"\n"
+	"Exit status: 0 when the branch was created, 2 on a bad name, an existing\n"
+	"branch, an unknown FROM or another error.\n";
+
+static int name_valid(const char *s)
+{
+	size_t n;
+
+	if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+		return 0;
+	for (n = 1; s[n]; n++) {
+		char c = s[n];
+
+		if (n >= 128 ||
+		    !((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
 int kiln_cmd_branch(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	return kiln_cli_fail("branch", "not built yet");
+	static const struct option long_options[] = {
+		{ "manifest", required_argument, NULL, 'm' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *repo = getenv("KILN_MANIFEST"), *dataset, *name, *from;
+	kiln_manifest *m = NULL;
+	kiln_version v;
+	git_reference *made = NULL;
+	git_oid id;
+	char ref[320], spec[512], msg[600];
+	int opt, gerr, valid = 0, status = KILN_EXIT_USAGE;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "m:h", long_options, NULL)) != -1) {
+		switch (opt) {
+		case 'm':
+			repo = optarg;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return KILN_EXIT_OK;
+		default:
+			fputs(usage_text, stderr);
+			return KILN_EXIT_USAGE;
+		}
+	}
+	if (argc - optind < 2 || argc - optind > 3)
+		return kiln_cli_fail("branch", "expected DATASET NAME [FROM] (see kiln branch --help)");
+	dataset = argv[optind];
+	name = argv[optind + 1];
+	from = argc - optind == 3 ? argv[optind + 2] : "main";
+	if (!name_valid(dataset))
+		return kiln_cli_fail("branch", "dataset name '%s' must match [a-z0-9][a-z0-9._-]{0,127}",
+		                     dataset);
+	if (!name_valid(name))
+		return kiln_cli_fail("branch", "branch name '%s' must match [a-z0-9][a-z0-9._-]{0,127}",
+		                     name);
+	snprintf(ref, sizeof(ref), "refs/heads/%s/%s", dataset, name);
+	if (git_reference_name_is_valid(&valid, ref) < 0 || !valid)
+		return kiln_cli_fail("branch", "%s is not a valid git reference name", ref);
+	/* FROM: "ds@x", or a bare "x" of DATASET */
+	if (strchr(from, '@')) {
+		size_t n = (size_t)(strchr(from, '@') - from);
+
+		if (n != strlen(dataset) || strncmp(from, dataset, n) != 0)
+			return kiln_cli_fail("branch", "%s is a version of another dataset than %s", from,
+			                     dataset);
+		snprintf(spec, sizeof(spec), "%s", from);
+	} else {
+		snprintf(spec, sizeof(spec), "%s@%s", dataset, from);
+	}
+	if (!repo || !*repo)
+		return kiln_cli_fail("branch",
+		                     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
+	if (kiln_version_open(&m, repo) < 0 || kiln_version_resolve(m, spec, &v) < 0) {
+		kiln_cli_fail("branch", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	if (git_oid_fromstr(&id, v.commit) < 0) {
+		kiln_cli_fail("branch", "%s: bad commit id", spec);
+		goto cleanup;
+	}
+	snprintf(msg, sizeof(msg), "kiln branch: from %s", spec);
+	gerr = git_reference_create(&made, kiln_manifest_repo(m), ref, &id, 0, msg);
+	if (gerr == GIT_EEXISTS) {
+		kiln_cli_fail("branch", "%s@%s already exists (%s); a branch is never moved", dataset, name,
+		              ref);
+		goto cleanup;
+	}
+	if (gerr < 0) {
+		kiln_manifest_git_fail(m, gerr, ref);
+		kiln_cli_fail("branch", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	printf("%s@%s: branched from %s (%.12s)\n", dataset, name, spec, v.commit);
+	printf("version: %s (%s in %s)\n", v.commit, ref, repo);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		kiln_cli_fail("branch", "stdout: write error");
+		goto cleanup;
+	}
+	status = KILN_EXIT_OK;
+cleanup:
+	git_reference_free(made);
+	kiln_manifest_close(m);
+	return status;
 }

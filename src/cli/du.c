@@ -1,7 +1,128 @@
+/* `kiln du DATASET`: the space each version of a dataset (each tag and each
+ * branch tip) takes in the store, and how much of it no other version shares,
+ * from the shard sizes the manifest records. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/cli.h"
+#include "core/error.h"
+#include "manifest/gc.h"
+#include "manifest/version.h"
+
+static const char usage_text[] =
+	"usage: kiln du DATASET [--manifest REPO] [--bytes]\n"
+	"\n"
+	"One row per version of DATASET (every tag vN, then every branch tip): its\n"
+	"distinct shards, their records and compressed bytes, the bytes of shards no\n"
+	"other listed version has (UNIQUE: what deleting only this version would\n"
+	"free) and the bytes it shares with others (SHARED). The last row counts\n"
+	"every distinct shard of all the listed versions once.\n"
+	"\n"
+	"Options:\n"
+	"  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
+	"  -b, --bytes           exact byte counts instead of KiB/MiB/GiB\n"
+	"  -h, --help            show this help\n"
+	"\n"
+	"Exit status: 0 on success, 2 on an unknown dataset or another error.\n";
+
+static void size_text(char *out, size_t cap, uint64_t bytes, bool exact)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v = (double)bytes;
+	int u = -1;
+
+	if (exact || bytes < 1024) {
+		snprintf(out, cap, exact ? "%" PRIu64 : "%" PRIu64 " B", bytes);
+		return;
+	}
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, cap, v < 10 ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
 int kiln_cmd_du(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	return kiln_cli_fail("du", "not built yet");
+	static const struct option long_options[] = {
+		{ "manifest", required_argument, NULL, 'm' },
+		{ "bytes", no_argument, NULL, 'b' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *repo = getenv("KILN_MANIFEST"), *dataset;
+	kiln_manifest *m = NULL;
+	kiln_du_report r = { 0 };
+	bool exact = false;
+	int opt, width = (int)strlen("VERSION"), status = KILN_EXIT_USAGE;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "m:bh", long_options, NULL)) != -1) {
+		switch (opt) {
+		case 'm':
+			repo = optarg;
+			break;
+		case 'b':
+			exact = true;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return KILN_EXIT_OK;
+		default:
+			fputs(usage_text, stderr);
+			return KILN_EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1)
+		return kiln_cli_fail("du", "expected one DATASET (see kiln du --help)");
+	dataset = argv[optind];
+	if (strchr(dataset, '@'))
+		return kiln_cli_fail(
+		    "du", "expected a dataset name, not a version ('%s'): du lists every version", dataset);
+	if (!repo || !*repo)
+		return kiln_cli_fail("du",
+		                     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
+	if (kiln_version_open(&m, repo) < 0 || kiln_gc_du(m, dataset, &r) < 0) {
+		kiln_cli_fail("du", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	for (size_t i = 0; i < r.count; i++) {
+		int w = (int)(strlen(dataset) + 1 + strlen(r.rows[i].name));
+
+		if (w > width)
+			width = w;
+	}
+	printf("%-*s  %-6s  %-12s  %8s  %12s  %12s  %12s  %12s\n", width, "VERSION", "TYPE", "COMMIT",
+	       "SHARDS", "RECORDS", "BYTES", "UNIQUE", "SHARED");
+	for (size_t i = 0; i < r.count; i++) {
+		const kiln_du_row *row = &r.rows[i];
+		char label[400], total[32], unique[32], shared[32];
+
+		snprintf(label, sizeof(label), "%s@%s", dataset, row->name);
+		size_text(total, sizeof(total), row->bytes, exact);
+		size_text(unique, sizeof(unique), row->unique_bytes, exact);
+		size_text(shared, sizeof(shared), row->bytes - row->unique_bytes, exact);
+		printf("%-*s  %-6s  %-12.12s  %8" PRIu64 "  %12" PRIu64 "  %12s  %12s  %12s\n", width, label,
+		       row->tag ? "tag" : "branch", row->commit, row->shards, row->records, total, unique,
+		       shared);
+	}
+	{
+		char total[32];
+
+		size_text(total, sizeof(total), r.bytes, exact);
+		printf("%-*s  %-6s  %-12s  %8" PRIu64 "  %12s  %12s  %12s  %12s\n", width, "all versions", "",
+		       "", r.shards, "", total, "", "");
+	}
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		kiln_cli_fail("du", "stdout: write error");
+		goto cleanup;
+	}
+	status = KILN_EXIT_OK;
+cleanup:
+	kiln_du_report_free(&r);
+	kiln_manifest_close(m);
+	return status;
 }

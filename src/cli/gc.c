@@ -1,7 +1,266 @@
+/* `kiln gc`: finds the shard objects in the store that no kept version of the
+ * manifest references (orphans of crashed runs, shards of pruned history),
+ * reports them with their bytes, and with --apply deletes them. A dry run
+ * unless --apply; quarantine/ and raw/ are never touched. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/cli.h"
+#include "core/error.h"
+#include "ingest/pipeline.h"
+#include "manifest/gc.h"
+#include "manifest/version.h"
+#include "store/store.h"
+
+static const char usage_text[] =
+	"usage: kiln gc [--apply] [--keep tags|branches|younger-than=AGE]...\n"
+	"               [--manifest REPO] [--store URL | --pipeline FILE] [-v]\n"
+	"\n"
+	"Marks every shard that a kept commit of any dataset in the manifest lists,\n"
+	"lists shards/ in the store and reports every shard object nothing kept\n"
+	"references: shards uploaded by runs that failed before their commit, and\n"
+	"shards only dropped history referenced. Dry run unless --apply.\n"
+	"\n"
+	"Kept: the tip of every branch and every tag, always; and by default the\n"
+	"whole history of every branch and tag. With --keep (repeatable, combined):\n"
+	"  tags              the whole history of every tag (branch tips only)\n"
+	"  branches          the whole history of every branch\n"
+	"  younger-than=AGE  every commit younger than AGE (30d, 12h, 90m, 2w, 3600s)\n"
+	"\n"
+	"quarantine/ and raw/ objects are never collected. Run it when no `kiln run`\n"
+	"writes to the store: a run's shards are orphans until its commit.\n"
+	"\n"
+	"Options:\n"
+	"      --apply           delete the orphans (default: only report them)\n"
+	"  -k, --keep POLICY     what to keep besides the tips (see above)\n"
+	"  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
+	"  -s, --store URL       the object store (default: $KILN_STORE)\n"
+	"  -p, --pipeline FILE   take the store (with its S3 options) and the manifest\n"
+	"                        from a pipeline file\n"
+	"  -v, --verbose         list every orphan and every unrecognised key\n"
+	"  -h, --help            show this help\n"
+	"\n"
+	"Exit status: 0 on success, 1 when a kept version references shards the store\n"
+	"lacks (listed as `missing KEY`), 2 on a usage, manifest or store error.\n";
+
+typedef struct gc_print {
+	bool verbose, apply;
+} gc_print;
+
+static void print_size(FILE *f, uint64_t bytes)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v = (double)bytes;
+	int u = -1;
+
+	if (bytes < 1024) {
+		fprintf(f, "%" PRIu64 " B", bytes);
+		return;
+	}
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	fprintf(f, v < 10 ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+static int on_object(void *ctx, kiln_gc_object what, const char *key, uint64_t size)
+{
+	const gc_print *p = ctx;
+
+	switch (what) {
+	case KILN_GC_MISSING:
+		printf("missing %s\n", key);
+		break;
+	case KILN_GC_ORPHAN:
+		if (p->verbose)
+			printf("%s %s %" PRIu64 "\n", p->apply ? "deleted" : "orphan", key, size);
+		break;
+	case KILN_GC_FOREIGN:
+		if (p->verbose)
+			printf("unrecognised %s %" PRIu64 " (left alone)\n", key, size);
+		break;
+	}
+	return 0;
+}
+
+/* "30d", "12h", "90m", "2w", "3600s" in seconds; -1 when malformed. */
+static int64_t parse_age(const char *s)
+{
+	char *end;
+	unsigned long long v;
+	int64_t unit;
+
+	errno = 0;
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	v = strtoull(s, &end, 10);
+	if (errno || end[0] == '\0' || end[1] != '\0' || v == 0)
+		return -1;
+	switch (*end) {
+	case 's':
+		unit = 1;
+		break;
+	case 'm':
+		unit = 60;
+		break;
+	case 'h':
+		unit = 3600;
+		break;
+	case 'd':
+		unit = 86400;
+		break;
+	case 'w':
+		unit = 7 * 86400;
+		break;
+	default:
+		return -1;
+	}
+	if (v > (unsigned long long)(INT64_MAX / unit))
+		return -1;
+	return (int64_t)v * unit;
+}
+
 int kiln_cmd_gc(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	return kiln_cli_fail("gc", "not built yet");
+	enum { OPT_APPLY = 256 };
+	static const struct option long_options[] = {
+		{ "apply", no_argument, NULL, OPT_APPLY },
+		{ "keep", required_argument, NULL, 'k' },
+		{ "manifest", required_argument, NULL, 'm' },
+		{ "store", required_argument, NULL, 's' },
+		{ "pipeline", required_argument, NULL, 'p' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *repo = NULL, *store_url = NULL, *pipeline_file = NULL;
+	kiln_gc_policy policy = { 0 };
+	bool keep_given = false;
+	gc_print p = { 0 };
+	kiln_pipeline *pipeline = NULL;
+	const kiln_store_options *store_options = NULL;
+	kiln_manifest *m = NULL;
+	kiln_store *store = NULL;
+	kiln_gc_stats st;
+	int opt, rc, status = KILN_EXIT_USAGE;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "k:m:s:p:vh", long_options, NULL)) != -1) {
+		switch (opt) {
+		case OPT_APPLY:
+			policy.apply = true;
+			break;
+		case 'k':
+			keep_given = true;
+			if (strcmp(optarg, "tags") == 0) {
+				policy.keep_tags = true;
+			} else if (strcmp(optarg, "branches") == 0) {
+				policy.keep_branches = true;
+			} else if (strncmp(optarg, "younger-than=", 13) == 0) {
+				if ((policy.younger_than = parse_age(optarg + 13)) < 0)
+					return kiln_cli_fail("gc",
+					                     "--keep younger-than wants an age such as 30d, "
+					                     "12h, 90m, 2w or 3600s, not '%s'",
+					                     optarg + 13);
+			} else {
+				return kiln_cli_fail(
+				    "gc", "--keep wants tags, branches or younger-than=AGE, not '%s'",
+				    optarg);
+			}
+			break;
+		case 'm':
+			repo = optarg;
+			break;
+		case 's':
+			store_url = optarg;
+			break;
+		case 'p':
+			pipeline_file = optarg;
+			break;
+		case 'v':
+			p.verbose = true;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return KILN_EXIT_OK;
+		default:
+			fputs(usage_text, stderr);
+			return KILN_EXIT_USAGE;
+		}
+	}
+	if (optind != argc)
+		return kiln_cli_fail("gc", "unexpected argument '%s' (see kiln gc --help)", argv[optind]);
+	if (!keep_given)
+		policy.keep_tags = policy.keep_branches = true;
+	p.apply = policy.apply;
+
+	if (pipeline_file) {
+		if (kiln_pipeline_load(&pipeline, pipeline_file, NULL, 0) < 0) {
+			kiln_cli_fail("gc", "%s", kiln_error_last());
+			goto cleanup;
+		}
+		if (!store_url) {
+			store_url = pipeline->store_url;
+			store_options = &pipeline->store;
+		}
+		if (!repo)
+			repo = pipeline->manifest_repo;
+	}
+	if (!repo)
+		repo = getenv("KILN_MANIFEST");
+	if (!store_url)
+		store_url = getenv("KILN_STORE");
+	if (!repo || !*repo) {
+		kiln_cli_fail(
+		    "gc",
+		    "no manifest repository: give --manifest REPO, --pipeline FILE or set KILN_MANIFEST");
+		goto cleanup;
+	}
+	if (!store_url || !*store_url) {
+		kiln_cli_fail("gc", "no store: give --store URL, --pipeline FILE or set KILN_STORE");
+		goto cleanup;
+	}
+	if (kiln_version_open(&m, repo) < 0 || kiln_store_open(&store, store_url, store_options) < 0) {
+		kiln_cli_fail("gc", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	rc = kiln_gc(m, store, &policy, on_object, &p, &st);
+	if (rc < 0) {
+		kiln_cli_fail("gc", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	printf("kept: %" PRIu64 " commit%s from %" PRIu64 " ref%s, referencing %" PRIu64 " shards\n", st.commits,
+	       st.commits == 1 ? "" : "s", st.refs, st.refs == 1 ? "" : "s", st.referenced);
+	printf("store: %" PRIu64 " shards, %" PRIu64 " bytes (", st.objects, st.object_bytes);
+	print_size(stdout, st.object_bytes);
+	printf("); %" PRIu64 " referenced, %" PRIu64 " orphaned\n", st.live, st.orphans);
+	if (policy.apply) {
+		printf("deleted: %" PRIu64 " shards, %" PRIu64 " bytes (", st.deleted, st.deleted_bytes);
+		print_size(stdout, st.deleted_bytes);
+		printf(")\n");
+	} else {
+		printf("reclaimable: %" PRIu64 " shards, %" PRIu64 " bytes (", st.orphans, st.orphan_bytes);
+		print_size(stdout, st.orphan_bytes);
+		printf(")%s\n", st.orphans ? "; dry run: nothing deleted, --apply deletes them" : "");
+	}
+	if (st.foreign)
+		printf("unrecognised: %" PRIu64 " keys under shards/ that are not shard names (left alone)\n",
+		       st.foreign);
+	printf("missing: %" PRIu64 " referenced shards not in the store\n", st.missing);
+	printf("quarantine/ and raw/ objects are never collected\n");
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		kiln_cli_fail("gc", "stdout: write error");
+		goto cleanup;
+	}
+	status = st.missing ? KILN_EXIT_INVALID : KILN_EXIT_OK;
+cleanup:
+	kiln_store_close(store);
+	kiln_manifest_close(m);
+	kiln_pipeline_free(pipeline);
+	return status;
 }

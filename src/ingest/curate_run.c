@@ -26,7 +26,9 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/line_reader.h"
+#include "manifest/remote.h"
 #include "manifest/sshsig.h"
+#include "manifest/version.h"
 #include "mask/curate.h"
 #include "mask/key.h"
 #include "mask/token.h"
@@ -505,6 +507,36 @@ stop:
 	return rc < 0 ? rc : 0;
 }
 
+/* With manifest.remote: sends the branch there (rebased onto what other hosts
+ * pushed, see manifest/remote.h); a branch that does not exist yet has nothing
+ * to send. */
+static int push_branch(const kiln_pipeline *p, kiln_manifest *manifest, char commit[41])
+{
+	kiln_buf probe = KILN_BUF_INIT(0);
+	char ref[300];
+	int rc;
+
+	if (!p->manifest_remote)
+		return 0;
+	rc = kiln_manifest_read(manifest, p->dataset, p->branch, "dataset.json", &probe);
+	kiln_buf_free(&probe);
+	if (rc <= 0)
+		return rc;
+	snprintf(ref, sizeof(ref), "refs/heads/%s/%s", p->dataset, p->branch);
+	if ((rc = kiln_manifest_push(manifest, p->manifest_remote, ref)) < 0)
+		return rc;
+	/* a rebased push replaced this run's commit: report the one on the branch */
+	if (commit[0]) {
+		kiln_version v;
+
+		snprintf(ref, sizeof(ref), "%s@%s", p->dataset, p->branch);
+		if ((rc = kiln_version_resolve(manifest, ref, &v)) < 0)
+			return rc;
+		memcpy(commit, v.commit, 41);
+	}
+	return 0;
+}
+
 int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 {
 	kiln_contract *contract = NULL;
@@ -548,6 +580,7 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	if ((rc = kiln_splitter_init(&splitter, p->split_salt, p->ratios)) < 0 ||
 	    (rc = kiln_store_open(&store, p->store_url, &p->store)) < 0 ||
 	    (rc = kiln_manifest_open(&manifest, p->manifest_repo)) < 0 ||
+	    (p->manifest_remote && (rc = kiln_manifest_fetch(manifest, p->manifest_remote, p->dataset)) < 0) ||
 	    (rc = render_dataset_json(&dataset_json, p, contract, &key)) < 0 ||
 	    (rc = check_same_definition(p, manifest, &dataset_json)) < 0 ||
 	    (rc = kiln_manifest_lineage(manifest, p->dataset, p->branch, find_lineage, &resume)) < 0)
@@ -619,7 +652,8 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 		if ((rc = kiln_shard_writer_finish(writers[i])) < 0)
 			goto cleanup;
 	if (d->records_in == 0) {
-		rc = 0; /* nothing new: no commit */
+		/* nothing new: no commit (an earlier one may still need pushing) */
+		rc = push_branch(p, manifest, out->commit);
 		goto cleanup;
 	}
 	if ((rc = kiln_quarantine_flush(quarantine)) < 0)
@@ -654,6 +688,8 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	snap.dataset_json = dataset_json.ptr;
 	snap.signing_key = p->signing_key_file ? &signing_key : NULL;
 	rc = kiln_manifest_commit(manifest, &snap, out->commit);
+	if (rc == 0)
+		rc = push_branch(p, manifest, out->commit);
 
 cleanup:
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)

@@ -29,7 +29,7 @@ static const char *const store_keys[] = { "url", "endpoint", "region", "style", 
 					  "max_retries", NULL };
 static const char *const promote_keys[] = { "min_records", "ratio_tolerance", "max_quarantine_rate",
 					    "contract_version", NULL };
-static const char *const manifest_keys[] = { "repo", "author_name", "author_email", "signing_key", NULL };
+static const char *const manifest_keys[] = { "repo", "remote", "author_name", "author_email", "signing_key", NULL };
 
 static const char *path_of(loader *l, const char *section, const char *key)
 {
@@ -373,9 +373,15 @@ static int load(loader *l)
 	    (rc = get_string(l, n, "manifest", "repo", true, &p->manifest_repo)) < 0 ||
 	    (rc = get_string(l, n, "manifest", "author_name", false, &p->author_name)) < 0 ||
 	    (rc = get_string(l, n, "manifest", "author_email", false, &p->author_email)) < 0 ||
-	    (rc = get_string(l, n, "manifest", "signing_key", false, &p->signing_key_file)) < 0)
+	    (rc = get_string(l, n, "manifest", "signing_key", false, &p->signing_key_file)) < 0 ||
+	    (rc = get_string(l, n, "manifest", "remote", false, &p->manifest_remote)) < 0)
 		return rc;
 	p->manifest_repo = resolve(l, p->manifest_repo);
+	/* a local remote path is relative like every path; URLs (scheme://, host:path) are not */
+	if (p->manifest_remote && !strstr(p->manifest_remote, "://") &&
+	    (!strchr(p->manifest_remote, ':') ||
+	     (strchr(p->manifest_remote, '/') && strchr(p->manifest_remote, '/') < strchr(p->manifest_remote, ':'))))
+		p->manifest_remote = resolve(l, p->manifest_remote);
 	p->signing_key_file = resolve(l, p->signing_key_file);
 	if (!p->max_record_bytes)
 		p->max_record_bytes = 1u << 20;

@@ -54,6 +54,7 @@ typedef struct kiln_pipeline {
 	kiln_gates gates; /* promote: release gates for `kiln promote` */
 
 	const char *manifest_repo;
+	const char *manifest_remote; /* NULL, or a repository runs fetch from and push to (manifest/remote.h) */
 	const char *author_name, *author_email;
 	const char *signing_key_file; /* kiln keygen's private key file; NULL: unsigned commits */
 

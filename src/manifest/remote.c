@@ -1,1 +1,1471 @@
-/* placeholder */
+/* Pushing and fetching dataset refs (see remote.h). A local remote (a path or
+ * file:// URL) is updated directly: the objects it lacks are packed into its
+ * objects/pack, then its ref moves with a compare-and-swap, so two pushers can
+ * never overwrite each other. Other URLs go through libgit2's transports,
+ * whose servers check the old value themselves. A rejected branch push is
+ * rebased: each local commit the remote lacks becomes a kiln snapshot (the
+ * shard lines it added, the lineage entries it moved, its stats delta, its
+ * dataset.json) committed with kiln_manifest_commit on a temporary branch
+ * that starts at the remote tip; the local branch then moves to the result.
+ * Everything parsed here lives for one call. */
+#include "manifest/remote.h"
+#include "manifest/internal.h"
+
+#include <git2.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/json.h"
+
+#define NAME_MAX_LEN 128
+#define REF_CAP 320
+
+static int oom(void)
+{
+	return kiln_error_set(KILN_ENOMEM, "remote: out of memory");
+}
+
+static const char *git_message(void)
+{
+	const git_error *e = git_error_last();
+
+	return e && e->message ? e->message : "unknown libgit2 error";
+}
+
+/* The URL for messages: no "user:password@" in it. */
+static void safe_url(char *out, size_t cap, const char *url)
+{
+	const char *scheme = strstr(url, "://"), *at, *slash;
+
+	if (!scheme) {
+		snprintf(out, cap, "%s", url);
+		return;
+	}
+	slash = strchr(scheme + 3, '/');
+	at = memchr(scheme + 3, '@', slash ? (size_t)(slash - scheme - 3) : strlen(scheme + 3));
+	if (!at)
+		snprintf(out, cap, "%s", url);
+	else
+		snprintf(out, cap, "%.*s%s", (int)(scheme + 3 - url), url, at + 1);
+}
+
+static int remote_fail(int code, const char *url, const char *what)
+{
+	char u[512];
+
+	safe_url(u, sizeof(u), url);
+	return kiln_error_set(code, "remote %s: %s: %s", u, what, git_message());
+}
+
+static bool name_valid(const char *s, size_t n)
+{
+	if (n == 0 || n > NAME_MAX_LEN || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+		return false;
+	for (size_t i = 1; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* "refs/heads/<ds>/<name>" or "refs/tags/<ds>/<name>": the parts. */
+typedef struct ref_parts {
+	bool tag;
+	char dataset[NAME_MAX_LEN + 1];
+	char name[NAME_MAX_LEN + 1];
+} ref_parts;
+
+static int parse_ref(const char *ref, ref_parts *out)
+{
+	const char *rest, *slash;
+	int valid = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (strncmp(ref, "refs/heads/", 11) == 0) {
+		rest = ref + 11;
+	} else if (strncmp(ref, "refs/tags/", 10) == 0) {
+		rest = ref + 10;
+		out->tag = true;
+	} else {
+		goto bad;
+	}
+	slash = strchr(rest, '/');
+	if (!slash || !name_valid(rest, (size_t)(slash - rest)) ||
+	    !name_valid(slash + 1, strlen(slash + 1)) || git_reference_name_is_valid(&valid, ref) < 0 ||
+	    !valid)
+		goto bad;
+	memcpy(out->dataset, rest, (size_t)(slash - rest));
+	strcpy(out->name, slash + 1);
+	return 0;
+bad:
+	return kiln_error_set(KILN_EINVALID,
+			      "remote: %s is not refs/heads/<dataset>/<branch> or refs/tags/<dataset>/<tag> "
+			      "with names of [a-z0-9][a-z0-9._-]*",
+			      ref);
+}
+
+/* ---- a small JSON tree over the scanner ---------------------------------- */
+
+typedef struct jnode {
+	kiln_json_type type; /* OBJECT_BEGIN, ARRAY_BEGIN or a scalar */
+	uint32_t flags;
+	char *key;  /* member name (children of objects) */
+	char *text; /* string (decoded) or number/literal text */
+	size_t len;
+	struct jnode *kids;
+	size_t nkids, capkids;
+} jnode;
+
+#define JSYNTAX 1 /* jparse: the scanner stopped (see kiln_json_scanner_error) */
+
+static void jnode_free(jnode *n)
+{
+	for (size_t i = 0; i < n->nkids; i++)
+		jnode_free(&n->kids[i]);
+	free(n->kids);
+	free(n->key);
+	free(n->text);
+	memset(n, 0, sizeof(*n));
+}
+
+static char *token_text(const kiln_json_token *t, size_t *out_len)
+{
+	char *s = malloc(t->len + 1);
+	size_t n;
+
+	if (!s)
+		return NULL;
+	if (t->type == KILN_JSON_STRING || t->type == KILN_JSON_KEY) {
+		n = kiln_json_unescape(s, t->len + 1, t);
+	} else {
+		memcpy(s, t->ptr, t->len);
+		n = t->len;
+	}
+	s[n] = '\0';
+	if (out_len)
+		*out_len = n;
+	return s;
+}
+
+static int jparse(kiln_json_scanner *sc, const kiln_json_token *t, jnode *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->type = t->type;
+	out->flags = t->flags;
+	if (t->type != KILN_JSON_OBJECT_BEGIN && t->type != KILN_JSON_ARRAY_BEGIN)
+		return (out->text = token_text(t, &out->len)) ? 0 : oom();
+	for (;;) {
+		kiln_json_token k, v;
+		jnode kid;
+		char *key = NULL;
+		int rc;
+
+		if (kiln_json_next(sc, &k) <= 0)
+			return JSYNTAX;
+		if (k.type == KILN_JSON_OBJECT_END || k.type == KILN_JSON_ARRAY_END)
+			return 0;
+		v = k;
+		if (t->type == KILN_JSON_OBJECT_BEGIN) {
+			if (!(key = token_text(&k, NULL)))
+				return oom();
+			if (kiln_json_next(sc, &v) <= 0) {
+				free(key);
+				return JSYNTAX;
+			}
+		}
+		rc = jparse(sc, &v, &kid);
+		kid.key = key;
+		if (rc == 0 && out->nkids == out->capkids) {
+			size_t cap = out->capkids ? out->capkids * 2 : 8;
+			jnode *kids = realloc(out->kids, cap * sizeof(*kids));
+
+			if (!kids)
+				rc = oom();
+			else {
+				out->kids = kids;
+				out->capkids = cap;
+			}
+		}
+		if (rc != 0) {
+			jnode_free(&kid);
+			return rc;
+		}
+		out->kids[out->nkids++] = kid;
+	}
+}
+
+/* Parses one JSON text; `where` names it in errors. */
+static int jparse_text(kiln_manifest *m, kiln_json_scanner *sc, const char *text, size_t len,
+                       const char *where, jnode *out)
+{
+	kiln_json_token t;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	kiln_json_scanner_reset(sc, text, len);
+	if (kiln_json_next(sc, &t) <= 0)
+		rc = JSYNTAX;
+	else if ((rc = jparse(sc, &t, out)) == 0 && kiln_json_next(sc, &t) != 0)
+		rc = JSYNTAX;
+	if (rc == JSYNTAX) {
+		size_t off = 0;
+		kiln_reject code = kiln_json_scanner_error(sc, &off, NULL);
+
+		jnode_free(out);
+		return kiln_error_set(
+		    KILN_EINVALID, "manifest %s: %s: %s at byte %zu", kiln_manifest_path(m), where,
+		    code == KILN_REJECT_NONE ? "text after the value" : kiln_reject_name(code), off);
+	}
+	if (rc < 0)
+		jnode_free(out);
+	return rc;
+}
+
+static const jnode *jget(const jnode *obj, const char *key)
+{
+	if (!obj || obj->type != KILN_JSON_OBJECT_BEGIN)
+		return NULL;
+	for (size_t i = 0; i < obj->nkids; i++)
+		if (strcmp(obj->kids[i].key, key) == 0)
+			return &obj->kids[i];
+	return NULL;
+}
+
+static bool jint(const jnode *n, bool negative_ok, uint64_t *mag, bool *neg)
+{
+	const char *p;
+	uint64_t v = 0;
+
+	if (!n || n->type != KILN_JSON_NUMBER || !(n->flags & KILN_JSON_INTEGER))
+		return false;
+	p = n->text;
+	*neg = *p == '-';
+	if (*neg && !negative_ok)
+		return false;
+	if (*neg)
+		p++;
+	for (; *p; p++) {
+		unsigned d = (unsigned)(*p - '0');
+
+		if (d > 9 || v > (UINT64_MAX - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	*mag = v;
+	return true;
+}
+
+static bool ju64(const jnode *n, uint64_t *out)
+{
+	bool neg;
+
+	return jint(n, false, out, &neg);
+}
+
+static bool ji64(const jnode *n, int64_t lo, int64_t hi, int64_t *out)
+{
+	uint64_t mag;
+	bool neg;
+
+	if (!jint(n, true, &mag, &neg))
+		return false;
+	if (neg ? mag > (uint64_t)INT64_MAX + 1 : mag > (uint64_t)INT64_MAX)
+		return false;
+	*out = neg ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag) : (int64_t)mag;
+	return *out >= lo && *out <= hi;
+}
+
+static bool jequal(const jnode *a, const jnode *b)
+{
+	if (!a || !b)
+		return a == b;
+	if (a->type != b->type || a->nkids != b->nkids || (a->text == NULL) != (b->text == NULL) ||
+	    (a->text && (a->len != b->len || memcmp(a->text, b->text, a->len) != 0)))
+		return false;
+	for (size_t i = 0; i < a->nkids; i++)
+		if ((a->kids[i].key == NULL) != (b->kids[i].key == NULL) ||
+		    (a->kids[i].key && strcmp(a->kids[i].key, b->kids[i].key) != 0) ||
+		    !jequal(&a->kids[i], &b->kids[i]))
+			return false;
+	return true;
+}
+
+/* ---- files of a commit ------------------------------------------------------ */
+
+/* The blob at path in the commit's tree; *out NULL when there is none. */
+static int blob_at(kiln_manifest *m, const git_oid *commit_id, const char *path, git_blob **out)
+{
+	git_repository *repo = kiln_manifest_repo(m);
+	git_commit *commit = NULL;
+	git_tree *tree = NULL;
+	git_tree_entry *e = NULL;
+	int gerr, rc = 0;
+
+	*out = NULL;
+	if ((gerr = git_commit_lookup(&commit, repo, commit_id)) < 0 ||
+	    (gerr = git_commit_tree(&tree, commit)) < 0) {
+		rc = kiln_manifest_git_fail(m, gerr, "reading a commit");
+		goto cleanup;
+	}
+	gerr = git_tree_entry_bypath(&e, tree, path);
+	if (gerr == GIT_ENOTFOUND)
+		goto cleanup;
+	if (gerr == 0 && git_tree_entry_type(e) == GIT_OBJECT_BLOB)
+		gerr = git_blob_lookup(out, repo, git_tree_entry_id(e));
+	if (gerr < 0)
+		rc = kiln_manifest_git_fail(m, gerr, path);
+cleanup:
+	git_tree_entry_free(e);
+	git_tree_free(tree);
+	git_commit_free(commit);
+	return rc;
+}
+
+/* The JSON file at path; *found false (out empty) when absent. */
+static int json_at(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit_id, const char *path,
+                   jnode *out, bool *found)
+{
+	git_blob *blob = NULL;
+	char where[128];
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	*found = false;
+	if ((rc = blob_at(m, commit_id, path, &blob)) < 0 || !blob)
+		return rc;
+	snprintf(where, sizeof(where), "%.12s:%s", git_oid_tostr_s(commit_id), path);
+	rc = jparse_text(m, sc, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), where, out);
+	git_blob_free(blob);
+	*found = rc == 0;
+	return rc;
+}
+
+static int bad_file(kiln_manifest *m, const git_oid *commit_id, const char *path, const char *what)
+{
+	return kiln_error_set(KILN_EINVALID, "manifest %s: %.12s:%s: %s", kiln_manifest_path(m),
+			      git_oid_tostr_s(commit_id), path, what);
+}
+
+/* ---- lineage.json and stats.json ------------------------------------------ */
+
+typedef struct lineage {
+	jnode root; /* owns the strings */
+	kiln_lineage_entry *v;
+	size_t n;
+} lineage;
+
+static void lineage_free(lineage *l)
+{
+	jnode_free(&l->root);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static int lineage_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit_id, lineage *out)
+{
+	const jnode *parts;
+	bool found;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!commit_id || (rc = json_at(m, sc, commit_id, "lineage.json", &out->root, &found)) < 0 || !found)
+		return commit_id ? rc : 0;
+	parts = jget(&out->root, "partitions");
+	if (!parts || parts->type != KILN_JSON_ARRAY_BEGIN) {
+		rc = bad_file(m, commit_id, "lineage.json", "no \"partitions\" array");
+		goto fail;
+	}
+	if (parts->nkids && !(out->v = calloc(parts->nkids, sizeof(*out->v)))) {
+		rc = oom();
+		goto fail;
+	}
+	for (size_t i = 0; i < parts->nkids; i++) {
+		const jnode *p = &parts->kids[i], *topic = jget(p, "topic"), *path = jget(p, "path"),
+			    *prefix = jget(p, "prefix_blake2b");
+		kiln_lineage_entry *e = &out->v[out->n++];
+		int64_t partition;
+
+		if (!topic || topic->type != KILN_JSON_STRING ||
+		    !ji64(jget(p, "partition"), INT32_MIN, INT32_MAX, &partition) ||
+		    !ji64(jget(p, "next"), INT64_MIN, INT64_MAX, &e->next) ||
+		    (path && (path->type != KILN_JSON_STRING || !prefix || prefix->type != KILN_JSON_STRING ||
+		              !ju64(jget(p, "bytes"), &e->bytes)))) {
+			rc = bad_file(m, commit_id, "lineage.json", "a malformed partitions entry");
+			goto fail;
+		}
+		e->topic = topic->text;
+		e->partition = (int32_t)partition;
+		e->path = path ? path->text : NULL;
+		e->prefix_blake2b = path ? prefix->text : NULL;
+	}
+	return 0;
+fail:
+	lineage_free(out);
+	return rc;
+}
+
+static const kiln_lineage_entry *lineage_find(const lineage *l, const char *topic, int32_t partition)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].partition == partition && strcmp(l->v[i].topic, topic) == 0)
+			return &l->v[i];
+	return NULL;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static bool lineage_equal(const kiln_lineage_entry *a, const kiln_lineage_entry *b)
+{
+	return a->next == b->next && a->bytes == b->bytes && str_eq(a->path, b->path) &&
+	       str_eq(a->prefix_blake2b, b->prefix_blake2b);
+}
+
+static int stats_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit_id, kiln_stats *out)
+{
+	jnode root;
+	const jnode *codes, *splits;
+	bool found;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!commit_id || (rc = json_at(m, sc, commit_id, "stats.json", &root, &found)) < 0 || !found)
+		return commit_id ? rc : 0;
+	rc = KILN_EINVALID;
+	if (!ju64(jget(&root, "records_in"), &out->records_in) || !ju64(jget(&root, "valid"), &out->valid) ||
+	    !ju64(jget(&root, "quarantined"), &out->quarantined))
+		goto cleanup;
+	codes = jget(&root, "quarantined_by_code");
+	for (size_t i = 0; codes && i < codes->nkids; i++) {
+		int c;
+
+		for (c = 1; c < KILN_REJECT_COUNT_; c++)
+			if (strcmp(codes->kids[i].key, kiln_reject_name((kiln_reject)c)) == 0)
+				break;
+		if (c == KILN_REJECT_COUNT_ || !ju64(&codes->kids[i], &out->quarantined_by_code[c]))
+			goto cleanup;
+	}
+	splits = jget(&root, "splits");
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		const jnode *sp = jget(splits, kiln_split_name((kiln_split)s));
+		kiln_split_stats *st = &out->splits[s];
+
+		if (sp &&
+		    (!ju64(jget(sp, "records"), &st->records) || !ju64(jget(sp, "shards"), &st->shards) ||
+		     !ju64(jget(sp, "bytes"), &st->bytes) || !ju64(jget(sp, "raw_bytes"), &st->raw_bytes)))
+			goto cleanup;
+	}
+	rc = 0;
+cleanup:
+	jnode_free(&root);
+	return rc < 0 ? bad_file(m, commit_id, "stats.json", "malformed counts") : 0;
+}
+
+/* *d = a - b, false when some count went down. */
+static bool u64_sub(uint64_t *d, uint64_t a, uint64_t b)
+{
+	*d = a - b;
+	return a >= b;
+}
+
+static bool stats_delta(kiln_stats *d, const kiln_stats *after, const kiln_stats *before)
+{
+	bool ok = u64_sub(&d->records_in, after->records_in, before->records_in) &&
+		  u64_sub(&d->valid, after->valid, before->valid) &&
+		  u64_sub(&d->quarantined, after->quarantined, before->quarantined);
+
+	for (int c = 0; ok && c < KILN_REJECT_COUNT_; c++)
+		ok = u64_sub(&d->quarantined_by_code[c], after->quarantined_by_code[c],
+		             before->quarantined_by_code[c]);
+	for (int s = 0; ok && s < KILN_SPLIT_COUNT; s++) {
+		const kiln_split_stats *a = &after->splits[s], *b = &before->splits[s];
+		kiln_split_stats *x = &d->splits[s];
+
+		ok = u64_sub(&x->records, a->records, b->records) &&
+		     u64_sub(&x->shards, a->shards, b->shards) && u64_sub(&x->bytes, a->bytes, b->bytes) &&
+		     u64_sub(&x->raw_bytes, a->raw_bytes, b->raw_bytes);
+	}
+	return ok;
+}
+
+/* ---- replaying one commit ------------------------------------------------- */
+
+/* The snapshot of one replayed commit and everything its pointers point into. */
+typedef struct replay {
+	kiln_shard_entry *shards[KILN_SPLIT_COUNT];
+	size_t nshards[KILN_SPLIT_COUNT], capshards[KILN_SPLIT_COUNT];
+	jnode *nodes; /* parsed shard lines: own the topic strings */
+	size_t nnodes, capnodes;
+	kiln_source_range **sources; /* each entry's sources array */
+	size_t nsources, capsources;
+	kiln_lineage_entry *moved; /* lineage entries the commit changed */
+	size_t nmoved;
+} replay;
+
+static void replay_free(replay *r)
+{
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+		free(r->shards[s]);
+	for (size_t i = 0; i < r->nnodes; i++)
+		jnode_free(&r->nodes[i]);
+	free(r->nodes);
+	for (size_t i = 0; i < r->nsources; i++)
+		free(r->sources[i]);
+	free(r->sources);
+	free(r->moved);
+	memset(r, 0, sizeof(*r));
+}
+
+static int grow(void **v, size_t *cap, size_t n, size_t size)
+{
+	void *nv;
+	size_t ncap;
+
+	if (n < *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 16;
+	if (!(nv = realloc(*v, ncap * size)))
+		return oom();
+	*v = nv;
+	*cap = ncap;
+	return 0;
+}
+
+/* The "shard" hash of each line of a blob, sorted (for set difference). */
+typedef struct hash_list {
+	char (*v)[65];
+	size_t n, cap;
+} hash_list;
+
+static int hash_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, 64);
+}
+
+static bool hash_valid(const char *s, size_t n)
+{
+	if (n != 64)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* Calls fn with each line of the blob parsed. */
+static int blob_lines(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *blob_id, const char *where,
+		      int (*fn)(void *ctx, jnode *line, const char *where), void *ctx)
+{
+	git_blob *blob = NULL;
+	const char *p, *end;
+	int gerr, rc = 0;
+
+	if ((gerr = git_blob_lookup(&blob, kiln_manifest_repo(m), blob_id)) < 0)
+		return kiln_manifest_git_fail(m, gerr, where);
+	p = git_blob_rawcontent(blob);
+	end = p + git_blob_rawsize(blob);
+	while (p < end && rc == 0) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p)), *stop = nl ? nl : end;
+		jnode line;
+
+		if (stop > p && (rc = jparse_text(m, sc, p, (size_t)(stop - p), where, &line)) == 0) {
+			const jnode *h = jget(&line, "shard");
+
+			if (!h || h->type != KILN_JSON_STRING || !hash_valid(h->text, h->len))
+				rc = kiln_error_set(KILN_EINVALID,
+				                    "manifest %s: %s: a line without a valid \"shard\"",
+				                    kiln_manifest_path(m), where);
+			else
+				rc = fn(ctx, &line, where);
+			jnode_free(&line); /* fn takes what it keeps (and zeroes line) */
+		}
+		p = nl ? nl + 1 : end;
+	}
+	git_blob_free(blob);
+	return rc;
+}
+
+static int collect_hash(void *ctx, jnode *line, const char *where)
+{
+	hash_list *l = ctx;
+	int rc = grow((void **)&l->v, &l->cap, l->n, sizeof(*l->v));
+
+	(void)where;
+	if (rc < 0)
+		return rc;
+	memcpy(l->v[l->n++], jget(line, "shard")->text, 65);
+	return 0;
+}
+
+typedef struct add_ctx {
+	kiln_manifest *m;
+	replay *r;
+	kiln_split split;
+	const hash_list *before;
+} add_ctx;
+
+/* A line of the commit's blob that its parent's blob lacks becomes an entry. */
+static int add_line(void *ctx, jnode *line, const char *where)
+{
+	add_ctx *a = ctx;
+	replay *r = a->r;
+	const jnode *h = jget(line, "shard"), *sources = jget(line, "sources");
+	kiln_shard_entry *e;
+	kiln_source_range *ranges = NULL;
+	size_t nranges = sources ? sources->nkids : 0;
+	int rc;
+
+	if (a->before->n && bsearch(h->text, a->before->v, a->before->n, sizeof(*a->before->v), hash_cmp))
+		return 0;
+	if (sources && sources->type != KILN_JSON_ARRAY_BEGIN)
+		goto bad;
+	if (nranges && !(ranges = calloc(nranges, sizeof(*ranges))))
+		return oom();
+	for (size_t i = 0; i < nranges; i++) {
+		const jnode *src = &sources->kids[i], *topic = jget(src, "topic");
+		int64_t partition;
+
+		if (!topic || topic->type != KILN_JSON_STRING ||
+		    !ji64(jget(src, "partition"), INT32_MIN, INT32_MAX, &partition) ||
+		    !ji64(jget(src, "first"), INT64_MIN, INT64_MAX, &ranges[i].first) ||
+		    !ji64(jget(src, "last"), INT64_MIN, INT64_MAX, &ranges[i].last)) {
+			free(ranges);
+			goto bad;
+		}
+		ranges[i].topic = topic->text;
+		ranges[i].partition = (int32_t)partition;
+	}
+	if ((rc = grow((void **)&r->sources, &r->capsources, r->nsources, sizeof(*r->sources))) < 0 ||
+	    (rc = grow((void **)&r->nodes, &r->capnodes, r->nnodes, sizeof(*r->nodes))) < 0 ||
+	    (rc = grow((void **)&r->shards[a->split], &r->capshards[a->split], r->nshards[a->split],
+		       sizeof(**r->shards))) < 0) {
+		free(ranges);
+		return rc;
+	}
+	r->sources[r->nsources++] = ranges;
+	e = &r->shards[a->split][r->nshards[a->split]];
+	memset(e, 0, sizeof(*e));
+	memcpy(e->hash, h->text, 65);
+	if (!ju64(jget(line, "bytes"), &e->bytes) || !ju64(jget(line, "raw_bytes"), &e->raw_bytes) ||
+	    !ju64(jget(line, "records"), &e->records))
+		goto bad;
+	e->sources = ranges;
+	e->source_count = nranges;
+	r->nshards[a->split]++;
+	r->nodes[r->nnodes++] = *line; /* keeps the topic strings */
+	memset(line, 0, sizeof(*line));
+	return 0;
+bad:
+	return kiln_error_set(KILN_EINVALID, "manifest %s: %s: a malformed shard line",
+	                      kiln_manifest_path(a->m), where);
+}
+
+static int split_of(const char *name, kiln_split *out)
+{
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+		if (strcmp(name, kiln_split_name((kiln_split)s)) == 0) {
+			*out = (kiln_split)s;
+			return 0;
+		}
+	return -1;
+}
+
+/* The subtree at path of a commit (NULL when absent or no commit). */
+static int subtree(kiln_manifest *m, const git_oid *commit_id, const char *path, git_tree **out)
+{
+	git_repository *repo = kiln_manifest_repo(m);
+	git_commit *c = NULL;
+	git_tree *root = NULL;
+	git_tree_entry *e = NULL;
+	int gerr = 0;
+
+	*out = NULL;
+	if (!commit_id)
+		return 0;
+	if ((gerr = git_commit_lookup(&c, repo, commit_id)) == 0 && (gerr = git_commit_tree(&root, c)) == 0) {
+		gerr = git_tree_entry_bypath(&e, root, path);
+		if (gerr == GIT_ENOTFOUND)
+			gerr = 0;
+		else if (gerr == 0 && git_tree_entry_type(e) == GIT_OBJECT_TREE)
+			gerr = git_tree_lookup(out, repo, git_tree_entry_id(e));
+	}
+	git_tree_entry_free(e);
+	git_tree_free(root);
+	git_commit_free(c);
+	return gerr < 0 ? kiln_manifest_git_fail(m, gerr, path) : 0;
+}
+
+/* The shard lines `commit` added to its parent's (NULL: none) splits. */
+static int added_shards(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit, const git_oid *parent,
+			replay *r)
+{
+	git_tree *splits = NULL, *psplits = NULL, *st = NULL, *pst = NULL;
+	hash_list before = { 0 };
+	int rc;
+
+	if ((rc = subtree(m, commit, "splits", &splits)) < 0 || !splits ||
+	    (rc = subtree(m, parent, "splits", &psplits)) < 0)
+		goto cleanup;
+	for (size_t i = 0; i < git_tree_entrycount(splits) && rc == 0; i++) {
+		const git_tree_entry *se = git_tree_entry_byindex(splits, i);
+		const git_tree_entry *pse =
+		    psplits ? git_tree_entry_byname(psplits, git_tree_entry_name(se)) : NULL;
+		kiln_split split;
+		int gerr;
+
+		if (git_tree_entry_type(se) != GIT_OBJECT_TREE)
+			continue;
+		if (split_of(git_tree_entry_name(se), &split) < 0) {
+			rc = bad_file(m, commit, "splits/", "a split other than train, dev and test");
+			break;
+		}
+		if (pse && git_oid_equal(git_tree_entry_id(se), git_tree_entry_id(pse)))
+			continue;
+		git_tree_free(st);
+		git_tree_free(pst);
+		st = pst = NULL;
+		if ((gerr = git_tree_lookup(&st, kiln_manifest_repo(m), git_tree_entry_id(se))) < 0 ||
+		    (pse && git_tree_entry_type(pse) == GIT_OBJECT_TREE &&
+		     (gerr = git_tree_lookup(&pst, kiln_manifest_repo(m), git_tree_entry_id(pse))) < 0)) {
+			rc = kiln_manifest_git_fail(m, gerr, "splits/");
+			break;
+		}
+		for (size_t j = 0; j < git_tree_entrycount(st) && rc == 0; j++) {
+			const git_tree_entry *be = git_tree_entry_byindex(st, j);
+			const git_tree_entry *pbe =
+			    pst ? git_tree_entry_byname(pst, git_tree_entry_name(be)) : NULL;
+			add_ctx a = { .m = m, .r = r, .split = split, .before = &before };
+			char where[128];
+
+			if (git_tree_entry_type(be) != GIT_OBJECT_BLOB ||
+			    (pbe && git_oid_equal(git_tree_entry_id(be), git_tree_entry_id(pbe))))
+				continue;
+			before.n = 0;
+			if (pbe && git_tree_entry_type(pbe) == GIT_OBJECT_BLOB) {
+				snprintf(where, sizeof(where), "%.12s:splits/%s/%s", git_oid_tostr_s(parent),
+					 git_tree_entry_name(se), git_tree_entry_name(pbe));
+				if ((rc = blob_lines(m, sc, git_tree_entry_id(pbe), where, collect_hash,
+				                     &before)) < 0)
+					break;
+				if (before.n > 1)
+					qsort(before.v, before.n, sizeof(*before.v), hash_cmp);
+			}
+			snprintf(where, sizeof(where), "%.12s:splits/%s/%s", git_oid_tostr_s(commit),
+				 git_tree_entry_name(se), git_tree_entry_name(be));
+			rc = blob_lines(m, sc, git_tree_entry_id(be), where, add_line, &a);
+		}
+	}
+cleanup:
+	free(before.v);
+	git_tree_free(pst);
+	git_tree_free(st);
+	git_tree_free(psplits);
+	git_tree_free(splits);
+	return rc;
+}
+
+/* dataset.json's key and split settings of two commits differ. */
+static int same_definition(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *a, const git_oid *b,
+			   const char *ref, const char *url)
+{
+	static const char *const parts[] = { "pseudonymisation", "split" };
+	jnode ja, jb;
+	bool fa, fb;
+	int rc;
+
+	if ((rc = json_at(m, sc, a, "dataset.json", &ja, &fa)) < 0)
+		return rc;
+	if ((rc = json_at(m, sc, b, "dataset.json", &jb, &fb)) < 0) {
+		jnode_free(&ja);
+		return rc;
+	}
+	for (size_t i = 0; fa && fb && i < 2 && rc == 0; i++)
+		if (!jequal(jget(&ja, parts[i]), jget(&jb, parts[i]))) {
+			char u[512];
+
+			safe_url(u, sizeof(u), url);
+			rc = kiln_error_set(
+			    KILN_EINVALID,
+			    "manifest %s: %s here and at %s have different %s settings (a different "
+			    "dataset version): not combined; push to another branch",
+			    kiln_manifest_path(m), ref, u, parts[i]);
+		}
+	jnode_free(&ja);
+	jnode_free(&jb);
+	return rc;
+}
+
+typedef struct rebase_ctx {
+	kiln_manifest *m;
+	kiln_json_scanner *sc;
+	const char *url, *ref;
+	const ref_parts *parts;
+	char tmp_branch[64];
+} rebase_ctx;
+
+/* Replays commit (whose parent is `parent`, may be NULL) on the temporary
+ * branch, whose tip is `tip`; *out the new commit. */
+static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *parent, const git_oid *tip,
+			 git_oid *out)
+{
+	kiln_manifest *m = x->m;
+	git_commit *c = NULL;
+	git_blob *ds = NULL;
+	replay r = { 0 };
+	lineage lc = { 0 }, lp = { 0 }, lt = { 0 };
+	kiln_stats sc_, sp;
+	kiln_snapshot snap = { 0 };
+	char *ds_text = NULL, *author_name = NULL, *author_email = NULL, id[41];
+	int gerr, rc;
+
+	if ((gerr = git_commit_lookup(&c, kiln_manifest_repo(m), commit)) < 0) {
+		rc = kiln_manifest_git_fail(m, gerr, "reading a commit");
+		goto cleanup;
+	}
+	if ((rc = blob_at(m, commit, "dataset.json", &ds)) < 0)
+		goto cleanup;
+	if (!ds) {
+		rc = bad_file(m, commit, "dataset.json", "missing");
+		goto cleanup;
+	}
+	if ((rc = same_definition(m, x->sc, commit, tip, x->ref, x->url)) < 0)
+		goto cleanup;
+	ds_text = strndup(git_blob_rawcontent(ds), (size_t)git_blob_rawsize(ds));
+	author_name = strdup(git_commit_author(c)->name);
+	author_email = strdup(git_commit_author(c)->email);
+	if (!ds_text || !author_name || !author_email) {
+		rc = oom();
+		goto cleanup;
+	}
+
+	/* lineage: the entries the commit moved, if the remote did not move them too */
+	if ((rc = lineage_read(m, x->sc, commit, &lc)) < 0 ||
+	    (rc = lineage_read(m, x->sc, parent, &lp)) < 0 || (rc = lineage_read(m, x->sc, tip, &lt)) < 0)
+		goto cleanup;
+	if (lc.n && !(r.moved = calloc(lc.n, sizeof(*r.moved)))) {
+		rc = oom();
+		goto cleanup;
+	}
+	for (size_t i = 0; i < lc.n; i++) {
+		const kiln_lineage_entry *e = &lc.v[i];
+		const kiln_lineage_entry *base = lineage_find(&lp, e->topic, e->partition);
+		const kiln_lineage_entry *now = lineage_find(&lt, e->topic, e->partition);
+
+		if (base && lineage_equal(base, e))
+			continue;
+		/* compare-and-swap on the tree: the remote must still hold the value
+		 * this commit moved the partition from */
+		if (base ? !(now && lineage_equal(now, base)) : now != NULL) {
+			char u[512];
+
+			safe_url(u, sizeof(u), x->url);
+			rc = kiln_error_set(
+			    KILN_EINVALID,
+			    "manifest %s: %s: %s/%d was advanced both here (to %lld) and at %s (to %lld): "
+			    "the same offsets would be curated twice; not combined",
+			    kiln_manifest_path(m), x->ref, e->topic, (int)e->partition, (long long)e->next, u,
+			    now ? (long long)now->next : 0LL);
+			goto cleanup;
+		}
+		r.moved[r.nmoved++] = *e;
+	}
+
+	/* stats: the commit's delta */
+	if ((rc = stats_read(m, x->sc, commit, &sc_)) < 0 || (rc = stats_read(m, x->sc, parent, &sp)) < 0)
+		goto cleanup;
+	if (!stats_delta(&snap.delta, &sc_, &sp)) {
+		rc = bad_file(m, commit, "stats.json",
+		              "counts lower than its parent's: not a kiln snapshot commit");
+		goto cleanup;
+	}
+
+	if ((rc = added_shards(m, x->sc, commit, parent, &r)) < 0)
+		goto cleanup;
+
+	snap.dataset = x->parts->dataset;
+	snap.branch = x->tmp_branch;
+	snap.dataset_json = ds_text;
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		snap.shards[s] = r.shards[s];
+		snap.shard_count[s] = r.nshards[s];
+	}
+	snap.lineage = r.moved;
+	snap.lineage_count = r.nmoved;
+	snap.author_name = author_name;
+	snap.author_email = author_email;
+	if ((rc = kiln_manifest_commit(m, &snap, id)) < 0)
+		goto cleanup;
+	rc = git_oid_fromstr(out, id) < 0 ? kiln_error_set(KILN_EIO, "manifest: bad commit id") : 0;
+cleanup:
+	free(ds_text);
+	free(author_name);
+	free(author_email);
+	lineage_free(&lc);
+	lineage_free(&lp);
+	lineage_free(&lt);
+	replay_free(&r);
+	git_blob_free(ds);
+	git_commit_free(c);
+	return rc;
+}
+
+/* Replays the commits of `local` that `remote` lacks on top of `remote`;
+ * *out the new tip (remote itself when local has nothing new). */
+static int rebase(kiln_manifest *m, const char *url, const char *ref, const ref_parts *parts,
+                  const git_oid *local, const git_oid *remote, git_oid *out)
+{
+	git_repository *repo = kiln_manifest_repo(m);
+	static unsigned counter;
+	unsigned serial = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+	rebase_ctx x = { .m = m, .url = url, .ref = ref, .parts = parts };
+	git_revwalk *walk = NULL;
+	git_reference *tmp = NULL, *head = NULL;
+	git_oid *list = NULL, id, tip;
+	size_t n = 0, cap = 0;
+	char tmp_ref[REF_CAP];
+	int gerr, rc = 0;
+
+	if ((gerr = git_revwalk_new(&walk, repo)) < 0 ||
+	    (gerr = git_revwalk_sorting(walk, GIT_SORT_TOPOLOGICAL | GIT_SORT_REVERSE)) < 0 ||
+	    (gerr = git_revwalk_push(walk, local)) < 0 || (gerr = git_revwalk_hide(walk, remote)) < 0) {
+		rc = kiln_manifest_git_fail(m, gerr, "rebase");
+		goto cleanup;
+	}
+	while ((gerr = git_revwalk_next(&id, walk)) == 0) {
+		if ((rc = grow((void **)&list, &cap, n, sizeof(*list))) < 0)
+			goto cleanup;
+		list[n++] = id;
+	}
+	if (gerr != GIT_ITEROVER) {
+		rc = kiln_manifest_git_fail(m, gerr, "rebase");
+		goto cleanup;
+	}
+	git_oid_cpy(out, remote);
+	if (n == 0)
+		goto cleanup;
+
+	if (!(x.sc = kiln_json_scanner_new(NULL))) {
+		rc = oom();
+		goto cleanup;
+	}
+	snprintf(x.tmp_branch, sizeof(x.tmp_branch), "kiln-rebase-%ld-%u", (long)getpid(), serial);
+	snprintf(tmp_ref, sizeof(tmp_ref), "refs/heads/%s/%s", parts->dataset, x.tmp_branch);
+	if ((gerr = git_reference_create(&tmp, repo, tmp_ref, remote, 0, "kiln: rebase")) < 0) {
+		rc = kiln_manifest_git_fail(m, gerr, tmp_ref);
+		goto cleanup;
+	}
+	git_oid_cpy(&tip, remote);
+	for (size_t i = 0; i < n; i++) {
+		git_commit *c = NULL;
+		git_oid parent;
+		bool has_parent;
+		unsigned np;
+
+		if ((gerr = git_commit_lookup(&c, repo, &list[i])) < 0) {
+			rc = kiln_manifest_git_fail(m, gerr, "rebase");
+			goto cleanup;
+		}
+		np = git_commit_parentcount(c);
+		has_parent = np == 1;
+		if (has_parent)
+			git_oid_cpy(&parent, git_commit_parent_id(c, 0));
+		git_commit_free(c);
+		if (np > 1) {
+			rc = kiln_error_set(KILN_EINVALID,
+			                    "manifest %s: %s: %.12s is a merge commit: cannot rebase it",
+			                    kiln_manifest_path(m), ref, git_oid_tostr_s(&list[i]));
+			goto cleanup;
+		}
+		if ((rc = replay_commit(&x, &list[i], has_parent ? &parent : NULL, &tip, &tip)) < 0)
+			goto cleanup;
+	}
+	git_oid_cpy(out, &tip);
+cleanup:
+	if (tmp) {
+		/* a new repository's HEAD may have been pointed at the temporary branch */
+		if (git_reference_lookup(&head, repo, "HEAD") == 0 &&
+		    git_reference_type(head) == GIT_REFERENCE_SYMBOLIC &&
+		    strcmp(git_reference_symbolic_target(head), tmp_ref) == 0)
+			git_repository_set_head(repo, ref);
+		git_reference_free(head);
+		git_reference_remove(repo, tmp_ref);
+		git_reference_free(tmp);
+	}
+	kiln_json_scanner_free(x.sc);
+	git_revwalk_free(walk);
+	free(list);
+	return rc;
+}
+
+/* Brings the local branch `ref` together with the remote tip: creates it,
+ * fast-forwards it, leaves it (ahead), or rebases it (diverged); every move
+ * is a compare-and-swap (KILN_EMODIFIED when the branch moved meanwhile). */
+static int integrate_branch(kiln_manifest *m, const char *url, const char *ref, const ref_parts *parts,
+			    const git_oid *remote)
+{
+	git_repository *repo = kiln_manifest_repo(m);
+	git_reference *moved = NULL;
+	git_oid local, target;
+	int gerr, rc;
+
+	gerr = git_reference_name_to_id(&local, repo, ref);
+	if (gerr == GIT_ENOTFOUND) {
+		gerr = git_reference_create(&moved, repo, ref, remote, 0, "kiln: fetched");
+		git_reference_free(moved);
+		if (gerr == GIT_EEXISTS)
+			return kiln_error_set(KILN_EMODIFIED, "manifest %s: %s appeared meanwhile",
+			                      kiln_manifest_path(m), ref);
+		if (gerr == 0 && git_repository_head_unborn(repo) == 1)
+			git_repository_set_head(repo, ref);
+		return gerr < 0 ? kiln_manifest_git_fail(m, gerr, ref) : 0;
+	}
+	if (gerr < 0)
+		return kiln_manifest_git_fail(m, gerr, ref);
+	if (git_oid_equal(&local, remote) || git_graph_descendant_of(repo, &local, remote) == 1)
+		return 0; /* the same, or ahead: the next push sends it */
+	if (git_graph_descendant_of(repo, remote, &local) == 1)
+		git_oid_cpy(&target, remote);
+	else if ((rc = rebase(m, url, ref, parts, &local, remote, &target)) < 0)
+		return rc;
+	gerr =
+	    git_reference_create_matching(&moved, repo, ref, &target, 1, &local, "kiln: updated from remote");
+	git_reference_free(moved);
+	if (gerr == GIT_EMODIFIED)
+		return kiln_error_set(KILN_EMODIFIED, "manifest %s: %s moved meanwhile",
+		                      kiln_manifest_path(m), ref);
+	return gerr < 0 ? kiln_manifest_git_fail(m, gerr, ref) : 0;
+}
+
+/* ---- talking to the remote --------------------------------------------------- */
+
+typedef struct head {
+	char *name;
+	git_oid id;
+} head;
+
+typedef struct heads {
+	head *v;
+	size_t n, cap;
+} heads;
+
+static void heads_free(heads *h)
+{
+	for (size_t i = 0; i < h->n; i++)
+		free(h->v[i].name);
+	free(h->v);
+	memset(h, 0, sizeof(*h));
+}
+
+typedef struct callbacks_state {
+	int credential_tries;
+	bool rejected;
+	char status[256];
+} callbacks_state;
+
+/* ssh: keys from the ssh-agent, once; everything else: libgit2's defaults. */
+static int credentials(git_credential **out, const char *url, const char *username, unsigned int allowed,
+                       void *payload)
+{
+	callbacks_state *s = payload;
+
+	(void)url;
+	if (!(allowed & GIT_CREDENTIAL_SSH_KEY) || s->credential_tries++ > 0)
+		return GIT_PASSTHROUGH;
+	return git_credential_ssh_key_from_agent(out, username ? username : "git");
+}
+
+static int push_status(const char *refname, const char *status, void *payload)
+{
+	callbacks_state *s = payload;
+
+	(void)refname;
+	if (status) {
+		s->rejected = true;
+		snprintf(s->status, sizeof(s->status), "%s", status);
+	}
+	return 0;
+}
+
+static void init_callbacks(git_remote_callbacks *cb, callbacks_state *s)
+{
+	git_remote_init_callbacks(cb, GIT_REMOTE_CALLBACKS_VERSION);
+	cb->credentials = credentials;
+	cb->push_update_reference = push_status;
+	cb->payload = s;
+}
+
+/* An in-memory remote for url. url.<base>.insteadOf rewriting is skipped:
+ * the URL is used as given (and libgit2 1.5's insteadOf lookup leaks PCRE2
+ * match data on every call; libgit2 PR #6382). */
+static int remote_new(git_remote **out, kiln_manifest *m, const char *url)
+{
+	git_remote_create_options o;
+
+	git_remote_create_options_init(&o, GIT_REMOTE_CREATE_OPTIONS_VERSION);
+	o.repository = kiln_manifest_repo(m);
+	o.flags = GIT_REMOTE_CREATE_SKIP_INSTEADOF | GIT_REMOTE_CREATE_SKIP_DEFAULT_FETCHSPEC;
+	return git_remote_create_with_opts(out, url, &o);
+}
+
+/* Lists the remote's refs that `match` selects and downloads their objects;
+ * out gets their names and ids. */
+static int remote_download(kiln_manifest *m, const char *url,
+                           bool (*match)(const char *name, const void *arg), const void *arg, heads *out)
+{
+	git_remote *remote = NULL;
+	git_remote_callbacks cb;
+	callbacks_state state = { 0 };
+	const git_remote_head **ls;
+	git_fetch_options fo;
+	git_strarray specs = { 0 };
+	size_t n;
+	int gerr, rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	init_callbacks(&cb, &state);
+	if ((gerr = remote_new(&remote, m, url)) < 0 ||
+	    (gerr = git_remote_connect(remote, GIT_DIRECTION_FETCH, &cb, NULL, NULL)) < 0 ||
+	    (gerr = git_remote_ls(&ls, &n, remote)) < 0) {
+		rc = remote_fail(gerr == GIT_ENOTFOUND ? KILN_ENOTFOUND : KILN_ERETRY, url, "connecting");
+		goto cleanup;
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(ls[i]->name);
+
+		if ((len > 3 && strcmp(ls[i]->name + len - 3, "^{}") == 0) || !match(ls[i]->name, arg))
+			continue;
+		if ((rc = grow((void **)&out->v, &out->cap, out->n, sizeof(*out->v))) < 0)
+			goto cleanup;
+		if (!(out->v[out->n].name = strdup(ls[i]->name))) {
+			rc = oom();
+			goto cleanup;
+		}
+		git_oid_cpy(&out->v[out->n++].id, &ls[i]->oid);
+	}
+	if (out->n == 0)
+		goto cleanup;
+	if (!(specs.strings = calloc(out->n, sizeof(char *)))) {
+		rc = oom();
+		goto cleanup;
+	}
+	for (size_t i = 0; i < out->n; i++)
+		specs.strings[i] = out->v[i].name;
+	specs.count = out->n;
+	git_fetch_options_init(&fo, GIT_FETCH_OPTIONS_VERSION);
+	fo.callbacks = cb;
+	fo.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
+	if ((gerr = git_remote_download(remote, &specs, &fo)) < 0)
+		rc = remote_fail(KILN_ERETRY, url, "fetching");
+cleanup:
+	free(specs.strings);
+	if (remote)
+		git_remote_disconnect(remote);
+	git_remote_free(remote);
+	if (rc < 0)
+		heads_free(out);
+	return rc;
+}
+
+/* A path for a local remote (path or file:// URL), else NULL. */
+static char *local_path(const char *url)
+{
+	const char *colon = strchr(url, ':'), *slash = strchr(url, '/');
+
+	if (strncmp(url, "file://", 7) == 0)
+		return strdup(url + 7);
+	if (strstr(url, "://") || (colon && (!slash || colon < slash)))
+		return NULL; /* a URL, or scp-like host:path */
+	return strdup(url);
+}
+
+/* Pushes to a bare repository on this machine: objects first (a pack), then
+ * the ref with a compare-and-swap. KILN_EMODIFIED: not a fast-forward. */
+static int push_local(kiln_manifest *m, const char *path, const char *url, const char *ref, bool tag,
+		      const git_oid *local)
+{
+	git_repository *repo = kiln_manifest_repo(m), *rrepo = NULL;
+	git_reference_iterator *it = NULL;
+	git_reference *r = NULL, *moved = NULL;
+	git_revwalk *walk = NULL;
+	git_packbuilder *pb = NULL;
+	git_object *obj = NULL, *peeled = NULL;
+	git_odb *odb = NULL;
+	git_buf dir = { 0 };
+	git_oid remote;
+	bool have_remote;
+	char *pack_dir = NULL;
+	int gerr, rc = 0;
+
+	if ((gerr = git_repository_open_bare(&rrepo, path)) < 0) {
+		rc = remote_fail(gerr == GIT_ENOTFOUND ? KILN_ENOTFOUND : KILN_EIO, url,
+				 "opening (a bare repository is needed)");
+		goto cleanup;
+	}
+	gerr = git_reference_name_to_id(&remote, rrepo, ref);
+	if (gerr < 0 && gerr != GIT_ENOTFOUND) {
+		rc = remote_fail(KILN_EIO, url, ref);
+		goto cleanup;
+	}
+	have_remote = gerr == 0;
+	if (have_remote && git_oid_equal(&remote, local))
+		goto cleanup; /* up to date */
+	if (have_remote && tag) {
+		rc = KILN_EMODIFIED;
+		goto cleanup;
+	}
+	if ((gerr = git_repository_odb(&odb, repo)) < 0 ||
+	    (gerr = git_object_lookup(&obj, repo, local, GIT_OBJECT_ANY)) < 0 ||
+	    (gerr = git_object_peel(&peeled, obj, GIT_OBJECT_COMMIT)) < 0) {
+		rc = kiln_manifest_git_fail(m, gerr, ref);
+		goto cleanup;
+	}
+	if (have_remote && (!git_odb_exists(odb, &remote) ||
+			    git_graph_descendant_of(repo, git_object_id(peeled), &remote) != 1)) {
+		rc = KILN_EMODIFIED; /* the remote has commits this branch lacks */
+		goto cleanup;
+	}
+
+	/* the objects: everything reachable from the ref that no remote ref reaches */
+	if ((gerr = git_revwalk_new(&walk, repo)) < 0 ||
+	    (gerr = git_revwalk_push(walk, git_object_id(peeled))) < 0 ||
+	    (gerr = git_reference_iterator_glob_new(&it, rrepo, "refs/*")) < 0) {
+		rc = kiln_manifest_git_fail(m, gerr, "push");
+		goto cleanup;
+	}
+	while (git_reference_next(&r, it) == 0) {
+		git_object *o = NULL, *c = NULL;
+		const git_oid *t = git_reference_target(r);
+
+		if (t && git_odb_exists(odb, t) && git_object_lookup(&o, repo, t, GIT_OBJECT_ANY) == 0 &&
+		    git_object_peel(&c, o, GIT_OBJECT_COMMIT) == 0)
+			git_revwalk_hide(walk, git_object_id(c));
+		git_object_free(c);
+		git_object_free(o);
+		git_reference_free(r);
+		r = NULL;
+	}
+	if ((gerr = git_packbuilder_new(&pb, repo)) < 0 ||
+	    (gerr = git_packbuilder_insert_walk(pb, walk)) < 0 ||
+	    (!git_oid_equal(local, git_object_id(peeled)) &&
+	     (gerr = git_packbuilder_insert(pb, local, NULL)) < 0)) {
+		rc = kiln_manifest_git_fail(m, gerr, "packing objects");
+		goto cleanup;
+	}
+	if (git_packbuilder_object_count(pb) > 0) {
+		if ((gerr = git_repository_item_path(&dir, rrepo, GIT_REPOSITORY_ITEM_OBJECTS)) < 0 ||
+		    asprintf(&pack_dir, "%s%spack", dir.ptr,
+		             dir.size && dir.ptr[dir.size - 1] == '/' ? "" : "/") < 0) {
+			pack_dir = NULL;
+			rc = gerr < 0 ? remote_fail(KILN_EIO, url, "objects") : oom();
+			goto cleanup;
+		}
+		if ((gerr = git_packbuilder_write(pb, pack_dir, 0, NULL, NULL)) < 0) {
+			rc = remote_fail(KILN_EIO, url, "writing objects");
+			goto cleanup;
+		}
+	}
+
+	/* the ref, only from the value read above */
+	if (have_remote)
+		gerr = git_reference_create_matching(&moved, rrepo, ref, local, 1, &remote, "kiln: push");
+	else
+		gerr = git_reference_create(&moved, rrepo, ref, local, 0, "kiln: push");
+	if (gerr == GIT_EMODIFIED || gerr == GIT_EEXISTS)
+		rc = KILN_EMODIFIED;
+	else if (gerr < 0)
+		rc = remote_fail(KILN_EIO, url, ref);
+	else if (!tag && git_repository_head_unborn(rrepo) == 1)
+		git_repository_set_head(rrepo, ref);
+cleanup:
+	free(pack_dir);
+	git_buf_dispose(&dir);
+	git_reference_free(moved);
+	git_reference_free(r);
+	git_reference_iterator_free(it);
+	git_packbuilder_free(pb);
+	git_revwalk_free(walk);
+	git_object_free(peeled);
+	git_object_free(obj);
+	git_odb_free(odb);
+	git_repository_free(rrepo);
+	return rc;
+}
+
+/* Through libgit2's transports. KILN_EMODIFIED: rejected as not a fast-forward. */
+static int push_network(kiln_manifest *m, const char *url, const char *ref, char *status, size_t status_cap)
+{
+	git_remote *remote = NULL;
+	git_push_options po;
+	callbacks_state state = { 0 };
+	char spec[2 * REF_CAP + 2];
+	char *specs[] = { spec };
+	git_strarray arr = { specs, 1 };
+	int gerr, rc = 0;
+
+	snprintf(spec, sizeof(spec), "%s:%s", ref, ref);
+	git_push_options_init(&po, GIT_PUSH_OPTIONS_VERSION);
+	init_callbacks(&po.callbacks, &state);
+	if ((gerr = remote_new(&remote, m, url)) < 0) {
+		rc = remote_fail(KILN_EINVALID, url, "push");
+		goto cleanup;
+	}
+	gerr = git_remote_push(remote, &arr, &po);
+	if (gerr == GIT_ENONFASTFORWARD) {
+		snprintf(status, status_cap, "%s", git_message());
+		rc = KILN_EMODIFIED;
+	} else if (gerr < 0) {
+		rc = remote_fail(KILN_ERETRY, url, "push");
+	} else if (state.rejected) {
+		snprintf(status, status_cap, "%s", state.status);
+		rc = KILN_EMODIFIED;
+	}
+cleanup:
+	git_remote_free(remote);
+	return rc;
+}
+
+static bool match_exact(const char *name, const void *arg)
+{
+	return strcmp(name, (const char *)arg) == 0;
+}
+
+int kiln_manifest_push(kiln_manifest *m, const char *url, const char *ref)
+{
+	git_repository *repo = kiln_manifest_repo(m);
+	ref_parts parts;
+	char *path = local_path(url), status[256] = "", u[512];
+	int rc, gerr;
+
+	safe_url(u, sizeof(u), url);
+	if ((rc = parse_ref(ref, &parts)) < 0)
+		goto cleanup;
+	for (int attempt = 1;; attempt++) {
+		heads h;
+		git_oid local;
+
+		if ((gerr = git_reference_name_to_id(&local, repo, ref)) < 0) {
+			rc = gerr == GIT_ENOTFOUND
+			         ? kiln_error_set(KILN_ENOTFOUND, "manifest %s: no %s to push",
+			                          kiln_manifest_path(m), ref)
+			         : kiln_manifest_git_fail(m, gerr, ref);
+			goto cleanup;
+		}
+		rc = path ? push_local(m, path, url, ref, parts.tag, &local)
+			  : push_network(m, url, ref, status, sizeof(status));
+		if (rc != KILN_EMODIFIED)
+			goto cleanup;
+		if (parts.tag) {
+			rc = kiln_error_set(
+			    KILN_EINVALID,
+			    "remote %s: %s exists there with another target; tags are never overwritten", u,
+			    ref);
+			goto cleanup;
+		}
+		if (attempt >= KILN_REMOTE_RETRIES) {
+			rc = kiln_error_set(KILN_ERETRY,
+			                    "remote %s: %s kept moving; gave up after %d attempts%s%s", u,
+			                    ref, attempt, status[0] ? ": " : "", status);
+			goto cleanup;
+		}
+		/* fetch the remote branch, rebase onto it, try again */
+		if ((rc = remote_download(m, url, match_exact, ref, &h)) < 0)
+			goto cleanup;
+		rc = h.n ? integrate_branch(m, url, ref, &parts, &h.v[0].id) : 0;
+		heads_free(&h);
+		if (rc < 0 && rc != KILN_EMODIFIED)
+			goto cleanup;
+	}
+cleanup:
+	free(path);
+	return rc;
+}
+
+/* ---- fetch ----------------------------------------------------------------- */
+
+typedef struct dataset_refs {
+	char heads[REF_CAP], tags[REF_CAP];
+} dataset_refs;
+
+static bool match_dataset(const char *name, const void *arg)
+{
+	const dataset_refs *d = arg;
+	const char *rest = NULL;
+
+	if (strncmp(name, d->heads, strlen(d->heads)) == 0)
+		rest = name + strlen(d->heads);
+	else if (strncmp(name, d->tags, strlen(d->tags)) == 0)
+		rest = name + strlen(d->tags);
+	return rest && name_valid(rest, strlen(rest));
+}
+
+int kiln_manifest_fetch(kiln_manifest *m, const char *url, const char *dataset)
+{
+	git_repository *repo = kiln_manifest_repo(m);
+	dataset_refs d;
+	heads h = { 0 };
+	char first_error[1024] = "", u[512];
+	int first_code = 0, rc;
+
+	safe_url(u, sizeof(u), url);
+	if (!dataset || !name_valid(dataset, strlen(dataset)))
+		return kiln_error_set(KILN_EINVALID,
+		                      "remote: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
+	snprintf(d.heads, sizeof(d.heads), "refs/heads/%s/", dataset);
+	snprintf(d.tags, sizeof(d.tags), "refs/tags/%s/", dataset);
+	if ((rc = remote_download(m, url, match_dataset, &d, &h)) < 0)
+		return rc;
+	for (size_t i = 0; i < h.n; i++) {
+		ref_parts parts;
+		git_reference *made = NULL;
+		git_oid local;
+		int gerr;
+
+		if ((rc = parse_ref(h.v[i].name, &parts)) < 0)
+			goto next;
+		if (!parts.tag) {
+			/* a branch that moves while we integrate it: read it again */
+			for (int attempt = 0; attempt < KILN_REMOTE_RETRIES; attempt++)
+				if ((rc = integrate_branch(m, url, h.v[i].name, &parts, &h.v[i].id)) !=
+				    KILN_EMODIFIED)
+					break;
+			goto next;
+		}
+		gerr = git_reference_name_to_id(&local, repo, h.v[i].name);
+		if (gerr == GIT_ENOTFOUND) {
+			gerr = git_reference_create(&made, repo, h.v[i].name, &h.v[i].id, 0, "kiln: fetched");
+			git_reference_free(made);
+			if (gerr == GIT_EEXISTS && git_reference_name_to_id(&local, repo, h.v[i].name) == 0)
+				gerr = 0;
+			else if (gerr == 0)
+				git_oid_cpy(&local, &h.v[i].id);
+		}
+		if (gerr < 0)
+			rc = kiln_manifest_git_fail(m, gerr, h.v[i].name);
+		else if (!git_oid_equal(&local, &h.v[i].id))
+			rc = kiln_error_set(
+			    KILN_EINVALID,
+			    "manifest %s: %s differs from the one at %s; tags are never overwritten",
+			    kiln_manifest_path(m), h.v[i].name, u);
+		else
+			rc = 0;
+next:
+		if (rc < 0 && rc != KILN_EINVALID && rc != KILN_EMODIFIED)
+			goto cleanup; /* I/O: stop */
+		if (rc < 0 && !first_code) {
+			first_code = rc;
+			snprintf(first_error, sizeof(first_error), "%s", kiln_error_last());
+		}
+	}
+	rc = first_code ? kiln_error_set(first_code, "%s", first_error) : 0;
+cleanup:
+	heads_free(&h);
+	return rc;
+}
