@@ -6,6 +6,11 @@
 #include "manifest/manifest.h"
 #include "manifest/internal.h"
 
+/* The expected old value "no such ref": libgit2 checks it under the ref's
+ * lock, so of two writers creating one ref only one wins (a plain create
+ * checks before locking and could let the second overwrite the first). */
+static const git_oid absent = { { 0 } };
+
 #include <errno.h>
 #include <git2.h>
 #include <inttypes.h>
@@ -1481,7 +1486,7 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	if (have_tip)
 		gerr = git_reference_create_matching(&moved, m->repo, ref, &commit_id, 1, &tip_id, msg.k.ptr);
 	else
-		gerr = git_reference_create(&moved, m->repo, ref, &commit_id, 0, msg.k.ptr);
+		gerr = git_reference_create_matching(&moved, m->repo, ref, &commit_id, 1, &absent, msg.k.ptr);
 	if (gerr == GIT_EMODIFIED || gerr == GIT_EEXISTS) {
 		rc = kiln_error_set(KILN_EMODIFIED, "manifest %s: %s moved since it was read", m->path, ref);
 		goto cleanup;

@@ -11,6 +11,11 @@
 #include "manifest/remote.h"
 #include "manifest/internal.h"
 
+/* The expected old value "no such ref": libgit2 checks it under the ref's
+ * lock, so of two writers creating one ref only one wins (a plain create
+ * checks before locking and could let the second overwrite the first). */
+static const git_oid absent = { { 0 } };
+
 #include <git2.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -1018,7 +1023,7 @@ static int integrate_branch(kiln_manifest *m, const char *url, const char *ref, 
 
 	gerr = git_reference_name_to_id(&local, repo, ref);
 	if (gerr == GIT_ENOTFOUND) {
-		gerr = git_reference_create(&moved, repo, ref, remote, 0, "kiln: fetched");
+		gerr = git_reference_create_matching(&moved, repo, ref, remote, 1, &absent, "kiln: fetched");
 		git_reference_free(moved);
 		if (gerr == GIT_EEXISTS)
 			return kiln_error_set(KILN_EMODIFIED, "manifest %s: %s appeared meanwhile",
@@ -1277,7 +1282,7 @@ static int push_local(kiln_manifest *m, const char *path, const char *url, const
 	if (have_remote)
 		gerr = git_reference_create_matching(&moved, rrepo, ref, local, 1, &remote, "kiln: push");
 	else
-		gerr = git_reference_create(&moved, rrepo, ref, local, 0, "kiln: push");
+		gerr = git_reference_create_matching(&moved, rrepo, ref, local, 1, &absent, "kiln: push");
 	if (gerr == GIT_EMODIFIED || gerr == GIT_EEXISTS)
 		rc = KILN_EMODIFIED;
 	else if (gerr < 0)
