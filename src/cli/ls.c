@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/units.h"
 #include "kiln/reader.h"
 
 static const char usage_text[] =
@@ -42,31 +43,6 @@ static const char usage_text[] =
 
 enum { OPT_SPLIT = 256, OPT_RANK, OPT_WORLD, OPT_SEED, OPT_STORE };
 
-static int parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
-		return -1;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-static int parse_split(const char *s, kiln_split *out)
-{
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		if (strcmp(s, kiln_split_name((kiln_split)i)) == 0) {
-			*out = (kiln_split)i;
-			return 0;
-		}
-	return -1;
-}
-
 int kiln_cmd_ls(int argc, char **argv)
 {
 	static const struct option long_options[] = {
@@ -94,7 +70,7 @@ int kiln_cmd_ls(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "f:m:h", long_options, NULL)) != -1) {
 		switch (opt) {
 		case OPT_SPLIT:
-			if (parse_split(optarg, &split) < 0)
+			if (kiln_split_from_name(optarg, &split) < 0)
 				return kiln_cli_fail("ls", "--split wants train, dev or test, not '%s'",
 						     optarg);
 			break;
@@ -104,16 +80,16 @@ int kiln_cmd_ls(int argc, char **argv)
 			json = strcmp(optarg, "json") == 0;
 			break;
 		case OPT_RANK:
-			if (parse_u64(optarg, UINT32_MAX, &rank) < 0)
+			if (kiln_parse_u64(optarg, UINT32_MAX, &rank) < 0)
 				return kiln_cli_fail("ls", "--rank wants a number, not '%s'", optarg);
 			break;
 		case OPT_WORLD:
-			if (parse_u64(optarg, UINT32_MAX, &world) < 0 || world == 0)
+			if (kiln_parse_u64(optarg, UINT32_MAX, &world) < 0 || world == 0)
 				return kiln_cli_fail("ls", "--world-size wants a positive number, not '%s'",
 						     optarg);
 			break;
 		case OPT_SEED:
-			if (parse_u64(optarg, UINT64_MAX, &seed) < 0)
+			if (kiln_parse_u64(optarg, UINT64_MAX, &seed) < 0)
 				return kiln_cli_fail(
 					"ls", "--shuffle-seed wants a number 0..2^64-1, not '%s'", optarg);
 			shuffle = true;

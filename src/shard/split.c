@@ -14,6 +14,16 @@ const char *kiln_split_name(kiln_split split)
 	return (unsigned)split < KILN_SPLIT_COUNT ? names[split] : "unknown";
 }
 
+int kiln_split_from_name(const char *name, kiln_split *out)
+{
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
+		if (strcmp(name, names[i]) == 0) {
+			*out = (kiln_split)i;
+			return 0;
+		}
+	return -1;
+}
+
 int kiln_splitter_init(kiln_splitter *out, const char *salt, const double ratios[KILN_SPLIT_COUNT])
 {
 	long parts[KILN_SPLIT_COUNT], sum = 0;

@@ -20,6 +20,9 @@ typedef enum kiln_split {
 /* "train", "dev", "test". */
 const char *kiln_split_name(kiln_split split);
 
+/* The split a name means; -1 for any other name. */
+int kiln_split_from_name(const char *name, kiln_split *out);
+
 typedef struct kiln_splitter {
 	const char *salt;
 	size_t salt_len;
