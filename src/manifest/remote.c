@@ -20,7 +20,9 @@ static const git_oid absent = { { 0 } };
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sodium.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -1283,8 +1285,8 @@ static int push_local(kiln_manifest *m, const char *path, const char *url, const
 		gerr = git_reference_create_matching(&moved, rrepo, ref, local, 1, &remote, "kiln: push");
 	else
 		gerr = git_reference_create_matching(&moved, rrepo, ref, local, 1, &absent, "kiln: push");
-	if (gerr == GIT_EMODIFIED || gerr == GIT_EEXISTS)
-		rc = KILN_EMODIFIED;
+	if (gerr == GIT_EMODIFIED || gerr == GIT_EEXISTS || gerr == GIT_ELOCKED)
+		rc = KILN_EMODIFIED; /* another pusher got there first (or holds the lock): fetch, rebase, retry */
 	else if (gerr < 0)
 		rc = remote_fail(KILN_EIO, url, ref);
 	else if (!tag && git_repository_head_unborn(rrepo) == 1)
@@ -1380,7 +1382,10 @@ int kiln_manifest_push(kiln_manifest *m, const char *url, const char *ref)
 			                    ref, attempt, status[0] ? ": " : "", status);
 			goto cleanup;
 		}
-		/* fetch the remote branch, rebase onto it, try again */
+		/* fetch the remote branch, rebase onto it, try again, after a short
+		 * randomised pause so that racing pushers do not collide again */
+		struct timespec pause = { 0, (long)(20000000L * attempt + randombytes_uniform(20000000)) };
+		nanosleep(&pause, NULL);
 		if ((rc = remote_download(m, url, match_exact, ref, &h)) < 0)
 			goto cleanup;
 		rc = h.n ? integrate_branch(m, url, ref, &parts, &h.v[0].id) : 0;
