@@ -21,6 +21,7 @@ static const kiln_command commands[] = {
 	{ "keygen", "write an ed25519 signing key and its allowed-signers line", kiln_cmd_keygen },
 	{ "gc", "delete store objects no kept version references (dry run by default)", kiln_cmd_gc },
 	{ "du", "bytes per version, unique and shared", kiln_cmd_du },
+	{ "broker", "start an embedded Kafka broker (librdkafka's mock cluster) for development and tests", kiln_cmd_broker },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
