@@ -84,8 +84,10 @@ int kiln_cmd_run(int argc, char **argv)
 		       (unsigned long long)r.delta.splits[KILN_SPLIT_TEST].records,
 		       (unsigned long long)r.first_offset, (unsigned long long)r.next_offset - 1,
 		       pipeline->source_name);
+		char *repo = realpath(pipeline->manifest_repo, NULL); /* "pipelines/../x" reads better resolved */
 		printf("version: %s (refs/heads/%s/%s in %s)\n", r.commit, pipeline->dataset, pipeline->branch,
-		       pipeline->manifest_repo);
+		       repo ? repo : pipeline->manifest_repo);
+		free(repo);
 	}
 	status = KILN_EXIT_OK;
 cleanup:
