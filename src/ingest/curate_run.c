@@ -190,8 +190,10 @@ static int check_same_definition(const kiln_pipeline *p, kiln_manifest *m, const
 	return rc < 0 ? rc : 0;
 }
 
-/* The split key must be a required scalar field at the top level that keeps
- * a value in the curated record. */
+/* The split key must be a scalar field at the top level that keeps a value
+ * in the curated record. (A record without a value for it cannot be placed:
+ * it is quarantined as missing_required, whether or not the contract
+ * requires the field.) */
 static int check_split_key(const kiln_pipeline *p, const kiln_contract *k, const kiln_field **out)
 {
 	const kiln_field *f = kiln_field_child(k->root, p->split_key, strlen(p->split_key),
@@ -200,9 +202,6 @@ static int check_split_key(const kiln_pipeline *p, const kiln_contract *k, const
 	if (!f)
 		return kiln_error_set(KILN_EINVALID, "%s: split.key: the contract %s has no top-level field \"%s\"",
 				      p->file, k->file, p->split_key);
-	if (!f->required)
-		return kiln_error_set(KILN_EINVALID, "%s: split.key: field \"%s\" must be required: true in %s",
-				      p->file, p->split_key, k->file);
 	if (f->type == KILN_LTYPE_OBJECT || f->type == KILN_LTYPE_ARRAY)
 		return kiln_error_set(KILN_EINVALID, "%s: split.key: field \"%s\" must be a scalar", p->file, p->split_key);
 	if (f->pseudo_mode == KILN_PSEUDO_DROP || f->pseudo_mode == KILN_PSEUDO_REDACT)
@@ -321,7 +320,14 @@ static int process(struct worker *wk, struct batch *b)
 			b->q[b->q_count++].line = i;
 			continue;
 		}
-		if ((rc = kiln_curate_end(wk->curator, &split_value, &split_len)) < 0)
+		if ((rc = kiln_curate_end(wk->curator, &split_value, &split_len)) == KILN_ENOTFOUND) {
+			/* valid under the contract, but nothing to split on */
+			kiln_report_single(report, KILN_REJECT_MISSING_REQUIRED, 0);
+			snprintf(report->v[0].path, sizeof(report->v[0].path), "%s", p->split_key);
+			b->q[b->q_count++].line = i;
+			continue;
+		}
+		if (rc < 0)
 			return rc;
 		kiln_split s = kiln_split_assign(wk->run->splitter, split_value, split_len);
 		if (b->out_count[s] == b->out_cap[s]) {

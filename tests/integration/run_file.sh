@@ -270,5 +270,22 @@ check "stdin source output is checked" curated_ok stdin --input "$tmp/in.jsonl" 
 	--branch stdin-test --logs "$tmp/stdin.out" "$tmp/stdin.err"
 check "git fsck --strict after all runs" gitm fsck --strict --no-progress
 
+# ---- an optional split key: records without it are quarantined, never split
+optional_contract=$tmp/optional-split.yaml
+/usr/bin/python3 - "$src/contracts/user-events.yaml" "$optional_contract" <<'PY'
+import sys
+s = open(sys.argv[1]).read()
+i = s.index("      - name: user_id")
+j = s.index("required: true", i)
+open(sys.argv[2], "w").write(s[:j] + "required: false" + s[j + len("required: true"):])
+PY
+head -3 "$src/samples/user-events.jsonl" >"$tmp/optional.jsonl"
+sed -n 4p "$src/samples/user-events.jsonl" | sed 's/"user_id":"[^"]*",//' >>"$tmp/optional.jsonl"
+KILN_INPUT=$tmp/optional.jsonl KILN_STORE=file://$tmp/optional-store KILN_MANIFEST=$tmp/optional.git \
+	"$kiln" run "$src/pipelines/user-events.yaml" --set contract="$optional_contract" >"$tmp/optional.out" 2>&1
+check "optional split key: the run succeeds" grep -q "+4 records (3 valid, 1 quarantined)" "$tmp/optional.out"
+check "optional split key: the record without it is quarantined as missing_required" \
+	sh -c "zstd -dc '$tmp'/optional-store/quarantine/*/0/*.jsonl.zst | grep -q '\"offset\":3,\"code\":\"missing_required\",\"path\":\"user_id\"'"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
