@@ -1,8 +1,10 @@
-/* libFuzzer target for record validation: every input is one record checked
- * against contracts/user-events.yaml, which exercises the scanner, the field
- * lookups, every rule and the path rendering. Checks that a report is
- * consistent and that no path carries bytes a record could have put there
- * unfiltered (paths hold field names, identifiers, indexes or "<key>"). */
+/* libFuzzer target for record validation and curation: every input is one
+ * record checked against contracts/user-events.yaml while the curator
+ * consumes the same tokens (pseudonymisation, free-text detectors, the token
+ * cache). Checks that a report is consistent, that no path carries bytes a
+ * record could have put there unfiltered (paths hold field names,
+ * identifiers, indexes or "<key>"), and that a valid record's curated form
+ * is itself valid JSON. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,12 +13,17 @@
 #include "contract/contract.h"
 #include "contract/validate.h"
 #include "core/error.h"
+#include "mask/curate.h"
+#include "mask/key.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static kiln_contract *contract;
+static kiln_curator *curator;
+static kiln_key key;
+
 static kiln_validator *validator(void)
 {
-	static kiln_contract *contract;
 	static kiln_validator *v;
 	const char *path = getenv("KILN_FUZZ_CONTRACT");
 
@@ -31,6 +38,12 @@ static kiln_validator *validator(void)
 	v = kiln_validator_new(contract, &(kiln_validator_options){ .unknown_fields = -1,
 								     .limits.max_bytes = 8192 });
 	if (!v)
+		abort();
+	static const unsigned char bytes[32] = { 1, 2, 3 };
+	kiln_key_init(&key, bytes, 1);
+	const kiln_field *split = kiln_field_child(contract->root, "user_id", 7, kiln_json_hash("user_id", 7));
+	kiln_curator_options copt = { .contract = contract, .key = &key, .split_field = split };
+	if (kiln_curator_new(&curator, &copt) < 0)
 		abort();
 	return v;
 }
@@ -48,7 +61,24 @@ static bool path_ok(const char *p)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	kiln_report report;
-	size_t n = kiln_validate(validator(), (const char *)data, size, &report);
+	kiln_validator *v = validator();
+	kiln_buf out = KILN_BUF_INIT(0);
+	const char *split;
+	size_t split_len;
+
+	kiln_curate_begin(curator, &out);
+	size_t n = kiln_validate_hook(v, (const char *)data, size, &report, kiln_curate_token, curator);
+	if (n == 0) {
+		static kiln_json_scanner *check;
+		if (!check && !(check = kiln_json_scanner_new(NULL)))
+			abort();
+		int rc = kiln_curate_end(curator, &split, &split_len);
+		if (rc < 0 && rc != KILN_ENOTFOUND)
+			abort();
+		if (kiln_json_check(check, out.ptr ? out.ptr : "", out.len) != KILN_REJECT_NONE)
+			abort(); /* the curated form of a valid record must be valid JSON */
+	}
+	kiln_buf_free(&out);
 
 	if (n != report.count || report.kept > KILN_VIOLATIONS_MAX || report.kept > report.count ||
 	    (report.count && !report.kept))
