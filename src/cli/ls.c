@@ -1,8 +1,6 @@
 /* `kiln ls DATASET@REF --split S`: a version's shards in one split with their
  * records, compressed bytes and store URLs (text or JSON Lines); optionally
  * only one rank's share, in its reading order (as `kiln cat` reads them). */
-#include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +9,7 @@
 #include "cli/cli.h"
 #include "core/buf.h"
 #include "core/error.h"
-#include "core/units.h"
-#include "kiln/reader.h"
+#include "cli/share.h"
 
 static const char usage_text[] =
 	"usage: kiln ls DATASET[@REF] [--split train|dev|test] [--format text|json]\n"
@@ -41,64 +38,35 @@ static const char usage_text[] =
 	"Exit status: 0 on success, 2 on a bad reference, a missing repository or\n"
 	"store setting, or another error.\n";
 
-enum { OPT_SPLIT = 256, OPT_RANK, OPT_WORLD, OPT_SEED, OPT_STORE };
-
 int kiln_cmd_ls(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{ "split", required_argument, NULL, OPT_SPLIT },
+		KILN_SHARE_LONG_OPTIONS,
 		{ "format", required_argument, NULL, 'f' },
-		{ "rank", required_argument, NULL, OPT_RANK },
-		{ "world-size", required_argument, NULL, OPT_WORLD },
-		{ "shuffle-seed", required_argument, NULL, OPT_SEED },
-		{ "manifest", required_argument, NULL, 'm' },
-		{ "store", required_argument, NULL, OPT_STORE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *repo = getenv("KILN_MANIFEST"), *store = getenv("KILN_STORE");
-	kiln_split split = KILN_SPLIT_TRAIN;
-	uint64_t rank = 0, world = 1, seed = 0;
-	bool json = false, shuffle = false;
+	kiln_share share;
+	bool json = false;
 	kiln_reader *r = NULL;
 	kiln_reader_shard *shards;
-	size_t n, *idx = NULL, nidx = 0;
+	size_t *idx = NULL, nidx = 0;
 	kiln_buf line = KILN_BUF_INIT(0);
-	int opt, status = KILN_EXIT_USAGE;
+	int opt, rc, status = KILN_EXIT_USAGE;
 
+	kiln_share_init(&share);
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "f:m:h", long_options, NULL)) != -1) {
+		if ((rc = kiln_share_option("ls", &share, opt, optarg)) != 0) {
+			if (rc == KILN_EXIT_USAGE)
+				return KILN_EXIT_USAGE;
+			continue;
+		}
 		switch (opt) {
-		case OPT_SPLIT:
-			if (kiln_split_from_name(optarg, &split) < 0)
-				return kiln_cli_fail("ls", "--split wants train, dev or test, not '%s'",
-						     optarg);
-			break;
 		case 'f':
 			if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0)
 				return kiln_cli_fail("ls", "--format wants text or json, not '%s'", optarg);
 			json = strcmp(optarg, "json") == 0;
-			break;
-		case OPT_RANK:
-			if (kiln_parse_u64(optarg, UINT32_MAX, &rank) < 0)
-				return kiln_cli_fail("ls", "--rank wants a number, not '%s'", optarg);
-			break;
-		case OPT_WORLD:
-			if (kiln_parse_u64(optarg, UINT32_MAX, &world) < 0 || world == 0)
-				return kiln_cli_fail("ls", "--world-size wants a positive number, not '%s'",
-						     optarg);
-			break;
-		case OPT_SEED:
-			if (kiln_parse_u64(optarg, UINT64_MAX, &seed) < 0)
-				return kiln_cli_fail(
-					"ls", "--shuffle-seed wants a number 0..2^64-1, not '%s'", optarg);
-			shuffle = true;
-			break;
-		case 'm':
-			repo = optarg;
-			break;
-		case OPT_STORE:
-			store = optarg;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -110,23 +78,8 @@ int kiln_cmd_ls(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		return kiln_cli_fail("ls", "expected one DATASET[@REF] (see kiln ls --help)");
-	if (rank >= world)
-		return kiln_cli_fail("ls", "--rank %" PRIu64 " must be below --world-size %" PRIu64, rank,
-				     world);
-	if (!repo || !*repo)
-		return kiln_cli_fail("ls",
-				     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
-	if (!store || !*store)
-		return kiln_cli_fail("ls", "no store: give --store URL or set KILN_STORE");
-	if (kiln_reader_open(&r, repo, argv[optind], store, NULL) < 0 ||
-	    kiln_reader_shards(r, split, &shards, &n) < 0)
-		goto fail;
-	if (!(idx = malloc((n / world + 1) * sizeof(*idx)))) {
-		kiln_error_set(KILN_ENOMEM, "out of memory");
-		goto fail;
-	}
-	if (kiln_reader_assign(shards, n, (unsigned)rank, (unsigned)world, seed, shuffle, idx, &nidx) < 0)
-		goto fail;
+	if (kiln_share_open("ls", &share, argv[optind], &r, &shards, &idx, &nidx) != 0)
+		return KILN_EXIT_USAGE;
 	for (size_t i = 0; i < nidx; i++) {
 		const kiln_reader_shard *s = &shards[idx[i]];
 
