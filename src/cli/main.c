@@ -22,6 +22,8 @@ static const kiln_command commands[] = {
 	{ "gc", "delete store objects no kept version references (dry run by default)", kiln_cmd_gc },
 	{ "du", "bytes per version, unique and shared", kiln_cmd_du },
 	{ "broker", "start an embedded Kafka broker (librdkafka's mock cluster) for development and tests", kiln_cmd_broker },
+	{ "snapshot", "ask a running Kafka `kiln run` to commit a snapshot now", kiln_cmd_snapshot },
+	{ "raw", "read the raw zone: list objects or decode them byte-exact", kiln_cmd_raw },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

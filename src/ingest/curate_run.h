@@ -19,4 +19,7 @@ typedef struct kiln_run_result {
 
 int kiln_curate_run(const kiln_pipeline *pipeline, kiln_run_result *out);
 
+/* Validate/curate threads for a pipeline: its `workers`, else one per CPU. */
+unsigned kiln_curate_worker_count(const kiln_pipeline *pipeline);
+
 #endif

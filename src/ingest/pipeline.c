@@ -2,6 +2,7 @@
 #include "ingest/pipeline.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +20,16 @@ typedef struct loader {
 
 static const char *const top_keys[] = { "dataset", "branch", "contract", "schema", "unknown_fields", "source",
 					"pseudonymise", "split", "shards", "store", "manifest", "workers", "promote",
+					"snapshot", "raw", "metrics", "log",
 					NULL };
-static const char *const source_keys[] = { "kind", "path", "name", "max_record_bytes", "max_depth", NULL };
+static const char *const source_keys[] = { "kind", "path", "name", "max_record_bytes", "max_depth", "brokers",
+					   "topics", "group", "options", "start", "on_gap", "batch",
+					   "dead_letter_topic", NULL };
+static const char *const batch_keys[] = { "records", "bytes", "ms", NULL };
+static const char *const snapshot_keys[] = { "records", "seconds", "drain_seconds", NULL };
+static const char *const raw_keys[] = { "enabled", NULL };
+static const char *const metrics_keys[] = { "listen", NULL };
+static const char *const log_keys[] = { "format", NULL };
 static const char *const pseudo_keys[] = { "key_file", "key_env", "key_version", NULL };
 static const char *const split_keys[] = { "key", "salt", "ratios", NULL };
 static const char *const ratio_keys[] = { "train", "dev", "test", NULL };
@@ -132,6 +141,138 @@ static const char *name_from_path(loader *l, const char *path)
 	return s;
 }
 
+static const char *const kafka_only[] = { "brokers", "topics", "group", "options", "start", "on_gap", "batch",
+					  "dead_letter_topic", NULL };
+
+/* A Kafka topic name: [A-Za-z0-9._-], at most 249 characters. */
+static bool topic_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 249 || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '.' ||
+		      *s == '_' || *s == '-'))
+			return false;
+	return true;
+}
+
+static int add_topic(loader *l, const kiln_yaml_node *at, const char *name, size_t len)
+{
+	kiln_pipeline *p = l->p;
+	char *t = kiln_arena_printf(p->arena, "%.*s", (int)len, name);
+	const char **v;
+
+	if (!topic_ok(t))
+		return kiln_yaml_fail(l->doc, at, "source.topics",
+				      "\"%s\" is not a topic name (letters, digits, '.', '_', '-')", t);
+	v = kiln_arena_alloc(p->arena, (p->topic_count + 1) * sizeof(*v));
+	if (!v)
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	if (p->topic_count)
+		memcpy(v, p->topics, p->topic_count * sizeof(*v));
+	v[p->topic_count++] = t;
+	p->topics = v;
+	return 0;
+}
+
+static int load_kafka(loader *l, const kiln_yaml_node *src)
+{
+	kiln_pipeline *p = l->p;
+	const kiln_yaml_node *topics = kiln_yaml_get(src, "topics"), *opts = kiln_yaml_get(src, "options"), *n;
+	const char *start = NULL, *gap = NULL;
+	int64_t v = 0;
+	int rc;
+
+	if (kiln_yaml_get(src, "path"))
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "path"), "source.path", "a kafka source has no path");
+	if ((rc = get_string(l, src, "source", "brokers", true, &p->brokers)) < 0 ||
+	    (rc = get_string(l, src, "source", "group", true, &p->group)) < 0 ||
+	    (rc = get_string(l, src, "source", "start", false, &start)) < 0 ||
+	    (rc = get_string(l, src, "source", "on_gap", false, &gap)) < 0 ||
+	    (rc = get_string(l, src, "source", "dead_letter_topic", false, &p->dead_letter_topic)) < 0)
+		return rc;
+	if (!topics || kiln_yaml_is_null(topics))
+		return kiln_yaml_fail(l->doc, src, "source.topics", "required key is missing");
+	if (topics->kind == KILN_YAML_SEQUENCE) {
+		for (size_t i = 0; i < topics->count; i++) {
+			const char *t;
+			if ((rc = kiln_yaml_string(l->doc, topics->items[i], "source.topics", &t)) < 0 ||
+			    (rc = add_topic(l, topics->items[i], t, strlen(t))) < 0)
+				return rc;
+		}
+	} else {
+		const char *list, *c;
+		if ((rc = kiln_yaml_string(l->doc, topics, "source.topics", &list)) < 0)
+			return rc;
+		for (c = list; *c;) {
+			size_t len = strcspn(c, ", ");
+			if (len && (rc = add_topic(l, topics, c, len)) < 0)
+				return rc;
+			c += len;
+			c += strspn(c, ", ");
+		}
+	}
+	if (p->topic_count == 0)
+		return kiln_yaml_fail(l->doc, topics, "source.topics", "name at least one topic");
+	if (p->dead_letter_topic && !topic_ok(p->dead_letter_topic))
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "dead_letter_topic"), "source.dead_letter_topic",
+				      "not a topic name (letters, digits, '.', '_', '-')");
+	for (size_t i = 0; p->dead_letter_topic && i < p->topic_count; i++)
+		if (strcmp(p->topics[i], p->dead_letter_topic) == 0)
+			return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "dead_letter_topic"),
+					      "source.dead_letter_topic", "must not be one of source.topics");
+	if (start && strcmp(start, "latest") == 0)
+		p->start_latest = true;
+	else if (start && strcmp(start, "earliest") != 0)
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "start"), "source.start", "expected earliest or latest");
+	if (gap && strcmp(gap, "skip") == 0)
+		p->on_gap = KILN_GAP_SKIP;
+	else if (gap && strcmp(gap, "stop") != 0)
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "on_gap"), "source.on_gap", "expected stop or skip");
+	if (opts && !kiln_yaml_is_null(opts)) {
+		kiln_kafka_option *o;
+		if (opts->kind != KILN_YAML_MAPPING)
+			return kiln_yaml_fail(l->doc, opts, "source.options", "expected a mapping of librdkafka properties");
+		o = kiln_arena_alloc(p->arena, (opts->count + 1) * sizeof(*o));
+		if (!o)
+			return kiln_error_set(KILN_ENOMEM, "out of memory");
+		for (size_t i = 0; i < opts->count; i++) {
+			const char *name = opts->keys[i]->value;
+			const char *where = path_of(l, "source.options", name);
+			static const char *const owned[] = { "bootstrap.servers", "group.id", "enable.auto.commit",
+							     "enable.auto.offset.store", "partition.assignment.strategy",
+							     "auto.offset.reset", NULL };
+			for (const char *const *k = owned; *k; k++)
+				if (strcmp(name, *k) == 0)
+					return kiln_yaml_fail(l->doc, opts->keys[i], where,
+							      "kiln sets this property itself (see docs/PIPELINES.md)");
+			o[i].name = name;
+			if (opts->items[i]->kind != KILN_YAML_SCALAR)
+				return kiln_yaml_fail(l->doc, opts->items[i], where, "expected a scalar value");
+			o[i].value = opts->items[i]->value;
+		}
+		p->kafka_options = o;
+		p->kafka_option_count = opts->count;
+	}
+	n = kiln_yaml_get(src, "batch");
+	if (n && !kiln_yaml_is_null(n)) {
+		if ((rc = check_keys(l, n, "source.batch", batch_keys)) < 0 ||
+		    (rc = get_int(l, n, "source.batch", "records", 1, 1000000, &v)) < 0)
+			return rc;
+		p->batch_records = (size_t)v;
+		v = 0;
+		if ((rc = get_size(l, n, "source.batch", "bytes", 1024, &p->batch_bytes)) < 0 ||
+		    (rc = get_int(l, n, "source.batch", "ms", 1, 60000, &v)) < 0)
+			return rc;
+		p->batch_ms = (unsigned)v;
+	}
+	p->source_name = p->topics[0];
+	p->raw_zone = true;
+	return 0;
+}
+
 static int load_source(loader *l, const kiln_yaml_node *root)
 {
 	const kiln_yaml_node *src = kiln_yaml_get(root, "source");
@@ -161,11 +302,17 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 		}
 	} else if (strcmp(kind, "stdin") == 0) {
 		p->source_kind = KILN_SOURCE_STDIN;
+	} else if (strcmp(kind, "kafka") == 0) {
+		p->source_kind = KILN_SOURCE_KAFKA;
+		return load_kafka(l, src);
 	} else {
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "kind"), "source.kind",
-				      "unknown source kind \"%s\" (expected file or stdin; kafka comes with streaming ingest)",
-				      kind);
+				      "unknown source kind \"%s\" (expected file, stdin or kafka)", kind);
 	}
+	for (const char *const *k = kafka_only; *k; k++)
+		if (kiln_yaml_get(src, *k))
+			return kiln_yaml_fail(l->doc, kiln_yaml_get(src, *k), path_of(l, "source", *k),
+					      "only a kafka source has this key");
 	if (name) {
 		for (const char *c = name; *c; c++)
 			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
@@ -316,6 +463,69 @@ static int load_promote(loader *l, const kiln_yaml_node *root)
 	return 0;
 }
 
+/* snapshot:, raw:, metrics:, log: (how a long-running run behaves). */
+static int load_operations(loader *l, const kiln_yaml_node *root)
+{
+	kiln_pipeline *p = l->p;
+	const kiln_yaml_node *n;
+	const char *format = NULL;
+	int64_t v;
+	int rc;
+
+	p->snapshot_records = 100000;
+	p->snapshot_seconds = 60;
+	p->drain_seconds = 30;
+	p->log_json = true;
+	if (!p->batch_records)
+		p->batch_records = 8192;
+	if (!p->batch_bytes)
+		p->batch_bytes = 1u << 20;
+	if (!p->batch_ms)
+		p->batch_ms = 100;
+	if ((n = kiln_yaml_get(root, "snapshot")) && !kiln_yaml_is_null(n)) {
+		if ((rc = check_keys(l, n, "snapshot", snapshot_keys)) < 0)
+			return rc;
+		v = (int64_t)p->snapshot_records;
+		if ((rc = get_int(l, n, "snapshot", "records", 0, INT64_MAX, &v)) < 0)
+			return rc;
+		p->snapshot_records = (uint64_t)v;
+		v = p->snapshot_seconds;
+		if ((rc = get_int(l, n, "snapshot", "seconds", 0, 86400, &v)) < 0)
+			return rc;
+		p->snapshot_seconds = (unsigned)v;
+		v = p->drain_seconds;
+		if ((rc = get_int(l, n, "snapshot", "drain_seconds", 1, 3600, &v)) < 0)
+			return rc;
+		p->drain_seconds = (unsigned)v;
+	}
+	if ((n = kiln_yaml_get(root, "raw")) && !kiln_yaml_is_null(n)) {
+		const kiln_yaml_node *e;
+		if ((rc = check_keys(l, n, "raw", raw_keys)) < 0)
+			return rc;
+		if ((e = kiln_yaml_get(n, "enabled")) && (rc = kiln_yaml_bool(l->doc, e, "raw.enabled", &p->raw_zone)) < 0)
+			return rc;
+		if (p->raw_zone && p->source_kind != KILN_SOURCE_KAFKA)
+			return kiln_yaml_fail(l->doc, e ? e : n, "raw.enabled", "only a kafka source has a raw zone");
+	}
+	if ((n = kiln_yaml_get(root, "metrics")) && !kiln_yaml_is_null(n)) {
+		if ((rc = check_keys(l, n, "metrics", metrics_keys)) < 0 ||
+		    (rc = get_string(l, n, "metrics", "listen", false, &p->metrics_listen)) < 0)
+			return rc;
+		if (p->metrics_listen && !*p->metrics_listen)
+			p->metrics_listen = NULL;
+	}
+	if ((n = kiln_yaml_get(root, "log")) && !kiln_yaml_is_null(n)) {
+		if ((rc = check_keys(l, n, "log", log_keys)) < 0 ||
+		    (rc = get_string(l, n, "log", "format", false, &format)) < 0)
+			return rc;
+		if (format && strcmp(format, "text") == 0)
+			p->log_json = false;
+		else if (format && strcmp(format, "json") != 0)
+			return kiln_yaml_fail(l->doc, kiln_yaml_get(n, "format"), "log.format", "expected json or text");
+	}
+	return 0;
+}
+
 static int load(loader *l)
 {
 	const kiln_yaml_node *root = kiln_yaml_root(l->doc), *n;
@@ -365,6 +575,9 @@ static int load(loader *l)
 	     (rc = get_int(l, n, "shards", "zstd_level", -7, 22, &level)) < 0))
 		return rc;
 	p->zstd_level = level ? (int)level : 3;
+
+	if ((rc = load_operations(l, root)) < 0)
+		return rc;
 
 	n = kiln_yaml_get(root, "manifest");
 	if (!n || kiln_yaml_is_null(n))

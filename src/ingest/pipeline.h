@@ -18,7 +18,17 @@
 typedef enum kiln_source_kind {
 	KILN_SOURCE_FILE,
 	KILN_SOURCE_STDIN,
+	KILN_SOURCE_KAFKA,
 } kiln_source_kind;
+
+typedef enum kiln_gap_policy {
+	KILN_GAP_STOP, /* log, count, exit non-zero: an operator decides */
+	KILN_GAP_SKIP, /* log, count, record in lineage.json, go on from the oldest offset left */
+} kiln_gap_policy;
+
+typedef struct kiln_kafka_option {
+	const char *name, *value;
+} kiln_kafka_option;
 
 typedef struct kiln_pipeline {
 	const char *file;    /* the pipeline file, as given */
@@ -31,7 +41,28 @@ typedef struct kiln_pipeline {
 
 	kiln_source_kind source_kind;
 	const char *source_path;  /* file sources */
-	const char *source_name;  /* the topic name in lineage, quarantine and shard sources */
+	const char *source_name;  /* file/stdin: the topic name in lineage, quarantine and shard sources */
+	/* kafka sources */
+	const char *brokers;
+	const char **topics;
+	size_t topic_count;
+	const char *group;
+	const kiln_kafka_option *kafka_options; /* passed to librdkafka as they are */
+	size_t kafka_option_count;
+	bool start_latest;            /* a partition without lineage starts at its end, not its beginning */
+	kiln_gap_policy on_gap;
+	size_t batch_records;         /* a batch closes at this many records (default 8192), */
+	size_t batch_bytes;           /* or bytes (default 1 MiB), */
+	unsigned batch_ms;            /* or this long after its first record (default 100) */
+	const char *dead_letter_topic; /* NULL: none */
+	bool raw_zone;                 /* write consumed batches to raw/ (default true for kafka) */
+	/* snapshot policy (kafka): commit after this many records, at least this
+	 * often while records arrive, and drain within drain_seconds on SIGTERM */
+	uint64_t snapshot_records;  /* default 100000; 0 = no count trigger */
+	unsigned snapshot_seconds;  /* default 60; 0 = no time trigger */
+	unsigned drain_seconds;     /* default 30 */
+	const char *metrics_listen; /* HOST:PORT for /metrics, /healthz, /v1/snapshot; NULL: none */
+	bool log_json;              /* JSON log lines on stderr (default); false: plain text */
 	size_t max_record_bytes;  /* default 1 MiB */
 	uint32_t max_depth;       /* default 128 */
 

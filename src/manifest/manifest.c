@@ -531,6 +531,10 @@ static int parse_lineage_entry(jreader *r, lineage_list *out)
 		} else if (jr_key_is(&t, "bytes")) {
 			rc = jr_u64(r, "bytes", &e.bytes);
 			have_bytes = true;
+		} else if (jr_key_is(&t, "skipped")) {
+			rc = jr_u64(r, "skipped", &e.skipped);
+		} else if (jr_key_is(&t, "gaps")) {
+			rc = jr_u64(r, "gaps", &e.gaps);
 		} else if (jr_key_is(&t, "prefix_blake2b") && !e.prefix_blake2b) {
 			rc = jr_string(r, "prefix_blake2b", (char **)&e.prefix_blake2b);
 			if (rc == 0 && !hash_valid(e.prefix_blake2b))
@@ -638,6 +642,8 @@ static void render_lineage(buf *b, const lineage_list *l)
 			buf_printf(b, ",\"bytes\":%" PRIu64 ",\"prefix_blake2b\":\"%s\"", e->bytes,
 				   e->prefix_blake2b);
 		}
+		if (e->gaps)
+			buf_printf(b, ",\"gaps\":%" PRIu64 ",\"skipped\":%" PRIu64, e->gaps, e->skipped);
 		buf_puts(b, "}");
 	}
 	buf_puts(b, l->n ? "\n  ]\n}\n" : "]\n}\n");
@@ -1416,6 +1422,19 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	for (size_t i = 0; i < before.n; i++)
 		if ((rc = lineage_list_push(&merged, &before.v[i], false)) < 0)
 			goto cleanup;
+	for (size_t i = 0; i < snap->lineage_count; i++) {
+		const kiln_lineage_entry *e = &snap->lineage[i];
+		ssize_t was = lineage_find(&before, e->topic, e->partition);
+		int64_t now = was >= 0 ? before.v[was].next : -1;
+
+		if (e->fenced && now != e->expect_next) {
+			rc = kiln_error_set(KILN_EMODIFIED,
+					    "manifest: %s: %s/%" PRId32 " moved to %" PRId64 " (expected %" PRId64
+					    "): another worker owns it now",
+					    ref, e->topic, e->partition, now, e->expect_next);
+			goto cleanup;
+		}
+	}
 	for (size_t i = 0; i < snap->lineage_count; i++) {
 		ssize_t at = lineage_find(&merged, snap->lineage[i].topic, snap->lineage[i].partition);
 

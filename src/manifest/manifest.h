@@ -6,6 +6,7 @@
 #ifndef KILN_MANIFEST_MANIFEST_H
 #define KILN_MANIFEST_MANIFEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,15 @@ typedef struct kiln_lineage_entry {
 	const char *path;
 	uint64_t bytes;
 	const char *prefix_blake2b; /* 64 hex */
+	/* offsets a gap policy skipped (they had expired from the topic before
+	 * they were read): how many in all, in how many gaps (0: never) */
+	uint64_t skipped, gaps;
+	/* commits only: when fenced, the commit is refused (KILN_EMODIFIED,
+	 * nothing changes) unless the tip's entry for this topic/partition has
+	 * next == expect_next (-1: the tip has no entry for it). A worker that
+	 * lost the partition to another one cannot move it. */
+	bool fenced;
+	int64_t expect_next;
 } kiln_lineage_entry;
 
 typedef struct kiln_split_stats {

@@ -1,0 +1,433 @@
+/* The curate stage's workers and ring (see curate_pool.h). One mutex and
+ * one condition variable guard the ring; workers take batches in sequence
+ * order, the owner consumes them in the same order. */
+#include "ingest/curate_pool.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "mask/curate.h"
+
+#define RING 8
+
+enum { BATCH_FREE, BATCH_FILLING, BATCH_FILLED, BATCH_TAKEN, BATCH_DONE };
+
+struct worker {
+	kiln_curate_pool *pool;
+	pthread_t thread;
+	kiln_validator *validator;
+	kiln_curator *curator;
+	kiln_raw_writer *raw;
+	kiln_buf line;
+};
+
+struct kiln_curate_pool {
+	kiln_curate_pool_options o;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	kiln_batch *ring[RING]; /* ring[seq % RING]: submitted, not yet consumed */
+	uint64_t next_submit, next_take, next_consume;
+	bool stop;
+	kiln_batch *free_list;
+	struct worker *workers;
+	unsigned started;
+};
+
+static int grow(void **ptr, size_t *cap, size_t need, size_t elem)
+{
+	size_t n;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	n = *cap ? *cap * 2 : 256;
+	while (n < need)
+		n *= 2;
+	if (!(p = realloc(*ptr, n * elem)))
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	*ptr = p;
+	*cap = n;
+	return 0;
+}
+
+int kiln_batch_reserve(kiln_batch *b)
+{
+	size_t cap;
+
+	if (b->keep_raw && b->raw_cap <= b->count) {
+		size_t n = b->cap > b->count ? b->cap : b->count + 1024;
+		kiln_raw_record *r = realloc(b->raw, n * sizeof(*r));
+		if (!r)
+			return kiln_error_set(KILN_ENOMEM, "out of memory");
+		b->raw = r;
+		b->raw_cap = n;
+	}
+	if (b->count < b->cap)
+		return 0;
+	cap = b->cap ? b->cap * 2 : 1024;
+#define GROW(field)                                                                 \
+	do {                                                                        \
+		void *p_ = realloc(b->field, cap * sizeof(*b->field));              \
+		if (!p_)                                                            \
+			return kiln_error_set(KILN_ENOMEM, "out of memory");        \
+		b->field = p_;                                                      \
+	} while (0)
+	GROW(rec);
+	GROW(len);
+	GROW(offset);
+	GROW(too_long);
+	GROW(borrowed);
+	if (b->keep_raw) {
+		GROW(raw);
+		b->raw_cap = cap;
+	}
+#undef GROW
+	b->cap = cap;
+	return 0;
+}
+
+static void batch_reset(kiln_batch *b)
+{
+	if (b->release)
+		b->release(b);
+	b->release = NULL;
+	b->keep_raw = false;
+	b->count = 0;
+	b->bytes = 0;
+	b->topic = NULL;
+	b->partition = 0;
+	b->opened_ms = 0;
+	b->source_ctx = NULL;
+	b->raw_key[0] = '\0';
+	kiln_buf_reset(&b->in);
+	b->state = BATCH_FREE;
+	b->rc = 0;
+}
+
+static void batch_destroy(kiln_batch *b)
+{
+	batch_reset(b);
+	kiln_buf_free(&b->in);
+	free(b->rec);
+	free(b->len);
+	free(b->offset);
+	free(b->too_long);
+	free(b->borrowed);
+	free(b->raw);
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
+		kiln_buf_free(&b->out[i]);
+		free(b->out_index[i]);
+		free(b->out_len[i]);
+	}
+	free(b->rejects);
+	free(b);
+}
+
+/* Writes the raw object of a batch that carries raw records. */
+static int land_raw(struct worker *wk, kiln_batch *b)
+{
+	if (!b->keep_raw || !wk->raw || b->count == 0)
+		return 0;
+	return kiln_raw_write(wk->raw, b->raw, b->count, b->raw_key);
+}
+
+/* Validates and curates every record of a batch (on a worker thread). */
+static int process(struct worker *wk, kiln_batch *b)
+{
+	const kiln_pipeline *p = wk->pool->o.pipeline;
+	int rc;
+
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
+		kiln_buf_reset(&b->out[i]);
+		b->out_count[i] = 0;
+	}
+	b->reject_count = 0;
+	if ((rc = land_raw(wk, b)) < 0)
+		return rc;
+	for (size_t i = 0; i < b->count; i++) {
+		kiln_report *report;
+		const char *split_value = "";
+		size_t split_len = 0;
+
+		if ((rc = grow((void **)&b->rejects, &b->reject_cap, b->reject_count + 1, sizeof(*b->rejects))) < 0)
+			return rc;
+		report = &b->rejects[b->reject_count].report;
+		kiln_buf_reset(&wk->line);
+		kiln_curate_begin(wk->curator, &wk->line);
+		if (b->too_long[i])
+			kiln_report_single(report, KILN_REJECT_TOO_LARGE, p->max_record_bytes);
+		else
+			kiln_validate_hook(wk->validator, b->rec[i], b->len[i], report, kiln_curate_token, wk->curator);
+		if (report->count) {
+			b->rejects[b->reject_count++].index = i;
+			continue;
+		}
+		if ((rc = kiln_curate_end(wk->curator, &split_value, &split_len)) == KILN_ENOTFOUND) {
+			/* valid under the contract, but nothing to split on */
+			kiln_report_single(report, KILN_REJECT_MISSING_REQUIRED, 0);
+			snprintf(report->v[0].path, sizeof(report->v[0].path), "%s", p->split_key);
+			b->rejects[b->reject_count++].index = i;
+			continue;
+		}
+		if (rc < 0)
+			return rc;
+		kiln_split s = kiln_split_assign(wk->pool->o.splitter, split_value, split_len);
+		if (b->out_count[s] == b->out_cap[s]) {
+			size_t cap = b->out_cap[s];
+			if ((rc = grow((void **)&b->out_index[s], &cap, b->out_count[s] + 1, sizeof(size_t))) < 0)
+				return rc;
+			cap = b->out_cap[s];
+			if ((rc = grow((void **)&b->out_len[s], &cap, b->out_count[s] + 1, sizeof(size_t))) < 0)
+				return rc;
+			b->out_cap[s] = cap;
+		}
+		if ((rc = kiln_buf_put(&b->out[s], wk->line.ptr, wk->line.len)) < 0)
+			return rc;
+		b->out_index[s][b->out_count[s]] = i;
+		b->out_len[s][b->out_count[s]++] = wk->line.len;
+	}
+	return 0;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *wk = arg;
+	kiln_curate_pool *pool = wk->pool;
+
+	pthread_mutex_lock(&pool->lock);
+	for (;;) {
+		kiln_batch *b;
+
+		if (pool->stop)
+			break;
+		b = pool->next_take < pool->next_submit ? pool->ring[pool->next_take % RING] : NULL;
+		if (!b || b->state != BATCH_FILLED) {
+			pthread_cond_wait(&pool->cond, &pool->lock);
+			continue;
+		}
+		b->state = BATCH_TAKEN;
+		pool->next_take++;
+		pthread_mutex_unlock(&pool->lock);
+		b->rc = process(wk, b);
+		if (b->rc < 0)
+			snprintf(b->err, sizeof(b->err), "%s", kiln_error_last());
+		pthread_mutex_lock(&pool->lock);
+		b->state = BATCH_DONE;
+		pthread_cond_broadcast(&pool->cond);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return NULL;
+}
+
+static void stop_workers(kiln_curate_pool *pool)
+{
+	pthread_mutex_lock(&pool->lock);
+	pool->stop = true;
+	pthread_cond_broadcast(&pool->cond);
+	pthread_mutex_unlock(&pool->lock);
+	for (unsigned i = 0; i < pool->started; i++)
+		pthread_join(pool->workers[i].thread, NULL);
+	pool->started = 0;
+}
+
+static int start_workers(kiln_curate_pool *pool)
+{
+	pool->stop = false;
+	for (unsigned i = 0; i < pool->o.workers; i++) {
+		if (pthread_create(&pool->workers[i].thread, NULL, worker_main, &pool->workers[i]) != 0) {
+			stop_workers(pool);
+			return kiln_error_set(KILN_EIO, "cannot start worker threads");
+		}
+		pool->started++;
+	}
+	return 0;
+}
+
+int kiln_curate_pool_new(kiln_curate_pool **out, const kiln_curate_pool_options *o)
+{
+	kiln_curate_pool *pool = calloc(1, sizeof(*pool));
+	kiln_validator_options vopts = { .unknown_fields = o->pipeline->unknown_fields,
+					 .limits = { .max_depth = o->pipeline->max_depth,
+						     .max_bytes = o->pipeline->max_record_bytes } };
+	kiln_curator_options copts = { .contract = o->contract, .key = o->key, .split_field = o->split_field,
+				       .limits = vopts.limits };
+	int rc;
+
+	*out = NULL;
+	if (!pool || !(pool->workers = calloc(o->workers, sizeof(*pool->workers)))) {
+		free(pool);
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	}
+	pool->o = *o;
+	pthread_mutex_init(&pool->lock, NULL);
+	pthread_cond_init(&pool->cond, NULL);
+	for (unsigned i = 0; i < o->workers; i++) {
+		struct worker *wk = &pool->workers[i];
+
+		wk->pool = pool;
+		if (!(wk->validator = kiln_validator_new(o->contract, &vopts))) {
+			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			goto fail;
+		}
+		if ((rc = kiln_curator_new(&wk->curator, &copts)) < 0)
+			goto fail;
+		if (o->raw_store && (rc = kiln_raw_writer_new(&wk->raw, o->raw_store, 0, NULL)) < 0)
+			goto fail;
+	}
+	if ((rc = start_workers(pool)) < 0)
+		goto fail;
+	*out = pool;
+	return 0;
+fail:
+	kiln_curate_pool_free(pool);
+	return rc;
+}
+
+void kiln_curate_pool_free(kiln_curate_pool *pool)
+{
+	if (!pool)
+		return;
+	kiln_curate_pool_abandon(pool);
+	stop_workers(pool);
+	for (unsigned i = 0; i < pool->o.workers; i++) {
+		kiln_validator_free(pool->workers[i].validator);
+		kiln_curator_free(pool->workers[i].curator);
+		kiln_raw_writer_free(pool->workers[i].raw);
+		kiln_buf_free(&pool->workers[i].line);
+	}
+	while (pool->free_list) {
+		kiln_batch *b = pool->free_list;
+		pool->free_list = b->next_free;
+		batch_destroy(b);
+	}
+	pthread_mutex_destroy(&pool->lock);
+	pthread_cond_destroy(&pool->cond);
+	free(pool->workers);
+	free(pool);
+}
+
+kiln_batch *kiln_curate_pool_batch(kiln_curate_pool *pool)
+{
+	kiln_batch *b = pool->free_list;
+
+	if (b)
+		pool->free_list = b->next_free;
+	else if (!(b = calloc(1, sizeof(*b))))
+		return NULL;
+	b->next_free = NULL;
+	b->state = BATCH_FILLING;
+	return b;
+}
+
+void kiln_curate_pool_recycle(kiln_curate_pool *pool, kiln_batch *b)
+{
+	if (!b)
+		return;
+	batch_reset(b);
+	b->next_free = pool->free_list;
+	pool->free_list = b;
+}
+
+/* Consumes the oldest batch if it is done (lock held on entry and exit).
+ * 1: consumed one, 0: none ready, < 0: an error. */
+static int consume_one(kiln_curate_pool *pool)
+{
+	kiln_batch *b;
+	int rc;
+
+	if (pool->next_consume == pool->next_submit)
+		return 0;
+	b = pool->ring[pool->next_consume % RING];
+	if (b->state != BATCH_DONE)
+		return 0;
+	pthread_mutex_unlock(&pool->lock);
+	rc = b->rc < 0 ? kiln_error_set(b->rc, "%s", b->err) : pool->o.consume(pool->o.ctx, b);
+	pthread_mutex_lock(&pool->lock);
+	if (rc < 0)
+		return rc;
+	pool->ring[pool->next_consume % RING] = NULL;
+	pool->next_consume++;
+	kiln_curate_pool_recycle(pool, b);
+	return 1;
+}
+
+int kiln_curate_pool_submit(kiln_curate_pool *pool, kiln_batch *b)
+{
+	int rc = 0;
+
+	if (b->count == 0) {
+		kiln_curate_pool_recycle(pool, b);
+		return 0;
+	}
+	pthread_mutex_lock(&pool->lock);
+	while (pool->next_submit - pool->next_consume >= RING) {
+		if ((rc = consume_one(pool)) < 0)
+			break;
+		if (rc == 0)
+			pthread_cond_wait(&pool->cond, &pool->lock);
+	}
+	if (rc >= 0) {
+		b->seq = pool->next_submit;
+		b->state = BATCH_FILLED;
+		pool->ring[pool->next_submit % RING] = b;
+		pool->next_submit++;
+		pthread_cond_broadcast(&pool->cond);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&pool->lock);
+	if (rc < 0)
+		kiln_curate_pool_recycle(pool, b);
+	return rc;
+}
+
+int kiln_curate_pool_poll(kiln_curate_pool *pool)
+{
+	int rc;
+
+	pthread_mutex_lock(&pool->lock);
+	while ((rc = consume_one(pool)) > 0)
+		;
+	pthread_mutex_unlock(&pool->lock);
+	return rc;
+}
+
+int kiln_curate_pool_drain(kiln_curate_pool *pool)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&pool->lock);
+	while (pool->next_consume < pool->next_submit) {
+		if ((rc = consume_one(pool)) < 0)
+			break;
+		if (rc == 0)
+			pthread_cond_wait(&pool->cond, &pool->lock);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return rc < 0 ? rc : 0;
+}
+
+void kiln_curate_pool_abandon(kiln_curate_pool *pool)
+{
+	pthread_mutex_lock(&pool->lock);
+	/* let the workers finish what they hold; nothing new is taken */
+	for (;;) {
+		bool busy = false;
+
+		for (uint64_t s = pool->next_consume; s < pool->next_submit; s++)
+			if (pool->ring[s % RING]->state == BATCH_TAKEN)
+				busy = true;
+		if (!busy)
+			break;
+		pthread_cond_wait(&pool->cond, &pool->lock);
+	}
+	for (uint64_t s = pool->next_consume; s < pool->next_submit; s++) {
+		kiln_batch *b = pool->ring[s % RING];
+		pool->ring[s % RING] = NULL;
+		kiln_curate_pool_recycle(pool, b);
+	}
+	pool->next_consume = pool->next_take = pool->next_submit;
+	pthread_mutex_unlock(&pool->lock);
+}

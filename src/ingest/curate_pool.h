@@ -1,0 +1,113 @@
+/* The curate stage every source shares: batches of records of one
+ * topic/partition go in, in order; worker threads write each batch to the
+ * raw zone (when the batch carries raw records), then validate, pseudonymise
+ * and split its records; the pool's owner gets the results back in
+ * submission order through its consume callback, on its own thread.
+ *
+ * Batch states: free (on the pool's free list) -> filling (owned by the
+ * source) -> submitted (in the ring: filled, taken by a worker, done) ->
+ * consumed -> released (borrowed records given back) -> free. At most RING
+ * batches are submitted at once, so memory stays bounded whatever the input
+ * size. Any error makes the caller abandon: every submitted batch is then
+ * released unconsumed. */
+#ifndef KILN_INGEST_CURATE_POOL_H
+#define KILN_INGEST_CURATE_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "contract/contract.h"
+#include "contract/validate.h"
+#include "core/buf.h"
+#include "ingest/pipeline.h"
+#include "mask/key.h"
+#include "shard/raw.h"
+#include "shard/split.h"
+#include "store/store.h"
+
+typedef struct kiln_batch_reject {
+	size_t index; /* the record's index in its batch */
+	kiln_report report;
+} kiln_batch_reject;
+
+typedef struct kiln_batch {
+	/* input, set by the source: count records of one topic/partition, in
+	 * ascending offset order */
+	const char *topic;
+	int32_t partition;
+	size_t count, cap;
+	const char **rec;   /* the record's bytes (NULL when too_long) */
+	size_t *len;
+	int64_t *offset;
+	bool *too_long;
+	bool keep_raw;        /* write the batch to the raw zone before curating it */
+	kiln_raw_record *raw; /* when keep_raw: per record what the raw zone keeps */
+	size_t raw_cap;
+	kiln_buf in;          /* for sources that copy records (rec[] may point into it) */
+	void **borrowed;      /* per record, what release() gives back (e.g. a Kafka message) */
+	void (*release)(struct kiln_batch *b); /* NULL: nothing borrowed */
+	uint64_t bytes;       /* sum of len */
+	int64_t opened_ms;    /* monotonic time of the first record (for batch latency and timeouts) */
+	void *source_ctx;     /* the source's (e.g. its partition) */
+
+	/* results, set by a worker */
+	kiln_buf out[KILN_SPLIT_COUNT];     /* curated records, back to back */
+	size_t *out_index[KILN_SPLIT_COUNT]; /* the input record of each curated one */
+	size_t *out_len[KILN_SPLIT_COUNT];
+	size_t out_count[KILN_SPLIT_COUNT], out_cap[KILN_SPLIT_COUNT];
+	kiln_batch_reject *rejects;
+	size_t reject_count, reject_cap;
+	char raw_key[512]; /* the raw object written, "" when none */
+
+	/* the pool's */
+	int state;
+	uint64_t seq;
+	int rc;
+	char err[512];
+	struct kiln_batch *next_free;
+} kiln_batch;
+
+/* Room for one more record (grows the per-record arrays). */
+int kiln_batch_reserve(kiln_batch *b);
+
+typedef int (*kiln_batch_consume)(void *ctx, kiln_batch *b);
+
+typedef struct kiln_curate_pool_options {
+	const kiln_pipeline *pipeline;
+	const kiln_contract *contract;
+	const kiln_key *key;
+	const kiln_splitter *splitter;
+	const kiln_field *split_field;
+	unsigned workers;     /* >= 1 */
+	kiln_store *raw_store; /* where batches with raw records are written; NULL: nowhere */
+	kiln_batch_consume consume; /* called in submission order on the owner's thread */
+	void *ctx;
+} kiln_curate_pool_options;
+
+typedef struct kiln_curate_pool kiln_curate_pool;
+
+/* Starts the workers. Everything in options must outlive the pool. */
+int kiln_curate_pool_new(kiln_curate_pool **out, const kiln_curate_pool_options *options);
+/* Abandons what is in flight and stops the workers; NULL is fine. */
+void kiln_curate_pool_free(kiln_curate_pool *pool);
+
+/* A free, empty batch (owned by the caller until submitted or recycled);
+ * NULL when out of memory. */
+kiln_batch *kiln_curate_pool_batch(kiln_curate_pool *pool);
+/* Gives a batch back unsubmitted (its borrowed records released). */
+void kiln_curate_pool_recycle(kiln_curate_pool *pool, kiln_batch *b);
+/* Hands a filled batch to the workers, waiting for a ring slot and
+ * consuming finished batches meanwhile. An empty batch is recycled. The
+ * first error of a worker or of consume is returned (then abandon). */
+int kiln_curate_pool_submit(kiln_curate_pool *pool, kiln_batch *b);
+/* Consumes every finished batch without waiting (keeps latency low while a
+ * source idles). */
+int kiln_curate_pool_poll(kiln_curate_pool *pool);
+/* Waits until every submitted batch is processed and consumed. */
+int kiln_curate_pool_drain(kiln_curate_pool *pool);
+/* Waits for the workers to finish what they hold and releases every
+ * submitted batch without consuming it. The pool can be used again. */
+void kiln_curate_pool_abandon(kiln_curate_pool *pool);
+
+#endif

@@ -1,0 +1,219 @@
+/* The shared beginning and end of a run (see run_setup.h). */
+#include "ingest/run_setup.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "manifest/remote.h"
+#include "manifest/version.h"
+#include "mask/curate.h"
+#include "mask/token.h"
+
+static void fmt_ratio(kiln_buf *b, double r)
+{
+	kiln_buf_printf(b, "%.4f", r);
+	while (b->len && b->ptr[b->len - 1] == '0' && b->ptr[b->len - 2] != '.')
+		b->len--;
+}
+
+/* dataset.json: what a reader needs to interpret (and recompute) the data. */
+static int render_dataset_json(kiln_buf *b, const kiln_pipeline *p, const kiln_contract *k, const kiln_key *key)
+{
+	kiln_buf_puts(b, "{\n  \"name\": ");
+	kiln_buf_put_json_string(b, p->dataset, strlen(p->dataset));
+	kiln_buf_puts(b, ",\n  \"contract\": {\"id\":");
+	kiln_buf_put_json_string(b, k->id, strlen(k->id));
+	kiln_buf_puts(b, ",\"version\":");
+	kiln_buf_put_json_string(b, k->version, strlen(k->version));
+	kiln_buf_puts(b, ",\"api_version\":");
+	kiln_buf_put_json_string(b, k->api_version, strlen(k->api_version));
+	kiln_buf_puts(b, ",\"schema\":");
+	kiln_buf_put_json_string(b, k->schema_name, strlen(k->schema_name));
+	kiln_buf_printf(b, ",\"digest\":\"blake2b-256:%s\"},\n", k->digest_hex);
+	kiln_buf_printf(b,
+			"  \"pseudonymisation\": {\"scheme\":\"%s\",\"key_id\":\"%s\",\"key_version\":%u,"
+			"\"prefix\":\"p%u_\",\"redact_marker\":\"%s\"},\n",
+			KILN_TOKEN_SCHEME, key->id, key->version, key->version, KILN_REDACTED);
+	kiln_buf_printf(b, "  \"split\": {\"scheme\":\"%s\",\"key\":", KILN_SPLIT_SCHEME);
+	kiln_buf_put_json_string(b, p->split_key, strlen(p->split_key));
+	kiln_buf_puts(b, ",\"salt\":");
+	kiln_buf_put_json_string(b, p->split_salt, strlen(p->split_salt));
+	kiln_buf_puts(b, ",\"ratios\":{");
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
+		kiln_buf_printf(b, "%s\"%s\":", i ? "," : "", kiln_split_name(i));
+		fmt_ratio(b, p->ratios[i]);
+	}
+	kiln_buf_puts(b, "}},\n");
+	return kiln_buf_printf(b,
+			       "  \"shards\": {\"format\":\"jsonl\",\"compression\":\"zstd\",\"zstd_level\":%d,"
+			       "\"target_bytes\":%zu,\"hash\":\"blake2b-256\",\"key\":\"shards/<hh>/<hash>.jsonl.zst\"}\n}\n",
+			       p->zstd_level, p->target_bytes);
+}
+
+/* The line of dataset.json that starts with `"name":`, or NULL. */
+static const char *json_line(const char *text, size_t len, const char *name, size_t *out_len)
+{
+	char needle[64];
+	int n = snprintf(needle, sizeof(needle), "\n  \"%s\":", name);
+	const char *at = memmem(text, len, needle, (size_t)n);
+	const char *end;
+
+	if (!at)
+		return NULL;
+	at++;
+	end = memchr(at, '\n', len - (size_t)(at - text));
+	*out_len = end ? (size_t)(end - at) : len - (size_t)(at - text);
+	return at;
+}
+
+/* A branch keeps one pseudonymisation key and one split definition for its
+ * whole history: tokens and splits of old and new shards must agree. A
+ * change is a new dataset version, on a new branch. */
+static int check_same_definition(const kiln_pipeline *p, kiln_manifest *m, const kiln_buf *now)
+{
+	static const char *const parts[] = { "pseudonymisation", "split" };
+	kiln_buf before = KILN_BUF_INIT(0);
+	int rc = kiln_manifest_read(m, p->dataset, p->branch, "dataset.json", &before);
+
+	if (rc <= 0) {
+		kiln_buf_free(&before);
+		return rc;
+	}
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		size_t a_len = 0, b_len = 0;
+		const char *a = json_line(before.ptr, before.len, parts[i], &a_len);
+		const char *b = json_line(now->ptr, now->len, parts[i], &b_len);
+		if (a && b && (a_len != b_len || memcmp(a, b, a_len) != 0)) {
+			rc = kiln_error_set(KILN_EINVALID,
+					    "%s: the %s settings (%s) differ from those %s/%s was made with; a new key, "
+					    "split key, salt or ratios is a new dataset version: run on a new branch (--set branch=NAME)",
+					    p->file, parts[i], i == 0 ? "key" : "key, salt, ratios", p->dataset, p->branch);
+			break;
+		}
+	}
+	kiln_buf_free(&before);
+	return rc < 0 ? rc : 0;
+}
+
+/* The split key must be a scalar field at the top level that keeps a value
+ * in the curated record. (A record without a value for it cannot be placed:
+ * it is quarantined as missing_required, whether or not the contract
+ * requires the field.) */
+static int check_split_key(const kiln_pipeline *p, const kiln_contract *k, const kiln_field **out)
+{
+	const kiln_field *f = kiln_field_child(k->root, p->split_key, strlen(p->split_key),
+					       kiln_json_hash(p->split_key, strlen(p->split_key)));
+
+	if (!f)
+		return kiln_error_set(KILN_EINVALID, "%s: split.key: the contract %s has no top-level field \"%s\"",
+				      p->file, k->file, p->split_key);
+	if (f->type == KILN_LTYPE_OBJECT || f->type == KILN_LTYPE_ARRAY)
+		return kiln_error_set(KILN_EINVALID, "%s: split.key: field \"%s\" must be a scalar", p->file, p->split_key);
+	if (f->pseudo_mode == KILN_PSEUDO_DROP || f->pseudo_mode == KILN_PSEUDO_REDACT)
+		return kiln_error_set(KILN_EINVALID,
+				      "%s: split.key: field \"%s\" is dropped or redacted in curated records", p->file,
+				      p->split_key);
+	*out = f;
+	return 0;
+}
+
+/* With manifest.remote: sends the branch there (rebased onto what other hosts
+ * pushed, see manifest/remote.h); a branch that does not exist yet has nothing
+ * to send. */
+static int push_branch(const kiln_pipeline *p, kiln_manifest *manifest, char commit[41])
+{
+	kiln_buf probe = KILN_BUF_INIT(0);
+	char ref[300];
+	int rc;
+
+	if (!p->manifest_remote)
+		return 0;
+	rc = kiln_manifest_read(manifest, p->dataset, p->branch, "dataset.json", &probe);
+	kiln_buf_free(&probe);
+	if (rc <= 0)
+		return rc;
+	snprintf(ref, sizeof(ref), "refs/heads/%s/%s", p->dataset, p->branch);
+	if ((rc = kiln_manifest_push(manifest, p->manifest_remote, ref)) < 0)
+		return rc;
+	/* a rebased push replaced this run's commit: report the one on the branch */
+	if (commit[0]) {
+		kiln_version v;
+
+		snprintf(ref, sizeof(ref), "%s@%s", p->dataset, p->branch);
+		if ((rc = kiln_version_resolve(manifest, ref, &v)) < 0)
+			return rc;
+		memcpy(commit, v.commit, 41);
+	}
+	return 0;
+}
+
+int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
+{
+	kiln_contract_options copts = { .schema = p->schema };
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	s->p = p;
+	if (sodium_init() < 0)
+		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
+	if ((rc = kiln_contract_load(&s->contract, p->contract, &copts)) < 0 ||
+	    (rc = check_split_key(p, s->contract, &s->split_field)) < 0)
+		goto fail;
+	rc = p->key_file ? kiln_key_load_file(&s->key, p->key_file, p->key_version)
+			 : kiln_key_load_env(&s->key, p->key_env, p->key_version);
+	if (rc < 0)
+		goto fail;
+	s->key_loaded = true;
+	if (p->signing_key_file && (rc = kiln_signing_key_load(&s->signing_key, p->signing_key_file)) < 0)
+		goto fail;
+	if ((rc = kiln_splitter_init(&s->splitter, p->split_salt, p->ratios)) < 0 ||
+	    (rc = kiln_store_open(&s->store, p->store_url, &p->store)) < 0 ||
+	    (rc = kiln_manifest_open(&s->manifest, p->manifest_repo)) < 0 ||
+	    (p->manifest_remote && (rc = kiln_manifest_fetch(s->manifest, p->manifest_remote, p->dataset)) < 0) ||
+	    (rc = render_dataset_json(&s->dataset_json, p, s->contract, &s->key)) < 0 ||
+	    (rc = check_same_definition(p, s->manifest, &s->dataset_json)) < 0 ||
+	    (rc = kiln_buf_putc(&s->dataset_json, '\0')) < 0)
+		goto fail;
+	return 0;
+fail:
+	kiln_run_setup_close(s);
+	return rc;
+}
+
+void kiln_run_setup_close(kiln_run_setup *s)
+{
+	kiln_manifest_close(s->manifest);
+	kiln_store_close(s->store);
+	kiln_contract_free(s->contract);
+	kiln_buf_free(&s->dataset_json);
+	if (s->key_loaded)
+		kiln_key_wipe(&s->key);
+	kiln_signing_key_wipe(&s->signing_key);
+	s->manifest = NULL;
+	s->store = NULL;
+	s->contract = NULL;
+	s->key_loaded = false;
+}
+
+int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commit[41])
+{
+	const kiln_pipeline *p = s->p;
+	int rc;
+
+	snap->dataset = p->dataset;
+	snap->branch = p->branch;
+	snap->author_name = p->author_name;
+	snap->author_email = p->author_email;
+	snap->dataset_json = s->dataset_json.ptr;
+	snap->signing_key = p->signing_key_file ? &s->signing_key : NULL;
+	if ((rc = kiln_manifest_commit(s->manifest, snap, out_commit)) < 0)
+		return rc;
+	return push_branch(p, s->manifest, out_commit);
+}
+
+int kiln_run_setup_push(kiln_run_setup *s, char out_commit[41])
+{
+	return push_branch(s->p, s->manifest, out_commit);
+}

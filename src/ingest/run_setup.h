@@ -1,0 +1,47 @@
+/* What every run shares before and after its source is read: the contract
+ * and split key checked, the pseudonymisation key and signing key loaded,
+ * the store and the manifest repository opened (fetched from
+ * manifest.remote), dataset.json rendered and checked against the branch
+ * (a branch keeps one key and one split definition), and at the end the
+ * snapshot committed and pushed. */
+#ifndef KILN_INGEST_RUN_SETUP_H
+#define KILN_INGEST_RUN_SETUP_H
+
+#include <stdbool.h>
+
+#include "contract/contract.h"
+#include "core/buf.h"
+#include "ingest/pipeline.h"
+#include "manifest/manifest.h"
+#include "manifest/sshsig.h"
+#include "mask/key.h"
+#include "shard/split.h"
+#include "store/store.h"
+
+typedef struct kiln_run_setup {
+	const kiln_pipeline *p;
+	kiln_contract *contract;
+	const kiln_field *split_field;
+	kiln_key key;
+	bool key_loaded;
+	kiln_signing_key signing_key;
+	kiln_splitter splitter;
+	kiln_store *store;
+	kiln_manifest *manifest;
+	kiln_buf dataset_json; /* NUL-terminated */
+} kiln_run_setup;
+
+/* Everything above, in that order; on failure what was opened is closed. */
+int kiln_run_setup_open(kiln_run_setup *out, const kiln_pipeline *pipeline);
+/* Wipes the keys and closes everything; a zeroed setup is fine. */
+void kiln_run_setup_close(kiln_run_setup *s);
+
+/* Commits `snap` (shards, lineage and delta set by the caller; dataset,
+ * branch, author, dataset.json and signature filled in here) and pushes the
+ * branch to manifest.remote. out_commit: the commit on the branch after the
+ * push (a rebased push replaces ours). */
+int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commit[41]);
+/* Pushes the branch as it is (when a run had nothing new to commit). */
+int kiln_run_setup_push(kiln_run_setup *s, char out_commit[41]);
+
+#endif
