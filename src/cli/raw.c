@@ -15,38 +15,38 @@
 #include "store/store.h"
 
 static const char usage_text[] =
-	"usage: kiln raw ls  [--store URL] [--topic T] [--partition N]\n"
-	"       kiln raw cat [--store URL] [--topic T] [--partition N]\n"
-	"                    [--from OFFSET] [--to OFFSET] [--format jsonl|value] [KEY...]\n"
-	"\n"
-	"The raw zone holds every consumed Kafka batch byte-exact, one object per\n"
-	"batch at raw/<topic>/<partition>/<first>-<last>.jsonl.zst (docs/FORMATS.md).\n"
-	"\n"
-	"ls prints one line per object, sorted by topic, partition, first and last\n"
-	"offset:\n"
-	"  KEY FIRST LAST\n"
-	"cat decodes the objects named by KEY, in the order given, or else every\n"
-	"object of the topic/partition in ls order; then it prints each offset of a\n"
-	"topic/partition once (objects overlap after a crash and a re-consume: a\n"
-	"record at or below the highest offset already printed is skipped).\n"
-	"--topic, --partition, --from and --to select records in named objects too.\n"
-	"\n"
-	"Options:\n"
-	"      --store URL       the object store, file://DIR or s3://BUCKET/PREFIX\n"
-	"                        (default: $KILN_STORE; S3 credentials from\n"
-	"                        AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)\n"
-	"      --topic T         only this topic\n"
-	"      --partition N     only this partition\n"
-	"      --from OFFSET     cat: only records at or after OFFSET\n"
-	"      --to OFFSET       cat: only records at or before OFFSET\n"
-	"  -f, --format FORMAT   cat: jsonl (default) prints each record's line as it\n"
-	"                        is stored; value writes each record's value bytes\n"
-	"                        exactly, each followed by a newline (a null value\n"
-	"                        gives an empty line)\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Exit status: 0 on success, 2 on a usage error, a store error or a corrupt\n"
-	"object (the message names the key and line).\n";
+    "usage: kiln raw ls  [--store URL] [--topic T] [--partition N]\n"
+    "       kiln raw cat [--store URL] [--topic T] [--partition N]\n"
+    "                    [--from OFFSET] [--to OFFSET] [--format jsonl|value] [KEY...]\n"
+    "\n"
+    "The raw zone holds every consumed Kafka batch byte-exact, one object per\n"
+    "batch at raw/<topic>/<partition>/<first>-<last>.jsonl.zst (docs/FORMATS.md).\n"
+    "\n"
+    "ls prints one line per object, sorted by topic, partition, first and last\n"
+    "offset:\n"
+    "  KEY FIRST LAST\n"
+    "cat decodes the objects named by KEY, in the order given, or else every\n"
+    "object of the topic/partition in ls order; then it prints each offset of a\n"
+    "topic/partition once (objects overlap after a crash and a re-consume: a\n"
+    "record at or below the highest offset already printed is skipped).\n"
+    "--topic, --partition, --from and --to select records in named objects too.\n"
+    "\n"
+    "Options:\n"
+    "      --store URL       the object store, file://DIR or s3://BUCKET/PREFIX\n"
+    "                        (default: $KILN_STORE; S3 credentials from\n"
+    "                        AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)\n"
+    "      --topic T         only this topic\n"
+    "      --partition N     only this partition\n"
+    "      --from OFFSET     cat: only records at or after OFFSET\n"
+    "      --to OFFSET       cat: only records at or before OFFSET\n"
+    "  -f, --format FORMAT   cat: jsonl (default) prints each record's line as it\n"
+    "                        is stored; value writes each record's value bytes\n"
+    "                        exactly, each followed by a newline (a null value\n"
+    "                        gives an empty line)\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit status: 0 on success, 2 on a usage error, a store error or a corrupt\n"
+    "object (the message names the key and line).\n";
 
 typedef struct raw_cat {
 	kiln_store *store;
@@ -65,10 +65,9 @@ typedef struct raw_cat {
 static int on_record(void *ctx, const kiln_raw_record *r)
 {
 	raw_cat *c = ctx;
-	int rc;
 
-	if ((c->topic && strcmp(r->topic, c->topic) != 0) || (c->partition >= 0 && r->partition != c->partition) ||
-	    r->offset < c->from || r->offset > c->to)
+	if ((c->topic && strcmp(r->topic, c->topic) != 0) ||
+	    (c->partition >= 0 && r->partition != c->partition) || r->offset < c->from || r->offset > c->to)
 		return 0;
 	if (c->dedup) {
 		if (r->offset <= c->printed)
@@ -80,6 +79,8 @@ static int on_record(void *ctx, const kiln_raw_record *r)
 			fwrite(r->value, 1, r->value_len, stdout);
 		putchar('\n');
 	} else {
+		int rc;
+
 		kiln_buf_reset(&c->line);
 		if ((rc = kiln_raw_render(&c->line, r)) < 0)
 			return rc;
@@ -88,7 +89,8 @@ static int on_record(void *ctx, const kiln_raw_record *r)
 	return ferror(stdout) ? kiln_error_set(KILN_EIO, "stdout: write error") : 0;
 }
 
-static int on_object(void *ctx, const char *key, const char *topic, int32_t partition, int64_t first, int64_t last)
+static int on_object(void *ctx, const char *key, const char *topic, int32_t partition, int64_t first,
+                     int64_t last)
 {
 	raw_cat *c = ctx;
 
@@ -104,7 +106,8 @@ static int on_object(void *ctx, const char *key, const char *topic, int32_t part
 	return kiln_raw_read(c->store, key, on_record, c);
 }
 
-static int on_listed(void *ctx, const char *key, const char *topic, int32_t partition, int64_t first, int64_t last)
+static int on_listed(void *ctx, const char *key, const char *topic, int32_t partition, int64_t first,
+                     int64_t last)
 {
 	(void)ctx;
 	(void)topic;
@@ -117,16 +120,16 @@ int kiln_cmd_raw(int argc, char **argv)
 {
 	enum { OPT_STORE = 256, OPT_TOPIC, OPT_PARTITION, OPT_FROM, OPT_TO };
 	static const struct option long_options[] = {
-		{ "store", required_argument, NULL, OPT_STORE },
-		{ "topic", required_argument, NULL, OPT_TOPIC },
-		{ "partition", required_argument, NULL, OPT_PARTITION },
-		{ "from", required_argument, NULL, OPT_FROM },
-		{ "to", required_argument, NULL, OPT_TO },
-		{ "format", required_argument, NULL, 'f' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"store", required_argument, NULL, OPT_STORE},
+	    {"topic", required_argument, NULL, OPT_TOPIC},
+	    {"partition", required_argument, NULL, OPT_PARTITION},
+	    {"from", required_argument, NULL, OPT_FROM},
+	    {"to", required_argument, NULL, OPT_TO},
+	    {"format", required_argument, NULL, 'f'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
-	raw_cat c = { .partition = -1, .from = 0, .to = INT64_MAX, .printed = -1, .line = KILN_BUF_INIT(0) };
+	raw_cat c = {.partition = -1, .from = 0, .to = INT64_MAX, .printed = -1, .line = KILN_BUF_INIT(0)};
 	const char *store_url = getenv("KILN_STORE"), *sub, *cmd, *cat_only = NULL;
 	uint64_t v;
 	bool ls;
@@ -156,14 +159,15 @@ int kiln_cmd_raw(int argc, char **argv)
 			break;
 		case OPT_PARTITION:
 			if (kiln_parse_u64(optarg, INT32_MAX, &v) < 0)
-				return kiln_cli_fail(cmd, "--partition wants a number 0..%d, not '%s'", INT32_MAX, optarg);
+				return kiln_cli_fail(cmd, "--partition wants a number 0..%d, not '%s'",
+				                     INT32_MAX, optarg);
 			c.partition = (int32_t)v;
 			break;
 		case OPT_FROM:
 		case OPT_TO:
 			if (kiln_parse_u64(optarg, INT64_MAX, &v) < 0)
-				return kiln_cli_fail(cmd, "--%s wants an offset, not '%s'", opt == OPT_FROM ? "from" : "to",
-						     optarg);
+				return kiln_cli_fail(cmd, "--%s wants an offset, not '%s'",
+				                     opt == OPT_FROM ? "from" : "to", optarg);
 			*(opt == OPT_FROM ? &c.from : &c.to) = (int64_t)v;
 			cat_only = opt == OPT_FROM ? "--from" : "--to";
 			break;

@@ -21,11 +21,11 @@
 #include "core/error.h"
 #include "core/log.h"
 
-#define BODY_MAX (64u << 20)       /* response body a handler may build */
-#define REQUEST_BODY_MAX (1u << 20) /* request body dropped before hanging up */
-#define CONNECTIONS_MAX 64u
-#define IDLE_TIMEOUT_S 30u
-#define TEXT_PLAIN "text/plain; charset=utf-8"
+#define BODY_MAX         (64u << 20) /* response body a handler may build */
+#define REQUEST_BODY_MAX (1u << 20)  /* request body dropped before hanging up */
+#define CONNECTIONS_MAX  64u
+#define IDLE_TIMEOUT_S   30u
+#define TEXT_PLAIN       "text/plain; charset=utf-8"
 
 struct kiln_http_server {
 	struct MHD_Daemon *daemon;
@@ -35,8 +35,8 @@ struct kiln_http_server {
 };
 
 typedef struct request_state {
-	char *query;   /* after '?', NULL when none */
-	bool started;  /* the headers' call has been answered with MHD_YES */
+	char *query;    /* after '?', NULL when none */
+	bool started;   /* the headers' call has been answered with MHD_YES */
 	size_t dropped; /* request body bytes read and thrown away */
 } request_state;
 
@@ -53,7 +53,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-			 enum MHD_RequestTerminationCode toe)
+                         enum MHD_RequestTerminationCode toe)
 {
 	request_state *st = *con_cls;
 
@@ -78,8 +78,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* Queues status with body[0..len) (taken over when `owned`: freed with
  * free() once sent) and the given headers. */
-static enum MHD_Result answer(struct MHD_Connection *conn, unsigned status, char *body, size_t len, bool owned,
-			      const char *content_type, const char *allow)
+static enum MHD_Result answer(struct MHD_Connection *conn, unsigned status, char *body, size_t len,
+                              bool owned, const char *content_type, const char *allow)
 {
 	struct MHD_Response *res;
 	enum MHD_Result ret;
@@ -102,7 +102,7 @@ static enum MHD_Result answer(struct MHD_Connection *conn, unsigned status, char
 }
 
 static enum MHD_Result answer_text(struct MHD_Connection *conn, unsigned status, const char *text,
-				   const char *allow)
+                                   const char *allow)
 {
 	return answer(conn, status, (char *)text, strlen(text), false, TEXT_PLAIN, allow);
 }
@@ -119,8 +119,8 @@ static enum MHD_Result not_allowed(kiln_http_server *s, struct MHD_Connection *c
 
 		if (strcmp(r->path, path) != 0)
 			continue;
-		len += (size_t)snprintf(allow + len, sizeof(allow) - len, "%s%s%s", len ? ", " : "", r->method,
-					strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
+		len += (size_t)snprintf(allow + len, sizeof(allow) - len, "%s%s%s", len ? ", " : "",
+		                        r->method, strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
 		if (len >= sizeof(allow))
 			break;
 	}
@@ -128,12 +128,12 @@ static enum MHD_Result not_allowed(kiln_http_server *s, struct MHD_Connection *c
 }
 
 static enum MHD_Result dispatch(kiln_http_server *s, struct MHD_Connection *conn, const char *path,
-				const char *method, const request_state *st)
+                                const char *method, const request_state *st)
 {
 	const kiln_http_route *route = NULL;
 	bool known = false, head = strcmp(method, "HEAD") == 0;
 	kiln_http_request req;
-	kiln_http_response res = { 200, NULL, KILN_BUF_INIT(BODY_MAX) };
+	kiln_http_response res = {200, NULL, KILN_BUF_INIT(BODY_MAX)};
 	int rc;
 
 	for (size_t i = 0; i < s->n && !route; i++) {
@@ -157,8 +157,8 @@ static enum MHD_Result dispatch(kiln_http_server *s, struct MHD_Connection *conn
 	kiln_error_clear();
 	rc = route->handler(route->ctx, &req, &res);
 	if (rc >= 0 && (res.status < 100 || res.status > 999))
-		rc = kiln_error_set(KILN_EINVALID, "handler for %s %s set status %d", route->method, route->path,
-				    res.status);
+		rc = kiln_error_set(KILN_EINVALID, "handler for %s %s set status %d", route->method,
+		                    route->path, res.status);
 	if (rc < 0) {
 		const char *msg = kiln_error_last()[0] ? kiln_error_last() : "internal error";
 
@@ -176,8 +176,8 @@ static enum MHD_Result dispatch(kiln_http_server *s, struct MHD_Connection *conn
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-				  const char *version, const char *upload_data, size_t *upload_data_size,
-				  void **con_cls)
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
 {
 	request_state *st = *con_cls;
 
@@ -226,7 +226,8 @@ static int parse_listen(struct sockaddr_in *sa, const char *listen)
 	sa->sin_port = htons((uint16_t)port);
 	return 0;
 bad:
-	return kiln_error_set(KILN_EINVALID, "%s: expected HOST:PORT (HOST an IPv4 address or localhost)", listen);
+	return kiln_error_set(KILN_EINVALID, "%s: expected HOST:PORT (HOST an IPv4 address or localhost)",
+	                      listen);
 }
 
 /* Why the address cannot be listened on, tried on a socket of our own
@@ -253,7 +254,8 @@ static void routes_free(kiln_http_route *routes, size_t n)
 	free(routes);
 }
 
-int kiln_http_server_start(kiln_http_server **out, const char *listen, const kiln_http_route *routes, size_t n)
+int kiln_http_server_start(kiln_http_server **out, const char *listen, const kiln_http_route *routes,
+                           size_t n)
 {
 	kiln_http_server *s = NULL;
 	struct sockaddr_in sa;
@@ -279,15 +281,16 @@ int kiln_http_server_start(kiln_http_server **out, const char *listen, const kil
 		}
 	}
 	s->daemon = MHD_start_daemon(
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG,
-		ntohs(sa.sin_port), NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-		MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-		MHD_OPTION_CONNECTION_LIMIT, CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
-		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_END);
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+	        MHD_USE_ERROR_LOG,
+	    ntohs(sa.sin_port), NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+	    MHD_OPTION_CONNECTION_LIMIT, CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
+	    MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_END);
 	if (!s->daemon) {
 		err = listen_errno(&sa);
 		rc = err ? kiln_error_set(KILN_EIO, "%s: cannot listen: %s", listen, strerror(err))
-			 : kiln_error_set(KILN_EIO, "%s: cannot start the HTTP server", listen);
+		         : kiln_error_set(KILN_EIO, "%s: cannot start the HTTP server", listen);
 		goto cleanup;
 	}
 	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);

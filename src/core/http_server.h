@@ -33,7 +33,7 @@ typedef struct kiln_http_response {
 typedef int (*kiln_http_handler)(void *ctx, const kiln_http_request *req, kiln_http_response *res);
 
 typedef struct kiln_http_route {
-	const char *method; /* "GET" (also answers HEAD, without the body), "POST", ... */
+	const char *method; /* "GET" (also answers HEAD: req->method "HEAD", body not sent), "POST", ... */
 	const char *path;   /* exact match */
 	kiln_http_handler handler;
 	void *ctx;
@@ -45,7 +45,8 @@ typedef struct kiln_http_server kiln_http_server;
  * free port) and serves routes[0..n), copied. Another path answers 404; a
  * known path with another method 405 with an Allow header. Errors name the
  * address: "127.0.0.1:9464: cannot listen: Address already in use". */
-int kiln_http_server_start(kiln_http_server **out, const char *listen, const kiln_http_route *routes, size_t n);
+int kiln_http_server_start(kiln_http_server **out, const char *listen, const kiln_http_route *routes,
+                           size_t n);
 
 /* The port bound (the one chosen when PORT was 0). */
 uint16_t kiln_http_server_port(const kiln_http_server *server);

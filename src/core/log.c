@@ -9,17 +9,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LINE_BYTES (16u << 10) /* a whole line, newline included */
-#define LINE_END (LINE_BYTES - 2) /* room kept for "}\n" */
-#define STR_MAX (4u << 10)       /* bytes of one string kept before "…" */
-#define ELLIPSIS "\xe2\x80\xa6"
+#define LINE_BYTES  (16u << 10)      /* a whole line, newline included */
+#define LINE_END    (LINE_BYTES - 2) /* room kept for "}\n" */
+#define STR_MAX     (4u << 10)       /* bytes of one string kept before "…" */
+#define ELLIPSIS    "\xe2\x80\xa6"
 #define REPLACEMENT "\xef\xbf\xbd" /* U+FFFD */
 
 static _Atomic int log_min_level = KILN_LOG_INFO;
 static _Atomic bool log_json = true;
 static _Atomic int log_fd = 2;
 
-static const char *const level_names[] = { "debug", "info", "warn", "error" };
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 typedef struct line {
 	size_t len;
@@ -86,12 +86,30 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 	return len;
 }
 
+/* The two-character JSON escape of c, or NULL. */
+static const char *short_escape(unsigned char c)
+{
+	switch (c) {
+	case '"':
+		return "\\\"";
+	case '\\':
+		return "\\\\";
+	case '\n':
+		return "\\n";
+	case '\r':
+		return "\\r";
+	case '\t':
+		return "\\t";
+	default:
+		return NULL;
+	}
+}
+
 /* s[0..n) JSON-escaped, without quotes. Cut between characters (and ending
  * in "…") once it takes STR_MAX bytes or where the line would no longer keep
  * `keep` bytes free; false only when not even the "…" fits. */
 static bool put_escaped(line *l, const char *str, size_t n, size_t keep)
 {
-	static const char hex[] = "0123456789abcdef";
 	const unsigned char *s = (const unsigned char *)str;
 	size_t tail = strlen(ELLIPSIS) + keep, start = l->len;
 	bool cut = false;
@@ -99,34 +117,26 @@ static bool put_escaped(line *l, const char *str, size_t n, size_t keep)
 	if (tail > LINE_END - l->len)
 		return false;
 	for (size_t i = 0; i < n;) {
-		char esc[6];
-		const char *piece = esc;
-		size_t k = 2, adv = 1;
+		const char *piece = short_escape(s[i]);
+		char u[8];
+		size_t k, adv = 1;
 
-		esc[0] = '\\';
-		switch (s[i]) {
-		case '"': esc[1] = '"'; break;
-		case '\\': esc[1] = '\\'; break;
-		case '\n': esc[1] = 'n'; break;
-		case '\r': esc[1] = 'r'; break;
-		case '\t': esc[1] = 't'; break;
-		default:
-			if (s[i] < 0x20) {
-				memcpy(esc + 1, "u00", 3);
-				esc[4] = hex[s[i] >> 4];
-				esc[5] = hex[s[i] & 15];
-				k = 6;
-			} else if (s[i] < 0x80) {
-				piece = str + i;
-				k = 1;
-			} else if ((adv = utf8_seq(s + i, n - i)) == 0) {
-				piece = REPLACEMENT;
-				k = strlen(REPLACEMENT);
-				adv = 1;
-			} else {
-				piece = str + i;
-				k = adv;
-			}
+		if (piece) {
+			k = 2;
+		} else if (s[i] < 0x20) {
+			snprintf(u, sizeof(u), "\\u%04x", s[i]);
+			piece = u;
+			k = 6;
+		} else if (s[i] < 0x80) {
+			piece = str + i;
+			k = 1;
+		} else if ((adv = utf8_seq(s + i, n - i)) == 0) {
+			piece = REPLACEMENT;
+			k = strlen(REPLACEMENT);
+			adv = 1;
+		} else {
+			piece = str + i;
+			k = adv;
 		}
 		if (k + tail > LINE_END - l->len || l->len - start + k > STR_MAX) {
 			cut = true;
@@ -161,8 +171,6 @@ static bool put_text_value(line *l, const char *s)
 
 static bool put_field(line *l, bool json, const kiln_log_field *f)
 {
-	char num[32];
-
 	if (json) {
 		if (!put(l, ",\"", 2) || !put_escaped(l, f->key, strlen(f->key), 2) || !put(l, "\":", 2))
 			return false;
@@ -170,6 +178,8 @@ static bool put_field(line *l, bool json, const kiln_log_field *f)
 		return false;
 	}
 	if (f->is_num) {
+		char num[32];
+
 		snprintf(num, sizeof(num), "%lld", f->num);
 		return puts_(l, num);
 	}
@@ -187,7 +197,7 @@ static void put_timestamp(line *l)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	snprintf(text, sizeof(text), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+	         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
 	puts_(l, text);
 }
 
@@ -208,7 +218,7 @@ static void write_line(const line *l)
 }
 
 void kiln_log_write(kiln_log_level level, const char *event, const char *msg, const kiln_log_field *fields,
-		    size_t n)
+                    size_t n)
 {
 	bool json = atomic_load_explicit(&log_json, memory_order_relaxed);
 	const char *level_name = (unsigned)level < 4 ? level_names[level] : "error";
@@ -237,7 +247,7 @@ void kiln_log_write(kiln_log_level level, const char *event, const char *msg, co
 	if (msg) {
 		size_t before = l.len;
 		bool ok = json ? puts_(&l, ",\"msg\":") && put_string(&l, msg)
-			       : puts_(&l, ": ") && put_escaped(&l, msg, strlen(msg), 1);
+		               : puts_(&l, ": ") && put_escaped(&l, msg, strlen(msg), 1);
 
 		if (!ok)
 			l.len = before;
@@ -260,7 +270,8 @@ void kiln_log_write(kiln_log_level level, const char *event, const char *msg, co
 	errno = saved_errno;
 }
 
-bool kiln_log_limiter_allow_at(kiln_log_limiter *lim, double seconds, uint64_t now_ns, uint64_t *suppressed_out)
+bool kiln_log_limiter_allow_at(kiln_log_limiter *lim, double seconds, uint64_t now_ns,
+                               uint64_t *suppressed_out)
 {
 	uint64_t next = atomic_load(&lim->next_ns), interval;
 
@@ -284,6 +295,6 @@ bool kiln_log_limiter_allow(kiln_log_limiter *lim, double seconds, uint64_t *sup
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return kiln_log_limiter_allow_at(lim, seconds, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
-					 suppressed_out);
+	return kiln_log_limiter_allow_at(
+	    lim, seconds, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec, suppressed_out);
 }

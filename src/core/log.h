@@ -27,8 +27,8 @@ typedef struct kiln_log_field {
 	bool is_num;
 } kiln_log_field;
 
-#define KILN_F_STR(k, v) ((kiln_log_field){ .key = (k), .str = (v) })
-#define KILN_F_INT(k, v) ((kiln_log_field){ .key = (k), .num = (long long)(v), .is_num = true })
+#define KILN_F_STR(k, v) ((kiln_log_field){.key = (k), .str = (v)})
+#define KILN_F_INT(k, v) ((kiln_log_field){.key = (k), .num = (long long)(v), .is_num = true})
 
 /* JSON lines (the default) or plain text lines
  * ("2026-11-30T03:30:00.123Z warn store_error: msg key=value"); lines below
@@ -40,21 +40,22 @@ bool kiln_log_enabled(kiln_log_level level);
 
 /* Writes {"ts":...,"level":...,"event":...,"msg":...,fields...} and a
  * newline. msg may be NULL (left out). Every string is JSON-escaped, bytes
- * that are not UTF-8 become U+FFFD, and strings longer than 4 KiB are cut
- * and end in "…", so a line is always valid JSON and at most 16 KiB. */
+ * that are not UTF-8 become U+FFFD, and a string whose escaped form passes
+ * 4 KiB is cut and ends in "…", so a line is always valid JSON and at most
+ * 16 KiB (fields that no longer fit are left out whole). */
 void kiln_log_write(kiln_log_level level, const char *event, const char *msg, const kiln_log_field *fields,
-		    size_t n);
+                    size_t n);
 
 /* KILN_LOG(KILN_LOG_WARN, "store_error", "put failed", KILN_F_STR("store", name), KILN_F_INT("attempt", 3));
  * The fields are optional. Arguments are not evaluated below the level. */
-#define KILN_LOG(level, event, msg, ...)                                                                   \
-	do {                                                                                               \
-		kiln_log_level kiln_log_lv_ = (level);                                                     \
-		if (kiln_log_enabled(kiln_log_lv_)) {                                                      \
-			const kiln_log_field kiln_log_f_[] = { { 0 }, __VA_ARGS__ };                       \
-			kiln_log_write(kiln_log_lv_, (event), (msg), kiln_log_f_,                          \
-				       sizeof(kiln_log_f_) / sizeof(kiln_log_f_[0]));                      \
-		}                                                                                          \
+#define KILN_LOG(level, event, msg, ...)                                                                     \
+	do {                                                                                                 \
+		kiln_log_level kiln_log_lv_ = (level);                                                       \
+		if (kiln_log_enabled(kiln_log_lv_)) {                                                        \
+			const kiln_log_field kiln_log_f_[] = {{0}, __VA_ARGS__};                             \
+			kiln_log_write(kiln_log_lv_, (event), (msg), kiln_log_f_,                            \
+			               sizeof(kiln_log_f_) / sizeof(kiln_log_f_[0]));                        \
+		}                                                                                            \
 	} while (0)
 
 /* Rate limit for one call site: zero-initialised (static), lock-free. */
@@ -68,26 +69,25 @@ typedef struct kiln_log_limiter {
  * false counts one more dropped line. */
 bool kiln_log_limiter_allow(kiln_log_limiter *lim, double seconds, uint64_t *suppressed_out);
 /* The same at a given monotonic time in nanoseconds (tests use a fake clock). */
-bool kiln_log_limiter_allow_at(kiln_log_limiter *lim, double seconds, uint64_t now_ns, uint64_t *suppressed_out);
+bool kiln_log_limiter_allow_at(kiln_log_limiter *lim, double seconds, uint64_t now_ns,
+                               uint64_t *suppressed_out);
 
 /* KILN_LOG at most once per `seconds` from this call site (across threads);
  * the line written after some were dropped carries "suppressed":N. */
-#define KILN_LOG_EVERY(seconds, level, event, msg, ...)                                                    \
-	do {                                                                                               \
-		static kiln_log_limiter kiln_log_lim_;                                                     \
-		kiln_log_level kiln_log_lv_ = (level);                                                     \
-		uint64_t kiln_log_supp_ = 0;                                                               \
-		if (kiln_log_enabled(kiln_log_lv_) &&                                                      \
-		    kiln_log_limiter_allow(&kiln_log_lim_, (seconds), &kiln_log_supp_)) {                  \
-			const kiln_log_field kiln_log_f_[] = {                                             \
-				{ .key = kiln_log_supp_ ? "suppressed" : NULL,                             \
-				  .num = (long long)kiln_log_supp_,                                        \
-				  .is_num = true },                                                        \
-				__VA_ARGS__                                                                \
-			};                                                                                 \
-			kiln_log_write(kiln_log_lv_, (event), (msg), kiln_log_f_,                          \
-				       sizeof(kiln_log_f_) / sizeof(kiln_log_f_[0]));                      \
-		}                                                                                          \
+#define KILN_LOG_EVERY(seconds, level, event, msg, ...)                                                      \
+	do {                                                                                                 \
+		static kiln_log_limiter kiln_log_lim_;                                                       \
+		kiln_log_level kiln_log_lv_ = (level);                                                       \
+		uint64_t kiln_log_supp_ = 0;                                                                 \
+		if (kiln_log_enabled(kiln_log_lv_) &&                                                        \
+		    kiln_log_limiter_allow(&kiln_log_lim_, (seconds), &kiln_log_supp_)) {                    \
+			const kiln_log_field kiln_log_f_[] = {{.key = kiln_log_supp_ ? "suppressed" : NULL,  \
+			                                       .num = (long long)kiln_log_supp_,             \
+			                                       .is_num = true},                              \
+			                                      __VA_ARGS__};                                  \
+			kiln_log_write(kiln_log_lv_, (event), (msg), kiln_log_f_,                            \
+			               sizeof(kiln_log_f_) / sizeof(kiln_log_f_[0]));                        \
+		}                                                                                            \
 	} while (0)
 
 #endif

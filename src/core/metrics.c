@@ -18,7 +18,7 @@
 
 typedef enum kind { KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM } kind;
 
-static const char *const kind_names[] = { "counter", "gauge", "histogram" };
+static const char *const kind_names[] = {"counter", "gauge", "histogram"};
 
 struct kiln_counter {
 	_Atomic uint64_t value;
@@ -29,7 +29,7 @@ struct kiln_gauge {
 };
 
 struct kiln_histogram {
-	size_t n;                 /* finite bounds; counts has n + 1 slots */
+	size_t n; /* finite bounds; counts has n + 1 slots */
 	double *bounds;
 	_Atomic uint64_t *counts; /* per bucket, not cumulative; [n] is +Inf */
 	_Atomic uint64_t sum_bits;
@@ -78,7 +78,7 @@ static void atomic_add_double(_Atomic uint64_t *slot, double v)
 	uint64_t old = atomic_load_explicit(slot, memory_order_relaxed);
 
 	while (!atomic_compare_exchange_weak_explicit(slot, &old, double_bits(bits_double(old) + v),
-						      memory_order_relaxed, memory_order_relaxed))
+	                                              memory_order_relaxed, memory_order_relaxed))
 		;
 }
 
@@ -157,7 +157,7 @@ static family *find_or_add_family(kiln_metrics *m, const char *name, const char 
 		if (strcmp(m->families[i]->name, name) == 0) {
 			if (m->families[i]->kind != k) {
 				kiln_error_set(KILN_EINVALID, "metric %s is already registered as a %s", name,
-					       kind_names[m->families[i]->kind]);
+				               kind_names[m->families[i]->kind]);
 				return NULL;
 			}
 			return m->families[i];
@@ -205,8 +205,8 @@ fail:
 	return NULL;
 }
 
-static series *register_series(kiln_metrics *m, const char *name, const char *help, const char *labels, kind k,
-			       const double *bounds, size_t n)
+static series *register_series(kiln_metrics *m, const char *name, const char *help, const char *labels,
+                               kind k, const double *bounds, size_t n)
 {
 	family *f;
 	series *s = NULL;
@@ -257,8 +257,8 @@ kiln_gauge *kiln_metrics_gauge(kiln_metrics *m, const char *name, const char *he
 	return s ? &s->u.gauge : NULL;
 }
 
-kiln_histogram *kiln_metrics_histogram(kiln_metrics *m, const char *name, const char *help, const char *labels,
-				       const double *bounds, size_t n)
+kiln_histogram *kiln_metrics_histogram(kiln_metrics *m, const char *name, const char *help,
+                                       const char *labels, const double *bounds, size_t n)
 {
 	series *s;
 
@@ -268,7 +268,7 @@ kiln_histogram *kiln_metrics_histogram(kiln_metrics *m, const char *name, const 
 	for (size_t i = 0; i < n; i++) {
 		if (!isfinite(bounds[i]) || (i > 0 && !(bounds[i] > bounds[i - 1]))) {
 			kiln_error_set(KILN_EINVALID, "histogram %s: bounds must be finite and ascending",
-				       name ? name : "");
+			               name ? name : "");
 			return NULL;
 		}
 	}
@@ -326,17 +326,25 @@ void kiln_histogram_observe(kiln_histogram *h, double v)
 
 int kiln_metrics_label_value(kiln_buf *out, const char *v)
 {
-	int rc = 0;
+	int rc = kiln_buf_putc(out, '"');
 
 	for (const char *p = v; *p && rc == 0; p++) {
 		switch (*p) {
-		case '\\': rc = kiln_buf_put(out, "\\\\", 2); break;
-		case '"': rc = kiln_buf_put(out, "\\\"", 2); break;
-		case '\n': rc = kiln_buf_put(out, "\\n", 2); break;
-		default: rc = kiln_buf_putc(out, *p); break;
+		case '\\':
+			rc = kiln_buf_put(out, "\\\\", 2);
+			break;
+		case '"':
+			rc = kiln_buf_put(out, "\\\"", 2);
+			break;
+		case '\n':
+			rc = kiln_buf_put(out, "\\n", 2);
+			break;
+		default:
+			rc = kiln_buf_putc(out, *p);
+			break;
 		}
 	}
-	return rc;
+	return rc < 0 ? rc : kiln_buf_putc(out, '"');
 }
 
 /* Prometheus number text: "+Inf", "-Inf", "NaN", integers without a
@@ -379,14 +387,14 @@ static int put_help(kiln_buf *out, const family *f)
 
 /* name<suffix>{labels[,le="le"]} value\n */
 static int put_sample(kiln_buf *out, const char *name, const char *suffix, const char *labels, const char *le,
-		      const char *value)
+                      const char *value)
 {
 	const char *sep = labels[0] && le ? "," : "";
 
 	if (!labels[0] && !le)
 		return kiln_buf_printf(out, "%s%s %s\n", name, suffix, value);
 	return kiln_buf_printf(out, "%s%s{%s%s%s%s%s} %s\n", name, suffix, labels, sep, le ? "le=\"" : "",
-			       le ? le : "", le ? "\"" : "", value);
+	                       le ? le : "", le ? "\"" : "", value);
 }
 
 static int put_histogram(kiln_buf *out, const char *name, const series *s)
@@ -406,8 +414,9 @@ static int put_histogram(kiln_buf *out, const char *name, const series *s)
 		if ((rc = put_sample(out, name, "_bucket", s->labels, le, value)) < 0)
 			return rc;
 	}
-	format_double(value, sizeof(value),
-		      bits_double(atomic_load_explicit(&((kiln_histogram *)h)->sum_bits, memory_order_relaxed)));
+	format_double(
+	    value, sizeof(value),
+	    bits_double(atomic_load_explicit(&((kiln_histogram *)h)->sum_bits, memory_order_relaxed)));
 	if ((rc = put_sample(out, name, "_sum", s->labels, NULL, value)) < 0)
 		return rc;
 	/* the count is the +Inf bucket, so the two always agree */
@@ -420,7 +429,8 @@ static int put_family(kiln_buf *out, const family *f)
 	char value[32];
 	int rc;
 
-	if ((rc = put_help(out, f)) < 0 || (rc = kiln_buf_printf(out, "# TYPE %s %s\n", f->name, kind_names[f->kind])) < 0)
+	if ((rc = put_help(out, f)) < 0 ||
+	    (rc = kiln_buf_printf(out, "# TYPE %s %s\n", f->name, kind_names[f->kind])) < 0)
 		return rc;
 	for (size_t i = 0; i < f->n; i++) {
 		const series *s = f->series[i];

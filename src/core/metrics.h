@@ -26,15 +26,16 @@ void kiln_metrics_free(kiln_metrics *metrics);
  * KILN_EINVALID in kiln_error_last()) for a bad name, a name registered
  * with another type, or histogram bounds that are not ascending. NULL
  * series are accepted, as no-ops, by every update function. */
-kiln_counter *kiln_metrics_counter(kiln_metrics *metrics, const char *name, const char *help, const char *labels);
+kiln_counter *kiln_metrics_counter(kiln_metrics *metrics, const char *name, const char *help,
+                                   const char *labels);
 kiln_gauge *kiln_metrics_gauge(kiln_metrics *metrics, const char *name, const char *help, const char *labels);
 /* bounds[0..n): ascending finite upper bounds, copied; the +Inf bucket is
  * added. An existing series keeps the bounds it was registered with. */
 kiln_histogram *kiln_metrics_histogram(kiln_metrics *metrics, const char *name, const char *help,
-				       const char *labels, const double *bounds, size_t n);
+                                       const char *labels, const double *bounds, size_t n);
 
-/* Appends v escaped as a label value (\\, \", \n), without the quotes:
- * the caller writes `topic="`, this, then `"`. */
+/* Appends v as a quoted label value, escaping \\, \" and \n: the caller
+ * writes `topic=`, then this, for `topic="v"`. */
 int kiln_metrics_label_value(kiln_buf *out, const char *v);
 
 void kiln_counter_add(kiln_counter *counter, uint64_t n);

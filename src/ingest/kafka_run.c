@@ -71,6 +71,7 @@ struct krun {
 	uint64_t pending;  /* records consumed since the last snapshot */
 	int64_t last_snapshot_ms;
 	int fatal;           /* a gap under on_gap: stop, or another reason to end the run */
+	bool ever_assigned;  /* the group gave this member an assignment (even an empty one) */
 	char fatal_msg[512];
 	_Atomic int dlq_failed;
 	kiln_run_result *out;
@@ -594,7 +595,15 @@ static int snapshot(struct krun *r, const char *why)
 	snap.lineage = lineage;
 	snap.lineage_count = n;
 	snap.delta = *d;
-	if ((rc = kiln_run_setup_commit(&r->setup, &snap, commit)) < 0)
+	/* another member moved the branch between our read and our swap: the
+	 * commit is rebuilt on the new tip, where the fence is checked again */
+	for (int attempt = 0;; attempt++) {
+		rc = kiln_run_setup_commit(&r->setup, &snap, commit);
+		if (rc != KILN_EMODIFIED || attempt == 8)
+			break;
+		usleep((useconds_t)(1000 * (5 + rand() % (10 << (attempt < 5 ? attempt : 5)))));
+	}
+	if (rc < 0)
 		goto done;
 
 	/* on the branch: move on, and tell Kafka (for lag monitoring only) */
@@ -729,6 +738,7 @@ static void rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_pa
 
 	kiln_counter_add(r->mx.rebalances, 1);
 	if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+		r->ever_assigned = true;
 		on_assign(r, list);
 		if (cooperative)
 			error = rd_kafka_incremental_assign(rk, list);
@@ -1151,8 +1161,17 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 			rc = final;
 	}
 	kiln_gauge_set(r->mx.up, 0);
-	/* closing the consumer revokes: nothing is pending, so nothing commits */
-	rd_kafka_consumer_close(r->rk);
+	/* closing the consumer revokes: nothing is pending, so nothing commits.
+	 * librdkafka before 2.3 aborts closing a cooperative-sticky member that
+	 * never had an assignment (librdkafka issue #4312): such a member holds
+	 * nothing, so it leaves without closing (the coordinator drops it after
+	 * session.timeout.ms). */
+	if (!r->ever_assigned && rd_kafka_version() < 0x020300ff) {
+		KILN_LOG(KILN_LOG_INFO, "left_unclosed", "never assigned; librdkafka < 2.3 cannot close such a member");
+		r->rk = NULL; /* not destroyed either, for the same reason */
+	} else {
+		rd_kafka_consumer_close(r->rk);
+	}
 	if (r->fatal && rc == 0)
 		rc = kiln_error_set(r->fatal, "%s", r->fatal_msg);
 	KILN_LOG(KILN_LOG_INFO, "stopped", rc < 0 ? kiln_error_last() : NULL, KILN_F_INT("records", out->delta.records_in),

@@ -22,7 +22,7 @@
 #define RAW_OBJ_MAX  ((size_t)1 << 30) /* largest object kiln_raw_read loads */
 #define SUFFIX       ".jsonl.zst"
 
-static const char *const timestamp_types[] = { "none", "create", "log_append" };
+static const char *const timestamp_types[] = {"none", "create", "log_append"};
 
 struct kiln_raw_writer {
 	kiln_store *store;
@@ -98,7 +98,8 @@ int kiln_raw_render(kiln_buf *b, const kiln_raw_record *r)
 		return kiln_error_set(KILN_EINVALID, "raw: unknown timestamp_type %d", r->timestamp_type);
 	if ((rc = kiln_buf_puts(b, "{\"topic\":")) < 0 ||
 	    (rc = kiln_buf_put_json_string(b, r->topic, strlen(r->topic))) < 0 ||
-	    (rc = kiln_buf_printf(b, ",\"partition\":%" PRId32 ",\"offset\":%" PRId64, r->partition, r->offset)) < 0)
+	    (rc = kiln_buf_printf(b, ",\"partition\":%" PRId32 ",\"offset\":%" PRId64, r->partition,
+	                          r->offset)) < 0)
 		return rc;
 	if (r->timestamp_type && (rc = kiln_buf_printf(b, ",\"timestamp\":%" PRId64, r->timestamp)) < 0)
 		return rc;
@@ -140,22 +141,28 @@ static int batch_key(const kiln_raw_record *recs, size_t n, char key[512])
 	for (size_t i = 0; i < n; i++) {
 		const kiln_raw_record *r = &recs[i];
 
-		if (r->partition != recs[0].partition || (r->topic != topic && (!r->topic || strcmp(r->topic, topic))))
-			return kiln_error_set(KILN_EINVALID, "raw: topic %.64s partition %" PRId32
-					      ": a batch holds one topic/partition (record %zu differs)",
-					      topic, recs[0].partition, i);
+		if (r->partition != recs[0].partition ||
+		    (r->topic != topic && (!r->topic || strcmp(r->topic, topic))))
+			return kiln_error_set(KILN_EINVALID,
+			                      "raw: topic %.64s partition %" PRId32
+			                      ": a batch holds one topic/partition (record %zu differs)",
+			                      topic, recs[0].partition, i);
 		if (i && r->offset <= recs[i - 1].offset)
-			return kiln_error_set(KILN_EINVALID, "raw: topic %.64s partition %" PRId32
-					      ": offsets not strictly ascending at record %zu",
-					      topic, recs[0].partition, i);
+			return kiln_error_set(KILN_EINVALID,
+			                      "raw: topic %.64s partition %" PRId32
+			                      ": offsets not strictly ascending at record %zu",
+			                      topic, recs[0].partition, i);
 		if (r->timestamp_type < 0 || r->timestamp_type > 2)
-			return kiln_error_set(KILN_EINVALID, "raw: unknown timestamp_type %d", r->timestamp_type);
+			return kiln_error_set(KILN_EINVALID, "raw: unknown timestamp_type %d",
+			                      r->timestamp_type);
 	}
 	len = snprintf(key, 512, "raw/%s/%" PRId32 "/%" PRId64 "-%" PRId64 SUFFIX, topic, recs[0].partition,
-		       recs[0].offset, recs[n - 1].offset);
+	               recs[0].offset, recs[n - 1].offset);
 	if (len < 0 || len >= 512 || !kiln_store_key_valid(key))
-		return kiln_error_set(KILN_EINVALID, "raw: topic %.64s cannot name an object (letters, digits, "
-				      "'.', '_', '-' and '=' only)", topic);
+		return kiln_error_set(KILN_EINVALID,
+		                      "raw: topic %.64s cannot name an object (letters, digits, "
+		                      "'.', '_', '-' and '=' only)",
+		                      topic);
 	return 0;
 }
 
@@ -243,7 +250,7 @@ static bool is(const char *name, size_t len, const char *want)
 
 /* The decoded bytes of a string token, NUL-terminated, carved from scratch. */
 static int take_string(raw_decoder *d, const kiln_json_token *t, const char *member, const char **out,
-		       size_t *out_len)
+                       size_t *out_len)
 {
 	kiln_buf *s = &d->scratch;
 	char *p = s->ptr + s->len;
@@ -262,7 +269,7 @@ static int take_string(raw_decoder *d, const kiln_json_token *t, const char *mem
 }
 
 static int take_base64(raw_decoder *d, const kiln_json_token *t, const char *member, const char **out,
-		       size_t *out_len)
+                       size_t *out_len)
 {
 	kiln_buf *s = &d->scratch;
 	char *p = s->ptr + s->len;
@@ -271,7 +278,7 @@ static int take_base64(raw_decoder *d, const kiln_json_token *t, const char *mem
 	if (t->type != KILN_JSON_STRING || (t->flags & KILN_JSON_ESCAPED))
 		return bad(d, "\"%s\" is not a plain base64 string", member);
 	if (sodium_base642bin((unsigned char *)p, s->cap - s->len, t->ptr, t->len, NULL, &n, NULL,
-			      sodium_base64_VARIANT_ORIGINAL) != 0)
+	                      sodium_base64_VARIANT_ORIGINAL) != 0)
 		return bad(d, "\"%s\" is not valid base64 (standard alphabet, padded)", member);
 	s->len += n;
 	*out = p;
@@ -281,7 +288,7 @@ static int take_base64(raw_decoder *d, const kiln_json_token *t, const char *mem
 
 /* A key or value: string, base64 string, or (plain name only) null. */
 static int take_bytes(raw_decoder *d, const kiln_json_token *t, bool base64, const char *member,
-		      const void **out, size_t *out_len, bool *out_null)
+                      const void **out, size_t *out_len, bool *out_null)
 {
 	const char *p = NULL;
 	size_t n = 0;
@@ -290,7 +297,8 @@ static int take_bytes(raw_decoder *d, const kiln_json_token *t, bool base64, con
 	*out_null = false;
 	if (!base64 && t->type == KILN_JSON_NULL) {
 		*out_null = true;
-	} else if ((rc = base64 ? take_base64(d, t, member, &p, &n) : take_string(d, t, member, &p, &n)) < 0) {
+	} else if ((rc = base64 ? take_base64(d, t, member, &p, &n) : take_string(d, t, member, &p, &n)) <
+	           0) {
 		return rc;
 	}
 	*out = p;
@@ -299,7 +307,7 @@ static int take_bytes(raw_decoder *d, const kiln_json_token *t, bool base64, con
 }
 
 static int take_int(raw_decoder *d, const kiln_json_token *t, const char *member, int64_t min, int64_t max,
-		    int64_t *out)
+                    int64_t *out)
 {
 	const char *p = t->ptr, *end = t->ptr + t->len;
 	bool neg = false;
@@ -334,10 +342,11 @@ static int decode_header(raw_decoder *d, kiln_raw_header *h, size_t i)
 	bool has_name = false, has_value = false;
 	char name[16], label[64];
 	size_t len;
-	int rc;
 
 	memset(h, 0, sizeof(*h));
 	for (;;) {
+		int rc;
+
 		if ((rc = next_token(d, &t)) < 0)
 			return rc;
 		if (t.type == KILN_JSON_OBJECT_END)
@@ -351,7 +360,7 @@ static int decode_header(raw_decoder *d, kiln_raw_header *h, size_t i)
 				return bad(d, "header %zu has both \"name\" and \"name_base64\"", i);
 			has_name = true;
 			rc = len == 4 ? take_string(d, &v, label, &h->name, &h->name_len)
-				      : take_base64(d, &v, label, &h->name, &h->name_len);
+			              : take_base64(d, &v, label, &h->name, &h->name_len);
 		} else if (is(name, len, "value") || is(name, len, "value_base64")) {
 			snprintf(label, sizeof(label), "headers[%zu].%.*s", i, (int)len, name);
 			if (has_value)
@@ -374,9 +383,10 @@ static int decode_headers(raw_decoder *d, size_t *out_n)
 {
 	kiln_json_token t;
 	size_t n = 0;
-	int rc;
 
 	for (;;) {
+		int rc;
+
 		if ((rc = next_token(d, &t)) < 0)
 			return rc;
 		if (t.type == KILN_JSON_ARRAY_END)
@@ -412,7 +422,7 @@ enum {
 
 static int decode_line(raw_decoder *d, const char *text, size_t len)
 {
-	kiln_raw_record r = { 0 };
+	kiln_raw_record r = {0};
 	kiln_json_token t, v;
 	unsigned seen = 0, bit;
 	size_t nlen, topic_len, nh = 0;
@@ -457,7 +467,8 @@ static int decode_line(raw_decoder *d, const char *text, size_t len)
 				return rc;
 		} else if (is(name, nlen, "timestamp_type")) {
 			char type[16];
-			size_t tlen = v.type == KILN_JSON_STRING ? kiln_json_unescape(type, sizeof(type), &v) : 0;
+			size_t tlen =
+			    v.type == KILN_JSON_STRING ? kiln_json_unescape(type, sizeof(type), &v) : 0;
 
 			bit = M_TYPE;
 			r.timestamp_type = -1;
@@ -465,20 +476,21 @@ static int decode_line(raw_decoder *d, const char *text, size_t len)
 				if (is(type, tlen, timestamp_types[i]))
 					r.timestamp_type = i;
 			if (r.timestamp_type < 0)
-				return bad(d, "\"timestamp_type\" is not \"none\", \"create\" or \"log_append\"");
+				return bad(
+				    d, "\"timestamp_type\" is not \"none\", \"create\" or \"log_append\"");
 		} else if (is(name, nlen, "key") || is(name, nlen, "key_base64")) {
 			bit = M_KEY;
 			if (seen & M_KEY)
 				return bad(d, "both \"key\" and \"key_base64\"");
-			if ((rc = take_bytes(d, &v, nlen != 3, nlen == 3 ? "key" : "key_base64", &r.key, &r.key_len,
-					     &r.null_key)) < 0)
+			if ((rc = take_bytes(d, &v, nlen != 3, nlen == 3 ? "key" : "key_base64", &r.key,
+			                     &r.key_len, &r.null_key)) < 0)
 				return rc;
 		} else if (is(name, nlen, "value") || is(name, nlen, "value_base64")) {
 			bit = M_VALUE;
 			if (seen & M_VALUE)
 				return bad(d, "both \"value\" and \"value_base64\"");
 			if ((rc = take_bytes(d, &v, nlen != 5, nlen == 5 ? "value" : "value_base64", &r.value,
-					     &r.value_len, &r.null_value)) < 0)
+			                     &r.value_len, &r.null_value)) < 0)
 				return rc;
 		} else if (is(name, nlen, "headers")) {
 			bit = M_HEADERS;
@@ -491,18 +503,23 @@ static int decode_line(raw_decoder *d, const char *text, size_t len)
 		}
 		seen |= bit;
 	}
-	if ((rc = kiln_json_next(d->scanner, &t)) != 0) {
+	if (kiln_json_next(d->scanner, &t) != 0) {
 		size_t off = 0;
 		kiln_reject code = kiln_json_scanner_error(d->scanner, &off, NULL);
 		return bad(d, "invalid JSON (%s) at byte %zu", kiln_reject_name(code), off + 1);
 	}
 	if ((seen & (M_TOPIC | M_PARTITION | M_OFFSET | M_TYPE | M_KEY | M_VALUE)) !=
 	    (M_TOPIC | M_PARTITION | M_OFFSET | M_TYPE | M_KEY | M_VALUE))
-		return bad(d, "lacks \"%s\"", !(seen & M_TOPIC) ? "topic" : !(seen & M_PARTITION) ? "partition"
-					       : !(seen & M_OFFSET) ? "offset" : !(seen & M_TYPE) ? "timestamp_type"
-					       : !(seen & M_KEY) ? "key" : "value");
+		return bad(d, "lacks \"%s\"",
+		           !(seen & M_TOPIC)       ? "topic"
+		           : !(seen & M_PARTITION) ? "partition"
+		           : !(seen & M_OFFSET)    ? "offset"
+		           : !(seen & M_TYPE)      ? "timestamp_type"
+		           : !(seen & M_KEY)       ? "key"
+		                                   : "value");
 	if (!(seen & M_TIMESTAMP) != (r.timestamp_type == 0))
-		return bad(d, "\"timestamp\" must be present exactly when \"timestamp_type\" is not \"none\"");
+		return bad(d,
+		           "\"timestamp\" must be present exactly when \"timestamp_type\" is not \"none\"");
 	r.headers = nh ? d->headers : NULL;
 	r.header_count = nh;
 	return d->cb(d->ctx, &r);
@@ -512,33 +529,37 @@ static int decode_line(raw_decoder *d, const char *text, size_t len)
  * one complete zstd frame whose checksum (when present) matches. */
 static int check_frame(ZSTD_DCtx *dctx, const void *zst, size_t len, const char *where, char *chunk)
 {
-	ZSTD_inBuffer in = { zst, len, 0 };
+	ZSTD_inBuffer in = {zst, len, 0};
 
 	for (;;) {
-		ZSTD_outBuffer out = { chunk, CHUNK, 0 };
+		ZSTD_outBuffer out = {chunk, CHUNK, 0};
 		size_t ret = ZSTD_decompressStream(dctx, &out, &in);
 
 		if (ZSTD_isError(ret))
-			return kiln_error_set(KILN_EINVALID, "%s: corrupt zstd frame: %s", where, ZSTD_getErrorName(ret));
+			return kiln_error_set(KILN_EINVALID, "%s: corrupt zstd frame: %s", where,
+			                      ZSTD_getErrorName(ret));
 		if (ret == 0)
 			break;
 		if (in.pos == in.size && out.pos < out.size)
-			return kiln_error_set(KILN_EINVALID, "%s: truncated zstd frame (%zu bytes)", where, len);
+			return kiln_error_set(KILN_EINVALID, "%s: truncated zstd frame (%zu bytes)", where,
+			                      len);
 	}
 	if (in.pos != in.size)
-		return kiln_error_set(KILN_EINVALID, "%s: %zu bytes after the zstd frame (one frame expected)", where,
-				      in.size - in.pos);
+		return kiln_error_set(KILN_EINVALID,
+		                      "%s: %zu bytes after the zstd frame (one frame expected)", where,
+		                      in.size - in.pos);
 	return 0;
 }
 
-int kiln_raw_decode(const void *zst, size_t len, const char *where, int (*cb)(void *ctx, const kiln_raw_record *r),
-		    void *ctx)
+int kiln_raw_decode(const void *zst, size_t len, const char *where,
+                    int (*cb)(void *ctx, const kiln_raw_record *r), void *ctx)
 {
-	raw_decoder d = { .where = where, .cb = cb, .ctx = ctx, .scratch = KILN_BUF_INIT(0) };
+	raw_decoder d = {.where = where, .cb = cb, .ctx = ctx, .scratch = KILN_BUF_INIT(0)};
 	kiln_buf text = KILN_BUF_INIT(RAW_LINE_MAX + CHUNK);
 	ZSTD_DCtx *dctx = ZSTD_createDCtx();
-	ZSTD_inBuffer in = { zst, len, 0 };
-	size_t start = 0, scanned = 0; /* text[start..): the unfinished line; text[..scanned) has no '\n' left */
+	ZSTD_inBuffer in = {zst, len, 0};
+	size_t start = 0,
+	       scanned = 0; /* text[start..): the unfinished line; text[..scanned) has no '\n' left */
 	char *chunk = malloc(CHUNK);
 	int rc;
 
@@ -563,14 +584,16 @@ int kiln_raw_decode(const void *zst, size_t len, const char *where, int (*cb)(vo
 		}
 		if ((rc = kiln_buf_reserve(&text, CHUNK)) < 0) {
 			if (rc == KILN_ELIMIT)
-				rc = kiln_error_set(KILN_EINVALID, "%s: line %" PRIu64 ": longer than %zu bytes", where,
-						    d.line + 1, RAW_LINE_MAX);
+				rc = kiln_error_set(KILN_EINVALID,
+				                    "%s: line %" PRIu64 ": longer than %zu bytes", where,
+				                    d.line + 1, RAW_LINE_MAX);
 			goto cleanup;
 		}
-		out = (ZSTD_outBuffer){ text.ptr + text.len, text.cap - text.len, 0 };
+		out = (ZSTD_outBuffer){text.ptr + text.len, text.cap - text.len, 0};
 		ret = ZSTD_decompressStream(dctx, &out, &in);
 		if (ZSTD_isError(ret)) { /* checked above; only a changing buffer gets here */
-			rc = kiln_error_set(KILN_EINVALID, "%s: corrupt zstd frame: %s", where, ZSTD_getErrorName(ret));
+			rc = kiln_error_set(KILN_EINVALID, "%s: corrupt zstd frame: %s", where,
+			                    ZSTD_getErrorName(ret));
 			goto cleanup;
 		}
 		text.len += out.pos;
@@ -584,7 +607,8 @@ int kiln_raw_decode(const void *zst, size_t len, const char *where, int (*cb)(vo
 		if (ret == 0)
 			break;
 		if (in.pos == in.size && out.pos < out.size) {
-			rc = kiln_error_set(KILN_EINVALID, "%s: truncated zstd frame (%zu bytes)", where, len);
+			rc =
+			    kiln_error_set(KILN_EINVALID, "%s: truncated zstd frame (%zu bytes)", where, len);
 			goto cleanup;
 		}
 	}
@@ -607,7 +631,8 @@ static int sink_append(void *ctx, const void *data, size_t len)
 	return kiln_buf_put(ctx, data, len);
 }
 
-int kiln_raw_read(kiln_store *store, const char *key, int (*cb)(void *ctx, const kiln_raw_record *r), void *ctx)
+int kiln_raw_read(kiln_store *store, const char *key, int (*cb)(void *ctx, const kiln_raw_record *r),
+                  void *ctx)
 {
 	kiln_buf b = KILN_BUF_INIT(RAW_OBJ_MAX);
 	int rc = kiln_store_get(store, key, sink_append, &b);
@@ -659,9 +684,9 @@ static bool parse_key(const char *key, raw_entry *e)
 	size_t rest;
 	int64_t part;
 
-	if (strncmp(key, "raw/", 4) != 0 || !(p = strchr(topic, '/')) || p == topic || !(f = strchr(++p, '/')) ||
-	    !parse_decimal(p, (size_t)(f - p), INT32_MAX, &part) || !(dash = strchr(++f, '-')) ||
-	    !parse_decimal(f, (size_t)(dash - f), INT64_MAX, &e->first))
+	if (strncmp(key, "raw/", 4) != 0 || !(p = strchr(topic, '/')) || p == topic ||
+	    !(f = strchr(++p, '/')) || !parse_decimal(p, (size_t)(f - p), INT32_MAX, &part) ||
+	    !(dash = strchr(++f, '-')) || !parse_decimal(f, (size_t)(dash - f), INT64_MAX, &e->first))
 		return false;
 	l = dash + 1;
 	rest = strlen(l);
@@ -720,11 +745,11 @@ static int entry_cmp(const void *pa, const void *pb)
 }
 
 int kiln_raw_list(kiln_store *store, const char *topic, int32_t partition,
-		  int (*cb)(void *ctx, const char *key, const char *topic, int32_t partition, int64_t first,
-			    int64_t last),
-		  void *ctx)
+                  int (*cb)(void *ctx, const char *key, const char *topic, int32_t partition, int64_t first,
+                            int64_t last),
+                  void *ctx)
 {
-	raw_listing l = { .partition = partition < 0 ? -1 : partition };
+	raw_listing l = {.partition = partition < 0 ? -1 : partition};
 	char prefix[512];
 	int rc, len;
 

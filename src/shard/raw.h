@@ -29,7 +29,8 @@ typedef struct kiln_raw_record {
 	int32_t partition;
 	int64_t offset;
 	int64_t timestamp;  /* ms since epoch; meaningful when timestamp_type != 0 */
-	int timestamp_type; /* 0 none, 1 create time, 2 log-append time (librdkafka's RD_KAFKA_TIMESTAMP_* numbering) */
+	int timestamp_type; /* 0 none, 1 create time, 2 log-append time (librdkafka's RD_KAFKA_TIMESTAMP_*
+	                       numbering) */
 	const void *key;
 	size_t key_len;
 	bool null_key;
@@ -65,15 +66,17 @@ int kiln_raw_render(kiln_buf *out, const kiln_raw_record *r);
 /* Decodes an object's bytes (whole object), calling cb per record in order;
  * the record and everything it points to live until cb returns. A
  * non-zero return from cb stops decoding and is returned. A corrupt object
- * (not one complete zstd frame, bad checksum, a malformed line, bad base64,
- * a missing or unknown member) is KILN_EINVALID with a message naming
- * `where` and the line number, never a value; records before the bad line
- * have already been passed to cb. */
+ * is KILN_EINVALID with a message naming `where` (and the line number),
+ * never a value: input that is not exactly one complete zstd frame with a
+ * matching checksum is refused before cb is first called; a malformed line
+ * (bad JSON, bad base64, a missing, doubled or unknown member) stops
+ * decoding there, after the records before it were passed to cb. */
 int kiln_raw_decode(const void *zst, size_t len, const char *where,
-		    int (*cb)(void *ctx, const kiln_raw_record *r), void *ctx);
+                    int (*cb)(void *ctx, const kiln_raw_record *r), void *ctx);
 
 /* Reads the object `key` from the store and decodes it (errors name the key). */
-int kiln_raw_read(kiln_store *store, const char *key, int (*cb)(void *ctx, const kiln_raw_record *r), void *ctx);
+int kiln_raw_read(kiln_store *store, const char *key, int (*cb)(void *ctx, const kiln_raw_record *r),
+                  void *ctx);
 
 /* Lists the raw objects of topic (NULL = all topics) and partition (-1 =
  * all), calling cb(ctx, key, topic, partition, first, last) sorted by topic
@@ -81,8 +84,8 @@ int kiln_raw_read(kiln_store *store, const char *key, int (*cb)(void *ctx, const
  * whose name does not parse are skipped. The strings passed to cb live until
  * it returns; a non-zero return stops the listing and is returned. */
 int kiln_raw_list(kiln_store *store, const char *topic, int32_t partition,
-		  int (*cb)(void *ctx, const char *key, const char *topic, int32_t partition, int64_t first,
-			    int64_t last),
-		  void *ctx);
+                  int (*cb)(void *ctx, const char *key, const char *topic, int32_t partition, int64_t first,
+                            int64_t last),
+                  void *ctx);
 
 #endif

@@ -62,7 +62,8 @@ static int on_flush(void *ctx, const kiln_http_request *req, kiln_http_response 
 	seen.query_null = !req->query;
 	seen.authorization_null = !req->authorization;
 	snprintf(seen.query, sizeof(seen.query), "%s", req->query ? req->query : "");
-	snprintf(seen.authorization, sizeof(seen.authorization), "%s", req->authorization ? req->authorization : "");
+	snprintf(seen.authorization, sizeof(seen.authorization), "%s",
+	         req->authorization ? req->authorization : "");
 	res->status = 202;
 	return kiln_buf_printf(&res->body, "%s %s flushing", req->method, req->path);
 }
@@ -86,13 +87,10 @@ static int on_both(void *ctx, const kiln_http_request *req, kiln_http_response *
 }
 
 static const kiln_http_route routes[] = {
-	{ "GET", "/healthz", on_healthz, NULL },
-	{ "GET", "/metrics", on_metrics, NULL }, /* ctx set in setup */
-	{ "POST", "/flush", on_flush, NULL },
-	{ "GET", "/fail", on_fail, NULL },
-	{ "GET", "/slow", on_slow, NULL },
-	{ "PUT", "/both", on_both, NULL },
-	{ "POST", "/both", on_both, NULL },
+    {"GET", "/healthz", on_healthz, NULL}, {"GET", "/metrics", on_metrics, NULL}, /* ctx set in setup */
+    {"POST", "/flush", on_flush, NULL},    {"GET", "/fail", on_fail, NULL},
+    {"GET", "/slow", on_slow, NULL},       {"PUT", "/both", on_both, NULL},
+    {"POST", "/both", on_both, NULL},
 };
 
 static kiln_http_server *server;
@@ -125,7 +123,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 /* method "HEAD" uses CURLOPT_NOBODY; body non-NULL sends it. Returns the
  * curl result; the reply in *r. */
 static CURLcode fetch(reply *r, uint16_t port, const char *method, const char *target, const char *body,
-		      size_t body_len, const char *auth)
+                      size_t body_len, const char *auth)
 {
 	CURL *c = curl_easy_init();
 	struct curl_slist *hdrs = NULL;
@@ -202,7 +200,8 @@ static int setup(void **state)
 	scrapes = kiln_metrics_counter(metrics, "kiln_scrapes_total", "Scrapes served.", NULL);
 	memcpy(copy, routes, sizeof(routes));
 	copy[1].ctx = metrics;
-	assert_int_equal(kiln_http_server_start(&server, "127.0.0.1:0", copy, sizeof(copy) / sizeof(copy[0])), 0);
+	assert_int_equal(kiln_http_server_start(&server, "127.0.0.1:0", copy, sizeof(copy) / sizeof(copy[0])),
+	                 0);
 	assert_true(kiln_http_server_port(server) > 0);
 	return 0;
 }
@@ -243,10 +242,11 @@ static void test_metrics(void **state)
 	get(&r, "GET", "/metrics");
 	get(&r, "GET", "/metrics");
 	assert_int_equal(r.status, 200);
-	assert_string_equal(header(&r, "Content-Type", v, sizeof(v)), "text/plain; version=0.0.4; charset=utf-8");
+	assert_string_equal(header(&r, "Content-Type", v, sizeof(v)),
+	                    "text/plain; version=0.0.4; charset=utf-8");
 	assert_string_equal(r.body, "# HELP kiln_scrapes_total Scrapes served.\n"
-				    "# TYPE kiln_scrapes_total counter\n"
-				    "kiln_scrapes_total 2\n");
+	                            "# TYPE kiln_scrapes_total counter\n"
+	                            "kiln_scrapes_total 2\n");
 }
 
 static void test_not_found_and_not_allowed(void **state)
@@ -291,7 +291,8 @@ static void test_post(void **state)
 	assert_true(seen.authorization_null);
 
 	/* a small body is read and dropped; query as sent */
-	assert_int_equal(fetch(&r, port, "POST", "/flush?force=1&why=a%20b", "{\"x\":1}", 7, "Bearer t0k"), CURLE_OK);
+	assert_int_equal(fetch(&r, port, "POST", "/flush?force=1&why=a%20b", "{\"x\":1}", 7, "Bearer t0k"),
+	                 CURLE_OK);
 	assert_int_equal(r.status, 202);
 	assert_false(seen.query_null);
 	assert_string_equal(seen.query, "force=1&why=a%20b");
@@ -355,7 +356,7 @@ static void test_slow_handler(void **state)
 
 static void test_stop_waits(void **state)
 {
-	static const kiln_http_route slow_only[] = { { "GET", "/slow", on_slow, NULL } };
+	static const kiln_http_route slow_only[] = {{"GET", "/slow", on_slow, NULL}};
 	kiln_http_server *s, *saved = server;
 	static reply slow;
 	pthread_t t;
@@ -387,9 +388,17 @@ static void test_port_in_use(void **state)
 
 static void test_bad_listen(void **state)
 {
-	static const char *const bad[] = { "",           "9464",           ":9464",          "127.0.0.1:",
-					   "127.0.0.1:x", "127.0.0.1:65536", "127.0.0.1:123456", "1.2.3:80",
-					   "example.com:80", "::1:80", "127.0.0.1:-1" };
+	static const char *const bad[] = {"",
+	                                  "9464",
+	                                  ":9464",
+	                                  "127.0.0.1:",
+	                                  "127.0.0.1:x",
+	                                  "127.0.0.1:65536",
+	                                  "127.0.0.1:123456",
+	                                  "1.2.3:80",
+	                                  "example.com:80",
+	                                  "::1:80",
+	                                  "127.0.0.1:-1"};
 	kiln_http_server *s;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -406,15 +415,15 @@ static void test_bad_listen(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_healthz),
-		cmocka_unit_test(test_metrics),
-		cmocka_unit_test(test_not_found_and_not_allowed),
-		cmocka_unit_test(test_post),
-		cmocka_unit_test(test_handler_error),
-		cmocka_unit_test(test_slow_handler),
-		cmocka_unit_test(test_stop_waits),
-		cmocka_unit_test(test_port_in_use),
-		cmocka_unit_test(test_bad_listen),
+	    cmocka_unit_test(test_healthz),
+	    cmocka_unit_test(test_metrics),
+	    cmocka_unit_test(test_not_found_and_not_allowed),
+	    cmocka_unit_test(test_post),
+	    cmocka_unit_test(test_handler_error),
+	    cmocka_unit_test(test_slow_handler),
+	    cmocka_unit_test(test_stop_waits),
+	    cmocka_unit_test(test_port_in_use),
+	    cmocka_unit_test(test_bad_listen),
 	};
 	int rc;
 

@@ -112,8 +112,8 @@ static void test_fields(void **state)
 	char line[1024], v[1024];
 
 	errno = EAGAIN;
-	KILN_LOG(KILN_LOG_WARN, "store_error", "put failed", KILN_F_STR("store", "s3"), KILN_F_INT("attempt", 3),
-		 KILN_F_INT("offset", -9000000000LL), KILN_F_STR("etag", NULL));
+	KILN_LOG(KILN_LOG_WARN, "store_error", "put failed", KILN_F_STR("store", "s3"),
+	         KILN_F_INT("attempt", 3), KILN_F_INT("offset", -9000000000LL), KILN_F_STR("etag", NULL));
 	assert_int_equal(errno, EAGAIN);
 	one_line(line, sizeof(line));
 	assert_memory_equal(line, "{\"ts\":\"", 7);
@@ -155,7 +155,8 @@ static void test_escaping(void **state)
 {
 	char line[1024], v[1024];
 
-	KILN_LOG(KILN_LOG_ERROR, "ev\"ent", "q\" b\\ nl\n cr\r tab\t c\x01 del\x7f", KILN_F_STR("k\"ey", "\x1f"));
+	KILN_LOG(KILN_LOG_ERROR, "ev\"ent", "q\" b\\ nl\n cr\r tab\t c\x01 del\x7f",
+	         KILN_F_STR("k\"ey", "\x1f"));
 	one_line(line, sizeof(line));
 	assert_non_null(strstr(line, "\"event\":\"ev\\\"ent\""));
 	assert_non_null(strstr(line, "\"msg\":\"q\\\" b\\\\ nl\\n cr\\r tab\\t c\\u0001 del\x7f\""));
@@ -169,11 +170,13 @@ static void test_invalid_utf8(void **state)
 
 	/* valid 2-, 3- and 4-byte characters stay; a stray continuation byte,
 	 * 0xff, an overlong '/', a surrogate and a cut sequence do not */
-	KILN_LOG(KILN_LOG_INFO, "utf8", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\x80|\xff|\xc0\xaf|\xed\xa0\x80|\xe2\x82");
+	KILN_LOG(KILN_LOG_INFO, "utf8",
+	         "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\x80|\xff|\xc0\xaf|\xed\xa0\x80|\xe2\x82");
 	one_line(line, sizeof(line));
-	assert_string_equal(str_at(line, "msg", v, sizeof(v)),
-			    "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\xef\xbf\xbd|\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd|"
-			    "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd");
+	assert_string_equal(
+	    str_at(line, "msg", v, sizeof(v)),
+	    "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\xef\xbf\xbd|\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd|"
+	    "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd");
 }
 
 static void test_long_strings(void **state)
@@ -206,7 +209,7 @@ static void test_long_strings(void **state)
 	memset(big, '\x02', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	KILN_LOG(KILN_LOG_INFO, "long", "m", KILN_F_STR("a", big), KILN_F_STR("b", big), KILN_F_STR("c", big),
-		 KILN_F_STR("d", big), KILN_F_STR("e", big), KILN_F_INT("f", 1));
+	         KILN_F_STR("d", big), KILN_F_STR("e", big), KILN_F_INT("f", 1));
 	n = one_line(line, sizeof(line));
 	assert_true(n + 1 <= 16384);
 	assert_non_null(str_at(line, "a", v, sizeof(v)));
@@ -253,12 +256,12 @@ static void test_text_lines(void **state)
 	const char *text;
 
 	kiln_log_setup(false, KILN_LOG_INFO);
-	KILN_LOG(KILN_LOG_WARN, "store_error", "put failed\n", KILN_F_STR("store", "s3"), KILN_F_INT("attempt", 3),
-		 KILN_F_STR("note", "a b"), KILN_F_STR("empty", ""));
+	KILN_LOG(KILN_LOG_WARN, "store_error", "put failed\n", KILN_F_STR("store", "s3"),
+	         KILN_F_INT("attempt", 3), KILN_F_STR("note", "a b"), KILN_F_STR("empty", ""));
 	text = take(NULL);
 	assert_int_equal(text[23], 'Z');
 	assert_string_equal(text + 24,
-			    " warn store_error: put failed\\n store=s3 attempt=3 note=\"a b\" empty=\"\"\n");
+	                    " warn store_error: put failed\\n store=s3 attempt=3 note=\"a b\" empty=\"\"\n");
 	KILN_LOG(KILN_LOG_INFO, "started", NULL);
 	text = take(NULL);
 	assert_string_equal(text + 24, " info started\n");
@@ -299,7 +302,7 @@ static void test_every(void **state)
 
 static void test_limiter_fake_clock(void **state)
 {
-	kiln_log_limiter lim = { 0 };
+	kiln_log_limiter lim = {0};
 	uint64_t s = 99;
 	const uint64_t sec = 1000000000u;
 
@@ -323,7 +326,7 @@ static void test_limiter_fake_clock(void **state)
 }
 
 #define THREADS 4
-#define CALLS 20000
+#define CALLS   20000
 
 static kiln_log_limiter shared_lim;
 static _Atomic uint64_t allowed, reported;
@@ -392,17 +395,17 @@ static void test_threads_whole_lines(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fields),
-		cmocka_unit_test(test_no_fields_no_msg),
-		cmocka_unit_test(test_escaping),
-		cmocka_unit_test(test_invalid_utf8),
-		cmocka_unit_test(test_long_strings),
-		cmocka_unit_test(test_levels),
-		cmocka_unit_test(test_text_lines),
-		cmocka_unit_test(test_every),
-		cmocka_unit_test(test_limiter_fake_clock),
-		cmocka_unit_test(test_limiter_threads),
-		cmocka_unit_test(test_threads_whole_lines),
+	    cmocka_unit_test(test_fields),
+	    cmocka_unit_test(test_no_fields_no_msg),
+	    cmocka_unit_test(test_escaping),
+	    cmocka_unit_test(test_invalid_utf8),
+	    cmocka_unit_test(test_long_strings),
+	    cmocka_unit_test(test_levels),
+	    cmocka_unit_test(test_text_lines),
+	    cmocka_unit_test(test_every),
+	    cmocka_unit_test(test_limiter_fake_clock),
+	    cmocka_unit_test(test_limiter_threads),
+	    cmocka_unit_test(test_threads_whole_lines),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -51,12 +51,12 @@ static void test_counters(void **state)
 	assert_int_equal(kiln_counter_value(NULL), 0);
 	kiln_counter_add(b, UINT64_C(18446744073709551615));
 	assert_string_equal(render(m), "# HELP kiln_records_total Records read.\n"
-				       "# TYPE kiln_records_total counter\n"
-				       "kiln_records_total 12\n"
-				       "# HELP kiln_rejects_total Records rejected, by code.\n"
-				       "# TYPE kiln_rejects_total counter\n"
-				       "kiln_rejects_total{code=\"type\"} 3\n"
-				       "kiln_rejects_total{code=\"json_syntax\"} 18446744073709551615\n");
+	                               "# TYPE kiln_records_total counter\n"
+	                               "kiln_records_total 12\n"
+	                               "# HELP kiln_rejects_total Records rejected, by code.\n"
+	                               "# TYPE kiln_rejects_total counter\n"
+	                               "kiln_rejects_total{code=\"type\"} 3\n"
+	                               "kiln_rejects_total{code=\"json_syntax\"} 18446744073709551615\n");
 	kiln_metrics_free(m);
 	kiln_metrics_free(NULL);
 }
@@ -72,12 +72,12 @@ static void test_names_interleaved(void **state)
 	kiln_counter_add(kiln_metrics_counter(m, "b_total", "B.", "x=\"2\""), 3);
 	kiln_counter_add(kiln_metrics_counter(m, "b_total", "B.", ""), 4);
 	assert_string_equal(render(m), "# HELP b_total B.\n"
-				       "# TYPE b_total counter\n"
-				       "b_total{x=\"1\"} 1\n"
-				       "b_total{x=\"2\"} 3\n"
-				       "b_total 4\n"
-				       "# TYPE a_total counter\n"
-				       "a_total 2\n");
+	                               "# TYPE b_total counter\n"
+	                               "b_total{x=\"1\"} 1\n"
+	                               "b_total{x=\"2\"} 3\n"
+	                               "b_total 4\n"
+	                               "# TYPE a_total counter\n"
+	                               "a_total 2\n");
 	kiln_metrics_free(m);
 }
 
@@ -106,21 +106,21 @@ static void test_gauges(void **state)
 	kiln_gauge_add(NULL, 1);
 	assert_true(kiln_gauge_value(g) == 1.75);
 	assert_string_equal(render(m), "# HELP kiln_lag_seconds Consumer lag.\n"
-				       "# TYPE kiln_lag_seconds gauge\n"
-				       "kiln_lag_seconds{topic=\"t\",partition=\"0\"} 1.75\n"
-				       "kiln_lag_seconds{topic=\"t\",partition=\"1\"} -2\n"
-				       "# HELP kiln_g Odd values.\n"
-				       "# TYPE kiln_g gauge\n"
-				       "kiln_g{v=\"inf\"} -Inf\n"
-				       "kiln_g{v=\"nan\"} NaN\n"
-				       "kiln_g{v=\"big\"} 1e+300\n"
-				       "kiln_g{v=\"tiny\"} 0.30000000000000004\n");
+	                               "# TYPE kiln_lag_seconds gauge\n"
+	                               "kiln_lag_seconds{topic=\"t\",partition=\"0\"} 1.75\n"
+	                               "kiln_lag_seconds{topic=\"t\",partition=\"1\"} -2\n"
+	                               "# HELP kiln_g Odd values.\n"
+	                               "# TYPE kiln_g gauge\n"
+	                               "kiln_g{v=\"inf\"} -Inf\n"
+	                               "kiln_g{v=\"nan\"} NaN\n"
+	                               "kiln_g{v=\"big\"} 1e+300\n"
+	                               "kiln_g{v=\"tiny\"} 0.30000000000000004\n");
 	kiln_metrics_free(m);
 }
 
 static void test_histogram(void **state)
 {
-	static const double bounds[] = { 0.005, 0.1, 1, 2.5 };
+	static const double bounds[] = {0.005, 0.1, 1, 2.5};
 	kiln_metrics *m;
 	kiln_histogram *h, *l;
 
@@ -139,27 +139,27 @@ static void test_histogram(void **state)
 	kiln_histogram_observe(l, 3);
 	kiln_histogram_observe(NULL, 3);
 	assert_string_equal(render(m), "# HELP kiln_put_seconds Store put latency.\n"
-				       "# TYPE kiln_put_seconds histogram\n"
-				       "kiln_put_seconds_bucket{le=\"0.005\"} 1\n"
-				       "kiln_put_seconds_bucket{le=\"0.1\"} 2\n"
-				       "kiln_put_seconds_bucket{le=\"1\"} 4\n"
-				       "kiln_put_seconds_bucket{le=\"2.5\"} 5\n"
-				       "kiln_put_seconds_bucket{le=\"+Inf\"} 6\n"
-				       "kiln_put_seconds_sum 10.56640625\n"
-				       "kiln_put_seconds_count 6\n"
-				       "kiln_put_seconds_bucket{store=\"s3\",le=\"0.005\"} 0\n"
-				       "kiln_put_seconds_bucket{store=\"s3\",le=\"0.1\"} 0\n"
-				       "kiln_put_seconds_bucket{store=\"s3\",le=\"+Inf\"} 1\n"
-				       "kiln_put_seconds_sum{store=\"s3\"} 3\n"
-				       "kiln_put_seconds_count{store=\"s3\"} 1\n");
+	                               "# TYPE kiln_put_seconds histogram\n"
+	                               "kiln_put_seconds_bucket{le=\"0.005\"} 1\n"
+	                               "kiln_put_seconds_bucket{le=\"0.1\"} 2\n"
+	                               "kiln_put_seconds_bucket{le=\"1\"} 4\n"
+	                               "kiln_put_seconds_bucket{le=\"2.5\"} 5\n"
+	                               "kiln_put_seconds_bucket{le=\"+Inf\"} 6\n"
+	                               "kiln_put_seconds_sum 10.56640625\n"
+	                               "kiln_put_seconds_count 6\n"
+	                               "kiln_put_seconds_bucket{store=\"s3\",le=\"0.005\"} 0\n"
+	                               "kiln_put_seconds_bucket{store=\"s3\",le=\"0.1\"} 0\n"
+	                               "kiln_put_seconds_bucket{store=\"s3\",le=\"+Inf\"} 1\n"
+	                               "kiln_put_seconds_sum{store=\"s3\"} 3\n"
+	                               "kiln_put_seconds_count{store=\"s3\"} 1\n");
 	kiln_metrics_free(m);
 }
 
 static void test_histogram_edges(void **state)
 {
-	static const double with_inf[] = { 1, INFINITY };
-	static const double unsorted[] = { 1, 0.5 };
-	static const double nan_bound[] = { NAN };
+	static const double with_inf[] = {1, INFINITY};
+	static const double unsorted[] = {1, 0.5};
+	static const double nan_bound[] = {NAN};
 	kiln_metrics *m;
 	kiln_histogram *h;
 
@@ -174,14 +174,14 @@ static void test_histogram_edges(void **state)
 	assert_int_equal(kiln_error_last_code(), KILN_EINVALID);
 	assert_null(kiln_metrics_histogram(m, "nan_bound", NULL, NULL, nan_bound, 1));
 	assert_string_equal(render(m), "# TYPE only_inf histogram\n"
-				       "only_inf_bucket{le=\"+Inf\"} 1\n"
-				       "only_inf_sum NaN\n"
-				       "only_inf_count 1\n"
-				       "# TYPE with_inf histogram\n"
-				       "with_inf_bucket{le=\"1\"} 2\n"
-				       "with_inf_bucket{le=\"+Inf\"} 2\n"
-				       "with_inf_sum 0\n"
-				       "with_inf_count 2\n");
+	                               "only_inf_bucket{le=\"+Inf\"} 1\n"
+	                               "only_inf_sum NaN\n"
+	                               "only_inf_count 1\n"
+	                               "# TYPE with_inf histogram\n"
+	                               "with_inf_bucket{le=\"1\"} 2\n"
+	                               "with_inf_bucket{le=\"+Inf\"} 2\n"
+	                               "with_inf_sum 0\n"
+	                               "with_inf_count 2\n");
 	kiln_metrics_free(m);
 }
 
@@ -191,15 +191,23 @@ static void test_escaping(void **state)
 	kiln_buf labels = KILN_BUF_INIT(0);
 
 	assert_int_equal(kiln_metrics_new(&m), 0);
-	assert_int_equal(kiln_buf_puts(&labels, "path=\""), 0);
+	assert_int_equal(kiln_buf_puts(&labels, "path="), 0);
 	assert_int_equal(kiln_metrics_label_value(&labels, "a\\b\"c\nd\xc3\xa9"), 0);
-	assert_int_equal(kiln_buf_puts(&labels, "\""), 0);
 	assert_int_equal(kiln_buf_putc(&labels, '\0'), 0);
 	assert_string_equal(labels.ptr, "path=\"a\\\\b\\\"c\\nd\xc3\xa9\"");
-	kiln_counter_add(kiln_metrics_counter(m, "esc_total", "Help with \\ and\nnewline \"quoted\".", labels.ptr), 1);
+	kiln_buf_reset(&labels);
+	assert_int_equal(kiln_metrics_label_value(&labels, ""), 0);
+	assert_int_equal(kiln_buf_putc(&labels, '\0'), 0);
+	assert_string_equal(labels.ptr, "\"\"");
+	kiln_buf_reset(&labels);
+	assert_int_equal(kiln_buf_puts(&labels, "path="), 0);
+	assert_int_equal(kiln_metrics_label_value(&labels, "a\\b\"c\nd\xc3\xa9"), 0);
+	assert_int_equal(kiln_buf_putc(&labels, '\0'), 0);
+	kiln_counter_add(
+	    kiln_metrics_counter(m, "esc_total", "Help with \\ and\nnewline \"quoted\".", labels.ptr), 1);
 	assert_string_equal(render(m), "# HELP esc_total Help with \\\\ and\\nnewline \"quoted\".\n"
-				       "# TYPE esc_total counter\n"
-				       "esc_total{path=\"a\\\\b\\\"c\\nd\xc3\xa9\"} 1\n");
+	                               "# TYPE esc_total counter\n"
+	                               "esc_total{path=\"a\\\\b\\\"c\\nd\xc3\xa9\"} 1\n");
 	kiln_buf_free(&labels);
 	kiln_metrics_free(m);
 }
@@ -220,14 +228,14 @@ static void test_bad_registrations(void **state)
 	assert_int_equal(kiln_error_last_code(), KILN_EINVALID);
 	assert_string_equal(kiln_error_last(), "metric x_total is already registered as a counter");
 	assert_string_equal(render(m), "# TYPE ns:sub_name_total counter\n"
-				       "ns:sub_name_total 0\n"
-				       "# TYPE x_total counter\n"
-				       "x_total 0\n");
+	                               "ns:sub_name_total 0\n"
+	                               "# TYPE x_total counter\n"
+	                               "x_total 0\n");
 	kiln_metrics_free(m);
 }
 
 #define THREADS 4
-#define ADDS 250000
+#define ADDS    250000
 
 static void *adder(void *arg)
 {
@@ -249,7 +257,7 @@ static void *observer(void *arg)
 
 static void test_threads(void **state)
 {
-	static const double bounds[] = { 1, 2 };
+	static const double bounds[] = {1, 2};
 	pthread_t t[2 * THREADS];
 	kiln_metrics *m;
 	kiln_counter *c;
@@ -270,11 +278,11 @@ static void test_threads(void **state)
 	assert_int_equal(kiln_counter_value(c), (uint64_t)THREADS * ADDS);
 	/* each observer: 6250 each of 0, 1, 2, 3 -> sum 37500 */
 	snprintf(expect, sizeof(expect),
-		 "# TYPE adds_total counter\nadds_total %d\n# TYPE obs histogram\n"
-		 "obs_bucket{le=\"1\"} %d\nobs_bucket{le=\"2\"} %d\nobs_bucket{le=\"+Inf\"} %d\n"
-		 "obs_sum %d\nobs_count %d\n",
-		 THREADS * ADDS, THREADS * ADDS / 20, THREADS * ADDS * 3 / 40, THREADS * ADDS / 10,
-		 THREADS * 37500, THREADS * ADDS / 10);
+	         "# TYPE adds_total counter\nadds_total %d\n# TYPE obs histogram\n"
+	         "obs_bucket{le=\"1\"} %d\nobs_bucket{le=\"2\"} %d\nobs_bucket{le=\"+Inf\"} %d\n"
+	         "obs_sum %d\nobs_count %d\n",
+	         THREADS * ADDS, THREADS * ADDS / 20, THREADS * ADDS * 3 / 40, THREADS * ADDS / 10,
+	         THREADS * 37500, THREADS * ADDS / 10);
 	assert_string_equal(render(m), expect);
 	kiln_metrics_free(m);
 }
@@ -282,14 +290,14 @@ static void test_threads(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_counters),
-		cmocka_unit_test(test_names_interleaved),
-		cmocka_unit_test(test_gauges),
-		cmocka_unit_test(test_histogram),
-		cmocka_unit_test(test_histogram_edges),
-		cmocka_unit_test(test_escaping),
-		cmocka_unit_test(test_bad_registrations),
-		cmocka_unit_test(test_threads),
+	    cmocka_unit_test(test_counters),
+	    cmocka_unit_test(test_names_interleaved),
+	    cmocka_unit_test(test_gauges),
+	    cmocka_unit_test(test_histogram),
+	    cmocka_unit_test(test_histogram_edges),
+	    cmocka_unit_test(test_escaping),
+	    cmocka_unit_test(test_bad_registrations),
+	    cmocka_unit_test(test_threads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -57,7 +57,8 @@ static int collect(void *ctx, const kiln_raw_record *r)
 	for (size_t i = 0; i < r->header_count; i++) {
 		h[i] = r->headers[i];
 		h[i].name = dup_bytes(r->headers[i].name, r->headers[i].name_len);
-		h[i].value = r->headers[i].null_value ? NULL : dup_bytes(r->headers[i].value, r->headers[i].value_len);
+		h[i].value =
+		    r->headers[i].null_value ? NULL : dup_bytes(r->headers[i].value, r->headers[i].value_len);
 	}
 	o->headers = h;
 	return c->stop_after && (int)c->n == c->stop_after ? 42 : 0;
@@ -80,7 +81,7 @@ static void copy_free(copy *c)
 }
 
 static void assert_bytes(const void *got, size_t got_len, bool got_null, const void *want, size_t want_len,
-			 bool want_null)
+                         bool want_null)
 {
 	assert_int_equal(got_null, want_null);
 	if (want_null)
@@ -99,7 +100,8 @@ static void assert_same(const kiln_raw_record *got, const kiln_raw_record *want)
 	if (want->timestamp_type)
 		assert_int_equal(got->timestamp, want->timestamp);
 	assert_bytes(got->key, got->key_len, got->null_key, want->key, want->key_len, want->null_key);
-	assert_bytes(got->value, got->value_len, got->null_value, want->value, want->value_len, want->null_value);
+	assert_bytes(got->value, got->value_len, got->null_value, want->value, want->value_len,
+	             want->null_value);
 	assert_int_equal(got->header_count, want->header_count);
 	for (size_t i = 0; i < want->header_count; i++) {
 		const kiln_raw_header *g = &got->headers[i], *w = &want->headers[i];
@@ -131,17 +133,15 @@ static kiln_store *open_store(void)
 }
 
 /* The batch of the round trip: one record per case. */
-static const char bin_value[] = { 'a', '\0', (char)0xFF, 'b', '\0', (char)0xC3 };
-static const char bin_hvalue[] = { (char)0xFF, '\0', (char)0x80 };
-static const char bin_hname[] = { 'x', (char)0xC3 };  /* truncated UTF-8 */
-static const char bin_key[] = { (char)0xED, (char)0xA0, (char)0x80 }; /* an encoded surrogate: not UTF-8 */
+static const char bin_value[] = {'a', '\0', (char)0xFF, 'b', '\0', (char)0xC3};
+static const char bin_hvalue[] = {(char)0xFF, '\0', (char)0x80};
+static const char bin_hname[] = {'x', (char)0xC3};                  /* truncated UTF-8 */
+static const char bin_key[] = {(char)0xED, (char)0xA0, (char)0x80}; /* an encoded surrogate: not UTF-8 */
 static const char utf8_value[] = "h\xC3\xA9llo \"w\"\\\n\t\x01\x1F\x7F \xE2\x9C\x93 \xF0\x9F\x98\x80 </>";
 static const kiln_raw_header headers[] = {
-	{ "trace-id", 8, "abc", 3, false },
-	{ "bin", 3, bin_hvalue, sizeof(bin_hvalue), false },
-	{ "none", 4, NULL, 0, true },
-	{ bin_hname, sizeof(bin_hname), "", 0, false },
-	{ "", 0, "\xC3\xA9", 2, false },
+    {"trace-id", 8, "abc", 3, false}, {"bin", 3, bin_hvalue, sizeof(bin_hvalue), false},
+    {"none", 4, NULL, 0, true},       {bin_hname, sizeof(bin_hname), "", 0, false},
+    {"", 0, "\xC3\xA9", 2, false},
 };
 
 static void batch(kiln_raw_record r[5])
@@ -196,7 +196,7 @@ static void test_round_trip(void **state)
 	char key[512], *data, *plain;
 	size_t len;
 	unsigned long long content;
-	copy c = { 0 };
+	copy c = {0};
 	kiln_buf b = KILN_BUF_INIT(0);
 
 	(void)state;
@@ -214,19 +214,24 @@ static void test_round_trip(void **state)
 	plain = malloc(content);
 	assert_int_equal(ZSTD_decompress(plain, content, data, len), content);
 	static const char want[] =
-		"{\"topic\":\"user-events.v1\",\"partition\":3,\"offset\":17,\"timestamp\":1700000000000,"
-		"\"timestamp_type\":\"create\",\"key\":\"k1\",\"value\":\"h\xC3\xA9llo \\\"w\\\"\\\\\\n\\t\\u0001\\u001f"
-		"\x7F \xE2\x9C\x93 \xF0\x9F\x98\x80 </>\"}\n"
-		"{\"topic\":\"user-events.v1\",\"partition\":3,\"offset\":18,\"timestamp\":-5,"
-		"\"timestamp_type\":\"log_append\",\"key\":null,\"value_base64\":\"YQD/YgDD\"}\n"
-		"{\"topic\":\"user-events.v1\",\"partition\":3,\"offset\":20,\"timestamp_type\":\"none\",\"key\":\"\","
-		"\"value\":\"\",\"headers\":[{\"name\":\"trace-id\",\"value\":\"abc\"},{\"name\":\"bin\",\"value_base64\":"
-		"\"/wCA\"},{\"name\":\"none\",\"value\":null},{\"name_base64\":\"eMM=\",\"value\":\"\"},"
-		"{\"name\":\"\",\"value\":\"\xC3\xA9\"}]}\n"
-		"{\"topic\":\"user-events.v1\",\"partition\":3,\"offset\":21,\"timestamp\":0,\"timestamp_type\":\"create\","
-		"\"key_base64\":\"7aCA\",\"value\":null}\n"
-		"{\"topic\":\"user-events.v1\",\"partition\":3,\"offset\":1000000000000,\"timestamp_type\":\"none\","
-		"\"key\":\"\\u0000\",\"value\":\"{\\\"json\\\":true}\"}\n";
+	    "{\"topic\":\"user-events.v1\",\"partition\":3,\"offset\":17,\"timestamp\":1700000000000,"
+	    "\"timestamp_type\":\"create\",\"key\":\"k1\",\"value\":\"h\xC3\xA9llo "
+	    "\\\"w\\\"\\\\\\n\\t\\u0001\\u001f"
+	    "\x7F \xE2\x9C\x93 \xF0\x9F\x98\x80 </>\"}\n"
+	    "{\"topic\":\"user-events.v1\",\"partition\":3,\"offset\":18,\"timestamp\":-5,"
+	    "\"timestamp_type\":\"log_append\",\"key\":null,\"value_base64\":\"YQD/YgDD\"}\n"
+	    "{\"topic\":\"user-events.v1\",\"partition\":3,\"offset\":20,\"timestamp_type\":\"none\",\"key\":"
+	    "\"\","
+	    "\"value\":\"\",\"headers\":[{\"name\":\"trace-id\",\"value\":\"abc\"},{\"name\":\"bin\",\"value_"
+	    "base64\":"
+	    "\"/wCA\"},{\"name\":\"none\",\"value\":null},{\"name_base64\":\"eMM=\",\"value\":\"\"},"
+	    "{\"name\":\"\",\"value\":\"\xC3\xA9\"}]}\n"
+	    "{\"topic\":\"user-events.v1\",\"partition\":3,\"offset\":21,\"timestamp\":0,\"timestamp_type\":"
+	    "\"create\","
+	    "\"key_base64\":\"7aCA\",\"value\":null}\n"
+	    "{\"topic\":\"user-events.v1\",\"partition\":3,\"offset\":1000000000000,\"timestamp_type\":"
+	    "\"none\","
+	    "\"key\":\"\\u0000\",\"value\":\"{\\\"json\\\":true}\"}\n";
 	assert_int_equal(content, sizeof(want) - 1);
 	assert_memory_equal(plain, want, sizeof(want) - 1);
 
@@ -309,6 +314,24 @@ static void test_write_rejects(void **state)
 	one.offset = 7;
 	assert_int_equal(kiln_raw_write(w, &one, 1, key), 0);
 	assert_string_equal(key, "raw/t/3/7-7.jsonl.zst");
+
+	/* a failed store leaves nothing behind for the next object */
+	{
+		char path[1200];
+		copy c = {0};
+
+		snprintf(path, sizeof(path), "%s/store/raw/t/3/8-8.jsonl.zst", dir);
+		assert_int_equal(mkdir(path, 0700), 0); /* the object cannot be renamed over a directory */
+		one.offset = 8;
+		assert_true(kiln_raw_write(w, &one, 1, NULL) < 0);
+		assert_int_equal(rmdir(path), 0);
+		one.offset = 9;
+		assert_int_equal(kiln_raw_write(w, &one, 1, key), 0);
+		assert_int_equal(kiln_raw_read(store, key, collect, &c), 0);
+		assert_int_equal(c.n, 1);
+		assert_int_equal(c.r[0].offset, 9);
+		copy_free(&c);
+	}
 	kiln_raw_writer_free(w);
 	kiln_raw_writer_free(NULL);
 	kiln_store_close(store);
@@ -328,7 +351,9 @@ static char *compress_text(const char *text, size_t *out_len)
 	return out;
 }
 
-#define GOOD "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,\"value\":\"v\"}\n"
+#define GOOD                                                                                                 \
+	"{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,\"value\":"  \
+	"\"v\"}\n"
 
 /* Decoding text must fail with KILN_EINVALID, a message naming "obj" (and
  * `mention` when not NULL), and no record passed on. */
@@ -336,11 +361,12 @@ static void expect_bad_text(const char *text, const char *mention)
 {
 	size_t len;
 	char *z = compress_text(text, &len);
-	copy c = { 0 };
+	copy c = {0};
 
 	assert_int_equal(kiln_raw_decode(z, len, "obj", collect, &c), KILN_EINVALID);
 	if (!strstr(kiln_error_last(), "obj") || (mention && !strstr(kiln_error_last(), mention)))
-		fail_msg("message '%s' for '%s' lacks '%s'", kiln_error_last(), text, mention ? mention : "obj");
+		fail_msg("message '%s' for '%s' lacks '%s'", kiln_error_last(), text,
+		         mention ? mention : "obj");
 	copy_free(&c);
 	free(z);
 }
@@ -349,8 +375,7 @@ static void test_decode_errors(void **state)
 {
 	size_t len;
 	char *z = compress_text(GOOD GOOD, &len), *junk;
-	copy c = { 0 };
-	int rc;
+	copy c = {0};
 
 	(void)state;
 	/* the good text decodes */
@@ -366,6 +391,8 @@ static void test_decode_errors(void **state)
 	assert_non_null(strstr(kiln_error_last(), "obj"));
 	for (size_t i = 0; i < len; i++) {
 		char *flip = malloc(len);
+		int rc;
+
 		memcpy(flip, z, len);
 		flip[i] ^= 0x10;
 		/* an error and no record, or (a flip zstd ignores: the frame
@@ -397,106 +424,136 @@ static void test_decode_errors(void **state)
 	expect_bad_text(GOOD "[1]\n", "line 2");
 	expect_bad_text(GOOD GOOD "{}\n", "line 3");
 	expect_bad_text(GOOD "{\"topic\":\"t\"} {}\n", "line 2");
-	expect_bad_text(GOOD GOOD GOOD "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\","
-					  "\"key\":null,\"value\":\"v\"}", /* no final newline */
-			"line 4");
+	expect_bad_text(GOOD GOOD GOOD
+	                "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\","
+	                "\"key\":null,\"value\":\"v\"}", /* no final newline */
+	                "line 4");
 	/* bad base64: wrong alphabet, bad padding, non-canonical bits, escapes */
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value_base64\":\"YQ-_\"}\n",
-			"value_base64");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value_base64\":\"YQD\"}\n",
-			"value_base64");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value_base64\":\"YR==\"}\n",
-			"value_base64");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value_base64\":\"Y\\u0051==\"}\n",
-			"value_base64");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key_base64\":null,"
-			"\"value\":\"v\"}\n",
-			"key_base64");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"v\",\"headers\":[{\"name\":\"h\",\"value_base64\":\"***\"}]}\n",
-			"headers[0].value_base64");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value_base64\":\"YQ-_\"}\n",
+	    "value_base64");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value_base64\":\"YQD\"}\n",
+	    "value_base64");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value_base64\":\"YR==\"}\n",
+	    "value_base64");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value_base64\":\"Y\\u0051==\"}\n",
+	    "value_base64");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key_base64\":null,"
+	    "\"value\":\"v\"}\n",
+	    "key_base64");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"v\",\"headers\":[{\"name\":\"h\",\"value_base64\":\"***\"}]}\n",
+	    "headers[0].value_base64");
 	/* shape: missing, unknown, doubled, mistyped, out-of-range members */
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null}\n",
-			"\"value\"");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"key\":null,\"value\":\"v\"}\n", "timestamp_type");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"create\",\"key\":null,"
-			"\"value\":\"v\"}\n",
-			"timestamp");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp\":5,\"timestamp_type\":\"none\","
-			"\"key\":null,\"value\":\"v\"}\n",
-			"timestamp");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"later\",\"key\":null,"
-			"\"value\":\"v\"}\n",
-			"timestamp_type");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"v\",\"extra\":1}\n",
-			"unknown member");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"v\",\"value\":\"w\"}\n",
-			"line 1");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"v\",\"value_base64\":\"dg==\"}\n",
-			"both");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":-1,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"v\"}\n",
-			"partition");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":2147483648,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"v\"}\n",
-			"partition");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":9223372036854775808,\"timestamp_type\":\"none\","
-			"\"key\":null,\"value\":\"v\"}\n",
-			"offset");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1.5,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"v\"}\n",
-			"offset");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":\"0\",\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"v\"}\n",
-			"partition");
-	expect_bad_text("{\"topic\":null,\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"v\"}\n",
-			"topic");
-	expect_bad_text("{\"topic\":\"t\\u0000x\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"v\"}\n",
-			"topic");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"v\",\"headers\":[{\"name\":\"h\"}]}\n",
-			"header 0");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"v\",\"headers\":[{\"name\":null,\"value\":null}]}\n",
-			"headers[0].name");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"v\",\"headers\":[\"h\"]}\n",
-			"header 0");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"v\",\"headers\":{}}\n",
-			"headers");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null}\n",
+	    "\"value\"");
+	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"key\":null,\"value\":\"v\"}\n",
+	                "timestamp_type");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"create\",\"key\":null,"
+	    "\"value\":\"v\"}\n",
+	    "timestamp");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp\":5,\"timestamp_type\":\"none\","
+	    "\"key\":null,\"value\":\"v\"}\n",
+	    "timestamp");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"later\",\"key\":null,"
+	    "\"value\":\"v\"}\n",
+	    "timestamp_type");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"v\",\"extra\":1}\n",
+	    "unknown member");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"v\",\"value\":\"w\"}\n",
+	    "line 1");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"v\",\"value_base64\":\"dg==\"}\n",
+	    "both");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":-1,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"v\"}\n",
+	    "partition");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":2147483648,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"v\"}\n",
+	    "partition");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":9223372036854775808,\"timestamp_type\":\"none\","
+	    "\"key\":null,\"value\":\"v\"}\n",
+	    "offset");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1.5,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"v\"}\n",
+	    "offset");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":\"0\",\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"v\"}\n",
+	    "partition");
+	expect_bad_text(
+	    "{\"topic\":null,\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"v\"}\n",
+	    "topic");
+	expect_bad_text(
+	    "{\"topic\":\"t\\u0000x\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"v\"}\n",
+	    "topic");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"v\",\"headers\":[{\"name\":\"h\"}]}\n",
+	    "header 0");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"v\",\"headers\":[{\"name\":null,\"value\":null}]}\n",
+	    "headers[0].name");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"v\",\"headers\":[\"h\"]}\n",
+	    "header 0");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"v\",\"headers\":{}}\n",
+	    "headers");
 	/* JSON itself: lone surrogate, invalid UTF-8, control character */
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"\\ud83d\"}\n",
-			"invalid JSON");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"\xFF\"}\n",
-			"invalid JSON");
-	expect_bad_text("{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
-			"\"value\":\"a\tb\"}\n",
-			"invalid JSON");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"\\ud83d\"}\n",
+	    "invalid JSON");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"\xFF\"}\n",
+	    "invalid JSON");
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value\":\"a\tb\"}\n",
+	    "invalid JSON");
 }
 
 /* Escapes written by other producers of the format decode to the same bytes. */
 static void test_decode_escapes(void **state)
 {
-	const char *text = "{\"value\":\"\\ud83d\\ude00\\u00e9\\/\\u0041\\b\\f\",\"key\":\"\\u0000\","
-			   "\"timestamp_type\":\"log_append\",\"timestamp\":-9223372036854775808,"
-			   "\"offset\":9223372036854775807,\"partition\":2147483647,\"topic\":\"\\u0074\"}\n"
-			   "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":\"\","
-			   "\"value_base64\":\"\",\"headers\":[]}\n";
+	const char *text =
+	    "{\"value\":\"\\ud83d\\ude00\\u00e9\\/\\u0041\\b\\f\",\"key\":\"\\u0000\","
+	    "\"timestamp_type\":\"log_append\",\"timestamp\":-9223372036854775808,"
+	    "\"offset\":9223372036854775807,\"partition\":2147483647,\"topic\":\"\\u0074\"}\n"
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":\"\","
+	    "\"value_base64\":\"\",\"headers\":[]}\n";
 	size_t len;
 	char *z = compress_text(text, &len);
-	copy c = { 0 };
+	copy c = {0};
 
 	(void)state;
 	assert_int_equal(kiln_raw_decode(z, len, "obj", collect, &c), 0);
@@ -523,21 +580,66 @@ static void test_decode_escapes(void **state)
 	free(z);
 }
 
+/* Lines longer than the decoder's chunk and a batch larger than the spool's
+ * write buffer come back whole. */
+static void test_large(void **state)
+{
+	kiln_store *store = open_store();
+	kiln_raw_writer *w = NULL;
+	kiln_raw_record recs[3];
+	size_t big = (size_t)3 << 20, text = 700000;
+	char *bin = malloc(big), *utf8 = malloc(text), key[512];
+	copy c = {0};
+
+	(void)state;
+	for (size_t i = 0; i < big; i++)
+		bin[i] = (char)(i * 2654435761u >> 13);
+	for (size_t i = 0; i < text; i++)
+		utf8[i] = "ab\"\\\n\x01"
+		          "cd"[i % 8];
+	memset(recs, 0, sizeof(recs));
+	for (int i = 0; i < 3; i++) {
+		recs[i].topic = "big";
+		recs[i].offset = 100 + i;
+		recs[i].null_key = true;
+	}
+	recs[0].value = bin;
+	recs[0].value_len = big;
+	recs[1].value = utf8;
+	recs[1].value_len = text;
+	recs[2].value = "small";
+	recs[2].value_len = 5;
+	assert_int_equal(kiln_raw_writer_new(&w, store, 1, dir), 0);
+	assert_int_equal(kiln_raw_write(w, recs, 3, key), 0);
+	assert_string_equal(key, "raw/big/0/100-102.jsonl.zst");
+	assert_int_equal(kiln_raw_read(store, key, collect, &c), 0);
+	assert_int_equal(c.n, 3);
+	for (int i = 0; i < 3; i++)
+		assert_same(&c.r[i], &recs[i]);
+	copy_free(&c);
+	kiln_raw_writer_free(w);
+	kiln_store_close(store);
+	free(bin);
+	free(utf8);
+}
+
 typedef struct listed {
 	char lines[32][160];
 	size_t n;
 } listed;
 
-static int on_listed(void *ctx, const char *key, const char *topic, int32_t partition, int64_t first, int64_t last)
+static int on_listed(void *ctx, const char *key, const char *topic, int32_t partition, int64_t first,
+                     int64_t last)
 {
 	listed *l = ctx;
 	char want[512];
 
 	assert_true(l->n < 32);
 	snprintf(want, sizeof(want), "raw/%s/%d/%lld-%lld.jsonl.zst", topic, (int)partition, (long long)first,
-		 (long long)last);
+	         (long long)last);
 	assert_string_equal(key, want);
-	snprintf(l->lines[l->n++], 160, "%s %d %lld %lld", topic, (int)partition, (long long)first, (long long)last);
+	snprintf(l->lines[l->n++], 160, "%s %d %lld %lld", topic, (int)partition, (long long)first,
+	         (long long)last);
 	return 0;
 }
 
@@ -580,12 +682,12 @@ static void test_list(void **state)
 {
 	kiln_store *store = open_store();
 	kiln_raw_writer *w = NULL;
-	listed l = { 0 };
+	listed l = {0};
 	static const char *const all[] = {
-		"clicks 0 0 4",    "clicks 0 3 7",    "clicks 0 3 9",    "clicks 0 20 21", "clicks 2 5 5",
-		"clicks 10 0 1",   "clicks.v2 0 1 1",
+	    "clicks 0 0 4", "clicks 0 3 7",  "clicks 0 3 9",    "clicks 0 20 21",
+	    "clicks 2 5 5", "clicks 10 0 1", "clicks.v2 0 1 1",
 	};
-	static const char *const p0[] = { "clicks 0 0 4", "clicks 0 3 7", "clicks 0 3 9", "clicks 0 20 21" };
+	static const char *const p0[] = {"clicks 0 0 4", "clicks 0 3 7", "clicks 0 3 9", "clicks 0 20 21"};
 
 	(void)state;
 	assert_int_equal(kiln_raw_writer_new(&w, store, 0, dir), 0);
@@ -618,8 +720,11 @@ static void test_list(void **state)
 		assert_string_equal(l.lines[i], p0[i]);
 	l.n = 0;
 	assert_int_equal(kiln_raw_list(store, NULL, 0, on_listed, &l), 0);
-	assert_int_equal(l.n, 5);
-	assert_string_equal(l.lines[4], "clicks.v2 0 1 1");
+	assert_int_equal(l.n, 6); /* with test_large's */
+	assert_string_equal(l.lines[0], "big 0 100 102");
+	for (size_t i = 1; i < 5; i++)
+		assert_string_equal(l.lines[i], p0[i - 1]);
+	assert_string_equal(l.lines[5], "clicks.v2 0 1 1");
 	l.n = 0;
 	assert_int_equal(kiln_raw_list(store, NULL, -1, on_listed, &l), 0);
 	assert_true(l.n >= 7); /* plus the round trip's objects */
@@ -630,10 +735,12 @@ static void test_list(void **state)
 
 	/* a corrupt object read through the store names its key */
 	{
-		copy c = { 0 };
-		assert_int_equal(kiln_raw_read(store, "raw/clicks/0/junk.jsonl.zst", collect, &c), KILN_EINVALID);
+		copy c = {0};
+		assert_int_equal(kiln_raw_read(store, "raw/clicks/0/junk.jsonl.zst", collect, &c),
+		                 KILN_EINVALID);
 		assert_non_null(strstr(kiln_error_last(), "raw/clicks/0/junk.jsonl.zst"));
-		assert_int_equal(kiln_raw_read(store, "raw/clicks/0/404-404.jsonl.zst", collect, &c), KILN_ENOTFOUND);
+		assert_int_equal(kiln_raw_read(store, "raw/clicks/0/404-404.jsonl.zst", collect, &c),
+		                 KILN_ENOTFOUND);
 		assert_int_equal(c.n, 0);
 	}
 	kiln_raw_writer_free(w);
@@ -643,9 +750,9 @@ static void test_list(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_round_trip),  cmocka_unit_test(test_write_rejects),
-		cmocka_unit_test(test_decode_errors), cmocka_unit_test(test_decode_escapes),
-		cmocka_unit_test(test_list),
+	    cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_write_rejects),
+	    cmocka_unit_test(test_decode_errors), cmocka_unit_test(test_decode_escapes),
+	    cmocka_unit_test(test_large),         cmocka_unit_test(test_list),
 	};
 	const char *keep = getenv("KILN_RAW_TEST_KEEP");
 	char cmd[700];
