@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Kafka source operations against `kiln broker`, checked with kcat and
+# python3-confluent-kafka:
+#  - gaps: offsets that expired before they were read (the mock cluster keeps
+#    about 5 MB per partition) stop the run under on_gap: stop (exit 2, one
+#    line naming the offsets, lineage unchanged) and are skipped, logged,
+#    counted and recorded in lineage.json under on_gap: skip;
+#  - the dead-letter topic gets each quarantined record with its key, value,
+#    original headers and kiln.* reason headers;
+#  - pipeline errors name file:line:col and the key;
+#  - a broker that cannot be reached gives rate-limited log lines, no exit.
+set -uo pipefail
+
+src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+kiln=${KILN:-$src/build/kiln}
+py=/usr/bin/python3
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	[ -n "${KEEP_TMP:-}" ] && { echo "kept $tmp"; return; }
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+passed=0 failed=0
+
+check() { # NAME COMMAND...
+	local name=$1
+	shift
+	if "$@"; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		echo "FAIL: $name"
+	fi
+}
+
+status_is() { # EXPECTED COMMAND...: runs it, output in $tmp/out and $tmp/err
+	local want=$1 rc=0
+	shift
+	"$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+	[ "$rc" -eq "$want" ] || { echo "  exit $rc, expected $want: $*"; tail -3 "$tmp/err"; return 1; }
+}
+
+"$kiln" broker --partitions 2 --topics gap,ev,ev.dlq --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$tmp/pf" ] && break; sleep 0.1; done
+bs=$(head -1 "$tmp/pf" 2>/dev/null)
+[ -n "$bs" ] || { echo "broker did not start"; cat "$tmp/broker.out"; exit 1; }
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/key"
+chmod 600 "$tmp/key"
+
+pipeline() { # FILE TOPIC GROUP DATASET [EXTRA SOURCE YAML]
+	cat >"$1" <<EOF
+dataset: $4
+contract: $src/contracts/user-events.yaml
+source:
+  kind: kafka
+  brokers: $bs
+  topics: [$2]
+  group: $3
+  options: {session.timeout.ms: "6000"}
+${5:-}
+pseudonymise: {key_file: $tmp/key}
+split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}
+store: {url: file://$tmp/store}
+manifest: {repo: $tmp/m.git}
+EOF
+}
+
+watermarks() { # TOPIC PARTITION -> "low high"
+	"$py" -c '
+import sys
+from confluent_kafka import Consumer, TopicPartition
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "wm"})
+lo, hi = c.get_watermark_offsets(TopicPartition(sys.argv[2], int(sys.argv[3])), timeout=10)
+print(lo, hi)
+' "$bs" "$1" "$2"
+}
+
+lineage_of() { # DATASET TOPIC PARTITION FIELD
+	git --git-dir "$tmp/m.git" show "refs/heads/$1/main:lineage.json" |
+		"$py" -c '
+import json, sys
+for e in json.load(sys.stdin)["partitions"]:
+    if e["topic"] == sys.argv[1] and e["partition"] == int(sys.argv[2]):
+        print(e.get(sys.argv[3], 0))
+' "$2" "$3" "$4"
+}
+
+# --- gaps ----------------------------------------------------------------------
+pipeline "$tmp/gap.yaml" gap g-gap gap
+"$py" "$src/bench/gen-user-events.py" --records 10 --seed 3 -o "$tmp/ten.jsonl"
+kcat -P -b "$bs" -t gap -p 0 -l "$tmp/ten.jsonl"
+check "gap: first run commits 10 records" status_is 0 timeout 60 "$kiln" run "$tmp/gap.yaml" --stop-at-end
+check "gap: lineage next is 10" test "$(lineage_of gap gap 0 next)" = 10
+"$py" -c '
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(7000):
+        f.write(json.dumps({"event_id": "big-%d" % i, "pad": "x" * 1000}) + "\n")
+' "$tmp/big.jsonl"
+kcat -P -b "$bs" -t gap -p 0 -l "$tmp/big.jsonl"
+read -r lo hi < <(watermarks gap 0)
+check "gap: the mock cluster dropped the oldest offsets (low watermark $lo > 10)" test "${lo:-0}" -gt 10
+tip=$(git --git-dir "$tmp/m.git" rev-parse refs/heads/gap/main)
+check "gap, on_gap stop: exits 2" status_is 2 timeout 60 "$kiln" run "$tmp/gap.yaml" --stop-at-end
+check "gap, on_gap stop: the error names the expired offsets" grep -q "gap/0: offsets 10-$((lo - 1)) expired" "$tmp/err"
+check "gap, on_gap stop: the last line is the one error" sh -c "tail -1 '$tmp/err' | grep -q '^kiln run: '"
+check "gap, on_gap stop: a gap event is logged" grep -q '"event":"gap"' "$tmp/err"
+check "gap, on_gap stop: the branch did not move" test "$(git --git-dir "$tmp/m.git" rev-parse refs/heads/gap/main)" = "$tip"
+check "gap, on_gap skip: exits 0" status_is 0 timeout 60 "$kiln" run "$tmp/gap.yaml" --stop-at-end --set source.on_gap=skip
+check "gap, on_gap skip: a gap event is logged" grep -q '"event":"gap".*"policy":"skip"' "$tmp/err"
+check "gap, on_gap skip: lineage records one gap" test "$(lineage_of gap gap 0 gaps)" = 1
+check "gap, on_gap skip: lineage records the skipped offsets" test "$(lineage_of gap gap 0 skipped)" = $((lo - 10))
+check "gap, on_gap skip: lineage next is the high watermark" test "$(lineage_of gap gap 0 next)" = "$hi"
+check "gap, on_gap skip: stats count only what was read" sh -c "git --git-dir '$tmp/m.git' show refs/heads/gap/main:stats.json | grep -q '\"records_in\": $((10 + hi - lo))'"
+
+# --- dead-letter topic ---------------------------------------------------------
+pipeline "$tmp/dlq.yaml" ev g-dlq ev "  dead_letter_topic: ev.dlq"
+printf '%s\n' '{"event_id":"not-a-uuid","x":1}' '{broken' >"$tmp/bad.jsonl"
+"$py" "$src/bench/gen-user-events.py" --records 20 --seed 4 -o "$tmp/good.jsonl"
+kcat -P -b "$bs" -t ev -p 0 -l "$tmp/good.jsonl"
+kcat -P -b "$bs" -t ev -p 1 -k key-1 -H origin=test -l "$tmp/bad.jsonl"
+check "dlq: run exits 0" status_is 0 timeout 60 "$kiln" run "$tmp/dlq.yaml" --stop-at-end
+check "dlq: 2 quarantined" grep -q '(20 valid, 2 quarantined)' "$tmp/out"
+kcat -C -b "$bs" -t ev.dlq -e -q -f '%k\t%h\t%s\n' >"$tmp/dlq.txt" 2>/dev/null
+check "dlq: two records on the dead-letter topic" test "$(wc -l <"$tmp/dlq.txt")" -eq 2
+check "dlq: the original value, key and headers" grep -qF "key-1	origin=test,kiln.reason=" "$tmp/dlq.txt"
+check "dlq: the json_syntax record with its reason" grep -q 'kiln.reason=json_syntax,.*kiln.source.topic=ev,kiln.source.partition=1,kiln.source.offset=1	{broken$' "$tmp/dlq.txt"
+check "dlq: the value is byte-exact" grep -qF '{"event_id":"not-a-uuid","x":1}' "$tmp/dlq.txt"
+
+# --- config errors ---------------------------------------------------------------
+pipeline "$tmp/bad1.yaml" ev g ev "  on_gap: later"
+check "config: a bad on_gap exits 2" status_is 2 "$kiln" run "$tmp/bad1.yaml"
+check "config: ... naming file:line:col and the key" grep -Eq "bad1.yaml:[0-9]+:[0-9]+: source.on_gap" "$tmp/err"
+pipeline "$tmp/bad2.yaml" ev g ev
+sed -i 's/options: {/options: {enable.auto.commit: "true", /' "$tmp/bad2.yaml"
+check "config: a property kiln owns exits 2" status_is 2 "$kiln" run "$tmp/bad2.yaml"
+check "config: ... naming the property" grep -q "source.options.enable.auto.commit" "$tmp/err"
+pipeline "$tmp/bad3.yaml" ev g ev
+sed -i 's/options: {/options: {no.such.property: "1", /' "$tmp/bad3.yaml"
+check "config: an unknown librdkafka property exits 2" status_is 2 "$kiln" run "$tmp/bad3.yaml"
+check "config: ... naming it" grep -q "source.options.no.such.property" "$tmp/err"
+pipeline "$tmp/bad4.yaml" "ev, bad/topic" g ev
+check "config: a bad topic name exits 2" status_is 2 "$kiln" run "$tmp/bad4.yaml"
+check "config: --stop-at-end on a file source exits 2" status_is 2 "$kiln" run "$src/pipelines/user-events.yaml" --stop-at-end
+
+# --- an unreachable broker: logged, rate-limited, no exit; SIGTERM still works ---
+pipeline "$tmp/down.yaml" ev g-down ev
+sed -i "s|brokers: .*|brokers: 127.0.0.1:1|" "$tmp/down.yaml"
+"$kiln" run "$tmp/down.yaml" >"$tmp/down.out" 2>"$tmp/down.err" &
+down=$!
+pids+=($down)
+sleep 5
+check "broker down: still running after 5 s" kill -0 "$down"
+n=$(grep -c '"event":"broker_error"' "$tmp/down.err")
+check "broker down: logged, at most a line per 10 s ($n)" test "$n" -ge 1 -a "$n" -le 2
+check "broker down: the log names the endpoint" grep -q '"brokers":"127.0.0.1:1"' "$tmp/down.err"
+kill -TERM "$down"
+rc=0
+wait "$down" || rc=$?
+check "broker down: SIGTERM exits 0" test "$rc" -eq 0
+
+echo "kafka_ops: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
