@@ -1071,10 +1071,10 @@ static int loop(struct krun *r)
 			if (ticket)
 				snapshot_answered(r, ticket, rc);
 			if (rc < 0) {
+				backoff_ms = backoff_ms ? (backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2) : 500;
 				KILN_LOG(KILN_LOG_WARN, "snapshot_failed", kiln_error_last(), KILN_F_INT("retry_ms", backoff_ms));
 				if ((rc = abandon(r, "the snapshot failed; reading again from the last commit")) < 0)
 					return rc;
-				backoff_ms = backoff_ms ? (backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2) : 500;
 				for (int64_t t = 0; t < backoff_ms && !*r->o->stop; t += 100)
 					usleep(100000);
 				continue;
@@ -1094,10 +1094,10 @@ static int loop(struct krun *r)
 fail:
 		if (rc == KILN_EINVALID || rc == KILN_ENOMEM)
 			return rc;
-		KILN_LOG(KILN_LOG_WARN, "batch_failed", kiln_error_last());
+		backoff_ms = backoff_ms ? (backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2) : 500;
+		KILN_LOG(KILN_LOG_WARN, "batch_failed", kiln_error_last(), KILN_F_INT("retry_ms", backoff_ms));
 		if ((rc = abandon(r, "a batch could not be landed; reading again from the last commit")) < 0)
 			return rc;
-		backoff_ms = backoff_ms ? (backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2) : 500;
 		for (int64_t t = 0; t < backoff_ms && !*r->o->stop; t += 100)
 			usleep(100000);
 	}

@@ -8,7 +8,9 @@
 #  - the dead-letter topic gets each quarantined record with its key, value,
 #    original headers and kiln.* reason headers;
 #  - pipeline errors name file:line:col and the key;
-#  - a broker that cannot be reached gives rate-limited log lines, no exit.
+#  - a broker that cannot be reached gives rate-limited log lines, no exit;
+#  - a store that fails is retried with backoff; when it is back the run goes
+#    on and every record is still committed exactly once.
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -162,6 +164,41 @@ kill -TERM "$down"
 rc=0
 wait "$down" || rc=$?
 check "broker down: SIGTERM exits 0" test "$rc" -eq 0
+
+# --- a store outage: logged, retried with backoff, nothing lost or doubled -------
+"$kiln" broker --partitions 2 --topics out --port-file "$tmp/pf2" >"$tmp/broker2.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$tmp/pf2" ] && break; sleep 0.1; done
+pipeline "$tmp/out.yaml" out g-out out
+sed -i -e "s|brokers: .*|brokers: $(head -1 "$tmp/pf2")|" -e "s|store: .*|store: {url: file://$tmp/ostore}|" "$tmp/out.yaml"
+printf 'snapshot: {records: 50, seconds: 1}\n' >>"$tmp/out.yaml"
+"$py" "$src/bench/gen-user-events.py" --records 600 --seed 9 --invalid-rate 0.05 -o "$tmp/o.jsonl"
+head -n 300 "$tmp/o.jsonl" >"$tmp/o1.jsonl"
+tail -n +301 "$tmp/o.jsonl" >"$tmp/o2.jsonl"
+bs2=$(head -1 "$tmp/pf2")
+kcat -P -b "$bs2" -t out -l "$tmp/o1.jsonl"
+"$kiln" run "$tmp/out.yaml" >"$tmp/out.out" 2>"$tmp/out.err" &
+od=$!
+pids+=($od)
+for _ in $(seq 300); do grep -q '"event":"snapshot"' "$tmp/out.err" && break; sleep 0.1; done
+mv "$tmp/ostore" "$tmp/ostore.away" && : >"$tmp/ostore" # every write now fails, even as root
+kcat -P -b "$bs2" -t out -l "$tmp/o2.jsonl"
+sleep 6
+check "store down: still running" kill -0 "$od"
+check "store down: the failure is logged" grep -Eq '"event":"(batch|snapshot)_failed"' "$tmp/out.err"
+n=$(grep -Ec '"event":"(batch|snapshot)_failed"' "$tmp/out.err")
+check "store down: retried with backoff, not spinning ($n lines in 6 s)" test "$n" -le 6
+check "store down: the log names the store" grep -q "$tmp/ostore" "$tmp/out.err"
+rm "$tmp/ostore" && mv "$tmp/ostore.away" "$tmp/ostore"
+before=$(grep -c '"event":"snapshot"' "$tmp/out.err")
+for _ in $(seq 400); do [ "$(grep -c '"event":"snapshot"' "$tmp/out.err")" -gt "$before" ] && break; sleep 0.1; done
+check "store back: snapshots resume" test "$(grep -c '"event":"snapshot"' "$tmp/out.err")" -gt "$before"
+kill -TERM "$od"
+rc=0
+wait "$od" || rc=$?
+check "store back: SIGTERM exits 0" test "$rc" -eq 0
+check "store outage: every record exactly once" "$py" "$src/tests/integration/kafka_check.py" --repo "$tmp/m.git" \
+	--dataset out --store "$tmp/ostore" --topic out "$tmp/o1.jsonl" "$tmp/o2.jsonl"
 
 echo "kafka_ops: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
