@@ -334,8 +334,8 @@ static void test_two_commits(void **state)
 					       .records = 119,
 					       .sources = src_d,
 					       .source_count = 2 } };
-		const kiln_lineage_entry lineage[] = { { "user-events", 0, 1200, NULL, 0, NULL },
-						       { "user-events", 10, 40, NULL, 0, NULL } };
+		const kiln_lineage_entry lineage[] = { { .topic = "user-events", .partition = 0, .next = 1200 },
+						       { .topic = "user-events", .partition = 10, .next = 40 } };
 		kiln_snapshot snap = {
 			.dataset = "ds",
 			.branch = "main",
@@ -431,10 +431,10 @@ static void test_two_commits(void **state)
 			  .source_count = 1 },
 		};
 		const kiln_lineage_entry lineage[] = {
-			{ "user-events", 0, 1300, NULL, 0, NULL },
-			{ "files", 0, 7, "samples/a.jsonl", 1234, PREFIX_HEX },
-			{ "we\"ird\t", 3, 5, NULL, 0, NULL },
-			{ "user-events", 2, 3, NULL, 0, NULL },
+			{ .topic = "user-events", .partition = 0, .next = 1300 },
+			{ .topic = "files", .partition = 0, .next = 7, .path = "samples/a.jsonl", .bytes = 1234, .prefix_blake2b = PREFIX_HEX },
+			{ .topic = "we\"ird\t", .partition = 3, .next = 5 },
+			{ .topic = "user-events", .partition = 2, .next = 3 },
 		};
 		kiln_snapshot snap = {
 			.dataset = "ds",
@@ -588,7 +588,7 @@ static char concurrent_commit[41];
 
 static void commit_elsewhere(void)
 {
-	const kiln_lineage_entry lineage[] = { { "t", 0, 500, NULL, 0, NULL } };
+	const kiln_lineage_entry lineage[] = { { .topic = "t", .partition = 0, .next = 500 } };
 	kiln_snapshot snap = { .dataset = "ds",
 			       .branch = "main",
 			       .dataset_json = "{}",
@@ -615,7 +615,7 @@ static void assert_tip_is_concurrent(kiln_manifest *m)
 
 static void test_compare_and_swap(void **state)
 {
-	const kiln_lineage_entry lineage[] = { { "t", 0, 100, NULL, 0, NULL } };
+	const kiln_lineage_entry lineage[] = { { .topic = "t", .partition = 0, .next = 100 } };
 	kiln_snapshot snap = { .dataset = "ds",
 			       .branch = "main",
 			       .dataset_json = "{}",
@@ -659,6 +659,46 @@ static void test_compare_and_swap(void **state)
 	assert_int_equal(stats.records_in, 1100);
 	kiln_manifest_close(m);
 	free(cas_path);
+}
+
+/* A fenced entry moves a partition only from the offset its writer read:
+ * a writer that lost the partition cannot commit it. Gap counts are kept. */
+static void test_fenced_lineage(void **state)
+{
+	kiln_lineage_entry lineage[] = { { .topic = "t", .partition = 0, .next = 100, .fenced = true, .expect_next = -1 } };
+	kiln_snapshot snap = { .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage,
+			       .lineage_count = 1 };
+	char *path = repo_path("fence.git");
+	kiln_manifest *m;
+	char commit[41], tip[41];
+	collected got = { "", 0 };
+
+	(void)state;
+	assert_int_equal(kiln_manifest_open(&m, path), 0);
+	/* a new partition: expected absent */
+	assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
+	/* a stale writer that read it absent too is refused, nothing changes */
+	lineage[0].next = 50;
+	assert_int_equal(kiln_manifest_commit(m, &snap, tip), KILN_EMODIFIED);
+	assert_non_null(strstr(kiln_error_last(), "t/0 moved to 100 (expected -1)"));
+	spec_oid(path, "refs/heads/ds/main", tip);
+	assert_string_equal(tip, commit);
+	/* one that read 100 moves it, and records a skipped gap */
+	lineage[0].expect_next = 100;
+	lineage[0].next = 900;
+	lineage[0].gaps = 1;
+	lineage[0].skipped = 700;
+	assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
+	assert_spec(path, "refs/heads/ds/main:lineage.json",
+		    "{\n  \"partitions\": [\n    {\"topic\":\"t\",\"partition\":0,\"next\":900,\"gaps\":1,\"skipped\":700}\n  ]\n}\n");
+	assert_int_equal(kiln_manifest_lineage(m, "ds", "main", collect, &got), 0);
+	assert_string_equal(got.text, "[t|0|900|-|0|-]");
+	/* an unfenced entry (a file source) is not compared */
+	lineage[0].fenced = false;
+	lineage[0].next = 901;
+	assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
+	kiln_manifest_close(m);
+	free(path);
 }
 
 /* ---- malformed files and snapshots ---------------------------------------- */
@@ -812,10 +852,10 @@ static void test_malformed_files(void **state)
 	shard.hash[5] = '7';
 	{
 		const kiln_source_range src[] = { { "bad\xff", 0, 0, 0 } };
-		const kiln_lineage_entry twice[] = { { "t", 0, 1, NULL, 0, NULL },
-						     { "t", 0, 2, NULL, 0, NULL } };
-		const kiln_lineage_entry no_prefix[] = { { "t", 0, 1, "p", 3, "abc" } };
-		const kiln_lineage_entry bad_utf8[] = { { "t\xc3", 0, 1, NULL, 0, NULL } };
+		const kiln_lineage_entry twice[] = { { .topic = "t", .partition = 0, .next = 1 },
+						     { .topic = "t", .partition = 0, .next = 2 } };
+		const kiln_lineage_entry no_prefix[] = { { .topic = "t", .partition = 0, .next = 1, .path = "p", .bytes = 3, .prefix_blake2b = "abc" } };
+		const kiln_lineage_entry bad_utf8[] = { { .topic = "t\xc3", .partition = 0, .next = 1 } };
 
 		shard.sources = src;
 		shard.source_count = 1;
@@ -855,6 +895,7 @@ int main(void)
 		cmocka_unit_test(test_missing_branch_reads_empty),
 		cmocka_unit_test(test_two_commits),
 		cmocka_unit_test(test_compare_and_swap),
+		cmocka_unit_test(test_fenced_lineage),
 		cmocka_unit_test(test_malformed_files),
 	};
 	int rc;
