@@ -89,6 +89,36 @@ int kiln_batch_reserve(kiln_batch *b)
 	return 0;
 }
 
+int kiln_batch_deliver(const kiln_batch *b, kiln_shard_writer *const writers[KILN_SPLIT_COUNT],
+		       kiln_quarantine *quarantine, kiln_stats *d)
+{
+	int rc;
+
+	for (size_t i = 0; i < b->reject_count; i++) {
+		const kiln_batch_reject *x = &b->rejects[i];
+
+		if ((rc = kiln_quarantine_add(quarantine, b->topic, b->partition, b->offset[x->index], &x->report,
+					      b->rec[x->index], b->len[x->index])) < 0)
+			return rc;
+		d->quarantined_by_code[x->report.v[0].code]++;
+	}
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		const char *line = b->out[s].ptr;
+
+		for (size_t i = 0; i < b->out_count[s]; i++) {
+			if ((rc = kiln_shard_writer_append(writers[s], line, b->out_len[s][i], b->topic, b->partition,
+							   b->offset[b->out_index[s][i]])) < 0)
+				return rc;
+			line += b->out_len[s][i];
+		}
+		d->valid += b->out_count[s];
+		d->splits[s].records += b->out_count[s];
+	}
+	d->quarantined += b->reject_count;
+	d->records_in += b->count;
+	return 0;
+}
+
 static void batch_reset(kiln_batch *b)
 {
 	if (b->release)

@@ -21,9 +21,12 @@
 #include "contract/validate.h"
 #include "core/buf.h"
 #include "ingest/pipeline.h"
+#include "manifest/manifest.h"
 #include "mask/key.h"
+#include "shard/quarantine.h"
 #include "shard/raw.h"
 #include "shard/split.h"
+#include "shard/writer.h"
 #include "store/store.h"
 
 typedef struct kiln_batch_reject {
@@ -70,6 +73,12 @@ typedef struct kiln_batch {
 
 /* Room for one more record (grows the per-record arrays). */
 int kiln_batch_reserve(kiln_batch *b);
+
+/* Hands a processed batch on: its rejected records to the quarantine, its
+ * curated ones to their split's shard writer, in input order; adds its
+ * counts to *d (records_in, valid, quarantined, by code, per split). */
+int kiln_batch_deliver(const kiln_batch *b, kiln_shard_writer *const writers[KILN_SPLIT_COUNT],
+		       kiln_quarantine *quarantine, kiln_stats *d);
 
 typedef int (*kiln_batch_consume)(void *ctx, kiln_batch *b);
 

@@ -130,34 +130,11 @@ static int fill(kiln_line_reader *reader, kiln_batch *b, const char *topic, int6
 	return b->count > 0;
 }
 
-/* Hands a processed batch to the shard writers and the quarantine. */
 static int consume(void *ctx, kiln_batch *b)
 {
 	struct file_run *fr = ctx;
-	kiln_stats *d = fr->delta;
-	int rc;
 
-	d->records_in += b->count;
-	for (size_t i = 0; i < b->reject_count; i++) {
-		const kiln_batch_reject *x = &b->rejects[i];
-		d->quarantined++;
-		d->quarantined_by_code[x->report.v[0].code]++;
-		if ((rc = kiln_quarantine_add(fr->quarantine, b->topic, b->partition, b->offset[x->index], &x->report,
-					      b->rec[x->index], b->len[x->index])) < 0)
-			return rc;
-	}
-	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
-		const char *line = b->out[s].ptr;
-		for (size_t i = 0; i < b->out_count[s]; i++) {
-			if ((rc = kiln_shard_writer_append(fr->writers[s], line, b->out_len[s][i], b->topic,
-							   b->partition, b->offset[b->out_index[s][i]])) < 0)
-				return rc;
-			line += b->out_len[s][i];
-		}
-		d->valid += b->out_count[s];
-		d->splits[s].records += b->out_count[s];
-	}
-	return 0;
+	return kiln_batch_deliver(b, fr->writers, fr->quarantine, fr->delta);
 }
 
 unsigned kiln_curate_worker_count(const kiln_pipeline *p)

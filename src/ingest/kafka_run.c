@@ -266,38 +266,19 @@ static int consume(void *ctx, kiln_batch *b)
 {
 	struct krun *r = ctx;
 	struct part *pt = b->source_ctx;
-	kiln_stats *d = &r->delta;
 	int rc;
 
+	if ((rc = kiln_batch_deliver(b, r->writers, r->quarantine, &r->delta)) < 0)
+		return rc;
 	for (size_t i = 0; i < b->reject_count; i++) {
-		const kiln_batch_reject *x = &b->rejects[i];
-		kiln_reject code = x->report.v[0].code;
-
-		d->quarantined++;
-		d->quarantined_by_code[code]++;
-		kiln_counter_add(r->mx.quarantined[code], 1);
-		if ((rc = kiln_quarantine_add(r->quarantine, b->topic, b->partition, b->offset[x->index], &x->report,
-					      b->rec[x->index], b->len[x->index])) < 0)
-			return rc;
-		if (r->dlq && (rc = dead_letter(r, b, x)) < 0)
+		kiln_counter_add(r->mx.quarantined[b->rejects[i].report.v[0].code], 1);
+		if (r->dlq && (rc = dead_letter(r, b, &b->rejects[i])) < 0)
 			return rc;
 	}
-	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
-		const char *line = b->out[s].ptr;
-		for (size_t i = 0; i < b->out_count[s]; i++) {
-			if ((rc = kiln_shard_writer_append(r->writers[s], line, b->out_len[s][i], b->topic,
-							   b->partition, b->offset[b->out_index[s][i]])) < 0)
-				return rc;
-			line += b->out_len[s][i];
-		}
-		d->valid += b->out_count[s];
-		d->splits[s].records += b->out_count[s];
-		kiln_counter_add(r->mx.valid, b->out_count[s]);
-	}
-	d->records_in += b->count;
 	r->pending += b->count;
 	pt->consumed = b->offset[b->count - 1] + 1;
 	kiln_counter_add(r->mx.in, b->count);
+	kiln_counter_add(r->mx.valid, b->count - b->reject_count);
 	kiln_counter_add(r->mx.bytes, b->bytes);
 	kiln_histogram_observe(r->mx.batch_seconds, (double)(now_ms() - b->opened_ms) / 1000.0);
 	return 0;
