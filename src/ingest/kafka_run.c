@@ -1085,6 +1085,9 @@ fail:
 	return 0;
 }
 
+/* A consumer kiln may not close (librdkafka issue #4312, below). */
+static rd_kafka_t *volatile left_open; /* volatile: the store must stay, for leak checkers */
+
 int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln_run_result *out)
 {
 	struct krun *r = calloc(1, sizeof(*r));
@@ -1149,7 +1152,8 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 	 * session.timeout.ms). */
 	if (!r->ever_assigned && rd_kafka_version() < 0x020300ff) {
 		KILN_LOG(KILN_LOG_INFO, "left_unclosed", "never assigned; librdkafka < 2.3 cannot close such a member");
-		r->rk = NULL; /* not destroyed either, for the same reason */
+		left_open = r->rk; /* not destroyed either, for the same reason; still reachable */
+		r->rk = NULL;
 	} else {
 		rd_kafka_consumer_close(r->rk);
 	}
