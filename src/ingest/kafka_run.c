@@ -34,6 +34,7 @@
 #include "core/metrics.h"
 #include "ingest/curate_pool.h"
 #include "ingest/run_setup.h"
+#include "manifest/version.h"
 #include "shard/quarantine.h"
 #include "shard/writer.h"
 
@@ -828,10 +829,17 @@ static bool snapshot_requested(struct krun *r, uint64_t *ticket)
 
 static void snapshot_answered(struct krun *r, uint64_t ticket, int rc)
 {
+	kiln_version tip = { 0 };
+	char spec[300];
+
+	/* nothing new: the answer is the branch as it is */
+	snprintf(spec, sizeof(spec), "%s@%s", r->p->dataset, r->p->branch);
+	if (rc >= 0 && !r->out->commit[0] && kiln_version_resolve(r->setup.manifest, spec, &tip) < 0)
+		tip.commit[0] = '\0';
 	pthread_mutex_lock(&r->req_lock);
 	r->req_done = ticket;
 	r->req_rc = rc;
-	memcpy(r->req_commit, r->out->commit, sizeof(r->req_commit));
+	memcpy(r->req_commit, r->out->commit[0] ? r->out->commit : tip.commit, sizeof(r->req_commit));
 	pthread_cond_broadcast(&r->req_cond);
 	pthread_mutex_unlock(&r->req_lock);
 }
