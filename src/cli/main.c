@@ -24,6 +24,7 @@ static const kiln_command commands[] = {
 	{ "broker", "start an embedded Kafka broker (librdkafka's mock cluster) for development and tests", kiln_cmd_broker },
 	{ "snapshot", "ask a running Kafka `kiln run` to commit a snapshot now", kiln_cmd_snapshot },
 	{ "raw", "read the raw zone: list objects or decode them byte-exact", kiln_cmd_raw },
+	{ "replay", "rebuild a Kafka pipeline's branch from the raw zone onto a new branch", kiln_cmd_replay },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
