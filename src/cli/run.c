@@ -130,9 +130,12 @@ int kiln_cmd_run(int argc, char **argv)
 		printf("%s@%s: +%llu records (%llu valid, %llu quarantined) in %zu shards this run\n", pipeline->dataset,
 		       pipeline->branch, (unsigned long long)r.delta.records_in, (unsigned long long)r.delta.valid,
 		       (unsigned long long)r.delta.quarantined, r.shards);
-		if (r.commit[0])
+		if (r.commit[0]) {
+			char *repo = realpath(pipeline->manifest_repo, NULL);
 			printf("version: %s (refs/heads/%s/%s in %s)\n", r.commit, pipeline->dataset, pipeline->branch,
-			       pipeline->manifest_repo);
+			       repo ? repo : pipeline->manifest_repo);
+			free(repo);
+		}
 	} else if (!r.commit[0]) {
 		printf("%s@%s: nothing new in %s (already read up to offset %llu)\n", pipeline->dataset,
 		       pipeline->branch, pipeline->source_name, (unsigned long long)r.next_offset);

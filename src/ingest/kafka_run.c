@@ -34,6 +34,7 @@
 #include "core/metrics.h"
 #include "ingest/curate_pool.h"
 #include "ingest/run_setup.h"
+#include "manifest/remote.h"
 #include "manifest/version.h"
 #include "shard/quarantine.h"
 #include "shard/writer.h"
@@ -44,7 +45,8 @@ struct part {
 	bool assigned, eof;
 	int64_t committed, consumed, position;
 	uint64_t gaps, skipped; /* lineage's, plus ours */
-	bool gap_pending;       /* a skipped gap not yet committed */
+	bool move_pending;      /* lineage moves without records (a skipped gap, a start at the end) */
+	int64_t start_at;       /* start: latest, no lineage: the end when first assigned (-1: not yet) */
 	kiln_batch *open;
 	kiln_gauge *lag;
 };
@@ -125,7 +127,7 @@ static struct part *part_get(struct krun *r, const char *topic, int32_t partitio
 		return NULL;
 	}
 	pt->partition = partition;
-	pt->committed = pt->consumed = pt->position = -1;
+	pt->committed = pt->consumed = pt->position = pt->start_at = -1;
 	kiln_buf_puts(&labels, "topic=");
 	kiln_metrics_label_value(&labels, topic);
 	kiln_buf_printf(&labels, ",partition=\"%" PRId32 "\"", partition);
@@ -411,19 +413,47 @@ static int64_t start_offset(const struct krun *r, const struct part *pt)
 	return r->p->start_latest ? RD_KAFKA_OFFSET_END : RD_KAFKA_OFFSET_BEGINNING;
 }
 
-/* A resume offset older than the partition's oldest one: the records
- * between expired before they were read. */
-static void check_gap(struct krun *r, struct part *pt)
+/* Decides where an assigned partition resumes (pt->position; -1: its
+ * beginning) from lineage and the partition's watermarks:
+ *  - no lineage: the beginning, or with start: latest the end as it is now
+ *    (kept across retries, and committed by the next snapshot even without
+ *    records, so a restart does not jump again);
+ *  - lineage older than the oldest offset: a gap, handled by on_gap (stop:
+ *    the run ends; skip: resume at the oldest, the gap committed in lineage);
+ *  - lineage past the end: the topic was recreated or truncated; the branch
+ *    cannot follow it (the run ends, whatever on_gap says). */
+static void plan_resume(struct krun *r, struct part *pt)
 {
 	int64_t lo = 0, hi = 0;
 	rd_kafka_resp_err_t err;
 
-	if (pt->committed < 0)
+	pt->move_pending = false;
+	pt->position = pt->committed;
+	if (pt->committed < 0 && !r->p->start_latest)
 		return;
 	err = rd_kafka_query_watermark_offsets(r->rk, pt->topic, pt->partition, &lo, &hi, 10000);
 	if (err) {
-		KILN_LOG(KILN_LOG_WARN, "watermarks_unknown", rd_kafka_err2str(err), KILN_F_STR("topic", pt->topic),
-			 KILN_F_INT("partition", pt->partition));
+		KILN_LOG(KILN_LOG_WARN, "watermarks_unknown", rd_kafka_err2str(err), KILN_F_STR("brokers", r->p->brokers),
+			 KILN_F_STR("topic", pt->topic), KILN_F_INT("partition", pt->partition));
+		return;
+	}
+	if (pt->committed < 0) {
+		if (pt->start_at < 0)
+			pt->start_at = hi;
+		pt->position = pt->start_at;
+		pt->move_pending = true;
+		return;
+	}
+	if (pt->committed > hi) {
+		KILN_LOG(KILN_LOG_ERROR, "behind_lineage", "the partition ends before the resume offset",
+			 KILN_F_STR("topic", pt->topic), KILN_F_INT("partition", pt->partition),
+			 KILN_F_INT("resume", pt->committed), KILN_F_INT("end", hi));
+		r->fatal = KILN_EINVALID;
+		snprintf(r->fatal_msg, sizeof(r->fatal_msg),
+			 "%s: %s/%" PRId32 " ends at offset %" PRId64 ", before %" PRId64
+			 " where lineage.json on %s/%s resumes: the topic was recreated or truncated; "
+			 "curate it onto a new branch or dataset",
+			 r->p->brokers, pt->topic, pt->partition, hi, pt->committed, r->p->dataset, r->p->branch);
 		return;
 	}
 	if (pt->committed >= lo)
@@ -445,15 +475,14 @@ static void check_gap(struct krun *r, struct part *pt)
 	}
 	pt->gaps++;
 	pt->skipped += (uint64_t)(lo - pt->committed);
-	pt->gap_pending = true;
+	pt->move_pending = true;
 	pt->position = lo;
 }
 
-/* Where an assigned partition resumes: after a skipped gap, or at its
- * committed offset. */
+/* Where an assigned partition resumes. */
 static int64_t resume_offset(const struct krun *r, const struct part *pt)
 {
-	return pt->gap_pending ? pt->position : start_offset(r, pt);
+	return pt->position >= 0 ? pt->position : start_offset(r, pt);
 }
 
 /* Seeks every assigned partition back to where it resumes. */
@@ -467,7 +496,6 @@ static void seek_back(struct krun *r)
 		if (!pt->assigned)
 			continue;
 		rd_kafka_topic_partition_list_add(list, pt->topic, pt->partition)->offset = resume_offset(r, pt);
-		pt->position = pt->gap_pending ? pt->position : pt->committed;
 		pt->eof = false;
 	}
 	if (list->cnt && (error = rd_kafka_seek_partitions(r->rk, list, 10000))) {
@@ -489,7 +517,7 @@ static int abandon(struct krun *r, const char *why)
 		kiln_curate_pool_recycle(r->pool, r->parts[i]->open);
 		r->parts[i]->open = NULL;
 		r->parts[i]->consumed = -1;
-		r->parts[i]->gap_pending = false;
+		r->parts[i]->move_pending = false;
 	}
 	memset(&r->delta, 0, sizeof(r->delta));
 	r->pending = 0;
@@ -498,7 +526,7 @@ static int abandon(struct krun *r, const char *why)
 		return rc;
 	for (size_t i = 0; i < r->nparts; i++)
 		if (r->parts[i]->assigned)
-			check_gap(r, r->parts[i]);
+			plan_resume(r, r->parts[i]);
 	seek_back(r);
 	return 0;
 }
@@ -538,7 +566,7 @@ static int snapshot(struct krun *r, const char *why)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	for (size_t i = 0; i < r->nparts; i++) {
 		struct part *pt = r->parts[i];
-		if (pt->consumed < 0 && !pt->gap_pending)
+		if (pt->consumed < 0 && !pt->move_pending)
 			continue;
 		lineage[n++] = (kiln_lineage_entry){
 			.topic = pt->topic, .partition = pt->partition,
@@ -581,7 +609,7 @@ static int snapshot(struct krun *r, const char *why)
 	 * commit is rebuilt on the new tip, where the fence is checked again */
 	for (int attempt = 0;; attempt++) {
 		rc = kiln_run_setup_commit(&r->setup, &snap, commit);
-		if (rc != KILN_EMODIFIED || attempt == 8)
+		if (rc != KILN_EMODIFIED || attempt == 8 || strstr(kiln_error_last(), "another worker owns it"))
 			break;
 		usleep((useconds_t)(1000 * (5 + rand() % (10 << (attempt < 5 ? attempt : 5)))));
 	}
@@ -594,7 +622,7 @@ static int snapshot(struct krun *r, const char *why)
 		struct part *pt = part_find(r, lineage[i].topic, lineage[i].partition);
 		pt->committed = lineage[i].next;
 		pt->consumed = -1;
-		pt->gap_pending = false;
+		pt->move_pending = false;
 		if (pt->assigned)
 			rd_kafka_topic_partition_list_add(offsets, pt->topic, pt->partition)->offset = pt->committed;
 	}
@@ -659,7 +687,11 @@ static void on_assign(struct krun *r, rd_kafka_topic_partition_list_t *list)
 			snprintf(r->fatal_msg, sizeof(r->fatal_msg), "out of memory");
 		}
 	/* partitions this run already owns keep their state; the lineage of
-	 * new ones is read at the tip (another member may have moved them) */
+	 * new ones is read at the tip (another member may have moved them,
+	 * here or, with manifest.remote, there) */
+	if (r->p->manifest_remote &&
+	    kiln_manifest_fetch(r->setup.manifest, r->p->manifest_remote, r->p->dataset) < 0)
+		KILN_LOG(KILN_LOG_WARN, "fetch_failed", kiln_error_last());
 	if ((rc = read_lineage(r, list)) < 0) {
 		r->fatal = rc;
 		snprintf(r->fatal_msg, sizeof(r->fatal_msg), "%s", kiln_error_last());
@@ -671,11 +703,10 @@ static void on_assign(struct krun *r, rd_kafka_topic_partition_list_t *list)
 			continue;
 		pt->assigned = true;
 		pt->consumed = -1;
-		pt->gap_pending = false;
+		pt->start_at = -1;
 		pt->eof = false;
-		check_gap(r, pt);
+		plan_resume(r, pt);
 		list->elems[i].offset = resume_offset(r, pt);
-		pt->position = pt->gap_pending ? pt->position : pt->committed;
 		KILN_LOG(KILN_LOG_INFO, "assigned", NULL, KILN_F_STR("topic", pt->topic),
 			 KILN_F_INT("partition", pt->partition), KILN_F_INT("resume", list->elems[i].offset));
 	}
@@ -705,7 +736,8 @@ static void on_revoke(struct krun *r, rd_kafka_topic_partition_list_t *list, boo
 		pt->open = NULL;
 		pt->assigned = false;
 		pt->consumed = -1;
-		pt->gap_pending = false;
+		pt->move_pending = false;
+		kiln_gauge_set(pt->lag, 0); /* its new owner reports it */
 		KILN_LOG(KILN_LOG_INFO, "revoked", lost ? "lost" : NULL, KILN_F_STR("topic", pt->topic),
 			 KILN_F_INT("partition", pt->partition), KILN_F_INT("committed", pt->committed));
 	}
@@ -1008,6 +1040,14 @@ static int handle(struct krun *r, rd_kafka_message_t *m)
 	return add_message(r, pt, m);
 }
 
+static bool moves_pending(const struct krun *r)
+{
+	for (size_t i = 0; i < r->nparts; i++)
+		if (r->parts[i]->assigned && r->parts[i]->move_pending)
+			return true;
+	return false;
+}
+
 static bool caught_up(const struct krun *r)
 {
 	size_t assigned = 0;
@@ -1047,8 +1087,10 @@ static int loop(struct krun *r)
 		uint64_t ticket = 0;
 		bool asked = snapshot_requested(r, &ticket) || (r->o->snapshot && *r->o->snapshot);
 		int64_t now = now_ms();
+		bool waiting = r->pending || moves_pending(r);
 		bool due = (p->snapshot_records && r->pending >= p->snapshot_records) ||
-			   (p->snapshot_seconds && r->pending && now - r->last_snapshot_ms >= (int64_t)p->snapshot_seconds * 1000);
+			   (p->snapshot_seconds && waiting &&
+			    now - r->last_snapshot_ms >= (int64_t)p->snapshot_seconds * 1000);
 
 		r->heartbeat_ms = now;
 		if (asked || due) {

@@ -243,7 +243,7 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 			const char *where = path_of(l, "source.options", name);
 			static const char *const owned[] = { "bootstrap.servers", "group.id", "enable.auto.commit",
 							     "enable.auto.offset.store", "partition.assignment.strategy",
-							     "auto.offset.reset", NULL };
+							     "auto.offset.reset", "enable.partition.eof", NULL };
 			for (const char *const *k = owned; *k; k++)
 				if (strcmp(name, *k) == 0)
 					return kiln_yaml_fail(l->doc, opts->keys[i], where,

@@ -45,7 +45,7 @@ status_is() { # EXPECTED COMMAND...: runs it, output in $tmp/out and $tmp/err
 	[ "$rc" -eq "$want" ] || { echo "  exit $rc, expected $want: $*"; tail -3 "$tmp/err"; return 1; }
 }
 
-"$kiln" broker --partitions 2 --topics gap,ev,ev.dlq --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
+"$kiln" broker --partitions 2 --topics gap,ev,ev.dlq,late --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$tmp/pf" ] && break; sleep 0.1; done
 bs=$(head -1 "$tmp/pf" 2>/dev/null)
@@ -118,6 +118,26 @@ check "gap, on_gap skip: lineage records one gap" test "$(lineage_of gap gap 0 g
 check "gap, on_gap skip: lineage records the skipped offsets" test "$(lineage_of gap gap 0 skipped)" = $((lo - 10))
 check "gap, on_gap skip: lineage next is the high watermark" test "$(lineage_of gap gap 0 next)" = "$hi"
 check "gap, on_gap skip: stats count only what was read" sh -c "git --git-dir '$tmp/m.git' show refs/heads/gap/main:stats.json | grep -q '\"records_in\": $((10 + hi - lo))'"
+
+# a branch whose lineage is past the partition's end (the topic was recreated)
+"$kiln" broker --partitions 2 --topics gap --port-file "$tmp/pf-fresh" >"$tmp/broker-fresh.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$tmp/pf-fresh" ] && break; sleep 0.1; done
+check "recreated topic: exits 2 whatever on_gap says" status_is 2 timeout 60 "$kiln" run "$tmp/gap.yaml" --stop-at-end \
+	--set source.on_gap=skip --set "source.brokers=$(head -1 "$tmp/pf-fresh")"
+check "recreated topic: the error says so" grep -q "gap/0 ends at offset 0, before $hi where lineage.json on gap/main resumes" "$tmp/err"
+
+# --- start: latest ---------------------------------------------------------------
+pipeline "$tmp/late.yaml" late g-late late "  start: latest"
+"$py" "$src/bench/gen-user-events.py" --records 15 --seed 6 -o "$tmp/late.jsonl"
+head -n 10 "$tmp/late.jsonl" | kcat -P -b "$bs" -t late -p 0
+before0=$(watermarks late 0 | cut -d' ' -f2)
+before1=$(watermarks late 1 | cut -d' ' -f2)
+check "start latest: a first run reads nothing and exits 0" status_is 0 timeout 60 "$kiln" run "$tmp/late.yaml" --stop-at-end
+check "start latest: ... but pins where it started in lineage.json" test "$(lineage_of late late 0 next)" = "$before0" -a "$(lineage_of late late 1 next)" = "$before1" -a "$before0" = 10
+tail -n 5 "$tmp/late.jsonl" | kcat -P -b "$bs" -t late -p 0
+check "start latest: the next run reads just what came after" status_is 0 timeout 60 "$kiln" run "$tmp/late.yaml" --stop-at-end
+check "start latest: +5 records" grep -q '+5 records' "$tmp/out"
 
 # --- dead-letter topic ---------------------------------------------------------
 pipeline "$tmp/dlq.yaml" ev g-dlq ev "  dead_letter_topic: ev.dlq"
