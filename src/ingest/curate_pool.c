@@ -13,6 +13,10 @@
 
 #define RING 8
 
+/* zstd level of raw-zone objects: written once per batch on the hot path,
+ * read rarely (replay, audits), so speed before ratio */
+#define RAW_LEVEL 1
+
 enum { BATCH_FREE, BATCH_FILLING, BATCH_FILLED, BATCH_TAKEN, BATCH_DONE };
 
 struct worker {
@@ -304,7 +308,7 @@ int kiln_curate_pool_new(kiln_curate_pool **out, const kiln_curate_pool_options 
 		}
 		if ((rc = kiln_curator_new(&wk->curator, &copts)) < 0)
 			goto fail;
-		if (o->raw_store && (rc = kiln_raw_writer_new(&wk->raw, o->raw_store, 0, NULL)) < 0)
+		if (o->raw_store && (rc = kiln_raw_writer_new(&wk->raw, o->raw_store, RAW_LEVEL, NULL)) < 0)
 			goto fail;
 	}
 	if ((rc = start_workers(pool)) < 0)

@@ -302,7 +302,7 @@ static int submit(struct krun *r, struct part *pt)
 
 	pt->open = NULL;
 	/* header arrays were laid out in b->in as offsets; now it stops moving */
-	for (size_t i = 0; i < b->count; i++)
+	for (size_t i = 0; b->keep_raw && i < b->count; i++)
 		if (b->raw[i].header_count)
 			b->raw[i].headers = (const kiln_raw_header *)(base + (uintptr_t)b->raw[i].headers);
 	return kiln_curate_pool_submit(r->pool, b);
@@ -943,6 +943,10 @@ static int kafka_conf(rd_kafka_conf_t **out, const kiln_pipeline *p, bool consum
 		goto fail;
 	if (!consumer && ((rc = kafka_set(conf, p, "enable.idempotence", "true")) < 0))
 		goto fail;
+	/* prefetch less than librdkafka's 64 MiB: batches hold messages (and
+	 * the fetch buffers they live in) until their records are spooled */
+	if (consumer && (rc = kafka_set(conf, p, "queued.max.messages.kbytes", "16384")) < 0)
+		goto fail;
 	for (size_t i = 0; i < p->kafka_option_count; i++) {
 		/* consumer-only or producer-only properties are warnings for the other */
 		char err[512];
@@ -1076,6 +1080,8 @@ static void *watchdog(void *arg)
 	return NULL;
 }
 
+#define POLL_RUN 1024
+
 static int loop(struct krun *r)
 {
 	const kiln_pipeline *p = r->p;
@@ -1112,9 +1118,13 @@ static int loop(struct krun *r)
 			}
 			backoff_ms = 0;
 		}
+		/* what is queued now, up to POLL_RUN messages, then the periodic work */
 		rd_kafka_message_t *m = rd_kafka_consumer_poll(r->rk, 20);
-		if (m && (rc = handle(r, m)) < 0)
-			goto fail;
+		for (int k = 1; m; k++) {
+			if ((rc = handle(r, m)) < 0)
+				goto fail;
+			m = k < POLL_RUN ? rd_kafka_consumer_poll(r->rk, 0) : NULL;
+		}
 		if ((rc = submit_due(r, false)) < 0 || (rc = kiln_curate_pool_poll(r->pool)) < 0)
 			goto fail;
 		if (r->o->stop_at_end && caught_up(r))
