@@ -425,7 +425,7 @@ static int decode_line(raw_decoder *d, const char *text, size_t len)
 	kiln_raw_record r = {0};
 	kiln_json_token t, v;
 	unsigned seen = 0, bit;
-	size_t nlen, topic_len, nh = 0;
+	size_t nlen = 0, topic_len = 0, nh = 0;
 	char name[16];
 	int64_t x;
 	int rc;
