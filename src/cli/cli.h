@@ -31,6 +31,9 @@ int kiln_cmd_broker(int argc, char **argv);
 int kiln_cmd_snapshot(int argc, char **argv);
 int kiln_cmd_raw(int argc, char **argv);
 int kiln_cmd_replay(int argc, char **argv);
+int kiln_cmd_cache(int argc, char **argv);
+/* `kiln cache serve`, reached through `kiln cache` (src/cli/cache_serve.c). */
+int kiln_cmd_cache_serve(int argc, char **argv);
 
 /* Prints "kiln CMD: message" on stderr; returns KILN_EXIT_USAGE. */
 int kiln_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -25,6 +25,7 @@ static const kiln_command commands[] = {
 	{ "snapshot", "ask a running Kafka `kiln run` to commit a snapshot now", kiln_cmd_snapshot },
 	{ "raw", "read the raw zone: list objects or decode them byte-exact", kiln_cmd_raw },
 	{ "replay", "rebuild a Kafka pipeline's branch from the raw zone onto a new branch", kiln_cmd_replay },
+	{ "cache", "keep pinned versions on local disk near GPUs: sync, status, verify, serve", kiln_cmd_cache },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

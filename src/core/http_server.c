@@ -2,7 +2,19 @@
  * on_request at least twice per request: once when the headers are in
  * (state->started set, nothing answered), once per chunk of body (dropped),
  * and once more with no data, when the answer is queued. The raw query
- * string comes from the URI log callback, the first hook of a request. */
+ * string comes from the URI log callback, the first hook of a request.
+ *
+ * Event-loop mode: a handler returning KILN_HTTP_BLOCKING has its
+ * connection suspended and its request_state queued to the workers; a
+ * worker calls the handler again, leaves the answer in the state (ready)
+ * and resumes the connection, and libmicrohttpd calls on_request once more,
+ * which queues that answer. A suspended request's state belongs to the
+ * worker queue until it is resumed. Stopping stops accepting, drains the
+ * queue (the workers resume every connection they were given: libmicrohttpd
+ * refuses to stop with connections suspended; a handler that asks to block
+ * after that runs on the event-loop thread), then gives the requests in
+ * flight up to DRAIN_MS to go out (answers carry "Connection: close" by
+ * then) before the daemon stops. */
 #include "core/http_server.h"
 
 #include <arpa/inet.h>
@@ -10,11 +22,15 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,41 +39,111 @@
 
 #define BODY_MAX         (64u << 20) /* response body a handler may build */
 #define REQUEST_BODY_MAX (1u << 20)  /* request body dropped before hanging up */
-#define CONNECTIONS_MAX  64u
+#define CONNECTIONS_MAX  64u         /* thread per connection */
+#define CONNECTIONS_LOOP 1024u       /* event loop */
+#define WORKERS_DEFAULT  16u
+#define LISTEN_BACKLOG   1024u
 #define IDLE_TIMEOUT_S   30u
+#define DRAIN_MS         2000u       /* event loop: stopping waits this long for answers in flight */
+#define SMALL_FILE       (16u << 10) /* a file body this small is read and sent from memory */
 #define TEXT_PLAIN       "text/plain; charset=utf-8"
+
+typedef struct request_state request_state;
 
 struct kiln_http_server {
 	struct MHD_Daemon *daemon;
 	kiln_http_route *routes; /* method and path strdup'ed */
 	size_t n;
 	uint16_t port;
+	kiln_http_mode mode;
+	void (*on_answered)(void *ctx, const char *route, int status, uint64_t body_bytes);
+	void *on_answered_ctx;
+
+	/* event loop: the workers and their queue, under lock */
+	pthread_t *workers;
+	size_t nworkers;
+	bool lock_ready;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	request_state *head, *tail;
+	bool stopping;
+	_Atomic bool draining; /* stopping: answers close their connection */
+	_Atomic long inflight; /* requests begun (headers in) and not completed */
 };
 
-typedef struct request_state {
-	char *query;    /* after '?', NULL when none */
-	bool started;   /* the headers' call has been answered with MHD_YES */
-	size_t dropped; /* request body bytes read and thrown away */
-} request_state;
+struct request_state {
+	kiln_http_server *server;
+	char *query;         /* after '?', NULL when none */
+	bool started;        /* the headers' call has been answered with MHD_YES */
+	bool bad_target;     /* the request target holds %00 */
+	size_t dropped;      /* request body bytes read and thrown away */
+	int status;          /* the status queued, 0 before */
+	uint64_t body_bytes; /* the body queued (0 for HEAD, 304...) */
+
+	const kiln_http_route *route; /* the route called, NULL before */
+
+	/* a call handed to a worker (event loop) */
+	request_state *next;
+	struct MHD_Connection *conn;
+	const char *method, *path; /* libmicrohttpd's, valid for the request */
+	bool ready;                /* res holds the worker's answer, not yet queued */
+	kiln_http_response res;
+};
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	request_state *st = calloc(1, sizeof(*st));
 	const char *q = uri ? strchr(uri, '?') : NULL;
 
-	if (st && q && !(st->query = strdup(q + 1))) {
+	if (!st)
+		return NULL; /* on_request allocates one without the query */
+	st->server = cls;
+	if (q && !(st->query = strdup(q + 1))) {
 		free(st);
 		return NULL;
 	}
-	return st; /* NULL: on_request allocates one without the query */
+	/* libmicrohttpd hands handlers a decoded C string: %00 would cut it */
+	for (const char *p = uri; p && *p && p != q; p++) {
+		if (p[0] == '%' && p[1] == '0' && p[2] == '0') {
+			st->bad_target = true;
+			break;
+		}
+	}
+	return st;
+}
+
+static void response_init(kiln_http_response *res)
+{
+	memset(res, 0, sizeof(*res));
+	res->status = 200;
+	res->body.max = BODY_MAX;
+	res->fd = -1;
+}
+
+/* Frees what a response holds, closing its descriptor. */
+static void response_drop(kiln_http_response *res)
+{
+	kiln_buf_free(&res->body);
+	if (res->fd >= 0)
+		close(res->fd);
+	res->fd = -1;
+	res->header_count = 0;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+	kiln_http_server *s = cls;
 	request_state *st = *con_cls;
 
 	if (st) {
+		if (st->started)
+			atomic_fetch_sub(&s->inflight, 1);
+		if (st->status && s->on_answered)
+			s->on_answered(s->on_answered_ctx, st->route ? st->route->path : NULL, st->status,
+			               toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? st->body_bytes : 0);
+		if (st->ready)
+			response_drop(&st->res);
 		free(st->query);
 		free(st);
 	}
@@ -76,39 +162,246 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	KILN_LOG(KILN_LOG_DEBUG, "http_server", text);
 }
 
-/* Queues status with body[0..len) (taken over when `owned`: freed with
- * free() once sent) and the given headers. */
-static enum MHD_Result answer(struct MHD_Connection *conn, unsigned status, char *body, size_t len,
-                              bool owned, const char *content_type, const char *allow)
+const char *kiln_http_request_header(const kiln_http_request *req, const char *name)
 {
-	struct MHD_Response *res;
+	if (!req->conn_)
+		return NULL;
+	return MHD_lookup_connection_value(req->conn_, MHD_HEADER_KIND, name);
+}
+
+int kiln_http_response_add_header(kiln_http_response *res, const char *name, const char *fmt, ...)
+{
+	static const char *const reserved[] = {"Content-Length", "Transfer-Encoding", "Connection", "Date"};
+	kiln_http_header *h;
+	va_list ap;
+	int n;
+
+	for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+		if (strcasecmp(name, reserved[i]) == 0)
+			return kiln_error_set(KILN_EINVALID, "header %s is the server's", name);
+	if (res->header_count >= KILN_HTTP_HEADERS_MAX)
+		return kiln_error_set(KILN_ELIMIT, "more than %d response headers", KILN_HTTP_HEADERS_MAX);
+	h = &res->headers[res->header_count];
+	va_start(ap, fmt);
+	n = vsnprintf(h->value, sizeof(h->value), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(h->value))
+		return kiln_error_set(KILN_ELIMIT, "header %s: value of %d bytes or more", name,
+		                      KILN_HTTP_HEADER_VALUE_MAX);
+	if (strpbrk(h->value, "\r\n"))
+		return kiln_error_set(KILN_EINVALID, "header %s: value holds a line break", name);
+	h->name = name;
+	res->header_count++;
+	return 0;
+}
+
+/* Queues mres (destroyed here) with status, recording both in st. */
+static enum MHD_Result queue(struct MHD_Connection *conn, request_state *st, unsigned status,
+                             struct MHD_Response *mres, uint64_t body_bytes, bool head)
+{
 	enum MHD_Result ret;
 
-	if (owned && body)
-		res = MHD_create_response_from_buffer_with_free_callback(len, body, free);
-	else
-		res = MHD_create_response_from_buffer(len, body ? body : (char *)"", MHD_RESPMEM_PERSISTENT);
-	if (!res) {
-		if (owned)
-			free(body);
-		return MHD_NO;
+	if (atomic_load(&st->server->draining))
+		MHD_add_response_header(mres, MHD_HTTP_HEADER_CONNECTION, "close");
+	ret = MHD_queue_response(conn, status, mres);
+	MHD_destroy_response(mres);
+	if (ret == MHD_YES) {
+		st->status = (int)status;
+		st->body_bytes =
+		    head || status == MHD_HTTP_NOT_MODIFIED || status == MHD_HTTP_NO_CONTENT ? 0 : body_bytes;
 	}
-	MHD_add_response_header(res, MHD_HTTP_HEADER_CONTENT_TYPE, content_type ? content_type : TEXT_PLAIN);
-	if (allow)
-		MHD_add_response_header(res, MHD_HTTP_HEADER_ALLOW, allow);
-	ret = MHD_queue_response(conn, status, res);
-	MHD_destroy_response(res);
 	return ret;
 }
 
-static enum MHD_Result answer_text(struct MHD_Connection *conn, unsigned status, const char *text,
-                                   const char *allow)
+static enum MHD_Result answer_text(struct MHD_Connection *conn, request_state *st, unsigned status,
+                                   const char *text, const char *allow, bool head)
 {
-	return answer(conn, status, (char *)text, strlen(text), false, TEXT_PLAIN, allow);
+	struct MHD_Response *res =
+	    MHD_create_response_from_buffer(strlen(text), (char *)text, MHD_RESPMEM_PERSISTENT);
+
+	if (!res)
+		return MHD_NO;
+	MHD_add_response_header(res, MHD_HTTP_HEADER_CONTENT_TYPE, TEXT_PLAIN);
+	if (allow)
+		MHD_add_response_header(res, MHD_HTTP_HEADER_ALLOW, allow);
+	return queue(conn, st, status, res, strlen(text), head);
 }
 
-/* 405 with the methods the path answers to. */
-static enum MHD_Result not_allowed(kiln_http_server *s, struct MHD_Connection *conn, const char *path)
+/* Queues what a handler left in res, which is emptied (the body's
+ * allocation and the descriptor go to libmicrohttpd, which frees them). */
+static enum MHD_Result answer(struct MHD_Connection *conn, request_state *st, kiln_http_response *res,
+                              bool head)
+{
+	struct MHD_Response *mres;
+	uint64_t bytes;
+
+	if (res->fd >= 0 && res->length <= SMALL_FILE && !head) {
+		/* one write for headers and body beats a send and a sendfile */
+		char *copy = malloc(res->length ? res->length : 1);
+		ssize_t got = copy ? pread(res->fd, copy, res->length, (off_t)res->offset) : -1;
+
+		if (got != (ssize_t)res->length) {
+			free(copy);
+			response_drop(res);
+			return MHD_NO;
+		}
+		bytes = res->length;
+		mres = MHD_create_response_from_buffer_with_free_callback(res->length, copy, free);
+		if (!mres)
+			free(copy);
+	} else if (res->fd >= 0) {
+		bytes = res->length;
+		mres = MHD_create_response_from_fd_at_offset64(res->length, res->fd, res->offset);
+		if (mres)
+			res->fd = -1;
+	} else if (res->body.ptr) {
+		bytes = res->body.len;
+		mres = MHD_create_response_from_buffer_with_free_callback(res->body.len, res->body.ptr, free);
+		if (mres)
+			res->body = (kiln_buf)KILN_BUF_INIT(0);
+	} else {
+		bytes = 0;
+		mres = MHD_create_response_from_buffer(0, (char *)"", MHD_RESPMEM_PERSISTENT);
+	}
+	if (!mres) {
+		response_drop(res);
+		return MHD_NO;
+	}
+	MHD_add_response_header(mres, MHD_HTTP_HEADER_CONTENT_TYPE,
+	                        res->content_type ? res->content_type : TEXT_PLAIN);
+	for (size_t i = 0; i < res->header_count; i++)
+		if (MHD_add_response_header(mres, res->headers[i].name, res->headers[i].value) != MHD_YES)
+			KILN_LOG_EVERY(10, KILN_LOG_WARN, "http_header_refused", NULL,
+			               KILN_F_STR("header", res->headers[i].name));
+	response_drop(res);
+	return queue(conn, st, (unsigned)res->status, mres, bytes, head);
+}
+
+/* Turns a failed call (rc < 0, or a bad status) into a 500 carrying
+ * kiln_error_last(); runs on the thread that called the handler. */
+static void settle(const kiln_http_route *route, int rc, kiln_http_response *res)
+{
+	const char *msg;
+
+	if (rc == 0 && (res->status < 100 || res->status > 999))
+		rc = kiln_error_set(KILN_EINVALID, "handler for %s %s set status %d", route->method,
+		                    route->path, res->status);
+	else if (rc > 0)
+		rc = kiln_error_set(KILN_EINVALID, "handler for %s %s returned %d where it may block",
+		                    route->method, route->path, rc);
+	if (rc == 0)
+		return;
+	msg = kiln_error_last()[0] ? kiln_error_last() : "internal error";
+	response_drop(res);
+	response_init(res);
+	res->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+	res->body.max = 0;
+	if (kiln_buf_puts(&res->body, msg) < 0 || kiln_buf_putc(&res->body, '\n') < 0) {
+		kiln_buf_free(&res->body);
+		res->body.max = 0;
+	}
+}
+
+static int call(const kiln_http_route *route, struct MHD_Connection *conn, const char *method,
+                const char *path, const char *query, bool can_block, kiln_http_response *res)
+{
+	kiln_http_request req = {
+	    .method = method,
+	    .path = path,
+	    .query = query,
+	    .authorization =
+	        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+	    .can_block = can_block,
+	    .conn_ = conn,
+	};
+
+	response_init(res);
+	kiln_error_clear();
+	return route->handler(route->ctx, &req, res);
+}
+
+static void *worker_main(void *arg)
+{
+	kiln_http_server *s = arg;
+
+	for (;;) {
+		request_state *st;
+		int rc;
+
+		pthread_mutex_lock(&s->lock);
+		while (!s->head && !s->stopping)
+			pthread_cond_wait(&s->cond, &s->lock);
+		st = s->head;
+		if (st && !(s->head = st->next))
+			s->tail = NULL;
+		pthread_mutex_unlock(&s->lock);
+		if (!st)
+			return NULL;
+		rc = call(st->route, st->conn, st->method, st->path, st->query, true, &st->res);
+		settle(st->route, rc, &st->res);
+		st->ready = true;
+		MHD_resume_connection(st->conn); /* st is libmicrohttpd's again */
+	}
+}
+
+/* Hands the call to a worker; false when the server is stopping (the
+ * caller runs it itself). */
+static bool defer(kiln_http_server *s, struct MHD_Connection *conn, request_state *st,
+                  const kiln_http_route *route, const char *method, const char *path)
+{
+	bool queued = false;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->stopping && s->nworkers) {
+		st->conn = conn;
+		st->method = method;
+		st->path = path;
+		st->next = NULL;
+		MHD_suspend_connection(conn);
+		if (s->tail)
+			s->tail->next = st;
+		else
+			s->head = st;
+		s->tail = st;
+		pthread_cond_signal(&s->cond);
+		queued = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return queued;
+}
+
+/* The path of the routes answering `path`: the exact one, else the longest
+ * prefix; NULL when none does. */
+static const char *pattern_for(const kiln_http_server *s, const char *path)
+{
+	const char *best = NULL;
+	size_t best_len = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		const char *p = s->routes[i].path;
+		size_t len = strlen(p);
+
+		if (len && p[len - 1] == '*') {
+			if ((!best || len - 1 > best_len) && strncmp(path, p, len - 1) == 0) {
+				best = p;
+				best_len = len - 1;
+			}
+		} else if (strcmp(p, path) == 0) {
+			return p;
+		}
+	}
+	return best;
+}
+
+static bool method_matches(const char *route_method, const char *method)
+{
+	return strcmp(route_method, method) == 0 || strcmp(route_method, "*") == 0 ||
+	       (strcmp(method, "HEAD") == 0 && strcmp(route_method, "GET") == 0);
+}
+
+/* 405 with the methods the pattern answers to. */
+static enum MHD_Result not_allowed(kiln_http_server *s, struct MHD_Connection *conn, request_state *st,
+                                   const char *pattern, bool head)
 {
 	char allow[256];
 	size_t len = 0;
@@ -117,62 +410,45 @@ static enum MHD_Result not_allowed(kiln_http_server *s, struct MHD_Connection *c
 	for (size_t i = 0; i < s->n; i++) {
 		const kiln_http_route *r = &s->routes[i];
 
-		if (strcmp(r->path, path) != 0)
+		if (strcmp(r->path, pattern) != 0)
 			continue;
 		len += (size_t)snprintf(allow + len, sizeof(allow) - len, "%s%s%s", len ? ", " : "",
 		                        r->method, strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
 		if (len >= sizeof(allow))
 			break;
 	}
-	return answer_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n", allow);
+	return answer_text(conn, st, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n", allow, head);
 }
 
 static enum MHD_Result dispatch(kiln_http_server *s, struct MHD_Connection *conn, const char *path,
-                                const char *method, const request_state *st)
+                                const char *method, request_state *st)
 {
 	const kiln_http_route *route = NULL;
-	bool known = false, head = strcmp(method, "HEAD") == 0;
-	kiln_http_request req;
-	kiln_http_response res = {200, NULL, KILN_BUF_INIT(BODY_MAX)};
+	const char *pattern;
+	bool head = strcmp(method, "HEAD") == 0, can_block = s->mode != KILN_HTTP_EVENT_LOOP;
+	kiln_http_response res;
 	int rc;
 
-	for (size_t i = 0; i < s->n && !route; i++) {
-		const kiln_http_route *r = &s->routes[i];
-
-		if (strcmp(r->path, path) != 0)
-			continue;
-		known = true;
-		if (strcmp(r->method, method) == 0 || (head && strcmp(r->method, "GET") == 0))
-			route = r;
-	}
-	if (!known)
-		return answer_text(conn, MHD_HTTP_NOT_FOUND, "not found\n", NULL);
+	if (st->bad_target)
+		return answer_text(conn, st, MHD_HTTP_BAD_REQUEST, "bad request\n", NULL, head);
+	if (!(pattern = pattern_for(s, path)))
+		return answer_text(conn, st, MHD_HTTP_NOT_FOUND, "not found\n", NULL, head);
+	for (size_t i = 0; i < s->n && !route; i++)
+		if (strcmp(s->routes[i].path, pattern) == 0 && method_matches(s->routes[i].method, method))
+			route = &s->routes[i];
 	if (!route)
-		return not_allowed(s, conn, path);
+		return not_allowed(s, conn, st, pattern, head);
 
-	req.method = method;
-	req.path = path;
-	req.query = st->query;
-	req.authorization = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-	kiln_error_clear();
-	rc = route->handler(route->ctx, &req, &res);
-	if (rc >= 0 && (res.status < 100 || res.status > 999))
-		rc = kiln_error_set(KILN_EINVALID, "handler for %s %s set status %d", route->method,
-		                    route->path, res.status);
-	if (rc < 0) {
-		const char *msg = kiln_error_last()[0] ? kiln_error_last() : "internal error";
-
-		kiln_buf_reset(&res.body);
-		res.body.max = 0;
-		if (kiln_buf_puts(&res.body, msg) < 0 || kiln_buf_putc(&res.body, '\n') < 0) {
-			kiln_buf_free(&res.body);
-			return answer_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal error\n", NULL);
-		}
-		res.status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-		res.content_type = TEXT_PLAIN;
+	st->route = route;
+	rc = call(route, conn, method, path, st->query, can_block, &res);
+	if (rc == KILN_HTTP_BLOCKING && !can_block) {
+		response_drop(&res);
+		if (defer(s, conn, st, route, method, path))
+			return MHD_YES;
+		rc = call(route, conn, method, path, st->query, true, &res);
 	}
-	/* the body's allocation goes to libmicrohttpd, which frees it */
-	return answer(conn, (unsigned)res.status, res.body.ptr, res.body.len, true, res.content_type, NULL);
+	settle(route, rc, &res);
+	return answer(conn, st, &res, head);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -184,16 +460,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (!st) {
 		if (!(st = calloc(1, sizeof(*st))))
 			return MHD_NO;
+		st->server = cls;
 		*con_cls = st;
 	}
 	if (!st->started) {
 		st->started = true;
+		atomic_fetch_add(&((kiln_http_server *)cls)->inflight, 1);
 		return MHD_YES;
 	}
 	if (*upload_data_size > 0) {
 		st->dropped += *upload_data_size;
 		*upload_data_size = 0;
 		return st->dropped > REQUEST_BODY_MAX ? MHD_NO : MHD_YES;
+	}
+	if (st->ready) { /* back from a worker */
+		st->ready = false;
+		return answer(conn, st, &st->res, strcmp(method, "HEAD") == 0);
 	}
 	return dispatch(cls, conn, url, method, st);
 }
@@ -245,21 +527,80 @@ static int listen_errno(const struct sockaddr_in *sa)
 	return err;
 }
 
-static void routes_free(kiln_http_route *routes, size_t n)
+static unsigned cpu_count(void)
 {
-	for (size_t i = 0; routes && i < n; i++) {
-		free((char *)routes[i].method);
-		free((char *)routes[i].path);
-	}
-	free(routes);
+	cpu_set_t set;
+	long n;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return (unsigned)CPU_COUNT(&set);
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned)n : 1;
 }
 
-int kiln_http_server_start(kiln_http_server **out, const char *listen, const kiln_http_route *routes,
-                           size_t n)
+/* Stops the workers once the queue is drained (every connection given
+ * to them resumed). */
+static void workers_stop(kiln_http_server *s)
 {
+	size_t n;
+
+	if (!s->lock_ready)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stopping = true;
+	n = s->nworkers;
+	s->nworkers = 0; /* joined once, whoever calls again */
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; i < n; i++)
+		pthread_join(s->workers[i], NULL);
+}
+
+static void server_free(kiln_http_server *s)
+{
+	for (size_t i = 0; s->routes && i < s->n; i++) {
+		free((char *)s->routes[i].method);
+		free((char *)s->routes[i].path);
+	}
+	free(s->routes);
+	free(s->workers);
+	if (s->lock_ready) {
+		pthread_mutex_destroy(&s->lock);
+		pthread_cond_destroy(&s->cond);
+	}
+	free(s);
+}
+
+static int start_workers(kiln_http_server *s, unsigned n)
+{
+	if (!(s->workers = calloc(n, sizeof(*s->workers))))
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	for (unsigned i = 0; i < n; i++) {
+		if (pthread_create(&s->workers[i], NULL, worker_main, s) != 0) {
+			workers_stop(s);
+			return kiln_error_set(KILN_EIO, "cannot start HTTP worker threads");
+		}
+		s->nworkers = i + 1;
+	}
+	return 0;
+}
+
+int kiln_http_server_start_ex(kiln_http_server **out, const char *listen, const kiln_http_route *routes,
+                              size_t n, const kiln_http_server_options *options)
+{
+	static const kiln_http_server_options defaults;
+	const kiln_http_server_options *o = options ? options : &defaults;
+	bool loop = o->mode == KILN_HTTP_EVENT_LOOP;
+	unsigned threads = o->threads ? o->threads : cpu_count();
+	unsigned limit = o->connection_limit ? o->connection_limit
+	                 : loop              ? CONNECTIONS_LOOP
+	                                     : CONNECTIONS_MAX;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
 	kiln_http_server *s = NULL;
 	struct sockaddr_in sa;
 	const union MHD_DaemonInfo *info;
+	struct MHD_OptionItem mode_options[4];
+	size_t nmode = 0;
 	int rc, err;
 
 	*out = NULL;
@@ -269,6 +610,9 @@ int kiln_http_server_start(kiln_http_server **out, const char *listen, const kil
 		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
 		goto cleanup;
 	}
+	s->mode = o->mode;
+	s->on_answered = o->on_answered;
+	s->on_answered_ctx = o->on_answered_ctx;
 	for (size_t i = 0; i < n; i++) {
 		assert(routes[i].method && routes[i].path && routes[i].handler);
 		s->routes[i] = routes[i];
@@ -280,13 +624,34 @@ int kiln_http_server_start(kiln_http_server **out, const char *listen, const kil
 			goto cleanup;
 		}
 	}
+	if (loop) {
+		if (pthread_mutex_init(&s->lock, NULL) != 0) {
+			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			goto cleanup;
+		}
+		pthread_cond_init(&s->cond, NULL);
+		s->lock_ready = true;
+		if ((rc = start_workers(s, o->workers ? o->workers : WORKERS_DEFAULT)) < 0)
+			goto cleanup;
+		if (limit < threads)
+			limit = threads; /* libmicrohttpd shares the limit out between the threads */
+		flags |= MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
+		if (threads > 1)
+			mode_options[nmode++] =
+			    (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, threads, NULL};
+		mode_options[nmode++] =
+		    (struct MHD_OptionItem){MHD_OPTION_LISTEN_BACKLOG_SIZE, LISTEN_BACKLOG, NULL};
+	} else {
+		flags |= MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
+	}
+	mode_options[nmode++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, limit, NULL};
+	mode_options[nmode] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 	s->daemon = MHD_start_daemon(
-	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-	        MHD_USE_ERROR_LOG,
-	    ntohs(sa.sin_port), NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-	    MHD_OPTION_CONNECTION_LIMIT, CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
-	    MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_END);
+	    flags, ntohs(sa.sin_port), NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+	    (struct sockaddr *)&sa, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED,
+	    on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
+	    o->idle_timeout_s ? o->idle_timeout_s : IDLE_TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+	    MHD_OPTION_ARRAY, mode_options, MHD_OPTION_END);
 	if (!s->daemon) {
 		err = listen_errno(&sa);
 		rc = err ? kiln_error_set(KILN_EIO, "%s: cannot listen: %s", listen, strerror(err))
@@ -298,10 +663,17 @@ int kiln_http_server_start(kiln_http_server **out, const char *listen, const kil
 	*out = s;
 	return 0;
 cleanup:
-	if (s)
-		routes_free(s->routes, s->n);
-	free(s);
+	if (s) {
+		workers_stop(s);
+		server_free(s);
+	}
 	return rc;
+}
+
+int kiln_http_server_start(kiln_http_server **out, const char *listen, const kiln_http_route *routes,
+                           size_t n)
+{
+	return kiln_http_server_start_ex(out, listen, routes, n, NULL);
 }
 
 uint16_t kiln_http_server_port(const kiln_http_server *s)
@@ -311,9 +683,20 @@ uint16_t kiln_http_server_port(const kiln_http_server *s)
 
 void kiln_http_server_stop(kiln_http_server *s)
 {
+	MHD_socket listener = MHD_INVALID_SOCKET;
+
 	if (!s)
 		return;
+	if (s->mode == KILN_HTTP_EVENT_LOOP) {
+		atomic_store(&s->draining, true);
+		listener = MHD_quiesce_daemon(s->daemon);
+	}
+	workers_stop(s);
+	for (unsigned ms = 0;
+	     s->mode == KILN_HTTP_EVENT_LOOP && ms < DRAIN_MS && atomic_load(&s->inflight) > 0; ms += 10)
+		usleep(10 * 1000);
 	MHD_stop_daemon(s->daemon);
-	routes_free(s->routes, s->n);
-	free(s);
+	if (listener != MHD_INVALID_SOCKET)
+		close(listener);
+	server_free(s);
 }

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "core/yaml_doc.h"
+#include "store/config.h"
 
 typedef struct loader {
 	kiln_pipeline *p;
@@ -34,8 +35,6 @@ static const char *const pseudo_keys[] = { "key_file", "key_env", "key_version",
 static const char *const split_keys[] = { "key", "salt", "ratios", NULL };
 static const char *const ratio_keys[] = { "train", "dev", "test", NULL };
 static const char *const shard_keys[] = { "target_bytes", "zstd_level", NULL };
-static const char *const store_keys[] = { "url", "endpoint", "region", "style", "http", "credentials_file",
-					  "max_retries", NULL };
 static const char *const promote_keys[] = { "min_records", "ratio_tolerance", "max_quarantine_rate",
 					    "contract_version", NULL };
 static const char *const manifest_keys[] = { "repo", "remote", "author_name", "author_email", "signing_key", NULL };
@@ -383,41 +382,10 @@ static int load_split(loader *l, const kiln_yaml_node *root)
 
 static int load_store(loader *l, const kiln_yaml_node *root)
 {
-	const kiln_yaml_node *st = kiln_yaml_get(root, "store"), *n;
-	kiln_pipeline *p = l->p;
-	const char *style = NULL;
-	int64_t retries = 0;
-	int rc;
+	const kiln_store_config_src src = { .doc = l->doc, .arena = l->p->arena, .dir = l->dir,
+					    .docs = "docs/PIPELINES.md", .file = "pipeline file" };
 
-	if (!st || kiln_yaml_is_null(st))
-		return kiln_yaml_fail(l->doc, root, "store", "required key is missing");
-	if ((rc = check_keys(l, st, "store", store_keys)) < 0 ||
-	    (rc = get_string(l, st, "store", "url", true, &p->store_url)) < 0 ||
-	    (rc = get_string(l, st, "store", "endpoint", false, &p->store.endpoint)) < 0 ||
-	    (rc = get_string(l, st, "store", "region", false, &p->store.region)) < 0 ||
-	    (rc = get_string(l, st, "store", "style", false, &style)) < 0 ||
-	    (rc = get_string(l, st, "store", "credentials_file", false, &p->store.credentials_file)) < 0 ||
-	    (rc = get_int(l, st, "store", "max_retries", 0, 100, &retries)) < 0)
-		return rc;
-	p->store.max_retries = (int)retries;
-	if ((n = kiln_yaml_get(st, "http")) && (rc = kiln_yaml_bool(l->doc, n, "store.http", &p->store.http)) < 0)
-		return rc;
-	if (style && strcmp(style, "virtual") == 0)
-		p->store.virtual_host = true;
-	else if (style && strcmp(style, "path") != 0)
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(st, "style"), "store.style", "expected path or virtual");
-	p->store.credentials_file = resolve(l, p->store.credentials_file);
-	/* file://relative/dir is relative to the pipeline file too */
-	if (strncmp(p->store_url, "file://", 7) == 0 && p->store_url[7] != '/' && *l->dir)
-		p->store_url = kiln_arena_printf(p->arena, "file://%s/%s", l->dir, p->store_url + 7);
-	else if (strncmp(p->store_url, "file://", 7) != 0 && strncmp(p->store_url, "s3://", 5) != 0)
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(st, "url"), "store.url",
-				      "expected file://DIR or s3://BUCKET/PREFIX");
-	/* credentials never sit in the pipeline: refuse keys that look like them */
-	for (size_t i = 0; i < st->count; i++)
-		if (strstr(st->keys[i]->value, "secret") || strstr(st->keys[i]->value, "password"))
-			return kiln_yaml_fail(l->doc, st->keys[i], "store", "secrets do not belong in the pipeline file");
-	return 0;
+	return kiln_store_config_load(&src, root, "store", &l->p->store_url, &l->p->store);
 }
 
 static int get_fraction(loader *l, const kiln_yaml_node *map, const char *key, double *out)

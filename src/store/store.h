@@ -1,5 +1,6 @@
-/* Object stores behind one interface: `file://DIR` (the embedded default)
- * and `s3://BUCKET/PREFIX` (libs3). Keys are relative paths such as
+/* Object stores behind one interface: `file://DIR` (the embedded default),
+ * `s3://BUCKET/PREFIX` (libs3), and `http(s)://HOST:PORT`, a cache node read
+ * through its /v1/shards API (read-only, shards only). Keys are relative paths such as
  * "shards/ab/<hash>.jsonl.zst"; the store adds its root or prefix. Adding a
  * backend is one new file with a kiln_store_backend and one line in
  * store.c's registry. Errors: KILN_EINVALID (bad URL/config/key),

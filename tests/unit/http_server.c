@@ -2,7 +2,10 @@
  * in the same process: GET, HEAD, POST with and without a body, query and
  * Authorization, 404, 405 and its Allow header, a failing handler, a slow
  * handler that does not hold up others, stop waiting for handlers, port 0,
- * a port already taken and bad listen addresses. */
+ * a port already taken and bad listen addresses; prefix routes, request and
+ * response headers, file-descriptor bodies (ranges, HEAD, the descriptor
+ * closed), %00 in the target, and the event-loop mode: blocking calls moved
+ * to workers, answered-request counts, the connection limit. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -10,7 +13,12 @@
 #include <cmocka.h>
 
 #include <curl/curl.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -26,7 +34,7 @@
 
 typedef struct reply {
 	long status;
-	char body[8192];
+	char body[16384];
 	size_t len;
 	char headers[4096];
 	size_t hlen;
@@ -120,10 +128,13 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 	return len;
 }
 
-/* method "HEAD" uses CURLOPT_NOBODY; body non-NULL sends it. Returns the
- * curl result; the reply in *r. */
-static CURLcode fetch(reply *r, uint16_t port, const char *method, const char *target, const char *body,
-                      size_t body_len, const char *auth)
+static long fetch_timeout_ms = 10000;
+
+/* method "HEAD" uses CURLOPT_NOBODY; body non-NULL sends it; extra: more
+ * header lines, NULL-terminated (or NULL). Returns the curl result; the
+ * reply in *r. */
+static CURLcode fetch_ex(reply *r, uint16_t port, const char *method, const char *target, const char *body,
+                         size_t body_len, const char *auth, const char *const *extra)
 {
 	CURL *c = curl_easy_init();
 	struct curl_slist *hdrs = NULL;
@@ -135,7 +146,7 @@ static CURLcode fetch(reply *r, uint16_t port, const char *method, const char *t
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", (unsigned)port, target);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, fetch_timeout_ms);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
@@ -154,13 +165,22 @@ static CURLcode fetch(reply *r, uint16_t port, const char *method, const char *t
 
 		snprintf(line, sizeof(line), "Authorization: %s", auth);
 		hdrs = curl_slist_append(hdrs, line);
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 	}
+	for (size_t i = 0; extra && extra[i]; i++)
+		hdrs = curl_slist_append(hdrs, extra[i]);
+	if (hdrs)
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 	cc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(c);
 	return cc;
+}
+
+static CURLcode fetch(reply *r, uint16_t port, const char *method, const char *target, const char *body,
+                      size_t body_len, const char *auth)
+{
+	return fetch_ex(r, port, method, target, body, body_len, auth, NULL);
 }
 
 static void get(reply *r, const char *method, const char *target)
@@ -412,6 +432,472 @@ static void test_bad_listen(void **state)
 	assert_string_equal(kiln_error_last(), "192.0.2.1:0: cannot listen: Cannot assign requested address");
 }
 
+/* --- prefix routes, headers, file bodies -------------------------------- */
+
+static char file_path[] = "/tmp/kiln-http-test-XXXXXX";
+static char file_bytes[300000];
+
+static int on_echo(void *ctx, const kiln_http_request *req, kiln_http_response *res)
+{
+	const char *peer = kiln_http_request_header(req, "x-kiln-peer");
+	const char *range = kiln_http_request_header(req, "Range");
+
+	return kiln_buf_printf(&res->body, "%s %s %s peer=%s range=%s", (const char *)ctx, req->method,
+	                       req->path, peer ? peer : "(none)", range ? range : "(none)");
+}
+
+/* Serves file_path: the whole file, or ?OFFSET,LENGTH of it. */
+static int on_file(void *ctx, const kiln_http_request *req, kiln_http_response *res)
+{
+	unsigned long long off = 0, len = sizeof(file_bytes);
+	int rc;
+
+	if (req->query && sscanf(req->query, "%llu,%llu", &off, &len) != 2)
+		return kiln_error_set(KILN_EINVALID, "bad query");
+	if ((res->fd = open(file_path, O_RDONLY | O_CLOEXEC)) < 0)
+		return kiln_error_set(KILN_EIO, "cannot open");
+	res->offset = off;
+	res->length = len;
+	res->content_type = "application/zstd";
+	if ((rc = kiln_http_response_add_header(res, "ETag", "\"%s\"", "abc")) < 0 ||
+	    (rc = kiln_http_response_add_header(res, "Accept-Ranges", "bytes")) < 0)
+		return rc;
+	if (req->query) {
+		res->status = 206;
+		return kiln_http_response_add_header(res, "Content-Range", "bytes %llu-%llu/%zu", off,
+		                                     off + len - 1, sizeof(file_bytes));
+	}
+	return 0;
+}
+
+/* Opens the file, then fails: the server must still close it. */
+static int on_file_fail(void *ctx, const kiln_http_request *req, kiln_http_response *res)
+{
+	res->fd = open(file_path, O_RDONLY | O_CLOEXEC);
+	return kiln_error_set(KILN_EIO, "gave up");
+}
+
+static const kiln_http_route more_routes[] = {
+    {"GET", "/pre/*", on_echo, "pre"},
+    {"GET", "/pre/exact", on_echo, "exact"},
+    {"GET", "/pre/deeper/*", on_echo, "deeper"},
+    {"*", "/any", on_echo, "any"},
+    {"GET", "/file", on_file, NULL},
+    {"GET", "/file-fail", on_file_fail, NULL},
+};
+
+/* How many descriptors of this process are open on file_path. */
+static size_t open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	size_t n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		char link[300], target[256];
+		ssize_t len;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len > 0) {
+			target[len] = '\0';
+			n += strcmp(target, file_path) == 0;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* Waits up to 2 s for the descriptors open on the file to fall back to n
+ * (the server closes it once the answer is out, maybe after the client has
+ * it). */
+static void expect_fds(size_t n)
+{
+	for (int i = 0; i < 200 && open_fds() != n; i++)
+		usleep(10 * 1000);
+	assert_int_equal(open_fds(), n);
+}
+
+static kiln_http_server *more_server(const kiln_http_server_options *o)
+{
+	kiln_http_server *s;
+
+	assert_int_equal(kiln_http_server_start_ex(&s, "127.0.0.1:0", more_routes,
+	                                           sizeof(more_routes) / sizeof(more_routes[0]), o),
+	                 0);
+	return s;
+}
+
+static void make_file(void)
+{
+	int fd;
+
+	if (file_bytes[0])
+		return;
+	for (size_t i = 0; i < sizeof(file_bytes); i++)
+		file_bytes[i] = (char)('a' + (i * 7 + i / 251) % 26);
+	fd = mkstemp(file_path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, file_bytes, sizeof(file_bytes)), (ssize_t)sizeof(file_bytes));
+	close(fd);
+}
+
+static void test_prefix_routes(void **state)
+{
+	kiln_http_server *s = more_server(NULL);
+	uint16_t port = kiln_http_server_port(s);
+	reply r;
+	char v[256];
+
+	assert_int_equal(fetch(&r, port, "GET", "/pre/", NULL, 0, NULL), CURLE_OK);
+	assert_string_equal(r.body, "pre GET /pre/ peer=(none) range=(none)");
+	assert_int_equal(fetch(&r, port, "GET", "/pre/a/b?x=1", NULL, 0, NULL), CURLE_OK);
+	assert_string_equal(r.body, "pre GET /pre/a/b peer=(none) range=(none)");
+	/* exact wins over the prefix; the longer prefix over the shorter */
+	assert_int_equal(fetch(&r, port, "GET", "/pre/exact", NULL, 0, NULL), CURLE_OK);
+	assert_string_equal(r.body, "exact GET /pre/exact peer=(none) range=(none)");
+	assert_int_equal(fetch(&r, port, "GET", "/pre/exactly", NULL, 0, NULL), CURLE_OK);
+	assert_string_equal(r.body, "pre GET /pre/exactly peer=(none) range=(none)");
+	assert_int_equal(fetch(&r, port, "GET", "/pre/deeper/x", NULL, 0, NULL), CURLE_OK);
+	assert_string_equal(r.body, "deeper GET /pre/deeper/x peer=(none) range=(none)");
+	/* the path is decoded before matching */
+	assert_int_equal(fetch(&r, port, "GET", "/pre%2Fdeeper%2Fy", NULL, 0, NULL), CURLE_OK);
+	assert_string_equal(r.body, "deeper GET /pre/deeper/y peer=(none) range=(none)");
+	assert_int_equal(fetch(&r, port, "GET", "/pre", NULL, 0, NULL), CURLE_OK);
+	assert_int_equal(r.status, 404);
+	assert_int_equal(fetch(&r, port, "POST", "/pre/a", NULL, 0, NULL), CURLE_OK);
+	assert_int_equal(r.status, 405);
+	assert_string_equal(header(&r, "Allow", v, sizeof(v)), "GET, HEAD");
+	/* method "*" */
+	assert_int_equal(fetch(&r, port, "DELETE", "/any", NULL, 0, NULL), CURLE_OK);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.body, "any DELETE /any peer=(none) range=(none)");
+	/* %00 never reaches a handler */
+	assert_int_equal(fetch(&r, port, "GET", "/pre/a%00b", NULL, 0, NULL), CURLE_OK);
+	assert_int_equal(r.status, 400);
+	kiln_http_server_stop(s);
+}
+
+static void test_request_headers(void **state)
+{
+	static const char *const extra[] = {"X-Kiln-Peer: node-2", "Range: bytes=1-2", NULL};
+	kiln_http_server *s = more_server(NULL);
+	reply r;
+
+	assert_int_equal(fetch_ex(&r, kiln_http_server_port(s), "GET", "/pre/h", NULL, 0, NULL, extra),
+	                 CURLE_OK);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.body, "pre GET /pre/h peer=node-2 range=bytes=1-2");
+	kiln_http_server_stop(s);
+}
+
+static void test_add_header(void **state)
+{
+	kiln_http_response res = {.fd = -1};
+	char big[KILN_HTTP_HEADER_VALUE_MAX + 1];
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(kiln_http_response_add_header(&res, "Content-Length", "1"), KILN_EINVALID);
+	assert_int_equal(kiln_http_response_add_header(&res, "date", "now"), KILN_EINVALID);
+	assert_int_equal(kiln_http_response_add_header(&res, "X-A", "a\r\nX-Evil: 1"), KILN_EINVALID);
+	assert_int_equal(kiln_http_response_add_header(&res, "X-A", "%s", big), KILN_ELIMIT);
+	big[KILN_HTTP_HEADER_VALUE_MAX - 1] = '\0';
+	assert_int_equal(kiln_http_response_add_header(&res, "X-A", "%s", big), 0);
+	assert_int_equal(res.header_count, 1);
+	for (int i = 1; i < KILN_HTTP_HEADERS_MAX; i++)
+		assert_int_equal(kiln_http_response_add_header(&res, "X-N", "%d", i), 0);
+	assert_int_equal(kiln_http_response_add_header(&res, "X-N", "one more"), KILN_ELIMIT);
+	assert_int_equal(res.header_count, KILN_HTTP_HEADERS_MAX);
+	assert_string_equal(res.headers[3].value, "3");
+}
+
+static void check_file_bodies(kiln_http_server *s)
+{
+	uint16_t port = kiln_http_server_port(s);
+	static reply r; /* too big for a thread's stack */
+	char v[256];
+	size_t fds = open_fds();
+
+	assert_int_equal(fds, 0);
+
+	assert_int_equal(fetch(&r, port, "GET", "/file?0,8000", NULL, 0, NULL), CURLE_OK);
+	assert_int_equal(r.status, 206);
+	assert_int_equal(r.len, 8000);
+	assert_memory_equal(r.body, file_bytes, 8000);
+	assert_string_equal(header(&r, "Content-Range", v, sizeof(v)), "bytes 0-7999/300000");
+	assert_string_equal(header(&r, "Content-Type", v, sizeof(v)), "application/zstd");
+	assert_string_equal(header(&r, "ETag", v, sizeof(v)), "\"abc\"");
+	assert_string_equal(header(&r, "Accept-Ranges", v, sizeof(v)), "bytes");
+	assert_string_equal(header(&r, "Content-Length", v, sizeof(v)), "8000");
+
+	assert_int_equal(fetch(&r, port, "GET", "/file?291807,8193", NULL, 0, NULL), CURLE_OK);
+	assert_int_equal(r.status, 206);
+	assert_int_equal(r.len, 8193);
+	assert_memory_equal(r.body, file_bytes + 291807, 8193);
+
+	assert_int_equal(fetch(&r, port, "GET", "/file?5,0", NULL, 0, NULL), CURLE_OK);
+	assert_int_equal(r.len, 0);
+
+	/* HEAD: the length of the whole body, no body */
+	assert_int_equal(fetch(&r, port, "HEAD", "/file", NULL, 0, NULL), CURLE_OK);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(r.len, 0);
+	assert_string_equal(header(&r, "Content-Length", v, sizeof(v)), "300000");
+
+	/* a failing handler's descriptor is closed too */
+	assert_int_equal(fetch(&r, port, "GET", "/file-fail", NULL, 0, NULL), CURLE_OK);
+	assert_int_equal(r.status, 500);
+	assert_string_equal(r.body, "gave up\n");
+	expect_fds(fds);
+}
+
+/* The whole file, read by a client in a thread (its body is bigger than a
+ * reply). */
+typedef struct counted {
+	size_t base, got;
+} counted;
+
+/* Compares what arrives with file_bytes from c->base on. */
+static size_t on_count(char *p, size_t size, size_t n, void *ud)
+{
+	counted *c = ud;
+	size_t len = size * n;
+
+	for (size_t i = 0; i < len; i++)
+		if (c->base + c->got + i >= sizeof(file_bytes) || p[i] != file_bytes[c->base + c->got + i])
+			return 0;
+	c->got += len;
+	return len;
+}
+
+/* GET target on s, its body compared with file_bytes from base; returns
+ * the bytes that matched. */
+static size_t get_counted(kiln_http_server *s, const char *target, size_t base)
+{
+	counted got = {base, 0};
+	char url[128];
+	CURL *c = curl_easy_init();
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", (unsigned)kiln_http_server_port(s), target);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_count);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &got);
+	assert_int_equal(curl_easy_perform(c), CURLE_OK);
+	curl_easy_cleanup(c);
+	return got.got;
+}
+
+static void test_file_body(void **state)
+{
+	kiln_http_server *s;
+
+	make_file();
+	s = more_server(NULL);
+	check_file_bodies(s);
+	/* past the in-memory size: sendfile, whole and from an offset */
+	assert_int_equal(get_counted(s, "/file", 0), sizeof(file_bytes));
+	assert_int_equal(get_counted(s, "/file?100001,150000", 100001), 150000);
+	assert_int_equal(get_counted(s, "/file?16383,16385", 16383), 16385);
+	kiln_http_server_stop(s);
+}
+
+/* --- event loop ----------------------------------------------------------- */
+
+static struct {
+	_Atomic int answered[600];
+	_Atomic uint64_t bytes;
+	_Atomic int blocking_calls, fast_calls;
+} loop_seen;
+
+static void on_answered(void *ctx, const char *route, int status, uint64_t body_bytes)
+{
+	assert_true(status >= 100 && status < 600);
+	if (status == 404)
+		assert_null(route);
+	else
+		assert_non_null(route);
+	if (status == 201)
+		assert_string_equal(route, "/slow");
+	atomic_fetch_add(&loop_seen.answered[status], 1);
+	atomic_fetch_add(&loop_seen.bytes, body_bytes);
+}
+
+/* Answers at once on the event loop, sleeps on a worker. */
+static int on_maybe_slow(void *ctx, const kiln_http_request *req, kiln_http_response *res)
+{
+	if (!req->can_block) {
+		kiln_buf_puts(&res->body, "dropped");
+		return KILN_HTTP_BLOCKING;
+	}
+	atomic_fetch_add(&loop_seen.blocking_calls, 1);
+	usleep(700 * 1000);
+	atomic_store(&seen.slow_done, true);
+	res->status = 201;
+	kiln_http_response_add_header(res, "X-Worker", "yes");
+	return kiln_buf_printf(&res->body, "slow %s", req->query ? req->query : "");
+}
+
+static int on_fast(void *ctx, const kiln_http_request *req, kiln_http_response *res)
+{
+	assert_false(req->can_block);
+	atomic_fetch_add(&loop_seen.fast_calls, 1);
+	return kiln_buf_puts(&res->body, "fast");
+}
+
+/* Asks to block where it already may: a programming error, a 500. */
+static int on_always_blocking(void *ctx, const kiln_http_request *req, kiln_http_response *res)
+{
+	return KILN_HTTP_BLOCKING;
+}
+
+static const kiln_http_route loop_routes[] = {
+    {"GET", "/slow", on_maybe_slow, NULL},
+    {"GET", "/fast", on_fast, NULL},
+    {"GET", "/file", on_file, NULL},
+    {"GET", "/file-fail", on_file_fail, NULL},
+    {"GET", "/always", on_always_blocking, NULL},
+};
+
+static kiln_http_server *loop_server(unsigned threads, unsigned workers, unsigned limit)
+{
+	kiln_http_server_options o = {.mode = KILN_HTTP_EVENT_LOOP,
+	                              .threads = threads,
+	                              .workers = workers,
+	                              .connection_limit = limit,
+	                              .on_answered = on_answered};
+	kiln_http_server *s;
+
+	assert_int_equal(kiln_http_server_start_ex(&s, "127.0.0.1:0", loop_routes,
+	                                           sizeof(loop_routes) / sizeof(loop_routes[0]), &o),
+	                 0);
+	return s;
+}
+
+static void test_event_loop(void **state)
+{
+	kiln_http_server *saved = server, *s;
+	static reply slow;
+	pthread_t t;
+	reply r;
+	char v[64];
+	double t0;
+
+	make_file();
+	memset(&loop_seen, 0, sizeof(loop_seen));
+	/* one event-loop thread: a blocking call must not hold it */
+	server = s = loop_server(1, 2, 0);
+	atomic_store(&seen.slow_done, false);
+	assert_int_equal(pthread_create(&t, NULL, slow_client, &slow), 0);
+	usleep(100 * 1000);
+	t0 = now_s();
+	get(&r, "GET", "/fast");
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.body, "fast");
+	assert_true(now_s() - t0 < 0.5);
+	assert_false(atomic_load(&seen.slow_done));
+	pthread_join(t, NULL);
+	assert_int_equal(slow.status, 201);
+	assert_string_equal(slow.body, "slow ");
+	assert_string_equal(header(&slow, "X-Worker", v, sizeof(v)), "yes");
+	assert_int_equal(atomic_load(&loop_seen.blocking_calls), 1);
+
+	get(&r, "HEAD", "/slow");
+	assert_int_equal(r.status, 201);
+	assert_int_equal(r.len, 0);
+	assert_string_equal(header(&r, "Content-Length", v, sizeof(v)), "5");
+
+	check_file_bodies(s);
+
+	get(&r, "GET", "/always");
+	assert_int_equal(r.status, 500);
+	assert_non_null(strstr(r.body, "where it may block"));
+	get(&r, "GET", "/nope");
+	assert_int_equal(r.status, 404);
+
+	/* the counts come from the completion hook, maybe after the reply */
+	for (int i = 0; i < 200 && atomic_load(&loop_seen.answered[404]) == 0; i++)
+		usleep(10 * 1000);
+	assert_int_equal(atomic_load(&loop_seen.answered[200]), 2); /* /fast, HEAD /file */
+	assert_int_equal(atomic_load(&loop_seen.answered[201]), 2); /* /slow, HEAD /slow */
+	assert_int_equal(atomic_load(&loop_seen.answered[206]), 3);
+	assert_int_equal(atomic_load(&loop_seen.answered[500]), 2);
+	assert_int_equal(atomic_load(&loop_seen.answered[404]), 1);
+	/* 4 + 5 + 8000 + 8193 + 0 + 8 + the 500's message + 10: HEAD counts no bytes */
+	assert_true(atomic_load(&loop_seen.bytes) > 16220 && atomic_load(&loop_seen.bytes) < 16400);
+	/* sendfile from the event loop */
+	assert_int_equal(get_counted(s, "/file?1,299999", 1), 299999);
+	kiln_http_server_stop(s);
+	server = saved;
+}
+
+static uint16_t slow_port;
+
+static void *slow_client_q(void *arg)
+{
+	reply *r = arg;
+
+	fetch(r, slow_port, "GET", "/slow?q", NULL, 0, NULL);
+	return NULL;
+}
+
+/* Stopping with calls queued and running: each is answered first. */
+static void test_event_loop_stop(void **state)
+{
+	kiln_http_server *s;
+	static reply slow[3];
+	pthread_t t[3];
+
+	memset(&loop_seen, 0, sizeof(loop_seen));
+	s = loop_server(2, 2, 0); /* two workers: one call waits in the queue */
+	slow_port = kiln_http_server_port(s);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, slow_client_q, &slow[i]), 0);
+	usleep(300 * 1000);
+	kiln_http_server_stop(s);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(atomic_load(&loop_seen.blocking_calls), 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(slow[i].status, 201);
+		assert_string_equal(slow[i].body, "slow q");
+	}
+	/* stopped: nothing listens */
+	assert_int_equal(fetch(&slow[0], slow_port, "GET", "/fast", NULL, 0, NULL), CURLE_COULDNT_CONNECT);
+}
+
+static int connect_to(uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static void test_connection_limit(void **state)
+{
+	kiln_http_server *s = loop_server(1, 1, 2);
+	uint16_t port = kiln_http_server_port(s);
+	int a = connect_to(port), b = connect_to(port);
+	reply r;
+
+	usleep(100 * 1000);
+	/* two idle connections take the limit: a third waits, unanswered */
+	fetch_timeout_ms = 500;
+	assert_int_equal(fetch(&r, port, "GET", "/fast", NULL, 0, NULL), CURLE_OPERATION_TIMEDOUT);
+	fetch_timeout_ms = 10000;
+	close(a);
+	usleep(100 * 1000);
+	assert_int_equal(fetch(&r, port, "GET", "/fast", NULL, 0, NULL), CURLE_OK);
+	assert_int_equal(r.status, 200);
+	close(b);
+	kiln_http_server_stop(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -424,11 +910,21 @@ int main(void)
 	    cmocka_unit_test(test_stop_waits),
 	    cmocka_unit_test(test_port_in_use),
 	    cmocka_unit_test(test_bad_listen),
+	    cmocka_unit_test(test_prefix_routes),
+	    cmocka_unit_test(test_request_headers),
+	    cmocka_unit_test(test_add_header),
+	    cmocka_unit_test(test_file_body),
+	    cmocka_unit_test(test_event_loop),
+	    cmocka_unit_test(test_event_loop_stop),
+	    cmocka_unit_test(test_connection_limit),
 	};
 	int rc;
 
+	signal(SIGPIPE, SIG_IGN);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	rc = cmocka_run_group_tests(tests, setup, teardown);
 	curl_global_cleanup();
+	if (file_bytes[0])
+		unlink(file_path);
 	return rc;
 }

@@ -1,0 +1,1269 @@
+/* The cache's shard store (cache.h, internal.h): opening a cache directory,
+ * serving shards (verify on a changed mtime, mark used), filling misses
+ * from peers and the origin with one fetch per hash in flight, publishing
+ * verified downloads atomically, least-recently-used eviction of unpinned
+ * shards, and the list, status and verify calls. sync.c owns pins and
+ * views. */
+#include "cache/internal.h"
+
+#include <assert.h>
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/log.h"
+
+#define CHUNK    (1u << 20)
+#define NAME_LEN 74 /* <64 hex>.jsonl.zst */
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static int oom(void)
+{
+	return kiln_error_set(KILN_ENOMEM, "cache: out of memory");
+}
+
+static bool hex64(const char *h)
+{
+	for (int i = 0; i < 64; i++)
+		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+			return false;
+	return h[64] == '\0' || h[64] == '.';
+}
+
+/* "<64 hex>.jsonl.zst" */
+static bool shard_name(const char *name)
+{
+	return strlen(name) == NAME_LEN && hex64(name) && strcmp(name + 64, ".jsonl.zst") == 0;
+}
+
+static bool published(const struct stat *st)
+{
+	return st->st_mtim.tv_sec == KILN_CACHE_MTIME && st->st_mtim.tv_nsec == 0;
+}
+
+void kiln_cache_shard_path(const kiln_cache *cache, const char *hash, char *out)
+{
+	snprintf(out, PATH_MAX, "%s/shards/%.2s/%.64s.jsonl.zst", cache->dir, hash, hash);
+}
+
+void kiln_cache_human(char *out, size_t cap, uint64_t bytes)
+{
+	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	double v = (double)bytes;
+	int u = -1;
+
+	if (bytes < 1024) {
+		snprintf(out, cap, "%" PRIu64 " B", bytes);
+		return;
+	}
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, cap, "%.1f %s", v, units[u]);
+}
+
+static int remove_at(int at, const char *name)
+{
+	struct stat st;
+	DIR *d;
+	struct dirent *e;
+	int fd, rc = 0;
+
+	if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISDIR(st.st_mode))
+		return unlinkat(at, name, 0) < 0 && errno != ENOENT ? -1 : 0;
+	fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+		    remove_at(dirfd(d), e->d_name) < 0)
+			rc = -1;
+	closedir(d);
+	if (rc == 0 && unlinkat(at, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		rc = -1;
+	return rc;
+}
+
+int kiln_cache_remove_tree(const char *path)
+{
+	if (remove_at(AT_FDCWD, path) < 0)
+		return kiln_error_set(KILN_EIO, "%s: cannot remove: %s", path, strerror(errno));
+	return 0;
+}
+
+static int mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(buf))
+		return kiln_error_set(KILN_EINVALID, "%s: path too long", path);
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return kiln_error_set(KILN_EIO, "%s: cannot create: %s", buf, strerror(errno));
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+		return kiln_error_set(KILN_EIO, "%s: cannot create: %s", buf, strerror(errno));
+	return 0;
+}
+
+static bool disk_full(int err)
+{
+	return err == ENOSPC || err == EDQUOT;
+}
+
+static int write_failed(const kiln_cache *c, const char *hash, int err)
+{
+	if (disk_full(err))
+		return kiln_error_set(KILN_ELIMIT,
+		                      "cache %s: disk full while writing shard %s (%s): filling stopped",
+		                      c->dir, hash, strerror(err));
+	return kiln_error_set(KILN_EIO, "cache %s: shard %s: %s", c->dir, hash, strerror(err));
+}
+
+/* BLAKE2b-256 of the whole file at fd, as hex. */
+static int hash_fd(int fd, char out[65], const char *path)
+{
+	crypto_generichash_state hs;
+	unsigned char digest[32];
+	char *buf = malloc(CHUNK);
+	off_t off = 0;
+
+	if (!buf)
+		return oom();
+	crypto_generichash_init(&hs, NULL, 0, sizeof(digest));
+	for (;;) {
+		ssize_t got = pread(fd, buf, CHUNK, off);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			free(buf);
+			return kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
+		}
+		if (got == 0)
+			break;
+		crypto_generichash_update(&hs, (const unsigned char *)buf, (size_t)got);
+		off += got;
+	}
+	free(buf);
+	crypto_generichash_final(&hs, digest, sizeof(digest));
+	sodium_bin2hex(out, 65, digest, sizeof(digest));
+	return 0;
+}
+
+/* ---- invariants (internal.h) -------------------------------------------------- */
+
+/* Called with `lock` held. */
+static void assert_cache_state(const kiln_cache *c)
+{
+#ifndef NDEBUG
+	for (size_t i = 1; i < c->npinned; i++)
+		assert(memcmp(c->pinned[i - 1], c->pinned[i], 32) < 0);
+	for (const cache_flight *f = c->flights; f; f = f->next) {
+		assert(!f->done && f->refs > 0 && strlen(f->hash) == 64);
+		for (const cache_flight *g = f->next; g; g = g->next)
+			assert(strcmp(f->hash, g->hash) != 0);
+	}
+	assert(c->pinned_known || c->npinned == 0);
+#else
+	(void)c;
+#endif
+}
+
+/* ---- the pinned set --------------------------------------------------------- */
+
+static int cmp32(const void *a, const void *b)
+{
+	return memcmp(a, b, 32);
+}
+
+/* Called with `lock` held. */
+static bool is_pinned(const kiln_cache *c, const char *hash)
+{
+	unsigned char key[32];
+
+	if (sodium_hex2bin(key, sizeof(key), hash, 64, NULL, NULL, NULL) != 0)
+		return false;
+	return c->npinned && bsearch(key, c->pinned, c->npinned, 32, cmp32);
+}
+
+int kiln_cache_set_pinned(kiln_cache *c, const char (*hashes)[65], size_t n)
+{
+	unsigned char(*v)[32] = n ? malloc(n * 32) : NULL;
+	size_t k = 0;
+
+	if (n && !v)
+		return oom();
+	for (size_t i = 0; i < n; i++)
+		if (sodium_hex2bin(v[k], 32, hashes[i], 64, NULL, NULL, NULL) == 0)
+			k++;
+	if (k)
+		qsort(v, k, 32, cmp32);
+	pthread_mutex_lock(&c->lock);
+	free(c->pinned);
+	c->pinned = v;
+	c->npinned = k;
+	c->pinned_known = true;
+	c->nothing_evictable = false;
+	assert_cache_state(c);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* ---- scanning shards/ ------------------------------------------------------- */
+
+typedef int (*scan_cb)(void *ctx, const char *hash, int at, const char *name, const struct stat *st);
+
+static int scan_shards(kiln_cache *c, scan_cb cb, void *ctx)
+{
+	char sub[PATH_MAX];
+
+	for (int i = 0; i < 256; i++) {
+		struct dirent *e;
+		DIR *d;
+		int rc;
+
+		snprintf(sub, sizeof(sub), "%s/shards/%02x", c->dir, i);
+		if (!(d = opendir(sub))) {
+			if (errno == ENOENT)
+				continue;
+			return kiln_error_set(KILN_EIO, "%s: %s", sub, strerror(errno));
+		}
+		while ((e = readdir(d))) {
+			struct stat st;
+
+			if (!shard_name(e->d_name) || strncmp(e->d_name, sub + strlen(sub) - 2, 2) != 0)
+				continue;
+			if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+			    !S_ISREG(st.st_mode))
+				continue;
+			if ((rc = cb(ctx, e->d_name, dirfd(d), e->d_name, &st)) != 0) {
+				closedir(d);
+				return rc;
+			}
+		}
+		closedir(d);
+	}
+	return 0;
+}
+
+static int sum_cb(void *ctx, const char *hash, int at, const char *name, const struct stat *st)
+{
+	(void)hash;
+	(void)at;
+	(void)name;
+	*(uint64_t *)ctx += (uint64_t)st->st_size;
+	return 0;
+}
+
+static void set_used(kiln_cache *c, uint64_t used)
+{
+	c->bytes_used = used;
+	kiln_gauge_set(c->m_bytes_used, (double)used);
+}
+
+/* ---- eviction ----------------------------------------------------------------- */
+
+typedef struct victim {
+	char hash[65];
+	struct timespec atime;
+	ino_t ino;
+	uint64_t size;
+} victim;
+
+typedef struct victims {
+	victim *v;
+	size_t n, cap;
+	uint64_t total;
+} victims;
+
+static int victim_cb(void *ctx, const char *hash, int at, const char *name, const struct stat *st)
+{
+	victims *vs = ctx;
+
+	(void)at;
+	(void)name;
+	vs->total += (uint64_t)st->st_size;
+	if (vs->n == vs->cap) {
+		size_t cap = vs->cap ? vs->cap * 2 : 1024;
+		victim *v = realloc(vs->v, cap * sizeof(*v));
+
+		if (!v)
+			return oom();
+		vs->v = v;
+		vs->cap = cap;
+	}
+	memcpy(vs->v[vs->n].hash, hash, 64);
+	vs->v[vs->n].hash[64] = '\0';
+	vs->v[vs->n].atime = st->st_atim;
+	vs->v[vs->n].ino = st->st_ino;
+	vs->v[vs->n].size = (uint64_t)st->st_size;
+	vs->n++;
+	return 0;
+}
+
+static int by_atime(const void *a, const void *b)
+{
+	const victim *x = a, *y = b;
+
+	if (x->atime.tv_sec != y->atime.tv_sec)
+		return x->atime.tv_sec < y->atime.tv_sec ? -1 : 1;
+	if (x->atime.tv_nsec != y->atime.tv_nsec)
+		return x->atime.tv_nsec < y->atime.tv_nsec ? -1 : 1;
+	return strcmp(x->hash, y->hash);
+}
+
+/* kiln_cache_evict, never evicting `keep` (a shard just filled for a reader; may be NULL). */
+static int evict(kiln_cache *c, uint64_t need, const char *keep)
+{
+	const double limit = (double)c->config->size_limit;
+	victims vs = {0};
+	uint64_t evicted = 0, freed = 0;
+	size_t k = 0;
+	bool skip;
+	int rc;
+
+	pthread_mutex_lock(&c->evict_lock);
+	pthread_mutex_lock(&c->lock);
+	skip = !c->pinned_known || c->nothing_evictable ||
+	       (double)(c->bytes_used + need) <= c->config->high * limit;
+	pthread_mutex_unlock(&c->lock);
+	if (skip) {
+		pthread_mutex_unlock(&c->evict_lock);
+		return 0;
+	}
+	if ((rc = scan_shards(c, victim_cb, &vs)) < 0)
+		goto cleanup;
+	/* the scan is the truth: publishes racing with it are counted by the next one */
+	pthread_mutex_lock(&c->lock);
+	set_used(c, vs.total);
+	for (size_t i = 0; i < vs.n; i++)
+		if (!is_pinned(c, vs.v[i].hash) && !(keep && memcmp(keep, vs.v[i].hash, 64) == 0))
+			vs.v[k++] = vs.v[i];
+	pthread_mutex_unlock(&c->lock);
+	vs.n = k;
+	if (vs.n)
+		qsort(vs.v, vs.n, sizeof(*vs.v), by_atime);
+	k = 0;
+	while (k < vs.n && (double)(vs.total + need) > c->config->low * limit) {
+		victim *v = &vs.v[k++];
+		char path[PATH_MAX];
+		struct stat st;
+
+		kiln_cache_shard_path(c, v->hash, path);
+		pthread_mutex_lock(&c->lock);
+		if (!is_pinned(c, v->hash) && lstat(path, &st) == 0 && st.st_ino == v->ino &&
+		    unlink(path) == 0) {
+			set_used(c, c->bytes_used > (uint64_t)st.st_size
+			                ? c->bytes_used - (uint64_t)st.st_size
+			                : 0);
+			vs.total -= vs.total > v->size ? v->size : vs.total;
+			evicted++;
+			freed += (uint64_t)st.st_size;
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_lock(&c->lock);
+	if (k == vs.n && !keep && (double)(vs.total + need) > c->config->low * limit)
+		c->nothing_evictable = true;
+	pthread_mutex_unlock(&c->lock);
+	if (evicted) {
+		kiln_counter_add(c->m_evictions, evicted);
+		atomic_fetch_add(&c->n_evicted, evicted);
+		atomic_fetch_add(&c->n_evicted_bytes, freed);
+		KILN_LOG(KILN_LOG_INFO, "cache_evicted", "evicted least-recently-used unpinned shards",
+		         KILN_F_INT("shards", evicted), KILN_F_INT("bytes", freed),
+		         KILN_F_INT("used", vs.total));
+	}
+	rc = 0;
+cleanup:
+	free(vs.v);
+	pthread_mutex_unlock(&c->evict_lock);
+	return rc;
+}
+
+int kiln_cache_evict(kiln_cache *c, uint64_t need)
+{
+	return evict(c, need, NULL);
+}
+
+/* Room for `need` more bytes (0: unknown): evicts, then KILN_ELIMIT when
+ * even that leaves the cache at or over its size limit. */
+static int make_room(kiln_cache *c, uint64_t need)
+{
+	uint64_t used, limit = c->config->size_limit;
+	int rc;
+
+	if ((rc = kiln_cache_evict(c, need)) < 0)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	used = c->bytes_used;
+	pthread_mutex_unlock(&c->lock);
+	if (used + need > limit || (need == 0 && used >= limit)) {
+		char u[32], l[32];
+
+		kiln_cache_human(u, sizeof(u), used);
+		kiln_cache_human(l, sizeof(l), limit);
+		return kiln_error_set(
+		    KILN_ELIMIT,
+		    "cache %s is full: %s used of size_limit %s and nothing evictable: filling stopped",
+		    c->dir, u, l);
+	}
+	return 0;
+}
+
+/* ---- fetching ----------------------------------------------------------------- */
+
+typedef struct sink_ctx {
+	kiln_cache *c;
+	int fd;
+	crypto_generichash_state hs;
+	uint64_t size, limit;
+	const char *hash;
+	const char *source; /* for messages: "peer http://..." or "the origin" */
+	CURL *curl;
+	int err;      /* a kiln error code a write callback hit */
+	bool refused; /* the peer answered other than 2xx */
+} sink_ctx;
+
+static int sink_reset(sink_ctx *s)
+{
+	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, 0, SEEK_SET) < 0)
+		return kiln_error_set(KILN_EIO, "cache %s: temporary file: %s", s->c->dir, strerror(errno));
+	crypto_generichash_init(&s->hs, NULL, 0, 32);
+	s->size = 0;
+	s->err = 0;
+	s->refused = false;
+	return 0;
+}
+
+static int sink_write(void *ctx, const void *data, size_t len)
+{
+	sink_ctx *s = ctx;
+	const char *p = data;
+
+	s->size += len;
+	if (s->size > s->limit)
+		return kiln_error_set(KILN_EINVALID,
+		                      "shard %s from %s: more bytes than expected (corrupt or tampered)",
+		                      s->hash, s->source);
+	crypto_generichash_update(&s->hs, data, len);
+	while (len) {
+		ssize_t w = write(s->fd, p, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return write_failed(s->c, s->hash, errno);
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* The bytes received are the shard: hash and size match. */
+static int sink_check(sink_ctx *s, uint64_t bytes)
+{
+	unsigned char digest[32];
+	char hex[65];
+
+	crypto_generichash_final(&s->hs, digest, sizeof(digest));
+	sodium_bin2hex(hex, sizeof(hex), digest, sizeof(digest));
+	if (memcmp(hex, s->hash, 64) != 0 || (bytes && s->size != bytes))
+		return kiln_error_set(KILN_EINVALID,
+		                      "shard %s from %s: content hash mismatch (corrupt or tampered)",
+		                      s->hash, s->source);
+	return 0;
+}
+
+static size_t curl_sink(char *ptr, size_t size, size_t n, void *ud)
+{
+	sink_ctx *s = ud;
+	long code = 0;
+	int rc;
+
+	curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &code);
+	if (code < 200 || code > 299) {
+		s->refused = true;
+		return 0;
+	}
+	if ((rc = sink_write(s, ptr, size * n)) != 0) {
+		s->err = rc;
+		return 0;
+	}
+	return size * n;
+}
+
+static int peer_get(kiln_cache *c, const char *peer, sink_ctx *s)
+{
+	const char *token = c->config->token;
+	struct curl_slist *headers = NULL, *h;
+	char url[1024], *auth = NULL;
+	CURLcode res;
+	long code = 0;
+	int rc;
+
+	snprintf(url, sizeof(url), "%s/v1/shards/%s", peer, s->hash);
+	if (!(s->curl = curl_easy_init()) || !(headers = curl_slist_append(NULL, "X-Kiln-Peer: 1")))
+		goto nomem;
+	if (token) {
+		size_t n = strlen(token) + 32;
+
+		if (!(auth = malloc(n)))
+			goto nomem;
+		snprintf(auth, n, "Authorization: Bearer %s", token);
+		if (!(h = curl_slist_append(headers, auth)))
+			goto nomem;
+		headers = h;
+	}
+	curl_easy_setopt(s->curl, CURLOPT_URL, url);
+	curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, curl_sink);
+	curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, s);
+	curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(s->curl, CURLOPT_CONNECTTIMEOUT, 5L);
+	curl_easy_setopt(s->curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+	curl_easy_setopt(s->curl, CURLOPT_LOW_SPEED_TIME, 30L);
+	curl_easy_setopt(s->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(s->curl, CURLOPT_FOLLOWLOCATION, 0L);
+	res = curl_easy_perform(s->curl);
+	curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &code);
+	if (s->err)
+		rc = s->err;
+	else if (s->refused || (res == CURLE_OK && (code < 200 || code > 299)))
+		rc = kiln_error_set(code == 404 ? KILN_ENOTFOUND : KILN_ERETRY, "peer %s: shard %s: HTTP %ld",
+		                    peer, s->hash, code);
+	else if (res != CURLE_OK)
+		rc = kiln_error_set(KILN_ERETRY, "peer %s: shard %s: %s", peer, s->hash,
+		                    curl_easy_strerror(res));
+	else
+		rc = 0;
+	goto cleanup;
+nomem:
+	rc = oom();
+cleanup:
+	for (h = headers; h; h = h->next)
+		explicit_bzero(h->data, strlen(h->data));
+	curl_slist_free_all(headers);
+	if (auth) {
+		explicit_bzero(auth, strlen(auth));
+		free(auth);
+	}
+	curl_easy_cleanup(s->curl);
+	s->curl = NULL;
+	return rc;
+}
+
+/* Renames the verified download at tmp (open as fd) to final. */
+static int publish(kiln_cache *c, int fd, const char *tmp, const char *final, const char *hash, uint64_t size)
+{
+	const struct timespec times[2] = {{0, UTIME_NOW}, {KILN_CACHE_MTIME, 0}};
+	char sub[PATH_MAX];
+	struct stat old;
+	bool had;
+
+	if (futimens(fd, times) < 0)
+		return kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
+	if (fsync(fd) < 0)
+		return write_failed(c, hash, errno);
+	snprintf(sub, sizeof(sub), "%s/shards/%.2s", c->dir, hash);
+	if (mkdir(sub, 0755) < 0 && errno != EEXIST)
+		return write_failed(c, hash, errno);
+	pthread_mutex_lock(&c->lock);
+	had = lstat(final, &old) == 0 && S_ISREG(old.st_mode);
+	if (rename(tmp, final) < 0) {
+		int err = errno;
+
+		pthread_mutex_unlock(&c->lock);
+		return write_failed(c, hash, err);
+	}
+	set_used(c, c->bytes_used + size -
+	                (had && c->bytes_used >= (uint64_t)old.st_size ? (uint64_t)old.st_size : 0));
+	if (!is_pinned(c, hash))
+		c->nothing_evictable = false;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* One fetch of hash: peers (unless from_peer), then the origin. */
+static int fetch(kiln_cache *c, const char *hash, uint64_t bytes, bool from_peer)
+{
+	char final[PATH_MAX], tmp[PATH_MAX], key[128];
+	sink_ctx s = {.c = c, .fd = -1, .hash = hash};
+	const char *source = NULL;
+	struct stat st;
+	int rc;
+
+	kiln_cache_shard_path(c, hash, final);
+	if (stat(final, &st) == 0 && published(&st))
+		return 0; /* published meanwhile (another process) */
+	if ((rc = make_room(c, bytes)) < 0)
+		return rc;
+	snprintf(tmp, sizeof(tmp), "%s/tmp/%.64s.XXXXXX", c->dir, hash);
+	if ((s.fd = mkostemp(tmp, O_CLOEXEC)) < 0)
+		return write_failed(c, hash, errno);
+	/* readable by training jobs running as other users (views are hard
+	 * links to it); curated shards hold no personal data, and the cache
+	 * directory's own mode decides who may enter it */
+	if (fchmod(s.fd, 0644) < 0) {
+		rc = write_failed(c, hash, errno);
+		close(s.fd);
+		unlink(tmp);
+		return rc;
+	}
+	crypto_generichash_init(&s.hs, NULL, 0, 32);
+	s.limit = bytes ? bytes : c->config->size_limit;
+	for (size_t i = 0; !from_peer && i < c->config->peer_count; i++) {
+		const char *peer = c->config->peers[i];
+		char where[600];
+
+		snprintf(where, sizeof(where), "peer %s", peer);
+		s.source = where;
+		if ((rc = peer_get(c, peer, &s)) == 0 && (rc = sink_check(&s, bytes)) == 0) {
+			source = "peer";
+			break;
+		}
+		if (rc == KILN_ELIMIT || rc == KILN_ENOMEM)
+			goto cleanup;
+		KILN_LOG(rc == KILN_ENOTFOUND ? KILN_LOG_DEBUG : KILN_LOG_WARN, "cache_peer_failed",
+		         kiln_error_last(), KILN_F_STR("peer", peer), KILN_F_STR("shard", hash));
+		if ((rc = sink_reset(&s)) < 0)
+			goto cleanup;
+	}
+	if (!source) {
+		snprintf(key, sizeof(key), "shards/%.2s/%.64s.jsonl.zst", hash, hash);
+		s.source = "the origin";
+		rc = kiln_store_get(c->store, key, sink_write, &s);
+		if (rc > 0)
+			rc = kiln_error_set(KILN_EIO, "shard %s: reading from the origin failed", hash);
+		if (rc == 0)
+			rc = sink_check(&s, bytes);
+		if (rc < 0) {
+			if (rc != KILN_ELIMIT)
+				KILN_LOG(KILN_LOG_WARN, "cache_fetch_failed", kiln_error_last(),
+				         KILN_F_STR("shard", hash));
+			goto cleanup;
+		}
+		source = "origin";
+	}
+	if ((rc = publish(c, s.fd, tmp, final, hash, s.size)) < 0)
+		goto cleanup;
+	/* a fill of unknown size may have passed the high watermark */
+	if (!bytes)
+		evict(c, 0, hash);
+	if (strcmp(source, "peer") == 0) {
+		kiln_counter_add(c->m_fill_peer, s.size);
+		kiln_counter_add(c->m_fills_peer, 1);
+		atomic_fetch_add(&c->n_bytes_peer, s.size);
+		atomic_fetch_add(&c->n_fills_peer, 1);
+	} else {
+		kiln_counter_add(c->m_fill_origin, s.size);
+		kiln_counter_add(c->m_fills_origin, 1);
+		atomic_fetch_add(&c->n_bytes_origin, s.size);
+		atomic_fetch_add(&c->n_fills_origin, 1);
+	}
+cleanup:
+	close(s.fd);
+	if (rc < 0)
+		unlink(tmp);
+	return rc;
+}
+
+int kiln_cache_fill(kiln_cache *c, const char *hash, uint64_t bytes, bool from_peer)
+{
+	cache_flight *f, **pp;
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	for (f = c->flights; f; f = f->next)
+		if (strcmp(f->hash, hash) == 0)
+			break;
+	if (f) {
+		f->refs++;
+		while (!f->done)
+			pthread_cond_wait(&c->cond, &c->lock);
+		rc = f->rc;
+		if (rc < 0)
+			kiln_error_set(rc, "%s", f->msg);
+		if (--f->refs == 0)
+			free(f);
+		pthread_mutex_unlock(&c->lock);
+		return rc;
+	}
+	if (!(f = calloc(1, sizeof(*f)))) {
+		pthread_mutex_unlock(&c->lock);
+		return oom();
+	}
+	memcpy(f->hash, hash, 64);
+	f->refs = 1;
+	f->next = c->flights;
+	c->flights = f;
+	assert_cache_state(c);
+	pthread_mutex_unlock(&c->lock);
+
+	rc = fetch(c, hash, bytes, from_peer);
+
+	pthread_mutex_lock(&c->lock);
+	f->done = true;
+	f->rc = rc;
+	if (rc < 0)
+		snprintf(f->msg, sizeof(f->msg), "%s", kiln_error_last());
+	for (pp = &c->flights; *pp; pp = &(*pp)->next)
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	pthread_cond_broadcast(&c->cond);
+	if (--f->refs == 0)
+		free(f);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* ---- verified reads ----------------------------------------------------------- */
+
+/* Removes the corrupt file at path if it is still the one seen. */
+static void drop_corrupt(kiln_cache *c, const char *path, const char *hash, const struct stat *seen)
+{
+	struct stat now;
+
+	pthread_mutex_lock(&c->lock);
+	if (lstat(path, &now) == 0 && now.st_ino == seen->st_ino && now.st_dev == seen->st_dev &&
+	    unlink(path) == 0)
+		set_used(c,
+		         c->bytes_used > (uint64_t)now.st_size ? c->bytes_used - (uint64_t)now.st_size : 0);
+	pthread_mutex_unlock(&c->lock);
+	kiln_counter_add(c->m_corrupt, 1);
+	atomic_fetch_add(&c->n_corrupt, 1);
+	KILN_LOG(KILN_LOG_WARN, "cache_corrupt_shard", "a cached shard no longer matches its hash: removed",
+	         KILN_F_STR("shard", hash), KILN_F_INT("bytes", now.st_size));
+}
+
+static int open_noatime(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOATIME);
+
+	if (fd < 0 && errno == EPERM)
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd;
+}
+
+/* The verified file of hash: 0 with *out_fd, KILN_ENOTFOUND when absent
+ * (or corrupt: then removed). */
+static int open_verified(kiln_cache *c, const char *hash, int *out_fd, struct stat *out_st)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd, rc;
+
+	*out_fd = -1;
+	kiln_cache_shard_path(c, hash, path);
+	if ((fd = open_noatime(path)) < 0) {
+		if (errno == ENOENT)
+			return kiln_error_set(KILN_ENOTFOUND, "shard %.64s is not in the cache", hash);
+		return kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
+	}
+	if (fstat(fd, &st) < 0) {
+		rc = kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
+		close(fd);
+		return rc;
+	}
+	if (!published(&st)) {
+		char got[65] = "";
+
+		/* written after publication: is it still the shard? */
+		rc = S_ISREG(st.st_mode) ? hash_fd(fd, got, path) : 0;
+		if (rc < 0) {
+			close(fd);
+			return rc;
+		}
+		if (!S_ISREG(st.st_mode) || memcmp(got, hash, 64) != 0) {
+			close(fd);
+			drop_corrupt(c, path, hash, &st);
+			return kiln_error_set(KILN_ENOTFOUND,
+			                      "shard %.64s was corrupt in the cache (removed)", hash);
+		}
+		const struct timespec times[2] = {{0, UTIME_OMIT}, {KILN_CACHE_MTIME, 0}};
+		if (futimens(fd, times) == 0)
+			st.st_mtim = times[1];
+	}
+	*out_fd = fd;
+	*out_st = st;
+	return 0;
+}
+
+int kiln_cache_present(kiln_cache *c, const char *hash)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd, rc;
+
+	kiln_cache_shard_path(c, hash, path);
+	if (stat(path, &st) < 0)
+		return errno == ENOENT ? 0 : kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
+	if (S_ISREG(st.st_mode) && published(&st))
+		return 1;
+	rc = open_verified(c, hash, &fd, &st);
+	if (rc == KILN_ENOTFOUND)
+		return 0;
+	if (rc < 0)
+		return rc;
+	close(fd);
+	return 1;
+}
+
+int kiln_cache_open_shard(kiln_cache *c, const char *hash, bool fill, bool from_peer, int *out_fd,
+                          uint64_t *out_size)
+{
+	static const struct timespec used_now[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
+	struct stat st;
+	bool missed = false;
+	int rc = KILN_ENOTFOUND;
+
+	*out_fd = -1;
+	*out_size = 0;
+	if (strnlen(hash, 65) != 64 || !hex64(hash))
+		return kiln_error_set(KILN_EINVALID, "a shard hash is 64 lower-case hex digits");
+	kiln_cache_refresh_lag(c);
+	/* a fill can lose its file to an eviction before we open it: try again */
+	for (int attempt = 0; attempt < 3; attempt++) {
+		rc = open_verified(c, hash, out_fd, &st);
+		if (rc == 0) {
+			kiln_counter_add(missed ? c->m_misses : c->m_hits, 1);
+			futimens(*out_fd, used_now);
+			*out_size = (uint64_t)st.st_size;
+			return 0;
+		}
+		if (rc != KILN_ENOTFOUND || !fill)
+			break;
+		missed = true;
+		if ((rc = kiln_cache_fill(c, hash, 0, from_peer)) < 0)
+			break;
+	}
+	kiln_counter_add(c->m_misses, 1);
+	return rc;
+}
+
+/* ---- open / close -------------------------------------------------------------- */
+
+static void register_metrics(kiln_cache *c, kiln_metrics *m)
+{
+	if (!m)
+		return;
+	c->m_hits =
+	    kiln_metrics_counter(m, "kiln_cache_hits_total", "Shard requests served from the cache", NULL);
+	c->m_misses = kiln_metrics_counter(m, "kiln_cache_misses_total",
+	                                   "Shard requests the cache did not hold (filled or refused)", NULL);
+	c->m_fill_peer = kiln_metrics_counter(m, "kiln_cache_fill_bytes_total",
+	                                      "Bytes downloaded and verified into the cache, by source",
+	                                      "source=\"peer\"");
+	c->m_fill_origin = kiln_metrics_counter(m, "kiln_cache_fill_bytes_total",
+	                                        "Bytes downloaded and verified into the cache, by source",
+	                                        "source=\"origin\"");
+	c->m_fills_peer = kiln_metrics_counter(
+	    m, "kiln_cache_fills_total", "Shards downloaded into the cache, by source", "source=\"peer\"");
+	c->m_fills_origin = kiln_metrics_counter(
+	    m, "kiln_cache_fills_total", "Shards downloaded into the cache, by source", "source=\"origin\"");
+	c->m_evictions = kiln_metrics_counter(m, "kiln_cache_evictions_total",
+	                                      "Unpinned shards evicted (least recently used first)", NULL);
+	c->m_corrupt =
+	    kiln_metrics_counter(m, "kiln_cache_corrupt_total",
+	                         "Cached shards found corrupt or truncated (removed, fetched again)", NULL);
+	c->m_bytes_used =
+	    kiln_metrics_gauge(m, "kiln_cache_bytes_used", "Bytes of shards in the cache", NULL);
+	c->m_sync_lag = kiln_metrics_gauge(m, "kiln_cache_sync_lag_seconds",
+	                                   "Seconds since the last fully successful sync", NULL);
+	c->m_sync_failures = kiln_metrics_counter(m, "kiln_cache_sync_failures_total",
+	                                          "Sync passes that did not complete every pin", NULL);
+}
+
+void kiln_cache_refresh_lag(kiln_cache *c)
+{
+	int64_t since;
+
+	if (!c->m_sync_lag)
+		return;
+	pthread_mutex_lock(&c->lock);
+	since = c->last_ok ? c->last_ok : c->opened;
+	pthread_mutex_unlock(&c->lock);
+	kiln_gauge_set(c->m_sync_lag, (double)(time(NULL) - since));
+}
+
+void kiln_cache_refresh_metrics(kiln_cache *c)
+{
+	kiln_cache_refresh_lag(c);
+}
+
+/* Empties tmp/ when no other process has the cache open. */
+static int lock_and_clean(kiln_cache *c)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/lock", c->dir);
+	if ((c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
+		return kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
+	snprintf(path, sizeof(path), "%s/sync.lock", c->dir);
+	if ((c->sync_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
+		return kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
+	if (flock(c->lock_fd, LOCK_EX | LOCK_NB) == 0) {
+		DIR *d;
+
+		snprintf(path, sizeof(path), "%s/tmp", c->dir);
+		if ((d = opendir(path))) {
+			struct dirent *e;
+
+			while ((e = readdir(d)))
+				if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+					remove_at(dirfd(d), e->d_name);
+			closedir(d);
+		}
+	}
+	while (flock(c->lock_fd, LOCK_SH) < 0)
+		if (errno != EINTR)
+			return kiln_error_set(KILN_EIO, "%s/lock: %s", c->dir, strerror(errno));
+	return 0;
+}
+
+int kiln_cache_open(kiln_cache **out, const kiln_cache_config *config, kiln_metrics *metrics)
+{
+	kiln_cache *c;
+	char path[PATH_MAX];
+	uint64_t used = 0;
+	size_t n;
+	int rc;
+
+	*out = NULL;
+	if (sodium_init() < 0)
+		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK)
+		return kiln_error_set(KILN_EIO, "libcurl failed to initialise");
+	if (!config->dir || !*config->dir || !config->size_limit ||
+	    !(config->low > 0 && config->low < config->high) || config->high > 1)
+		return kiln_error_set(KILN_EINVALID,
+		                      "cache: bad config (dir, size_limit and watermarks are required)");
+	if (!(c = calloc(1, sizeof(*c))))
+		return oom();
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->evict_lock, NULL);
+	pthread_mutex_init(&c->list_lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	c->lock_fd = c->sync_fd = -1;
+	c->config = config;
+	c->opened = (int64_t)time(NULL);
+	n = strlen(config->dir);
+	while (n > 1 && config->dir[n - 1] == '/')
+		n--;
+	if (!(c->dir = strndup(config->dir, n)) ||
+	    !(c->pins = calloc(config->pin_count ? config->pin_count : 1, sizeof(*c->pins)))) {
+		rc = oom();
+		goto fail;
+	}
+	if (strlen(c->dir) > PATH_MAX - 256) {
+		rc = kiln_error_set(KILN_EINVALID, "cache dir %s: path too long", c->dir);
+		goto fail;
+	}
+	for (const char *const *sub = (const char *const[]){"shards", "tmp", "views", NULL}; *sub; sub++) {
+		snprintf(path, sizeof(path), "%s/%s", c->dir, *sub);
+		if ((rc = mkdir_p(path)) < 0)
+			goto fail;
+	}
+	if ((rc = lock_and_clean(c)) < 0)
+		goto fail;
+	register_metrics(c, metrics);
+	if ((rc = kiln_store_open(&c->store, config->store_url, &config->store)) < 0)
+		goto fail;
+	c->remote = kiln_cache_manifest_is_url(config->manifest);
+	if (c->remote) {
+		snprintf(path, sizeof(path), "%s/manifest.git", c->dir);
+		if (!(c->manifest_path = strdup(path))) {
+			rc = oom();
+			goto fail;
+		}
+		if ((rc = kiln_manifest_open(&c->manifest, path)) < 0 ||
+		    (rc = kiln_manifest_open(&c->list_manifest, path)) < 0)
+			goto fail;
+	} else {
+		if (!(c->manifest_path = strdup(config->manifest))) {
+			rc = oom();
+			goto fail;
+		}
+		if ((rc = kiln_version_open(&c->manifest, config->manifest)) < 0 ||
+		    (rc = kiln_version_open(&c->list_manifest, config->manifest)) < 0)
+			goto fail;
+	}
+	for (size_t i = 0; i < config->pin_count; i++) {
+		cache_pin *p = &c->pins[i];
+		const char *at = strchr(config->pins[i], '@');
+
+		p->spec = config->pins[i];
+		snprintf(p->dataset, sizeof(p->dataset), "%.*s", (int)(at - p->spec), p->spec);
+		snprintf(p->ref, sizeof(p->ref), "%s", at + 1);
+	}
+	if ((rc = scan_shards(c, sum_cb, &used)) < 0)
+		goto fail;
+	set_used(c, used);
+	kiln_cache_state_load(c);
+	if ((rc = kiln_cache_pins_init(c)) < 0)
+		goto fail;
+	kiln_cache_refresh_lag(c);
+	*out = c;
+	return 0;
+fail:
+	kiln_cache_close(c);
+	return rc;
+}
+
+void kiln_cache_close(kiln_cache *c)
+{
+	if (!c)
+		return;
+	assert(!c->flights);
+	kiln_manifest_close(c->manifest);
+	kiln_manifest_close(c->list_manifest);
+	kiln_store_close(c->store);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd);
+	if (c->sync_fd >= 0)
+		close(c->sync_fd);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->evict_lock);
+	pthread_mutex_destroy(&c->list_lock);
+	pthread_cond_destroy(&c->cond);
+	free(c->pinned);
+	free(c->pins);
+	free(c->manifest_path);
+	free(c->dir);
+	free(c);
+}
+
+/* ---- verify --------------------------------------------------------------------- */
+
+typedef struct verify_ctx {
+	kiln_cache *c;
+	uint64_t bad, checked;
+	int err;
+} verify_ctx;
+
+static int verify_cb(void *ctx, const char *hash, int at, const char *name, const struct stat *st)
+{
+	verify_ctx *v = ctx;
+	char path[PATH_MAX], got[65], h[65];
+	int fd, rc;
+
+	memcpy(h, hash, 64);
+	h[64] = '\0';
+	kiln_cache_shard_path(v->c, h, path);
+	fd = openat(at, name, O_RDONLY | O_CLOEXEC | O_NOATIME);
+	if (fd < 0 && errno == EPERM)
+		fd = openat(at, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0; /* evicted meanwhile */
+	rc = hash_fd(fd, got, path);
+	if (rc == 0 && memcmp(got, h, 64) == 0) {
+		if (!published(st)) {
+			const struct timespec times[2] = {{0, UTIME_OMIT}, {KILN_CACHE_MTIME, 0}};
+			futimens(fd, times);
+		}
+		v->checked++;
+	} else if (rc == 0) {
+		drop_corrupt(v->c, path, h, st);
+		v->bad++;
+	} else if (!v->err) {
+		v->err = rc;
+	}
+	close(fd);
+	return 0;
+}
+
+int kiln_cache_verify(kiln_cache *c, uint64_t *out_bad)
+{
+	verify_ctx v = {.c = c};
+	int rc;
+
+	*out_bad = 0;
+	if ((rc = scan_shards(c, verify_cb, &v)) < 0)
+		return rc;
+	*out_bad = v.bad;
+	KILN_LOG(KILN_LOG_INFO, "cache_verified", "every cached shard hashed", KILN_F_INT("good", v.checked),
+	         KILN_F_INT("bad", v.bad));
+	return v.err;
+}
+
+/* ---- list ------------------------------------------------------------------------ */
+
+typedef struct list_ctx {
+	kiln_cache *c;
+	kiln_buf *out;
+} list_ctx;
+
+static int list_cb(void *ctx, const kiln_shard_entry *e)
+{
+	list_ctx *l = ctx;
+	char path[PATH_MAX];
+	struct stat st;
+	bool cached;
+
+	kiln_cache_shard_path(l->c, e->hash, path);
+	cached = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+	return kiln_buf_printf(
+	    l->out, "{\"shard\":\"%s\",\"bytes\":%" PRIu64 ",\"records\":%" PRIu64 ",\"cached\":%s}\n",
+	    e->hash, e->bytes, e->records, cached ? "true" : "false");
+}
+
+int kiln_cache_list(kiln_cache *c, const char *dataset, const char *ref, const char *split, kiln_buf *out)
+{
+	list_ctx l = {.c = c, .out = out};
+	kiln_version v;
+	kiln_split s;
+	char spec[512];
+	size_t len = out->len;
+	int rc;
+
+	kiln_cache_refresh_lag(c);
+	if (kiln_split_from_name(split, &s) < 0)
+		return kiln_error_set(KILN_ENOTFOUND, "no split \"%.32s\" (train, dev or test)", split);
+	if (strlen(dataset) > 128 || strlen(ref) > 256 || strchr(dataset, '@'))
+		return kiln_error_set(KILN_EINVALID, "bad dataset or ref");
+	snprintf(spec, sizeof(spec), "%s@%s", dataset, ref);
+	pthread_mutex_lock(&c->list_lock);
+	rc = kiln_version_resolve(c->list_manifest, spec, &v);
+	if (rc == 0)
+		rc = kiln_version_shards(c->list_manifest, &v, s, list_cb, &l);
+	pthread_mutex_unlock(&c->list_lock);
+	if (rc > 0)
+		rc = kiln_error_set(KILN_EIO, "listing %s failed", spec);
+	if (rc < 0)
+		out->len = len;
+	return rc;
+}
+
+/* ---- status ---------------------------------------------------------------------- */
+
+typedef struct count_ctx {
+	kiln_cache *c;
+	uint64_t shards, bytes, pinned, pinned_bytes;
+} count_ctx;
+
+static int count_cb(void *ctx, const char *hash, int at, const char *name, const struct stat *st)
+{
+	count_ctx *k = ctx;
+	char h[65];
+
+	(void)at;
+	(void)name;
+	memcpy(h, hash, 64);
+	h[64] = '\0';
+	k->shards++;
+	k->bytes += (uint64_t)st->st_size;
+	pthread_mutex_lock(&k->c->lock);
+	if (is_pinned(k->c, h)) {
+		k->pinned++;
+		k->pinned_bytes += (uint64_t)st->st_size;
+	}
+	pthread_mutex_unlock(&k->c->lock);
+	return 0;
+}
+
+static void iso_time(char *out, size_t cap, int64_t t)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	gmtime_r(&tt, &tm);
+	strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int kiln_cache_status(kiln_cache *c, kiln_buf *out)
+{
+	const kiln_cache_config *cfg = c->config;
+	count_ctx k = {.c = c};
+	char used[32], limit[32], high[32], low[32], pb[32];
+	int rc;
+
+	kiln_cache_refresh_lag(c);
+	if ((rc = scan_shards(c, count_cb, &k)) < 0)
+		return rc;
+	kiln_cache_human(used, sizeof(used), k.bytes);
+	kiln_cache_human(limit, sizeof(limit), cfg->size_limit);
+	kiln_cache_human(high, sizeof(high), (uint64_t)(cfg->high * (double)cfg->size_limit));
+	kiln_cache_human(low, sizeof(low), (uint64_t)(cfg->low * (double)cfg->size_limit));
+	kiln_cache_human(pb, sizeof(pb), k.pinned_bytes);
+	kiln_buf_printf(out, "cache %s\n", c->dir);
+	kiln_buf_printf(out, "  used %s of %s (%.1f%%); evicts above %.0f%% (%s) down to %.0f%% (%s)\n", used,
+	                limit, 100.0 * (double)k.bytes / (double)cfg->size_limit, 100 * cfg->high, high,
+	                100 * cfg->low, low);
+	pthread_mutex_lock(&c->lock);
+	kiln_buf_printf(out, "  shards %" PRIu64 ", pinned %" PRIu64 " (%s)%s\n", k.shards, k.pinned, pb,
+	                c->pinned_known ? "" : " (pins not resolved yet: nothing is evicted)");
+	for (size_t i = 0; i < cfg->pin_count; i++) {
+		const cache_pin *p = &c->pins[i];
+		char b[32];
+
+		kiln_cache_human(b, sizeof(b), p->bytes);
+		if (!p->version.commit[0])
+			kiln_buf_printf(out, "  pin %s: not resolved%s%s\n", p->spec, p->error[0] ? ": " : "",
+			                p->error);
+		else
+			kiln_buf_printf(
+			    out, "  pin %s: %.12s%s %s, %" PRIu64 " shards, %s%s%s%s%s%s\n", p->spec,
+			    p->version.commit, p->follows ? " (follows the branch)" : "",
+			    p->ready ? "ready" : "not ready", p->shards, b,
+			    p->shown[0] && strcmp(p->shown, p->version.commit) != 0 ? " (view shows " : "",
+			    p->shown[0] && strcmp(p->shown, p->version.commit) != 0 ? p->shown : "",
+			    p->shown[0] && strcmp(p->shown, p->version.commit) != 0 ? ")" : "",
+			    p->error[0] ? "; last sync: " : "", p->error);
+	}
+	if (!c->last_time) {
+		kiln_buf_printf(out, "  last sync: never\n");
+	} else {
+		char t[32], f[32], e[32];
+
+		iso_time(t, sizeof(t), c->last_time);
+		kiln_buf_printf(out, "  last sync %s: %s%s\n", t,
+		                c->last_rc == 0 ? "ok" : "failed: ", c->last_rc == 0 ? "" : c->last_msg);
+		if (c->last_rc != 0 && c->last_ok) {
+			iso_time(t, sizeof(t), c->last_ok);
+			kiln_buf_printf(out, "  last fully successful sync %s\n", t);
+		}
+		kiln_cache_human(f, sizeof(f), c->last.fetched_bytes);
+		kiln_cache_human(e, sizeof(e), c->last.evicted_bytes);
+		kiln_buf_printf(out,
+		                "  last sync fetched %" PRIu64 " shards (%s), evicted %" PRIu64
+		                " (%s), %" PRIu64 " could not be fetched\n",
+		                c->last.fetched, f, c->last.evicted, e, c->last.failed);
+	}
+	rc = kiln_buf_printf(out, "  peers %zu%s\n", cfg->peer_count, cfg->token ? ", bearer token set" : "");
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}

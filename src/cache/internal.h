@@ -1,0 +1,146 @@
+/* What cache.c (the shard store: open, fill, verify, evict, list, status)
+ * and sync.c (pins, downloads, views) share: the cache handle itself.
+ *
+ * Invariants (checked by assert_cache_state in cache.c in debug builds):
+ * - a file under shards/ was verified before it was renamed there; one whose
+ *   mtime is not KILN_CACHE_MTIME is hashed again before it is used;
+ * - bytes_used is the sum of the sizes of the files under shards/ as this
+ *   process last saw them (an eviction scan resets it to the truth);
+ * - at most one flight per hash is in `flights`; a flight leaves the list
+ *   when done and is freed by whoever drops its last reference;
+ * - `pinned` is sorted and holds every shard of every version a pin resolves
+ *   to or a pin's view still shows; while !pinned_known nothing is evicted.
+ * Locks: `lock` guards flights, pinned, bytes_used, pins[] and the last-sync
+ * fields; evict_lock serialises eviction scans; list_lock the list handle on
+ * the manifest; sync_fd (flock) one sync per cache directory across
+ * processes. Never take evict_lock or list_lock while holding `lock`. */
+#ifndef KILN_CACHE_INTERNAL_H
+#define KILN_CACHE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "cache/cache.h"
+#include "manifest/version.h"
+
+/* The mtime of a published shard: 1 s past the epoch. */
+#define KILN_CACHE_MTIME 1
+
+typedef struct cache_flight {
+	struct cache_flight *next;
+	char hash[65];
+	bool done;
+	int rc;
+	char msg[512]; /* the owner's error message, re-set in each waiter */
+	unsigned refs;
+} cache_flight;
+
+/* A shard a pin's version lists: what sync downloads and views link. */
+typedef struct cache_entry {
+	char hash[65];
+	uint64_t bytes;
+} cache_entry;
+
+typedef struct cache_listing {
+	char commit[41];
+	cache_entry *v;                    /* splits one after another, each in manifest order */
+	size_t count[KILN_SPLIT_COUNT], n; /* n: all splits */
+} cache_listing;
+
+typedef struct cache_pin {
+	const char *spec; /* config->pins[i], "ds@ref" */
+	char dataset[129];
+	char ref[160];                   /* after '@': the name of its link in views/<ds>/ */
+	kiln_version version;            /* the last resolution; commit "" when never resolved */
+	bool follows;                    /* a branch: a later sync may move it */
+	bool ready;                      /* views/<ds>/<commit>/ready exists for version */
+	char shown[41];                  /* the commit views/<ds>/<ref> points at, "" when none */
+	uint64_t shards, bytes;          /* of version */
+	uint64_t fetched, fetched_bytes; /* the last sync's downloads for it */
+	char error[512];                 /* the last sync's problem with it, "" when none */
+} cache_pin;
+
+struct kiln_cache {
+	const kiln_cache_config *config;
+	char *dir;           /* config->dir without trailing '/' */
+	char *manifest_path; /* the repository opened (config->manifest or <dir>/manifest.git) */
+	bool remote;         /* config->manifest is a URL fetched into <dir>/manifest.git */
+	kiln_store *store;
+	kiln_manifest *manifest;      /* sync's handle (fetches go into it) */
+	kiln_manifest *list_manifest; /* kiln_cache_list's handle */
+	int lock_fd;                  /* <dir>/lock: shared while open, exclusive to clean tmp/ */
+	int sync_fd;                  /* <dir>/sync.lock */
+	int64_t opened;
+
+	pthread_mutex_t lock, evict_lock, list_lock;
+	pthread_cond_t cond;
+	cache_flight *flights;
+	unsigned char (*pinned)[32];
+	size_t npinned;
+	bool pinned_known;
+	bool nothing_evictable; /* the last scan found no unpinned shard and none was published since */
+	uint64_t bytes_used;
+	cache_pin *pins; /* config->pin_count */
+
+	/* the last sync (also persisted in <dir>/last-sync for other processes) */
+	int64_t last_time, last_ok;
+	int last_rc;
+	char last_msg[512];
+	kiln_cache_sync_stats last;
+
+	/* this process's totals (also without a metrics registry) */
+	_Atomic uint64_t n_fills_peer, n_fills_origin, n_bytes_peer, n_bytes_origin, n_evicted,
+	    n_evicted_bytes, n_corrupt;
+
+	kiln_counter *m_hits, *m_misses, *m_fill_peer, *m_fill_origin, *m_fills_peer, *m_fills_origin,
+	    *m_evictions, *m_corrupt, *m_sync_failures;
+	kiln_gauge *m_bytes_used, *m_sync_lag;
+};
+
+/* "<dir>/shards/<hh>/<hash>.jsonl.zst" into out (PATH_MAX). */
+void kiln_cache_shard_path(const kiln_cache *cache, const char *hash, char *out);
+
+/* 1 when shards/ holds a verified copy of hash (a file whose mtime is not
+ * KILN_CACHE_MTIME is hashed first, and removed when it does not match), 0
+ * when not, < 0 on an I/O error. */
+int kiln_cache_present(kiln_cache *cache, const char *hash);
+
+/* Fetches hash (expected bytes, 0 when unknown) unless a verified copy is
+ * there, joining a fetch of it already in flight: peers first unless
+ * from_peer, then the origin. KILN_ELIMIT when the cache is full. */
+int kiln_cache_fill(kiln_cache *cache, const char *hash, uint64_t bytes, bool from_peer);
+
+/* When bytes_used + need is above high * size_limit, evicts least-recently-
+ * used unpinned shards until it is at most low * size_limit (or none is
+ * left). Nothing is evicted while the pinned set is unknown. */
+int kiln_cache_evict(kiln_cache *cache, uint64_t need);
+
+/* Replaces the pinned set (sorted copy of hashes[0..n)); takes `lock`. */
+int kiln_cache_set_pinned(kiln_cache *cache, const char (*hashes)[65], size_t n);
+
+/* Lists a version's shards, every split (manifest order). */
+int kiln_cache_listing(kiln_manifest *manifest, const kiln_version *version, cache_listing *out);
+void kiln_cache_listing_free(cache_listing *listing);
+
+/* Resolves the pins in the manifest as it is (no fetch) to learn the
+ * pinned set and each pin's view at open. */
+int kiln_cache_pins_init(kiln_cache *cache);
+
+/* A local path or a URL libgit2 fetches (scheme://..., scp-like host:path). */
+bool kiln_cache_manifest_is_url(const char *manifest);
+
+/* Reads and writes <dir>/last-sync. */
+void kiln_cache_state_load(kiln_cache *cache);
+int kiln_cache_state_save(kiln_cache *cache);
+
+/* seconds since the last fully successful sync into the gauge. */
+void kiln_cache_refresh_lag(kiln_cache *cache);
+
+/* 1.2 GiB */
+void kiln_cache_human(char *out, size_t cap, uint64_t bytes);
+
+/* rm -rf path (a file, link or directory tree); 0 or KILN_EIO. */
+int kiln_cache_remove_tree(const char *path);
+
+#endif

@@ -1,0 +1,1065 @@
+/* Sync passes (cache.h kiln_cache_sync): fetch a remote manifest, resolve
+ * every pin, download the shards each pin lacks (pins in config order,
+ * `concurrency` threads, every download through kiln_cache_fill so it
+ * joins a miss being filled for a reader), build each pin's view under tmp/
+ * and rename it into place, move the pin's link to it, drop views no pin
+ * shows, evict. Also the last-sync file that `kiln cache status` reads in
+ * another process. */
+#include "cache/internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "manifest/remote.h"
+
+#define STATE_NAME "last-sync"
+
+static _Atomic unsigned long tmp_counter;
+
+static int oom(void)
+{
+	return kiln_error_set(KILN_ENOMEM, "cache: out of memory");
+}
+
+static bool hex40(const char *s)
+{
+	for (int i = 0; i < 40; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return s[40] == '\0';
+}
+
+static void tmp_name(const kiln_cache *c, char *out, const char *what)
+{
+	snprintf(out, PATH_MAX, "%s/tmp/%s-%ld-%lu", c->dir, what, (long)getpid(),
+	         (unsigned long)atomic_fetch_add(&tmp_counter, 1));
+}
+
+/* ---- listings -------------------------------------------------------------------- */
+
+typedef struct listing_ctx {
+	cache_listing *l;
+	size_t cap;
+	kiln_split split;
+} listing_ctx;
+
+static int listing_cb(void *ctx, const kiln_shard_entry *e)
+{
+	listing_ctx *x = ctx;
+	cache_listing *l = x->l;
+
+	if (l->n == x->cap) {
+		size_t cap = x->cap ? x->cap * 2 : 256;
+		cache_entry *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return oom();
+		l->v = v;
+		x->cap = cap;
+	}
+	memcpy(l->v[l->n].hash, e->hash, sizeof(l->v[l->n].hash));
+	l->v[l->n].bytes = e->bytes;
+	l->n++;
+	l->count[x->split]++;
+	return 0;
+}
+
+int kiln_cache_listing(kiln_manifest *manifest, const kiln_version *version, cache_listing *out)
+{
+	listing_ctx x = {.l = out};
+
+	memset(out, 0, sizeof(*out));
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		int rc;
+
+		x.split = (kiln_split)s;
+		if ((rc = kiln_version_shards(manifest, version, (kiln_split)s, listing_cb, &x)) != 0) {
+			kiln_cache_listing_free(out);
+			return rc < 0 ? rc : kiln_error_set(KILN_EIO, "listing %s failed", version->commit);
+		}
+	}
+	memcpy(out->commit, version->commit, sizeof(out->commit));
+	return 0;
+}
+
+void kiln_cache_listing_free(cache_listing *l)
+{
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static uint64_t listing_bytes(const cache_listing *l)
+{
+	uint64_t b = 0;
+
+	for (size_t i = 0; i < l->n; i++)
+		b += l->v[i].bytes;
+	return b;
+}
+
+/* Distinct shards of several listings. */
+typedef struct hash_set {
+	const cache_entry **v;
+	size_t n, cap;
+} hash_set;
+
+static int set_add(hash_set *s, const cache_listing *l)
+{
+	if (s->n + l->n > s->cap) {
+		size_t cap = (s->n + l->n) * 2;
+		const cache_entry **v = realloc(s->v, cap * sizeof(*v));
+
+		if (!v)
+			return oom();
+		s->v = v;
+		s->cap = cap;
+	}
+	for (size_t i = 0; i < l->n; i++)
+		s->v[s->n++] = &l->v[i];
+	return 0;
+}
+
+static int by_hash(const void *a, const void *b)
+{
+	return memcmp((*(const cache_entry *const *)a)->hash, (*(const cache_entry *const *)b)->hash, 64);
+}
+
+static void set_unique(hash_set *s)
+{
+	size_t k = 0;
+
+	if (!s->n)
+		return;
+	qsort(s->v, s->n, sizeof(*s->v), by_hash);
+	for (size_t i = 1; i < s->n; i++)
+		if (memcmp(s->v[i]->hash, s->v[k]->hash, 64) != 0)
+			s->v[++k] = s->v[i];
+	s->n = k + 1;
+}
+
+static uint64_t set_bytes(const hash_set *s)
+{
+	uint64_t b = 0;
+
+	for (size_t i = 0; i < s->n; i++)
+		b += s->v[i]->bytes;
+	return b;
+}
+
+static int set_publish(kiln_cache *c, const hash_set *s)
+{
+	char(*h)[65] = s->n ? malloc(s->n * sizeof(*h)) : NULL;
+	int rc;
+
+	if (s->n && !h)
+		return oom();
+	for (size_t i = 0; i < s->n; i++)
+		memcpy(h[i], s->v[i]->hash, 65);
+	rc = kiln_cache_set_pinned(c, (const char(*)[65])h, s->n);
+	free(h);
+	return rc;
+}
+
+/* ---- views ------------------------------------------------------------------------ */
+
+static void view_path(const kiln_cache *c, char *out, const char *dataset, const char *name)
+{
+	snprintf(out, PATH_MAX, "%s/views/%s/%s", c->dir, dataset, name);
+}
+
+static bool view_ready(const kiln_cache *c, const char *dataset, const char *commit)
+{
+	char path[PATH_MAX];
+
+	view_path(c, path, dataset, commit);
+	strncat(path, "/ready", PATH_MAX - strlen(path) - 1);
+	return access(path, F_OK) == 0;
+}
+
+/* The commit views/<ds>/<ref> shows (a ready view), "" when none. */
+static void read_shown(const kiln_cache *c, const cache_pin *p, char out[41])
+{
+	char path[PATH_MAX], target[64];
+	ssize_t n;
+
+	out[0] = '\0';
+	if (hex40(p->ref)) {
+		if (view_ready(c, p->dataset, p->ref))
+			memcpy(out, p->ref, 41);
+		return;
+	}
+	view_path(c, path, p->dataset, p->ref);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n != 40)
+		return;
+	target[40] = '\0';
+	if (hex40(target) && view_ready(c, p->dataset, target))
+		memcpy(out, target, 41);
+}
+
+static int write_ready(const char *dir, const cache_pin *p, const cache_listing *l)
+{
+	char path[PATH_MAX], text[512], when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	int fd, n;
+
+	gmtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	n = snprintf(text, sizeof(text), "dataset %s\ncommit %s\nshards %zu\nbytes %" PRIu64 "\nbuilt %s\n",
+	             p->dataset, l->commit, l->n, listing_bytes(l), when);
+	snprintf(path, sizeof(path), "%s/ready", dir);
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+		return kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
+	if (write(fd, text, (size_t)n) != n) {
+		int err = errno;
+
+		close(fd);
+		return kiln_error_set(err == ENOSPC ? KILN_ELIMIT : KILN_EIO, "%s: %s", path, strerror(err));
+	}
+	close(fd);
+	return 0;
+}
+
+/* Re-links view files whose shard was fetched again (another inode). */
+static int repair_view(kiln_cache *c, const char *view, const cache_listing *l, uint64_t *repaired)
+{
+	size_t k = 0;
+
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+		for (size_t i = 0; i < l->count[s]; i++, k++) {
+			char file[PATH_MAX], shard[PATH_MAX], tmp[PATH_MAX];
+			struct stat vs, ss;
+
+			snprintf(file, sizeof(file), "%s/%s/%05zu.jsonl.zst", view,
+			         kiln_split_name((kiln_split)s), i);
+			kiln_cache_shard_path(c, l->v[k].hash, shard);
+			if (stat(shard, &ss) < 0)
+				return kiln_error_set(KILN_ENOTFOUND,
+				                      "shard %s of view %s is not in the cache", l->v[k].hash,
+				                      view);
+			if (lstat(file, &vs) == 0 && vs.st_ino == ss.st_ino && vs.st_dev == ss.st_dev)
+				continue;
+			tmp_name(c, tmp, "relink");
+			if (link(shard, tmp) < 0 || rename(tmp, file) < 0) {
+				int err = errno;
+
+				unlink(tmp);
+				return kiln_error_set(KILN_EIO, "%s: %s", file, strerror(err));
+			}
+			(*repaired)++;
+		}
+	return 0;
+}
+
+/* views/<ds>/<commit>: built under tmp/, renamed into place with its ready
+ * marker; a ready view is only repaired. */
+static int build_view(kiln_cache *c, const cache_pin *p, const cache_listing *l, uint64_t *repaired)
+{
+	char view[PATH_MAX], tmp[PATH_MAX], file[PATH_MAX], shard[PATH_MAX];
+	size_t k = 0;
+	int rc;
+
+	view_path(c, view, p->dataset, "");
+	if (mkdir(view, 0755) < 0 && errno != EEXIST)
+		return kiln_error_set(KILN_EIO, "%s: %s", view, strerror(errno));
+	view_path(c, view, p->dataset, l->commit);
+	if (view_ready(c, p->dataset, l->commit))
+		return repair_view(c, view, l, repaired);
+	if ((rc = kiln_cache_remove_tree(view)) < 0) /* a view without its marker: never complete */
+		return rc;
+	tmp_name(c, tmp, "view");
+	if (mkdir(tmp, 0755) < 0)
+		return kiln_error_set(errno == ENOSPC ? KILN_ELIMIT : KILN_EIO, "%s: %s", tmp,
+		                      strerror(errno));
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		snprintf(file, sizeof(file), "%s/%s", tmp, kiln_split_name((kiln_split)s));
+		if (mkdir(file, 0755) < 0) {
+			rc = kiln_error_set(errno == ENOSPC ? KILN_ELIMIT : KILN_EIO, "%s: %s", file,
+			                    strerror(errno));
+			goto fail;
+		}
+		for (size_t i = 0; i < l->count[s]; i++, k++) {
+			snprintf(file, sizeof(file), "%s/%s/%05zu.jsonl.zst", tmp,
+			         kiln_split_name((kiln_split)s), i);
+			kiln_cache_shard_path(c, l->v[k].hash, shard);
+			if (link(shard, file) < 0) {
+				rc =
+				    errno == ENOENT
+				        ? kiln_error_set(
+				              KILN_ERETRY,
+				              "shard %s left the cache before the view of %s@%.12s was built",
+				              l->v[k].hash, p->dataset, l->commit)
+				        : kiln_error_set(errno == ENOSPC ? KILN_ELIMIT : KILN_EIO, "%s: %s",
+				                         file, strerror(errno));
+				goto fail;
+			}
+		}
+	}
+	if ((rc = write_ready(tmp, p, l)) < 0)
+		goto fail;
+	if (rename(tmp, view) < 0) {
+		rc = kiln_error_set(KILN_EIO, "%s: %s", view, strerror(errno));
+		goto fail;
+	}
+	KILN_LOG(KILN_LOG_INFO, "cache_view_ready", "a pinned version's view is complete",
+	         KILN_F_STR("pin", p->spec), KILN_F_STR("commit", l->commit), KILN_F_INT("shards", l->n));
+	return 0;
+fail:
+	kiln_cache_remove_tree(tmp);
+	return rc;
+}
+
+/* views/<ds>/<ref> -> <commit>, replaced atomically. */
+static int set_link(kiln_cache *c, const cache_pin *p, const char *commit)
+{
+	char path[PATH_MAX], tmp[PATH_MAX], target[64];
+	ssize_t n;
+
+	if (strcmp(p->ref, commit) == 0)
+		return 0;
+	view_path(c, path, p->dataset, p->ref);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n == 40 && memcmp(target, commit, 40) == 0)
+		return 0;
+	tmp_name(c, tmp, "link");
+	if (symlink(commit, tmp) < 0)
+		return kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
+	if (rename(tmp, path) < 0) {
+		/* something else (a directory) sits there: replace it */
+		if (kiln_cache_remove_tree(path) < 0 || rename(tmp, path) < 0) {
+			int err = errno;
+
+			unlink(tmp);
+			return kiln_error_set(KILN_EIO, "%s: %s", path, strerror(err));
+		}
+	}
+	return 0;
+}
+
+/* Removes views of datasets no pin names, links no pin owns and commit
+ * views no pin shows. */
+static void drop_stale(kiln_cache *c)
+{
+	const size_t np = c->config->pin_count;
+	char path[PATH_MAX];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/views", c->dir);
+	if (!(d = opendir(path)))
+		return;
+	while ((e = readdir(d))) {
+		bool pinned = false;
+		struct dirent *f;
+		DIR *sub;
+		int fd;
+
+		if (e->d_name[0] == '.')
+			continue;
+		for (size_t i = 0; i < np; i++)
+			pinned |= strcmp(c->pins[i].dataset, e->d_name) == 0;
+		if (!pinned) {
+			snprintf(path, sizeof(path), "%s/views/%s", c->dir, e->d_name);
+			kiln_cache_remove_tree(path);
+			continue;
+		}
+		if ((fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			continue;
+		if (!(sub = fdopendir(fd))) {
+			close(fd);
+			continue;
+		}
+		while ((f = readdir(sub))) {
+			struct stat st;
+			bool keep = false;
+
+			if (f->d_name[0] == '.' ||
+			    fstatat(dirfd(sub), f->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				continue;
+			if (S_ISLNK(st.st_mode)) {
+				for (size_t i = 0; i < np; i++)
+					keep |= strcmp(c->pins[i].dataset, e->d_name) == 0 &&
+					        strcmp(c->pins[i].ref, f->d_name) == 0;
+				if (!keep)
+					unlinkat(dirfd(sub), f->d_name, 0);
+			} else if (S_ISDIR(st.st_mode) && hex40(f->d_name)) {
+				for (size_t i = 0; i < np; i++)
+					keep |= strcmp(c->pins[i].dataset, e->d_name) == 0 &&
+					        (strcmp(c->pins[i].shown, f->d_name) == 0 ||
+					         strcmp(c->pins[i].version.commit, f->d_name) == 0);
+				if (!keep) {
+					snprintf(path, sizeof(path), "%s/views/%s/%s", c->dir, e->d_name,
+					         f->d_name);
+					kiln_cache_remove_tree(path);
+					KILN_LOG(KILN_LOG_INFO, "cache_view_dropped",
+					         "no pin shows this version any more",
+					         KILN_F_STR("dataset", e->d_name),
+					         KILN_F_STR("commit", f->d_name));
+				}
+			}
+		}
+		closedir(sub);
+	}
+	closedir(d);
+}
+
+/* ---- pins ------------------------------------------------------------------------- */
+
+static void pin_error(kiln_cache *c, cache_pin *p, const char *prefix, const char *msg)
+{
+	pthread_mutex_lock(&c->lock);
+	snprintf(p->error, sizeof(p->error), "%s%s", prefix, msg);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* The listing of the commit a pin's view shows, when not its version. */
+static void list_shown(kiln_cache *c, cache_pin *p, const kiln_version *v, cache_listing *out)
+{
+	char shown[41];
+	kiln_version old = *v;
+
+	read_shown(c, p, shown);
+	pthread_mutex_lock(&c->lock);
+	memcpy(p->shown, shown, sizeof(shown));
+	pthread_mutex_unlock(&c->lock);
+	if (!shown[0] || strcmp(shown, v->commit) == 0)
+		return;
+	memcpy(old.commit, shown, sizeof(shown));
+	old.ref[0] = '\0';
+	if (kiln_cache_listing(c->manifest, &old, out) < 0)
+		kiln_error_clear(); /* gone from the manifest: nothing to keep */
+}
+
+int kiln_cache_pins_init(kiln_cache *c)
+{
+	const size_t np = c->config->pin_count;
+	cache_listing *ls = calloc(2 * np + 1, sizeof(*ls));
+	hash_set set = {0};
+	bool all = true;
+	int rc = 0;
+
+	if (!ls)
+		return oom();
+	for (size_t i = 0; i < np; i++) {
+		cache_pin *p = &c->pins[i];
+		kiln_version v;
+
+		if (kiln_version_resolve(c->manifest, p->spec, &v) == 0) {
+			p->version = v;
+			p->follows = strncmp(v.ref, "refs/heads/", 11) == 0;
+		} else if (!p->version.commit[0]) {
+			all = false;
+			continue;
+		}
+		if (kiln_cache_listing(c->manifest, &p->version, &ls[2 * i]) < 0) {
+			all = false;
+			continue;
+		}
+		p->shards = ls[2 * i].n;
+		p->bytes = listing_bytes(&ls[2 * i]);
+		p->ready = view_ready(c, p->dataset, p->version.commit);
+		list_shown(c, p, &p->version, &ls[2 * i + 1]);
+		if ((rc = set_add(&set, &ls[2 * i])) < 0 || (rc = set_add(&set, &ls[2 * i + 1])) < 0)
+			goto cleanup;
+	}
+	kiln_error_clear();
+	if (all) {
+		set_unique(&set);
+		rc = set_publish(c, &set);
+	}
+cleanup:
+	for (size_t i = 0; i < 2 * np; i++)
+		kiln_cache_listing_free(&ls[i]);
+	free(ls);
+	free(set.v);
+	return rc;
+}
+
+/* ---- downloads -------------------------------------------------------------------- */
+
+typedef struct job {
+	kiln_cache *c;
+	const cache_entry **todo;
+	size_t n;
+	_Atomic size_t next;
+	_Atomic uint64_t done, done_bytes, failed;
+	_Atomic bool stop; /* the cache is full */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned running;
+	char stop_msg[512], fail_msg[512];
+} job;
+
+static void *worker(void *arg)
+{
+	job *j = arg;
+
+	while (!atomic_load(&j->stop)) {
+		size_t i = atomic_fetch_add(&j->next, 1);
+		int rc;
+
+		if (i >= j->n)
+			break;
+		rc = kiln_cache_fill(j->c, j->todo[i]->hash, j->todo[i]->bytes, false);
+		if (rc == 0) {
+			atomic_fetch_add(&j->done, 1);
+			atomic_fetch_add(&j->done_bytes, j->todo[i]->bytes);
+			continue;
+		}
+		pthread_mutex_lock(&j->mu);
+		if (rc == KILN_ELIMIT) {
+			if (!atomic_load(&j->stop))
+				snprintf(j->stop_msg, sizeof(j->stop_msg), "%s", kiln_error_last());
+			atomic_store(&j->stop, true);
+		} else {
+			if (atomic_fetch_add(&j->failed, 1) == 0)
+				snprintf(j->fail_msg, sizeof(j->fail_msg), "%s", kiln_error_last());
+		}
+		pthread_mutex_unlock(&j->mu);
+	}
+	pthread_mutex_lock(&j->mu);
+	j->running--;
+	pthread_cond_signal(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+	return NULL;
+}
+
+typedef struct progress_fn {
+	void (*fn)(void *ctx, const kiln_cache_progress *p);
+	void *ctx;
+	kiln_cache_progress p;
+	uint64_t base_shards, base_bytes; /* present before the downloads */
+} progress_fn;
+
+static void report(progress_fn *pf, const job *j)
+{
+	if (!pf->fn)
+		return;
+	pf->p.shards_done = pf->base_shards + (j ? atomic_load(&j->done) : 0);
+	pf->p.bytes_done = pf->base_bytes + (j ? atomic_load(&j->done_bytes) : 0);
+	pf->fn(pf->ctx, &pf->p);
+}
+
+static void run_job(kiln_cache *c, job *j, progress_fn *pf)
+{
+	unsigned want = c->config->concurrency ? c->config->concurrency : 1, started = 0;
+	pthread_t *t;
+
+	if (want > j->n)
+		want = (unsigned)j->n;
+	t = calloc(want, sizeof(*t));
+	pthread_mutex_lock(&j->mu);
+	for (unsigned i = 0; t && i < want; i++) {
+		j->running++;
+		if (pthread_create(&t[started], NULL, worker, j) != 0) {
+			j->running--;
+			break;
+		}
+		started++;
+	}
+	pthread_mutex_unlock(&j->mu);
+	if (!started) { /* no threads: do it here */
+		j->running = 1;
+		worker(j);
+	}
+	pthread_mutex_lock(&j->mu);
+	while (j->running > 0) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 200 * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&j->cv, &j->mu, &until);
+		pthread_mutex_unlock(&j->mu);
+		report(pf, j);
+		pthread_mutex_lock(&j->mu);
+	}
+	pthread_mutex_unlock(&j->mu);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+}
+
+/* ---- one pass --------------------------------------------------------------------- */
+
+typedef struct outcome {
+	int manifest_rc, limit_rc, fail_rc;
+	uint64_t manifest_errors;
+	char manifest_msg[512], limit_msg[768], fail_msg[512];
+} outcome;
+
+static void note(int *rc, char *msg, size_t cap, int code, const char *text)
+{
+	if (*rc)
+		return;
+	*rc = code ? code : KILN_EIO;
+	snprintf(msg, cap, "%s", text);
+}
+
+static void manifest_note(outcome *o, int code, const char *text)
+{
+	o->manifest_errors++;
+	note(&o->manifest_rc, o->manifest_msg, sizeof(o->manifest_msg), code, text);
+}
+
+/* "pins need 3.4 GiB (a@main 1.2 GiB, b@v3 2.2 GiB) but size_limit is 2.0 GiB" */
+static void limit_message(kiln_cache *c, size_t upto, uint64_t need, char *out, size_t cap)
+{
+	char a[32], b[32];
+	size_t len;
+
+	kiln_cache_human(a, sizeof(a), need);
+	kiln_cache_human(b, sizeof(b), c->config->size_limit);
+	len = (size_t)snprintf(out, cap, "pins need %s (", a);
+	for (size_t i = 0; i <= upto && len < cap; i++) {
+		kiln_cache_human(a, sizeof(a), c->pins[i].bytes);
+		len += (size_t)snprintf(out + len, cap - len, "%s%s %s", i ? ", " : "", c->pins[i].spec, a);
+	}
+	if (len < cap)
+		snprintf(out + len, cap - len, ") but size_limit is %s: filling stopped at %s", b,
+		         c->pins[upto].spec);
+}
+
+/* Fills and views one pin; false when its view is not ready. */
+static bool sync_pin(kiln_cache *c, size_t i, cache_listing *cur, bool *stopped, outcome *o,
+                     kiln_cache_sync_stats *st, void (*progress)(void *, const kiln_cache_progress *),
+                     void *ctx)
+{
+	cache_pin *p = &c->pins[i];
+	progress_fn pf = {.fn = progress, .ctx = ctx};
+	job j = {.c = c};
+	char version[160];
+	hash_set todo = {0};
+	uint64_t todo_bytes = 0;
+	bool ok = false;
+	int rc;
+
+	snprintf(version, sizeof(version), "%s@%.12s", p->dataset, cur->commit);
+	pf.p.version = version;
+	pf.p.shards_total = cur->n;
+	pf.p.bytes_total = listing_bytes(cur);
+	pthread_mutex_init(&j.mu, NULL);
+	pthread_cond_init(&j.cv, NULL);
+	if (set_add(&todo, cur) < 0)
+		goto out;
+	set_unique(&todo);
+	for (size_t k = 0, n = todo.n; k < n; k++) {
+		rc = kiln_cache_present(c, todo.v[k]->hash);
+		if (rc < 0) {
+			note(&o->fail_rc, o->fail_msg, sizeof(o->fail_msg), rc, kiln_error_last());
+			pin_error(c, p, "", kiln_error_last());
+			goto out;
+		}
+		if (rc == 1) {
+			pf.base_shards++;
+			pf.base_bytes += todo.v[k]->bytes;
+			todo.v[k] = NULL;
+		} else {
+			todo_bytes += todo.v[k]->bytes;
+		}
+	}
+	/* duplicates within a version count once: add them to what is present */
+	pf.base_shards += cur->n - todo.n;
+	{
+		size_t k = 0;
+
+		for (size_t m = 0; m < todo.n; m++)
+			if (todo.v[m])
+				todo.v[k++] = todo.v[m];
+		todo.n = k;
+	}
+	report(&pf, NULL);
+	if (todo.n && *stopped) {
+		pin_error(c, p, "", o->limit_msg);
+		goto out;
+	}
+	if (todo.n) {
+		kiln_cache_evict(c, todo_bytes);
+		j.todo = todo.v;
+		j.n = todo.n;
+		run_job(c, &j, &pf);
+		st->failed += atomic_load(&j.failed);
+		pthread_mutex_lock(&c->lock);
+		p->fetched = atomic_load(&j.done);
+		p->fetched_bytes = atomic_load(&j.done_bytes);
+		pthread_mutex_unlock(&c->lock);
+		if (atomic_load(&j.stop)) {
+			*stopped = true;
+			note(&o->limit_rc, o->limit_msg, sizeof(o->limit_msg), KILN_ELIMIT, j.stop_msg);
+			KILN_LOG(KILN_LOG_ERROR, "cache_full", j.stop_msg, KILN_F_STR("pin", p->spec));
+			pin_error(c, p, "", j.stop_msg);
+			goto out;
+		}
+		if (atomic_load(&j.failed)) {
+			char msg[640];
+
+			snprintf(msg, sizeof(msg), "%" PRIu64 " shards could not be fetched (first: %s)",
+			         (uint64_t)atomic_load(&j.failed), j.fail_msg);
+			note(&o->fail_rc, o->fail_msg, sizeof(o->fail_msg), KILN_ERETRY, msg);
+			pin_error(c, p, "", msg);
+			goto out;
+		}
+	}
+	if ((rc = build_view(c, p, cur, &st->repaired)) < 0 || (rc = set_link(c, p, cur->commit)) < 0) {
+		if (rc == KILN_ELIMIT) {
+			*stopped = true;
+			note(&o->limit_rc, o->limit_msg, sizeof(o->limit_msg), rc, kiln_error_last());
+		} else {
+			note(&o->fail_rc, o->fail_msg, sizeof(o->fail_msg), rc, kiln_error_last());
+		}
+		pin_error(c, p, "view: ", kiln_error_last());
+		goto out;
+	}
+	pthread_mutex_lock(&c->lock);
+	p->ready = true;
+	memcpy(p->shown, cur->commit, sizeof(p->shown));
+	pthread_mutex_unlock(&c->lock);
+	ok = true;
+	report(&pf, &j);
+out:
+	free(todo.v);
+	pthread_mutex_destroy(&j.mu);
+	pthread_cond_destroy(&j.cv);
+	return ok;
+}
+
+int kiln_cache_sync(kiln_cache *c, void (*progress)(void *ctx, const kiln_cache_progress *p), void *ctx)
+{
+	const kiln_cache_config *cfg = c->config;
+	const size_t np = cfg->pin_count;
+	cache_listing *cur = calloc(np + 1, sizeof(*cur)), *shown = calloc(np + 1, sizeof(*shown));
+	kiln_cache_sync_stats st = {.pins = np};
+	hash_set upto = {0}, all = {0};
+	outcome o = {0};
+	uint64_t peer0, origin0, evicted0, evb0, fills0;
+	const char *msg = "";
+	bool stopped = false;
+	int rc = 0;
+
+	if (!cur || !shown) {
+		free(cur);
+		free(shown);
+		return oom();
+	}
+	while (flock(c->sync_fd, LOCK_EX) < 0)
+		if (errno != EINTR) {
+			free(cur);
+			free(shown);
+			return kiln_error_set(KILN_EIO, "%s/sync.lock: %s", c->dir, strerror(errno));
+		}
+	peer0 = atomic_load(&c->n_bytes_peer);
+	origin0 = atomic_load(&c->n_bytes_origin);
+	fills0 = atomic_load(&c->n_fills_peer) + atomic_load(&c->n_fills_origin);
+	evicted0 = atomic_load(&c->n_evicted);
+	evb0 = atomic_load(&c->n_evicted_bytes);
+
+	/* 1. the manifest */
+	for (size_t i = 0; c->remote && i < np; i++) {
+		bool seen = false;
+
+		for (size_t k = 0; k < i; k++)
+			seen |= strcmp(c->pins[k].dataset, c->pins[i].dataset) == 0;
+		if (seen)
+			continue;
+		if ((rc = kiln_manifest_fetch(c->manifest, cfg->manifest, c->pins[i].dataset)) < 0) {
+			KILN_LOG(KILN_LOG_WARN, "cache_manifest_fetch_failed", kiln_error_last(),
+			         KILN_F_STR("dataset", c->pins[i].dataset));
+			manifest_note(&o, rc, kiln_error_last());
+		}
+	}
+
+	/* 2. resolve every pin (a pin that no longer resolves keeps its last version) */
+	for (size_t i = 0; i < np; i++) {
+		cache_pin *p = &c->pins[i];
+		kiln_version v;
+		char err[512] = "";
+
+		if ((rc = kiln_version_resolve(c->manifest, p->spec, &v)) < 0) {
+			snprintf(err, sizeof(err), "%s", kiln_error_last());
+			manifest_note(&o, rc, err);
+			KILN_LOG(KILN_LOG_WARN, "cache_pin_unresolved", err, KILN_F_STR("pin", p->spec));
+			if (!p->version.commit[0]) {
+				pin_error(c, p, "", err);
+				continue;
+			}
+			v = p->version;
+		}
+		if ((rc = kiln_cache_listing(c->manifest, &v, &cur[i])) < 0) {
+			manifest_note(&o, rc, kiln_error_last());
+			pin_error(c, p, "", kiln_error_last());
+			continue;
+		}
+		pthread_mutex_lock(&c->lock);
+		p->version = v;
+		p->follows = strncmp(v.ref, "refs/heads/", 11) == 0;
+		p->shards = cur[i].n;
+		p->bytes = listing_bytes(&cur[i]);
+		p->ready = view_ready(c, p->dataset, v.commit);
+		p->fetched = p->fetched_bytes = 0;
+		snprintf(p->error, sizeof(p->error), "%s", err);
+		pthread_mutex_unlock(&c->lock);
+		list_shown(c, p, &v, &shown[i]);
+	}
+	for (size_t i = 0; i < np; i++)
+		if ((rc = set_add(&all, &cur[i])) < 0 || (rc = set_add(&all, &shown[i])) < 0)
+			goto cleanup;
+	set_unique(&all);
+	if ((rc = set_publish(c, &all)) < 0)
+		goto cleanup;
+
+	/* 3. fill pins in order while what they need fits */
+	for (size_t i = 0; i < np; i++) {
+		uint64_t need;
+
+		if (!cur[i].commit[0])
+			continue;
+		if ((rc = set_add(&upto, &cur[i])) < 0 || (rc = set_add(&upto, &shown[i])) < 0)
+			goto cleanup;
+		set_unique(&upto);
+		need = set_bytes(&upto);
+		if (!stopped && need > cfg->size_limit) {
+			stopped = true;
+			limit_message(c, i, need, o.limit_msg, sizeof(o.limit_msg));
+			o.limit_rc = KILN_ELIMIT;
+			KILN_LOG(KILN_LOG_ERROR, "cache_full", o.limit_msg,
+			         KILN_F_STR("pin", c->pins[i].spec));
+		}
+		if (sync_pin(c, i, &cur[i], &stopped, &o, &st, progress, ctx))
+			st.pins_ready++;
+	}
+
+	/* 4. views no pin shows; what stays pinned */
+	drop_stale(c);
+	free(all.v);
+	all = (hash_set){0};
+	for (size_t i = 0; i < np; i++) {
+		if ((rc = set_add(&all, &cur[i])) < 0)
+			goto cleanup;
+		if (strcmp(c->pins[i].shown, cur[i].commit) != 0 && (rc = set_add(&all, &shown[i])) < 0)
+			goto cleanup;
+	}
+	set_unique(&all);
+	if ((rc = set_publish(c, &all)) < 0)
+		goto cleanup;
+
+	/* 5. evict down to the low watermark */
+	if ((rc = kiln_cache_evict(c, 0)) < 0)
+		note(&o.fail_rc, o.fail_msg, sizeof(o.fail_msg), rc, kiln_error_last());
+
+	rc = o.manifest_rc ? o.manifest_rc : o.limit_rc ? o.limit_rc : o.fail_rc;
+	msg = o.manifest_rc ? o.manifest_msg : o.limit_rc ? o.limit_msg : o.fail_msg;
+cleanup : {
+	char m[768];
+
+	if (rc < 0 && !*msg)
+		msg = kiln_error_last();
+	snprintf(m, sizeof(m), "%s", msg);
+	/* distinct shards the pins reference */
+	hash_set refs = {0};
+	for (size_t i = 0; i < np; i++)
+		if (set_add(&refs, &cur[i]) < 0)
+			break;
+	set_unique(&refs);
+	st.shards = refs.n;
+	st.bytes = set_bytes(&refs);
+	free(refs.v);
+	st.peer_bytes = atomic_load(&c->n_bytes_peer) - peer0;
+	st.origin_bytes = atomic_load(&c->n_bytes_origin) - origin0;
+	st.fetched = atomic_load(&c->n_fills_peer) + atomic_load(&c->n_fills_origin) - fills0;
+	st.fetched_bytes = st.peer_bytes + st.origin_bytes;
+	st.evicted = atomic_load(&c->n_evicted) - evicted0;
+	st.evicted_bytes = atomic_load(&c->n_evicted_bytes) - evb0;
+	st.manifest_errors = o.manifest_errors;
+	pthread_mutex_lock(&c->lock);
+	c->last_time = (int64_t)time(NULL);
+	if (rc == 0)
+		c->last_ok = c->last_time;
+	c->last_rc = rc;
+	snprintf(c->last_msg, sizeof(c->last_msg), "%s", rc ? m : "");
+	c->last = st;
+	pthread_mutex_unlock(&c->lock);
+	if (kiln_cache_state_save(c) < 0)
+		KILN_LOG(KILN_LOG_WARN, "cache_state_not_saved", kiln_error_last());
+	if (rc != 0)
+		kiln_counter_add(c->m_sync_failures, 1);
+	kiln_cache_refresh_lag(c);
+	KILN_LOG(rc                                        ? KILN_LOG_WARN
+	         : st.fetched || st.evicted || st.repaired ? KILN_LOG_INFO
+	                                                   : KILN_LOG_DEBUG,
+	         "cache_synced", rc ? m : NULL, KILN_F_INT("pins", st.pins),
+	         KILN_F_INT("ready", st.pins_ready), KILN_F_INT("fetched", st.fetched),
+	         KILN_F_INT("fetched_bytes", st.fetched_bytes), KILN_F_INT("evicted", st.evicted),
+	         KILN_F_INT("failed", st.failed));
+	for (size_t i = 0; i < np; i++) {
+		kiln_cache_listing_free(&cur[i]);
+		kiln_cache_listing_free(&shown[i]);
+	}
+	free(cur);
+	free(shown);
+	free(upto.v);
+	free(all.v);
+	flock(c->sync_fd, LOCK_UN);
+	if (rc < 0)
+		return kiln_error_set(rc, "%s", m);
+}
+	return 0;
+}
+
+/* ---- reports ---------------------------------------------------------------------- */
+
+void kiln_cache_last_sync(kiln_cache *c, kiln_cache_sync_stats *out)
+{
+	pthread_mutex_lock(&c->lock);
+	*out = c->last;
+	pthread_mutex_unlock(&c->lock);
+}
+
+int kiln_cache_sync_report(kiln_cache *c, kiln_buf *out)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->config->pin_count && rc == 0; i++) {
+		const cache_pin *p = &c->pins[i];
+		char b[32], f[32];
+
+		kiln_cache_human(b, sizeof(b), p->bytes);
+		kiln_cache_human(f, sizeof(f), p->fetched_bytes);
+		if (!p->version.commit[0])
+			rc = kiln_buf_printf(out, "%s - failed: %s\n", p->spec, p->error);
+		else
+			rc = kiln_buf_printf(
+			    out, "%s %.12s %s %" PRIu64 " shards %s (fetched %" PRIu64 ", %s)%s%s\n", p->spec,
+			    p->version.commit, p->ready ? "ready" : "not-ready", p->shards, b, p->fetched, f,
+			    p->error[0] ? ": " : "", p->error);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* ---- the last-sync file -------------------------------------------------------------- */
+
+static void one_line(char *s)
+{
+	for (; *s; s++)
+		if (*s == '\n' || *s == '\r')
+			*s = ' ';
+}
+
+int kiln_cache_state_save(kiln_cache *c)
+{
+	char path[PATH_MAX], tmp[PATH_MAX];
+	kiln_buf b = KILN_BUF_INIT(1u << 20);
+	int fd, rc = 0;
+
+	pthread_mutex_lock(&c->lock);
+	one_line(c->last_msg);
+	kiln_buf_printf(&b, "kiln-cache-state 1\ntime %lld\nok %lld\nrc %d\nmessage %s\n",
+	                (long long)c->last_time, (long long)c->last_ok, c->last_rc, c->last_msg);
+	kiln_buf_printf(&b,
+	                "stats %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+	                " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+	                c->last.pins, c->last.pins_ready, c->last.shards, c->last.bytes, c->last.fetched,
+	                c->last.fetched_bytes, c->last.peer_bytes, c->last.origin_bytes, c->last.failed,
+	                c->last.evicted, c->last.evicted_bytes, c->last.repaired);
+	for (size_t i = 0; i < c->config->pin_count; i++) {
+		cache_pin *p = &c->pins[i];
+
+		one_line(p->error);
+		kiln_buf_printf(&b, "pin %s %s %d %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %s %s\n",
+		                p->spec, p->version.commit[0] ? p->version.commit : "-", p->ready ? 1 : 0,
+		                p->shards, p->bytes, p->fetched, p->fetched_bytes,
+		                p->shown[0] ? p->shown : "-", p->error);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!b.ptr)
+		return oom();
+	snprintf(path, sizeof(path), "%s/" STATE_NAME, c->dir);
+	tmp_name(c, tmp, "state");
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 ||
+	    write(fd, b.ptr, b.len) != (ssize_t)b.len || close(fd) < 0 || rename(tmp, path) < 0) {
+		rc = kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
+		unlink(tmp);
+	}
+	kiln_buf_free(&b);
+	return rc;
+}
+
+void kiln_cache_state_load(kiln_cache *c)
+{
+	char path[PATH_MAX], line[2048];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/" STATE_NAME, c->dir);
+	if (!(f = fopen(path, "re")))
+		return;
+	if (!fgets(line, sizeof(line), f) || strcmp(line, "kiln-cache-state 1\n") != 0) {
+		fclose(f);
+		return;
+	}
+	pthread_mutex_lock(&c->lock);
+	while (fgets(line, sizeof(line), f)) {
+		long long t;
+		char spec[400], commit[64], shown[64];
+		int ready, used = 0;
+		uint64_t shards, bytes, fetched, fetched_bytes;
+
+		line[strcspn(line, "\n")] = '\0';
+		if (sscanf(line, "time %lld", &t) == 1)
+			c->last_time = t;
+		else if (sscanf(line, "ok %lld", &t) == 1)
+			c->last_ok = t;
+		else if (sscanf(line, "rc %d", &c->last_rc) == 1)
+			continue;
+		else if (strncmp(line, "message ", 8) == 0)
+			snprintf(c->last_msg, sizeof(c->last_msg), "%s", line + 8);
+		else if (sscanf(line,
+		                "stats %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+		                " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64,
+		                &c->last.pins, &c->last.pins_ready, &c->last.shards, &c->last.bytes,
+		                &c->last.fetched, &c->last.fetched_bytes, &c->last.peer_bytes,
+		                &c->last.origin_bytes, &c->last.failed, &c->last.evicted,
+		                &c->last.evicted_bytes, &c->last.repaired) == 12)
+			continue;
+		else if (sscanf(line,
+		                "pin %399s %63s %d %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %63s %n",
+		                spec, commit, &ready, &shards, &bytes, &fetched, &fetched_bytes, shown,
+		                &used) >= 8) {
+			for (size_t i = 0; i < c->config->pin_count; i++) {
+				cache_pin *p = &c->pins[i];
+
+				if (strcmp(p->spec, spec) != 0)
+					continue;
+				if (hex40(commit)) {
+					snprintf(p->version.dataset, sizeof(p->version.dataset), "%s",
+					         p->dataset);
+					memcpy(p->version.commit, commit, 41);
+				}
+				p->ready = ready == 1;
+				p->shards = shards;
+				p->bytes = bytes;
+				p->fetched = fetched;
+				p->fetched_bytes = fetched_bytes;
+				if (used > 0)
+					snprintf(p->error, sizeof(p->error), "%s", line + used);
+			}
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	fclose(f);
+}

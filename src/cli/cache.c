@@ -1,0 +1,274 @@
+/* `kiln cache SUBCOMMAND CONFIG`: a cache node's commands. sync (once,
+ * with a progress bar on a terminal, or every sync_seconds until SIGTERM),
+ * status, verify; serve lives in cache_serve.c. The cache itself is
+ * src/cache/ (docs/CACHE.md). */
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "cli/cli.h"
+#include "core/error.h"
+#include "core/log.h"
+
+static const char usage_text[] =
+    "usage: kiln cache sync [--once] CONFIG [--set key=value]...\n"
+    "       kiln cache status CONFIG [--set key=value]...\n"
+    "       kiln cache verify CONFIG [--set key=value]...\n"
+    "       kiln cache serve CONFIG [--set key=value]...\n"
+    "\n"
+    "A cache node keeps pinned dataset versions on local disk (docs/CACHE.md):\n"
+    "  sync     fetch the manifest, resolve the pins, download the shards they\n"
+    "           lack (peers first, then the store; each verified), build the views\n"
+    "           views/<ds>/<ref>/<split>/NNNNN.jsonl.zst, evict unpinned shards\n"
+    "           above the high watermark. With --once one pass (a progress bar on\n"
+    "           a terminal), else a pass every sync_seconds until SIGTERM/SIGINT.\n"
+    "  status   size used, shards, pins and their views, the last sync\n"
+    "  verify   hash every cached shard; corrupt ones are removed (the next sync\n"
+    "           fetches them again)\n"
+    "  serve    serve the cache over HTTP and sync it (kiln cache serve --help)\n"
+    "\n"
+    "Options:\n"
+    "      --once            sync: one pass, then exit\n"
+    "  -s, --set KEY=VALUE   override a config value (dotted key)\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit status: 0 on success; 1 when filling stopped (cache full), a shard could\n"
+    "not be fetched, or verify found corrupt shards; 2 on a usage, config or\n"
+    "manifest error.\n";
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+/* ---- the progress bar -------------------------------------------------------------- */
+
+typedef struct bar {
+	bool tty;
+	char version[160]; /* the version the bar shows */
+	int width;         /* characters last drawn */
+} bar;
+
+static void scaled(char *out, size_t cap, uint64_t done, uint64_t total)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double d = (double)done, t = (double)total;
+	int u = 0;
+
+	while (t >= 1024 && u < 4) {
+		d /= 1024;
+		t /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(out, cap, "%" PRIu64 "/%" PRIu64 " B", done, total);
+	else
+		snprintf(out, cap, "%.1f/%.1f %s", d, t, units[u]);
+}
+
+static void on_progress(void *ctx, const kiln_cache_progress *p)
+{
+	bar *b = ctx;
+	char line[512], bytes[64], cells[21];
+	int filled, n;
+
+	if (!b->tty)
+		return;
+	if (b->version[0] && strcmp(b->version, p->version) != 0)
+		fputc('\n', stderr); /* keep the finished version's bar */
+	snprintf(b->version, sizeof(b->version), "%s", p->version);
+	filled = p->shards_total ? (int)(20 * p->shards_done / p->shards_total) : 20;
+	for (int i = 0; i < 20; i++)
+		cells[i] = i < filled ? '#' : '.';
+	cells[20] = '\0';
+	scaled(bytes, sizeof(bytes), p->bytes_done, p->bytes_total);
+	n = snprintf(line, sizeof(line), "[%s] %" PRIu64 "/%" PRIu64 " shards %s %s", cells, p->shards_done,
+	             p->shards_total, bytes, p->version);
+	fprintf(stderr, "\r%s%*s", line, b->width > n ? b->width - n : 0, "");
+	b->width = n;
+	fflush(stderr);
+}
+
+/* ---- sync -------------------------------------------------------------------------- */
+
+static void human(char *out, size_t cap, uint64_t bytes)
+{
+	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	double v = (double)bytes;
+	int u = -1;
+
+	if (bytes < 1024) {
+		snprintf(out, cap, "%" PRIu64 " B", bytes);
+		return;
+	}
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, cap, "%.1f %s", v, units[u]);
+}
+
+static int sync_once(kiln_cache *cache, bool tty)
+{
+	bar b = {.tty = tty};
+	kiln_cache_sync_stats st;
+	kiln_buf report = KILN_BUF_INIT(0);
+	char fetched[32], peers[32], origin[32], total[32], evicted[32];
+	int rc = kiln_cache_sync(cache, on_progress, &b);
+	char msg[1024];
+
+	snprintf(msg, sizeof(msg), "%s", rc < 0 ? kiln_error_last() : "");
+	if (b.width)
+		fputc('\n', stderr);
+	if (!tty && kiln_cache_sync_report(cache, &report) == 0 && report.len)
+		fwrite(report.ptr, 1, report.len, stderr);
+	kiln_buf_free(&report);
+	kiln_cache_last_sync(cache, &st);
+	human(total, sizeof(total), st.bytes);
+	human(fetched, sizeof(fetched), st.fetched_bytes);
+	human(peers, sizeof(peers), st.peer_bytes);
+	human(origin, sizeof(origin), st.origin_bytes);
+	human(evicted, sizeof(evicted), st.evicted_bytes);
+	printf("synced %" PRIu64 "/%" PRIu64 " pins: %" PRIu64 " shards (%s); fetched %" PRIu64
+	       " (%s: %s from peers, %s from the store); evicted %" PRIu64 " (%s)%s\n",
+	       st.pins_ready, st.pins, st.shards, total, st.fetched, fetched, peers, origin, st.evicted,
+	       evicted, st.failed ? "; some shards failed" : "");
+	fflush(stdout);
+	if (rc == 0)
+		return KILN_EXIT_OK;
+	fprintf(stderr, "kiln cache sync: %s\n", msg);
+	if (st.manifest_errors || rc == KILN_EINVALID || rc == KILN_ENOMEM)
+		return KILN_EXIT_USAGE;
+	return KILN_EXIT_INVALID; /* filling stopped, or shards could not be fetched */
+}
+
+static int sync_loop(kiln_cache *cache, unsigned seconds)
+{
+	struct sigaction sa = {0};
+
+	sigemptyset(&sa.sa_mask);
+	sa.sa_handler = on_stop;
+	sa.sa_flags = SA_RESETHAND; /* a second signal ends the process at once */
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	while (!stop_requested) {
+		const struct timespec tick = {0, 200 * 1000 * 1000};
+		time_t until;
+
+		if (kiln_cache_sync(cache, NULL, NULL) < 0)
+			KILN_LOG(KILN_LOG_WARN, "sync_failed", kiln_error_last());
+		until = time(NULL) + (time_t)seconds;
+		while (!stop_requested && time(NULL) < until)
+			nanosleep(&tick, NULL);
+	}
+	KILN_LOG(KILN_LOG_INFO, "stopped", NULL);
+	return KILN_EXIT_OK;
+}
+
+/* ---- the command ------------------------------------------------------------------- */
+
+int kiln_cmd_cache(int argc, char **argv)
+{
+	enum { OPT_ONCE = 256 };
+	static const struct option long_options[] = {
+	    {"once", no_argument, NULL, OPT_ONCE},
+	    {"set", required_argument, NULL, 's'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *sub;
+	char **sets = NULL;
+	size_t nsets = 0;
+	bool once = false;
+	kiln_cache_config *config = NULL;
+	kiln_cache *cache = NULL;
+	kiln_buf out = KILN_BUF_INIT(0);
+	uint64_t bad = 0;
+	int opt, status = KILN_EXIT_USAGE;
+
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		fputs(usage_text, argc < 2 ? stderr : stdout);
+		return argc < 2 ? KILN_EXIT_USAGE : KILN_EXIT_OK;
+	}
+	sub = argv[1];
+	if (strcmp(sub, "serve") == 0)
+		return kiln_cmd_cache_serve(argc - 1, argv + 1);
+	if (strcmp(sub, "sync") != 0 && strcmp(sub, "status") != 0 && strcmp(sub, "verify") != 0)
+		return kiln_cli_fail("cache", "unknown subcommand '%s' (sync, status, verify, serve)", sub);
+	if (!(sets = calloc((size_t)argc + 1, sizeof(*sets))))
+		return kiln_cli_fail("cache", "out of memory");
+	argc--;
+	argv++;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "s:h", long_options, NULL)) != -1) {
+		switch (opt) {
+		case OPT_ONCE:
+			if (strcmp(sub, "sync") != 0) {
+				kiln_cli_fail("cache", "--once is an option of sync");
+				goto cleanup;
+			}
+			once = true;
+			break;
+		case 's':
+			sets[nsets++] = optarg;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			status = KILN_EXIT_OK;
+			goto cleanup;
+		default:
+			fputs(usage_text, stderr);
+			goto cleanup;
+		}
+	}
+	if (optind != argc - 1) {
+		kiln_cli_fail("cache", "expected one config file (see kiln cache --help)");
+		goto cleanup;
+	}
+	if (kiln_cache_config_load(&config, argv[optind], sets, nsets) < 0) {
+		kiln_cli_fail("cache", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	if (strcmp(sub, "sync") == 0 && !once)
+		kiln_log_setup(true, KILN_LOG_INFO);
+	else
+		kiln_log_setup(false, KILN_LOG_WARN);
+	if (kiln_cache_open(&cache, config, NULL) < 0) {
+		kiln_cli_fail("cache", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	if (strcmp(sub, "sync") == 0) {
+		status = once ? sync_once(cache, isatty(2)) : sync_loop(cache, config->sync_seconds);
+	} else if (strcmp(sub, "status") == 0) {
+		if (kiln_cache_status(cache, &out) < 0) {
+			kiln_cli_fail("cache", "%s", kiln_error_last());
+			goto cleanup;
+		}
+		fwrite(out.ptr, 1, out.len, stdout);
+		status = KILN_EXIT_OK;
+	} else {
+		if (kiln_cache_verify(cache, &bad) < 0) {
+			kiln_cli_fail("cache", "%s", kiln_error_last());
+			goto cleanup;
+		}
+		printf("verified the cache: %" PRIu64 " corrupt shard%s%s\n", bad, bad == 1 ? "" : "s",
+		       bad ? " removed (the next sync fetches them again)" : "");
+		status = bad ? KILN_EXIT_INVALID : KILN_EXIT_OK;
+	}
+cleanup:
+	kiln_buf_free(&out);
+	kiln_cache_close(cache);
+	kiln_cache_config_free(config);
+	free(sets);
+	return status;
+}

@@ -1,0 +1,175 @@
+/* `kiln cache serve CONFIG`: a cache node's long-running process. Opens the
+ * cache, serves it over HTTP (src/cache/serve.c) from the start, and syncs
+ * the pinned versions on the main thread at start-up and then every
+ * sync_seconds; a failed pass is logged and retried, never fatal. SIGTERM
+ * or SIGINT stops it after the pass in progress (a second one kills). */
+#include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache/cache.h"
+#include "cache/serve.h"
+#include "cli/cli.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/metrics.h"
+
+#define RETRY_FIRST_S 5u /* after a failed pass, doubling up to sync_seconds */
+
+static const char usage_text[] =
+	"usage: kiln cache serve CONFIG [--set key=value]...\n"
+	"\n"
+	"Runs a cache node: opens the cache directory of CONFIG (docs/CACHE.md),\n"
+	"serves it on `listen` and syncs its pins now and every sync_seconds.\n"
+	"  GET|HEAD /v1/shards/<hash>           a shard (Range, If-None-Match); a miss\n"
+	"                                       is fetched from peers, then the store\n"
+	"  GET /v1/datasets/<ds>/<ref>/<split>  a version's shards, JSON Lines\n"
+	"  GET /metrics, /healthz\n"
+	"With a token (token_file or token_env) every route but /healthz wants\n"
+	"\"Authorization: Bearer TOKEN\". Logs are JSON lines on stderr; the first\n"
+	"says \"listening\" with the port (listen: 127.0.0.1:0 picks a free one).\n"
+	"\n"
+	"Options:\n"
+	"  -s, --set KEY=VALUE   override a config value\n"
+	"  -h, --help            show this help\n"
+	"\n"
+	"Exit status: 0 after SIGTERM or SIGINT, 2 on a config, cache or listen error.\n";
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void on_progress(void *ctx, const kiln_cache_progress *p)
+{
+	KILN_LOG_EVERY(10, KILN_LOG_INFO, "sync_progress", NULL, KILN_F_STR("version", p->version),
+		       KILN_F_INT("shards_done", p->shards_done), KILN_F_INT("shards_total", p->shards_total),
+		       KILN_F_INT("bytes_done", p->bytes_done), KILN_F_INT("bytes_total", p->bytes_total));
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Sleeps until `seconds` have passed or a stop is asked for. */
+static void wait_for(double seconds)
+{
+	const struct timespec tick = { 0, 200 * 1000 * 1000 };
+	double until = now_s() + seconds;
+
+	while (!stop_requested && now_s() < until)
+		nanosleep(&tick, NULL);
+}
+
+static void sync_loop(kiln_cache *cache, unsigned sync_seconds)
+{
+	unsigned retry = RETRY_FIRST_S;
+
+	while (!stop_requested) {
+		double t0 = now_s();
+		int rc = kiln_cache_sync(cache, on_progress, NULL);
+		double next = sync_seconds;
+
+		if (rc == 0 || rc == KILN_ELIMIT) {
+			/* KILN_ELIMIT: full; the views made so far are served */
+			KILN_LOG(rc ? KILN_LOG_WARN : KILN_LOG_INFO, rc ? "sync_full" : "synced", rc ? kiln_error_last() : NULL,
+				 KILN_F_INT("ms", (long long)((now_s() - t0) * 1000)));
+			retry = RETRY_FIRST_S;
+		} else {
+			KILN_LOG(KILN_LOG_WARN, "sync_failed", kiln_error_last(), KILN_F_INT("code", rc),
+				 KILN_F_INT("retry_s", retry < sync_seconds ? retry : sync_seconds));
+			if (retry < sync_seconds)
+				next = retry;
+			retry = retry > sync_seconds / 2 ? sync_seconds : retry * 2;
+		}
+		if (sync_seconds == 0)
+			break; /* once */
+		wait_for(next);
+	}
+	while (!stop_requested)
+		wait_for(3600);
+}
+
+int kiln_cmd_cache_serve(int argc, char **argv)
+{
+	static const struct option long_options[] = {
+		{ "set", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char **sets = calloc((size_t)argc + 1, sizeof(*sets));
+	size_t nsets = 0;
+	kiln_cache_config *config = NULL;
+	kiln_metrics *metrics = NULL;
+	kiln_cache *cache = NULL;
+	kiln_cache_server *server = NULL;
+	struct sigaction sa = { 0 };
+	int opt, status = KILN_EXIT_USAGE;
+
+	if (!sets)
+		return kiln_cli_fail("cache serve", "out of memory");
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "s:h", long_options, NULL)) != -1) {
+		switch (opt) {
+		case 's':
+			sets[nsets++] = optarg;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			free(sets);
+			return KILN_EXIT_OK;
+		default:
+			fputs(usage_text, stderr);
+			free(sets);
+			return KILN_EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1) {
+		free(sets);
+		return kiln_cli_fail("cache serve", "expected one config file (see kiln cache serve --help)");
+	}
+	if (kiln_cache_config_load(&config, argv[optind], sets, nsets) < 0) {
+		kiln_cli_fail("cache serve", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	kiln_log_setup(true, KILN_LOG_INFO);
+	sigemptyset(&sa.sa_mask);
+	sa.sa_handler = on_stop;
+	sa.sa_flags = SA_RESETHAND; /* a second signal ends the process at once */
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN); /* sendfile to a client gone */
+	if (kiln_metrics_new(&metrics) < 0 || kiln_cache_open(&cache, config, metrics) < 0 ||
+	    kiln_cache_serve_start(&server, cache, config, metrics) < 0) {
+		KILN_LOG(KILN_LOG_ERROR, "start_failed", kiln_error_last());
+		kiln_cli_fail("cache serve", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	KILN_LOG(KILN_LOG_INFO, "listening", NULL, KILN_F_STR("listen", config->listen),
+		 KILN_F_INT("port", kiln_cache_serve_port(server)), KILN_F_STR("dir", config->dir),
+		 KILN_F_STR("auth", config->token ? "bearer" : "none"));
+	sync_loop(cache, config->sync_seconds);
+	KILN_LOG(KILN_LOG_INFO, "stopping", NULL);
+	status = KILN_EXIT_OK;
+
+cleanup:
+	kiln_cache_serve_stop(server);
+	kiln_cache_close(cache);
+	kiln_metrics_free(metrics);
+	kiln_cache_config_free(config);
+	free(sets);
+	if (status == KILN_EXIT_OK)
+		KILN_LOG(KILN_LOG_INFO, "stopped", NULL);
+	return status;
+}

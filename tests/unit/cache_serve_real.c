@@ -1,0 +1,301 @@
+/* serve.c over the real cache (src/cache/cache.c): a manifest made with
+ * kiln_manifest_commit over zstd shards in a file:// store, as in
+ * tests/unit/reader.c, and a cache.yaml pinning it. A miss is fetched from
+ * the store and verified, then served whole and by range; an unknown hash is
+ * a 404; the version's shard list; the cache's own metrics beside the
+ * server's; the bearer token from token_env. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <git2.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "cache/serve.h"
+#include "core/buf.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "manifest/manifest.h"
+#include "shard/spool.h"
+
+#define NTRAIN 3
+
+static char tmpdir[64];
+static char manifest_path[128], store_dir[128], store_url[160], config_path[128];
+static kiln_shard_entry train[NTRAIN];
+
+typedef struct reply {
+	long status;
+	kiln_buf body;
+	char headers[4096];
+	size_t hlen;
+} reply;
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+	reply *r = ud;
+
+	assert_int_equal(kiln_buf_put(&r->body, p, size * n), 0);
+	return size * n;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+	reply *r = ud;
+	size_t len = size * n;
+
+	if (r->hlen + len < sizeof(r->headers)) {
+		memcpy(r->headers + r->hlen, p, len);
+		r->hlen += len;
+		r->headers[r->hlen] = '\0';
+	}
+	return len;
+}
+
+static void fetch(reply *r, uint16_t port, const char *target, const char *line)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *hdrs = line ? curl_slist_append(NULL, line) : NULL;
+	char url[512];
+
+	kiln_buf_free(&r->body);
+	memset(r, 0, sizeof(*r));
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", (unsigned)port, target);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	assert_int_equal(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(c);
+	kiln_buf_putc(&r->body, '\0');
+	r->body.len--;
+}
+
+/* The shard's bytes as the store holds them. */
+static void store_bytes(kiln_buf *out, const char *hash)
+{
+	char path[512];
+	FILE *f;
+	char chunk[8192];
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/shards/%.2s/%s.jsonl.zst", store_dir, hash, hash);
+	assert_non_null(f = fopen(path, "rb"));
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		assert_int_equal(kiln_buf_put(out, chunk, n), 0);
+	fclose(f);
+}
+
+static int setup(void **state)
+{
+	kiln_store *store;
+	kiln_spool spool;
+	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	kiln_manifest *m;
+	kiln_snapshot snap = {0};
+	char commit[41], line[160];
+	FILE *f;
+
+	snprintf(manifest_path, sizeof(manifest_path), "%s/manifest.git", tmpdir);
+	snprintf(store_dir, sizeof(store_dir), "%s/store", tmpdir);
+	snprintf(store_url, sizeof(store_url), "file://%s", store_dir);
+	assert_int_equal(kiln_store_open(&store, store_url, NULL), 0);
+	assert_int_equal(kiln_spool_open(&spool, NULL), 0);
+	for (int i = 0; i < NTRAIN; i++) {
+		size_t lines = i == 2 ? 20000 : (size_t)(5 + i);
+
+		memset(&train[i], 0, sizeof(train[i]));
+		for (size_t j = 0; j < lines; j++) {
+			int n = snprintf(line, sizeof(line), "{\"shard\":%d,\"n\":%zu,\"pad\":\"%08zx\"}\n",
+			                 i, j, j * 2654435761u);
+
+			assert_int_equal(kiln_spool_write(&spool, line, (size_t)n), 0);
+			train[i].raw_bytes += (uint64_t)n;
+		}
+		train[i].records = lines;
+		assert_int_equal(
+		    kiln_spool_store(&spool, store, cctx, 3, NULL, train[i].hash, &train[i].bytes), 0);
+	}
+	kiln_spool_close(&spool);
+	kiln_store_close(store);
+	ZSTD_freeCCtx(cctx);
+	assert_int_equal(kiln_manifest_open(&m, manifest_path), 0);
+	snap.dataset = "ds";
+	snap.branch = "main";
+	snap.dataset_json = "{\"name\":\"ds\"}";
+	snap.shards[KILN_SPLIT_TRAIN] = train;
+	snap.shard_count[KILN_SPLIT_TRAIN] = NTRAIN;
+	assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
+	kiln_manifest_close(m);
+
+	snprintf(config_path, sizeof(config_path), "%s/cache.yaml", tmpdir);
+	assert_non_null(f = fopen(config_path, "w"));
+	fprintf(f,
+	        "store: {url: %s}\nmanifest: %s\ndir: %s/cache\nsize_limit: 1G\npins: [ds@main]\n"
+	        "listen: 127.0.0.1:0\nsync_seconds: 60\n",
+	        store_url, manifest_path, tmpdir);
+	fclose(f);
+	return 0;
+}
+
+static void serve(kiln_cache_config **config, kiln_cache **cache, kiln_metrics **metrics,
+                  kiln_cache_server **server, char *const *sets, size_t nsets)
+{
+	assert_int_equal(kiln_cache_config_load(config, config_path, sets, nsets), 0);
+	assert_int_equal(kiln_metrics_new(metrics), 0);
+	if (kiln_cache_open(cache, *config, *metrics) < 0)
+		fail_msg("kiln_cache_open: %s", kiln_error_last());
+	assert_int_equal(kiln_cache_serve_start(server, *cache, *config, *metrics), 0);
+}
+
+static void unserve(kiln_cache_config *config, kiln_cache *cache, kiln_metrics *metrics,
+                    kiln_cache_server *server)
+{
+	kiln_cache_serve_stop(server);
+	kiln_cache_close(cache);
+	kiln_metrics_free(metrics);
+	kiln_cache_config_free(config);
+}
+
+static void test_serve(void **state)
+{
+	kiln_cache_config *config;
+	kiln_cache *cache;
+	kiln_metrics *metrics;
+	kiln_cache_server *server;
+	kiln_buf want = KILN_BUF_INIT(0);
+	reply r = {0};
+	char target[256], expect[512];
+	uint16_t port;
+
+	serve(&config, &cache, &metrics, &server, NULL, 0);
+	port = kiln_cache_serve_port(server);
+
+	/* misses, before any sync: fetched from the store, verified, served */
+	for (int i = 0; i < NTRAIN; i++) {
+		kiln_buf_reset(&want);
+		store_bytes(&want, train[i].hash);
+		snprintf(target, sizeof(target), "/v1/shards/%s", train[i].hash);
+		fetch(&r, port, target, NULL);
+		if (r.status != 200)
+			fail_msg("%s: %ld %s", target, r.status, r.body.ptr);
+		assert_int_equal(r.body.len, want.len);
+		assert_memory_equal(r.body.ptr, want.ptr, want.len);
+		/* a hit, by range */
+		fetch(&r, port, target, "Range: bytes=3-");
+		assert_int_equal(r.status, 206);
+		assert_int_equal(r.body.len, want.len - 3);
+		assert_memory_equal(r.body.ptr, want.ptr + 3, want.len - 3);
+	}
+	fetch(&r, port,
+	      "/v1/shards/"
+	      "5555555555555555555555555555555555555555555555555555555555555555",
+	      NULL);
+	assert_int_equal(r.status, 404);
+
+	fetch(&r, port, "/v1/datasets/ds/main/train", NULL);
+	if (r.status != 200)
+		fail_msg("list: %ld %s", r.status, r.body.ptr);
+	for (int i = 0; i < NTRAIN; i++) {
+		snprintf(expect, sizeof(expect), "{\"shard\":\"%s\",\"bytes\":%llu,\"records\":%llu,",
+		         train[i].hash, (unsigned long long)train[i].bytes,
+		         (unsigned long long)train[i].records);
+		if (!strstr(r.body.ptr, expect))
+			fail_msg("%s not in %s", expect, r.body.ptr);
+	}
+	fetch(&r, port, "/v1/datasets/ds/nope/train", NULL);
+	assert_int_equal(r.status, 404);
+	fetch(&r, port, "/v1/datasets/nope/main/train", NULL);
+	assert_int_equal(r.status, 404);
+
+	/* a sync while serving, then the metrics of both */
+	if (kiln_cache_sync(cache, NULL, NULL) < 0)
+		fail_msg("sync: %s", kiln_error_last());
+	fetch(&r, port,
+	      "/v1/shards/"
+	      "5555555555555555555555555555555555555555555555555555555555555555",
+	      NULL);
+	fetch(&r, port, "/metrics", NULL);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body.ptr, "kiln_cache_requests_total{code=\"200\"} "));
+	assert_non_null(strstr(r.body.ptr, "kiln_cache_requests_total{code=\"404\"} "));
+	assert_non_null(strstr(r.body.ptr, "kiln_cache_served_bytes_total "));
+	fetch(&r, port, "/healthz", NULL);
+	assert_string_equal(r.body.ptr, "ok");
+	kiln_buf_free(&r.body);
+	kiln_buf_free(&want);
+	unserve(config, cache, metrics, server);
+}
+
+static void test_token(void **state)
+{
+	char set[] = "token_env=KILN_TEST_CACHE_TOKEN"; /* writable, like argv */
+	char *sets[] = {set};
+	kiln_cache_config *config;
+	kiln_cache *cache;
+	kiln_metrics *metrics;
+	kiln_cache_server *server;
+	reply r = {0};
+	char target[256];
+	uint16_t port;
+
+	setenv("KILN_TEST_CACHE_TOKEN", "tok-123", 1);
+	serve(&config, &cache, &metrics, &server, sets, 1);
+	port = kiln_cache_serve_port(server);
+	snprintf(target, sizeof(target), "/v1/shards/%s", train[0].hash);
+	fetch(&r, port, target, NULL);
+	assert_int_equal(r.status, 401);
+	fetch(&r, port, target, "Authorization: Bearer tok-12");
+	assert_int_equal(r.status, 401);
+	fetch(&r, port, target, "Authorization: Bearer tok-123");
+	assert_int_equal(r.status, 200);
+	assert_int_equal(r.body.len, train[0].bytes);
+	fetch(&r, port, "/healthz", NULL);
+	assert_int_equal(r.status, 200);
+	kiln_buf_free(&r.body);
+	unserve(config, cache, metrics, server);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_serve),
+	    cmocka_unit_test(test_token),
+	};
+	int rc;
+
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kiln-cache-serve-real-XXXXXX");
+	if (!mkdtemp(tmpdir) || sodium_init() < 0)
+		return 1;
+	signal(SIGPIPE, SIG_IGN);
+	kiln_log_setup(true, KILN_LOG_ERROR);
+	git_libgit2_init();
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	rc = cmocka_run_group_tests(tests, setup, NULL);
+	curl_global_cleanup();
+	git_libgit2_shutdown();
+	if (rc == 0) {
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+		if (system(cmd) != 0)
+			rc = 1;
+	}
+	return rc;
+}
