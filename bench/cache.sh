@@ -16,8 +16,8 @@
 # Env:   DURATION   seconds per wrk run (default 10)
 #        CONNS      wrk connections (default 32)
 #        ROUNDS     rounds per server and case (default 3)
-# Needs wrk and nginx (Debian: apt-get install -y wrk nginx; scripts/bootstrap
-# installs them with the other bench tools). MB = 10^6 bytes.
+# Needs wrk and nginx (scripts/bootstrap --bench-tools, or apt-get install -y wrk nginx;
+# see its comment about the nginx service). MB = 10^6 bytes.
 set -euo pipefail
 
 root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
