@@ -379,7 +379,6 @@ int kiln_cache_config_load(kiln_cache_config **out, const char *path, char *cons
 	kiln_cache_config *c = calloc(1, sizeof(*c));
 	kiln_yaml_doc *doc = NULL;
 	loader l = {0};
-	const char *slash;
 	int rc;
 
 	*out = NULL;
@@ -387,28 +386,16 @@ int kiln_cache_config_load(kiln_cache_config **out, const char *path, char *cons
 		free(c);
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	}
-	if ((rc = kiln_yaml_load_file_ex(&doc, path, KILN_YAML_EXPAND_ENV)) < 0)
+	if ((rc = kiln_yaml_load_config(&doc, path, sets, n)) < 0)
 		goto fail;
 	c->doc = doc;
-	for (size_t i = 0; i < n; i++) {
-		char *eq = strchr(sets[i], '=');
-		if (!eq || eq == sets[i]) {
-			rc = kiln_error_set(KILN_EINVALID, "--set %s: expected dotted.key=value", sets[i]);
-			goto fail;
-		}
-		*eq = '\0';
-		rc = kiln_yaml_set(doc, sets[i], eq + 1);
-		*eq = '=';
-		if (rc < 0)
-			goto fail;
-	}
 	c->file = kiln_arena_printf(c->arena, "%s", path);
-	slash = strrchr(path, '/');
 	l.c = c;
 	l.doc = doc;
-	l.dir = slash ? kiln_arena_printf(c->arena, "%.*s", (int)(slash - path), path) : "";
-	if (slash == path)
-		l.dir = "/";
+	if (!c->file || !(l.dir = kiln_arena_dirname(c->arena, path))) {
+		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		goto fail;
+	}
 	if ((rc = load(&l)) < 0)
 		goto fail;
 	*out = c;

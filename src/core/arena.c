@@ -124,3 +124,14 @@ char *kiln_arena_printf(kiln_arena *a, const char *fmt, ...)
 	va_end(ap);
 	return p;
 }
+
+const char *kiln_arena_dirname(kiln_arena *arena, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		return "";
+	if (slash == path)
+		return "/";
+	return kiln_arena_strndup(arena, path, (size_t)(slash - path));
+}

@@ -18,5 +18,8 @@ void *kiln_arena_alloc(kiln_arena *arena, size_t size);
 /* NUL-terminated copy of s[0..len). */
 char *kiln_arena_strndup(kiln_arena *arena, const char *s, size_t len);
 char *kiln_arena_printf(kiln_arena *arena, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The folder part of `path`: "" for a bare name, "/" for "/name"; NULL when
+ * out of memory. */
+const char *kiln_arena_dirname(kiln_arena *arena, const char *path);
 
 #endif

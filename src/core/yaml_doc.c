@@ -920,3 +920,36 @@ int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value)
 		p = dot + 1;
 	}
 }
+
+int kiln_yaml_load_config(kiln_yaml_doc **out, const char *path, char *const *sets, size_t n)
+{
+	kiln_yaml_doc *doc = NULL;
+	int rc;
+
+	*out = NULL;
+	if ((rc = kiln_yaml_load_file_ex(&doc, path, KILN_YAML_EXPAND_ENV)) < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		const char *eq = strchr(sets[i], '=');
+		char *key;
+
+		if (!eq || eq == sets[i]) {
+			rc = kiln_error_set(KILN_EINVALID, "--set %s: expected dotted.key=value", sets[i]);
+			break;
+		}
+		if (!(key = strndup(sets[i], (size_t)(eq - sets[i])))) {
+			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			break;
+		}
+		rc = kiln_yaml_set(doc, key, eq + 1);
+		free(key);
+		if (rc < 0)
+			break;
+	}
+	if (rc < 0) {
+		kiln_yaml_free(doc);
+		return rc;
+	}
+	*out = doc;
+	return 0;
+}

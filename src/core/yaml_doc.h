@@ -52,6 +52,11 @@ int kiln_yaml_load_buffer_ex(kiln_yaml_doc **out, const char *name, const char *
  * Errors about such a node say "--set PATH" instead of file:line:col. */
 int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value);
 
+/* A config file (pipelines, cache.yaml): `path` loaded with
+ * KILN_YAML_EXPAND_ENV, then each of the n `sets` ("dotted.key=value", left
+ * unchanged) applied with kiln_yaml_set; errors name the file or --set. */
+int kiln_yaml_load_config(kiln_yaml_doc **out, const char *path, char *const *sets, size_t n);
+
 const kiln_yaml_node *kiln_yaml_root(const kiln_yaml_doc *doc);
 const char *kiln_yaml_name(const kiln_yaml_doc *doc);
 

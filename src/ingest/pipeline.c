@@ -578,7 +578,6 @@ int kiln_pipeline_load(kiln_pipeline **out, const char *path, char *const *sets,
 	kiln_pipeline *p = calloc(1, sizeof(*p));
 	kiln_yaml_doc *doc = NULL;
 	loader l = { 0 };
-	const char *slash;
 	int rc;
 
 	*out = NULL;
@@ -586,28 +585,16 @@ int kiln_pipeline_load(kiln_pipeline **out, const char *path, char *const *sets,
 		free(p);
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	}
-	if ((rc = kiln_yaml_load_file_ex(&doc, path, KILN_YAML_EXPAND_ENV)) < 0)
+	if ((rc = kiln_yaml_load_config(&doc, path, sets, nsets)) < 0)
 		goto fail;
 	p->doc = doc;
-	for (size_t i = 0; i < nsets; i++) {
-		char *eq = strchr(sets[i], '=');
-		if (!eq || eq == sets[i]) {
-			rc = kiln_error_set(KILN_EINVALID, "--set %s: expected dotted.key=value", sets[i]);
-			goto fail;
-		}
-		*eq = '\0';
-		rc = kiln_yaml_set(doc, sets[i], eq + 1);
-		*eq = '=';
-		if (rc < 0)
-			goto fail;
-	}
 	p->file = kiln_arena_printf(p->arena, "%s", path);
-	slash = strrchr(path, '/');
 	l.p = p;
 	l.doc = doc;
-	l.dir = slash ? kiln_arena_printf(p->arena, "%.*s", (int)(slash - path), path) : "";
-	if (slash == path)
-		l.dir = "/";
+	if (!p->file || !(l.dir = kiln_arena_dirname(p->arena, path))) {
+		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		goto fail;
+	}
 	if ((rc = load(&l)) < 0)
 		goto fail;
 	*out = p;

@@ -713,6 +713,34 @@ static void test_load_file(void **state)
 	assert_int_equal(kiln_error_last_code(), KILN_ENOTFOUND);
 }
 
+/* A config: ${NAME:-default} expanded, --set applied, the caller's --set
+ * strings left as they were. */
+static void test_load_config(void **state)
+{
+	char path[] = "/tmp/kiln_yaml_doc_XXXXXX";
+	const char *text = "a: ${KILN_TEST_UNSET_NAME:-dflt}\nb: {c: 1}\n";
+	char set1[] = "b.c=2", set2[] = "d=new", bad[] = "=x";
+	char *sets[] = { set1, set2 }, *bads[] = { bad };
+	kiln_yaml_doc *doc = NULL;
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	assert_int_equal(kiln_yaml_load_config(&doc, path, sets, 2), 0);
+	assert_string_equal(kiln_yaml_get(kiln_yaml_root(doc), "a")->value, "dflt");
+	assert_string_equal(kiln_yaml_get(kiln_yaml_get(kiln_yaml_root(doc), "b"), "c")->value, "2");
+	assert_string_equal(kiln_yaml_get(kiln_yaml_root(doc), "d")->value, "new");
+	assert_string_equal(set1, "b.c=2");
+	kiln_yaml_free(doc);
+	doc = (kiln_yaml_doc *)1;
+	expect_error(kiln_yaml_load_config(&doc, path, bads, 1), "--set =x: expected dotted.key=value");
+	assert_null(doc);
+	unlink(path);
+}
+
 static void test_load_file_errors(void **state)
 {
 	char path[] = "/tmp/kiln_yaml_doc_XXXXXX";
@@ -773,6 +801,7 @@ int main(void)
 		cmocka_unit_test(test_string_reader),
 		cmocka_unit_test(test_load_file),
 		cmocka_unit_test(test_load_file_errors),
+		cmocka_unit_test(test_load_config),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
