@@ -7,7 +7,6 @@
 #include "cache/internal.h"
 
 #include <assert.h>
-#include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,14 +25,6 @@
 
 #define CHUNK    (1u << 20)
 #define NAME_LEN 74 /* <64 hex>.jsonl.zst */
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init(void)
-{
-	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 static int oom(void)
 {
@@ -451,9 +442,6 @@ typedef struct sink_ctx {
 	uint64_t size, limit;
 	const char *hash;
 	const char *source; /* for messages: "peer http://..." or "the origin" */
-	CURL *curl;
-	int err;      /* a kiln error code a write callback hit */
-	bool refused; /* the peer answered other than 2xx */
 } sink_ctx;
 
 static int sink_reset(sink_ctx *s)
@@ -462,8 +450,6 @@ static int sink_reset(sink_ctx *s)
 		return kiln_error_set(KILN_EIO, "cache %s: temporary file: %s", s->c->dir, strerror(errno));
 	crypto_generichash_init(&s->hs, NULL, 0, 32);
 	s->size = 0;
-	s->err = 0;
-	s->refused = false;
 	return 0;
 }
 
@@ -506,81 +492,17 @@ static int sink_check(sink_ctx *s, uint64_t bytes)
 	return 0;
 }
 
-static size_t curl_sink(char *ptr, size_t size, size_t n, void *ud)
+/* The shard from peer i (store/http.c: GET /v1/shards/<hash> with
+ * X-Kiln-Peer, the cache's token, one retry). */
+static int peer_get(kiln_cache *c, size_t i, sink_ctx *s)
 {
-	sink_ctx *s = ud;
-	long code = 0;
+	char key[128];
 	int rc;
 
-	curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &code);
-	if (code < 200 || code > 299) {
-		s->refused = true;
-		return 0;
-	}
-	if ((rc = sink_write(s, ptr, size * n)) != 0) {
-		s->err = rc;
-		return 0;
-	}
-	return size * n;
-}
-
-static int peer_get(kiln_cache *c, const char *peer, sink_ctx *s)
-{
-	const char *token = c->config->token;
-	struct curl_slist *headers = NULL, *h;
-	char url[1024], *auth = NULL;
-	CURLcode res;
-	long code = 0;
-	int rc;
-
-	snprintf(url, sizeof(url), "%s/v1/shards/%s", peer, s->hash);
-	if (!(s->curl = curl_easy_init()) || !(headers = curl_slist_append(NULL, "X-Kiln-Peer: 1")))
-		goto nomem;
-	if (token) {
-		size_t n = strlen(token) + 32;
-
-		if (!(auth = malloc(n)))
-			goto nomem;
-		snprintf(auth, n, "Authorization: Bearer %s", token);
-		if (!(h = curl_slist_append(headers, auth)))
-			goto nomem;
-		headers = h;
-	}
-	curl_easy_setopt(s->curl, CURLOPT_URL, url);
-	curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, curl_sink);
-	curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, s);
-	curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(s->curl, CURLOPT_CONNECTTIMEOUT, 5L);
-	curl_easy_setopt(s->curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-	curl_easy_setopt(s->curl, CURLOPT_LOW_SPEED_TIME, 30L);
-	curl_easy_setopt(s->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(s->curl, CURLOPT_FOLLOWLOCATION, 0L);
-	res = curl_easy_perform(s->curl);
-	curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &code);
-	if (s->err)
-		rc = s->err;
-	else if (s->refused || (res == CURLE_OK && (code < 200 || code > 299)))
-		rc = kiln_error_set(code == 404 ? KILN_ENOTFOUND : KILN_ERETRY, "peer %s: shard %s: HTTP %ld",
-		                    peer, s->hash, code);
-	else if (res != CURLE_OK)
-		rc = kiln_error_set(KILN_ERETRY, "peer %s: shard %s: %s", peer, s->hash,
-		                    curl_easy_strerror(res));
-	else
-		rc = 0;
-	goto cleanup;
-nomem:
-	rc = oom();
-cleanup:
-	for (h = headers; h; h = h->next)
-		explicit_bzero(h->data, strlen(h->data));
-	curl_slist_free_all(headers);
-	if (auth) {
-		explicit_bzero(auth, strlen(auth));
-		free(auth);
-	}
-	curl_easy_cleanup(s->curl);
-	s->curl = NULL;
+	snprintf(key, sizeof(key), "shards/%.2s/%.64s.jsonl.zst", s->hash, s->hash);
+	rc = kiln_store_get(c->peers[i], key, sink_write, s);
+	if (rc > 0)
+		rc = kiln_error_set(KILN_EIO, "shard %s: reading from %s failed", s->hash, s->source);
 	return rc;
 }
 
@@ -649,7 +571,7 @@ static int fetch(kiln_cache *c, const char *hash, uint64_t bytes, bool from_peer
 
 		snprintf(where, sizeof(where), "peer %s", peer);
 		s.source = where;
-		if ((rc = peer_get(c, peer, &s)) == 0 && (rc = sink_check(&s, bytes)) == 0) {
+		if ((rc = peer_get(c, i, &s)) == 0 && (rc = sink_check(&s, bytes)) == 0) {
 			source = "peer";
 			break;
 		}
@@ -965,9 +887,6 @@ int kiln_cache_open(kiln_cache **out, const kiln_cache_config *config, kiln_metr
 	*out = NULL;
 	if (sodium_init() < 0)
 		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
-	pthread_once(&curl_once, curl_init);
-	if (curl_init_rc != CURLE_OK)
-		return kiln_error_set(KILN_EIO, "libcurl failed to initialise");
 	if (!config->dir || !*config->dir || !config->size_limit ||
 	    !(config->low > 0 && config->low < config->high) || config->high > 1)
 		return kiln_error_set(KILN_EINVALID,
@@ -1003,6 +922,17 @@ int kiln_cache_open(kiln_cache **out, const kiln_cache_config *config, kiln_metr
 	register_metrics(c, metrics);
 	if ((rc = kiln_store_open(&c->store, config->store_url, &config->store)) < 0)
 		goto fail;
+	if (config->peer_count && !(c->peers = calloc(config->peer_count, sizeof(*c->peers)))) {
+		rc = oom();
+		goto fail;
+	}
+	for (size_t i = 0; i < config->peer_count; i++) {
+		/* one quick retry: a peer that fails is passed over for the origin */
+		kiln_store_options peer = { .bearer_token = config->token, .as_peer = true, .max_retries = 1 };
+
+		if ((rc = kiln_store_open(&c->peers[i], config->peers[i], &peer)) < 0)
+			goto fail;
+	}
 	c->remote = kiln_cache_manifest_is_url(config->manifest);
 	if (c->remote) {
 		snprintf(path, sizeof(path), "%s/manifest.git", c->dir);
@@ -1052,6 +982,9 @@ void kiln_cache_close(kiln_cache *c)
 	kiln_manifest_close(c->manifest);
 	kiln_manifest_close(c->list_manifest);
 	kiln_store_close(c->store);
+	for (size_t i = 0; c->peers && i < c->config->peer_count; i++)
+		kiln_store_close(c->peers[i]);
+	free(c->peers);
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
 	if (c->sync_fd >= 0)

@@ -82,6 +82,7 @@ struct kiln_cache {
 	bool nothing_evictable; /* the last scan found no unpinned shard and none was published since */
 	uint64_t bytes_used;
 	cache_pin *pins; /* config->pin_count */
+	kiln_store **peers; /* config->peer_count http(s) stores, asked as a peer (store/http.c) */
 
 	/* the last sync (also persisted in <dir>/last-sync for other processes) */
 	int64_t last_time, last_ok;

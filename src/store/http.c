@@ -37,6 +37,8 @@ typedef struct http_store {
 	kiln_store base;
 	char *root; /* "http://host:port[/path]", no trailing '/' */
 	char *auth; /* "Authorization: Bearer <token>", or NULL; zeroed on close */
+	bool as_peer; /* send X-Kiln-Peer: 1 */
+	const char *token_source; /* where the token came from, for messages */
 	int max_retries;
 	pthread_mutex_t lock;
 	CURL *pool[POOL_MAX]; /* idle handles (keep their connections) */
@@ -153,7 +155,9 @@ static int open_scheme(kiln_store **out, const char *url, const kiln_store_optio
 		rc = kiln_error_set(KILN_EINVALID, "store URL '%.80s...' is too long", url);
 		goto cleanup;
 	}
-	token = getenv(TOKEN_ENV);
+	token = options->bearer_token ? options->bearer_token : getenv(TOKEN_ENV);
+	s->token_source = options->bearer_token ? "the configured token" : TOKEN_ENV;
+	s->as_peer = options->as_peer;
 	if (token && *token) {
 		for (const char *p = token; *p; p++)
 			if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e) {
@@ -161,11 +165,11 @@ static int open_scheme(kiln_store **out, const char *url, const kiln_store_optio
 				    KILN_EINVALID,
 				    "%s: %s holds a space or control character; a bearer token is "
 				    "printable ASCII",
-				    url, TOKEN_ENV);
+				    url, s->token_source);
 				goto cleanup;
 			}
 		if (strlen(token) > TOKEN_MAX) {
-			rc = kiln_error_set(KILN_EINVALID, "%s: %s is longer than %d bytes", url, TOKEN_ENV,
+			rc = kiln_error_set(KILN_EINVALID, "%s: %s is longer than %d bytes", url, s->token_source,
 			                    TOKEN_MAX);
 			goto cleanup;
 		}
@@ -391,6 +395,7 @@ static int fail(const http_call *c, int attempts)
 {
 	char what[256];
 	const char *hint = "";
+	char hint_buf[96];
 	int code = KILN_EINVALID;
 
 	if (c->cc != CURLE_OK)
@@ -402,8 +407,8 @@ static int fail(const http_call *c, int attempts)
 		return kiln_error_set(KILN_ERETRY, "%s (key %s): %s, gave up after %d attempt%s", c->url,
 		                      c->key, what, attempts, attempts == 1 ? "" : "s");
 	if (c->cc == CURLE_OK && (c->status == 401 || c->status == 403))
-		hint = c->s->auth ? " (the node refused the token in " TOKEN_ENV ")"
-		                  : " (the node wants a token: set " TOKEN_ENV ")";
+		snprintf(hint_buf, sizeof(hint_buf), c->s->auth ? " (the node refused %s)" : " (the node wants a token: set %s)",
+		         c->s->auth ? c->s->token_source : TOKEN_ENV), hint = hint_buf;
 	else if (c->cc == CURLE_OK && c->status == 404)
 		code = KILN_ENOTFOUND;
 	else if (c->cc == CURLE_OK && c->status >= 300 && c->status < 400)
@@ -450,6 +455,8 @@ static void attempt(http_call *c, uint64_t from)
 		return;
 	}
 	if ((h = curl_slist_append(headers, "Accept-Encoding: identity")))
+		headers = h;
+	if (c->s->as_peer && (h = curl_slist_append(headers, "X-Kiln-Peer: 1")))
 		headers = h;
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
 	c->cc = curl_easy_perform(e);

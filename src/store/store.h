@@ -26,6 +26,10 @@ typedef struct kiln_store_options {
 	const char *credentials_file; /* 0600 file: "access_key_id=...\nsecret_access_key=...\n";
 				       * NULL = AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the environment */
 	int max_retries;              /* retriable failures retried with backoff; 0 = 5 */
+	/* http(s): a cache node */
+	const char *bearer_token;     /* sent as Authorization: Bearer; NULL = $KILN_CACHE_TOKEN */
+	bool as_peer;                 /* ask as a peer cache node (X-Kiln-Peer: 1): it answers from
+				       * what it has or the origin, never from its own peers */
 } kiln_store_options;
 
 /* Called with successive chunks of an object's bytes; non-zero stops the read
