@@ -22,6 +22,7 @@
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$src/tests/integration/lib.sh"
 kiln=${KILN:-$src/build/kiln}
 py=/usr/bin/python3
 s3rver_bin=$src/.deps/npm/node_modules/.bin/s3rver
@@ -92,25 +93,6 @@ store=(--set store.url="s3://$bucket/kiln" --set store.endpoint="$endpoint" --se
 	--set shards.target_bytes=64K)
 gates=(--set promote.min_records.train=100 --set promote.min_records.dev=5 --set promote.min_records.test=5
 	--set promote.ratio_tolerance=0.05 --set promote.max_quarantine_rate=0.05)
-passed=0 failed=0
-
-check() { # NAME COMMAND...: passes when the command succeeds
-	local name=$1
-	shift
-	if "$@"; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		echo "FAIL: $name"
-	fi
-}
-
-status_is() { # EXPECTED COMMAND...: runs it, output in $tmp/out and $tmp/err
-	local want=$1 rc=0
-	shift
-	"$@" </dev/null >"$tmp/out" 2>"$tmp/err" || rc=$?
-	[ "$rc" -eq "$want" ] || { echo "  exit $rc, expected $want: $*"; tail -5 "$tmp/err" | sed 's/^/  | /'; return 1; }
-}
 
 b2() { "$py" -c 'import hashlib, sys; print(hashlib.blake2b(open(sys.argv[1], "rb").read(), digest_size=32).hexdigest())' "$1"; }
 verifies() { # FILE HASH: BLAKE2b-256 of FILE is HASH

@@ -14,6 +14,7 @@
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$src/tests/integration/lib.sh"
 kiln=${KILN:-$src/build/kiln}
 py=/usr/bin/python3
 kills=${KILLS:-3}
@@ -28,20 +29,6 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-passed=0 failed=0
-
-check() { # NAME COMMAND...
-	local name=$1
-	shift
-	if "$@"; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		echo "FAIL: $name"
-	fi
-}
-
-ms_sleep() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
 
 # --- broker, key, data -------------------------------------------------------
 "$kiln" broker --partitions 4 --topics ev,ev2,gap --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &

@@ -14,6 +14,7 @@
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$src/tests/integration/lib.sh"
 kiln=${KILN:-$src/build/kiln}
 py=/usr/bin/python3
 tmp=$(mktemp -d)
@@ -25,25 +26,6 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-passed=0 failed=0
-
-check() { # NAME COMMAND...
-	local name=$1
-	shift
-	if "$@"; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		echo "FAIL: $name"
-	fi
-}
-
-status_is() { # EXPECTED COMMAND...: runs it, output in $tmp/out and $tmp/err
-	local want=$1 rc=0
-	shift
-	"$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-	[ "$rc" -eq "$want" ] || { echo "  exit $rc, expected $want: $*"; tail -3 "$tmp/err"; return 1; }
-}
 
 "$kiln" broker --partitions 2 --topics gap,ev,ev.dlq,late --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
 pids+=($!)

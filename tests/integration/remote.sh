@@ -16,6 +16,7 @@
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$src/tests/integration/lib.sh"
 kiln=${KILN:-$src/build/kiln}
 py=/usr/bin/python3
 gen=$src/bench/gen-user-events.py
@@ -32,18 +33,6 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-
-check() { # NAME COMMAND...: passes when the command succeeds
-	local name=$1
-	shift
-	if "$@"; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		echo "FAIL: $name"
-	fi
-}
 
 k() { # NAME WANT_STATUS ARGS...: `kiln ARGS`, output in $tmp/NAME.out/.err
 	local name=$1 want=$2 rc=0

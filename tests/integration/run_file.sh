@@ -11,6 +11,7 @@
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$src/tests/integration/lib.sh"
 kiln=${KILN:-$src/build/kiln}
 py=/usr/bin/python3
 checker=$src/tests/integration/curate_check.py
@@ -34,18 +35,6 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-
-check() { # NAME COMMAND...: passes when the command succeeds
-	local name=$1
-	shift
-	if "$@"; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		echo "FAIL: $name"
-	fi
-}
 
 runs() { # NAME WANT_STATUS ARGS...: `kiln run ARGS`, stdin from $stdin, output in $tmp/NAME.out/.err
 	local name=$1 want=$2 rc=0

@@ -14,6 +14,7 @@
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$src/tests/integration/lib.sh"
 kiln=${KILN:-$src/build/kiln}
 py=/usr/bin/python3
 checker=$src/tests/integration/curate_check.py
@@ -82,18 +83,6 @@ echo "s3rver $(node -p "require('$s3rver_pkg/package.json').version") on $endpoi
 export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 export KILN_INPUT=$tmp/in.jsonl KILN_KEY_FILE=$tmp/hmac.key KILN_MANIFEST=$tmp/m.git
 s3opts=(--set store.endpoint="$endpoint" --set store.http=true --set store.style=path)
-passed=0 failed=0
-
-check() { # NAME COMMAND...: passes when the command succeeds
-	local name=$1
-	shift
-	if "$@"; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		echo "FAIL: $name"
-	fi
-}
 
 runs() { # NAME WANT_STATUS COMMAND...: output in $tmp/NAME.out/.err, seconds in $tmp/NAME.time
 	local name=$1 want=$2 rc=0 t0

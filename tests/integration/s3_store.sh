@@ -28,6 +28,7 @@
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$src/tests/integration/lib.sh"
 build=${KILN_BUILDDIR:-$src/build}
 tool=$build/tests/store_tool
 s3rver_bin=$src/.deps/npm/node_modules/.bin/s3rver
@@ -63,7 +64,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-
 mkdir "$tmp/data"
 node "$src/tests/integration/s3rver-launch.js" "$s3rver_pkg" "$tmp/data" "$tmp/port" kiln-test >"$tmp/s3rver.log" 2>&1 &
 pid=$!
@@ -83,25 +83,6 @@ echo "s3rver $(node -p "require('$s3rver_pkg/package.json').version") on 127.0.0
 export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 export KILN_S3_ENDPOINT=127.0.0.1:$port KILN_S3_HTTP=1
 url=s3://kiln-test
-passed=0 failed=0
-
-check() { # NAME COMMAND...: passes when the command succeeds
-	local name=$1
-	shift
-	if "$@"; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		echo "FAIL: $name"
-	fi
-}
-
-status_is() { # EXPECTED COMMAND...: stdout in $tmp/out, stderr in $tmp/err
-	local want=$1 rc=0
-	shift
-	"$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-	[ "$rc" -eq "$want" ] || { echo "  exit $rc, expected $want: $*"; cat "$tmp/err"; return 1; }
-}
 
 err_has() { # TEXT: stderr is one line and contains TEXT
 	[ "$(wc -l <"$tmp/err")" -eq 1 ] || { echo "  stderr is not one line:"; cat "$tmp/err"; return 1; }

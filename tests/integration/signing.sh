@@ -13,6 +13,7 @@
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$src/tests/integration/lib.sh"
 kiln=${KILN:-$src/build/kiln}
 pipeline=$src/pipelines/user-events.yaml
 ref=refs/heads/user-events/main
@@ -31,18 +32,6 @@ command -v ssh-keygen >/dev/null || {
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-
-check() { # NAME COMMAND...: passes when the command succeeds
-	local name=$1
-	shift
-	if "$@"; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		echo "FAIL: $name"
-	fi
-}
 
 status_is() { # NAME WANT COMMAND...: output in $tmp/NAME.out and .err
 	local name=$1 want=$2 rc=0

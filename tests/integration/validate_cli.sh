@@ -5,29 +5,11 @@
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$src/tests/integration/lib.sh"
 kiln=${KILN:-$src/build/kiln}
 contract=$src/contracts/user-events.yaml
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-
-check() { # NAME COMMAND...: passes when the command succeeds
-	local name=$1
-	shift
-	if "$@"; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		echo "FAIL: $name"
-	fi
-}
-
-status_is() { # EXPECTED COMMAND...
-	local want=$1 rc=0
-	shift
-	"$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-	[ "$rc" -eq "$want" ] || { echo "  exit $rc, expected $want: $*"; cat "$tmp/err"; return 1; }
-}
 
 # valid sample: exit 0, summary on stderr, nothing on stdout
 check "valid sample exits 0" status_is 0 "$kiln" validate --contract "$contract" "$src/samples/user-events.jsonl"

@@ -7,6 +7,7 @@
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$src/tests/integration/lib.sh"
 kiln=${KILN:-$src/build/kiln}
 py=/usr/bin/python3
 for tool in git zstd; do
@@ -14,25 +15,6 @@ for tool in git zstd; do
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-
-check() { # NAME COMMAND...
-	local name=$1
-	shift
-	if "$@"; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		echo "FAIL: $name"
-	fi
-}
-
-status_is() { # EXPECTED COMMAND...: runs it, output in $tmp/out and $tmp/err
-	local want=$1 rc=0
-	shift
-	"$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-	[ "$rc" -eq "$want" ] || { echo "  exit $rc, expected $want: $*"; head -5 "$tmp/err"; return 1; }
-}
 
 (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$tmp/hmac.key")
 export KILN_INPUT=$tmp/in.jsonl KILN_KEY_FILE=$tmp/hmac.key KILN_STORE=file://$tmp/store KILN_MANIFEST=$tmp/m.git
