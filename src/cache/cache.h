@@ -93,6 +93,12 @@ int kiln_cache_sync(kiln_cache *cache, void (*progress)(void *ctx, const kiln_ca
 int kiln_cache_open_shard(kiln_cache *cache, const char *hash, bool fill, bool from_peer, int *out_fd,
 			  uint64_t *out_size);
 
+/* The same for a shard that needs no work: present and not written since
+ * it was published. KILN_ENOTFOUND when absent or when it must be hashed
+ * again first (then call kiln_cache_open_shard, off any event loop). Never
+ * blocks on more than an open and an fstat. */
+int kiln_cache_open_trusted(kiln_cache *cache, const char *hash, int *out_fd, uint64_t *out_size);
+
 /* GET /v1/datasets/<ds>/<ref>/<split>: the version's shards of `split` as
  * JSON Lines appended to out, one per shard in manifest order:
  *   {"shard":"<hash>","bytes":N,"records":N,"cached":true}

@@ -257,10 +257,13 @@ static int on_shard(void *ctx, const kiln_http_request *req, kiln_http_response 
 		res->status = 304;
 		return shard_headers(res, hash);
 	}
-	rc = kiln_cache_open_shard(s->cache, hash, req->can_block,
-	                           kiln_http_request_header(req, "X-Kiln-Peer") != NULL, &fd, &size);
+	/* on the event loop only what needs no work; a miss, or a file that must
+	 * be hashed again, goes to a worker */
+	rc = req->can_block ? kiln_cache_open_shard(s->cache, hash, true,
+	                                            kiln_http_request_header(req, "X-Kiln-Peer") != NULL, &fd, &size)
+	                    : kiln_cache_open_trusted(s->cache, hash, &fd, &size);
 	if (rc == KILN_ENOTFOUND && !req->can_block)
-		return KILN_HTTP_BLOCKING; /* a miss: fill it on a worker */
+		return KILN_HTTP_BLOCKING;
 	if (rc == KILN_ENOTFOUND)
 		return text(res, 404, "no such shard\n");
 	if (rc < 0)
