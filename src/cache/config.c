@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/arena.h"
+#include "core/config.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "core/yaml_doc.h"
@@ -24,6 +25,7 @@ typedef struct loader {
 	kiln_cache_config *c;
 	const kiln_yaml_doc *doc;
 	const char *dir; /* the config file's folder, "" for the current one */
+	kiln_config cfg; /* doc, arena and dir for the typed key readers */
 } loader;
 
 static const char *const top_keys[] = {"store",     "manifest",     "dir",   "size_limit", "watermarks",
@@ -31,69 +33,19 @@ static const char *const top_keys[] = {"store",     "manifest",     "dir",   "si
                                        "token_env", "sync_seconds", NULL};
 static const char *const watermark_keys[] = {"high", "low", NULL};
 
-static const char *path_of(loader *l, const char *section, const char *key)
-{
-	return section ? kiln_arena_printf(l->c->arena, "%s.%s", section, key) : key;
-}
-
+/* The keys a map may hold; at the top, a secret-looking key gets its own
+ * message (secrets come from token_file or token_env, never the file). */
 static int check_keys(loader *l, const kiln_yaml_node *map, const char *section, const char *const *allowed)
 {
-	if (map->kind != KILN_YAML_MAPPING)
-		return kiln_yaml_fail(l->doc, map, section ? section : "", "expected a mapping");
-	for (size_t i = 0; i < map->count; i++) {
-		const char *const *a;
+	for (size_t i = 0; !section && map->kind == KILN_YAML_MAPPING && i < map->count; i++) {
 		const char *key = map->keys[i]->value;
 
-		for (a = allowed; *a; a++)
-			if (strcmp(*a, key) == 0)
-				break;
-		if (*a)
-			continue;
-		if (!section &&
-		    (strcmp(key, "token") == 0 || strstr(key, "secret") || strstr(key, "password")))
+		if (strcmp(key, "token") == 0 || strstr(key, "secret") || strstr(key, "password"))
 			return kiln_yaml_fail(
 			    l->doc, map->keys[i], key,
 			    "secrets do not belong in the cache config (use token_file or token_env)");
-		return kiln_yaml_fail(l->doc, map->keys[i], path_of(l, section, key),
-		                      "unknown key (see docs/CACHE.md)");
 	}
-	return 0;
-}
-
-static int get_string(loader *l, const kiln_yaml_node *map, const char *key, bool required, const char **out)
-{
-	const kiln_yaml_node *n = kiln_yaml_get(map, key);
-
-	if (!n || kiln_yaml_is_null(n)) {
-		if (required)
-			return kiln_yaml_fail(l->doc, map, key, "required key is missing");
-		return 0;
-	}
-	return kiln_yaml_string(l->doc, n, key, out);
-}
-
-static int get_int(loader *l, const kiln_yaml_node *map, const char *key, int64_t lo, int64_t hi,
-                   int64_t *out)
-{
-	const kiln_yaml_node *n = kiln_yaml_get(map, key);
-	int rc;
-
-	if (!n || kiln_yaml_is_null(n))
-		return 0;
-	if ((rc = kiln_yaml_int64(l->doc, n, key, out)) < 0)
-		return rc;
-	if (*out < lo || *out > hi)
-		return kiln_yaml_fail(l->doc, n, key, "must be between %lld and %lld", (long long)lo,
-		                      (long long)hi);
-	return 0;
-}
-
-/* A path relative to the config file's folder. */
-static const char *resolve(loader *l, const char *path)
-{
-	if (!path || path[0] == '/' || !*l->dir)
-		return path;
-	return kiln_arena_printf(l->c->arena, "%s/%s", l->dir, path);
+	return kiln_config_check_keys(&l->cfg, map, section, allowed);
 }
 
 /* [a-z0-9][a-z0-9._-]{0,127}: dataset, branch and tag names (docs/VERSIONS.md). */
@@ -252,14 +204,14 @@ static int load_token(loader *l, const kiln_yaml_node *root)
 	char *token = NULL;
 	int rc;
 
-	if ((rc = get_string(l, root, "token_file", false, &file)) < 0 ||
-	    (rc = get_string(l, root, "token_env", false, &env)) < 0)
+	if ((rc = kiln_config_string(&l->cfg, root, NULL, "token_file", false, &file)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, root, NULL, "token_env", false, &env)) < 0)
 		return rc;
 	if (file && env)
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "token_env"), "token_env",
 		                      "set at most one of token_file and token_env");
 	if (file) {
-		if ((rc = read_token_file(l, kiln_yaml_get(root, "token_file"), resolve(l, file), &token)) <
+		if ((rc = read_token_file(l, kiln_yaml_get(root, "token_file"), kiln_config_resolve(&l->cfg, file), &token)) <
 		    0)
 			return rc;
 	} else if (env) {
@@ -295,10 +247,10 @@ static int load_watermarks(loader *l, const kiln_yaml_node *root)
 
 		if (!n || kiln_yaml_is_null(n))
 			continue;
-		if ((rc = kiln_yaml_number(l->doc, n, path_of(l, "watermarks", key), &v)) < 0)
+		if ((rc = kiln_yaml_number(l->doc, n, kiln_config_path(&l->cfg, "watermarks", key), &v)) < 0)
 			return rc;
 		if (!(v > 0 && v <= 1))
-			return kiln_yaml_fail(l->doc, n, path_of(l, "watermarks", key),
+			return kiln_yaml_fail(l->doc, n, kiln_config_path(&l->cfg, "watermarks", key),
 			                      "must be a fraction of size_limit above 0 and at most 1");
 		*(i == 0 ? &c->high : &c->low) = (double)v;
 	}
@@ -334,18 +286,18 @@ static int load(loader *l)
 		return kiln_yaml_fail(l->doc, NULL, "", "empty cache config");
 	if ((rc = check_keys(l, root, NULL, top_keys)) < 0 ||
 	    (rc = kiln_store_config_load(&src, root, "store", &c->store_url, &c->store)) < 0 ||
-	    (rc = get_string(l, root, "manifest", true, &c->manifest)) < 0 ||
-	    (rc = get_string(l, root, "dir", true, &c->dir)) < 0 ||
-	    (rc = get_string(l, root, "size_limit", true, &size)) < 0)
+	    (rc = kiln_config_string(&l->cfg, root, NULL, "manifest", true, &c->manifest)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, root, NULL, "dir", true, &c->dir)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, root, NULL, "size_limit", true, &size)) < 0)
 		return rc;
 	if (!*c->manifest)
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "manifest"), "manifest",
 		                      "must not be empty");
 	if (!kiln_cache_manifest_is_url(c->manifest))
-		c->manifest = resolve(l, c->manifest);
+		c->manifest = kiln_config_resolve(&l->cfg, c->manifest);
 	if (!*c->dir)
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "dir"), "dir", "must not be empty");
-	c->dir = resolve(l, c->dir);
+	c->dir = kiln_config_resolve(&l->cfg, c->dir);
 	if ((bytes = kiln_parse_size(size)) <= 0)
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "size_limit"), "size_limit",
 		                      "expected a size above 0 (e.g. 500G, 64M, 1048576)");
@@ -359,15 +311,15 @@ static int load(loader *l)
 	    (rc = each_item(l, n, "peers", add_peer)) < 0)
 		return rc;
 	v = 8;
-	if ((rc = get_int(l, root, "concurrency", 1, 256, &v)) < 0)
+	if ((rc = kiln_config_int(&l->cfg, root, NULL, "concurrency", 1, 256, &v)) < 0)
 		return rc;
 	c->concurrency = (unsigned)v;
 	v = 60;
-	if ((rc = get_int(l, root, "sync_seconds", 1, 86400, &v)) < 0)
+	if ((rc = kiln_config_int(&l->cfg, root, NULL, "sync_seconds", 1, 86400, &v)) < 0)
 		return rc;
 	c->sync_seconds = (unsigned)v;
 	c->listen = "127.0.0.1:9470";
-	if ((rc = get_string(l, root, "listen", false, &c->listen)) < 0)
+	if ((rc = kiln_config_string(&l->cfg, root, NULL, "listen", false, &c->listen)) < 0)
 		return rc;
 	if (!strchr(c->listen, ':') || !c->listen[strcspn(c->listen, ":") + 1])
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "listen"), "listen", "expected HOST:PORT");
@@ -396,6 +348,7 @@ int kiln_cache_config_load(kiln_cache_config **out, const char *path, char *cons
 		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
 		goto fail;
 	}
+	l.cfg = (kiln_config){.doc = doc, .arena = c->arena, .dir = l.dir, .docs = "docs/CACHE.md"};
 	if ((rc = load(&l)) < 0)
 		goto fail;
 	*out = c;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/arena.h"
+#include "core/config.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "core/yaml_doc.h"
@@ -17,6 +18,7 @@ typedef struct loader {
 	kiln_pipeline *p;
 	const kiln_yaml_doc *doc;
 	const char *dir; /* the pipeline file's folder, "" for the current one */
+	kiln_config cfg; /* doc, arena and dir for the typed key readers */
 } loader;
 
 static const char *const top_keys[] = { "dataset", "branch", "contract", "schema", "unknown_fields", "source",
@@ -38,79 +40,6 @@ static const char *const shard_keys[] = { "target_bytes", "zstd_level", NULL };
 static const char *const promote_keys[] = { "min_records", "ratio_tolerance", "max_quarantine_rate",
 					    "contract_version", NULL };
 static const char *const manifest_keys[] = { "repo", "remote", "author_name", "author_email", "signing_key", NULL };
-
-static const char *path_of(loader *l, const char *section, const char *key)
-{
-	return section ? kiln_arena_printf(l->p->arena, "%s.%s", section, key) : key;
-}
-
-static int check_keys(loader *l, const kiln_yaml_node *map, const char *section, const char *const *allowed)
-{
-	if (map->kind != KILN_YAML_MAPPING)
-		return kiln_yaml_fail(l->doc, map, section ? section : "", "expected a mapping");
-	for (size_t i = 0; i < map->count; i++) {
-		const char *const *a;
-		for (a = allowed; *a; a++)
-			if (strcmp(*a, map->keys[i]->value) == 0)
-				break;
-		if (!*a)
-			return kiln_yaml_fail(l->doc, map->keys[i], path_of(l, section, map->keys[i]->value),
-					      "unknown key (see docs/PIPELINES.md)");
-	}
-	return 0;
-}
-
-static int get_string(loader *l, const kiln_yaml_node *map, const char *section, const char *key, bool required,
-		      const char **out)
-{
-	const kiln_yaml_node *n = map ? kiln_yaml_get(map, key) : NULL;
-
-	if (!n || kiln_yaml_is_null(n)) {
-		if (required)
-			return kiln_yaml_fail(l->doc, map, path_of(l, section, key), "required key is missing");
-		return 0;
-	}
-	return kiln_yaml_string(l->doc, n, path_of(l, section, key), out);
-}
-
-/* A path relative to the pipeline file's folder. */
-static const char *resolve(loader *l, const char *path)
-{
-	if (!path || path[0] == '/' || !*l->dir)
-		return path;
-	return kiln_arena_printf(l->p->arena, "%s/%s", l->dir, path);
-}
-
-static int get_size(loader *l, const kiln_yaml_node *map, const char *section, const char *key, size_t min,
-		    size_t *out)
-{
-	const kiln_yaml_node *n = map ? kiln_yaml_get(map, key) : NULL;
-	long long v;
-
-	if (!n || kiln_yaml_is_null(n))
-		return 0;
-	if (n->kind != KILN_YAML_SCALAR || (v = kiln_parse_size(n->value)) < (long long)min)
-		return kiln_yaml_fail(l->doc, n, path_of(l, section, key),
-				      "expected a size of at least %zu bytes (e.g. 65536, 64k, 64M)", min);
-	*out = (size_t)v;
-	return 0;
-}
-
-static int get_int(loader *l, const kiln_yaml_node *map, const char *section, const char *key, int64_t lo,
-		   int64_t hi, int64_t *out)
-{
-	const kiln_yaml_node *n = map ? kiln_yaml_get(map, key) : NULL;
-	int rc;
-
-	if (!n || kiln_yaml_is_null(n))
-		return 0;
-	if ((rc = kiln_yaml_int64(l->doc, n, path_of(l, section, key), out)) < 0)
-		return rc;
-	if (*out < lo || *out > hi)
-		return kiln_yaml_fail(l->doc, n, path_of(l, section, key), "must be between %lld and %lld",
-				      (long long)lo, (long long)hi);
-	return 0;
-}
 
 static bool name_ok(const char *s)
 {
@@ -186,11 +115,11 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 
 	if (kiln_yaml_get(src, "path"))
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "path"), "source.path", "a kafka source has no path");
-	if ((rc = get_string(l, src, "source", "brokers", true, &p->brokers)) < 0 ||
-	    (rc = get_string(l, src, "source", "group", true, &p->group)) < 0 ||
-	    (rc = get_string(l, src, "source", "start", false, &start)) < 0 ||
-	    (rc = get_string(l, src, "source", "on_gap", false, &gap)) < 0 ||
-	    (rc = get_string(l, src, "source", "dead_letter_topic", false, &p->dead_letter_topic)) < 0)
+	if ((rc = kiln_config_string(&l->cfg, src, "source", "brokers", true, &p->brokers)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, src, "source", "group", true, &p->group)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, src, "source", "start", false, &start)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, src, "source", "on_gap", false, &gap)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, src, "source", "dead_letter_topic", false, &p->dead_letter_topic)) < 0)
 		return rc;
 	if (!topics || kiln_yaml_is_null(topics))
 		return kiln_yaml_fail(l->doc, src, "source.topics", "required key is missing");
@@ -239,7 +168,7 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
 		for (size_t i = 0; i < opts->count; i++) {
 			const char *name = opts->keys[i]->value;
-			const char *where = path_of(l, "source.options", name);
+			const char *where = kiln_config_path(&l->cfg, "source.options", name);
 			static const char *const owned[] = { "bootstrap.servers", "group.id", "enable.auto.commit",
 							     "enable.auto.offset.store", "partition.assignment.strategy",
 							     "auto.offset.reset", "enable.partition.eof", NULL };
@@ -257,13 +186,13 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 	}
 	n = kiln_yaml_get(src, "batch");
 	if (n && !kiln_yaml_is_null(n)) {
-		if ((rc = check_keys(l, n, "source.batch", batch_keys)) < 0 ||
-		    (rc = get_int(l, n, "source.batch", "records", 1, 1000000, &v)) < 0)
+		if ((rc = kiln_config_check_keys(&l->cfg, n, "source.batch", batch_keys)) < 0 ||
+		    (rc = kiln_config_int(&l->cfg, n, "source.batch", "records", 1, 1000000, &v)) < 0)
 			return rc;
 		p->batch_records = (size_t)v;
 		v = 0;
-		if ((rc = get_size(l, n, "source.batch", "bytes", 1024, &p->batch_bytes)) < 0 ||
-		    (rc = get_int(l, n, "source.batch", "ms", 1, 60000, &v)) < 0)
+		if ((rc = kiln_config_size(&l->cfg, n, "source.batch", "bytes", 1024, &p->batch_bytes)) < 0 ||
+		    (rc = kiln_config_int(&l->cfg, n, "source.batch", "ms", 1, 60000, &v)) < 0)
 			return rc;
 		p->batch_ms = (unsigned)v;
 	}
@@ -282,22 +211,22 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 
 	if (!src || kiln_yaml_is_null(src))
 		return kiln_yaml_fail(l->doc, root, "source", "required key is missing");
-	if ((rc = check_keys(l, src, "source", source_keys)) < 0 ||
-	    (rc = get_string(l, src, "source", "kind", false, &kind)) < 0 ||
-	    (rc = get_string(l, src, "source", "name", false, &name)) < 0 ||
-	    (rc = get_size(l, src, "source", "max_record_bytes", 2, &p->max_record_bytes)) < 0 ||
-	    (rc = get_int(l, src, "source", "max_depth", 1, 100000, &depth)) < 0)
+	if ((rc = kiln_config_check_keys(&l->cfg, src, "source", source_keys)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, src, "source", "kind", false, &kind)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, src, "source", "name", false, &name)) < 0 ||
+	    (rc = kiln_config_size(&l->cfg, src, "source", "max_record_bytes", 2, &p->max_record_bytes)) < 0 ||
+	    (rc = kiln_config_int(&l->cfg, src, "source", "max_depth", 1, 100000, &depth)) < 0)
 		return rc;
 	p->max_depth = (uint32_t)depth;
 	if (strcmp(kind, "file") == 0) {
-		if ((rc = get_string(l, src, "source", "path", true, &p->source_path)) < 0)
+		if ((rc = kiln_config_string(&l->cfg, src, "source", "path", true, &p->source_path)) < 0)
 			return rc;
 		if (strcmp(p->source_path, "-") == 0) {
 			p->source_kind = KILN_SOURCE_STDIN;
 			p->source_path = NULL;
 		} else {
 			p->source_kind = KILN_SOURCE_FILE;
-			p->source_path = resolve(l, p->source_path);
+			p->source_path = kiln_config_resolve(&l->cfg, p->source_path);
 		}
 	} else if (strcmp(kind, "stdin") == 0) {
 		p->source_kind = KILN_SOURCE_STDIN;
@@ -310,7 +239,7 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 	}
 	for (const char *const *k = kafka_only; *k; k++)
 		if (kiln_yaml_get(src, *k))
-			return kiln_yaml_fail(l->doc, kiln_yaml_get(src, *k), path_of(l, "source", *k),
+			return kiln_yaml_fail(l->doc, kiln_yaml_get(src, *k), kiln_config_path(&l->cfg, "source", *k),
 					      "only a kafka source has this key");
 	if (name) {
 		for (const char *c = name; *c; c++)
@@ -336,15 +265,15 @@ static int load_pseudonymise(loader *l, const kiln_yaml_node *root)
 
 	if (!ps || kiln_yaml_is_null(ps))
 		return kiln_yaml_fail(l->doc, root, "pseudonymise", "required key is missing (key_file or key_env)");
-	if ((rc = check_keys(l, ps, "pseudonymise", pseudo_keys)) < 0 ||
-	    (rc = get_string(l, ps, "pseudonymise", "key_file", false, &p->key_file)) < 0 ||
-	    (rc = get_string(l, ps, "pseudonymise", "key_env", false, &p->key_env)) < 0 ||
-	    (rc = get_int(l, ps, "pseudonymise", "key_version", 1, 4294967295LL, &version)) < 0)
+	if ((rc = kiln_config_check_keys(&l->cfg, ps, "pseudonymise", pseudo_keys)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, ps, "pseudonymise", "key_file", false, &p->key_file)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, ps, "pseudonymise", "key_env", false, &p->key_env)) < 0 ||
+	    (rc = kiln_config_int(&l->cfg, ps, "pseudonymise", "key_version", 1, 4294967295LL, &version)) < 0)
 		return rc;
 	if (!p->key_file == !p->key_env)
 		return kiln_yaml_fail(l->doc, ps, "pseudonymise",
 				      "set exactly one of key_file (a 0600 file with 64 hex characters) and key_env (the name of an environment variable)");
-	p->key_file = resolve(l, p->key_file);
+	p->key_file = kiln_config_resolve(&l->cfg, p->key_file);
 	p->key_version = (unsigned)version;
 	return 0;
 }
@@ -357,18 +286,18 @@ static int load_split(loader *l, const kiln_yaml_node *root)
 
 	if (!sp || kiln_yaml_is_null(sp))
 		return kiln_yaml_fail(l->doc, root, "split", "required key is missing");
-	if ((rc = check_keys(l, sp, "split", split_keys)) < 0 ||
-	    (rc = get_string(l, sp, "split", "key", true, &p->split_key)) < 0 ||
-	    (rc = get_string(l, sp, "split", "salt", true, &p->split_salt)) < 0)
+	if ((rc = kiln_config_check_keys(&l->cfg, sp, "split", split_keys)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, sp, "split", "key", true, &p->split_key)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, sp, "split", "salt", true, &p->split_salt)) < 0)
 		return rc;
 	ratios = kiln_yaml_get(sp, "ratios");
 	if (!ratios || kiln_yaml_is_null(ratios))
 		return kiln_yaml_fail(l->doc, sp, "split.ratios", "required key is missing (train, dev, test)");
-	if ((rc = check_keys(l, ratios, "split.ratios", ratio_keys)) < 0)
+	if ((rc = kiln_config_check_keys(&l->cfg, ratios, "split.ratios", ratio_keys)) < 0)
 		return rc;
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
 		const kiln_yaml_node *n = kiln_yaml_get(ratios, kiln_split_name(i));
-		const char *path = path_of(l, "split.ratios", kiln_split_name(i));
+		const char *path = kiln_config_path(&l->cfg, "split.ratios", kiln_split_name(i));
 		long double v = 0;
 		if (n && (rc = kiln_yaml_number(l->doc, n, path, &v)) < 0)
 			return rc;
@@ -391,7 +320,7 @@ static int load_store(loader *l, const kiln_yaml_node *root)
 static int get_fraction(loader *l, const kiln_yaml_node *map, const char *key, double *out)
 {
 	const kiln_yaml_node *n = kiln_yaml_get(map, key);
-	const char *path = path_of(l, "promote", key);
+	const char *path = kiln_config_path(&l->cfg, "promote", key);
 	long double v;
 	int rc;
 
@@ -414,17 +343,17 @@ static int load_promote(loader *l, const kiln_yaml_node *root)
 	kiln_gates_init(g);
 	if (!pr || kiln_yaml_is_null(pr))
 		return 0;
-	if ((rc = check_keys(l, pr, "promote", promote_keys)) < 0 ||
+	if ((rc = kiln_config_check_keys(&l->cfg, pr, "promote", promote_keys)) < 0 ||
 	    (rc = get_fraction(l, pr, "ratio_tolerance", &g->ratio_tolerance)) < 0 ||
 	    (rc = get_fraction(l, pr, "max_quarantine_rate", &g->max_quarantine_rate)) < 0 ||
-	    (rc = get_string(l, pr, "promote", "contract_version", false, &g->contract_version)) < 0)
+	    (rc = kiln_config_string(&l->cfg, pr, "promote", "contract_version", false, &g->contract_version)) < 0)
 		return rc;
 	mr = kiln_yaml_get(pr, "min_records");
 	if (mr && !kiln_yaml_is_null(mr)) {
-		if ((rc = check_keys(l, mr, "promote.min_records", ratio_keys)) < 0)
+		if ((rc = kiln_config_check_keys(&l->cfg, mr, "promote.min_records", ratio_keys)) < 0)
 			return rc;
 		for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-			if ((rc = get_int(l, mr, "promote.min_records", kiln_split_name(i), 0, INT64_MAX,
+			if ((rc = kiln_config_int(&l->cfg, mr, "promote.min_records", kiln_split_name(i), 0, INT64_MAX,
 					  &g->min_records[i])) < 0)
 				return rc;
 	}
@@ -451,24 +380,24 @@ static int load_operations(loader *l, const kiln_yaml_node *root)
 	if (!p->batch_ms)
 		p->batch_ms = 100;
 	if ((n = kiln_yaml_get(root, "snapshot")) && !kiln_yaml_is_null(n)) {
-		if ((rc = check_keys(l, n, "snapshot", snapshot_keys)) < 0)
+		if ((rc = kiln_config_check_keys(&l->cfg, n, "snapshot", snapshot_keys)) < 0)
 			return rc;
 		v = (int64_t)p->snapshot_records;
-		if ((rc = get_int(l, n, "snapshot", "records", 0, INT64_MAX, &v)) < 0)
+		if ((rc = kiln_config_int(&l->cfg, n, "snapshot", "records", 0, INT64_MAX, &v)) < 0)
 			return rc;
 		p->snapshot_records = (uint64_t)v;
 		v = p->snapshot_seconds;
-		if ((rc = get_int(l, n, "snapshot", "seconds", 0, 86400, &v)) < 0)
+		if ((rc = kiln_config_int(&l->cfg, n, "snapshot", "seconds", 0, 86400, &v)) < 0)
 			return rc;
 		p->snapshot_seconds = (unsigned)v;
 		v = p->drain_seconds;
-		if ((rc = get_int(l, n, "snapshot", "drain_seconds", 1, 3600, &v)) < 0)
+		if ((rc = kiln_config_int(&l->cfg, n, "snapshot", "drain_seconds", 1, 3600, &v)) < 0)
 			return rc;
 		p->drain_seconds = (unsigned)v;
 	}
 	if ((n = kiln_yaml_get(root, "raw")) && !kiln_yaml_is_null(n)) {
 		const kiln_yaml_node *e;
-		if ((rc = check_keys(l, n, "raw", raw_keys)) < 0)
+		if ((rc = kiln_config_check_keys(&l->cfg, n, "raw", raw_keys)) < 0)
 			return rc;
 		if ((e = kiln_yaml_get(n, "enabled")) && (rc = kiln_yaml_bool(l->doc, e, "raw.enabled", &p->raw_zone)) < 0)
 			return rc;
@@ -476,15 +405,15 @@ static int load_operations(loader *l, const kiln_yaml_node *root)
 			return kiln_yaml_fail(l->doc, e ? e : n, "raw.enabled", "only a kafka source has a raw zone");
 	}
 	if ((n = kiln_yaml_get(root, "metrics")) && !kiln_yaml_is_null(n)) {
-		if ((rc = check_keys(l, n, "metrics", metrics_keys)) < 0 ||
-		    (rc = get_string(l, n, "metrics", "listen", false, &p->metrics_listen)) < 0)
+		if ((rc = kiln_config_check_keys(&l->cfg, n, "metrics", metrics_keys)) < 0 ||
+		    (rc = kiln_config_string(&l->cfg, n, "metrics", "listen", false, &p->metrics_listen)) < 0)
 			return rc;
 		if (p->metrics_listen && !*p->metrics_listen)
 			p->metrics_listen = NULL;
 	}
 	if ((n = kiln_yaml_get(root, "log")) && !kiln_yaml_is_null(n)) {
-		if ((rc = check_keys(l, n, "log", log_keys)) < 0 ||
-		    (rc = get_string(l, n, "log", "format", false, &format)) < 0)
+		if ((rc = kiln_config_check_keys(&l->cfg, n, "log", log_keys)) < 0 ||
+		    (rc = kiln_config_string(&l->cfg, n, "log", "format", false, &format)) < 0)
 			return rc;
 		if (format && strcmp(format, "text") == 0)
 			p->log_json = false;
@@ -504,12 +433,12 @@ static int load(loader *l)
 
 	if (!root)
 		return kiln_yaml_fail(l->doc, NULL, "", "empty pipeline");
-	if ((rc = check_keys(l, root, NULL, top_keys)) < 0 ||
-	    (rc = get_string(l, root, NULL, "dataset", true, &p->dataset)) < 0 ||
-	    (rc = get_string(l, root, NULL, "branch", false, &p->branch)) < 0 ||
-	    (rc = get_string(l, root, NULL, "contract", true, &p->contract)) < 0 ||
-	    (rc = get_string(l, root, NULL, "schema", false, &p->schema)) < 0 ||
-	    (rc = get_string(l, root, NULL, "unknown_fields", false, &unknown)) < 0)
+	if ((rc = kiln_config_check_keys(&l->cfg, root, NULL, top_keys)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, root, NULL, "dataset", true, &p->dataset)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, root, NULL, "branch", false, &p->branch)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, root, NULL, "contract", true, &p->contract)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, root, NULL, "schema", false, &p->schema)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, root, NULL, "unknown_fields", false, &unknown)) < 0)
 		return rc;
 	if (!name_ok(p->dataset))
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "dataset"), "dataset",
@@ -519,9 +448,9 @@ static int load(loader *l)
 	else if (!name_ok(p->branch))
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "branch"), "branch",
 				      "use lower-case letters, digits, '.', '_' and '-'");
-	p->contract = resolve(l, p->contract);
+	p->contract = kiln_config_resolve(&l->cfg, p->contract);
 	int64_t workers = 0;
-	if ((rc = get_int(l, root, NULL, "workers", 0, 64, &workers)) < 0)
+	if ((rc = kiln_config_int(&l->cfg, root, NULL, "workers", 0, 64, &workers)) < 0)
 		return rc;
 	p->workers = (unsigned)workers;
 	p->unknown_fields = -1;
@@ -538,9 +467,9 @@ static int load(loader *l)
 
 	n = kiln_yaml_get(root, "shards");
 	if (n && !kiln_yaml_is_null(n) &&
-	    ((rc = check_keys(l, n, "shards", shard_keys)) < 0 ||
-	     (rc = get_size(l, n, "shards", "target_bytes", 1024, &p->target_bytes)) < 0 ||
-	     (rc = get_int(l, n, "shards", "zstd_level", -7, 22, &level)) < 0))
+	    ((rc = kiln_config_check_keys(&l->cfg, n, "shards", shard_keys)) < 0 ||
+	     (rc = kiln_config_size(&l->cfg, n, "shards", "target_bytes", 1024, &p->target_bytes)) < 0 ||
+	     (rc = kiln_config_int(&l->cfg, n, "shards", "zstd_level", -7, 22, &level)) < 0))
 		return rc;
 	p->zstd_level = level ? (int)level : 3;
 
@@ -550,20 +479,20 @@ static int load(loader *l)
 	n = kiln_yaml_get(root, "manifest");
 	if (!n || kiln_yaml_is_null(n))
 		return kiln_yaml_fail(l->doc, root, "manifest", "required key is missing (repo)");
-	if ((rc = check_keys(l, n, "manifest", manifest_keys)) < 0 ||
-	    (rc = get_string(l, n, "manifest", "repo", true, &p->manifest_repo)) < 0 ||
-	    (rc = get_string(l, n, "manifest", "author_name", false, &p->author_name)) < 0 ||
-	    (rc = get_string(l, n, "manifest", "author_email", false, &p->author_email)) < 0 ||
-	    (rc = get_string(l, n, "manifest", "signing_key", false, &p->signing_key_file)) < 0 ||
-	    (rc = get_string(l, n, "manifest", "remote", false, &p->manifest_remote)) < 0)
+	if ((rc = kiln_config_check_keys(&l->cfg, n, "manifest", manifest_keys)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, n, "manifest", "repo", true, &p->manifest_repo)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, n, "manifest", "author_name", false, &p->author_name)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, n, "manifest", "author_email", false, &p->author_email)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, n, "manifest", "signing_key", false, &p->signing_key_file)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, n, "manifest", "remote", false, &p->manifest_remote)) < 0)
 		return rc;
-	p->manifest_repo = resolve(l, p->manifest_repo);
+	p->manifest_repo = kiln_config_resolve(&l->cfg, p->manifest_repo);
 	/* a local remote path is relative like every path; URLs (scheme://, host:path) are not */
 	if (p->manifest_remote && !strstr(p->manifest_remote, "://") &&
 	    (!strchr(p->manifest_remote, ':') ||
 	     (strchr(p->manifest_remote, '/') && strchr(p->manifest_remote, '/') < strchr(p->manifest_remote, ':'))))
-		p->manifest_remote = resolve(l, p->manifest_remote);
-	p->signing_key_file = resolve(l, p->signing_key_file);
+		p->manifest_remote = kiln_config_resolve(&l->cfg, p->manifest_remote);
+	p->signing_key_file = kiln_config_resolve(&l->cfg, p->signing_key_file);
 	if (!p->max_record_bytes)
 		p->max_record_bytes = 1u << 20;
 	if (!p->max_depth)
@@ -595,6 +524,7 @@ int kiln_pipeline_load(kiln_pipeline **out, const char *path, char *const *sets,
 		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
 		goto fail;
 	}
+	l.cfg = (kiln_config){ .doc = doc, .arena = p->arena, .dir = l.dir, .docs = "docs/PIPELINES.md" };
 	if ((rc = load(&l)) < 0)
 		goto fail;
 	*out = p;

@@ -25,8 +25,6 @@
 #include "core/error.h"
 
 #define DEFAULT_RETRIES 5
-#define BACKOFF_MS      100
-#define BACKOFF_MAX_MS  5000
 #define CONNECT_TIMEOUT 10L /* seconds */
 #define STALL_SECONDS   60L /* a transfer below 1 byte/s this long is a failure */
 #define POOL_MAX        8
@@ -342,24 +340,6 @@ static bool retriable(const http_call *c)
 	}
 }
 
-static void backoff(int attempt)
-{
-	long ms = BACKOFF_MS;
-	uint16_t jitter = 0;
-	struct timespec ts;
-
-	for (int i = 0; i < attempt && ms < BACKOFF_MAX_MS; i++)
-		ms *= 2;
-	if (ms > BACKOFF_MAX_MS)
-		ms = BACKOFF_MAX_MS;
-	if (getrandom(&jitter, sizeof(jitter), GRND_NONBLOCK) == sizeof(jitter))
-		ms += (long)(jitter % (unsigned)(ms / 4 + 1));
-	ts.tv_sec = ms / 1000;
-	ts.tv_nsec = (ms % 1000) * 1000000L;
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 static const char *reason(long status)
 {
 	switch (status) {
@@ -497,7 +477,7 @@ static int run(http_call *c, bool get)
 			give_handle(c->s, c->curl);
 			return rc;
 		}
-		backoff(n);
+		kiln_store_backoff(n);
 	}
 	give_handle(c->s, c->curl);
 	return 0;
@@ -568,7 +548,7 @@ static int http_stat(kiln_store *store, const char *key, uint64_t *out_size)
 			rc = fail(&c, n + 1);
 			break;
 		}
-		backoff(n);
+		kiln_store_backoff(n);
 	}
 	give_handle(c.s, c.curl);
 	return rc;

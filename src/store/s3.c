@@ -23,8 +23,6 @@
 #include "core/error.h"
 
 #define DEFAULT_RETRIES 5
-#define BACKOFF_MS      100
-#define BACKOFF_MAX_MS  5000
 #define CRED_FILE_MAX   (64u << 10)
 #define LIST_PAGE       1000
 
@@ -381,24 +379,6 @@ static bool retriable(S3Status st)
 	}
 }
 
-static void backoff(int attempt)
-{
-	long ms = BACKOFF_MS;
-	uint16_t jitter = 0;
-	struct timespec ts;
-
-	for (int i = 0; i < attempt && ms < BACKOFF_MAX_MS; i++)
-		ms *= 2;
-	if (ms > BACKOFF_MAX_MS)
-		ms = BACKOFF_MAX_MS;
-	if (getrandom(&jitter, sizeof(jitter), GRND_NONBLOCK) == sizeof(jitter))
-		ms += (long)(jitter % (unsigned)(ms / 4 + 1));
-	ts.tv_sec = ms / 1000;
-	ts.tv_nsec = (ms % 1000) * 1000000L;
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 static const char *status_name(S3Status st)
 {
 	const char *name = S3_get_status_name(st);
@@ -494,7 +474,7 @@ static int run(s3_call *c, attempt_fn attempt)
 			return 0;
 		if (!retriable(c->status) || n >= c->s->max_retries)
 			break;
-		backoff(n);
+		kiln_store_backoff(n);
 	}
 	return fail(c, n + 1);
 }

@@ -4,8 +4,12 @@
 #include "store/store.h"
 
 #include <assert.h>
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "core/error.h"
 
@@ -200,4 +204,22 @@ int kiln_store_list(kiln_store *store, const char *prefix, kiln_store_key_cb cb,
 	if (!prefix_valid(prefix))
 		return invalid_key(store, "prefix", prefix);
 	return store->backend->list(store, prefix, cb, ctx);
+}
+
+void kiln_store_backoff(int attempt)
+{
+	long ms = 100;
+	uint16_t jitter = 0;
+	struct timespec ts;
+
+	for (int i = 0; i < attempt && ms < 5000; i++)
+		ms *= 2;
+	if (ms > 5000)
+		ms = 5000;
+	if (getrandom(&jitter, sizeof(jitter), GRND_NONBLOCK) == sizeof(jitter))
+		ms += (long)(jitter % (unsigned)(ms / 4 + 1));
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = (ms % 1000) * 1000000L;
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
 }

@@ -73,6 +73,10 @@ int kiln_store_stat(kiln_store *store, const char *key, uint64_t *out_size);
 int kiln_store_remove(kiln_store *store, const char *key);
 int kiln_store_list(kiln_store *store, const char *prefix, kiln_store_key_cb cb, void *ctx);
 
+/* For backends: sleeps before retry number `attempt` (0-based): 100 ms,
+ * doubling up to 5 s, plus up to a quarter more of random jitter. */
+void kiln_store_backoff(int attempt);
+
 /* Keys are relative, '/'-separated, of [A-Za-z0-9._=-] segments, no ".",
  * "..", or empty segment, at most 1024 bytes. */
 bool kiln_store_key_valid(const char *key);
