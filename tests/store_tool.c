@@ -37,9 +37,10 @@ static int to_stdout(void *ctx, const void *data, size_t len)
 	return 0;
 }
 
-static int print_key(void *ctx, const char *key, uint64_t size)
+static int print_key(void *ctx, const char *key, uint64_t size, int64_t mtime)
 {
 	(void)ctx;
+	(void)mtime;
 	printf("%s %" PRIu64 "\n", key, size);
 	return 0;
 }

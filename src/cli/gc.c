@@ -12,12 +12,13 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "ingest/pipeline.h"
+#include "manifest/compact.h"
 #include "manifest/gc.h"
 #include "manifest/version.h"
 #include "store/store.h"
 
 static const char usage_text[] =
-	"usage: kiln gc [--apply] [--keep tags|branches|younger-than=AGE]...\n"
+	"usage: kiln gc [--apply] [--keep tags|branches|younger-than=AGE]... [--grace AGE]\n"
 	"               [--manifest REPO] [--store URL | --pipeline FILE] [-v]\n"
 	"\n"
 	"Marks every shard that a kept commit of any dataset in the manifest lists,\n"
@@ -31,12 +32,19 @@ static const char usage_text[] =
 	"  branches          the whole history of every branch\n"
 	"  younger-than=AGE  every commit younger than AGE (30d, 12h, 90m, 2w, 3600s)\n"
 	"\n"
-	"quarantine/ and raw/ objects are never collected. Run it when no `kiln run`\n"
-	"writes to the store: a run's shards are orphans until its commit.\n"
+	"An unreferenced shard written less than the grace period ago (default 1h)\n"
+	"is young, not orphaned: a run still writing may be about to commit it, so\n"
+	"gc is safe to run while runs write (a run also checks, before it commits,\n"
+	"that every shard it lists is still stored). With --apply the manifest\n"
+	"repository is compacted too: reachable objects packed, unreachable ones\n"
+	"older than the grace period pruned. quarantine/ and raw/ objects are never\n"
+	"collected.\n"
 	"\n"
 	"Options:\n"
 	"      --apply           delete the orphans (default: only report them)\n"
 	"  -k, --keep POLICY     what to keep besides the tips (see above)\n"
+	"  -g, --grace AGE       keep unreferenced objects younger than AGE (default 1h;\n"
+	"                        0 only when no run writes to this store or manifest)\n"
 	"  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
 	"  -s, --store URL       the object store (default: $KILN_STORE)\n"
 	"  -p, --pipeline FILE   take the store (with its S3 options) and the manifest\n"
@@ -131,6 +139,7 @@ int kiln_cmd_gc(int argc, char **argv)
 	static const struct option long_options[] = {
 		{ "apply", no_argument, NULL, OPT_APPLY },
 		{ "keep", required_argument, NULL, 'k' },
+		{ "grace", required_argument, NULL, 'g' },
 		{ "manifest", required_argument, NULL, 'm' },
 		{ "store", required_argument, NULL, 's' },
 		{ "pipeline", required_argument, NULL, 'p' },
@@ -139,7 +148,7 @@ int kiln_cmd_gc(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *repo = NULL, *store_url = NULL, *pipeline_file = NULL;
-	kiln_gc_policy policy = { 0 };
+	kiln_gc_policy policy = { .grace = 3600 };
 	bool keep_given = false;
 	gc_print p = { 0 };
 	kiln_pipeline *pipeline = NULL;
@@ -150,7 +159,7 @@ int kiln_cmd_gc(int argc, char **argv)
 	int opt, rc, status = KILN_EXIT_USAGE;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "k:m:s:p:vh", long_options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "k:g:m:s:p:vh", long_options, NULL)) != -1) {
 		switch (opt) {
 		case OPT_APPLY:
 			policy.apply = true;
@@ -172,6 +181,13 @@ int kiln_cmd_gc(int argc, char **argv)
 				    "gc", "--keep wants tags, branches or younger-than=AGE, not '%s'",
 				    optarg);
 			}
+			break;
+		case 'g':
+			if (strcmp(optarg, "0") == 0)
+				policy.grace = 0;
+			else if ((policy.grace = parse_age(optarg)) < 0)
+				return kiln_cli_fail("gc", "--grace wants an age such as 1h, 90m, 2d or 0, not '%s'",
+						     optarg);
 			break;
 		case 'm':
 			repo = optarg;
@@ -238,7 +254,9 @@ int kiln_cmd_gc(int argc, char **argv)
 	       st.commits == 1 ? "" : "s", st.refs, st.refs == 1 ? "" : "s", st.referenced);
 	printf("store: %" PRIu64 " shards, %" PRIu64 " bytes (", st.objects, st.object_bytes);
 	print_size(stdout, st.object_bytes);
-	printf("); %" PRIu64 " referenced, %" PRIu64 " orphaned\n", st.live, st.orphans);
+	printf("); %" PRIu64 " referenced, %" PRIu64 " orphaned, %" PRIu64 " young (unreferenced, written in the "
+	       "last %" PRId64 " s: kept)\n",
+	       st.live, st.orphans, st.young, policy.grace);
 	if (policy.apply) {
 		printf("deleted: %" PRIu64 " shards, %" PRIu64 " bytes (", st.deleted, st.deleted_bytes);
 		print_size(stdout, st.deleted_bytes);
@@ -247,6 +265,18 @@ int kiln_cmd_gc(int argc, char **argv)
 		printf("reclaimable: %" PRIu64 " shards, %" PRIu64 " bytes (", st.orphans, st.orphan_bytes);
 		print_size(stdout, st.orphan_bytes);
 		printf(")%s\n", st.orphans ? "; dry run: nothing deleted, --apply deletes them" : "");
+	}
+	if (policy.apply) {
+		kiln_compact_stats cs;
+
+		if (kiln_manifest_compact(m, policy.grace, &cs) < 0) {
+			kiln_cli_fail("gc", "%s", kiln_error_last());
+			goto cleanup;
+		}
+		printf("manifest: %" PRIu64 " reachable objects packed; removed %" PRIu64 " loose objects and %" PRIu64
+		       " older packs; kept %" PRIu64 " loose objects and %" PRIu64 " packs younger than the grace "
+		       "period\n",
+		       cs.packed, cs.loose_removed, cs.packs_removed, cs.loose_kept, cs.packs_kept);
 	}
 	if (st.foreign)
 		printf("unrecognised: %" PRIu64 " keys under shards/ that are not shard names (left alone)\n",

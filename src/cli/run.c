@@ -62,7 +62,6 @@ static int run_kafka(const kiln_pipeline *p, bool stop_at_end, kiln_run_result *
 	kiln_kafka_run_options o = { .stop_at_end = stop_at_end, .stop = &stop_requested,
 				     .snapshot = &snapshot_requested };
 
-	kiln_log_setup(p->log_json, KILN_LOG_INFO);
 	sigemptyset(&sa.sa_mask);
 	sa.sa_handler = on_stop;
 	sigaction(SIGTERM, &sa, NULL);
@@ -117,6 +116,7 @@ int kiln_cmd_run(int argc, char **argv)
 		kiln_cli_fail("run", "%s", kiln_error_last());
 		goto cleanup;
 	}
+	kiln_log_setup(pipeline->log_json, pipeline->log_level);
 	if (stop_at_end && pipeline->source_kind != KILN_SOURCE_KAFKA) {
 		kiln_cli_fail("run", "--stop-at-end is for kafka sources (a file source always stops at its end)");
 		goto cleanup;

@@ -16,6 +16,8 @@ enum {
 	KILN_ERETRY = -5,    /* transient: back off and try again */
 	KILN_EMODIFIED = -6, /* compare-and-swap lost */
 	KILN_ELIMIT = -7,    /* a configured bound was exceeded */
+	KILN_EFENCED = -8,   /* a fenced lineage entry moved: another writer covered
+			      * those offsets first (retrying the same work cannot help) */
 };
 
 /* Sets the message (printf-style) and returns code, so callers can write

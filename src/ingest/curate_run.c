@@ -20,6 +20,7 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/line_reader.h"
+#include "core/log.h"
 #include "ingest/curate_pool.h"
 #include "ingest/run_setup.h"
 #include "shard/quarantine.h"
@@ -165,7 +166,8 @@ static int pump(kiln_curate_pool *pool, kiln_line_reader *reader, const char *to
 	}
 }
 
-int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
+/* One pass: resume from lineage.json, read to the end, commit. */
+static int curate_once(const kiln_pipeline *p, kiln_run_result *out)
 {
 	kiln_run_setup setup = { 0 };
 	kiln_shard_writer *writers[KILN_SPLIT_COUNT] = { 0 };
@@ -252,7 +254,10 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 		}
 		out->shards += snap.shard_count[i];
 	}
-	kiln_lineage_entry lineage = { .topic = p->source_name, .partition = 0, .next = (int64_t)out->next_offset };
+	/* fenced on the offset this run resumed from: of concurrent runs of one
+	 * source, only the first to commit moves it */
+	kiln_lineage_entry lineage = { .topic = p->source_name, .partition = 0, .next = (int64_t)out->next_offset,
+				       .fenced = true, .expect_next = resume.found ? resume.next : -1 };
 	if (p->source_kind == KILN_SOURCE_FILE) {
 		lineage.path = p->source_path;
 		lineage.bytes = resume.bytes + bytes_read;
@@ -274,5 +279,30 @@ cleanup:
 	kiln_run_setup_close(&setup);
 	if (fd >= 0 && fd != STDIN_FILENO)
 		close(fd);
+	return rc;
+}
+
+/* Another run of the same source committed first (the fence refused this
+ * one's commit, nothing of it landed): a file is read again from where that
+ * run stopped, so nothing is committed twice; stdin cannot be read again. */
+#define RERUNS 20
+
+int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
+{
+	int rc;
+
+	for (int attempt = 1;; attempt++) {
+		rc = curate_once(p, out);
+		if (rc != KILN_EFENCED || p->source_kind != KILN_SOURCE_FILE || attempt == RERUNS)
+			break;
+		KILN_LOG(KILN_LOG_INFO, "rerun", "another run of this source committed first; reading on from there",
+			 KILN_F_STR("source", p->source_name), KILN_F_INT("attempt", attempt));
+	}
+	if (rc == KILN_EFENCED)
+		rc = kiln_error_set(KILN_EFENCED,
+				    "%s@%s: another run of source %s committed first%s; nothing of this run was committed",
+				    p->dataset, p->branch, p->source_name,
+				    p->source_kind == KILN_SOURCE_FILE ? " every time it was read again"
+								       : " (stdin cannot be read again: send this input again)");
 	return rc;
 }

@@ -53,7 +53,7 @@ struct part {
 
 struct metrics {
 	kiln_metrics *m;
-	kiln_counter *in, *valid, *bytes, *commits, *commit_failures, *gaps, *gap_offsets, *dead_letters,
+	kiln_counter *in, *valid, *bytes, *commits, *commit_failures, *commit_retries, *gaps, *gap_offsets, *dead_letters,
 		*rebalances, *abandoned;
 	kiln_counter *quarantined[KILN_REJECT_COUNT_];
 	kiln_histogram *batch_seconds, *snapshot_seconds;
@@ -605,14 +605,11 @@ static int snapshot(struct krun *r, const char *why)
 	snap.lineage = lineage;
 	snap.lineage_count = n;
 	snap.delta = *d;
-	/* another member moved the branch between our read and our swap: the
-	 * commit is rebuilt on the new tip, where the fence is checked again */
-	for (int attempt = 0;; attempt++) {
-		rc = kiln_run_setup_commit(&r->setup, &snap, commit);
-		if (rc != KILN_EMODIFIED || attempt == 8 || strstr(kiln_error_last(), "another worker owns it"))
-			break;
-		usleep((useconds_t)(1000 * (5 + rand() % (10 << (attempt < 5 ? attempt : 5)))));
-	}
+	/* another member moving the branch or holding its lock is retried in
+	 * there, on the new tip, where the fence is checked again */
+	uint64_t retries_before = r->setup.commit_retries;
+	rc = kiln_run_setup_commit(&r->setup, &snap, commit);
+	kiln_counter_add(r->mx.commit_retries, r->setup.commit_retries - retries_before);
 	if (rc < 0)
 		goto done;
 
@@ -902,6 +899,9 @@ static int metrics_new(struct metrics *mx)
 	mx->commits = kiln_metrics_counter(mx->m, "kiln_commits_total", "Snapshots committed", NULL);
 	mx->commit_failures =
 		kiln_metrics_counter(mx->m, "kiln_commit_failures_total", "Snapshots that failed (then read again)", NULL);
+	mx->commit_retries = kiln_metrics_counter(mx->m, "kiln_commit_retries_total",
+						  "Snapshot commits tried again (another member moved the branch or held its lock)",
+						  NULL);
 	mx->abandoned = kiln_metrics_counter(mx->m, "kiln_abandoned_total",
 					     "Times the work since the last snapshot was dropped to be read again", NULL);
 	mx->gaps = kiln_metrics_counter(mx->m, "kiln_gaps_total", "Resume offsets found expired from the topic", NULL);

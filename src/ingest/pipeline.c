@@ -32,7 +32,7 @@ static const char *const batch_keys[] = { "records", "bytes", "ms", NULL };
 static const char *const snapshot_keys[] = { "records", "seconds", "drain_seconds", NULL };
 static const char *const raw_keys[] = { "enabled", NULL };
 static const char *const metrics_keys[] = { "listen", NULL };
-static const char *const log_keys[] = { "format", NULL };
+static const char *const log_keys[] = { "format", "level", NULL };
 static const char *const pseudo_keys[] = { "key_file", "key_env", "key_version", NULL };
 static const char *const split_keys[] = { "key", "salt", "ratios", NULL };
 static const char *const ratio_keys[] = { "train", "dev", "test", NULL };
@@ -373,6 +373,7 @@ static int load_operations(loader *l, const kiln_yaml_node *root)
 	p->snapshot_seconds = 60;
 	p->drain_seconds = 30;
 	p->log_json = true;
+	p->log_level = KILN_LOG_INFO;
 	if (!p->batch_records)
 		p->batch_records = 8192;
 	if (!p->batch_bytes)
@@ -412,9 +413,23 @@ static int load_operations(loader *l, const kiln_yaml_node *root)
 			p->metrics_listen = NULL;
 	}
 	if ((n = kiln_yaml_get(root, "log")) && !kiln_yaml_is_null(n)) {
+		const char *level = NULL;
+		static const char *const levels[] = { "debug", "info", "warn", "error" };
+
 		if ((rc = kiln_config_check_keys(&l->cfg, n, "log", log_keys)) < 0 ||
-		    (rc = kiln_config_string(&l->cfg, n, "log", "format", false, &format)) < 0)
+		    (rc = kiln_config_string(&l->cfg, n, "log", "format", false, &format)) < 0 ||
+		    (rc = kiln_config_string(&l->cfg, n, "log", "level", false, &level)) < 0)
 			return rc;
+		if (level) {
+			int i = 0;
+
+			while (i < 4 && strcmp(level, levels[i]) != 0)
+				i++;
+			if (i == 4)
+				return kiln_yaml_fail(l->doc, kiln_yaml_get(n, "level"), "log.level",
+						      "expected debug, info, warn or error");
+			p->log_level = (kiln_log_level)i;
+		}
 		if (format && strcmp(format, "text") == 0)
 			p->log_json = false;
 		else if (format && strcmp(format, "json") != 0)

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/log.h"
 #include "ingest/gates.h"
 #include "shard/split.h"
 #include "store/store.h"
@@ -63,6 +64,7 @@ typedef struct kiln_pipeline {
 	unsigned drain_seconds;     /* default 30 */
 	const char *metrics_listen; /* HOST:PORT for /metrics, /healthz, /v1/snapshot; NULL: none */
 	bool log_json;              /* JSON log lines on stderr (default); false: plain text */
+	kiln_log_level log_level;   /* the least severe level logged (default info) */
 	size_t max_record_bytes;  /* default 1 MiB */
 	uint32_t max_depth;       /* default 128 */
 

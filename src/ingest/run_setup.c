@@ -4,8 +4,11 @@
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
+#include "core/log.h"
+#include "shard/spool.h"
 #include "manifest/remote.h"
 #include "manifest/version.h"
 #include "mask/curate.h"
@@ -197,6 +200,38 @@ void kiln_run_setup_close(kiln_run_setup *s)
 	s->key_loaded = false;
 }
 
+/* Every shard the snapshot lists must still be in the store: `kiln gc`
+ * spares objects younger than its grace period, and this check refuses a
+ * commit whose run held an upload for longer than that and lost it, instead
+ * of committing a version whose shards are gone. Nothing is committed then,
+ * so the run's input is read again by the next run. */
+static int check_shards_stored(const kiln_run_setup *s, const kiln_snapshot *snap)
+{
+	char key[KILN_SHARD_KEY_CAP];
+	uint64_t size;
+	int rc;
+
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
+		for (size_t j = 0; j < snap->shard_count[i]; j++) {
+			const kiln_shard_entry *e = &snap->shards[i][j];
+
+			kiln_shard_key(key, e->hash);
+			if ((rc = kiln_store_stat(s->store, key, &size)) < 0)
+				return rc;
+			if (rc == 0 || size != e->bytes)
+				return kiln_error_set(KILN_EIO,
+						      "%s: %s: this run's shard is %s (removed by kiln gc or by hand "
+						      "while the run held it); nothing committed, run again",
+						      s->store->url, key, rc == 0 ? "gone" : "not the size it was written at");
+		}
+	return 0;
+}
+
+/* Tries a commit that a peer's commit or a peer's ref lock got in the way of
+ * again on the new tip, after a random pause that grows with each try; a
+ * fence refusal (KILN_EFENCED) is final. */
+#define COMMIT_ATTEMPTS 40
+
 int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commit[41])
 {
 	const kiln_pipeline *p = s->p;
@@ -208,7 +243,19 @@ int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commi
 	snap->author_email = p->author_email;
 	snap->dataset_json = s->dataset_json.ptr;
 	snap->signing_key = p->signing_key_file ? &s->signing_key : NULL;
-	if ((rc = kiln_manifest_commit(s->manifest, snap, out_commit)) < 0)
+	if ((rc = check_shards_stored(s, snap)) < 0)
+		return rc;
+	for (int attempt = 1;; attempt++) {
+		rc = kiln_manifest_commit(s->manifest, snap, out_commit);
+		if ((rc != KILN_EMODIFIED && rc != KILN_ERETRY) || attempt == COMMIT_ATTEMPTS)
+			break;
+		s->commit_retries++;
+		KILN_LOG(KILN_LOG_DEBUG, "commit_retry", kiln_error_last(), KILN_F_INT("attempt", attempt));
+		/* 2 ms to 2^min(attempt,8) * 2 ms, uniformly: peers spread out */
+		unsigned cap_us = 2000u << (attempt < 8 ? attempt : 8);
+		usleep(2000 + randombytes_uniform(cap_us));
+	}
+	if (rc < 0)
 		return rc;
 	return push_branch(p, s->manifest, out_commit);
 }

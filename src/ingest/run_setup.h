@@ -29,6 +29,7 @@ typedef struct kiln_run_setup {
 	kiln_store *store;
 	kiln_manifest *manifest;
 	kiln_buf dataset_json; /* NUL-terminated */
+	uint64_t commit_retries; /* commits tried again: the branch moved or a peer held its lock */
 } kiln_run_setup;
 
 /* Everything above, in that order; on failure what was opened is closed. */
@@ -38,7 +39,11 @@ void kiln_run_setup_close(kiln_run_setup *s);
 
 /* Commits `snap` (shards, lineage and delta set by the caller; dataset,
  * branch, author, dataset.json and signature filled in here) and pushes the
- * branch to manifest.remote. out_commit: the commit on the branch after the
+ * branch to manifest.remote. First checks that every shard it lists is in
+ * the store (KILN_EIO, nothing committed, when one is gone). A commit the
+ * branch moved under, or whose ref a peer had locked, is rebuilt on the new
+ * tip and tried again (counted in commit_retries); a fenced lineage entry
+ * that moved gives KILN_EFENCED: another writer covered those offsets. out_commit: the commit on the branch after the
  * push (a rebased push replaces ours). */
 int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commit[41]);
 /* Pushes the branch as it is (when a run had nothing new to commit). */

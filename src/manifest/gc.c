@@ -536,6 +536,7 @@ typedef struct gc_state {
 	reader r;
 	const kiln_gc_policy *policy;
 	int64_t cutoff;
+	int64_t young_after; /* unreferenced objects written after this are young */
 	shard_table marked;
 	oid_map seen;         /* trees and blobs read */
 	oid_map kept;         /* commits kept */
@@ -695,7 +696,7 @@ static bool shard_key(const char *key, uint8_t out[32])
 	return key[plen] == h[0] && key[plen + 1] == h[1] && hash_decode(h, HASH_HEX, out);
 }
 
-static int list_cb(void *ctx, const char *key, uint64_t size)
+static int list_cb(void *ctx, const char *key, uint64_t size, int64_t mtime)
 {
 	gc_state *g = ctx;
 	uint8_t hash[32];
@@ -714,6 +715,11 @@ static int list_cb(void *ctx, const char *key, uint64_t size)
 		s->last = 1;
 		g->st->live++;
 		g->st->live_bytes += size;
+		return 0;
+	}
+	if (g->policy->grace > 0 && (mtime <= 0 || mtime > g->young_after)) {
+		g->st->young++;
+		g->st->young_bytes += size;
 		return 0;
 	}
 	if (g->ncands == g->capcands) {
@@ -745,6 +751,7 @@ int kiln_gc(kiln_manifest *m, kiln_store *store, const kiln_gc_policy *policy, k
 	g.r.hash_only = true;
 	if (policy->younger_than > 0)
 		g.cutoff = (policy->now ? policy->now : (int64_t)time(NULL)) - policy->younger_than;
+	g.young_after = (policy->now ? policy->now : (int64_t)time(NULL)) - policy->grace;
 
 	if ((rc = mark_refs(&g)) < 0)
 		goto cleanup;

@@ -23,7 +23,10 @@ typedef struct kiln_gc_policy {
 	bool keep_branches;   /* the whole history of every other ref (refs/heads/...) */
 	int64_t younger_than; /* > 0: every commit reachable from any ref whose commit
 			       * time is less than this many seconds before `now` */
-	int64_t now;          /* reference time for younger_than; 0 = time(NULL) */
+	int64_t now;          /* reference time for younger_than and grace; 0 = time(NULL) */
+	int64_t grace;        /* > 0: an unreferenced object written less than this many seconds
+			       * before `now` (or at a time the store cannot tell) is young, not
+			       * an orphan: a run may still be about to commit it */
 	bool apply;           /* delete the orphans; false = dry run, nothing removed */
 } kiln_gc_policy;
 
@@ -39,7 +42,8 @@ typedef struct kiln_gc_stats {
 	uint64_t referenced;            /* distinct shards the kept commits list */
 	uint64_t objects, object_bytes; /* shard objects in the store */
 	uint64_t live, live_bytes;      /* of them, referenced */
-	uint64_t orphans, orphan_bytes; /* of them, not referenced */
+	uint64_t orphans, orphan_bytes; /* of them, not referenced (and not young) */
+	uint64_t young, young_bytes;    /* of them, not referenced but within the grace period */
 	uint64_t deleted, deleted_bytes;
 	uint64_t missing; /* referenced, not in the store */
 	uint64_t foreign; /* keys under shards/ with other names */

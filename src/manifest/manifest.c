@@ -11,7 +11,9 @@
  * checks before locking and could let the second overwrite the first). */
 static const git_oid absent = { { 0 } };
 
+#include <dirent.h>
 #include <errno.h>
+#include <sodium.h>
 #include <git2.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -22,8 +24,11 @@ static const git_oid absent = { { 0 } };
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/buf.h"
+#include "core/fs.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "manifest/sshsig.h"
@@ -194,10 +199,53 @@ static bool hash_valid(const char *s)
 
 /* ---- open / close --------------------------------------------------------- */
 
+/* A new repository is initialised under a temporary sibling name and
+ * renamed into place, so a concurrent opener sees no directory or a whole
+ * repository, never one half written; of two creators one rename wins and
+ * the other opens the winner's. An existing empty directory counts as none. */
+static int create_repository(const char *path)
+{
+	git_repository_init_options opts;
+	git_repository *repo = NULL;
+	unsigned char nonce[8];
+	char tmp[4096];
+	int gerr, rc = 0;
+
+	randombytes_buf(nonce, sizeof(nonce));
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.init-%ld-%02x%02x%02x%02x", path, (long)getpid(), nonce[0],
+			     nonce[1], nonce[2], nonce[3]) >= sizeof(tmp))
+		return kiln_error_set(KILN_EINVALID, "manifest %s: path too long", path);
+	git_repository_init_options_init(&opts, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
+	opts.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_MKPATH;
+	if ((gerr = git_repository_init_ext(&repo, tmp, &opts)) < 0) {
+		rc = kiln_error_set(KILN_EIO, "manifest %s: %s", path, git_message());
+		goto cleanup;
+	}
+	git_repository_free(repo);
+	if (rename(tmp, path) < 0 && errno != EEXIST && errno != ENOTEMPTY)
+		rc = kiln_error_set(KILN_EIO, "manifest %s: cannot create: %s", path, strerror(errno));
+cleanup:
+	kiln_fs_remove_tree(tmp); /* gone after a rename; the loser's copy otherwise */
+	return rc;
+}
+
+static bool dir_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	bool empty = true;
+
+	if (!d)
+		return false;
+	while (empty && (e = readdir(d)))
+		empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+	closedir(d);
+	return empty;
+}
+
 int kiln_manifest_open(kiln_manifest **out, const char *path)
 {
 	kiln_manifest *m = NULL;
-	git_repository_init_options opts;
 	struct stat st;
 	int rc, gerr;
 
@@ -208,14 +256,11 @@ int kiln_manifest_open(kiln_manifest **out, const char *path)
 		rc = kiln_error_set(KILN_ENOMEM, "manifest %s: out of memory", path);
 		goto cleanup;
 	}
-	if (stat(path, &st) < 0 && errno == ENOENT) {
-		git_repository_init_options_init(&opts, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
-		opts.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_MKPATH;
-		gerr = git_repository_init_ext(&m->repo, path, &opts);
-	} else {
-		gerr = git_repository_open_bare(&m->repo, path);
+	if (stat(path, &st) < 0 ? errno == ENOENT : S_ISDIR(st.st_mode) && dir_empty(path)) {
+		if ((rc = create_repository(path)) < 0)
+			goto cleanup;
 	}
-	if (gerr < 0) {
+	if ((gerr = git_repository_open_bare(&m->repo, path)) < 0) {
 		rc = kiln_error_set(gerr == GIT_ENOTFOUND ? KILN_ENOTFOUND : KILN_EIO, "manifest %s: %s",
 				    path, git_message());
 		goto cleanup;
@@ -1361,6 +1406,31 @@ static int insert_blob(kiln_manifest *m, git_treebuilder *bld, const char *name,
 	return gerr < 0 ? git_fail(m, gerr, name) : 0;
 }
 
+/* The branch's lock file exists. A writer holds a ref lock for the moment
+ * of one rename, so a young lock is a peer committing now (KILN_ERETRY: try
+ * again). One older than KILN_MANIFEST_STALE_LOCK_S was left by a process
+ * killed inside its ref update; like git, kiln never breaks it by itself (a
+ * stopped, not dead, writer could still rename it over a newer tip), and
+ * says which file to remove. */
+static int ref_locked(const kiln_manifest *m, const char *ref)
+{
+	char lock[REF_CAP + 4096];
+	struct stat st;
+	time_t now = time(NULL);
+
+	snprintf(lock, sizeof(lock), "%s%s.lock", git_repository_path(m->repo), ref);
+	if (stat(lock, &st) < 0)
+		return kiln_error_set(KILN_ERETRY, "manifest %s: %s is being updated by another writer", m->path,
+				      ref);
+	if (now - st.st_mtime < KILN_MANIFEST_STALE_LOCK_S)
+		return kiln_error_set(KILN_ERETRY, "manifest %s: %s is locked by another writer (%s)", m->path, ref,
+				      lock);
+	return kiln_error_set(KILN_EIO,
+			      "manifest %s: %s is locked by %s, %lld s old: a process was killed while updating it; "
+			      "if no kiln or git process is writing this repository, remove that file",
+			      m->path, ref, lock, (long long)(now - st.st_mtime));
+}
+
 int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_commit[41])
 {
 	char ref[REF_CAP];
@@ -1428,9 +1498,9 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 		int64_t now = was >= 0 ? before.v[was].next : -1;
 
 		if (e->fenced && now != e->expect_next) {
-			rc = kiln_error_set(KILN_EMODIFIED,
+			rc = kiln_error_set(KILN_EFENCED,
 					    "manifest: %s: %s/%" PRId32 " moved to %" PRId64 " (expected %" PRId64
-					    "): another worker owns it now",
+					    "): another writer committed those offsets first",
 					    ref, e->topic, e->partition, now, e->expect_next);
 			goto cleanup;
 		}
@@ -1508,6 +1578,10 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 		gerr = git_reference_create_matching(&moved, m->repo, ref, &commit_id, 1, &absent, msg.k.ptr);
 	if (gerr == GIT_EMODIFIED || gerr == GIT_EEXISTS) {
 		rc = kiln_error_set(KILN_EMODIFIED, "manifest %s: %s moved since it was read", m->path, ref);
+		goto cleanup;
+	}
+	if (gerr == GIT_ELOCKED) {
+		rc = ref_locked(m, ref);
 		goto cleanup;
 	}
 	if (gerr < 0) {

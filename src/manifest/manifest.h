@@ -81,9 +81,15 @@ typedef struct kiln_manifest kiln_manifest;
 int kiln_manifest_open(kiln_manifest **out, const char *path);
 void kiln_manifest_close(kiln_manifest *manifest);
 
+/* A ref lock file older than this many seconds was left by a killed process. */
+#define KILN_MANIFEST_STALE_LOCK_S 60
+
 /* Makes one commit with the snapshot on the branch, whose parent is the
  * branch tip (none for a new branch), and moves the branch only if it still
- * points at that tip (KILN_EMODIFIED otherwise: nothing changed). The
+ * points at that tip (KILN_EMODIFIED otherwise: nothing changed). A fenced
+ * lineage entry whose tip value is not the one expected refuses the commit
+ * with KILN_EFENCED (nothing changed). A branch locked by a peer gives
+ * KILN_ERETRY; a lock left by a killed process KILN_EIO, naming the file. The
  * message is a readable summary with counts. out_commit: 40 hex + NUL.
  * With snapshot->signing_key the commit carries an SSH signature (namespace
  * "git") in its gpgsig header, which `git verify-commit` checks. */

@@ -698,12 +698,13 @@ static bool parse_key(const char *key, raw_entry *e)
 	return true;
 }
 
-static int on_key(void *ctx, const char *key, uint64_t size)
+static int on_key(void *ctx, const char *key, uint64_t size, int64_t mtime)
 {
 	raw_listing *l = ctx;
 	raw_entry e;
 
 	(void)size;
+	(void)mtime;
 	if (!parse_key(key, &e))
 		return 0;
 	if (!e.topic || !(e.key = strdup(key))) {

@@ -50,6 +50,11 @@ static int write_all(int fd, const char *data, size_t len, const char *what)
 	return 0;
 }
 
+void kiln_shard_key(char out[KILN_SHARD_KEY_CAP], const char *hash)
+{
+	snprintf(out, KILN_SHARD_KEY_CAP, "shards/%.2s/%.64s.jsonl.zst", hash, hash);
+}
+
 int kiln_spool_open(kiln_spool *s, const char *dir)
 {
 	char path[4096];
@@ -156,7 +161,7 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 	sodium_bin2hex(out_hash, 65, digest, sizeof(digest));
 	*out_bytes = total;
 	if (!key) {
-		snprintf(shard_key, sizeof(shard_key), "shards/%.2s/%s.jsonl.zst", out_hash, out_hash);
+		kiln_shard_key(shard_key, out_hash);
 		key = shard_key;
 	}
 	if ((rc = kiln_store_put_file(store, key, path, total)) < 0)

@@ -464,6 +464,7 @@ typedef struct entry {
 	char *name;
 	bool dir;
 	uint64_t size;
+	int64_t mtime;
 } entry;
 
 typedef struct walk {
@@ -547,6 +548,7 @@ static int walk_dir(walk *w, const char *rel)
 		}
 		v[n].dir = S_ISDIR(st.st_mode);
 		v[n].size = (uint64_t)st.st_size;
+		v[n].mtime = (int64_t)st.st_mtime;
 		n++;
 	}
 	if (errno) {
@@ -573,7 +575,7 @@ static int walk_dir(walk *w, const char *rel)
 				rc = walk_dir(w, key);
 		} else if (len >= w->prefix_len && strncmp(key, w->prefix, w->prefix_len) == 0 &&
 		           kiln_store_key_valid(key)) {
-			rc = w->cb(w->ctx, key, v[i].size);
+			rc = w->cb(w->ctx, key, v[i].size, v[i].mtime);
 		}
 	}
 cleanup:

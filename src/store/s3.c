@@ -42,6 +42,7 @@ typedef struct s3_store {
 typedef struct list_entry {
 	char *key; /* full object name */
 	uint64_t size;
+	int64_t mtime;
 } list_entry;
 
 /* One operation's state across its attempts. */
@@ -765,6 +766,7 @@ static S3Status list_data(int truncated, const char *next_marker, int count,
 		if (!(c->page[c->page_n].key = strdup(contents[i].key)))
 			goto nomem;
 		c->page[c->page_n].size = contents[i].size;
+		c->page[c->page_n].mtime = contents[i].lastModified > 0 ? contents[i].lastModified : 0;
 		c->page_n++;
 	}
 	return S3StatusOK;
@@ -806,7 +808,7 @@ static int s3_list(kiln_store *store, const char *prefix, kiln_store_key_cb cb, 
 			last = name;
 			if (strncmp(name, s->prefix, skip) != 0 || !kiln_store_key_valid(name + skip))
 				continue; /* not ours: written by another tool */
-			rc = cb(ctx, name + skip, c.page[i].size);
+			rc = cb(ctx, name + skip, c.page[i].size, c.page[i].mtime);
 		}
 		if (rc != 0 || !c.truncated)
 			break;

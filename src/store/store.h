@@ -36,8 +36,10 @@ typedef struct kiln_store_options {
  * and is returned by kiln_store_get. */
 typedef int (*kiln_store_sink)(void *ctx, const void *data, size_t len);
 
-/* Called once per key under a prefix (keys relative to the store root). */
-typedef int (*kiln_store_key_cb)(void *ctx, const char *key, uint64_t size);
+/* Called once per key under a prefix (keys relative to the store root), with
+ * the object's size and when it was last written (seconds since the epoch;
+ * 0 when the backend cannot tell). */
+typedef int (*kiln_store_key_cb)(void *ctx, const char *key, uint64_t size, int64_t mtime);
 
 typedef struct kiln_store_backend {
 	int version; /* KILN_STORE_BACKEND_VERSION */

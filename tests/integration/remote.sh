@@ -137,6 +137,11 @@ shards_of "$tmp/lost.git" "$main" | awk '{ print "./shards/" substr($1, 1, 2) "/
 lost_n=$(wc -l <"$tmp/lost.keys")
 rm -rf "$tmp/lost.git"
 listing "$tmp/store" >"$tmp/store.before"
+check "gc within the grace period exits 0" k gc2y 0 gc --apply -v
+check "gc keeps young orphans (a run may be about to commit them)" contains "$tmp/gc2y.out" "0 orphaned, $lost_n young"
+check "gc within the grace period deletes nothing" diff -u "$tmp/store.before" <(listing "$tmp/store")
+# past the grace period (1 h by default) they are orphans
+sed 's#^\./#'"$tmp/store/"'#' "$tmp/lost.keys" | xargs touch -d '2 hours ago'
 check "gc dry run exits 0" k gc2 0 gc -v
 check "gc dry run counts the orphans" contains "$tmp/gc2.out" "$lost_n orphaned"
 check "gc dry run lists exactly them" diff -u "$tmp/lost.keys" \

@@ -97,6 +97,7 @@ check "verify --deep passes again" status_is 0 "$kiln" verify user-events@main -
 # an orphan: a shard stored by a run that never committed
 mkdir -p "$tmp/store/shards/00"
 printf 'orphan' >"$tmp/store/shards/00/0000000000000000000000000000000000000000000000000000000000000000.jsonl.zst"
+touch -d '2 hours ago' "$tmp/store/shards/00/0000000000000000000000000000000000000000000000000000000000000000.jsonl.zst"
 before=$(find "$tmp/store/shards" -type f | wc -l)
 check "gc dry run" status_is 0 "$kiln" gc
 check "dry run deletes nothing" test "$(find "$tmp/store/shards" -type f | wc -l)" -eq "$before"

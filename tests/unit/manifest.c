@@ -11,7 +11,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <time.h>
 #include <git2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -679,7 +683,7 @@ static void test_fenced_lineage(void **state)
 	assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
 	/* a stale writer that read it absent too is refused, nothing changes */
 	lineage[0].next = 50;
-	assert_int_equal(kiln_manifest_commit(m, &snap, tip), KILN_EMODIFIED);
+	assert_int_equal(kiln_manifest_commit(m, &snap, tip), KILN_EFENCED);
 	assert_non_null(strstr(kiln_error_last(), "t/0 moved to 100 (expected -1)"));
 	spec_oid(path, "refs/heads/ds/main", tip);
 	assert_string_equal(tip, commit);
@@ -887,6 +891,91 @@ static void test_malformed_files(void **state)
 	free(path);
 }
 
+/* A branch whose lock file exists: a young lock is a peer committing
+ * (KILN_ERETRY, retried by callers); an old one was left by a killed
+ * process and is reported with its path (KILN_EIO). Nothing moves. */
+static void test_ref_lock(void **state)
+{
+	kiln_lineage_entry lineage[] = { { .topic = "t", .partition = 0, .next = 10 } };
+	kiln_snapshot snap = { .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage,
+			       .lineage_count = 1 };
+	char *path = repo_path("locked.git"), lock[4096], commit[41], tip[41];
+	struct timespec old[2] = { { time(NULL) - 7200, 0 }, { time(NULL) - 7200, 0 } };
+	kiln_manifest *m;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(kiln_manifest_open(&m, path), 0);
+	assert_int_equal(kiln_manifest_commit(m, &snap, tip), 0);
+	snprintf(lock, sizeof(lock), "%s/refs/heads/ds/main.lock", path);
+	assert_non_null(f = fopen(lock, "w"));
+	fclose(f);
+	lineage[0].next = 20;
+	assert_int_equal(kiln_manifest_commit(m, &snap, commit), KILN_ERETRY);
+	assert_non_null(strstr(kiln_error_last(), "is locked by another writer"));
+	assert_int_equal(utimensat(AT_FDCWD, lock, old, 0), 0);
+	assert_int_equal(kiln_manifest_commit(m, &snap, commit), KILN_EIO);
+	assert_non_null(strstr(kiln_error_last(), lock));
+	assert_non_null(strstr(kiln_error_last(), "remove that file"));
+	spec_oid(path, "refs/heads/ds/main", commit);
+	assert_string_equal(commit, tip);
+	unlink(lock);
+	assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
+	kiln_manifest_close(m);
+	free(path);
+}
+
+/* Threads opening one repository path that does not exist yet, at once:
+ * every one gets a working repository (one creation wins, the others open
+ * it), and no temporary directory is left beside it. */
+#define OPENERS 8
+static pthread_barrier_t open_barrier;
+
+static void *open_at_once(void *arg)
+{
+	kiln_manifest *m = NULL;
+	intptr_t rc;
+
+	pthread_barrier_wait(&open_barrier);
+	rc = kiln_manifest_open(&m, arg);
+	kiln_manifest_close(m);
+	return (void *)rc;
+}
+
+static void test_concurrent_create(void **state)
+{
+	(void)state;
+	for (int round = 0; round < 5; round++) {
+		char name[64], *path, *parent;
+		pthread_t t[OPENERS];
+		DIR *d;
+		struct dirent *e;
+		int entries = 0;
+
+		snprintf(name, sizeof(name), "race%d/sub/m.git", round);
+		path = repo_path(name);
+		pthread_barrier_init(&open_barrier, NULL, OPENERS);
+		for (int i = 0; i < OPENERS; i++)
+			assert_int_equal(pthread_create(&t[i], NULL, open_at_once, path), 0);
+		for (int i = 0; i < OPENERS; i++) {
+			void *rc;
+
+			pthread_join(t[i], &rc);
+			assert_int_equal((intptr_t)rc, 0);
+		}
+		pthread_barrier_destroy(&open_barrier);
+		parent = strdup(path);
+		*strrchr(parent, '/') = '\0';
+		assert_non_null(d = opendir(parent));
+		while ((e = readdir(d)))
+			entries += e->d_name[0] != '.';
+		closedir(d);
+		assert_int_equal(entries, 1);
+		free(parent);
+		free(path);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -896,6 +985,8 @@ int main(void)
 		cmocka_unit_test(test_two_commits),
 		cmocka_unit_test(test_compare_and_swap),
 		cmocka_unit_test(test_fenced_lineage),
+		cmocka_unit_test(test_ref_lock),
+		cmocka_unit_test(test_concurrent_create),
 		cmocka_unit_test(test_malformed_files),
 	};
 	int rc;

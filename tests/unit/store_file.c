@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -313,11 +314,13 @@ typedef struct listing {
 	int calls, stop_after;
 } listing;
 
-static int list_cb(void *ctx, const char *key, uint64_t size)
+static int list_cb(void *ctx, const char *key, uint64_t size, int64_t mtime)
 {
 	listing *l = ctx;
 	size_t n = strlen(l->text);
 
+	/* every object here was written by this test moments ago */
+	assert_true(mtime > (int64_t)time(NULL) - 600 && mtime <= (int64_t)time(NULL) + 1);
 	snprintf(l->text + n, sizeof(l->text) - n, "%s:%llu ", key, (unsigned long long)size);
 	if (++l->calls == l->stop_after)
 		return 42;

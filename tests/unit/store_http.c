@@ -355,9 +355,10 @@ static void test_keys_that_are_not_shards(void **state)
 	kiln_store_close(s);
 }
 
-static int key_cb(void *ctx, const char *key, uint64_t size)
+static int key_cb(void *ctx, const char *key, uint64_t size, int64_t mtime)
 {
 	(void)ctx;
+	(void)mtime;
 	(void)key;
 	(void)size;
 	return 0;

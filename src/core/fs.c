@@ -1,0 +1,44 @@
+/* Local file-system helpers (see fs.h). */
+#include "core/fs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+static int remove_at(int at, const char *name)
+{
+	struct stat st;
+	DIR *d;
+	struct dirent *e;
+	int fd, rc = 0;
+
+	if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISDIR(st.st_mode))
+		return unlinkat(at, name, 0) < 0 && errno != ENOENT ? -1 : 0;
+	fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && remove_at(dirfd(d), e->d_name) < 0)
+			rc = -1;
+	closedir(d);
+	if (rc == 0 && unlinkat(at, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		rc = -1;
+	return rc;
+}
+
+int kiln_fs_remove_tree(const char *path)
+{
+	if (remove_at(AT_FDCWD, path) < 0)
+		return kiln_error_set(KILN_EIO, "%s: cannot remove: %s", path, strerror(errno));
+	return 0;
+}
