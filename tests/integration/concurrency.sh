@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Concurrent users of one store and one manifest repository, started at the
 # same moment on purpose (docs/VERSIONS.md, "What is safe to run at once"):
-# - N `kiln run`s of one file pipeline into a manifest that does not exist
-#   yet: all exit 0 (the repository is created once), and every record is
-#   in the version exactly once (kiln cat, distinct event ids, stats.json);
+# - N `kiln run`s of one file pipeline at once: all exit 0, and every record
+#   is in the version exactly once (kiln cat, distinct event ids, stats.json);
+# - two first runs creating the manifest repository at once: both exit 0;
 # - two stdin runs of different input: each either commits or exits non-zero
 #   saying the input must be sent again; what committed is there once;
 # - `kiln gc --apply` looping while runs upload: nothing a run commits is
@@ -88,8 +88,10 @@ wait_rc() { # NAME...: (after `wait`) prints the runs that did not exit 0
 	done
 }
 
-# ---- N file runs at once, into a manifest nobody created yet ---------------------------
+# ---- N file runs of one source at once -----------------------------------------------
+# (into an existing repository: creating one at once has its own test below)
 m=$tmp/m.git st=$tmp/store
+git init -q --bare "$m"
 names=()
 for i in $(seq 1 "$runs_n"); do
 	names+=("file$i")

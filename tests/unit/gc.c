@@ -349,6 +349,28 @@ static void test_default_policy(void **state)
 	}
 	commit1(f.m, "main", c, 300, c2);
 
+	/* within the grace period the unreferenced shard is young: a run may
+	 * be about to commit it, so even --apply keeps it */
+	{
+		kiln_gc_policy young = all;
+
+		young.apply = true;
+		young.grace = 3600;
+		assert_int_equal(kiln_gc(f.m, f.s, &young, record, &got, &st), 0);
+		assert_int_equal(st.orphans, 0);
+		assert_int_equal(st.young, 1);
+		assert_int_equal(st.young_bytes, 400);
+		assert_int_equal(st.deleted, 0);
+		assert_int_equal(got.orphans, 0);
+		assert_true(has_shard(f.s, orphan));
+		/* an hour and a bit later it is an orphan */
+		young.apply = false;
+		young.now = (int64_t)time(NULL) + 3700;
+		assert_int_equal(kiln_gc(f.m, f.s, &young, NULL, NULL, &st), 0);
+		assert_int_equal(st.orphans, 1);
+		assert_int_equal(st.young, 0);
+	}
+
 	/* dry run: counts, nothing removed */
 	assert_int_equal(kiln_gc(f.m, f.s, &all, record, &got, &st), 0);
 	assert_int_equal(st.refs, 1);
