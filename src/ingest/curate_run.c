@@ -218,7 +218,8 @@ static int curate_once(const kiln_pipeline *p, kiln_run_result *out)
 	out->first_offset = out->next_offset = resume.found ? (uint64_t)resume.next : 0;
 
 	kiln_shard_writer_options wopt = { .target_bytes = p->target_bytes, .level = p->zstd_level, .background = true };
-	if ((rc = kiln_quarantine_new(&quarantine, setup.store, p->target_bytes, p->zstd_level, NULL)) < 0 ||
+	if ((rc = kiln_quarantine_new(&quarantine, setup.store, p->dataset, p->branch,
+				       p->target_bytes, p->zstd_level, NULL)) < 0 ||
 	    (rc = kiln_line_reader_new(&reader, fd, p->max_record_bytes)) < 0)
 		goto cleanup;
 	fr.quarantine = quarantine;

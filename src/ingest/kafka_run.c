@@ -200,7 +200,8 @@ static int writers_new(struct krun *r)
 	int rc;
 
 	writers_free(r);
-	if ((rc = kiln_quarantine_new(&r->quarantine, r->setup.store, p->target_bytes, p->zstd_level, NULL)) < 0)
+	if ((rc = kiln_quarantine_new(&r->quarantine, r->setup.store, p->dataset, p->branch,
+				       p->target_bytes, p->zstd_level, NULL)) < 0)
 		return rc;
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
 		if ((rc = kiln_shard_writer_new(&r->writers[i], r->setup.store, &wopt)) < 0)

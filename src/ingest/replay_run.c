@@ -356,8 +356,8 @@ static int open_writers(struct replay *r)
 	    .target_bytes = p->target_bytes, .level = p->zstd_level, .background = true};
 	int rc;
 
-	if ((rc = kiln_quarantine_new(&r->quarantine, r->setup.store, p->target_bytes, p->zstd_level, NULL)) <
-	    0)
+	if ((rc = kiln_quarantine_new(&r->quarantine, r->setup.store, p->dataset, p->branch,
+				       p->target_bytes, p->zstd_level, NULL)) < 0)
 		return rc;
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
 		if ((rc = kiln_shard_writer_new(&r->writers[i], r->setup.store, &wopt)) < 0)
@@ -407,7 +407,7 @@ static int commit(struct replay *r, kiln_replay_result *out)
 	snap.lineage_count = r->part_count;
 	snap.delta = *d;
 	rc = kiln_run_setup_commit(&r->setup, &snap, out->run.commit);
-	if (rc == KILN_EMODIFIED)
+	if (rc == KILN_EFENCED || rc == KILN_EMODIFIED)
 		rc =
 		    kiln_error_set(KILN_EINVALID, "%s@%s was created while the replay ran; nothing committed",
 		                   r->p->dataset, r->p->branch);

@@ -15,6 +15,7 @@
 
 struct kiln_quarantine {
 	kiln_store *store;
+	const char *dataset, *branch;
 	ZSTD_CCtx *cctx;
 	size_t target;
 	int level;
@@ -28,7 +29,8 @@ struct kiln_quarantine {
 	kiln_buf b64;
 };
 
-int kiln_quarantine_new(kiln_quarantine **out, kiln_store *store, size_t target, int level, const char *spool_dir)
+int kiln_quarantine_new(kiln_quarantine **out, kiln_store *store, const char *dataset, const char *branch,
+			size_t target, int level, const char *spool_dir)
 {
 	kiln_quarantine *q = calloc(1, sizeof(*q));
 
@@ -45,6 +47,8 @@ int kiln_quarantine_new(kiln_quarantine **out, kiln_store *store, size_t target,
 		return rc;
 	}
 	q->store = store;
+	q->dataset = dataset;
+	q->branch = branch;
 	q->target = target ? target : (64u << 20);
 	q->level = level ? level : 3;
 	q->spool_dir = spool_dir;
@@ -66,14 +70,16 @@ void kiln_quarantine_free(kiln_quarantine *q)
 
 int kiln_quarantine_flush(kiln_quarantine *q)
 {
-	char key[512], hash[65];
+	char key[1024], hash[65];
 	uint64_t bytes;
 	int rc;
 
 	if (!q->lines.size)
 		return 0;
-	snprintf(key, sizeof(key), "quarantine/%s/%d/%lld-%lld.jsonl.zst", q->topic, (int)q->partition,
-		 (long long)q->first, (long long)q->last);
+	if ((size_t)snprintf(key, sizeof(key), "quarantine/%s/%d/%s/%s/%lld-%lld.jsonl.zst", q->topic,
+			     (int)q->partition, q->dataset, q->branch, (long long)q->first,
+			     (long long)q->last) >= sizeof(key))
+		return kiln_error_set(KILN_EINVALID, "quarantine: topic %s: object name too long", q->topic);
 	rc = kiln_spool_store(&q->lines, q->store, q->cctx, q->level, key, hash, &bytes);
 	if (rc < 0)
 		return rc;

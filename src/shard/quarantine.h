@@ -1,7 +1,8 @@
 /* The quarantine: rejected records with their reasons, one zstd-compressed
  * JSON Lines object per topic/partition and flush, at
- * quarantine/<topic>/<partition>/<first>-<last>.jsonl.zst (deterministic
- * names: a replay overwrites the same object). Each line:
+ * quarantine/<topic>/<partition>/<dataset>/<branch>/<first>-<last>.jsonl.zst
+ * (deterministic names: a rerun overwrites the same object; two datasets or
+ * branches reading one topic into one store never share one). Each line:
  *   {"topic":"t","partition":0,"offset":17,"code":"type","path":"age",
  *    "violations":[{"code":"type","path":"age"}],"record":"<raw record>"}
  * where "record" holds the raw bytes as a JSON string when they are UTF-8,
@@ -18,9 +19,10 @@
 
 typedef struct kiln_quarantine kiln_quarantine;
 
-/* target_bytes: an object closes when its lines reach this size (0 = 64 MiB). */
-int kiln_quarantine_new(kiln_quarantine **out, kiln_store *store, size_t target_bytes, int level,
-			const char *spool_dir);
+/* dataset, branch: name the objects (borrowed: they must outlive q).
+ * target_bytes: an object closes when its lines reach this size (0 = 64 MiB). */
+int kiln_quarantine_new(kiln_quarantine **out, kiln_store *store, const char *dataset, const char *branch,
+			size_t target_bytes, int level, const char *spool_dir);
 void kiln_quarantine_free(kiln_quarantine *q);
 
 /* One rejected record (raw bytes may be NULL when it was too large to keep:

@@ -11,7 +11,9 @@
 #   commit (gc --grace 0 on purpose) commits nothing and says so;
 # - a ref lock held by a peer is waited for; a stale one is reported with
 #   its path; gc --apply packs the repository and prunes the debris of lost
-#   races (git count-objects, git fsck).
+#   races (git count-objects, git fsck);
+# - two branches reading one source into one store keep their own
+#   quarantine objects.
 # KILN_HOSTILE=1 (make hostile) runs it at a larger scale: 10 runs at once,
 # more records, more rounds of creation races.
 set -uo pipefail
@@ -225,6 +227,18 @@ check "the wait is logged as commit retries" grep -q '"commit_retry"' "$tmp/lock
 rm -f "$lock"
 wait
 check "a ref lock a peer holds for a moment is waited for" test "$(cat "$tmp/lockwait.rc")" = 0
+
+# ---- two branches reading one source into one store: their own quarantine objects ------
+"$py" "$gen" --records 400 --invalid-rate 0.1 --seed 27 -o "$tmp/q.jsonl"
+for b in main exp; do
+	run_bg "q$b" --set source.path="$tmp/q.jsonl" --set source.name=qsrc --set branch=$b \
+		--set store.url="file://$tmp/qstore" --set manifest.repo="$tmp/q.git"
+done
+wait
+check "two branches quarantine one source: both runs exit 0" test -z "$(wait_rc qmain qexp)"
+check "each branch has its own quarantine object" test "$(find "$tmp/qstore/quarantine/qsrc/0/user-events" -name '*.jsonl.zst' | wc -l)" -eq 2
+check "under quarantine/<topic>/<partition>/<dataset>/<branch>/" \
+	test -n "$(find "$tmp/qstore/quarantine/qsrc/0/user-events/exp" -name '*-*.jsonl.zst')"
 
 # ---- gc packs the repository and prunes the debris of lost races --------------------------
 find "$m/objects" -type f -exec touch -d '2 hours ago' {} +

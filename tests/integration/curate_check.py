@@ -584,11 +584,11 @@ def main(argv=None):
     quarantined = collections.Counter()
     q_codes = collections.Counter()
     n_qlines = 0
-    qdir = os.path.join(a.store, "quarantine", topic or "", "0")
+    qdir = os.path.join(a.store, "quarantine", topic or "", "0", a.dataset, a.branch)
     qnames = sorted(os.listdir(qdir)) if topic and os.path.isdir(qdir) else []
     qname_re = re.compile(r"^([0-9]+)-([0-9]+)\.jsonl\.zst$")
     for qn in qnames:
-        label = "quarantine/%s/0/%s" % (topic, qn)
+        label = "quarantine/%s/0/%s/%s/%s" % (topic, a.dataset, a.branch, qn)
         m = qname_re.match(qn)
         if not R.check("quarantine object names <first>-<last>.jsonl.zst", m is not None, label):
             continue

@@ -94,7 +94,7 @@ def main():
     # quarantine: every object, deduplicated by offset, below lineage's next
     quarantined = {}
     for topic in a.topic:
-        for fn in glob.glob(os.path.join(a.store, "quarantine", topic, "*", "*.jsonl.zst")):
+        for fn in glob.glob(os.path.join(a.store, "quarantine", topic, "*", a.dataset, a.branch, "*.jsonl.zst")):
             with open(fn, "rb") as f:
                 text = zstandard.ZstdDecompressor().decompress(f.read())
             for line in text.splitlines():

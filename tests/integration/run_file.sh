@@ -117,7 +117,7 @@ PY
 check "run 2 added shards with offsets 3000-3999 only" new_sources_ok
 quarantine_split_ok() { # no quarantine object spans both runs, run 2's start at >= 3000
 	local n first last new=0
-	for n in "$tmp"/store/quarantine/user-events/0/*.jsonl.zst; do
+	for n in "$tmp"/store/quarantine/user-events/0/user-events/main/*.jsonl.zst; do
 		n=${n##*/}
 		first=${n%%-*} last=${n#*-} last=${last%%.*}
 		if [ "$first" -ge 3000 ]; then new=$((new + 1)); elif [ "$last" -ge 3000 ]; then return 1; fi
@@ -274,7 +274,7 @@ KILN_INPUT=$tmp/optional.jsonl KILN_STORE=file://$tmp/optional-store KILN_MANIFE
 	"$kiln" run "$src/pipelines/user-events.yaml" --set contract="$optional_contract" >"$tmp/optional.out" 2>&1
 check "optional split key: the run succeeds" grep -q "+4 records (3 valid, 1 quarantined)" "$tmp/optional.out"
 check "optional split key: the record without it is quarantined as missing_required" \
-	sh -c "zstd -dc '$tmp'/optional-store/quarantine/*/0/*.jsonl.zst | grep -q '\"offset\":3,\"code\":\"missing_required\",\"path\":\"user_id\"'"
+	sh -c "zstd -dc '$tmp'/optional-store/quarantine/*/0/*/*/*.jsonl.zst | grep -q '\"offset\":3,\"code\":\"missing_required\",\"path\":\"user_id\"'"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
