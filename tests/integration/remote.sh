@@ -201,9 +201,18 @@ assert st["valid"] == sum(s["records"] for s in st["splits"].values()), st
 PY
 }
 check "the remote has every shard line, both lineages and summed stats" remote_ok
-check "host a's branch equals the remote's" test "$(git --git-dir="$tmp/a.git" rev-parse "$main")" = \
-	"$(git --git-dir="$tmp/remote.git" rev-parse "$main")" -o \
-	"$(git --git-dir="$tmp/b.git" rev-parse "$main")" = "$(git --git-dir="$tmp/remote.git" rev-parse "$main")"
+tip_of() { git --git-dir="$1" rev-parse -q --verify "$2" 2>/dev/null; }
+hosts_tips_ok() { # one host's tip is the remote's, the other's is its parent: both pushes landed, in either order
+	local r p a b
+	r=$(tip_of "$tmp/remote.git" "$main") p=$(tip_of "$tmp/remote.git" "$main^")
+	a=$(tip_of "$tmp/a.git" "$main") b=$(tip_of "$tmp/b.git" "$main")
+	[ -n "$r" ] && [ -n "$p" ] && [ -n "$a" ] && [ -n "$b" ] || { echo "  a branch is missing"; return 1; }
+	[ "$a" = "$r" ] && [ "$b" = "$p" ] && return 0
+	[ "$b" = "$r" ] && [ "$a" = "$p" ] && return 0
+	echo "  remote $r (parent $p), host a $a, host b $b"
+	return 1
+}
+check "the hosts' branches are the remote's tip and its parent" hosts_tips_ok
 check "the remote's history is linear, one commit per run" \
 	test "$(git --git-dir="$tmp/remote.git" rev-list --count --merges "$main")" -eq 0 -a \
 	"$(git --git-dir="$tmp/remote.git" rev-list --count "$main")" -eq 2

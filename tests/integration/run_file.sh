@@ -282,5 +282,7 @@ check "optional split key: the run succeeds" grep -q "+4 records (3 valid, 1 qua
 check "optional split key: the record without it is quarantined as missing_required" \
 	sh -c "zstd -dc '$tmp'/optional-store/quarantine/*/0/*.jsonl.zst | grep -q '\"offset\":3,\"code\":\"missing_required\",\"path\":\"user_id\"'"
 
+check "no personal data in any log, stdout or stderr" pii_scan_logs
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

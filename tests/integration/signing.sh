@@ -24,11 +24,8 @@ if [ ! -x "$kiln" ]; then
 	echo "0 passed, 1 failed"
 	exit 1
 fi
+need ssh-keygen # openssh-client: git verify-commit and ssh-keygen -Y check kiln's signatures
 have_ssh_keygen=true
-command -v ssh-keygen >/dev/null || {
-	have_ssh_keygen=false
-	echo "note: ssh-keygen is not installed (openssh-client): skipping the git verify-commit and ssh-keygen -Y checks"
-}
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
