@@ -446,5 +446,7 @@ if [ "$failed" -gt 0 ]; then
 		[ -s "$tmp/$n.log" ] && { echo "node $n log (last 5 lines):"; tail -5 "$tmp/$n.log" | sed 's/^/  | /'; }
 	done
 fi
+check "no personal data in any log, stdout or stderr" pii_scan_logs
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -252,5 +252,7 @@ for r in remote a b c x; do
 	check "git fsck --strict ($r)" git --git-dir="$tmp/$r.git" fsck --strict --no-progress --no-dangling
 done
 
+check "no personal data in any log, stdout or stderr" pii_scan_logs
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -216,7 +216,7 @@ EOF
 (umask 077 && head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$tmp/hmac.key")
 check "key is 64 hex characters, mode 0600" \
 	test "$(grep -Ec '^[0-9a-f]{64}$' "$tmp/hmac.key")" = 1 -a "$(stat -c %a "$tmp/hmac.key")" = 600
-"$py" "$gen" --records 1500 --invalid-rate 0.05 --seed 11 -o "$tmp/in.jsonl"
+"$py" "$gen" --records 1500 --invalid-rate 0.05 --seed 11 -o "$tmp/in.jsonl" --expect "$tmp/in.expect"
 check "generator wrote 1500 records" test "$(wc -l <"$tmp/in.jsonl")" -eq 1500
 
 # ---- the run into s3://kiln-run/kiln
@@ -242,7 +242,8 @@ curated_ok() { # NAME STOREDIR BRANCH LOGS...
 	local name=$1 store=$2 branch=$3
 	shift 3
 	"$py" "$checker" --input "$tmp/in.jsonl" --key "$tmp/hmac.key" --store "$store" --manifest "$tmp/m.git" \
-		--dataset user-events --branch "$branch" --contract "$contract" --logs "$@" >"$tmp/$name.check" 2>&1 && return 0
+		--dataset user-events --branch "$branch" --contract "$contract" --expect "$tmp/in.expect" --logs "$@" \
+		>"$tmp/$name.check" 2>&1 && return 0
 	sed 's/^/  | /' "$tmp/$name.check" | tail -40
 	return 1
 }
@@ -314,5 +315,7 @@ if [ "$failed" -gt 0 ]; then
 	echo "s3rver log (last 20 lines):"
 	tail -20 "$tmp/s3rver.log"
 fi
+check "no personal data in any log, stdout or stderr" pii_scan_logs
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

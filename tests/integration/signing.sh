@@ -166,5 +166,8 @@ check "an unknown manifest key is still refused" status_is unknown 2 "$kiln" run
 check "no commit and no object from the failed runs" \
 	test "$(gitm rev-parse -q --verify "$ref")" = "$c3" -a "$(find "$tmp/store" -type f | sort | md5sum)" = "$before"
 
+pii_inputs=("$src/samples/user-events.jsonl")
+check "no personal data in any log, stdout or stderr" pii_scan_logs
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
