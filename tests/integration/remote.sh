@@ -206,7 +206,10 @@ hosts_tips_ok() { # one host's tip is the remote's, the other's is its parent: b
 	local r p a b
 	r=$(tip_of "$tmp/remote.git" "$main") p=$(tip_of "$tmp/remote.git" "$main^")
 	a=$(tip_of "$tmp/a.git" "$main") b=$(tip_of "$tmp/b.git" "$main")
-	[ -n "$r" ] && [ -n "$p" ] && [ -n "$a" ] && [ -n "$b" ] || { echo "  a branch is missing"; return 1; }
+	if [ -z "$r" ] || [ -z "$p" ] || [ -z "$a" ] || [ -z "$b" ]; then
+		echo "  a branch is missing"
+		return 1
+	fi
 	[ "$a" = "$r" ] && [ "$b" = "$p" ] && return 0
 	[ "$b" = "$r" ] && [ "$a" = "$p" ] && return 0
 	echo "  remote $r (parent $p), host a $a, host b $b"
