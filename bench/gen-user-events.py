@@ -1,12 +1,30 @@
 #!/usr/bin/python3
 """Generate synthetic JSON Lines records for contracts/user-events.yaml.
 
-Usage: gen-user-events.py [--records N] [--seed S] [--invalid-rate R] [-o FILE]
+Usage: gen-user-events.py [--records N] [--seed S] [--invalid-rate R]
+                          [--max-record-bytes N] [--expect FILE] [--append]
+                          [-o FILE]
 
 Records are valid under the contract unless --invalid-rate R (0..1) is given;
 then about that fraction of records is broken in exactly one way (see
 INVALID_KINDS).  Output is deterministic for a given seed and arguments.
-Standard library only; writes UTF-8 to FILE or stdout.
+Standard library only; writes UTF-8 to FILE or stdout (the invalid_utf8 kind
+writes one byte that is not UTF-8).
+
+--max-record-bytes N: the source.max_record_bytes of the pipeline that will
+read the records; adds the too_large kind (a record of N + 1000 bytes).
+Without it no record is too large.
+
+--expect FILE: the ground truth for end-to-end checkers, one JSON line per
+record in the order written:
+  {"line":N,"event_id":"...","outcome":"valid","pii":[...]}
+  {"line":N,"event_id":...,"outcome":"quarantined","code":"type","path":"session_ms","pii":[...]}
+"line" counts from 0 within this invocation; "event_id" is the record's
+event_id when it has one as a string (else null); "code" and "path" are the
+first violation kiln must report (docs/CONTRACTS.md); "pii" lists the
+personal values written into the record (user id, email, client IP, and the
+emails, phones and IPs put into free text), raw and as kiln normalises them.
+--append appends to -o FILE and --expect FILE instead of replacing them.
 """
 
 import argparse
@@ -163,18 +181,25 @@ def build_pools(rng):
     emails = [js(email()) for _ in range(20000)]
 
     messages = []
+    message_pii = {}
     for _ in range(6000):
         r = rng.random()
+        found = []
         if r < 0.45:
             s = rng.choice(SEARCHES)
         else:
             s = rng.choice(FEEDBACK)
-            s = s.replace("{email}", email())
-            s = s.replace("{phone}", rng.choice(PHONES))
-            s = s.replace("{ip}", ip())
+            e, ph, i = email(), rng.choice(PHONES), ip()
+            for mark, v in (("{email}", e), ("{phone}", ph), ("{ip}", i)):
+                if mark in s:
+                    found.append(v)
+            s = s.replace("{email}", e)
+            s = s.replace("{phone}", ph)
+            s = s.replace("{ip}", i)
             s = s.replace("{order}", "#%d-%04d" % (rng.randrange(100, 999),
                                                   rng.randrange(10000)))
         messages.append(js(s))
+        message_pii[js(s)] = found
 
     urls = []
     for _ in range(4000):
@@ -212,6 +237,7 @@ def build_pools(rng):
         "days": days,
         "emails": emails,
         "messages": messages,
+        "message_pii": message_pii,
         "urls": urls,
         "devices": devices,
         "tag_lists": tag_lists,
@@ -291,15 +317,17 @@ def setp(pairs, key, value):
 
 
 # --------------------------------------------------------------------------
-# Invalid variants: each breaks exactly one rule of the contract.
+# Invalid variants: each breaks exactly one rule of the contract and returns
+# (text, code, path): the record and the first violation kiln must report
+# for it (docs/CONTRACTS.md).
 
 def inv_missing_required(rng, pairs):
     key = rng.choice(["event_id", "event_type", "occurred_at", "user_id",
                       "consent", "device", "device.os"])
     if key == "device.os":
         setp(pairs, "device", '{"os_version":"14.2","model":"Pixel 8"}')
-        return render(pairs)
-    return render([kv for kv in pairs if kv[0] != key])
+        return render(pairs), "missing_required", key
+    return render([kv for kv in pairs if kv[0] != key]), "missing_required", key
 
 
 def inv_type(rng, pairs):
@@ -309,24 +337,24 @@ def inv_type(rng, pairs):
                            ("device", '"android"'),
                            ("event_type", '["click"]')])
     setp(pairs, key, val)
-    return render(pairs)
+    return render(pairs), "type", key
 
 
 def inv_enum(rng, pairs):
     if rng.random() < 0.5:
         setp(pairs, "event_type", rng.choice(['"pageview"', '"Click"',
                                               '"add_to_cart"']))
-    else:
-        setp(pairs, "device", '{"os":"chromeos","os_version":"120"}')
-    return render(pairs)
+        return render(pairs), "enum", "event_type"
+    setp(pairs, "device", '{"os":"chromeos","os_version":"120"}')
+    return render(pairs), "enum", "device.os"
 
 
 def inv_pattern(rng, pairs):
     if rng.random() < 0.7:
         setp(pairs, "country", rng.choice(['"usa"', '"de"', '"U1"']))
-    else:
-        setp(pairs, "device", '{"os":"ios","os_version":"17.x"}')
-    return render(pairs)
+        return render(pairs), "pattern", "country"
+    setp(pairs, "device", '{"os":"ios","os_version":"17.x"}')
+    return render(pairs), "pattern", "device.os_version"
 
 
 def inv_range(rng, pairs):
@@ -335,20 +363,24 @@ def inv_range(rng, pairs):
                            ("received_date", '"2101-01-01"'),
                            ("occurred_at", '"2014-12-31T23:59:59Z"')])
     setp(pairs, key, val)
-    return render(pairs)
+    return render(pairs), "range", key
 
 
 def inv_length(rng, pairs):
     r = rng.random()
     if r < 0.5:
         setp(pairs, "tags", "[" + ",".join(['"t%d"' % i for i in range(17)]) + "]")
+        path = "tags"
     elif r < 0.7:
         setp(pairs, "user_id", '""')
+        path = "user_id"
     elif r < 0.85:
         setp(pairs, "tags", '["promo","' + "x" * 33 + '"]')
+        path = "tags[1]"
     else:
         setp(pairs, "message", js("spam " * 401))
-    return render(pairs)
+        path = "message"
+    return render(pairs), "length", path
 
 
 def inv_format(rng, pairs):
@@ -359,33 +391,93 @@ def inv_format(rng, pairs):
                            ("received_date", '"2026-02-30"'),
                            ("page_url", '"www.example.com/cart"')])
     setp(pairs, key, val)
-    return render(pairs)
+    return render(pairs), "format", key
 
 
 def inv_unknown_field(rng, pairs):
-    pairs.insert(rng.randrange(len(pairs) + 1),
-                 (rng.choice(["debug", "userAgent", "experiment"]), '"x"'))
-    return render(pairs)
+    key = rng.choice(["debug", "userAgent", "experiment"])
+    pairs.insert(rng.randrange(len(pairs) + 1), (key, '"x"'))
+    return render(pairs), "unknown_field", key
 
 
 def inv_not_object(rng, pairs):
-    return "[" + ",".join(v for _, v in pairs[:4]) + "]"
+    return "[" + ",".join(v for _, v in pairs[:4]) + "]", "not_object", "$"
 
 
 def inv_json_syntax(rng, pairs):
     s = render(pairs)
-    return s[: rng.randrange(1, len(s) - 1)]
+    return s[: rng.randrange(1, len(s) - 1)], "json_syntax", "$"
 
 
 def inv_duplicate_key(rng, pairs):
     s = render(pairs)
     # hand-written raw text: a second "user_id" member before the closing brace
-    return s[:-1] + ',"user_id":"u-000001"}'
+    return s[:-1] + ',"user_id":"u-000001"}', "duplicate_key", "user_id"
+
+
+def inv_too_deep(rng, pairs):
+    n = 129 + rng.randrange(100)  # past the default source.max_depth (128)
+    setp(pairs, "tags", "[" * n + "]" * n)
+    return render(pairs), "too_deep", "$"
+
+
+def inv_invalid_utf8(rng, pairs):
+    # a lone continuation byte (written as a surrogate escape, see write_lines)
+    bad = rng.choice(["\udc80", "\udcff", "\udcc3"])
+    setp(pairs, "message", '"caf' + bad + ' cr' + bad + 'me"')
+    return render(pairs), "invalid_utf8", "$"
+
+
+def inv_too_large(rng, pairs, max_bytes):
+    pad = "spam " * ((max_bytes + 1000) // 5 + 1)
+    setp(pairs, "message", js(pad))
+    return render(pairs), "too_large", "$"
 
 
 INVALID_KINDS = [inv_missing_required, inv_type, inv_enum, inv_pattern,
                  inv_range, inv_length, inv_format, inv_unknown_field,
-                 inv_not_object, inv_json_syntax, inv_duplicate_key]
+                 inv_not_object, inv_json_syntax, inv_duplicate_key,
+                 inv_too_deep, inv_invalid_utf8]
+
+
+# --------------------------------------------------------------------------
+# Ground truth
+
+PII_KEYS = ("user_id", "email", "client_ip")
+
+
+def pii_of(pairs, P):
+    """Personal values of a record's pairs, raw and as kiln normalises them."""
+    out = []
+    for k, v in pairs:
+        if k in PII_KEYS:
+            try:
+                x = json.loads(v)
+            except ValueError:
+                continue
+            if isinstance(x, str):
+                out.append(x)
+                if k == "email":
+                    out.append(x.strip().lower())
+        elif k == "message":
+            for x in P["message_pii"].get(v, ()):
+                out.append(x)
+                if "@" in x:
+                    out.append(x.lower())
+                elif x.startswith("+") and " " in x:
+                    out.append("+" + "".join(c for c in x if c.isdigit()))
+    return sorted(set(out))
+
+
+def event_id_of(pairs):
+    for k, v in pairs:
+        if k == "event_id":
+            try:
+                x = json.loads(v)
+            except ValueError:
+                return None
+            return x if isinstance(x, str) else None
+    return None
 
 
 # --------------------------------------------------------------------------
@@ -396,43 +488,67 @@ def main(argv=None):
     ap.add_argument("--records", type=int, default=1000, metavar="N")
     ap.add_argument("--seed", type=int, default=1, metavar="S")
     ap.add_argument("--invalid-rate", type=float, default=0.0, metavar="R")
+    ap.add_argument("--max-record-bytes", type=int, default=0, metavar="N")
+    ap.add_argument("--expect", metavar="FILE")
+    ap.add_argument("--append", action="store_true")
     ap.add_argument("-o", "--output", metavar="FILE")
     a = ap.parse_args(argv)
     if a.records < 0:
         ap.error("--records must be >= 0")
     if not 0.0 <= a.invalid_rate <= 1.0:
         ap.error("--invalid-rate must be in [0, 1]")
+    if a.max_record_bytes < 0:
+        ap.error("--max-record-bytes must be >= 0")
 
     rng = random.Random(a.seed)
     P = build_pools(rng)
     rate = a.invalid_rate
+    kinds = list(INVALID_KINDS)
+    if a.max_record_bytes:
+        kinds.append(lambda rng, pairs: inv_too_large(rng, pairs, a.max_record_bytes))
 
+    mode = "ab" if a.append else "wb"
     if a.output and a.output != "-":
-        out = open(a.output, "w", encoding="utf-8", newline="\n")
+        out = open(a.output, mode)
     else:
-        out = open(sys.stdout.fileno(), "w", encoding="utf-8", newline="\n",
-                   closefd=False)
+        out = open(sys.stdout.fileno(), "wb", closefd=False)
+    expect = open(a.expect, mode) if a.expect else None
     try:
         n = a.records
         done = 0
         while done < n:
             m = min(CHUNK, n - done)
             lines = []
-            app = lines.append
-            if rate > 0:
-                for _ in range(m):
-                    pairs = make_pairs(rng, P)
-                    if rng.random() < rate:
-                        app(rng.choice(INVALID_KINDS)(rng, pairs))
-                    else:
-                        app(render(pairs))
-            else:
-                for _ in range(m):
-                    app(render(make_pairs(rng, P)))
+            facts = []
+            for _ in range(m):
+                pairs = make_pairs(rng, P)
+                if rate > 0 and rng.random() < rate:
+                    pii = pii_of(pairs, P)
+                    text, code, path = rng.choice(kinds)(rng, pairs)
+                    if code == "duplicate_key":
+                        pii.append("u-000001")
+                    fact = {"outcome": "quarantined", "code": code, "path": path}
+                    eid = event_id_of(pairs) if code not in ("json_syntax", "not_object") else None
+                else:
+                    text = render(pairs)
+                    pii = pii_of(pairs, P)
+                    fact = {"outcome": "valid"}
+                    eid = event_id_of(pairs)
+                lines.append(text)
+                if expect:
+                    fact = dict({"line": done + len(facts), "event_id": eid}, **fact)
+                    fact["pii"] = pii
+                    facts.append(json.dumps(fact, ensure_ascii=False))
             lines.append("")
-            out.write("\n".join(lines))
+            # surrogate escapes stand for the bytes inv_invalid_utf8 breaks
+            out.write("\n".join(lines).encode("utf-8", "surrogateescape"))
+            if expect:
+                facts.append("")
+                expect.write("\n".join(facts).encode("utf-8"))
             done += m
         out.flush()
+        if expect:
+            expect.close()
     except BrokenPipeError:
         return 1
     finally:

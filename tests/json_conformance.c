@@ -94,5 +94,9 @@ int main(void)
 	kiln_json_scanner_free(s);
 	printf("%d passed, %d failed (%d implementation-defined cases scanned)\n", passed, failed,
 	       tolerated);
+	if (passed + failed == 0) {
+		printf("FAIL: no y_ or n_ case in %s\n", dir);
+		return 1;
+	}
 	return failed ? 1 : 0;
 }

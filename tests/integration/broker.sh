@@ -16,6 +16,12 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+need kcat
+"$py" -c 'import confluent_kafka' 2>/dev/null || {
+	echo "FAIL: python3-confluent-kafka is not installed (run scripts/bootstrap)"
+	echo "0 passed, 1 failed"
+	exit 1
+}
 
 # --- options -----------------------------------------------------------------
 check "--help" status_is 0 "$kiln" broker --help
@@ -42,7 +48,7 @@ check "stdout prints the same bootstrap line" grep -qxF "bootstrap: $bootstrap" 
 [ -n "$bootstrap" ] || { echo "broker did not start"; cat "$tmp/broker.err"; echo "$passed passed, $((failed + 1)) failed"; exit 1; }
 
 # --- kcat ------------------------------------------------------------------
-if command -v kcat >/dev/null; then
+{
 	seq 1 100 | sed 's/^/message-/' >"$tmp/sent"
 	check "kcat produces 100 messages" kcat -P -b "$bootstrap" -t t1 <"$tmp/sent"
 	timeout 30 kcat -C -b "$bootstrap" -t t1 -o beginning -e -q >"$tmp/got" 2>"$tmp/kcat.err"
@@ -51,12 +57,10 @@ if command -v kcat >/dev/null; then
 	kcat -L -b "$bootstrap" >"$tmp/meta" 2>&1
 	check "t1 has 3 partitions" grep -q 'topic "t1" with 3 partitions' "$tmp/meta"
 	check "t2 has 3 partitions" grep -q 'topic "t2" with 3 partitions' "$tmp/meta"
-else
-	echo "kcat not installed: skipping the kcat checks"
-fi
+}
 
 # --- confluent_kafka -------------------------------------------------------
-if "$py" -c 'import confluent_kafka' 2>/dev/null; then
+{
 	check "confluent_kafka produces and a group consumes 200 messages" timeout 60 "$py" - "$bootstrap" <<'PY'
 import sys, time
 from confluent_kafka import Consumer, Producer
@@ -82,9 +86,7 @@ if len(got) != n:
     print(f"  consumed {len(got)} of {n}")
     sys.exit(1)
 PY
-else
-	echo "confluent_kafka not installed: skipping the Python checks"
-fi
+}
 
 # --- stop --------------------------------------------------------------------
 kill -TERM "$broker_pid"

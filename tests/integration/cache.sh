@@ -126,10 +126,15 @@ code() { # [-o FILE] curl ARGS... -> the status code only (the body into FILE)
 	curl -s -o "$out" -w '%{http_code}' --path-as-is "$@"
 }
 
-metric() { # PORT NAME [LABEL-SUBSTRING] -> the sum of the matching samples (0 when none)
-	curl -s "http://127.0.0.1:$1/metrics" |
-		awk -v n="$2" -v l="${3:-}" '$1 !~ /^#/ && ($1 == n || index($1, n "{") == 1) && index($1, l) { s += $2 }
-			END { printf "%.0f\n", s }'
+metric() { # PORT NAME [LABEL-SUBSTRING] -> the sum of the matching samples (0 when none match);
+	# prints "unreachable" or "absent" (which no numeric check accepts) when
+	# /metrics cannot be read or does not declare NAME at all
+	local body
+	body=$(curl -sf "http://127.0.0.1:$1/metrics") || { echo unreachable; return 1; }
+	printf '%s\n' "$body" |
+		awk -v n="$2" -v l="${3:-}" '$1 == "#" && $2 == "TYPE" && $3 == n { seen = 1 }
+			$1 !~ /^#/ && ($1 == n || index($1, n "{") == 1) { seen = 1; if (index($1, l)) s += $2 }
+			END { if (seen) printf "%.0f\n", s; else print "absent" }'
 }
 
 gt() { # A B: A > B (integers), with a message
@@ -441,5 +446,7 @@ if [ "$failed" -gt 0 ]; then
 		[ -s "$tmp/$n.log" ] && { echo "node $n log (last 5 lines):"; tail -5 "$tmp/$n.log" | sed 's/^/  | /'; }
 	done
 fi
+check "no personal data in any log, stdout or stderr" pii_scan_logs
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -4,6 +4,9 @@
 Usage: curate_check.py --input IN.jsonl --key KEYFILE --store STOREDIR
                        --manifest REPO.git --dataset NAME [--branch main]
                        [--fields SPEC.json] [--contract FILE] [--logs FILE...]
+                       [--expect EXPECT.jsonl...]
+       curate_check.py scan-pii [--input IN.jsonl...] [--expect EXPECT.jsonl...]
+                       [--fields SPEC.json] FILE...
 
 Everything is recomputed from docs/FORMATS.md, not from kiln's code: key id,
 pseudonym tokens, split buckets, shard hashes and frames, quarantine objects,
@@ -17,6 +20,16 @@ is curated or quarantined exactly once, and that lines it knows to be
 invalid (not a JSON object, a duplicated key, a missing required or an
 unknown top-level field) are quarantined.  Curated records are matched to
 input lines by a unique field (`event_id` by default).
+
+--expect gives the generator's ground truth (bench/gen-user-events.py
+--expect; several files are concatenated in order, line i for input line i):
+then every line the generator wrote as valid must be curated exactly once
+and never quarantined, and every invalid one quarantined with the code and
+path the generator gave, whatever kiln's own violation list says.
+
+scan-pii: the same personal-data scan over any files (logs, stdout, stderr):
+the values come from --input lines (through the field spec) and from the
+"pii" lists of --expect files; exits 1 naming each file that holds one.
 """
 
 import argparse
@@ -329,6 +342,84 @@ def load_input(path, spec):
     return raw, recs
 
 
+def load_expect(paths):
+    """The generator's facts, concatenated in order; None without files."""
+    if not paths:
+        return None
+    out = []
+    for path in paths:
+        with open(path, "rb") as f:
+            for line in f:
+                if line.strip():
+                    out.append(json.loads(line))
+    return out
+
+
+def collect_pii(inp, fields, expect):
+    """Raw personal values (bytes, longest first) of parsed input lines and expectations."""
+    pii = set()
+    for r in inp:
+        v = r["obj"]
+        if not is_obj(v):
+            continue
+        for k, x in v[1]:
+            f = fields.get(k)
+            if not f:
+                continue
+            if f.get("mode") in ("token", "keep-domain", "redact", "drop"):
+                if isinstance(x, str):
+                    pii.add(x)
+                    if f.get("format") == "email" or f.get("mode") == "keep-domain":
+                        pii.add(norm_email(x))
+                elif isinstance(x, tuple) and x[0] == NUM:
+                    pii.add(x[1])
+            elif f.get("mode") == "scan":
+                for s in strings_in(x, []):
+                    for _, written, _, normed in detections(s):
+                        pii.update((written, normed))
+    for e in expect or ():
+        pii.update(x for x in e.get("pii", ()) if isinstance(x, str))
+    return sorted(p.encode("utf-8", "surrogatepass") for p in pii if len(p) >= MIN_PII_LEN)
+
+
+def pii_found(pii, hay):
+    """The personal values that occur in hay."""
+    if not hay:
+        return []
+    grams = {hay[i:i + MIN_PII_LEN] for i in range(len(hay) - MIN_PII_LEN + 1)}
+    return [p for p in pii if p[:MIN_PII_LEN] in grams and p in hay]
+
+
+def scan_main(argv):
+    ap = argparse.ArgumentParser(prog="curate_check.py scan-pii")
+    ap.add_argument("--input", action="append", default=[])
+    ap.add_argument("--expect", action="append", default=[])
+    ap.add_argument("--fields")
+    ap.add_argument("files", nargs="*")
+    a = ap.parse_args(argv)
+    spec = DEFAULT_SPEC
+    if a.fields:
+        with open(a.fields) as f:
+            spec = json.load(f)
+    inp = []
+    for path in a.input:
+        inp.extend(load_input(path, spec)[1])
+    pii = collect_pii(inp, spec["fields"], load_expect(a.expect))
+    if not pii:
+        print("FAIL: no personal values collected (no --input or --expect with any)")
+        return 1
+    bad = 0
+    for path in a.files:
+        with open(path, "rb") as f:
+            found = pii_found(pii, f.read())
+        if found:
+            bad += 1
+            # the file and how many; never the values themselves
+            print("FAIL: %s holds %d raw personal values" % (path, len(found)))
+    print("scan-pii: %d personal values, %d files scanned, %d with personal data" % (len(pii), len(a.files), bad))
+    return 1 if bad else 0
+
+
 def expected_field(key, prefix, fspec, v):
     """Expected curated value of one pseudonymised field: (present, value)."""
     mode = fspec.get("mode", "keep")
@@ -366,6 +457,7 @@ def main(argv=None):
     ap.add_argument("--fields", help="field spec (JSON); default: contracts/user-events.yaml's")
     ap.add_argument("--contract", help="the contract file, to check its digest")
     ap.add_argument("--logs", nargs="*", default=[], help="kiln stdout/stderr files to scan for personal data")
+    ap.add_argument("--expect", nargs="*", default=[], help="the generator's ground truth, in input order")
     a = ap.parse_args(argv)
 
     spec = DEFAULT_SPEC
@@ -386,6 +478,10 @@ def main(argv=None):
         return 2
     input_bytes, inp = load_input(a.input, spec)
     n_in = len(inp)
+    expect = load_expect(a.expect)
+    if expect is not None and len(expect) != n_in:
+        print("curate_check.py: %d expectations for %d input lines" % (len(expect), n_in), file=sys.stderr)
+        return 2
 
     # event_id -> offsets
     by_match = collections.defaultdict(list)
@@ -582,6 +678,7 @@ def main(argv=None):
 
     # ---- quarantine
     quarantined = collections.Counter()
+    q_first = {}  # offset -> (code, path) of its quarantine line
     q_codes = collections.Counter()
     n_qlines = 0
     qdir = os.path.join(a.store, "quarantine", topic or "", "0", a.dataset, a.branch)
@@ -623,11 +720,15 @@ def main(argv=None):
             off = q["offset"]
             offs.append(off)
             quarantined[off] += 1
+            q_first[off] = (q["code"], q["path"])
             q_codes[q["code"]] += 1
             if not R.check("quarantine offsets are input lines", 0 <= off < n_in, "%s: offset %d" % (where, off)):
                 continue
             rawline = inp[off]["raw"]
-            if "record_base64" in q:
+            if q.get("record", "") is None:
+                # FORMATS.md: null for a record over source.max_record_bytes
+                same = q["code"] == "too_large"
+            elif "record_base64" in q:
                 try:
                     rec = base64.b64decode(q["record_base64"], validate=True)
                 except ValueError:
@@ -651,6 +752,25 @@ def main(argv=None):
                     "offset %d (%s)" % (off, inp[off]["known_invalid"]))
     for off in quarantined:
         R.check("quarantine offsets are input lines", 0 <= off < n_in, "offset %d" % off)
+
+    # ---- the generator's ground truth, record by record
+    if expect is not None:
+        outcomes = collections.Counter()
+        for off, e in enumerate(expect):
+            c, q = curated_count[off], quarantined[off]
+            outcomes[e.get("code") or e.get("outcome")] += 1
+            if e.get("outcome") == "valid":
+                R.check("valid lines (generator) are curated exactly once, never quarantined", c == 1 and q == 0,
+                        "offset %d: curated %d times, quarantined %d times%s"
+                        % (off, c, q, " as %s %s" % q_first[off] if off in q_first else ""))
+            else:
+                want = (e.get("code"), e.get("path"))
+                R.check("invalid lines (generator) are quarantined, never curated", q == 1 and c == 0,
+                        "offset %d (%s %s): curated %d times, quarantined %d times" % ((off,) + want + (c, q)))
+                if off in q_first:
+                    R.check("invalid lines (generator) carry the expected code and path", q_first[off] == want,
+                            "offset %d: quarantined as %s %s, expected %s %s" % ((off,) + q_first[off] + want))
+        R.check("expectations cover valid and invalid lines", outcomes["valid"] > 0, "no valid line expected")
 
     # ---- stats.json
     if isinstance(stats, dict):
@@ -695,35 +815,11 @@ def main(argv=None):
     blobs = git.cat_batch(sorted(blob_ids))
 
     # ---- no personal data anywhere
-    pii = set()
-    for r in inp:
-        v = r["obj"]
-        if not is_obj(v):
-            continue
-        for k, x in v[1]:
-            f = fields.get(k)
-            if not f:
-                continue
-            if f.get("mode") in ("token", "keep-domain", "redact", "drop"):
-                if isinstance(x, str):
-                    pii.add(x)
-                    if f.get("format") == "email" or f.get("mode") == "keep-domain":
-                        pii.add(norm_email(x))
-                elif isinstance(x, tuple) and x[0] == NUM:
-                    pii.add(x[1])
-            elif f.get("mode") == "scan":
-                for s in strings_in(x, []):
-                    for _, written, _, normed in detections(s):
-                        pii.update((written, normed))
-    pii = sorted(p.encode("utf-8", "surrogatepass") for p in pii if len(p) >= MIN_PII_LEN)
+    pii = collect_pii(inp, fields, expect)
     R.check("personal data collected from the input", len(pii) > 0, "none found: is --fields right?")
 
     def scan(name, label, hay):
-        if not hay:
-            R.ok(name)
-            return
-        grams = {hay[i:i + MIN_PII_LEN] for i in range(len(hay) - MIN_PII_LEN + 1)}
-        bad = [p for p in pii if p[:MIN_PII_LEN] in grams and p in hay]
+        bad = pii_found(pii, hay)
         R.check(name, not bad, "%s holds %d raw personal values" % (label, len(bad)))
 
     scan("no raw personal data in shards", "decompressed shards", b"\n".join(shard_texts))
@@ -785,4 +881,6 @@ def check_record(R, key, prefix, fields, src, cur, where):
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["scan-pii"]:
+        sys.exit(scan_main(sys.argv[2:]))
     sys.exit(main())

@@ -8,6 +8,10 @@
 # across rebalances. Also: SIGTERM drains and exits 0, /metrics and /healthz
 # answer, `kiln snapshot` commits, the raw zone holds every record
 # byte-exact, a gap under on_gap: stop exits 2, under skip is recorded.
+# The records (5 % invalid, of every kind, too_large included) come with the
+# generator's expected outcome, which kafka_check.py holds each one to; it
+# also recomputes the tokens with the key and scans the shards, and
+# pii_scan_logs every log, for the records' personal values.
 #
 # KILLS (default 3) and RECORDS (default 4000) size it; `make soak` runs it
 # with KILLS=20. Every address is 127.0.0.1.
@@ -38,12 +42,19 @@ bs=$(head -1 "$tmp/pf" 2>/dev/null)
 [ -n "$bs" ] || { echo "broker did not start"; cat "$tmp/broker.out"; exit 1; }
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/key"
 chmod 600 "$tmp/key"
-"$py" "$src/bench/gen-user-events.py" --records "$records" --seed 11 --invalid-rate 0.05 -o "$tmp/all.jsonl"
+limit=16384 # source.max_record_bytes; the generator's too_large records are 1000 bytes longer
+"$py" "$src/bench/gen-user-events.py" --records "$records" --seed 11 --invalid-rate 0.05 --max-record-bytes "$limit" \
+	-o "$tmp/all.jsonl" --expect "$tmp/all.expect"
+"$py" "$src/bench/gen-user-events.py" --records 1 --seed 12 -o "$tmp/marker.jsonl" --expect "$tmp/marker.expect"
+expect=(--expect "$tmp/all.jsonl" "$tmp/all.expect" --expect "$tmp/marker.jsonl" "$tmp/marker.expect" --key "$tmp/key")
+pii_exempt=(kcat.log kcat2.log py.log py2.log) # what the producers sent
 half=$((records / 2))
 head -n "$half" "$tmp/all.jsonl" >"$tmp/kcat.jsonl"
 tail -n +$((half + 1)) "$tmp/all.jsonl" >"$tmp/py.jsonl"
 
-pipeline() { # FILE TOPIC GROUP DATASET [EXTRA YAML]
+pipeline() { # FILE TOPIC GROUP DATASET [EXTRA YAML] [SNAPSHOT YAML]
+	local snapshot='snapshot: {records: 300, seconds: 1, drain_seconds: 20}'
+	[ -z "${6:-}" ] || snapshot=$6
 	cat >"$1" <<EOF
 dataset: $4
 contract: $src/contracts/user-events.yaml
@@ -52,6 +63,7 @@ source:
   brokers: $bs
   topics: [$2]
   group: $3
+  max_record_bytes: $limit
   batch: {records: 200, ms: 50}
   options:
     session.timeout.ms: "${SESSION_MS:-3000}"
@@ -60,7 +72,7 @@ pseudonymise: {key_file: $tmp/key}
 split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}
 store: {url: file://$tmp/store}
 manifest: {repo: $tmp/m.git}
-snapshot: {records: 300, seconds: 1, drain_seconds: 20}
+$snapshot
 ${5:-}
 EOF
 }
@@ -68,13 +80,18 @@ EOF
 # kcat in chunks (so production overlaps the kills); the log is what kcat acknowledged
 produce_kcat() { # TOPIC INPUT LOG
 	split -n l/20 "$2" "$tmp/chunk.$1."
+	local c rc=0
 	: >"$3"
 	for c in "$tmp/chunk.$1."*; do
 		if kcat -P -b "$bs" -t "$1" -l "$c" 2>>"$tmp/kcat.err"; then
 			cat "$c" >>"$3"
+		else
+			rc=1
+			echo "  kcat -P failed on $c"
 		fi
 		ms_sleep $((produce_seconds * 50))
 	done
+	return "$rc"
 }
 
 starts=0
@@ -129,7 +146,7 @@ rc=0
 timeout 120 "$kiln" run "$tmp/p1.yaml" --stop-at-end >"$tmp/end1.out" 2>"$tmp/end1.err" || rc=$?
 check "--stop-at-end reads the rest and exits 0" test "$rc" -eq 0
 check "phase 1: every record exactly once" "$py" "$src/tests/integration/kafka_check.py" --repo "$tmp/m.git" \
-	--dataset ev --store "$tmp/store" --topic ev "$tmp/kcat.log" "$tmp/py.log"
+	--dataset ev --store "$tmp/store" --topic ev "${expect[@]}" "$tmp/kcat.log" "$tmp/py.log"
 check "phase 1: git fsck" git --git-dir "$tmp/m.git" fsck --strict --no-dangling
 nshards=$(find "$tmp/store/shards" -name '*.zst' | wc -l)
 check "shards pass zstd -t" sh -c "find '$tmp/store/shards' -name '*.zst' -print0 | xargs -0 zstd -tq"
@@ -147,7 +164,11 @@ sys.exit(0 if raw == produced else 1)
 ' "$tmp/kcat.log" "$tmp/py.log" "$tmp/raw.values"
 
 # --- metrics, healthz, kiln snapshot -----------------------------------------
-pipeline "$tmp/p1m.yaml" ev g1 ev "metrics: {listen: 127.0.0.1:0}"
+# no periodic snapshot within the test (an hour, no record count): only the
+# request commits the marker record
+pipeline "$tmp/p1m.yaml" ev g1 ev "metrics: {listen: 127.0.0.1:0}" \
+	'snapshot: {records: 0, seconds: 3600, drain_seconds: 20}'
+before_snap=$(git --git-dir "$tmp/m.git" rev-parse refs/heads/ev/main)
 start_daemon "$tmp/p1m.yaml" d1m
 port=
 for _ in $(seq 100); do
@@ -157,11 +178,14 @@ for _ in $(seq 100); do
 done
 check "metrics listener announced its port" test -n "$port"
 wait_assigned "$daemon_log"
-marker="{\"event_id\":\"kiln-test-$RANDOM$RANDOM\"}"; printf '%s\n' "$marker" | kcat -P -b "$bs" -t ev 2>/dev/null
-printf '%s\n' "$marker" >>"$tmp/kcat.log"
-sleep 1
+check "kcat produced the marker record" kcat -P -b "$bs" -t ev -l "$tmp/marker.jsonl"
+cat "$tmp/marker.jsonl" >>"$tmp/kcat.log"
+consumed() { # the daemon read the marker (its records_in counter moved)
+	curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/metrics" 2>/dev/null && grep -Eq '^kiln_records_in_total [1-9]' "$tmp/metrics"
+}
+check "the daemon consumed the marker record (within 60 s)" poll 60 consumed
 check "/healthz answers ok" sh -c "curl -sf http://127.0.0.1:$port/healthz | grep -qx ok"
-curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/metrics" 2>/dev/null
+check "no periodic snapshot committed the marker" test "$(git --git-dir "$tmp/m.git" rev-parse refs/heads/ev/main)" = "$before_snap"
 check "/metrics counts records in" grep -Eq '^kiln_records_in_total [1-9]' "$tmp/metrics"
 check "/metrics counts quarantined by code" grep -q '^kiln_records_quarantined_total{code="' "$tmp/metrics"
 check "/metrics has consumer lag per partition" grep -q '^kiln_consumer_lag{topic="ev",partition="0"}' "$tmp/metrics"
@@ -170,12 +194,15 @@ check "/metrics has the batch latency histogram" grep -q '^kiln_batch_seconds_bu
 check "kiln snapshot exits 0" test $? -eq 0
 tip=$(git --git-dir "$tmp/m.git" rev-parse refs/heads/ev/main)
 check "kiln snapshot prints the branch tip" grep -q "\"commit\":\"$tip\"" "$tmp/snap.out"
+check "kiln snapshot made a commit (the periodic one is an hour away)" test "$tip" != "$before_snap"
+check "the requested snapshot holds the marker record" sh -c "git --git-dir '$tmp/m.git' show refs/heads/ev/main:lineage.json >'$tmp/lin.snap' && \
+	git --git-dir '$tmp/m.git' show '$before_snap:lineage.json' >'$tmp/lin.before' && ! cmp -s '$tmp/lin.before' '$tmp/lin.snap'"
 check "the snapshot counted the new record" sh -c "git --git-dir '$tmp/m.git' log -1 --format=%s refs/heads/ev/main | grep -q '+1 record'"
 kill -TERM "$daemon"
 wait "$daemon"
 check "SIGTERM with the listener: exit 0" test $? -eq 0
 check "after kiln snapshot: still exactly once" "$py" "$src/tests/integration/kafka_check.py" --repo "$tmp/m.git" \
-	--dataset ev --store "$tmp/store" --topic ev "$tmp/kcat.log" "$tmp/py.log"
+	--dataset ev --store "$tmp/store" --topic ev "${expect[@]}" "$tmp/kcat.log" "$tmp/py.log"
 
 # --- phase 2: two daemons in one group, kills across rebalances --------------
 pipeline "$tmp/p2.yaml" ev2 g2 ev2
@@ -215,8 +242,10 @@ rc=0
 timeout 120 "$kiln" run "$tmp/p2.yaml" --stop-at-end >"$tmp/end2.out" 2>"$tmp/end2.err" || rc=$?
 check "phase 2: --stop-at-end exits 0" test "$rc" -eq 0
 check "phase 2: every record exactly once" "$py" "$src/tests/integration/kafka_check.py" --repo "$tmp/m.git" \
-	--dataset ev2 --store "$tmp/store" --topic ev2 "$tmp/kcat2.log" "$tmp/py2.log"
+	--dataset ev2 --store "$tmp/store" --topic ev2 "${expect[@]}" "$tmp/kcat2.log" "$tmp/py2.log"
 check "phase 2: git fsck" git --git-dir "$tmp/m.git" fsck --strict --no-dangling
+
+check "no personal data in any log, stdout or stderr" pii_scan_logs
 
 echo "kafka_exactly_once: $passed passed, $failed failed (kills: $kills, records: $records)"
 [ "$failed" -eq 0 ]

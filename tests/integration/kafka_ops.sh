@@ -10,7 +10,9 @@
 #  - pipeline errors name file:line:col and the key;
 #  - a broker that cannot be reached gives rate-limited log lines, no exit;
 #  - a store that fails is retried with backoff; when it is back the run goes
-#    on and every record is still committed exactly once.
+#    on and every record is still committed exactly once, with the outcome
+#    the generator expects for it (kafka_check.py --expect, tokens
+#    recomputed with the key); no log holds a personal value (pii_scan_logs).
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -76,7 +78,7 @@ for e in json.load(sys.stdin)["partitions"]:
 # --- gaps ----------------------------------------------------------------------
 pipeline "$tmp/gap.yaml" gap g-gap gap
 "$py" "$src/bench/gen-user-events.py" --records 10 --seed 3 -o "$tmp/ten.jsonl"
-kcat -P -b "$bs" -t gap -p 0 -l "$tmp/ten.jsonl"
+check "gap: kcat produced 10 records" kcat -P -b "$bs" -t gap -p 0 -l "$tmp/ten.jsonl"
 check "gap: first run commits 10 records" status_is 0 timeout 60 "$kiln" run "$tmp/gap.yaml" --stop-at-end
 check "gap: lineage next is 10" test "$(lineage_of gap gap 0 next)" = 10
 "$py" -c '
@@ -85,7 +87,7 @@ with open(sys.argv[1], "w") as f:
     for i in range(7000):
         f.write(json.dumps({"event_id": "big-%d" % i, "pad": "x" * 1000}) + "\n")
 ' "$tmp/big.jsonl"
-kcat -P -b "$bs" -t gap -p 0 -l "$tmp/big.jsonl"
+check "gap: kcat produced 7000 records" kcat -P -b "$bs" -t gap -p 0 -l "$tmp/big.jsonl"
 read -r lo hi < <(watermarks gap 0)
 check "gap: the mock cluster dropped the oldest offsets (low watermark $lo > 10)" test "${lo:-0}" -gt 10
 tip=$(git --git-dir "$tmp/m.git" rev-parse refs/heads/gap/main)
@@ -112,12 +114,12 @@ check "recreated topic: the error says so" grep -q "gap/0 ends at offset 0, befo
 # --- start: latest ---------------------------------------------------------------
 pipeline "$tmp/late.yaml" late g-late late "  start: latest"
 "$py" "$src/bench/gen-user-events.py" --records 15 --seed 6 -o "$tmp/late.jsonl"
-head -n 10 "$tmp/late.jsonl" | kcat -P -b "$bs" -t late -p 0
+check "start latest: kcat produced 10 records" sh -c "head -n 10 '$tmp/late.jsonl' | kcat -P -b '$bs' -t late -p 0"
 before0=$(watermarks late 0 | cut -d' ' -f2)
 before1=$(watermarks late 1 | cut -d' ' -f2)
 check "start latest: a first run reads nothing and exits 0" status_is 0 timeout 60 "$kiln" run "$tmp/late.yaml" --stop-at-end
 check "start latest: ... but pins where it started in lineage.json" test "$(lineage_of late late 0 next)" = "$before0" -a "$(lineage_of late late 1 next)" = "$before1" -a "$before0" = 10
-tail -n 5 "$tmp/late.jsonl" | kcat -P -b "$bs" -t late -p 0
+check "start latest: kcat produced 5 more" sh -c "tail -n 5 '$tmp/late.jsonl' | kcat -P -b '$bs' -t late -p 0"
 check "start latest: the next run reads just what came after" status_is 0 timeout 60 "$kiln" run "$tmp/late.yaml" --stop-at-end
 check "start latest: +5 records" grep -q '+5 records' "$tmp/out"
 
@@ -125,11 +127,11 @@ check "start latest: +5 records" grep -q '+5 records' "$tmp/out"
 pipeline "$tmp/dlq.yaml" ev g-dlq ev "  dead_letter_topic: ev.dlq"
 printf '%s\n' '{"event_id":"not-a-uuid","x":1}' '{broken' >"$tmp/bad.jsonl"
 "$py" "$src/bench/gen-user-events.py" --records 20 --seed 4 -o "$tmp/good.jsonl"
-kcat -P -b "$bs" -t ev -p 0 -l "$tmp/good.jsonl"
-kcat -P -b "$bs" -t ev -p 1 -k key-1 -H origin=test -l "$tmp/bad.jsonl"
+check "dlq: kcat produced 20 records" kcat -P -b "$bs" -t ev -p 0 -l "$tmp/good.jsonl"
+check "dlq: kcat produced 2 more" kcat -P -b "$bs" -t ev -p 1 -k key-1 -H origin=test -l "$tmp/bad.jsonl"
 check "dlq: run exits 0" status_is 0 timeout 60 "$kiln" run "$tmp/dlq.yaml" --stop-at-end
 check "dlq: 2 quarantined" grep -q '(20 valid, 2 quarantined)' "$tmp/out"
-kcat -C -b "$bs" -t ev.dlq -e -q -f '%k\t%h\t%s\n' >"$tmp/dlq.txt" 2>/dev/null
+check "dlq: kcat reads the dead-letter topic" sh -c "kcat -C -b '$bs' -t ev.dlq -e -q -f '%k\t%h\t%s\n' >'$tmp/dlq.txt' 2>'$tmp/dlq.kcat.err'"
 check "dlq: two records on the dead-letter topic" test "$(wc -l <"$tmp/dlq.txt")" -eq 2
 check "dlq: the original value, key and headers" grep -qF "key-1	origin=test,kiln.reason=" "$tmp/dlq.txt"
 check "dlq: the json_syntax record with its reason" grep -q 'kiln.reason=json_syntax,.*kiln.source.topic=ev,kiln.source.partition=1,kiln.source.offset=1	{broken$' "$tmp/dlq.txt"
@@ -154,13 +156,15 @@ check "config: --stop-at-end on a file source exits 2" status_is 2 "$kiln" run "
 # --- an unreachable broker: logged, rate-limited, no exit; SIGTERM still works ---
 pipeline "$tmp/down.yaml" ev g-down ev
 sed -i "s|brokers: .*|brokers: 127.0.0.1:1|" "$tmp/down.yaml"
+down_start=$SECONDS
 "$kiln" run "$tmp/down.yaml" >"$tmp/down.out" 2>"$tmp/down.err" &
 down=$!
 pids+=($down)
-sleep 5
-check "broker down: still running after 5 s" kill -0 "$down"
+check "broker down: logged (within 30 s)" poll 30 grep -q '"event":"broker_error"' "$tmp/down.err"
+check "broker down: still running" kill -0 "$down"
 n=$(grep -c '"event":"broker_error"' "$tmp/down.err")
-check "broker down: logged, at most a line per 10 s ($n)" test "$n" -ge 1 -a "$n" -le 2
+elapsed=$((SECONDS - down_start))
+check "broker down: at most a line per 10 s ($n in ${elapsed} s)" test "$n" -ge 1 -a "$n" -le $((elapsed / 10 + 2))
 check "broker down: the log names the endpoint" grep -q '"brokers":"127.0.0.1:1"' "$tmp/down.err"
 kill -TERM "$down"
 rc=0
@@ -174,33 +178,41 @@ for _ in $(seq 100); do [ -s "$tmp/pf2" ] && break; sleep 0.1; done
 pipeline "$tmp/out.yaml" out g-out out
 sed -i -e "s|brokers: .*|brokers: $(head -1 "$tmp/pf2")|" -e "s|store: .*|store: {url: file://$tmp/ostore}|" "$tmp/out.yaml"
 printf 'snapshot: {records: 50, seconds: 1}\n' >>"$tmp/out.yaml"
-"$py" "$src/bench/gen-user-events.py" --records 600 --seed 9 --invalid-rate 0.05 -o "$tmp/o.jsonl"
+printf '  max_record_bytes: 16384\n' >"$tmp/limit.yaml"
+sed -i "/^  group: /r $tmp/limit.yaml" "$tmp/out.yaml"
+"$py" "$src/bench/gen-user-events.py" --records 600 --seed 9 --invalid-rate 0.05 --max-record-bytes 16384 \
+	-o "$tmp/o.jsonl" --expect "$tmp/o.expect"
 head -n 300 "$tmp/o.jsonl" >"$tmp/o1.jsonl"
 tail -n +301 "$tmp/o.jsonl" >"$tmp/o2.jsonl"
 bs2=$(head -1 "$tmp/pf2")
-kcat -P -b "$bs2" -t out -l "$tmp/o1.jsonl"
+check "store outage: kcat produced the first 300 records" kcat -P -b "$bs2" -t out -l "$tmp/o1.jsonl"
 "$kiln" run "$tmp/out.yaml" >"$tmp/out.out" 2>"$tmp/out.err" &
 od=$!
 pids+=($od)
 for _ in $(seq 300); do grep -q '"event":"snapshot"' "$tmp/out.err" && break; sleep 0.1; done
 mv "$tmp/ostore" "$tmp/ostore.away" && : >"$tmp/ostore" # every write now fails, even as root
-kcat -P -b "$bs2" -t out -l "$tmp/o2.jsonl"
-sleep 6
+away=$SECONDS
+check "store outage: kcat produced the other 300" kcat -P -b "$bs2" -t out -l "$tmp/o2.jsonl"
+failures() { grep -Ec '"event":"(batch|snapshot)_failed"' "$tmp/out.err"; }
+failed_once() { [ "$(failures)" -ge 1 ]; }
+check "store down: the failure is logged (within 60 s)" poll 60 failed_once
 check "store down: still running" kill -0 "$od"
-check "store down: the failure is logged" grep -Eq '"event":"(batch|snapshot)_failed"' "$tmp/out.err"
-n=$(grep -Ec '"event":"(batch|snapshot)_failed"' "$tmp/out.err")
-check "store down: retried with backoff, not spinning ($n lines in 6 s)" test "$n" -le 6
 check "store down: the log names the store" grep -q "$tmp/ostore" "$tmp/out.err"
 rm "$tmp/ostore" && mv "$tmp/ostore.away" "$tmp/ostore"
 before=$(grep -c '"event":"snapshot"' "$tmp/out.err")
 for _ in $(seq 400); do [ "$(grep -c '"event":"snapshot"' "$tmp/out.err")" -gt "$before" ] && break; sleep 0.1; done
 check "store back: snapshots resume" test "$(grep -c '"event":"snapshot"' "$tmp/out.err")" -gt "$before"
+n=$(failures)
+elapsed=$((SECONDS - away))
+check "store outage: retried with backoff, not spinning ($n failures in $elapsed s)" test "$n" -le $((elapsed + 2))
 kill -TERM "$od"
 rc=0
 wait "$od" || rc=$?
 check "store back: SIGTERM exits 0" test "$rc" -eq 0
 check "store outage: every record exactly once" "$py" "$src/tests/integration/kafka_check.py" --repo "$tmp/m.git" \
-	--dataset out --store "$tmp/ostore" --topic out "$tmp/o1.jsonl" "$tmp/o2.jsonl"
+	--dataset out --store "$tmp/ostore" --topic out --expect "$tmp/o.jsonl" "$tmp/o.expect" --key "$tmp/key" \
+	"$tmp/o1.jsonl" "$tmp/o2.jsonl"
+check "no personal data in any log, stdout or stderr" pii_scan_logs
 
 echo "kafka_ops: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -206,9 +206,21 @@ assert st["valid"] == sum(s["records"] for s in st["splits"].values()), st
 PY
 }
 check "the remote has every shard line, both lineages and summed stats" remote_ok
-check "host a's branch equals the remote's" test "$(git --git-dir="$tmp/a.git" rev-parse "$main")" = \
-	"$(git --git-dir="$tmp/remote.git" rev-parse "$main")" -o \
-	"$(git --git-dir="$tmp/b.git" rev-parse "$main")" = "$(git --git-dir="$tmp/remote.git" rev-parse "$main")"
+tip_of() { git --git-dir="$1" rev-parse -q --verify "$2" 2>/dev/null; }
+hosts_tips_ok() { # one host's tip is the remote's, the other's is its parent: both pushes landed, in either order
+	local r p a b
+	r=$(tip_of "$tmp/remote.git" "$main") p=$(tip_of "$tmp/remote.git" "$main^")
+	a=$(tip_of "$tmp/a.git" "$main") b=$(tip_of "$tmp/b.git" "$main")
+	if [ -z "$r" ] || [ -z "$p" ] || [ -z "$a" ] || [ -z "$b" ]; then
+		echo "  a branch is missing"
+		return 1
+	fi
+	[ "$a" = "$r" ] && [ "$b" = "$p" ] && return 0
+	[ "$b" = "$r" ] && [ "$a" = "$p" ] && return 0
+	echo "  remote $r (parent $p), host a $a, host b $b"
+	return 1
+}
+check "the hosts' branches are the remote's tip and its parent" hosts_tips_ok
 check "the remote's history is linear, one commit per run" \
 	test "$(git --git-dir="$tmp/remote.git" rev-list --count --merges "$main")" -eq 0 -a \
 	"$(git --git-dir="$tmp/remote.git" rev-list --count "$main")" -eq 2
@@ -247,6 +259,8 @@ check "kiln gc on the shared store: says so" contains "$tmp/gc10.out" "reclaimab
 for r in remote a b c x; do
 	check "git fsck --strict ($r)" git --git-dir="$tmp/$r.git" fsck --strict --no-progress --no-dangling
 done
+
+check "no personal data in any log, stdout or stderr" pii_scan_logs
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

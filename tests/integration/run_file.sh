@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `kiln run` end to end with a file source: generated user events (5 %
-# invalid) are curated into a file:// store and a bare manifest repository,
-# then tests/integration/curate_check.py recomputes tokens, splits, shard
-# hashes, quarantine, lineage and stats from docs/FORMATS.md. Also: resuming
+# invalid, every kind including too_large, too_deep and invalid_utf8) are
+# curated into a file:// store and a bare manifest repository, then
+# tests/integration/curate_check.py recomputes tokens, splits, shard hashes,
+# quarantine, lineage and stats from docs/FORMATS.md and holds every record
+# to the generator's expected outcome (--expect). Also: resuming
 # after appended records, a run with nothing new, git fsck and git log on the
 # manifest, zstd -t on every object, config and key errors (exit 2, one
 # line), --set store.url and a stdin source.
@@ -36,10 +38,13 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# every run reads records of at most 16 KiB: the generator's too_large
+# records are 1000 bytes longer
+limit=16384
 runs() { # NAME WANT_STATUS ARGS...: `kiln run ARGS`, stdin from $stdin, output in $tmp/NAME.out/.err
 	local name=$1 want=$2 rc=0
 	shift 2
-	"$kiln" run "$@" <"${stdin:-/dev/null}" >"$tmp/$name.out" 2>"$tmp/$name.err" || rc=$?
+	"$kiln" run "$@" --set source.max_record_bytes="$limit" <"${stdin:-/dev/null}" >"$tmp/$name.out" 2>"$tmp/$name.err" || rc=$?
 	[ "$rc" -eq "$want" ] && return 0
 	echo "  kiln run $*: exit $rc, expected $want"
 	sed 's/^/  | /' "$tmp/$name.err" | head -5
@@ -50,7 +55,7 @@ curated_ok() { # NAME ARGS...: curate_check.py ARGS passes
 	local name=$1
 	shift
 	"$py" "$checker" --key "$tmp/hmac.key" --manifest "$tmp/m.git" --dataset user-events \
-		--contract "$contract" "$@" >"$tmp/$name.check" 2>&1 && return 0
+		--contract "$contract" --expect "$tmp/in.expect" "$@" >"$tmp/$name.check" 2>&1 && return 0
 	sed 's/^/  | /' "$tmp/$name.check" | tail -40
 	return 1
 }
@@ -82,7 +87,7 @@ export KILN_INPUT=$tmp/in.jsonl KILN_KEY_FILE=$tmp/hmac.key KILN_STORE=file://$t
 (umask 077 && head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$tmp/hmac.key")
 check "key is 64 hex characters, mode 0600" \
 	test "$(grep -Ec '^[0-9a-f]{64}$' "$tmp/hmac.key")" = 1 -a "$(stat -c %a "$tmp/hmac.key")" = 600
-"$py" "$gen" --records 3000 --invalid-rate 0.05 --seed 7 -o "$tmp/in.jsonl"
+"$py" "$gen" --records 3000 --invalid-rate 0.05 --seed 7 --max-record-bytes "$limit" -o "$tmp/in.jsonl" --expect "$tmp/in.expect"
 check "generator wrote 3000 records" test "$(wc -l <"$tmp/in.jsonl")" -eq 3000
 
 # ---- run 1: 3000 records
@@ -95,7 +100,8 @@ check "run 1 output is checked" curated_ok run1 --input "$tmp/in.jsonl" --store 
 	--logs "$tmp/run1.out" "$tmp/run1.err"
 
 # ---- run 2: 1000 appended records, resumed at offset 3000
-"$py" "$gen" --records 1000 --invalid-rate 0.05 --seed 8 >>"$tmp/in.jsonl"
+"$py" "$gen" --records 1000 --invalid-rate 0.05 --seed 8 --max-record-bytes "$limit" --append -o "$tmp/in.jsonl" \
+	--expect "$tmp/in.expect"
 check "generator appended 1000 records" test "$(wc -l <"$tmp/in.jsonl")" -eq 4000
 check "run 2 exits 0" runs run2 0 "$pipeline"
 check "run 2 reports +1000 records" contains "$tmp/run2.out" "+1000 records"
@@ -275,6 +281,8 @@ KILN_INPUT=$tmp/optional.jsonl KILN_STORE=file://$tmp/optional-store KILN_MANIFE
 check "optional split key: the run succeeds" grep -q "+4 records (3 valid, 1 quarantined)" "$tmp/optional.out"
 check "optional split key: the record without it is quarantined as missing_required" \
 	sh -c "zstd -dc '$tmp'/optional-store/quarantine/*/0/*/*/*.jsonl.zst | grep -q '\"offset\":3,\"code\":\"missing_required\",\"path\":\"user_id\"'"
+
+check "no personal data in any log, stdout or stderr" pii_scan_logs
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -216,7 +216,7 @@ EOF
 (umask 077 && head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$tmp/hmac.key")
 check "key is 64 hex characters, mode 0600" \
 	test "$(grep -Ec '^[0-9a-f]{64}$' "$tmp/hmac.key")" = 1 -a "$(stat -c %a "$tmp/hmac.key")" = 600
-"$py" "$gen" --records 1500 --invalid-rate 0.05 --seed 11 -o "$tmp/in.jsonl"
+"$py" "$gen" --records 1500 --invalid-rate 0.05 --seed 11 -o "$tmp/in.jsonl" --expect "$tmp/in.expect"
 check "generator wrote 1500 records" test "$(wc -l <"$tmp/in.jsonl")" -eq 1500
 
 # ---- the run into s3://kiln-run/kiln
@@ -228,8 +228,8 @@ check "run into s3: no secret in the output" no_secret s3run S3RVER
 
 shards_ok() { s3py shards "$tmp/m.git" "$ref" kiln/ 2>"$tmp/shards.log" || { cat "$tmp/shards.log"; return 1; }; }
 check "every listed shard is in the bucket, BLAKE2b-256 = its name" shards_ok
-s3py ls kiln/ >"$tmp/bucket.ls" 2>"$tmp/bucket.ls.err"
-check "bucket listing (boto3)" test -s "$tmp/bucket.ls"
+bucket_listed() { s3py ls kiln/ >"$tmp/bucket.ls" 2>"$tmp/bucket.ls.err" && test -s "$tmp/bucket.ls"; }
+check "bucket listing (boto3)" bucket_listed
 check "quarantine object in the bucket" \
 	grep -Eq '^kiln/quarantine/user-events/0/user-events/main/[0-9]+-[0-9]+\.jsonl\.zst [1-9][0-9]* *$' "$tmp/bucket.ls"
 check "nothing outside shards/ and quarantine/" \
@@ -242,7 +242,8 @@ curated_ok() { # NAME STOREDIR BRANCH LOGS...
 	local name=$1 store=$2 branch=$3
 	shift 3
 	"$py" "$checker" --input "$tmp/in.jsonl" --key "$tmp/hmac.key" --store "$store" --manifest "$tmp/m.git" \
-		--dataset user-events --branch "$branch" --contract "$contract" --logs "$@" >"$tmp/$name.check" 2>&1 && return 0
+		--dataset user-events --branch "$branch" --contract "$contract" --expect "$tmp/in.expect" --logs "$@" \
+		>"$tmp/$name.check" 2>&1 && return 0
 	sed 's/^/  | /' "$tmp/$name.check" | tail -40
 	return 1
 }
@@ -259,7 +260,9 @@ check "wrong secret: names the signature or credentials" error_matches wrongsecr
 check "wrong secret: no secret in the error" no_secret wrongsecret wrong S3RVER
 check "wrong secret: no branch" no_branch wrong-secret
 check "wrong secret: manifest refs unchanged" refs_unchanged "$tmp/refs.before"
-check "wrong secret: bucket unchanged" diff -u "$tmp/bucket.before" <(s3py ls kiln/)
+listed() { s3py ls "$1" >"$tmp/listed" || { echo "  boto3 could not list $1"; return 1; }; }
+check "wrong secret: boto3 lists the bucket" listed kiln/
+check "wrong secret: bucket unchanged" diff -u "$tmp/bucket.before" "$tmp/listed"
 
 # ---- a credentials file: 0644 refused, 0600 used (environment credentials unset)
 printf '# kiln\naccess_key_id = S3RVER\nsecret_access_key=S3RVER\n' >"$tmp/creds"
@@ -271,7 +274,12 @@ check "credentials file 0644: one line naming the file and its mode" one_line_er
 check "credentials file 0644: no secret in the error" no_secret creds644 S3RVER
 check "credentials file 0644: no branch" no_branch creds-file
 check "credentials file 0644: manifest refs unchanged" refs_unchanged "$tmp/refs.before"
-check "credentials file 0644: nothing in the bucket" test -z "$(s3py ls kiln-creds/)"
+nothing_under() { # PREFIX: boto3 lists the prefix (and succeeds) and finds nothing
+	local listing
+	listing=$(s3py ls "$1") || { echo "  boto3 could not list $1"; return 1; }
+	[ -z "$listing" ] || { echo "  objects under $1"; return 1; }
+}
+check "credentials file 0644: nothing in the bucket" nothing_under kiln-creds/
 chmod 600 "$tmp/creds"
 check "credentials file 0600: exit 0" runs creds600 0 env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY \
 	"$kiln" run "$pipeline" --set branch=creds-file --set store.url="s3://$bucket/kiln-creds" \
@@ -307,5 +315,7 @@ if [ "$failed" -gt 0 ]; then
 	echo "s3rver log (last 20 lines):"
 	tail -20 "$tmp/s3rver.log"
 fi
+check "no personal data in any log, stdout or stderr" pii_scan_logs
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -108,5 +108,8 @@ check "version text" grep -Eq "^kiln [0-9]+\.[0-9]+\.[0-9]+$" "$tmp/out"
 check "unknown command" status_is 2 "$kiln" frobnicate
 check "no command" status_is 2 "$kiln"
 
+pii_inputs=("$src/samples/user-events.jsonl" "$src/samples/user-events-invalid.jsonl")
+check "no personal data in any log, stdout or stderr" pii_scan_logs
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
