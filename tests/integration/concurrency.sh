@@ -253,5 +253,7 @@ check "nothing unreachable is left" test -z "$(gitm "$m" fsck --unreachable --no
 check "every version still verifies after compaction" \
 	status_is 0 "$kiln" verify user-events@main --deep --manifest "$m" --store "file://$st"
 
+check "no personal data in any log" pii_scan_logs
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -102,5 +102,8 @@ check "every record exactly once" "$py" "$src/tests/integration/kafka_check.py" 
 	--dataset grp --store "$tmp/store" --topic grp "$tmp/produced.log"
 check "git fsck" git --git-dir "$tmp/m.git" fsck --strict --no-dangling --no-progress
 
+pii_exempt=(produced.log)
+check "no personal data in any log" pii_scan_logs
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
