@@ -20,6 +20,7 @@ Prints one line per failed check and a summary; exits 1 on any failure.
 """
 
 import argparse
+import base64
 import collections
 import glob
 import hashlib
@@ -102,7 +103,12 @@ def main():
                 key = (q["topic"], q["partition"], q["offset"])
                 if q["offset"] >= nexts.get((q["topic"], q["partition"]), 0):
                     continue  # read by a run that did not commit it; read again later
-                raw = q["record"].encode() if "record" in q else None
+                if "record_base64" in q:
+                    raw = base64.b64decode(q["record_base64"])
+                elif isinstance(q.get("record"), str):
+                    raw = q["record"].encode("utf-8", "surrogatepass")
+                else:
+                    raw = None  # a tombstone, or longer than max_record_bytes
                 if key in quarantined and quarantined[key] != raw:
                     fail("quarantine: offset %s holds two different records" % (key,))
                 quarantined[key] = raw
