@@ -1453,7 +1453,11 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 		KILN_LOG(KILN_LOG_INFO, "left_unclosed", "never assigned; librdkafka < 2.3 cannot close such a member");
 		left_open = r->rk; /* not destroyed either, for the same reason; still reachable */
 		r->rk = NULL;
-	} else if (!watermarks_free_to_ask(r) || !close_consumer(r, r->drain_until_ms)) {
+	} else if (!watermarks_free_to_ask(r)) {
+		KILN_LOG(KILN_LOG_INFO, "left_unclosed", "a watermark query still waits for the broker; leaving without closing");
+		left_open = r->rk;
+		r->rk = NULL;
+	} else if (!close_consumer(r, r->drain_until_ms)) {
 		KILN_LOG(KILN_LOG_INFO, "left_unclosed", "the group did not answer in time; leaving without closing");
 		left_open = r->rk;
 		r->rk = NULL;

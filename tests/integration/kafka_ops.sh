@@ -15,7 +15,8 @@
 #    still committed exactly once;
 #  - a broker gone longer than session.timeout.ms does not hold SIGTERM: the
 #    run exits 0 within drain_seconds, and a run against the broker back
-#    resumes with every record exactly once;
+#    resumes with every record exactly once; nor does a watermark query
+#    waiting for that broker after a failed snapshot;
 #  - quarantine lines tell a tombstone (null) from an empty value, and code
 #    bytes that are not UTF-8 invalid_utf8 as the file source does.
 set -uo pipefail
@@ -266,6 +267,47 @@ check "broker back: a new run resumes and exits 0" status_is 0 timeout 120 "$kil
 	--set "source.brokers=$bs3"
 check "broker back: every record exactly once" "$py" "$src/tests/integration/kafka_check.py" --repo "$tmp/m.git" \
 	--dataset gone --store "$tmp/gstore" --topic down "$tmp/g0.jsonl" "$tmp/g1.jsonl" "$tmp/g2.jsonl"
+
+# --- the broker gone while a snapshot fails: the watermark query does not hold SIGTERM
+# (reading again asks the broker for the partition's oldest offset; librdkafka
+# 2.0.2 waits for a broker that is gone past the query's timeout)
+start_broker "$tmp/pf5"
+pipeline "$tmp/stuck.yaml" down g-stuck stuck
+sed -i -e "s|brokers: .*|brokers: $bs3|" -e "s|store: .*|store: {url: file://$tmp/sstore}|" \
+	-e 's|session.timeout.ms: "6000"|session.timeout.ms: "60000"|' "$tmp/stuck.yaml"
+printf 'snapshot: {records: 0, seconds: 0, drain_seconds: 20}\nmetrics: {listen: "127.0.0.1:0"}\n' >>"$tmp/stuck.yaml"
+kcat -P -b "$bs3" -t down -p 0 -l "$tmp/g0.jsonl"
+"$kiln" run "$tmp/stuck.yaml" >"$tmp/stuck.out" 2>"$tmp/stuck.err" &
+sp=$!
+pids+=($sp)
+for _ in $(seq 600); do grep -q '"event":"listening"' "$tmp/stuck.err" && break; sleep 0.1; done
+port=$(grep -o '"event":"listening".*"port":[0-9]*' "$tmp/stuck.err" | grep -o '[0-9]*$')
+records_in() { curl -s "http://127.0.0.1:$port/metrics" | grep -q "^kiln_records_in_total $1\$"; }
+for _ in $(seq 600); do records_in 200 && break; sleep 0.1; done
+check "stuck query: a first snapshot" status_is 0 timeout 150 "$kiln" snapshot "127.0.0.1:$port"
+kcat -P -b "$bs3" -t down -p 0 -l "$tmp/g1.jsonl"
+for _ in $(seq 600); do records_in 400 && break; sleep 0.1; done
+kill -KILL "$b3"
+wait "$b3" 2>/dev/null
+mv "$tmp/sstore" "$tmp/sstore.away" && : >"$tmp/sstore"
+kill -USR1 "$sp"
+for _ in $(seq 600); do grep -q '"event":"snapshot_failed"' "$tmp/stuck.err" && break; sleep 0.1; done
+check "stuck query: the snapshot failed" grep -q '"event":"snapshot_failed"' "$tmp/stuck.err"
+kill -TERM "$sp"
+for _ in $(seq 300); do kill -0 "$sp" 2>/dev/null || break; sleep 0.1; done # drain_seconds + 10 s
+check "stuck query: SIGTERM ends the run within drain_seconds" sh -c "! kill -0 $sp 2>/dev/null"
+kill -KILL "$sp" 2>/dev/null
+rc=0
+wait "$sp" || rc=$?
+check "stuck query: exit 0 (what was not committed is read again)" test "$rc" -eq 0
+rm "$tmp/sstore" && mv "$tmp/sstore.away" "$tmp/sstore"
+start_broker "$tmp/pf6"
+kcat -P -b "$bs3" -t down -p 0 -l "$tmp/g0.jsonl"
+kcat -P -b "$bs3" -t down -p 0 -l "$tmp/g1.jsonl"
+check "stuck query: a new run resumes and exits 0" status_is 0 timeout 120 "$kiln" run "$tmp/stuck.yaml" --stop-at-end \
+	--set "source.brokers=$bs3"
+check "stuck query: every record exactly once" "$py" "$src/tests/integration/kafka_check.py" --repo "$tmp/m.git" \
+	--dataset stuck --store "$tmp/sstore" --topic down "$tmp/g0.jsonl" "$tmp/g1.jsonl"
 
 # --- quarantine: tombstones, empty values, bytes that are not UTF-8 ----------------
 pipeline "$tmp/tomb.yaml" tomb g-tomb tomb
