@@ -42,7 +42,8 @@ static const char usage_text[] =
 	"  -h, --help            show this help\n"
 	"\n"
 	"Exit status: 0 on a commit (or nothing new to read), 2 on a config, key,\n"
-	"store or manifest error, or a gap under source.on_gap: stop.\n";
+	"store or manifest error, a gap under source.on_gap: stop, or (--stop-at-end)\n"
+	"no broker answering within source.connect_timeout.\n";
 
 static volatile sig_atomic_t stop_requested, snapshot_requested;
 
