@@ -36,11 +36,14 @@ static const char usage_text[] =
 	"  -s, --set KEY=VALUE   override a config value, e.g. --set split.salt=v2\n"
 	"                        (after ${NAME} / ${NAME:-default} expansion)\n"
 	"      --stop-at-end     kafka: commit and exit once every assigned partition\n"
-	"                        is read to its end (for batch jobs, tests, benchmarks)\n"
+	"                        is read to its end (for batch jobs, tests, benchmarks);\n"
+	"                        exit 2 when no broker answers within\n"
+	"                        source.connect_timeout seconds (default 30)\n"
 	"  -h, --help            show this help\n"
 	"\n"
 	"Exit status: 0 on a commit (or nothing new to read), 2 on a config, key,\n"
-	"store or manifest error, or a gap under source.on_gap: stop.\n";
+	"store or manifest error, a gap under source.on_gap: stop, or (--stop-at-end)\n"
+	"no broker answering within source.connect_timeout.\n";
 
 static volatile sig_atomic_t stop_requested, snapshot_requested;
 

@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "core/buf.h"
+#include "core/json.h"
 
 static const char usage_text[] =
 	"usage: kiln snapshot HOST:PORT\n"
@@ -18,8 +19,28 @@ static const char usage_text[] =
 	"The commit is the branch tip this run last made (unchanged when there was\n"
 	"nothing new). SIGUSR1 to the run does the same without waiting.\n"
 	"\n"
-	"Exit status: 0 when committed, 1 when the snapshot failed, 2 when the run\n"
-	"cannot be reached.\n";
+	"Exit status: 0 when committed, 1 when the snapshot failed (the reason on\n"
+	"stderr, also when there was nothing new but what was read since the last\n"
+	"commit could not be committed), 2 when the run cannot be reached.\n";
+
+/* The "error" member of the run's answer, decoded, or the answer as it is. */
+static void put_reason(kiln_buf *out, const kiln_buf *body)
+{
+	kiln_json_scanner *s = kiln_json_scanner_new(NULL);
+	kiln_json_token t;
+	char reason[1024];
+
+	if (s && body->len && kiln_json_lookup(s, body->ptr, body->len, "error", &t) == 1 && t.type == KILN_JSON_STRING) {
+		size_t n = kiln_json_unescape(reason, sizeof(reason), &t);
+		if (n == (size_t)-1)
+			kiln_buf_put(out, t.ptr, t.len); /* longer than any kiln error: as written */
+		else
+			kiln_buf_put(out, reason, n);
+	} else {
+		kiln_buf_put(out, body->ptr ? body->ptr : "", strcspn(body->ptr ? body->ptr : "", "\n"));
+	}
+	kiln_json_scanner_free(s);
+}
 
 static size_t collect(char *data, size_t size, size_t n, void *ctx)
 {
@@ -73,11 +94,20 @@ int kiln_cmd_snapshot(int argc, char **argv)
 		kiln_buf_free(&body);
 		return kiln_cli_fail("snapshot", "%s: %s", url, err[0] ? err : curl_easy_strerror(res));
 	}
-	fwrite(body.ptr ? body.ptr : "", 1, body.len, status == 200 ? stdout : stderr);
-	kiln_buf_free(&body);
-	if (status == 200)
+	if (status == 200) {
+		fwrite(body.ptr ? body.ptr : "", 1, body.len, stdout);
+		kiln_buf_free(&body);
 		return KILN_EXIT_OK;
-	if (status == 404)
+	}
+	if (status == 404) {
+		kiln_buf_free(&body);
 		return kiln_cli_fail("snapshot", "%s: not a kiln run with a Kafka source (HTTP 404)", url);
+	}
+	kiln_buf reason = KILN_BUF_INIT(4096);
+	put_reason(&reason, &body);
+	kiln_buf_putc(&reason, '\0');
+	kiln_cli_fail("snapshot", "%s: the snapshot failed (HTTP %ld): %s", url, status, reason.ptr ? reason.ptr : "");
+	kiln_buf_free(&reason);
+	kiln_buf_free(&body);
 	return KILN_EXIT_INVALID;
 }

@@ -170,8 +170,14 @@ void kiln_json_scanner_reset(kiln_json_scanner *s, const char *text, size_t len)
 	}
 }
 
+static const unsigned char *scan_utf8(const unsigned char *p, const unsigned char *end);
+
+/* A byte the grammar cannot take that does not start valid UTF-8 makes the
+ * text invalid_utf8 rather than json_syntax, outside strings as inside. */
 static int fail(kiln_json_scanner *s, kiln_reject code, const unsigned char *at)
 {
+	if (code == KILN_REJECT_JSON_SYNTAX && at < s->end && *at >= 0x80 && !scan_utf8(at, s->end))
+		code = KILN_REJECT_INVALID_UTF8;
 	s->state = S_ERROR;
 	s->error = code;
 	s->error_offset = (size_t)(at - s->text);

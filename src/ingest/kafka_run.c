@@ -22,6 +22,7 @@
 #include <inttypes.h>
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,9 +74,13 @@ struct krun {
 	kiln_stats delta; /* since the last snapshot */
 	uint64_t pending;  /* records consumed since the last snapshot */
 	int64_t last_snapshot_ms;
+	int64_t drain_until_ms; /* when the watchdog ends the drain (0: not draining) */
 	int fatal;           /* a gap under on_gap: stop, or another reason to end the run */
 	bool ever_assigned;  /* the group gave this member an assignment (even an empty one) */
+	bool reached;        /* a broker answered (metadata or an assignment) */
 	char fatal_msg[512];
+	char failing[512];   /* why the last snapshot or batch failed, until a commit ("": none) */
+	struct watermarks *wm_stuck; /* a watermark query that outlived its wait, or NULL */
 	_Atomic int dlq_failed;
 	kiln_run_result *out;
 	struct metrics mx;
@@ -86,6 +91,7 @@ struct krun {
 	uint64_t req_asked, req_done;
 	char req_commit[41];
 	int req_rc;
+	char req_error[512];
 	_Atomic int64_t heartbeat_ms;
 };
 
@@ -272,6 +278,11 @@ static int consume(void *ctx, kiln_batch *b)
 	struct part *pt = b->source_ctx;
 	int rc;
 
+	/* a tombstone (null value) was validated as no bytes; its quarantine
+	 * line says null, an empty value "" */
+	for (size_t i = 0; i < b->reject_count; i++)
+		if (!((const rd_kafka_message_t *)b->borrowed[b->rejects[i].index])->payload)
+			b->rec[b->rejects[i].index] = NULL;
 	if ((rc = kiln_batch_deliver(b, r->writers, r->quarantine, &r->delta)) < 0)
 		return rc;
 	for (size_t i = 0; i < b->reject_count; i++) {
@@ -414,6 +425,129 @@ static int64_t start_offset(const struct krun *r, const struct part *pt)
 	return r->p->start_latest ? RD_KAFKA_OFFSET_END : RD_KAFKA_OFFSET_BEGINNING;
 }
 
+/* rd_kafka_query_watermark_offsets does not keep its timeout while the
+ * broker is gone (librdkafka 2.0.2 waits for it to come back), and it runs
+ * on the main thread, inside the rebalance callback too. So each query runs
+ * on a thread of its own while the main thread waits at most WATERMARK_MS,
+ * and no longer once a stop is asked for. A query still running then keeps
+ * its thread (and a reference to this struct); until it ends, no other is
+ * started, and at the end the consumer is left open rather than destroyed
+ * under it. */
+#define WATERMARK_MS 10000
+
+struct watermarks {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	rd_kafka_t *rk;
+	char *topic;
+	int32_t partition;
+	int64_t lo, hi;
+	rd_kafka_resp_err_t err;
+	bool done;
+	int refs; /* the query thread's and the waiter's */
+};
+
+static void watermarks_unref(struct watermarks *w)
+{
+	bool last;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	last = --w->refs == 0;
+	pthread_mutex_unlock(&w->lock);
+	if (!last)
+		return;
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
+	free(w->topic);
+	free(w);
+}
+
+static void *watermarks_thread(void *arg)
+{
+	struct watermarks *w = arg;
+	int64_t lo = -1, hi = -1;
+	rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(w->rk, w->topic, w->partition, &lo, &hi, WATERMARK_MS);
+
+	pthread_mutex_lock(&w->lock);
+	w->lo = lo;
+	w->hi = hi;
+	w->err = err;
+	w->done = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	watermarks_unref(w);
+	return NULL;
+}
+
+/* A stuck query that has ended since is forgotten. true: none is stuck. */
+static bool watermarks_free_to_ask(struct krun *r)
+{
+	bool done;
+
+	if (!r->wm_stuck)
+		return true;
+	pthread_mutex_lock(&r->wm_stuck->lock);
+	done = r->wm_stuck->done;
+	pthread_mutex_unlock(&r->wm_stuck->lock);
+	if (!done)
+		return false;
+	watermarks_unref(r->wm_stuck);
+	r->wm_stuck = NULL;
+	return true;
+}
+
+/* The partition's oldest and next offsets from the broker, waiting at most
+ * WATERMARK_MS (RD_KAFKA_RESP_ERR__TIMED_OUT past that, or once stopping). */
+static rd_kafka_resp_err_t query_watermarks(struct krun *r, const struct part *pt, int64_t *lo, int64_t *hi)
+{
+	struct watermarks *w;
+	pthread_t thread;
+	int64_t until = now_ms() + WATERMARK_MS;
+	rd_kafka_resp_err_t err;
+	bool stuck;
+
+	if (*r->o->stop || !watermarks_free_to_ask(r))
+		return RD_KAFKA_RESP_ERR__TIMED_OUT;
+	if (!(w = calloc(1, sizeof(*w))) || !(w->topic = strdup(pt->topic))) {
+		free(w);
+		return RD_KAFKA_RESP_ERR__FAIL;
+	}
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	w->rk = r->rk;
+	w->partition = pt->partition;
+	w->refs = 2;
+	if (pthread_create(&thread, NULL, watermarks_thread, w) != 0) {
+		w->refs = 1;
+		watermarks_unref(w);
+		return RD_KAFKA_RESP_ERR__FAIL;
+	}
+	pthread_detach(thread);
+	pthread_mutex_lock(&w->lock);
+	while (!w->done && !*r->o->stop && now_ms() < until) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000000L; /* a stop is seen within 0.1 s */
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+	}
+	stuck = !w->done;
+	err = stuck ? RD_KAFKA_RESP_ERR__TIMED_OUT : w->err;
+	*lo = w->lo;
+	*hi = w->hi;
+	pthread_mutex_unlock(&w->lock);
+	if (stuck)
+		r->wm_stuck = w; /* our reference, until it ends */
+	else
+		watermarks_unref(w);
+	return err;
+}
+
 /* Decides where an assigned partition resumes (pt->position; -1: its
  * beginning) from lineage and the partition's watermarks:
  *  - no lineage: the beginning, or with start: latest the end as it is now
@@ -432,7 +566,7 @@ static void plan_resume(struct krun *r, struct part *pt)
 	pt->position = pt->committed;
 	if (pt->committed < 0 && !r->p->start_latest)
 		return;
-	err = rd_kafka_query_watermark_offsets(r->rk, pt->topic, pt->partition, &lo, &hi, 10000);
+	err = query_watermarks(r, pt, &lo, &hi);
 	if (err) {
 		KILN_LOG(KILN_LOG_WARN, "watermarks_unknown", rd_kafka_err2str(err), KILN_F_STR("brokers", r->p->brokers),
 			 KILN_F_STR("topic", pt->topic), KILN_F_INT("partition", pt->partition));
@@ -585,7 +719,12 @@ static int snapshot(struct krun *r, const char *why)
 	if ((rc = kiln_quarantine_flush(r->quarantine)) < 0)
 		goto done;
 	if (r->dlq) {
-		rd_kafka_flush(r->dlq, 30000);
+		/* up to 30 s, less when draining: a broker that is gone must not
+		 * use up drain_seconds (the snapshot then fails, nothing is lost) */
+		int64_t flush_ms = 30000;
+		if (r->drain_until_ms && r->drain_until_ms - now_ms() - 1000 < flush_ms)
+			flush_ms = r->drain_until_ms - now_ms() - 1000;
+		rd_kafka_flush(r->dlq, flush_ms > 0 ? (int)flush_ms : 0);
 		if (rd_kafka_outq_len(r->dlq) > 0 || r->dlq_failed) {
 			r->dlq_failed = 0;
 			rc = kiln_error_set(KILN_ERETRY, "%s: dead-letter topic %s: not every record was delivered",
@@ -649,6 +788,7 @@ static int snapshot(struct krun *r, const char *why)
 		 KILN_F_INT("shards", shards), KILN_F_INT("partitions", n));
 	memset(d, 0, sizeof(*d));
 	r->pending = 0;
+	r->failing[0] = '\0';
 	rc = writers_new(r);
 	if (rc == 0)
 		rc = 1;
@@ -660,17 +800,17 @@ done:
 	return rc;
 }
 
-/* A snapshot that, failing, abandons; returns < 0 only for a fatal error. */
-static int snapshot_or_abandon(struct krun *r, const char *why)
+/* After a snapshot or a batch failed (kiln_error_last() says why): logs
+ * EVENT, keeps the reason for `kiln snapshot` until the next commit, and
+ * reads again from the last commit. < 0 only for a fatal error. */
+static int failed(struct krun *r, const char *event, const char *why, int64_t retry_ms)
 {
-	int rc = snapshot(r, why);
-
-	if (rc >= 0)
-		return rc;
-	if (rc == KILN_EINVALID || rc == KILN_ENOMEM)
-		return rc;
-	KILN_LOG(KILN_LOG_WARN, "snapshot_failed", kiln_error_last());
-	return abandon(r, "the snapshot failed; reading again from the last commit");
+	snprintf(r->failing, sizeof(r->failing), "%s", kiln_error_last());
+	if (retry_ms >= 0)
+		KILN_LOG(KILN_LOG_WARN, event, r->failing, KILN_F_INT("retry_ms", retry_ms));
+	else
+		KILN_LOG(KILN_LOG_WARN, event, r->failing);
+	return abandon(r, why);
 }
 
 /* ---- rebalances ----------------------------------------------------------- */
@@ -713,19 +853,13 @@ static void on_assign(struct krun *r, rd_kafka_topic_partition_list_t *list)
 
 static void on_revoke(struct krun *r, rd_kafka_topic_partition_list_t *list, bool lost)
 {
-	int rc;
+	int rc = 0;
 
 	/* hand the partitions over committed: the next owner resumes where this
 	 * run stopped. A lost assignment cannot be committed (another member may
 	 * own it already): abandon, the fence would refuse it anyway. */
-	if (lost)
-		rc = abandon(r, "the assignment was lost");
-	else
-		rc = snapshot_or_abandon(r, "rebalance");
-	if (rc < 0 && !r->fatal) {
-		r->fatal = rc;
-		snprintf(r->fatal_msg, sizeof(r->fatal_msg), "%s", kiln_error_last());
-	}
+	if (!lost)
+		rc = snapshot(r, "rebalance");
 	for (int i = 0; i < list->cnt; i++) {
 		struct part *pt = part_find(r, list->elems[i].topic, list->elems[i].partition);
 		if (!pt)
@@ -738,6 +872,17 @@ static void on_revoke(struct krun *r, rd_kafka_topic_partition_list_t *list, boo
 		kiln_gauge_set(pt->lag, 0); /* its new owner reports it */
 		KILN_LOG(KILN_LOG_INFO, "revoked", lost ? "lost" : NULL, KILN_F_STR("topic", pt->topic),
 			 KILN_F_INT("partition", pt->partition), KILN_F_INT("committed", pt->committed));
+	}
+	/* what is abandoned is read again only from the partitions still owned:
+	 * those revoked are neither asked for watermarks nor sought (with the
+	 * broker gone, the query would hold the callback) */
+	if (lost)
+		rc = abandon(r, "the assignment was lost");
+	else if (rc < 0 && rc != KILN_EINVALID && rc != KILN_ENOMEM)
+		rc = failed(r, "snapshot_failed", "the snapshot failed; reading again from the last commit", -1);
+	if (rc < 0 && !r->fatal) {
+		r->fatal = rc;
+		snprintf(r->fatal_msg, sizeof(r->fatal_msg), "%s", kiln_error_last());
 	}
 	kiln_gauge_add(r->mx.partitions, -(double)list->cnt);
 }
@@ -839,7 +984,9 @@ static int http_snapshot(void *ctx, const kiln_http_request *req, kiln_http_resp
 		kiln_buf_puts(&res->body, "{\"error\":\"the snapshot did not finish within 120 s\"}\n");
 	} else if (r->req_rc < 0) {
 		res->status = 500;
-		kiln_buf_puts(&res->body, "{\"error\":\"the snapshot failed; see the log\"}\n");
+		kiln_buf_puts(&res->body, "{\"error\":");
+		kiln_buf_put_json_string(&res->body, r->req_error, strlen(r->req_error));
+		kiln_buf_puts(&res->body, "}\n");
 	} else {
 		res->status = 200;
 		kiln_buf_printf(&res->body, "{\"commit\":\"%s\",\"dataset\":\"%s\",\"branch\":\"%s\"}\n", r->req_commit,
@@ -857,11 +1004,21 @@ static bool snapshot_requested(struct krun *r, uint64_t *ticket)
 	return *ticket > r->req_done;
 }
 
+/* Answers the requests up to TICKET with what the snapshot did (RC, and
+ * kiln_error_last() when it failed). Nothing new while what was read since
+ * the last commit could not be committed (r->failing) is a failure too: the
+ * tip is not what was asked for. */
 static void snapshot_answered(struct krun *r, uint64_t ticket, int rc)
 {
 	kiln_version tip = { 0 };
-	char spec[300];
+	char spec[300], error[512] = "";
 
+	if (rc < 0)
+		snprintf(error, sizeof(error), "%s", kiln_error_last());
+	else if (rc == 0 && r->failing[0]) {
+		rc = KILN_ERETRY;
+		snprintf(error, sizeof(error), "%s", r->failing);
+	}
 	/* nothing new: the answer is the branch as it is */
 	snprintf(spec, sizeof(spec), "%s@%s", r->p->dataset, r->p->branch);
 	if (rc >= 0 && !r->out->commit[0] && kiln_version_resolve(r->setup.manifest, spec, &tip) < 0)
@@ -869,6 +1026,7 @@ static void snapshot_answered(struct krun *r, uint64_t ticket, int rc)
 	pthread_mutex_lock(&r->req_lock);
 	r->req_done = ticket;
 	r->req_rc = rc;
+	memcpy(r->req_error, error, sizeof(error));
 	memcpy(r->req_commit, r->out->commit[0] ? r->out->commit : tip.commit, sizeof(r->req_commit));
 	pthread_cond_broadcast(&r->req_cond);
 	pthread_mutex_unlock(&r->req_lock);
@@ -1068,17 +1226,89 @@ static bool caught_up(const struct krun *r)
 	return assigned > 0;
 }
 
-/* Ends the run: the last snapshot within drain_seconds (a watchdog ends the
- * process past that: nothing is lost, the next run reads it again). */
+/* Ends the process drain_seconds after a stop was asked for (a signal, or
+ * the main loop ending), whatever the main thread is blocked in: nothing is
+ * lost, the next run reads again what was not committed. It watches from
+ * the start, so a stop that arrives while librdkafka holds the main thread
+ * (a rebalance callback, a broker that is gone) is bounded too. */
+struct watchdog {
+	volatile sig_atomic_t *stop;
+	unsigned seconds;
+	_Atomic bool draining, done;
+	_Atomic int64_t deadline_ms; /* -1 until a stop is seen */
+};
+
+static int64_t watchdog_deadline(struct watchdog *w)
+{
+	int64_t none = -1;
+
+	atomic_compare_exchange_strong(&w->deadline_ms, &none, now_ms() + (int64_t)w->seconds * 1000);
+	return w->deadline_ms;
+}
+
 static void *watchdog(void *arg)
 {
-	unsigned seconds = *(unsigned *)arg;
+	struct watchdog *w = arg;
 
-	sleep(seconds);
-	KILN_LOG(KILN_LOG_ERROR, "drain_timeout", "the last snapshot did not finish in time; exiting without it",
-		 KILN_F_INT("drain_seconds", seconds));
-	_exit(3);
+	while (!w->done) {
+		if ((*w->stop || w->draining) && now_ms() >= watchdog_deadline(w)) {
+			KILN_LOG(KILN_LOG_ERROR, "drain_timeout",
+				 "the last snapshot did not finish in time; exiting without it",
+				 KILN_F_INT("drain_seconds", w->seconds));
+			_exit(3);
+		}
+		usleep(50000);
+	}
 	return NULL;
+}
+
+/* Leaves the group within CLOSE_MS (less when the drain ends sooner). With
+ * the coordinator gone, rd_kafka_consumer_close would wait for it (about
+ * session.timeout.ms, longer while the broker is down): the close runs in
+ * the background instead, and a consumer that has not closed by then is
+ * left open, like one that never had an assignment (below). */
+#define CLOSE_MS 10000
+
+static bool close_consumer(struct krun *r, int64_t deadline)
+{
+	rd_kafka_queue_t *q = rd_kafka_queue_new(r->rk);
+	rd_kafka_error_t *error = rd_kafka_consumer_close_queue(r->rk, q);
+	int64_t until = now_ms() + CLOSE_MS;
+	bool closed = false;
+
+	if (deadline - 500 < until)
+		until = deadline - 500;
+	if (error) {
+		KILN_LOG(KILN_LOG_WARN, "close_error", rd_kafka_error_string(error));
+		rd_kafka_error_destroy(error);
+	} else {
+		/* serves the revocation (on_revoke) through the rebalance callback */
+		while (!(closed = rd_kafka_consumer_closed(r->rk)) && now_ms() < until)
+			rd_kafka_queue_poll_callback(q, 100);
+	}
+	rd_kafka_queue_destroy(q);
+	return closed;
+}
+
+/* With --stop-at-end, true (and the run fatal) once source.connect_timeout
+ * has passed since STARTED without a broker answering: no metadata (so no
+ * cluster id) and no assignment. */
+static bool unreachable(struct krun *r, int64_t started)
+{
+	char *cluster = rd_kafka_clusterid(r->rk, 0);
+
+	if (cluster || r->ever_assigned) {
+		rd_kafka_mem_free(r->rk, cluster);
+		r->reached = true;
+		return false;
+	}
+	if (now_ms() - started < (int64_t)r->p->connect_timeout * 1000)
+		return false;
+	r->fatal = KILN_EIO;
+	snprintf(r->fatal_msg, sizeof(r->fatal_msg),
+		 "%s: no broker answered within source.connect_timeout (%u s); nothing was read", r->p->brokers,
+		 r->p->connect_timeout);
+	return true;
 }
 
 #define POLL_RUN 1024
@@ -1086,10 +1316,10 @@ static void *watchdog(void *arg)
 static int loop(struct krun *r)
 {
 	const kiln_pipeline *p = r->p;
-	int64_t backoff_ms = 0;
+	int64_t backoff_ms = 0, started = now_ms();
 	int rc;
 
-	r->last_snapshot_ms = now_ms();
+	r->last_snapshot_ms = started;
 	while (!*r->o->stop && !r->fatal) {
 		uint64_t ticket = 0;
 		bool asked = snapshot_requested(r, &ticket) || (r->o->snapshot && *r->o->snapshot);
@@ -1110,8 +1340,8 @@ static int loop(struct krun *r)
 				snapshot_answered(r, ticket, rc);
 			if (rc < 0) {
 				backoff_ms = backoff_ms ? (backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2) : 500;
-				KILN_LOG(KILN_LOG_WARN, "snapshot_failed", kiln_error_last(), KILN_F_INT("retry_ms", backoff_ms));
-				if ((rc = abandon(r, "the snapshot failed; reading again from the last commit")) < 0)
+				if ((rc = failed(r, "snapshot_failed", "the snapshot failed; reading again from the last commit",
+						 backoff_ms)) < 0)
 					return rc;
 				for (int64_t t = 0; t < backoff_ms && !*r->o->stop; t += 100)
 					usleep(100000);
@@ -1130,6 +1360,8 @@ static int loop(struct krun *r)
 			goto fail;
 		if (r->o->stop_at_end && caught_up(r))
 			break; /* the last snapshot follows */
+		if (r->o->stop_at_end && !r->reached && unreachable(r, started))
+			break;
 		if (now / 1000 != now_ms() / 1000)
 			update_lag(r);
 		continue;
@@ -1137,8 +1369,8 @@ fail:
 		if (rc == KILN_EINVALID || rc == KILN_ENOMEM)
 			return rc;
 		backoff_ms = backoff_ms ? (backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2) : 500;
-		KILN_LOG(KILN_LOG_WARN, "batch_failed", kiln_error_last(), KILN_F_INT("retry_ms", backoff_ms));
-		if ((rc = abandon(r, "a batch could not be landed; reading again from the last commit")) < 0)
+		if ((rc = failed(r, "batch_failed", "a batch could not be landed; reading again from the last commit",
+				 backoff_ms)) < 0)
 			return rc;
 		for (int64_t t = 0; t < backoff_ms && !*r->o->stop; t += 100)
 			usleep(100000);
@@ -1154,8 +1386,10 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 	struct krun *r = calloc(1, sizeof(*r));
 	static volatile sig_atomic_t never;
 	kiln_kafka_run_options opts = *o;
-	pthread_t dog;
-	unsigned drain = p->drain_seconds;
+	struct watchdog dog = { .seconds = p->drain_seconds, .deadline_ms = -1 };
+	pthread_t dog_thread;
+	bool dog_started = false;
+	uint64_t ticket;
 	int rc, final;
 
 	memset(out, 0, sizeof(*out));
@@ -1166,6 +1400,8 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 	r->p = p;
 	r->o = &opts;
 	r->out = out;
+	dog.stop = opts.stop;
+	dog_started = pthread_create(&dog_thread, NULL, watchdog, &dog) == 0;
 	pthread_mutex_init(&r->req_lock, NULL);
 	pthread_cond_init(&r->req_cond, NULL);
 	r->heartbeat_ms = now_ms();
@@ -1197,26 +1433,35 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 	rc = loop(r);
 
 	/* the drain: commit what was consumed, then leave the group */
-	if (pthread_create(&dog, NULL, watchdog, &drain) == 0)
-		pthread_detach(dog);
+	dog.draining = true;
+	r->drain_until_ms = watchdog_deadline(&dog);
 	final = snapshot(r, *opts.stop ? "stopping" : "finished");
 	if (final < 0) {
 		KILN_LOG(KILN_LOG_ERROR, "snapshot_failed", kiln_error_last());
 		if (rc == 0)
 			rc = final;
 	}
+	if (snapshot_requested(r, &ticket)) /* asked for during the loop's last turn or the drain */
+		snapshot_answered(r, ticket, final);
 	kiln_gauge_set(r->mx.up, 0);
 	/* closing the consumer revokes: nothing is pending, so nothing commits.
 	 * librdkafka before 2.3 aborts closing a cooperative-sticky member that
 	 * never had an assignment (librdkafka issue #4312): such a member holds
 	 * nothing, so it leaves without closing (the coordinator drops it after
-	 * session.timeout.ms). */
+	 * session.timeout.ms). The same for a close the group does not answer
+	 * in time, and for a consumer a watermark query still holds. */
 	if (!r->ever_assigned && rd_kafka_version() < 0x020300ff) {
 		KILN_LOG(KILN_LOG_INFO, "left_unclosed", "never assigned; librdkafka < 2.3 cannot close such a member");
 		left_open = r->rk; /* not destroyed either, for the same reason; still reachable */
 		r->rk = NULL;
-	} else {
-		rd_kafka_consumer_close(r->rk);
+	} else if (!watermarks_free_to_ask(r)) {
+		KILN_LOG(KILN_LOG_INFO, "left_unclosed", "a watermark query still waits for the broker; leaving without closing");
+		left_open = r->rk;
+		r->rk = NULL;
+	} else if (!close_consumer(r, r->drain_until_ms)) {
+		KILN_LOG(KILN_LOG_INFO, "left_unclosed", "the group did not answer in time; leaving without closing");
+		left_open = r->rk;
+		r->rk = NULL;
 	}
 	if (r->fatal && rc == 0)
 		rc = kiln_error_set(r->fatal, "%s", r->fatal_msg);
@@ -1226,6 +1471,10 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 cleanup:
 	kiln_http_server_stop(r->http);
 	pthread_mutex_lock(&r->req_lock);
+	if (r->req_done < r->req_asked) {
+		r->req_rc = KILN_EIO;
+		snprintf(r->req_error, sizeof(r->req_error), "the run stopped before the snapshot");
+	}
 	r->req_done = r->req_asked;
 	pthread_cond_broadcast(&r->req_cond);
 	pthread_mutex_unlock(&r->req_lock);
@@ -1243,13 +1492,19 @@ cleanup:
 		rd_kafka_destroy(r->rk);
 	if (r->dlq) {
 		rd_kafka_flush(r->dlq, 5000);
+		rd_kafka_purge(r->dlq, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
 		rd_kafka_destroy(r->dlq);
 	}
+	watermarks_unref(r->wm_stuck);
 	writers_free(r);
 	kiln_run_setup_close(&r->setup);
 	kiln_metrics_free(r->mx.m);
 	pthread_mutex_destroy(&r->req_lock);
 	pthread_cond_destroy(&r->req_cond);
 	free(r);
+	if (dog_started) {
+		dog.done = true;
+		pthread_join(dog_thread, NULL);
+	}
 	return rc;
 }

@@ -27,7 +27,7 @@ static const char *const top_keys[] = { "dataset", "branch", "contract", "schema
 					NULL };
 static const char *const source_keys[] = { "kind", "path", "name", "max_record_bytes", "max_depth", "brokers",
 					   "topics", "group", "options", "start", "on_gap", "batch",
-					   "dead_letter_topic", NULL };
+					   "dead_letter_topic", "connect_timeout", NULL };
 static const char *const batch_keys[] = { "records", "bytes", "ms", NULL };
 static const char *const snapshot_keys[] = { "records", "seconds", "drain_seconds", NULL };
 static const char *const raw_keys[] = { "enabled", NULL };
@@ -70,7 +70,7 @@ static const char *name_from_path(loader *l, const char *path)
 }
 
 static const char *const kafka_only[] = { "brokers", "topics", "group", "options", "start", "on_gap", "batch",
-					  "dead_letter_topic", NULL };
+					  "dead_letter_topic", "connect_timeout", NULL };
 
 /* A Kafka topic name: [A-Za-z0-9._-], at most 249 characters. */
 static bool topic_ok(const char *s)
@@ -196,6 +196,10 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 			return rc;
 		p->batch_ms = (unsigned)v;
 	}
+	v = 30;
+	if ((rc = kiln_config_int(&l->cfg, src, "source", "connect_timeout", 1, 3600, &v)) < 0)
+		return rc;
+	p->connect_timeout = (unsigned)v;
 	p->source_name = p->topics[0];
 	p->raw_zone = true;
 	return 0;

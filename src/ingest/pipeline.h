@@ -56,6 +56,7 @@ typedef struct kiln_pipeline {
 	size_t batch_bytes;           /* or bytes (default 1 MiB), */
 	unsigned batch_ms;            /* or this long after its first record (default 100) */
 	const char *dead_letter_topic; /* NULL: none */
+	unsigned connect_timeout;      /* --stop-at-end: give up when no broker answered in this many seconds (default 30) */
 	bool raw_zone;                 /* write consumed batches to raw/ (default true for kafka) */
 	/* snapshot policy (kafka): commit after this many records, at least this
 	 * often while records arrive, and drain within drain_seconds on SIGTERM */

@@ -145,7 +145,7 @@ def main():
                 elif "record_base64" in q:
                     raw = base64.b64decode(q["record_base64"])
                 else:
-                    raw = None  # longer than source.max_record_bytes: not kept
+                    raw = None  # a tombstone, or longer than source.max_record_bytes: not kept
                 if key in quarantined and quarantined[key] != raw:
                     fail("quarantine: offset %s holds two different records" % (key,))
                 quarantined[key] = raw

@@ -9,10 +9,18 @@
 #    original headers and kiln.* reason headers;
 #  - pipeline errors name file:line:col and the key;
 #  - a broker that cannot be reached gives rate-limited log lines, no exit;
-#  - a store that fails is retried with backoff; when it is back the run goes
-#    on and every record is still committed exactly once, with the outcome
-#    the generator expects for it (kafka_check.py --expect, tokens
-#    recomputed with the key); no log holds a personal value (pii_scan_logs).
+#    with --stop-at-end, one line and exit 2 after source.connect_timeout;
+#  - a store that fails is retried with backoff, `kiln snapshot` says why it
+#    fails (exit 1); when it is back the run goes on and every record is
+#    still committed exactly once, with the outcome the generator expects
+#    for it (kafka_check.py --expect, tokens recomputed with the key);
+#  - a broker gone longer than session.timeout.ms does not hold SIGTERM: the
+#    run exits 0 within drain_seconds, and a run against the broker back
+#    resumes with every record exactly once; nor does a watermark query
+#    waiting for that broker after a failed snapshot;
+#  - quarantine lines tell a tombstone (null) from an empty value, and code
+#    bytes that are not UTF-8 invalid_utf8 as the file source does;
+#  - no log, stdout or stderr holds a personal value (pii_scan_logs).
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -29,7 +37,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$kiln" broker --partitions 2 --topics gap,ev,ev.dlq,late --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
+"$kiln" broker --partitions 2 --topics gap,ev,ev.dlq,late,tomb --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$tmp/pf" ] && break; sleep 0.1; done
 bs=$(head -1 "$tmp/pf" 2>/dev/null)
@@ -170,6 +178,10 @@ kill -TERM "$down"
 rc=0
 wait "$down" || rc=$?
 check "broker down: SIGTERM exits 0" test "$rc" -eq 0
+check "broker down, --stop-at-end: gives up after source.connect_timeout, exit 2" \
+	status_is 2 timeout 60 "$kiln" run "$tmp/down.yaml" --stop-at-end --set source.connect_timeout=2
+check "broker down, --stop-at-end: the last line names the brokers and the key" sh -c \
+	"tail -1 '$tmp/err' | grep -qx 'kiln run: 127.0.0.1:1: no broker answered within source.connect_timeout (2 s); nothing was read'"
 
 # --- a store outage: logged, retried with backoff, nothing lost or doubled -------
 "$kiln" broker --partitions 2 --topics out --port-file "$tmp/pf2" >"$tmp/broker2.out" 2>&1 &
@@ -177,7 +189,7 @@ pids+=($!)
 for _ in $(seq 100); do [ -s "$tmp/pf2" ] && break; sleep 0.1; done
 pipeline "$tmp/out.yaml" out g-out out
 sed -i -e "s|brokers: .*|brokers: $(head -1 "$tmp/pf2")|" -e "s|store: .*|store: {url: file://$tmp/ostore}|" "$tmp/out.yaml"
-printf 'snapshot: {records: 50, seconds: 1}\n' >>"$tmp/out.yaml"
+printf 'snapshot: {records: 50, seconds: 1}\nmetrics: {listen: "127.0.0.1:0"}\n' >>"$tmp/out.yaml"
 printf '  max_record_bytes: 16384\n' >"$tmp/limit.yaml"
 sed -i "/^  group: /r $tmp/limit.yaml" "$tmp/out.yaml"
 "$py" "$src/bench/gen-user-events.py" --records 600 --seed 9 --invalid-rate 0.05 --max-record-bytes 16384 \
@@ -198,6 +210,11 @@ failed_once() { [ "$(failures)" -ge 1 ]; }
 check "store down: the failure is logged (within 60 s)" poll 60 failed_once
 check "store down: still running" kill -0 "$od"
 check "store down: the log names the store" grep -q "$tmp/ostore" "$tmp/out.err"
+port=$(grep -o '"event":"listening".*"port":[0-9]*' "$tmp/out.err" | grep -o '[0-9]*$')
+check "store down: kiln snapshot exits 1" status_is 1 timeout 150 "$kiln" snapshot "127.0.0.1:$port"
+check "store down: ... one line with the reason, naming the store" sh -c \
+	"test \$(wc -l <'$tmp/err') -eq 1 && grep -q '^kiln snapshot: .*the snapshot failed (HTTP 500): .*$tmp/ostore' '$tmp/err'"
+check "store down: ... and no commit on stdout" test ! -s "$tmp/out"
 rm "$tmp/ostore" && mv "$tmp/ostore.away" "$tmp/ostore"
 before=$(grep -c '"event":"snapshot"' "$tmp/out.err")
 for _ in $(seq 400); do [ "$(grep -c '"event":"snapshot"' "$tmp/out.err")" -gt "$before" ] && break; sleep 0.1; done
@@ -205,6 +222,8 @@ check "store back: snapshots resume" test "$(grep -c '"event":"snapshot"' "$tmp/
 n=$(failures)
 elapsed=$((SECONDS - away))
 check "store outage: retried with backoff, not spinning ($n failures in $elapsed s)" test "$n" -le $((elapsed + 2))
+check "store back: kiln snapshot exits 0" status_is 0 timeout 150 "$kiln" snapshot "127.0.0.1:$port"
+check "store back: ... and prints the commit" grep -Eq '^\{"commit":"[0-9a-f]{40}","dataset":"out","branch":"main"\}$' "$tmp/out"
 kill -TERM "$od"
 rc=0
 wait "$od" || rc=$?
@@ -212,6 +231,118 @@ check "store back: SIGTERM exits 0" test "$rc" -eq 0
 check "store outage: every record exactly once" "$py" "$src/tests/integration/kafka_check.py" --repo "$tmp/m.git" \
 	--dataset out --store "$tmp/ostore" --topic out --expect "$tmp/o.jsonl" "$tmp/o.expect" --key "$tmp/key" \
 	"$tmp/o1.jsonl" "$tmp/o2.jsonl"
+
+# --- the broker gone past session.timeout.ms: SIGTERM still ends the run ------------
+start_broker() { # PORT_FILE: starts a broker for topic "down", sets bs3
+	rm -f "$1"
+	"$kiln" broker --partitions 2 --topics down --port-file "$1" >"$1.out" 2>&1 &
+	pids+=($!)
+	b3=$!
+	for _ in $(seq 100); do [ -s "$1" ] && break; sleep 0.1; done
+	bs3=$(head -1 "$1")
+}
+start_broker "$tmp/pf3"
+pipeline "$tmp/gone.yaml" down g-gone gone
+sed -i -e "s|brokers: .*|brokers: $bs3|" -e "s|store: .*|store: {url: file://$tmp/gstore}|" \
+	-e 's|session.timeout.ms: "6000"|session.timeout.ms: "3000", heartbeat.interval.ms: "500"|' "$tmp/gone.yaml"
+printf 'snapshot: {records: 50, seconds: 1, drain_seconds: 20}\n' >>"$tmp/gone.yaml"
+"$py" "$src/bench/gen-user-events.py" --records 500 --seed 11 --invalid-rate 0.05 -o "$tmp/g.jsonl"
+head -n 200 "$tmp/g.jsonl" >"$tmp/g0.jsonl"
+sed -n 201,400p "$tmp/g.jsonl" >"$tmp/g1.jsonl"
+tail -n +401 "$tmp/g.jsonl" >"$tmp/g2.jsonl"
+kcat -P -b "$bs3" -t down -p 0 -l "$tmp/g0.jsonl"
+kcat -P -b "$bs3" -t down -p 1 -l "$tmp/g1.jsonl"
+"$kiln" run "$tmp/gone.yaml" >"$tmp/gone.out" 2>"$tmp/gone.err" &
+gp=$!
+pids+=($gp)
+for _ in $(seq 600); do grep -q '"event":"snapshot"' "$tmp/gone.err" && break; sleep 0.1; done
+check "broker gone: a first snapshot" grep -q '"event":"snapshot"' "$tmp/gone.err"
+kill -KILL "$b3"
+wait "$b3" 2>/dev/null
+for _ in $(seq 600); do grep -q '"msg":"the assignment was lost"' "$tmp/gone.err" && break; sleep 0.1; done
+check "broker gone: the assignment is lost after session.timeout.ms" grep -q '"msg":"the assignment was lost"' "$tmp/gone.err"
+kill -TERM "$gp"
+for _ in $(seq 300); do kill -0 "$gp" 2>/dev/null || break; sleep 0.1; done # drain_seconds + 10 s
+check "broker gone: SIGTERM ends the run within drain_seconds" sh -c "! kill -0 $gp 2>/dev/null"
+kill -KILL "$gp" 2>/dev/null
+rc=0
+wait "$gp" || rc=$?
+check "broker gone: exit 0 (what was not committed is read again)" test "$rc" -eq 0
+# a new mock cluster holds nothing: the same records to the same partitions
+# give the same offsets; then records the first run never saw
+start_broker "$tmp/pf4"
+kcat -P -b "$bs3" -t down -p 0 -l "$tmp/g0.jsonl"
+kcat -P -b "$bs3" -t down -p 1 -l "$tmp/g1.jsonl"
+kcat -P -b "$bs3" -t down -p 0 -l "$tmp/g2.jsonl"
+check "broker back: a new run resumes and exits 0" status_is 0 timeout 120 "$kiln" run "$tmp/gone.yaml" --stop-at-end \
+	--set "source.brokers=$bs3"
+check "broker back: every record exactly once" "$py" "$src/tests/integration/kafka_check.py" --repo "$tmp/m.git" \
+	--dataset gone --store "$tmp/gstore" --topic down "$tmp/g0.jsonl" "$tmp/g1.jsonl" "$tmp/g2.jsonl"
+
+# --- the broker gone while a snapshot fails: the watermark query does not hold SIGTERM
+# (reading again asks the broker for the partition's oldest offset; librdkafka
+# 2.0.2 waits for a broker that is gone past the query's timeout)
+start_broker "$tmp/pf5"
+pipeline "$tmp/stuck.yaml" down g-stuck stuck
+sed -i -e "s|brokers: .*|brokers: $bs3|" -e "s|store: .*|store: {url: file://$tmp/sstore}|" \
+	-e 's|session.timeout.ms: "6000"|session.timeout.ms: "60000"|' "$tmp/stuck.yaml"
+printf 'snapshot: {records: 0, seconds: 0, drain_seconds: 20}\nmetrics: {listen: "127.0.0.1:0"}\n' >>"$tmp/stuck.yaml"
+kcat -P -b "$bs3" -t down -p 0 -l "$tmp/g0.jsonl"
+"$kiln" run "$tmp/stuck.yaml" >"$tmp/stuck.out" 2>"$tmp/stuck.err" &
+sp=$!
+pids+=($sp)
+for _ in $(seq 600); do grep -q '"event":"listening"' "$tmp/stuck.err" && break; sleep 0.1; done
+port=$(grep -o '"event":"listening".*"port":[0-9]*' "$tmp/stuck.err" | grep -o '[0-9]*$')
+records_in() { curl -s "http://127.0.0.1:$port/metrics" | grep -q "^kiln_records_in_total $1\$"; }
+for _ in $(seq 600); do records_in 200 && break; sleep 0.1; done
+check "stuck query: a first snapshot" status_is 0 timeout 150 "$kiln" snapshot "127.0.0.1:$port"
+kcat -P -b "$bs3" -t down -p 0 -l "$tmp/g1.jsonl"
+for _ in $(seq 600); do records_in 400 && break; sleep 0.1; done
+kill -KILL "$b3"
+wait "$b3" 2>/dev/null
+mv "$tmp/sstore" "$tmp/sstore.away" && : >"$tmp/sstore"
+kill -USR1 "$sp"
+for _ in $(seq 600); do grep -q '"event":"snapshot_failed"' "$tmp/stuck.err" && break; sleep 0.1; done
+check "stuck query: the snapshot failed" grep -q '"event":"snapshot_failed"' "$tmp/stuck.err"
+kill -TERM "$sp"
+for _ in $(seq 300); do kill -0 "$sp" 2>/dev/null || break; sleep 0.1; done # drain_seconds + 10 s
+check "stuck query: SIGTERM ends the run within drain_seconds" sh -c "! kill -0 $sp 2>/dev/null"
+kill -KILL "$sp" 2>/dev/null
+rc=0
+wait "$sp" || rc=$?
+check "stuck query: exit 0 (what was not committed is read again)" test "$rc" -eq 0
+rm "$tmp/sstore" && mv "$tmp/sstore.away" "$tmp/sstore"
+start_broker "$tmp/pf6"
+kcat -P -b "$bs3" -t down -p 0 -l "$tmp/g0.jsonl"
+kcat -P -b "$bs3" -t down -p 0 -l "$tmp/g1.jsonl"
+check "stuck query: a new run resumes and exits 0" status_is 0 timeout 120 "$kiln" run "$tmp/stuck.yaml" --stop-at-end \
+	--set "source.brokers=$bs3"
+check "stuck query: every record exactly once" "$py" "$src/tests/integration/kafka_check.py" --repo "$tmp/m.git" \
+	--dataset stuck --store "$tmp/sstore" --topic down "$tmp/g0.jsonl" "$tmp/g1.jsonl"
+
+# --- quarantine: tombstones, empty values, bytes that are not UTF-8 ----------------
+pipeline "$tmp/tomb.yaml" tomb g-tomb tomb
+printf '%s\n' '<tombstone>' '' >"$tmp/tomb.in"
+printf '\377\376{}\n{"a":1}\303\n' >>"$tmp/tomb.in"
+"$py" "$src/tests/integration/kafka_produce.py" "$bs" tomb "$tmp/tomb.in" "$tmp/tomb.log" --partition 0 --tombstone '<tombstone>'
+check "tombstones: the run exits 0" status_is 0 timeout 60 "$kiln" run "$tmp/tomb.yaml" --stop-at-end
+check "tombstones: 4 quarantined" grep -q '(0 valid, 4 quarantined)' "$tmp/out"
+"$py" -c '
+import glob, json, sys, zstandard
+for fn in sorted(glob.glob(sys.argv[1] + "/quarantine/tomb/0/*.jsonl.zst")):
+    for line in zstandard.ZstdDecompressor().decompress(open(fn, "rb").read()).splitlines():
+        q = json.loads(line)
+        rec = ("base64:" + q["record_base64"]) if "record_base64" in q else json.dumps(q["record"])
+        print(q["offset"], q["code"], rec)
+' "$tmp/store" >"$tmp/tomb.q"
+check "tombstone: \"record\":null" grep -qx '0 json_syntax null' "$tmp/tomb.q"
+check "empty value: \"record\":\"\"" grep -qx '1 json_syntax ""' "$tmp/tomb.q"
+check "not UTF-8 outside strings: invalid_utf8" grep -qx '2 invalid_utf8 base64://57fQ==' "$tmp/tomb.q"
+check "not UTF-8 at the end: invalid_utf8" grep -qx '3 invalid_utf8 base64:eyJhIjoxfcM=' "$tmp/tomb.q"
+tail -n 2 "$tmp/tomb.in" >"$tmp/utf8.jsonl"
+check "the file source codes the same bytes the same" sh -c \
+	"'$kiln' validate --contract '$src/contracts/user-events.yaml' '$tmp/utf8.jsonl' | grep -c ': invalid_utf8 ' | grep -qx 2"
+
 check "no personal data in any log, stdout or stderr" pii_scan_logs
 
 echo "kafka_ops: $passed passed, $failed failed"

@@ -327,6 +327,9 @@ static void test_syntax_errors(void **state)
 	check_n(NULL, LIT("\"\tb\""), KILN_REJECT_JSON_SYNTAX, 1);
 	check_n(NULL, LIT("{\"k\x1F\":1}"), KILN_REJECT_JSON_SYNTAX, 3);
 	check_n(NULL, LIT("\"ab\0c\""), KILN_REJECT_JSON_SYNTAX, 3);
+	/* valid UTF-8 outside strings is a syntax error, not a UTF-8 one */
+	check_n(NULL, LIT("{\"a\":1}\xC3\xA9"), KILN_REJECT_JSON_SYNTAX, 7);
+	check_n(NULL, LIT("\xE2\x82\xAC" "1"), KILN_REJECT_JSON_SYNTAX, 0);
 	/* a NUL byte outside strings */
 	check_n(NULL, LIT("[1,\0]"), KILN_REJECT_JSON_SYNTAX, 3);
 	check_n(NULL, LIT("{}\0"), KILN_REJECT_JSON_SYNTAX, 2);
@@ -372,6 +375,13 @@ static void test_invalid_utf8(void **state)
 		{ LIT("\"\\uD800\\n\""), 1 },
 		{ LIT("\"x\\uD83D\\uDE0\""), 2 },
 		{ LIT("{\"\\uDC00\":1}"), 2 },
+		/* outside strings: bytes that are not UTF-8 are invalid_utf8 where
+		 * the grammar stops, as in strings (UTF-8 that is not JSON is
+		 * json_syntax, below) */
+		{ LIT("\xFF\xFE{}"), 0 },
+		{ LIT("{\"a\":1}\xC3"), 7 },               /* truncated after the value */
+		{ LIT("[1,\x80]"), 3 },                     /* lone continuation */
+		{ LIT("{\"a\":\xED\xA0\x80}"), 5 },          /* a surrogate as a value */
 	};
 
 	(void)state;
