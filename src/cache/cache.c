@@ -494,9 +494,9 @@ static int sink_write(void *ctx, const void *data, size_t len)
 		char limit[32];
 
 		kiln_cache_human(limit, sizeof(limit), s->limit);
-		return kiln_error_set(KILN_ELIMIT,
-		                      "shard %s from %s is larger than the cache's size_limit (%s): not cached",
-		                      s->hash, s->source, limit);
+		return kiln_error_set(
+		    KILN_ELIMIT, "shard %s from %s is larger than the cache's size_limit (%s): not cached",
+		    s->hash, s->source, limit);
 	}
 	if (s->size > s->limit)
 		return kiln_error_set(KILN_EINVALID,
@@ -770,8 +770,8 @@ static int open_verified(kiln_cache *c, const char *hash, bool may_hash, uint64_
 		close(fd);
 		drop_corrupt(c, path, hash, &st);
 		return kiln_error_set(KILN_ENOTFOUND,
-		                      "shard %.64s had %lld bytes in the cache, not %" PRIu64 " (removed)", hash,
-		                      (long long)st.st_size, bytes);
+		                      "shard %.64s had %lld bytes in the cache, not %" PRIu64 " (removed)",
+		                      hash, (long long)st.st_size, bytes);
 	}
 	if (!published(&st) && !may_hash) {
 		close(fd);
@@ -904,10 +904,12 @@ static void register_metrics(kiln_cache *c, kiln_metrics *m)
 	                                   "Seconds since the last fully successful sync", NULL);
 	c->m_sync_failures = kiln_metrics_counter(m, "kiln_cache_sync_failures_total",
 	                                          "Sync passes that did not complete every pin", NULL);
-	c->m_scrubbed_bytes = kiln_metrics_counter(m, "kiln_cache_scrubbed_bytes_total",
-	                                           "Bytes of cached shards hashed again by the background scrub", NULL);
-	c->m_scrub_passes = kiln_metrics_counter(m, "kiln_cache_scrub_passes_total",
-	                                         "Background scrub passes over every cached shard completed", NULL);
+	c->m_scrubbed_bytes =
+	    kiln_metrics_counter(m, "kiln_cache_scrubbed_bytes_total",
+	                         "Bytes of cached shards hashed again by the background scrub", NULL);
+	c->m_scrub_passes =
+	    kiln_metrics_counter(m, "kiln_cache_scrub_passes_total",
+	                         "Background scrub passes over every cached shard completed", NULL);
 }
 
 void kiln_cache_refresh_lag(kiln_cache *c)
@@ -1148,8 +1150,8 @@ int kiln_cache_verify(kiln_cache *c, uint64_t *out_bad)
 
 typedef struct scrub_ctx {
 	kiln_cache *c;
-	int64_t start_ms;     /* of the pass */
-	uint64_t bytes;       /* hashed in the pass */
+	int64_t start_ms; /* of the pass */
+	uint64_t bytes;   /* hashed in the pass */
 	uint64_t shards, bad;
 } scrub_ctx;
 
@@ -1164,7 +1166,8 @@ static int64_t mono_ms(void)
 /* Waits until `until_ms` (monotonic) or a stop; true when stopping. */
 static bool scrub_wait(kiln_cache *c, int64_t until_ms)
 {
-	struct timespec ts = {.tv_sec = (time_t)(until_ms / 1000), .tv_nsec = (long)(until_ms % 1000) * 1000000};
+	struct timespec ts = {.tv_sec = (time_t)(until_ms / 1000),
+	                      .tv_nsec = (long)(until_ms % 1000) * 1000000};
 	bool stop;
 
 	pthread_mutex_lock(&c->lock);

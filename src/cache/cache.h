@@ -50,9 +50,9 @@ typedef struct kiln_cache_config {
 	const char *listen;          /* HOST:PORT for `kiln cache serve` (default 127.0.0.1:9470) */
 	const char *token;           /* bearer token, or NULL (no auth); read from token_file/token_env */
 	unsigned sync_seconds;       /* `serve`: sync every this many seconds (default 60) */
-	unsigned connections_per_address; /* `serve`: connections one client address may hold (default 256) */
-	unsigned misses_per_second;  /* `serve`: misses sent on to peers and the origin per second (default 100) */
-	uint64_t scrub_rate;         /* bytes per second the background scrub hashes (default 16 MiB, 0: off) */
+	unsigned connections_per_address; /* `serve`: per client address (default 256) */
+	unsigned misses_per_second;  /* `serve`: misses sent to peers and the origin (default 100) */
+	uint64_t scrub_rate;         /* bytes/s the background scrub hashes (default 16 MiB, 0: off) */
 	struct kiln_yaml_doc *doc;   /* owns the strings above */
 	struct kiln_arena *arena;
 } kiln_cache_config;

@@ -29,11 +29,21 @@ typedef struct loader {
 	kiln_config cfg; /* doc, arena and dir for the typed key readers */
 } loader;
 
-static const char *const top_keys[] = {"store",        "manifest",     "dir",
-                                       "size_limit",   "watermarks",   "pins",
-                                       "concurrency",  "peers",        "listen",
-                                       "token_file",   "token_env",    "sync_seconds",
-                                       "connections_per_address", "misses_per_second", "scrub_rate",
+static const char *const top_keys[] = {"store",
+                                       "manifest",
+                                       "dir",
+                                       "size_limit",
+                                       "watermarks",
+                                       "pins",
+                                       "concurrency",
+                                       "peers",
+                                       "listen",
+                                       "token_file",
+                                       "token_env",
+                                       "sync_seconds",
+                                       "connections_per_address",
+                                       "misses_per_second",
+                                       "scrub_rate",
                                        NULL};
 static const char *const watermark_keys[] = {"high", "low", NULL};
 

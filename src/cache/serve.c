@@ -40,9 +40,9 @@
 #define WORKERS         32u
 #define CONNECTIONS_MAX 4096u
 #define RETRY_AFTER_S   5
-#define NEGATIVE_SLOTS  4096u
-#define NEGATIVE_TTL_S  30
-#define MISSES_DEFAULT  100u
+#define NEGATIVE_SLOTS      4096u
+#define NEGATIVE_TTL_S      30
+#define MISSES_DEFAULT      100u
 #define PER_ADDRESS_DEFAULT 256u
 
 static const int tracked_codes[] = {200, 206, 304, 400, 401, 404, 405, 416, 500, 503, 507};
@@ -108,7 +108,8 @@ static int failed(kiln_http_response *res, const char *event, int rc)
 {
 	/* a shard the cache cannot hold has its own line: the limit and the hash */
 	if (rc == KILN_ELIMIT)
-		KILN_LOG_EVERY(5, KILN_LOG_WARN, "shard_not_cached", kiln_error_last(), KILN_F_INT("code", rc));
+		KILN_LOG_EVERY(5, KILN_LOG_WARN, "shard_not_cached", kiln_error_last(),
+		               KILN_F_INT("code", rc));
 	else
 		KILN_LOG_EVERY(5, KILN_LOG_WARN, event, kiln_error_last(), KILN_F_INT("code", rc));
 	kiln_buf_reset(&res->body);
@@ -565,10 +566,12 @@ int kiln_cache_serve_start(kiln_cache_server **out, kiln_cache *cache, const kil
 		                         "Shard bytes sent in answers that went out whole.", NULL);
 		s->refused_recent = kiln_metrics_counter(
 		    metrics, "kiln_cache_misses_refused_total",
-		    "Shard misses answered without asking peers or the origin, by reason.", "reason=\"recent\"");
+		    "Shard misses answered without asking peers or the origin, by reason.",
+		    "reason=\"recent\"");
 		s->refused_rate = kiln_metrics_counter(
 		    metrics, "kiln_cache_misses_refused_total",
-		    "Shard misses answered without asking peers or the origin, by reason.", "reason=\"rate\"");
+		    "Shard misses answered without asking peers or the origin, by reason.",
+		    "reason=\"rate\"");
 	}
 	{
 		const kiln_http_route routes[] = {

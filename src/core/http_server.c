@@ -56,7 +56,7 @@
 #define PER_ADDRESS_MAX  16u         /* thread per connection: one address's share */
 #define PER_ADDRESS_LOOP 64u         /* event loop */
 #define HEAD_TIMEOUT_S   10u
-#define SWEEP_MS         1000        /* the sweeper looks at least this often */
+#define SWEEP_MS         1000 /* the sweeper looks at least this often */
 #define WORKERS_DEFAULT  16u
 #define LISTEN_BACKLOG   1024u
 #define IDLE_TIMEOUT_S   30u
@@ -168,7 +168,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 /* Starts (head_pending) or clears conn's head deadline. */
 static void head_deadline(kiln_http_server *s, struct MHD_Connection *conn, bool head_pending)
 {
-	const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	const union MHD_ConnectionInfo *info =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	conn_track *t = info ? info->socket_context : NULL;
 
 	if (!t)

@@ -416,7 +416,9 @@ static void test_config(void **state)
 	/* a token under 128 bits (32 characters) is refused, naming the key, not the token */
 	setenv("KILN_TEST_TOKEN", "0123456789abcdef0123456789abcde", 1);
 	assert_int_equal(kiln_cache_config_load(&c, path, NULL, 0), KILN_EINVALID);
-	assert_non_null(strstr(kiln_error_last(), ":5:12: token_env: KILN_TEST_TOKEN holds a token of 31 characters; at least 32"));
+	assert_non_null(
+	    strstr(kiln_error_last(),
+	           ":5:12: token_env: KILN_TEST_TOKEN holds a token of 31 characters; at least 32"));
 	assert_null(strstr(kiln_error_last(), "0123456789abcdef"));
 	assert_null(strchr(kiln_error_last(), '\n'));
 	setenv("KILN_TEST_TOKEN", "x", 1);
@@ -1215,7 +1217,8 @@ static void test_peers_first(void **state)
 	assert_non_null(strstr(peer.last_request, "GET /v1/shards/"));
 	assert_non_null(strstr(peer.last_request, loose[0].hash));
 	assert_non_null(strstr(peer.last_request, "X-Kiln-Peer: 1\r\n"));
-	assert_non_null(strstr(peer.last_request, "Authorization: Bearer peer-secret-0123456789abcdef012345\r\n"));
+	assert_non_null(
+	    strstr(peer.last_request, "Authorization: Bearer peer-secret-0123456789abcdef012345\r\n"));
 
 	/* corrupt bytes from the peer: not published, the origin fills it */
 	atomic_store(&peer.mode, 1);

@@ -41,8 +41,8 @@
 #define H_ABSENT "2222222222222222222222222222222222222222222222222222222222222222"
 #define H_RETRY  "3333333333333333333333333333333333333333333333333333333333333333"
 #define H_BROKEN "4444444444444444444444444444444444444444444444444444444444444444"
-#define H_HUGE   "5555555555555555555555555555555555555555555555555555555555555555"
-#define H_GONE   "6666666666666666666666666666666666666666666666666666666666666666"
+#define H_HUGE    "5555555555555555555555555555555555555555555555555555555555555555"
+#define H_GONE    "6666666666666666666666666666666666666666666666666666666666666666"
 #define H_NOWHERE "7777777777777777777777777777777777777777777777777777777777777777"
 
 static char tmpdir[64];
@@ -86,9 +86,9 @@ int kiln_cache_open_shard(kiln_cache *cache, const char *hash, bool fill, bool f
 	if (strcmp(hash, H_BROKEN) == 0)
 		return kiln_error_set(KILN_EIO, "/secret/path: disk on fire");
 	if (strcmp(hash, H_HUGE) == 0 && fill)
-		return kiln_error_set(KILN_ELIMIT,
-		                      "shard " H_HUGE " from the origin is larger than the cache's size_limit "
-		                      "(1.0 KiB): not cached");
+		return kiln_error_set(KILN_ELIMIT, "shard " H_HUGE
+		                                   " from the origin is larger than the cache's size_limit "
+		                                   "(1.0 KiB): not cached");
 	shard_path(path, sizeof(path), hash);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
 		if (!fill || strcmp(hash, H_REMOTE) != 0)

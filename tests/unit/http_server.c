@@ -953,8 +953,11 @@ static void test_slowloris_thread_per_connection(void **state)
 
 static void test_slowloris_event_loop(void **state)
 {
-	kiln_http_server_options o = {.mode = KILN_HTTP_EVENT_LOOP, .threads = 2, .workers = 1,
-	                              .connection_limit = 32, .per_address_limit = 8};
+	kiln_http_server_options o = {.mode = KILN_HTTP_EVENT_LOOP,
+	                              .threads = 2,
+	                              .workers = 1,
+	                              .connection_limit = 32,
+	                              .per_address_limit = 8};
 	kiln_http_server *s;
 
 	assert_int_equal(kiln_http_server_start_ex(&s, "127.0.0.1:0", routes, 1, &o), 0);
@@ -977,7 +980,7 @@ static bool trickle_until_closed(uint16_t port, unsigned bytes)
 
 		if (poll(&p, 1, 100) > 0) {
 			closed = recv(fd, &c, 1, 0) <= 0; /* the end, or a reset */
-			assert_true(closed);          /* no answer to half a head */
+			assert_true(closed);              /* no answer to half a head */
 		} else if (send(fd, "a", 1, MSG_NOSIGNAL) != 1) {
 			closed = true;
 		}
@@ -989,8 +992,11 @@ static bool trickle_until_closed(uint16_t port, unsigned bytes)
 static void test_head_deadline(void **state)
 {
 	for (int mode = 0; mode < 2; mode++) {
-		kiln_http_server_options o = {.mode = mode ? KILN_HTTP_EVENT_LOOP : KILN_HTTP_THREAD_PER_CONNECTION,
-		                              .threads = 1, .workers = 1, .idle_timeout_s = 120,
+		kiln_http_server_options o = {.mode = mode ? KILN_HTTP_EVENT_LOOP
+		                                           : KILN_HTTP_THREAD_PER_CONNECTION,
+		                              .threads = 1,
+		                              .workers = 1,
+		                              .idle_timeout_s = 120,
 		                              .head_timeout_s = 1};
 		kiln_http_server *s;
 		reply r;
@@ -999,7 +1005,8 @@ static void test_head_deadline(void **state)
 		/* closed within about a second; 300 bytes take 30 s and more */
 		assert_true(trickle_until_closed(kiln_http_server_port(s), 300));
 		/* a request sent whole is still answered */
-		assert_int_equal(fetch(&r, kiln_http_server_port(s), "GET", "/healthz", NULL, 0, NULL), CURLE_OK);
+		assert_int_equal(fetch(&r, kiln_http_server_port(s), "GET", "/healthz", NULL, 0, NULL),
+		                 CURLE_OK);
 		assert_int_equal(r.status, 200);
 		kiln_http_server_stop(s);
 	}
