@@ -2,8 +2,9 @@
  * serving shards (verify on a changed mtime, mark used), filling misses
  * from peers and the origin with one fetch per hash in flight, publishing
  * verified downloads atomically, least-recently-used eviction of unpinned
- * shards, and the list, status and verify calls. sync.c owns pins and
- * views. */
+ * shards, the list, status and verify calls, and the background scrub
+ * (a thread hashing every cached shard again at config->scrub_rate bytes
+ * per second). sync.c owns pins and views. */
 #include "cache/internal.h"
 
 #include <assert.h>
@@ -24,6 +25,8 @@
 #include "core/log.h"
 
 #define CHUNK    (1u << 20)
+#define SCRUB_CHUNK   (256u << 10)
+#define SCRUB_PAUSE_S 60 /* between two scrub passes */
 #define NAME_LEN 74 /* <64 hex>.jsonl.zst */
 
 static int oom(void)
@@ -179,7 +182,7 @@ static void assert_cache_state(const kiln_cache *c)
 {
 #ifndef NDEBUG
 	for (size_t i = 1; i < c->npinned; i++)
-		assert(memcmp(c->pinned[i - 1], c->pinned[i], 32) < 0);
+		assert(memcmp(c->pinned[i - 1].key, c->pinned[i].key, 32) < 0);
 	for (const cache_flight *f = c->flights; f; f = f->next) {
 		assert(!f->done && f->refs > 0 && strlen(f->hash) == 64);
 		for (const cache_flight *g = f->next; g; g = g->next)
@@ -198,28 +201,55 @@ static int cmp32(const void *a, const void *b)
 	return memcmp(a, b, 32);
 }
 
-/* Called with `lock` held. */
-static bool is_pinned(const kiln_cache *c, const char *hash)
+/* The pinned entry of hash, NULL when it is not pinned. Called with `lock` held. */
+static const cache_pinned *find_pinned(const kiln_cache *c, const char *hash)
 {
 	unsigned char key[32];
 
-	if (sodium_hex2bin(key, sizeof(key), hash, 64, NULL, NULL, NULL) != 0)
-		return false;
-	return c->npinned && bsearch(key, c->pinned, c->npinned, 32, cmp32);
+	if (!c->npinned || sodium_hex2bin(key, sizeof(key), hash, 64, NULL, NULL, NULL) != 0)
+		return NULL;
+	return bsearch(key, c->pinned, c->npinned, sizeof(*c->pinned), cmp32);
 }
 
-int kiln_cache_set_pinned(kiln_cache *c, const char (*hashes)[65], size_t n)
+/* Called with `lock` held. */
+static bool is_pinned(const kiln_cache *c, const char *hash)
 {
-	unsigned char(*v)[32] = n ? malloc(n * 32) : NULL;
+	return find_pinned(c, hash) != NULL;
+}
+
+/* The size the manifest gives hash when it is pinned, else 0 (unknown). */
+static uint64_t pinned_bytes(kiln_cache *c, const char *hash)
+{
+	const cache_pinned *p;
+	uint64_t bytes;
+
+	pthread_mutex_lock(&c->lock);
+	p = find_pinned(c, hash);
+	bytes = p ? p->bytes : 0;
+	pthread_mutex_unlock(&c->lock);
+	return bytes;
+}
+
+int kiln_cache_set_pinned(kiln_cache *c, const cache_entry *const *entries, size_t n)
+{
+	cache_pinned *v = n ? malloc(n * sizeof(*v)) : NULL;
 	size_t k = 0;
 
 	if (n && !v)
 		return oom();
 	for (size_t i = 0; i < n; i++)
-		if (sodium_hex2bin(v[k], 32, hashes[i], 64, NULL, NULL, NULL) == 0)
-			k++;
+		if (sodium_hex2bin(v[k].key, 32, entries[i]->hash, 64, NULL, NULL, NULL) == 0)
+			v[k++].bytes = entries[i]->bytes;
 	if (k)
-		qsort(v, k, 32, cmp32);
+		qsort(v, k, sizeof(*v), cmp32);
+	if (k) { /* distinct keys */
+		size_t j = 0;
+
+		for (size_t i = 1; i < k; i++)
+			if (memcmp(v[i].key, v[j].key, 32) != 0)
+				v[++j] = v[i];
+		k = j + 1;
+	}
 	pthread_mutex_lock(&c->lock);
 	free(c->pinned);
 	c->pinned = v;
@@ -440,6 +470,7 @@ typedef struct sink_ctx {
 	int fd;
 	crypto_generichash_state hs;
 	uint64_t size, limit;
+	bool limit_is_cache; /* limit is size_limit: the shard's size is not known */
 	const char *hash;
 	const char *source; /* for messages: "peer http://..." or "the origin" */
 } sink_ctx;
@@ -459,6 +490,14 @@ static int sink_write(void *ctx, const void *data, size_t len)
 	const char *p = data;
 
 	s->size += len;
+	if (s->size > s->limit && s->limit_is_cache) {
+		char limit[32];
+
+		kiln_cache_human(limit, sizeof(limit), s->limit);
+		return kiln_error_set(
+		    KILN_ELIMIT, "shard %s from %s is larger than the cache's size_limit (%s): not cached",
+		    s->hash, s->source, limit);
+	}
 	if (s->size > s->limit)
 		return kiln_error_set(KILN_EINVALID,
 		                      "shard %s from %s: more bytes than expected (corrupt or tampered)",
@@ -565,6 +604,7 @@ static int fetch(kiln_cache *c, const char *hash, uint64_t bytes, bool from_peer
 	}
 	crypto_generichash_init(&s.hs, NULL, 0, 32);
 	s.limit = bytes ? bytes : c->config->size_limit;
+	s.limit_is_cache = !bytes;
 	for (size_t i = 0; !from_peer && i < c->config->peer_count; i++) {
 		const char *peer = c->config->peers[i];
 		char where[600];
@@ -591,9 +631,10 @@ static int fetch(kiln_cache *c, const char *hash, uint64_t bytes, bool from_peer
 		if (rc == 0)
 			rc = sink_check(&s, bytes);
 		if (rc < 0) {
+			/* absent at the origin is the caller's to report (a 404, a failed pin) */
 			if (rc != KILN_ELIMIT)
-				KILN_LOG(KILN_LOG_WARN, "cache_fetch_failed", kiln_error_last(),
-				         KILN_F_STR("shard", hash));
+				KILN_LOG(rc == KILN_ENOTFOUND ? KILN_LOG_DEBUG : KILN_LOG_WARN,
+				         "cache_fetch_failed", kiln_error_last(), KILN_F_STR("shard", hash));
 			goto cleanup;
 		}
 		source = "origin";
@@ -701,8 +742,10 @@ static int open_noatime(const char *path)
 }
 
 /* The verified file of hash: 0 with *out_fd, KILN_ENOTFOUND when absent
- * (or corrupt: then removed). */
-static int open_verified(kiln_cache *c, const char *hash, bool may_hash, int *out_fd, struct stat *out_st)
+ * (or corrupt: then removed). bytes: its size, 0 for the pinned size or
+ * none known. */
+static int open_verified(kiln_cache *c, const char *hash, bool may_hash, uint64_t bytes, int *out_fd,
+                         struct stat *out_st)
 {
 	char path[PATH_MAX];
 	struct stat st;
@@ -719,6 +762,16 @@ static int open_verified(kiln_cache *c, const char *hash, bool may_hash, int *ou
 		rc = kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
 		close(fd);
 		return rc;
+	}
+	if (!bytes)
+		bytes = pinned_bytes(c, hash);
+	if (bytes && S_ISREG(st.st_mode) && (uint64_t)st.st_size != bytes) {
+		/* the mtime cannot vouch for it: truncated or grown */
+		close(fd);
+		drop_corrupt(c, path, hash, &st);
+		return kiln_error_set(KILN_ENOTFOUND,
+		                      "shard %.64s had %lld bytes in the cache, not %" PRIu64 " (removed)",
+		                      hash, (long long)st.st_size, bytes);
 	}
 	if (!published(&st) && !may_hash) {
 		close(fd);
@@ -758,7 +811,7 @@ int kiln_cache_open_trusted(kiln_cache *c, const char *hash, int *out_fd, uint64
 	*out_size = 0;
 	if (strnlen(hash, 65) != 64 || !hex64(hash))
 		return kiln_error_set(KILN_EINVALID, "a shard hash is 64 lower-case hex digits");
-	if ((rc = open_verified(c, hash, false, out_fd, &st)) < 0)
+	if ((rc = open_verified(c, hash, false, 0, out_fd, &st)) < 0)
 		return rc;
 	kiln_counter_add(c->m_hits, 1);
 	futimens(*out_fd, used_now);
@@ -766,7 +819,7 @@ int kiln_cache_open_trusted(kiln_cache *c, const char *hash, int *out_fd, uint64
 	return 0;
 }
 
-int kiln_cache_present(kiln_cache *c, const char *hash)
+int kiln_cache_present(kiln_cache *c, const char *hash, uint64_t bytes)
 {
 	char path[PATH_MAX];
 	struct stat st;
@@ -775,9 +828,11 @@ int kiln_cache_present(kiln_cache *c, const char *hash)
 	kiln_cache_shard_path(c, hash, path);
 	if (stat(path, &st) < 0)
 		return errno == ENOENT ? 0 : kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
-	if (S_ISREG(st.st_mode) && published(&st))
+	if (!bytes)
+		bytes = pinned_bytes(c, hash);
+	if (S_ISREG(st.st_mode) && published(&st) && (!bytes || (uint64_t)st.st_size == bytes))
 		return 1;
-	rc = open_verified(c, hash, true, &fd, &st);
+	rc = open_verified(c, hash, true, bytes, &fd, &st);
 	if (rc == KILN_ENOTFOUND)
 		return 0;
 	if (rc < 0)
@@ -801,7 +856,7 @@ int kiln_cache_open_shard(kiln_cache *c, const char *hash, bool fill, bool from_
 	kiln_cache_refresh_lag(c);
 	/* a fill can lose its file to an eviction before we open it: try again */
 	for (int attempt = 0; attempt < 3; attempt++) {
-		rc = open_verified(c, hash, true, out_fd, &st);
+		rc = open_verified(c, hash, true, 0, out_fd, &st);
 		if (rc == 0) {
 			kiln_counter_add(missed ? c->m_misses : c->m_hits, 1);
 			futimens(*out_fd, used_now);
@@ -849,6 +904,12 @@ static void register_metrics(kiln_cache *c, kiln_metrics *m)
 	                                   "Seconds since the last fully successful sync", NULL);
 	c->m_sync_failures = kiln_metrics_counter(m, "kiln_cache_sync_failures_total",
 	                                          "Sync passes that did not complete every pin", NULL);
+	c->m_scrubbed_bytes =
+	    kiln_metrics_counter(m, "kiln_cache_scrubbed_bytes_total",
+	                         "Bytes of cached shards hashed again by the background scrub", NULL);
+	c->m_scrub_passes =
+	    kiln_metrics_counter(m, "kiln_cache_scrub_passes_total",
+	                         "Background scrub passes over every cached shard completed", NULL);
 }
 
 void kiln_cache_refresh_lag(kiln_cache *c)
@@ -919,6 +980,14 @@ int kiln_cache_open(kiln_cache **out, const kiln_cache_config *config, kiln_metr
 	pthread_mutex_init(&c->evict_lock, NULL);
 	pthread_mutex_init(&c->list_lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
+	{
+		pthread_condattr_t attr;
+
+		pthread_condattr_init(&attr);
+		pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+		pthread_cond_init(&c->scrub_cond, &attr);
+		pthread_condattr_destroy(&attr);
+	}
 	c->lock_fd = c->sync_fd = -1;
 	c->config = config;
 	c->opened = (int64_t)time(NULL);
@@ -1000,6 +1069,7 @@ void kiln_cache_close(kiln_cache *c)
 {
 	if (!c)
 		return;
+	kiln_cache_scrub_stop(c);
 	assert(!c->flights);
 	kiln_manifest_close(c->manifest);
 	kiln_manifest_close(c->list_manifest);
@@ -1015,6 +1085,7 @@ void kiln_cache_close(kiln_cache *c)
 	pthread_mutex_destroy(&c->evict_lock);
 	pthread_mutex_destroy(&c->list_lock);
 	pthread_cond_destroy(&c->cond);
+	pthread_cond_destroy(&c->scrub_cond);
 	free(c->pinned);
 	free(c->pins);
 	free(c->manifest_path);
@@ -1073,6 +1144,155 @@ int kiln_cache_verify(kiln_cache *c, uint64_t *out_bad)
 	KILN_LOG(KILN_LOG_INFO, "cache_verified", "every cached shard hashed", KILN_F_INT("good", v.checked),
 	         KILN_F_INT("bad", v.bad));
 	return v.err;
+}
+
+/* ---- scrub ----------------------------------------------------------------------- */
+
+typedef struct scrub_ctx {
+	kiln_cache *c;
+	int64_t start_ms; /* of the pass */
+	uint64_t bytes;   /* hashed in the pass */
+	uint64_t shards, bad;
+} scrub_ctx;
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until `until_ms` (monotonic) or a stop; true when stopping. */
+static bool scrub_wait(kiln_cache *c, int64_t until_ms)
+{
+	struct timespec ts = {.tv_sec = (time_t)(until_ms / 1000),
+	                      .tv_nsec = (long)(until_ms % 1000) * 1000000};
+	bool stop;
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->scrub_stop && mono_ms() < until_ms)
+		if (pthread_cond_timedwait(&c->scrub_cond, &c->lock, &ts) != 0)
+			break;
+	stop = c->scrub_stop;
+	pthread_mutex_unlock(&c->lock);
+	return stop;
+}
+
+/* Hashes one shard at the scrub's pace; a bad one is removed (and, when
+ * pinned, fetched again at once). 1 to stop the scan. */
+static int scrub_cb(void *ctx, const char *hash, int at, const char *name, const struct stat *seen)
+{
+	scrub_ctx *x = ctx;
+	kiln_cache *c = x->c;
+	crypto_generichash_state hs;
+	unsigned char digest[32];
+	char path[PATH_MAX], h[65], got[65];
+	uint64_t expected, size = 0;
+	struct stat st;
+	char *buf;
+	int fd, stop = 0;
+
+	memcpy(h, hash, 64);
+	h[64] = '\0';
+	kiln_cache_shard_path(c, h, path);
+	fd = openat(at, name, O_RDONLY | O_CLOEXEC | O_NOATIME);
+	if (fd < 0 && errno == EPERM)
+		fd = openat(at, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0; /* evicted meanwhile */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !(buf = malloc(SCRUB_CHUNK))) {
+		close(fd);
+		return 0;
+	}
+	(void)seen;
+	crypto_generichash_init(&hs, NULL, 0, sizeof(digest));
+	for (;;) {
+		ssize_t n = pread(fd, buf, SCRUB_CHUNK, (off_t)size);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		crypto_generichash_update(&hs, (const unsigned char *)buf, (size_t)n);
+		size += (uint64_t)n;
+		x->bytes += (uint64_t)n;
+		kiln_counter_add(c->m_scrubbed_bytes, (uint64_t)n);
+		atomic_fetch_add(&c->n_scrubbed_bytes, (uint64_t)n);
+		/* the pass may not run ahead of scrub_rate */
+		if ((stop = scrub_wait(c, x->start_ms + (int64_t)(x->bytes * 1000 / c->config->scrub_rate))))
+			break;
+	}
+	free(buf);
+	if (stop) {
+		close(fd);
+		return 1;
+	}
+	crypto_generichash_final(&hs, digest, sizeof(digest));
+	sodium_bin2hex(got, sizeof(got), digest, sizeof(digest));
+	expected = pinned_bytes(c, h);
+	x->shards++;
+	if (memcmp(got, h, 64) == 0 && size == (uint64_t)st.st_size && (!expected || size == expected)) {
+		if (!published(&st)) {
+			const struct timespec times[2] = {{0, UTIME_OMIT}, {KILN_CACHE_MTIME, 0}};
+			futimens(fd, times);
+		}
+		close(fd);
+		return 0;
+	}
+	close(fd);
+	x->bad++;
+	drop_corrupt(c, path, h, &st);
+	if (expected && kiln_cache_fill(c, h, expected, false) < 0)
+		KILN_LOG(KILN_LOG_WARN, "cache_refetch_failed", kiln_error_last(), KILN_F_STR("shard", h));
+	return 0;
+}
+
+static void *scrub_main(void *arg)
+{
+	kiln_cache *c = arg;
+
+	for (;;) {
+		scrub_ctx x = {.c = c, .start_ms = mono_ms()};
+		int rc = scan_shards(c, scrub_cb, &x);
+
+		if (rc == 1)
+			break;
+		if (rc == 0) {
+			kiln_counter_add(c->m_scrub_passes, 1);
+			KILN_LOG(x.bad ? KILN_LOG_WARN : KILN_LOG_INFO, "cache_scrubbed",
+			         "every cached shard hashed again", KILN_F_INT("shards", x.shards),
+			         KILN_F_INT("bytes", x.bytes), KILN_F_INT("bad", x.bad));
+		} else {
+			KILN_LOG_EVERY(3600, KILN_LOG_WARN, "cache_scrub_failed", kiln_error_last());
+		}
+		if (scrub_wait(c, mono_ms() + SCRUB_PAUSE_S * 1000))
+			break;
+	}
+	return NULL;
+}
+
+int kiln_cache_scrub_start(kiln_cache *c)
+{
+	if (!c->config->scrub_rate || c->scrub_running)
+		return 0;
+	c->scrub_stop = false;
+	if (pthread_create(&c->scrub_thread, NULL, scrub_main, c) != 0)
+		return kiln_error_set(KILN_EIO, "cache %s: cannot start the scrub thread", c->dir);
+	c->scrub_running = true;
+	return 0;
+}
+
+void kiln_cache_scrub_stop(kiln_cache *c)
+{
+	if (!c || !c->scrub_running)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->scrub_stop = true;
+	pthread_cond_broadcast(&c->scrub_cond);
+	pthread_mutex_unlock(&c->lock);
+	pthread_join(c->scrub_thread, NULL);
+	c->scrub_running = false;
 }
 
 /* ---- list ------------------------------------------------------------------------ */

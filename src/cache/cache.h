@@ -50,6 +50,9 @@ typedef struct kiln_cache_config {
 	const char *listen;          /* HOST:PORT for `kiln cache serve` (default 127.0.0.1:9470) */
 	const char *token;           /* bearer token, or NULL (no auth); read from token_file/token_env */
 	unsigned sync_seconds;       /* `serve`: sync every this many seconds (default 60) */
+	unsigned connections_per_address; /* `serve`: per client address (default 256) */
+	unsigned misses_per_second;  /* `serve`: misses sent to peers and the origin (default 100) */
+	uint64_t scrub_rate;         /* bytes/s the background scrub hashes (default 16 MiB, 0: off) */
 	struct kiln_yaml_doc *doc;   /* owns the strings above */
 	struct kiln_arena *arena;
 } kiln_cache_config;
@@ -137,5 +140,17 @@ void kiln_cache_refresh_metrics(kiln_cache *cache);
 /* Verifies every cached shard's hash (corrupt or truncated files are
  * removed, and refetched by the next sync); returns how many were bad. */
 int kiln_cache_verify(kiln_cache *cache, uint64_t *out_bad);
+
+/* Starts a thread that hashes every cached shard again, pass after pass
+ * (a pause of 60 s between two), reading no more than config->scrub_rate
+ * bytes per second; a shard whose hash or pinned size is wrong is removed
+ * (kiln_cache_corrupt_total) and, when pinned, fetched again at once. The
+ * thread reads with O_NOATIME (use stays as it was). Nothing when
+ * scrub_rate is 0 or it runs already. kiln_cache_close stops it. */
+int kiln_cache_scrub_start(kiln_cache *cache);
+
+/* Stops the scrub thread, waiting for it (the shard being hashed is left
+ * as it is). NULL, or a cache not scrubbing, is fine. */
+void kiln_cache_scrub_stop(kiln_cache *cache);
 
 #endif

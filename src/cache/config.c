@@ -20,6 +20,7 @@
 #include "store/config.h"
 
 #define TOKEN_MAX 4096
+#define TOKEN_MIN 32 /* characters: 128 bits as hex (openssl rand -hex 16), more as base64 */
 
 typedef struct loader {
 	kiln_cache_config *c;
@@ -28,9 +29,22 @@ typedef struct loader {
 	kiln_config cfg; /* doc, arena and dir for the typed key readers */
 } loader;
 
-static const char *const top_keys[] = {"store",     "manifest",     "dir",   "size_limit", "watermarks",
-                                       "pins",      "concurrency",  "peers", "listen",     "token_file",
-                                       "token_env", "sync_seconds", NULL};
+static const char *const top_keys[] = {"store",
+                                       "manifest",
+                                       "dir",
+                                       "size_limit",
+                                       "watermarks",
+                                       "pins",
+                                       "concurrency",
+                                       "peers",
+                                       "listen",
+                                       "token_file",
+                                       "token_env",
+                                       "sync_seconds",
+                                       "connections_per_address",
+                                       "misses_per_second",
+                                       "scrub_rate",
+                                       NULL};
 static const char *const watermark_keys[] = {"high", "low", NULL};
 
 /* The keys a map may hold; at the top, a secret-looking key gets its own
@@ -190,6 +204,13 @@ static int read_token_file(loader *l, const kiln_yaml_node *at, const char *path
 		                   "%s: the first line must hold the token (1 to %d bytes)", path, TOKEN_MAX);
 		goto cleanup;
 	}
+	if (len - start < TOKEN_MIN) {
+		rc = kiln_yaml_fail(l->doc, at, "token_file",
+		                    "%s: the token is %zu characters; at least %d are needed (128 bits: "
+		                    "openssl rand -hex 16)",
+		                    path, len - start, TOKEN_MIN);
+		goto cleanup;
+	}
 	if (!(*out = strndup(buf + start, len - start)))
 		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
 cleanup:
@@ -221,6 +242,11 @@ static int load_token(loader *l, const kiln_yaml_node *root)
 		if (strlen(v) > TOKEN_MAX || strcspn(v, "\r\n") != strlen(v))
 			return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "token_env"), "token_env",
 			                      "%s must hold one line of 1 to %d bytes", env, TOKEN_MAX);
+		if (strlen(v) < TOKEN_MIN)
+			return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "token_env"), "token_env",
+			                      "%s holds a token of %zu characters; at least %d are needed "
+			                      "(128 bits: openssl rand -hex 16)",
+			                      env, strlen(v), TOKEN_MIN);
 		if (!(token = strdup(v)))
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
 	}
@@ -318,6 +344,21 @@ static int load(loader *l)
 	if ((rc = kiln_config_int(&l->cfg, root, NULL, "sync_seconds", 1, 86400, &v)) < 0)
 		return rc;
 	c->sync_seconds = (unsigned)v;
+	v = 256;
+	if ((rc = kiln_config_int(&l->cfg, root, NULL, "connections_per_address", 1, 65535, &v)) < 0)
+		return rc;
+	c->connections_per_address = (unsigned)v;
+	v = 100;
+	if ((rc = kiln_config_int(&l->cfg, root, NULL, "misses_per_second", 1, 1000000, &v)) < 0)
+		return rc;
+	c->misses_per_second = (unsigned)v;
+	{
+		size_t rate = 16u << 20;
+
+		if ((rc = kiln_config_size(&l->cfg, root, NULL, "scrub_rate", 0, &rate)) < 0)
+			return rc;
+		c->scrub_rate = rate;
+	}
 	c->listen = "127.0.0.1:9470";
 	if ((rc = kiln_config_string(&l->cfg, root, NULL, "listen", false, &c->listen)) < 0)
 		return rc;

@@ -3,13 +3,17 @@
  *
  * Invariants (checked by assert_cache_state in cache.c in debug builds):
  * - a file under shards/ was verified before it was renamed there; one whose
- *   mtime is not KILN_CACHE_MTIME is hashed again before it is used;
+ *   mtime is not KILN_CACHE_MTIME is hashed again before it is used, one
+ *   whose size is not its pinned size (the manifest's bytes) is corrupt;
  * - bytes_used is the sum of the sizes of the files under shards/ as this
  *   process last saw them (an eviction scan resets it to the truth);
  * - at most one flight per hash is in `flights`; a flight leaves the list
  *   when done and is freed by whoever drops its last reference;
- * - `pinned` is sorted and holds every shard of every version a pin resolves
- *   to or a pin's view still shows; while !pinned_known nothing is evicted.
+ * - `pinned` is sorted by key and holds every shard (with its size) of every
+ *   version a pin resolves to or a pin's view still shows; while
+ *   !pinned_known nothing is evicted.
+ * - the scrub thread (scrub_running) only reads shards and removes corrupt
+ *   ones as any reader would; scrub_stop under `lock` ends it.
  * Locks: `lock` guards flights, pinned, bytes_used, pins[] and the last-sync
  * fields; evict_lock serialises eviction scans; list_lock the list handle on
  * the manifest; sync_fd (flock) one sync per cache directory across
@@ -41,6 +45,12 @@ typedef struct cache_entry {
 	char hash[65];
 	uint64_t bytes;
 } cache_entry;
+
+/* A pinned shard: its hash as bytes (the sort key, first) and size. */
+typedef struct cache_pinned {
+	unsigned char key[32];
+	uint64_t bytes;
+} cache_pinned;
 
 typedef struct cache_listing {
 	char commit[41];
@@ -76,7 +86,7 @@ struct kiln_cache {
 	pthread_mutex_t lock, evict_lock, list_lock;
 	pthread_cond_t cond;
 	cache_flight *flights;
-	unsigned char (*pinned)[32];
+	cache_pinned *pinned;
 	size_t npinned;
 	bool pinned_known;
 	bool nothing_evictable; /* the last scan found no unpinned shard and none was published since */
@@ -92,10 +102,15 @@ struct kiln_cache {
 
 	/* this process's totals (also without a metrics registry) */
 	_Atomic uint64_t n_fills_peer, n_fills_origin, n_bytes_peer, n_bytes_origin, n_evicted,
-	    n_evicted_bytes, n_corrupt;
+	    n_evicted_bytes, n_corrupt, n_scrubbed_bytes;
+
+	/* the background scrub (kiln_cache_scrub_start) */
+	pthread_t scrub_thread;
+	bool scrub_running, scrub_stop; /* scrub_stop under `lock`, signalled on scrub_cond */
+	pthread_cond_t scrub_cond;
 
 	kiln_counter *m_hits, *m_misses, *m_fill_peer, *m_fill_origin, *m_fills_peer, *m_fills_origin,
-	    *m_evictions, *m_corrupt, *m_sync_failures;
+	    *m_evictions, *m_corrupt, *m_sync_failures, *m_scrubbed_bytes, *m_scrub_passes;
 	kiln_gauge *m_bytes_used, *m_sync_lag;
 };
 
@@ -103,9 +118,10 @@ struct kiln_cache {
 void kiln_cache_shard_path(const kiln_cache *cache, const char *hash, char *out);
 
 /* 1 when shards/ holds a verified copy of hash (a file whose mtime is not
- * KILN_CACHE_MTIME is hashed first, and removed when it does not match), 0
- * when not, < 0 on an I/O error. */
-int kiln_cache_present(kiln_cache *cache, const char *hash);
+ * KILN_CACHE_MTIME is hashed first, and removed when it does not match; one
+ * whose size is not `bytes`, or when bytes is 0 its pinned size, is
+ * removed), 0 when not, < 0 on an I/O error. */
+int kiln_cache_present(kiln_cache *cache, const char *hash, uint64_t bytes);
 
 /* Fetches hash (expected bytes, 0 when unknown) unless a verified copy is
  * there, joining a fetch of it already in flight: peers first unless
@@ -117,8 +133,9 @@ int kiln_cache_fill(kiln_cache *cache, const char *hash, uint64_t bytes, bool fr
  * left). Nothing is evicted while the pinned set is unknown. */
 int kiln_cache_evict(kiln_cache *cache, uint64_t need);
 
-/* Replaces the pinned set (sorted copy of hashes[0..n)); takes `lock`. */
-int kiln_cache_set_pinned(kiln_cache *cache, const char (*hashes)[65], size_t n);
+/* Replaces the pinned set (a sorted copy of the distinct entries[0..n):
+ * hashes and sizes); takes `lock`. */
+int kiln_cache_set_pinned(kiln_cache *cache, const cache_entry *const *entries, size_t n);
 
 /* Lists a version's shards, every split (manifest order). */
 int kiln_cache_listing(kiln_manifest *manifest, const kiln_version *version, cache_listing *out);

@@ -4,7 +4,15 @@
  * the cache may fetch, verify and wait. Names are checked after
  * libmicrohttpd has percent-decoded the path, so "..%2F" is a "../". The
  * token is kept only as a keyed BLAKE2b digest and compared in constant
- * time; neither it nor the Authorization header is ever logged. */
+ * time; neither it nor the Authorization header is ever logged; it is
+ * checked before anything else a request may cause (a fetch, a log line).
+ *
+ * Misses are bounded before they reach peers and the origin: a hash found
+ * absent everywhere is remembered for NEGATIVE_TTL_S in a table of
+ * NEGATIVE_SLOTS entries (a keyed SipHash picks the slot, so a client cannot
+ * aim at one; a newer miss overwrites an older one), and a token bucket lets
+ * misses_per_second through (a burst of as many), answering the rest 503
+ * with Retry-After: 1. A shard already cached never meets either. */
 #include "cache/serve.h"
 
 #include <inttypes.h>
@@ -13,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <pthread.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -21,6 +31,7 @@
 #include "core/error.h"
 #include "core/http_server.h"
 #include "core/log.h"
+#include "cache/internal.h"
 
 #define SHARDS_PREFIX   "/v1/shards/"
 #define DATASETS_PREFIX "/v1/datasets/"
@@ -29,8 +40,12 @@
 #define WORKERS         32u
 #define CONNECTIONS_MAX 4096u
 #define RETRY_AFTER_S   5
+#define NEGATIVE_SLOTS      4096u
+#define NEGATIVE_TTL_S      30
+#define MISSES_DEFAULT      100u
+#define PER_ADDRESS_DEFAULT 256u
 
-static const int tracked_codes[] = {200, 206, 304, 400, 401, 404, 405, 416, 500, 503};
+static const int tracked_codes[] = {200, 206, 304, 400, 401, 404, 405, 416, 500, 503, 507};
 #define NCODES (sizeof(tracked_codes) / sizeof(tracked_codes[0]))
 
 struct kiln_cache_server {
@@ -42,6 +57,17 @@ struct kiln_cache_server {
 	unsigned char token_digest[crypto_generichash_BYTES];
 	kiln_counter *requests[NCODES];
 	kiln_counter *served_bytes;
+	kiln_counter *refused_recent, *refused_rate;
+
+	/* the miss bounds, under miss_lock */
+	pthread_mutex_t miss_lock;
+	unsigned char slot_key[crypto_shorthash_KEYBYTES];
+	struct {
+		char hash[HASH_LEN];
+		int64_t until_ms; /* 0: empty */
+	} negative[NEGATIVE_SLOTS];
+	double bucket, rate; /* misses that may go on now; refilled at `rate` per second */
+	int64_t bucket_ms;
 };
 
 /* --- answers ---------------------------------------------------------------- */
@@ -80,13 +106,80 @@ static int unauthorized(kiln_http_response *res)
  * message goes to the log, not to the client. */
 static int failed(kiln_http_response *res, const char *event, int rc)
 {
-	KILN_LOG_EVERY(5, KILN_LOG_WARN, event, kiln_error_last(), KILN_F_INT("code", rc));
+	/* a shard the cache cannot hold has its own line: the limit and the hash */
+	if (rc == KILN_ELIMIT)
+		KILN_LOG_EVERY(5, KILN_LOG_WARN, "shard_not_cached", kiln_error_last(),
+		               KILN_F_INT("code", rc));
+	else
+		KILN_LOG_EVERY(5, KILN_LOG_WARN, event, kiln_error_last(), KILN_F_INT("code", rc));
 	kiln_buf_reset(&res->body);
 	if (rc == KILN_ERETRY) {
 		kiln_http_response_add_header(res, "Retry-After", "%d", RETRY_AFTER_S);
 		return text(res, 503, "temporarily unavailable\n");
 	}
+	if (rc == KILN_ELIMIT) /* larger than size_limit, or the cache full of pinned shards */
+		return text(res, 507, "insufficient storage: the cache cannot hold this shard\n");
 	return text(res, 500, "internal error\n");
+}
+
+/* --- miss bounds ------------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static size_t negative_slot(const kiln_cache_server *s, const char *hash)
+{
+	unsigned char h[crypto_shorthash_BYTES];
+	uint64_t v = 0;
+
+	crypto_shorthash(h, (const unsigned char *)hash, HASH_LEN, s->slot_key);
+	for (size_t i = 0; i < 8; i++)
+		v = v << 8 | h[i];
+	return (size_t)(v % NEGATIVE_SLOTS);
+}
+
+/* Whether hash was found absent everywhere less than NEGATIVE_TTL_S ago. */
+static bool recently_absent(kiln_cache_server *s, const char *hash)
+{
+	size_t i = negative_slot(s, hash);
+	bool hit;
+
+	pthread_mutex_lock(&s->miss_lock);
+	hit = s->negative[i].until_ms > now_ms() && memcmp(s->negative[i].hash, hash, HASH_LEN) == 0;
+	pthread_mutex_unlock(&s->miss_lock);
+	return hit;
+}
+
+static void remember_absent(kiln_cache_server *s, const char *hash)
+{
+	size_t i = negative_slot(s, hash);
+
+	pthread_mutex_lock(&s->miss_lock);
+	memcpy(s->negative[i].hash, hash, HASH_LEN);
+	s->negative[i].until_ms = now_ms() + NEGATIVE_TTL_S * 1000;
+	pthread_mutex_unlock(&s->miss_lock);
+}
+
+/* Takes one miss from the bucket; false when it is empty. */
+static bool miss_allowed(kiln_cache_server *s)
+{
+	int64_t now = now_ms();
+	bool ok;
+
+	pthread_mutex_lock(&s->miss_lock);
+	s->bucket += s->rate * (double)(now - s->bucket_ms) / 1000.0;
+	if (s->bucket > s->rate)
+		s->bucket = s->rate;
+	s->bucket_ms = now;
+	if ((ok = s->bucket >= 1.0))
+		s->bucket -= 1.0;
+	pthread_mutex_unlock(&s->miss_lock);
+	return ok;
 }
 
 /* --- names -------------------------------------------------------------------- */
@@ -142,9 +235,11 @@ static const char *skip_ows(const char *p)
 	return p;
 }
 
-/* Whether If-None-Match lists "*" or the tag `hash` (weak comparison, as
- * RFC 9110 13.1.2 asks). */
-static bool none_match(const char *h, const char *hash)
+typedef enum { MATCH_NONE, MATCH_TAG, MATCH_ANY } match_kind;
+
+/* Whether If-None-Match lists the tag `hash` (weak comparison, as RFC 9110
+ * 13.1.2 asks) or "*" (which matches only a shard that exists). */
+static match_kind none_match(const char *h, const char *hash)
 {
 	const char *p = h;
 
@@ -154,17 +249,17 @@ static bool none_match(const char *h, const char *hash)
 		while (*p == ' ' || *p == '\t' || *p == ',')
 			p++;
 		if (!*p)
-			return false;
+			return MATCH_NONE;
 		if (*p == '*')
-			return true;
+			return MATCH_ANY;
 		if (p[0] == 'W' && p[1] == '/')
 			p += 2;
 		if (*p != '"')
-			return false; /* not an entity-tag list: no match */
+			return MATCH_NONE; /* not an entity-tag list: no match */
 		if (!(end = strchr(p + 1, '"')))
-			return false;
+			return MATCH_NONE;
 		if ((size_t)(end - p - 1) == HASH_LEN && memcmp(p + 1, hash, HASH_LEN) == 0)
-			return true;
+			return MATCH_TAG;
 		p = end + 1;
 	}
 }
@@ -239,6 +334,36 @@ static int shard_headers(kiln_http_response *res, const char *hash)
 	return 0;
 }
 
+/* On a worker: the shard, filled when it is a miss the bounds let through.
+ * 1 when the answer is already in res (404, 503). */
+static int open_or_fill(kiln_cache_server *s, const kiln_http_request *req, const char *hash,
+                        kiln_http_response *res, int *fd, uint64_t *size)
+{
+	int rc;
+
+	if ((rc = kiln_cache_present(s->cache, hash, 0)) < 0)
+		return (rc = failed(res, "shard_error", rc)) < 0 ? rc : 1;
+	if (rc == 0 && recently_absent(s, hash)) {
+		kiln_counter_add(s->refused_recent, 1);
+		return text(res, 404, "no such shard\n") < 0 ? KILN_ENOMEM : 1;
+	}
+	if (rc == 0 && !miss_allowed(s)) {
+		kiln_counter_add(s->refused_rate, 1);
+		if ((rc = kiln_http_response_add_header(res, "Retry-After", "1")) < 0)
+			return rc;
+		return text(res, 503, "too many misses: try again later\n") < 0 ? KILN_ENOMEM : 1;
+	}
+	rc = kiln_cache_open_shard(s->cache, hash, true, kiln_http_request_header(req, "X-Kiln-Peer") != NULL,
+	                           fd, size);
+	if (rc == KILN_ENOTFOUND) {
+		remember_absent(s, hash);
+		return text(res, 404, "no such shard\n") < 0 ? KILN_ENOMEM : 1;
+	}
+	if (rc < 0)
+		return (rc = failed(res, "shard_error", rc)) < 0 ? rc : 1;
+	return 0;
+}
+
 static int on_shard(void *ctx, const kiln_http_request *req, kiln_http_response *res)
 {
 	kiln_cache_server *s = ctx;
@@ -246,28 +371,37 @@ static int on_shard(void *ctx, const kiln_http_request *req, kiln_http_response 
 	const char *inm, *range, *if_range;
 	uint64_t size = 0, off = 0, len = 0;
 	range_kind kind = RANGE_NONE;
+	match_kind match = MATCH_NONE;
 	int fd = -1, rc;
 
 	if (!authorized(s, req))
 		return unauthorized(res);
 	if (!shard_name(hash, req->path + strlen(SHARDS_PREFIX)))
 		return text(res, 400, "bad shard name: expected 64 lower-case hex digits\n");
-	/* content-addressed: a client holding the tag holds the bytes */
-	if ((inm = kiln_http_request_header(req, "If-None-Match")) && none_match(inm, hash)) {
+	/* content-addressed: a client holding the tag holds the bytes; "*"
+	 * matches only a shard that exists, so that one is looked up */
+	if ((inm = kiln_http_request_header(req, "If-None-Match")))
+		match = none_match(inm, hash);
+	if (match == MATCH_TAG) {
 		res->status = 304;
 		return shard_headers(res, hash);
 	}
 	/* on the event loop only what needs no work; a miss, or a file that must
 	 * be hashed again, goes to a worker */
-	rc = req->can_block ? kiln_cache_open_shard(s->cache, hash, true,
-	                                            kiln_http_request_header(req, "X-Kiln-Peer") != NULL, &fd, &size)
-	                    : kiln_cache_open_trusted(s->cache, hash, &fd, &size);
-	if (rc == KILN_ENOTFOUND && !req->can_block)
-		return KILN_HTTP_BLOCKING;
-	if (rc == KILN_ENOTFOUND)
-		return text(res, 404, "no such shard\n");
-	if (rc < 0)
-		return failed(res, "shard_error", rc);
+	if (!req->can_block) {
+		rc = kiln_cache_open_trusted(s->cache, hash, &fd, &size);
+		if (rc == KILN_ENOTFOUND)
+			return KILN_HTTP_BLOCKING;
+		if (rc < 0)
+			return failed(res, "shard_error", rc);
+	} else if ((rc = open_or_fill(s, req, hash, res, &fd, &size)) != 0) {
+		return rc < 0 ? rc : 0;
+	}
+	if (match == MATCH_ANY) {
+		close(fd);
+		res->status = 304;
+		return shard_headers(res, hash);
+	}
 	res->fd = fd; /* the server closes it from here on */
 	res->offset = 0;
 	res->length = size;
@@ -406,6 +540,11 @@ int kiln_cache_serve_start(kiln_cache_server **out, kiln_cache *cache, const kil
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	s->cache = cache;
 	s->metrics = metrics;
+	pthread_mutex_init(&s->miss_lock, NULL);
+	randombytes_buf(s->slot_key, sizeof(s->slot_key));
+	s->rate = config->misses_per_second ? config->misses_per_second : MISSES_DEFAULT;
+	s->bucket = s->rate;
+	s->bucket_ms = now_ms();
 	if (config->token && config->token[0]) {
 		s->auth = true;
 		randombytes_buf(s->token_key, sizeof(s->token_key));
@@ -425,6 +564,14 @@ int kiln_cache_serve_start(kiln_cache_server **out, kiln_cache *cache, const kil
 		s->served_bytes =
 		    kiln_metrics_counter(metrics, "kiln_cache_served_bytes_total",
 		                         "Shard bytes sent in answers that went out whole.", NULL);
+		s->refused_recent = kiln_metrics_counter(
+		    metrics, "kiln_cache_misses_refused_total",
+		    "Shard misses answered without asking peers or the origin, by reason.",
+		    "reason=\"recent\"");
+		s->refused_rate = kiln_metrics_counter(
+		    metrics, "kiln_cache_misses_refused_total",
+		    "Shard misses answered without asking peers or the origin, by reason.",
+		    "reason=\"rate\"");
 	}
 	{
 		const kiln_http_route routes[] = {
@@ -438,6 +585,8 @@ int kiln_cache_serve_start(kiln_cache_server **out, kiln_cache *cache, const kil
 		    .mode = KILN_HTTP_EVENT_LOOP,
 		    .workers = WORKERS,
 		    .connection_limit = connection_limit(),
+		    .per_address_limit = config->connections_per_address ? config->connections_per_address
+		                                                         : PER_ADDRESS_DEFAULT,
 		    .on_answered = on_answered,
 		    .on_answered_ctx = s,
 		};
@@ -446,6 +595,7 @@ int kiln_cache_serve_start(kiln_cache_server **out, kiln_cache *cache, const kil
 		                               routes, sizeof(routes) / sizeof(routes[0]), &o);
 	}
 	if (rc < 0) {
+		pthread_mutex_destroy(&s->miss_lock);
 		sodium_memzero(s, sizeof(*s));
 		free(s);
 		return rc;
@@ -464,6 +614,7 @@ void kiln_cache_serve_stop(kiln_cache_server *s)
 	if (!s)
 		return;
 	kiln_http_server_stop(s->http);
+	pthread_mutex_destroy(&s->miss_lock);
 	sodium_memzero(s, sizeof(*s));
 	free(s);
 }

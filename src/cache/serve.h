@@ -15,11 +15,15 @@ typedef struct kiln_cache_server kiln_cache_server;
 
 /* Serves `cache` on config->listen (port 0 picks one: see
  * kiln_cache_serve_port) on an event loop with a thread per CPU, misses
- * filled on worker threads. Routes:
+ * filled on worker threads; config's values are copied (it need not
+ * outlive the call). Routes:
  *   GET|HEAD /v1/shards/<64 lower-case hex>[.jsonl.zst]
  *       200 (application/zstd, strong ETag "<hash>", immutable), 206 for
- *       one byte range, 416 for an unsatisfiable one, 304 for a matching
- *       If-None-Match, 404 when the shard is nowhere, 400 for another name
+ *       one byte range, 416 for an unsatisfiable one, 304 for an
+ *       If-None-Match naming the hash (or "*" when the shard exists), 404
+ *       when the shard is nowhere (remembered for 30 s), 503 when misses
+ *       come faster than config->misses_per_second, 507 when the cache
+ *       cannot hold the shard, 400 for another name
  *   GET      /v1/datasets/<ds>/<ref>/<split>   kiln_cache_list as NDJSON
  *   GET      /metrics, /healthz
  * anything else 404 (400 with a ".." segment). With config->token every

@@ -159,16 +159,7 @@ static uint64_t set_bytes(const hash_set *s)
 
 static int set_publish(kiln_cache *c, const hash_set *s)
 {
-	char(*h)[65] = s->n ? malloc(s->n * sizeof(*h)) : NULL;
-	int rc;
-
-	if (s->n && !h)
-		return oom();
-	for (size_t i = 0; i < s->n; i++)
-		memcpy(h[i], s->v[i]->hash, 65);
-	rc = kiln_cache_set_pinned(c, (const char(*)[65])h, s->n);
-	free(h);
-	return rc;
+	return kiln_cache_set_pinned(c, s->v, s->n);
 }
 
 /* ---- views ------------------------------------------------------------------------ */
@@ -659,7 +650,7 @@ static bool sync_pin(kiln_cache *c, size_t i, cache_listing *cur, bool *stopped,
 		goto out;
 	set_unique(&todo);
 	for (size_t k = 0, n = todo.n; k < n; k++) {
-		rc = kiln_cache_present(c, todo.v[k]->hash);
+		rc = kiln_cache_present(c, todo.v[k]->hash, todo.v[k]->bytes);
 		if (rc < 0) {
 			note(&o->fail_rc, o->fail_msg, sizeof(o->fail_msg), rc, kiln_error_last());
 			pin_error(c, p, "", kiln_error_last());

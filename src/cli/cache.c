@@ -248,6 +248,11 @@ int kiln_cmd_cache(int argc, char **argv)
 		goto cleanup;
 	}
 	if (strcmp(sub, "sync") == 0) {
+		/* a long-running sync scrubs in the background like serve */
+		if (!once && kiln_cache_scrub_start(cache) < 0) {
+			kiln_cli_fail("cache", "%s", kiln_error_last());
+			goto cleanup;
+		}
 		status = once ? sync_once(cache, isatty(2)) : sync_loop(cache, config->sync_seconds);
 	} else if (strcmp(sub, "status") == 0) {
 		if (kiln_cache_status(cache, &out) < 0) {

@@ -151,7 +151,7 @@ int kiln_cmd_cache_serve(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN); /* sendfile to a client gone */
 	if (kiln_metrics_new(&metrics) < 0 || kiln_cache_open(&cache, config, metrics) < 0 ||
-	    kiln_cache_serve_start(&server, cache, config, metrics) < 0) {
+	    kiln_cache_serve_start(&server, cache, config, metrics) < 0 || kiln_cache_scrub_start(cache) < 0) {
 		KILN_LOG(KILN_LOG_ERROR, "start_failed", kiln_error_last());
 		kiln_cli_fail("cache serve", "%s", kiln_error_last());
 		goto cleanup;

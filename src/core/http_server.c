@@ -14,7 +14,18 @@
  * refuses to stop with connections suspended; a handler that asks to block
  * after that runs on the event-loop thread), then gives the requests in
  * flight up to DRAIN_MS to go out (answers carry "Connection: close" by
- * then) before the daemon stops. */
+ * then) before the daemon stops.
+ *
+ * Both modes: libmicrohttpd caps connections in all and per client address
+ * (MHD_OPTION_PER_IP_CONNECTION_LIMIT), and its timeout restarts on every
+ * byte, so a head deadline is kept here: each connection is tracked from
+ * its notify-connection STARTED to CLOSED (libmicrohttpd notifies CLOSED
+ * before it closes the socket), with a deadline while it waits for a
+ * request head (set when accepted and when an answer completes, cleared
+ * when a head is in, at on_request's first call). A sweeper thread shuts
+ * down (shutdown(2)) the socket of every connection past its deadline,
+ * under track_lock, so the descriptor is still the connection's; the
+ * connection's own thread then sees the end of input and closes it. */
 #include "core/http_server.h"
 
 #include <arpa/inet.h>
@@ -32,6 +43,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -39,8 +51,12 @@
 
 #define BODY_MAX         (64u << 20) /* response body a handler may build */
 #define REQUEST_BODY_MAX (1u << 20)  /* request body dropped before hanging up */
-#define CONNECTIONS_MAX  64u         /* thread per connection */
+#define CONNECTIONS_MAX  256u        /* thread per connection */
 #define CONNECTIONS_LOOP 1024u       /* event loop */
+#define PER_ADDRESS_MAX  16u         /* thread per connection: one address's share */
+#define PER_ADDRESS_LOOP 64u         /* event loop */
+#define HEAD_TIMEOUT_S   10u
+#define SWEEP_MS         1000 /* the sweeper looks at least this often */
 #define WORKERS_DEFAULT  16u
 #define LISTEN_BACKLOG   1024u
 #define IDLE_TIMEOUT_S   30u
@@ -49,6 +65,14 @@
 #define TEXT_PLAIN       "text/plain; charset=utf-8"
 
 typedef struct request_state request_state;
+
+/* A connection, from notify STARTED to CLOSED (its socket_context). */
+typedef struct conn_track {
+	struct conn_track *prev, *next;
+	int fd;
+	int64_t deadline_ms; /* monotonic; 0 while a request is in (head received) */
+	bool cut;            /* shut down by the sweeper */
+} conn_track;
 
 struct kiln_http_server {
 	struct MHD_Daemon *daemon;
@@ -69,6 +93,14 @@ struct kiln_http_server {
 	bool stopping;
 	_Atomic bool draining; /* stopping: answers close their connection */
 	_Atomic long inflight; /* requests begun (headers in) and not completed */
+
+	/* head deadlines: the connections, under track_lock, and the sweeper */
+	int64_t head_timeout_ms;
+	bool track_ready, sweeping, sweep_stop;
+	pthread_mutex_t track_lock;
+	pthread_cond_t track_cond;
+	conn_track *tracked;
+	pthread_t sweeper;
 };
 
 struct request_state {
@@ -89,6 +121,129 @@ struct request_state {
 	bool ready;                /* res holds the worker's answer, not yet queued */
 	kiln_http_response res;
 };
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+	kiln_http_server *s = cls;
+	conn_track *t = *socket_context;
+	const union MHD_ConnectionInfo *info;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (!info || !(t = calloc(1, sizeof(*t))))
+			return; /* untracked: only the idle timeout applies */
+		t->fd = info->connect_fd;
+		pthread_mutex_lock(&s->track_lock);
+		t->deadline_ms = now_ms() + s->head_timeout_ms;
+		if ((t->next = s->tracked))
+			t->next->prev = t;
+		s->tracked = t;
+		pthread_mutex_unlock(&s->track_lock);
+		*socket_context = t;
+		return;
+	}
+	if (!t)
+		return;
+	pthread_mutex_lock(&s->track_lock);
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		s->tracked = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	pthread_mutex_unlock(&s->track_lock);
+	free(t);
+	*socket_context = NULL;
+}
+
+/* Starts (head_pending) or clears conn's head deadline. */
+static void head_deadline(kiln_http_server *s, struct MHD_Connection *conn, bool head_pending)
+{
+	const union MHD_ConnectionInfo *info =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	conn_track *t = info ? info->socket_context : NULL;
+
+	if (!t)
+		return;
+	pthread_mutex_lock(&s->track_lock);
+	t->deadline_ms = head_pending ? now_ms() + s->head_timeout_ms : 0;
+	pthread_mutex_unlock(&s->track_lock);
+}
+
+static void *sweeper_main(void *arg)
+{
+	kiln_http_server *s = arg;
+
+	pthread_mutex_lock(&s->track_lock);
+	while (!s->sweep_stop) {
+		int64_t now = now_ms(), next = now + SWEEP_MS;
+		unsigned cut = 0;
+		struct timespec until;
+
+		for (conn_track *t = s->tracked; t; t = t->next) {
+			if (!t->deadline_ms || t->cut)
+				continue;
+			if (t->deadline_ms <= now) {
+				/* the connection's thread reads the end and closes it */
+				shutdown(t->fd, SHUT_RDWR);
+				t->cut = true;
+				cut++;
+			} else if (t->deadline_ms < next) {
+				next = t->deadline_ms;
+			}
+		}
+		if (cut)
+			KILN_LOG_EVERY(60, KILN_LOG_WARN, "http_head_timeout",
+			               "closed connections that sent no complete request head in time",
+			               KILN_F_INT("connections", cut),
+			               KILN_F_INT("head_timeout_s", s->head_timeout_ms / 1000));
+		until.tv_sec = (time_t)(next / 1000);
+		until.tv_nsec = (long)(next % 1000) * 1000000;
+		pthread_cond_timedwait(&s->track_cond, &s->track_lock, &until);
+	}
+	pthread_mutex_unlock(&s->track_lock);
+	return NULL;
+}
+
+static int sweeper_start(kiln_http_server *s)
+{
+	pthread_condattr_t attr;
+
+	if (pthread_mutex_init(&s->track_lock, NULL) != 0)
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	if (pthread_condattr_init(&attr) != 0 || pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) != 0 ||
+	    pthread_cond_init(&s->track_cond, &attr) != 0) {
+		pthread_mutex_destroy(&s->track_lock);
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	}
+	pthread_condattr_destroy(&attr);
+	s->track_ready = true;
+	if (pthread_create(&s->sweeper, NULL, sweeper_main, s) != 0)
+		return kiln_error_set(KILN_EIO, "cannot start the HTTP head-deadline thread");
+	s->sweeping = true;
+	return 0;
+}
+
+static void sweeper_stop(kiln_http_server *s)
+{
+	if (!s->sweeping)
+		return;
+	pthread_mutex_lock(&s->track_lock);
+	s->sweep_stop = true;
+	pthread_cond_signal(&s->track_cond);
+	pthread_mutex_unlock(&s->track_lock);
+	pthread_join(s->sweeper, NULL);
+	s->sweeping = false;
+}
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
@@ -136,6 +291,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	kiln_http_server *s = cls;
 	request_state *st = *con_cls;
 
+	head_deadline(s, conn, true); /* the next request's head, on a kept-alive connection */
 	if (st) {
 		if (st->started)
 			atomic_fetch_sub(&s->inflight, 1);
@@ -464,6 +620,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*con_cls = st;
 	}
 	if (!st->started) {
+		head_deadline(cls, conn, false);
 		st->started = true;
 		atomic_fetch_add(&((kiln_http_server *)cls)->inflight, 1);
 		return MHD_YES;
@@ -564,6 +721,10 @@ static void server_free(kiln_http_server *s)
 	}
 	free(s->routes);
 	free(s->workers);
+	if (s->track_ready) {
+		pthread_mutex_destroy(&s->track_lock);
+		pthread_cond_destroy(&s->track_cond);
+	}
 	if (s->lock_ready) {
 		pthread_mutex_destroy(&s->lock);
 		pthread_cond_destroy(&s->cond);
@@ -595,11 +756,14 @@ int kiln_http_server_start_ex(kiln_http_server **out, const char *listen, const 
 	unsigned limit = o->connection_limit ? o->connection_limit
 	                 : loop              ? CONNECTIONS_LOOP
 	                                     : CONNECTIONS_MAX;
+	unsigned per_address = o->per_address_limit ? o->per_address_limit
+	                       : loop               ? PER_ADDRESS_LOOP
+	                                            : PER_ADDRESS_MAX;
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
 	kiln_http_server *s = NULL;
 	struct sockaddr_in sa;
 	const union MHD_DaemonInfo *info;
-	struct MHD_OptionItem mode_options[4];
+	struct MHD_OptionItem mode_options[5];
 	size_t nmode = 0;
 	int rc, err;
 
@@ -613,6 +777,7 @@ int kiln_http_server_start_ex(kiln_http_server **out, const char *listen, const 
 	s->mode = o->mode;
 	s->on_answered = o->on_answered;
 	s->on_answered_ctx = o->on_answered_ctx;
+	s->head_timeout_ms = 1000 * (int64_t)(o->head_timeout_s ? o->head_timeout_s : HEAD_TIMEOUT_S);
 	for (size_t i = 0; i < n; i++) {
 		assert(routes[i].method && routes[i].path && routes[i].handler);
 		s->routes[i] = routes[i];
@@ -624,6 +789,8 @@ int kiln_http_server_start_ex(kiln_http_server **out, const char *listen, const 
 			goto cleanup;
 		}
 	}
+	if ((rc = sweeper_start(s)) < 0)
+		goto cleanup;
 	if (loop) {
 		if (pthread_mutex_init(&s->lock, NULL) != 0) {
 			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
@@ -645,11 +812,13 @@ int kiln_http_server_start_ex(kiln_http_server **out, const char *listen, const 
 		flags |= MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
 	}
 	mode_options[nmode++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, limit, NULL};
+	mode_options[nmode++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+	                                                per_address < limit ? per_address : limit, NULL};
 	mode_options[nmode] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 	s->daemon = MHD_start_daemon(
 	    flags, ntohs(sa.sin_port), NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
 	    (struct sockaddr *)&sa, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED,
-	    on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
+	    on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_TIMEOUT,
 	    o->idle_timeout_s ? o->idle_timeout_s : IDLE_TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
 	    MHD_OPTION_ARRAY, mode_options, MHD_OPTION_END);
 	if (!s->daemon) {
@@ -665,6 +834,7 @@ int kiln_http_server_start_ex(kiln_http_server **out, const char *listen, const 
 cleanup:
 	if (s) {
 		workers_stop(s);
+		sweeper_stop(s);
 		server_free(s);
 	}
 	return rc;
@@ -695,6 +865,7 @@ void kiln_http_server_stop(kiln_http_server *s)
 	for (unsigned ms = 0;
 	     s->mode == KILN_HTTP_EVENT_LOOP && ms < DRAIN_MS && atomic_load(&s->inflight) > 0; ms += 10)
 		usleep(10 * 1000);
+	sweeper_stop(s);
 	MHD_stop_daemon(s->daemon);
 	if (listener != MHD_INVALID_SOCKET)
 		close(listener);

@@ -107,8 +107,17 @@ typedef struct kiln_http_server_options {
 	kiln_http_mode mode;
 	unsigned threads;          /* event loop: 0 for the CPUs this process may run on */
 	unsigned workers;          /* event loop: threads for blocking calls, 0 for 16 */
-	unsigned connection_limit; /* 0 for 64 (thread per connection) or 1024 (event loop) */
+	unsigned connection_limit; /* 0 for 256 (thread per connection) or 1024 (event loop) */
+	/* Connections one client address may hold at once; a further one is
+	 * accepted and closed at once. 0 for 16 (thread per connection) or 64
+	 * (event loop); never above connection_limit. */
+	unsigned per_address_limit;
 	unsigned idle_timeout_s;   /* a connection idle this long is closed; 0 for 30 */
+	/* A connection that has not sent a complete request head (request line
+	 * and headers) this long after it was accepted, or after its previous
+	 * answer went out, is closed, however steadily it trickles bytes (the
+	 * idle timeout restarts on every byte). 0 for 10. */
+	unsigned head_timeout_s;
 	/* Called (when set) once per answered request, from a server thread,
 	 * with the path of the route that answered (as given in routes[];
 	 * NULL when none did: a 404, 405 or 400 of the server's), the status

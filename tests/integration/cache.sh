@@ -388,8 +388,12 @@ done
 
 # ---- node T: a bearer token
 T=$tmp/cacheT
-token=tok-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+token=tok-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 config T "$T" "$ds@v1" 100M "token_env: KILN_CACHE_TOKEN"
+check "T: a token under 32 characters: exit 2" \
+	status_is 2 env KILN_CACHE_TOKEN=short-token "$kiln" cache serve "$tmp/T.yaml"
+check "T: ... a config error naming token_env" grep -q "token_env: KILN_CACHE_TOKEN holds a token of 11 characters" "$tmp/err"
+check "T: ... not the token" bash -c "! grep -q short-token '$tmp/err'"
 serve T KILN_CACHE_TOKEN="$token"
 pt=$port
 check "T: started" test -n "$pt"

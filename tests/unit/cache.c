@@ -7,7 +7,10 @@
  * caught on open and on sync, and views repaired; LRU eviction of unpinned
  * shards, pinned ones kept, a moved branch pin unpinning its old shards;
  * one fetch for eight concurrent misses; a size limit too small; peers
- * (served, corrupt, 404, refused) before the origin; list, status, verify. */
+ * (served, corrupt, 404, refused) before the origin; list, status, verify;
+ * a pinned shard whose size differs from the manifest's with its mtime
+ * reset, a shard larger than size_limit, and the background scrub finding
+ * a bit flip the mtime does not show. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -348,6 +351,9 @@ static void test_config(void **state)
 	assert_true(c->high == 0.9 && c->low == 0.8);
 	assert_int_equal(c->concurrency, 4);
 	assert_int_equal(c->sync_seconds, 60);
+	assert_int_equal(c->connections_per_address, 256);
+	assert_int_equal(c->misses_per_second, 100);
+	assert_int_equal(c->scrub_rate, 16u << 20);
 	assert_string_equal(c->listen, "127.0.0.1:9470");
 	assert_null(c->token);
 	assert_int_equal(c->peer_count, 0);
@@ -357,7 +363,7 @@ static void test_config(void **state)
 
 	/* every key, a token file, relative paths */
 	snprintf(token_path, sizeof(token_path), "%s/cache.token", tmpdir);
-	write_file(token_path, "  s3cr3t-token \nsecond line\n", 0600);
+	write_file(token_path, "  s3cr3t-token-0123456789abcdef0123 \nsecond line\n", 0600);
 	snprintf(path, sizeof(path), "%s/full.yaml", tmpdir);
 	snprintf(
 	    yaml, sizeof(yaml),
@@ -371,7 +377,10 @@ static void test_config(void **state)
 	    "peers: [\"http://10.0.0.2:9470/\", \"https://cache-b:9470\"]\n"
 	    "listen: 0.0.0.0:9471\n"
 	    "token_file: cache.token\n"
-	    "sync_seconds: 30\n");
+	    "sync_seconds: 30\n"
+	    "connections_per_address: 32\n"
+	    "misses_per_second: 7\n"
+	    "scrub_rate: 4M\n");
 	write_file(path, yaml, 0644);
 	assert_int_equal(kiln_cache_config_load(&c, path, NULL, 0), 0);
 	assert_string_equal(c->store_url, "s3://bucket/prefix");
@@ -388,7 +397,10 @@ static void test_config(void **state)
 	assert_int_equal(c->peer_count, 2);
 	assert_string_equal(c->peers[0], "http://10.0.0.2:9470");
 	assert_string_equal(c->listen, "0.0.0.0:9471");
-	assert_string_equal(c->token, "s3cr3t-token");
+	assert_string_equal(c->token, "s3cr3t-token-0123456789abcdef0123");
+	assert_int_equal(c->connections_per_address, 32);
+	assert_int_equal(c->misses_per_second, 7);
+	assert_int_equal(c->scrub_rate, 4u << 20);
 	assert_int_equal(c->concurrency, 16);
 	assert_int_equal(c->sync_seconds, 30);
 	kiln_cache_config_free(c);
@@ -401,9 +413,19 @@ static void test_config(void **state)
 	unsetenv("KILN_TEST_TOKEN");
 	assert_int_equal(kiln_cache_config_load(&c, path, NULL, 0), KILN_EINVALID);
 	assert_non_null(strstr(kiln_error_last(), "KILN_TEST_TOKEN is not set"));
-	setenv("KILN_TEST_TOKEN", "from-env", 1);
+	/* a token under 128 bits (32 characters) is refused, naming the key, not the token */
+	setenv("KILN_TEST_TOKEN", "0123456789abcdef0123456789abcde", 1);
+	assert_int_equal(kiln_cache_config_load(&c, path, NULL, 0), KILN_EINVALID);
+	assert_non_null(
+	    strstr(kiln_error_last(),
+	           ":5:12: token_env: KILN_TEST_TOKEN holds a token of 31 characters; at least 32"));
+	assert_null(strstr(kiln_error_last(), "0123456789abcdef"));
+	assert_null(strchr(kiln_error_last(), '\n'));
+	setenv("KILN_TEST_TOKEN", "x", 1);
+	assert_int_equal(kiln_cache_config_load(&c, path, NULL, 0), KILN_EINVALID);
+	setenv("KILN_TEST_TOKEN", "from-env-0123456789abcdef01234567", 1);
 	assert_int_equal(kiln_cache_config_load(&c, path, NULL, 0), 0);
-	assert_string_equal(c->token, "from-env");
+	assert_string_equal(c->token, "from-env-0123456789abcdef01234567");
 	snprintf(yaml, sizeof(yaml), "file://%s/s", tmpdir);
 	assert_string_equal(c->store_url, yaml); /* file://relative is relative to the config */
 	kiln_cache_config_free(c);
@@ -445,7 +467,18 @@ static void test_config(void **state)
 	expect_config_error("store: {url: file://s}\nmanifest: m.git\ndir: d\nsize_limit: 1M\n"
 	                    "token_file: a\ntoken_env: B\n",
 	                    "token_env", "at most one");
-	write_file(token_path, "open-token\n", 0644);
+	write_file(token_path, "short-token\n", 0600);
+	snprintf(yaml, sizeof(yaml),
+	         "store: {url: file://s}\nmanifest: m.git\ndir: d\nsize_limit: 1M\ntoken_file: %s\n",
+	         token_path);
+	expect_config_error(yaml, "token_file", "the token is 11 characters; at least 32 are needed");
+	expect_config_error("store: {url: file://s}\nmanifest: m.git\ndir: d\nsize_limit: 1M\n"
+	                    "misses_per_second: 0\n",
+	                    "misses_per_second", "between 1 and");
+	expect_config_error("store: {url: file://s}\nmanifest: m.git\ndir: d\nsize_limit: 1M\n"
+	                    "scrub_rate: fast\n",
+	                    "scrub_rate", "expected a size");
+	write_file(token_path, "open-token-0123456789abcdef0123456789\n", 0644);
 	snprintf(yaml, sizeof(yaml),
 	         "store: {url: file://s}\nmanifest: m.git\ndir: d\nsize_limit: 1M\ntoken_file: %s\n",
 	         token_path);
@@ -654,6 +687,125 @@ static void test_corrupt_refetched(void **state)
 	assert_false(exists(path));
 	assert_int_equal(kiln_cache_verify(n.cache, &bad), 0);
 	assert_int_equal(bad, 0);
+	close_node(&n);
+}
+
+/* Sets path's mtime back to the published sentinel (1 s past the epoch). */
+static void reset_mtime(const char *path)
+{
+	assert_int_equal(utimensat(AT_FDCWD, path, (const struct timespec[]){{0, UTIME_OMIT}, {1, 0}}, 0), 0);
+}
+
+/* Truncated or grown, then given the sentinel mtime back: the size the
+ * manifest gives a pinned shard still catches it. */
+static void test_wrong_size_with_sentinel_mtime(void **state)
+{
+	static const char *const sets[] = {"pins=ds@main", NULL};
+	const kiln_shard_entry *s1 = a_train_sorted(1), *s2 = a_train_sorted(2);
+	node n;
+	char path[512], got[65];
+	uint64_t size;
+	int fd;
+
+	(void)state;
+	open_node(&n, "wrong-size", sets);
+	sync_ok(&n);
+
+	/* truncated: the event loop's call refuses it, a filling open refetches it */
+	shard_file(&n, s1->hash, path);
+	assert_int_equal(truncate(path, 10), 0);
+	reset_mtime(path);
+	assert_int_equal(kiln_cache_open_trusted(n.cache, s1->hash, &fd, &size), KILN_ENOTFOUND);
+	assert_int_equal(fd, -1);
+	assert_false(exists(path));
+	assert_int_equal(counter(&n, "kiln_cache_corrupt_total", NULL), 1);
+	assert_int_equal(kiln_cache_open_shard(n.cache, s1->hash, true, false, &fd, &size), 0);
+	assert_int_equal(size, s1->bytes);
+	hash_of_fd(fd, got);
+	close(fd);
+	assert_string_equal(got, s1->hash);
+
+	/* grown by a byte: the sync counts it missing and fetches it again */
+	shard_file(&n, s2->hash, path);
+	fd = open(path, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "x", 1), 1);
+	close(fd);
+	reset_mtime(path);
+	sync_ok(&n);
+	assert_int_equal(counter(&n, "kiln_cache_corrupt_total", NULL), 2);
+	assert_int_equal(kiln_cache_open_shard(n.cache, s2->hash, false, false, &fd, &size), 0);
+	assert_int_equal(size, s2->bytes);
+	hash_of_fd(fd, got);
+	close(fd);
+	assert_string_equal(got, s2->hash);
+	close_node(&n);
+}
+
+/* The scrub hashes files the mtime vouches for: a bit flip is found,
+ * removed and (pinned) fetched again without any reader asking. */
+static void test_scrub_finds_bit_flip(void **state)
+{
+	static const char *const sets[] = {"pins=ds@main", "scrub_rate=1G", NULL};
+	const kiln_shard_entry *s0 = a_train_sorted(0);
+	node n;
+	char path[512], got[65] = "";
+	struct stat before, st;
+	uint64_t size;
+	int fd;
+
+	(void)state;
+	open_node(&n, "scrub", sets);
+	sync_ok(&n);
+	shard_file(&n, s0->hash, path);
+	assert_int_equal(stat(path, &before), 0);
+	flip_byte(path, 5);
+	reset_mtime(path);
+	/* unseen by a reader: same size, the sentinel mtime */
+	assert_int_equal(kiln_cache_open_trusted(n.cache, s0->hash, &fd, &size), 0);
+	close(fd);
+	assert_int_equal(counter(&n, "kiln_cache_corrupt_total", NULL), 0);
+
+	assert_int_equal(kiln_cache_scrub_start(n.cache), 0);
+	/* poll: the pass ends with the shard fetched again (a new inode) */
+	for (int i = 0; i < 3000; i++) {
+		if (counter(&n, "kiln_cache_scrub_passes_total", NULL) >= 1)
+			break;
+		usleep(10 * 1000);
+	}
+	assert_int_equal(counter(&n, "kiln_cache_scrub_passes_total", NULL), 1);
+	kiln_cache_scrub_stop(n.cache);
+	assert_int_equal(counter(&n, "kiln_cache_corrupt_total", NULL), 1);
+	assert_true(counter(&n, "kiln_cache_scrubbed_bytes_total", NULL) >= a_bytes);
+	assert_int_equal(origin_fills(&n), NA + 1);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_not_equal(st.st_ino, before.st_ino);
+	assert_int_equal(kiln_cache_open_trusted(n.cache, s0->hash, &fd, &size), 0);
+	hash_of_fd(fd, got);
+	close(fd);
+	assert_string_equal(got, s0->hash);
+	kiln_cache_scrub_stop(n.cache); /* twice is fine */
+	close_node(&n);
+}
+
+/* A shard larger than size_limit is refused as such, not blamed on the origin. */
+static void test_shard_larger_than_limit(void **state)
+{
+	char set_limit[64];
+	const char *sets[] = {"pins=", set_limit, NULL};
+	node n;
+	uint64_t size;
+	int fd;
+
+	(void)state;
+	snprintf(set_limit, sizeof(set_limit), "size_limit=%llu", (unsigned long long)(loose[0].bytes - 1));
+	open_node(&n, "too-large", sets);
+	assert_int_equal(kiln_cache_open_shard(n.cache, loose[0].hash, true, false, &fd, &size), KILN_ELIMIT);
+	assert_int_equal(fd, -1);
+	assert_non_null(strstr(kiln_error_last(), loose[0].hash));
+	assert_non_null(strstr(kiln_error_last(), "is larger than the cache's size_limit ("));
+	assert_null(strstr(kiln_error_last(), "corrupt"));
+	assert_int_equal(count_shards(&n), 0);
 	close_node(&n);
 }
 
@@ -1053,7 +1205,7 @@ static void test_peers_first(void **state)
 	peer_start(&peer);
 	/* a refused connection first, then the fake peer */
 	snprintf(set_peers, sizeof(set_peers), "peers=http://127.0.0.1:1,http://127.0.0.1:%u/", peer.port);
-	setenv("KILN_TEST_PEER_TOKEN", "peer-secret", 1);
+	setenv("KILN_TEST_PEER_TOKEN", "peer-secret-0123456789abcdef012345", 1);
 	open_node(&n, "peers", sets);
 	unsetenv("KILN_TEST_PEER_TOKEN");
 
@@ -1065,7 +1217,8 @@ static void test_peers_first(void **state)
 	assert_non_null(strstr(peer.last_request, "GET /v1/shards/"));
 	assert_non_null(strstr(peer.last_request, loose[0].hash));
 	assert_non_null(strstr(peer.last_request, "X-Kiln-Peer: 1\r\n"));
-	assert_non_null(strstr(peer.last_request, "Authorization: Bearer peer-secret\r\n"));
+	assert_non_null(
+	    strstr(peer.last_request, "Authorization: Bearer peer-secret-0123456789abcdef012345\r\n"));
 
 	/* corrupt bytes from the peer: not published, the origin fills it */
 	atomic_store(&peer.mode, 1);
@@ -1150,6 +1303,9 @@ int main(void)
 		cmocka_unit_test(test_sync_views),
 		cmocka_unit_test(test_remote_manifest),
 		cmocka_unit_test(test_corrupt_refetched),
+		cmocka_unit_test(test_wrong_size_with_sentinel_mtime),
+		cmocka_unit_test(test_scrub_finds_bit_flip),
+		cmocka_unit_test(test_shard_larger_than_limit),
 		cmocka_unit_test(test_evict_lru_unpinned),
 		cmocka_unit_test(test_branch_pin_moves),
 		cmocka_unit_test(test_size_limit),

@@ -5,7 +5,9 @@
  * filled on a worker thread (and X-Kiln-Peer), transient and hard errors,
  * names refused before the cache sees them (percent-decoded traversal
  * included), dataset listings, /metrics counts, /healthz, and the bearer
- * token (never logged). */
+ * token (never logged, checked before the cache is asked anything); "*"
+ * in If-None-Match for a shard that is nowhere, a shard the cache cannot
+ * hold (507), a recent miss answered without asking the cache again. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -39,6 +41,9 @@
 #define H_ABSENT "2222222222222222222222222222222222222222222222222222222222222222"
 #define H_RETRY  "3333333333333333333333333333333333333333333333333333333333333333"
 #define H_BROKEN "4444444444444444444444444444444444444444444444444444444444444444"
+#define H_HUGE    "5555555555555555555555555555555555555555555555555555555555555555"
+#define H_GONE    "6666666666666666666666666666666666666666666666666666666666666666"
+#define H_NOWHERE "7777777777777777777777777777777777777777777777777777777777777777"
 
 static char tmpdir[64];
 static char shard_bytes[SHARD_SIZE];
@@ -47,7 +52,7 @@ static char shard_bytes[SHARD_SIZE];
 
 static struct {
 	pthread_mutex_t lock;
-	int opens_nofill, opens_fill, fills, from_peer;
+	int opens_nofill, opens_fill, fills, from_peer, presents;
 	pthread_t nofill_thread, fill_thread;
 	int lists;
 	char last_list[256];
@@ -80,6 +85,10 @@ int kiln_cache_open_shard(kiln_cache *cache, const char *hash, bool fill, bool f
 		return kiln_error_set(KILN_ERETRY, "origin: connection refused (token hunter2)");
 	if (strcmp(hash, H_BROKEN) == 0)
 		return kiln_error_set(KILN_EIO, "/secret/path: disk on fire");
+	if (strcmp(hash, H_HUGE) == 0 && fill)
+		return kiln_error_set(KILN_ELIMIT, "shard " H_HUGE
+		                                   " from the origin is larger than the cache's size_limit "
+		                                   "(1.0 KiB): not cached");
 	shard_path(path, sizeof(path), hash);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
 		if (!fill || strcmp(hash, H_REMOTE) != 0)
@@ -99,6 +108,22 @@ int kiln_cache_open_shard(kiln_cache *cache, const char *hash, bool fill, bool f
 	*out_fd = fd;
 	*out_size = (uint64_t)st.st_size;
 	return 0;
+}
+
+int kiln_cache_present(kiln_cache *cache, const char *hash, uint64_t bytes)
+{
+	char path[256];
+
+	assert_int_equal(bytes, 0);
+	pthread_mutex_lock(&fake.lock);
+	fake.presents++;
+	pthread_mutex_unlock(&fake.lock);
+	if (strcmp(hash, H_RETRY) == 0)
+		return kiln_error_set(KILN_ERETRY, "origin: connection refused (token hunter2)");
+	if (strcmp(hash, H_BROKEN) == 0)
+		return kiln_error_set(KILN_EIO, "/secret/path: disk on fire");
+	shard_path(path, sizeof(path), hash);
+	return access(path, F_OK) == 0;
 }
 
 int kiln_cache_open_trusted(kiln_cache *cache, const char *hash, int *out_fd, uint64_t *out_size)
@@ -392,6 +417,70 @@ static void test_not_modified(void **state)
 	assert_int_equal(r.len, 5000);
 	get_h(&r, "/v1/shards/" H_LOCAL, "If-None-Match: \"" H_ABSENT "\"");
 	assert_int_equal(r.status, 200);
+	/* "*" matches any current representation: there is none */
+	get_h(&r, "/v1/shards/" H_NOWHERE, "If-None-Match: *");
+	assert_int_equal(r.status, 404);
+	get_h(&r, "/v1/shards/" H_NOWHERE, "If-None-Match: \"abc\", *");
+	assert_int_equal(r.status, 404);
+	fetch(&r, "HEAD", "/v1/shards/" H_NOWHERE, (const char *const[]){"If-None-Match: *", NULL});
+	assert_int_equal(r.status, 404);
+	/* ...and a tag naming the hash needs no lookup */
+	get_h(&r, "/v1/shards/" H_NOWHERE, "If-None-Match: \"" H_NOWHERE "\"");
+	assert_int_equal(r.status, 304);
+}
+
+static void test_too_large(void **state)
+{
+	static reply r;
+	char line[4096];
+	bool logged = false;
+	FILE *f;
+
+	get(&r, "/v1/shards/" H_HUGE);
+	assert_int_equal(r.status, 507);
+	assert_string_equal(r.body, "insufficient storage: the cache cannot hold this shard\n");
+	/* the log says what it is: the limit and the shard, not the origin's fault */
+	assert_non_null(f = fopen(log_path, "r"));
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, H_HUGE) && strstr(line, "larger than the cache's size_limit (1.0 KiB)"))
+			logged = true;
+	fclose(f);
+	assert_true(logged);
+}
+
+static void test_recent_miss(void **state)
+{
+	static reply r;
+	char path[256];
+	int fills, presents;
+
+	get(&r, "/v1/shards/" H_GONE);
+	assert_int_equal(r.status, 404);
+	pthread_mutex_lock(&fake.lock);
+	fills = fake.opens_fill;
+	presents = fake.presents;
+	pthread_mutex_unlock(&fake.lock);
+	/* remembered: not asked to fill again */
+	for (int i = 0; i < 3; i++) {
+		get(&r, "/v1/shards/" H_GONE);
+		assert_int_equal(r.status, 404);
+	}
+	pthread_mutex_lock(&fake.lock);
+	assert_int_equal(fake.opens_fill, fills);
+	assert_int_equal(fake.presents, presents + 3);
+	pthread_mutex_unlock(&fake.lock);
+	/* once it is in the cache (a sync), it is served whatever was remembered */
+	shard_path(path, sizeof(path), H_GONE);
+	assert_int_equal(access(path, F_OK), -1);
+	{
+		char local[256];
+
+		shard_path(local, sizeof(local), H_LOCAL);
+		assert_int_equal(link(local, path), 0);
+	}
+	get(&r, "/v1/shards/" H_GONE);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(r.len, SHARD_SIZE);
 }
 
 static void test_miss_filled_on_worker(void **state)
@@ -614,6 +703,9 @@ static void test_token(void **state)
 	server = start("s3cret-t0ken");
 	get(&r, "/healthz");
 	assert_int_equal(r.status, 200);
+	pthread_mutex_lock(&fake.lock);
+	fake.opens_fill = fake.opens_nofill = fake.presents = fake.lists = 0;
+	pthread_mutex_unlock(&fake.lock);
 	static const char *const guarded[] = {"/v1/shards/" H_LOCAL,
 	                                      "/v1/shards/ABC",
 	                                      "/v1/datasets/user-events/main/train",
@@ -639,6 +731,10 @@ static void test_token(void **state)
 			assert_string_equal(header(&r, "WWW-Authenticate", v, sizeof(v)), "Bearer");
 		}
 	}
+	/* every refusal came before the cache was asked anything */
+	pthread_mutex_lock(&fake.lock);
+	assert_int_equal(fake.opens_fill + fake.opens_nofill + fake.presents + fake.lists, 0);
+	pthread_mutex_unlock(&fake.lock);
 	fetch(&r, "GET", "/v1/shards/" H_LOCAL, extra_ok);
 	assert_int_equal(r.status, 200);
 	assert_int_equal(r.len, SHARD_SIZE);
@@ -678,6 +774,7 @@ int main(void)
 	    cmocka_unit_test(test_errors),       cmocka_unit_test(test_bad_names),
 	    cmocka_unit_test(test_datasets),     cmocka_unit_test(test_other_routes),
 	    cmocka_unit_test(test_metrics),      cmocka_unit_test(test_token),
+	    cmocka_unit_test(test_too_large),    cmocka_unit_test(test_recent_miss),
 	};
 	int rc;
 

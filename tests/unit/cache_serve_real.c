@@ -3,7 +3,10 @@
  * tests/unit/reader.c, and a cache.yaml pinning it. A miss is fetched from
  * the store and verified, then served whole and by range; an unknown hash is
  * a 404; the version's shard list; the cache's own metrics beside the
- * server's; the bearer token from token_env. */
+ * server's; the bearer token from token_env, checked before anything is
+ * fetched or logged; misses bounded (a recent miss is answered without a
+ * fetch, misses past misses_per_second are 503) and not logged as
+ * warnings. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -11,6 +14,7 @@
 #include <cmocka.h>
 
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <git2.h>
 #include <signal.h>
 #include <sodium.h>
@@ -243,6 +247,103 @@ static void test_serve(void **state)
 	unserve(config, cache, metrics, server);
 }
 
+static uint64_t counter(kiln_metrics *m, const char *name, const char *labels)
+{
+	return kiln_counter_value(kiln_metrics_counter(m, name, NULL, labels));
+}
+
+static char log_path[160];
+
+/* From here on, log lines at info and above go to a fresh log_path. */
+static void capture_log(void)
+{
+	int fd;
+
+	snprintf(log_path, sizeof(log_path), "%s/serve.log", tmpdir);
+	fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+	assert_true(fd >= 0);
+	kiln_log_setup(true, KILN_LOG_INFO);
+	kiln_log_set_fd(fd);
+}
+
+/* Back to stderr; the number of warning (or worse) lines captured. */
+static int end_capture(void)
+{
+	char line[4096];
+	int bad = 0;
+	FILE *f;
+
+	kiln_log_set_fd(2);
+	kiln_log_setup(true, KILN_LOG_ERROR);
+	assert_non_null(f = fopen(log_path, "r"));
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "\"level\":\"warn") || strstr(line, "\"level\":\"error")) {
+			fprintf(stderr, "logged: %s", line);
+			bad++;
+		}
+	fclose(f);
+	return bad;
+}
+
+static void random_hash(char out[65])
+{
+	unsigned char b[32];
+
+	randombytes_buf(b, sizeof(b));
+	sodium_bin2hex(out, 65, b, sizeof(b));
+}
+
+static void test_misses_bounded(void **state)
+{
+	char set[] = "misses_per_second=1";
+	char *sets[] = {set};
+	kiln_cache_config *config;
+	kiln_cache *cache;
+	kiln_metrics *metrics;
+	kiln_cache_server *server;
+	reply r = {0};
+	char target[256], hash[65];
+	uint64_t misses;
+	int refused = 0;
+	uint16_t port;
+
+	capture_log();
+	serve(&config, &cache, &metrics, &server, sets, 1);
+	port = kiln_cache_serve_port(server);
+
+	/* absent at the origin: a 404; asked again, answered without a fetch */
+	random_hash(hash);
+	snprintf(target, sizeof(target), "/v1/shards/%s", hash);
+	fetch(&r, port, target, NULL);
+	assert_int_equal(r.status, 404);
+	misses = counter(metrics, "kiln_cache_misses_total", NULL);
+	assert_int_equal(misses, 1);
+	fetch(&r, port, target, NULL);
+	assert_int_equal(r.status, 404);
+	assert_int_equal(counter(metrics, "kiln_cache_misses_total", NULL), misses);
+	assert_int_equal(counter(metrics, "kiln_cache_misses_refused_total", "reason=\"recent\""), 1);
+
+	/* one miss a second: a run of distinct random hashes meets 503s */
+	for (int i = 0; i < 20; i++) {
+		random_hash(hash);
+		snprintf(target, sizeof(target), "/v1/shards/%s", hash);
+		fetch(&r, port, target, NULL);
+		if (r.status == 503) {
+			assert_non_null(strstr(r.headers, "Retry-After: 1\r\n"));
+			refused++;
+		} else {
+			assert_int_equal(r.status, 404);
+		}
+	}
+	assert_true(refused > 0);
+	assert_int_equal(counter(metrics, "kiln_cache_misses_refused_total", "reason=\"rate\""), refused);
+	assert_int_equal(counter(metrics, "kiln_cache_misses_total", NULL), misses + 20 - refused);
+	kiln_buf_free(&r.body);
+	unserve(config, cache, metrics, server);
+	/* none of it is a warning */
+	assert_int_equal(end_capture(), 0);
+}
+
 static void test_token(void **state)
 {
 	char set[] = "token_env=KILN_TEST_CACHE_TOKEN"; /* writable, like argv */
@@ -255,21 +356,30 @@ static void test_token(void **state)
 	char target[256];
 	uint16_t port;
 
-	setenv("KILN_TEST_CACHE_TOKEN", "tok-123", 1);
+	setenv("KILN_TEST_CACHE_TOKEN", "tok-123-0123456789abcdef0123456789ab", 1);
+	capture_log();
 	serve(&config, &cache, &metrics, &server, sets, 1);
 	port = kiln_cache_serve_port(server);
+	/* without the token a miss is neither fetched nor logged */
+	snprintf(target, sizeof(target), "/v1/shards/%s",
+	         "5555555555555555555555555555555555555555555555555555555555555555");
+	fetch(&r, port, target, NULL);
+	assert_int_equal(r.status, 401);
+	assert_int_equal(counter(metrics, "kiln_cache_misses_total", NULL), 0);
+	assert_int_equal(counter(metrics, "kiln_cache_fills_total", "source=\"origin\""), 0);
 	snprintf(target, sizeof(target), "/v1/shards/%s", train[0].hash);
 	fetch(&r, port, target, NULL);
 	assert_int_equal(r.status, 401);
 	fetch(&r, port, target, "Authorization: Bearer tok-12");
 	assert_int_equal(r.status, 401);
-	fetch(&r, port, target, "Authorization: Bearer tok-123");
+	fetch(&r, port, target, "Authorization: Bearer tok-123-0123456789abcdef0123456789ab");
 	assert_int_equal(r.status, 200);
 	assert_int_equal(r.body.len, train[0].bytes);
 	fetch(&r, port, "/healthz", NULL);
 	assert_int_equal(r.status, 200);
 	kiln_buf_free(&r.body);
 	unserve(config, cache, metrics, server);
+	assert_int_equal(end_capture(), 0);
 }
 
 int main(void)
@@ -277,6 +387,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_serve),
 	    cmocka_unit_test(test_token),
+	    cmocka_unit_test(test_misses_bounded),
 	};
 	int rc;
 

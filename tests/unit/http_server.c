@@ -5,7 +5,10 @@
  * a port already taken and bad listen addresses; prefix routes, request and
  * response headers, file-descriptor bodies (ranges, HEAD, the descriptor
  * closed), %00 in the target, and the event-loop mode: blocking calls moved
- * to workers, answered-request counts, the connection limit. */
+ * to workers, answered-request counts, the connection limit; slowloris:
+ * many connections from one address trickling a request head leave
+ * /healthz answering another address, and the head deadline closes a
+ * trickling connection that the idle timeout would keep. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -16,6 +19,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -129,6 +133,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 }
 
 static long fetch_timeout_ms = 10000;
+static const char *fetch_from; /* source address (CURLOPT_INTERFACE), NULL for the default */
 
 /* method "HEAD" uses CURLOPT_NOBODY; body non-NULL sends it; extra: more
  * header lines, NULL-terminated (or NULL). Returns the curl result; the
@@ -147,6 +152,8 @@ static CURLcode fetch_ex(reply *r, uint16_t port, const char *method, const char
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, fetch_timeout_ms);
+	if (fetch_from)
+		curl_easy_setopt(c, CURLOPT_INTERFACE, fetch_from);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
@@ -898,6 +905,113 @@ static void test_connection_limit(void **state)
 	kiln_http_server_stop(s);
 }
 
+/* --- slowloris ------------------------------------------------------------ */
+
+#define SLOW_HEAD "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "
+
+/* n connections from 127.0.0.1 (the default source) that each sent part
+ * of a request head; their descriptors into fds. */
+static void open_trickling(int *fds, size_t n, uint16_t port)
+{
+	for (size_t i = 0; i < n; i++) {
+		fds[i] = connect_to(port);
+		/* a connection the server accepted and closed at once may refuse it */
+		(void)!send(fds[i], SLOW_HEAD, strlen(SLOW_HEAD), MSG_NOSIGNAL);
+	}
+}
+
+/* /healthz from another address (127.0.0.2: all of 127/8 is loopback)
+ * while one address holds more connections than the server has slots. */
+static void healthz_under_attack(kiln_http_server *s, size_t attackers)
+{
+	uint16_t port = kiln_http_server_port(s);
+	int *fds = calloc(attackers, sizeof(*fds));
+	reply r;
+
+	assert_non_null(fds);
+	open_trickling(fds, attackers, port);
+	fetch_from = "127.0.0.2";
+	assert_int_equal(fetch(&r, port, "GET", "/healthz", NULL, 0, NULL), CURLE_OK);
+	fetch_from = NULL;
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.body, "ok");
+	for (size_t i = 0; i < attackers; i++)
+		close(fds[i]);
+	free(fds);
+}
+
+/* The metrics server's settings (kiln_http_server_start): more attackers
+ * than its connection slots. */
+static void test_slowloris_thread_per_connection(void **state)
+{
+	kiln_http_server *s;
+
+	assert_int_equal(kiln_http_server_start(&s, "127.0.0.1:0", routes, 1), 0);
+	healthz_under_attack(s, 300);
+	kiln_http_server_stop(s);
+}
+
+static void test_slowloris_event_loop(void **state)
+{
+	kiln_http_server_options o = {.mode = KILN_HTTP_EVENT_LOOP,
+	                              .threads = 2,
+	                              .workers = 1,
+	                              .connection_limit = 32,
+	                              .per_address_limit = 8};
+	kiln_http_server *s;
+
+	assert_int_equal(kiln_http_server_start_ex(&s, "127.0.0.1:0", routes, 1, &o), 0);
+	healthz_under_attack(s, 100);
+	kiln_http_server_stop(s);
+}
+
+/* Sends a header byte every 100 ms (the idle timeout never fires) until
+ * the server closes the connection; false when it is still open after
+ * `bytes` bytes. */
+static bool trickle_until_closed(uint16_t port, unsigned bytes)
+{
+	int fd = connect_to(port);
+	bool closed = false;
+
+	assert_int_equal(send(fd, SLOW_HEAD, strlen(SLOW_HEAD), MSG_NOSIGNAL), (ssize_t)strlen(SLOW_HEAD));
+	for (unsigned i = 0; i < bytes && !closed; i++) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		char c;
+
+		if (poll(&p, 1, 100) > 0) {
+			closed = recv(fd, &c, 1, 0) <= 0; /* the end, or a reset */
+			assert_true(closed);              /* no answer to half a head */
+		} else if (send(fd, "a", 1, MSG_NOSIGNAL) != 1) {
+			closed = true;
+		}
+	}
+	close(fd);
+	return closed;
+}
+
+static void test_head_deadline(void **state)
+{
+	for (int mode = 0; mode < 2; mode++) {
+		kiln_http_server_options o = {.mode = mode ? KILN_HTTP_EVENT_LOOP
+		                                           : KILN_HTTP_THREAD_PER_CONNECTION,
+		                              .threads = 1,
+		                              .workers = 1,
+		                              .idle_timeout_s = 120,
+		                              .head_timeout_s = 1};
+		kiln_http_server *s;
+		reply r;
+
+		assert_int_equal(kiln_http_server_start_ex(&s, "127.0.0.1:0", routes, 1, &o), 0);
+		/* closed within about a second; 300 bytes take 30 s and more */
+		assert_true(trickle_until_closed(kiln_http_server_port(s), 300));
+		/* a request sent whole is still answered */
+		assert_int_equal(fetch(&r, kiln_http_server_port(s), "GET", "/healthz", NULL, 0, NULL),
+		                 CURLE_OK);
+		assert_int_equal(r.status, 200);
+		kiln_http_server_stop(s);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -917,6 +1031,9 @@ int main(void)
 	    cmocka_unit_test(test_event_loop),
 	    cmocka_unit_test(test_event_loop_stop),
 	    cmocka_unit_test(test_connection_limit),
+	    cmocka_unit_test(test_slowloris_thread_per_connection),
+	    cmocka_unit_test(test_slowloris_event_loop),
+	    cmocka_unit_test(test_head_deadline),
 	};
 	int rc;
 
