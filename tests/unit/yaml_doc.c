@@ -420,6 +420,53 @@ static void test_alias_limit(void **state)
 	assert_non_null(strstr(kiln_error_last(), "more than 1000 aliases"));
 }
 
+/* Under the alias bound, aliases that fan out still make a tree exponential
+ * to walk: the loader counts nodes as if every alias were a copy of its
+ * node and refuses a document past 1,000,000, naming where it went past.
+ * The count below: the root 1; "a" 1 + its list 1 + 999; "b" 1 + its list 1
+ * + 998 aliases of 1000 nodes each; "c" 1 + its list 1 + 994 = 1,000,000. */
+static void test_expanded_limit(void **state)
+{
+	size_t cap = 16384, n = 0, fixed;
+	char *text = malloc(cap);
+	kiln_yaml_doc *doc = NULL;
+
+	(void)state;
+	assert_non_null(text);
+	n += (size_t)snprintf(text + n, cap - n, "a: &a [");
+	for (int i = 0; i < 999; i++)
+		n += (size_t)snprintf(text + n, cap - n, "%sx", i ? "," : "");
+	n += (size_t)snprintf(text + n, cap - n, "]\nb: [");
+	for (int i = 0; i < 998; i++)
+		n += (size_t)snprintf(text + n, cap - n, "%s*a", i ? "," : "");
+	n += (size_t)snprintf(text + n, cap - n, "]\nc: [");
+	fixed = n;
+	for (int i = 0; i < 994; i++)
+		n += (size_t)snprintf(text + n, cap - n, "%sy", i ? "," : "");
+	snprintf(text + n, cap - n, "]\n");
+	doc = load_ok(text);
+	assert_int_equal(kiln_yaml_get(kiln_yaml_root(doc), "b")->count, 998);
+	kiln_yaml_free(doc);
+
+	snprintf(text + n, cap - n, ",y]\n"); /* node number 1,000,001 */
+	doc = (kiln_yaml_doc *)1;
+	assert_int_equal(kiln_yaml_load_buffer(&doc, "laughs.yaml", text, strlen(text)), KILN_EINVALID);
+	assert_null(doc);
+	assert_string_equal(kiln_error_last(),
+			    "laughs.yaml:3:4: more than 1000000 nodes with aliases expanded (aliases that fan out)");
+
+	/* nested fan-out: 30 levels of two aliases each, about 2^30 nodes */
+	n = 0;
+	n += (size_t)snprintf(text + n, cap - n, "l0: &l0 [x, x]\n");
+	for (int i = 1; i <= 30; i++)
+		n += (size_t)snprintf(text + n, cap - n, "l%d: &l%d [*l%d, *l%d]\n", i, i, i - 1, i - 1);
+	assert_true(n < fixed);
+	assert_int_equal(kiln_yaml_load_buffer(&doc, "laughs.yaml", text, n), KILN_EINVALID);
+	assert_non_null(strstr(kiln_error_last(), "laughs.yaml:"));
+	assert_non_null(strstr(kiln_error_last(), "nodes with aliases expanded"));
+	free(text);
+}
+
 static void test_expand_env(void **state)
 {
 	const char *text = "a: ${KILN_T_SET}\n"
@@ -782,6 +829,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nested_positions),
 		cmocka_unit_test(test_alias_limit),
+		cmocka_unit_test(test_expanded_limit),
 		cmocka_unit_test(test_expand_env),
 		cmocka_unit_test(test_set),
 		cmocka_unit_test(test_flow_style),
