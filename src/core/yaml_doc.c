@@ -389,6 +389,18 @@ static int expand_env(build_ctx *ctx, kiln_yaml_node *node)
 	return 0;
 }
 
+/* Exactly "${NAME}": one reference, no default, nothing around it. */
+static bool is_one_reference(const char *s, size_t len)
+{
+	if (len < 4 || s[0] != '$' || s[1] != '{' || s[len - 1] != '}' ||
+	    !(isalpha((unsigned char)s[2]) || s[2] == '_'))
+		return false;
+	for (size_t i = 3; i < len - 1; i++)
+		if (!(isalnum((unsigned char)s[i]) || s[i] == '_'))
+			return false;
+	return true;
+}
+
 static int on_scalar(build_ctx *ctx, const yaml_event_t *event)
 {
 	kiln_yaml_node *node = node_new(ctx, KILN_YAML_SCALAR, event->start_mark);
@@ -404,9 +416,11 @@ static int on_scalar(build_ctx *ctx, const yaml_event_t *event)
 	node->value = value;
 	node->len = event->data.scalar.length;
 	node->quoted = event->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
-	if ((ctx->flags & KILN_YAML_EXPAND_ENV) && memchr(value, '$', node->len) &&
-	    (error = expand_env(ctx, node)) < 0)
-		return error;
+	if ((ctx->flags & KILN_YAML_EXPAND_ENV) && memchr(value, '$', node->len)) {
+		node->from_env = is_one_reference(value, node->len);
+		if ((error = expand_env(ctx, node)) < 0)
+			return error;
+	}
 	if (event->data.scalar.anchor &&
 	    (error = anchor_add(ctx, event->data.scalar.anchor, node, false, NULL)) < 0)
 		return error;
@@ -903,6 +917,42 @@ static kiln_yaml_node *set_node(kiln_yaml_doc *doc, kiln_yaml_kind kind, const c
 	return n; /* line 0: from the command line */
 }
 
+/* The next key of a --set path at *p: plain up to the next '.', or
+ * "quoted" (dots allowed, no '"' inside) followed by '.' or the end.
+ * Sets *key and *n to the key's text and *p past it and its dot; *last when it
+ * was the final key. */
+static int set_path_key(const char *dotted, const char **p, const char **key, size_t *n, bool *last)
+{
+	const char *s = *p, *end;
+
+	if (*s == '"') {
+		end = strchr(s + 1, '"');
+		if (!end)
+			return kiln_error_set(KILN_EINVALID, "--set %s: unterminated \" in the path", dotted);
+		if (end[1] != '.' && end[1] != '\0')
+			return kiln_error_set(KILN_EINVALID, "--set %s: expected '.' or '=' after a quoted key",
+					      dotted);
+		*key = s + 1;
+		*n = (size_t)(end - s - 1);
+		end++;
+	} else {
+		end = strchr(s, '.');
+		if (!end)
+			end = s + strlen(s);
+		if (memchr(s, '"', (size_t)(end - s)))
+			return kiln_error_set(KILN_EINVALID, "--set %s: a quoted key must be a whole key", dotted);
+		*key = s;
+		*n = (size_t)(end - s);
+	}
+	if (*n == 0)
+		return kiln_error_set(KILN_EINVALID, "--set %s: empty key in the path", dotted);
+	*last = *end == '\0';
+	*p = *last ? end : end + 1;
+	if (!*last && **p == '\0')
+		return kiln_error_set(KILN_EINVALID, "--set %s: empty key in the path", dotted);
+	return 0;
+}
+
 int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value)
 {
 	kiln_yaml_node *map;
@@ -915,22 +965,24 @@ int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value)
 	}
 	map = doc->root;
 	for (;;) {
-		const char *dot = strchr(p, '.');
-		size_t n = dot ? (size_t)(dot - p) : strlen(p);
+		const char *key = NULL, *at = p;
+		size_t n = 0;
+		bool last = false;
 		kiln_yaml_node *child = NULL;
 		size_t i;
+		int rc;
 
-		if (n == 0)
-			return kiln_error_set(KILN_EINVALID, "--set %s: empty key in the path", dotted);
+		if ((rc = set_path_key(dotted, &p, &key, &n, &last)) < 0)
+			return rc;
 		if (map->kind != KILN_YAML_MAPPING)
 			return kiln_error_set(KILN_EINVALID, "--set %s: %.*s is not a mapping", dotted,
-					      (int)(p - dotted > 0 ? p - dotted - 1 : 0), dotted);
+					      (int)(at - dotted > 0 ? at - dotted - 1 : 0), dotted);
 		for (i = 0; i < map->count; i++)
-			if (map->keys[i]->len == n && memcmp(map->keys[i]->value, p, n) == 0)
+			if (map->keys[i]->len == n && memcmp(map->keys[i]->value, key, n) == 0)
 				break;
 		if (i < map->count)
 			child = map->items[i];
-		if (!dot) {
+		if (last) {
 			kiln_yaml_node *v = set_node(doc, KILN_YAML_SCALAR, value, strlen(value));
 			if (!v)
 				return kiln_error_set(KILN_ENOMEM, "out of memory");
@@ -938,17 +990,16 @@ int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value)
 				map->items[i] = v;
 				return 0;
 			}
-			kiln_yaml_node *k = set_node(doc, KILN_YAML_SCALAR, p, n);
+			kiln_yaml_node *k = set_node(doc, KILN_YAML_SCALAR, key, n);
 			return k ? map_append(doc, map, k, v) : kiln_error_set(KILN_ENOMEM, "out of memory");
 		}
 		if (!child) {
-			kiln_yaml_node *k = set_node(doc, KILN_YAML_SCALAR, p, n);
+			kiln_yaml_node *k = set_node(doc, KILN_YAML_SCALAR, key, n);
 			child = set_node(doc, KILN_YAML_MAPPING, NULL, 0);
 			if (!k || !child || map_append(doc, map, k, child) < 0)
 				return kiln_error_set(KILN_ENOMEM, "out of memory");
 		}
 		map = child;
-		p = dot + 1;
 	}
 }
 
@@ -961,8 +1012,15 @@ int kiln_yaml_load_config(kiln_yaml_doc **out, const char *path, char *const *se
 	if ((rc = kiln_yaml_load_file_ex(&doc, path, KILN_YAML_EXPAND_ENV)) < 0)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
-		const char *eq = strchr(sets[i], '=');
+		const char *eq = sets[i];
 		char *key;
+
+		/* the first '=' outside a "quoted" key */
+		for (bool in_quotes = false; *eq && (in_quotes || *eq != '='); eq++)
+			if (*eq == '"')
+				in_quotes = !in_quotes;
+		if (!*eq)
+			eq = NULL;
 
 		if (!eq || eq == sets[i]) {
 			rc = kiln_error_set(KILN_EINVALID, "--set %s: expected dotted.key=value", sets[i]);
