@@ -13,6 +13,14 @@
 #include "contract/format.h"
 #include "core/json.h"
 
+/* PCRE2 limits of every match kiln runs on a record's value (contract
+ * patterns and PII detectors, JIT or not): at most this many backtracking
+ * steps (pcre2_set_match_limit; PCRE2's default is 10,000,000) and this
+ * nesting depth of backtracking (pcre2_set_depth_limit). A value that hits
+ * one is rejected as pattern_limit, never passed. */
+#define KILN_PATTERN_MATCH_LIMIT 100000u
+#define KILN_PATTERN_DEPTH_LIMIT 10000u
+
 typedef enum kiln_ltype {
 	KILN_LTYPE_ANY = 0, /* logicalType absent: any JSON value */
 	KILN_LTYPE_STRING,
@@ -76,7 +84,7 @@ struct kiln_field {
 
 	/* logicalTypeOptions */
 	int64_t min_length, max_length; /* -1 when not set; code points */
-	void *pattern;                  /* pcre2_code *, NULL when not set */
+	void *pattern;                  /* pcre2_code *, NULL when not set; matched under the limits below */
 	bool pattern_jit;               /* compiled for pcre2_jit_match */
 	const char *pattern_text;
 	kiln_format format;

@@ -36,6 +36,7 @@ struct kiln_validator {
 	char *scratch;
 	size_t scratch_cap;
 	pcre2_match_data *match;
+	pcre2_match_context *match_limits;
 	kiln_report *report;
 	char path_key[KILN_PATH_MAX];
 };
@@ -63,7 +64,13 @@ kiln_validator *kiln_validator_new(const kiln_contract *contract, const kiln_val
 	v->frames = calloc((size_t)limits.max_depth + 1, sizeof(*v->frames));
 	v->seen = calloc((size_t)contract->seen_slots + 1, 1);
 	v->match = pcre2_match_data_create(1, NULL);
-	if (!v->scanner || !v->frames || !v->seen || !v->match) {
+	v->match_limits = pcre2_match_context_create(NULL);
+	if (!v->scanner || !v->frames || !v->seen || !v->match || !v->match_limits) {
+		kiln_validator_free(v);
+		return NULL;
+	}
+	if (pcre2_set_match_limit(v->match_limits, KILN_PATTERN_MATCH_LIMIT) != 0 ||
+	    pcre2_set_depth_limit(v->match_limits, KILN_PATTERN_DEPTH_LIMIT) != 0) {
 		kiln_validator_free(v);
 		return NULL;
 	}
@@ -79,6 +86,7 @@ void kiln_validator_free(kiln_validator *v)
 	free(v->seen);
 	free(v->scratch);
 	pcre2_match_data_free(v->match);
+	pcre2_match_context_free(v->match_limits);
 	free(v);
 }
 
@@ -328,12 +336,20 @@ static void check_number(kiln_validator *v, const kiln_field *f, const kiln_json
 		add(v, KILN_REJECT_ENUM, t->offset, depth, NULL);
 }
 
-/* The scanner validated the UTF-8 already, so PCRE2 need not check it again. */
-static int pattern_match(kiln_validator *v, const kiln_field *f, const char *s, size_t n)
+/* The scanner validated the UTF-8 already, so PCRE2 need not check it again.
+ * NONE on a match, PATTERN when there is none, PATTERN_LIMIT when PCRE2
+ * gave up first (match or depth limit, JIT stack, memory). */
+static kiln_reject pattern_match(kiln_validator *v, const kiln_field *f, const char *s, size_t n)
 {
+	int rc;
+
 	if (f->pattern_jit)
-		return pcre2_jit_match(f->pattern, (PCRE2_SPTR)s, n, 0, 0, v->match, NULL);
-	return pcre2_match(f->pattern, (PCRE2_SPTR)s, n, 0, PCRE2_NO_UTF_CHECK, v->match, NULL);
+		rc = pcre2_jit_match(f->pattern, (PCRE2_SPTR)s, n, 0, 0, v->match, v->match_limits);
+	else
+		rc = pcre2_match(f->pattern, (PCRE2_SPTR)s, n, 0, PCRE2_NO_UTF_CHECK, v->match, v->match_limits);
+	if (rc >= 0)
+		return KILN_REJECT_NONE;
+	return rc == PCRE2_ERROR_NOMATCH ? KILN_REJECT_PATTERN : KILN_REJECT_PATTERN_LIMIT;
 }
 
 static void check_string(kiln_validator *v, const kiln_field *f, const kiln_json_token *t, uint32_t depth)
@@ -366,8 +382,12 @@ static void check_string(kiln_validator *v, const kiln_field *f, const kiln_json
 	}
 	if (f->format && !kiln_format_check(f->format, s, n))
 		add(v, KILN_REJECT_FORMAT, t->offset, depth, NULL);
-	if (f->pattern && pattern_match(v, f, s, n) < 0)
-		add(v, KILN_REJECT_PATTERN, t->offset, depth, NULL);
+	if (f->pattern) {
+		kiln_reject code = pattern_match(v, f, s, n);
+
+		if (code != KILN_REJECT_NONE)
+			add(v, code, t->offset, depth, NULL);
+	}
 	if (f->enum_count && !enum_has_text(f, KILN_ENUM_STRING, s, n))
 		add(v, KILN_REJECT_ENUM, t->offset, depth, NULL);
 }

@@ -17,6 +17,7 @@ static const char *const names[KILN_REJECT_COUNT_] = {
 	[KILN_REJECT_ENUM] = "enum",
 	[KILN_REJECT_FORMAT] = "format",
 	[KILN_REJECT_UNKNOWN_FIELD] = "unknown_field",
+	[KILN_REJECT_PATTERN_LIMIT] = "pattern_limit",
 };
 
 const char *kiln_reject_name(kiln_reject code)

@@ -22,6 +22,10 @@
 
 #define KILN_YAML_MAX_DEPTH 64
 #define KILN_YAML_MAX_ALIASES 1000 /* bounds the work of walking a tree that shares nodes */
+/* Nodes the document would have with every alias replaced by a copy of its
+ * node: what a walk over the tree visits. Aliases that fan out ("billion
+ * laughs") stay under the alias bound yet grow this exponentially. */
+#define KILN_YAML_MAX_EXPANDED 1000000
 #define QUOTE_MAX 64 /* bytes of a key or anchor shown in a message */
 
 struct kiln_yaml_doc {
@@ -41,12 +45,14 @@ typedef struct build_frame {
 	size_t cap;
 	bool have_key;
 	size_t anchor; /* index in the anchor table, or SIZE_MAX */
+	size_t expanded; /* nodes in the subtree so far, aliases expanded (itself included) */
 } build_frame;
 
 typedef struct build_anchor {
 	const char *name;
 	kiln_yaml_node *node;
 	bool open; /* its collection has not ended yet */
+	size_t expanded; /* nodes in its subtree, aliases expanded (set when closed) */
 } build_anchor;
 
 typedef struct build_ctx {
@@ -57,6 +63,7 @@ typedef struct build_ctx {
 	size_t anchor_count;
 	size_t anchor_cap;
 	size_t alias_count;
+	size_t expanded; /* nodes attached at the top level (the root's subtree) */
 	unsigned flags;
 } build_ctx;
 
@@ -189,13 +196,14 @@ static int anchor_add(build_ctx *ctx, const yaml_char_t *name, kiln_yaml_node *n
 		return fail_nomem(ctx);
 	a->node = node;
 	a->open = open;
+	a->expanded = 1;
 	if (index_out)
 		*index_out = ctx->anchor_count;
 	ctx->anchor_count++;
 	return 0;
 }
 
-static int anchor_resolve(build_ctx *ctx, kiln_yaml_node **out, const yaml_char_t *name,
+static int anchor_resolve(build_ctx *ctx, const build_anchor **out, const yaml_char_t *name,
 			  yaml_mark_t mark)
 {
 	char quoted[QUOTE_MAX * 4 + 8];
@@ -209,7 +217,7 @@ static int anchor_resolve(build_ctx *ctx, kiln_yaml_node **out, const yaml_char_
 			quote_bytes(quoted, sizeof(quoted), (const char *)name, strlen((const char *)name));
 			return fail_at(ctx, mark, "alias %s refers to a node that contains it", quoted);
 		}
-		*out = ctx->anchors[i].node;
+		*out = &ctx->anchors[i];
 		return 0;
 	}
 	quote_bytes(quoted, sizeof(quoted), (const char *)name, strlen((const char *)name));
@@ -240,9 +248,22 @@ static int frame_reserve(build_ctx *ctx, build_frame *frame, bool with_keys)
 	return 0;
 }
 
+/* Adds `expanded` nodes to a subtree count, refusing at `mark` once the
+ * document would pass KILN_YAML_MAX_EXPANDED nodes with aliases expanded. */
+static int count_expanded(build_ctx *ctx, size_t *total, size_t expanded, yaml_mark_t mark)
+{
+	if (expanded > KILN_YAML_MAX_EXPANDED - *total)
+		return fail_at(ctx, mark,
+			       "more than %d nodes with aliases expanded (aliases that fan out)",
+			       KILN_YAML_MAX_EXPANDED);
+	*total += expanded;
+	return 0;
+}
+
 /* Hands a finished node to the open collection, or makes it the root.
- * `mark` is where the node appeared in the text (an alias's own mark). */
-static int attach(build_ctx *ctx, kiln_yaml_node *node, yaml_mark_t mark)
+ * `mark` is where the node appeared in the text (an alias's own mark);
+ * `expanded` is its subtree's size with aliases expanded. */
+static int attach(build_ctx *ctx, kiln_yaml_node *node, size_t expanded, yaml_mark_t mark)
 {
 	build_frame *top;
 	char quoted[QUOTE_MAX * 4 + 8];
@@ -252,9 +273,14 @@ static int attach(build_ctx *ctx, kiln_yaml_node *node, yaml_mark_t mark)
 	if (ctx->depth == 0) {
 		if (!ctx->doc->root)
 			ctx->doc->root = node;
-		return 0;
+		return count_expanded(ctx, &ctx->expanded, expanded, mark);
 	}
 	top = &ctx->stack[ctx->depth - 1];
+	/* Every open collection's count covers this node: checking the
+	 * innermost one at each attach keeps each count within the bound, and
+	 * a collection's count is added to its parent when it closes. */
+	if ((error = count_expanded(ctx, &top->expanded, expanded, mark)) < 0)
+		return error;
 	if (top->node->kind == KILN_YAML_SEQUENCE) {
 		if ((error = frame_reserve(ctx, top, false)) < 0)
 			return error;
@@ -363,6 +389,18 @@ static int expand_env(build_ctx *ctx, kiln_yaml_node *node)
 	return 0;
 }
 
+/* Exactly "${NAME}": one reference, no default, nothing around it. */
+static bool is_one_reference(const char *s, size_t len)
+{
+	if (len < 4 || s[0] != '$' || s[1] != '{' || s[len - 1] != '}' ||
+	    !(isalpha((unsigned char)s[2]) || s[2] == '_'))
+		return false;
+	for (size_t i = 3; i < len - 1; i++)
+		if (!(isalnum((unsigned char)s[i]) || s[i] == '_'))
+			return false;
+	return true;
+}
+
 static int on_scalar(build_ctx *ctx, const yaml_event_t *event)
 {
 	kiln_yaml_node *node = node_new(ctx, KILN_YAML_SCALAR, event->start_mark);
@@ -378,25 +416,27 @@ static int on_scalar(build_ctx *ctx, const yaml_event_t *event)
 	node->value = value;
 	node->len = event->data.scalar.length;
 	node->quoted = event->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
-	if ((ctx->flags & KILN_YAML_EXPAND_ENV) && memchr(value, '$', node->len) &&
-	    (error = expand_env(ctx, node)) < 0)
-		return error;
+	if ((ctx->flags & KILN_YAML_EXPAND_ENV) && memchr(value, '$', node->len)) {
+		node->from_env = is_one_reference(value, node->len);
+		if ((error = expand_env(ctx, node)) < 0)
+			return error;
+	}
 	if (event->data.scalar.anchor &&
 	    (error = anchor_add(ctx, event->data.scalar.anchor, node, false, NULL)) < 0)
 		return error;
-	return attach(ctx, node, event->start_mark);
+	return attach(ctx, node, 1, event->start_mark);
 }
 
 static int on_alias(build_ctx *ctx, const yaml_event_t *event)
 {
-	kiln_yaml_node *node = NULL;
+	const build_anchor *anchor = NULL;
 	int error;
 
 	if (++ctx->alias_count > KILN_YAML_MAX_ALIASES)
 		return fail_at(ctx, event->start_mark, "more than %d aliases", KILN_YAML_MAX_ALIASES);
-	if ((error = anchor_resolve(ctx, &node, event->data.alias.anchor, event->start_mark)) < 0)
+	if ((error = anchor_resolve(ctx, &anchor, event->data.alias.anchor, event->start_mark)) < 0)
 		return error;
-	return attach(ctx, node, event->start_mark);
+	return attach(ctx, anchor->node, anchor->expanded, event->start_mark);
 }
 
 static int on_start(build_ctx *ctx, const yaml_event_t *event, kiln_yaml_kind kind)
@@ -423,6 +463,7 @@ static int on_start(build_ctx *ctx, const yaml_event_t *event, kiln_yaml_kind ki
 	memset(frame, 0, sizeof(*frame));
 	frame->node = node;
 	frame->anchor = SIZE_MAX;
+	frame->expanded = 1;
 	if (anchor && (error = anchor_add(ctx, anchor, node, true, &frame->anchor)) < 0)
 		return error;
 	ctx->depth++;
@@ -434,6 +475,7 @@ static int on_end(build_ctx *ctx)
 	build_frame *frame;
 	kiln_yaml_node *node;
 	yaml_mark_t mark = {0, 0, 0};
+	size_t expanded;
 
 	assert(ctx->depth > 0);
 	frame = &ctx->stack[ctx->depth - 1];
@@ -453,15 +495,18 @@ static int on_end(build_ctx *ctx)
 		}
 	}
 	node->count = frame->count;
-	if (frame->anchor != SIZE_MAX)
+	expanded = frame->expanded;
+	if (frame->anchor != SIZE_MAX) {
 		ctx->anchors[frame->anchor].open = false;
+		ctx->anchors[frame->anchor].expanded = expanded;
+	}
 	free(frame->items);
 	free(frame->keys);
 	memset(frame, 0, sizeof(*frame));
 	ctx->depth--;
 	mark.line = node->line - 1;
 	mark.column = node->column - 1;
-	return attach(ctx, node, mark);
+	return attach(ctx, node, expanded, mark);
 }
 
 int kiln_yaml_load_buffer(kiln_yaml_doc **out, const char *name, const char *buf, size_t len)
@@ -872,6 +917,42 @@ static kiln_yaml_node *set_node(kiln_yaml_doc *doc, kiln_yaml_kind kind, const c
 	return n; /* line 0: from the command line */
 }
 
+/* The next key of a --set path at *p: plain up to the next '.', or
+ * "quoted" (dots allowed, no '"' inside) followed by '.' or the end.
+ * Sets *key and *n to the key's text and *p past it and its dot; *last when it
+ * was the final key. */
+static int set_path_key(const char *dotted, const char **p, const char **key, size_t *n, bool *last)
+{
+	const char *s = *p, *end;
+
+	if (*s == '"') {
+		end = strchr(s + 1, '"');
+		if (!end)
+			return kiln_error_set(KILN_EINVALID, "--set %s: unterminated \" in the path", dotted);
+		if (end[1] != '.' && end[1] != '\0')
+			return kiln_error_set(KILN_EINVALID, "--set %s: expected '.' or '=' after a quoted key",
+					      dotted);
+		*key = s + 1;
+		*n = (size_t)(end - s - 1);
+		end++;
+	} else {
+		end = strchr(s, '.');
+		if (!end)
+			end = s + strlen(s);
+		if (memchr(s, '"', (size_t)(end - s)))
+			return kiln_error_set(KILN_EINVALID, "--set %s: a quoted key must be a whole key", dotted);
+		*key = s;
+		*n = (size_t)(end - s);
+	}
+	if (*n == 0)
+		return kiln_error_set(KILN_EINVALID, "--set %s: empty key in the path", dotted);
+	*last = *end == '\0';
+	*p = *last ? end : end + 1;
+	if (!*last && **p == '\0')
+		return kiln_error_set(KILN_EINVALID, "--set %s: empty key in the path", dotted);
+	return 0;
+}
+
 int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value)
 {
 	kiln_yaml_node *map;
@@ -884,22 +965,24 @@ int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value)
 	}
 	map = doc->root;
 	for (;;) {
-		const char *dot = strchr(p, '.');
-		size_t n = dot ? (size_t)(dot - p) : strlen(p);
+		const char *key = NULL, *at = p;
+		size_t n = 0;
+		bool last = false;
 		kiln_yaml_node *child = NULL;
 		size_t i;
+		int rc;
 
-		if (n == 0)
-			return kiln_error_set(KILN_EINVALID, "--set %s: empty key in the path", dotted);
+		if ((rc = set_path_key(dotted, &p, &key, &n, &last)) < 0)
+			return rc;
 		if (map->kind != KILN_YAML_MAPPING)
 			return kiln_error_set(KILN_EINVALID, "--set %s: %.*s is not a mapping", dotted,
-					      (int)(p - dotted > 0 ? p - dotted - 1 : 0), dotted);
+					      (int)(at - dotted > 0 ? at - dotted - 1 : 0), dotted);
 		for (i = 0; i < map->count; i++)
-			if (map->keys[i]->len == n && memcmp(map->keys[i]->value, p, n) == 0)
+			if (map->keys[i]->len == n && memcmp(map->keys[i]->value, key, n) == 0)
 				break;
 		if (i < map->count)
 			child = map->items[i];
-		if (!dot) {
+		if (last) {
 			kiln_yaml_node *v = set_node(doc, KILN_YAML_SCALAR, value, strlen(value));
 			if (!v)
 				return kiln_error_set(KILN_ENOMEM, "out of memory");
@@ -907,17 +990,16 @@ int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value)
 				map->items[i] = v;
 				return 0;
 			}
-			kiln_yaml_node *k = set_node(doc, KILN_YAML_SCALAR, p, n);
+			kiln_yaml_node *k = set_node(doc, KILN_YAML_SCALAR, key, n);
 			return k ? map_append(doc, map, k, v) : kiln_error_set(KILN_ENOMEM, "out of memory");
 		}
 		if (!child) {
-			kiln_yaml_node *k = set_node(doc, KILN_YAML_SCALAR, p, n);
+			kiln_yaml_node *k = set_node(doc, KILN_YAML_SCALAR, key, n);
 			child = set_node(doc, KILN_YAML_MAPPING, NULL, 0);
 			if (!k || !child || map_append(doc, map, k, child) < 0)
 				return kiln_error_set(KILN_ENOMEM, "out of memory");
 		}
 		map = child;
-		p = dot + 1;
 	}
 }
 
@@ -930,8 +1012,15 @@ int kiln_yaml_load_config(kiln_yaml_doc **out, const char *path, char *const *se
 	if ((rc = kiln_yaml_load_file_ex(&doc, path, KILN_YAML_EXPAND_ENV)) < 0)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
-		const char *eq = strchr(sets[i], '=');
+		const char *eq = sets[i];
 		char *key;
+
+		/* the first '=' outside a "quoted" key */
+		for (bool in_quotes = false; *eq && (in_quotes || *eq != '='); eq++)
+			if (*eq == '"')
+				in_quotes = !in_quotes;
+		if (!*eq)
+			eq = NULL;
 
 		if (!eq || eq == sets[i]) {
 			rc = kiln_error_set(KILN_EINVALID, "--set %s: expected dotted.key=value", sets[i]);

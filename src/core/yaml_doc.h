@@ -23,6 +23,11 @@ struct kiln_yaml_node {
 	const char *value;
 	size_t len;
 	bool quoted; /* any non-plain style: never null, bool or number */
+	/* Loaded with KILN_YAML_EXPAND_ENV from text that was exactly one
+	 * ${NAME} (no default, nothing around it): the value is the
+	 * environment's, not the file's. Lets a config tell a secret passed by
+	 * reference from one written in the file. */
+	bool from_env;
 	/* SEQUENCE: items[0..count). MAPPING: keys[i] (scalars) -> items[i]. */
 	size_t count;
 	kiln_yaml_node **items;
@@ -49,12 +54,15 @@ int kiln_yaml_load_buffer_ex(kiln_yaml_doc **out, const char *name, const char *
 
 /* Sets the scalar at a dotted mapping path ("split.salt") to `value` (a plain
  * scalar, so "true" and numbers keep their types), creating missing mappings.
+ * A key that holds dots is written in double quotes:
+ * source.options."sasl.mechanism" (no quote or escape inside it).
  * Errors about such a node say "--set PATH" instead of file:line:col. */
 int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value);
 
 /* A config file (pipelines, cache.yaml): `path` loaded with
  * KILN_YAML_EXPAND_ENV, then each of the n `sets` ("dotted.key=value", left
- * unchanged) applied with kiln_yaml_set; errors name the file or --set. */
+ * unchanged; the first '=' outside a quoted key ends the path) applied with
+ * kiln_yaml_set; errors name the file or --set. */
 int kiln_yaml_load_config(kiln_yaml_doc **out, const char *path, char *const *sets, size_t n);
 
 const kiln_yaml_node *kiln_yaml_root(const kiln_yaml_doc *doc);

@@ -1,6 +1,7 @@
 /* Pipeline config loading (see pipeline.h; every key in docs/PIPELINES.md). */
 #include "ingest/pipeline.h"
 
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "core/yaml_doc.h"
+#include "mask/key.h"
 #include "store/config.h"
 
 typedef struct loader {
@@ -105,6 +107,96 @@ static int add_topic(loader *l, const kiln_yaml_node *at, const char *name, size
 	return 0;
 }
 
+/* librdkafka 2.0.2 properties that hold a secret (its _RK_SENSITIVE ones,
+ * less sasl.username, a path and a public CA certificate): never written
+ * in a config, only ${NAME} or NAME_file: PATH. */
+static const char *const secret_options[] = { "sasl.password", "sasl.oauthbearer.client.secret",
+					      "sasl.oauthbearer.config", "ssl.key.password", "ssl.key.pem",
+					      "ssl.keystore.password", "ssl_key", NULL };
+#define SECRET_OPTION_MAX (64u << 10) /* a PEM key with its chain fits */
+
+static bool is_secret_option(const char *name, size_t len)
+{
+	for (const char *const *k = secret_options; *k; k++)
+		if (strlen(*k) == len && memcmp(*k, name, len) == 0)
+			return true;
+	return false;
+}
+
+/* A secret option's value from NAME_file: PATH (through the secret file
+ * reader: owner-only regular file), trailing CR/LF removed. The value goes
+ * in the arena and is wiped when the pipeline is freed. */
+static int read_secret_option(loader *l, const kiln_yaml_node *at, const char *where, const char *path,
+			      kiln_kafka_option *out)
+{
+	char *text = NULL, reason[512];
+	size_t len = 0;
+	int rc;
+
+	if ((rc = kiln_secret_read_file(&text, &len, kiln_config_resolve(&l->cfg, path), "secret file",
+					SECRET_OPTION_MAX)) < 0) {
+		snprintf(reason, sizeof(reason), "%s", kiln_error_last());
+		return kiln_yaml_fail(l->doc, at, where, "%s", reason);
+	}
+	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+		len--;
+	if (len == 0 || memchr(text, '\0', len))
+		rc = kiln_yaml_fail(l->doc, at, where, "%s: the secret file must hold the value (no NUL byte)", path);
+	else if (!(out->value = kiln_arena_strndup(l->p->arena, text, len)))
+		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+	else
+		out->secret = true;
+	kiln_secret_free(text, len);
+	return rc;
+}
+
+/* source.options entry i: a librdkafka property passed through, unless kiln
+ * owns it; a secret property only as ${NAME} or from NAME_file. */
+static int load_kafka_option(loader *l, const kiln_yaml_node *opts, size_t i, kiln_kafka_option *out)
+{
+	static const char *const owned[] = { "bootstrap.servers", "group.id", "enable.auto.commit",
+					     "enable.auto.offset.store", "partition.assignment.strategy",
+					     "auto.offset.reset", "enable.partition.eof", NULL };
+	static const char file_suffix[] = "_file";
+	const char *name = opts->keys[i]->value;
+	const kiln_yaml_node *value = opts->items[i];
+	const char *where = kiln_config_path(&l->cfg, "source.options", name);
+	size_t len = strlen(name), base = len;
+
+	for (const char *const *k = owned; *k; k++)
+		if (strcmp(name, *k) == 0)
+			return kiln_yaml_fail(l->doc, opts->keys[i], where,
+					      "kiln sets this property itself (see docs/PIPELINES.md)");
+	if (value->kind != KILN_YAML_SCALAR)
+		return kiln_yaml_fail(l->doc, value, where, "expected a scalar value");
+	if (len > sizeof(file_suffix) - 1 && strcmp(name + len - (sizeof(file_suffix) - 1), file_suffix) == 0)
+		base = len - (sizeof(file_suffix) - 1);
+	if (base != len) {
+		char *prop = kiln_arena_strndup(l->p->arena, name, base);
+		const char *path = NULL;
+		int rc;
+
+		if (!prop)
+			return kiln_error_set(KILN_ENOMEM, "out of memory");
+		if (!is_secret_option(name, base))
+			return kiln_yaml_fail(l->doc, opts->keys[i], where,
+					      "only a secret property takes a _file (see docs/PIPELINES.md)");
+		if (kiln_yaml_get(opts, prop))
+			return kiln_yaml_fail(l->doc, opts->keys[i], where, "set either %s or %s, not both", prop, name);
+		if ((rc = kiln_yaml_string(l->doc, value, where, &path)) < 0)
+			return rc;
+		out->name = prop;
+		return read_secret_option(l, value, where, path, out);
+	}
+	if (is_secret_option(name, len) && !value->from_env)
+		return kiln_yaml_fail(l->doc, value, where,
+				      "a secret is never written in the config: use ${NAME} (an environment variable) "
+				      "or %s_file: PATH (a file only its owner can read)", name);
+	out->name = name;
+	out->value = value->value;
+	return 0;
+}
+
 static int load_kafka(loader *l, const kiln_yaml_node *src)
 {
 	kiln_pipeline *p = l->p;
@@ -166,23 +258,13 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 		o = kiln_arena_alloc(p->arena, (opts->count + 1) * sizeof(*o));
 		if (!o)
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		for (size_t i = 0; i < opts->count; i++) {
-			const char *name = opts->keys[i]->value;
-			const char *where = kiln_config_path(&l->cfg, "source.options", name);
-			static const char *const owned[] = { "bootstrap.servers", "group.id", "enable.auto.commit",
-							     "enable.auto.offset.store", "partition.assignment.strategy",
-							     "auto.offset.reset", "enable.partition.eof", NULL };
-			for (const char *const *k = owned; *k; k++)
-				if (strcmp(name, *k) == 0)
-					return kiln_yaml_fail(l->doc, opts->keys[i], where,
-							      "kiln sets this property itself (see docs/PIPELINES.md)");
-			o[i].name = name;
-			if (opts->items[i]->kind != KILN_YAML_SCALAR)
-				return kiln_yaml_fail(l->doc, opts->items[i], where, "expected a scalar value");
-			o[i].value = opts->items[i]->value;
-		}
+		memset(o, 0, (opts->count + 1) * sizeof(*o));
 		p->kafka_options = o;
-		p->kafka_option_count = opts->count;
+		for (size_t i = 0; i < opts->count; i++) {
+			if ((rc = load_kafka_option(l, opts, i, &o[i])) < 0)
+				return rc;
+			p->kafka_option_count++;
+		}
 	}
 	n = kiln_yaml_get(src, "batch");
 	if (n && !kiln_yaml_is_null(n)) {
@@ -557,6 +639,9 @@ void kiln_pipeline_free(kiln_pipeline *p)
 {
 	if (!p)
 		return;
+	for (size_t i = 0; i < p->kafka_option_count; i++)
+		if (p->kafka_options[i].secret)
+			sodium_memzero((char *)p->kafka_options[i].value, strlen(p->kafka_options[i].value));
 	kiln_yaml_free(p->doc);
 	kiln_arena_free(p->arena);
 	free(p);

@@ -8,6 +8,7 @@
 #ifndef KILN_INGEST_PIPELINE_H
 #define KILN_INGEST_PIPELINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,7 @@ typedef enum kiln_gap_policy {
 
 typedef struct kiln_kafka_option {
 	const char *name, *value;
+	bool secret; /* value read from NAME_file: wiped by kiln_pipeline_free() */
 } kiln_kafka_option;
 
 typedef struct kiln_pipeline {

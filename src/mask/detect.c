@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "contract/contract.h"
 #include "contract/format.h"
 #include "core/error.h"
 
@@ -69,6 +70,7 @@ struct kiln_detector {
 	pcre2_code *code[KILN_DETECT_COUNT_];
 	bool jit[KILN_DETECT_COUNT_];
 	pcre2_match_data *match;
+	pcre2_match_context *limits; /* KILN_PATTERN_MATCH_LIMIT and _DEPTH_LIMIT */
 	kiln_detect_match *cand; /* every accepted candidate of this call */
 	kiln_detect_match *keep; /* the non-overlapping winners, by start */
 	size_t ncand, cap;       /* both arrays hold cap entries */
@@ -291,11 +293,17 @@ int kiln_detector_new(kiln_detector **out)
 		d->jit[k] = pcre2_jit_compile(d->code[k], PCRE2_JIT_COMPLETE) == 0;
 	}
 	d->match = pcre2_match_data_create(16, NULL);
+	d->limits = pcre2_match_context_create(NULL);
 	d->cap = 16;
 	d->cand = malloc(d->cap * sizeof(*d->cand));
 	d->keep = malloc(d->cap * sizeof(*d->keep));
-	if (d->match == NULL || d->cand == NULL || d->keep == NULL) {
+	if (d->match == NULL || d->limits == NULL || d->cand == NULL || d->keep == NULL) {
 		err = kiln_error_set(KILN_ENOMEM, "out of memory creating the PII detectors");
+		goto cleanup;
+	}
+	if (pcre2_set_match_limit(d->limits, KILN_PATTERN_MATCH_LIMIT) != 0 ||
+	    pcre2_set_depth_limit(d->limits, KILN_PATTERN_DEPTH_LIMIT) != 0) {
+		err = kiln_error_set(KILN_EINVALID, "PII detectors: cannot set the PCRE2 match limits");
 		goto cleanup;
 	}
 	*out = d;
@@ -315,6 +323,7 @@ void kiln_detector_free(kiln_detector *detector)
 	for (k = 0; k < KILN_DETECT_COUNT_; k++)
 		pcre2_code_free(detector->code[k]);
 	pcre2_match_data_free(detector->match);
+	pcre2_match_context_free(detector->limits);
 	free(detector->cand);
 	free(detector->keep);
 	free(detector);
@@ -430,13 +439,14 @@ size_t kiln_detect(kiln_detector *detector, const char *text, size_t len, kiln_d
 			int rc;
 
 			if (d->jit[k])
-				rc = pcre2_jit_match(d->code[k], (PCRE2_SPTR)text, len, pos, 0, d->match, NULL);
+				rc = pcre2_jit_match(d->code[k], (PCRE2_SPTR)text, len, pos, 0, d->match, d->limits);
 			else
-				rc = pcre2_match(d->code[k], (PCRE2_SPTR)text, len, pos, 0, d->match, NULL);
+				rc = pcre2_match(d->code[k], (PCRE2_SPTR)text, len, pos, 0, d->match, d->limits);
 			if (rc == PCRE2_ERROR_NOMATCH)
 				break;
 			if (rc < 0) {
-				kiln_error_set(KILN_ELIMIT, "%s detector: PCRE2 error %d", domains[k], rc);
+				/* match or depth limit, JIT stack, memory: undecided text */
+				kiln_error_set(KILN_ELIMIT, "%s detector: PCRE2 gave up (error %d)", domains[k], rc);
 				return SIZE_MAX;
 			}
 			ov = pcre2_get_ovector_pointer(d->match);

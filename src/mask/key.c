@@ -1,12 +1,13 @@
 /* Loading the pseudonymisation key (64 hex characters) from a private file
  * or an environment variable, its public id, and the HMAC state after the
- * key that every token starts from. Temporary copies of the key text are
+ * key that every token starts from; kiln's one reader of secret files. Temporary copies of the key text are
  * wiped; no message ever carries key material or file content. */
 #include "mask/key.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,69 +73,100 @@ void kiln_key_wipe(kiln_key *key)
 		sodium_memzero(key, sizeof(*key));
 }
 
-int kiln_key_load_file(kiln_key *out, const char *path, unsigned version)
+int kiln_secret_read_file(char **out, size_t *len_out, const char *path, const char *what, size_t max)
 {
-	char buf[KEY_FILE_MAX];
-	unsigned char bytes[32];
+	char *buf = NULL;
 	struct stat st;
 	size_t len = 0;
-	int fd, err = 0;
+	int fd, flags, err = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	*out = NULL;
+	*len_out = 0;
+	/* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
-			return kiln_error_set(KILN_ENOTFOUND, "%s: key file not found", path);
-		return kiln_error_set(KILN_EIO, "%s: cannot open key file: %s", path, strerror(errno));
+			return kiln_error_set(KILN_ENOTFOUND, "%s: %s not found", path, what);
+		return kiln_error_set(KILN_EIO, "%s: cannot open %s: %s", path, what, strerror(errno));
 	}
 	if (fstat(fd, &st) != 0) {
-		err = kiln_error_set(KILN_EIO, "%s: cannot stat key file: %s", path, strerror(errno));
+		err = kiln_error_set(KILN_EIO, "%s: cannot stat %s: %s", path, what, strerror(errno));
 		goto cleanup;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		err = kiln_error_set(KILN_EINVALID, "%s: key file is not a regular file", path);
+		err = kiln_error_set(KILN_EINVALID, "%s: %s is not a regular file", path, what);
 		goto cleanup;
 	}
 	if ((st.st_mode & 077) != 0) {
-		err = kiln_error_set(KILN_EINVALID,
-				     "%s: key file mode %04o lets group or others read it; chmod 600 %s", path,
-				     (unsigned)(st.st_mode & 07777), path);
+		err = kiln_error_set(KILN_EINVALID, "%s: %s mode %04o lets group or others read it; chmod 600 %s",
+				     path, what, (unsigned)(st.st_mode & 07777), path);
+		goto cleanup;
+	}
+	if (st.st_size < 0 || (uintmax_t)st.st_size > max) {
+		err = kiln_error_set(KILN_EINVALID, "%s: %s is larger than %zu bytes", path, what, max);
+		goto cleanup;
+	}
+	/* a regular file: reads never wait; blocking mode back for plain semantics */
+	if ((flags = fcntl(fd, F_GETFL)) >= 0)
+		(void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+	if (!(buf = malloc(max + 1))) {
+		err = kiln_error_set(KILN_ENOMEM, "%s: out of memory", path);
 		goto cleanup;
 	}
 	for (;;) {
-		ssize_t n = read(fd, buf + len, sizeof(buf) - len);
+		ssize_t n = read(fd, buf + len, max + 1 - len);
 
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			err = kiln_error_set(KILN_EIO, "%s: cannot read key file: %s", path, strerror(errno));
+			err = kiln_error_set(KILN_EIO, "%s: cannot read %s: %s", path, what, strerror(errno));
 			goto cleanup;
 		}
 		if (n == 0)
 			break;
 		len += (size_t)n;
-		if (len == sizeof(buf)) {
-			char extra;
-
-			n = read(fd, &extra, 1);
-			sodium_memzero(&extra, 1);
-			if (n != 0) {
-				err = kiln_error_set(KILN_EINVALID,
-						     "%s: expected 64 hex characters (a 32-byte key)", path);
-				goto cleanup;
-			}
-			break;
+		if (len > max) { /* it grew since fstat */
+			err = kiln_error_set(KILN_EINVALID, "%s: %s is larger than %zu bytes", path, what, max);
+			goto cleanup;
 		}
 	}
-	if (!parse_key_hex(bytes, buf, len)) {
-		err = kiln_error_set(KILN_EINVALID, "%s: expected 64 hex characters (a 32-byte key)", path);
-		goto cleanup;
-	}
-	kiln_key_init(out, bytes, version);
+	buf[len] = '\0';
+	*out = buf;
+	*len_out = len;
+	buf = NULL;
 
 cleanup:
-	sodium_memzero(buf, sizeof(buf));
-	sodium_memzero(bytes, sizeof(bytes));
+	if (buf) {
+		sodium_memzero(buf, max + 1);
+		free(buf);
+	}
 	close(fd);
+	return err;
+}
+
+void kiln_secret_free(char *secret, size_t len)
+{
+	if (!secret)
+		return;
+	sodium_memzero(secret, len + 1);
+	free(secret);
+}
+
+int kiln_key_load_file(kiln_key *out, const char *path, unsigned version)
+{
+	unsigned char bytes[32];
+	char *text = NULL;
+	size_t len = 0;
+	int err;
+
+	if ((err = kiln_secret_read_file(&text, &len, path, "key file", KEY_FILE_MAX)) < 0)
+		return err;
+	if (!parse_key_hex(bytes, text, len))
+		err = kiln_error_set(KILN_EINVALID, "%s: expected 64 hex characters (a 32-byte key)", path);
+	else
+		kiln_key_init(out, bytes, version);
+	sodium_memzero(bytes, sizeof(bytes));
+	kiln_secret_free(text, len);
 	return err;
 }
 

@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -967,6 +968,45 @@ static void test_yaml_syntax_error(void **state)
 	load_fails(HEAD "id: u\n" SCHEMA_OPEN "      - name: a\n", "t.yaml:6:1: ", "duplicate key \"id\"");
 }
 
+/* 22 levels of anchors, each level's properties referencing the level below
+ * twice: a 3 KB file whose tree, walked with aliases expanded, has about
+ * 2^22 properties (compiling it took 8.7 GB). The YAML loader refuses it
+ * by position before the compiler walks it; the process stays small. */
+static void test_alias_fan_out(void **state)
+{
+	size_t cap = 8192, len;
+	char *props = malloc(cap), *next = malloc(cap), *text;
+	kiln_contract *k = (kiln_contract *)1;
+	struct rusage ru;
+
+	(void)state;
+	assert_non_null(props);
+	assert_non_null(next);
+	snprintf(props, cap, "[{name: leaf, logicalType: string}]");
+	for (int level = 1; level <= 22; level++) {
+		snprintf(next, cap,
+			 "[{name: a, logicalType: object, properties: &l%d %s}, "
+			 "{name: b, logicalType: object, properties: *l%d}]",
+			 level - 1, props, level - 1);
+		memcpy(props, next, strlen(next) + 1);
+	}
+	len = strlen(props);
+	assert_true(len < 3 * 1024);
+	text = malloc(strlen(HEAD) + 64 + len);
+	assert_non_null(text);
+	sprintf(text, HEAD "schema:\n  - name: rec\n    properties: %s\n", props);
+	assert_int_equal(kiln_contract_load_buffer(&k, "t.yaml", text, strlen(text), NULL), KILN_EINVALID);
+	assert_null(k);
+	assert_non_null(strstr(kiln_error_last(), "t.yaml:8:"));
+	assert_non_null(strstr(kiln_error_last(), "nodes with aliases expanded"));
+	/* ru_maxrss is the process's peak in KiB: far below the gigabytes the walk took */
+	assert_int_equal(getrusage(RUSAGE_SELF, &ru), 0);
+	assert_true(ru.ru_maxrss < 256 * 1024);
+	free(text);
+	free(next);
+	free(props);
+}
+
 static void test_load_missing_file(void **state)
 {
 	kiln_contract *k = (kiln_contract *)1;
@@ -1033,6 +1073,7 @@ int main(void)
 		cmocka_unit_test(test_nested_paths),
 		cmocka_unit_test(test_yaml_syntax_error),
 		cmocka_unit_test(test_load_missing_file),
+		cmocka_unit_test(test_alias_fan_out),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -198,7 +198,9 @@ static void assert_content_refused(const char *content)
 
 static void test_file_bad_content(void **state)
 {
-	char big[5000];
+	char big[5000], want[PATH_MAX + 100];
+	const char *path;
+	kiln_key key;
 
 	(void)state;
 	assert_content_refused("");
@@ -219,7 +221,76 @@ static void test_file_bad_content(void **state)
 	memset(big, ' ', sizeof(big) - 1);
 	memcpy(big, KEY_HEX, 64);
 	big[sizeof(big) - 1] = '\0';
-	assert_content_refused(big);
+	path = write_key_file("big", big, 0600);
+	assert_int_equal(kiln_key_load_file(&key, path, 1), KILN_EINVALID);
+	snprintf(want, sizeof(want), "%s: key file is larger than 4096 bytes", path);
+	assert_string_equal(kiln_error_last(), want);
+	unlink(path);
+}
+
+/* A FIFO (or any non-regular file) named as a key file is refused at once:
+ * the open does not wait for a writer. An open that waited would block
+ * forever: the alarm ends the test program (a failure) instead. */
+static void test_file_fifo(void **state)
+{
+	char path[PATH_MAX + 64], want[PATH_MAX + 100];
+	kiln_key key;
+	char *text = (char *)1;
+	size_t len = 1;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/fifo", tmpdir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	alarm(30);
+	assert_int_equal(kiln_key_load_file(&key, path, 1), KILN_EINVALID);
+	snprintf(want, sizeof(want), "%s: key file is not a regular file", path);
+	assert_string_equal(kiln_error_last(), want);
+	assert_int_equal(kiln_secret_read_file(&text, &len, path, "password file", 64), KILN_EINVALID);
+	snprintf(want, sizeof(want), "%s: password file is not a regular file", path);
+	assert_string_equal(kiln_error_last(), want);
+	assert_null(text);
+	assert_int_equal(len, 0);
+	unlink(path);
+	/* /dev/null: a device, never read */
+	assert_int_equal(kiln_secret_read_file(&text, &len, "/dev/null", "password file", 64), KILN_EINVALID);
+	assert_string_equal(kiln_error_last(), "/dev/null: password file is not a regular file");
+	alarm(0);
+}
+
+/* The shared secret reader: whole content (NULs kept), the size bound, the
+ * mode refusal, a symlink to a private file followed (mounted secrets are
+ * links), and no content in any message. */
+static void test_secret_read_file(void **state)
+{
+	char link_path[PATH_MAX + 64], want[PATH_MAX + 200];
+	const char *path;
+	char *text = NULL;
+	size_t len = 0;
+
+	(void)state;
+	path = write_key_file("pw", "HUNTER2\n", 0600);
+	assert_int_equal(kiln_secret_read_file(&text, &len, path, "password file", 8), 0);
+	assert_int_equal(len, 8);
+	assert_string_equal(text, "HUNTER2\n");
+	kiln_secret_free(text, len);
+	snprintf(link_path, sizeof(link_path), "%s/pw-link", tmpdir);
+	assert_int_equal(symlink(path, link_path), 0);
+	assert_int_equal(kiln_secret_read_file(&text, &len, link_path, "password file", 8), 0);
+	assert_string_equal(text, "HUNTER2\n");
+	kiln_secret_free(text, len);
+	unlink(link_path);
+	assert_int_equal(kiln_secret_read_file(&text, &len, path, "password file", 7), KILN_EINVALID);
+	snprintf(want, sizeof(want), "%s: password file is larger than 7 bytes", path);
+	assert_string_equal(kiln_error_last(), want);
+	assert_null(text);
+	assert_int_equal(chmod(path, 0640), 0);
+	assert_int_equal(kiln_secret_read_file(&text, &len, path, "password file", 64), KILN_EINVALID);
+	snprintf(want, sizeof(want), "%s: password file mode 0640 lets group or others read it; chmod 600 %s",
+		 path, path);
+	assert_string_equal(kiln_error_last(), want);
+	assert_null(strstr(kiln_error_last(), "HUNTER2"));
+	unlink(path);
+	kiln_secret_free(NULL, 0);
 }
 
 static void test_file_whitespace_and_case(void **state)
@@ -278,6 +349,8 @@ int main(void)
 		cmocka_unit_test(test_file_missing),
 		cmocka_unit_test(test_file_not_regular),
 		cmocka_unit_test(test_file_bad_content),
+		cmocka_unit_test(test_file_fifo),
+		cmocka_unit_test(test_secret_read_file),
 		cmocka_unit_test(test_file_whitespace_and_case),
 		cmocka_unit_test(test_env),
 	};

@@ -552,6 +552,34 @@ static void test_range_multiple_of(void **state)
 
 /* Regression: `$` matched before a final newline (PCRE2's default); JSON
  * Schema's `$` is the end of the value. */
+/* A pattern that backtracks catastrophically, ^(a+)+$ on "aaa...ab",
+ * stops at kiln's PCRE2 match limit (KILN_PATTERN_MATCH_LIMIT, not PCRE2's
+ * default of 10,000,000) and the value is rejected as pattern_limit, not as
+ * a plain pattern mismatch; values the pattern decides quickly are not. */
+static void test_pattern_limit(void **state)
+{
+	kiln_contract *k = compile("", PROP("p", "string") OPTS OPT("pattern", "\"^(a+)+$\"")
+				       PROP("q", "string") OPTS OPT("pattern", "\"^[a-z]+$\""));
+	kiln_validator *v = validator(k, NULL);
+	char rec[2048];
+
+	(void)state;
+	VALID(v, "{\"p\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}");
+	EXPECT(v, "{\"p\":\"aaab\"}", W(PATTERN, "p"));
+	EXPECT(v, "{\"p\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab\"}", W(PATTERN_LIMIT, "p"));
+	/* next to other violations, in record order */
+	EXPECT(v, "{\"q\":\"A\",\"p\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab\"}", W(PATTERN, "q"),
+	       W(PATTERN_LIMIT, "p"));
+	/* a long value through a linear pattern stays within the limits */
+	memcpy(rec, "{\"q\":\"", 6);
+	memset(rec + 6, 'z', 2000);
+	memcpy(rec + 2006, "\"}", 3);
+	VALID(v, rec);
+	assert_string_equal(kiln_reject_name(KILN_REJECT_PATTERN_LIMIT), "pattern_limit");
+	kiln_validator_free(v);
+	kiln_contract_free(k);
+}
+
 static void test_pattern_dollar_is_end(void **state)
 {
 	kiln_contract *k = compile("", PROP("cc", "string") OPTS OPT("pattern", "\"^[A-Z]{2}$\""));
@@ -1450,6 +1478,7 @@ int main(void)
 		cmocka_unit_test(test_range_bounds),
 		cmocka_unit_test(test_range_multiple_of),
 		cmocka_unit_test(test_pattern_dollar_is_end),
+		cmocka_unit_test(test_pattern_limit),
 		cmocka_unit_test(test_enum_any_type),
 		cmocka_unit_test(test_duplicate_escaped_known_key),
 		cmocka_unit_test(test_range_integer_format),

@@ -420,6 +420,53 @@ static void test_alias_limit(void **state)
 	assert_non_null(strstr(kiln_error_last(), "more than 1000 aliases"));
 }
 
+/* Under the alias bound, aliases that fan out still make a tree exponential
+ * to walk: the loader counts nodes as if every alias were a copy of its
+ * node and refuses a document past 1,000,000, naming where it went past.
+ * The count below: the root 1; "a" 1 + its list 1 + 999; "b" 1 + its list 1
+ * + 998 aliases of 1000 nodes each; "c" 1 + its list 1 + 994 = 1,000,000. */
+static void test_expanded_limit(void **state)
+{
+	size_t cap = 16384, n = 0, fixed;
+	char *text = malloc(cap);
+	kiln_yaml_doc *doc = NULL;
+
+	(void)state;
+	assert_non_null(text);
+	n += (size_t)snprintf(text + n, cap - n, "a: &a [");
+	for (int i = 0; i < 999; i++)
+		n += (size_t)snprintf(text + n, cap - n, "%sx", i ? "," : "");
+	n += (size_t)snprintf(text + n, cap - n, "]\nb: [");
+	for (int i = 0; i < 998; i++)
+		n += (size_t)snprintf(text + n, cap - n, "%s*a", i ? "," : "");
+	n += (size_t)snprintf(text + n, cap - n, "]\nc: [");
+	fixed = n;
+	for (int i = 0; i < 994; i++)
+		n += (size_t)snprintf(text + n, cap - n, "%sy", i ? "," : "");
+	snprintf(text + n, cap - n, "]\n");
+	doc = load_ok(text);
+	assert_int_equal(kiln_yaml_get(kiln_yaml_root(doc), "b")->count, 998);
+	kiln_yaml_free(doc);
+
+	snprintf(text + n, cap - n, ",y]\n"); /* node number 1,000,001 */
+	doc = (kiln_yaml_doc *)1;
+	assert_int_equal(kiln_yaml_load_buffer(&doc, "laughs.yaml", text, strlen(text)), KILN_EINVALID);
+	assert_null(doc);
+	assert_string_equal(kiln_error_last(),
+			    "laughs.yaml:3:4: more than 1000000 nodes with aliases expanded (aliases that fan out)");
+
+	/* nested fan-out: 30 levels of two aliases each, about 2^30 nodes */
+	n = 0;
+	n += (size_t)snprintf(text + n, cap - n, "l0: &l0 [x, x]\n");
+	for (int i = 1; i <= 30; i++)
+		n += (size_t)snprintf(text + n, cap - n, "l%d: &l%d [*l%d, *l%d]\n", i, i, i - 1, i - 1);
+	assert_true(n < fixed);
+	assert_int_equal(kiln_yaml_load_buffer(&doc, "laughs.yaml", text, n), KILN_EINVALID);
+	assert_non_null(strstr(kiln_error_last(), "laughs.yaml:"));
+	assert_non_null(strstr(kiln_error_last(), "nodes with aliases expanded"));
+	free(text);
+}
+
 static void test_expand_env(void **state)
 {
 	const char *text = "a: ${KILN_T_SET}\n"
@@ -444,11 +491,28 @@ static void test_expand_env(void **state)
 	assert_string_equal(kiln_yaml_get(root, "d")->value, "");
 	assert_string_equal(kiln_yaml_get(root, "e")->value, "cost $5");
 	assert_string_equal(kiln_yaml_get(root, "f")->value, "hello world");
+	/* from_env: the whole text was one ${NAME}, nothing written around it */
+	assert_true(kiln_yaml_get(root, "a")->from_env);
+	assert_false(kiln_yaml_get(root, "b")->from_env);
+	assert_false(kiln_yaml_get(root, "c")->from_env); /* a default is text from the file */
+	assert_true(kiln_yaml_get(root, "d")->from_env);
+	assert_false(kiln_yaml_get(root, "e")->from_env);
+	assert_true(kiln_yaml_get(root, "f")->from_env);
 	kiln_yaml_free(doc);
+	text = "a: ${KILN_T_SET}${KILN_T_SET}\nb: $${KILN_T_SET}\nc: literal\n";
+	assert_int_equal(kiln_yaml_load_buffer_ex(&doc, "p.yaml", text, strlen(text), KILN_YAML_EXPAND_ENV), 0);
+	root = kiln_yaml_root(doc);
+	assert_false(kiln_yaml_get(root, "a")->from_env);
+	assert_string_equal(kiln_yaml_get(root, "b")->value, "${KILN_T_SET}");
+	assert_false(kiln_yaml_get(root, "b")->from_env);
+	assert_false(kiln_yaml_get(root, "c")->from_env);
+	kiln_yaml_free(doc);
+	text = "a: ${KILN_T_SET}\n";
 
 	/* without the flag nothing is expanded */
 	assert_int_equal(kiln_yaml_load_buffer(&doc, "p.yaml", text, strlen(text)), 0);
 	assert_string_equal(kiln_yaml_get(kiln_yaml_root(doc), "a")->value, "${KILN_T_SET}");
+	assert_false(kiln_yaml_get(kiln_yaml_root(doc), "a")->from_env);
 	kiln_yaml_free(doc);
 
 	/* unset without default: file:line:col */
@@ -489,6 +553,41 @@ static void test_set(void **state)
 	assert_non_null(strstr(kiln_error_last(), "--set flag: "));
 	assert_int_equal(kiln_yaml_set(doc, "list.x", "1"), KILN_EINVALID);
 	assert_int_equal(kiln_yaml_set(doc, "a..b", "1"), KILN_EINVALID);
+	kiln_yaml_free(doc);
+}
+
+/* A key with dots (librdkafka's properties) is addressed in double quotes:
+ * source.options."sasl.mechanism" sets the key "sasl.mechanism" in
+ * source.options, next to a key of the same name that came from the file. */
+static void test_set_quoted_key(void **state)
+{
+	const char *text = "source:\n  options: {session.timeout.ms: \"6000\", sasl.mechanism: GSSAPI}\n";
+	kiln_yaml_doc *doc = load_ok(text);
+	const kiln_yaml_node *opts;
+
+	(void)state;
+	assert_int_equal(kiln_yaml_set(doc, "source.options.\"sasl.mechanism\"", "PLAIN"), 0);
+	assert_int_equal(kiln_yaml_set(doc, "source.options.\"sasl.username\"", "kiln"), 0);
+	assert_int_equal(kiln_yaml_set(doc, "\"source\".\"options\".\"client.id\"", "c1"), 0);
+	opts = kiln_yaml_get(kiln_yaml_get(kiln_yaml_root(doc), "source"), "options");
+	assert_int_equal(opts->count, 4);
+	assert_string_equal(kiln_yaml_get(opts, "sasl.mechanism")->value, "PLAIN");
+	assert_string_equal(kiln_yaml_get(opts, "sasl.username")->value, "kiln");
+	assert_string_equal(kiln_yaml_get(opts, "client.id")->value, "c1");
+	assert_string_equal(kiln_yaml_get(opts, "session.timeout.ms")->value, "6000");
+	assert_null(kiln_yaml_get(opts, "sasl"));
+	/* unquoted, the dots still nest */
+	assert_int_equal(kiln_yaml_set(doc, "source.options.sasl.mechanism", "X"), 0);
+	assert_non_null(kiln_yaml_get(kiln_yaml_get(opts, "sasl"), "mechanism"));
+
+	expect_error(kiln_yaml_set(doc, "source.\"options", "1"),
+		     "--set source.\"options: unterminated \" in the path");
+	expect_error(kiln_yaml_set(doc, "source.\"opt\"ions", "1"),
+		     "--set source.\"opt\"ions: expected '.' or '=' after a quoted key");
+	expect_error(kiln_yaml_set(doc, "source.op\"t\"", "1"),
+		     "--set source.op\"t\": a quoted key must be a whole key");
+	expect_error(kiln_yaml_set(doc, "source.\"\"", "1"), "--set source.\"\": empty key in the path");
+	expect_error(kiln_yaml_set(doc, "source.", "1"), "--set source.: empty key in the path");
 	kiln_yaml_free(doc);
 }
 
@@ -719,8 +818,8 @@ static void test_load_config(void **state)
 {
 	char path[] = "/tmp/kiln_yaml_doc_XXXXXX";
 	const char *text = "a: ${KILN_TEST_UNSET_NAME:-dflt}\nb: {c: 1}\n";
-	char set1[] = "b.c=2", set2[] = "d=new", bad[] = "=x";
-	char *sets[] = { set1, set2 }, *bads[] = { bad };
+	char set1[] = "b.c=2", set2[] = "d=new", set3[] = "b.\"e.f=g\"=h=i", bad[] = "=x";
+	char *sets[] = { set1, set2, set3 }, *bads[] = { bad };
 	kiln_yaml_doc *doc = NULL;
 	int fd;
 
@@ -729,7 +828,9 @@ static void test_load_config(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
 	close(fd);
-	assert_int_equal(kiln_yaml_load_config(&doc, path, sets, 2), 0);
+	assert_int_equal(kiln_yaml_load_config(&doc, path, sets, 3), 0);
+	/* the first '=' outside quotes ends the path */
+	assert_string_equal(kiln_yaml_get(kiln_yaml_get(kiln_yaml_root(doc), "b"), "e.f=g")->value, "h=i");
 	assert_string_equal(kiln_yaml_get(kiln_yaml_root(doc), "a")->value, "dflt");
 	assert_string_equal(kiln_yaml_get(kiln_yaml_get(kiln_yaml_root(doc), "b"), "c")->value, "2");
 	assert_string_equal(kiln_yaml_get(kiln_yaml_root(doc), "d")->value, "new");
@@ -782,8 +883,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nested_positions),
 		cmocka_unit_test(test_alias_limit),
+		cmocka_unit_test(test_expanded_limit),
 		cmocka_unit_test(test_expand_env),
 		cmocka_unit_test(test_set),
+		cmocka_unit_test(test_set_quoted_key),
 		cmocka_unit_test(test_flow_style),
 		cmocka_unit_test(test_scalar_styles),
 		cmocka_unit_test(test_duplicate_key),
