@@ -38,7 +38,7 @@ else
 fi
 
 tmp=$(mktemp -d)
-trap 'jobs -p | xargs -r kill 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'jobs -p | xargs -r kill 2>/dev/null; if [ -n "${KEEP_TMP:-}" ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi' EXIT
 
 contains() { # FILE FIXED-STRING
 	grep -qF -- "$2" "$1" || { echo "  $1 lacks '$2':"; sed 's/^/  | /' "$1" | head -5; return 1; }

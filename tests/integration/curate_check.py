@@ -382,12 +382,27 @@ def collect_pii(inp, fields, expect):
     return sorted(p.encode("utf-8", "surrogatepass") for p in pii if len(p) >= MIN_PII_LEN)
 
 
+WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def occurs_whole(p, hay):
+    """p occurs in hay not as the tail of a longer word: a keep-domain token
+    p1_<base32>@example.com ends in letters that may spell another user's
+    local part ("...dhkim@example.com" holds "hkim@example.com")."""
+    i = hay.find(p)
+    while i >= 0:
+        if i == 0 or p[0] not in WORD or hay[i - 1] not in WORD:
+            return True
+        i = hay.find(p, i + 1)
+    return False
+
+
 def pii_found(pii, hay):
     """The personal values that occur in hay."""
     if not hay:
         return []
     grams = {hay[i:i + MIN_PII_LEN] for i in range(len(hay) - MIN_PII_LEN + 1)}
-    return [p for p in pii if p[:MIN_PII_LEN] in grams and p in hay]
+    return [p for p in pii if p[:MIN_PII_LEN] in grams and occurs_whole(p, hay)]
 
 
 def scan_main(argv):
