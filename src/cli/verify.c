@@ -1,5 +1,7 @@
-/* `kiln verify DATASET@REF [--deep]`: checks a version's SSH signature (the
- * tag's for a promoted version, else the commit's) against trusted keys,
+/* `kiln verify DATASET@REF [--deep]`: checks that a tag version's tag object
+ * carries the version's name, the version's SSH signature (the tag's for a
+ * promoted version, else the commit's) against trusted keys or, without
+ * them, that a version the repository's kiln.signed requires signed is,
  * the consistency of its tree (shard lines in the right fan-out file and
  * order, stats.json agreeing with the shards listed), and with --deep that
  * every shard in the store still hashes to its name. Names what is wrong. */
@@ -37,7 +39,10 @@ static const char usage_text[] =
 	"  -s, --store URL             object store for --deep (default $KILN_STORE)\n"
 	"  -h, --help                  show this help\n"
 	"\n"
-	"Without trusted keys the signature is reported, not checked. Exit status:\n"
+	"For DATASET@vN the tag object must be named DATASET/vN. Without trusted\n"
+	"keys the signature is reported, not checked, and an unsigned version fails\n"
+	"only where the repository's kiln.signed requires it (docs/RELEASES.md).\n"
+	"Exit status:\n"
 	"0 verified, 1 a check failed (named on stderr), 2 usage or access error.\n";
 
 #define MAX_TRUSTED 64

@@ -1,5 +1,6 @@
 /* Reading dataset versions (see version.h): "ds@ref" resolution through
- * branches, tags and commit prefixes, the files and shard lines of a
+ * branches, tags (an annotated tag object must carry the name it is found
+ * under) and commit prefixes, the repository's kiln.signed policy, the files and shard lines of a
  * version's tree, first-parent history with the dataset's vN tags, and the
  * shards added and removed between two versions (a git tree diff of splits/
  * then a merge walk of each changed fan-out blob). Read-only: nothing here
