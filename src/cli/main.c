@@ -6,6 +6,8 @@
 
 #include "cli/cli.h"
 #include "config.h"
+#include "core/error.h"
+#include "mask/key.h"
 
 static const kiln_command commands[] = {
 	{ "validate", "check JSON Lines records against an ODCS data contract", kiln_cmd_validate },
@@ -29,6 +31,18 @@ static const kiln_command commands[] = {
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* Commands that hold a secret in memory (the HMAC key and raw records, a
+ * signing key, bearer tokens): their process is made non-dumpable first. */
+static const char *const holds_secrets[] = { "run", "replay", "promote", "cache" };
+
+static int run_command(const kiln_command *c, int argc, char **argv)
+{
+	for (size_t i = 0; i < sizeof(holds_secrets) / sizeof(holds_secrets[0]); i++)
+		if (strcmp(c->name, holds_secrets[i]) == 0 && kiln_key_protect_process() < 0)
+			return kiln_cli_fail(c->name, "%s", kiln_error_last());
+	return c->run(argc, argv);
+}
 
 int kiln_cli_fail(const char *cmd, const char *fmt, ...)
 {
@@ -86,7 +100,7 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		if (strcmp(cmd, commands[i].name) == 0)
-			return commands[i].run(argc - 1, argv + 1);
+			return run_command(&commands[i], argc - 1, argv + 1);
 	fprintf(stderr, "kiln: '%s' is not a kiln command; see 'kiln --help'\n", cmd);
 	return KILN_EXIT_USAGE;
 }

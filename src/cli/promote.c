@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/cli.h"
 #include "core/buf.h"
@@ -72,6 +73,28 @@ static int next_version(kiln_manifest *m, const char *dataset, char out[32])
 	git_reference_iterator_free(it);
 	snprintf(out, 32, "v%lu", max + 1);
 	return 0;
+}
+
+/* Records in the repository's config that its tag versions are signed
+ * (kiln.signed = tags, docs/RELEASES.md), so `kiln verify` refuses an
+ * unsigned one even without trusted keys. "all" (or "true") is kept. */
+static int mark_signed(kiln_manifest *m)
+{
+	git_config *cfg = NULL, *snap = NULL;
+	const char *value = NULL;
+	int gerr;
+
+	if ((gerr = git_repository_config(&cfg, kiln_manifest_repo(m))) < 0 ||
+	    (gerr = git_config_snapshot(&snap, cfg)) < 0)
+		goto cleanup;
+	gerr = git_config_get_string(&value, snap, KILN_VERSION_SIGNED_KEY);
+	if (gerr == 0 && (strcasecmp(value, "all") == 0 || strcasecmp(value, "true") == 0))
+		goto cleanup;
+	gerr = git_config_set_string(cfg, KILN_VERSION_SIGNED_KEY, "tags");
+cleanup:
+	git_config_free(snap);
+	git_config_free(cfg);
+	return gerr < 0 ? kiln_manifest_git_fail(m, gerr, KILN_VERSION_SIGNED_KEY) : 0;
 }
 
 /* "topic/partition next N" for each lineage.json entry. */
@@ -259,6 +282,11 @@ int kiln_cmd_promote(int argc, char **argv)
 	}
 	if (kiln_manifest_tag(m, v.dataset, version_name, v.commit, msg.ptr, key_loaded ? &key : NULL, tag_id) < 0) {
 		kiln_cli_fail("promote", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	if (key_loaded && mark_signed(m) < 0) {
+		kiln_cli_fail("promote", "%s@%s tagged, but recording %s=tags failed: %s", v.dataset, version_name,
+			      KILN_VERSION_SIGNED_KEY, kiln_error_last());
 		goto cleanup;
 	}
 	printf("%s@%s: tag refs/tags/%s/%s -> %.12s (%s)\n", v.dataset, version_name, v.dataset, version_name, v.commit,

@@ -1,5 +1,7 @@
-/* `kiln verify DATASET@REF [--deep]`: checks a version's SSH signature (the
- * tag's for a promoted version, else the commit's) against trusted keys,
+/* `kiln verify DATASET@REF [--deep]`: checks that a tag version's tag object
+ * carries the version's name, the version's SSH signature (the tag's for a
+ * promoted version, else the commit's) against trusted keys or, without
+ * them, that a version the repository's kiln.signed requires signed is,
  * the consistency of its tree (shard lines in the right fan-out file and
  * order, stats.json agreeing with the shards listed), and with --deep that
  * every shard in the store still hashes to its name. Names what is wrong. */
@@ -14,6 +16,7 @@
 #include "cli/cli.h"
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "manifest/internal.h"
 #include "manifest/manifest.h"
 #include "manifest/sshsig.h"
@@ -36,7 +39,10 @@ static const char usage_text[] =
 	"  -s, --store URL             object store for --deep (default $KILN_STORE)\n"
 	"  -h, --help                  show this help\n"
 	"\n"
-	"Without trusted keys the signature is reported, not checked. Exit status:\n"
+	"For DATASET@vN the tag object must be named DATASET/vN. Without trusted\n"
+	"keys the signature is reported, not checked, and an unsigned version fails\n"
+	"only where the repository's kiln.signed requires it (docs/RELEASES.md).\n"
+	"Exit status:\n"
 	"0 verified, 1 a check failed (named on stderr), 2 usage or access error.\n";
 
 #define MAX_TRUSTED 64
@@ -94,8 +100,10 @@ static void fingerprint(const unsigned char pk[32], char out[64])
 	snprintf(out, 64, "SHA256:%s", b64);
 }
 
-/* Finds the signature of the version: a tag's (appended to its message) or
- * the commit's gpgsig header. 1 signed (signature and payload in the
+/* Finds the signature of the version: for a tag version the tag object's
+ * (appended to its message; a lightweight tag has none), else the commit's
+ * gpgsig header. The tag object is the one resolution found (v->tag), not
+ * whatever the ref holds by now. 1 signed (signature and payload in the
  * buffers), 0 unsigned. */
 static int read_signature(kiln_manifest *m, const kiln_version *v, kiln_buf *sig, kiln_buf *payload)
 {
@@ -104,15 +112,14 @@ static int read_signature(kiln_manifest *m, const kiln_version *v, kiln_buf *sig
 	int gerr;
 
 	if (strncmp(v->ref, "refs/tags/", 10) == 0) {
-		git_reference *ref = NULL;
 		git_odb *odb = NULL;
 		git_odb_object *obj = NULL;
 		int rc = 0;
 
-		if ((gerr = git_reference_lookup(&ref, repo, v->ref)) < 0)
-			return kiln_manifest_git_fail(m, gerr, v->ref);
-		oid = *git_reference_target(ref);
-		git_reference_free(ref);
+		if (!v->tag[0])
+			return 0;
+		if (git_oid_fromstr(&oid, v->tag) < 0)
+			return kiln_error_set(KILN_EINVALID, "bad tag id %s", v->tag);
 		if ((gerr = git_repository_odb(&odb, repo)) < 0 || (gerr = git_odb_read(&obj, odb, &oid)) < 0) {
 			git_odb_free(odb);
 			return kiln_manifest_git_fail(m, gerr, v->ref);
@@ -144,6 +151,24 @@ static int read_signature(kiln_manifest *m, const kiln_version *v, kiln_buf *sig
 	git_buf_dispose(&s);
 	git_buf_dispose(&d);
 	return 1;
+}
+
+/* The top-level "name" of a dataset.json text equals dataset. */
+static bool dataset_json_names(const kiln_buf *json, const char *dataset)
+{
+	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
+	kiln_json_token t;
+	char name[160];
+	size_t n;
+	bool match = false;
+
+	if (!scanner)
+		return false;
+	if (kiln_json_lookup(scanner, json->ptr, json->len, "name", &t) == 1 && t.type == KILN_JSON_STRING &&
+	    t.len < sizeof(name) && (n = kiln_json_unescape(name, sizeof(name), &t)) != (size_t)-1)
+		match = n == strlen(dataset) && memcmp(name, dataset, n) == 0;
+	kiln_json_scanner_free(scanner);
+	return match;
 }
 
 /* --- tree consistency ----------------------------------------------------- */
@@ -235,8 +260,11 @@ int kiln_cmd_verify(int argc, char **argv)
 	kiln_manifest *m = NULL;
 	kiln_store *store = NULL;
 	kiln_version v;
-	kiln_buf sig = KILN_BUF_INIT(0), payload = KILN_BUF_INIT(0), stats_text = KILN_BUF_INIT(0);
+	kiln_buf sig = KILN_BUF_INIT(0), payload = KILN_BUF_INIT(0), stats_text = KILN_BUF_INIT(0),
+		 dataset_text = KILN_BUF_INIT(0);
 	kiln_stats stats;
+	const char *shown;
+	bool must_sign = false;
 	int opt, rc, problems = 0, status = KILN_EXIT_USAGE;
 
 	optind = 1;
@@ -264,10 +292,24 @@ int kiln_cmd_verify(int argc, char **argv)
 		return kiln_cli_fail("verify", "no manifest repository: use --manifest or set KILN_MANIFEST");
 	if (deep && (!store_url || !*store_url))
 		return kiln_cli_fail("verify", "--deep needs the store: use --store or set KILN_STORE");
-	if (kiln_manifest_open(&m, manifest_path) < 0 || kiln_version_resolve(m, argv[optind], &v) < 0 ||
+	if (kiln_manifest_open(&m, manifest_path) < 0 || kiln_version_lookup(m, argv[optind], &v) < 0 ||
+	    kiln_version_must_be_signed(m, &v, &must_sign) < 0 ||
 	    (deep && kiln_store_open(&store, store_url, NULL) < 0)) {
 		kiln_cli_fail("verify", "%s", kiln_error_last());
 		goto cleanup;
+	}
+	shown = v.ref[0] ? v.ref : v.commit;
+
+	/* the name: a tag object put under another version's name is refused
+	 * before its signature is looked at, whoever signed it */
+	if (kiln_version_check_tag(m, &v) < 0) {
+		if (kiln_error_last_code() != KILN_EINVALID) {
+			kiln_cli_fail("verify", "%s", kiln_error_last());
+			goto cleanup;
+		}
+		fprintf(stderr, "kiln verify: %s: %s\n", argv[optind], kiln_error_last());
+		problems++;
+		goto tree;
 	}
 
 	/* the signature */
@@ -278,10 +320,14 @@ int kiln_cmd_verify(int argc, char **argv)
 	}
 	if (rc == 0) {
 		if (keys.count) {
-			fprintf(stderr, "kiln verify: %s: %s is not signed\n", argv[optind], v.ref[0] ? v.ref : v.commit);
+			fprintf(stderr, "kiln verify: %s: %s is not signed\n", argv[optind], shown);
+			problems++;
+		} else if (must_sign) {
+			fprintf(stderr, "kiln verify: %s: %s is not signed, and the repository says it must be (%s)\n",
+				argv[optind], shown, KILN_VERSION_SIGNED_KEY);
 			problems++;
 		} else {
-			printf("signature: none (%s is unsigned)\n", v.ref[0] ? v.ref : v.commit);
+			printf("signature: none (%s is unsigned)\n", shown);
 		}
 	} else {
 		unsigned char pk[32];
@@ -289,7 +335,7 @@ int kiln_cmd_verify(int argc, char **argv)
 		bool trusted_key = false;
 		if (kiln_sshsig_verify(sig.ptr, sig.len, "git", payload.ptr, payload.len, pk) < 0) {
 			fprintf(stderr, "kiln verify: %s: the signature of %s does not match its content (tampered)\n",
-				argv[optind], v.ref[0] ? v.ref : v.commit);
+				argv[optind], shown);
 			problems++;
 		} else {
 			fingerprint(pk, fp);
@@ -303,6 +349,18 @@ int kiln_cmd_verify(int argc, char **argv)
 				printf("signature: good, ssh-ed25519 %s%s\n", fp, keys.count ? " (trusted)" : " (no trusted keys given: not checked against any)");
 			}
 		}
+	}
+
+tree:
+	/* the dataset: the version's dataset.json names it */
+	if ((rc = kiln_version_read(m, &v, "dataset.json", &dataset_text)) < 0) {
+		kiln_cli_fail("verify", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	if (rc == 0 || !dataset_json_names(&dataset_text, v.dataset)) {
+		fprintf(stderr, "kiln verify: %s: %s\n", argv[optind],
+			rc == 0 ? "dataset.json is missing" : "its dataset.json names another dataset");
+		problems++;
 	}
 
 	/* the tree */
@@ -359,6 +417,7 @@ cleanup:
 	kiln_buf_free(&sig);
 	kiln_buf_free(&payload);
 	kiln_buf_free(&stats_text);
+	kiln_buf_free(&dataset_text);
 	kiln_store_close(store);
 	kiln_manifest_close(m);
 	return status;

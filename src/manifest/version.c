@@ -1,5 +1,6 @@
 /* Reading dataset versions (see version.h): "ds@ref" resolution through
- * branches, tags and commit prefixes, the files and shard lines of a
+ * branches, tags (an annotated tag object must carry the name it is found
+ * under) and commit prefixes, the repository's kiln.signed policy, the files and shard lines of a
  * version's tree, first-parent history with the dataset's vN tags, and the
  * shards added and removed between two versions (a git tree diff of splits/
  * then a merge walk of each changed fan-out blob). Read-only: nothing here
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "core/error.h"
@@ -224,19 +226,33 @@ static bool dataset_json_names(const char *text, size_t len, const char *dataset
 	return match;
 }
 
-/* The reference `name` peeled to a commit: 1 found, 0 absent, < 0 error. */
-static int try_ref(kiln_manifest *m, const char *name, git_oid *out)
+/* The reference `name` peeled to a commit: 1 found, 0 absent, < 0 error.
+ * out_tag is the annotated tag object the reference points at (zero when it
+ * points at a commit: a lightweight tag or a branch). */
+static int try_ref(kiln_manifest *m, const char *name, git_oid *out, git_oid *out_tag)
 {
-	git_reference *ref = NULL;
+	git_reference *ref = NULL, *direct = NULL;
 	git_object *obj = NULL;
 	int gerr = git_reference_lookup(&ref, kiln_manifest_repo(m), name);
 
+	memset(out_tag, 0, sizeof(*out_tag));
 	if (gerr == GIT_ENOTFOUND || gerr == GIT_EINVALIDSPEC)
 		return 0;
 	if (gerr < 0)
 		return kiln_manifest_git_fail(m, gerr, name);
-	gerr = git_reference_peel(&obj, ref, GIT_OBJECT_COMMIT);
+	/* a symbolic reference is followed to the one that names an object */
+	if ((gerr = git_reference_resolve(&direct, ref)) < 0) {
+		git_reference_free(ref);
+		return kiln_error_set(KILN_EINVALID, "manifest %s: %s does not lead to a commit",
+				      kiln_manifest_path(m), name);
+	}
 	git_reference_free(ref);
+	if (git_object_lookup(&obj, kiln_manifest_repo(m), git_reference_target(direct), GIT_OBJECT_TAG) == 0)
+		git_oid_cpy(out_tag, git_object_id(obj));
+	git_object_free(obj);
+	obj = NULL;
+	gerr = git_reference_peel(&obj, direct, GIT_OBJECT_COMMIT);
+	git_reference_free(direct);
 	if (gerr < 0)
 		return kiln_error_set(KILN_EINVALID, "manifest %s: %s does not lead to a commit",
 				      kiln_manifest_path(m), name);
@@ -245,11 +261,11 @@ static int try_ref(kiln_manifest *m, const char *name, git_oid *out)
 	return 1;
 }
 
-int kiln_version_resolve(kiln_manifest *m, const char *spec, kiln_version *out)
+int kiln_version_lookup(kiln_manifest *m, const char *spec, kiln_version *out)
 {
 	char dataset[NAME_MAX_LEN + 1], ref[NAME_MAX_LEN + 1], name[sizeof(out->ref)];
 	char shown[160];
-	git_oid id;
+	git_oid id, tag;
 	git_commit *commit = NULL;
 	int rc, gerr;
 
@@ -260,14 +276,16 @@ int kiln_version_resolve(kiln_manifest *m, const char *spec, kiln_version *out)
 
 	/* a branch, then a tag */
 	snprintf(name, sizeof(name), "refs/heads/%s/%s", dataset, ref);
-	if ((rc = try_ref(m, name, &id)) == 0) {
+	if ((rc = try_ref(m, name, &id, &tag)) == 0) {
 		snprintf(name, sizeof(name), "refs/tags/%s/%s", dataset, ref);
-		rc = try_ref(m, name, &id);
+		rc = try_ref(m, name, &id, &tag);
 	}
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
 		strcpy(out->ref, name);
+		if (strncmp(name, "refs/tags/", 10) == 0 && !git_oid_is_zero(&tag))
+			git_oid_tostr(out->tag, sizeof(out->tag), &tag);
 	} else {
 		/* a commit id or a unique prefix of one */
 		char hex[41];
@@ -325,6 +343,72 @@ int kiln_version_resolve(kiln_manifest *m, const char *spec, kiln_version *out)
 	out->time = (int64_t)git_commit_time(commit);
 	git_commit_free(commit);
 	return 0;
+}
+
+int kiln_version_check_tag(kiln_manifest *m, const kiln_version *v)
+{
+	char expected[sizeof(v->ref)], shown[160];
+	git_oid id;
+	git_tag *tag = NULL;
+	const char *tag_name;
+	int gerr, rc = 0;
+
+	if (!v->tag[0])
+		return 0;
+	if (git_oid_fromstr(&id, v->tag) < 0)
+		return kiln_error_set(KILN_EINVALID, "manifest %s: bad tag id in a version", kiln_manifest_path(m));
+	if ((gerr = git_tag_lookup(&tag, kiln_manifest_repo(m), &id)) < 0)
+		return kiln_manifest_git_fail(m, gerr, v->ref);
+	snprintf(expected, sizeof(expected), "%s", strncmp(v->ref, "refs/tags/", 10) == 0 ? v->ref + 10 : v->ref);
+	tag_name = git_tag_name(tag);
+	if (!tag_name || strcmp(tag_name, expected) != 0)
+		rc = kiln_error_set(KILN_EINVALID,
+				    "%s: the tag object %.*s is named %s, not %s (a tag of another version put "
+				    "under this name)",
+				    v->ref, SHORT_LEN, v->tag, spec_for_message(tag_name ? tag_name : "", shown),
+				    expected);
+	else if (git_tag_target_type(tag) != GIT_OBJECT_COMMIT || git_oid_fromstr(&id, v->commit) < 0 ||
+		 !git_oid_equal(git_tag_target_id(tag), &id))
+		rc = kiln_error_set(KILN_EINVALID, "%s: the tag object %.*s does not point straight at commit %.*s",
+				    v->ref, SHORT_LEN, v->tag, SHORT_LEN, v->commit);
+	git_tag_free(tag);
+	return rc;
+}
+
+int kiln_version_resolve(kiln_manifest *m, const char *spec, kiln_version *out)
+{
+	int rc = kiln_version_lookup(m, spec, out);
+
+	if (rc == 0 && (rc = kiln_version_check_tag(m, out)) < 0)
+		memset(out, 0, sizeof(*out));
+	return rc;
+}
+
+int kiln_version_must_be_signed(kiln_manifest *m, const kiln_version *v, bool *out)
+{
+	git_config *cfg = NULL;
+	const char *value = NULL;
+	char shown[160];
+	int gerr, rc = 0;
+
+	*out = false;
+	if ((gerr = git_repository_config_snapshot(&cfg, kiln_manifest_repo(m))) < 0)
+		return kiln_manifest_git_fail(m, gerr, "config");
+	gerr = git_config_get_string(&value, cfg, KILN_VERSION_SIGNED_KEY);
+	if (gerr == GIT_ENOTFOUND) {
+		gerr = 0;
+	} else if (gerr < 0) {
+		rc = kiln_manifest_git_fail(m, gerr, KILN_VERSION_SIGNED_KEY);
+	} else if (strcasecmp(value, "all") == 0 || strcasecmp(value, "true") == 0) {
+		*out = true;
+	} else if (strcasecmp(value, "tags") == 0) {
+		*out = v->ref[0] && strncmp(v->ref, "refs/tags/", 10) == 0;
+	} else if (strcasecmp(value, "false") != 0) {
+		rc = kiln_error_set(KILN_EINVALID, "manifest %s: config %s = '%s': expected tags, all or false",
+				    kiln_manifest_path(m), KILN_VERSION_SIGNED_KEY, spec_for_message(value, shown));
+	}
+	git_config_free(cfg);
+	return rc;
 }
 
 /* ---- shard lines ---------------------------------------------------------- */

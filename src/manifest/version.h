@@ -16,6 +16,8 @@ typedef struct kiln_version {
 	char ref[320];   /* what it resolved through: "refs/heads/ds/main", "refs/tags/ds/v3"; "" for a commit
 			    id */
 	char commit[41]; /* the commit (tags peeled) */
+	char tag[41];    /* the annotated tag object refs/tags/... points at; "" for a branch, a
+			    lightweight tag or a commit id */
 	int64_t time;    /* commit time, seconds since the epoch */
 } kiln_version;
 
@@ -26,6 +28,31 @@ typedef struct kiln_version {
  * KILN_EINVALID for a malformed spec, an ambiguous prefix, or a commit
  * whose dataset.json names another dataset. */
 int kiln_version_resolve(kiln_manifest *manifest, const char *spec, kiln_version *out);
+
+/* A tag version must be the version its name says (no silent rollback): when
+ * refs/tags/<ds>/<name> points at an annotated tag object, that object's
+ * `tag` header must be "<ds>/<name>" (so a signature over it binds the
+ * dataset and the version name) and its target the version's commit.
+ * KILN_EINVALID, naming the ref and the name found, when either differs; 0
+ * for every other version. kiln_version_resolve applies it; a tag object
+ * moved under another name is refused whether it is signed or not. */
+int kiln_version_check_tag(kiln_manifest *manifest, const kiln_version *version);
+
+/* kiln_version_resolve without kiln_version_check_tag: for `kiln verify`,
+ * which reports that check as one of its verdicts. Readers use
+ * kiln_version_resolve. */
+int kiln_version_lookup(kiln_manifest *manifest, const char *spec, kiln_version *out);
+
+/* The repository's signing policy, git config key "kiln.signed" of the
+ * manifest repository (docs/RELEASES.md): "tags" (written by `kiln promote`
+ * when it signs a tag) means every tag version must carry a signature;
+ * "all" (or "true") means every version, tag or commit, must. */
+#define KILN_VERSION_SIGNED_KEY "kiln.signed"
+
+/* Whether the repository's kiln.signed requires `version` to be signed:
+ * *out true or false. Unset or "false": never. KILN_EINVALID naming the key
+ * for any other value. */
+int kiln_version_must_be_signed(kiln_manifest *manifest, const kiln_version *version, bool *out);
 
 /* Appends the file at `path` of the version's tree to out: 1 when found,
  * 0 when absent. */

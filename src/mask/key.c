@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -69,8 +70,24 @@ void kiln_key_init(kiln_key *out, const unsigned char bytes[32], unsigned versio
 
 void kiln_key_wipe(kiln_key *key)
 {
-	if (key != NULL)
+	/* sodium_munlock zeroes, then unlocks (harmless on a page not locked) */
+	if (key != NULL && sodium_munlock(key, sizeof(*key)) != 0)
 		sodium_memzero(key, sizeof(*key));
+}
+
+/* Keeps a loaded key out of swap and of core dumps (MADV_DONTDUMP on the
+ * whole pages it sits in). Best effort: RLIMIT_MEMLOCK may refuse the lock,
+ * and the process is non-dumpable anyway (kiln_key_protect_process). */
+static void lock_key(kiln_key *key)
+{
+	(void)sodium_mlock(key, sizeof(*key));
+}
+
+int kiln_key_protect_process(void)
+{
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return kiln_error_set(KILN_EIO, "cannot make the process non-dumpable: %s", strerror(errno));
+	return 0;
 }
 
 int kiln_secret_read_file(char **out, size_t *len_out, const char *path, const char *what, size_t max)
@@ -163,8 +180,10 @@ int kiln_key_load_file(kiln_key *out, const char *path, unsigned version)
 		return err;
 	if (!parse_key_hex(bytes, text, len))
 		err = kiln_error_set(KILN_EINVALID, "%s: expected 64 hex characters (a 32-byte key)", path);
-	else
+	else {
 		kiln_key_init(out, bytes, version);
+		lock_key(out);
+	}
 	sodium_memzero(bytes, sizeof(bytes));
 	kiln_secret_free(text, len);
 	return err;
@@ -181,6 +200,7 @@ int kiln_key_load_env(kiln_key *out, const char *name, unsigned version)
 		return kiln_error_set(KILN_EINVALID,
 				      "environment variable %s: expected 64 hex characters (a 32-byte key)", name);
 	kiln_key_init(out, bytes, version);
+	lock_key(out);
 	sodium_memzero(bytes, sizeof(bytes));
 	return 0;
 }

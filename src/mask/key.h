@@ -41,7 +41,15 @@ int kiln_key_load_env(kiln_key *out, const char *name, unsigned version);
 /* From raw bytes (tests, key generation). */
 void kiln_key_init(kiln_key *out, const unsigned char bytes[32], unsigned version);
 
-/* Zeroes the key material. */
+/* Zeroes the key material (and unlocks the pages a loaded key was locked
+ * in). */
 void kiln_key_wipe(kiln_key *key);
+
+/* Makes the calling process non-dumpable (prctl PR_SET_DUMPABLE 0): a crash
+ * leaves no core file, and other processes of the same user cannot ptrace
+ * it or read its /proc/<pid>/mem. For the commands that hold the HMAC key,
+ * a signing key or bearer tokens (kiln run, replay, promote, cache); call it
+ * before any secret is loaded. KILN_EIO when the kernel refuses. */
+int kiln_key_protect_process(void);
 
 #endif

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,15 +62,33 @@ static int sync_dir(const char *path)
 	return 0;
 }
 
-/* mkdir -p for path (modified in place and restored); the parent of every
- * directory it creates is fsynced. */
-static int mkdir_p(char *path)
+/* Keys of the restricted zones: raw/ (records byte-exact) and quarantine/
+ * (rejected records with their raw text), personal data both. Their files
+ * are 0600 and their directories 0700 whatever the umask; every other key
+ * (shards) is created 0666 and 0777 less the umask. */
+static bool restricted_key(const char *key)
+{
+	return strncmp(key, "raw/", 4) == 0 || strncmp(key, "quarantine/", 11) == 0;
+}
+
+/* mkdir(path, mode); an owner-only mode is set exactly, whatever the umask. */
+static int make_dir(const char *path, mode_t mode)
+{
+	if (mkdir(path, mode) < 0)
+		return -1;
+	return mode == 0777 ? 0 : chmod(path, mode);
+}
+
+/* mkdir -p for path (modified in place and restored) with `mode` for every
+ * directory it creates; the parent of every directory it creates is
+ * fsynced. */
+static int mkdir_p(char *path, mode_t mode)
 {
 	struct stat st;
 	char *slash;
 	int rc;
 
-	if (mkdir(path, 0777) == 0) {
+	if (make_dir(path, mode) == 0) {
 		slash = strrchr(path, '/');
 		if (slash && slash != path) {
 			*slash = '\0';
@@ -90,11 +109,11 @@ static int mkdir_p(char *path)
 	if (!slash || slash == path)
 		return kiln_error_set(KILN_EIO, "mkdir %s: %s", path, strerror(ENOENT));
 	*slash = '\0';
-	rc = mkdir_p(path);
+	rc = mkdir_p(path, mode);
 	*slash = '/';
 	if (rc < 0)
 		return rc;
-	if (mkdir(path, 0777) < 0 && errno != EEXIST)
+	if (make_dir(path, mode) < 0 && errno != EEXIST)
 		return kiln_error_set(KILN_EIO, "mkdir %s: %s", path, strerror(errno));
 	*slash = '\0';
 	rc = sync_dir(path);
@@ -121,7 +140,7 @@ static int file_open(kiln_store **out, const char *url, const kiln_store_options
 	len = strlen(path);
 	while (len > 1 && path[len - 1] == '/')
 		path[--len] = '\0';
-	if ((rc = mkdir_p(path)) < 0)
+	if ((rc = mkdir_p(path, 0777)) < 0)
 		goto cleanup;
 	s = calloc(1, sizeof(*s));
 	if (!s) {
@@ -138,7 +157,7 @@ static int file_open(kiln_store **out, const char *url, const kiln_store_options
 		rc = oom();
 		goto cleanup;
 	}
-	if ((rc = mkdir_p(tmp)) < 0)
+	if ((rc = mkdir_p(tmp, 0777)) < 0)
 		goto cleanup;
 	s->base.backend = &kiln_store_file_backend;
 	s->base.url = strdup(url);
@@ -242,8 +261,9 @@ out:
 }
 
 /* Creates ROOT/.tmp/put-<16 hex> exclusively; mode 0666 less the umask, like
- * any file the process writes. */
-static int make_temp(file_store *s, char **out_path, int *out_fd)
+ * any file the process writes, or exactly 0600 for a restricted key (from
+ * the start: its content is never readable by others, even in .tmp). */
+static int make_temp(file_store *s, bool restricted, char **out_path, int *out_fd)
 {
 	for (int attempt = 0; attempt < 8; attempt++) {
 		uint64_t r;
@@ -254,7 +274,15 @@ static int make_temp(file_store *s, char **out_path, int *out_fd)
 			return kiln_error_set(KILN_EIO, "getrandom: %s", strerror(errno));
 		if (asprintf(&path, "%s/%s/put-%016" PRIx64, s->root, TMP_DIR, r) < 0)
 			return oom();
-		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, restricted ? 0600 : 0666);
+		if (fd >= 0 && restricted && fchmod(fd, 0600) < 0) {
+			int rc = kiln_error_set(KILN_EIO, "chmod %s: %s", path, strerror(errno));
+
+			close(fd);
+			unlink(path);
+			free(path);
+			return rc;
+		}
 		if (fd >= 0) {
 			*out_path = path;
 			*out_fd = fd;
@@ -271,9 +299,26 @@ static int make_temp(file_store *s, char **out_path, int *out_fd)
 	return kiln_error_set(KILN_EIO, "%s/%s: no free temporary name", s->root, TMP_DIR);
 }
 
+/* The restricted zone's top directory (ROOT/raw, ROOT/quarantine) made
+ * 0700 when an older kiln or another tool left it open to group or others. */
+static int tighten_zone(file_store *s, const char *key)
+{
+	char *zone = NULL;
+	struct stat st;
+	int rc = 0;
+
+	if (asprintf(&zone, "%s/%.*s", s->root, (int)strcspn(key, "/"), key) < 0)
+		return oom();
+	if (stat(zone, &st) < 0 || ((st.st_mode & 077) && chmod(zone, 0700) < 0))
+		rc = kiln_error_set(KILN_EIO, "chmod %s: %s", zone, strerror(errno));
+	free(zone);
+	return rc;
+}
+
 static int file_put_file(kiln_store *store, const char *key, const char *path, uint64_t size)
 {
 	file_store *s = (file_store *)store;
+	bool restricted = restricted_key(key);
 	char *dest = NULL, *tmp = NULL, *slash;
 	int in = -1, out = -1, rc;
 	struct stat st;
@@ -304,7 +349,7 @@ static int file_put_file(kiln_store *store, const char *key, const char *path, u
 		rc = oom();
 		goto cleanup;
 	}
-	if ((rc = make_temp(s, &tmp, &out)) < 0)
+	if ((rc = make_temp(s, restricted, &tmp, &out)) < 0)
 		goto cleanup;
 	if ((rc = copy_fd(in, out, size, path, tmp)) < 0)
 		goto cleanup;
@@ -320,9 +365,9 @@ static int file_put_file(kiln_store *store, const char *key, const char *path, u
 	out = -1;
 	slash = strrchr(dest, '/');
 	*slash = '\0';
-	rc = mkdir_p(dest);
+	rc = mkdir_p(dest, restricted ? 0700 : 0777);
 	*slash = '/';
-	if (rc < 0)
+	if (rc < 0 || (restricted && (rc = tighten_zone(s, key)) < 0))
 		goto cleanup;
 	if (rename(tmp, dest) < 0) {
 		rc = kiln_error_set(KILN_EIO, "rename %s to %s: %s", tmp, dest, strerror(errno));

@@ -8,6 +8,14 @@
 # and signature, `git fsck --strict` stays clean. Also: unsigned runs stay
 # unsigned, and a readable, missing or malformed signing key stops a run
 # before anything is written (exit 2, one line).
+# Promoted versions: `kiln promote` with the key signs the tag and records
+# kiln.signed=tags; a signed tag object moved under another version's name
+# with `git update-ref` is refused by `kiln verify` (even with trusted keys),
+# `kiln cat` and `kiln ls`; a tag rewritten to an unsigned commit fails
+# verify without trusted keys; and verify's failure paths (unsigned version
+# with trusted keys, tampered tag object, tampered commit, --public-key good
+# and bad, stats.json that does not balance or does not match the shard
+# lists) each exit 1 with one line naming the reason.
 # Needs git (skips, exit 77, without it); the checks that need ssh-keygen
 # (openssh-client) are skipped with a message when it is missing.
 set -uo pipefail
@@ -165,6 +173,106 @@ check "  one line, no key material" sh -c "[ \$(wc -l <'$tmp/wrongkey.err') -eq 
 check "an unknown manifest key is still refused" status_is unknown 2 "$kiln" run "$pipeline" --set manifest.signing_keys=x
 check "no commit and no object from the failed runs" \
 	test "$(gitm rev-parse -q --verify "$ref")" = "$c3" -a "$(find "$tmp/store" -type f | sort | md5sum)" = "$before"
+
+# ---- promoted versions: the signature binds the dataset and version name
+one_reason() { # NAME ERE: stderr of NAME is exactly one line, matching
+	[ "$(wc -l <"$tmp/$1.err")" -eq 1 ] && grep -Eq -- "$2" "$tmp/$1.err" && return 0
+	echo "  stderr of $1 (wanted one line matching /$2/):"
+	sed 's/^/  | /' "$tmp/$1.err" | head -5
+	return 1
+}
+gates=(--set promote.min_records.train=1 --set promote.min_records.dev=0 --set promote.min_records.test=0
+	--set promote.ratio_tolerance=1 --set promote.max_quarantine_rate=1)
+trusted=(--allowed-signers "$tmp/allowed_signers")
+tags=refs/tags/user-events
+check "promote v1 (signed) exits 0" status_is promote1 0 "$kiln" promote "user-events@$c1" --pipeline "$pipeline" \
+	"${gates[@]}" "${sign[@]}"
+check "promote v2 (signed) exits 0" status_is promote2 0 "$kiln" promote "user-events@$c2" --pipeline "$pipeline" \
+	"${gates[@]}" "${sign[@]}"
+check "a signed promotion records kiln.signed=tags" test "$(gitm config kiln.signed)" = tags
+t1=$(gitm rev-parse -q --verify "$tags/v1")
+t2=$(gitm rev-parse -q --verify "$tags/v2")
+check "verify v2 with trusted keys exits 0" status_is v2 0 "$kiln" verify user-events@v2 "${trusted[@]}"
+check "  says trusted" grep -q '^signature: good, ssh-ed25519 SHA256:.* (trusted)$' "$tmp/v2.out"
+if $have_ssh_keygen; then
+	check "git verify-tag accepts v2" gitm -c gpg.format=ssh -c gpg.ssh.allowedSignersFile="$tmp/allowed_signers" \
+		verify-tag user-events/v2
+fi
+
+# v1's signed tag object put under v2's name
+gitm update-ref "$tags/v2" "$t1"
+check "swapped v2: verify with trusted keys exits 1" status_is swap-verify 1 "$kiln" verify user-events@v2 "${trusted[@]}"
+check "  one line: the tag object is named for v1" \
+	one_reason swap-verify "refs/tags/user-events/v2: the tag object [0-9a-f]{12} is named user-events/v1, not user-events/v2"
+check "  nothing says trusted" not grep -q trusted "$tmp/swap-verify.out"
+check "swapped v2: verify without keys exits 1" status_is swap-verify-nokeys 1 "$kiln" verify user-events@v2
+check "swapped v2: kiln cat refuses (exit 2)" status_is swap-cat 2 "$kiln" cat user-events@v2
+check "  one line, no records" one_line_error swap-cat "is named user-events/v1, not user-events/v2"
+check "swapped v2: kiln ls refuses (exit 2)" status_is swap-ls 2 "$kiln" ls user-events@v2
+check "  one line" one_line_error swap-ls "is named user-events/v1, not user-events/v2"
+check "v1 itself still reads" status_is v1-cat 0 "$kiln" cat user-events@v1
+gitm update-ref "$tags/v2" "$t2"
+check "v2 put back verifies" status_is v2-back 0 "$kiln" verify user-events@v2 "${trusted[@]}"
+
+# a tag rewritten to an unsigned commit: refused without trusted keys (kiln.signed=tags)
+gitm update-ref "$tags/v2" "$c3"
+check "v2 rewritten to unsigned run 3: verify without keys exits 1" status_is unsigned-nokeys 1 "$kiln" verify user-events@v2
+check "  one line: not signed, and the repository says it must be" \
+	one_reason unsigned-nokeys "refs/tags/user-events/v2 is not signed, and the repository says it must be \(kiln\.signed\)"
+gitm update-ref -d "$tags/v2"
+gitm -c user.name=x -c user.email=x@x tag -a -m "user-events v2" user-events/v2 "$c3"
+check "an unsigned annotated v2: verify without keys exits 1" status_is unsigned-tag 1 "$kiln" verify user-events@v2
+check "  one line" one_reason unsigned-tag "refs/tags/user-events/v2 is not signed, and the repository says it must be"
+gitm config --unset kiln.signed
+check "without kiln.signed an unsigned tag is reported, not refused" status_is unsigned-nopolicy 0 "$kiln" verify user-events@v2
+check "  as unsigned" grep -q '^signature: none' "$tmp/unsigned-nopolicy.out"
+gitm config kiln.signed all
+check "kiln.signed=all: the unsigned branch tip fails" status_is unsigned-main 1 "$kiln" verify user-events@main
+check "kiln.signed=all: the signed run 2 commit passes" status_is signed-c2 0 "$kiln" verify "user-events@$c2"
+check "a bad kiln.signed value: exit 2, one line" status_is bad-policy 2 \
+	sh -c "git --git-dir='$tmp/m.git' config kiln.signed sometimes && '$kiln' verify user-events@v1"
+check "  naming the key" one_line_error bad-policy "kiln\.signed = 'sometimes': expected tags, all or false"
+gitm config kiln.signed tags
+gitm update-ref "$tags/v2" "$t2"
+
+# ---- verify's failure paths: each exit 1 with one line
+check "unsigned version with trusted keys exits 1" status_is unsigned-keys 1 "$kiln" verify "user-events@$c3" "${trusted[@]}"
+check "  one line" one_reason unsigned-keys "user-events@$c3: $c3 is not signed"
+
+gitm cat-file tag "$t2" | sed 's/^user-events v2$/user-events v2 (edited)/' >"$tmp/t2.edited"
+check "the edited tag differs" not sh -c "git --git-dir='$tmp/m.git' cat-file tag '$t2' | cmp -s - '$tmp/t2.edited'"
+t2x=$(gitm hash-object -t tag -w --stdin <"$tmp/t2.edited")
+gitm update-ref "$tags/v2" "$t2x"
+check "a tampered tag object exits 1" status_is tampered-tag 1 "$kiln" verify user-events@v2 "${trusted[@]}"
+check "  one line" one_reason tampered-tag "the signature of refs/tags/user-events/v2 does not match its content \(tampered\)"
+gitm update-ref "$tags/v2" "$t2"
+
+gitm cat-file commit "$c1" | sed "s/^tree .*/tree $(gitm rev-parse "$c2^{tree}")/" >"$tmp/c1.edited"
+c1x=$(gitm hash-object -t commit -w --stdin <"$tmp/c1.edited")
+check "the tampered commit keeps the signature" grep -q '^gpgsig -----BEGIN SSH SIGNATURE-----$' "$tmp/c1.edited"
+check "a tampered commit (tree changed) exits 1" status_is tampered-commit 1 "$kiln" verify "user-events@$c1x" "${trusted[@]}"
+check "  one line" one_reason tampered-commit "the signature of $c1x does not match its content \(tampered\)"
+
+check "--public-key with the signer's key exits 0" status_is pub-good 0 "$kiln" verify user-events@v2 --public-key "$tmp/sign.key.pub"
+check "  trusted" grep -q '(trusted)$' "$tmp/pub-good.out"
+check "--public-key with another key exits 1" status_is pub-bad 1 "$kiln" verify user-events@v2 \
+	--public-key "$tmp/cwd/kiln-signing.key.pub"
+check "  one line" one_reason pub-bad "signed by ssh-ed25519 SHA256:[A-Za-z0-9+/]{43}, which is not a trusted key"
+
+# stats.json edited in a commit of its own (plain git plumbing), on a branch
+stats_commit() { # SED-EXPRESSION BRANCH: c3's tree with stats.json edited
+	local blob tree
+	blob=$(gitm show "$c3:stats.json" | sed -E "$1" | gitm hash-object -w --stdin)
+	tree=$(gitm ls-tree "$c3" | sed -E "s/^(100644 blob )[0-9a-f]{40}(\tstats\.json)$/\1$blob\2/" | gitm mktree)
+	gitm update-ref "refs/heads/user-events/$2" "$(echo edited | gitm commit-tree "$tree" -p "$c3")"
+}
+stats_commit 's/"records_in": *([0-9]+)/"records_in":1\1/' unbalanced
+check "unbalanced stats.json: verify exits 1" status_is unbalanced 1 "$kiln" verify user-events@unbalanced
+check "  one line" one_reason unbalanced "stats.json does not balance \(1[0-9]+ in, [0-9]+ valid, [0-9]+ quarantined\)"
+stats_commit 's/("train": *\{"records": *)([0-9]+)/\11\2/' splitoff
+check "split counts that differ from the shard lists: verify exits 1" status_is splitoff 1 "$kiln" verify user-events@splitoff
+check "  one line" one_reason splitoff "stats.json says train holds 1[0-9]+ records in [0-9]+ shards, the shard list [0-9]+ in"
+check "git fsck --strict is still clean" gitm fsck --strict --no-dangling
 
 pii_inputs=("$src/samples/user-events.jsonl")
 check "no personal data in any log, stdout or stderr" pii_scan_logs

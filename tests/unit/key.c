@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -338,6 +340,44 @@ static void test_env(void **state)
 	unsetenv(name);
 }
 
+/* A loaded key is wiped (and unlocked) by kiln_key_wipe. */
+static void test_wipe_loaded(void **state)
+{
+	unsigned char zero[sizeof(kiln_key)];
+	kiln_key key;
+
+	(void)state;
+	setenv("KILN_TEST_WIPE_KEY", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", 1);
+	assert_int_equal(kiln_key_load_env(&key, "KILN_TEST_WIPE_KEY", 1), 0);
+	unsetenv("KILN_TEST_WIPE_KEY");
+	kiln_key_wipe(&key);
+	memset(zero, 0, sizeof(zero));
+	assert_memory_equal(&key, zero, sizeof(key));
+}
+
+/* The commands holding secrets call this first: afterwards the process is
+ * not dumpable (no core file). Run in a child so this binary stays as it
+ * was. */
+static void test_protect_process(void **state)
+{
+	int status = 0;
+	pid_t pid;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 1)
+			_exit(2);
+		if (kiln_key_protect_process() != 0)
+			_exit(3);
+		_exit(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0 ? 0 : 4);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -353,6 +393,8 @@ int main(void)
 		cmocka_unit_test(test_secret_read_file),
 		cmocka_unit_test(test_file_whitespace_and_case),
 		cmocka_unit_test(test_env),
+		cmocka_unit_test(test_wipe_loaded),
+		cmocka_unit_test(test_protect_process),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -198,6 +198,52 @@ static void test_open_errors(void **state)
 	kiln_reader_close(r);
 }
 
+/* An annotated tag on the fixture's commit under `name` (made with libgit2). */
+static void tag_head(git_repository *repo, const char *name, git_oid *out)
+{
+	git_object *head;
+	git_signature *sig;
+
+	assert_int_equal(git_revparse_single(&head, repo, "refs/heads/ds/main"), 0);
+	assert_int_equal(git_signature_now(&sig, "kiln test", "test@localhost"), 0);
+	assert_int_equal(git_tag_create(out, repo, name, head, sig, "promoted\n", 0), 0);
+	git_signature_free(sig);
+	git_object_free(head);
+}
+
+/* A version asked for by its tag must be the tag object of that name: v1's
+ * tag object put under v2's name (git update-ref) is refused, unsigned as
+ * it is. */
+static void test_open_refuses_renamed_tag(void **state)
+{
+	kiln_reader *r = (kiln_reader *)1;
+	git_repository *repo;
+	git_reference *ref;
+	git_oid v1, v2;
+
+	(void)state;
+	git_libgit2_init();
+	assert_int_equal(git_repository_open(&repo, manifest_path), 0);
+	tag_head(repo, "ds/v1", &v1);
+	tag_head(repo, "ds/v2", &v2);
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds@v2", NULL, NULL), 0);
+	assert_string_equal(kiln_reader_ref(r), "refs/tags/ds/v2");
+	kiln_reader_close(r);
+
+	assert_int_equal(git_reference_create(&ref, repo, "refs/tags/ds/v2", &v1, 1, NULL), 0);
+	git_reference_free(ref);
+	r = (kiln_reader *)1;
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds@v2", store_url, NULL), KILN_EINVALID);
+	assert_null(r);
+	assert_non_null(strstr(kiln_error_last(), "is named ds/v1, not ds/v2"));
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds@v1", store_url, NULL), 0);
+	kiln_reader_close(r);
+	assert_int_equal(git_reference_remove(repo, "refs/tags/ds/v1"), 0);
+	assert_int_equal(git_reference_remove(repo, "refs/tags/ds/v2"), 0);
+	git_repository_free(repo);
+	git_libgit2_shutdown();
+}
+
 /* ---- assignment ----------------------------------------------------------- */
 
 static void synthetic(kiln_reader_shard *v, size_t n)
@@ -470,6 +516,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_open_and_list),
 		cmocka_unit_test(test_open_errors),
+		cmocka_unit_test(test_open_refuses_renamed_tag),
 		cmocka_unit_test(test_assign_covers_every_shard_once),
 		cmocka_unit_test(test_assign_shuffle),
 		cmocka_unit_test(test_stream),

@@ -498,6 +498,62 @@ static int stop_sink(void *ctx, const void *data, size_t len)
 	return 7;
 }
 
+static mode_t mode_of(const fixture *f, const char *rel)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", f->root, rel);
+	if (stat(path, &st) != 0)
+		fail_msg("%s: %s", path, strerror(errno));
+	return st.st_mode & 07777;
+}
+
+/* Under umask 022 (and 0), raw/ and quarantine/ objects are 0600 in 0700
+ * directories; shards keep 0644 in 0755 directories. A zone directory an
+ * older kiln left 0755 is tightened by the next put into it. */
+static void test_restricted_zone_modes(void **state)
+{
+	fixture *f = *state;
+	mode_t old = umask(022);
+	char path[PATH_MAX];
+
+	assert_int_equal(put_bytes(f, "raw/events/0/0-9.kraw.zst", "raw", 3), 0);
+	assert_int_equal(put_bytes(f, "quarantine/events/0/0-9.jsonl.zst", "bad", 3), 0);
+	assert_int_equal(put_bytes(f, "shards/ab/abcd.jsonl.zst", "ok", 2), 0);
+	assert_int_equal(mode_of(f, "raw/events/0/0-9.kraw.zst"), 0600);
+	assert_int_equal(mode_of(f, "raw/events/0"), 0700);
+	assert_int_equal(mode_of(f, "raw/events"), 0700);
+	assert_int_equal(mode_of(f, "raw"), 0700);
+	assert_int_equal(mode_of(f, "quarantine/events/0/0-9.jsonl.zst"), 0600);
+	assert_int_equal(mode_of(f, "quarantine/events/0"), 0700);
+	assert_int_equal(mode_of(f, "quarantine/events"), 0700);
+	assert_int_equal(mode_of(f, "quarantine"), 0700);
+	assert_int_equal(mode_of(f, "shards/ab/abcd.jsonl.zst"), 0644);
+	assert_int_equal(mode_of(f, "shards/ab"), 0755);
+	assert_int_equal(mode_of(f, "shards"), 0755);
+
+	/* an overwrite stays 0600; a permissive umask changes nothing */
+	umask(0);
+	assert_int_equal(put_bytes(f, "raw/events/0/0-9.kraw.zst", "raw2", 4), 0);
+	assert_int_equal(put_bytes(f, "raw/events/1/0-9.kraw.zst", "raw", 3), 0);
+	assert_int_equal(mode_of(f, "raw/events/0/0-9.kraw.zst"), 0600);
+	assert_int_equal(mode_of(f, "raw/events/1/0-9.kraw.zst"), 0600);
+	assert_int_equal(mode_of(f, "raw/events/1"), 0700);
+
+	/* a key merely starting with the zone's letters is not in it */
+	umask(022);
+	assert_int_equal(put_bytes(f, "rawish/x", "x", 1), 0);
+	assert_int_equal(mode_of(f, "rawish/x"), 0644);
+
+	/* an old, open zone directory is closed by the next put */
+	snprintf(path, sizeof(path), "%s/quarantine", f->root);
+	assert_int_equal(chmod(path, 0755), 0);
+	assert_int_equal(put_bytes(f, "quarantine/events/0/10-19.jsonl.zst", "bad", 3), 0);
+	assert_int_equal(mode_of(f, "quarantine"), 0700);
+	umask(old);
+}
+
 static void test_sink_stops_get(void **state)
 {
 	fixture *f = *state;
@@ -529,6 +585,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_source_errors, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sink_stops_get, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_restricted_zone_modes, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

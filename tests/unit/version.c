@@ -333,6 +333,121 @@ static void test_resolve_errors(void **state)
 
 /* ---- files and shards ----------------------------------------------------- */
 
+/* A tag object put under another version's name (a rollback done with
+ * `git update-ref refs/tags/ds/v2 <v1's tag object>`) is refused by
+ * resolution, signed or not; kiln_version_lookup still finds it so that
+ * kiln verify can report kiln_version_check_tag's verdict. */
+static void test_tag_name_binding(void **state)
+{
+	char *path = repo_path("binding.git");
+	kiln_manifest *m;
+	git_repository *repo;
+	git_reference *ref;
+	git_oid v1_tag, other_tag;
+	char c1[41], c2[41], o1[41], v1_hex[41];
+	kiln_version v;
+
+	(void)state;
+	assert_int_equal(kiln_manifest_open(&m, path), 0);
+	repo = kiln_manifest_repo(m);
+	commit_one(m, "ds", "main", "aa", '1', c1);
+	commit_one(m, "ds", "main", "bb", '2', c2);
+	commit_one(m, "other", "main", "cc", '3', o1);
+	annotated_tag(m, "ds/v1", c1);
+	annotated_tag(m, "ds/v2", c2);
+	annotated_tag(m, "other/v2", o1);
+	expect_resolves(m, "ds@v2", c2, "refs/tags/ds/v2");
+	assert_int_equal(git_reference_name_to_id(&v1_tag, repo, "refs/tags/ds/v1"), 0);
+	git_oid_tostr(v1_hex, sizeof(v1_hex), &v1_tag);
+	assert_int_equal(kiln_version_resolve(m, "ds@v1", &v), 0);
+	assert_string_equal(v.tag, v1_hex);
+
+	/* v1's tag object moved to v2's name */
+	assert_int_equal(git_reference_create(&ref, repo, "refs/tags/ds/v2", &v1_tag, 1, NULL), 0);
+	git_reference_free(ref);
+	expect_error(m, "ds@v2", KILN_EINVALID, "refs/tags/ds/v2: the tag object");
+	expect_error(m, "ds@v2", KILN_EINVALID, "is named ds/v1, not ds/v2");
+	assert_int_equal(kiln_version_lookup(m, "ds@v2", &v), 0);
+	assert_string_equal(v.commit, c1);
+	assert_string_equal(v.tag, v1_hex);
+	assert_int_equal(kiln_version_check_tag(m, &v), KILN_EINVALID);
+
+	/* another dataset's tag of the same version number */
+	assert_int_equal(git_reference_name_to_id(&other_tag, repo, "refs/tags/other/v2"), 0);
+	assert_int_equal(git_reference_create(&ref, repo, "refs/tags/ds/v3", &other_tag, 1, NULL), 0);
+	git_reference_free(ref);
+	expect_error(m, "ds@v3", KILN_EINVALID, "is named other/v2, not ds/v3");
+
+	/* a symbolic reference to v1 under v4's name */
+	assert_int_equal(git_reference_symbolic_create(&ref, repo, "refs/tags/ds/v4", "refs/tags/ds/v1", 1, NULL),
+			 0);
+	git_reference_free(ref);
+	expect_error(m, "ds@v4", KILN_EINVALID, "is named ds/v1, not ds/v4");
+
+	/* a lightweight tag has no name to check; v1 itself still resolves */
+	set_ref(m, "refs/tags/ds/v5", c1);
+	expect_resolves(m, "ds@v5", c1, "refs/tags/ds/v5");
+	assert_int_equal(kiln_version_resolve(m, "ds@v5", &v), 0);
+	assert_string_equal(v.tag, "");
+	expect_resolves(m, "ds@v1", c1, "refs/tags/ds/v1");
+	kiln_manifest_close(m);
+	free(path);
+}
+
+/* kiln.signed in the repository's config: which versions must be signed. */
+static void test_must_be_signed(void **state)
+{
+	char *path = repo_path("policy.git");
+	kiln_manifest *m;
+	git_config *cfg;
+	char c1[41], spec[64];
+	kiln_version tag, branch, commit;
+	bool must;
+
+	(void)state;
+	assert_int_equal(kiln_manifest_open(&m, path), 0);
+	commit_one(m, "ds", "main", "aa", '1', c1);
+	annotated_tag(m, "ds/v1", c1);
+	assert_int_equal(kiln_version_resolve(m, "ds@v1", &tag), 0);
+	assert_int_equal(kiln_version_resolve(m, "ds@main", &branch), 0);
+	snprintf(spec, sizeof(spec), "ds@%s", c1);
+	assert_int_equal(kiln_version_resolve(m, spec, &commit), 0);
+	assert_string_equal(commit.ref, "");
+	assert_int_equal(git_repository_config(&cfg, kiln_manifest_repo(m)), 0);
+
+	/* unset: nothing required */
+	must = true;
+	assert_int_equal(kiln_version_must_be_signed(m, &tag, &must), 0);
+	assert_false(must);
+
+	assert_int_equal(git_config_set_string(cfg, KILN_VERSION_SIGNED_KEY, "tags"), 0);
+	assert_int_equal(kiln_version_must_be_signed(m, &tag, &must), 0);
+	assert_true(must);
+	assert_int_equal(kiln_version_must_be_signed(m, &branch, &must), 0);
+	assert_false(must);
+	assert_int_equal(kiln_version_must_be_signed(m, &commit, &must), 0);
+	assert_false(must);
+
+	assert_int_equal(git_config_set_string(cfg, KILN_VERSION_SIGNED_KEY, "all"), 0);
+	assert_int_equal(kiln_version_must_be_signed(m, &branch, &must), 0);
+	assert_true(must);
+	assert_int_equal(kiln_version_must_be_signed(m, &commit, &must), 0);
+	assert_true(must);
+	assert_int_equal(git_config_set_string(cfg, KILN_VERSION_SIGNED_KEY, "true"), 0);
+	assert_int_equal(kiln_version_must_be_signed(m, &branch, &must), 0);
+	assert_true(must);
+	assert_int_equal(git_config_set_string(cfg, KILN_VERSION_SIGNED_KEY, "false"), 0);
+	assert_int_equal(kiln_version_must_be_signed(m, &tag, &must), 0);
+	assert_false(must);
+
+	assert_int_equal(git_config_set_string(cfg, KILN_VERSION_SIGNED_KEY, "sometimes"), 0);
+	assert_int_equal(kiln_version_must_be_signed(m, &tag, &must), KILN_EINVALID);
+	assert_non_null(strstr(kiln_error_last(), "kiln.signed = 'sometimes': expected tags, all or false"));
+	git_config_free(cfg);
+	kiln_manifest_close(m);
+	free(path);
+}
+
 static void test_read_files(void **state)
 {
 	char *path = repo_path("read.git");
@@ -824,6 +939,7 @@ int main(void)
 		cmocka_unit_test(test_read_files),    cmocka_unit_test(test_shards_in_hash_order),
 		cmocka_unit_test(test_line_parse),    cmocka_unit_test(test_log),
 		cmocka_unit_test(test_diff),          cmocka_unit_test(test_diff_reads_only_changed_blobs),
+		cmocka_unit_test(test_tag_name_binding), cmocka_unit_test(test_must_be_signed),
 	};
 	int rc;
 
