@@ -99,7 +99,7 @@ static bool old_enough(const struct stat *st, time_t cutoff)
 static int prune_packs(kiln_manifest *m, const char *objects, const char *keep_name, time_t cutoff,
 		       kiln_compact_stats *out)
 {
-	char dir[4096], path[4096 + 300];
+	char dir[4096 + 8], path[sizeof(dir) + 300 + 8];
 	DIR *d;
 	struct dirent *e;
 

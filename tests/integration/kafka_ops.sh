@@ -329,7 +329,7 @@ check "tombstones: the run exits 0" status_is 0 timeout 60 "$kiln" run "$tmp/tom
 check "tombstones: 4 quarantined" grep -q '(0 valid, 4 quarantined)' "$tmp/out"
 "$py" -c '
 import glob, json, sys, zstandard
-for fn in sorted(glob.glob(sys.argv[1] + "/quarantine/tomb/0/*.jsonl.zst")):
+for fn in sorted(glob.glob(sys.argv[1] + "/quarantine/tomb/0/*/*/*.jsonl.zst")):
     for line in zstandard.ZstdDecompressor().decompress(open(fn, "rb").read()).splitlines():
         q = json.loads(line)
         rec = ("base64:" + q["record_base64"]) if "record_base64" in q else json.dumps(q["record"])
