@@ -586,11 +586,22 @@ static void test_sync_views(void **state)
 	assert_int_equal(st.pins_ready, 2);
 	close_node(&n);
 
-	/* a restart: tmp/ is emptied, shards and views are kept and trusted */
+	/* a restart: tmp/ is emptied (a half download, a half-built view tree
+	 * holding a link that is removed, never followed), shards and views
+	 * are kept and trusted */
 	snprintf(path, sizeof(path), "%s/sync/tmp/%s.half", tmpdir, a[0].hash);
 	write_file(path, "half a download", 0644);
+	snprintf(shard, sizeof(shard), "%s/sync/tmp/view.half", tmpdir);
+	assert_int_equal(mkdir(shard, 0755), 0);
+	snprintf(shard, sizeof(shard), "%s/sync/tmp/view.half/train", tmpdir);
+	assert_int_equal(mkdir(shard, 0755), 0);
+	snprintf(shard, sizeof(shard), "%s/sync/tmp/view.half/train/outside", tmpdir);
+	assert_int_equal(symlink(config_path, shard), 0);
 	open_node(&n, "sync", sets);
 	assert_false(exists(path));
+	snprintf(shard, sizeof(shard), "%s/sync/tmp", tmpdir);
+	assert_int_equal(count_entries(shard), 0);
+	assert_true(exists(config_path));
 	sync_ok(&n);
 	assert_int_equal(origin_fills(&n), 0);
 	assert_int_equal(count_shards(&n), NA);
