@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/log.h"
 
 #define CHUNK    (1u << 20)
@@ -73,40 +74,6 @@ void kiln_cache_human(char *out, size_t cap, uint64_t bytes)
 		u++;
 	}
 	snprintf(out, cap, "%.1f %s", v, units[u]);
-}
-
-static int remove_at(int at, const char *name)
-{
-	struct stat st;
-	DIR *d;
-	struct dirent *e;
-	int fd, rc = 0;
-
-	if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 : -1;
-	if (!S_ISDIR(st.st_mode))
-		return unlinkat(at, name, 0) < 0 && errno != ENOENT ? -1 : 0;
-	fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
-		    remove_at(dirfd(d), e->d_name) < 0)
-			rc = -1;
-	closedir(d);
-	if (rc == 0 && unlinkat(at, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		rc = -1;
-	return rc;
-}
-
-int kiln_cache_remove_tree(const char *path)
-{
-	if (remove_at(AT_FDCWD, path) < 0)
-		return kiln_error_set(KILN_EIO, "%s: cannot remove: %s", path, strerror(errno));
-	return 0;
 }
 
 static int mkdir_p(const char *path)
@@ -946,10 +913,13 @@ static int lock_and_clean(kiln_cache *c)
 		snprintf(path, sizeof(path), "%s/tmp", c->dir);
 		if ((d = opendir(path))) {
 			struct dirent *e;
+			char child[PATH_MAX];
 
 			while ((e = readdir(d)))
-				if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-					remove_at(dirfd(d), e->d_name);
+				if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+				    (size_t)snprintf(child, sizeof(child), "%s/%s", path, e->d_name) <
+				        sizeof(child))
+					kiln_fs_remove_tree(child);
 			closedir(d);
 		}
 	}

@@ -4,22 +4,21 @@
  * token_env, never from the YAML itself. */
 #include "cache/internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/arena.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "core/yaml_doc.h"
+#include "mask/key.h"
 #include "store/config.h"
 
 #define TOKEN_MAX 4096
+/* the token line and whatever follows it; a larger file is not a token file */
+#define TOKEN_FILE_MAX (64u << 10)
 #define TOKEN_MIN 32 /* characters: 128 bits as hex (openssl rand -hex 16), more as base64 */
 
 typedef struct loader {
@@ -157,65 +156,40 @@ static int add_peer(loader *l, const kiln_yaml_node *at, const char *peer)
 	return push(l, &c->peers, &c->peer_count, kiln_arena_strndup(c->arena, peer, n));
 }
 
-/* The first line of a file only its owner may read, trimmed. */
+/* The first line of a file only its owner may read, trimmed; read with
+ * kiln_secret_read_file() (a FIFO or a device is refused, never waited on). */
 static int read_token_file(loader *l, const kiln_yaml_node *at, const char *path, char **out)
 {
-	char buf[TOKEN_MAX + 2];
-	struct stat st;
-	ssize_t got;
-	size_t len = 0, start = 0;
-	int fd, rc = 0;
+	char *text = NULL, reason[512];
+	size_t len = 0, end, start = 0;
+	int rc = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return kiln_yaml_fail(l->doc, at, "token_file", "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		rc = kiln_yaml_fail(l->doc, at, "token_file", "%s is not a regular file", path);
-		goto cleanup;
+	if ((rc = kiln_secret_read_file(&text, &len, path, "token file", TOKEN_FILE_MAX)) < 0) {
+		snprintf(reason, sizeof(reason), "%s", kiln_error_last());
+		return kiln_yaml_fail(l->doc, at, "token_file", "%s", reason);
 	}
-	if (st.st_mode & 077) {
-		rc = kiln_yaml_fail(
-		    l->doc, at, "token_file",
-		    "%s has mode %04o; refusing it: it must be 0600 or stricter (chmod 600 %s)", path,
-		    (unsigned)(st.st_mode & 07777), path);
-		goto cleanup;
-	}
-	while (len < sizeof(buf) - 1) {
-		got = read(fd, buf + len, sizeof(buf) - 1 - len);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			rc = kiln_yaml_fail(l->doc, at, "token_file", "%s: %s", path, strerror(errno));
-			goto cleanup;
-		}
-		if (got == 0)
-			break;
-		len += (size_t)got;
-	}
-	buf[len] = '\0';
-	len = strcspn(buf, "\r\n");
-	while (start < len && (buf[start] == ' ' || buf[start] == '\t'))
+	end = strcspn(text, "\r\n");
+	while (start < end && (text[start] == ' ' || text[start] == '\t'))
 		start++;
-	while (len > start && (buf[len - 1] == ' ' || buf[len - 1] == '\t'))
-		len--;
-	if (len == start || len - start > TOKEN_MAX) {
+	while (end > start && (text[end - 1] == ' ' || text[end - 1] == '\t'))
+		end--;
+	if (end == start || end - start > TOKEN_MAX) {
 		rc =
 		    kiln_yaml_fail(l->doc, at, "token_file",
 		                   "%s: the first line must hold the token (1 to %d bytes)", path, TOKEN_MAX);
 		goto cleanup;
 	}
-	if (len - start < TOKEN_MIN) {
+	if (end - start < TOKEN_MIN) {
 		rc = kiln_yaml_fail(l->doc, at, "token_file",
 		                    "%s: the token is %zu characters; at least %d are needed (128 bits: "
 		                    "openssl rand -hex 16)",
-		                    path, len - start, TOKEN_MIN);
+		                    path, end - start, TOKEN_MIN);
 		goto cleanup;
 	}
-	if (!(*out = strndup(buf + start, len - start)))
+	if (!(*out = strndup(text + start, end - start)))
 		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
 cleanup:
-	explicit_bzero(buf, sizeof(buf));
-	close(fd);
+	kiln_secret_free(text, len);
 	return rc;
 }
 

@@ -158,7 +158,4 @@ void kiln_cache_refresh_lag(kiln_cache *cache);
 /* 1.2 GiB */
 void kiln_cache_human(char *out, size_t cap, uint64_t bytes);
 
-/* rm -rf path (a file, link or directory tree); 0 or KILN_EIO. */
-int kiln_cache_remove_tree(const char *path);
-
 #endif

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/log.h"
 #include "manifest/remote.h"
 
@@ -268,7 +269,7 @@ static int build_view(kiln_cache *c, const cache_pin *p, const cache_listing *l,
 	view_path(c, view, p->dataset, l->commit);
 	if (view_ready(c, p->dataset, l->commit))
 		return repair_view(c, view, l, repaired);
-	if ((rc = kiln_cache_remove_tree(view)) < 0) /* a view without its marker: never complete */
+	if ((rc = kiln_fs_remove_tree(view)) < 0) /* a view without its marker: never complete */
 		return rc;
 	tmp_name(c, tmp, "view");
 	if (mkdir(tmp, 0755) < 0)
@@ -308,7 +309,7 @@ static int build_view(kiln_cache *c, const cache_pin *p, const cache_listing *l,
 	         KILN_F_STR("pin", p->spec), KILN_F_STR("commit", l->commit), KILN_F_INT("shards", l->n));
 	return 0;
 fail:
-	kiln_cache_remove_tree(tmp);
+	kiln_fs_remove_tree(tmp);
 	return rc;
 }
 
@@ -329,7 +330,7 @@ static int set_link(kiln_cache *c, const cache_pin *p, const char *commit)
 		return kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
 	if (rename(tmp, path) < 0) {
 		/* something else (a directory) sits there: replace it */
-		if (kiln_cache_remove_tree(path) < 0 || rename(tmp, path) < 0) {
+		if (kiln_fs_remove_tree(path) < 0 || rename(tmp, path) < 0) {
 			int err = errno;
 
 			unlink(tmp);
@@ -363,7 +364,7 @@ static void drop_stale(kiln_cache *c)
 			pinned |= strcmp(c->pins[i].dataset, e->d_name) == 0;
 		if (!pinned) {
 			snprintf(path, sizeof(path), "%s/views/%s", c->dir, e->d_name);
-			kiln_cache_remove_tree(path);
+			kiln_fs_remove_tree(path);
 			continue;
 		}
 		if ((fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
@@ -393,7 +394,7 @@ static void drop_stale(kiln_cache *c)
 				if (!keep) {
 					snprintf(path, sizeof(path), "%s/views/%s/%s", c->dir, e->d_name,
 					         f->d_name);
-					kiln_cache_remove_tree(path);
+					kiln_fs_remove_tree(path);
 					KILN_LOG(KILN_LOG_INFO, "cache_view_dropped",
 					         "no pin shows this version any more",
 					         KILN_F_STR("dataset", e->d_name),

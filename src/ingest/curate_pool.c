@@ -183,7 +183,7 @@ static int process(struct worker *wk, kiln_batch *b)
 		return rc;
 	for (size_t i = 0; i < b->count; i++) {
 		kiln_report *report;
-		const char *split_value = "";
+		const char *split_value = "", *limit_path;
 		size_t split_len = 0;
 
 		if ((rc = grow((void **)&b->rejects, &b->reject_cap, b->reject_count + 1, sizeof(*b->rejects))) < 0)
@@ -203,6 +203,13 @@ static int process(struct worker *wk, kiln_batch *b)
 			/* valid under the contract, but nothing to split on */
 			kiln_report_single(report, KILN_REJECT_MISSING_REQUIRED, 0);
 			snprintf(report->v[0].path, sizeof(report->v[0].path), "%s", p->split_key);
+			b->rejects[b->reject_count++].index = i;
+			continue;
+		}
+		if (rc == KILN_ELIMIT && (limit_path = kiln_curate_limit_path(wk->curator))) {
+			/* a hostile value no detector could decide: the record, not the run */
+			kiln_report_single(report, KILN_REJECT_PATTERN_LIMIT, 0);
+			snprintf(report->v[0].path, sizeof(report->v[0].path), "%s", limit_path);
 			b->rejects[b->reject_count++].index = i;
 			continue;
 		}

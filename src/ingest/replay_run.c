@@ -219,6 +219,10 @@ static int list_part(struct replay *r, struct part *pt)
 
 /* ---- feeding the pool ----------------------------------------------------- */
 
+/* Where a tombstone's rec[] points: validated as no bytes, like kiln run's,
+ * and told from an empty value by its address when quarantined. */
+static const char tombstone[] = "";
+
 static int submit_open(struct replay *r)
 {
 	kiln_batch *b = r->open;
@@ -230,7 +234,8 @@ static int submit_open(struct replay *r)
 	/* rec[] held offsets into b->in; now it stops moving */
 	base = b->in.ptr ? b->in.ptr : "";
 	for (size_t i = 0; i < b->count; i++)
-		b->rec[i] = b->too_long[i] ? NULL : base + (uintptr_t)b->rec[i];
+		if (b->rec[i] != tombstone)
+			b->rec[i] = b->too_long[i] ? NULL : base + (uintptr_t)b->rec[i];
 	return kiln_curate_pool_submit(r->pool, b);
 }
 
@@ -256,7 +261,7 @@ static int feed(struct replay *r, const kiln_raw_record *rec)
 	b->offset[i] = rec->offset;
 	b->len[i] = rec->value_len;
 	b->too_long[i] = rec->value_len > r->p->max_record_bytes;
-	b->rec[i] = (const char *)(uintptr_t)b->in.len;
+	b->rec[i] = rec->null_value ? tombstone : (const char *)(uintptr_t)b->in.len;
 	if (!b->too_long[i] && rec->value_len && (rc = kiln_buf_put(&b->in, rec->value, rec->value_len)) < 0)
 		return rc;
 	b->count++;
@@ -317,6 +322,10 @@ static int consume(void *ctx, kiln_batch *b)
 {
 	struct replay *r = ctx;
 
+	/* a tombstone's quarantine line says null, an empty value "" (as kiln run's) */
+	for (size_t i = 0; i < b->reject_count; i++)
+		if (b->rec[b->rejects[i].index] == tombstone)
+			b->rec[b->rejects[i].index] = NULL;
 	return kiln_batch_deliver(b, r->writers, r->quarantine, r->delta);
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "mask/key.h"
 
 #define KEY_MAGIC       "kiln-ed25519-v1"
 #define KEY_FILE_MAX    4096
@@ -363,62 +364,23 @@ static bool parse_key_text(kiln_signing_key *out, char *text, size_t len)
 
 int kiln_signing_key_load(kiln_signing_key *out, const char *path)
 {
-	char text[KEY_FILE_MAX + 1];
-	struct stat st;
+	char *text = NULL;
 	size_t len = 0;
-	int fd, rc = 0;
+	int rc;
 
 	memset(out, 0, sizeof(*out));
 	if (sodium_init() < 0)
 		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			return kiln_error_set(KILN_ENOTFOUND, "%s: signing key file not found", path);
-		return kiln_error_set(KILN_EIO, "%s: cannot open signing key file: %s", path, strerror(errno));
-	}
-	if (fstat(fd, &st) != 0) {
-		rc = kiln_error_set(KILN_EIO, "%s: cannot stat signing key file: %s", path, strerror(errno));
-		goto cleanup;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		rc = kiln_error_set(KILN_EINVALID, "%s: signing key file is not a regular file", path);
-		goto cleanup;
-	}
-	if ((st.st_mode & 077) != 0) {
-		rc = kiln_error_set(KILN_EINVALID,
-				    "%s: signing key file mode %04o lets group or others read it; chmod 600 %s",
-				    path, (unsigned)(st.st_mode & 07777), path);
-		goto cleanup;
-	}
-	for (;;) {
-		ssize_t n = read(fd, text + len, sizeof(text) - len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = kiln_error_set(KILN_EIO, "%s: cannot read signing key file: %s", path, strerror(errno));
-			goto cleanup;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len == sizeof(text)) {
-			rc = kiln_error_set(KILN_EINVALID, "%s: too large to be a kiln signing key file", path);
-			goto cleanup;
-		}
-	}
+	if ((rc = kiln_secret_read_file(&text, &len, path, "signing key file", KEY_FILE_MAX)) < 0)
+		return rc;
 	if (!parse_key_text(out, text, len)) {
 		kiln_signing_key_wipe(out);
 		rc = kiln_error_set(KILN_EINVALID,
 				    "%s: not a kiln signing key file (" KEY_MAGIC
 				    ", 128 hex digits, a comment; see docs/FORMATS.md)",
 				    path);
-		goto cleanup;
 	}
-cleanup:
-	sodium_memzero(text, sizeof(text));
-	close(fd);
+	kiln_secret_free(text, len);
 	return rc;
 }
 

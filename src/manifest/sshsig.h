@@ -21,8 +21,9 @@ typedef struct kiln_signing_key {
 } kiln_signing_key;
 
 /* Loads kiln's private key file ("kiln-ed25519-v1", 128 hex digits of sk,
- * the comment; one per line). Refused (KILN_EINVALID) when group or others
- * may read or write it, when it is not a regular file, or when the public
+ * the comment; one per line) with kiln_secret_read_file(). Refused
+ * (KILN_EINVALID) when group or others may read or write it, when it is not
+ * a regular file (a FIFO is refused, never waited on), or when the public
  * half of sk does not match its seed; KILN_ENOTFOUND when it does not
  * exist. No message carries key material. */
 int kiln_signing_key_load(kiln_signing_key *out, const char *path);

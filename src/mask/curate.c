@@ -71,6 +71,7 @@ struct kiln_curator {
 	bool drop_next, have_split;
 	int rc;
 	char error[256];
+	const kiln_field *limit_field; /* whose detectors gave up at a PCRE2 limit */
 };
 
 int kiln_curator_new(kiln_curator **out, const kiln_curator_options *opt)
@@ -246,7 +247,7 @@ static int put_keep_domain(kiln_curator *c, kiln_buf *out, const kiln_field *f, 
 
 /* A free-text value: detected personal data replaced by tokens of the
  * detector's domain; unchanged text is written back as it was. */
-static int put_scanned(kiln_curator *c, kiln_buf *out, const kiln_json_token *t)
+static int put_scanned(kiln_curator *c, kiln_buf *out, const kiln_field *f, const kiln_json_token *t)
 {
 	const char *s;
 	size_t n, count, at = 0;
@@ -256,8 +257,12 @@ static int put_scanned(kiln_curator *c, kiln_buf *out, const kiln_json_token *t)
 	if ((rc = decode(c, t, &s, &n)) < 0)
 		return rc;
 	count = kiln_detect(c->detector, s, n, c->matches, MAX_MATCHES);
-	if (count == SIZE_MAX)
-		return kiln_error_last_code() ? kiln_error_last_code() : KILN_EIO; /* never pass text unscanned */
+	if (count == SIZE_MAX) {
+		/* never pass text unscanned; a limit is the record's fault, not the run's */
+		if (kiln_error_last_code() == KILN_ELIMIT)
+			c->limit_field = f;
+		return kiln_error_last_code() ? kiln_error_last_code() : KILN_EIO;
+	}
 	if (count == 0) {
 		if ((rc = kiln_buf_putc(out, '"')) < 0 || (rc = kiln_buf_put(out, t->ptr, t->len)) < 0)
 			return rc;
@@ -301,7 +306,7 @@ static int put_scalar(kiln_curator *c, kiln_buf *out, const kiln_field *f, const
 
 	if (t->type == KILN_JSON_NULL || !f || f->pseudo_mode == KILN_PSEUDO_KEEP) {
 		if (f && f->pii_scan && t->type == KILN_JSON_STRING)
-			return put_scanned(c, out, t);
+			return put_scanned(c, out, f, t);
 		if (t->type != KILN_JSON_STRING)
 			return kiln_buf_put(out, t->ptr, t->len);
 		if ((rc = kiln_buf_putc(out, '"')) < 0 || (rc = kiln_buf_put(out, t->ptr, t->len)) < 0)
@@ -369,6 +374,7 @@ void kiln_curate_begin(kiln_curator *c, kiln_buf *out)
 	c->drop_next = false;
 	c->have_split = false;
 	c->rc = 0;
+	c->limit_field = NULL;
 }
 
 static int curate_token(kiln_curator *c, const kiln_json_token *t, const kiln_field *f)
@@ -442,6 +448,11 @@ int kiln_curate_token(void *curator, const kiln_json_token *t, const kiln_field 
 		snprintf(c->error, sizeof(c->error), "%s", kiln_error_last());
 	}
 	return rc;
+}
+
+const char *kiln_curate_limit_path(const kiln_curator *c)
+{
+	return c->rc == KILN_ELIMIT && c->limit_field ? c->limit_field->path : NULL;
 }
 
 int kiln_curate_end(kiln_curator *c, const char **out_split, size_t *out_split_len)

@@ -42,4 +42,10 @@ int kiln_curate_token(void *curator, const kiln_json_token *token, const kiln_fi
  * next record. */
 int kiln_curate_end(kiln_curator *curator, const char **out_split, size_t *out_split_len);
 
+/* After kiln_curate_end() returned KILN_ELIMIT: the contract path of the
+ * field ("message", "tags[]") whose free-text detectors could not decide
+ * within kiln's PCRE2 limits (the record's text is then not curated); NULL
+ * when the error was another one. Static storage of the contract. */
+const char *kiln_curate_limit_path(const kiln_curator *curator);
+
 #endif

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "mask/key.h"
 
 #define DEFAULT_RETRIES 5
 #define CRED_FILE_MAX   (64u << 10)
@@ -112,58 +113,16 @@ static char *trim(char *p)
 
 /* Reads "access_key_id=..." and "secret_access_key=..." (or the aws_ names,
  * spaces around '=' allowed, '#' comments and [sections] skipped) from a
- * file only its owner can read. */
+ * file only its owner can read, through kiln_secret_read_file() (a FIFO or a
+ * device is refused, never waited on). */
 static int read_credentials_file(s3_store *s, const char *file)
 {
 	char *buf = NULL, *line, *save = NULL;
-	struct stat st;
-	int fd, rc = 0;
-	ssize_t n;
 	size_t len = 0;
+	int rc;
 
-	fd = open(file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "credentials file %s: %s",
-		                      file, strerror(errno));
-	if (fstat(fd, &st) < 0) {
-		rc = kiln_error_set(KILN_EIO, "credentials file %s: %s", file, strerror(errno));
-		goto cleanup;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		rc = kiln_error_set(KILN_EINVALID, "credentials file %s is not a regular file", file);
-		goto cleanup;
-	}
-	if (st.st_mode & 077) {
-		rc = kiln_error_set(
-		    KILN_EINVALID,
-		    "credentials file %s has mode %04o; refusing it: it must be 0600 or stricter "
-		    "(chmod 600 %s)",
-		    file, (unsigned)(st.st_mode & 07777), file);
-		goto cleanup;
-	}
-	if ((uint64_t)st.st_size > CRED_FILE_MAX) {
-		rc = kiln_error_set(KILN_EINVALID, "credentials file %s is larger than %u bytes", file,
-		                    CRED_FILE_MAX);
-		goto cleanup;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		rc = oom();
-		goto cleanup;
-	}
-	while (len < (size_t)st.st_size) {
-		n = read(fd, buf + len, (size_t)st.st_size - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = kiln_error_set(KILN_EIO, "credentials file %s: %s", file, strerror(errno));
-			goto cleanup;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
+	if ((rc = kiln_secret_read_file(&buf, &len, file, "credentials file", CRED_FILE_MAX)) < 0)
+		return rc;
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		char *eq, *name, *value, **slot;
 
@@ -194,11 +153,7 @@ static int read_credentials_file(s3_store *s, const char *file)
 		rc = kiln_error_set(KILN_EINVALID, "credentials file %s has no %s line", file,
 		                    !s->access_key ? "access_key_id=" : "secret_access_key=");
 cleanup:
-	if (buf) {
-		explicit_bzero(buf, len);
-		free(buf);
-	}
-	close(fd);
+	kiln_secret_free(buf, len);
 	return rc;
 }
 

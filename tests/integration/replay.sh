@@ -9,7 +9,8 @@
 # exits 1 naming the partition and commits nothing, and --allow-missing
 # commits without it. Every record (of every invalid kind, too_large
 # included) is held to the generator's expected outcome on every branch, and
-# no log holds a personal value. Every address is 127.0.0.1.
+# no log holds a personal value. A tombstone replayed from the raw zone is
+# quarantined as "record":null, like kiln run's. Every address is 127.0.0.1.
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -32,7 +33,7 @@ no_branch() { ! git_m rev-parse -q --verify "refs/heads/ev/$1" >/dev/null; }
 count_files() { find "$tmp/store" -type f | wc -l; }
 
 # --- broker, keys, data, the source branch -----------------------------------
-"$kiln" broker --partitions 3 --topics ev --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
+"$kiln" broker --partitions 3 --topics ev,tomb --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
 broker_pid=$!
 for _ in $(seq 100); do [ -s "$tmp/pf" ] && break; sleep 0.1; done
 bs=$(head -1 "$tmp/pf" 2>/dev/null)
@@ -206,6 +207,34 @@ with open(os.path.join(d, "%d-%d.jsonl.zst" % (first, first + len(mid) - 1)), "w
 check "overlapping objects: exit 0" status_is 0 "$kiln" replay "$tmp/p.yaml" --from main --set branch=overlap
 check "overlapping objects: every record exactly once" "$py" "$src/tests/integration/kafka_check.py" --repo "$tmp/m.git" \
 	--dataset ev --branch overlap --store "$tmp/store" --topic ev "${expect[@]}" "$tmp/all.jsonl"
+# --- a tombstone read back from the raw zone: "record":null, as kiln run ------
+# writes it; an empty value stays "" (dataset tomb, topic tomb, partition 0)
+sed -e 's/^dataset: ev$/dataset: tomb/' -e 's/topics: \[ev\]/topics: [tomb]/' -e 's/group: g1$/group: g-tomb/' \
+	"$tmp/p.yaml" >"$tmp/tomb.yaml"
+printf '%s\n' '<tombstone>' '' >"$tmp/tomb.in"
+check "a tombstone and an empty value produced" "$py" "$src/tests/integration/kafka_produce.py" "$bs" tomb \
+	"$tmp/tomb.in" "$tmp/tomb.log" --partition 0 --tombstone '<tombstone>'
+rc=0
+timeout 120 "$kiln" run "$tmp/tomb.yaml" --stop-at-end >"$tmp/tomb-run.out" 2>"$tmp/tomb-run.err" || rc=$?
+check "tomb: kiln run exits 0" test "$rc" -eq 0
+check "tomb: kiln replay exits 0" status_is 0 "$kiln" replay "$tmp/tomb.yaml" --from main --set branch=replayed
+tomb_quarantine() { # BRANCH -> "offset code record" per line
+	"$py" -c '
+import glob, json, sys, zstandard
+for fn in sorted(glob.glob(sys.argv[1] + "/quarantine/tomb/0/tomb/" + sys.argv[2] + "/*.jsonl.zst")):
+    for line in zstandard.ZstdDecompressor().decompress(open(fn, "rb").read()).splitlines():
+        q = json.loads(line)
+        print(q["offset"], q["code"], json.dumps(q["record"]) if "record" in q else "base64")
+' "$tmp/store" "$1"
+}
+tomb_quarantine main >"$tmp/tomb.main.q"
+tomb_quarantine replayed >"$tmp/tomb.replayed.q"
+check "tomb: kiln run's tombstone line has \"record\":null" grep -qx '0 json_syntax null' "$tmp/tomb.main.q"
+check "tomb: the replay's tombstone line has \"record\":null" grep -qx '0 json_syntax null' "$tmp/tomb.replayed.q"
+check "tomb: the replay's empty value keeps \"record\":\"\"" grep -qx '1 json_syntax ""' "$tmp/tomb.replayed.q"
+check "tomb: the replay's quarantine lines equal kiln run's" cmp -s "$tmp/tomb.main.q" "$tmp/tomb.replayed.q"
+check "tomb: 2 lines" test "$(wc -l <"$tmp/tomb.replayed.q")" -eq 2
+
 check "git fsck --strict at the end" git_m fsck --strict --no-dangling
 
 check "no personal data in any log, stdout or stderr" pii_scan_logs

@@ -217,7 +217,7 @@ check "credentials file 0600" status_is 0 env -u AWS_ACCESS_KEY_ID -u AWS_SECRET
 chmod 644 "$tmp/creds"
 check "credentials file 0644 refused" status_is 1 env KILN_S3_CREDENTIALS_FILE="$tmp/creds" \
 	"$tool" "$url" stat ls/a
-check "credentials file 0644: names file and mode" err_has "credentials file $tmp/creds has mode 0644"
+check "credentials file 0644: names file and mode" err_has "$tmp/creds: credentials file mode 0644"
 check "credentials file: secret not echoed" bash -c "! grep -q S3RVER '$tmp/err'"
 
 check "endpoint with a scheme refused" status_is 1 env KILN_S3_ENDPOINT="http://127.0.0.1:$port" \

@@ -331,8 +331,8 @@ static void expect_config_error(const char *yaml, const char *needle1, const cha
 
 static void test_config(void **state)
 {
-	char path[160], yaml[1024], token_path[160], set_size[] = "size_limit=64M",
-	                                             set_pins[] = "pins=ds@v1,ds@feat", set_bad[] = "nodot";
+	char path[160], yaml[1024], token_path[160], want[512],
+	    set_size[] = "size_limit=64M", set_pins[] = "pins=ds@v1,ds@feat", set_bad[] = "nodot";
 	char *sets[] = {set_size, set_pins};
 	kiln_cache_config *c;
 
@@ -482,7 +482,22 @@ static void test_config(void **state)
 	snprintf(yaml, sizeof(yaml),
 	         "store: {url: file://s}\nmanifest: m.git\ndir: d\nsize_limit: 1M\ntoken_file: %s\n",
 	         token_path);
-	expect_config_error(yaml, "token_file", "0600");
+	snprintf(
+	    want, sizeof(want),
+	    "bad.yaml:5:13: token_file: %s: token file mode 0644 lets group or others read it; chmod 600 %s",
+	    token_path, token_path);
+	expect_config_error(yaml, want, NULL);
+	assert_null(strstr(kiln_error_last(), "open-token"));
+	/* a FIFO is refused at once: an open that waited for a writer would
+	 * block forever, and the alarm ends the test program (a failure) */
+	unlink(token_path);
+	assert_int_equal(mkfifo(token_path, 0600), 0);
+	alarm(30);
+	snprintf(want, sizeof(want), "bad.yaml:5:13: token_file: %s: token file is not a regular file",
+	         token_path);
+	expect_config_error(yaml, want, NULL);
+	alarm(0);
+	unlink(token_path);
 	expect_config_error("", "empty cache config", NULL);
 }
 
@@ -571,11 +586,22 @@ static void test_sync_views(void **state)
 	assert_int_equal(st.pins_ready, 2);
 	close_node(&n);
 
-	/* a restart: tmp/ is emptied, shards and views are kept and trusted */
+	/* a restart: tmp/ is emptied (a half download, a half-built view tree
+	 * holding a link that is removed, never followed), shards and views
+	 * are kept and trusted */
 	snprintf(path, sizeof(path), "%s/sync/tmp/%s.half", tmpdir, a[0].hash);
 	write_file(path, "half a download", 0644);
+	snprintf(shard, sizeof(shard), "%s/sync/tmp/view.half", tmpdir);
+	assert_int_equal(mkdir(shard, 0755), 0);
+	snprintf(shard, sizeof(shard), "%s/sync/tmp/view.half/train", tmpdir);
+	assert_int_equal(mkdir(shard, 0755), 0);
+	snprintf(shard, sizeof(shard), "%s/sync/tmp/view.half/train/outside", tmpdir);
+	assert_int_equal(symlink(config_path, shard), 0);
 	open_node(&n, "sync", sets);
 	assert_false(exists(path));
+	snprintf(shard, sizeof(shard), "%s/sync/tmp", tmpdir);
+	assert_int_equal(count_entries(shard), 0);
+	assert_true(exists(config_path));
 	sync_ok(&n);
 	assert_int_equal(origin_fills(&n), 0);
 	assert_int_equal(count_shards(&n), NA);

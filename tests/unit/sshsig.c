@@ -3,7 +3,8 @@
  * kiln_manifest_tag): byte-identical output to `ssh-keygen -Y sign` for the
  * same key and payload, a signature made by ssh-keygen checked, roundtrips,
  * tampered payload / namespace / signature / key refused, the armour's
- * layout, the key file (format, mode, generate -> load, no overwrite), the
+ * layout, the key file (format, mode, a FIFO refused without waiting,
+ * generate -> load, no overwrite), the
  * public key line, and signed commits and tags read back with libgit2 (and
  * with stock `git verify-commit` / `verify-tag` / `fsck --strict` when git
  * and ssh-keygen are installed). */
@@ -385,6 +386,35 @@ static void test_key_file_mode_refused(void **state)
 	assert_int_equal(kiln_signing_key_load(&key, tmpdir), KILN_EINVALID); /* a folder */
 }
 
+/* A FIFO named as the signing key file is refused at once (the shared
+ * secret reader opens without waiting for a writer); an open that waited
+ * would block forever: the alarm ends the test program (a failure)
+ * instead. A 0644 key is refused with the same file naming as before. */
+static void test_key_file_fifo_refused(void **state)
+{
+	const char *fifo = path_in_tmp("fifo.key"), *open_key = path_in_tmp("open.key");
+	char want[512];
+	kiln_signing_key key;
+
+	(void)state;
+	unlink(fifo);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	alarm(30);
+	assert_int_equal(kiln_signing_key_load(&key, fifo), KILN_EINVALID);
+	alarm(0);
+	snprintf(want, sizeof(want), "%s: signing key file is not a regular file", fifo);
+	assert_string_equal(kiln_error_last(), want);
+	unlink(fifo);
+
+	unlink(open_key);
+	assert_int_equal(kiln_signing_key_generate(open_key, NULL, NULL), 0);
+	assert_int_equal(chmod(open_key, 0644), 0);
+	assert_int_equal(kiln_signing_key_load(&key, open_key), KILN_EINVALID);
+	snprintf(want, sizeof(want), "%s: signing key file mode 0644 lets group or others read it; chmod 600 %s",
+		 open_key, open_key);
+	assert_string_equal(kiln_error_last(), want);
+}
+
 static void test_key_file_format(void **state)
 {
 	const char *path = path_in_tmp("fmt.key");
@@ -629,6 +659,7 @@ int main(void)
 		cmocka_unit_test(test_armour_layout),
 		cmocka_unit_test(test_generate_load_roundtrip),
 		cmocka_unit_test(test_key_file_mode_refused),
+		cmocka_unit_test(test_key_file_fifo_refused),
 		cmocka_unit_test(test_key_file_format),
 		cmocka_unit_test(test_signed_commit_and_tag),
 	};
