@@ -18,8 +18,11 @@
 #                and wait unpolled in librdkafka's queue when the consumer
 #                closes: this aborted the run (exit 134, librdkafka's "res
 #                != RD_KAFKA_OP_RES_PASS") until kiln set a consume callback;
-#   staggered  - one member at once, one when the first loss is logged, the
-#                rest when every holder has lost its assignment;
+#   staggered  - one member at once, the next when the first has exited,
+#                the rest when the second has: a member that leaves starts
+#                a rebalance the others cannot finish without the broker,
+#                so they never see their assignment as lost (they leave
+#                unclosed after 10 s, left_unclosed);
 #   failing_lost - with the store gone and batches failing, the broker
 #                killed, once every holder has lost its assignment.
 # Every member must exit within snapshot.drain_seconds (its watchdog's exit
@@ -53,7 +56,7 @@ drain=20 # snapshot.drain_seconds
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
-	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	for p in "${pids[@]}" $(cat "$tmp"/*.pid 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	[ -n "${KEEP_TMP:-}" ] && { echo "kept $tmp"; return; }
 	rm -rf "$tmp"
@@ -99,14 +102,6 @@ all_lost() { # ROUND: every member that held partitions at the kill has lost the
 		lost_since "$tmp/r$1.m$i.log" "${!v}" || return 1
 	done
 }
-any_lost() { # ROUND
-	local i v
-	for i in $(seq 1 "$members"); do
-		v=lost0_$1_$i
-		lost_since "$tmp/r$1.m$i.log" "${!v}" && return 0
-	done
-	return 1
-}
 failures() { grep -Ec '"event":"(batch|snapshot)_failed"' "$1"; } # LOG
 all_failing() { # ROUND: every holder logged 3 failures since the store went (its backoff is 2 s or more)
 	local i v
@@ -117,10 +112,33 @@ all_failing() { # ROUND: every holder logged 3 failures since the store went (it
 		[ "$(failures "$tmp/r$1.m$i.log")" -ge $((${!v} + 3)) ] || return 1
 	done
 }
-term() { # ROUND MEMBER: SIGTERM, and when
-	local v=pid_$1_$2
-	eval "term_$1_$2=${EPOCHREALTIME/./}" # microseconds
-	kill -TERM "${!v}" 2>/dev/null
+start_member() { # ROUND MEMBER: `kiln run` in the background; a watcher writes its
+	# pid to r<R>.m<I>.pid, then "STATUS MICROSECONDS" to r<R>.m<I>.exit when it exits
+	local m=$tmp/r$1.m$2
+	(
+		"$kiln" run "$tmp/r$1.yaml" >"$m.out" 2>"$m.log" &
+		echo $! >"$m.pid"
+		rc=0
+		wait $! || rc=$?
+		echo "$rc ${EPOCHREALTIME/./}" >"$m.exit"
+	) &
+	pids+=($!)
+	poll 10 test -s "$m.pid"
+}
+term() { # ROUND MEMBER: SIGTERM, and when (microseconds)
+	echo "${EPOCHREALTIME/./}" >"$tmp/r$1.m$2.term"
+	kill -TERM "$(cat "$tmp/r$1.m$2.pid")" 2>/dev/null
+}
+gone() { # ROUND MEMBER: it exited; killed if it outlived drain_seconds + 10 s after SIGTERM
+	local m=$tmp/r$1.m$2
+	[ -s "$m.exit" ] && return 0
+	[ $((${EPOCHREALTIME/./} - $(cat "$m.term"))) -gt $(((drain + 10) * 1000000)) ] &&
+		kill -KILL "$(cat "$m.pid")" 2>/dev/null
+	return 1
+}
+all_gone() { # ROUND
+	local i
+	for i in $(seq 1 "$members"); do gone "$1" "$i" || return 1; done
 }
 
 times_all=()
@@ -166,11 +184,7 @@ EOF
 	by_partition "$tmp/r$r.c.jsonl" "$tmp/r$r.c"
 
 	check "round $r ($mode): kcat produced the first part" produce "$tmp/r$r.a"
-	for i in $(seq 1 "$members"); do
-		"$kiln" run "$tmp/r$r.yaml" >"$tmp/r$r.m$i.out" 2>"$tmp/r$r.m$i.log" &
-		pids+=($!)
-		eval "pid_${r}_$i=$!"
-	done
+	for i in $(seq 1 "$members"); do start_member "$r" "$i"; done
 	check "round $r ($mode): the group committed the first part" poll 120 has_committed "$ds" "$a"
 	for i in $(seq 1 "$members"); do
 		eval "lost0_${r}_$i=$(count "$tmp/r$r.m$i.log" '"msg":"the assignment was lost"')"
@@ -199,39 +213,20 @@ EOF
 		for i in $(seq 1 "$members"); do term "$r" "$i"; done
 		;;
 	staggered)
+		# one member at once, the next once it is gone, then the rest: a
+		# member that leaves starts a rebalance the others cannot finish
 		term "$r" 1
-		check "round $r ($mode): a member loses its assignment" poll 60 any_lost "$r"
-		[ "$members" -gt 1 ] && term "$r" 2
-		check "round $r ($mode): every holder loses its assignment" poll 60 all_lost "$r"
+		until gone "$r" 1; do ms_sleep 50; done
+		term "$r" 2
+		until gone "$r" 2; do ms_sleep 50; done
 		for i in $(seq 3 "$members"); do term "$r" "$i"; done
 		;;
 	esac
-	# each member's exit, up to drain_seconds + 10 s after its SIGTERM
-	left=$members
-	for i in $(seq 1 "$members"); do eval "gone_${r}_$i="; done
-	until [ "$left" -eq 0 ]; do
-		now=${EPOCHREALTIME/./} left=0
-		for i in $(seq 1 "$members"); do
-			v=gone_${r}_$i
-			[ -z "${!v}" ] || continue
-			p=pid_${r}_$i t=term_${r}_$i
-			if ! kill -0 "${!p}" 2>/dev/null; then
-				eval "gone_${r}_$i=$now"
-			elif [ $((now - ${!t})) -gt $(((drain + 10) * 1000000)) ]; then
-				kill -KILL "${!p}" 2>/dev/null
-				eval "gone_${r}_$i=$now"
-			else
-				left=$((left + 1))
-			fi
-		done
-		[ "$left" -eq 0 ] || ms_sleep 50
-	done
+	until all_gone "$r"; do ms_sleep 50; done
 	exits_ok=true times=()
 	for i in $(seq 1 "$members"); do
-		p=pid_${r}_$i t=term_${r}_$i g=gone_${r}_$i
-		rc=0
-		wait "${!p}" || rc=$?
-		us=$((${!g} - ${!t}))
+		read -r rc at <"$tmp/r$r.m$i.exit"
+		us=$((at - $(cat "$tmp/r$r.m$i.term")))
 		secs=$(printf '%d.%d' $((us / 1000000)) $((us % 1000000 / 100000)))
 		times+=("$secs") times_all+=("$secs")
 		case "$rc:$mode" in
