@@ -914,6 +914,17 @@ static void rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_pa
 	}
 }
 
+/* Messages fetched but never polled when the consumer closes: close_consumer
+ * serves the close queue with callbacks, and librdkafka aborts on a message
+ * there when no consume callback is set (rd_kafka_q_serve: "res !=
+ * RD_KAFKA_OP_RES_PASS", seen with the store failing and the broker gone).
+ * librdkafka frees them; the next owner reads them again. */
+static void drop_unread(rd_kafka_message_t *m, void *opaque)
+{
+	(void)m;
+	(void)opaque;
+}
+
 static void kafka_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
 	static kiln_log_limiter lim;
@@ -1137,6 +1148,7 @@ static int open_kafka(struct krun *r)
 		return rc;
 	rd_kafka_conf_set_opaque(conf, r);
 	rd_kafka_conf_set_rebalance_cb(conf, rebalance);
+	rd_kafka_conf_set_consume_cb(conf, drop_unread); /* only close_consumer serves with callbacks */
 	rd_kafka_conf_set_error_cb(conf, kafka_error);
 	rd_kafka_conf_set_log_cb(conf, kafka_log);
 	if (!(r->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr)))) {
