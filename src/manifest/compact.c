@@ -176,8 +176,9 @@ static int prune_loose(kiln_manifest *m, const char *objects, time_t cutoff, kil
 			}
 			out->loose_removed++;
 		}
+		/* the fan-out directory stays even when empty: a writer may have just
+		 * created it and be about to put its object in */
 		closedir(d);
-		rmdir(dir); /* only when it became empty */
 	}
 	return 0;
 }
