@@ -67,7 +67,7 @@ trap cleanup EXIT
 start_broker() { # NAME: a broker for topic "down"; its pid in $broker, bootstrap in $bs
 	"$kiln" broker --partitions "$partitions" --topics down --port-file "$tmp/$1.pf" >"$tmp/$1.broker.out" 2>&1 &
 	broker=$!
-	pids+=($broker)
+	pids+=("$broker")
 	bs=''
 	for _ in $(seq 300); do [ -s "$tmp/$1.pf" ] && break; ms_sleep 100; done
 	bs=$(head -1 "$tmp/$1.pf" 2>/dev/null)
