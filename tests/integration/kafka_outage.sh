@@ -19,10 +19,10 @@
 #                closes: this aborted the run (exit 134, librdkafka's "res
 #                != RD_KAFKA_OP_RES_PASS") until kiln set a consume callback;
 #   staggered  - one member at once, the next when the first has exited,
-#                the rest when the second has: a member that leaves starts
-#                a rebalance the others cannot finish without the broker,
-#                so they never see their assignment as lost (they leave
-#                unclosed after 10 s, left_unclosed);
+#                the rest when the second has: a member that leaves may
+#                start a rebalance the others cannot finish without the
+#                broker, and then they never see their assignment as lost
+#                (seen once: the next member left unclosed after 10 s);
 #   failing_lost - with the store gone and batches failing, the broker
 #                killed, once every holder has lost its assignment.
 # Every member must exit within snapshot.drain_seconds (its watchdog's exit
@@ -67,7 +67,7 @@ trap cleanup EXIT
 start_broker() { # NAME: a broker for topic "down"; its pid in $broker, bootstrap in $bs
 	"$kiln" broker --partitions "$partitions" --topics down --port-file "$tmp/$1.pf" >"$tmp/$1.broker.out" 2>&1 &
 	broker=$!
-	pids+=($broker)
+	pids+=("$broker")
 	bs=''
 	for _ in $(seq 300); do [ -s "$tmp/$1.pf" ] && break; ms_sleep 100; done
 	bs=$(head -1 "$tmp/$1.pf" 2>/dev/null)

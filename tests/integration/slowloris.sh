@@ -30,6 +30,7 @@ loris=$src/tests/integration/slowloris.py
 need kcat git
 [ -x "$kiln" ] || { echo "FAIL: no kiln binary at $kiln (set KILN)"; exit 1; }
 
+# shellcheck disable=SC2034 # cache_n and metrics_n are read as ${!n}
 if [ "${KILN_HOSTILE:-0}" = 1 ]; then
 	cache_n=4200 cache_per_address=3000 metrics_n=1000
 else
@@ -79,7 +80,7 @@ connections_per_address: $cache_per_address
 EOF
 "$kiln" cache serve "$tmp/cache.yaml" >"$tmp/cache.out" 2>"$tmp/cache.log" &
 cache_pid=$!
-pids+=($cache_pid)
+pids+=("$cache_pid")
 cache_port=$(port_of "$tmp/cache.log")
 [ -n "$cache_port" ] || { echo "FAIL: the cache did not start"; tail -5 "$tmp/cache.log"; exit 1; }
 
@@ -111,7 +112,7 @@ tail -n +501 "$tmp/k.jsonl" >"$tmp/k2.jsonl"
 check "kcat produced the first 500 records" kcat -P -b "$bs" -t slow -l "$tmp/k1.jsonl"
 "$kiln" run "$tmp/p.yaml" >"$tmp/run.out" 2>"$tmp/run.log" &
 run_pid=$!
-pids+=($run_pid)
+pids+=("$run_pid")
 metrics_port=$(port_of "$tmp/run.log")
 [ -n "$metrics_port" ] || { echo "FAIL: the run's metrics server did not start"; tail -5 "$tmp/run.log"; exit 1; }
 committed() { git --git-dir="$tmp/k.git" show refs/heads/slow/main:stats.json 2>/dev/null |
