@@ -123,6 +123,8 @@ pp=$!
 for i in $(seq "$kills"); do
 	start_daemon "$tmp/p1.yaml" d1
 	wait_assigned "$daemon_log"
+	# each life commits once before its kill (slow builds: ASan under load)
+	poll 60 grep -q '"event":"snapshot"' "$daemon_log"
 	ms_sleep $((300 + RANDOM % 2500))
 	kill -KILL "$daemon" 2>/dev/null
 	wait "$daemon" 2>/dev/null
