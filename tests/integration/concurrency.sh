@@ -177,6 +177,7 @@ bad=$(wait_rc gr1 gr2)
 check "runs with gc looping beside them exit 0" test -z "$bad"
 [ -z "$bad" ] || echo "$bad"
 check "gc never failed meanwhile" test ! -e "$tmp/gcloop.fail"
+[ ! -e "$tmp/gcloop.fail" ] || { cat "$tmp/gcloop.fail"; sed 's/^/  | /' "$tmp/gcloop.err" | tail -20; }
 check "every shard of the version is there (verify --deep)" \
 	status_is 0 "$kiln" verify user-events@main --deep --manifest "$m" --store "file://$st"
 check "every record is there exactly once after gc" exactly_once "$m" "$st" "$tmp/in.jsonl" "$tmp/g1.jsonl" "$tmp/g2.jsonl"
