@@ -526,10 +526,13 @@ cleanup:
 
 /* ---- gc ------------------------------------------------------------------- */
 
+/* A listed shard the first marking pass did not reach: an orphan unless the
+ * second pass marks it, or young (kept whatever the second pass says). */
 typedef struct candidate {
 	char *key;
 	uint8_t hash[32];
 	uint64_t size;
+	bool young;
 } candidate;
 
 typedef struct gc_state {
@@ -717,10 +720,11 @@ static int list_cb(void *ctx, const char *key, uint64_t size, int64_t mtime)
 		g->st->live_bytes += size;
 		return 0;
 	}
-	if (g->policy->grace > 0 && (mtime <= 0 || mtime > g->young_after)) {
+	bool young = g->policy->grace > 0 && (mtime <= 0 || mtime > g->young_after);
+
+	if (young) {
 		g->st->young++;
 		g->st->young_bytes += size;
-		return 0;
 	}
 	if (g->ncands == g->capcands) {
 		size_t cap = g->capcands ? g->capcands * 2 : 256;
@@ -735,6 +739,7 @@ static int list_cb(void *ctx, const char *key, uint64_t size, int64_t mtime)
 		return oom();
 	memcpy(g->cands[g->ncands].hash, hash, 32);
 	g->cands[g->ncands].size = size;
+	g->cands[g->ncands].young = young;
 	g->ncands++;
 	return 0;
 }
@@ -768,31 +773,54 @@ int kiln_gc(kiln_manifest *m, kiln_store *store, const kiln_gc_policy *policy, k
 	if ((rc = mark_refs(&g)) < 0)
 		goto cleanup;
 
-	/* candidates still unmarked after the second pass are the orphans */
+	/* candidates the second pass marked are live (a commit made while the
+	 * store was listed references them, young or not); the rest are young or
+	 * orphans */
 	for (size_t i = 0; i < g.ncands; i++) {
+		candidate *c = &g.cands[i];
 		shard_slot *s;
 
-		if ((rc = shard_table_get(&g.marked, g.cands[i].hash, false, &s, NULL)) < 0)
+		if ((rc = shard_table_get(&g.marked, c->hash, false, &s, NULL)) < 0)
 			goto cleanup;
 		if (s) {
 			s->last = 1;
 			out->live++;
-			out->live_bytes += g.cands[i].size;
-			g.cands[i].size = UINT64_MAX; /* not an orphan */
+			out->live_bytes += c->size;
+			if (c->young) {
+				out->young--;
+				out->young_bytes -= c->size;
+			}
+			c->size = UINT64_MAX; /* not an orphan */
+			continue;
+		}
+		if (c->young) {
+			c->size = UINT64_MAX; /* kept */
 			continue;
 		}
 		out->orphans++;
-		out->orphan_bytes += g.cands[i].size;
+		out->orphan_bytes += c->size;
 	}
 	for (size_t i = 0; i < g.marked.cap; i++) {
 		const shard_slot *s = &g.marked.v[i];
 		char key[sizeof(SHARD_PREFIX) + 3 + HASH_HEX + sizeof(SHARD_SUFFIX)], hex[65];
+		uint64_t size;
 
 		if (!s->used || s->last)
 			continue;
-		out->missing++;
 		hash_encode(s->hash, hex);
 		snprintf(key, sizeof(key), SHARD_PREFIX "%.2s/%s" SHARD_SUFFIX, hex, hex);
+		/* a commit made while the store was listed may reference a shard
+		 * uploaded after the listing passed its place: ask the store */
+		if ((rc = kiln_store_stat(store, key, &size)) < 0)
+			goto cleanup;
+		if (rc == 1) {
+			out->objects++;
+			out->object_bytes += size;
+			out->live++;
+			out->live_bytes += size;
+			continue;
+		}
+		out->missing++;
 		if (cb && (rc = cb(ctx, KILN_GC_MISSING, key, 0)) != 0)
 			goto cleanup;
 	}

@@ -529,19 +529,34 @@ typedef struct wrap_store {
 	kiln_store *inner;
 	kiln_manifest *m;
 	const char *late_hash;
+	bool after; /* upload and commit late_hash once the listing is done */
 } wrap_store;
 
 static int wrap_list(kiln_store *s, const char *prefix, kiln_store_key_cb cb, void *ctx)
 {
 	wrap_store *w = (wrap_store *)s;
 	char commit[41];
+	int rc;
 
-	if (w->late_hash) {
+	if (w->late_hash && !w->after) {
 		/* a run that uploaded its shard before the mark commits it now */
 		commit1(w->m, "main", w->late_hash, 77, commit);
 		w->late_hash = NULL;
 	}
-	return kiln_store_list(w->inner, prefix, cb, ctx);
+	rc = kiln_store_list(w->inner, prefix, cb, ctx);
+	if (w->late_hash) {
+		/* a run uploads its shard after the listing passed its place, then
+		 * commits before the second marking pass */
+		put_shard(w->inner, w->late_hash, 77);
+		commit1(w->m, "main", w->late_hash, 77, commit);
+		w->late_hash = NULL;
+	}
+	return rc;
+}
+
+static int wrap_stat(kiln_store *s, const char *key, uint64_t *out_size)
+{
+	return kiln_store_stat(((wrap_store *)s)->inner, key, out_size);
 }
 
 static int wrap_remove(kiln_store *s, const char *key)
@@ -576,6 +591,80 @@ static void test_commit_during_listing(void **state)
 	assert_int_equal(st.orphans, 0);
 	assert_int_equal(st.deleted, 0);
 	assert_int_equal(st.live, 2);
+	assert_true(has_shard(f.s, late));
+	fixture_close(&f);
+}
+
+/* The same with a grace period: the late commit's shard is young when listed,
+ * and once the second pass marks it, it is live, neither young nor missing. */
+static void test_young_commit_during_listing(void **state)
+{
+	static kiln_store_backend backend = { .version = KILN_STORE_BACKEND_VERSION, .scheme = "wrap" };
+	fixture f;
+	char a[65], late[65], c1[41];
+	wrap_store w = { 0 };
+	kiln_gc_policy graced = { .keep_tags = true, .keep_branches = true, .apply = true, .grace = 3600 };
+	kiln_gc_stats st;
+	seen got = { 0 };
+
+	(void)state;
+	fixture_open(&f, "lateyoung");
+	hash_of(a, "4c", '3');
+	hash_of(late, "4d", '4');
+	put_shard(f.s, a, 10);
+	put_shard(f.s, late, 77);
+	commit1(f.m, "main", a, 10, c1);
+	backend.list = wrap_list;
+	backend.remove = wrap_remove;
+	backend.stat = wrap_stat;
+	w.base.backend = &backend;
+	w.base.url = f.store_url;
+	w.inner = f.s;
+	w.m = f.m;
+	w.late_hash = late;
+	assert_int_equal(kiln_gc(f.m, &w.base, &graced, record, &got, &st), 0);
+	assert_int_equal(st.missing, 0);
+	assert_int_equal(got.missing, 0);
+	assert_int_equal(st.young, 0);
+	assert_int_equal(st.live, 2);
+	assert_int_equal(st.orphans, 0);
+	assert_true(has_shard(f.s, late));
+	fixture_close(&f);
+}
+
+/* A shard uploaded after the listing passed its place and committed before
+ * the second pass is in the store: gc asks the store before calling it
+ * missing. */
+static void test_upload_after_listing(void **state)
+{
+	static kiln_store_backend backend = { .version = KILN_STORE_BACKEND_VERSION, .scheme = "wrap" };
+	fixture f;
+	char a[65], late[65], c1[41];
+	wrap_store w = { 0 };
+	kiln_gc_policy all = { .keep_tags = true, .keep_branches = true, .apply = true };
+	kiln_gc_stats st;
+	seen got = { 0 };
+
+	(void)state;
+	fixture_open(&f, "after");
+	hash_of(a, "4e", '5');
+	hash_of(late, "4f", '6');
+	put_shard(f.s, a, 10);
+	commit1(f.m, "main", a, 10, c1);
+	backend.list = wrap_list;
+	backend.remove = wrap_remove;
+	backend.stat = wrap_stat;
+	w.base.backend = &backend;
+	w.base.url = f.store_url;
+	w.inner = f.s;
+	w.m = f.m;
+	w.late_hash = late;
+	w.after = true;
+	assert_int_equal(kiln_gc(f.m, &w.base, &all, record, &got, &st), 0);
+	assert_int_equal(st.missing, 0);
+	assert_int_equal(got.missing, 0);
+	assert_int_equal(st.live, 2);
+	assert_int_equal(st.objects, 2);
 	assert_true(has_shard(f.s, late));
 	fixture_close(&f);
 }
@@ -838,6 +927,8 @@ int main(void)
 		cmocka_unit_test(test_keep_tags),
 		cmocka_unit_test(test_younger_than),
 		cmocka_unit_test(test_commit_during_listing),
+		cmocka_unit_test(test_young_commit_during_listing),
+		cmocka_unit_test(test_upload_after_listing),
 		cmocka_unit_test(test_missing_and_foreign),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_hand_written_lines),
