@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "manifest/format.h"
 #include "core/json.h"
 
 #define HASH_HEX 64
@@ -835,22 +836,6 @@ cleanup:
 
 /* ---- du ------------------------------------------------------------------- */
 
-static bool name_valid(const char *s)
-{
-	size_t n;
-
-	if (!s || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return false;
-	for (n = 1; s[n]; n++) {
-		char c = s[n];
-
-		if (n >= 128 ||
-		    !((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
-}
-
 /* N of "vN", else -1. */
 static long long version_number(const char *name)
 {
@@ -972,7 +957,7 @@ int kiln_gc_du(kiln_manifest *m, const char *dataset, kiln_du_report *out)
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!name_valid(dataset))
+	if (!kiln_mfmt_name_valid(dataset))
 		return kiln_error_set(KILN_EINVALID,
 		                      "du: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
 	snprintf(prefix, sizeof(prefix), "refs/tags/%s/", dataset);

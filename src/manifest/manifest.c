@@ -30,10 +30,10 @@ static const git_oid absent = { { 0 } };
 #include "core/buf.h"
 #include "core/fs.h"
 #include "core/error.h"
+#include "manifest/format.h"
 #include "core/json.h"
 #include "manifest/sshsig.h"
 
-#define NAME_MAX_LEN 128
 #define HASH_LEN     64
 
 struct kiln_manifest {
@@ -148,32 +148,16 @@ static int buf_check(const buf *b)
 
 /* ---- names ---------------------------------------------------------------- */
 
-static bool name_valid(const char *s)
-{
-	size_t n;
-
-	if (!s || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return false;
-	for (n = 1; s[n]; n++) {
-		char c = s[n];
-		if (n >= NAME_MAX_LEN)
-			return false;
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
-}
-
 /* refs/heads/<dataset>/<branch> into out, after checking both names (and that
  * git accepts the whole name: no "..", no ".lock" or "." at the end). */
 static int branch_ref(char *out, size_t cap, const char *dataset, const char *branch)
 {
 	int valid = 0;
 
-	if (!name_valid(dataset))
+	if (!kiln_mfmt_name_valid(dataset))
 		return kiln_error_set(KILN_EINVALID,
 				      "manifest: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
-	if (!name_valid(branch))
+	if (!kiln_mfmt_name_valid(branch))
 		return kiln_error_set(KILN_EINVALID,
 				      "manifest: branch name must match [a-z0-9][a-z0-9._-]{0,127}");
 	snprintf(out, cap, "refs/heads/%s/%s", dataset, branch);
@@ -182,7 +166,7 @@ static int branch_ref(char *out, size_t cap, const char *dataset, const char *br
 	return 0;
 }
 
-#define REF_CAP (sizeof("refs/heads//") + 2 * NAME_MAX_LEN)
+#define REF_CAP (sizeof("refs/heads//") + 2 * KILN_MFMT_NAME_MAX)
 
 static bool hex_valid(const char *s, size_t n)
 {
@@ -1265,7 +1249,7 @@ cleanup:
 int kiln_manifest_tag(kiln_manifest *m, const char *dataset, const char *name, const char *commit_hex,
 		      const char *message, const kiln_signing_key *key, char out_tag_id[41])
 {
-	char ref[sizeof("refs/tags//") + 2 * NAME_MAX_LEN];
+	char ref[sizeof("refs/tags//") + 2 * KILN_MFMT_NAME_MAX];
 	git_oid target, tag_id;
 	git_object *object = NULL;
 	git_reference *existing = NULL;
@@ -1275,10 +1259,10 @@ int kiln_manifest_tag(kiln_manifest *m, const char *dataset, const char *name, c
 	int valid = 0, rc, gerr, offset;
 
 	out_tag_id[0] = '\0';
-	if (!name_valid(dataset))
+	if (!kiln_mfmt_name_valid(dataset))
 		return kiln_error_set(KILN_EINVALID,
 				      "manifest: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
-	if (!name_valid(name))
+	if (!kiln_mfmt_name_valid(name))
 		return kiln_error_set(KILN_EINVALID, "manifest: tag name must match [a-z0-9][a-z0-9._-]{0,127}");
 	snprintf(ref, sizeof(ref), "refs/tags/%s/%s", dataset, name);
 	if (git_reference_name_is_valid(&valid, ref) < 0 || !valid)

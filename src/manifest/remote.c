@@ -26,9 +26,9 @@ static const git_oid absent = { { 0 } };
 #include <unistd.h>
 
 #include "core/error.h"
+#include "manifest/format.h"
 #include "core/json.h"
 
-#define NAME_MAX_LEN 128
 #define REF_CAP 320
 
 static int oom(void)
@@ -68,24 +68,11 @@ static int remote_fail(int code, const char *url, const char *what)
 	return kiln_error_set(code, "remote %s: %s: %s", u, what, git_message());
 }
 
-static bool name_valid(const char *s, size_t n)
-{
-	if (n == 0 || n > NAME_MAX_LEN || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return false;
-	for (size_t i = 1; i < n; i++) {
-		char c = s[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
-}
-
 /* "refs/heads/<ds>/<name>" or "refs/tags/<ds>/<name>": the parts. */
 typedef struct ref_parts {
 	bool tag;
-	char dataset[NAME_MAX_LEN + 1];
-	char name[NAME_MAX_LEN + 1];
+	char dataset[KILN_MFMT_NAME_MAX + 1];
+	char name[KILN_MFMT_NAME_MAX + 1];
 } ref_parts;
 
 static int parse_ref(const char *ref, ref_parts *out)
@@ -103,8 +90,8 @@ static int parse_ref(const char *ref, ref_parts *out)
 		goto bad;
 	}
 	slash = strchr(rest, '/');
-	if (!slash || !name_valid(rest, (size_t)(slash - rest)) ||
-	    !name_valid(slash + 1, strlen(slash + 1)) || git_reference_name_is_valid(&valid, ref) < 0 ||
+	if (!slash || !kiln_mfmt_name_valid_n(rest, (size_t)(slash - rest)) ||
+	    !kiln_mfmt_name_valid_n(slash + 1, strlen(slash + 1)) || git_reference_name_is_valid(&valid, ref) < 0 ||
 	    !valid)
 		goto bad;
 	memcpy(out->dataset, rest, (size_t)(slash - rest));
@@ -1413,7 +1400,7 @@ static bool match_dataset(const char *name, const void *arg)
 		rest = name + strlen(d->heads);
 	else if (strncmp(name, d->tags, strlen(d->tags)) == 0)
 		rest = name + strlen(d->tags);
-	return rest && name_valid(rest, strlen(rest));
+	return rest && kiln_mfmt_name_valid_n(rest, strlen(rest));
 }
 
 int kiln_manifest_fetch(kiln_manifest *m, const char *url, const char *dataset)
@@ -1425,7 +1412,7 @@ int kiln_manifest_fetch(kiln_manifest *m, const char *url, const char *dataset)
 	int first_code = 0, rc;
 
 	safe_url(u, sizeof(u), url);
-	if (!dataset || !name_valid(dataset, strlen(dataset)))
+	if (!kiln_mfmt_name_valid(dataset))
 		return kiln_error_set(KILN_EINVALID,
 		                      "remote: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
 	snprintf(d.heads, sizeof(d.heads), "refs/heads/%s/", dataset);

@@ -18,9 +18,9 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "manifest/format.h"
 
 #define HASH_LEN     64
-#define NAME_MAX_LEN 128
 #define SHORT_LEN    12
 
 /* ---- names and specs ------------------------------------------------------ */
@@ -38,28 +38,15 @@ static bool lower_hex(const char *s, size_t n)
 	return true;
 }
 
-/* A dataset name: [a-z0-9][a-z0-9._-]{0,127} (what manifest.c accepts). */
-static bool dataset_valid(const char *s, size_t n)
-{
-	if (n == 0 || n > NAME_MAX_LEN || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return false;
-	for (size_t i = 1; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
-}
-
 /* A ref after '@': [A-Za-z0-9][A-Za-z0-9._-]{0,127} (upper case for commit
  * ids typed that way), and a valid git reference name once prefixed. */
 static bool ref_valid(const char *s, const char *dataset)
 {
-	char full[NAME_MAX_LEN * 2 + 32];
+	char full[KILN_MFMT_NAME_MAX * 2 + 32];
 	size_t n = strlen(s);
 	int valid = 0;
 
-	if (n == 0 || n > NAME_MAX_LEN || s[0] == '.' || s[0] == '-' || s[0] == '_')
+	if (n == 0 || n > KILN_MFMT_NAME_MAX || s[0] == '.' || s[0] == '-' || s[0] == '_')
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
@@ -82,7 +69,7 @@ static const char *spec_for_message(const char *spec, char out[160])
 	return out;
 }
 
-static int parse_spec(const char *spec, char dataset[NAME_MAX_LEN + 1], char ref[NAME_MAX_LEN + 1])
+static int parse_spec(const char *spec, char dataset[KILN_MFMT_NAME_MAX + 1], char ref[KILN_MFMT_NAME_MAX + 1])
 {
 	const char *at = spec ? strchr(spec, '@') : NULL;
 	size_t dn = at ? (size_t)(at - spec) : spec ? strlen(spec) : 0;
@@ -90,7 +77,7 @@ static int parse_spec(const char *spec, char dataset[NAME_MAX_LEN + 1], char ref
 
 	if (!spec)
 		return kiln_error_set(KILN_EINVALID, "no version given (expected DATASET[@REF])");
-	if (!dataset_valid(spec, dn))
+	if (!kiln_mfmt_name_valid_n(spec, dn))
 		return kiln_error_set(KILN_EINVALID,
 				      "%s: not a version (expected DATASET[@REF], DATASET matching "
 				      "[a-z0-9][a-z0-9._-]{0,127})",
@@ -101,7 +88,7 @@ static int parse_spec(const char *spec, char dataset[NAME_MAX_LEN + 1], char ref
 		strcpy(ref, "main");
 		return 0;
 	}
-	if (strlen(at + 1) > NAME_MAX_LEN || !ref_valid(at + 1, dataset))
+	if (strlen(at + 1) > KILN_MFMT_NAME_MAX || !ref_valid(at + 1, dataset))
 		return kiln_error_set(
 			KILN_EINVALID,
 			"%s: not a version (REF after '@' must be a branch, a tag vN or a commit id)",
@@ -263,7 +250,7 @@ static int try_ref(kiln_manifest *m, const char *name, git_oid *out, git_oid *ou
 
 int kiln_version_lookup(kiln_manifest *m, const char *spec, kiln_version *out)
 {
-	char dataset[NAME_MAX_LEN + 1], ref[NAME_MAX_LEN + 1], name[sizeof(out->ref)];
+	char dataset[KILN_MFMT_NAME_MAX + 1], ref[KILN_MFMT_NAME_MAX + 1], name[sizeof(out->ref)];
 	char shown[160];
 	git_oid id, tag;
 	git_commit *commit = NULL;
@@ -832,7 +819,7 @@ static int vtag_cmp(const void *a, const void *b)
 /* The dataset's vN tags peeled to commits, ascending by N. */
 static int load_vtags(kiln_manifest *m, const char *dataset, vtag **out, size_t *out_n)
 {
-	char glob[NAME_MAX_LEN + 32];
+	char glob[KILN_MFMT_NAME_MAX + 32];
 	size_t prefix_len, n = 0, cap = 0;
 	git_reference_iterator *it = NULL;
 	git_reference *ref;
