@@ -84,6 +84,63 @@ int kiln_mfmt_lineage_parse(kiln_json_scanner *scanner, const char *where, const
 /* Appends the lineage.json text of l's entries, in l's order (sort first). */
 int kiln_mfmt_lineage_render(kiln_buf *out, const kiln_mfmt_lineage *l);
 
+/* ---- dataset.json --------------------------------------------------------- */
+
+/* The members of dataset.json, each as text: strings decoded, numbers as
+ * written (NULL when absent). The parser owns the strings it sets (freed by
+ * kiln_mfmt_dataset_free); a struct filled for rendering borrows them. */
+typedef struct kiln_mfmt_dataset {
+	const char *name;
+	/* "contract" */
+	const char *contract_id, *contract_version, *contract_api_version, *contract_schema, *contract_digest;
+	/* "pseudonymisation": the key and token definition */
+	bool have_pseudonymisation;
+	const char *token_scheme, *key_id, *key_version, *token_prefix, *redact_marker;
+	/* "split": the split definition; ratios by kiln_split */
+	bool have_split;
+	const char *split_scheme, *split_key, *split_salt, *ratios[KILN_SPLIT_COUNT];
+	/* "shards" */
+	const char *shard_format, *shard_compression, *zstd_level, *target_bytes, *shard_hash, *shard_key;
+	bool owned;
+} kiln_mfmt_dataset;
+
+/* Reads the members above from a dataset.json text (other members are
+ * skipped, absent ones left NULL: files written by hand or by tests may hold
+ * less). KILN_EINVALID "WHERE: what" when the text is not a JSON object. */
+int kiln_mfmt_dataset_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
+			    kiln_mfmt_dataset *out);
+void kiln_mfmt_dataset_free(kiln_mfmt_dataset *d);
+
+/* Appends the dataset.json text of d (every member must be set; the number
+ * members' text is written as it is). */
+int kiln_mfmt_dataset_render(kiln_buf *out, const kiln_mfmt_dataset *d);
+
+/* The definition rule: a branch keeps one pseudonymisation key and one split
+ * definition for its whole history, so tokens and splits of old and new
+ * shards agree. NULL when a and b define the same ones, else the part that
+ * differs, "pseudonymisation" or "split" (a part present in only one of them
+ * differs too). */
+const char *kiln_mfmt_dataset_definition_differs(const kiln_mfmt_dataset *a, const kiln_mfmt_dataset *b);
+
+/* ---- the governance record ------------------------------------------------ */
+
+/* What a promoted version's annotated tag message records (docs/RELEASES.md):
+ * the version, where it came from, its source offsets, contract, key, split
+ * and counts, and the release gates' result lines. */
+typedef struct kiln_mfmt_governance {
+	const char *dataset, *version; /* "user-events", "v3" */
+	const char *commit;            /* 40 hex */
+	const char *from;              /* the ref it was promoted from, or the commit */
+	const kiln_mfmt_lineage *lineage;    /* its lineage.json (may be empty) */
+	const kiln_mfmt_dataset *definition; /* its dataset.json; absent members print as "?" */
+	const kiln_stats *stats;             /* its stats.json */
+	const char *const *gates;            /* result lines; none: "none configured" */
+	size_t gate_count;
+} kiln_mfmt_governance;
+
+/* Appends the tag message for g (NUL not included). */
+int kiln_mfmt_governance_render(kiln_buf *out, const kiln_mfmt_governance *g);
+
 /* ---- splits/<split>/<hh>.jsonl -------------------------------------------- */
 
 /* The top-level "shard" value of one line (without its newline), checked to

@@ -104,148 +104,6 @@ bad:
 			      ref);
 }
 
-/* ---- a small JSON tree over the scanner ---------------------------------- */
-
-typedef struct jnode {
-	kiln_json_type type; /* OBJECT_BEGIN, ARRAY_BEGIN or a scalar */
-	uint32_t flags;
-	char *key;  /* member name (children of objects) */
-	char *text; /* string (decoded) or number/literal text */
-	size_t len;
-	struct jnode *kids;
-	size_t nkids, capkids;
-} jnode;
-
-#define JSYNTAX 1 /* jparse: the scanner stopped (see kiln_json_scanner_error) */
-
-static void jnode_free(jnode *n)
-{
-	for (size_t i = 0; i < n->nkids; i++)
-		jnode_free(&n->kids[i]);
-	free(n->kids);
-	free(n->key);
-	free(n->text);
-	memset(n, 0, sizeof(*n));
-}
-
-static char *token_text(const kiln_json_token *t, size_t *out_len)
-{
-	char *s = malloc(t->len + 1);
-	size_t n;
-
-	if (!s)
-		return NULL;
-	if (t->type == KILN_JSON_STRING || t->type == KILN_JSON_KEY) {
-		n = kiln_json_unescape(s, t->len + 1, t);
-	} else {
-		memcpy(s, t->ptr, t->len);
-		n = t->len;
-	}
-	s[n] = '\0';
-	if (out_len)
-		*out_len = n;
-	return s;
-}
-
-static int jparse(kiln_json_scanner *sc, const kiln_json_token *t, jnode *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->type = t->type;
-	out->flags = t->flags;
-	if (t->type != KILN_JSON_OBJECT_BEGIN && t->type != KILN_JSON_ARRAY_BEGIN)
-		return (out->text = token_text(t, &out->len)) ? 0 : oom();
-	for (;;) {
-		kiln_json_token k, v;
-		jnode kid;
-		char *key = NULL;
-		int rc;
-
-		if (kiln_json_next(sc, &k) <= 0)
-			return JSYNTAX;
-		if (k.type == KILN_JSON_OBJECT_END || k.type == KILN_JSON_ARRAY_END)
-			return 0;
-		v = k;
-		if (t->type == KILN_JSON_OBJECT_BEGIN) {
-			if (!(key = token_text(&k, NULL)))
-				return oom();
-			if (kiln_json_next(sc, &v) <= 0) {
-				free(key);
-				return JSYNTAX;
-			}
-		}
-		rc = jparse(sc, &v, &kid);
-		kid.key = key;
-		if (rc == 0 && out->nkids == out->capkids) {
-			size_t cap = out->capkids ? out->capkids * 2 : 8;
-			jnode *kids = realloc(out->kids, cap * sizeof(*kids));
-
-			if (!kids)
-				rc = oom();
-			else {
-				out->kids = kids;
-				out->capkids = cap;
-			}
-		}
-		if (rc != 0) {
-			jnode_free(&kid);
-			return rc;
-		}
-		out->kids[out->nkids++] = kid;
-	}
-}
-
-/* Parses one JSON text; `where` names it in errors. */
-static int jparse_text(kiln_manifest *m, kiln_json_scanner *sc, const char *text, size_t len,
-                       const char *where, jnode *out)
-{
-	kiln_json_token t;
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	kiln_json_scanner_reset(sc, text, len);
-	if (kiln_json_next(sc, &t) <= 0)
-		rc = JSYNTAX;
-	else if ((rc = jparse(sc, &t, out)) == 0 && kiln_json_next(sc, &t) != 0)
-		rc = JSYNTAX;
-	if (rc == JSYNTAX) {
-		size_t off = 0;
-		kiln_reject code = kiln_json_scanner_error(sc, &off, NULL);
-
-		jnode_free(out);
-		return kiln_error_set(
-		    KILN_EINVALID, "manifest %s: %s: %s at byte %zu", kiln_manifest_path(m), where,
-		    code == KILN_REJECT_NONE ? "text after the value" : kiln_reject_name(code), off);
-	}
-	if (rc < 0)
-		jnode_free(out);
-	return rc;
-}
-
-static const jnode *jget(const jnode *obj, const char *key)
-{
-	if (!obj || obj->type != KILN_JSON_OBJECT_BEGIN)
-		return NULL;
-	for (size_t i = 0; i < obj->nkids; i++)
-		if (strcmp(obj->kids[i].key, key) == 0)
-			return &obj->kids[i];
-	return NULL;
-}
-
-static bool jequal(const jnode *a, const jnode *b)
-{
-	if (!a || !b)
-		return a == b;
-	if (a->type != b->type || a->nkids != b->nkids || (a->text == NULL) != (b->text == NULL) ||
-	    (a->text && (a->len != b->len || memcmp(a->text, b->text, a->len) != 0)))
-		return false;
-	for (size_t i = 0; i < a->nkids; i++)
-		if ((a->kids[i].key == NULL) != (b->kids[i].key == NULL) ||
-		    (a->kids[i].key && strcmp(a->kids[i].key, b->kids[i].key) != 0) ||
-		    !jequal(&a->kids[i], &b->kids[i]))
-			return false;
-	return true;
-}
-
 /* ---- files of a commit ------------------------------------------------------ */
 
 /* The blob at path in the commit's tree; *out NULL when there is none. */
@@ -274,25 +132,6 @@ cleanup:
 	git_tree_entry_free(e);
 	git_tree_free(tree);
 	git_commit_free(commit);
-	return rc;
-}
-
-/* The JSON file at path; *found false (out empty) when absent. */
-static int json_at(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit_id, const char *path,
-                   jnode *out, bool *found)
-{
-	git_blob *blob = NULL;
-	char where[128];
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	*found = false;
-	if ((rc = blob_at(m, commit_id, path, &blob)) < 0 || !blob)
-		return rc;
-	snprintf(where, sizeof(where), "%.12s:%s", git_oid_tostr_s(commit_id), path);
-	rc = jparse_text(m, sc, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), where, out);
-	git_blob_free(blob);
-	*found = rc == 0;
 	return rc;
 }
 
@@ -635,34 +474,46 @@ cleanup:
 	return rc;
 }
 
-/* dataset.json's key and split settings of two commits differ. */
+/* dataset.json of a commit, parsed (all NULL when absent). */
+static int dataset_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit_id, kiln_mfmt_dataset *out)
+{
+	git_blob *blob = NULL;
+	char where[512];
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = file_at(m, commit_id, "dataset.json", &blob, where)) < 0 || !blob)
+		return rc;
+	rc = kiln_mfmt_dataset_parse(sc, where, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), out);
+	git_blob_free(blob);
+	return rc < 0 ? rc : 1;
+}
+
+/* The two commits' dataset.json define the same key and split
+ * (kiln_mfmt_dataset_definition_differs), or an error naming the part. */
 static int same_definition(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *a, const git_oid *b,
 			   const char *ref, const char *url)
 {
-	static const char *const parts[] = { "pseudonymisation", "split" };
-	jnode ja, jb;
-	bool fa, fb;
-	int rc;
+	kiln_mfmt_dataset da = { 0 }, db = { 0 };
+	const char *part;
+	int fa, fb = 0, rc = 0;
 
-	if ((rc = json_at(m, sc, a, "dataset.json", &ja, &fa)) < 0)
-		return rc;
-	if ((rc = json_at(m, sc, b, "dataset.json", &jb, &fb)) < 0) {
-		jnode_free(&ja);
-		return rc;
+	if ((fa = dataset_read(m, sc, a, &da)) < 0 || (fb = dataset_read(m, sc, b, &db)) < 0) {
+		rc = fa < 0 ? fa : fb;
+		goto cleanup;
 	}
-	for (size_t i = 0; fa && fb && i < 2 && rc == 0; i++)
-		if (!jequal(jget(&ja, parts[i]), jget(&jb, parts[i]))) {
-			char u[512];
+	if (fa && fb && (part = kiln_mfmt_dataset_definition_differs(&da, &db))) {
+		char u[512];
 
-			safe_url(u, sizeof(u), url);
-			rc = kiln_error_set(
-			    KILN_EINVALID,
-			    "manifest %s: %s here and at %s have different %s settings (a different "
-			    "dataset version): not combined; push to another branch",
-			    kiln_manifest_path(m), ref, u, parts[i]);
-		}
-	jnode_free(&ja);
-	jnode_free(&jb);
+		safe_url(u, sizeof(u), url);
+		rc = kiln_error_set(KILN_EINVALID,
+				    "manifest %s: %s here and at %s have different %s settings (a different "
+				    "dataset version): not combined; push to another branch",
+				    kiln_manifest_path(m), ref, u, part);
+	}
+cleanup:
+	kiln_mfmt_dataset_free(&da);
+	kiln_mfmt_dataset_free(&db);
 	return rc;
 }
 

@@ -183,39 +183,22 @@ int kiln_version_read(kiln_manifest *m, const kiln_version *v, const char *path,
 
 /* ---- resolution ----------------------------------------------------------- */
 
-/* The top-level "name" of a dataset.json text equals dataset. */
+/* The "name" of a dataset.json text equals dataset. */
 static bool dataset_json_names(const char *text, size_t len, const char *dataset)
 {
 	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
-	kiln_json_token t;
-	bool match = false, next_is_name = false;
-	int rc;
+	kiln_mfmt_dataset d;
+	bool match;
 
 	if (!scanner)
 		return false;
-	kiln_json_scanner_reset(scanner, text, len);
-	while ((rc = kiln_json_next(scanner, &t)) > 0) {
-		if (next_is_name) {
-			char *s;
-			size_t n;
-
-			if (t.type != KILN_JSON_STRING || !(s = malloc(t.len + 1)))
-				break;
-			n = kiln_json_unescape(s, t.len + 1, &t);
-			match = n == strlen(dataset) && memcmp(s, dataset, n) == 0;
-			free(s);
-			break;
-		}
-		if (t.type == KILN_JSON_KEY && t.depth == 1 && t.len == 4 && memcmp(t.ptr, "name", 4) == 0)
-			next_is_name = true;
-	}
+	match = kiln_mfmt_dataset_parse(scanner, "dataset.json", text, len, &d) == 0 && d.name &&
+		strcmp(d.name, dataset) == 0;
+	kiln_mfmt_dataset_free(&d);
 	kiln_json_scanner_free(scanner);
 	return match;
 }
 
-/* The reference `name` peeled to a commit: 1 found, 0 absent, < 0 error.
- * out_tag is the annotated tag object the reference points at (zero when it
- * points at a commit: a lightweight tag or a branch). */
 static int try_ref(kiln_manifest *m, const char *name, git_oid *out, git_oid *out_tag)
 {
 	git_reference *ref = NULL, *direct = NULL;

@@ -376,6 +376,182 @@ static void test_shard_line_hash(void **state)
 	assert_error_has("W: each line must be an object");
 }
 
+/* main's splits/dev/79.jsonl line from the sample pipeline's first run */
+static const char golden_line[] =
+	"{\"shard\":\"79c1d91141ffcfe12250f567320223880b2b4386461379bb4ff5a521836ae0e7\",\"bytes\":38794,"
+	"\"raw_bytes\":134717,\"records\":290,\"sources\":[{\"topic\":\"user-events\",\"partition\":0,\"first\":4,"
+	"\"last\":2998}]}";
+
+static void test_shard_line_round_trip(void **state)
+{
+	kiln_buf strings = KILN_BUF_INIT(0), b = KILN_BUF_INIT(0);
+	kiln_source_range *sources = NULL, two[2] = { { "a\"b", -1, INT64_MIN, -1 }, { "c", 7, 0, 0 } };
+	size_t cap = 0;
+	kiln_shard_entry e, none = { .bytes = 0 };
+	char hash[65];
+
+	(void)state;
+	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_FULL, golden_line,
+						    strlen(golden_line), &e, &strings, &sources, &cap),
+			 0);
+	assert_string_equal(e.hash, "79c1d91141ffcfe12250f567320223880b2b4386461379bb4ff5a521836ae0e7");
+	assert_int_equal(e.bytes, 38794);
+	assert_int_equal(e.raw_bytes, 134717);
+	assert_int_equal(e.records, 290);
+	assert_int_equal(e.source_count, 1);
+	assert_string_equal(e.sources[0].topic, "user-events");
+	assert_int_equal(e.sources[0].first, 4);
+	assert_int_equal(e.sources[0].last, 2998);
+	assert_int_equal(kiln_mfmt_shard_line_render(&b, &e), 0);
+	assert_int_equal(b.len, strlen(golden_line));
+	assert_memory_equal(b.ptr, golden_line, b.len);
+	assert_true(kiln_mfmt_shard_line_fast_hash(b.ptr, b.len, hash));
+	assert_string_equal(hash, e.hash);
+
+	/* two sources (an escaped topic, extreme offsets) and none, as main renders them */
+	e.sources = two;
+	e.source_count = 2;
+	kiln_buf_reset(&b);
+	assert_int_equal(kiln_mfmt_shard_line_render(&b, &e), 0);
+	assert_int_equal(kiln_buf_put(&b, "", 1), 0);
+	assert_string_equal(b.ptr, "{\"shard\":\"79c1d91141ffcfe12250f567320223880b2b4386461379bb4ff5a521836ae0e7\","
+				   "\"bytes\":38794,\"raw_bytes\":134717,\"records\":290,\"sources\":["
+				   "{\"topic\":\"a\\\"b\",\"partition\":-1,\"first\":-9223372036854775808,\"last\":-1},"
+				   "{\"topic\":\"c\",\"partition\":7,\"first\":0,\"last\":0}]}");
+	memcpy(none.hash, e.hash, sizeof(none.hash));
+	kiln_buf_reset(&b);
+	assert_int_equal(kiln_mfmt_shard_line_render(&b, &none), 0);
+	assert_int_equal(kiln_buf_put(&b, "", 1), 0);
+	assert_string_equal(b.ptr, "{\"shard\":\"79c1d91141ffcfe12250f567320223880b2b4386461379bb4ff5a521836ae0e7\","
+				   "\"bytes\":0,\"raw_bytes\":0,\"records\":0,\"sources\":[]}");
+	/* parsed back: no sources */
+	kiln_buf_reset(&strings);
+	assert_int_equal(kiln_shard_line_parse_with(scanner, b.ptr, b.len - 1, &e, &strings, &sources, &cap), 0);
+	assert_int_equal(e.source_count, 0);
+	assert_null(e.sources);
+
+	/* the fast path only takes lines that start the way kiln writes them */
+	assert_false(kiln_mfmt_shard_line_fast_hash("{ \"shard\":\"79c1\"}", 17, hash));
+	assert_false(kiln_mfmt_shard_line_fast_hash(golden_line, 75, hash)); /* {"shard":"<hash>" alone */
+	kiln_buf_free(&strings);
+	kiln_buf_free(&b);
+	free(sources);
+}
+
+static void test_shard_line_modes(void **state)
+{
+	/* what gc reads: only "shard" required, the counts when present, sources skipped */
+	static const char refs[] = "{\"bytes\":5,\"sh\\u0061rd\":\"ab00000000000000000000000000000000000000000000000000000000000001\","
+				   "\"sources\":[{\"shard\":\"x\"}],\"future\":[1,{\"a\":null}]}";
+	kiln_buf strings = KILN_BUF_INIT(0);
+	kiln_source_range *sources = NULL;
+	size_t cap = 0;
+	kiln_shard_entry e;
+
+	(void)state;
+	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_REFS, refs, strlen(refs), &e, NULL,
+						    NULL, NULL),
+			 0);
+	assert_string_equal(e.hash, "ab00000000000000000000000000000000000000000000000000000000000001");
+	assert_int_equal(e.bytes, 5);
+	assert_int_equal(e.records, 0);
+	/* the full parser wants every count and well-formed sources */
+	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_FULL, refs, strlen(refs), &e,
+						    &strings, &sources, &cap),
+			 KILN_EINVALID);
+	assert_error_has("W: a source needs \"topic\", \"partition\", \"first\" and \"last\"");
+	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_REFS, "{\"bytes\":1}", 11, &e, NULL,
+						    NULL, NULL),
+			 KILN_EINVALID);
+	assert_error_has("W: no \"shard\"");
+	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_FULL,
+						    "{\"shard\":\"ab00000000000000000000000000000000000000000000000000000000000001\"}",
+						    76, &e, &strings, &sources, &cap),
+			 KILN_EINVALID);
+	assert_error_has("W: a line needs \"shard\", \"bytes\", \"raw_bytes\" and \"records\"");
+	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_REFS, "{\"shard\":1}", 11, &e, NULL,
+						    NULL, NULL),
+			 KILN_EINVALID);
+	assert_error_has("W: \"shard\" must be 64 lower-case hex digits");
+	kiln_buf_free(&strings);
+	free(sources);
+}
+
+/* ---- dataset.json --------------------------------------------------------- */
+
+/* main's dataset.json for the sample pipeline with the key printf '%064x' 12345 */
+static const char golden_dataset[] =
+	"{\n"
+	"  \"name\": \"user-events\",\n"
+	"  \"contract\": {\"id\":\"user-events\",\"version\":\"1.2.0\",\"api_version\":\"v3.1.0\",\"schema\":\"user_event\","
+	"\"digest\":\"blake2b-256:53dedd75fdf6c0f3d6f2bddb74f556351cb96f377296e81759bc3b0a6d3c7d44\"},\n"
+	"  \"pseudonymisation\": {\"scheme\":\"hmac-sha256-b32-v1\",\"key_id\":\"hmac-sha256:479dbd7438bd4b11\","
+	"\"key_version\":1,\"prefix\":\"p1_\",\"redact_marker\":\"[REDACTED]\"},\n"
+	"  \"split\": {\"scheme\":\"blake2b64-mod10000-v1\",\"key\":\"user_id\",\"salt\":\"user-events-v1\","
+	"\"ratios\":{\"train\":0.8,\"dev\":0.1,\"test\":0.1}},\n"
+	"  \"shards\": {\"format\":\"jsonl\",\"compression\":\"zstd\",\"zstd_level\":3,\"target_bytes\":67108864,"
+	"\"hash\":\"blake2b-256\",\"key\":\"shards/<hh>/<hash>.jsonl.zst\"}\n"
+	"}\n";
+
+static void test_dataset_round_trip(void **state)
+{
+	kiln_mfmt_dataset d, e;
+	kiln_buf b = KILN_BUF_INIT(0);
+
+	(void)state;
+	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", golden_dataset, strlen(golden_dataset), &d), 0);
+	assert_string_equal(d.name, "user-events");
+	assert_string_equal(d.contract_digest,
+			    "blake2b-256:53dedd75fdf6c0f3d6f2bddb74f556351cb96f377296e81759bc3b0a6d3c7d44");
+	assert_string_equal(d.key_version, "1");
+	assert_string_equal(d.ratios[KILN_SPLIT_DEV], "0.1");
+	assert_string_equal(d.target_bytes, "67108864");
+	assert_true(d.have_pseudonymisation && d.have_split);
+	assert_int_equal(kiln_mfmt_dataset_render(&b, &d), 0);
+	assert_int_equal(b.len, strlen(golden_dataset));
+	assert_memory_equal(b.ptr, golden_dataset, b.len);
+	assert_null(kiln_mfmt_dataset_definition_differs(&d, &d));
+
+	/* other whitespace, member order and unknown members: the same definition */
+	static const char same[] = "{\"split\":{\"ratios\":{\"test\":0.1,\"dev\":0.1,\"train\":0.8},\"salt\":\"user-events-v1\","
+				   "\"key\":\"user_id\",\"scheme\":\"blake2b64-mod10000-v1\",\"x\":[{\"key\":\"no\"}]},"
+				   "\"pseudonymisation\":{\"prefix\":\"p1_\",\"key_version\":1,\"scheme\":\"hmac-sha256-b32-v1\","
+				   "\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":\"[REDACTED]\"},\"name\":\"other\"}";
+	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", same, strlen(same), &e), 0);
+	assert_null(kiln_mfmt_dataset_definition_differs(&d, &e));
+	assert_null(e.contract_id);
+	kiln_mfmt_dataset_free(&e);
+
+	/* another salt, key version or ratio; a part left out */
+	static const char *const other[] = {
+		"{\"split\":{\"ratios\":{\"test\":0.1,\"dev\":0.1,\"train\":0.8},\"salt\":\"v2\",\"key\":\"user_id\","
+		"\"scheme\":\"blake2b64-mod10000-v1\"},\"pseudonymisation\":{\"prefix\":\"p1_\",\"key_version\":1,"
+		"\"scheme\":\"hmac-sha256-b32-v1\",\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":\"[REDACTED]\"}}",
+		"{\"split\":{\"ratios\":{\"test\":0.1,\"dev\":0.2,\"train\":0.7},\"salt\":\"user-events-v1\",\"key\":\"user_id\","
+		"\"scheme\":\"blake2b64-mod10000-v1\"},\"pseudonymisation\":{\"prefix\":\"p1_\",\"key_version\":1,"
+		"\"scheme\":\"hmac-sha256-b32-v1\",\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":\"[REDACTED]\"}}",
+		"{\"split\":{\"ratios\":{\"test\":0.1,\"dev\":0.1,\"train\":0.8},\"salt\":\"user-events-v1\",\"key\":\"user_id\","
+		"\"scheme\":\"blake2b64-mod10000-v1\"},\"pseudonymisation\":{\"prefix\":\"p2_\",\"key_version\":2,"
+		"\"scheme\":\"hmac-sha256-b32-v1\",\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":\"[REDACTED]\"}}",
+		"{\"pseudonymisation\":{\"prefix\":\"p1_\",\"key_version\":1,\"scheme\":\"hmac-sha256-b32-v1\","
+		"\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":\"[REDACTED]\"}}",
+	};
+	static const char *const part[] = { "split", "split", "pseudonymisation", "split" };
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+		assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", other[i], strlen(other[i]), &e), 0);
+		assert_string_equal(kiln_mfmt_dataset_definition_differs(&d, &e), part[i]);
+		assert_string_equal(kiln_mfmt_dataset_definition_differs(&e, &d), part[i]);
+		kiln_mfmt_dataset_free(&e);
+	}
+
+	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", "[]", 2, &e), KILN_EINVALID);
+	assert_error_has("W: must be an object");
+	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", "{\"split\":{\"key\":{}}}", 20, &e), KILN_EINVALID);
+	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", "{\"name\":\"a\\u0000\"}", 18, &e), KILN_EINVALID);
+	kiln_mfmt_dataset_free(&d);
+	kiln_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -387,6 +563,9 @@ int main(void)
 		cmocka_unit_test(test_lineage_list),
 		cmocka_unit_test(test_lineage_errors),
 		cmocka_unit_test(test_shard_line_hash),
+		cmocka_unit_test(test_shard_line_round_trip),
+		cmocka_unit_test(test_shard_line_modes),
+		cmocka_unit_test(test_dataset_round_trip),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
