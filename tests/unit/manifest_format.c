@@ -552,6 +552,84 @@ static void test_dataset_round_trip(void **state)
 	kiln_buf_free(&b);
 }
 
+/* ---- the governance record ------------------------------------------------ */
+
+/* main's tag message for user-events@v1 of the sample pipeline (kiln promote
+ * with promote.max_quarantine_rate=0.1) */
+static const char golden_governance[] =
+	"user-events v1\n"
+	"\n"
+	"commit: 3ece5d6a709c7561441e1a91bb32158d568a703a\n"
+	"from: refs/heads/user-events/main\n"
+	"source offsets: user-events/0 next 4000\n"
+	"contract: user-events 1.2.0 (blake2b-256:53dedd75fdf6c0f3d6f2bddb74f556351cb96f377296e81759bc3b0a6d3c7d44)\n"
+	"key id: hmac-sha256:479dbd7438bd4b11\n"
+	"split: blake2b64-mod10000-v1 key user_id salt user-events-v1\n"
+	"records: 4000 in, 3785 valid, 215 quarantined\n"
+	"train: 3017 records in 2 shards\n"
+	"dev: 384 records in 2 shards\n"
+	"test: 384 records in 2 shards\n"
+	"gates:\n"
+	"  min_records train: 3017 >= 1000: pass\n"
+	"  min_records dev: 384 >= 100: pass\n"
+	"  min_records test: 384 >= 100: pass\n"
+	"  ratio_tolerance: largest deviation 0.0029 (train) <= 0.0200: pass\n"
+	"  max_quarantine_rate: 0.0537 (215 of 4000) <= 0.1000: pass\n"
+	"  contract_version: 1.2.0 matches 1.x: pass\n";
+
+static void test_governance(void **state)
+{
+	static const char *const gates[] = {
+		"min_records train: 3017 >= 1000: pass",
+		"min_records dev: 384 >= 100: pass",
+		"min_records test: 384 >= 100: pass",
+		"ratio_tolerance: largest deviation 0.0029 (train) <= 0.0200: pass",
+		"max_quarantine_rate: 0.0537 (215 of 4000) <= 0.1000: pass",
+		"contract_version: 1.2.0 matches 1.x: pass",
+	};
+	kiln_mfmt_dataset d, empty = { 0 };
+	kiln_mfmt_lineage l = { 0 }, none = { 0 };
+	kiln_stats st, zero = { 0 };
+	kiln_buf b = KILN_BUF_INIT(0);
+	kiln_mfmt_governance g = {
+		.dataset = "user-events",
+		.version = "v1",
+		.commit = "3ece5d6a709c7561441e1a91bb32158d568a703a",
+		.from = "refs/heads/user-events/main",
+		.lineage = &l,
+		.definition = &d,
+		.stats = &st,
+		.gates = gates,
+		.gate_count = 6,
+	};
+
+	(void)state;
+	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", golden_dataset, strlen(golden_dataset), &d), 0);
+	assert_int_equal(kiln_mfmt_lineage_parse(scanner, "W", golden_lineage_file, strlen(golden_lineage_file), &l), 0);
+	assert_int_equal(kiln_mfmt_stats_parse(scanner, "W", golden_stats, strlen(golden_stats), &st), 0);
+	assert_int_equal(kiln_mfmt_governance_render(&b, &g), 0);
+	assert_int_equal(b.len, strlen(golden_governance));
+	assert_memory_equal(b.ptr, golden_governance, b.len);
+
+	/* nothing known: "none" and "?" as main writes them */
+	g.lineage = &none;
+	g.definition = &empty;
+	g.stats = &zero;
+	g.gate_count = 0;
+	g.from = g.commit;
+	kiln_buf_reset(&b);
+	assert_int_equal(kiln_mfmt_governance_render(&b, &g), 0);
+	assert_int_equal(kiln_buf_put(&b, "", 1), 0);
+	assert_string_equal(b.ptr, "user-events v1\n\ncommit: 3ece5d6a709c7561441e1a91bb32158d568a703a\n"
+				   "from: 3ece5d6a709c7561441e1a91bb32158d568a703a\nsource offsets: none\n"
+				   "contract: ? ? (?)\nkey id: ?\nsplit: ? key ? salt ?\n"
+				   "records: 0 in, 0 valid, 0 quarantined\ntrain: 0 records in 0 shards\n"
+				   "dev: 0 records in 0 shards\ntest: 0 records in 0 shards\ngates:\n  none configured\n");
+	kiln_mfmt_dataset_free(&d);
+	kiln_mfmt_lineage_free(&l);
+	kiln_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -566,6 +644,7 @@ int main(void)
 		cmocka_unit_test(test_shard_line_round_trip),
 		cmocka_unit_test(test_shard_line_modes),
 		cmocka_unit_test(test_dataset_round_trip),
+		cmocka_unit_test(test_governance),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
