@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "manifest/format.h"
 #include "manifest/internal.h"
 #include "manifest/version.h"
 
@@ -29,22 +30,6 @@ static const char usage_text[] =
 	"\n"
 	"Exit status: 0 when the branch was created, 2 on a bad name, an existing\n"
 	"branch, an unknown FROM or another error.\n";
-
-static int name_valid(const char *s)
-{
-	size_t n;
-
-	if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return 0;
-	for (n = 1; s[n]; n++) {
-		char c = s[n];
-
-		if (n >= 128 ||
-		    !((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			return 0;
-	}
-	return 1;
-}
 
 int kiln_cmd_branch(int argc, char **argv)
 {
@@ -80,10 +65,10 @@ int kiln_cmd_branch(int argc, char **argv)
 	dataset = argv[optind];
 	name = argv[optind + 1];
 	from = argc - optind == 3 ? argv[optind + 2] : "main";
-	if (!name_valid(dataset))
+	if (!kiln_mfmt_name_valid(dataset))
 		return kiln_cli_fail("branch", "dataset name '%s' must match [a-z0-9][a-z0-9._-]{0,127}",
 		                     dataset);
-	if (!name_valid(name))
+	if (!kiln_mfmt_name_valid(name))
 		return kiln_cli_fail("branch", "branch name '%s' must match [a-z0-9][a-z0-9._-]{0,127}",
 		                     name);
 	snprintf(ref, sizeof(ref), "refs/heads/%s/%s", dataset, name);

@@ -16,6 +16,7 @@
 #include "core/json.h"
 #include "ingest/gates.h"
 #include "ingest/pipeline.h"
+#include "manifest/format.h"
 #include "manifest/internal.h"
 #include "manifest/manifest.h"
 #include "manifest/sshsig.h"
@@ -97,52 +98,6 @@ cleanup:
 	return gerr < 0 ? kiln_manifest_git_fail(m, gerr, KILN_VERSION_SIGNED_KEY) : 0;
 }
 
-/* "topic/partition next N" for each lineage.json entry. */
-static void lineage_summary(kiln_buf *msg, const kiln_buf *lineage)
-{
-	kiln_json_scanner *s = kiln_json_scanner_new(NULL);
-	kiln_json_token t, v;
-	const char *key = NULL;
-	size_t key_len = 0;
-	bool any = false;
-
-	if (!s)
-		return;
-	kiln_json_scanner_reset(s, lineage->ptr, lineage->len);
-	while (kiln_json_next(s, &t) > 0) {
-		if (t.type == KILN_JSON_KEY) {
-			key = t.ptr;
-			key_len = t.len;
-			continue;
-		}
-		if (!key)
-			continue;
-		v = t;
-		if (key_len == 5 && memcmp(key, "topic", 5) == 0 && v.type == KILN_JSON_STRING)
-			kiln_buf_printf(msg, "%s%.*s", any ? ", " : "", (int)v.len, v.ptr), any = true;
-		else if (key_len == 9 && memcmp(key, "partition", 9) == 0)
-			kiln_buf_printf(msg, "/%.*s", (int)v.len, v.ptr);
-		else if (key_len == 4 && memcmp(key, "next", 4) == 0)
-			kiln_buf_printf(msg, " next %.*s", (int)v.len, v.ptr);
-		key = NULL;
-	}
-	if (!any)
-		kiln_buf_puts(msg, "none");
-	kiln_json_scanner_free(s);
-}
-
-/* The value at a dataset.json path as text ("?" when absent). */
-static void put_field(kiln_buf *msg, kiln_json_scanner *s, const kiln_buf *json, const char *path)
-{
-	kiln_json_token t;
-
-	if (kiln_json_lookup(s, json->ptr, json->len, path, &t) == 1 && t.type != KILN_JSON_OBJECT_BEGIN &&
-	    t.type != KILN_JSON_ARRAY_BEGIN)
-		kiln_buf_put(msg, t.ptr, t.len);
-	else
-		kiln_buf_putc(msg, '?');
-}
-
 int kiln_cmd_promote(int argc, char **argv)
 {
 	static const struct option long_options[] = {
@@ -161,7 +116,12 @@ int kiln_cmd_promote(int argc, char **argv)
 	kiln_buf stats_text = KILN_BUF_INIT(0), dataset_json = KILN_BUF_INIT(0), lineage = KILN_BUF_INIT(0),
 		 msg = KILN_BUF_INIT(0);
 	kiln_gate_result results[KILN_GATES_MAX];
+	const char *gate_lines[KILN_GATES_MAX];
 	kiln_json_scanner *scanner = NULL;
+	kiln_mfmt_dataset definition = { 0 };
+	kiln_mfmt_lineage lineage_entries = { 0 };
+	kiln_mfmt_governance record;
+	char where[300];
 	kiln_signing_key key;
 	bool key_loaded = false;
 	char name[32], tag_id[41];
@@ -203,15 +163,27 @@ int kiln_cmd_promote(int argc, char **argv)
 		kiln_cli_fail("promote", "%s: the pipeline %s is for dataset %s", argv[optind], pipeline_path, p->dataset);
 		goto cleanup;
 	}
+	if (!(scanner = kiln_json_scanner_new(NULL))) {
+		kiln_cli_fail("promote", "out of memory");
+		goto cleanup;
+	}
+	snprintf(where, sizeof(where), "manifest: %s:dataset.json", argv[optind]);
 	if (kiln_version_read(m, &v, "stats.json", &stats_text) != 1 ||
 	    kiln_version_read(m, &v, "dataset.json", &dataset_json) != 1 ||
 	    kiln_version_read(m, &v, "lineage.json", &lineage) < 0 ||
-	    kiln_stats_parse(stats_text.ptr, stats_text.len, argv[optind], &stats) < 0) {
+	    kiln_stats_parse(stats_text.ptr, stats_text.len, argv[optind], &stats) < 0 ||
+	    kiln_mfmt_dataset_parse(scanner, where, dataset_json.ptr, dataset_json.len, &definition) < 0) {
 		kiln_cli_fail("promote", "%s: %s", argv[optind],
 			      *kiln_error_last() ? kiln_error_last() : "stats.json or dataset.json is missing");
 		goto cleanup;
 	}
-	if ((n = kiln_gates_check(&p->gates, &stats, dataset_json.ptr, dataset_json.len, results)) < 0) {
+	snprintf(where, sizeof(where), "manifest: %s:lineage.json", argv[optind]);
+	if (lineage.len &&
+	    kiln_mfmt_lineage_parse(scanner, where, lineage.ptr, lineage.len, &lineage_entries) < 0) {
+		kiln_cli_fail("promote", "%s: %s", argv[optind], kiln_error_last());
+		goto cleanup;
+	}
+	if ((n = kiln_gates_check(&p->gates, &stats, &definition, results)) < 0) {
 		kiln_cli_fail("promote", "%s: %s", argv[optind], kiln_error_last());
 		goto cleanup;
 	}
@@ -235,38 +207,23 @@ int kiln_cmd_promote(int argc, char **argv)
 	}
 
 	/* the governance record */
-	if (!(scanner = kiln_json_scanner_new(NULL))) {
+	for (int i = 0; i < n; i++)
+		gate_lines[i] = results[i].line;
+	record = (kiln_mfmt_governance){
+		.dataset = v.dataset,
+		.version = version_name,
+		.commit = v.commit,
+		.from = v.ref[0] ? v.ref : v.commit,
+		.lineage = &lineage_entries,
+		.definition = &definition,
+		.stats = &stats,
+		.gates = gate_lines,
+		.gate_count = (size_t)n,
+	};
+	if (kiln_mfmt_governance_render(&msg, &record) < 0 || kiln_buf_putc(&msg, '\0') < 0) {
 		kiln_cli_fail("promote", "out of memory");
 		goto cleanup;
 	}
-	kiln_buf_printf(&msg, "%s %s\n\ncommit: %s\nfrom: %s\nsource offsets: ", v.dataset, version_name, v.commit,
-			v.ref[0] ? v.ref : v.commit);
-	lineage_summary(&msg, &lineage);
-	kiln_buf_puts(&msg, "\ncontract: ");
-	put_field(&msg, scanner, &dataset_json, "contract.id");
-	kiln_buf_puts(&msg, " ");
-	put_field(&msg, scanner, &dataset_json, "contract.version");
-	kiln_buf_puts(&msg, " (");
-	put_field(&msg, scanner, &dataset_json, "contract.digest");
-	kiln_buf_puts(&msg, ")\nkey id: ");
-	put_field(&msg, scanner, &dataset_json, "pseudonymisation.key_id");
-	kiln_buf_puts(&msg, "\nsplit: ");
-	put_field(&msg, scanner, &dataset_json, "split.scheme");
-	kiln_buf_puts(&msg, " key ");
-	put_field(&msg, scanner, &dataset_json, "split.key");
-	kiln_buf_puts(&msg, " salt ");
-	put_field(&msg, scanner, &dataset_json, "split.salt");
-	kiln_buf_printf(&msg, "\nrecords: %llu in, %llu valid, %llu quarantined\n", (unsigned long long)stats.records_in,
-			(unsigned long long)stats.valid, (unsigned long long)stats.quarantined);
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		kiln_buf_printf(&msg, "%s: %llu records in %llu shards\n", kiln_split_name(i),
-				(unsigned long long)stats.splits[i].records, (unsigned long long)stats.splits[i].shards);
-	kiln_buf_puts(&msg, "gates:\n");
-	if (n == 0)
-		kiln_buf_puts(&msg, "  none configured\n");
-	for (int i = 0; i < n; i++)
-		kiln_buf_printf(&msg, "  %s\n", results[i].line);
-	kiln_buf_putc(&msg, '\0');
 
 	if (dry_run) {
 		printf("%s@%s would be tagged %s:\n\n%s", v.dataset, v.ref[0] ? v.ref : v.commit, version_name, msg.ptr);
@@ -296,6 +253,8 @@ cleanup:
 	if (key_loaded)
 		kiln_signing_key_wipe(&key);
 	kiln_json_scanner_free(scanner);
+	kiln_mfmt_dataset_free(&definition);
+	kiln_mfmt_lineage_free(&lineage_entries);
 	kiln_buf_free(&stats_text);
 	kiln_buf_free(&dataset_json);
 	kiln_buf_free(&lineage);

@@ -17,6 +17,7 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "manifest/format.h"
 #include "manifest/internal.h"
 #include "manifest/manifest.h"
 #include "manifest/sshsig.h"
@@ -153,20 +154,18 @@ static int read_signature(kiln_manifest *m, const kiln_version *v, kiln_buf *sig
 	return 1;
 }
 
-/* The top-level "name" of a dataset.json text equals dataset. */
+/* The "name" of a dataset.json text equals dataset. */
 static bool dataset_json_names(const kiln_buf *json, const char *dataset)
 {
 	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
-	kiln_json_token t;
-	char name[160];
-	size_t n;
-	bool match = false;
+	kiln_mfmt_dataset d = { 0 };
+	bool match;
 
 	if (!scanner)
 		return false;
-	if (kiln_json_lookup(scanner, json->ptr, json->len, "name", &t) == 1 && t.type == KILN_JSON_STRING &&
-	    t.len < sizeof(name) && (n = kiln_json_unescape(name, sizeof(name), &t)) != (size_t)-1)
-		match = n == strlen(dataset) && memcmp(name, dataset, n) == 0;
+	match = kiln_mfmt_dataset_parse(scanner, "dataset.json", json->ptr, json->len, &d) == 0 && d.name &&
+		strcmp(d.name, dataset) == 0;
+	kiln_mfmt_dataset_free(&d);
 	kiln_json_scanner_free(scanner);
 	return match;
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "manifest/format.h"
 #include "manifest/manifest.h"
 
 typedef struct kiln_gates {
@@ -25,10 +26,10 @@ typedef struct kiln_gate_result {
 } kiln_gate_result;
 
 /* Evaluates every set gate against a version's stats.json and dataset.json
- * text. Returns the number of results written to out (at most
- * KILN_GATES_MAX), or a negative error when dataset.json lacks what a gate
- * needs. */
-int kiln_gates_check(const kiln_gates *gates, const kiln_stats *stats, const char *dataset_json, size_t len,
+ * (both parsed by the manifest codec). Returns the number of results written
+ * to out (at most KILN_GATES_MAX), or a negative error when dataset.json
+ * lacks what a gate needs. */
+int kiln_gates_check(const kiln_gates *gates, const kiln_stats *stats, const kiln_mfmt_dataset *dataset,
 		     kiln_gate_result *out);
 
 /* No gate set. */

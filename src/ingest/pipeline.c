@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "core/yaml_doc.h"
+#include "manifest/format.h"
 #include "mask/key.h"
 #include "store/config.h"
 
@@ -42,19 +43,6 @@ static const char *const shard_keys[] = { "target_bytes", "zstd_level", NULL };
 static const char *const promote_keys[] = { "min_records", "ratio_tolerance", "max_quarantine_rate",
 					    "contract_version", NULL };
 static const char *const manifest_keys[] = { "repo", "remote", "author_name", "author_email", "signing_key", NULL };
-
-static bool name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 128 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '_' ||
-		      s[i] == '-'))
-			return false;
-	return true;
-}
 
 /* A topic-like name from a file name: [A-Za-z0-9._-], the rest as '_'. */
 static const char *name_from_path(loader *l, const char *path)
@@ -541,12 +529,12 @@ static int load(loader *l)
 	    (rc = kiln_config_string(&l->cfg, root, NULL, "schema", false, &p->schema)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, root, NULL, "unknown_fields", false, &unknown)) < 0)
 		return rc;
-	if (!name_ok(p->dataset))
+	if (!kiln_mfmt_name_valid(p->dataset))
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "dataset"), "dataset",
 				      "use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit");
 	if (!p->branch)
 		p->branch = "main";
-	else if (!name_ok(p->branch))
+	else if (!kiln_mfmt_name_valid(p->branch))
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "branch"), "branch",
 				      "use lower-case letters, digits, '.', '_' and '-'");
 	p->contract = kiln_config_resolve(&l->cfg, p->contract);

@@ -9,93 +9,95 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "shard/spool.h"
+#include "manifest/format.h"
 #include "manifest/remote.h"
 #include "manifest/version.h"
 #include "mask/curate.h"
 #include "mask/token.h"
 
-static void fmt_ratio(kiln_buf *b, double r)
+/* A ratio as dataset.json writes it: 4 decimals, trailing zeros dropped
+ * (0.8, 0.125). */
+static void fmt_ratio(char out[32], double r)
 {
-	kiln_buf_printf(b, "%.4f", r);
-	while (b->len && b->ptr[b->len - 1] == '0' && b->ptr[b->len - 2] != '.')
-		b->len--;
+	size_t n = (size_t)snprintf(out, 32, "%.4f", r);
+
+	while (n > 2 && out[n - 1] == '0' && out[n - 2] != '.')
+		out[--n] = '\0';
 }
 
 /* dataset.json: what a reader needs to interpret (and recompute) the data. */
 static int render_dataset_json(kiln_buf *b, const kiln_pipeline *p, const kiln_contract *k, const kiln_key *key)
 {
-	kiln_buf_puts(b, "{\n  \"name\": ");
-	kiln_buf_put_json_string(b, p->dataset, strlen(p->dataset));
-	kiln_buf_puts(b, ",\n  \"contract\": {\"id\":");
-	kiln_buf_put_json_string(b, k->id, strlen(k->id));
-	kiln_buf_puts(b, ",\"version\":");
-	kiln_buf_put_json_string(b, k->version, strlen(k->version));
-	kiln_buf_puts(b, ",\"api_version\":");
-	kiln_buf_put_json_string(b, k->api_version, strlen(k->api_version));
-	kiln_buf_puts(b, ",\"schema\":");
-	kiln_buf_put_json_string(b, k->schema_name, strlen(k->schema_name));
-	kiln_buf_printf(b, ",\"digest\":\"blake2b-256:%s\"},\n", k->digest_hex);
-	kiln_buf_printf(b,
-			"  \"pseudonymisation\": {\"scheme\":\"%s\",\"key_id\":\"%s\",\"key_version\":%u,"
-			"\"prefix\":\"p%u_\",\"redact_marker\":\"%s\"},\n",
-			KILN_TOKEN_SCHEME, key->id, key->version, key->version, KILN_REDACTED);
-	kiln_buf_printf(b, "  \"split\": {\"scheme\":\"%s\",\"key\":", KILN_SPLIT_SCHEME);
-	kiln_buf_put_json_string(b, p->split_key, strlen(p->split_key));
-	kiln_buf_puts(b, ",\"salt\":");
-	kiln_buf_put_json_string(b, p->split_salt, strlen(p->split_salt));
-	kiln_buf_puts(b, ",\"ratios\":{");
+	char digest[160], key_version[16], prefix[24], ratios[KILN_SPLIT_COUNT][32], zstd_level[16],
+		target_bytes[24];
+	kiln_mfmt_dataset d = {
+		.name = p->dataset,
+		.contract_id = k->id,
+		.contract_version = k->version,
+		.contract_api_version = k->api_version,
+		.contract_schema = k->schema_name,
+		.contract_digest = digest,
+		.have_pseudonymisation = true,
+		.token_scheme = KILN_TOKEN_SCHEME,
+		.key_id = key->id,
+		.key_version = key_version,
+		.token_prefix = prefix,
+		.redact_marker = KILN_REDACTED,
+		.have_split = true,
+		.split_scheme = KILN_SPLIT_SCHEME,
+		.split_key = p->split_key,
+		.split_salt = p->split_salt,
+		.shard_format = "jsonl",
+		.shard_compression = "zstd",
+		.zstd_level = zstd_level,
+		.target_bytes = target_bytes,
+		.shard_hash = "blake2b-256",
+		.shard_key = "shards/<hh>/<hash>.jsonl.zst",
+	};
+
+	snprintf(digest, sizeof(digest), "blake2b-256:%s", k->digest_hex);
+	snprintf(key_version, sizeof(key_version), "%u", key->version);
+	snprintf(prefix, sizeof(prefix), "p%u_", key->version);
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
-		kiln_buf_printf(b, "%s\"%s\":", i ? "," : "", kiln_split_name(i));
-		fmt_ratio(b, p->ratios[i]);
+		fmt_ratio(ratios[i], p->ratios[i]);
+		d.ratios[i] = ratios[i];
 	}
-	kiln_buf_puts(b, "}},\n");
-	return kiln_buf_printf(b,
-			       "  \"shards\": {\"format\":\"jsonl\",\"compression\":\"zstd\",\"zstd_level\":%d,"
-			       "\"target_bytes\":%zu,\"hash\":\"blake2b-256\",\"key\":\"shards/<hh>/<hash>.jsonl.zst\"}\n}\n",
-			       p->zstd_level, p->target_bytes);
-}
-
-/* The line of dataset.json that starts with `"name":`, or NULL. */
-static const char *json_line(const char *text, size_t len, const char *name, size_t *out_len)
-{
-	char needle[64];
-	int n = snprintf(needle, sizeof(needle), "\n  \"%s\":", name);
-	const char *at = memmem(text, len, needle, (size_t)n);
-	const char *end;
-
-	if (!at)
-		return NULL;
-	at++;
-	end = memchr(at, '\n', len - (size_t)(at - text));
-	*out_len = end ? (size_t)(end - at) : len - (size_t)(at - text);
-	return at;
+	snprintf(zstd_level, sizeof(zstd_level), "%d", p->zstd_level);
+	snprintf(target_bytes, sizeof(target_bytes), "%zu", p->target_bytes);
+	return kiln_mfmt_dataset_render(b, &d);
 }
 
 /* A branch keeps one pseudonymisation key and one split definition for its
- * whole history: tokens and splits of old and new shards must agree. A
- * change is a new dataset version, on a new branch. */
+ * whole history (kiln_mfmt_dataset_definition_differs). A change is a new
+ * dataset version, on a new branch. */
 static int check_same_definition(const kiln_pipeline *p, kiln_manifest *m, const kiln_buf *now)
 {
-	static const char *const parts[] = { "pseudonymisation", "split" };
 	kiln_buf before = KILN_BUF_INIT(0);
+	kiln_json_scanner *scanner = NULL;
+	kiln_mfmt_dataset a = { 0 }, b = { 0 };
+	const char *part;
+	char where[300];
 	int rc = kiln_manifest_read(m, p->dataset, p->branch, "dataset.json", &before);
 
-	if (rc <= 0) {
-		kiln_buf_free(&before);
-		return rc;
+	if (rc <= 0)
+		goto cleanup;
+	if (!(scanner = kiln_json_scanner_new(NULL))) {
+		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		goto cleanup;
 	}
-	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
-		size_t a_len = 0, b_len = 0;
-		const char *a = json_line(before.ptr, before.len, parts[i], &a_len);
-		const char *b = json_line(now->ptr, now->len, parts[i], &b_len);
-		if (a && b && (a_len != b_len || memcmp(a, b, a_len) != 0)) {
-			rc = kiln_error_set(KILN_EINVALID,
-					    "%s: the %s settings (%s) differ from those %s/%s was made with; a new key, "
-					    "split key, salt or ratios is a new dataset version: run on a new branch (--set branch=NAME)",
-					    p->file, parts[i], i == 0 ? "key" : "key, salt, ratios", p->dataset, p->branch);
-			break;
-		}
-	}
+	snprintf(where, sizeof(where), "manifest: %s/%s:dataset.json", p->dataset, p->branch);
+	if ((rc = kiln_mfmt_dataset_parse(scanner, where, before.ptr, before.len, &a)) < 0 ||
+	    (rc = kiln_mfmt_dataset_parse(scanner, "dataset.json", now->ptr, now->len, &b)) < 0)
+		goto cleanup;
+	if ((part = kiln_mfmt_dataset_definition_differs(&a, &b)))
+		rc = kiln_error_set(KILN_EINVALID,
+				    "%s: the %s settings (%s) differ from those %s/%s was made with; a new key, "
+				    "split key, salt or ratios is a new dataset version: run on a new branch (--set branch=NAME)",
+				    p->file, part, part[0] == 'p' ? "key" : "key, salt, ratios", p->dataset, p->branch);
+cleanup:
+	kiln_mfmt_dataset_free(&a);
+	kiln_mfmt_dataset_free(&b);
+	kiln_json_scanner_free(scanner);
 	kiln_buf_free(&before);
 	return rc < 0 ? rc : 0;
 }

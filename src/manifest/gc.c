@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "manifest/format.h"
 #include "core/json.h"
 
 #define HASH_HEX 64
@@ -269,95 +270,22 @@ static void reader_free(reader *r)
 	r->scanner = NULL;
 }
 
-static int bad_line(const reader *r, const char *where, size_t lineno, const char *what)
-{
-	return kiln_error_set(KILN_EINVALID, "manifest %s: %s line %zu: %s", kiln_manifest_path(r->m), where,
-			      lineno, what);
-}
-
-static bool key_is(const kiln_json_token *t, const char *name)
-{
-	char tmp[16];
-	size_t n;
-
-	if (!(t->flags & KILN_JSON_ESCAPED))
-		return t->len == strlen(name) && memcmp(t->ptr, name, t->len) == 0;
-	if (t->len >= sizeof(tmp))
-		return false;
-	n = kiln_json_unescape(tmp, sizeof(tmp), t);
-	return n == strlen(name) && memcmp(tmp, name, n) == 0;
-}
-
-static bool token_u64(const kiln_json_token *t, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (t->type != KILN_JSON_NUMBER || !(t->flags & KILN_JSON_INTEGER) || t->len == 0 || t->ptr[0] == '-')
-		return false;
-	for (size_t i = 0; i < t->len; i++) {
-		unsigned d = (unsigned)(t->ptr[i] - '0');
-
-		if (d > 9 || v > (UINT64_MAX - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	*out = v;
-	return true;
-}
-
-/* One splits line (docs/FORMATS.md): only "shard" is required here; "bytes"
- * and "records" are read when present. */
+/* One splits line: the references only (KILN_MFMT_LINE_REFS), "shard"
+ * required, "bytes" and "records" read when present. */
 static int parse_line(reader *r, const char *line, size_t len, const char *where, size_t lineno,
                       line_rec *out)
 {
-	enum { NONE, SHARD, BYTES, RECORDS } pending = NONE;
-	kiln_json_token t;
-	bool have_shard = false, first = true;
+	kiln_shard_entry e;
+	char w[512];
 	int rc;
 
-	memset(out, 0, sizeof(*out));
-	kiln_json_scanner_reset(r->scanner, line, len);
-	while ((rc = kiln_json_next(r->scanner, &t)) > 0) {
-		if (first) {
-			if (t.type != KILN_JSON_OBJECT_BEGIN)
-				return bad_line(r, where, lineno, "not a JSON object");
-			first = false;
-			continue;
-		}
-		if (pending != NONE) {
-			bool ok = true;
-
-			if (pending == SHARD) {
-				ok = t.type == KILN_JSON_STRING && hash_decode(t.ptr, t.len, out->hash);
-				have_shard = ok;
-			} else {
-				ok = token_u64(&t, pending == BYTES ? &out->bytes : &out->records);
-			}
-			if (!ok)
-				return bad_line(
-				    r, where, lineno,
-				    pending == SHARD
-				        ? "\"shard\" must be 64 lower-case hex digits"
-				        : "\"bytes\" and \"records\" must be non-negative integers");
-			pending = NONE;
-			continue;
-		}
-		if (t.type == KILN_JSON_KEY && t.depth == 1)
-			pending = key_is(&t, "shard")     ? SHARD
-			          : key_is(&t, "bytes")   ? BYTES
-			          : key_is(&t, "records") ? RECORDS
-			                                  : NONE;
-	}
-	if (rc < 0) {
-		size_t off = 0;
-		kiln_reject code = kiln_json_scanner_error(r->scanner, &off, NULL);
-		char what[96];
-
-		snprintf(what, sizeof(what), "%s at byte %zu", kiln_reject_name(code), off);
-		return bad_line(r, where, lineno, what);
-	}
-	if (!have_shard)
-		return bad_line(r, where, lineno, "no \"shard\"");
+	snprintf(w, sizeof(w), "manifest %s: %s line %zu", kiln_manifest_path(r->m), where, lineno);
+	if ((rc = kiln_mfmt_shard_line_parse(r->scanner, w, KILN_MFMT_LINE_REFS, line, len, &e, NULL, NULL,
+					     NULL)) < 0)
+		return rc;
+	hash_decode(e.hash, HASH_HEX, out->hash);
+	out->bytes = e.bytes;
+	out->records = e.records;
 	return 0;
 }
 
@@ -378,13 +306,14 @@ static int read_blob_lines(reader *r, const git_oid *id, const char *where, line
 	while (p < end && rc == 0) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *stop = nl ? nl : end;
+		char hex[HASH_HEX + 1];
 		line_rec rec;
 
 		lineno++;
 		/* {"shard":"<64 hex>",... : the hash without scanning the line (every
 		 * line of every changed blob is read again, so this is gc's hot path) */
-		if (r->hash_only && stop - p > 75 && memcmp(p, "{\"shard\":\"", 10) == 0 && p[74] == '"' &&
-		    hash_decode(p + 10, HASH_HEX, rec.hash)) {
+		if (r->hash_only && kiln_mfmt_shard_line_fast_hash(p, (size_t)(stop - p), hex) &&
+		    hash_decode(hex, HASH_HEX, rec.hash)) {
 			rec.bytes = rec.records = 0;
 			rc = fn(ctx, &rec);
 		} else if (stop > p && (rc = parse_line(r, p, (size_t)(stop - p), where, lineno, &rec)) == 0) {
@@ -863,22 +792,6 @@ cleanup:
 
 /* ---- du ------------------------------------------------------------------- */
 
-static bool name_valid(const char *s)
-{
-	size_t n;
-
-	if (!s || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return false;
-	for (n = 1; s[n]; n++) {
-		char c = s[n];
-
-		if (n >= 128 ||
-		    !((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
-}
-
 /* N of "vN", else -1. */
 static long long version_number(const char *name)
 {
@@ -1000,7 +913,7 @@ int kiln_gc_du(kiln_manifest *m, const char *dataset, kiln_du_report *out)
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!name_valid(dataset))
+	if (!kiln_mfmt_name_valid(dataset))
 		return kiln_error_set(KILN_EINVALID,
 		                      "du: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
 	snprintf(prefix, sizeof(prefix), "refs/tags/%s/", dataset);

@@ -4,6 +4,7 @@
  * branch tip's tree, and moves the branch with a compare-and-swap. A handle
  * owns its git_repository; everything else lives for one call. */
 #include "manifest/manifest.h"
+#include "manifest/format.h"
 #include "manifest/internal.h"
 
 /* The expected old value "no such ref": libgit2 checks it under the ref's
@@ -33,7 +34,6 @@ static const git_oid absent = { { 0 } };
 #include "core/json.h"
 #include "manifest/sshsig.h"
 
-#define NAME_MAX_LEN 128
 #define HASH_LEN     64
 
 struct kiln_manifest {
@@ -126,15 +126,6 @@ static void buf_printf(buf *b, const char *fmt, ...)
 	b->k.len += (size_t)n;
 }
 
-/* A JSON string literal, quotes included. Bytes >= 0x80 pass through: the
- * rendered file is checked with the scanner, so bad UTF-8 is caught there. */
-static void buf_json_string(buf *b, const char *s)
-{
-	if (!b->oom && kiln_buf_put_json_string(&b->k, s, strlen(s)) < 0)
-		b->oom = true;
-	buf_put(b, "", 0);
-}
-
 static void buf_free(buf *b)
 {
 	kiln_buf_free(&b->k);
@@ -148,32 +139,16 @@ static int buf_check(const buf *b)
 
 /* ---- names ---------------------------------------------------------------- */
 
-static bool name_valid(const char *s)
-{
-	size_t n;
-
-	if (!s || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return false;
-	for (n = 1; s[n]; n++) {
-		char c = s[n];
-		if (n >= NAME_MAX_LEN)
-			return false;
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
-}
-
 /* refs/heads/<dataset>/<branch> into out, after checking both names (and that
  * git accepts the whole name: no "..", no ".lock" or "." at the end). */
 static int branch_ref(char *out, size_t cap, const char *dataset, const char *branch)
 {
 	int valid = 0;
 
-	if (!name_valid(dataset))
+	if (!kiln_mfmt_name_valid(dataset))
 		return kiln_error_set(KILN_EINVALID,
 				      "manifest: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
-	if (!name_valid(branch))
+	if (!kiln_mfmt_name_valid(branch))
 		return kiln_error_set(KILN_EINVALID,
 				      "manifest: branch name must match [a-z0-9][a-z0-9._-]{0,127}");
 	snprintf(out, cap, "refs/heads/%s/%s", dataset, branch);
@@ -182,7 +157,7 @@ static int branch_ref(char *out, size_t cap, const char *dataset, const char *br
 	return 0;
 }
 
-#define REF_CAP (sizeof("refs/heads//") + 2 * NAME_MAX_LEN)
+#define REF_CAP (sizeof("refs/heads//") + 2 * KILN_MFMT_NAME_MAX)
 
 static bool hex_valid(const char *s, size_t n)
 {
@@ -340,462 +315,37 @@ static int read_blob(kiln_manifest *m, git_tree *tree, const char *ref, const ch
 	return gerr < 0 ? git_fail(m, gerr, path) : 0;
 }
 
-/* ---- reading JSON with the scanner ---------------------------------------- */
+/* ---- lineage.json and stats.json ---------------------------------------- */
 
-typedef struct jreader {
-	kiln_json_scanner *scanner;
-	const char *ref, *file;
-} jreader;
+#define WHERE_CAP (REF_CAP + 64)
 
-static int jr_bad(const jreader *r, const char *what)
+/* "manifest: REF:FILE", how the codec's errors name a file of a tip. */
+static const char *where(char out[WHERE_CAP], const char *ref, const char *file)
 {
-	return kiln_error_set(KILN_EINVALID, "manifest: %s:%s: %s", r->ref, r->file, what);
-}
-
-static int jr_next(jreader *r, kiln_json_token *t)
-{
-	int rc = kiln_json_next(r->scanner, t);
-	size_t off = 0;
-	kiln_reject code;
-
-	if (rc > 0)
-		return 0;
-	if (rc == 0)
-		return jr_bad(r, "unexpected end of text");
-	code = kiln_json_scanner_error(r->scanner, &off, NULL);
-	return kiln_error_set(KILN_EINVALID, "manifest: %s:%s: %s at byte %zu", r->ref, r->file,
-			      kiln_reject_name(code), off);
-}
-
-static int jr_expect(jreader *r, kiln_json_token *t, kiln_json_type type, const char *what)
-{
-	int rc = jr_next(r, t);
-
-	if (rc < 0)
-		return rc;
-	return t->type == type ? 0 : jr_bad(r, what);
-}
-
-/* After the top-level value: nothing but whitespace. */
-static int jr_end(jreader *r)
-{
-	kiln_json_token t;
-	int rc = kiln_json_next(r->scanner, &t);
-
-	if (rc == 0)
-		return 0;
-	if (rc > 0)
-		return jr_bad(r, "text after the top-level value");
-	return jr_next(r, &t);
-}
-
-/* Whether key token t decodes to name. */
-static bool jr_key_is(const kiln_json_token *t, const char *name)
-{
-	char tmp[64];
-	size_t n;
-
-	if (t->len >= sizeof(tmp))
-		return false;
-	n = kiln_json_unescape(tmp, sizeof(tmp), t);
-	return n == strlen(name) && memcmp(tmp, name, n) == 0;
-}
-
-static int jr_int(jreader *r, const char *field, bool negative_ok, uint64_t *out_mag, bool *out_neg)
-{
-	kiln_json_token t;
-	const char *p;
-	size_t n;
-	uint64_t v = 0;
-	int rc = jr_next(r, &t);
-	char msg[96];
-
-	if (rc < 0)
-		return rc;
-	snprintf(msg, sizeof(msg), "\"%s\" must be a%s integer", field, negative_ok ? "n" : " non-negative");
-	if (t.type != KILN_JSON_NUMBER || !(t.flags & KILN_JSON_INTEGER))
-		return jr_bad(r, msg);
-	p = t.ptr;
-	n = t.len;
-	*out_neg = false;
-	if (*p == '-') {
-		if (!negative_ok)
-			return jr_bad(r, msg);
-		*out_neg = true;
-		p++;
-		n--;
-	}
-	for (size_t i = 0; i < n; i++) {
-		unsigned d = (unsigned)(p[i] - '0');
-		if (v > (UINT64_MAX - d) / 10)
-			return jr_bad(r, msg);
-		v = v * 10 + d;
-	}
-	*out_mag = v;
-	return 0;
-}
-
-static int jr_u64(jreader *r, const char *field, uint64_t *out)
-{
-	bool neg;
-
-	return jr_int(r, field, false, out, &neg);
-}
-
-static int jr_i64(jreader *r, const char *field, int64_t lo, int64_t hi, int64_t *out)
-{
-	uint64_t mag = 0;
-	bool neg = false;
-	int rc = jr_int(r, field, true, &mag, &neg);
-	char msg[96];
-
-	if (rc < 0)
-		return rc;
-	snprintf(msg, sizeof(msg), "\"%s\" is out of range", field);
-	if (neg) {
-		if (mag > (uint64_t)INT64_MAX + 1)
-			return jr_bad(r, msg);
-		*out = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
-	} else {
-		if (mag > (uint64_t)INT64_MAX)
-			return jr_bad(r, msg);
-		*out = (int64_t)mag;
-	}
-	return *out < lo || *out > hi ? jr_bad(r, msg) : 0;
-}
-
-/* A string value, decoded into a fresh NUL-terminated copy. */
-static int jr_string(jreader *r, const char *field, char **out)
-{
-	kiln_json_token t;
-	size_t n;
-	char *s;
-	char msg[96];
-	int rc = jr_next(r, &t);
-
-	if (rc < 0)
-		return rc;
-	snprintf(msg, sizeof(msg), "\"%s\" must be a string", field);
-	if (t.type != KILN_JSON_STRING)
-		return jr_bad(r, msg);
-	s = malloc(t.len + 1);
-	if (!s)
-		return kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
-	n = kiln_json_unescape(s, t.len + 1, &t);
-	s[n] = '\0';
-	if (memchr(s, '\0', n)) {
-		free(s);
-		snprintf(msg, sizeof(msg), "\"%s\" holds a NUL character", field);
-		return jr_bad(r, msg);
-	}
-	*out = s;
-	return 0;
-}
-
-/* ---- lineage.json --------------------------------------------------------- */
-
-/* Entries; owned[i] says whether v[i]'s strings are ours to free. */
-typedef struct lineage_list {
-	kiln_lineage_entry *v;
-	bool *owned;
-	size_t n, cap;
-} lineage_list;
-
-static void lineage_entry_free_strings(kiln_lineage_entry *e)
-{
-	free((char *)e->topic);
-	free((char *)e->path);
-	free((char *)e->prefix_blake2b);
-}
-
-static void lineage_list_free(lineage_list *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		if (l->owned[i])
-			lineage_entry_free_strings(&l->v[i]);
-	free(l->v);
-	free(l->owned);
-	memset(l, 0, sizeof(*l));
-}
-
-static int lineage_list_push(lineage_list *l, const kiln_lineage_entry *e, bool owned)
-{
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		kiln_lineage_entry *v = realloc(l->v, cap * sizeof(*v));
-		bool *o;
-
-		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
-		l->v = v;
-		o = realloc(l->owned, cap * sizeof(*o));
-		if (!o)
-			return kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
-		l->owned = o;
-		l->cap = cap;
-	}
-	l->v[l->n] = *e;
-	l->owned[l->n] = owned;
-	l->n++;
-	return 0;
-}
-
-static ssize_t lineage_find(const lineage_list *l, const char *topic, int32_t partition)
-{
-	for (size_t i = 0; i < l->n; i++)
-		if (l->v[i].partition == partition && strcmp(l->v[i].topic, topic) == 0)
-			return (ssize_t)i;
-	return -1;
-}
-
-static int parse_lineage_entry(jreader *r, lineage_list *out)
-{
-	kiln_lineage_entry e = { 0 };
-	kiln_json_token t;
-	bool have_partition = false, have_next = false, have_bytes = false;
-	int rc;
-
-	for (;;) {
-		int64_t v;
-
-		if ((rc = jr_next(r, &t)) < 0)
-			goto fail;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
-		if (jr_key_is(&t, "topic") && !e.topic) {
-			rc = jr_string(r, "topic", (char **)&e.topic);
-		} else if (jr_key_is(&t, "partition")) {
-			rc = jr_i64(r, "partition", INT32_MIN, INT32_MAX, &v);
-			e.partition = (int32_t)v;
-			have_partition = true;
-		} else if (jr_key_is(&t, "next")) {
-			rc = jr_i64(r, "next", INT64_MIN, INT64_MAX, &e.next);
-			have_next = true;
-		} else if (jr_key_is(&t, "path") && !e.path) {
-			rc = jr_string(r, "path", (char **)&e.path);
-		} else if (jr_key_is(&t, "bytes")) {
-			rc = jr_u64(r, "bytes", &e.bytes);
-			have_bytes = true;
-		} else if (jr_key_is(&t, "skipped")) {
-			rc = jr_u64(r, "skipped", &e.skipped);
-		} else if (jr_key_is(&t, "gaps")) {
-			rc = jr_u64(r, "gaps", &e.gaps);
-		} else if (jr_key_is(&t, "prefix_blake2b") && !e.prefix_blake2b) {
-			rc = jr_string(r, "prefix_blake2b", (char **)&e.prefix_blake2b);
-			if (rc == 0 && !hash_valid(e.prefix_blake2b))
-				rc = jr_bad(r, "\"prefix_blake2b\" must be 64 lower-case hex digits");
-		} else {
-			rc = jr_bad(r, "unexpected key in a partitions entry");
-		}
-		if (rc < 0)
-			goto fail;
-	}
-	if (!e.topic || !have_partition || !have_next) {
-		rc = jr_bad(r, "a partitions entry needs \"topic\", \"partition\" and \"next\"");
-		goto fail;
-	}
-	if ((e.path != NULL) != (e.prefix_blake2b != NULL) || (e.path != NULL) != have_bytes) {
-		rc = jr_bad(r, "\"path\", \"bytes\" and \"prefix_blake2b\" come together");
-		goto fail;
-	}
-	if (lineage_find(out, e.topic, e.partition) >= 0) {
-		rc = jr_bad(r, "two entries for one topic and partition");
-		goto fail;
-	}
-	if ((rc = lineage_list_push(out, &e, true)) < 0)
-		goto fail;
-	return 0;
-fail:
-	lineage_entry_free_strings(&e);
-	return rc;
-}
-
-static int parse_lineage(kiln_json_scanner *scanner, const char *ref, const char *text, size_t len,
-			 lineage_list *out)
-{
-	jreader r = { scanner, ref, "lineage.json" };
-	kiln_json_token t;
-	bool have_partitions = false;
-	int rc;
-
-	kiln_json_scanner_reset(scanner, text, len);
-	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "must be an object")) < 0)
-		return rc;
-	for (;;) {
-		if ((rc = jr_next(&r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
-		if (!jr_key_is(&t, "partitions"))
-			return jr_bad(&r, "unexpected key at the top level");
-		have_partitions = true;
-		if ((rc = jr_expect(&r, &t, KILN_JSON_ARRAY_BEGIN, "\"partitions\" must be an array")) < 0)
-			return rc;
-		for (;;) {
-			if ((rc = jr_next(&r, &t)) < 0)
-				return rc;
-			if (t.type == KILN_JSON_ARRAY_END)
-				break;
-			if (t.type != KILN_JSON_OBJECT_BEGIN)
-				return jr_bad(&r, "\"partitions\" entries must be objects");
-			if ((rc = parse_lineage_entry(&r, out)) < 0)
-				return rc;
-		}
-	}
-	if (!have_partitions)
-		return jr_bad(&r, "missing \"partitions\"");
-	return jr_end(&r);
+	snprintf(out, WHERE_CAP, "manifest: %s:%s", ref, file);
+	return out;
 }
 
 /* The lineage at the tip into *out (empty without a tip or a lineage.json). */
 static int load_lineage(kiln_manifest *m, kiln_json_scanner *scanner, git_tree *tree, const char *ref,
-			lineage_list *out)
+			kiln_mfmt_lineage *out)
 {
+	char w[WHERE_CAP];
 	git_blob *blob = NULL;
 	int rc = read_blob(m, tree, ref, "lineage.json", &blob);
 
 	if (rc < 0 || !blob)
 		return rc;
-	rc = parse_lineage(scanner, ref, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), out);
+	rc = kiln_mfmt_lineage_parse(scanner, where(w, ref, "lineage.json"), git_blob_rawcontent(blob),
+				     (size_t)git_blob_rawsize(blob), out);
 	git_blob_free(blob);
 	return rc;
-}
-
-static int lineage_cmp(const void *a, const void *b)
-{
-	const kiln_lineage_entry *x = a, *y = b;
-	int c = strcmp(x->topic, y->topic);
-
-	if (c)
-		return c;
-	return (x->partition > y->partition) - (x->partition < y->partition);
-}
-
-static void render_lineage(buf *b, const lineage_list *l)
-{
-	buf_puts(b, "{\n  \"partitions\": [");
-	for (size_t i = 0; i < l->n; i++) {
-		const kiln_lineage_entry *e = &l->v[i];
-
-		buf_puts(b, i ? ",\n    " : "\n    ");
-		buf_puts(b, "{\"topic\":");
-		buf_json_string(b, e->topic);
-		buf_printf(b, ",\"partition\":%" PRId32 ",\"next\":%" PRId64, e->partition, e->next);
-		if (e->path) {
-			buf_puts(b, ",\"path\":");
-			buf_json_string(b, e->path);
-			buf_printf(b, ",\"bytes\":%" PRIu64 ",\"prefix_blake2b\":\"%s\"", e->bytes,
-				   e->prefix_blake2b);
-		}
-		if (e->gaps)
-			buf_printf(b, ",\"gaps\":%" PRIu64 ",\"skipped\":%" PRIu64, e->gaps, e->skipped);
-		buf_puts(b, "}");
-	}
-	buf_puts(b, l->n ? "\n  ]\n}\n" : "]\n}\n");
-}
-
-/* ---- stats.json ----------------------------------------------------------- */
-
-static int parse_split_stats(jreader *r, kiln_split_stats *s)
-{
-	kiln_json_token t;
-	int rc;
-
-	if ((rc = jr_expect(r, &t, KILN_JSON_OBJECT_BEGIN, "a split's stats must be an object")) < 0)
-		return rc;
-	for (;;) {
-		if ((rc = jr_next(r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			return 0;
-		if (jr_key_is(&t, "records"))
-			rc = jr_u64(r, "records", &s->records);
-		else if (jr_key_is(&t, "shards"))
-			rc = jr_u64(r, "shards", &s->shards);
-		else if (jr_key_is(&t, "bytes"))
-			rc = jr_u64(r, "bytes", &s->bytes);
-		else if (jr_key_is(&t, "raw_bytes"))
-			rc = jr_u64(r, "raw_bytes", &s->raw_bytes);
-		else
-			rc = jr_bad(r, "unexpected key in a split's stats");
-		if (rc < 0)
-			return rc;
-	}
-}
-
-static int parse_stats(kiln_json_scanner *scanner, const char *ref, const char *text, size_t len,
-		       kiln_stats *out)
-{
-	jreader r = { scanner, ref, "stats.json" };
-	kiln_json_token t;
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	kiln_json_scanner_reset(scanner, text, len);
-	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "must be an object")) < 0)
-		return rc;
-	for (;;) {
-		if ((rc = jr_next(&r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
-		if (jr_key_is(&t, "records_in")) {
-			rc = jr_u64(&r, "records_in", &out->records_in);
-		} else if (jr_key_is(&t, "valid")) {
-			rc = jr_u64(&r, "valid", &out->valid);
-		} else if (jr_key_is(&t, "quarantined")) {
-			rc = jr_u64(&r, "quarantined", &out->quarantined);
-		} else if (jr_key_is(&t, "quarantined_by_code")) {
-			if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN,
-					    "\"quarantined_by_code\" must be an object")) < 0)
-				return rc;
-			for (;;) {
-				int code;
-
-				if ((rc = jr_next(&r, &t)) < 0)
-					return rc;
-				if (t.type == KILN_JSON_OBJECT_END)
-					break;
-				for (code = 1; code < KILN_REJECT_COUNT_; code++)
-					if (jr_key_is(&t, kiln_reject_name((kiln_reject)code)))
-						break;
-				if (code == KILN_REJECT_COUNT_)
-					return jr_bad(&r, "unknown code in \"quarantined_by_code\"");
-				if ((rc = jr_u64(&r, "quarantined_by_code",
-						 &out->quarantined_by_code[code])) < 0)
-					return rc;
-			}
-		} else if (jr_key_is(&t, "splits")) {
-			if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "\"splits\" must be an object")) <
-			    0)
-				return rc;
-			for (;;) {
-				int split;
-
-				if ((rc = jr_next(&r, &t)) < 0)
-					return rc;
-				if (t.type == KILN_JSON_OBJECT_END)
-					break;
-				for (split = 0; split < KILN_SPLIT_COUNT; split++)
-					if (jr_key_is(&t, kiln_split_name((kiln_split)split)))
-						break;
-				if (split == KILN_SPLIT_COUNT)
-					return jr_bad(&r, "unknown split in \"splits\"");
-				if ((rc = parse_split_stats(&r, &out->splits[split])) < 0)
-					return rc;
-			}
-		} else {
-			rc = jr_bad(&r, "unexpected key at the top level");
-		}
-		if (rc < 0)
-			return rc;
-	}
-	return jr_end(&r);
 }
 
 static int load_stats(kiln_manifest *m, kiln_json_scanner *scanner, git_tree *tree, const char *ref,
 		      kiln_stats *out)
 {
+	char w[WHERE_CAP];
 	git_blob *blob = NULL;
 	int rc;
 
@@ -803,7 +353,8 @@ static int load_stats(kiln_manifest *m, kiln_json_scanner *scanner, git_tree *tr
 	rc = read_blob(m, tree, ref, "stats.json", &blob);
 	if (rc < 0 || !blob)
 		return rc;
-	rc = parse_stats(scanner, ref, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), out);
+	rc = kiln_mfmt_stats_parse(scanner, where(w, ref, "stats.json"), git_blob_rawcontent(blob),
+				   (size_t)git_blob_rawsize(blob), out);
 	git_blob_free(blob);
 	return rc;
 }
@@ -834,34 +385,6 @@ static int stats_add(kiln_stats *acc, const kiln_stats *d)
 	return rc ? KILN_EINVALID : 0;
 }
 
-static void render_stats(buf *b, const kiln_stats *s)
-{
-	bool first = true;
-
-	buf_printf(b,
-		   "{\n  \"records_in\": %" PRIu64 ",\n  \"valid\": %" PRIu64 ",\n  \"quarantined\": %" PRIu64
-		   ",\n  \"quarantined_by_code\": {",
-		   s->records_in, s->valid, s->quarantined);
-	for (int c = 1; c < KILN_REJECT_COUNT_; c++) {
-		if (!s->quarantined_by_code[c])
-			continue;
-		buf_printf(b, "%s\"%s\":%" PRIu64, first ? "" : ",", kiln_reject_name((kiln_reject)c),
-			   s->quarantined_by_code[c]);
-		first = false;
-	}
-	buf_puts(b, "},\n  \"splits\": {\n");
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
-		const kiln_split_stats *p = &s->splits[i];
-
-		buf_printf(b,
-			   "    \"%s\": {\"records\":%" PRIu64 ",\"shards\":%" PRIu64 ",\"bytes\":%" PRIu64
-			   ",\"raw_bytes\":%" PRIu64 "}%s\n",
-			   kiln_split_name((kiln_split)i), p->records, p->shards, p->bytes, p->raw_bytes,
-			   i + 1 < KILN_SPLIT_COUNT ? "," : "");
-	}
-	buf_puts(b, "  }\n}\n");
-}
-
 /* ---- shard lines ---------------------------------------------------------- */
 
 typedef struct shard_line {
@@ -890,66 +413,13 @@ static int shard_ptr_cmp(const void *a, const void *b)
 	return strcmp(x->hash, y->hash);
 }
 
-static void render_shard_line(buf *b, const kiln_shard_entry *e)
-{
-	buf_printf(b,
-		   "{\"shard\":\"%s\",\"bytes\":%" PRIu64 ",\"raw_bytes\":%" PRIu64 ",\"records\":%" PRIu64
-		   ",\"sources\":[",
-		   e->hash, e->bytes, e->raw_bytes, e->records);
-	for (size_t i = 0; i < e->source_count; i++) {
-		const kiln_source_range *s = &e->sources[i];
-
-		buf_puts(b, i ? ",{\"topic\":" : "{\"topic\":");
-		buf_json_string(b, s->topic);
-		buf_printf(b, ",\"partition\":%" PRId32 ",\"first\":%" PRId64 ",\"last\":%" PRId64 "}",
-			   s->partition, s->first, s->last);
-	}
-	buf_puts(b, "]}");
-}
-
-/* The top-level "shard" value of one existing line, checked to be valid JSON
- * holding a 64-hex hash that belongs in file `hh`. */
-static int existing_line_hash(kiln_json_scanner *scanner, const char *ref, const char *file, const char *text,
-			      size_t len, const char *hh, const char **out_hash)
-{
-	jreader r = { scanner, ref, file };
-	kiln_json_token t;
-	int rc;
-
-	*out_hash = NULL;
-	kiln_json_scanner_reset(scanner, text, len);
-	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "each line must be an object")) < 0)
-		return rc;
-	while ((rc = jr_next(&r, &t)) == 0) {
-		if (t.type == KILN_JSON_OBJECT_END && t.depth == 0)
-			break;
-		if (t.type == KILN_JSON_KEY && t.depth == 1 && jr_key_is(&t, "shard")) {
-			if ((rc = jr_next(&r, &t)) < 0)
-				return rc;
-			if (t.type != KILN_JSON_STRING || t.len != HASH_LEN ||
-			    (t.flags & KILN_JSON_ESCAPED) || !hex_valid(t.ptr, HASH_LEN))
-				return jr_bad(&r, "\"shard\" must be 64 lower-case hex digits");
-			*out_hash = t.ptr;
-		}
-	}
-	if (rc < 0)
-		return rc;
-	if ((rc = jr_end(&r)) < 0)
-		return rc;
-	if (!*out_hash)
-		return jr_bad(&r, "a line lacks \"shard\"");
-	if (memcmp(*out_hash, hh, 2) != 0)
-		return jr_bad(&r, "a shard's hash does not start with the file's name");
-	return 0;
-}
-
 /* Writes the merged blob for the new shards group[0..n) (all with the same
  * first two hex digits) into the split's tree builder. */
 static int merge_hh(kiln_manifest *m, kiln_json_scanner *scanner, const char *ref, const char *split_name,
 		    git_treebuilder *split_bld, const kiln_shard_entry *const *group, size_t n)
 {
 	char hh[3] = { group[0]->hash[0], group[0]->hash[1], '\0' };
-	char name[16], file[64];
+	char name[16], file[64], w[WHERE_CAP];
 	const git_tree_entry *entry;
 	git_blob *blob = NULL;
 	shard_line *lines = NULL;
@@ -988,7 +458,7 @@ static int merge_hh(kiln_manifest *m, kiln_json_scanner *scanner, const char *re
 			size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
 			shard_line *l = &lines[count];
 
-			rc = existing_line_hash(scanner, ref, file, p, len, hh, &l->hash);
+			rc = kiln_mfmt_shard_line_hash(scanner, where(w, ref, file), p, len, hh, &l->hash);
 			if (rc < 0)
 				goto cleanup;
 			l->text = p;
@@ -1000,8 +470,7 @@ static int merge_hh(kiln_manifest *m, kiln_json_scanner *scanner, const char *re
 	for (size_t i = 0; i < n; i++) {
 		shard_line *l = &lines[count];
 
-		render_shard_line(&rendered[i], group[i]);
-		if ((rc = buf_check(&rendered[i])) < 0)
+		if ((rc = kiln_mfmt_shard_line_render(&rendered[i].k, group[i])) < 0)
 			goto cleanup;
 		if (kiln_json_check(scanner, rendered[i].k.ptr, rendered[i].k.len) != KILN_REJECT_NONE) {
 			rc = kiln_error_set(KILN_EINVALID,
@@ -1159,7 +628,7 @@ static void buf_plain(buf *b, const char *s)
 		buf_put(b, (unsigned char)*s < 0x20 || *s == 0x7f ? "?" : s, 1);
 }
 
-static void render_message(buf *b, const kiln_snapshot *snap, const lineage_list *before)
+static void render_message(buf *b, const kiln_snapshot *snap, const kiln_mfmt_lineage *before)
 {
 	const kiln_stats *d = &snap->delta;
 	uint64_t shards = 0;
@@ -1206,7 +675,7 @@ static void render_message(buf *b, const kiln_snapshot *snap, const lineage_list
 	buf_puts(b, "sources: ");
 	for (size_t i = 0; i < snap->lineage_count; i++) {
 		const kiln_lineage_entry *e = &snap->lineage[i];
-		ssize_t old = lineage_find(before, e->topic, e->partition);
+		ptrdiff_t old = kiln_mfmt_lineage_find(before, e->topic, e->partition);
 		bool known = old >= 0, found = false;
 		int64_t start = known ? before->v[old].next : 0;
 
@@ -1265,7 +734,7 @@ cleanup:
 int kiln_manifest_tag(kiln_manifest *m, const char *dataset, const char *name, const char *commit_hex,
 		      const char *message, const kiln_signing_key *key, char out_tag_id[41])
 {
-	char ref[sizeof("refs/tags//") + 2 * NAME_MAX_LEN];
+	char ref[sizeof("refs/tags//") + 2 * KILN_MFMT_NAME_MAX];
 	git_oid target, tag_id;
 	git_object *object = NULL;
 	git_reference *existing = NULL;
@@ -1275,10 +744,10 @@ int kiln_manifest_tag(kiln_manifest *m, const char *dataset, const char *name, c
 	int valid = 0, rc, gerr, offset;
 
 	out_tag_id[0] = '\0';
-	if (!name_valid(dataset))
+	if (!kiln_mfmt_name_valid(dataset))
 		return kiln_error_set(KILN_EINVALID,
 				      "manifest: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
-	if (!name_valid(name))
+	if (!kiln_mfmt_name_valid(name))
 		return kiln_error_set(KILN_EINVALID, "manifest: tag name must match [a-z0-9][a-z0-9._-]{0,127}");
 	snprintf(ref, sizeof(ref), "refs/tags/%s/%s", dataset, name);
 	if (git_reference_name_is_valid(&valid, ref) < 0 || !valid)
@@ -1442,7 +911,7 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	git_signature *sig = NULL;
 	git_reference *moved = NULL;
 	kiln_json_scanner *scanner = NULL;
-	lineage_list before = { 0 }, merged = { 0 };
+	kiln_mfmt_lineage before = { 0 }, merged = { 0 };
 	kiln_stats stats;
 	buf text = { 0 }, msg = { 0 };
 	int rc, gerr;
@@ -1490,11 +959,11 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	if ((rc = load_lineage(m, scanner, tip_tree, ref, &before)) < 0)
 		goto cleanup;
 	for (size_t i = 0; i < before.n; i++)
-		if ((rc = lineage_list_push(&merged, &before.v[i], false)) < 0)
+		if ((rc = kiln_mfmt_lineage_push(&merged, &before.v[i], false)) < 0)
 			goto cleanup;
 	for (size_t i = 0; i < snap->lineage_count; i++) {
 		const kiln_lineage_entry *e = &snap->lineage[i];
-		ssize_t was = lineage_find(&before, e->topic, e->partition);
+		ptrdiff_t was = kiln_mfmt_lineage_find(&before, e->topic, e->partition);
 		int64_t now = was >= 0 ? before.v[was].next : -1;
 
 		if (e->fenced && now != e->expect_next) {
@@ -1506,18 +975,16 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 		}
 	}
 	for (size_t i = 0; i < snap->lineage_count; i++) {
-		ssize_t at = lineage_find(&merged, snap->lineage[i].topic, snap->lineage[i].partition);
+		ptrdiff_t at = kiln_mfmt_lineage_find(&merged, snap->lineage[i].topic, snap->lineage[i].partition);
 
 		if (at >= 0)
 			merged.v[at] = snap->lineage[i];
-		else if ((rc = lineage_list_push(&merged, &snap->lineage[i], false)) < 0)
+		else if ((rc = kiln_mfmt_lineage_push(&merged, &snap->lineage[i], false)) < 0)
 			goto cleanup;
 	}
-	if (merged.n > 1)
-		qsort(merged.v, merged.n, sizeof(*merged.v), lineage_cmp);
+	kiln_mfmt_lineage_sort(&merged);
 	text.k.len = 0;
-	render_lineage(&text, &merged);
-	if ((rc = buf_check(&text)) < 0)
+	if ((rc = kiln_mfmt_lineage_render(&text.k, &merged)) < 0)
 		goto cleanup;
 	if (kiln_json_check(scanner, text.k.ptr, text.k.len) != KILN_REJECT_NONE) {
 		rc = kiln_error_set(KILN_EINVALID, "manifest: %s: a lineage topic or path is not valid UTF-8",
@@ -1533,8 +1000,7 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	if ((rc = stats_add(&stats, &snap->delta)) < 0)
 		goto cleanup;
 	text.k.len = 0;
-	render_stats(&text, &stats);
-	if ((rc = buf_check(&text)) < 0 || (rc = insert_blob(m, root, "stats.json", text.k.ptr, text.k.len)) < 0)
+	if ((rc = kiln_mfmt_stats_render(&text.k, &stats)) < 0 || (rc = insert_blob(m, root, "stats.json", text.k.ptr, text.k.len)) < 0)
 		goto cleanup;
 
 	/* the commit, then the compare-and-swap on the branch */
@@ -1601,8 +1067,8 @@ cleanup:
 	git_treebuilder_free(root);
 	git_commit_free(parent);
 	git_tree_free(tip_tree);
-	lineage_list_free(&merged);
-	lineage_list_free(&before);
+	kiln_mfmt_lineage_free(&merged);
+	kiln_mfmt_lineage_free(&before);
 	kiln_json_scanner_free(scanner);
 	buf_free(&text);
 	buf_free(&msg);
@@ -1617,7 +1083,7 @@ int kiln_manifest_lineage(kiln_manifest *m, const char *dataset, const char *bra
 	char ref[REF_CAP];
 	git_tree *tree = NULL;
 	kiln_json_scanner *scanner = NULL;
-	lineage_list list = { 0 };
+	kiln_mfmt_lineage list = { 0 };
 	bool exists;
 	int rc;
 
@@ -1636,7 +1102,7 @@ int kiln_manifest_lineage(kiln_manifest *m, const char *dataset, const char *bra
 		if ((rc = cb(ctx, &list.v[i])) != 0)
 			goto cleanup;
 cleanup:
-	lineage_list_free(&list);
+	kiln_mfmt_lineage_free(&list);
 	kiln_json_scanner_free(scanner);
 	git_tree_free(tree);
 	return rc;
@@ -1712,11 +1178,13 @@ int kiln_manifest_git_fail(const kiln_manifest *m, int gerr, const char *what)
 int kiln_stats_parse(const char *text, size_t len, const char *where, kiln_stats *out)
 {
 	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
+	char w[1024];
 	int rc;
 
 	if (!scanner)
 		return kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
-	rc = parse_stats(scanner, where, text, len, out);
+	snprintf(w, sizeof(w), "manifest: %s:stats.json", where);
+	rc = kiln_mfmt_stats_parse(scanner, w, text, len, out);
 	kiln_json_scanner_free(scanner);
 	return rc;
 }

@@ -26,9 +26,9 @@ static const git_oid absent = { { 0 } };
 #include <unistd.h>
 
 #include "core/error.h"
+#include "manifest/format.h"
 #include "core/json.h"
 
-#define NAME_MAX_LEN 128
 #define REF_CAP 320
 
 static int oom(void)
@@ -68,24 +68,11 @@ static int remote_fail(int code, const char *url, const char *what)
 	return kiln_error_set(code, "remote %s: %s: %s", u, what, git_message());
 }
 
-static bool name_valid(const char *s, size_t n)
-{
-	if (n == 0 || n > NAME_MAX_LEN || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return false;
-	for (size_t i = 1; i < n; i++) {
-		char c = s[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
-}
-
 /* "refs/heads/<ds>/<name>" or "refs/tags/<ds>/<name>": the parts. */
 typedef struct ref_parts {
 	bool tag;
-	char dataset[NAME_MAX_LEN + 1];
-	char name[NAME_MAX_LEN + 1];
+	char dataset[KILN_MFMT_NAME_MAX + 1];
+	char name[KILN_MFMT_NAME_MAX + 1];
 } ref_parts;
 
 static int parse_ref(const char *ref, ref_parts *out)
@@ -103,8 +90,8 @@ static int parse_ref(const char *ref, ref_parts *out)
 		goto bad;
 	}
 	slash = strchr(rest, '/');
-	if (!slash || !name_valid(rest, (size_t)(slash - rest)) ||
-	    !name_valid(slash + 1, strlen(slash + 1)) || git_reference_name_is_valid(&valid, ref) < 0 ||
+	if (!slash || !kiln_mfmt_name_valid_n(rest, (size_t)(slash - rest)) ||
+	    !kiln_mfmt_name_valid_n(slash + 1, strlen(slash + 1)) || git_reference_name_is_valid(&valid, ref) < 0 ||
 	    !valid)
 		goto bad;
 	memcpy(out->dataset, rest, (size_t)(slash - rest));
@@ -115,192 +102,6 @@ bad:
 			      "remote: %s is not refs/heads/<dataset>/<branch> or refs/tags/<dataset>/<tag> "
 			      "with names of [a-z0-9][a-z0-9._-]*",
 			      ref);
-}
-
-/* ---- a small JSON tree over the scanner ---------------------------------- */
-
-typedef struct jnode {
-	kiln_json_type type; /* OBJECT_BEGIN, ARRAY_BEGIN or a scalar */
-	uint32_t flags;
-	char *key;  /* member name (children of objects) */
-	char *text; /* string (decoded) or number/literal text */
-	size_t len;
-	struct jnode *kids;
-	size_t nkids, capkids;
-} jnode;
-
-#define JSYNTAX 1 /* jparse: the scanner stopped (see kiln_json_scanner_error) */
-
-static void jnode_free(jnode *n)
-{
-	for (size_t i = 0; i < n->nkids; i++)
-		jnode_free(&n->kids[i]);
-	free(n->kids);
-	free(n->key);
-	free(n->text);
-	memset(n, 0, sizeof(*n));
-}
-
-static char *token_text(const kiln_json_token *t, size_t *out_len)
-{
-	char *s = malloc(t->len + 1);
-	size_t n;
-
-	if (!s)
-		return NULL;
-	if (t->type == KILN_JSON_STRING || t->type == KILN_JSON_KEY) {
-		n = kiln_json_unescape(s, t->len + 1, t);
-	} else {
-		memcpy(s, t->ptr, t->len);
-		n = t->len;
-	}
-	s[n] = '\0';
-	if (out_len)
-		*out_len = n;
-	return s;
-}
-
-static int jparse(kiln_json_scanner *sc, const kiln_json_token *t, jnode *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->type = t->type;
-	out->flags = t->flags;
-	if (t->type != KILN_JSON_OBJECT_BEGIN && t->type != KILN_JSON_ARRAY_BEGIN)
-		return (out->text = token_text(t, &out->len)) ? 0 : oom();
-	for (;;) {
-		kiln_json_token k, v;
-		jnode kid;
-		char *key = NULL;
-		int rc;
-
-		if (kiln_json_next(sc, &k) <= 0)
-			return JSYNTAX;
-		if (k.type == KILN_JSON_OBJECT_END || k.type == KILN_JSON_ARRAY_END)
-			return 0;
-		v = k;
-		if (t->type == KILN_JSON_OBJECT_BEGIN) {
-			if (!(key = token_text(&k, NULL)))
-				return oom();
-			if (kiln_json_next(sc, &v) <= 0) {
-				free(key);
-				return JSYNTAX;
-			}
-		}
-		rc = jparse(sc, &v, &kid);
-		kid.key = key;
-		if (rc == 0 && out->nkids == out->capkids) {
-			size_t cap = out->capkids ? out->capkids * 2 : 8;
-			jnode *kids = realloc(out->kids, cap * sizeof(*kids));
-
-			if (!kids)
-				rc = oom();
-			else {
-				out->kids = kids;
-				out->capkids = cap;
-			}
-		}
-		if (rc != 0) {
-			jnode_free(&kid);
-			return rc;
-		}
-		out->kids[out->nkids++] = kid;
-	}
-}
-
-/* Parses one JSON text; `where` names it in errors. */
-static int jparse_text(kiln_manifest *m, kiln_json_scanner *sc, const char *text, size_t len,
-                       const char *where, jnode *out)
-{
-	kiln_json_token t;
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	kiln_json_scanner_reset(sc, text, len);
-	if (kiln_json_next(sc, &t) <= 0)
-		rc = JSYNTAX;
-	else if ((rc = jparse(sc, &t, out)) == 0 && kiln_json_next(sc, &t) != 0)
-		rc = JSYNTAX;
-	if (rc == JSYNTAX) {
-		size_t off = 0;
-		kiln_reject code = kiln_json_scanner_error(sc, &off, NULL);
-
-		jnode_free(out);
-		return kiln_error_set(
-		    KILN_EINVALID, "manifest %s: %s: %s at byte %zu", kiln_manifest_path(m), where,
-		    code == KILN_REJECT_NONE ? "text after the value" : kiln_reject_name(code), off);
-	}
-	if (rc < 0)
-		jnode_free(out);
-	return rc;
-}
-
-static const jnode *jget(const jnode *obj, const char *key)
-{
-	if (!obj || obj->type != KILN_JSON_OBJECT_BEGIN)
-		return NULL;
-	for (size_t i = 0; i < obj->nkids; i++)
-		if (strcmp(obj->kids[i].key, key) == 0)
-			return &obj->kids[i];
-	return NULL;
-}
-
-static bool jint(const jnode *n, bool negative_ok, uint64_t *mag, bool *neg)
-{
-	const char *p;
-	uint64_t v = 0;
-
-	if (!n || n->type != KILN_JSON_NUMBER || !(n->flags & KILN_JSON_INTEGER))
-		return false;
-	p = n->text;
-	*neg = *p == '-';
-	if (*neg && !negative_ok)
-		return false;
-	if (*neg)
-		p++;
-	for (; *p; p++) {
-		unsigned d = (unsigned)(*p - '0');
-
-		if (d > 9 || v > (UINT64_MAX - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	*mag = v;
-	return true;
-}
-
-static bool ju64(const jnode *n, uint64_t *out)
-{
-	bool neg;
-
-	return jint(n, false, out, &neg);
-}
-
-static bool ji64(const jnode *n, int64_t lo, int64_t hi, int64_t *out)
-{
-	uint64_t mag;
-	bool neg;
-
-	if (!jint(n, true, &mag, &neg))
-		return false;
-	if (neg ? mag > (uint64_t)INT64_MAX + 1 : mag > (uint64_t)INT64_MAX)
-		return false;
-	*out = neg ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag) : (int64_t)mag;
-	return *out >= lo && *out <= hi;
-}
-
-static bool jequal(const jnode *a, const jnode *b)
-{
-	if (!a || !b)
-		return a == b;
-	if (a->type != b->type || a->nkids != b->nkids || (a->text == NULL) != (b->text == NULL) ||
-	    (a->text && (a->len != b->len || memcmp(a->text, b->text, a->len) != 0)))
-		return false;
-	for (size_t i = 0; i < a->nkids; i++)
-		if ((a->kids[i].key == NULL) != (b->kids[i].key == NULL) ||
-		    (a->kids[i].key && strcmp(a->kids[i].key, b->kids[i].key) != 0) ||
-		    !jequal(&a->kids[i], &b->kids[i]))
-			return false;
-	return true;
 }
 
 /* ---- files of a commit ------------------------------------------------------ */
@@ -334,25 +135,6 @@ cleanup:
 	return rc;
 }
 
-/* The JSON file at path; *found false (out empty) when absent. */
-static int json_at(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit_id, const char *path,
-                   jnode *out, bool *found)
-{
-	git_blob *blob = NULL;
-	char where[128];
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	*found = false;
-	if ((rc = blob_at(m, commit_id, path, &blob)) < 0 || !blob)
-		return rc;
-	snprintf(where, sizeof(where), "%.12s:%s", git_oid_tostr_s(commit_id), path);
-	rc = jparse_text(m, sc, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), where, out);
-	git_blob_free(blob);
-	*found = rc == 0;
-	return rc;
-}
-
 static int bad_file(kiln_manifest *m, const git_oid *commit_id, const char *path, const char *what)
 {
 	return kiln_error_set(KILN_EINVALID, "manifest %s: %.12s:%s: %s", kiln_manifest_path(m),
@@ -361,68 +143,39 @@ static int bad_file(kiln_manifest *m, const git_oid *commit_id, const char *path
 
 /* ---- lineage.json and stats.json ------------------------------------------ */
 
-typedef struct lineage {
-	jnode root; /* owns the strings */
-	kiln_lineage_entry *v;
-	size_t n;
-} lineage;
-
-static void lineage_free(lineage *l)
+/* The blob at path of a commit and how errors name it ("manifest PATH:
+ * <commit>:path"); *out NULL when commit_id is NULL or the file is absent. */
+static int file_at(kiln_manifest *m, const git_oid *commit_id, const char *path, git_blob **out,
+		   char where[512])
 {
-	jnode_free(&l->root);
-	free(l->v);
-	memset(l, 0, sizeof(*l));
+	*out = NULL;
+	if (!commit_id)
+		return 0;
+	snprintf(where, 512, "manifest %s: %.12s:%s", kiln_manifest_path(m), git_oid_tostr_s(commit_id), path);
+	return blob_at(m, commit_id, path, out);
 }
 
-static int lineage_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit_id, lineage *out)
+static int lineage_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit_id, kiln_mfmt_lineage *out)
 {
-	const jnode *parts;
-	bool found;
+	git_blob *blob = NULL;
+	char where[512];
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!commit_id || (rc = json_at(m, sc, commit_id, "lineage.json", &out->root, &found)) < 0 || !found)
-		return commit_id ? rc : 0;
-	parts = jget(&out->root, "partitions");
-	if (!parts || parts->type != KILN_JSON_ARRAY_BEGIN) {
-		rc = bad_file(m, commit_id, "lineage.json", "no \"partitions\" array");
-		goto fail;
-	}
-	if (parts->nkids && !(out->v = calloc(parts->nkids, sizeof(*out->v)))) {
-		rc = oom();
-		goto fail;
-	}
-	for (size_t i = 0; i < parts->nkids; i++) {
-		const jnode *p = &parts->kids[i], *topic = jget(p, "topic"), *path = jget(p, "path"),
-			    *prefix = jget(p, "prefix_blake2b");
-		kiln_lineage_entry *e = &out->v[out->n++];
-		int64_t partition;
-
-		if (!topic || topic->type != KILN_JSON_STRING ||
-		    !ji64(jget(p, "partition"), INT32_MIN, INT32_MAX, &partition) ||
-		    !ji64(jget(p, "next"), INT64_MIN, INT64_MAX, &e->next) ||
-		    (path && (path->type != KILN_JSON_STRING || !prefix || prefix->type != KILN_JSON_STRING ||
-		              !ju64(jget(p, "bytes"), &e->bytes)))) {
-			rc = bad_file(m, commit_id, "lineage.json", "a malformed partitions entry");
-			goto fail;
-		}
-		e->topic = topic->text;
-		e->partition = (int32_t)partition;
-		e->path = path ? path->text : NULL;
-		e->prefix_blake2b = path ? prefix->text : NULL;
-	}
-	return 0;
-fail:
-	lineage_free(out);
+	if ((rc = file_at(m, commit_id, "lineage.json", &blob, where)) < 0 || !blob)
+		return rc;
+	rc = kiln_mfmt_lineage_parse(sc, where, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), out);
+	git_blob_free(blob);
+	if (rc < 0)
+		kiln_mfmt_lineage_free(out);
 	return rc;
 }
 
-static const kiln_lineage_entry *lineage_find(const lineage *l, const char *topic, int32_t partition)
+static const kiln_lineage_entry *lineage_find(const kiln_mfmt_lineage *l, const char *topic, int32_t partition)
 {
-	for (size_t i = 0; i < l->n; i++)
-		if (l->v[i].partition == partition && strcmp(l->v[i].topic, topic) == 0)
-			return &l->v[i];
-	return NULL;
+	ptrdiff_t i = kiln_mfmt_lineage_find(l, topic, partition);
+
+	return i >= 0 ? &l->v[i] : NULL;
 }
 
 static bool str_eq(const char *a, const char *b)
@@ -438,42 +191,16 @@ static bool lineage_equal(const kiln_lineage_entry *a, const kiln_lineage_entry 
 
 static int stats_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit_id, kiln_stats *out)
 {
-	jnode root;
-	const jnode *codes, *splits;
-	bool found;
+	git_blob *blob = NULL;
+	char where[512];
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!commit_id || (rc = json_at(m, sc, commit_id, "stats.json", &root, &found)) < 0 || !found)
-		return commit_id ? rc : 0;
-	rc = KILN_EINVALID;
-	if (!ju64(jget(&root, "records_in"), &out->records_in) || !ju64(jget(&root, "valid"), &out->valid) ||
-	    !ju64(jget(&root, "quarantined"), &out->quarantined))
-		goto cleanup;
-	codes = jget(&root, "quarantined_by_code");
-	for (size_t i = 0; codes && i < codes->nkids; i++) {
-		int c;
-
-		for (c = 1; c < KILN_REJECT_COUNT_; c++)
-			if (strcmp(codes->kids[i].key, kiln_reject_name((kiln_reject)c)) == 0)
-				break;
-		if (c == KILN_REJECT_COUNT_ || !ju64(&codes->kids[i], &out->quarantined_by_code[c]))
-			goto cleanup;
-	}
-	splits = jget(&root, "splits");
-	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
-		const jnode *sp = jget(splits, kiln_split_name((kiln_split)s));
-		kiln_split_stats *st = &out->splits[s];
-
-		if (sp &&
-		    (!ju64(jget(sp, "records"), &st->records) || !ju64(jget(sp, "shards"), &st->shards) ||
-		     !ju64(jget(sp, "bytes"), &st->bytes) || !ju64(jget(sp, "raw_bytes"), &st->raw_bytes)))
-			goto cleanup;
-	}
-	rc = 0;
-cleanup:
-	jnode_free(&root);
-	return rc < 0 ? bad_file(m, commit_id, "stats.json", "malformed counts") : 0;
+	if ((rc = file_at(m, commit_id, "stats.json", &blob, where)) < 0 || !blob)
+		return rc;
+	rc = kiln_mfmt_stats_parse(sc, where, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), out);
+	git_blob_free(blob);
+	return rc;
 }
 
 /* *d = a - b, false when some count went down. */
@@ -509,8 +236,8 @@ static bool stats_delta(kiln_stats *d, const kiln_stats *after, const kiln_stats
 typedef struct replay {
 	kiln_shard_entry *shards[KILN_SPLIT_COUNT];
 	size_t nshards[KILN_SPLIT_COUNT], capshards[KILN_SPLIT_COUNT];
-	jnode *nodes; /* parsed shard lines: own the topic strings */
-	size_t nnodes, capnodes;
+	char **topics; /* the sources' topic strings */
+	size_t ntopics, captopics;
 	kiln_source_range **sources; /* each entry's sources array */
 	size_t nsources, capsources;
 	kiln_lineage_entry *moved; /* lineage entries the commit changed */
@@ -521,9 +248,9 @@ static void replay_free(replay *r)
 {
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
 		free(r->shards[s]);
-	for (size_t i = 0; i < r->nnodes; i++)
-		jnode_free(&r->nodes[i]);
-	free(r->nodes);
+	for (size_t i = 0; i < r->ntopics; i++)
+		free(r->topics[i]);
+	free(r->topics);
 	for (size_t i = 0; i < r->nsources; i++)
 		free(r->sources[i]);
 	free(r->sources);
@@ -557,122 +284,90 @@ static int hash_cmp(const void *a, const void *b)
 	return memcmp(a, b, 64);
 }
 
-static bool hash_valid(const char *s, size_t n)
-{
-	if (n != 64)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
-
-/* Calls fn with each line of the blob parsed. */
+/* Calls fn with each line of the blob parsed by the codec; the entry and its
+ * strings live until fn returns. */
 static int blob_lines(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *blob_id, const char *where,
-		      int (*fn)(void *ctx, jnode *line, const char *where), void *ctx)
+		      int (*fn)(void *ctx, const kiln_shard_entry *e), void *ctx)
 {
 	git_blob *blob = NULL;
+	kiln_buf strings = KILN_BUF_INIT(0);
+	kiln_source_range *sources = NULL;
+	size_t sources_cap = 0;
 	const char *p, *end;
+	char w[512];
 	int gerr, rc = 0;
 
 	if ((gerr = git_blob_lookup(&blob, kiln_manifest_repo(m), blob_id)) < 0)
 		return kiln_manifest_git_fail(m, gerr, where);
+	snprintf(w, sizeof(w), "manifest %s: %s", kiln_manifest_path(m), where);
 	p = git_blob_rawcontent(blob);
 	end = p + git_blob_rawsize(blob);
 	while (p < end && rc == 0) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p)), *stop = nl ? nl : end;
-		jnode line;
+		kiln_shard_entry e;
 
-		if (stop > p && (rc = jparse_text(m, sc, p, (size_t)(stop - p), where, &line)) == 0) {
-			const jnode *h = jget(&line, "shard");
-
-			if (!h || h->type != KILN_JSON_STRING || !hash_valid(h->text, h->len))
-				rc = kiln_error_set(KILN_EINVALID,
-				                    "manifest %s: %s: a line without a valid \"shard\"",
-				                    kiln_manifest_path(m), where);
-			else
-				rc = fn(ctx, &line, where);
-			jnode_free(&line); /* fn takes what it keeps (and zeroes line) */
-		}
+		kiln_buf_reset(&strings);
+		if (stop > p && (rc = kiln_mfmt_shard_line_parse(sc, w, KILN_MFMT_LINE_FULL, p, (size_t)(stop - p), &e,
+								 &strings, &sources, &sources_cap)) == 0)
+			rc = fn(ctx, &e);
 		p = nl ? nl + 1 : end;
 	}
+	kiln_buf_free(&strings);
+	free(sources);
 	git_blob_free(blob);
 	return rc;
 }
 
-static int collect_hash(void *ctx, jnode *line, const char *where)
+static int collect_hash(void *ctx, const kiln_shard_entry *e)
 {
 	hash_list *l = ctx;
 	int rc = grow((void **)&l->v, &l->cap, l->n, sizeof(*l->v));
 
-	(void)where;
 	if (rc < 0)
 		return rc;
-	memcpy(l->v[l->n++], jget(line, "shard")->text, 65);
+	memcpy(l->v[l->n++], e->hash, 65);
 	return 0;
 }
 
 typedef struct add_ctx {
-	kiln_manifest *m;
 	replay *r;
 	kiln_split split;
 	const hash_list *before;
 } add_ctx;
 
-/* A line of the commit's blob that its parent's blob lacks becomes an entry. */
-static int add_line(void *ctx, jnode *line, const char *where)
+/* A line of the commit's blob that its parent's blob lacks becomes an entry
+ * (its sources and their topics copied into the replay). */
+static int add_line(void *ctx, const kiln_shard_entry *line)
 {
 	add_ctx *a = ctx;
 	replay *r = a->r;
-	const jnode *h = jget(line, "shard"), *sources = jget(line, "sources");
 	kiln_shard_entry *e;
 	kiln_source_range *ranges = NULL;
-	size_t nranges = sources ? sources->nkids : 0;
+	size_t n = line->source_count;
 	int rc;
 
-	if (a->before->n && bsearch(h->text, a->before->v, a->before->n, sizeof(*a->before->v), hash_cmp))
+	if (a->before->n && bsearch(line->hash, a->before->v, a->before->n, sizeof(*a->before->v), hash_cmp))
 		return 0;
-	if (sources && sources->type != KILN_JSON_ARRAY_BEGIN)
-		goto bad;
-	if (nranges && !(ranges = calloc(nranges, sizeof(*ranges))))
-		return oom();
-	for (size_t i = 0; i < nranges; i++) {
-		const jnode *src = &sources->kids[i], *topic = jget(src, "topic");
-		int64_t partition;
-
-		if (!topic || topic->type != KILN_JSON_STRING ||
-		    !ji64(jget(src, "partition"), INT32_MIN, INT32_MAX, &partition) ||
-		    !ji64(jget(src, "first"), INT64_MIN, INT64_MAX, &ranges[i].first) ||
-		    !ji64(jget(src, "last"), INT64_MIN, INT64_MAX, &ranges[i].last)) {
-			free(ranges);
-			goto bad;
-		}
-		ranges[i].topic = topic->text;
-		ranges[i].partition = (int32_t)partition;
-	}
 	if ((rc = grow((void **)&r->sources, &r->capsources, r->nsources, sizeof(*r->sources))) < 0 ||
-	    (rc = grow((void **)&r->nodes, &r->capnodes, r->nnodes, sizeof(*r->nodes))) < 0 ||
 	    (rc = grow((void **)&r->shards[a->split], &r->capshards[a->split], r->nshards[a->split],
-		       sizeof(**r->shards))) < 0) {
-		free(ranges);
+		       sizeof(**r->shards))) < 0)
 		return rc;
-	}
+	while (r->ntopics + n > r->captopics)
+		if ((rc = grow((void **)&r->topics, &r->captopics, r->captopics, sizeof(*r->topics))) < 0)
+			return rc;
+	if (n && !(ranges = calloc(n, sizeof(*ranges))))
+		return oom();
 	r->sources[r->nsources++] = ranges;
-	e = &r->shards[a->split][r->nshards[a->split]];
-	memset(e, 0, sizeof(*e));
-	memcpy(e->hash, h->text, 65);
-	if (!ju64(jget(line, "bytes"), &e->bytes) || !ju64(jget(line, "raw_bytes"), &e->raw_bytes) ||
-	    !ju64(jget(line, "records"), &e->records))
-		goto bad;
+	for (size_t i = 0; i < n; i++) {
+		ranges[i] = line->sources[i];
+		if (!(ranges[i].topic = r->topics[r->ntopics] = strdup(line->sources[i].topic)))
+			return oom();
+		r->ntopics++;
+	}
+	e = &r->shards[a->split][r->nshards[a->split]++];
+	*e = *line;
 	e->sources = ranges;
-	e->source_count = nranges;
-	r->nshards[a->split]++;
-	r->nodes[r->nnodes++] = *line; /* keeps the topic strings */
-	memset(line, 0, sizeof(*line));
 	return 0;
-bad:
-	return kiln_error_set(KILN_EINVALID, "manifest %s: %s: a malformed shard line",
-	                      kiln_manifest_path(a->m), where);
 }
 
 static int split_of(const char *name, kiln_split *out)
@@ -749,7 +444,7 @@ static int added_shards(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *
 			const git_tree_entry *be = git_tree_entry_byindex(st, j);
 			const git_tree_entry *pbe =
 			    pst ? git_tree_entry_byname(pst, git_tree_entry_name(be)) : NULL;
-			add_ctx a = { .m = m, .r = r, .split = split, .before = &before };
+			add_ctx a = { .r = r, .split = split, .before = &before };
 			char where[128];
 
 			if (git_tree_entry_type(be) != GIT_OBJECT_BLOB ||
@@ -779,34 +474,46 @@ cleanup:
 	return rc;
 }
 
-/* dataset.json's key and split settings of two commits differ. */
+/* dataset.json of a commit, parsed (all NULL when absent). */
+static int dataset_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit_id, kiln_mfmt_dataset *out)
+{
+	git_blob *blob = NULL;
+	char where[512];
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = file_at(m, commit_id, "dataset.json", &blob, where)) < 0 || !blob)
+		return rc;
+	rc = kiln_mfmt_dataset_parse(sc, where, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), out);
+	git_blob_free(blob);
+	return rc < 0 ? rc : 1;
+}
+
+/* The two commits' dataset.json define the same key and split
+ * (kiln_mfmt_dataset_definition_differs), or an error naming the part. */
 static int same_definition(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *a, const git_oid *b,
 			   const char *ref, const char *url)
 {
-	static const char *const parts[] = { "pseudonymisation", "split" };
-	jnode ja, jb;
-	bool fa, fb;
-	int rc;
+	kiln_mfmt_dataset da = { 0 }, db = { 0 };
+	const char *part;
+	int fa, fb = 0, rc = 0;
 
-	if ((rc = json_at(m, sc, a, "dataset.json", &ja, &fa)) < 0)
-		return rc;
-	if ((rc = json_at(m, sc, b, "dataset.json", &jb, &fb)) < 0) {
-		jnode_free(&ja);
-		return rc;
+	if ((fa = dataset_read(m, sc, a, &da)) < 0 || (fb = dataset_read(m, sc, b, &db)) < 0) {
+		rc = fa < 0 ? fa : fb;
+		goto cleanup;
 	}
-	for (size_t i = 0; fa && fb && i < 2 && rc == 0; i++)
-		if (!jequal(jget(&ja, parts[i]), jget(&jb, parts[i]))) {
-			char u[512];
+	if (fa && fb && (part = kiln_mfmt_dataset_definition_differs(&da, &db))) {
+		char u[512];
 
-			safe_url(u, sizeof(u), url);
-			rc = kiln_error_set(
-			    KILN_EINVALID,
-			    "manifest %s: %s here and at %s have different %s settings (a different "
-			    "dataset version): not combined; push to another branch",
-			    kiln_manifest_path(m), ref, u, parts[i]);
-		}
-	jnode_free(&ja);
-	jnode_free(&jb);
+		safe_url(u, sizeof(u), url);
+		rc = kiln_error_set(KILN_EINVALID,
+				    "manifest %s: %s here and at %s have different %s settings (a different "
+				    "dataset version): not combined; push to another branch",
+				    kiln_manifest_path(m), ref, u, part);
+	}
+cleanup:
+	kiln_mfmt_dataset_free(&da);
+	kiln_mfmt_dataset_free(&db);
 	return rc;
 }
 
@@ -827,7 +534,7 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 	git_commit *c = NULL;
 	git_blob *ds = NULL;
 	replay r = { 0 };
-	lineage lc = { 0 }, lp = { 0 }, lt = { 0 };
+	kiln_mfmt_lineage lc = { 0 }, lp = { 0 }, lt = { 0 };
 	kiln_stats sc_, sp;
 	kiln_snapshot snap = { 0 };
 	char *ds_text = NULL, *author_name = NULL, *author_email = NULL, id[41];
@@ -915,9 +622,9 @@ cleanup:
 	free(ds_text);
 	free(author_name);
 	free(author_email);
-	lineage_free(&lc);
-	lineage_free(&lp);
-	lineage_free(&lt);
+	kiln_mfmt_lineage_free(&lc);
+	kiln_mfmt_lineage_free(&lp);
+	kiln_mfmt_lineage_free(&lt);
 	replay_free(&r);
 	git_blob_free(ds);
 	git_commit_free(c);
@@ -1413,7 +1120,7 @@ static bool match_dataset(const char *name, const void *arg)
 		rest = name + strlen(d->heads);
 	else if (strncmp(name, d->tags, strlen(d->tags)) == 0)
 		rest = name + strlen(d->tags);
-	return rest && name_valid(rest, strlen(rest));
+	return rest && kiln_mfmt_name_valid_n(rest, strlen(rest));
 }
 
 int kiln_manifest_fetch(kiln_manifest *m, const char *url, const char *dataset)
@@ -1425,7 +1132,7 @@ int kiln_manifest_fetch(kiln_manifest *m, const char *url, const char *dataset)
 	int first_code = 0, rc;
 
 	safe_url(u, sizeof(u), url);
-	if (!dataset || !name_valid(dataset, strlen(dataset)))
+	if (!kiln_mfmt_name_valid(dataset))
 		return kiln_error_set(KILN_EINVALID,
 		                      "remote: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
 	snprintf(d.heads, sizeof(d.heads), "refs/heads/%s/", dataset);

@@ -18,9 +18,9 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "manifest/format.h"
 
 #define HASH_LEN     64
-#define NAME_MAX_LEN 128
 #define SHORT_LEN    12
 
 /* ---- names and specs ------------------------------------------------------ */
@@ -38,28 +38,15 @@ static bool lower_hex(const char *s, size_t n)
 	return true;
 }
 
-/* A dataset name: [a-z0-9][a-z0-9._-]{0,127} (what manifest.c accepts). */
-static bool dataset_valid(const char *s, size_t n)
-{
-	if (n == 0 || n > NAME_MAX_LEN || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return false;
-	for (size_t i = 1; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
-}
-
 /* A ref after '@': [A-Za-z0-9][A-Za-z0-9._-]{0,127} (upper case for commit
  * ids typed that way), and a valid git reference name once prefixed. */
 static bool ref_valid(const char *s, const char *dataset)
 {
-	char full[NAME_MAX_LEN * 2 + 32];
+	char full[KILN_MFMT_NAME_MAX * 2 + 32];
 	size_t n = strlen(s);
 	int valid = 0;
 
-	if (n == 0 || n > NAME_MAX_LEN || s[0] == '.' || s[0] == '-' || s[0] == '_')
+	if (n == 0 || n > KILN_MFMT_NAME_MAX || s[0] == '.' || s[0] == '-' || s[0] == '_')
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
@@ -82,7 +69,7 @@ static const char *spec_for_message(const char *spec, char out[160])
 	return out;
 }
 
-static int parse_spec(const char *spec, char dataset[NAME_MAX_LEN + 1], char ref[NAME_MAX_LEN + 1])
+static int parse_spec(const char *spec, char dataset[KILN_MFMT_NAME_MAX + 1], char ref[KILN_MFMT_NAME_MAX + 1])
 {
 	const char *at = spec ? strchr(spec, '@') : NULL;
 	size_t dn = at ? (size_t)(at - spec) : spec ? strlen(spec) : 0;
@@ -90,7 +77,7 @@ static int parse_spec(const char *spec, char dataset[NAME_MAX_LEN + 1], char ref
 
 	if (!spec)
 		return kiln_error_set(KILN_EINVALID, "no version given (expected DATASET[@REF])");
-	if (!dataset_valid(spec, dn))
+	if (!kiln_mfmt_name_valid_n(spec, dn))
 		return kiln_error_set(KILN_EINVALID,
 				      "%s: not a version (expected DATASET[@REF], DATASET matching "
 				      "[a-z0-9][a-z0-9._-]{0,127})",
@@ -101,7 +88,7 @@ static int parse_spec(const char *spec, char dataset[NAME_MAX_LEN + 1], char ref
 		strcpy(ref, "main");
 		return 0;
 	}
-	if (strlen(at + 1) > NAME_MAX_LEN || !ref_valid(at + 1, dataset))
+	if (strlen(at + 1) > KILN_MFMT_NAME_MAX || !ref_valid(at + 1, dataset))
 		return kiln_error_set(
 			KILN_EINVALID,
 			"%s: not a version (REF after '@' must be a branch, a tag vN or a commit id)",
@@ -196,39 +183,22 @@ int kiln_version_read(kiln_manifest *m, const kiln_version *v, const char *path,
 
 /* ---- resolution ----------------------------------------------------------- */
 
-/* The top-level "name" of a dataset.json text equals dataset. */
+/* The "name" of a dataset.json text equals dataset. */
 static bool dataset_json_names(const char *text, size_t len, const char *dataset)
 {
 	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
-	kiln_json_token t;
-	bool match = false, next_is_name = false;
-	int rc;
+	kiln_mfmt_dataset d;
+	bool match;
 
 	if (!scanner)
 		return false;
-	kiln_json_scanner_reset(scanner, text, len);
-	while ((rc = kiln_json_next(scanner, &t)) > 0) {
-		if (next_is_name) {
-			char *s;
-			size_t n;
-
-			if (t.type != KILN_JSON_STRING || !(s = malloc(t.len + 1)))
-				break;
-			n = kiln_json_unescape(s, t.len + 1, &t);
-			match = n == strlen(dataset) && memcmp(s, dataset, n) == 0;
-			free(s);
-			break;
-		}
-		if (t.type == KILN_JSON_KEY && t.depth == 1 && t.len == 4 && memcmp(t.ptr, "name", 4) == 0)
-			next_is_name = true;
-	}
+	match = kiln_mfmt_dataset_parse(scanner, "dataset.json", text, len, &d) == 0 && d.name &&
+		strcmp(d.name, dataset) == 0;
+	kiln_mfmt_dataset_free(&d);
 	kiln_json_scanner_free(scanner);
 	return match;
 }
 
-/* The reference `name` peeled to a commit: 1 found, 0 absent, < 0 error.
- * out_tag is the annotated tag object the reference points at (zero when it
- * points at a commit: a lightweight tag or a branch). */
 static int try_ref(kiln_manifest *m, const char *name, git_oid *out, git_oid *out_tag)
 {
 	git_reference *ref = NULL, *direct = NULL;
@@ -263,7 +233,7 @@ static int try_ref(kiln_manifest *m, const char *name, git_oid *out, git_oid *ou
 
 int kiln_version_lookup(kiln_manifest *m, const char *spec, kiln_version *out)
 {
-	char dataset[NAME_MAX_LEN + 1], ref[NAME_MAX_LEN + 1], name[sizeof(out->ref)];
+	char dataset[KILN_MFMT_NAME_MAX + 1], ref[KILN_MFMT_NAME_MAX + 1], name[sizeof(out->ref)];
 	char shown[160];
 	git_oid id, tag;
 	git_commit *commit = NULL;
@@ -408,261 +378,6 @@ int kiln_version_must_be_signed(kiln_manifest *m, const kiln_version *v, bool *o
 				    kiln_manifest_path(m), KILN_VERSION_SIGNED_KEY, spec_for_message(value, shown));
 	}
 	git_config_free(cfg);
-	return rc;
-}
-
-/* ---- shard lines ---------------------------------------------------------- */
-
-static int line_bad(const char *what)
-{
-	return kiln_error_set(KILN_EINVALID, "shard line: %s", what);
-}
-
-static int line_next(kiln_json_scanner *scanner, kiln_json_token *t)
-{
-	int rc = kiln_json_next(scanner, t);
-	size_t off = 0;
-	kiln_reject code;
-
-	if (rc > 0)
-		return 0;
-	if (rc == 0)
-		return line_bad("unexpected end of text");
-	code = kiln_json_scanner_error(scanner, &off, NULL);
-	return kiln_error_set(KILN_EINVALID, "shard line: %s at byte %zu", kiln_reject_name(code), off);
-}
-
-static bool key_is(const kiln_json_token *t, const char *name)
-{
-	size_t n = strlen(name);
-
-	/* the keys we look for have no escapes; an escaped key never matches */
-	return !(t->flags & KILN_JSON_ESCAPED) && t->len == n && memcmp(t->ptr, name, n) == 0;
-}
-
-/* Skips the value that follows a key. */
-static int skip_value(kiln_json_scanner *scanner)
-{
-	kiln_json_token t;
-	int depth = 0;
-
-	do {
-		int rc = line_next(scanner, &t);
-
-		if (rc < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_BEGIN || t.type == KILN_JSON_ARRAY_BEGIN)
-			depth++;
-		else if (t.type == KILN_JSON_OBJECT_END || t.type == KILN_JSON_ARRAY_END)
-			depth--;
-	} while (depth > 0);
-	return 0;
-}
-
-/* An integer value into *out_mag / *out_neg. */
-static int read_int(kiln_json_scanner *scanner, const char *field, bool negative_ok, uint64_t *out_mag,
-		    bool *out_neg)
-{
-	kiln_json_token t;
-	char msg[96];
-	uint64_t v = 0;
-	size_t i = 0;
-	int rc = line_next(scanner, &t);
-
-	if (rc < 0)
-		return rc;
-	snprintf(msg, sizeof(msg), "\"%s\" must be a%s integer", field, negative_ok ? "n" : " non-negative");
-	if (t.type != KILN_JSON_NUMBER || !(t.flags & KILN_JSON_INTEGER))
-		return line_bad(msg);
-	*out_neg = t.ptr[0] == '-';
-	if (*out_neg) {
-		if (!negative_ok)
-			return line_bad(msg);
-		i = 1;
-	}
-	for (; i < t.len; i++) {
-		unsigned d = (unsigned)(t.ptr[i] - '0');
-		if (v > (UINT64_MAX - d) / 10)
-			return line_bad(msg);
-		v = v * 10 + d;
-	}
-	*out_mag = v;
-	return 0;
-}
-
-static int read_u64(kiln_json_scanner *scanner, const char *field, uint64_t *out)
-{
-	bool neg;
-
-	return read_int(scanner, field, false, out, &neg);
-}
-
-static int read_i64(kiln_json_scanner *scanner, const char *field, int64_t lo, int64_t hi, int64_t *out)
-{
-	uint64_t mag = 0;
-	bool neg = false;
-	char msg[96];
-	int rc = read_int(scanner, field, true, &mag, &neg);
-
-	if (rc < 0)
-		return rc;
-	snprintf(msg, sizeof(msg), "\"%s\" is out of range", field);
-	if (neg ? mag > (uint64_t)INT64_MAX + 1 : mag > (uint64_t)INT64_MAX)
-		return line_bad(msg);
-	*out = neg ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag) : (int64_t)mag;
-	return *out < lo || *out > hi ? line_bad(msg) : 0;
-}
-
-/* One "sources" entry; its topic is appended (NUL-terminated) to strings and
- * its offset there stored in *topic_off. */
-static int parse_source(kiln_json_scanner *scanner, kiln_source_range *out, size_t *topic_off,
-			kiln_buf *strings)
-{
-	kiln_json_token t;
-	bool have_topic = false, have_partition = false, have_first = false, have_last = false;
-	int64_t v;
-
-	for (;;) {
-		int rc = line_next(scanner, &t);
-
-		if (rc < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
-		if (key_is(&t, "topic")) {
-			size_t n;
-
-			if ((rc = line_next(scanner, &t)) < 0)
-				return rc;
-			if (t.type != KILN_JSON_STRING)
-				return line_bad("\"topic\" must be a string");
-			if ((rc = kiln_buf_reserve(strings, t.len + 1)) < 0)
-				return rc;
-			n = kiln_json_unescape(strings->ptr + strings->len, t.len + 1, &t);
-			if (memchr(strings->ptr + strings->len, '\0', n))
-				return line_bad("\"topic\" holds a NUL character");
-			*topic_off = strings->len;
-			strings->ptr[strings->len + n] = '\0';
-			strings->len += n + 1;
-			have_topic = true;
-		} else if (key_is(&t, "partition")) {
-			if ((rc = read_i64(scanner, "partition", INT32_MIN, INT32_MAX, &v)) < 0)
-				return rc;
-			out->partition = (int32_t)v;
-			have_partition = true;
-		} else if (key_is(&t, "first")) {
-			if ((rc = read_i64(scanner, "first", INT64_MIN, INT64_MAX, &out->first)) < 0)
-				return rc;
-			have_first = true;
-		} else if (key_is(&t, "last")) {
-			if ((rc = read_i64(scanner, "last", INT64_MIN, INT64_MAX, &out->last)) < 0)
-				return rc;
-			have_last = true;
-		} else if ((rc = skip_value(scanner)) < 0) {
-			return rc;
-		}
-	}
-	if (!have_topic || !have_partition || !have_first || !have_last)
-		return line_bad("a source needs \"topic\", \"partition\", \"first\" and \"last\"");
-	return 0;
-}
-
-int kiln_shard_line_parse_with(kiln_json_scanner *scanner, const char *line, size_t len,
-			       kiln_shard_entry *out, kiln_buf *strings, kiln_source_range **sources,
-			       size_t *sources_cap)
-{
-	kiln_json_token t;
-	bool have_hash = false, have_bytes = false, have_raw = false, have_records = false;
-	size_t count = 0;
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	kiln_json_scanner_reset(scanner, line, len);
-	if ((rc = line_next(scanner, &t)) < 0)
-		return rc;
-	if (t.type != KILN_JSON_OBJECT_BEGIN)
-		return line_bad("must be an object");
-	for (;;) {
-		if ((rc = line_next(scanner, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
-		if (key_is(&t, "shard")) {
-			if ((rc = line_next(scanner, &t)) < 0)
-				return rc;
-			if (t.type != KILN_JSON_STRING || t.len != HASH_LEN ||
-			    (t.flags & KILN_JSON_ESCAPED) || !lower_hex(t.ptr, HASH_LEN))
-				return line_bad("\"shard\" must be 64 lower-case hex digits");
-			memcpy(out->hash, t.ptr, HASH_LEN);
-			out->hash[HASH_LEN] = '\0';
-			have_hash = true;
-		} else if (key_is(&t, "bytes")) {
-			rc = read_u64(scanner, "bytes", &out->bytes);
-			have_bytes = true;
-		} else if (key_is(&t, "raw_bytes")) {
-			rc = read_u64(scanner, "raw_bytes", &out->raw_bytes);
-			have_raw = true;
-		} else if (key_is(&t, "records")) {
-			rc = read_u64(scanner, "records", &out->records);
-			have_records = true;
-		} else if (key_is(&t, "sources")) {
-			if ((rc = line_next(scanner, &t)) < 0)
-				return rc;
-			if (t.type != KILN_JSON_ARRAY_BEGIN)
-				return line_bad("\"sources\" must be an array");
-			for (;;) {
-				size_t topic_off = 0;
-
-				if ((rc = line_next(scanner, &t)) < 0)
-					return rc;
-				if (t.type == KILN_JSON_ARRAY_END)
-					break;
-				if (t.type != KILN_JSON_OBJECT_BEGIN)
-					return line_bad("\"sources\" entries must be objects");
-				if (count == *sources_cap) {
-					size_t cap = *sources_cap ? *sources_cap * 2 : 4;
-					kiln_source_range *v = realloc(*sources, cap * sizeof(*v));
-
-					if (!v)
-						return kiln_error_set(KILN_ENOMEM, "out of memory");
-					*sources = v;
-					*sources_cap = cap;
-				}
-				memset(&(*sources)[count], 0, sizeof(**sources));
-				if ((rc = parse_source(scanner, &(*sources)[count], &topic_off, strings)) < 0)
-					return rc;
-				/* strings may move while later topics are added: keep the
-				 * offset in the pointer until the line is done */
-				(*sources)[count].topic = (const char *)(uintptr_t)topic_off;
-				count++;
-			}
-		} else {
-			rc = skip_value(scanner);
-		}
-		if (rc < 0)
-			return rc;
-	}
-	if ((rc = kiln_json_next(scanner, &t)) != 0)
-		return rc > 0 ? line_bad("text after the object") : line_next(scanner, &t);
-	if (!have_hash || !have_bytes || !have_raw || !have_records)
-		return line_bad("a line needs \"shard\", \"bytes\", \"raw_bytes\" and \"records\"");
-	for (size_t i = 0; i < count; i++)
-		(*sources)[i].topic = strings->ptr + (uintptr_t)(*sources)[i].topic;
-	out->sources = count ? *sources : NULL;
-	out->source_count = count;
-	return 0;
-}
-
-int kiln_shard_line_parse(const char *line, size_t len, kiln_shard_entry *out, kiln_buf *strings,
-			  kiln_source_range **sources, size_t *sources_cap)
-{
-	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
-	int rc;
-
-	if (!scanner)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
-	rc = kiln_shard_line_parse_with(scanner, line, len, out, strings, sources, sources_cap);
-	kiln_json_scanner_free(scanner);
 	return rc;
 }
 
@@ -832,7 +547,7 @@ static int vtag_cmp(const void *a, const void *b)
 /* The dataset's vN tags peeled to commits, ascending by N. */
 static int load_vtags(kiln_manifest *m, const char *dataset, vtag **out, size_t *out_n)
 {
-	char glob[NAME_MAX_LEN + 32];
+	char glob[KILN_MFMT_NAME_MAX + 32];
 	size_t prefix_len, n = 0, cap = 0;
 	git_reference_iterator *it = NULL;
 	git_reference *ref;
@@ -963,9 +678,6 @@ static void cursor_init(cursor *c, git_blob *blob, const char *commit, const cha
 	c->path = path;
 }
 
-#define CANON_PREFIX     "{\"shard\":\""
-#define CANON_PREFIX_LEN (sizeof(CANON_PREFIX) - 1)
-
 /* Moves to the next non-empty line and reads its hash: straight from the
  * text when the line starts the way kiln writes it, else by parsing it. */
 static int cursor_next(kiln_manifest *m, line_state *s, cursor *c, const char *hh)
@@ -982,12 +694,7 @@ static int cursor_next(kiln_manifest *m, line_state *s, cursor *c, const char *h
 			continue;
 		c->text = text;
 		c->len = len;
-		if (len > CANON_PREFIX_LEN + HASH_LEN && memcmp(text, CANON_PREFIX, CANON_PREFIX_LEN) == 0 &&
-		    text[CANON_PREFIX_LEN + HASH_LEN] == '"' &&
-		    lower_hex(text + CANON_PREFIX_LEN, HASH_LEN)) {
-			memcpy(c->hash, text + CANON_PREFIX_LEN, HASH_LEN);
-			c->hash[HASH_LEN] = '\0';
-		} else {
+		if (!kiln_mfmt_shard_line_fast_hash(text, len, c->hash)) {
 			kiln_shard_entry e;
 			int rc = parse_line(m, s, c->commit, c->path, c->lineno, text, len, &e);
 

@@ -9,6 +9,7 @@
 
 #include "core/buf.h"
 #include "core/json.h"
+#include "manifest/format.h"
 #include "manifest/manifest.h"
 
 typedef struct kiln_version {
@@ -63,19 +64,6 @@ int kiln_version_read(kiln_manifest *manifest, const kiln_version *version, cons
  * stops the walk and is returned. */
 int kiln_version_shards(kiln_manifest *manifest, const kiln_version *version, kiln_split split,
 			int (*cb)(void *ctx, const kiln_shard_entry *entry), void *ctx);
-
-/* Parses one splits/<split>/<hh>.jsonl line (docs/FORMATS.md) into out;
- * topic strings are written into `strings` (reset by the caller) and
- * out->sources points into `sources`, grown as needed (owned by caller). */
-int kiln_shard_line_parse(const char *line, size_t len, kiln_shard_entry *out, kiln_buf *strings,
-			  kiln_source_range **sources, size_t *sources_cap);
-
-/* The same with the caller's scanner (reused line after line: no allocation
- * per line once `strings` and `sources` have grown). Keys the format does not
- * name are skipped; "shard", "bytes", "raw_bytes" and "records" are required. */
-int kiln_shard_line_parse_with(kiln_json_scanner *scanner, const char *line, size_t len,
-			       kiln_shard_entry *out, kiln_buf *strings, kiln_source_range **sources,
-			       size_t *sources_cap);
 
 /* Opens the manifest repository at `path` for reading. Unlike
  * kiln_manifest_open it never creates one: KILN_ENOTFOUND "manifest PATH: no
