@@ -20,6 +20,7 @@
 #include "ingest/curate_pool.h"
 #include "ingest/kafka_run.h"
 #include "ingest/run_setup.h"
+#include "ingest/sink.h"
 #include "shard/quarantine.h"
 #include "shard/writer.h"
 
@@ -51,9 +52,7 @@ struct krun {
 	const kiln_kafka_run_options *o;
 	kiln_run_setup setup;
 	rd_kafka_t *rk, *dlq;
-	kiln_curate_pool *pool;
-	kiln_shard_writer *writers[KILN_SPLIT_COUNT];
-	kiln_quarantine *quarantine;
+	kiln_sink sink; /* the curate pool, the shard writers and the quarantine */
 	struct part **parts;
 	size_t nparts, parts_cap;
 	kiln_stats delta; /* since the last snapshot */

@@ -15,7 +15,12 @@
  * consumed >= 0 (or a skipped gap), fenced on committed. Any failure
  * abandons everything since the last snapshot and seeks every owned
  * partition back to committed, so nothing is lost and nothing is
- * committed twice. */
+ * committed twice.
+ *
+ * The records land through the sink every source shares (ingest/sink.h);
+ * the librdkafka clients, the dead-letter producer, watermark queries,
+ * metrics, HTTP endpoints and the drain watchdog are kafka_<part>.c
+ * beside this file (kafka_internal.h). */
 #include "ingest/kafka_run.h"
 
 #include <errno.h>
@@ -118,35 +123,6 @@ static int read_lineage(struct krun *r, const rd_kafka_topic_partition_list_t *o
 	return kiln_manifest_lineage(r->setup.manifest, r->p->dataset, r->p->branch, note_lineage, &s);
 }
 
-/* ---- what a snapshot holds ------------------------------------------------ */
-
-static void writers_free(struct krun *r)
-{
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
-		kiln_shard_writer_free(r->writers[i]);
-		r->writers[i] = NULL;
-	}
-	kiln_quarantine_free(r->quarantine);
-	r->quarantine = NULL;
-}
-
-static int writers_new(struct krun *r)
-{
-	const kiln_pipeline *p = r->p;
-	kiln_shard_writer_options wopt = { .target_bytes = p->target_bytes, .level = p->zstd_level, .background = true };
-	int rc;
-
-	writers_free(r);
-	if ((rc = kiln_quarantine_new(&r->quarantine, r->setup.store, p->dataset, p->branch,
-				       p->target_bytes, p->zstd_level, NULL)) < 0)
-		return rc;
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		if ((rc = kiln_shard_writer_new(&r->writers[i], r->setup.store, &wopt)) < 0)
-			return rc;
-	return 0;
-}
-
-
 /* ---- consuming curated batches (the pool's callback) ---------------------- */
 
 static int consume(void *ctx, kiln_batch *b)
@@ -160,7 +136,7 @@ static int consume(void *ctx, kiln_batch *b)
 	for (size_t i = 0; i < b->reject_count; i++)
 		if (!((const rd_kafka_message_t *)b->borrowed[b->rejects[i].index])->payload)
 			b->rec[b->rejects[i].index] = NULL;
-	if ((rc = kiln_batch_deliver(b, r->writers, r->quarantine, &r->delta)) < 0)
+	if ((rc = kiln_sink_deliver(&r->sink, b)) < 0)
 		return rc;
 	for (size_t i = 0; i < b->reject_count; i++) {
 		kiln_counter_add(r->mx.quarantined[b->rejects[i].report.v[0].code], 1);
@@ -194,7 +170,7 @@ static int submit(struct krun *r, struct part *pt)
 	for (size_t i = 0; b->keep_raw && i < b->count; i++)
 		if (b->raw[i].header_count)
 			b->raw[i].headers = (const kiln_raw_header *)(base + (uintptr_t)b->raw[i].headers);
-	return kiln_curate_pool_submit(r->pool, b);
+	return kiln_curate_pool_submit(r->sink.pool, b);
 }
 
 /* Adds a message to its partition's open batch (taking ownership). */
@@ -209,7 +185,7 @@ static int add_message(struct krun *r, struct part *pt, rd_kafka_message_t *m)
 	int rc;
 
 	if (!b) {
-		if (!(b = kiln_curate_pool_batch(r->pool))) {
+		if (!(b = kiln_curate_pool_batch(r->sink.pool))) {
 			rd_kafka_message_destroy(m);
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
 		}
@@ -401,9 +377,9 @@ static int abandon(struct krun *r, const char *why)
 
 	kiln_counter_add(r->mx.abandoned, 1);
 	KILN_LOG(KILN_LOG_WARN, "abandoned", why, KILN_F_INT("records", r->pending));
-	kiln_curate_pool_abandon(r->pool);
+	kiln_curate_pool_abandon(r->sink.pool);
 	for (size_t i = 0; i < r->nparts; i++) {
-		kiln_curate_pool_recycle(r->pool, r->parts[i]->open);
+		kiln_curate_pool_recycle(r->sink.pool, r->parts[i]->open);
 		r->parts[i]->open = NULL;
 		r->parts[i]->consumed = -1;
 		r->parts[i]->move_pending = false;
@@ -411,7 +387,7 @@ static int abandon(struct krun *r, const char *why)
 	memset(&r->delta, 0, sizeof(r->delta));
 	r->pending = 0;
 	r->last_snapshot_ms = now_ms();
-	if ((rc = writers_new(r)) < 0 || (rc = read_lineage(r, NULL)) < 0)
+	if ((rc = kiln_sink_renew(&r->sink)) < 0 || (rc = read_lineage(r, NULL)) < 0)
 		return rc;
 	for (size_t i = 0; i < r->nparts; i++)
 		if (r->parts[i]->assigned)
@@ -435,7 +411,7 @@ static int snapshot(struct krun *r, const char *why)
 	char commit[41] = "";
 	int rc;
 
-	if ((rc = submit_due(r, true)) < 0 || (rc = kiln_curate_pool_drain(r->pool)) < 0)
+	if ((rc = submit_due(r, true)) < 0 || (rc = kiln_curate_pool_drain(r->sink.pool)) < 0)
 		return rc;
 	r->last_snapshot_ms = now_ms();
 	if (!(lineage = calloc(r->nparts ? r->nparts : 1, sizeof(*lineage))))
@@ -454,26 +430,13 @@ static int snapshot(struct krun *r, const char *why)
 		free(lineage);
 		return 0;
 	}
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		if ((rc = kiln_shard_writer_finish(r->writers[i])) < 0)
-			goto done;
-	if ((rc = kiln_quarantine_flush(r->quarantine)) < 0)
+	if ((rc = kiln_sink_finish_shards(&r->sink)) < 0 || (rc = kiln_sink_flush_quarantine(&r->sink)) < 0)
 		goto done;
 	if (r->dlq && (rc = kiln_kafka_dead_letter_flush(r)) < 0)
 		goto done;
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
-		snap.shards[i] = kiln_shard_writer_shards(r->writers[i], &snap.shard_count[i]);
-		d->splits[i].shards = snap.shard_count[i];
-		d->splits[i].bytes = d->splits[i].raw_bytes = 0;
-		for (size_t j = 0; j < snap.shard_count[i]; j++) {
-			d->splits[i].bytes += snap.shards[i][j].bytes;
-			d->splits[i].raw_bytes += snap.shards[i][j].raw_bytes;
-		}
-		shards += snap.shard_count[i];
-	}
+	shards = kiln_sink_shards(&r->sink, &snap);
 	snap.lineage = lineage;
 	snap.lineage_count = n;
-	snap.delta = *d;
 	/* another member moving the branch or holding its lock is retried in
 	 * there, on the new tip, where the fence is checked again */
 	uint64_t retries_before = r->setup.commit_retries;
@@ -508,7 +471,7 @@ static int snapshot(struct krun *r, const char *why)
 		o->delta.splits[s].raw_bytes += d->splits[s].raw_bytes;
 	}
 	o->shards += shards;
-	o->quarantine_objects += kiln_quarantine_objects(r->quarantine);
+	o->quarantine_objects += kiln_quarantine_objects(r->sink.quarantine);
 	memcpy(o->commit, commit, sizeof(commit));
 	kiln_counter_add(r->mx.commits, 1);
 	kiln_histogram_observe(r->mx.snapshot_seconds, (double)(now_ms() - started) / 1000.0);
@@ -518,7 +481,7 @@ static int snapshot(struct krun *r, const char *why)
 	memset(d, 0, sizeof(*d));
 	r->pending = 0;
 	r->failing[0] = '\0';
-	rc = writers_new(r);
+	rc = kiln_sink_renew(&r->sink);
 	if (rc == 0)
 		rc = 1;
 done:
@@ -593,7 +556,7 @@ static void on_revoke(struct krun *r, rd_kafka_topic_partition_list_t *list, boo
 		struct part *pt = part_find(r, list->elems[i].topic, list->elems[i].partition);
 		if (!pt)
 			continue;
-		kiln_curate_pool_recycle(r->pool, pt->open);
+		kiln_curate_pool_recycle(r->sink.pool, pt->open);
 		pt->open = NULL;
 		pt->assigned = false;
 		pt->consumed = -1;
@@ -752,7 +715,7 @@ static int loop(struct krun *r)
 				goto fail;
 			m = k < POLL_RUN ? rd_kafka_consumer_poll(r->rk, 0) : NULL;
 		}
-		if ((rc = submit_due(r, false)) < 0 || (rc = kiln_curate_pool_poll(r->pool)) < 0)
+		if ((rc = submit_due(r, false)) < 0 || (rc = kiln_curate_pool_poll(r->sink.pool)) < 0)
 			goto fail;
 		if (r->o->stop_at_end && caught_up(r))
 			break; /* the last snapshot follows */
@@ -801,15 +764,10 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 	pthread_mutex_init(&r->req_lock, NULL);
 	pthread_cond_init(&r->req_cond, NULL);
 	r->heartbeat_ms = now_ms();
-	if ((rc = kiln_kafka_metrics_new(&r->mx)) < 0 || (rc = kiln_run_setup_open(&r->setup, p)) < 0 || (rc = writers_new(r)) < 0)
-		goto cleanup;
-	kiln_curate_pool_options popt = { .pipeline = p, .contract = r->setup.contract, .key = &r->setup.key,
-					  .splitter = &r->setup.splitter, .split_field = r->setup.split_field,
-					  .workers = kiln_curate_worker_count(p),
-					  .raw_store = p->raw_zone ? r->setup.store : NULL, .consume = consume, .ctx = r };
-	if ((rc = kiln_curate_pool_new(&r->pool, &popt)) < 0)
-		goto cleanup;
-	if ((rc = kiln_kafka_http_start(r)) < 0 || (rc = kiln_kafka_client_open(r)) < 0)
+	kiln_sink_options sopt = { .delta = &r->delta, .consume = consume, .ctx = r, .raw_zone = p->raw_zone };
+	if ((rc = kiln_kafka_metrics_new(&r->mx)) < 0 || (rc = kiln_run_setup_open(&r->setup, p)) < 0 ||
+	    (rc = kiln_sink_open(&r->sink, &r->setup, &sopt)) < 0 || (rc = kiln_kafka_http_start(r)) < 0 ||
+	    (rc = kiln_kafka_client_open(r)) < 0)
 		goto cleanup;
 	kiln_gauge_set(r->mx.up, 1);
 	KILN_LOG(KILN_LOG_INFO, "started", NULL, KILN_F_STR("dataset", p->dataset), KILN_F_STR("branch", p->branch),
@@ -855,16 +813,16 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 
 cleanup:
 	kiln_kafka_http_stop(r);
-	if (r->pool)
-		kiln_curate_pool_abandon(r->pool);
+	if (r->sink.pool)
+		kiln_curate_pool_abandon(r->sink.pool);
 	for (size_t i = 0; i < r->nparts; i++) {
-		if (r->pool)
-			kiln_curate_pool_recycle(r->pool, r->parts[i]->open);
+		if (r->sink.pool)
+			kiln_curate_pool_recycle(r->sink.pool, r->parts[i]->open);
 		free(r->parts[i]->topic);
 		free(r->parts[i]);
 	}
 	free(r->parts);
-	kiln_curate_pool_free(r->pool);
+	kiln_sink_close(&r->sink);
 	if (r->rk)
 		rd_kafka_destroy(r->rk);
 	if (r->dlq) {
@@ -873,7 +831,6 @@ cleanup:
 		rd_kafka_destroy(r->dlq);
 	}
 	kiln_kafka_watermarks_unref(r->wm_stuck);
-	writers_free(r);
 	kiln_run_setup_close(&r->setup);
 	kiln_metrics_free(r->mx.m);
 	pthread_mutex_destroy(&r->req_lock);
