@@ -2,9 +2,9 @@
  * source are 0-based line numbers; lineage.json keeps the next one, the
  * bytes read and the BLAKE2b-256 of those bytes.
  *
- * The calling thread reads lines into batches for the curate pool
- * (ingest/curate_pool.h), whose workers validate and curate them, and hands
- * the results, in input order, to the shard writers and the quarantine. */
+ * The file and stdin sources (ingest/source.h): the calling thread reads
+ * lines into batches for the curate pool, and the ingest loop
+ * (ingest/ingest_loop.h) lands them and commits one snapshot. */
 #include "ingest/curate_run.h"
 
 #include <errno.h>
@@ -22,9 +22,8 @@
 #include "core/line_reader.h"
 #include "core/log.h"
 #include "ingest/curate_pool.h"
+#include "ingest/ingest_loop.h"
 #include "ingest/run_setup.h"
-#include "shard/quarantine.h"
-#include "shard/writer.h"
 
 struct resume {
 	const char *topic;
@@ -93,15 +92,17 @@ static int fingerprint(int fd, const char *path, uint64_t bytes, char out[65])
 	return 0;
 }
 
-/* The file source: fills batches with lines, offsets counting lines. */
+/* The file and stdin sources: batches of lines, offsets counting lines. */
 #define BATCH_BYTES (1u << 20)
 #define BATCH_LINES 8192
 
-struct file_run {
-	const kiln_pipeline *p;
-	kiln_shard_writer **writers;
-	kiln_quarantine *quarantine;
-	kiln_stats *delta;
+struct file_source {
+	struct resume resume;
+	int fd;
+	kiln_line_reader *reader;
+	uint64_t bytes_read;
+	char prefix_hex[65];
+	kiln_lineage_entry lineage;
 };
 
 /* Fills a batch from the reader; returns 1 with records, 0 at the end. */
@@ -131,157 +132,146 @@ static int fill(kiln_line_reader *reader, kiln_batch *b, const char *topic, int6
 	return b->count > 0;
 }
 
-static int consume(void *ctx, kiln_batch *b)
-{
-	struct file_run *fr = ctx;
-
-	return kiln_batch_deliver(b, fr->writers, fr->quarantine, fr->delta);
-}
-
 unsigned kiln_curate_worker_count(const kiln_pipeline *p)
 {
 	long n = p->workers ? (long)p->workers : sysconf(_SC_NPROCESSORS_ONLN);
 	return n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
 }
 
-/* Reads, processes and consumes every record; the run's core loop. */
-static int pump(kiln_curate_pool *pool, kiln_line_reader *reader, const char *topic, kiln_run_result *out,
-		uint64_t *bytes_read)
+/* A file resumes after what earlier runs covered, once its first bytes are
+ * checked to be those they read. */
+static int open_file(struct file_source *fs, const kiln_pipeline *p)
 {
+	struct resume *resume = &fs->resume;
+	char now[65];
+	int rc;
+
+	fs->fd = open(p->source_path, O_RDONLY | O_CLOEXEC);
+	if (fs->fd < 0)
+		return kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "%s: cannot open: %s",
+				      p->source_path, strerror(errno));
+	if (!resume->found || !resume->bytes)
+		return 0;
+	if ((rc = fingerprint(fs->fd, p->source_path, resume->bytes, now)) < 0)
+		return rc;
+	if (strcmp(now, resume->prefix) != 0)
+		return kiln_error_set(KILN_EINVALID,
+				      "%s: its first %llu bytes are not those an earlier run of source %s "
+				      "read (lineage.json on %s/%s); give the new input another source.name",
+				      p->source_path, (unsigned long long)resume->bytes, p->source_name, p->dataset,
+				      p->branch);
+	if (lseek(fs->fd, (off_t)resume->bytes, SEEK_SET) < 0)
+		return kiln_error_set(KILN_EIO, "%s: seek: %s", p->source_path, strerror(errno));
+	return 0;
+}
+
+static int file_open(void **out, kiln_ingest *in, const void *args)
+{
+	const kiln_pipeline *p = in->p;
+	struct file_source *fs = calloc(1, sizeof(*fs));
+	int rc;
+
+	(void)args;
+	*out = fs;
+	if (!fs)
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	fs->fd = -1;
+	fs->resume.topic = p->source_name;
+	if ((rc = kiln_manifest_lineage(in->setup.manifest, p->dataset, p->branch, find_lineage, &fs->resume)) < 0)
+		return rc;
+	/* the input, resumed after what earlier runs covered */
+	if (p->source_kind == KILN_SOURCE_FILE) {
+		if ((rc = open_file(fs, p)) < 0)
+			return rc;
+	} else {
+		fs->fd = STDIN_FILENO;
+		fs->resume.bytes = 0; /* stdin: offsets go on, nothing to skip or check */
+	}
+	in->out->first_offset = in->out->next_offset = fs->resume.found ? (uint64_t)fs->resume.next : 0;
+	if ((rc = kiln_line_reader_new(&fs->reader, fs->fd, p->max_record_bytes)) < 0)
+		return rc;
+	return KILN_SOURCE_GO;
+}
+
+/* Reads and submits every record. */
+static int file_read(void *src, kiln_ingest *in)
+{
+	struct file_source *fs = src;
+	kiln_curate_pool *pool = in->sink.pool;
+
 	for (;;) {
 		kiln_batch *b = kiln_curate_pool_batch(pool);
 		int rc;
 
 		if (!b)
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		if ((rc = fill(reader, b, topic, (int64_t)out->next_offset, bytes_read)) <= 0) {
+		if ((rc = fill(fs->reader, b, in->p->source_name, (int64_t)in->out->next_offset, &fs->bytes_read)) <= 0) {
 			kiln_curate_pool_recycle(pool, b);
-			if (rc < 0)
-				return rc;
-			return kiln_curate_pool_drain(pool);
+			return rc;
 		}
-		out->next_offset += b->count;
+		in->out->next_offset += b->count;
 		if ((rc = kiln_curate_pool_submit(pool, b)) < 0)
 			return rc;
 	}
 }
 
-/* One pass: resume from lineage.json, read to the end, commit. */
-static int curate_once(const kiln_pipeline *p, kiln_run_result *out)
+static int file_end(void *src, kiln_ingest *in)
 {
-	kiln_run_setup setup = { 0 };
-	kiln_shard_writer *writers[KILN_SPLIT_COUNT] = { 0 };
-	kiln_quarantine *quarantine = NULL;
-	kiln_line_reader *reader = NULL;
-	kiln_curate_pool *pool = NULL;
-	struct resume resume = { .topic = p->source_name };
-	kiln_stats *d = &out->delta;
-	struct file_run fr = { .p = p, .writers = writers, .delta = d };
-	int fd = -1, rc;
-	uint64_t bytes_read = 0;
-	char prefix_hex[65] = "";
-
-	memset(out, 0, sizeof(*out));
-	if ((rc = kiln_run_setup_open(&setup, p)) < 0 ||
-	    (rc = kiln_manifest_lineage(setup.manifest, p->dataset, p->branch, find_lineage, &resume)) < 0)
-		goto cleanup;
-
-	/* the input, resumed after what earlier runs covered */
-	if (p->source_kind == KILN_SOURCE_FILE) {
-		fd = open(p->source_path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0) {
-			rc = kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "%s: cannot open: %s",
-					    p->source_path, strerror(errno));
-			goto cleanup;
-		}
-		if (resume.found && resume.bytes) {
-			char now[65];
-			if ((rc = fingerprint(fd, p->source_path, resume.bytes, now)) < 0)
-				goto cleanup;
-			if (strcmp(now, resume.prefix) != 0) {
-				rc = kiln_error_set(KILN_EINVALID,
-						    "%s: its first %llu bytes are not those an earlier run of source %s "
-						    "read (lineage.json on %s/%s); give the new input another source.name",
-						    p->source_path, (unsigned long long)resume.bytes, p->source_name,
-						    p->dataset, p->branch);
-				goto cleanup;
-			}
-			if (lseek(fd, (off_t)resume.bytes, SEEK_SET) < 0) {
-				rc = kiln_error_set(KILN_EIO, "%s: seek: %s", p->source_path, strerror(errno));
-				goto cleanup;
-			}
-		}
-	} else {
-		fd = STDIN_FILENO;
-		resume.bytes = 0; /* stdin: offsets go on, nothing to skip or check */
-	}
-	out->first_offset = out->next_offset = resume.found ? (uint64_t)resume.next : 0;
-
-	kiln_shard_writer_options wopt = { .target_bytes = p->target_bytes, .level = p->zstd_level, .background = true };
-	if ((rc = kiln_quarantine_new(&quarantine, setup.store, p->dataset, p->branch,
-				       p->target_bytes, p->zstd_level, NULL)) < 0 ||
-	    (rc = kiln_line_reader_new(&reader, fd, p->max_record_bytes)) < 0)
-		goto cleanup;
-	fr.quarantine = quarantine;
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		if ((rc = kiln_shard_writer_new(&writers[i], setup.store, &wopt)) < 0)
-			goto cleanup;
-	kiln_curate_pool_options popt = { .pipeline = p, .contract = setup.contract, .key = &setup.key,
-					  .splitter = &setup.splitter, .split_field = setup.split_field,
-					  .workers = kiln_curate_worker_count(p), .consume = consume, .ctx = &fr };
-	if ((rc = kiln_curate_pool_new(&pool, &popt)) < 0 ||
-	    (rc = pump(pool, reader, p->source_name, out, &bytes_read)) < 0)
-		goto cleanup;
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		if ((rc = kiln_shard_writer_finish(writers[i])) < 0)
-			goto cleanup;
-	if (d->records_in == 0) {
-		/* nothing new: no commit (an earlier one may still need pushing) */
-		rc = kiln_run_setup_push(&setup, out->commit);
-		goto cleanup;
-	}
-	if ((rc = kiln_quarantine_flush(quarantine)) < 0)
-		goto cleanup;
-	out->quarantine_objects = kiln_quarantine_objects(quarantine);
-
-	/* the snapshot */
-	kiln_snapshot snap = { 0 };
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
-		snap.shards[i] = kiln_shard_writer_shards(writers[i], &snap.shard_count[i]);
-		d->splits[i].shards = snap.shard_count[i];
-		for (size_t j = 0; j < snap.shard_count[i]; j++) {
-			d->splits[i].bytes += snap.shards[i][j].bytes;
-			d->splits[i].raw_bytes += snap.shards[i][j].raw_bytes;
-		}
-		out->shards += snap.shard_count[i];
-	}
-	/* fenced on the offset this run resumed from: of concurrent runs of one
-	 * source, only the first to commit moves it */
-	kiln_lineage_entry lineage = { .topic = p->source_name, .partition = 0, .next = (int64_t)out->next_offset,
-				       .fenced = true, .expect_next = resume.found ? resume.next : -1 };
-	if (p->source_kind == KILN_SOURCE_FILE) {
-		lineage.path = p->source_path;
-		lineage.bytes = resume.bytes + bytes_read;
-		if ((rc = fingerprint(fd, p->source_path, lineage.bytes, prefix_hex)) < 0)
-			goto cleanup;
-		lineage.prefix_blake2b = prefix_hex;
-	}
-	snap.lineage = &lineage;
-	snap.lineage_count = 1;
-	snap.delta = *d;
-	rc = kiln_run_setup_commit(&setup, &snap, out->commit);
-
-cleanup:
-	kiln_curate_pool_free(pool);
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		kiln_shard_writer_free(writers[i]);
-	kiln_quarantine_free(quarantine);
-	kiln_line_reader_free(reader);
-	kiln_run_setup_close(&setup);
-	if (fd >= 0 && fd != STDIN_FILENO)
-		close(fd);
-	return rc;
+	(void)src;
+	if (in->out->delta.records_in > 0)
+		return KILN_SOURCE_GO;
+	/* nothing new: no commit (an earlier one may still need pushing) */
+	return kiln_run_setup_push(&in->setup, in->out->commit);
 }
+
+/* Fenced on the offset this run resumed from: of concurrent runs of one
+ * source, only the first to commit moves it. */
+static int file_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
+{
+	struct file_source *fs = src;
+	const kiln_pipeline *p = in->p;
+	int rc;
+
+	fs->lineage = (kiln_lineage_entry){ .topic = p->source_name, .partition = 0,
+					    .next = (int64_t)in->out->next_offset, .fenced = true,
+					    .expect_next = fs->resume.found ? fs->resume.next : -1 };
+	if (p->source_kind == KILN_SOURCE_FILE) {
+		fs->lineage.path = p->source_path;
+		fs->lineage.bytes = fs->resume.bytes + fs->bytes_read;
+		if ((rc = fingerprint(fs->fd, p->source_path, fs->lineage.bytes, fs->prefix_hex)) < 0)
+			return rc;
+		fs->lineage.prefix_blake2b = fs->prefix_hex;
+	}
+	snap->lineage = &fs->lineage;
+	snap->lineage_count = 1;
+	return 0;
+}
+
+static void file_close(void *src, kiln_ingest *in)
+{
+	struct file_source *fs = src;
+
+	(void)in;
+	if (!fs)
+		return;
+	kiln_line_reader_free(fs->reader);
+	if (fs->fd >= 0 && fs->fd != STDIN_FILENO)
+		close(fs->fd);
+	free(fs);
+}
+
+static const char *const file_keys[] = { "kind", "path", "name", "max_record_bytes", "max_depth", NULL };
+
+const kiln_source kiln_source_file = {
+	.version = KILN_SOURCE_VERSION, .kind = "file", .option_keys = file_keys,
+	.open = file_open, .read = file_read, .end = file_end, .lineage = file_lineage, .close = file_close,
+};
+
+/* stdin: path "-" or kind stdin; the same source, read once. */
+const kiln_source kiln_source_stdin = {
+	.version = KILN_SOURCE_VERSION, .kind = "stdin", .option_keys = file_keys,
+	.open = file_open, .read = file_read, .end = file_end, .lineage = file_lineage, .close = file_close,
+};
 
 /* Another run of the same source committed first (the fence refused this
  * one's commit, nothing of it landed): a file is read again from where that
@@ -293,7 +283,8 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	int rc;
 
 	for (int attempt = 1;; attempt++) {
-		rc = curate_once(p, out);
+		rc = kiln_ingest_run(p->source_kind == KILN_SOURCE_FILE ? &kiln_source_file : &kiln_source_stdin,
+				     NULL, p, out);
 		if (rc != KILN_EFENCED || p->source_kind != KILN_SOURCE_FILE || attempt == RERUNS)
 			break;
 		KILN_LOG(KILN_LOG_INFO, "rerun", "another run of this source committed first; reading on from there",

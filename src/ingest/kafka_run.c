@@ -15,7 +15,12 @@
  * consumed >= 0 (or a skipped gap), fenced on committed. Any failure
  * abandons everything since the last snapshot and seeks every owned
  * partition back to committed, so nothing is lost and nothing is
- * committed twice. */
+ * committed twice.
+ *
+ * The records land through the sink every source shares (ingest/sink.h);
+ * the librdkafka clients, the dead-letter producer, watermark queries,
+ * metrics, HTTP endpoints and the drain watchdog are kafka_<part>.c
+ * beside this file (kafka_internal.h). */
 #include "ingest/kafka_run.h"
 
 #include <errno.h>
@@ -30,78 +35,9 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "core/http_server.h"
 #include "core/log.h"
-#include "core/metrics.h"
-#include "ingest/curate_pool.h"
-#include "ingest/run_setup.h"
+#include "ingest/kafka_internal.h"
 #include "manifest/remote.h"
-#include "manifest/version.h"
-#include "shard/quarantine.h"
-#include "shard/writer.h"
-
-struct part {
-	char *topic;
-	int32_t partition;
-	bool assigned, eof;
-	int64_t committed, consumed, position;
-	uint64_t gaps, skipped; /* lineage's, plus ours */
-	bool move_pending;      /* lineage moves without records (a skipped gap, a start at the end) */
-	int64_t start_at;       /* start: latest, no lineage: the end when first assigned (-1: not yet) */
-	kiln_batch *open;
-	kiln_gauge *lag;
-};
-
-struct metrics {
-	kiln_metrics *m;
-	kiln_counter *in, *valid, *bytes, *commits, *commit_failures, *commit_retries, *gaps, *gap_offsets, *dead_letters,
-		*rebalances, *abandoned;
-	kiln_counter *quarantined[KILN_REJECT_COUNT_];
-	kiln_histogram *batch_seconds, *snapshot_seconds;
-	kiln_gauge *partitions, *up;
-};
-
-struct krun {
-	const kiln_pipeline *p;
-	const kiln_kafka_run_options *o;
-	kiln_run_setup setup;
-	rd_kafka_t *rk, *dlq;
-	kiln_curate_pool *pool;
-	kiln_shard_writer *writers[KILN_SPLIT_COUNT];
-	kiln_quarantine *quarantine;
-	struct part **parts;
-	size_t nparts, parts_cap;
-	kiln_stats delta; /* since the last snapshot */
-	uint64_t pending;  /* records consumed since the last snapshot */
-	int64_t last_snapshot_ms;
-	int64_t drain_until_ms; /* when the watchdog ends the drain (0: not draining) */
-	int fatal;           /* a gap under on_gap: stop, or another reason to end the run */
-	bool ever_assigned;  /* the group gave this member an assignment (even an empty one) */
-	bool reached;        /* a broker answered (metadata or an assignment) */
-	char fatal_msg[512];
-	char failing[512];   /* why the last snapshot or batch failed, until a commit ("": none) */
-	struct watermarks *wm_stuck; /* a watermark query that outlived its wait, or NULL */
-	_Atomic int dlq_failed;
-	kiln_run_result *out;
-	struct metrics mx;
-	kiln_http_server *http;
-	/* snapshot requests from the HTTP threads */
-	pthread_mutex_t req_lock;
-	pthread_cond_t req_cond;
-	uint64_t req_asked, req_done;
-	char req_commit[41];
-	int req_rc;
-	char req_error[512];
-	_Atomic int64_t heartbeat_ms;
-};
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- partitions ----------------------------------------------------------- */
 
@@ -187,89 +123,6 @@ static int read_lineage(struct krun *r, const rd_kafka_topic_partition_list_t *o
 	return kiln_manifest_lineage(r->setup.manifest, r->p->dataset, r->p->branch, note_lineage, &s);
 }
 
-/* ---- what a snapshot holds ------------------------------------------------ */
-
-static void writers_free(struct krun *r)
-{
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
-		kiln_shard_writer_free(r->writers[i]);
-		r->writers[i] = NULL;
-	}
-	kiln_quarantine_free(r->quarantine);
-	r->quarantine = NULL;
-}
-
-static int writers_new(struct krun *r)
-{
-	const kiln_pipeline *p = r->p;
-	kiln_shard_writer_options wopt = { .target_bytes = p->target_bytes, .level = p->zstd_level, .background = true };
-	int rc;
-
-	writers_free(r);
-	if ((rc = kiln_quarantine_new(&r->quarantine, r->setup.store, p->dataset, p->branch,
-				       p->target_bytes, p->zstd_level, NULL)) < 0)
-		return rc;
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		if ((rc = kiln_shard_writer_new(&r->writers[i], r->setup.store, &wopt)) < 0)
-			return rc;
-	return 0;
-}
-
-/* ---- the dead-letter topic ------------------------------------------------ */
-
-static void dlq_delivered(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
-{
-	struct krun *r = opaque;
-	static kiln_log_limiter lim;
-	uint64_t suppressed;
-
-	(void)rk;
-	if (!m->err)
-		return;
-	r->dlq_failed = 1;
-	if (kiln_log_limiter_allow(&lim, 10, &suppressed))
-		KILN_LOG(KILN_LOG_WARN, "dead_letter_error", rd_kafka_err2str(m->err),
-			 KILN_F_STR("topic", r->p->dead_letter_topic), KILN_F_INT("suppressed", suppressed));
-}
-
-/* The original record, its key and headers, plus kiln.* reason headers. */
-static int dead_letter(struct krun *r, const kiln_batch *b, const kiln_batch_reject *x)
-{
-	const rd_kafka_message_t *m = b->borrowed[x->index];
-	rd_kafka_headers_t *orig = NULL, *h;
-	char num[32];
-	rd_kafka_resp_err_t err;
-
-	if (rd_kafka_message_headers(m, &orig) == RD_KAFKA_RESP_ERR_NO_ERROR && orig)
-		h = rd_kafka_headers_copy(orig);
-	else
-		h = rd_kafka_headers_new(6);
-	const kiln_violation *v = &x->report.v[0];
-	rd_kafka_header_add(h, "kiln.reason", -1, kiln_reject_name(v->code), -1);
-	rd_kafka_header_add(h, "kiln.path", -1, v->path, -1);
-	rd_kafka_header_add(h, "kiln.source.topic", -1, b->topic, -1);
-	snprintf(num, sizeof(num), "%" PRId32, b->partition);
-	rd_kafka_header_add(h, "kiln.source.partition", -1, num, -1);
-	snprintf(num, sizeof(num), "%" PRId64, b->offset[x->index]);
-	rd_kafka_header_add(h, "kiln.source.offset", -1, num, -1);
-	for (;;) {
-		err = rd_kafka_producev(r->dlq, RD_KAFKA_V_TOPIC(r->p->dead_letter_topic),
-					RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-					RD_KAFKA_V_VALUE(m->payload, m->len), RD_KAFKA_V_KEY(m->key, m->key_len),
-					RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
-		if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
-			break;
-		rd_kafka_poll(r->dlq, 100);
-	}
-	if (err) {
-		rd_kafka_headers_destroy(h);
-		return kiln_error_set(KILN_ERETRY, "%s: dead-letter topic %s: %s", r->p->brokers,
-				      r->p->dead_letter_topic, rd_kafka_err2str(err));
-	}
-	kiln_counter_add(r->mx.dead_letters, 1);
-	return 0;
-}
-
 /* ---- consuming curated batches (the pool's callback) ---------------------- */
 
 static int consume(void *ctx, kiln_batch *b)
@@ -283,11 +136,11 @@ static int consume(void *ctx, kiln_batch *b)
 	for (size_t i = 0; i < b->reject_count; i++)
 		if (!((const rd_kafka_message_t *)b->borrowed[b->rejects[i].index])->payload)
 			b->rec[b->rejects[i].index] = NULL;
-	if ((rc = kiln_batch_deliver(b, r->writers, r->quarantine, &r->delta)) < 0)
+	if ((rc = kiln_sink_deliver(&r->sink, b)) < 0)
 		return rc;
 	for (size_t i = 0; i < b->reject_count; i++) {
 		kiln_counter_add(r->mx.quarantined[b->rejects[i].report.v[0].code], 1);
-		if (r->dlq && (rc = dead_letter(r, b, &b->rejects[i])) < 0)
+		if (r->dlq && (rc = kiln_kafka_dead_letter_send(r, b, &b->rejects[i])) < 0)
 			return rc;
 	}
 	r->pending += b->count;
@@ -317,7 +170,7 @@ static int submit(struct krun *r, struct part *pt)
 	for (size_t i = 0; b->keep_raw && i < b->count; i++)
 		if (b->raw[i].header_count)
 			b->raw[i].headers = (const kiln_raw_header *)(base + (uintptr_t)b->raw[i].headers);
-	return kiln_curate_pool_submit(r->pool, b);
+	return kiln_curate_pool_submit(r->sink.pool, b);
 }
 
 /* Adds a message to its partition's open batch (taking ownership). */
@@ -332,7 +185,7 @@ static int add_message(struct krun *r, struct part *pt, rd_kafka_message_t *m)
 	int rc;
 
 	if (!b) {
-		if (!(b = kiln_curate_pool_batch(r->pool))) {
+		if (!(b = kiln_curate_pool_batch(r->sink.pool))) {
 			rd_kafka_message_destroy(m);
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
 		}
@@ -425,129 +278,6 @@ static int64_t start_offset(const struct krun *r, const struct part *pt)
 	return r->p->start_latest ? RD_KAFKA_OFFSET_END : RD_KAFKA_OFFSET_BEGINNING;
 }
 
-/* rd_kafka_query_watermark_offsets does not keep its timeout while the
- * broker is gone (librdkafka 2.0.2 waits for it to come back), and it runs
- * on the main thread, inside the rebalance callback too. So each query runs
- * on a thread of its own while the main thread waits at most WATERMARK_MS,
- * and no longer once a stop is asked for. A query still running then keeps
- * its thread (and a reference to this struct); until it ends, no other is
- * started, and at the end the consumer is left open rather than destroyed
- * under it. */
-#define WATERMARK_MS 10000
-
-struct watermarks {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	rd_kafka_t *rk;
-	char *topic;
-	int32_t partition;
-	int64_t lo, hi;
-	rd_kafka_resp_err_t err;
-	bool done;
-	int refs; /* the query thread's and the waiter's */
-};
-
-static void watermarks_unref(struct watermarks *w)
-{
-	bool last;
-
-	if (!w)
-		return;
-	pthread_mutex_lock(&w->lock);
-	last = --w->refs == 0;
-	pthread_mutex_unlock(&w->lock);
-	if (!last)
-		return;
-	pthread_mutex_destroy(&w->lock);
-	pthread_cond_destroy(&w->cond);
-	free(w->topic);
-	free(w);
-}
-
-static void *watermarks_thread(void *arg)
-{
-	struct watermarks *w = arg;
-	int64_t lo = -1, hi = -1;
-	rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(w->rk, w->topic, w->partition, &lo, &hi, WATERMARK_MS);
-
-	pthread_mutex_lock(&w->lock);
-	w->lo = lo;
-	w->hi = hi;
-	w->err = err;
-	w->done = true;
-	pthread_cond_broadcast(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-	watermarks_unref(w);
-	return NULL;
-}
-
-/* A stuck query that has ended since is forgotten. true: none is stuck. */
-static bool watermarks_free_to_ask(struct krun *r)
-{
-	bool done;
-
-	if (!r->wm_stuck)
-		return true;
-	pthread_mutex_lock(&r->wm_stuck->lock);
-	done = r->wm_stuck->done;
-	pthread_mutex_unlock(&r->wm_stuck->lock);
-	if (!done)
-		return false;
-	watermarks_unref(r->wm_stuck);
-	r->wm_stuck = NULL;
-	return true;
-}
-
-/* The partition's oldest and next offsets from the broker, waiting at most
- * WATERMARK_MS (RD_KAFKA_RESP_ERR__TIMED_OUT past that, or once stopping). */
-static rd_kafka_resp_err_t query_watermarks(struct krun *r, const struct part *pt, int64_t *lo, int64_t *hi)
-{
-	struct watermarks *w;
-	pthread_t thread;
-	int64_t until = now_ms() + WATERMARK_MS;
-	rd_kafka_resp_err_t err;
-	bool stuck;
-
-	if (*r->o->stop || !watermarks_free_to_ask(r))
-		return RD_KAFKA_RESP_ERR__TIMED_OUT;
-	if (!(w = calloc(1, sizeof(*w))) || !(w->topic = strdup(pt->topic))) {
-		free(w);
-		return RD_KAFKA_RESP_ERR__FAIL;
-	}
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->cond, NULL);
-	w->rk = r->rk;
-	w->partition = pt->partition;
-	w->refs = 2;
-	if (pthread_create(&thread, NULL, watermarks_thread, w) != 0) {
-		w->refs = 1;
-		watermarks_unref(w);
-		return RD_KAFKA_RESP_ERR__FAIL;
-	}
-	pthread_detach(thread);
-	pthread_mutex_lock(&w->lock);
-	while (!w->done && !*r->o->stop && now_ms() < until) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000000L; /* a stop is seen within 0.1 s */
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&w->cond, &w->lock, &ts);
-	}
-	stuck = !w->done;
-	err = stuck ? RD_KAFKA_RESP_ERR__TIMED_OUT : w->err;
-	*lo = w->lo;
-	*hi = w->hi;
-	pthread_mutex_unlock(&w->lock);
-	if (stuck)
-		r->wm_stuck = w; /* our reference, until it ends */
-	else
-		watermarks_unref(w);
-	return err;
-}
-
 /* Decides where an assigned partition resumes (pt->position; -1: its
  * beginning) from lineage and the partition's watermarks:
  *  - no lineage: the beginning, or with start: latest the end as it is now
@@ -566,7 +296,7 @@ static void plan_resume(struct krun *r, struct part *pt)
 	pt->position = pt->committed;
 	if (pt->committed < 0 && !r->p->start_latest)
 		return;
-	err = query_watermarks(r, pt, &lo, &hi);
+	err = kiln_kafka_watermarks_query(r, pt, &lo, &hi);
 	if (err) {
 		KILN_LOG(KILN_LOG_WARN, "watermarks_unknown", rd_kafka_err2str(err), KILN_F_STR("brokers", r->p->brokers),
 			 KILN_F_STR("topic", pt->topic), KILN_F_INT("partition", pt->partition));
@@ -647,9 +377,9 @@ static int abandon(struct krun *r, const char *why)
 
 	kiln_counter_add(r->mx.abandoned, 1);
 	KILN_LOG(KILN_LOG_WARN, "abandoned", why, KILN_F_INT("records", r->pending));
-	kiln_curate_pool_abandon(r->pool);
+	kiln_curate_pool_abandon(r->sink.pool);
 	for (size_t i = 0; i < r->nparts; i++) {
-		kiln_curate_pool_recycle(r->pool, r->parts[i]->open);
+		kiln_curate_pool_recycle(r->sink.pool, r->parts[i]->open);
 		r->parts[i]->open = NULL;
 		r->parts[i]->consumed = -1;
 		r->parts[i]->move_pending = false;
@@ -657,7 +387,7 @@ static int abandon(struct krun *r, const char *why)
 	memset(&r->delta, 0, sizeof(r->delta));
 	r->pending = 0;
 	r->last_snapshot_ms = now_ms();
-	if ((rc = writers_new(r)) < 0 || (rc = read_lineage(r, NULL)) < 0)
+	if ((rc = kiln_sink_renew(&r->sink)) < 0 || (rc = read_lineage(r, NULL)) < 0)
 		return rc;
 	for (size_t i = 0; i < r->nparts; i++)
 		if (r->parts[i]->assigned)
@@ -668,19 +398,6 @@ static int abandon(struct krun *r, const char *why)
 
 /* ---- snapshots ------------------------------------------------------------ */
 
-static void update_lag(struct krun *r)
-{
-	for (size_t i = 0; i < r->nparts; i++) {
-		struct part *pt = r->parts[i];
-		int64_t lo, hi;
-		if (!pt->assigned || !pt->lag)
-			continue;
-		if (rd_kafka_get_watermark_offsets(r->rk, pt->topic, pt->partition, &lo, &hi) == 0 && hi >= 0) {
-			int64_t at = pt->position >= 0 ? pt->position : pt->committed >= 0 ? pt->committed : lo;
-			kiln_gauge_set(pt->lag, (double)(hi > at ? hi - at : 0));
-		}
-	}
-}
 
 /* Commits what was consumed since the last snapshot. 1: committed, 0:
  * nothing to commit, < 0: failed (the caller abandons). */
@@ -694,7 +411,7 @@ static int snapshot(struct krun *r, const char *why)
 	char commit[41] = "";
 	int rc;
 
-	if ((rc = submit_due(r, true)) < 0 || (rc = kiln_curate_pool_drain(r->pool)) < 0)
+	if ((rc = submit_due(r, true)) < 0 || (rc = kiln_curate_pool_drain(r->sink.pool)) < 0)
 		return rc;
 	r->last_snapshot_ms = now_ms();
 	if (!(lineage = calloc(r->nparts ? r->nparts : 1, sizeof(*lineage))))
@@ -713,38 +430,13 @@ static int snapshot(struct krun *r, const char *why)
 		free(lineage);
 		return 0;
 	}
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		if ((rc = kiln_shard_writer_finish(r->writers[i])) < 0)
-			goto done;
-	if ((rc = kiln_quarantine_flush(r->quarantine)) < 0)
+	if ((rc = kiln_sink_finish_shards(&r->sink)) < 0 || (rc = kiln_sink_flush_quarantine(&r->sink)) < 0)
 		goto done;
-	if (r->dlq) {
-		/* up to 30 s, less when draining: a broker that is gone must not
-		 * use up drain_seconds (the snapshot then fails, nothing is lost) */
-		int64_t flush_ms = 30000;
-		if (r->drain_until_ms && r->drain_until_ms - now_ms() - 1000 < flush_ms)
-			flush_ms = r->drain_until_ms - now_ms() - 1000;
-		rd_kafka_flush(r->dlq, flush_ms > 0 ? (int)flush_ms : 0);
-		if (rd_kafka_outq_len(r->dlq) > 0 || r->dlq_failed) {
-			r->dlq_failed = 0;
-			rc = kiln_error_set(KILN_ERETRY, "%s: dead-letter topic %s: not every record was delivered",
-					    r->p->brokers, r->p->dead_letter_topic);
-			goto done;
-		}
-	}
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
-		snap.shards[i] = kiln_shard_writer_shards(r->writers[i], &snap.shard_count[i]);
-		d->splits[i].shards = snap.shard_count[i];
-		d->splits[i].bytes = d->splits[i].raw_bytes = 0;
-		for (size_t j = 0; j < snap.shard_count[i]; j++) {
-			d->splits[i].bytes += snap.shards[i][j].bytes;
-			d->splits[i].raw_bytes += snap.shards[i][j].raw_bytes;
-		}
-		shards += snap.shard_count[i];
-	}
+	if (r->dlq && (rc = kiln_kafka_dead_letter_flush(r)) < 0)
+		goto done;
+	shards = kiln_sink_shards(&r->sink, &snap);
 	snap.lineage = lineage;
 	snap.lineage_count = n;
-	snap.delta = *d;
 	/* another member moving the branch or holding its lock is retried in
 	 * there, on the new tip, where the fence is checked again */
 	uint64_t retries_before = r->setup.commit_retries;
@@ -779,7 +471,7 @@ static int snapshot(struct krun *r, const char *why)
 		o->delta.splits[s].raw_bytes += d->splits[s].raw_bytes;
 	}
 	o->shards += shards;
-	o->quarantine_objects += kiln_quarantine_objects(r->quarantine);
+	o->quarantine_objects += kiln_quarantine_objects(r->sink.quarantine);
 	memcpy(o->commit, commit, sizeof(commit));
 	kiln_counter_add(r->mx.commits, 1);
 	kiln_histogram_observe(r->mx.snapshot_seconds, (double)(now_ms() - started) / 1000.0);
@@ -789,13 +481,13 @@ static int snapshot(struct krun *r, const char *why)
 	memset(d, 0, sizeof(*d));
 	r->pending = 0;
 	r->failing[0] = '\0';
-	rc = writers_new(r);
+	rc = kiln_sink_renew(&r->sink);
 	if (rc == 0)
 		rc = 1;
 done:
 	if (rc < 0)
 		kiln_counter_add(r->mx.commit_failures, 1);
-	update_lag(r);
+	kiln_kafka_metrics_update_lag(r);
 	free(lineage);
 	return rc;
 }
@@ -864,7 +556,7 @@ static void on_revoke(struct krun *r, rd_kafka_topic_partition_list_t *list, boo
 		struct part *pt = part_find(r, list->elems[i].topic, list->elems[i].partition);
 		if (!pt)
 			continue;
-		kiln_curate_pool_recycle(r->pool, pt->open);
+		kiln_curate_pool_recycle(r->sink.pool, pt->open);
 		pt->open = NULL;
 		pt->assigned = false;
 		pt->consumed = -1;
@@ -887,7 +579,7 @@ static void on_revoke(struct krun *r, rd_kafka_topic_partition_list_t *list, boo
 	kiln_gauge_add(r->mx.partitions, -(double)list->cnt);
 }
 
-static void rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *list, void *opaque)
+void kiln_kafka_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *list, void *opaque)
 {
 	struct krun *r = opaque;
 	bool cooperative = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
@@ -914,269 +606,7 @@ static void rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_pa
 	}
 }
 
-/* Messages fetched but never polled when the consumer closes: close_consumer
- * serves the close queue with callbacks, and librdkafka aborts on a message
- * there when no consume callback is set (rd_kafka_q_serve: "res !=
- * RD_KAFKA_OP_RES_PASS", seen with the store failing and the broker gone).
- * librdkafka frees them; the next owner reads them again. */
-static void drop_unread(rd_kafka_message_t *m, void *opaque)
-{
-	(void)m;
-	(void)opaque;
-}
 
-static void kafka_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
-{
-	static kiln_log_limiter lim;
-	uint64_t suppressed;
-	struct krun *r = opaque;
-
-	(void)rk;
-	if (kiln_log_limiter_allow(&lim, 10, &suppressed))
-		KILN_LOG(err == RD_KAFKA_RESP_ERR__FATAL ? KILN_LOG_ERROR : KILN_LOG_WARN, "broker_error", reason,
-			 KILN_F_STR("brokers", r->p->brokers), KILN_F_STR("code", rd_kafka_err2name(err)),
-			 KILN_F_INT("suppressed", suppressed));
-}
-
-static void kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-	static kiln_log_limiter lim;
-	uint64_t suppressed;
-
-	(void)rk;
-	if (level <= 4 && kiln_log_limiter_allow(&lim, 10, &suppressed))
-		KILN_LOG(level <= 3 ? KILN_LOG_ERROR : KILN_LOG_WARN, "librdkafka", buf, KILN_F_STR("facility", fac),
-			 KILN_F_INT("suppressed", suppressed));
-}
-
-/* ---- HTTP: /metrics, /healthz, POST /v1/snapshot --------------------------- */
-
-static int http_metrics(void *ctx, const kiln_http_request *req, kiln_http_response *res)
-{
-	struct krun *r = ctx;
-
-	(void)req;
-	res->content_type = "text/plain; version=0.0.4; charset=utf-8";
-	return kiln_metrics_render(r->mx.m, &res->body);
-}
-
-static int http_healthz(void *ctx, const kiln_http_request *req, kiln_http_response *res)
-{
-	struct krun *r = ctx;
-	int64_t idle = now_ms() - r->heartbeat_ms;
-
-	(void)req;
-	res->content_type = "text/plain; charset=utf-8";
-	if (r->fatal || idle > 60000) {
-		res->status = 503;
-		return kiln_buf_printf(&res->body, "unhealthy: %s\n", r->fatal ? "stopping" : "main loop stalled");
-	}
-	res->status = 200;
-	return kiln_buf_puts(&res->body, "ok\n");
-}
-
-static int http_snapshot(void *ctx, const kiln_http_request *req, kiln_http_response *res)
-{
-	struct krun *r = ctx;
-	struct timespec until;
-	uint64_t ticket;
-	int rc = 0;
-
-	(void)req;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 120;
-	pthread_mutex_lock(&r->req_lock);
-	ticket = ++r->req_asked;
-	while (r->req_done < ticket && rc == 0)
-		rc = pthread_cond_timedwait(&r->req_cond, &r->req_lock, &until);
-	res->content_type = "application/json";
-	if (r->req_done < ticket) {
-		res->status = 504;
-		kiln_buf_puts(&res->body, "{\"error\":\"the snapshot did not finish within 120 s\"}\n");
-	} else if (r->req_rc < 0) {
-		res->status = 500;
-		kiln_buf_puts(&res->body, "{\"error\":");
-		kiln_buf_put_json_string(&res->body, r->req_error, strlen(r->req_error));
-		kiln_buf_puts(&res->body, "}\n");
-	} else {
-		res->status = 200;
-		kiln_buf_printf(&res->body, "{\"commit\":\"%s\",\"dataset\":\"%s\",\"branch\":\"%s\"}\n", r->req_commit,
-				r->p->dataset, r->p->branch);
-	}
-	pthread_mutex_unlock(&r->req_lock);
-	return 0;
-}
-
-static bool snapshot_requested(struct krun *r, uint64_t *ticket)
-{
-	pthread_mutex_lock(&r->req_lock);
-	*ticket = r->req_asked;
-	pthread_mutex_unlock(&r->req_lock);
-	return *ticket > r->req_done;
-}
-
-/* Answers the requests up to TICKET with what the snapshot did (RC, and
- * kiln_error_last() when it failed). Nothing new while what was read since
- * the last commit could not be committed (r->failing) is a failure too: the
- * tip is not what was asked for. */
-static void snapshot_answered(struct krun *r, uint64_t ticket, int rc)
-{
-	kiln_version tip = { 0 };
-	char spec[300], error[512] = "";
-
-	if (rc < 0)
-		snprintf(error, sizeof(error), "%s", kiln_error_last());
-	else if (rc == 0 && r->failing[0]) {
-		rc = KILN_ERETRY;
-		snprintf(error, sizeof(error), "%s", r->failing);
-	}
-	/* nothing new: the answer is the branch as it is */
-	snprintf(spec, sizeof(spec), "%s@%s", r->p->dataset, r->p->branch);
-	if (rc >= 0 && !r->out->commit[0] && kiln_version_resolve(r->setup.manifest, spec, &tip) < 0)
-		tip.commit[0] = '\0';
-	pthread_mutex_lock(&r->req_lock);
-	r->req_done = ticket;
-	r->req_rc = rc;
-	memcpy(r->req_error, error, sizeof(error));
-	memcpy(r->req_commit, r->out->commit[0] ? r->out->commit : tip.commit, sizeof(r->req_commit));
-	pthread_cond_broadcast(&r->req_cond);
-	pthread_mutex_unlock(&r->req_lock);
-}
-
-static int metrics_new(struct metrics *mx)
-{
-	static const double batch_bounds[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
-	static const double snap_bounds[] = { 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
-	int rc;
-
-	if ((rc = kiln_metrics_new(&mx->m)) < 0)
-		return rc;
-	mx->in = kiln_metrics_counter(mx->m, "kiln_records_in_total", "Records consumed", NULL);
-	mx->valid = kiln_metrics_counter(mx->m, "kiln_records_valid_total", "Records curated into shards", NULL);
-	for (int c = 1; c < KILN_REJECT_COUNT_; c++) {
-		char labels[96];
-		snprintf(labels, sizeof(labels), "code=\"%s\"", kiln_reject_name((kiln_reject)c));
-		mx->quarantined[c] = kiln_metrics_counter(mx->m, "kiln_records_quarantined_total",
-							  "Records quarantined, by reason code", labels);
-	}
-	mx->bytes = kiln_metrics_counter(mx->m, "kiln_bytes_in_total", "Record bytes consumed", NULL);
-	mx->batch_seconds = kiln_metrics_histogram(mx->m, "kiln_batch_seconds",
-						   "From a batch's first record to its records being spooled", NULL,
-						   batch_bounds, sizeof(batch_bounds) / sizeof(batch_bounds[0]));
-	mx->snapshot_seconds = kiln_metrics_histogram(mx->m, "kiln_snapshot_seconds",
-						      "Time to finish shards and commit a snapshot", NULL, snap_bounds,
-						      sizeof(snap_bounds) / sizeof(snap_bounds[0]));
-	mx->commits = kiln_metrics_counter(mx->m, "kiln_commits_total", "Snapshots committed", NULL);
-	mx->commit_failures =
-		kiln_metrics_counter(mx->m, "kiln_commit_failures_total", "Snapshots that failed (then read again)", NULL);
-	mx->commit_retries = kiln_metrics_counter(mx->m, "kiln_commit_retries_total",
-						  "Snapshot commits tried again (another member moved the branch or held its lock)",
-						  NULL);
-	mx->abandoned = kiln_metrics_counter(mx->m, "kiln_abandoned_total",
-					     "Times the work since the last snapshot was dropped to be read again", NULL);
-	mx->gaps = kiln_metrics_counter(mx->m, "kiln_gaps_total", "Resume offsets found expired from the topic", NULL);
-	mx->gap_offsets = kiln_metrics_counter(mx->m, "kiln_gap_offsets_total", "Offsets in those gaps", NULL);
-	mx->dead_letters = kiln_metrics_counter(mx->m, "kiln_dead_letters_total", "Records sent to the dead-letter topic", NULL);
-	mx->rebalances = kiln_metrics_counter(mx->m, "kiln_rebalances_total", "Assignments and revocations", NULL);
-	mx->partitions = kiln_metrics_gauge(mx->m, "kiln_partitions_assigned", "Partitions this member owns", NULL);
-	mx->up = kiln_metrics_gauge(mx->m, "kiln_up", "1 while the run consumes", NULL);
-	return 0;
-}
-
-/* ---- the consumer --------------------------------------------------------- */
-
-static int kafka_set(rd_kafka_conf_t *conf, const kiln_pipeline *p, const char *name, const char *value)
-{
-	char err[512];
-
-	if (rd_kafka_conf_set(conf, name, value, err, sizeof(err)) != RD_KAFKA_CONF_OK)
-		return kiln_error_set(KILN_EINVALID, "%s: source.options.%s: %s", p->file, name, err);
-	return 0;
-}
-
-static int kafka_conf(rd_kafka_conf_t **out, const kiln_pipeline *p, bool consumer)
-{
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	int rc;
-
-	*out = NULL;
-	if ((rc = kafka_set(conf, p, "bootstrap.servers", p->brokers)) < 0 ||
-	    (rc = kafka_set(conf, p, "client.id", "kiln")) < 0)
-		goto fail;
-	if (consumer &&
-	    ((rc = kafka_set(conf, p, "group.id", p->group)) < 0 ||
-	     (rc = kafka_set(conf, p, "enable.auto.commit", "false")) < 0 ||
-	     (rc = kafka_set(conf, p, "enable.auto.offset.store", "false")) < 0 ||
-	     (rc = kafka_set(conf, p, "partition.assignment.strategy", "cooperative-sticky")) < 0 ||
-	     (rc = kafka_set(conf, p, "auto.offset.reset", "error")) < 0 ||
-	     (rc = kafka_set(conf, p, "enable.partition.eof", "true")) < 0))
-		goto fail;
-	if (!consumer && ((rc = kafka_set(conf, p, "enable.idempotence", "true")) < 0))
-		goto fail;
-	/* prefetch less than librdkafka's 64 MiB: batches hold messages (and
-	 * the fetch buffers they live in) until their records are spooled */
-	if (consumer && (rc = kafka_set(conf, p, "queued.max.messages.kbytes", "16384")) < 0)
-		goto fail;
-	for (size_t i = 0; i < p->kafka_option_count; i++) {
-		/* consumer-only or producer-only properties are warnings for the other */
-		char err[512];
-		rd_kafka_conf_res_t res =
-			rd_kafka_conf_set(conf, p->kafka_options[i].name, p->kafka_options[i].value, err, sizeof(err));
-		if (res != RD_KAFKA_CONF_OK) {
-			rc = kiln_error_set(KILN_EINVALID, "%s: source.options.%s: %s", p->file,
-					    p->kafka_options[i].name, err);
-			goto fail;
-		}
-	}
-	*out = conf;
-	return 0;
-fail:
-	rd_kafka_conf_destroy(conf);
-	return rc;
-}
-
-static int open_kafka(struct krun *r)
-{
-	const kiln_pipeline *p = r->p;
-	rd_kafka_conf_t *conf = NULL;
-	rd_kafka_topic_partition_list_t *topics;
-	rd_kafka_resp_err_t err;
-	char errstr[512];
-	int rc;
-
-	if ((rc = kafka_conf(&conf, p, true)) < 0)
-		return rc;
-	rd_kafka_conf_set_opaque(conf, r);
-	rd_kafka_conf_set_rebalance_cb(conf, rebalance);
-	rd_kafka_conf_set_consume_cb(conf, drop_unread); /* only close_consumer serves with callbacks */
-	rd_kafka_conf_set_error_cb(conf, kafka_error);
-	rd_kafka_conf_set_log_cb(conf, kafka_log);
-	if (!(r->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr)))) {
-		rd_kafka_conf_destroy(conf);
-		return kiln_error_set(KILN_EINVALID, "%s: %s", p->brokers, errstr);
-	}
-	rd_kafka_poll_set_consumer(r->rk);
-	topics = rd_kafka_topic_partition_list_new((int)p->topic_count);
-	for (size_t i = 0; i < p->topic_count; i++)
-		rd_kafka_topic_partition_list_add(topics, p->topics[i], RD_KAFKA_PARTITION_UA);
-	err = rd_kafka_subscribe(r->rk, topics);
-	rd_kafka_topic_partition_list_destroy(topics);
-	if (err)
-		return kiln_error_set(KILN_EINVALID, "%s: subscribe: %s", p->brokers, rd_kafka_err2str(err));
-	if (p->dead_letter_topic) {
-		if ((rc = kafka_conf(&conf, p, false)) < 0)
-			return rc;
-		rd_kafka_conf_set_opaque(conf, r);
-		rd_kafka_conf_set_dr_msg_cb(conf, dlq_delivered);
-		rd_kafka_conf_set_error_cb(conf, kafka_error);
-		rd_kafka_conf_set_log_cb(conf, kafka_log);
-		if (!(r->dlq = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr)))) {
-			rd_kafka_conf_destroy(conf);
-			return kiln_error_set(KILN_EINVALID, "%s: %s", p->brokers, errstr);
-		}
-	}
-	return 0;
-}
 
 /* A message or an event from the consumer. */
 static int handle(struct krun *r, rd_kafka_message_t *m)
@@ -1238,90 +668,7 @@ static bool caught_up(const struct krun *r)
 	return assigned > 0;
 }
 
-/* Ends the process drain_seconds after a stop was asked for (a signal, or
- * the main loop ending), whatever the main thread is blocked in: nothing is
- * lost, the next run reads again what was not committed. It watches from
- * the start, so a stop that arrives while librdkafka holds the main thread
- * (a rebalance callback, a broker that is gone) is bounded too. */
-struct watchdog {
-	volatile sig_atomic_t *stop;
-	unsigned seconds;
-	_Atomic bool draining, done;
-	_Atomic int64_t deadline_ms; /* -1 until a stop is seen */
-};
 
-static int64_t watchdog_deadline(struct watchdog *w)
-{
-	int64_t none = -1;
-
-	atomic_compare_exchange_strong(&w->deadline_ms, &none, now_ms() + (int64_t)w->seconds * 1000);
-	return w->deadline_ms;
-}
-
-static void *watchdog(void *arg)
-{
-	struct watchdog *w = arg;
-
-	while (!w->done) {
-		if ((*w->stop || w->draining) && now_ms() >= watchdog_deadline(w)) {
-			KILN_LOG(KILN_LOG_ERROR, "drain_timeout",
-				 "the last snapshot did not finish in time; exiting without it",
-				 KILN_F_INT("drain_seconds", w->seconds));
-			_exit(3);
-		}
-		usleep(50000);
-	}
-	return NULL;
-}
-
-/* Leaves the group within CLOSE_MS (less when the drain ends sooner). With
- * the coordinator gone, rd_kafka_consumer_close would wait for it (about
- * session.timeout.ms, longer while the broker is down): the close runs in
- * the background instead, and a consumer that has not closed by then is
- * left open, like one that never had an assignment (below). */
-#define CLOSE_MS 10000
-
-static bool close_consumer(struct krun *r, int64_t deadline)
-{
-	rd_kafka_queue_t *q = rd_kafka_queue_new(r->rk);
-	rd_kafka_error_t *error = rd_kafka_consumer_close_queue(r->rk, q);
-	int64_t until = now_ms() + CLOSE_MS;
-	bool closed = false;
-
-	if (deadline - 500 < until)
-		until = deadline - 500;
-	if (error) {
-		KILN_LOG(KILN_LOG_WARN, "close_error", rd_kafka_error_string(error));
-		rd_kafka_error_destroy(error);
-	} else {
-		/* serves the revocation (on_revoke) through the rebalance callback */
-		while (!(closed = rd_kafka_consumer_closed(r->rk)) && now_ms() < until)
-			rd_kafka_queue_poll_callback(q, 100);
-	}
-	rd_kafka_queue_destroy(q);
-	return closed;
-}
-
-/* With --stop-at-end, true (and the run fatal) once source.connect_timeout
- * has passed since STARTED without a broker answering: no metadata (so no
- * cluster id) and no assignment. */
-static bool unreachable(struct krun *r, int64_t started)
-{
-	char *cluster = rd_kafka_clusterid(r->rk, 0);
-
-	if (cluster || r->ever_assigned) {
-		rd_kafka_mem_free(r->rk, cluster);
-		r->reached = true;
-		return false;
-	}
-	if (now_ms() - started < (int64_t)r->p->connect_timeout * 1000)
-		return false;
-	r->fatal = KILN_EIO;
-	snprintf(r->fatal_msg, sizeof(r->fatal_msg),
-		 "%s: no broker answered within source.connect_timeout (%u s); nothing was read", r->p->brokers,
-		 r->p->connect_timeout);
-	return true;
-}
 
 #define POLL_RUN 1024
 
@@ -1334,7 +681,7 @@ static int loop(struct krun *r)
 	r->last_snapshot_ms = started;
 	while (!*r->o->stop && !r->fatal) {
 		uint64_t ticket = 0;
-		bool asked = snapshot_requested(r, &ticket) || (r->o->snapshot && *r->o->snapshot);
+		bool asked = kiln_kafka_snapshot_requested(r, &ticket) || (r->o->snapshot && *r->o->snapshot);
 		int64_t now = now_ms();
 		bool waiting = r->pending || moves_pending(r);
 		bool due = (p->snapshot_records && r->pending >= p->snapshot_records) ||
@@ -1349,7 +696,7 @@ static int loop(struct krun *r)
 			if (rc < 0 && (rc == KILN_EINVALID || rc == KILN_ENOMEM))
 				return rc;
 			if (ticket)
-				snapshot_answered(r, ticket, rc);
+				kiln_kafka_snapshot_answered(r, ticket, rc);
 			if (rc < 0) {
 				backoff_ms = backoff_ms ? (backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2) : 500;
 				if ((rc = failed(r, "snapshot_failed", "the snapshot failed; reading again from the last commit",
@@ -1368,14 +715,14 @@ static int loop(struct krun *r)
 				goto fail;
 			m = k < POLL_RUN ? rd_kafka_consumer_poll(r->rk, 0) : NULL;
 		}
-		if ((rc = submit_due(r, false)) < 0 || (rc = kiln_curate_pool_poll(r->pool)) < 0)
+		if ((rc = submit_due(r, false)) < 0 || (rc = kiln_curate_pool_poll(r->sink.pool)) < 0)
 			goto fail;
 		if (r->o->stop_at_end && caught_up(r))
 			break; /* the last snapshot follows */
-		if (r->o->stop_at_end && !r->reached && unreachable(r, started))
+		if (r->o->stop_at_end && !r->reached && kiln_kafka_client_unreachable(r, started))
 			break;
 		if (now / 1000 != now_ms() / 1000)
-			update_lag(r);
+			kiln_kafka_metrics_update_lag(r);
 		continue;
 fail:
 		if (rc == KILN_EINVALID || rc == KILN_ENOMEM)
@@ -1398,7 +745,7 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 	struct krun *r = calloc(1, sizeof(*r));
 	static volatile sig_atomic_t never;
 	kiln_kafka_run_options opts = *o;
-	struct watchdog dog = { .seconds = p->drain_seconds, .deadline_ms = -1 };
+	struct kiln_kafka_watchdog dog = { .seconds = p->drain_seconds, .deadline_ms = -1 };
 	pthread_t dog_thread;
 	bool dog_started = false;
 	uint64_t ticket;
@@ -1413,30 +760,14 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 	r->o = &opts;
 	r->out = out;
 	dog.stop = opts.stop;
-	dog_started = pthread_create(&dog_thread, NULL, watchdog, &dog) == 0;
+	dog_started = pthread_create(&dog_thread, NULL, kiln_kafka_watchdog, &dog) == 0;
 	pthread_mutex_init(&r->req_lock, NULL);
 	pthread_cond_init(&r->req_cond, NULL);
 	r->heartbeat_ms = now_ms();
-	if ((rc = metrics_new(&r->mx)) < 0 || (rc = kiln_run_setup_open(&r->setup, p)) < 0 || (rc = writers_new(r)) < 0)
-		goto cleanup;
-	kiln_curate_pool_options popt = { .pipeline = p, .contract = r->setup.contract, .key = &r->setup.key,
-					  .splitter = &r->setup.splitter, .split_field = r->setup.split_field,
-					  .workers = kiln_curate_worker_count(p),
-					  .raw_store = p->raw_zone ? r->setup.store : NULL, .consume = consume, .ctx = r };
-	if ((rc = kiln_curate_pool_new(&r->pool, &popt)) < 0)
-		goto cleanup;
-	if (p->metrics_listen) {
-		const kiln_http_route routes[] = {
-			{ "GET", "/metrics", http_metrics, r },
-			{ "GET", "/healthz", http_healthz, r },
-			{ "POST", "/v1/snapshot", http_snapshot, r },
-		};
-		if ((rc = kiln_http_server_start(&r->http, p->metrics_listen, routes, 3)) < 0)
-			goto cleanup;
-		KILN_LOG(KILN_LOG_INFO, "listening", NULL, KILN_F_STR("listen", p->metrics_listen),
-			 KILN_F_INT("port", kiln_http_server_port(r->http)));
-	}
-	if ((rc = open_kafka(r)) < 0)
+	kiln_sink_options sopt = { .delta = &r->delta, .consume = consume, .ctx = r, .raw_zone = p->raw_zone };
+	if ((rc = kiln_kafka_metrics_new(&r->mx)) < 0 || (rc = kiln_run_setup_open(&r->setup, p)) < 0 ||
+	    (rc = kiln_sink_open(&r->sink, &r->setup, &sopt)) < 0 || (rc = kiln_kafka_http_start(r)) < 0 ||
+	    (rc = kiln_kafka_client_open(r)) < 0)
 		goto cleanup;
 	kiln_gauge_set(r->mx.up, 1);
 	KILN_LOG(KILN_LOG_INFO, "started", NULL, KILN_F_STR("dataset", p->dataset), KILN_F_STR("branch", p->branch),
@@ -1446,15 +777,15 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 
 	/* the drain: commit what was consumed, then leave the group */
 	dog.draining = true;
-	r->drain_until_ms = watchdog_deadline(&dog);
+	r->drain_until_ms = kiln_kafka_watchdog_deadline(&dog);
 	final = snapshot(r, *opts.stop ? "stopping" : "finished");
 	if (final < 0) {
 		KILN_LOG(KILN_LOG_ERROR, "snapshot_failed", kiln_error_last());
 		if (rc == 0)
 			rc = final;
 	}
-	if (snapshot_requested(r, &ticket)) /* asked for during the loop's last turn or the drain */
-		snapshot_answered(r, ticket, final);
+	if (kiln_kafka_snapshot_requested(r, &ticket)) /* asked for during the loop's last turn or the drain */
+		kiln_kafka_snapshot_answered(r, ticket, final);
 	kiln_gauge_set(r->mx.up, 0);
 	/* closing the consumer revokes: nothing is pending, so nothing commits.
 	 * librdkafka before 2.3 aborts closing a cooperative-sticky member that
@@ -1466,11 +797,11 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 		KILN_LOG(KILN_LOG_INFO, "left_unclosed", "never assigned; librdkafka < 2.3 cannot close such a member");
 		left_open = r->rk; /* not destroyed either, for the same reason; still reachable */
 		r->rk = NULL;
-	} else if (!watermarks_free_to_ask(r)) {
+	} else if (!kiln_kafka_watermarks_free_to_ask(r)) {
 		KILN_LOG(KILN_LOG_INFO, "left_unclosed", "a watermark query still waits for the broker; leaving without closing");
 		left_open = r->rk;
 		r->rk = NULL;
-	} else if (!close_consumer(r, r->drain_until_ms)) {
+	} else if (!kiln_kafka_client_close(r, r->drain_until_ms)) {
 		KILN_LOG(KILN_LOG_INFO, "left_unclosed", "the group did not answer in time; leaving without closing");
 		left_open = r->rk;
 		r->rk = NULL;
@@ -1481,25 +812,17 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 		 KILN_F_STR("commit", out->commit));
 
 cleanup:
-	kiln_http_server_stop(r->http);
-	pthread_mutex_lock(&r->req_lock);
-	if (r->req_done < r->req_asked) {
-		r->req_rc = KILN_EIO;
-		snprintf(r->req_error, sizeof(r->req_error), "the run stopped before the snapshot");
-	}
-	r->req_done = r->req_asked;
-	pthread_cond_broadcast(&r->req_cond);
-	pthread_mutex_unlock(&r->req_lock);
-	if (r->pool)
-		kiln_curate_pool_abandon(r->pool);
+	kiln_kafka_http_stop(r);
+	if (r->sink.pool)
+		kiln_curate_pool_abandon(r->sink.pool);
 	for (size_t i = 0; i < r->nparts; i++) {
-		if (r->pool)
-			kiln_curate_pool_recycle(r->pool, r->parts[i]->open);
+		if (r->sink.pool)
+			kiln_curate_pool_recycle(r->sink.pool, r->parts[i]->open);
 		free(r->parts[i]->topic);
 		free(r->parts[i]);
 	}
 	free(r->parts);
-	kiln_curate_pool_free(r->pool);
+	kiln_sink_close(&r->sink);
 	if (r->rk)
 		rd_kafka_destroy(r->rk);
 	if (r->dlq) {
@@ -1507,8 +830,7 @@ cleanup:
 		rd_kafka_purge(r->dlq, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
 		rd_kafka_destroy(r->dlq);
 	}
-	watermarks_unref(r->wm_stuck);
-	writers_free(r);
+	kiln_kafka_watermarks_unref(r->wm_stuck);
 	kiln_run_setup_close(&r->setup);
 	kiln_metrics_free(r->mx.m);
 	pthread_mutex_destroy(&r->req_lock);

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "core/yaml_doc.h"
+#include "ingest/source.h"
 #include "manifest/format.h"
 #include "mask/key.h"
 #include "store/config.h"
@@ -59,8 +60,15 @@ static const char *name_from_path(loader *l, const char *path)
 	return s;
 }
 
-static const char *const kafka_only[] = { "brokers", "topics", "group", "options", "start", "on_gap", "batch",
-					  "dead_letter_topic", "connect_timeout", NULL };
+/* The source keys a file or stdin source reads are its row's
+ * (ingest/source.h); every other key of source_keys is a Kafka source's. */
+static bool file_source_key(const char *key)
+{
+	for (const char *const *k = kiln_source_file.option_keys; *k; k++)
+		if (strcmp(*k, key) == 0)
+			return true;
+	return false;
+}
 
 /* A Kafka topic name: [A-Za-z0-9._-], at most 249 characters. */
 static bool topic_ok(const char *s)
@@ -311,8 +319,8 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "kind"), "source.kind",
 				      "unknown source kind \"%s\" (expected file, stdin or kafka)", kind);
 	}
-	for (const char *const *k = kafka_only; *k; k++)
-		if (kiln_yaml_get(src, *k))
+	for (const char *const *k = source_keys; *k; k++)
+		if (!file_source_key(*k) && kiln_yaml_get(src, *k))
 			return kiln_yaml_fail(l->doc, kiln_yaml_get(src, *k), kiln_config_path(&l->cfg, "source", *k),
 					      "only a kafka source has this key");
 	if (name) {

@@ -8,7 +8,8 @@
  * pool (ingest/curate_pool.h), feeding each offset below `next` once
  * (objects overlap where a crashed run's batches were consumed again with
  * other boundaries), and the results go to the shard writers and the
- * quarantine as in curate_run.c. One snapshot commit creates the branch. */
+ * quarantine as in curate_run.c. One snapshot commit creates the branch.
+ * This is the replay source (ingest/source.h) driven by the ingest loop. */
 #include "ingest/replay_run.h"
 
 #include <inttypes.h>
@@ -20,11 +21,9 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "ingest/curate_pool.h"
-#include "ingest/run_setup.h"
+#include "ingest/ingest_loop.h"
 #include "manifest/version.h"
-#include "shard/quarantine.h"
 #include "shard/raw.h"
-#include "shard/writer.h"
 
 #define BATCH_BYTES   (1u << 20)
 #define BATCH_RECORDS 8192
@@ -51,14 +50,18 @@ struct part {
 	int64_t fed;
 };
 
+struct replay_args {
+	const kiln_replay_options *o;
+	kiln_replay_result *out;
+};
+
+/* The replay source's state (kiln_source_replay). */
 struct replay {
 	const kiln_pipeline *p;
 	const kiln_replay_options *o;
-	kiln_run_setup setup;
-	kiln_curate_pool *pool;
-	kiln_shard_writer *writers[KILN_SPLIT_COUNT];
-	kiln_quarantine *quarantine;
-	kiln_stats *delta;
+	kiln_replay_result *out;
+	kiln_ingest *in;
+	kiln_lineage_entry *lineage; /* what the commit records */
 	struct part *parts;
 	size_t part_count, part_cap;
 	struct part *cur; /* the partition being fed */
@@ -199,7 +202,7 @@ static int list_part(struct replay *r, struct part *pt)
 	uint64_t below;
 	int rc;
 
-	if ((rc = kiln_raw_list(r->setup.store, pt->topic, pt->partition, note_object, pt)) < 0)
+	if ((rc = kiln_raw_list(r->in->setup.store, pt->topic, pt->partition, note_object, pt)) < 0)
 		return rc;
 	pt->start = r->p->start_latest && pt->object_count ? pt->objects[0].first : 0;
 	below = (uint64_t)(pt->next - pt->start);
@@ -236,7 +239,7 @@ static int submit_open(struct replay *r)
 	for (size_t i = 0; i < b->count; i++)
 		if (b->rec[i] != tombstone)
 			b->rec[i] = b->too_long[i] ? NULL : base + (uintptr_t)b->rec[i];
-	return kiln_curate_pool_submit(r->pool, b);
+	return kiln_curate_pool_submit(r->in->sink.pool, b);
 }
 
 static int feed(struct replay *r, const kiln_raw_record *rec)
@@ -247,7 +250,7 @@ static int feed(struct replay *r, const kiln_raw_record *rec)
 	int rc;
 
 	if (!b) {
-		if (!(b = kiln_curate_pool_batch(r->pool)))
+		if (!(b = kiln_curate_pool_batch(r->in->sink.pool)))
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
 		b->topic = pt->topic;
 		b->partition = pt->partition;
@@ -301,7 +304,7 @@ static int replay_part(struct replay *r, struct part *pt)
 
 		if (o->last < pt->fed)
 			continue; /* every offset in it was fed already */
-		rc = kiln_raw_read(r->setup.store, o->key, on_record, r);
+		rc = kiln_raw_read(r->in->setup.store, o->key, on_record, r);
 		if (r->rc < 0)
 			return r->rc;
 		if (rc == KILN_EINVALID || rc == KILN_ENOTFOUND) {
@@ -317,16 +320,14 @@ static int replay_part(struct replay *r, struct part *pt)
 	return rc;
 }
 
-/* Hands a processed batch to the shard writers and the quarantine. */
-static int consume(void *ctx, kiln_batch *b)
+/* Before a curated batch is landed: a tombstone's quarantine line says
+ * null, an empty value "" (as kiln run's). */
+static void replay_prepare(void *src, kiln_batch *b)
 {
-	struct replay *r = ctx;
-
-	/* a tombstone's quarantine line says null, an empty value "" (as kiln run's) */
+	(void)src;
 	for (size_t i = 0; i < b->reject_count; i++)
 		if (b->rec[b->rejects[i].index] == tombstone)
 			b->rec[b->rejects[i].index] = NULL;
-	return kiln_batch_deliver(b, r->writers, r->quarantine, r->delta);
 }
 
 /* ---- the run -------------------------------------------------------------- */
@@ -358,80 +359,113 @@ static uint64_t count_missing(struct replay *r, bool after_reading)
 	return total;
 }
 
-static int open_writers(struct replay *r)
+/* Which partitions, from options->from's lineage.json, and what is missing
+ * by the object names: refused before anything is written. */
+static int replay_open(void **out, kiln_ingest *in, const void *args)
 {
-	const kiln_pipeline *p = r->p;
-	kiln_shard_writer_options wopt = {
-	    .target_bytes = p->target_bytes, .level = p->zstd_level, .background = true};
+	const struct replay_args *a = args;
+	const kiln_pipeline *p = in->p;
+	struct replay *r = calloc(1, sizeof(*r));
 	int rc;
 
-	if ((rc = kiln_quarantine_new(&r->quarantine, r->setup.store, p->dataset, p->branch,
-				       p->target_bytes, p->zstd_level, NULL)) < 0)
+	*out = r;
+	if (!r)
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	*r = (struct replay){ .p = p, .o = a->o, .out = a->out, .in = in };
+	if ((rc = check_branches(in->setup.manifest, p, r->o->from)) < 0 ||
+	    (rc = kiln_manifest_lineage(in->setup.manifest, p->dataset, r->o->from, note_lineage, r)) < 0)
 		return rc;
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		if ((rc = kiln_shard_writer_new(&r->writers[i], r->setup.store, &wopt)) < 0)
+	if (r->part_count == 0)
+		return kiln_error_set(KILN_EINVALID, "%s@%s: lineage.json has no offsets of the pipeline's topics (%s%s)",
+				      p->dataset, r->o->from, p->topic_count ? p->topics[0] : "",
+				      p->topic_count > 1 ? ", ..." : "");
+	r->out->partitions = r->part_count;
+	for (size_t i = 0; i < r->part_count; i++)
+		if ((rc = list_part(r, &r->parts[i])) < 0)
 			return rc;
-	kiln_curate_pool_options popt = {.pipeline = p,
-	                                 .contract = r->setup.contract,
-	                                 .key = &r->setup.key,
-	                                 .splitter = &r->setup.splitter,
-	                                 .split_field = r->setup.split_field,
-	                                 .workers = kiln_curate_worker_count(p),
-	                                 .consume = consume,
-	                                 .ctx = r};
-	return kiln_curate_pool_new(&r->pool, &popt);
+	r->out->missing = count_missing(r, false);
+	return r->out->missing && !r->o->allow_missing ? KILN_SOURCE_DONE : KILN_SOURCE_GO;
 }
 
-/* The one snapshot: every shard, lineage = the source branch's, fenced on
- * the target having no entry (it did not exist when the replay began). */
-static int commit(struct replay *r, kiln_replay_result *out)
+static int replay_read(void *src, kiln_ingest *in)
 {
-	kiln_snapshot snap = {0};
-	kiln_stats *d = r->delta;
-	kiln_lineage_entry *lineage = calloc(r->part_count, sizeof(*lineage));
+	struct replay *r = src;
 	int rc;
 
-	if (!lineage)
+	(void)in;
+	for (size_t i = 0; i < r->part_count; i++)
+		if ((rc = replay_part(r, &r->parts[i])) < 0)
+			return rc;
+	return 0;
+}
+
+/* What the objects really held (a corrupt one, offsets Kafka skipped). */
+static int replay_end(void *src, kiln_ingest *in)
+{
+	struct replay *r = src;
+
+	(void)in;
+	r->out->missing = count_missing(r, true);
+	return r->out->missing && !r->o->allow_missing ? KILN_SOURCE_DONE : KILN_SOURCE_GO;
+}
+
+/* The one snapshot: lineage = the source branch's, fenced on the target
+ * having no entry (it did not exist when the replay began). */
+static int replay_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
+{
+	struct replay *r = src;
+
+	(void)in;
+	if (!(r->lineage = calloc(r->part_count, sizeof(*r->lineage))))
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
-		snap.shards[i] = kiln_shard_writer_shards(r->writers[i], &snap.shard_count[i]);
-		d->splits[i].shards = snap.shard_count[i];
-		for (size_t j = 0; j < snap.shard_count[i]; j++) {
-			d->splits[i].bytes += snap.shards[i][j].bytes;
-			d->splits[i].raw_bytes += snap.shards[i][j].raw_bytes;
-		}
-		out->run.shards += snap.shard_count[i];
-	}
 	for (size_t i = 0; i < r->part_count; i++) {
 		const struct part *pt = &r->parts[i];
-		lineage[i] = (kiln_lineage_entry){.topic = pt->topic,
-		                                  .partition = pt->partition,
-		                                  .next = pt->next,
-		                                  .skipped = pt->skipped,
-		                                  .gaps = pt->gaps,
-		                                  .fenced = true,
-		                                  .expect_next = -1};
+		r->lineage[i] = (kiln_lineage_entry){ .topic = pt->topic, .partition = pt->partition, .next = pt->next,
+						      .skipped = pt->skipped, .gaps = pt->gaps, .fenced = true,
+						      .expect_next = -1 };
 	}
-	snap.lineage = lineage;
-	snap.lineage_count = r->part_count;
-	snap.delta = *d;
-	rc = kiln_run_setup_commit(&r->setup, &snap, out->run.commit);
+	snap->lineage = r->lineage;
+	snap->lineage_count = r->part_count;
+	return 0;
+}
+
+static int replay_committed(void *src, kiln_ingest *in, int rc)
+{
+	(void)src;
 	if (rc == KILN_EFENCED || rc == KILN_EMODIFIED)
-		rc =
-		    kiln_error_set(KILN_EINVALID, "%s@%s was created while the replay ran; nothing committed",
-		                   r->p->dataset, r->p->branch);
-	free(lineage);
+		rc = kiln_error_set(KILN_EINVALID, "%s@%s was created while the replay ran; nothing committed",
+				    in->p->dataset, in->p->branch);
 	return rc;
 }
 
+static void replay_close(void *src, kiln_ingest *in)
+{
+	struct replay *r = src;
+
+	if (!r)
+		return;
+	if (in->sink.pool)
+		kiln_curate_pool_recycle(in->sink.pool, r->open);
+	parts_free(r);
+	free(r->lineage);
+	free(r);
+}
+
+/* A replay reads a Kafka pipeline's source.* keys (its topics), not Kafka. */
+static const char *const replay_keys[] = { "kind", "topics", "start", "max_record_bytes", "max_depth", NULL };
+
+const kiln_source kiln_source_replay = {
+	.version = KILN_SOURCE_VERSION, .kind = "replay", .option_keys = replay_keys,
+	.open = replay_open, .read = replay_read, .prepare = replay_prepare, .end = replay_end,
+	.lineage = replay_lineage, .committed = replay_committed, .close = replay_close,
+};
+
 int kiln_replay_run(const kiln_pipeline *p, const kiln_replay_options *o, kiln_replay_result *out)
 {
-	struct replay r = {.p = p, .o = o};
 	kiln_manifest *probe = NULL;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	r.delta = &out->run.delta;
 	if (p->source_kind != KILN_SOURCE_KAFKA)
 		return kiln_error_set(
 		    KILN_EINVALID,
@@ -454,54 +488,5 @@ int kiln_replay_run(const kiln_pipeline *p, const kiln_replay_options *o, kiln_r
 		if (rc < 0)
 			return rc;
 	}
-	if ((rc = kiln_run_setup_open(&r.setup, p)) < 0 ||
-	    (rc = check_branches(r.setup.manifest, p, o->from)) < 0 ||
-	    (rc = kiln_manifest_lineage(r.setup.manifest, p->dataset, o->from, note_lineage, &r)) < 0)
-		goto cleanup;
-	if (r.part_count == 0) {
-		rc = kiln_error_set(KILN_EINVALID,
-		                    "%s@%s: lineage.json has no offsets of the pipeline's topics (%s%s)",
-		                    p->dataset, o->from, p->topic_count ? p->topics[0] : "",
-		                    p->topic_count > 1 ? ", ..." : "");
-		goto cleanup;
-	}
-	out->partitions = r.part_count;
-
-	/* what is missing by the object names: refused before anything is written */
-	for (size_t i = 0; i < r.part_count; i++)
-		if ((rc = list_part(&r, &r.parts[i])) < 0)
-			goto cleanup;
-	out->missing = count_missing(&r, false);
-	if (out->missing && !o->allow_missing)
-		goto cleanup;
-
-	if ((rc = open_writers(&r)) < 0)
-		goto cleanup;
-	for (size_t i = 0; i < r.part_count; i++)
-		if ((rc = replay_part(&r, &r.parts[i])) < 0)
-			goto cleanup;
-	if ((rc = kiln_curate_pool_drain(r.pool)) < 0)
-		goto cleanup;
-	/* what the objects really held (a corrupt one, offsets Kafka skipped) */
-	out->missing = count_missing(&r, true);
-	if (out->missing && !o->allow_missing)
-		goto cleanup;
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		if ((rc = kiln_shard_writer_finish(r.writers[i])) < 0)
-			goto cleanup;
-	if ((rc = kiln_quarantine_flush(r.quarantine)) < 0)
-		goto cleanup;
-	out->run.quarantine_objects = kiln_quarantine_objects(r.quarantine);
-	rc = commit(&r, out);
-
-cleanup:
-	if (r.pool)
-		kiln_curate_pool_recycle(r.pool, r.open);
-	kiln_curate_pool_free(r.pool);
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		kiln_shard_writer_free(r.writers[i]);
-	kiln_quarantine_free(r.quarantine);
-	parts_free(&r);
-	kiln_run_setup_close(&r.setup);
-	return rc;
+	return kiln_ingest_run(&kiln_source_replay, &(struct replay_args){ .o = o, .out = out }, p, &out->run);
 }

@@ -1,0 +1,103 @@
+/* The sink every source's records go to (see sink.h). */
+#include "ingest/sink.h"
+
+#include <string.h>
+
+#include "core/error.h"
+#include "ingest/curate_run.h"
+
+static void writers_free(kiln_sink *s)
+{
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
+		kiln_shard_writer_free(s->writers[i]);
+		s->writers[i] = NULL;
+	}
+	kiln_quarantine_free(s->quarantine);
+	s->quarantine = NULL;
+}
+
+int kiln_sink_renew(kiln_sink *s)
+{
+	const kiln_pipeline *p = s->setup->p;
+	kiln_shard_writer_options wopt = { .target_bytes = p->target_bytes, .level = p->zstd_level, .background = true };
+	int rc;
+
+	writers_free(s);
+	if ((rc = kiln_quarantine_new(&s->quarantine, s->setup->store, p->dataset, p->branch, p->target_bytes,
+				       p->zstd_level, NULL)) < 0)
+		return rc;
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
+		if ((rc = kiln_shard_writer_new(&s->writers[i], s->setup->store, &wopt)) < 0)
+			return rc;
+	return 0;
+}
+
+static int deliver(void *ctx, kiln_batch *b)
+{
+	return kiln_sink_deliver(ctx, b);
+}
+
+int kiln_sink_open(kiln_sink *out, kiln_run_setup *setup, const kiln_sink_options *o)
+{
+	const kiln_pipeline *p = setup->p;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->setup = setup;
+	out->delta = o->delta;
+	if ((rc = kiln_sink_renew(out)) < 0)
+		return rc;
+	kiln_curate_pool_options popt = { .pipeline = p, .contract = setup->contract, .key = &setup->key,
+					  .splitter = &setup->splitter, .split_field = setup->split_field,
+					  .workers = kiln_curate_worker_count(p),
+					  .raw_store = o->raw_zone ? setup->store : NULL,
+					  .consume = o->consume ? o->consume : deliver,
+					  .ctx = o->consume ? o->ctx : out };
+	return kiln_curate_pool_new(&out->pool, &popt);
+}
+
+void kiln_sink_close(kiln_sink *s)
+{
+	kiln_curate_pool_free(s->pool);
+	s->pool = NULL;
+	writers_free(s);
+}
+
+int kiln_sink_deliver(kiln_sink *s, kiln_batch *b)
+{
+	return kiln_batch_deliver(b, s->writers, s->quarantine, s->delta);
+}
+
+int kiln_sink_finish_shards(kiln_sink *s)
+{
+	int rc;
+
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
+		if ((rc = kiln_shard_writer_finish(s->writers[i])) < 0)
+			return rc;
+	return 0;
+}
+
+int kiln_sink_flush_quarantine(kiln_sink *s)
+{
+	return kiln_quarantine_flush(s->quarantine);
+}
+
+size_t kiln_sink_shards(kiln_sink *s, kiln_snapshot *snap)
+{
+	kiln_stats *d = s->delta;
+	size_t shards = 0;
+
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
+		snap->shards[i] = kiln_shard_writer_shards(s->writers[i], &snap->shard_count[i]);
+		d->splits[i].shards = snap->shard_count[i];
+		d->splits[i].bytes = d->splits[i].raw_bytes = 0;
+		for (size_t j = 0; j < snap->shard_count[i]; j++) {
+			d->splits[i].bytes += snap->shards[i][j].bytes;
+			d->splits[i].raw_bytes += snap->shards[i][j].raw_bytes;
+		}
+		shards += snap->shard_count[i];
+	}
+	snap->delta = *d;
+	return shards;
+}

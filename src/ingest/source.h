@@ -1,0 +1,60 @@
+/* A source: where a run's records come from, as one row of function
+ * pointers with the pipeline keys it owns (like a Fluent Bit input plugin
+ * and its config map). kiln_ingest_run (ingest/ingest_loop.h) drives a
+ * source into the one sink every run shares (ingest/sink.h):
+ *
+ *   open -> read (batches into the curate pool) -> [pool drained] -> end
+ *        -> [shards finished, quarantine flushed] -> lineage -> [commit]
+ *        -> committed -> close
+ *
+ * Adding a source is one new row (and its kind in the pipeline loader).
+ * The Kafka source (ingest/kafka_run.h) is not a row yet: it runs for
+ * ever, commits many snapshots and is driven by rebalances; it shares the
+ * sink, not the loop. */
+#ifndef KILN_INGEST_SOURCE_H
+#define KILN_INGEST_SOURCE_H
+
+#include "ingest/curate_pool.h"
+#include "manifest/manifest.h"
+
+#define KILN_SOURCE_VERSION 1
+
+struct kiln_ingest;
+
+/* What `open` and `end` return besides errors. */
+#define KILN_SOURCE_GO   1 /* go on: read (open), commit what was read (end) */
+#define KILN_SOURCE_DONE 0 /* the run ends here, successfully, nothing (more) committed */
+
+typedef struct kiln_source {
+	unsigned version;               /* KILN_SOURCE_VERSION */
+	const char *kind;               /* its source.kind */
+	const char *const *option_keys; /* the source.* keys it reads, NULL-terminated */
+
+	/* Finds where to resume (the branch's lineage.json, in->setup) and opens
+	 * the input; *out is the source's state, set even when open fails.
+	 * args: the source's own (NULL for most). KILN_SOURCE_GO, or
+	 * KILN_SOURCE_DONE to end the run before anything is written. */
+	int (*open)(void **out, struct kiln_ingest *in, const void *args);
+	/* Reads every record into batches (kiln_curate_pool_batch on
+	 * in->sink.pool) and submits them in offset order. */
+	int (*read)(void *src, struct kiln_ingest *in);
+	/* Optional: called on each curated batch before the sink gets it. */
+	void (*prepare)(void *src, kiln_batch *b);
+	/* Everything read was delivered: KILN_SOURCE_GO, or
+	 * KILN_SOURCE_DONE (e.g. nothing new; the source pushed or reported). */
+	int (*end)(void *src, struct kiln_ingest *in);
+	/* The lineage entries (fenced) the commit records: sets
+	 * snap->lineage and lineage_count (owned by the source). */
+	int (*lineage)(void *src, struct kiln_ingest *in, kiln_snapshot *snap);
+	/* Optional: the commit's result, which it may turn into another error. */
+	int (*committed)(void *src, struct kiln_ingest *in, int rc);
+	/* Frees the state (NULL is fine); the pool is still open. */
+	void (*close)(void *src, struct kiln_ingest *in);
+} kiln_source;
+
+/* The rows (curate_run.c, replay_run.c). */
+extern const kiln_source kiln_source_file;
+extern const kiln_source kiln_source_stdin;
+extern const kiln_source kiln_source_replay;
+
+#endif

@@ -1,0 +1,362 @@
+/* Unit tests for the ingest loop (src/ingest/ingest_loop.c): a fake
+ * source holding its records in memory is driven through the one loop into
+ * a file:// store and a manifest repository in a temp dir. The tests check
+ * the order of the source's stages, what the loop commits (counts, shards,
+ * quarantine, the source's fenced lineage), that a source that ends early
+ * writes nothing, and that an error stops the run with nothing committed
+ * and the source closed. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <glob.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "ingest/ingest_loop.h"
+#include "ingest/pipeline.h"
+
+static char tmpdir[PATH_MAX];
+
+#define RECORD(id, user)                                                                                      \
+	"{\"event_id\":\"" id "\",\"event_type\":\"search\",\"occurred_at\":\"2025-09-14T09:00:36Z\","       \
+	"\"user_id\":\"" user "\",\"consent\":true,\"message\":\"hello\",\"device\":{\"os\":\"ios\"}}"
+
+/* Offsets 0 and 2 are valid; 1 is not JSON (quarantined). */
+static const char *const records[] = {
+	RECORD("1d2a44de-2d05-4d7e-a873-a6cff2672335", "u-1"),
+	"not json",
+	RECORD("0f3dbb11-6e1f-4f65-ae5e-b61942d75726", "u-3"),
+};
+#define RECORD_COUNT 3
+
+/* The fake source: what it was told to do, and what it saw. */
+struct fake {
+	int open_rc;         /* what open returns (after reading lineage) */
+	int read_rc;         /* < 0: read fails after submitting */
+	char calls[64];      /* one letter a stage: o r p e l c C (close) */
+	int64_t resumed;     /* lineage.json's next for "mem"/0 (-1: none) */
+	size_t prepared;     /* batches seen by prepare */
+	kiln_lineage_entry lineage;
+};
+
+static struct fake fake;
+
+static void called(char stage)
+{
+	size_t n = strlen(fake.calls);
+
+	if (n + 1 < sizeof(fake.calls))
+		fake.calls[n] = stage;
+}
+
+static int note_lineage(void *ctx, const kiln_lineage_entry *e)
+{
+	(void)ctx;
+	if (strcmp(e->topic, "mem") == 0 && e->partition == 0)
+		fake.resumed = e->next;
+	return 0;
+}
+
+static int fake_open(void **out, kiln_ingest *in, const void *args)
+{
+	int rc;
+
+	assert_ptr_equal(args, &fake);
+	*out = &fake;
+	called('o');
+	fake.resumed = -1;
+	if ((rc = kiln_manifest_lineage(in->setup.manifest, in->p->dataset, in->p->branch, note_lineage, NULL)) < 0)
+		return rc;
+	in->out->first_offset = in->out->next_offset = fake.resumed < 0 ? 0 : (uint64_t)fake.resumed;
+	return fake.open_rc;
+}
+
+/* Every record from where the branch stopped, one batch. */
+static int fake_read(void *src, kiln_ingest *in)
+{
+	kiln_batch *b;
+
+	assert_ptr_equal(src, &fake);
+	called('r');
+	if (!(b = kiln_curate_pool_batch(in->sink.pool)))
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	b->topic = "mem";
+	b->partition = 0;
+	for (uint64_t o = in->out->next_offset; o < RECORD_COUNT; o++) {
+		size_t i = b->count;
+		assert_int_equal(kiln_batch_reserve(b), 0);
+		b->rec[i] = records[o];
+		b->len[i] = strlen(records[o]);
+		b->too_long[i] = false;
+		b->offset[i] = (int64_t)o;
+		b->bytes += b->len[i];
+		b->count++;
+	}
+	in->out->next_offset = RECORD_COUNT;
+	if (b->count == 0)
+		kiln_curate_pool_recycle(in->sink.pool, b);
+	else if (kiln_curate_pool_submit(in->sink.pool, b) < 0)
+		return -1;
+	if (fake.read_rc < 0)
+		return kiln_error_set(fake.read_rc, "the fake source failed");
+	return 0;
+}
+
+static void fake_prepare(void *src, kiln_batch *b)
+{
+	assert_ptr_equal(src, &fake);
+	assert_string_equal(b->topic, "mem");
+	fake.prepared++;
+}
+
+static int fake_end(void *src, kiln_ingest *in)
+{
+	(void)src;
+	called('e');
+	return in->out->delta.records_in ? KILN_SOURCE_GO : KILN_SOURCE_DONE;
+}
+
+static int fake_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
+{
+	(void)src;
+	called('l');
+	fake.lineage = (kiln_lineage_entry){ .topic = "mem", .partition = 0, .next = (int64_t)in->out->next_offset,
+					     .fenced = true, .expect_next = fake.resumed };
+	snap->lineage = &fake.lineage;
+	snap->lineage_count = 1;
+	return 0;
+}
+
+static int fake_committed(void *src, kiln_ingest *in, int rc)
+{
+	(void)src;
+	(void)in;
+	called('c');
+	return rc;
+}
+
+static void fake_close(void *src, kiln_ingest *in)
+{
+	(void)in;
+	assert_true(src == NULL || src == &fake);
+	called('C');
+}
+
+static const char *const fake_keys[] = { "kind", NULL };
+
+static const kiln_source fake_source = {
+	.version = KILN_SOURCE_VERSION, .kind = "memory", .option_keys = fake_keys,
+	.open = fake_open, .read = fake_read, .prepare = fake_prepare, .end = fake_end,
+	.lineage = fake_lineage, .committed = fake_committed, .close = fake_close,
+};
+
+static void write_file(const char *name, const char *text, mode_t mode)
+{
+	char path[PATH_MAX + 64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	unlink(path);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+static size_t count_files(const char *pattern_in_tmp)
+{
+	char pattern[PATH_MAX + 128];
+	glob_t g;
+	size_t n;
+
+	snprintf(pattern, sizeof(pattern), "%s/%s", tmpdir, pattern_in_tmp);
+	if (glob(pattern, 0, NULL, &g) != 0)
+		return 0;
+	n = g.gl_pathc;
+	globfree(&g);
+	return n;
+}
+
+/* A pipeline whose store and manifest live under tmpdir/NAME. */
+static kiln_pipeline *pipeline(const char *name)
+{
+	char yaml[4096], path[PATH_MAX + 64], file[PATH_MAX];
+	kiln_pipeline *p = NULL;
+
+	write_file("key", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n", 0600);
+	write_file("in.jsonl", "", 0644);
+	snprintf(yaml, sizeof(yaml),
+		 "dataset: ev\n"
+		 "contract: %s/contracts/user-events.yaml\n"
+		 "source: {kind: file, path: in.jsonl, name: mem}\n"
+		 "pseudonymise: {key_file: key}\n"
+		 "split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}\n"
+		 "store: {url: file://%s/store}\n"
+		 "manifest: {repo: %s/m.git}\n"
+		 "workers: 2\n",
+		 KILN_SRCDIR, name, name);
+	snprintf(file, sizeof(file), "%s.yaml", name);
+	write_file(file, yaml, 0644);
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, file);
+	if (kiln_pipeline_load(&p, path, NULL, 0) != 0)
+		fail_msg("pipeline: %s", kiln_error_last());
+	return p;
+}
+
+static void reset_fake(void)
+{
+	memset(&fake, 0, sizeof(fake));
+	fake.open_rc = KILN_SOURCE_GO;
+}
+
+/* One run lands every record and commits the source's lineage; a second
+ * one resumes there, reads nothing and commits nothing. */
+static void test_run_commits_then_resumes(void **state)
+{
+	kiln_pipeline *p = pipeline("commit");
+	kiln_run_result r;
+
+	(void)state;
+	reset_fake();
+	if (kiln_ingest_run(&fake_source, &fake, p, &r) != 0)
+		fail_msg("run: %s", kiln_error_last());
+	assert_string_equal(fake.calls, "orelcC");
+	assert_int_equal(fake.prepared, 1);
+	assert_int_equal(strlen(r.commit), 40);
+	assert_int_equal(r.first_offset, 0);
+	assert_int_equal(r.next_offset, 3);
+	assert_int_equal(r.delta.records_in, 3);
+	assert_int_equal(r.delta.valid, 2);
+	assert_int_equal(r.delta.quarantined, 1);
+	assert_int_equal(r.quarantine_objects, 1);
+	assert_true(r.shards >= 1);
+	assert_int_equal(r.delta.splits[0].shards + r.delta.splits[1].shards + r.delta.splits[2].shards, r.shards);
+	assert_int_equal(count_files("commit/store/shards/*/*.jsonl.zst"), r.shards);
+	assert_int_equal(count_files("commit/store/quarantine/*/*/*/*/*.jsonl.zst"), 1);
+
+	reset_fake();
+	if (kiln_ingest_run(&fake_source, &fake, p, &r) != 0)
+		fail_msg("second run: %s", kiln_error_last());
+	assert_string_equal(fake.calls, "oreC");
+	assert_int_equal(fake.resumed, 3);
+	assert_int_equal(r.first_offset, 3);
+	assert_int_equal(r.delta.records_in, 0);
+	assert_string_equal(r.commit, "");
+	assert_int_equal(fake.prepared, 0);
+	kiln_pipeline_free(p);
+}
+
+/* A source that ends at open: nothing read, nothing in the store. */
+static void test_done_at_open_writes_nothing(void **state)
+{
+	kiln_pipeline *p = pipeline("done");
+	kiln_run_result r;
+
+	(void)state;
+	reset_fake();
+	fake.open_rc = KILN_SOURCE_DONE;
+	assert_int_equal(kiln_ingest_run(&fake_source, &fake, p, &r), 0);
+	assert_string_equal(fake.calls, "oC");
+	assert_string_equal(r.commit, "");
+	assert_int_equal(count_files("done/store/shards/*/*"), 0);
+	assert_int_equal(count_files("done/store/quarantine/*"), 0);
+	kiln_pipeline_free(p);
+}
+
+/* A failing read: its error, the source closed, nothing committed (a
+ * later run starts from offset 0 again). */
+static void test_read_error_commits_nothing(void **state)
+{
+	kiln_pipeline *p = pipeline("fail");
+	kiln_run_result r;
+
+	(void)state;
+	reset_fake();
+	fake.read_rc = KILN_EIO;
+	assert_int_equal(kiln_ingest_run(&fake_source, &fake, p, &r), KILN_EIO);
+	assert_string_equal(fake.calls, "orC");
+	assert_string_equal(r.commit, "");
+
+	reset_fake();
+	if (kiln_ingest_run(&fake_source, &fake, p, &r) != 0)
+		fail_msg("run: %s", kiln_error_last());
+	assert_int_equal(fake.resumed, -1);
+	assert_int_equal(r.delta.records_in, 3);
+	assert_int_equal(strlen(r.commit), 40);
+	kiln_pipeline_free(p);
+}
+
+/* The lineage is fenced: a run that resumed from an offset the branch has
+ * since moved past commits nothing (KILN_EFENCED, seen by committed). */
+static int stale_open(void **out, kiln_ingest *in, const void *args)
+{
+	int rc = fake_open(out, in, args);
+
+	fake.resumed = -1; /* as if another run committed after this one looked */
+	in->out->first_offset = in->out->next_offset = 0;
+	return rc;
+}
+
+static void test_fenced_lineage(void **state)
+{
+	kiln_pipeline *p = pipeline("fence");
+	kiln_source stale = fake_source;
+	kiln_run_result r;
+
+	(void)state;
+	reset_fake();
+	if (kiln_ingest_run(&fake_source, &fake, p, &r) != 0)
+		fail_msg("run: %s", kiln_error_last());
+	reset_fake();
+	stale.open = stale_open;
+	assert_int_equal(kiln_ingest_run(&stale, &fake, p, &r), KILN_EFENCED);
+	assert_string_equal(fake.calls, "orelcC");
+	kiln_pipeline_free(p);
+}
+
+static int setup(void **state)
+{
+	const char *base = getenv("TMPDIR");
+
+	(void)state;
+	snprintf(tmpdir, sizeof(tmpdir), "%s/kiln-ingest-loop-XXXXXX", base && *base ? base : "/tmp");
+	if (!mkdtemp(tmpdir))
+		return -1;
+	for (const char *const *d = (const char *const[]){ "commit", "done", "fail", "fence", NULL }; *d; d++) {
+		char path[PATH_MAX + 16];
+		snprintf(path, sizeof(path), "%s/%s", tmpdir, *d);
+		if (mkdir(path, 0700) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[PATH_MAX + 32];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_run_commits_then_resumes),
+		cmocka_unit_test(test_done_at_open_writes_nothing),
+		cmocka_unit_test(test_read_error_commits_nothing),
+		cmocka_unit_test(test_fenced_lineage),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
