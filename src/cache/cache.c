@@ -24,29 +24,15 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "shard/object.h"
 
 #define CHUNK    (1u << 20)
 #define SCRUB_CHUNK   (256u << 10)
 #define SCRUB_PAUSE_S 60 /* between two scrub passes */
-#define NAME_LEN 74 /* <64 hex>.jsonl.zst */
 
 static int oom(void)
 {
 	return kiln_error_set(KILN_ENOMEM, "cache: out of memory");
-}
-
-static bool hex64(const char *h)
-{
-	for (int i = 0; i < 64; i++)
-		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
-			return false;
-	return h[64] == '\0' || h[64] == '.';
-}
-
-/* "<64 hex>.jsonl.zst" */
-static bool shard_name(const char *name)
-{
-	return strlen(name) == NAME_LEN && hex64(name) && strcmp(name + 64, ".jsonl.zst") == 0;
 }
 
 static bool published(const struct stat *st)
@@ -56,7 +42,7 @@ static bool published(const struct stat *st)
 
 void kiln_cache_shard_path(const kiln_cache *cache, const char *hash, char *out)
 {
-	snprintf(out, PATH_MAX, "%s/shards/%.2s/%.64s.jsonl.zst", cache->dir, hash, hash);
+	kiln_shard_name(out, PATH_MAX, cache->dir, hash, NULL);
 }
 
 void kiln_cache_human(char *out, size_t cap, uint64_t bytes)
@@ -241,7 +227,7 @@ static int scan_shards(kiln_cache *c, scan_cb cb, void *ctx)
 		DIR *d;
 		int rc;
 
-		snprintf(sub, sizeof(sub), "%s/shards/%02x", c->dir, i);
+		snprintf(sub, sizeof(sub), "%s/" KILN_SHARD_DIR "%02x", c->dir, i);
 		if (!(d = opendir(sub))) {
 			if (errno == ENOENT)
 				continue;
@@ -249,13 +235,15 @@ static int scan_shards(kiln_cache *c, scan_cb cb, void *ctx)
 		}
 		while ((e = readdir(d))) {
 			struct stat st;
+			char hash[65];
 
-			if (!shard_name(e->d_name) || strncmp(e->d_name, sub + strlen(sub) - 2, 2) != 0)
+			if (!kiln_shard_parse_file(e->d_name, hash, NULL) ||
+			    strncmp(hash, sub + strlen(sub) - 2, 2) != 0)
 				continue;
 			if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 			    !S_ISREG(st.st_mode))
 				continue;
-			if ((rc = cb(ctx, e->d_name, dirfd(d), e->d_name, &st)) != 0) {
+			if ((rc = cb(ctx, hash, dirfd(d), e->d_name, &st)) != 0) {
 				closedir(d);
 				return rc;
 			}
@@ -502,10 +490,11 @@ static int sink_check(sink_ctx *s, uint64_t bytes)
  * X-Kiln-Peer, the cache's token, one retry). */
 static int peer_get(kiln_cache *c, size_t i, sink_ctx *s)
 {
-	char key[128];
+	char key[KILN_SHARD_KEY_CAP];
 	int rc;
 
-	snprintf(key, sizeof(key), "shards/%.2s/%.64s.jsonl.zst", s->hash, s->hash);
+	if ((rc = kiln_shard_name(key, sizeof(key), NULL, s->hash, NULL)) < 0)
+		return rc;
 	rc = kiln_store_get(c->peers[i], key, sink_write, s);
 	if (rc > 0)
 		rc = kiln_error_set(KILN_EIO, "shard %s: reading from %s failed", s->hash, s->source);
@@ -524,7 +513,8 @@ static int publish(kiln_cache *c, int fd, const char *tmp, const char *final, co
 		return kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
 	if (fsync(fd) < 0)
 		return write_failed(c, hash, errno);
-	snprintf(sub, sizeof(sub), "%s/shards/%.2s", c->dir, hash);
+	snprintf(sub, sizeof(sub), "%s", final);
+	*strrchr(sub, '/') = '\0'; /* its fan-out directory */
 	if (mkdir(sub, 0755) < 0 && errno != EEXIST)
 		return write_failed(c, hash, errno);
 	pthread_mutex_lock(&c->lock);
@@ -546,7 +536,7 @@ static int publish(kiln_cache *c, int fd, const char *tmp, const char *final, co
 /* One fetch of hash: peers (unless from_peer), then the origin. */
 static int fetch(kiln_cache *c, const char *hash, uint64_t bytes, bool from_peer)
 {
-	char final[PATH_MAX], tmp[PATH_MAX], key[128];
+	char final[PATH_MAX], tmp[PATH_MAX], key[KILN_SHARD_KEY_CAP];
 	sink_ctx s = {.c = c, .fd = -1, .hash = hash};
 	const char *source = NULL;
 	struct stat st;
@@ -590,9 +580,10 @@ static int fetch(kiln_cache *c, const char *hash, uint64_t bytes, bool from_peer
 			goto cleanup;
 	}
 	if (!source) {
-		snprintf(key, sizeof(key), "shards/%.2s/%.64s.jsonl.zst", hash, hash);
 		s.source = "the origin";
-		rc = kiln_store_get(c->store, key, sink_write, &s);
+		rc = kiln_shard_name(key, sizeof(key), NULL, hash, NULL);
+		if (rc == 0)
+			rc = kiln_store_get(c->store, key, sink_write, &s);
 		if (rc > 0)
 			rc = kiln_error_set(KILN_EIO, "shard %s: reading from the origin failed", hash);
 		if (rc == 0)
@@ -776,7 +767,7 @@ int kiln_cache_open_trusted(kiln_cache *c, const char *hash, int *out_fd, uint64
 
 	*out_fd = -1;
 	*out_size = 0;
-	if (strnlen(hash, 65) != 64 || !hex64(hash))
+	if (!kiln_shard_hash_valid(hash))
 		return kiln_error_set(KILN_EINVALID, "a shard hash is 64 lower-case hex digits");
 	if ((rc = open_verified(c, hash, false, 0, out_fd, &st)) < 0)
 		return rc;
@@ -818,7 +809,7 @@ int kiln_cache_open_shard(kiln_cache *c, const char *hash, bool fill, bool from_
 
 	*out_fd = -1;
 	*out_size = 0;
-	if (strnlen(hash, 65) != 64 || !hex64(hash))
+	if (!kiln_shard_hash_valid(hash))
 		return kiln_error_set(KILN_EINVALID, "a shard hash is 64 lower-case hex digits");
 	kiln_cache_refresh_lag(c);
 	/* a fill can lose its file to an eviction before we open it: try again */

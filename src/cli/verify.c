@@ -21,6 +21,7 @@
 #include "manifest/manifest.h"
 #include "manifest/sshsig.h"
 #include "manifest/version.h"
+#include "shard/object.h"
 #include "store/store.h"
 
 static const char usage_text[] =
@@ -216,12 +217,13 @@ static int check_shard(void *ctx, const kiln_shard_entry *e)
 	if (!c->store)
 		return 0;
 
-	char key[128], hex[65];
+	char key[KILN_SHARD_KEY_CAP], hex[65];
 	unsigned char digest[32];
 	hash_sink h = { .bytes = 0 };
 	int rc;
 
-	snprintf(key, sizeof(key), "shards/%.2s/%s.jsonl.zst", e->hash, e->hash);
+	if ((rc = kiln_shard_name(key, sizeof(key), NULL, e->hash, NULL)) < 0)
+		return rc;
 	crypto_generichash_init(&h.st, NULL, 0, sizeof(digest));
 	rc = kiln_store_get(c->store, key, hash_chunk, &h);
 	if (rc == KILN_ENOTFOUND) {

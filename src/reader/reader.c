@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "manifest/version.h"
+#include "shard/object.h"
 
 #define CHUNK (1u << 20)
 
@@ -126,8 +127,7 @@ static int collect(void *ctx, const kiln_shard_entry *e)
 	s->bytes = e->bytes;
 	s->raw_bytes = e->raw_bytes;
 	s->records = e->records;
-	snprintf(s->key, sizeof(s->key), "shards/%.2s/%s.jsonl.zst", e->hash, e->hash);
-	return 0;
+	return kiln_shard_name(s->key, sizeof(s->key), NULL, e->hash, NULL);
 }
 
 int kiln_reader_shards(kiln_reader *r, kiln_split split, kiln_reader_shard **out, size_t *n)
@@ -154,7 +154,7 @@ int kiln_reader_shards(kiln_reader *r, kiln_split split, kiln_reader_shard **out
 				return kiln_error_set(KILN_ENOMEM, "out of memory");
 			}
 			for (size_t i = 0; i < l.n; i++) {
-				snprintf(block + i * each, each, "%s/%s", r->store_url, l.v[i].key);
+				kiln_shard_name(block + i * each, each, r->store_url, l.v[i].hash, NULL);
 				l.v[i].url = block + i * each;
 			}
 			r->urls[split] = block;
@@ -295,16 +295,6 @@ static int temp_fd(void)
 	return fd;
 }
 
-static bool hash_valid(const char *h)
-{
-	if (strnlen(h, 65) != 64)
-		return false;
-	for (int i = 0; i < 64; i++)
-		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
-			return false;
-	return true;
-}
-
 /* Decompresses the verified file at fd (from its start) into sink. */
 static int decompress(kiln_reader *r, const kiln_reader_shard *s, int fd, kiln_store_sink sink, void *ctx)
 {
@@ -364,7 +354,7 @@ int kiln_reader_stream(kiln_reader *r, const kiln_reader_shard *s, kiln_store_si
 
 	if (!r->store)
 		return kiln_error_set(KILN_EINVALID, "shard %.64s: no store to read it from", s->hash);
-	if (!hash_valid(s->hash))
+	if (!kiln_shard_hash_valid(s->hash))
 		return kiln_error_set(KILN_EINVALID, "a shard hash must be 64 lower-case hex digits");
 	if (!r->dctx && !(r->dctx = ZSTD_createDCtx()))
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
