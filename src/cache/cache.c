@@ -24,6 +24,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "shard/fetch.h"
 #include "shard/object.h"
 
 #define CHUNK    (1u << 20)
@@ -97,19 +98,17 @@ static int write_failed(const kiln_cache *c, const char *hash, int err)
 	return kiln_error_set(KILN_EIO, "cache %s: shard %s: %s", c->dir, hash, strerror(err));
 }
 
-/* BLAKE2b-256 of the whole file at fd, as hex. */
-static int hash_fd(int fd, char out[65], const char *path)
+/* Whether the whole file at fd hashes to hash: 1 yes, 0 no, < 0 on a read error. */
+static int hash_matches(int fd, const char *hash, const char *path)
 {
-	crypto_generichash_state hs;
-	unsigned char digest[32];
+	kiln_shard_check check;
 	char *buf = malloc(CHUNK);
-	off_t off = 0;
 
 	if (!buf)
 		return oom();
-	crypto_generichash_init(&hs, NULL, 0, sizeof(digest));
+	kiln_shard_check_init(&check);
 	for (;;) {
-		ssize_t got = pread(fd, buf, CHUNK, off);
+		ssize_t got = pread(fd, buf, CHUNK, (off_t)check.size);
 
 		if (got < 0 && errno == EINTR)
 			continue;
@@ -119,13 +118,10 @@ static int hash_fd(int fd, char out[65], const char *path)
 		}
 		if (got == 0)
 			break;
-		crypto_generichash_update(&hs, (const unsigned char *)buf, (size_t)got);
-		off += got;
+		kiln_shard_check_update(&check, buf, (size_t)got);
 	}
 	free(buf);
-	crypto_generichash_final(&hs, digest, sizeof(digest));
-	sodium_bin2hex(out, 65, digest, sizeof(digest));
-	return 0;
+	return kiln_shard_check_final(&check, hash, 0) == KILN_SHARD_OK;
 }
 
 /* ---- invariants (internal.h) -------------------------------------------------- */
@@ -420,12 +416,12 @@ static int make_room(kiln_cache *c, uint64_t need)
 
 /* ---- fetching ----------------------------------------------------------------- */
 
+/* The temporary file a fetch writes to. */
 typedef struct sink_ctx {
 	kiln_cache *c;
 	int fd;
-	crypto_generichash_state hs;
-	uint64_t size, limit;
-	bool limit_is_cache; /* limit is size_limit: the shard's size is not known */
+	uint64_t size;
+	uint64_t cache_limit; /* the shard's size is not known: size_limit, else 0 */
 	const char *hash;
 	const char *source; /* for messages: "peer http://..." or "the origin" */
 } sink_ctx;
@@ -434,7 +430,6 @@ static int sink_reset(sink_ctx *s)
 {
 	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, 0, SEEK_SET) < 0)
 		return kiln_error_set(KILN_EIO, "cache %s: temporary file: %s", s->c->dir, strerror(errno));
-	crypto_generichash_init(&s->hs, NULL, 0, 32);
 	s->size = 0;
 	return 0;
 }
@@ -445,19 +440,14 @@ static int sink_write(void *ctx, const void *data, size_t len)
 	const char *p = data;
 
 	s->size += len;
-	if (s->size > s->limit && s->limit_is_cache) {
+	if (s->cache_limit && s->size > s->cache_limit) {
 		char limit[32];
 
-		kiln_cache_human(limit, sizeof(limit), s->limit);
+		kiln_cache_human(limit, sizeof(limit), s->cache_limit);
 		return kiln_error_set(
 		    KILN_ELIMIT, "shard %s from %s is larger than the cache's size_limit (%s): not cached",
 		    s->hash, s->source, limit);
 	}
-	if (s->size > s->limit)
-		return kiln_error_set(KILN_EINVALID,
-		                      "shard %s from %s: more bytes than expected (corrupt or tampered)",
-		                      s->hash, s->source);
-	crypto_generichash_update(&s->hs, data, len);
 	while (len) {
 		ssize_t w = write(s->fd, p, len);
 
@@ -471,34 +461,15 @@ static int sink_write(void *ctx, const void *data, size_t len)
 	return 0;
 }
 
-/* The bytes received are the shard: hash and size match. */
-static int sink_check(sink_ctx *s, uint64_t bytes)
+/* The shard from `store` (a peer: store/http.c, GET /v1/shards/<hash> with
+ * X-Kiln-Peer, the cache's token, one retry; or the origin) into the
+ * temporary file, verified. */
+static int fetch_from(kiln_store *store, sink_ctx *s, uint64_t bytes)
 {
-	unsigned char digest[32];
-	char hex[65];
+	kiln_shard_request f = {
+	    .hash = s->hash, .bytes = bytes, .limit = bytes, .from = s->source, .sink = sink_write, .ctx = s};
 
-	crypto_generichash_final(&s->hs, digest, sizeof(digest));
-	sodium_bin2hex(hex, sizeof(hex), digest, sizeof(digest));
-	if (memcmp(hex, s->hash, 64) != 0 || (bytes && s->size != bytes))
-		return kiln_error_set(KILN_EINVALID,
-		                      "shard %s from %s: content hash mismatch (corrupt or tampered)",
-		                      s->hash, s->source);
-	return 0;
-}
-
-/* The shard from peer i (store/http.c: GET /v1/shards/<hash> with
- * X-Kiln-Peer, the cache's token, one retry). */
-static int peer_get(kiln_cache *c, size_t i, sink_ctx *s)
-{
-	char key[KILN_SHARD_KEY_CAP];
-	int rc;
-
-	if ((rc = kiln_shard_name(key, sizeof(key), NULL, s->hash, NULL)) < 0)
-		return rc;
-	rc = kiln_store_get(c->peers[i], key, sink_write, s);
-	if (rc > 0)
-		rc = kiln_error_set(KILN_EIO, "shard %s: reading from %s failed", s->hash, s->source);
-	return rc;
+	return kiln_shard_fetch(store, &f);
 }
 
 /* Renames the verified download at tmp (open as fd) to final. */
@@ -536,7 +507,7 @@ static int publish(kiln_cache *c, int fd, const char *tmp, const char *final, co
 /* One fetch of hash: peers (unless from_peer), then the origin. */
 static int fetch(kiln_cache *c, const char *hash, uint64_t bytes, bool from_peer)
 {
-	char final[PATH_MAX], tmp[PATH_MAX], key[KILN_SHARD_KEY_CAP];
+	char final[PATH_MAX], tmp[PATH_MAX];
 	sink_ctx s = {.c = c, .fd = -1, .hash = hash};
 	const char *source = NULL;
 	struct stat st;
@@ -559,16 +530,14 @@ static int fetch(kiln_cache *c, const char *hash, uint64_t bytes, bool from_peer
 		unlink(tmp);
 		return rc;
 	}
-	crypto_generichash_init(&s.hs, NULL, 0, 32);
-	s.limit = bytes ? bytes : c->config->size_limit;
-	s.limit_is_cache = !bytes;
+	s.cache_limit = bytes ? 0 : c->config->size_limit;
 	for (size_t i = 0; !from_peer && i < c->config->peer_count; i++) {
 		const char *peer = c->config->peers[i];
 		char where[600];
 
 		snprintf(where, sizeof(where), "peer %s", peer);
 		s.source = where;
-		if ((rc = peer_get(c, i, &s)) == 0 && (rc = sink_check(&s, bytes)) == 0) {
+		if ((rc = fetch_from(c->peers[i], &s, bytes)) == 0) {
 			source = "peer";
 			break;
 		}
@@ -581,14 +550,7 @@ static int fetch(kiln_cache *c, const char *hash, uint64_t bytes, bool from_peer
 	}
 	if (!source) {
 		s.source = "the origin";
-		rc = kiln_shard_name(key, sizeof(key), NULL, hash, NULL);
-		if (rc == 0)
-			rc = kiln_store_get(c->store, key, sink_write, &s);
-		if (rc > 0)
-			rc = kiln_error_set(KILN_EIO, "shard %s: reading from the origin failed", hash);
-		if (rc == 0)
-			rc = sink_check(&s, bytes);
-		if (rc < 0) {
+		if ((rc = fetch_from(c->store, &s, bytes)) < 0) {
 			/* absent at the origin is the caller's to report (a 404, a failed pin) */
 			if (rc != KILN_ELIMIT)
 				KILN_LOG(rc == KILN_ENOTFOUND ? KILN_LOG_DEBUG : KILN_LOG_WARN,
@@ -736,15 +698,13 @@ static int open_verified(kiln_cache *c, const char *hash, bool may_hash, uint64_
 		return kiln_error_set(KILN_ENOTFOUND, "shard %.64s must be hashed again before it is served", hash);
 	}
 	if (!published(&st)) {
-		char got[65] = "";
-
 		/* written after publication: is it still the shard? */
-		rc = S_ISREG(st.st_mode) ? hash_fd(fd, got, path) : 0;
+		rc = S_ISREG(st.st_mode) ? hash_matches(fd, hash, path) : 0;
 		if (rc < 0) {
 			close(fd);
 			return rc;
 		}
-		if (!S_ISREG(st.st_mode) || memcmp(got, hash, 64) != 0) {
+		if (rc == 0) {
 			close(fd);
 			drop_corrupt(c, path, hash, &st);
 			return kiln_error_set(KILN_ENOTFOUND,
@@ -1065,7 +1025,7 @@ typedef struct verify_ctx {
 static int verify_cb(void *ctx, const char *hash, int at, const char *name, const struct stat *st)
 {
 	verify_ctx *v = ctx;
-	char path[PATH_MAX], got[65], h[65];
+	char path[PATH_MAX], h[65];
 	int fd, rc;
 
 	memcpy(h, hash, 64);
@@ -1076,8 +1036,8 @@ static int verify_cb(void *ctx, const char *hash, int at, const char *name, cons
 		fd = openat(at, name, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0; /* evicted meanwhile */
-	rc = hash_fd(fd, got, path);
-	if (rc == 0 && memcmp(got, h, 64) == 0) {
+	rc = hash_matches(fd, h, path);
+	if (rc == 1) {
 		if (!published(st)) {
 			const struct timespec times[2] = {{0, UTIME_OMIT}, {KILN_CACHE_MTIME, 0}};
 			futimens(fd, times);
@@ -1146,10 +1106,9 @@ static int scrub_cb(void *ctx, const char *hash, int at, const char *name, const
 {
 	scrub_ctx *x = ctx;
 	kiln_cache *c = x->c;
-	crypto_generichash_state hs;
-	unsigned char digest[32];
-	char path[PATH_MAX], h[65], got[65];
-	uint64_t expected, size = 0;
+	kiln_shard_check check;
+	char path[PATH_MAX], h[65];
+	uint64_t expected;
 	struct stat st;
 	char *buf;
 	int fd, stop = 0;
@@ -1167,16 +1126,15 @@ static int scrub_cb(void *ctx, const char *hash, int at, const char *name, const
 		return 0;
 	}
 	(void)seen;
-	crypto_generichash_init(&hs, NULL, 0, sizeof(digest));
+	kiln_shard_check_init(&check);
 	for (;;) {
-		ssize_t n = pread(fd, buf, SCRUB_CHUNK, (off_t)size);
+		ssize_t n = pread(fd, buf, SCRUB_CHUNK, (off_t)check.size);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			break;
-		crypto_generichash_update(&hs, (const unsigned char *)buf, (size_t)n);
-		size += (uint64_t)n;
+		kiln_shard_check_update(&check, buf, (size_t)n);
 		x->bytes += (uint64_t)n;
 		kiln_counter_add(c->m_scrubbed_bytes, (uint64_t)n);
 		atomic_fetch_add(&c->n_scrubbed_bytes, (uint64_t)n);
@@ -1189,11 +1147,9 @@ static int scrub_cb(void *ctx, const char *hash, int at, const char *name, const
 		close(fd);
 		return 1;
 	}
-	crypto_generichash_final(&hs, digest, sizeof(digest));
-	sodium_bin2hex(got, sizeof(got), digest, sizeof(digest));
 	expected = pinned_bytes(c, h);
 	x->shards++;
-	if (memcmp(got, h, 64) == 0 && size == (uint64_t)st.st_size && (!expected || size == expected)) {
+	if (kiln_shard_check_final(&check, h, expected) == KILN_SHARD_OK && check.size == (uint64_t)st.st_size) {
 		if (!published(&st)) {
 			const struct timespec times[2] = {{0, UTIME_OMIT}, {KILN_CACHE_MTIME, 0}};
 			futimens(fd, times);
