@@ -79,7 +79,7 @@ int kiln_reader_assign(const kiln_reader_shard *in, size_t n, unsigned rank, uns
  * mismatch is KILN_EINVALID "shard <hash>: content hash mismatch (corrupt
  * or tampered)". A non-zero return from sink stops the stream and is
  * returned. s must come from kiln_reader_shards of this reader (or carry a
- * valid hash and key). */
+ * valid hash and its size: the object read is the one the hash names). */
 int kiln_reader_stream(kiln_reader *r, const kiln_reader_shard *s, kiln_store_sink sink, void *ctx);
 
 #endif

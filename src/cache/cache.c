@@ -2,9 +2,8 @@
  * serving shards (verify on a changed mtime, mark used), filling misses
  * from peers and the origin with one fetch per hash in flight, publishing
  * verified downloads atomically, least-recently-used eviction of unpinned
- * shards, the list, status and verify calls, and the background scrub
- * (a thread hashing every cached shard again at config->scrub_rate bytes
- * per second). sync.c owns pins and views. */
+ * shards. scrub.c checks what is cached (verify, the background scrub),
+ * status.c reports it (list, status); sync.c owns pins and views. */
 #include "cache/internal.h"
 
 #include <assert.h>
@@ -24,39 +23,24 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "shard/fetch.h"
+#include "shard/object.h"
 
 #define CHUNK    (1u << 20)
-#define SCRUB_CHUNK   (256u << 10)
-#define SCRUB_PAUSE_S 60 /* between two scrub passes */
-#define NAME_LEN 74 /* <64 hex>.jsonl.zst */
 
 static int oom(void)
 {
 	return kiln_error_set(KILN_ENOMEM, "cache: out of memory");
 }
 
-static bool hex64(const char *h)
-{
-	for (int i = 0; i < 64; i++)
-		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
-			return false;
-	return h[64] == '\0' || h[64] == '.';
-}
-
-/* "<64 hex>.jsonl.zst" */
-static bool shard_name(const char *name)
-{
-	return strlen(name) == NAME_LEN && hex64(name) && strcmp(name + 64, ".jsonl.zst") == 0;
-}
-
-static bool published(const struct stat *st)
+bool kiln_cache_published(const struct stat *st)
 {
 	return st->st_mtim.tv_sec == KILN_CACHE_MTIME && st->st_mtim.tv_nsec == 0;
 }
 
 void kiln_cache_shard_path(const kiln_cache *cache, const char *hash, char *out)
 {
-	snprintf(out, PATH_MAX, "%s/shards/%.2s/%.64s.jsonl.zst", cache->dir, hash, hash);
+	kiln_shard_name(out, PATH_MAX, cache->dir, hash, NULL);
 }
 
 void kiln_cache_human(char *out, size_t cap, uint64_t bytes)
@@ -111,19 +95,17 @@ static int write_failed(const kiln_cache *c, const char *hash, int err)
 	return kiln_error_set(KILN_EIO, "cache %s: shard %s: %s", c->dir, hash, strerror(err));
 }
 
-/* BLAKE2b-256 of the whole file at fd, as hex. */
-static int hash_fd(int fd, char out[65], const char *path)
+/* Whether the whole file at fd hashes to hash: 1 yes, 0 no, < 0 on a read error. */
+int kiln_cache_hash_matches(int fd, const char *hash, const char *path)
 {
-	crypto_generichash_state hs;
-	unsigned char digest[32];
+	kiln_shard_check check;
 	char *buf = malloc(CHUNK);
-	off_t off = 0;
 
 	if (!buf)
 		return oom();
-	crypto_generichash_init(&hs, NULL, 0, sizeof(digest));
+	kiln_shard_check_init(&check);
 	for (;;) {
-		ssize_t got = pread(fd, buf, CHUNK, off);
+		ssize_t got = pread(fd, buf, CHUNK, (off_t)check.size);
 
 		if (got < 0 && errno == EINTR)
 			continue;
@@ -133,13 +115,10 @@ static int hash_fd(int fd, char out[65], const char *path)
 		}
 		if (got == 0)
 			break;
-		crypto_generichash_update(&hs, (const unsigned char *)buf, (size_t)got);
-		off += got;
+		kiln_shard_check_update(&check, buf, (size_t)got);
 	}
 	free(buf);
-	crypto_generichash_final(&hs, digest, sizeof(digest));
-	sodium_bin2hex(out, 65, digest, sizeof(digest));
-	return 0;
+	return kiln_shard_check_final(&check, hash, 0) == KILN_SHARD_OK;
 }
 
 /* ---- invariants (internal.h) -------------------------------------------------- */
@@ -179,13 +158,13 @@ static const cache_pinned *find_pinned(const kiln_cache *c, const char *hash)
 }
 
 /* Called with `lock` held. */
-static bool is_pinned(const kiln_cache *c, const char *hash)
+bool kiln_cache_is_pinned(const kiln_cache *c, const char *hash)
 {
 	return find_pinned(c, hash) != NULL;
 }
 
 /* The size the manifest gives hash when it is pinned, else 0 (unknown). */
-static uint64_t pinned_bytes(kiln_cache *c, const char *hash)
+uint64_t kiln_cache_pinned_bytes(kiln_cache *c, const char *hash)
 {
 	const cache_pinned *p;
 	uint64_t bytes;
@@ -230,9 +209,7 @@ int kiln_cache_set_pinned(kiln_cache *c, const cache_entry *const *entries, size
 
 /* ---- scanning shards/ ------------------------------------------------------- */
 
-typedef int (*scan_cb)(void *ctx, const char *hash, int at, const char *name, const struct stat *st);
-
-static int scan_shards(kiln_cache *c, scan_cb cb, void *ctx)
+int kiln_cache_scan(kiln_cache *c, kiln_cache_scan_cb cb, void *ctx)
 {
 	char sub[PATH_MAX];
 
@@ -241,7 +218,7 @@ static int scan_shards(kiln_cache *c, scan_cb cb, void *ctx)
 		DIR *d;
 		int rc;
 
-		snprintf(sub, sizeof(sub), "%s/shards/%02x", c->dir, i);
+		snprintf(sub, sizeof(sub), "%s/" KILN_SHARD_DIR "%02x", c->dir, i);
 		if (!(d = opendir(sub))) {
 			if (errno == ENOENT)
 				continue;
@@ -249,13 +226,15 @@ static int scan_shards(kiln_cache *c, scan_cb cb, void *ctx)
 		}
 		while ((e = readdir(d))) {
 			struct stat st;
+			char hash[65];
 
-			if (!shard_name(e->d_name) || strncmp(e->d_name, sub + strlen(sub) - 2, 2) != 0)
+			if (!kiln_shard_parse_file(e->d_name, hash, NULL) ||
+			    strncmp(hash, sub + strlen(sub) - 2, 2) != 0)
 				continue;
 			if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 			    !S_ISREG(st.st_mode))
 				continue;
-			if ((rc = cb(ctx, e->d_name, dirfd(d), e->d_name, &st)) != 0) {
+			if ((rc = cb(ctx, hash, dirfd(d), e->d_name, &st)) != 0) {
 				closedir(d);
 				return rc;
 			}
@@ -350,13 +329,13 @@ static int evict(kiln_cache *c, uint64_t need, const char *keep)
 		pthread_mutex_unlock(&c->evict_lock);
 		return 0;
 	}
-	if ((rc = scan_shards(c, victim_cb, &vs)) < 0)
+	if ((rc = kiln_cache_scan(c, victim_cb, &vs)) < 0)
 		goto cleanup;
 	/* the scan is the truth: publishes racing with it are counted by the next one */
 	pthread_mutex_lock(&c->lock);
 	set_used(c, vs.total);
 	for (size_t i = 0; i < vs.n; i++)
-		if (!is_pinned(c, vs.v[i].hash) && !(keep && memcmp(keep, vs.v[i].hash, 64) == 0))
+		if (!kiln_cache_is_pinned(c, vs.v[i].hash) && !(keep && memcmp(keep, vs.v[i].hash, 64) == 0))
 			vs.v[k++] = vs.v[i];
 	pthread_mutex_unlock(&c->lock);
 	vs.n = k;
@@ -370,7 +349,7 @@ static int evict(kiln_cache *c, uint64_t need, const char *keep)
 
 		kiln_cache_shard_path(c, v->hash, path);
 		pthread_mutex_lock(&c->lock);
-		if (!is_pinned(c, v->hash) && lstat(path, &st) == 0 && st.st_ino == v->ino &&
+		if (!kiln_cache_is_pinned(c, v->hash) && lstat(path, &st) == 0 && st.st_ino == v->ino &&
 		    unlink(path) == 0) {
 			set_used(c, c->bytes_used > (uint64_t)st.st_size
 			                ? c->bytes_used - (uint64_t)st.st_size
@@ -432,12 +411,12 @@ static int make_room(kiln_cache *c, uint64_t need)
 
 /* ---- fetching ----------------------------------------------------------------- */
 
+/* The temporary file a fetch writes to. */
 typedef struct sink_ctx {
 	kiln_cache *c;
 	int fd;
-	crypto_generichash_state hs;
-	uint64_t size, limit;
-	bool limit_is_cache; /* limit is size_limit: the shard's size is not known */
+	uint64_t size;
+	uint64_t cache_limit; /* the shard's size is not known: size_limit, else 0 */
 	const char *hash;
 	const char *source; /* for messages: "peer http://..." or "the origin" */
 } sink_ctx;
@@ -446,7 +425,6 @@ static int sink_reset(sink_ctx *s)
 {
 	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, 0, SEEK_SET) < 0)
 		return kiln_error_set(KILN_EIO, "cache %s: temporary file: %s", s->c->dir, strerror(errno));
-	crypto_generichash_init(&s->hs, NULL, 0, 32);
 	s->size = 0;
 	return 0;
 }
@@ -457,19 +435,14 @@ static int sink_write(void *ctx, const void *data, size_t len)
 	const char *p = data;
 
 	s->size += len;
-	if (s->size > s->limit && s->limit_is_cache) {
+	if (s->cache_limit && s->size > s->cache_limit) {
 		char limit[32];
 
-		kiln_cache_human(limit, sizeof(limit), s->limit);
+		kiln_cache_human(limit, sizeof(limit), s->cache_limit);
 		return kiln_error_set(
 		    KILN_ELIMIT, "shard %s from %s is larger than the cache's size_limit (%s): not cached",
 		    s->hash, s->source, limit);
 	}
-	if (s->size > s->limit)
-		return kiln_error_set(KILN_EINVALID,
-		                      "shard %s from %s: more bytes than expected (corrupt or tampered)",
-		                      s->hash, s->source);
-	crypto_generichash_update(&s->hs, data, len);
 	while (len) {
 		ssize_t w = write(s->fd, p, len);
 
@@ -483,33 +456,15 @@ static int sink_write(void *ctx, const void *data, size_t len)
 	return 0;
 }
 
-/* The bytes received are the shard: hash and size match. */
-static int sink_check(sink_ctx *s, uint64_t bytes)
+/* The shard from `store` (a peer: store/http.c, GET /v1/shards/<hash> with
+ * X-Kiln-Peer, the cache's token, one retry; or the origin) into the
+ * temporary file, verified. */
+static int fetch_from(kiln_store *store, sink_ctx *s, uint64_t bytes)
 {
-	unsigned char digest[32];
-	char hex[65];
+	kiln_shard_request f = {
+	    .hash = s->hash, .bytes = bytes, .limit = bytes, .from = s->source, .sink = sink_write, .ctx = s};
 
-	crypto_generichash_final(&s->hs, digest, sizeof(digest));
-	sodium_bin2hex(hex, sizeof(hex), digest, sizeof(digest));
-	if (memcmp(hex, s->hash, 64) != 0 || (bytes && s->size != bytes))
-		return kiln_error_set(KILN_EINVALID,
-		                      "shard %s from %s: content hash mismatch (corrupt or tampered)",
-		                      s->hash, s->source);
-	return 0;
-}
-
-/* The shard from peer i (store/http.c: GET /v1/shards/<hash> with
- * X-Kiln-Peer, the cache's token, one retry). */
-static int peer_get(kiln_cache *c, size_t i, sink_ctx *s)
-{
-	char key[128];
-	int rc;
-
-	snprintf(key, sizeof(key), "shards/%.2s/%.64s.jsonl.zst", s->hash, s->hash);
-	rc = kiln_store_get(c->peers[i], key, sink_write, s);
-	if (rc > 0)
-		rc = kiln_error_set(KILN_EIO, "shard %s: reading from %s failed", s->hash, s->source);
-	return rc;
+	return kiln_shard_fetch(store, &f);
 }
 
 /* Renames the verified download at tmp (open as fd) to final. */
@@ -524,7 +479,8 @@ static int publish(kiln_cache *c, int fd, const char *tmp, const char *final, co
 		return kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
 	if (fsync(fd) < 0)
 		return write_failed(c, hash, errno);
-	snprintf(sub, sizeof(sub), "%s/shards/%.2s", c->dir, hash);
+	snprintf(sub, sizeof(sub), "%s", final);
+	*strrchr(sub, '/') = '\0'; /* its fan-out directory */
 	if (mkdir(sub, 0755) < 0 && errno != EEXIST)
 		return write_failed(c, hash, errno);
 	pthread_mutex_lock(&c->lock);
@@ -537,7 +493,7 @@ static int publish(kiln_cache *c, int fd, const char *tmp, const char *final, co
 	}
 	set_used(c, c->bytes_used + size -
 	                (had && c->bytes_used >= (uint64_t)old.st_size ? (uint64_t)old.st_size : 0));
-	if (!is_pinned(c, hash))
+	if (!kiln_cache_is_pinned(c, hash))
 		c->nothing_evictable = false;
 	pthread_mutex_unlock(&c->lock);
 	return 0;
@@ -546,14 +502,14 @@ static int publish(kiln_cache *c, int fd, const char *tmp, const char *final, co
 /* One fetch of hash: peers (unless from_peer), then the origin. */
 static int fetch(kiln_cache *c, const char *hash, uint64_t bytes, bool from_peer)
 {
-	char final[PATH_MAX], tmp[PATH_MAX], key[128];
+	char final[PATH_MAX], tmp[PATH_MAX];
 	sink_ctx s = {.c = c, .fd = -1, .hash = hash};
 	const char *source = NULL;
 	struct stat st;
 	int rc;
 
 	kiln_cache_shard_path(c, hash, final);
-	if (stat(final, &st) == 0 && published(&st))
+	if (stat(final, &st) == 0 && kiln_cache_published(&st))
 		return 0; /* published meanwhile (another process) */
 	if ((rc = make_room(c, bytes)) < 0)
 		return rc;
@@ -569,16 +525,14 @@ static int fetch(kiln_cache *c, const char *hash, uint64_t bytes, bool from_peer
 		unlink(tmp);
 		return rc;
 	}
-	crypto_generichash_init(&s.hs, NULL, 0, 32);
-	s.limit = bytes ? bytes : c->config->size_limit;
-	s.limit_is_cache = !bytes;
+	s.cache_limit = bytes ? 0 : c->config->size_limit;
 	for (size_t i = 0; !from_peer && i < c->config->peer_count; i++) {
 		const char *peer = c->config->peers[i];
 		char where[600];
 
 		snprintf(where, sizeof(where), "peer %s", peer);
 		s.source = where;
-		if ((rc = peer_get(c, i, &s)) == 0 && (rc = sink_check(&s, bytes)) == 0) {
+		if ((rc = fetch_from(c->peers[i], &s, bytes)) == 0) {
 			source = "peer";
 			break;
 		}
@@ -590,14 +544,8 @@ static int fetch(kiln_cache *c, const char *hash, uint64_t bytes, bool from_peer
 			goto cleanup;
 	}
 	if (!source) {
-		snprintf(key, sizeof(key), "shards/%.2s/%.64s.jsonl.zst", hash, hash);
 		s.source = "the origin";
-		rc = kiln_store_get(c->store, key, sink_write, &s);
-		if (rc > 0)
-			rc = kiln_error_set(KILN_EIO, "shard %s: reading from the origin failed", hash);
-		if (rc == 0)
-			rc = sink_check(&s, bytes);
-		if (rc < 0) {
+		if ((rc = fetch_from(c->store, &s, bytes)) < 0) {
 			/* absent at the origin is the caller's to report (a 404, a failed pin) */
 			if (rc != KILN_ELIMIT)
 				KILN_LOG(rc == KILN_ENOTFOUND ? KILN_LOG_DEBUG : KILN_LOG_WARN,
@@ -683,7 +631,7 @@ int kiln_cache_fill(kiln_cache *c, const char *hash, uint64_t bytes, bool from_p
 /* ---- verified reads ----------------------------------------------------------- */
 
 /* Removes the corrupt file at path if it is still the one seen. */
-static void drop_corrupt(kiln_cache *c, const char *path, const char *hash, const struct stat *seen)
+void kiln_cache_drop_corrupt(kiln_cache *c, const char *path, const char *hash, const struct stat *seen)
 {
 	struct stat now;
 
@@ -731,31 +679,29 @@ static int open_verified(kiln_cache *c, const char *hash, bool may_hash, uint64_
 		return rc;
 	}
 	if (!bytes)
-		bytes = pinned_bytes(c, hash);
+		bytes = kiln_cache_pinned_bytes(c, hash);
 	if (bytes && S_ISREG(st.st_mode) && (uint64_t)st.st_size != bytes) {
 		/* the mtime cannot vouch for it: truncated or grown */
 		close(fd);
-		drop_corrupt(c, path, hash, &st);
+		kiln_cache_drop_corrupt(c, path, hash, &st);
 		return kiln_error_set(KILN_ENOTFOUND,
 		                      "shard %.64s had %lld bytes in the cache, not %" PRIu64 " (removed)",
 		                      hash, (long long)st.st_size, bytes);
 	}
-	if (!published(&st) && !may_hash) {
+	if (!kiln_cache_published(&st) && !may_hash) {
 		close(fd);
 		return kiln_error_set(KILN_ENOTFOUND, "shard %.64s must be hashed again before it is served", hash);
 	}
-	if (!published(&st)) {
-		char got[65] = "";
-
+	if (!kiln_cache_published(&st)) {
 		/* written after publication: is it still the shard? */
-		rc = S_ISREG(st.st_mode) ? hash_fd(fd, got, path) : 0;
+		rc = S_ISREG(st.st_mode) ? kiln_cache_hash_matches(fd, hash, path) : 0;
 		if (rc < 0) {
 			close(fd);
 			return rc;
 		}
-		if (!S_ISREG(st.st_mode) || memcmp(got, hash, 64) != 0) {
+		if (rc == 0) {
 			close(fd);
-			drop_corrupt(c, path, hash, &st);
+			kiln_cache_drop_corrupt(c, path, hash, &st);
 			return kiln_error_set(KILN_ENOTFOUND,
 			                      "shard %.64s was corrupt in the cache (removed)", hash);
 		}
@@ -776,7 +722,7 @@ int kiln_cache_open_trusted(kiln_cache *c, const char *hash, int *out_fd, uint64
 
 	*out_fd = -1;
 	*out_size = 0;
-	if (strnlen(hash, 65) != 64 || !hex64(hash))
+	if (!kiln_shard_hash_valid(hash))
 		return kiln_error_set(KILN_EINVALID, "a shard hash is 64 lower-case hex digits");
 	if ((rc = open_verified(c, hash, false, 0, out_fd, &st)) < 0)
 		return rc;
@@ -796,8 +742,8 @@ int kiln_cache_present(kiln_cache *c, const char *hash, uint64_t bytes)
 	if (stat(path, &st) < 0)
 		return errno == ENOENT ? 0 : kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
 	if (!bytes)
-		bytes = pinned_bytes(c, hash);
-	if (S_ISREG(st.st_mode) && published(&st) && (!bytes || (uint64_t)st.st_size == bytes))
+		bytes = kiln_cache_pinned_bytes(c, hash);
+	if (S_ISREG(st.st_mode) && kiln_cache_published(&st) && (!bytes || (uint64_t)st.st_size == bytes))
 		return 1;
 	rc = open_verified(c, hash, true, bytes, &fd, &st);
 	if (rc == KILN_ENOTFOUND)
@@ -818,7 +764,7 @@ int kiln_cache_open_shard(kiln_cache *c, const char *hash, bool fill, bool from_
 
 	*out_fd = -1;
 	*out_size = 0;
-	if (strnlen(hash, 65) != 64 || !hex64(hash))
+	if (!kiln_shard_hash_valid(hash))
 		return kiln_error_set(KILN_EINVALID, "a shard hash is 64 lower-case hex digits");
 	kiln_cache_refresh_lag(c);
 	/* a fill can lose its file to an eviction before we open it: try again */
@@ -1021,7 +967,7 @@ int kiln_cache_open(kiln_cache **out, const kiln_cache_config *config, kiln_metr
 		snprintf(p->dataset, sizeof(p->dataset), "%.*s", (int)(at - p->spec), p->spec);
 		snprintf(p->ref, sizeof(p->ref), "%s", at + 1);
 	}
-	if ((rc = scan_shards(c, sum_cb, &used)) < 0)
+	if ((rc = kiln_cache_scan(c, sum_cb, &used)) < 0)
 		goto fail;
 	set_used(c, used);
 	kiln_cache_state_load(c);
@@ -1061,354 +1007,4 @@ void kiln_cache_close(kiln_cache *c)
 	free(c->manifest_path);
 	free(c->dir);
 	free(c);
-}
-
-/* ---- verify --------------------------------------------------------------------- */
-
-typedef struct verify_ctx {
-	kiln_cache *c;
-	uint64_t bad, checked;
-	int err;
-} verify_ctx;
-
-static int verify_cb(void *ctx, const char *hash, int at, const char *name, const struct stat *st)
-{
-	verify_ctx *v = ctx;
-	char path[PATH_MAX], got[65], h[65];
-	int fd, rc;
-
-	memcpy(h, hash, 64);
-	h[64] = '\0';
-	kiln_cache_shard_path(v->c, h, path);
-	fd = openat(at, name, O_RDONLY | O_CLOEXEC | O_NOATIME);
-	if (fd < 0 && errno == EPERM)
-		fd = openat(at, name, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0; /* evicted meanwhile */
-	rc = hash_fd(fd, got, path);
-	if (rc == 0 && memcmp(got, h, 64) == 0) {
-		if (!published(st)) {
-			const struct timespec times[2] = {{0, UTIME_OMIT}, {KILN_CACHE_MTIME, 0}};
-			futimens(fd, times);
-		}
-		v->checked++;
-	} else if (rc == 0) {
-		drop_corrupt(v->c, path, h, st);
-		v->bad++;
-	} else if (!v->err) {
-		v->err = rc;
-	}
-	close(fd);
-	return 0;
-}
-
-int kiln_cache_verify(kiln_cache *c, uint64_t *out_bad)
-{
-	verify_ctx v = {.c = c};
-	int rc;
-
-	*out_bad = 0;
-	if ((rc = scan_shards(c, verify_cb, &v)) < 0)
-		return rc;
-	*out_bad = v.bad;
-	KILN_LOG(KILN_LOG_INFO, "cache_verified", "every cached shard hashed", KILN_F_INT("good", v.checked),
-	         KILN_F_INT("bad", v.bad));
-	return v.err;
-}
-
-/* ---- scrub ----------------------------------------------------------------------- */
-
-typedef struct scrub_ctx {
-	kiln_cache *c;
-	int64_t start_ms; /* of the pass */
-	uint64_t bytes;   /* hashed in the pass */
-	uint64_t shards, bad;
-} scrub_ctx;
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Waits until `until_ms` (monotonic) or a stop; true when stopping. */
-static bool scrub_wait(kiln_cache *c, int64_t until_ms)
-{
-	struct timespec ts = {.tv_sec = (time_t)(until_ms / 1000),
-	                      .tv_nsec = (long)(until_ms % 1000) * 1000000};
-	bool stop;
-
-	pthread_mutex_lock(&c->lock);
-	while (!c->scrub_stop && mono_ms() < until_ms)
-		if (pthread_cond_timedwait(&c->scrub_cond, &c->lock, &ts) != 0)
-			break;
-	stop = c->scrub_stop;
-	pthread_mutex_unlock(&c->lock);
-	return stop;
-}
-
-/* Hashes one shard at the scrub's pace; a bad one is removed (and, when
- * pinned, fetched again at once). 1 to stop the scan. */
-static int scrub_cb(void *ctx, const char *hash, int at, const char *name, const struct stat *seen)
-{
-	scrub_ctx *x = ctx;
-	kiln_cache *c = x->c;
-	crypto_generichash_state hs;
-	unsigned char digest[32];
-	char path[PATH_MAX], h[65], got[65];
-	uint64_t expected, size = 0;
-	struct stat st;
-	char *buf;
-	int fd, stop = 0;
-
-	memcpy(h, hash, 64);
-	h[64] = '\0';
-	kiln_cache_shard_path(c, h, path);
-	fd = openat(at, name, O_RDONLY | O_CLOEXEC | O_NOATIME);
-	if (fd < 0 && errno == EPERM)
-		fd = openat(at, name, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0; /* evicted meanwhile */
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !(buf = malloc(SCRUB_CHUNK))) {
-		close(fd);
-		return 0;
-	}
-	(void)seen;
-	crypto_generichash_init(&hs, NULL, 0, sizeof(digest));
-	for (;;) {
-		ssize_t n = pread(fd, buf, SCRUB_CHUNK, (off_t)size);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		crypto_generichash_update(&hs, (const unsigned char *)buf, (size_t)n);
-		size += (uint64_t)n;
-		x->bytes += (uint64_t)n;
-		kiln_counter_add(c->m_scrubbed_bytes, (uint64_t)n);
-		atomic_fetch_add(&c->n_scrubbed_bytes, (uint64_t)n);
-		/* the pass may not run ahead of scrub_rate */
-		if ((stop = scrub_wait(c, x->start_ms + (int64_t)(x->bytes * 1000 / c->config->scrub_rate))))
-			break;
-	}
-	free(buf);
-	if (stop) {
-		close(fd);
-		return 1;
-	}
-	crypto_generichash_final(&hs, digest, sizeof(digest));
-	sodium_bin2hex(got, sizeof(got), digest, sizeof(digest));
-	expected = pinned_bytes(c, h);
-	x->shards++;
-	if (memcmp(got, h, 64) == 0 && size == (uint64_t)st.st_size && (!expected || size == expected)) {
-		if (!published(&st)) {
-			const struct timespec times[2] = {{0, UTIME_OMIT}, {KILN_CACHE_MTIME, 0}};
-			futimens(fd, times);
-		}
-		close(fd);
-		return 0;
-	}
-	close(fd);
-	x->bad++;
-	drop_corrupt(c, path, h, &st);
-	if (expected && kiln_cache_fill(c, h, expected, false) < 0)
-		KILN_LOG(KILN_LOG_WARN, "cache_refetch_failed", kiln_error_last(), KILN_F_STR("shard", h));
-	return 0;
-}
-
-static void *scrub_main(void *arg)
-{
-	kiln_cache *c = arg;
-
-	for (;;) {
-		scrub_ctx x = {.c = c, .start_ms = mono_ms()};
-		int rc = scan_shards(c, scrub_cb, &x);
-
-		if (rc == 1)
-			break;
-		if (rc == 0) {
-			kiln_counter_add(c->m_scrub_passes, 1);
-			KILN_LOG(x.bad ? KILN_LOG_WARN : KILN_LOG_INFO, "cache_scrubbed",
-			         "every cached shard hashed again", KILN_F_INT("shards", x.shards),
-			         KILN_F_INT("bytes", x.bytes), KILN_F_INT("bad", x.bad));
-		} else {
-			KILN_LOG_EVERY(3600, KILN_LOG_WARN, "cache_scrub_failed", kiln_error_last());
-		}
-		if (scrub_wait(c, mono_ms() + SCRUB_PAUSE_S * 1000))
-			break;
-	}
-	return NULL;
-}
-
-int kiln_cache_scrub_start(kiln_cache *c)
-{
-	if (!c->config->scrub_rate || c->scrub_running)
-		return 0;
-	c->scrub_stop = false;
-	if (pthread_create(&c->scrub_thread, NULL, scrub_main, c) != 0)
-		return kiln_error_set(KILN_EIO, "cache %s: cannot start the scrub thread", c->dir);
-	c->scrub_running = true;
-	return 0;
-}
-
-void kiln_cache_scrub_stop(kiln_cache *c)
-{
-	if (!c || !c->scrub_running)
-		return;
-	pthread_mutex_lock(&c->lock);
-	c->scrub_stop = true;
-	pthread_cond_broadcast(&c->scrub_cond);
-	pthread_mutex_unlock(&c->lock);
-	pthread_join(c->scrub_thread, NULL);
-	c->scrub_running = false;
-}
-
-/* ---- list ------------------------------------------------------------------------ */
-
-typedef struct list_ctx {
-	kiln_cache *c;
-	kiln_buf *out;
-} list_ctx;
-
-static int list_cb(void *ctx, const kiln_shard_entry *e)
-{
-	list_ctx *l = ctx;
-	char path[PATH_MAX];
-	struct stat st;
-	bool cached;
-
-	kiln_cache_shard_path(l->c, e->hash, path);
-	cached = stat(path, &st) == 0 && S_ISREG(st.st_mode);
-	return kiln_buf_printf(
-	    l->out, "{\"shard\":\"%s\",\"bytes\":%" PRIu64 ",\"records\":%" PRIu64 ",\"cached\":%s}\n",
-	    e->hash, e->bytes, e->records, cached ? "true" : "false");
-}
-
-int kiln_cache_list(kiln_cache *c, const char *dataset, const char *ref, const char *split, kiln_buf *out)
-{
-	list_ctx l = {.c = c, .out = out};
-	kiln_version v;
-	kiln_split s;
-	char spec[512];
-	size_t len = out->len;
-	int rc;
-
-	kiln_cache_refresh_lag(c);
-	if (kiln_split_from_name(split, &s) < 0)
-		return kiln_error_set(KILN_ENOTFOUND, "no split \"%.32s\" (train, dev or test)", split);
-	if (strlen(dataset) > 128 || strlen(ref) > 256 || strchr(dataset, '@'))
-		return kiln_error_set(KILN_EINVALID, "bad dataset or ref");
-	snprintf(spec, sizeof(spec), "%s@%s", dataset, ref);
-	pthread_mutex_lock(&c->list_lock);
-	rc = kiln_version_resolve(c->list_manifest, spec, &v);
-	if (rc == 0)
-		rc = kiln_version_shards(c->list_manifest, &v, s, list_cb, &l);
-	pthread_mutex_unlock(&c->list_lock);
-	if (rc > 0)
-		rc = kiln_error_set(KILN_EIO, "listing %s failed", spec);
-	if (rc < 0)
-		out->len = len;
-	return rc;
-}
-
-/* ---- status ---------------------------------------------------------------------- */
-
-typedef struct count_ctx {
-	kiln_cache *c;
-	uint64_t shards, bytes, pinned, pinned_bytes;
-} count_ctx;
-
-static int count_cb(void *ctx, const char *hash, int at, const char *name, const struct stat *st)
-{
-	count_ctx *k = ctx;
-	char h[65];
-
-	(void)at;
-	(void)name;
-	memcpy(h, hash, 64);
-	h[64] = '\0';
-	k->shards++;
-	k->bytes += (uint64_t)st->st_size;
-	pthread_mutex_lock(&k->c->lock);
-	if (is_pinned(k->c, h)) {
-		k->pinned++;
-		k->pinned_bytes += (uint64_t)st->st_size;
-	}
-	pthread_mutex_unlock(&k->c->lock);
-	return 0;
-}
-
-static void iso_time(char *out, size_t cap, int64_t t)
-{
-	time_t tt = (time_t)t;
-	struct tm tm;
-
-	gmtime_r(&tt, &tm);
-	strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-int kiln_cache_status(kiln_cache *c, kiln_buf *out)
-{
-	const kiln_cache_config *cfg = c->config;
-	count_ctx k = {.c = c};
-	char used[32], limit[32], high[32], low[32], pb[32];
-	int rc;
-
-	kiln_cache_refresh_lag(c);
-	if ((rc = scan_shards(c, count_cb, &k)) < 0)
-		return rc;
-	kiln_cache_human(used, sizeof(used), k.bytes);
-	kiln_cache_human(limit, sizeof(limit), cfg->size_limit);
-	kiln_cache_human(high, sizeof(high), (uint64_t)(cfg->high * (double)cfg->size_limit));
-	kiln_cache_human(low, sizeof(low), (uint64_t)(cfg->low * (double)cfg->size_limit));
-	kiln_cache_human(pb, sizeof(pb), k.pinned_bytes);
-	kiln_buf_printf(out, "cache %s\n", c->dir);
-	kiln_buf_printf(out, "  used %s of %s (%.1f%%); evicts above %.0f%% (%s) down to %.0f%% (%s)\n", used,
-	                limit, 100.0 * (double)k.bytes / (double)cfg->size_limit, 100 * cfg->high, high,
-	                100 * cfg->low, low);
-	pthread_mutex_lock(&c->lock);
-	kiln_buf_printf(out, "  shards %" PRIu64 ", pinned %" PRIu64 " (%s)%s\n", k.shards, k.pinned, pb,
-	                c->pinned_known ? "" : " (pins not resolved yet: nothing is evicted)");
-	for (size_t i = 0; i < cfg->pin_count; i++) {
-		const cache_pin *p = &c->pins[i];
-		char b[32];
-
-		kiln_cache_human(b, sizeof(b), p->bytes);
-		if (!p->version.commit[0])
-			kiln_buf_printf(out, "  pin %s: not resolved%s%s\n", p->spec, p->error[0] ? ": " : "",
-			                p->error);
-		else
-			kiln_buf_printf(
-			    out, "  pin %s: %.12s%s %s, %" PRIu64 " shards, %s%s%s%s%s%s\n", p->spec,
-			    p->version.commit, p->follows ? " (follows the branch)" : "",
-			    p->ready ? "ready" : "not ready", p->shards, b,
-			    p->shown[0] && strcmp(p->shown, p->version.commit) != 0 ? " (view shows " : "",
-			    p->shown[0] && strcmp(p->shown, p->version.commit) != 0 ? p->shown : "",
-			    p->shown[0] && strcmp(p->shown, p->version.commit) != 0 ? ")" : "",
-			    p->error[0] ? "; last sync: " : "", p->error);
-	}
-	if (!c->last_time) {
-		kiln_buf_printf(out, "  last sync: never\n");
-	} else {
-		char t[32], f[32], e[32];
-
-		iso_time(t, sizeof(t), c->last_time);
-		kiln_buf_printf(out, "  last sync %s: %s%s\n", t,
-		                c->last_rc == 0 ? "ok" : "failed: ", c->last_rc == 0 ? "" : c->last_msg);
-		if (c->last_rc != 0 && c->last_ok) {
-			iso_time(t, sizeof(t), c->last_ok);
-			kiln_buf_printf(out, "  last fully successful sync %s\n", t);
-		}
-		kiln_cache_human(f, sizeof(f), c->last.fetched_bytes);
-		kiln_cache_human(e, sizeof(e), c->last.evicted_bytes);
-		kiln_buf_printf(out,
-		                "  last sync fetched %" PRIu64 " shards (%s), evicted %" PRIu64
-		                " (%s), %" PRIu64 " could not be fetched\n",
-		                c->last.fetched, f, c->last.evicted, e, c->last.failed);
-	}
-	rc = kiln_buf_printf(out, "  peers %zu%s\n", cfg->peer_count, cfg->token ? ", bearer token set" : "");
-	pthread_mutex_unlock(&c->lock);
-	return rc;
 }

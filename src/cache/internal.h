@@ -1,5 +1,6 @@
-/* What cache.c (the shard store: open, fill, verify, evict, list, status)
- * and sync.c (pins, downloads, views) share: the cache handle itself.
+/* What cache.c (the shard store: open, fill, evict), scrub.c (verify, the
+ * scrub), status.c (list, status) and sync.c (pins, downloads, views) share:
+ * the cache handle itself.
  *
  * Invariants (checked by assert_cache_state in cache.c in debug builds):
  * - a file under shards/ was verified before it was renamed there; one whose
@@ -23,6 +24,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cache/cache.h"
@@ -113,6 +115,29 @@ struct kiln_cache {
 	    *m_evictions, *m_corrupt, *m_sync_failures, *m_scrubbed_bytes, *m_scrub_passes;
 	kiln_gauge *m_bytes_used, *m_sync_lag;
 };
+
+/* The shard store's helpers that scrub.c and status.c share with cache.c. */
+
+/* Calls cb for each regular file under shards/ with a shard's name in its
+ * fan-out directory: hash (NUL-terminated), the directory's fd and the
+ * file's name there; cb's non-zero return stops the scan and is returned. */
+typedef int (*kiln_cache_scan_cb)(void *ctx, const char *hash, int at, const char *name, const struct stat *st);
+int kiln_cache_scan(kiln_cache *cache, kiln_cache_scan_cb cb, void *ctx);
+
+/* The mtime says the file is as verified when it was published. */
+bool kiln_cache_published(const struct stat *st);
+
+/* Whether the whole file at fd hashes to hash: 1 yes, 0 no, < 0 on a read error. */
+int kiln_cache_hash_matches(int fd, const char *hash, const char *path);
+
+/* Removes the corrupt file at path if it is still the one seen (counted, logged). */
+void kiln_cache_drop_corrupt(kiln_cache *cache, const char *path, const char *hash, const struct stat *seen);
+
+/* Called with `lock` held. */
+bool kiln_cache_is_pinned(const kiln_cache *cache, const char *hash);
+
+/* The size the manifest gives hash when it is pinned, else 0 (unknown); takes `lock`. */
+uint64_t kiln_cache_pinned_bytes(kiln_cache *cache, const char *hash);
 
 /* "<dir>/shards/<hh>/<hash>.jsonl.zst" into out (PATH_MAX). */
 void kiln_cache_shard_path(const kiln_cache *cache, const char *hash, char *out);

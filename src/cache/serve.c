@@ -32,6 +32,7 @@
 #include "core/http_server.h"
 #include "core/log.h"
 #include "cache/internal.h"
+#include "shard/object.h"
 
 #define SHARDS_PREFIX   "/v1/shards/"
 #define DATASETS_PREFIX "/v1/datasets/"
@@ -184,24 +185,12 @@ static bool miss_allowed(kiln_cache_server *s)
 
 /* --- names -------------------------------------------------------------------- */
 
-static bool is_lower_hex(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
-
-/* "<64 lower-case hex>" or the same followed by ".jsonl.zst" into hash. */
+/* "<64 lower-case hex>", or a shard object's file name (shard/object.h), into hash. */
 static bool shard_name(char hash[HASH_LEN + 1], const char *name)
 {
-	size_t n = strlen(name);
-
-	if (!(n == HASH_LEN || (n == HASH_LEN + 10 && strcmp(name + HASH_LEN, ".jsonl.zst") == 0)) ||
-	    !is_lower_hex(name, HASH_LEN))
-		return false;
-	memcpy(hash, name, HASH_LEN);
-	hash[HASH_LEN] = '\0';
+	if (!kiln_shard_hash_valid(name))
+		return kiln_shard_parse_file(name, hash, NULL);
+	memcpy(hash, name, HASH_LEN + 1);
 	return true;
 }
 

@@ -23,6 +23,7 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "manifest/remote.h"
+#include "shard/object.h"
 
 #define STATE_NAME "last-sync"
 
@@ -234,8 +235,8 @@ static int repair_view(kiln_cache *c, const char *view, const cache_listing *l, 
 			char file[PATH_MAX], shard[PATH_MAX], tmp[PATH_MAX];
 			struct stat vs, ss;
 
-			snprintf(file, sizeof(file), "%s/%s/%05zu.jsonl.zst", view,
-			         kiln_split_name((kiln_split)s), i);
+			snprintf(file, sizeof(file), "%s/%s/%05zu%s", view, kiln_split_name((kiln_split)s), i,
+			         kiln_shard_jsonl_zst.extension);
 			kiln_cache_shard_path(c, l->v[k].hash, shard);
 			if (stat(shard, &ss) < 0)
 				return kiln_error_set(KILN_ENOTFOUND,
@@ -283,8 +284,8 @@ static int build_view(kiln_cache *c, const cache_pin *p, const cache_listing *l,
 			goto fail;
 		}
 		for (size_t i = 0; i < l->count[s]; i++, k++) {
-			snprintf(file, sizeof(file), "%s/%s/%05zu.jsonl.zst", tmp,
-			         kiln_split_name((kiln_split)s), i);
+			snprintf(file, sizeof(file), "%s/%s/%05zu%s", tmp, kiln_split_name((kiln_split)s), i,
+			         kiln_shard_jsonl_zst.extension);
 			kiln_cache_shard_path(c, l->v[k].hash, shard);
 			if (link(shard, file) < 0) {
 				rc =

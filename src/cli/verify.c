@@ -22,6 +22,7 @@
 #include "manifest/manifest.h"
 #include "manifest/sshsig.h"
 #include "manifest/version.h"
+#include "shard/fetch.h"
 #include "store/store.h"
 
 static const char usage_text[] =
@@ -183,20 +184,6 @@ typedef struct tree_check {
 	uint64_t deep_ok;
 } tree_check;
 
-typedef struct hash_sink {
-	crypto_generichash_state st;
-	uint64_t bytes;
-} hash_sink;
-
-static int hash_chunk(void *ctx, const void *data, size_t len)
-{
-	hash_sink *h = ctx;
-
-	crypto_generichash_update(&h->st, data, len);
-	h->bytes += len;
-	return 0;
-}
-
 static int check_shard(void *ctx, const kiln_shard_entry *e)
 {
 	tree_check *c = ctx;
@@ -215,26 +202,19 @@ static int check_shard(void *ctx, const kiln_shard_entry *e)
 	if (!c->store)
 		return 0;
 
-	char key[128], hex[65];
-	unsigned char digest[32];
-	hash_sink h = { .bytes = 0 };
-	int rc;
+	kiln_shard_request f = { .hash = e->hash, .bytes = e->bytes };
+	int rc = kiln_shard_fetch(c->store, &f);
 
-	snprintf(key, sizeof(key), "shards/%.2s/%s.jsonl.zst", e->hash, e->hash);
-	crypto_generichash_init(&h.st, NULL, 0, sizeof(digest));
-	rc = kiln_store_get(c->store, key, hash_chunk, &h);
 	if (rc == KILN_ENOTFOUND) {
 		fprintf(stderr, "kiln verify: %s: shard %s (%s) is missing from the store\n", c->v->dataset, e->hash, split);
 		c->problems++;
 		return 0;
 	}
-	if (rc < 0)
+	if (rc < 0 && f.fault == KILN_SHARD_OK)
 		return rc; /* the store cannot be read: not a verdict on the shard */
-	crypto_generichash_final(&h.st, digest, sizeof(digest));
-	sodium_bin2hex(hex, sizeof(hex), digest, sizeof(digest));
-	if (strcmp(hex, e->hash) != 0 || h.bytes != e->bytes) {
+	if (rc < 0 || f.size != e->bytes) {
 		fprintf(stderr, "kiln verify: %s: shard %s (%s) is corrupt or tampered: %s\n", c->v->dataset, e->hash,
-			split, strcmp(hex, e->hash) ? "its content hash differs from its name" : "its size differs from the manifest");
+			split, f.fault == KILN_SHARD_BAD_HASH ? "its content hash differs from its name" : "its size differs from the manifest");
 		c->problems++;
 		return 0;
 	}

@@ -8,12 +8,12 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "shard/spool.h"
 #include "manifest/format.h"
 #include "manifest/remote.h"
 #include "manifest/version.h"
 #include "mask/curate.h"
 #include "mask/token.h"
+#include "shard/object.h"
 
 /* A ratio as dataset.json writes it: 4 decimals, trailing zeros dropped
  * (0.8, 0.125). */
@@ -217,7 +217,8 @@ static int check_shards_stored(const kiln_run_setup *s, const kiln_snapshot *sna
 		for (size_t j = 0; j < snap->shard_count[i]; j++) {
 			const kiln_shard_entry *e = &snap->shards[i][j];
 
-			kiln_shard_key(key, e->hash);
+			if ((rc = kiln_shard_name(key, sizeof(key), NULL, e->hash, NULL)) < 0)
+				return rc;
 			if ((rc = kiln_store_stat(s->store, key, &size)) < 0)
 				return rc;
 			if (rc == 0 || size != e->bytes)

@@ -15,12 +15,11 @@
 #include <time.h>
 
 #include "core/error.h"
-#include "manifest/format.h"
 #include "core/json.h"
+#include "manifest/format.h"
+#include "shard/object.h"
 
 #define HASH_HEX 64
-#define SHARD_PREFIX "shards/"
-#define SHARD_SUFFIX ".jsonl.zst"
 
 static int oom(void)
 {
@@ -616,16 +615,12 @@ cleanup:
 	return rc;
 }
 
-/* "shards/<hh>/<64 hex>.jsonl.zst" with hh the hash's first two digits. */
+/* A shard object's key (shard/object.h) into its 32 hash bytes. */
 static bool shard_key(const char *key, uint8_t out[32])
 {
-	size_t plen = strlen(SHARD_PREFIX), slen = strlen(SHARD_SUFFIX);
-	const char *h = key + plen + 3;
+	char hex[65];
 
-	if (strlen(key) != plen + 3 + HASH_HEX + slen || strncmp(key, SHARD_PREFIX, plen) != 0 ||
-	    key[plen + 2] != '/' || strcmp(h + HASH_HEX, SHARD_SUFFIX) != 0)
-		return false;
-	return key[plen] == h[0] && key[plen + 1] == h[1] && hash_decode(h, HASH_HEX, out);
+	return kiln_shard_parse_key(key, hex, NULL) && hash_decode(hex, HASH_HEX, out);
 }
 
 static int list_cb(void *ctx, const char *key, uint64_t size, int64_t mtime)
@@ -696,7 +691,7 @@ int kiln_gc(kiln_manifest *m, kiln_store *store, const kiln_gc_policy *policy, k
 		    kiln_manifest_path(m));
 		goto cleanup;
 	}
-	if ((rc = kiln_store_list(store, SHARD_PREFIX, list_cb, &g)) != 0)
+	if ((rc = kiln_store_list(store, KILN_SHARD_DIR, list_cb, &g)) != 0)
 		goto cleanup;
 	/* commits made while the store was listed keep their shards too */
 	if ((rc = mark_refs(&g)) < 0)
@@ -731,13 +726,13 @@ int kiln_gc(kiln_manifest *m, kiln_store *store, const kiln_gc_policy *policy, k
 	}
 	for (size_t i = 0; i < g.marked.cap; i++) {
 		const shard_slot *s = &g.marked.v[i];
-		char key[sizeof(SHARD_PREFIX) + 3 + HASH_HEX + sizeof(SHARD_SUFFIX)], hex[65];
+		char key[KILN_SHARD_KEY_CAP], hex[65];
 		uint64_t size;
 
 		if (!s->used || s->last)
 			continue;
 		hash_encode(s->hash, hex);
-		snprintf(key, sizeof(key), SHARD_PREFIX "%.2s/%s" SHARD_SUFFIX, hex, hex);
+		kiln_shard_name(key, sizeof(key), NULL, hex, NULL);
 		/* a commit made while the store was listed may reference a shard
 		 * uploaded after the listing passed its place: ask the store */
 		if ((rc = kiln_store_stat(store, key, &size)) < 0)

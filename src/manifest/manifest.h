@@ -12,22 +12,8 @@
 
 #include "core/buf.h"
 #include "core/reject.h"
+#include "shard/object.h"
 #include "shard/split.h"
-
-typedef struct kiln_source_range {
-	const char *topic;
-	int32_t partition;
-	int64_t first, last; /* offsets covered, inclusive */
-} kiln_source_range;
-
-typedef struct kiln_shard_entry {
-	char hash[65]; /* BLAKE2b-256 of the compressed bytes, lower-case hex */
-	uint64_t bytes;     /* compressed */
-	uint64_t raw_bytes; /* uncompressed JSON Lines */
-	uint64_t records;
-	const kiln_source_range *sources;
-	size_t source_count;
-} kiln_shard_entry;
 
 typedef struct kiln_lineage_entry {
 	const char *topic;

@@ -4,7 +4,8 @@
  * and store handles, its shard lists and URL strings, one zstd
  * decompression context and two chunk buffers reused by every stream.
  * A stream spools the compressed object to an anonymous temporary file
- * while hashing it, and decompresses only after the hash matched. */
+ * while the verified fetch (shard/fetch.h) hashes it, and decompresses only
+ * after the hash matched. */
 #include "kiln/reader.h"
 
 #include <errno.h>
@@ -17,6 +18,8 @@
 
 #include "core/error.h"
 #include "manifest/version.h"
+#include "shard/fetch.h"
+#include "shard/object.h"
 
 #define CHUNK (1u << 20)
 
@@ -126,8 +129,7 @@ static int collect(void *ctx, const kiln_shard_entry *e)
 	s->bytes = e->bytes;
 	s->raw_bytes = e->raw_bytes;
 	s->records = e->records;
-	snprintf(s->key, sizeof(s->key), "shards/%.2s/%s.jsonl.zst", e->hash, e->hash);
-	return 0;
+	return kiln_shard_name(s->key, sizeof(s->key), NULL, e->hash, NULL);
 }
 
 int kiln_reader_shards(kiln_reader *r, kiln_split split, kiln_reader_shard **out, size_t *n)
@@ -154,7 +156,7 @@ int kiln_reader_shards(kiln_reader *r, kiln_split split, kiln_reader_shard **out
 				return kiln_error_set(KILN_ENOMEM, "out of memory");
 			}
 			for (size_t i = 0; i < l.n; i++) {
-				snprintf(block + i * each, each, "%s/%s", r->store_url, l.v[i].key);
+				kiln_shard_name(block + i * each, each, r->store_url, l.v[i].hash, NULL);
 				l.v[i].url = block + i * each;
 			}
 			r->urls[split] = block;
@@ -245,25 +247,15 @@ int kiln_reader_assign(const kiln_reader_shard *in, size_t n, unsigned rank, uns
 
 typedef struct spool_ctx {
 	int fd;
-	crypto_generichash_state hs;
-	uint64_t size, limit; /* limit 0: none */
 	const char *hash;
 } spool_ctx;
 
-static int mismatch(const char *hash)
-{
-	return kiln_error_set(KILN_EINVALID, "shard %s: content hash mismatch (corrupt or tampered)", hash);
-}
-
+/* The fetched bytes into the temporary file. */
 static int spool_sink(void *ctx, const void *data, size_t len)
 {
 	spool_ctx *s = ctx;
 	const char *p = data;
 
-	s->size += len;
-	if (s->limit && s->size > s->limit)
-		return mismatch(s->hash); /* longer than the manifest says: stop reading */
-	crypto_generichash_update(&s->hs, data, len);
 	while (len) {
 		ssize_t w = write(s->fd, p, len);
 
@@ -293,16 +285,6 @@ static int temp_fd(void)
 				      strerror(errno));
 	unlink(path);
 	return fd;
-}
-
-static bool hash_valid(const char *h)
-{
-	if (strnlen(h, 65) != 64)
-		return false;
-	for (int i = 0; i < 64; i++)
-		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
-			return false;
-	return true;
 }
 
 /* Decompresses the verified file at fd (from its start) into sink. */
@@ -357,14 +339,13 @@ static int decompress(kiln_reader *r, const kiln_reader_shard *s, int fd, kiln_s
 
 int kiln_reader_stream(kiln_reader *r, const kiln_reader_shard *s, kiln_store_sink sink, void *ctx)
 {
-	spool_ctx sp = { .fd = -1 };
-	unsigned char digest[32];
-	char hex[65];
+	spool_ctx sp = { .fd = -1, .hash = s->hash };
+	kiln_shard_request f = { .hash = s->hash, .bytes = s->bytes, .limit = s->bytes, .sink = spool_sink, .ctx = &sp };
 	int rc;
 
 	if (!r->store)
 		return kiln_error_set(KILN_EINVALID, "shard %.64s: no store to read it from", s->hash);
-	if (!hash_valid(s->hash))
+	if (!kiln_shard_hash_valid(s->hash))
 		return kiln_error_set(KILN_EINVALID, "a shard hash must be 64 lower-case hex digits");
 	if (!r->dctx && !(r->dctx = ZSTD_createDCtx()))
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
@@ -373,22 +354,8 @@ int kiln_reader_stream(kiln_reader *r, const kiln_reader_shard *s, kiln_store_si
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	if ((sp.fd = temp_fd()) < 0)
 		return sp.fd;
-	sp.limit = s->bytes;
-	sp.hash = s->hash;
-	crypto_generichash_init(&sp.hs, NULL, 0, sizeof(digest));
-	if ((rc = kiln_store_get(r->store, s->key, spool_sink, &sp)) != 0) {
-		if (rc > 0)
-			rc = kiln_error_set(KILN_EIO, "shard %s: reading from the store failed", s->hash);
-		goto cleanup;
-	}
-	crypto_generichash_final(&sp.hs, digest, sizeof(digest));
-	sodium_bin2hex(hex, sizeof(hex), digest, sizeof(digest));
-	if (memcmp(hex, s->hash, 64) != 0 || (s->bytes && sp.size != s->bytes)) {
-		rc = mismatch(s->hash);
-		goto cleanup;
-	}
-	rc = decompress(r, s, sp.fd, sink, ctx);
-cleanup:
+	if ((rc = kiln_shard_fetch(r->store, &f)) == 0)
+		rc = decompress(r, s, sp.fd, sink, ctx);
 	close(sp.fd);
 	return rc;
 }

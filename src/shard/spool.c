@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "shard/object.h"
 
 #define CHUNK (1u << 20)
 
@@ -48,11 +49,6 @@ static int write_all(int fd, const char *data, size_t len, const char *what)
 		len -= (size_t)w;
 	}
 	return 0;
-}
-
-void kiln_shard_key(char out[KILN_SHARD_KEY_CAP], const char *hash)
-{
-	snprintf(out, KILN_SHARD_KEY_CAP, "shards/%.2s/%.64s.jsonl.zst", hash, hash);
 }
 
 int kiln_spool_open(kiln_spool *s, const char *dir)
@@ -161,7 +157,8 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 	sodium_bin2hex(out_hash, 65, digest, sizeof(digest));
 	*out_bytes = total;
 	if (!key) {
-		kiln_shard_key(shard_key, out_hash);
+		if ((rc = kiln_shard_name(shard_key, sizeof(shard_key), NULL, out_hash, NULL)) < 0)
+			goto cleanup;
 		key = shard_key;
 	}
 	if ((rc = kiln_store_put_file(store, key, path, total)) < 0)

@@ -20,11 +20,6 @@ typedef struct kiln_spool {
 	const char *dir;
 } kiln_spool;
 
-/* The store key of the shard whose compressed bytes hash to `hash` (64 hex):
- * shards/<hh>/<hash>.jsonl.zst (docs/FORMATS.md). */
-#define KILN_SHARD_KEY_CAP sizeof("shards/hh/.jsonl.zst") + 64
-void kiln_shard_key(char out[KILN_SHARD_KEY_CAP], const char *hash);
-
 /* dir NULL: $TMPDIR, else /tmp. */
 int kiln_spool_open(kiln_spool *spool, const char *dir);
 void kiln_spool_close(kiln_spool *spool);

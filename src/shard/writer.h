@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <zstd.h>
 
-#include "manifest/manifest.h"
+#include "shard/object.h"
 #include "store/store.h"
 
 #define KILN_SHARD_DEFAULT_TARGET (64u << 20)
