@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "manifest/version.h"
+#include "store/store.h"
 
 #define CHUNK (1u << 20)
 
