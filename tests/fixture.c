@@ -65,8 +65,8 @@ void kiln_test_git_init(const char *path, bool bare)
 	git_repository_free(repo);
 }
 
-int kiln_test_git_main_(const char *group, const struct CMUnitTest *tests, size_t n, char *tmpdir, size_t size,
-                        const char *name, CMFixtureFunction setup, CMFixtureFunction teardown)
+int kiln_test_git_main_(const char *group, const struct CMUnitTest *tests, size_t n, char *tmpdir,
+                        size_t size, const char *name, CMFixtureFunction setup, CMFixtureFunction teardown)
 {
 	int rc;
 

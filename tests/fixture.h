@@ -36,11 +36,11 @@ void kiln_test_git_init(const char *path, bool bare);
  * tmpdir (kiln_test_tmpdir with NAME) and initialises libsodium and
  * libgit2, runs the group, shuts libgit2 down, and removes tmpdir when every
  * test passed (kept for a look when one failed). Returns main's status. */
-#define kiln_test_git_main(tests, tmpdir, name, setup, teardown)                                            \
-	kiln_test_git_main_(#tests, tests, sizeof(tests) / sizeof((tests)[0]), tmpdir, sizeof(tmpdir), name, setup, \
-	                    teardown)
-int kiln_test_git_main_(const char *group, const struct CMUnitTest *tests, size_t n, char *tmpdir, size_t size,
-                        const char *name, CMFixtureFunction setup, CMFixtureFunction teardown);
+#define kiln_test_git_main(tests, tmpdir, name, setup, teardown)                                             \
+	kiln_test_git_main_(#tests, tests, sizeof(tests) / sizeof((tests)[0]), tmpdir, sizeof(tmpdir), name, \
+	                    setup, teardown)
+int kiln_test_git_main_(const char *group, const struct CMUnitTest *tests, size_t n, char *tmpdir,
+                        size_t size, const char *name, CMFixtureFunction setup, CMFixtureFunction teardown);
 
 /* PII canaries: the first of canaries[] (NULL-terminated) that occurs in
  * buf[0..len) or in the file at path, or NULL when none does. The file

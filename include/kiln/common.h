@@ -35,7 +35,7 @@ enum {
 	KILN_EMODIFIED = -6, /* compare-and-swap lost */
 	KILN_ELIMIT = -7,    /* a configured bound was exceeded */
 	KILN_EFENCED = -8,   /* a fenced lineage entry moved: another writer covered
-			      * those offsets first (retrying the same work cannot help) */
+	                      * those offsets first (retrying the same work cannot help) */
 };
 
 /* The last message set on this thread; never NULL ("" when none). The
@@ -66,17 +66,18 @@ KILN_API int kiln_split_from_name(const char *name, kiln_split *out);
  * are borrowed for the call that takes them. */
 typedef struct kiln_store_options {
 	/* s3 */
-	const char *endpoint;         /* host[:port]; NULL = s3.amazonaws.com */
-	const char *region;           /* recorded; libs3 2.0 signs V2 (region-free) */
-	bool virtual_host;            /* bucket.host/key instead of host/bucket/key */
-	bool http;                    /* plain HTTP instead of HTTPS (tests, some on-prem endpoints) */
-	const char *credentials_file; /* 0600 file: "access_key_id=...\nsecret_access_key=...\n";
-				       * NULL = AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the environment */
-	int max_retries;              /* retriable failures retried with backoff; 0 = 5 */
+	const char *endpoint; /* host[:port]; NULL = s3.amazonaws.com */
+	const char *region;   /* recorded; libs3 2.0 signs V2 (region-free) */
+	bool virtual_host;    /* bucket.host/key instead of host/bucket/key */
+	bool http;            /* plain HTTP instead of HTTPS (tests, some on-prem endpoints) */
+	/* a 0600 file "access_key_id=...\nsecret_access_key=...\n"; NULL =
+	 * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the environment */
+	const char *credentials_file;
+	int max_retries; /* retriable failures retried with backoff; 0 = 5 */
 	/* http(s): a cache node */
-	const char *bearer_token;     /* sent as Authorization: Bearer; NULL = $KILN_CACHE_TOKEN */
-	bool as_peer;                 /* ask as a peer cache node (X-Kiln-Peer: 1): it answers from
-				       * what it has or the origin, never from its own peers */
+	const char *bearer_token; /* sent as Authorization: Bearer; NULL = $KILN_CACHE_TOKEN */
+	bool as_peer;             /* ask as a peer cache node (X-Kiln-Peer: 1): it answers from
+	                           * what it has or the origin, never from its own peers */
 } kiln_store_options;
 
 /* Called with successive chunks of an object's bytes (borrowed for the

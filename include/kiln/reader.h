@@ -46,8 +46,8 @@ typedef struct kiln_reader_shard {
  * with KILN_EINVALID. opt: store options (may be NULL). On success *out owns
  * the repository and store handles until kiln_reader_close; on failure *out
  * is NULL. */
-KILN_API int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *spec, const char *store_url,
-			      const kiln_store_options *opt);
+KILN_API int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *spec,
+                              const char *store_url, const kiln_store_options *opt);
 
 /* Closes the reader and frees everything it handed out. NULL is fine. */
 KILN_API void kiln_reader_close(kiln_reader *r);
@@ -73,7 +73,7 @@ KILN_API int kiln_reader_shards(kiln_reader *r, kiln_split split, kiln_reader_sh
  * same order, and every shard goes to exactly one rank. KILN_EINVALID when
  * world is 0 or rank >= world; KILN_ENOMEM. */
 KILN_API int kiln_reader_assign(const kiln_reader_shard *in, size_t n, unsigned rank, unsigned world,
-				uint64_t shuffle_seed, bool shuffle, size_t *out_idx, size_t *out_n);
+                                uint64_t shuffle_seed, bool shuffle, size_t *out_idx, size_t *out_n);
 
 /* Downloads shard s through the store into an anonymous temporary file
  * ($TMPDIR, else /tmp), checks that the BLAKE2b-256 of the bytes equals

@@ -42,7 +42,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "read_version: %s (%d)\n", kiln_error_last(), rc);
 	else
 		fprintf(stderr, "read_version: %s %s: %zu shards of %s\n", kiln_reader_dataset(r),
-			kiln_reader_commit(r), n, kiln_split_name(split));
+		        kiln_reader_commit(r), n, kiln_split_name(split));
 	kiln_reader_close(r);
 	if (fflush(stdout) != 0)
 		return 1;
