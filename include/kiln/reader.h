@@ -4,7 +4,7 @@
  * share of them (deterministically, optionally shuffled by a seed), and
  * stream a shard's records as verified, decompressed JSON Lines.
  *
- * Errors: functions return 0 or a negative KILN_E* code (core/error.h) and
+ * Errors: functions return 0 or a negative KILN_E* code (kiln/common.h) and
  * leave a one-line message in kiln_error_last(). KILN_ENOTFOUND: no such
  * repository, version or object; KILN_EINVALID: a bad spec, argument or URL,
  * a malformed manifest, or a shard whose bytes do not match its name;
@@ -21,8 +21,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shard/split.h" /* kiln_split: KILN_SPLIT_TRAIN, _DEV, _TEST */
-#include "store/store.h" /* kiln_store_options, kiln_store_sink */
+#include "common.h" /* KILN_API, KILN_E*, kiln_split, kiln_store_options, kiln_store_sink */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct kiln_reader kiln_reader;
 
@@ -43,22 +46,22 @@ typedef struct kiln_reader_shard {
  * with KILN_EINVALID. opt: store options (may be NULL). On success *out owns
  * the repository and store handles until kiln_reader_close; on failure *out
  * is NULL. */
-int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *spec, const char *store_url,
-		     const kiln_store_options *opt);
+KILN_API int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *spec,
+                              const char *store_url, const kiln_store_options *opt);
 
 /* Closes the reader and frees everything it handed out. NULL is fine. */
-void kiln_reader_close(kiln_reader *r);
+KILN_API void kiln_reader_close(kiln_reader *r);
 
 /* The dataset name and the resolved commit (40 hex) and ref
  * ("refs/tags/ds/v3"; "" when the spec named a commit). Owned by the reader. */
-const char *kiln_reader_dataset(const kiln_reader *r);
-const char *kiln_reader_commit(const kiln_reader *r);
-const char *kiln_reader_ref(const kiln_reader *r);
+KILN_API const char *kiln_reader_dataset(const kiln_reader *r);
+KILN_API const char *kiln_reader_commit(const kiln_reader *r);
+KILN_API const char *kiln_reader_ref(const kiln_reader *r);
 
 /* The shards of `split` in hash order. *out points into the reader (read
  * once per split, then cached): the caller neither frees nor changes it, and
  * it stays valid until kiln_reader_close. *n may be 0. */
-int kiln_reader_shards(kiln_reader *r, kiln_split split, kiln_reader_shard **out, size_t *n);
+KILN_API int kiln_reader_shards(kiln_reader *r, kiln_split split, kiln_reader_shard **out, size_t *n);
 
 /* Which of in[0..n) rank `rank` of `world` workers reads, as indices into
  * `in`, written to out_idx (the caller's array, room for n / world + 1
@@ -69,8 +72,8 @@ int kiln_reader_shards(kiln_reader *r, kiln_split split, kiln_reader_shard **out
  * goes to rank i % world. Pure and deterministic: every rank computes the
  * same order, and every shard goes to exactly one rank. KILN_EINVALID when
  * world is 0 or rank >= world; KILN_ENOMEM. */
-int kiln_reader_assign(const kiln_reader_shard *in, size_t n, unsigned rank, unsigned world,
-		       uint64_t shuffle_seed, bool shuffle, size_t *out_idx, size_t *out_n);
+KILN_API int kiln_reader_assign(const kiln_reader_shard *in, size_t n, unsigned rank, unsigned world,
+                                uint64_t shuffle_seed, bool shuffle, size_t *out_idx, size_t *out_n);
 
 /* Downloads shard s through the store into an anonymous temporary file
  * ($TMPDIR, else /tmp), checks that the BLAKE2b-256 of the bytes equals
@@ -80,6 +83,10 @@ int kiln_reader_assign(const kiln_reader_shard *in, size_t n, unsigned rank, uns
  * or tampered)". A non-zero return from sink stops the stream and is
  * returned. s must come from kiln_reader_shards of this reader (or carry a
  * valid hash and its size: the object read is the one the hash names). */
-int kiln_reader_stream(kiln_reader *r, const kiln_reader_shard *s, kiln_store_sink sink, void *ctx);
+KILN_API int kiln_reader_stream(kiln_reader *r, const kiln_reader_shard *s, kiln_store_sink sink, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,29 +7,10 @@
 
 #include <stddef.h>
 
-enum {
-	KILN_OK = 0,
-	KILN_EINVALID = -1,  /* bad input or config: fatal, do not retry */
-	KILN_ENOTFOUND = -2, /* file, key or reference missing */
-	KILN_EIO = -3,       /* local I/O failure */
-	KILN_ENOMEM = -4,    /* allocation failed */
-	KILN_ERETRY = -5,    /* transient: back off and try again */
-	KILN_EMODIFIED = -6, /* compare-and-swap lost */
-	KILN_ELIMIT = -7,    /* a configured bound was exceeded */
-	KILN_EFENCED = -8,   /* a fenced lineage entry moved: another writer covered
-			      * those offsets first (retrying the same work cannot help) */
-};
+#include "kiln/common.h" /* the KILN_E* codes, kiln_error_last(), _last_code(), _clear() */
 
 /* Sets the message (printf-style) and returns code, so callers can write
  * `return kiln_error_set(KILN_EINVALID, "...")`. */
 int kiln_error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* The last message set on this thread; never NULL ("" when none). */
-const char *kiln_error_last(void);
-
-/* The code passed to the last kiln_error_set() on this thread. */
-int kiln_error_last_code(void);
-
-void kiln_error_clear(void);
 
 #endif

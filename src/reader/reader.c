@@ -20,6 +20,7 @@
 #include "manifest/version.h"
 #include "shard/fetch.h"
 #include "shard/object.h"
+#include "store/store.h"
 
 #define CHUNK (1u << 20)
 

@@ -8,20 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kiln/common.h" /* kiln_split, kiln_split_name, kiln_split_from_name */
+
 #define KILN_SPLIT_SCHEME "blake2b64-mod10000-v1"
-
-typedef enum kiln_split {
-	KILN_SPLIT_TRAIN = 0,
-	KILN_SPLIT_DEV,
-	KILN_SPLIT_TEST,
-	KILN_SPLIT_COUNT
-} kiln_split;
-
-/* "train", "dev", "test". */
-const char *kiln_split_name(kiln_split split);
-
-/* The split a name means; -1 for any other name. */
-int kiln_split_from_name(const char *name, kiln_split *out);
 
 typedef struct kiln_splitter {
 	const char *salt;

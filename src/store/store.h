@@ -14,27 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kiln/common.h" /* kiln_store_options, kiln_store_sink */
+
 typedef struct kiln_store kiln_store;
-
-/* Options a URL cannot carry. Every field may be zero/NULL. */
-typedef struct kiln_store_options {
-	/* s3 */
-	const char *endpoint;         /* host[:port]; NULL = s3.amazonaws.com */
-	const char *region;           /* recorded; libs3 2.0 signs V2 (region-free) */
-	bool virtual_host;            /* bucket.host/key instead of host/bucket/key */
-	bool http;                    /* plain HTTP instead of HTTPS (tests, some on-prem endpoints) */
-	const char *credentials_file; /* 0600 file: "access_key_id=...\nsecret_access_key=...\n";
-				       * NULL = AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the environment */
-	int max_retries;              /* retriable failures retried with backoff; 0 = 5 */
-	/* http(s): a cache node */
-	const char *bearer_token;     /* sent as Authorization: Bearer; NULL = $KILN_CACHE_TOKEN */
-	bool as_peer;                 /* ask as a peer cache node (X-Kiln-Peer: 1): it answers from
-				       * what it has or the origin, never from its own peers */
-} kiln_store_options;
-
-/* Called with successive chunks of an object's bytes; non-zero stops the read
- * and is returned by kiln_store_get. */
-typedef int (*kiln_store_sink)(void *ctx, const void *data, size_t len);
 
 /* Called once per key under a prefix (keys relative to the store root), with
  * the object's size and when it was last written (seconds since the epoch;

@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "cache/cache.h"
 #include "core/buf.h"
 #include "core/error.h"
@@ -306,23 +307,13 @@ static const kiln_shard_entry *a_train_sorted(int i)
 
 /* ---- config --------------------------------------------------------------------------- */
 
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-	FILE *f = fopen(path, "w");
-
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-	assert_int_equal(chmod(path, mode), 0);
-}
-
 static void expect_config_error(const char *yaml, const char *needle1, const char *needle2)
 {
 	char path[160];
 	kiln_cache_config *c = (kiln_cache_config *)1;
 
 	snprintf(path, sizeof(path), "%s/bad.yaml", tmpdir);
-	write_file(path, yaml, 0644);
+	kiln_test_write_file(path, yaml, 0644);
 	assert_int_equal(kiln_cache_config_load(&c, path, NULL, 0), KILN_EINVALID);
 	assert_null(c);
 	if (!strstr(kiln_error_last(), needle1) || (needle2 && !strstr(kiln_error_last(), needle2)))
@@ -363,7 +354,7 @@ static void test_config(void **state)
 
 	/* every key, a token file, relative paths */
 	snprintf(token_path, sizeof(token_path), "%s/cache.token", tmpdir);
-	write_file(token_path, "  s3cr3t-token-0123456789abcdef0123 \nsecond line\n", 0600);
+	kiln_test_write_file(token_path, "  s3cr3t-token-0123456789abcdef0123 \nsecond line\n", 0600);
 	snprintf(path, sizeof(path), "%s/full.yaml", tmpdir);
 	snprintf(
 	    yaml, sizeof(yaml),
@@ -381,7 +372,7 @@ static void test_config(void **state)
 	    "connections_per_address: 32\n"
 	    "misses_per_second: 7\n"
 	    "scrub_rate: 4M\n");
-	write_file(path, yaml, 0644);
+	kiln_test_write_file(path, yaml, 0644);
 	assert_int_equal(kiln_cache_config_load(&c, path, NULL, 0), 0);
 	assert_string_equal(c->store_url, "s3://bucket/prefix");
 	assert_string_equal(c->store.endpoint, "127.0.0.1:4569");
@@ -406,7 +397,7 @@ static void test_config(void **state)
 	kiln_cache_config_free(c);
 
 	/* token_env */
-	write_file(
+	kiln_test_write_file(
 	    path,
 	    "store: {url: file://s}\nmanifest: m.git\ndir: d\nsize_limit: 1M\ntoken_env: KILN_TEST_TOKEN\n",
 	    0644);
@@ -467,7 +458,7 @@ static void test_config(void **state)
 	expect_config_error("store: {url: file://s}\nmanifest: m.git\ndir: d\nsize_limit: 1M\n"
 	                    "token_file: a\ntoken_env: B\n",
 	                    "token_env", "at most one");
-	write_file(token_path, "short-token\n", 0600);
+	kiln_test_write_file(token_path, "short-token\n", 0600);
 	snprintf(yaml, sizeof(yaml),
 	         "store: {url: file://s}\nmanifest: m.git\ndir: d\nsize_limit: 1M\ntoken_file: %s\n",
 	         token_path);
@@ -478,7 +469,7 @@ static void test_config(void **state)
 	expect_config_error("store: {url: file://s}\nmanifest: m.git\ndir: d\nsize_limit: 1M\n"
 	                    "scrub_rate: fast\n",
 	                    "scrub_rate", "expected a size");
-	write_file(token_path, "open-token-0123456789abcdef0123456789\n", 0644);
+	kiln_test_write_file(token_path, "open-token-0123456789abcdef0123456789\n", 0644);
 	snprintf(yaml, sizeof(yaml),
 	         "store: {url: file://s}\nmanifest: m.git\ndir: d\nsize_limit: 1M\ntoken_file: %s\n",
 	         token_path);
@@ -590,7 +581,7 @@ static void test_sync_views(void **state)
 	 * holding a link that is removed, never followed), shards and views
 	 * are kept and trusted */
 	snprintf(path, sizeof(path), "%s/sync/tmp/%s.half", tmpdir, a[0].hash);
-	write_file(path, "half a download", 0644);
+	kiln_test_write_file(path, "half a download", 0644);
 	snprintf(shard, sizeof(shard), "%s/sync/tmp/view.half", tmpdir);
 	assert_int_equal(mkdir(shard, 0755), 0);
 	snprintf(shard, sizeof(shard), "%s/sync/tmp/view.half/train", tmpdir);
@@ -1340,20 +1331,6 @@ int main(void)
 		cmocka_unit_test(test_peers_first),
 		cmocka_unit_test(test_list_status),
 	};
-	int rc;
 
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kiln-cache-XXXXXX");
-	if (!mkdtemp(tmpdir) || sodium_init() < 0)
-		return 1;
-	git_libgit2_init();
-	rc = cmocka_run_group_tests(tests, setup, teardown);
-	git_libgit2_shutdown();
-	if (rc == 0) {
-		char cmd[128];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-		if (system(cmd) != 0)
-			rc = 1;
-	}
-	return rc;
+	return kiln_test_git_main(tests, tmpdir, "cache", setup, teardown);
 }

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "cache/cache.h"
 #include "cache/serve.h"
 #include "core/error.h"
@@ -291,14 +292,11 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[128];
-
 	kiln_cache_serve_stop(server);
 	kiln_metrics_free(metrics);
 	kiln_log_set_fd(2);
 	close(log_fd);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(kiln_test_rmtree(tmpdir), 0);
 	return 0;
 }
 

@@ -24,6 +24,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "cache/cache.h"
 #include "cache/serve.h"
 #include "core/buf.h"
@@ -391,22 +392,10 @@ int main(void)
 	};
 	int rc;
 
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kiln-cache-serve-real-XXXXXX");
-	if (!mkdtemp(tmpdir) || sodium_init() < 0)
-		return 1;
 	signal(SIGPIPE, SIG_IGN);
 	kiln_log_setup(true, KILN_LOG_ERROR);
-	git_libgit2_init();
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	rc = cmocka_run_group_tests(tests, setup, NULL);
+	rc = kiln_test_git_main(tests, tmpdir, "cache-serve-real", setup, NULL);
 	curl_global_cleanup();
-	git_libgit2_shutdown();
-	if (rc == 0) {
-		char cmd[128];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-		if (system(cmd) != 0)
-			rc = 1;
-	}
 	return rc;
 }

@@ -28,6 +28,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "fixture.h"
 #include "core/error.h"
 #include "ingest/curate_run.h"
 #include "ingest/pipeline.h"
@@ -73,18 +74,13 @@ int pcre2_jit_match(const pcre2_code *code, PCRE2_SPTR subject, PCRE2_SIZE lengt
 	return real(code, subject, length, start, options, data, context);
 }
 
+/* kiln_test_write_file for a name in tmpdir. */
 static void write_file(const char *name, const char *text, mode_t mode)
 {
 	char path[PATH_MAX + 64];
-	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
-	unlink(path);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-	assert_int_equal(chmod(path, mode), 0);
+	kiln_test_write_file(path, text, mode);
 }
 
 /* Every quarantine line of the run, decompressed, back to back. */
@@ -181,11 +177,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[PATH_MAX + 32];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	return kiln_test_rmtree(tmpdir);
 }
 
 int main(void)

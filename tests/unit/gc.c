@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "core/error.h"
 #include "manifest/gc.h"
 #include "manifest/internal.h"
@@ -935,20 +936,6 @@ int main(void)
 		cmocka_unit_test(test_du),
 		cmocka_unit_test(test_long_history),
 	};
-	int rc;
 
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kiln-gc-XXXXXX");
-	if (!mkdtemp(tmpdir))
-		return 1;
-	git_libgit2_init();
-	rc = cmocka_run_group_tests(tests, NULL, NULL);
-	git_libgit2_shutdown();
-	if (rc == 0) {
-		char cmd[128];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-		if (system(cmd) != 0)
-			rc = 1;
-	}
-	return rc;
+	return kiln_test_git_main(tests, tmpdir, "gc", NULL, NULL);
 }

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "core/error.h"
 #include "manifest/manifest.h"
 
@@ -989,20 +990,6 @@ int main(void)
 		cmocka_unit_test(test_concurrent_create),
 		cmocka_unit_test(test_malformed_files),
 	};
-	int rc;
 
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kiln-manifest-XXXXXX");
-	if (!mkdtemp(tmpdir))
-		return 1;
-	git_libgit2_init();
-	rc = cmocka_run_group_tests(tests, NULL, NULL);
-	git_libgit2_shutdown();
-	if (rc == 0) {
-		char cmd[128];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-		if (system(cmd) != 0)
-			rc = 1;
-	}
-	return rc;
+	return kiln_test_git_main(tests, tmpdir, "manifest", NULL, NULL);
 }

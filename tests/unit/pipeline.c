@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "core/error.h"
 #include "ingest/pipeline.h"
 
@@ -42,18 +43,6 @@ static int teardown(void **state)
 	return rmdir(tmpdir);
 }
 
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-	int fd;
-
-	unlink(path);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	assert_int_equal(fchmod(fd, mode), 0);
-	assert_int_equal(close(fd), 0);
-}
-
 /* A Kafka pipeline whose source.options block is `options` (lines indented
  * by four spaces); the first option is on line 9. */
 static void write_pipeline(const char *options)
@@ -75,7 +64,7 @@ static void write_pipeline(const char *options)
 		 "store: {url: file://store}\n"
 		 "manifest: {repo: m.git}\n",
 		 options);
-	write_file(pipeline_path, text, 0600);
+	kiln_test_write_file(pipeline_path, text, 0600);
 }
 
 static kiln_pipeline *load_ok(char *const *sets, size_t n)
@@ -177,7 +166,7 @@ static void test_file_secret(void **state)
 
 	(void)state;
 	snprintf(key_path, sizeof(key_path), "%s/kafka-pw", tmpdir);
-	write_file(key_path, "s3cret\r\n", 0600);
+	kiln_test_write_file(key_path, "s3cret\r\n", 0600);
 	/* relative to the pipeline's folder */
 	write_pipeline("    sasl.password_file: kafka-pw\n");
 	p = load_ok(NULL, 0);
@@ -200,10 +189,10 @@ static void test_file_secret(void **state)
 	unlink(key_path);
 	load_fails(NULL, 0, true, ":9:25: source.options.sasl.password_file: ", "secret file not found");
 	/* empty */
-	write_file(key_path, "\n", 0600);
+	kiln_test_write_file(key_path, "\n", 0600);
 	load_fails(NULL, 0, true, ":9:25: source.options.sasl.password_file: ", "must hold the value");
 	/* both, and a _file for a property that is no secret */
-	write_file(key_path, "HUNTER2\n", 0600);
+	kiln_test_write_file(key_path, "HUNTER2\n", 0600);
 	snprintf(options, sizeof(options), "    sasl.password_file: %s\n    sasl.password: ${KILN_T_PW}\n", key_path);
 	write_pipeline(options);
 	load_fails(NULL, 0, true, ":9:5: source.options.sasl.password_file: ", "set either sasl.password or");

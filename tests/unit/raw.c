@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "fixture.h"
 #include "core/error.h"
 #include "shard/raw.h"
 
@@ -770,10 +771,7 @@ int main(void)
 	}
 	snprintf(url, sizeof(url), "file://%s/store", dir);
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
-	if (!(keep && *keep)) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		if (system(cmd) != 0)
-			return 1;
-	}
+	if (!(keep && *keep) && kiln_test_rmtree(dir) != 0)
+		return 1;
 	return rc;
 }

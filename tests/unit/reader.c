@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "kiln/reader.h"
@@ -522,20 +523,6 @@ int main(void)
 		cmocka_unit_test(test_stream),
 		cmocka_unit_test(test_tampered_shards),
 	};
-	int rc;
 
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kiln-reader-XXXXXX");
-	if (!mkdtemp(tmpdir) || sodium_init() < 0)
-		return 1;
-	git_libgit2_init();
-	rc = cmocka_run_group_tests(tests, setup, teardown);
-	git_libgit2_shutdown();
-	if (rc == 0) {
-		char cmd[128];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-		if (system(cmd) != 0)
-			rc = 1;
-	}
-	return rc;
+	return kiln_test_git_main(tests, tmpdir, "reader", setup, teardown);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "fixture.h"
 #include "shard/spool.h"
 
 static char dir[] = "/tmp/kiln-spool-test-XXXXXX";
@@ -107,9 +108,7 @@ int main(void)
 	if (sodium_init() < 0 || !mkdtemp(dir))
 		return 1;
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
-	char cmd[600];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
+	if (kiln_test_rmtree(dir) != 0)
 		return 1;
 	return rc;
 }

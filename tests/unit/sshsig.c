@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "manifest/manifest.h"
@@ -72,18 +73,6 @@ static char *path_in_tmp(const char *name)
 
 	snprintf(p, 256, "%s/%s", tmpdir, name);
 	return p;
-}
-
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-	FILE *f;
-
-	unlink(path);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-	assert_int_equal(chmod(path, mode), 0);
 }
 
 static char *read_text(const char *path)
@@ -423,7 +412,7 @@ static void test_key_file_format(void **state)
 
 	(void)state;
 	snprintf(good, sizeof(good), "kiln-ed25519-v1\n%s\nkat@example\n", kat_sk_hex);
-	write_file(path, good, 0600);
+	kiln_test_write_file(path, good, 0600);
 	assert_int_equal(kiln_signing_key_load(&key, path), 0);
 	{
 		kiln_buf line = KILN_BUF_INIT(0);
@@ -442,11 +431,11 @@ static void test_key_file_format(void **state)
 
 	/* no comment line, no final newline, CRLF */
 	snprintf(text, sizeof(text), "kiln-ed25519-v1\n%s\n", kat_sk_hex);
-	write_file(path, text, 0600);
+	kiln_test_write_file(path, text, 0600);
 	assert_int_equal(kiln_signing_key_load(&key, path), 0);
 	assert_string_equal(key.comment, "");
 	snprintf(text, sizeof(text), "kiln-ed25519-v1\r\n%s\r\nkat@example", kat_sk_hex);
-	write_file(path, text, 0600);
+	kiln_test_write_file(path, text, 0600);
 	assert_int_equal(kiln_signing_key_load(&key, path), 0);
 	assert_string_equal(key.comment, "kat@example");
 
@@ -467,12 +456,12 @@ static void test_key_file_format(void **state)
 	assert_int_equal(kat_sk_hex[127], '5');
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(text, sizeof(text), "%s%.*s%s", bad[i].head, bad[i].hex_digits, kat_sk_hex, bad[i].tail);
-		write_file(path, text, 0600);
+		kiln_test_write_file(path, text, 0600);
 		assert_int_equal(kiln_signing_key_load(&key, path), KILN_EINVALID);
 		/* the message never carries the file's content */
 		assert_null(strstr(kiln_error_last(), "e0400caa"));
 	}
-	write_file(path, "", 0600);
+	kiln_test_write_file(path, "", 0600);
 	assert_int_equal(kiln_signing_key_load(&key, path), KILN_EINVALID);
 	kiln_signing_key_wipe(&key);
 }
@@ -595,7 +584,7 @@ static void test_signed_commit_and_tag(void **state)
 		kiln_buf_putc(&line, '\0');
 		kiln_buf_printf(&allowed, "test@kiln namespaces=\"git\" %s\n", line.ptr);
 		kiln_buf_putc(&allowed, '\0');
-		write_file(path_in_tmp("allowed"), allowed.ptr, 0644);
+		kiln_test_write_file(path_in_tmp("allowed"), allowed.ptr, 0644);
 		snprintf(args, sizeof(args), "verify-commit %s", c2);
 		assert_int_equal(git_in(repo, args), 0);
 		assert_int_equal(git_in(repo, "verify-tag ds/v1"), 0);
@@ -611,7 +600,7 @@ static void test_signed_commit_and_tag(void **state)
 		kiln_buf_reset(&allowed);
 		kiln_buf_printf(&allowed, "test@kiln namespaces=\"git\" %s\n", line.ptr);
 		kiln_buf_putc(&allowed, '\0');
-		write_file(path_in_tmp("allowed"), allowed.ptr, 0644);
+		kiln_test_write_file(path_in_tmp("allowed"), allowed.ptr, 0644);
 		snprintf(args, sizeof(args), "verify-commit %s", c2);
 		assert_int_not_equal(git_in(repo, args), 0);
 		assert_int_not_equal(git_in(repo, "verify-tag ds/v1"), 0);
@@ -641,12 +630,9 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[128];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	git_libgit2_shutdown();
-	return system(cmd) == 0 ? 0 : -1;
+	return kiln_test_rmtree(tmpdir);
 }
 
 int main(void)

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "core/error.h"
 #include "store/store.h"
 
@@ -29,14 +30,6 @@ typedef struct fixture {
 	char url[96];
 	kiln_store *store;
 } fixture;
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 static int setup(void **state)
 {
@@ -57,7 +50,7 @@ static int teardown(void **state)
 	fixture *f = *state;
 
 	kiln_store_close(f->store);
-	nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	kiln_test_rmtree(f->dir);
 	free(f);
 	return 0;
 }

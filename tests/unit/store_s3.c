@@ -16,24 +16,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "core/error.h"
 #include "store/store.h"
 
 #define SECRET "s3cr3t-Value-Never-Shown"
 
 static char tmpdir[64];
-
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-	FILE *f;
-
-	unlink(path);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-	assert_int_equal(chmod(path, mode), 0);
-}
 
 static int open_with(const char *credentials_file, kiln_store **out)
 {
@@ -59,7 +48,7 @@ static void test_credentials_file_used(void **state)
 
 	(void)state;
 	snprintf(path, sizeof(path), "%s/creds", tmpdir);
-	write_file(path, "# kiln\n[default]\naws_access_key_id = AKID\nsecret_access_key=" SECRET "\n", 0600);
+	kiln_test_write_file(path, "# kiln\n[default]\naws_access_key_id = AKID\nsecret_access_key=" SECRET "\n", 0600);
 	assert_int_equal(open_with(path, &s), 0);
 	assert_non_null(s);
 	kiln_store_close(s);
@@ -76,7 +65,7 @@ static void test_credentials_file_mode_refused(void **state)
 
 	(void)state;
 	snprintf(path, sizeof(path), "%s/open-creds", tmpdir);
-	write_file(path, "access_key_id=AKID\nsecret_access_key=" SECRET "\n", 0644);
+	kiln_test_write_file(path, "access_key_id=AKID\nsecret_access_key=" SECRET "\n", 0644);
 	assert_int_equal(open_with(path, &s), KILN_EINVALID);
 	assert_null(s);
 	snprintf(want, sizeof(want),
@@ -122,7 +111,7 @@ static void test_credentials_file_missing_or_incomplete(void **state)
 	assert_string_equal(kiln_error_last(), want);
 
 	snprintf(path, sizeof(path), "%s/half", tmpdir);
-	write_file(path, "aws_access_key_id=AKID\nsecret_access_key=\n", 0600);
+	kiln_test_write_file(path, "aws_access_key_id=AKID\nsecret_access_key=\n", 0600);
 	assert_int_equal(open_with(path, &s), KILN_EINVALID);
 	snprintf(want, sizeof(want), "credentials file %s has no secret_access_key= line", path);
 	assert_string_equal(kiln_error_last(), want);
@@ -138,11 +127,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[128];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	return kiln_test_rmtree(tmpdir);
 }
 
 int main(void)

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "core/error.h"
 #include "manifest/internal.h"
 #include "manifest/manifest.h"
@@ -941,20 +942,6 @@ int main(void)
 		cmocka_unit_test(test_diff),          cmocka_unit_test(test_diff_reads_only_changed_blobs),
 		cmocka_unit_test(test_tag_name_binding), cmocka_unit_test(test_must_be_signed),
 	};
-	int rc;
 
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kiln-version-XXXXXX");
-	if (!mkdtemp(tmpdir))
-		return 1;
-	git_libgit2_init();
-	rc = cmocka_run_group_tests(tests, NULL, NULL);
-	git_libgit2_shutdown();
-	if (rc == 0) {
-		char cmd[128];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-		if (system(cmd) != 0)
-			rc = 1;
-	}
-	return rc;
+	return kiln_test_git_main(tests, tmpdir, "version", NULL, NULL);
 }

@@ -1,0 +1,91 @@
+/* What every public kiln header shares: the export macro, the error codes
+ * and the last-error calls, the dataset splits, and the store options and
+ * byte sink the reader takes. src/ includes this file for the same
+ * definitions (core/error.h, shard/split.h, store/store.h), so each is
+ * written once. Includes only the C library. */
+#ifndef KILN_COMMON_H
+#define KILN_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Marks a function that libkiln.so exports; everything else is hidden. */
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_API __attribute__((visibility("default")))
+#else
+#define KILN_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Functions return 0 on success or one of these negative codes; the
+ * one-line message explaining the failure sits in a per-thread slot until
+ * the next failure on that thread. Messages never carry a value taken from
+ * a record. */
+enum {
+	KILN_OK = 0,
+	KILN_EINVALID = -1,  /* bad input or config: fatal, do not retry */
+	KILN_ENOTFOUND = -2, /* file, key or reference missing */
+	KILN_EIO = -3,       /* local I/O failure */
+	KILN_ENOMEM = -4,    /* allocation failed */
+	KILN_ERETRY = -5,    /* transient: back off and try again */
+	KILN_EMODIFIED = -6, /* compare-and-swap lost */
+	KILN_ELIMIT = -7,    /* a configured bound was exceeded */
+	KILN_EFENCED = -8,   /* a fenced lineage entry moved: another writer covered
+	                      * those offsets first (retrying the same work cannot help) */
+};
+
+/* The last message set on this thread; never NULL ("" when none). The
+ * string belongs to the library and changes with the next failure. */
+KILN_API const char *kiln_error_last(void);
+
+/* The code of the last failure on this thread (0 when none). */
+KILN_API int kiln_error_last_code(void);
+
+/* Empties this thread's message. */
+KILN_API void kiln_error_clear(void);
+
+/* A dataset version's three splits. */
+typedef enum kiln_split {
+	KILN_SPLIT_TRAIN = 0,
+	KILN_SPLIT_DEV,
+	KILN_SPLIT_TEST,
+	KILN_SPLIT_COUNT
+} kiln_split;
+
+/* "train", "dev", "test" (static strings). */
+KILN_API const char *kiln_split_name(kiln_split split);
+
+/* The split a name means into *out; -1 for any other name. */
+KILN_API int kiln_split_from_name(const char *name, kiln_split *out);
+
+/* Options a store URL cannot carry. Every field may be zero/NULL; strings
+ * are borrowed for the call that takes them. */
+typedef struct kiln_store_options {
+	/* s3 */
+	const char *endpoint; /* host[:port]; NULL = s3.amazonaws.com */
+	const char *region;   /* recorded; libs3 2.0 signs V2 (region-free) */
+	bool virtual_host;    /* bucket.host/key instead of host/bucket/key */
+	bool http;            /* plain HTTP instead of HTTPS (tests, some on-prem endpoints) */
+	/* a 0600 file "access_key_id=...\nsecret_access_key=...\n"; NULL =
+	 * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the environment */
+	const char *credentials_file;
+	int max_retries; /* retriable failures retried with backoff; 0 = 5 */
+	/* http(s): a cache node */
+	const char *bearer_token; /* sent as Authorization: Bearer; NULL = $KILN_CACHE_TOKEN */
+	bool as_peer;             /* ask as a peer cache node (X-Kiln-Peer: 1): it answers from
+	                           * what it has or the origin, never from its own peers */
+} kiln_store_options;
+
+/* Called with successive chunks of an object's bytes (borrowed for the
+ * call); non-zero stops the read and is returned by the call that read. */
+typedef int (*kiln_store_sink)(void *ctx, const void *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
