@@ -44,7 +44,7 @@ int main(void)
 {
 	const char *dir = getenv("JSONTESTSUITE_DIR");
 	char fallback[4096];
-	kiln_json_limits limits = { .allow_duplicate_keys = true };
+	kiln_json_limits limits = {.allow_duplicate_keys = true};
 	kiln_json_scanner *s = kiln_json_scanner_new(&limits);
 	int passed = 0, failed = 0, tolerated = 0;
 	struct dirent *de;
@@ -52,7 +52,7 @@ int main(void)
 
 	if (!dir || !*dir) {
 		snprintf(fallback, sizeof(fallback), "%s/../shared/conformance/JSONTestSuite/test_parsing",
-			 KILN_SRCDIR);
+		         KILN_SRCDIR);
 		dir = fallback;
 	}
 	d = opendir(dir);
@@ -92,8 +92,7 @@ int main(void)
 	}
 	closedir(d);
 	kiln_json_scanner_free(s);
-	printf("%d passed, %d failed (%d implementation-defined cases scanned)\n", passed, failed,
-	       tolerated);
+	printf("%d passed, %d failed (%d implementation-defined cases scanned)\n", passed, failed, tolerated);
 	if (passed + failed == 0) {
 		printf("FAIL: no y_ or n_ case in %s\n", dir);
 		return 1;

@@ -26,7 +26,7 @@
 #include "shard/fetch.h"
 #include "shard/object.h"
 
-#define CHUNK    (1u << 20)
+#define CHUNK (1u << 20)
 
 static int oom(void)
 {
@@ -690,7 +690,8 @@ static int open_verified(kiln_cache *c, const char *hash, bool may_hash, uint64_
 	}
 	if (!kiln_cache_published(&st) && !may_hash) {
 		close(fd);
-		return kiln_error_set(KILN_ENOTFOUND, "shard %.64s must be hashed again before it is served", hash);
+		return kiln_error_set(KILN_ENOTFOUND, "shard %.64s must be hashed again before it is served",
+		                      hash);
 	}
 	if (!kiln_cache_published(&st)) {
 		/* written after publication: is it still the shard? */
@@ -935,7 +936,7 @@ int kiln_cache_open(kiln_cache **out, const kiln_cache_config *config, kiln_metr
 	}
 	for (size_t i = 0; i < config->peer_count; i++) {
 		/* one quick retry: a peer that fails is passed over for the origin */
-		kiln_store_options peer = { .bearer_token = config->token, .as_peer = true, .max_retries = 1 };
+		kiln_store_options peer = {.bearer_token = config->token, .as_peer = true, .max_retries = 1};
 
 		if ((rc = kiln_store_open(&c->peers[i], config->peers[i], &peer)) < 0)
 			goto fail;

@@ -35,25 +35,25 @@
 /* cache.yaml (docs/CACHE.md). Secrets never come from the file: the bearer
  * token comes from token_file (0600) or token_env. */
 typedef struct kiln_cache_config {
-	const char *file;            /* the config file, as given */
-	const char *store_url;       /* the origin store */
+	const char *file;      /* the config file, as given */
+	const char *store_url; /* the origin store */
 	kiln_store_options store;
-	const char *manifest;        /* a local bare repository path, or a URL fetched into <dir>/manifest.git */
-	const char *dir;             /* the cache directory (created) */
-	uint64_t size_limit;         /* bytes of shards/ */
-	double high, low;            /* watermarks, fractions of size_limit (default 0.9, 0.8) */
-	const char **pins;           /* "ds@main" follows the branch; "ds@v3", "ds@<commit>" stay */
+	const char *manifest; /* a local bare repository path, or a URL fetched into <dir>/manifest.git */
+	const char *dir;      /* the cache directory (created) */
+	uint64_t size_limit;  /* bytes of shards/ */
+	double high, low;     /* watermarks, fractions of size_limit (default 0.9, 0.8) */
+	const char **pins;    /* "ds@main" follows the branch; "ds@v3", "ds@<commit>" stay */
 	size_t pin_count;
-	unsigned concurrency;        /* parallel downloads (default 8) */
-	const char **peers;          /* base URLs of other cache nodes, "http://host:port" */
+	unsigned concurrency; /* parallel downloads (default 8) */
+	const char **peers;   /* base URLs of other cache nodes, "http://host:port" */
 	size_t peer_count;
-	const char *listen;          /* HOST:PORT for `kiln cache serve` (default 127.0.0.1:9470) */
-	const char *token;           /* bearer token, or NULL (no auth); read from token_file/token_env */
-	unsigned sync_seconds;       /* `serve`: sync every this many seconds (default 60) */
+	const char *listen;    /* HOST:PORT for `kiln cache serve` (default 127.0.0.1:9470) */
+	const char *token;     /* bearer token, or NULL (no auth); read from token_file/token_env */
+	unsigned sync_seconds; /* `serve`: sync every this many seconds (default 60) */
 	unsigned connections_per_address; /* `serve`: per client address (default 256) */
-	unsigned misses_per_second;  /* `serve`: misses sent to peers and the origin (default 100) */
-	uint64_t scrub_rate;         /* bytes/s the background scrub hashes (default 16 MiB, 0: off) */
-	struct kiln_yaml_doc *doc;   /* owns the strings above */
+	unsigned misses_per_second;       /* `serve`: misses sent to peers and the origin (default 100) */
+	uint64_t scrub_rate;              /* bytes/s the background scrub hashes (default 16 MiB, 0: off) */
+	struct kiln_yaml_doc *doc;        /* owns the strings above */
 	struct kiln_arena *arena;
 } kiln_cache_config;
 
@@ -94,7 +94,7 @@ int kiln_cache_sync(kiln_cache *cache, void (*progress)(void *ctx, const kiln_ca
  * published first; concurrent misses for one hash wait for one fetch.
  * KILN_ENOTFOUND when absent and not fillable. Marks the shard used now. */
 int kiln_cache_open_shard(kiln_cache *cache, const char *hash, bool fill, bool from_peer, int *out_fd,
-			  uint64_t *out_size);
+                          uint64_t *out_size);
 
 /* The same for a shard that needs no work: present and not written since
  * it was published. KILN_ENOTFOUND when absent or when it must be hashed
@@ -106,7 +106,8 @@ int kiln_cache_open_trusted(kiln_cache *cache, const char *hash, int *out_fd, ui
  * JSON Lines appended to out, one per shard in manifest order:
  *   {"shard":"<hash>","bytes":N,"records":N,"cached":true}
  * KILN_ENOTFOUND for an unknown dataset, ref or split. */
-int kiln_cache_list(kiln_cache *cache, const char *dataset, const char *ref, const char *split, kiln_buf *out);
+int kiln_cache_list(kiln_cache *cache, const char *dataset, const char *ref, const char *split,
+                    kiln_buf *out);
 
 /* A human summary (`kiln cache status`): size used against the limit and
  * watermarks, shards, pinned shards, each pin's version and whether its
@@ -116,14 +117,14 @@ int kiln_cache_status(kiln_cache *cache, kiln_buf *out);
 /* The last sync pass of this cache (this process), in numbers: what
  * `kiln cache sync` prints. */
 typedef struct kiln_cache_sync_stats {
-	uint64_t pins, pins_ready;        /* pins configured; pins whose view is ready */
-	uint64_t shards, bytes;           /* distinct shards the pins reference */
-	uint64_t fetched, fetched_bytes;  /* downloaded by the pass */
+	uint64_t pins, pins_ready;       /* pins configured; pins whose view is ready */
+	uint64_t shards, bytes;          /* distinct shards the pins reference */
+	uint64_t fetched, fetched_bytes; /* downloaded by the pass */
 	uint64_t peer_bytes, origin_bytes;
-	uint64_t failed;                  /* shards no source could give */
+	uint64_t failed; /* shards no source could give */
 	uint64_t evicted, evicted_bytes;
-	uint64_t repaired;                /* view links replaced by a refetched shard */
-	uint64_t manifest_errors;         /* failed manifest fetches, pins that did not resolve */
+	uint64_t repaired;        /* view links replaced by a refetched shard */
+	uint64_t manifest_errors; /* failed manifest fetches, pins that did not resolve */
 } kiln_cache_sync_stats;
 
 void kiln_cache_last_sync(kiln_cache *cache, kiln_cache_sync_stats *out);

@@ -19,7 +19,7 @@
 #define TOKEN_MAX 4096
 /* the token line and whatever follows it; a larger file is not a token file */
 #define TOKEN_FILE_MAX (64u << 10)
-#define TOKEN_MIN 32 /* characters: 128 bits as hex (openssl rand -hex 16), more as base64 */
+#define TOKEN_MIN      32 /* characters: 128 bits as hex (openssl rand -hex 16), more as base64 */
 
 typedef struct loader {
 	kiln_cache_config *c;
@@ -206,8 +206,8 @@ static int load_token(loader *l, const kiln_yaml_node *root)
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "token_env"), "token_env",
 		                      "set at most one of token_file and token_env");
 	if (file) {
-		if ((rc = read_token_file(l, kiln_yaml_get(root, "token_file"), kiln_config_resolve(&l->cfg, file), &token)) <
-		    0)
+		if ((rc = read_token_file(l, kiln_yaml_get(root, "token_file"),
+		                          kiln_config_resolve(&l->cfg, file), &token)) < 0)
 			return rc;
 	} else if (env) {
 		if (!(v = getenv(env)) || !*v)

@@ -93,7 +93,7 @@ struct kiln_cache {
 	bool pinned_known;
 	bool nothing_evictable; /* the last scan found no unpinned shard and none was published since */
 	uint64_t bytes_used;
-	cache_pin *pins; /* config->pin_count */
+	cache_pin *pins;    /* config->pin_count */
 	kiln_store **peers; /* config->peer_count http(s) stores, asked as a peer (store/http.c) */
 
 	/* the last sync (also persisted in <dir>/last-sync for other processes) */
@@ -121,7 +121,8 @@ struct kiln_cache {
 /* Calls cb for each regular file under shards/ with a shard's name in its
  * fan-out directory: hash (NUL-terminated), the directory's fd and the
  * file's name there; cb's non-zero return stops the scan and is returned. */
-typedef int (*kiln_cache_scan_cb)(void *ctx, const char *hash, int at, const char *name, const struct stat *st);
+typedef int (*kiln_cache_scan_cb)(void *ctx, const char *hash, int at, const char *name,
+                                  const struct stat *st);
 int kiln_cache_scan(kiln_cache *cache, kiln_cache_scan_cb cb, void *ctx);
 
 /* The mtime says the file is as verified when it was published. */

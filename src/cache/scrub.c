@@ -156,7 +156,8 @@ static int scrub_cb(void *ctx, const char *hash, int at, const char *name, const
 	}
 	expected = kiln_cache_pinned_bytes(c, h);
 	x->shards++;
-	if (kiln_shard_check_final(&check, h, expected) == KILN_SHARD_OK && check.size == (uint64_t)st.st_size) {
+	if (kiln_shard_check_final(&check, h, expected) == KILN_SHARD_OK &&
+	    check.size == (uint64_t)st.st_size) {
 		if (!kiln_cache_published(&st)) {
 			const struct timespec times[2] = {{0, UTIME_OMIT}, {KILN_CACHE_MTIME, 0}};
 			futimens(fd, times);

@@ -34,13 +34,13 @@
 #include "cache/internal.h"
 #include "shard/object.h"
 
-#define SHARDS_PREFIX   "/v1/shards/"
-#define DATASETS_PREFIX "/v1/datasets/"
-#define HASH_LEN        64
-#define NAME_MAX_LEN    128
-#define WORKERS         32u
-#define CONNECTIONS_MAX 4096u
-#define RETRY_AFTER_S   5
+#define SHARDS_PREFIX       "/v1/shards/"
+#define DATASETS_PREFIX     "/v1/datasets/"
+#define HASH_LEN            64
+#define NAME_MAX_LEN        128
+#define WORKERS             32u
+#define CONNECTIONS_MAX     4096u
+#define RETRY_AFTER_S       5
 #define NEGATIVE_SLOTS      4096u
 #define NEGATIVE_TTL_S      30
 #define MISSES_DEFAULT      100u

@@ -15,28 +15,28 @@
 #include "manifest/version.h"
 
 static const char usage_text[] =
-	"usage: kiln branch DATASET NAME [FROM] [--manifest REPO]\n"
-	"\n"
-	"Creates the branch NAME of DATASET (refs/heads/DATASET/NAME) at the version\n"
-	"FROM names: DATASET@main (the default), DATASET@BRANCH, DATASET@vN or\n"
-	"DATASET@COMMIT (a bare BRANCH, vN or COMMIT means the same). A `kiln run`\n"
-	"with `--set branch=NAME` then adds to that version: its shards, lineage and\n"
-	"stats carry over. An existing branch is never moved. NAME matches\n"
-	"[a-z0-9][a-z0-9._-]*.\n"
-	"\n"
-	"Options:\n"
-	"  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Exit status: 0 when the branch was created, 2 on a bad name, an existing\n"
-	"branch, an unknown FROM or another error.\n";
+    "usage: kiln branch DATASET NAME [FROM] [--manifest REPO]\n"
+    "\n"
+    "Creates the branch NAME of DATASET (refs/heads/DATASET/NAME) at the version\n"
+    "FROM names: DATASET@main (the default), DATASET@BRANCH, DATASET@vN or\n"
+    "DATASET@COMMIT (a bare BRANCH, vN or COMMIT means the same). A `kiln run`\n"
+    "with `--set branch=NAME` then adds to that version: its shards, lineage and\n"
+    "stats carry over. An existing branch is never moved. NAME matches\n"
+    "[a-z0-9][a-z0-9._-]*.\n"
+    "\n"
+    "Options:\n"
+    "  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit status: 0 when the branch was created, 2 on a bad name, an existing\n"
+    "branch, an unknown FROM or another error.\n";
 
 int kiln_cmd_branch(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{ "manifest", required_argument, NULL, 'm' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"manifest", required_argument, NULL, 'm'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *repo = getenv("KILN_MANIFEST"), *dataset, *name, *from;
 	kiln_manifest *m = NULL;

@@ -23,31 +23,31 @@
 #define BROKER_MAX_BROKERS        32
 
 static const char usage_text[] =
-	"usage: kiln broker [--partitions N] [--topics a,b] [--brokers N] [--port-file FILE]\n"
-	"\n"
-	"Starts an embedded Kafka broker, librdkafka's mock cluster, for development\n"
-	"and tests, creates the topics, prints \"bootstrap: HOST:PORT,...\" on one line\n"
-	"and serves until SIGTERM or SIGINT. It listens on 127.0.0.1 only, on ports\n"
-	"the system picks, and keeps everything in memory.\n"
-	"\n"
-	"Options:\n"
-	"  -p, --partitions N    partitions per topic (default 4)\n"
-	"  -t, --topics A,B      topics to create (default user-events)\n"
-	"  -b, --brokers N       brokers in the cluster (default 1)\n"
-	"  -f, --port-file FILE  also write the bootstrap servers to FILE (written\n"
-	"                        whole by rename, removed on exit)\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Unlike a real broker, measured with librdkafka 2.0:\n"
-	"  - The group coordinator waits out a departed member's session before a\n"
-	"    rejoin completes, so consumers in tests should use a short\n"
-	"    session.timeout.ms (e.g. 6000).\n"
-	"  - Each partition keeps only about 5 MB; older messages are dropped as if\n"
-	"    by retention (150k records of ~300 B produced to 4 partitions left only\n"
-	"    ~58k readable). Keep producers and consumers concurrent, or volumes small.\n"
-	"\n"
-	"Exit status: 0 after SIGTERM or SIGINT, 2 on bad options or a librdkafka\n"
-	"error.\n";
+    "usage: kiln broker [--partitions N] [--topics a,b] [--brokers N] [--port-file FILE]\n"
+    "\n"
+    "Starts an embedded Kafka broker, librdkafka's mock cluster, for development\n"
+    "and tests, creates the topics, prints \"bootstrap: HOST:PORT,...\" on one line\n"
+    "and serves until SIGTERM or SIGINT. It listens on 127.0.0.1 only, on ports\n"
+    "the system picks, and keeps everything in memory.\n"
+    "\n"
+    "Options:\n"
+    "  -p, --partitions N    partitions per topic (default 4)\n"
+    "  -t, --topics A,B      topics to create (default user-events)\n"
+    "  -b, --brokers N       brokers in the cluster (default 1)\n"
+    "  -f, --port-file FILE  also write the bootstrap servers to FILE (written\n"
+    "                        whole by rename, removed on exit)\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Unlike a real broker, measured with librdkafka 2.0:\n"
+    "  - The group coordinator waits out a departed member's session before a\n"
+    "    rejoin completes, so consumers in tests should use a short\n"
+    "    session.timeout.ms (e.g. 6000).\n"
+    "  - Each partition keeps only about 5 MB; older messages are dropped as if\n"
+    "    by retention (150k records of ~300 B produced to 4 partitions left only\n"
+    "    ~58k readable). Keep producers and consumers concurrent, or volumes small.\n"
+    "\n"
+    "Exit status: 0 after SIGTERM or SIGINT, 2 on bad options or a librdkafka\n"
+    "error.\n";
 
 static volatile sig_atomic_t broker_stop;
 
@@ -135,12 +135,12 @@ cleanup:
 int kiln_cmd_broker(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{ "partitions", required_argument, NULL, 'p' },
-		{ "topics", required_argument, NULL, 't' },
-		{ "brokers", required_argument, NULL, 'b' },
-		{ "port-file", required_argument, NULL, 'f' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"partitions", required_argument, NULL, 'p'},
+	    {"topics", required_argument, NULL, 't'},
+	    {"brokers", required_argument, NULL, 'b'},
+	    {"port-file", required_argument, NULL, 'f'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *topics = BROKER_DEFAULT_TOPIC, *port_file = NULL, *bootstraps;
 	int partitions = BROKER_DEFAULT_PARTITIONS, brokers = 1, opt, status = KILN_EXIT_USAGE;
@@ -157,7 +157,7 @@ int kiln_cmd_broker(int argc, char **argv)
 		case 'p':
 			if (parse_count(&partitions, optarg, 1, BROKER_MAX_PARTITIONS) < 0)
 				return kiln_cli_fail("broker", "--partitions: expected 1 to %d, got '%s'",
-						     BROKER_MAX_PARTITIONS, optarg);
+				                     BROKER_MAX_PARTITIONS, optarg);
 			break;
 		case 't':
 			topics = optarg;
@@ -165,7 +165,7 @@ int kiln_cmd_broker(int argc, char **argv)
 		case 'b':
 			if (parse_count(&brokers, optarg, 1, BROKER_MAX_BROKERS) < 0)
 				return kiln_cli_fail("broker", "--brokers: expected 1 to %d, got '%s'",
-						     BROKER_MAX_BROKERS, optarg);
+				                     BROKER_MAX_BROKERS, optarg);
 			break;
 		case 'f':
 			port_file = optarg;
@@ -180,7 +180,7 @@ int kiln_cmd_broker(int argc, char **argv)
 	}
 	if (optind != argc)
 		return kiln_cli_fail("broker", "unexpected argument '%s' (see kiln broker --help)",
-				     argv[optind]);
+		                     argv[optind]);
 	if (port_file && !*port_file)
 		return kiln_cli_fail("broker", "--port-file: empty path");
 
@@ -221,7 +221,7 @@ int kiln_cmd_broker(int argc, char **argv)
 	fflush(stdout);
 
 	while (!broker_stop) {
-		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		struct timespec ts = {0, 100 * 1000 * 1000};
 
 		nanosleep(&ts, NULL);
 	}

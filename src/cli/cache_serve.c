@@ -21,23 +21,23 @@
 #define RETRY_FIRST_S 5u /* after a failed pass, doubling up to sync_seconds */
 
 static const char usage_text[] =
-	"usage: kiln cache serve CONFIG [--set key=value]...\n"
-	"\n"
-	"Runs a cache node: opens the cache directory of CONFIG (docs/CACHE.md),\n"
-	"serves it on `listen` and syncs its pins now and every sync_seconds.\n"
-	"  GET|HEAD /v1/shards/<hash>           a shard (Range, If-None-Match); a miss\n"
-	"                                       is fetched from peers, then the store\n"
-	"  GET /v1/datasets/<ds>/<ref>/<split>  a version's shards, JSON Lines\n"
-	"  GET /metrics, /healthz\n"
-	"With a token (token_file or token_env) every route but /healthz wants\n"
-	"\"Authorization: Bearer TOKEN\". Logs are JSON lines on stderr; the first\n"
-	"says \"listening\" with the port (listen: 127.0.0.1:0 picks a free one).\n"
-	"\n"
-	"Options:\n"
-	"  -s, --set KEY=VALUE   override a config value\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Exit status: 0 after SIGTERM or SIGINT, 2 on a config, cache or listen error.\n";
+    "usage: kiln cache serve CONFIG [--set key=value]...\n"
+    "\n"
+    "Runs a cache node: opens the cache directory of CONFIG (docs/CACHE.md),\n"
+    "serves it on `listen` and syncs its pins now and every sync_seconds.\n"
+    "  GET|HEAD /v1/shards/<hash>           a shard (Range, If-None-Match); a miss\n"
+    "                                       is fetched from peers, then the store\n"
+    "  GET /v1/datasets/<ds>/<ref>/<split>  a version's shards, JSON Lines\n"
+    "  GET /metrics, /healthz\n"
+    "With a token (token_file or token_env) every route but /healthz wants\n"
+    "\"Authorization: Bearer TOKEN\". Logs are JSON lines on stderr; the first\n"
+    "says \"listening\" with the port (listen: 127.0.0.1:0 picks a free one).\n"
+    "\n"
+    "Options:\n"
+    "  -s, --set KEY=VALUE   override a config value\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit status: 0 after SIGTERM or SIGINT, 2 on a config, cache or listen error.\n";
 
 static volatile sig_atomic_t stop_requested;
 
@@ -50,8 +50,8 @@ static void on_stop(int sig)
 static void on_progress(void *ctx, const kiln_cache_progress *p)
 {
 	KILN_LOG_EVERY(10, KILN_LOG_INFO, "sync_progress", NULL, KILN_F_STR("version", p->version),
-		       KILN_F_INT("shards_done", p->shards_done), KILN_F_INT("shards_total", p->shards_total),
-		       KILN_F_INT("bytes_done", p->bytes_done), KILN_F_INT("bytes_total", p->bytes_total));
+	               KILN_F_INT("shards_done", p->shards_done), KILN_F_INT("shards_total", p->shards_total),
+	               KILN_F_INT("bytes_done", p->bytes_done), KILN_F_INT("bytes_total", p->bytes_total));
 }
 
 static double now_s(void)
@@ -65,7 +65,7 @@ static double now_s(void)
 /* Sleeps until `seconds` have passed or a stop is asked for. */
 static void wait_for(double seconds)
 {
-	const struct timespec tick = { 0, 200 * 1000 * 1000 };
+	const struct timespec tick = {0, 200 * 1000 * 1000};
 	double until = now_s() + seconds;
 
 	while (!stop_requested && now_s() < until)
@@ -83,12 +83,13 @@ static void sync_loop(kiln_cache *cache, unsigned sync_seconds)
 
 		if (rc == 0 || rc == KILN_ELIMIT) {
 			/* KILN_ELIMIT: full; the views made so far are served */
-			KILN_LOG(rc ? KILN_LOG_WARN : KILN_LOG_INFO, rc ? "sync_full" : "synced", rc ? kiln_error_last() : NULL,
-				 KILN_F_INT("ms", (long long)((now_s() - t0) * 1000)));
+			KILN_LOG(rc ? KILN_LOG_WARN : KILN_LOG_INFO, rc ? "sync_full" : "synced",
+			         rc ? kiln_error_last() : NULL,
+			         KILN_F_INT("ms", (long long)((now_s() - t0) * 1000)));
 			retry = RETRY_FIRST_S;
 		} else {
 			KILN_LOG(KILN_LOG_WARN, "sync_failed", kiln_error_last(), KILN_F_INT("code", rc),
-				 KILN_F_INT("retry_s", retry < sync_seconds ? retry : sync_seconds));
+			         KILN_F_INT("retry_s", retry < sync_seconds ? retry : sync_seconds));
 			if (retry < sync_seconds)
 				next = retry;
 			retry = retry > sync_seconds / 2 ? sync_seconds : retry * 2;
@@ -104,9 +105,9 @@ static void sync_loop(kiln_cache *cache, unsigned sync_seconds)
 int kiln_cmd_cache_serve(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{ "set", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"set", required_argument, NULL, 's'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	char **sets = calloc((size_t)argc + 1, sizeof(*sets));
 	size_t nsets = 0;
@@ -114,7 +115,7 @@ int kiln_cmd_cache_serve(int argc, char **argv)
 	kiln_metrics *metrics = NULL;
 	kiln_cache *cache = NULL;
 	kiln_cache_server *server = NULL;
-	struct sigaction sa = { 0 };
+	struct sigaction sa = {0};
 	int opt, status = KILN_EXIT_USAGE;
 
 	if (!sets)
@@ -151,14 +152,15 @@ int kiln_cmd_cache_serve(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN); /* sendfile to a client gone */
 	if (kiln_metrics_new(&metrics) < 0 || kiln_cache_open(&cache, config, metrics) < 0 ||
-	    kiln_cache_serve_start(&server, cache, config, metrics) < 0 || kiln_cache_scrub_start(cache) < 0) {
+	    kiln_cache_serve_start(&server, cache, config, metrics) < 0 ||
+	    kiln_cache_scrub_start(cache) < 0) {
 		KILN_LOG(KILN_LOG_ERROR, "start_failed", kiln_error_last());
 		kiln_cli_fail("cache serve", "%s", kiln_error_last());
 		goto cleanup;
 	}
 	KILN_LOG(KILN_LOG_INFO, "listening", NULL, KILN_F_STR("listen", config->listen),
-		 KILN_F_INT("port", kiln_cache_serve_port(server)), KILN_F_STR("dir", config->dir),
-		 KILN_F_STR("auth", config->token ? "bearer" : "none"));
+	         KILN_F_INT("port", kiln_cache_serve_port(server)), KILN_F_STR("dir", config->dir),
+	         KILN_F_STR("auth", config->token ? "bearer" : "none"));
 	sync_loop(cache, config->sync_seconds);
 	KILN_LOG(KILN_LOG_INFO, "stopping", NULL);
 	status = KILN_EXIT_OK;

@@ -12,30 +12,30 @@
 #include "cli/share.h"
 
 static const char usage_text[] =
-	"usage: kiln cat DATASET[@REF] [--split train|dev|test] [--rank R --world-size W]\n"
-	"                [--shuffle-seed S] [--manifest REPO] [--store URL]\n"
-	"\n"
-	"Writes the records of one split of a version (default: train) to stdout as\n"
-	"JSON Lines, shard after shard. Each shard is downloaded, its BLAKE2b-256\n"
-	"checked against its name, and only then decompressed: a corrupt or\n"
-	"tampered shard stops the stream before any of its bytes are written.\n"
-	"Without --shuffle-seed shards come in hash order; with it, in an order\n"
-	"every worker computes alike from the seed. With --rank/--world-size, the\n"
-	"i-th shard of that order goes to rank i mod W (docs/READING.md).\n"
-	"\n"
-	"Options:\n"
-	"  --split NAME          train, dev or test (default: train)\n"
-	"  --rank R              this worker's rank, 0 <= R < W (default 0)\n"
-	"  --world-size W        how many workers share the split (default 1)\n"
-	"  --shuffle-seed S      shuffle the shard order with seed S (0..2^64-1)\n"
-	"  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
-	"  --store URL           the object store, file://DIR or s3://BUCKET/PREFIX,\n"
-	"                        or a cache node http://HOST:PORT (default: $KILN_STORE)\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Exit status: 0 on success; 2 on a shard that fails verification (hash\n"
-	"mismatch, broken zstd frame; `kiln verify --deep` checks them all), a bad\n"
-	"reference, a missing repository, store setting or object, or another error.\n";
+    "usage: kiln cat DATASET[@REF] [--split train|dev|test] [--rank R --world-size W]\n"
+    "                [--shuffle-seed S] [--manifest REPO] [--store URL]\n"
+    "\n"
+    "Writes the records of one split of a version (default: train) to stdout as\n"
+    "JSON Lines, shard after shard. Each shard is downloaded, its BLAKE2b-256\n"
+    "checked against its name, and only then decompressed: a corrupt or\n"
+    "tampered shard stops the stream before any of its bytes are written.\n"
+    "Without --shuffle-seed shards come in hash order; with it, in an order\n"
+    "every worker computes alike from the seed. With --rank/--world-size, the\n"
+    "i-th shard of that order goes to rank i mod W (docs/READING.md).\n"
+    "\n"
+    "Options:\n"
+    "  --split NAME          train, dev or test (default: train)\n"
+    "  --rank R              this worker's rank, 0 <= R < W (default 0)\n"
+    "  --world-size W        how many workers share the split (default 1)\n"
+    "  --shuffle-seed S      shuffle the shard order with seed S (0..2^64-1)\n"
+    "  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
+    "  --store URL           the object store, file://DIR or s3://BUCKET/PREFIX,\n"
+    "                        or a cache node http://HOST:PORT (default: $KILN_STORE)\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit status: 0 on success; 2 on a shard that fails verification (hash\n"
+    "mismatch, broken zstd frame; `kiln verify --deep` checks them all), a bad\n"
+    "reference, a missing repository, store setting or object, or another error.\n";
 
 static int to_stdout(void *ctx, const void *data, size_t len)
 {
@@ -48,9 +48,9 @@ static int to_stdout(void *ctx, const void *data, size_t len)
 int kiln_cmd_cat(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		KILN_SHARE_LONG_OPTIONS,
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    KILN_SHARE_LONG_OPTIONS,
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	kiln_share share;
 	kiln_reader *r = NULL;

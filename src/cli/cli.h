@@ -4,9 +4,9 @@
 #define KILN_CLI_CLI_H
 
 /* Exit statuses shared by every command. */
-#define KILN_EXIT_OK 0
+#define KILN_EXIT_OK      0
 #define KILN_EXIT_INVALID 1 /* the command ran; the data failed a check */
-#define KILN_EXIT_USAGE 2   /* bad usage, config, contract or I/O */
+#define KILN_EXIT_USAGE   2 /* bad usage, config, contract or I/O */
 
 typedef struct kiln_command {
 	const char *name;
@@ -37,6 +37,5 @@ int kiln_cmd_cache_serve(int argc, char **argv);
 
 /* Prints "kiln CMD: message" on stderr; returns KILN_EXIT_USAGE. */
 int kiln_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 
 #endif

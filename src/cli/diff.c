@@ -12,21 +12,21 @@
 #include "manifest/version.h"
 
 static const char usage_text[] =
-	"usage: kiln diff DATASET@REF DATASET@REF [--manifest REPO] [--shards]\n"
-	"\n"
-	"Compares two versions (e.g. kiln diff user-events@v1 user-events@main): for\n"
-	"each split, the shards in the second that the first lacks (+) and the\n"
-	"shards in the first that the second lacks (-), with their records and\n"
-	"compressed bytes:\n"
-	"  train: +3 shards (+1500 records, +204800 bytes), -0 shards (-0 records, -0 bytes)\n"
-	"\n"
-	"Options:\n"
-	"  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
-	"  -s, --shards          also list each shard: '  + HASH RECORDS BYTES' (or -)\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Exit status: 0 on success (whether or not they differ), 2 on a bad\n"
-	"reference, a missing repository or another error.\n";
+    "usage: kiln diff DATASET@REF DATASET@REF [--manifest REPO] [--shards]\n"
+    "\n"
+    "Compares two versions (e.g. kiln diff user-events@v1 user-events@main): for\n"
+    "each split, the shards in the second that the first lacks (+) and the\n"
+    "shards in the first that the second lacks (-), with their records and\n"
+    "compressed bytes:\n"
+    "  train: +3 shards (+1500 records, +204800 bytes), -0 shards (-0 records, -0 bytes)\n"
+    "\n"
+    "Options:\n"
+    "  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
+    "  -s, --shards          also list each shard: '  + HASH RECORDS BYTES' (or -)\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit status: 0 on success (whether or not they differ), 2 on a bad\n"
+    "reference, a missing repository or another error.\n";
 
 typedef struct change {
 	char hash[65];
@@ -76,10 +76,10 @@ static int on_change(void *ctx, kiln_split split, const kiln_shard_entry *e, boo
 int kiln_cmd_diff(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{ "manifest", required_argument, NULL, 'm' },
-		{ "shards", no_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"manifest", required_argument, NULL, 'm'},
+	    {"shards", no_argument, NULL, 's'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *repo = getenv("KILN_MANIFEST");
 	kiln_manifest *m = NULL;
@@ -107,10 +107,10 @@ int kiln_cmd_diff(int argc, char **argv)
 	}
 	if (optind != argc - 2)
 		return kiln_cli_fail("diff",
-				     "expected two versions, DATASET@REF DATASET@REF (see kiln diff --help)");
+		                     "expected two versions, DATASET@REF DATASET@REF (see kiln diff --help)");
 	if (!repo || !*repo)
 		return kiln_cli_fail("diff",
-				     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
+		                     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
 	if (kiln_version_open(&m, repo) < 0 || kiln_version_resolve(m, argv[optind], &a) < 0 ||
 	    kiln_version_resolve(m, argv[optind + 1], &b) < 0 ||
 	    kiln_version_diff(m, &a, &b, on_change, &d) < 0) {

@@ -13,24 +13,24 @@
 #include "manifest/version.h"
 
 static const char usage_text[] =
-	"usage: kiln du DATASET [--manifest REPO] [--bytes]\n"
-	"\n"
-	"One row per version of DATASET (every tag vN, then every branch tip): its\n"
-	"distinct shards, their records and compressed bytes, the bytes of shards no\n"
-	"other listed version has (UNIQUE: what deleting only this version would\n"
-	"free) and the bytes it shares with others (SHARED). The last row counts\n"
-	"every distinct shard of all the listed versions once.\n"
-	"\n"
-	"Options:\n"
-	"  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
-	"  -b, --bytes           exact byte counts instead of KiB/MiB/GiB\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Exit status: 0 on success, 2 on an unknown dataset or another error.\n";
+    "usage: kiln du DATASET [--manifest REPO] [--bytes]\n"
+    "\n"
+    "One row per version of DATASET (every tag vN, then every branch tip): its\n"
+    "distinct shards, their records and compressed bytes, the bytes of shards no\n"
+    "other listed version has (UNIQUE: what deleting only this version would\n"
+    "free) and the bytes it shares with others (SHARED). The last row counts\n"
+    "every distinct shard of all the listed versions once.\n"
+    "\n"
+    "Options:\n"
+    "  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
+    "  -b, --bytes           exact byte counts instead of KiB/MiB/GiB\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit status: 0 on success, 2 on an unknown dataset or another error.\n";
 
 static void size_text(char *out, size_t cap, uint64_t bytes, bool exact)
 {
-	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
 	double v = (double)bytes;
 	int u = -1;
 
@@ -48,14 +48,14 @@ static void size_text(char *out, size_t cap, uint64_t bytes, bool exact)
 int kiln_cmd_du(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{ "manifest", required_argument, NULL, 'm' },
-		{ "bytes", no_argument, NULL, 'b' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"manifest", required_argument, NULL, 'm'},
+	    {"bytes", no_argument, NULL, 'b'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *repo = getenv("KILN_MANIFEST"), *dataset;
 	kiln_manifest *m = NULL;
-	kiln_du_report r = { 0 };
+	kiln_du_report r = {0};
 	bool exact = false;
 	int opt, width = (int)strlen("VERSION"), status = KILN_EXIT_USAGE;
 

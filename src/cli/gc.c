@@ -18,42 +18,42 @@
 #include "store/store.h"
 
 static const char usage_text[] =
-	"usage: kiln gc [--apply] [--keep tags|branches|younger-than=AGE]... [--grace AGE]\n"
-	"               [--manifest REPO] [--store URL | --pipeline FILE] [-v]\n"
-	"\n"
-	"Marks every shard that a kept commit of any dataset in the manifest lists,\n"
-	"lists shards/ in the store and reports every shard object nothing kept\n"
-	"references: shards uploaded by runs that failed before their commit, and\n"
-	"shards only dropped history referenced. Dry run unless --apply.\n"
-	"\n"
-	"Kept: the tip of every branch and every tag, always; and by default the\n"
-	"whole history of every branch and tag. With --keep (repeatable, combined):\n"
-	"  tags              the whole history of every tag (branch tips only)\n"
-	"  branches          the whole history of every branch\n"
-	"  younger-than=AGE  every commit younger than AGE (30d, 12h, 90m, 2w, 3600s)\n"
-	"\n"
-	"An unreferenced shard written less than the grace period ago (default 1h)\n"
-	"is young, not orphaned: a run still writing may be about to commit it, so\n"
-	"gc is safe to run while runs write (a run also checks, before it commits,\n"
-	"that every shard it lists is still stored). With --apply the manifest\n"
-	"repository is compacted too: reachable objects packed, unreachable ones\n"
-	"older than the grace period pruned. quarantine/ and raw/ objects are never\n"
-	"collected.\n"
-	"\n"
-	"Options:\n"
-	"      --apply           delete the orphans (default: only report them)\n"
-	"  -k, --keep POLICY     what to keep besides the tips (see above)\n"
-	"  -g, --grace AGE       keep unreferenced objects younger than AGE (default 1h;\n"
-	"                        0 only when no run writes to this store or manifest)\n"
-	"  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
-	"  -s, --store URL       the object store (default: $KILN_STORE)\n"
-	"  -p, --pipeline FILE   take the store (with its S3 options) and the manifest\n"
-	"                        from a pipeline file\n"
-	"  -v, --verbose         list every orphan and every unrecognised key\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Exit status: 0 on success, 1 when a kept version references shards the store\n"
-	"lacks (listed as `missing KEY`), 2 on a usage, manifest or store error.\n";
+    "usage: kiln gc [--apply] [--keep tags|branches|younger-than=AGE]... [--grace AGE]\n"
+    "               [--manifest REPO] [--store URL | --pipeline FILE] [-v]\n"
+    "\n"
+    "Marks every shard that a kept commit of any dataset in the manifest lists,\n"
+    "lists shards/ in the store and reports every shard object nothing kept\n"
+    "references: shards uploaded by runs that failed before their commit, and\n"
+    "shards only dropped history referenced. Dry run unless --apply.\n"
+    "\n"
+    "Kept: the tip of every branch and every tag, always; and by default the\n"
+    "whole history of every branch and tag. With --keep (repeatable, combined):\n"
+    "  tags              the whole history of every tag (branch tips only)\n"
+    "  branches          the whole history of every branch\n"
+    "  younger-than=AGE  every commit younger than AGE (30d, 12h, 90m, 2w, 3600s)\n"
+    "\n"
+    "An unreferenced shard written less than the grace period ago (default 1h)\n"
+    "is young, not orphaned: a run still writing may be about to commit it, so\n"
+    "gc is safe to run while runs write (a run also checks, before it commits,\n"
+    "that every shard it lists is still stored). With --apply the manifest\n"
+    "repository is compacted too: reachable objects packed, unreachable ones\n"
+    "older than the grace period pruned. quarantine/ and raw/ objects are never\n"
+    "collected.\n"
+    "\n"
+    "Options:\n"
+    "      --apply           delete the orphans (default: only report them)\n"
+    "  -k, --keep POLICY     what to keep besides the tips (see above)\n"
+    "  -g, --grace AGE       keep unreferenced objects younger than AGE (default 1h;\n"
+    "                        0 only when no run writes to this store or manifest)\n"
+    "  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
+    "  -s, --store URL       the object store (default: $KILN_STORE)\n"
+    "  -p, --pipeline FILE   take the store (with its S3 options) and the manifest\n"
+    "                        from a pipeline file\n"
+    "  -v, --verbose         list every orphan and every unrecognised key\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit status: 0 on success, 1 when a kept version references shards the store\n"
+    "lacks (listed as `missing KEY`), 2 on a usage, manifest or store error.\n";
 
 typedef struct gc_print {
 	bool verbose, apply;
@@ -61,7 +61,7 @@ typedef struct gc_print {
 
 static void print_size(FILE *f, uint64_t bytes)
 {
-	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
 	double v = (double)bytes;
 	int u = -1;
 
@@ -137,20 +137,20 @@ int kiln_cmd_gc(int argc, char **argv)
 {
 	enum { OPT_APPLY = 256 };
 	static const struct option long_options[] = {
-		{ "apply", no_argument, NULL, OPT_APPLY },
-		{ "keep", required_argument, NULL, 'k' },
-		{ "grace", required_argument, NULL, 'g' },
-		{ "manifest", required_argument, NULL, 'm' },
-		{ "store", required_argument, NULL, 's' },
-		{ "pipeline", required_argument, NULL, 'p' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"apply", no_argument, NULL, OPT_APPLY},
+	    {"keep", required_argument, NULL, 'k'},
+	    {"grace", required_argument, NULL, 'g'},
+	    {"manifest", required_argument, NULL, 'm'},
+	    {"store", required_argument, NULL, 's'},
+	    {"pipeline", required_argument, NULL, 'p'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *repo = NULL, *store_url = NULL, *pipeline_file = NULL;
-	kiln_gc_policy policy = { .grace = 3600 };
+	kiln_gc_policy policy = {.grace = 3600};
 	bool keep_given = false;
-	gc_print p = { 0 };
+	gc_print p = {0};
 	kiln_pipeline *pipeline = NULL;
 	const kiln_store_options *store_options = NULL;
 	kiln_manifest *m = NULL;
@@ -186,8 +186,8 @@ int kiln_cmd_gc(int argc, char **argv)
 			if (strcmp(optarg, "0") == 0)
 				policy.grace = 0;
 			else if ((policy.grace = parse_age(optarg)) < 0)
-				return kiln_cli_fail("gc", "--grace wants an age such as 1h, 90m, 2d or 0, not '%s'",
-						     optarg);
+				return kiln_cli_fail(
+				    "gc", "--grace wants an age such as 1h, 90m, 2d or 0, not '%s'", optarg);
 			break;
 		case 'm':
 			repo = optarg;
@@ -250,11 +250,12 @@ int kiln_cmd_gc(int argc, char **argv)
 		kiln_cli_fail("gc", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	printf("kept: %" PRIu64 " commit%s from %" PRIu64 " ref%s, referencing %" PRIu64 " shards\n", st.commits,
-	       st.commits == 1 ? "" : "s", st.refs, st.refs == 1 ? "" : "s", st.referenced);
+	printf("kept: %" PRIu64 " commit%s from %" PRIu64 " ref%s, referencing %" PRIu64 " shards\n",
+	       st.commits, st.commits == 1 ? "" : "s", st.refs, st.refs == 1 ? "" : "s", st.referenced);
 	printf("store: %" PRIu64 " shards, %" PRIu64 " bytes (", st.objects, st.object_bytes);
 	print_size(stdout, st.object_bytes);
-	printf("); %" PRIu64 " referenced, %" PRIu64 " orphaned, %" PRIu64 " young (unreferenced, written in the "
+	printf("); %" PRIu64 " referenced, %" PRIu64 " orphaned, %" PRIu64
+	       " young (unreferenced, written in the "
 	       "last %" PRId64 " s: kept)\n",
 	       st.live, st.orphans, st.young, policy.grace);
 	if (policy.apply) {
@@ -273,8 +274,9 @@ int kiln_cmd_gc(int argc, char **argv)
 			kiln_cli_fail("gc", "%s", kiln_error_last());
 			goto cleanup;
 		}
-		printf("manifest: %" PRIu64 " reachable objects packed; removed %" PRIu64 " loose objects and %" PRIu64
-		       " older packs; kept %" PRIu64 " loose objects and %" PRIu64 " packs younger than the grace "
+		printf("manifest: %" PRIu64 " reachable objects packed; removed %" PRIu64
+		       " loose objects and %" PRIu64 " older packs; kept %" PRIu64
+		       " loose objects and %" PRIu64 " packs younger than the grace "
 		       "period\n",
 		       cs.packed, cs.loose_removed, cs.packs_removed, cs.loose_kept, cs.packs_kept);
 	}

@@ -16,30 +16,30 @@
 #define DEFAULT_COMMENT "kiln@localhost"
 
 static const char usage_text[] =
-	"usage: kiln keygen [--out PATH] [--comment TEXT]\n"
-	"\n"
-	"Writes a new ed25519 signing key to PATH (default ./" DEFAULT_PATH ", mode\n"
-	"0600, never overwritten) and its OpenSSH public key to PATH.pub, then prints\n"
-	"the allowed-signers line for git. Sign a pipeline's commits with\n"
-	"`manifest.signing_key: PATH` (docs/PIPELINES.md); the key file format is in\n"
-	"docs/FORMATS.md.\n"
-	"\n"
-	"Options:\n"
-	"  -o, --out PATH        where to write the private key (PATH.pub: the public key)\n"
-	"  -c, --comment TEXT    the key's principal (default " DEFAULT_COMMENT "): printable\n"
-	"                        ASCII without space, '\"', ',' or '#'\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Exit status: 0 when both files were written, 2 otherwise (nothing is left\n"
-	"behind).\n";
+    "usage: kiln keygen [--out PATH] [--comment TEXT]\n"
+    "\n"
+    "Writes a new ed25519 signing key to PATH (default ./" DEFAULT_PATH ", mode\n"
+    "0600, never overwritten) and its OpenSSH public key to PATH.pub, then prints\n"
+    "the allowed-signers line for git. Sign a pipeline's commits with\n"
+    "`manifest.signing_key: PATH` (docs/PIPELINES.md); the key file format is in\n"
+    "docs/FORMATS.md.\n"
+    "\n"
+    "Options:\n"
+    "  -o, --out PATH        where to write the private key (PATH.pub: the public key)\n"
+    "  -c, --comment TEXT    the key's principal (default " DEFAULT_COMMENT "): printable\n"
+    "                        ASCII without space, '\"', ',' or '#'\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit status: 0 when both files were written, 2 otherwise (nothing is left\n"
+    "behind).\n";
 
 int kiln_cmd_keygen(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{ "out", required_argument, NULL, 'o' },
-		{ "comment", required_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"out", required_argument, NULL, 'o'},
+	    {"comment", required_argument, NULL, 'c'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *path = DEFAULT_PATH, *comment = DEFAULT_COMMENT;
 	kiln_signing_key key;
@@ -65,7 +65,8 @@ int kiln_cmd_keygen(int argc, char **argv)
 		}
 	}
 	if (optind != argc)
-		return kiln_cli_fail("keygen", "unexpected argument '%s' (see kiln keygen --help)", argv[optind]);
+		return kiln_cli_fail("keygen", "unexpected argument '%s' (see kiln keygen --help)",
+		                     argv[optind]);
 	if (!*path)
 		return kiln_cli_fail("keygen", "--out needs a path");
 	if (kiln_buf_printf(&pub_path, "%s.pub", path) < 0) {

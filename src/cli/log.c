@@ -11,21 +11,20 @@
 #include "core/error.h"
 #include "manifest/version.h"
 
-static const char usage_text[] =
-	"usage: kiln log DATASET[@REF] [--manifest REPO] [-n N]\n"
-	"\n"
-	"Lists the versions of a dataset, newest first, following the first parent\n"
-	"from REF (default: main; a branch, a tag vN or a commit id). One line per\n"
-	"version: the short commit id, the commit date (UTC), the vN tags on it\n"
-	"(comma-separated, '-' when none) and the commit's summary.\n"
-	"\n"
-	"Options:\n"
-	"  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
-	"  -n, --max-count N     show at most N versions\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Exit status: 0 on success, 2 on a bad reference, a missing repository or\n"
-	"another error.\n";
+static const char usage_text[] = "usage: kiln log DATASET[@REF] [--manifest REPO] [-n N]\n"
+                                 "\n"
+                                 "Lists the versions of a dataset, newest first, following the first parent\n"
+                                 "from REF (default: main; a branch, a tag vN or a commit id). One line per\n"
+                                 "version: the short commit id, the commit date (UTC), the vN tags on it\n"
+                                 "(comma-separated, '-' when none) and the commit's summary.\n"
+                                 "\n"
+                                 "Options:\n"
+                                 "  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
+                                 "  -n, --max-count N     show at most N versions\n"
+                                 "  -h, --help            show this help\n"
+                                 "\n"
+                                 "Exit status: 0 on success, 2 on a bad reference, a missing repository or\n"
+                                 "another error.\n";
 
 typedef struct log_state {
 	FILE *out;
@@ -62,15 +61,15 @@ static int parse_count(const char *s, size_t *out)
 int kiln_cmd_log(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{ "manifest", required_argument, NULL, 'm' },
-		{ "max-count", required_argument, NULL, 'n' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"manifest", required_argument, NULL, 'm'},
+	    {"max-count", required_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *repo = getenv("KILN_MANIFEST");
 	kiln_manifest *m = NULL;
 	kiln_version v;
-	log_state st = { stdout };
+	log_state st = {stdout};
 	size_t max = 0;
 	int opt, status = KILN_EXIT_USAGE;
 
@@ -96,7 +95,7 @@ int kiln_cmd_log(int argc, char **argv)
 		return kiln_cli_fail("log", "expected one DATASET[@REF] (see kiln log --help)");
 	if (!repo || !*repo)
 		return kiln_cli_fail("log",
-				     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
+		                     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
 	if (kiln_version_open(&m, repo) < 0 || kiln_version_resolve(m, argv[optind], &v) < 0 ||
 	    kiln_version_log(m, &v, max, print_line, &st) < 0) {
 		kiln_cli_fail("log", "%s", kiln_error_last());

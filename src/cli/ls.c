@@ -12,39 +12,39 @@
 #include "cli/share.h"
 
 static const char usage_text[] =
-	"usage: kiln ls DATASET[@REF] [--split train|dev|test] [--format text|json]\n"
-	"               [--rank R --world-size W] [--shuffle-seed S]\n"
-	"               [--manifest REPO] [--store URL]\n"
-	"\n"
-	"Lists the shards of one split of a version (default: train), in hash order:\n"
-	"  HASH RECORDS BYTES URL\n"
-	"or with --format json one object per line:\n"
-	"  {\"shard\":HASH,\"records\":N,\"bytes\":N,\"raw_bytes\":N,\"key\":KEY,\"url\":URL}\n"
-	"BYTES is the compressed size; URL is the store URL followed by the object key\n"
-	"shards/<hh>/<hash>.jsonl.zst. With --rank/--world-size, only the shards that\n"
-	"rank reads, in the order `kiln cat` reads them (docs/READING.md).\n"
-	"\n"
-	"Options:\n"
-	"  --split NAME          train, dev or test (default: train)\n"
-	"  -f, --format FORMAT   text (default) or json\n"
-	"  --rank R              this worker's rank, 0 <= R < W (default 0)\n"
-	"  --world-size W        how many workers share the split (default 1)\n"
-	"  --shuffle-seed S      order shards by a seeded hash before assigning them\n"
-	"  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
-	"  --store URL           the object store, file://DIR or s3://BUCKET/PREFIX,\n"
-	"                        or a cache node http://HOST:PORT (default: $KILN_STORE)\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Exit status: 0 on success, 2 on a bad reference, a missing repository or\n"
-	"store setting, or another error.\n";
+    "usage: kiln ls DATASET[@REF] [--split train|dev|test] [--format text|json]\n"
+    "               [--rank R --world-size W] [--shuffle-seed S]\n"
+    "               [--manifest REPO] [--store URL]\n"
+    "\n"
+    "Lists the shards of one split of a version (default: train), in hash order:\n"
+    "  HASH RECORDS BYTES URL\n"
+    "or with --format json one object per line:\n"
+    "  {\"shard\":HASH,\"records\":N,\"bytes\":N,\"raw_bytes\":N,\"key\":KEY,\"url\":URL}\n"
+    "BYTES is the compressed size; URL is the store URL followed by the object key\n"
+    "shards/<hh>/<hash>.jsonl.zst. With --rank/--world-size, only the shards that\n"
+    "rank reads, in the order `kiln cat` reads them (docs/READING.md).\n"
+    "\n"
+    "Options:\n"
+    "  --split NAME          train, dev or test (default: train)\n"
+    "  -f, --format FORMAT   text (default) or json\n"
+    "  --rank R              this worker's rank, 0 <= R < W (default 0)\n"
+    "  --world-size W        how many workers share the split (default 1)\n"
+    "  --shuffle-seed S      order shards by a seeded hash before assigning them\n"
+    "  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
+    "  --store URL           the object store, file://DIR or s3://BUCKET/PREFIX,\n"
+    "                        or a cache node http://HOST:PORT (default: $KILN_STORE)\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit status: 0 on success, 2 on a bad reference, a missing repository or\n"
+    "store setting, or another error.\n";
 
 int kiln_cmd_ls(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		KILN_SHARE_LONG_OPTIONS,
-		{ "format", required_argument, NULL, 'f' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    KILN_SHARE_LONG_OPTIONS,
+	    {"format", required_argument, NULL, 'f'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	kiln_share share;
 	bool json = false;
@@ -89,9 +89,9 @@ int kiln_cmd_ls(int argc, char **argv)
 		}
 		kiln_buf_reset(&line);
 		if (kiln_buf_printf(&line,
-				    "{\"shard\":\"%s\",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64
-				    ",\"raw_bytes\":%" PRIu64 ",\"key\":\"%s\",\"url\":",
-				    s->hash, s->records, s->bytes, s->raw_bytes, s->key) < 0)
+		                    "{\"shard\":\"%s\",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64
+		                    ",\"raw_bytes\":%" PRIu64 ",\"key\":\"%s\",\"url\":",
+		                    s->hash, s->records, s->bytes, s->raw_bytes, s->key) < 0)
 			goto fail;
 		if (kiln_buf_put_json_string(&line, s->url, strlen(s->url)) < 0 ||
 		    kiln_buf_puts(&line, "}\n") < 0)

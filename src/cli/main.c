@@ -10,31 +10,33 @@
 #include "mask/key.h"
 
 static const kiln_command commands[] = {
-	{ "validate", "check JSON Lines records against an ODCS data contract", kiln_cmd_validate },
-	{ "run", "curate a source into a versioned dataset (validate, pseudonymise, split, shard, commit)", kiln_cmd_run },
-	{ "log", "list a dataset's versions", kiln_cmd_log },
-	{ "show", "describe one version: splits, shards, records, contract, key, lineage", kiln_cmd_show },
-	{ "diff", "shards added and removed between two versions", kiln_cmd_diff },
-	{ "ls", "list a version's shards with their store URLs", kiln_cmd_ls },
-	{ "cat", "stream a version's records (by rank, shuffled by seed, verified)", kiln_cmd_cat },
-	{ "promote", "tag a version vN after its release gates pass (signed)", kiln_cmd_promote },
-	{ "verify", "check a version's signature and tree, and with --deep every shard", kiln_cmd_verify },
-	{ "branch", "create a dataset branch", kiln_cmd_branch },
-	{ "keygen", "write an ed25519 signing key and its allowed-signers line", kiln_cmd_keygen },
-	{ "gc", "delete store objects no kept version references (dry run by default)", kiln_cmd_gc },
-	{ "du", "bytes per version, unique and shared", kiln_cmd_du },
-	{ "broker", "start an embedded Kafka broker (librdkafka's mock cluster) for development and tests", kiln_cmd_broker },
-	{ "snapshot", "ask a running Kafka `kiln run` to commit a snapshot now", kiln_cmd_snapshot },
-	{ "raw", "read the raw zone: list objects or decode them byte-exact", kiln_cmd_raw },
-	{ "replay", "rebuild a Kafka pipeline's branch from the raw zone onto a new branch", kiln_cmd_replay },
-	{ "cache", "keep pinned versions on local disk near GPUs: sync, status, verify, serve", kiln_cmd_cache },
+    {"validate", "check JSON Lines records against an ODCS data contract", kiln_cmd_validate},
+    {"run", "curate a source into a versioned dataset (validate, pseudonymise, split, shard, commit)",
+     kiln_cmd_run},
+    {"log", "list a dataset's versions", kiln_cmd_log},
+    {"show", "describe one version: splits, shards, records, contract, key, lineage", kiln_cmd_show},
+    {"diff", "shards added and removed between two versions", kiln_cmd_diff},
+    {"ls", "list a version's shards with their store URLs", kiln_cmd_ls},
+    {"cat", "stream a version's records (by rank, shuffled by seed, verified)", kiln_cmd_cat},
+    {"promote", "tag a version vN after its release gates pass (signed)", kiln_cmd_promote},
+    {"verify", "check a version's signature and tree, and with --deep every shard", kiln_cmd_verify},
+    {"branch", "create a dataset branch", kiln_cmd_branch},
+    {"keygen", "write an ed25519 signing key and its allowed-signers line", kiln_cmd_keygen},
+    {"gc", "delete store objects no kept version references (dry run by default)", kiln_cmd_gc},
+    {"du", "bytes per version, unique and shared", kiln_cmd_du},
+    {"broker", "start an embedded Kafka broker (librdkafka's mock cluster) for development and tests",
+     kiln_cmd_broker},
+    {"snapshot", "ask a running Kafka `kiln run` to commit a snapshot now", kiln_cmd_snapshot},
+    {"raw", "read the raw zone: list objects or decode them byte-exact", kiln_cmd_raw},
+    {"replay", "rebuild a Kafka pipeline's branch from the raw zone onto a new branch", kiln_cmd_replay},
+    {"cache", "keep pinned versions on local disk near GPUs: sync, status, verify, serve", kiln_cmd_cache},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 /* Commands that hold a secret in memory (the HMAC key and raw records, a
  * signing key, bearer tokens): their process is made non-dumpable first. */
-static const char *const holds_secrets[] = { "run", "replay", "promote", "cache" };
+static const char *const holds_secrets[] = {"run", "replay", "promote", "cache"};
 
 static int run_command(const kiln_command *c, int argc, char **argv)
 {
@@ -58,12 +60,11 @@ int kiln_cli_fail(const char *cmd, const char *fmt, ...)
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: kiln [--version] [--help] COMMAND [ARGS]\n"
-		"\n"
-		"kiln turns raw JSON records into curated, versioned training datasets.\n"
-		"\n"
-		"Commands:\n");
+	fprintf(out, "usage: kiln [--version] [--help] COMMAND [ARGS]\n"
+	             "\n"
+	             "kiln turns raw JSON records into curated, versioned training datasets.\n"
+	             "\n"
+	             "Commands:\n");
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\nRun 'kiln COMMAND --help' for a command's options.\n");
@@ -94,7 +95,7 @@ int main(int argc, char **argv)
 		cmd = argv[2];
 		for (size_t i = 0; i < NCOMMANDS; i++)
 			if (strcmp(cmd, commands[i].name) == 0) {
-				char *help_argv[] = { argv[2], "--help", NULL };
+				char *help_argv[] = {argv[2], "--help", NULL};
 				return commands[i].run(2, help_argv);
 			}
 	}

@@ -23,23 +23,23 @@
 #include "manifest/version.h"
 
 static const char usage_text[] =
-	"usage: kiln promote DATASET@REF --pipeline PIPELINE [--version vN] [--set KEY=VALUE]... [--dry-run]\n"
-	"\n"
-	"Checks the release gates of the pipeline's `promote:` section (minimum\n"
-	"records per split, split-ratio tolerance, quarantine-rate ceiling, contract\n"
-	"version) against the version's stats.json and dataset.json, then creates\n"
-	"the annotated tag refs/tags/<dataset>/vN with the governance record in its\n"
-	"message, signed with manifest.signing_key when the pipeline sets one.\n"
-	"\n"
-	"Options:\n"
-	"  -p, --pipeline FILE   the pipeline config (gates, manifest repo, signing key)\n"
-	"  -V, --version vN      the version to create (default: one above the highest vN)\n"
-	"  -s, --set KEY=VALUE   override a pipeline value (see kiln run --help)\n"
-	"  -n, --dry-run         check the gates and print the message, create nothing\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Exit status: 0 tagged (or, with --dry-run, gates passed), 1 a gate failed,\n"
-	"2 on a usage, config, reference or manifest error.\n";
+    "usage: kiln promote DATASET@REF --pipeline PIPELINE [--version vN] [--set KEY=VALUE]... [--dry-run]\n"
+    "\n"
+    "Checks the release gates of the pipeline's `promote:` section (minimum\n"
+    "records per split, split-ratio tolerance, quarantine-rate ceiling, contract\n"
+    "version) against the version's stats.json and dataset.json, then creates\n"
+    "the annotated tag refs/tags/<dataset>/vN with the governance record in its\n"
+    "message, signed with manifest.signing_key when the pipeline sets one.\n"
+    "\n"
+    "Options:\n"
+    "  -p, --pipeline FILE   the pipeline config (gates, manifest repo, signing key)\n"
+    "  -V, --version vN      the version to create (default: one above the highest vN)\n"
+    "  -s, --set KEY=VALUE   override a pipeline value (see kiln run --help)\n"
+    "  -n, --dry-run         check the gates and print the message, create nothing\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit status: 0 tagged (or, with --dry-run, gates passed), 1 a gate failed,\n"
+    "2 on a usage, config, reference or manifest error.\n";
 
 static bool version_name_ok(const char *s)
 {
@@ -101,9 +101,9 @@ cleanup:
 int kiln_cmd_promote(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{ "pipeline", required_argument, NULL, 'p' }, { "version", required_argument, NULL, 'V' },
-		{ "set", required_argument, NULL, 's' },      { "dry-run", no_argument, NULL, 'n' },
-		{ "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 },
+	    {"pipeline", required_argument, NULL, 'p'}, {"version", required_argument, NULL, 'V'},
+	    {"set", required_argument, NULL, 's'},      {"dry-run", no_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
 	};
 	char **sets = calloc((size_t)argc + 1, sizeof(*sets));
 	const char *pipeline_path = NULL, *version_name = NULL;
@@ -114,12 +114,12 @@ int kiln_cmd_promote(int argc, char **argv)
 	kiln_version v;
 	kiln_stats stats;
 	kiln_buf stats_text = KILN_BUF_INIT(0), dataset_json = KILN_BUF_INIT(0), lineage = KILN_BUF_INIT(0),
-		 msg = KILN_BUF_INIT(0);
+	         msg = KILN_BUF_INIT(0);
 	kiln_gate_result results[KILN_GATES_MAX];
 	const char *gate_lines[KILN_GATES_MAX];
 	kiln_json_scanner *scanner = NULL;
-	kiln_mfmt_dataset definition = { 0 };
-	kiln_mfmt_lineage lineage_entries = { 0 };
+	kiln_mfmt_dataset definition = {0};
+	kiln_mfmt_lineage lineage_entries = {0};
 	kiln_mfmt_governance record;
 	char where[300];
 	kiln_signing_key key;
@@ -132,10 +132,18 @@ int kiln_cmd_promote(int argc, char **argv)
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "p:V:s:nh", long_options, NULL)) != -1) {
 		switch (opt) {
-		case 'p': pipeline_path = optarg; break;
-		case 'V': version_name = optarg; break;
-		case 's': sets[nsets++] = optarg; break;
-		case 'n': dry_run = true; break;
+		case 'p':
+			pipeline_path = optarg;
+			break;
+		case 'V':
+			version_name = optarg;
+			break;
+		case 's':
+			sets[nsets++] = optarg;
+			break;
+		case 'n':
+			dry_run = true;
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			free(sets);
@@ -148,19 +156,21 @@ int kiln_cmd_promote(int argc, char **argv)
 	}
 	if (optind != argc - 1 || !pipeline_path) {
 		free(sets);
-		return kiln_cli_fail("promote", "expected DATASET@REF and --pipeline FILE (see kiln promote --help)");
+		return kiln_cli_fail("promote",
+		                     "expected DATASET@REF and --pipeline FILE (see kiln promote --help)");
 	}
 	if (version_name && !version_name_ok(version_name)) {
 		kiln_cli_fail("promote", "--version must look like v1, v2, ...");
 		goto cleanup;
 	}
-	if (kiln_pipeline_load(&p, pipeline_path, sets, nsets) < 0 || kiln_manifest_open(&m, p->manifest_repo) < 0 ||
-	    kiln_version_resolve(m, argv[optind], &v) < 0) {
+	if (kiln_pipeline_load(&p, pipeline_path, sets, nsets) < 0 ||
+	    kiln_manifest_open(&m, p->manifest_repo) < 0 || kiln_version_resolve(m, argv[optind], &v) < 0) {
 		kiln_cli_fail("promote", "%s", kiln_error_last());
 		goto cleanup;
 	}
 	if (strcmp(v.dataset, p->dataset) != 0) {
-		kiln_cli_fail("promote", "%s: the pipeline %s is for dataset %s", argv[optind], pipeline_path, p->dataset);
+		kiln_cli_fail("promote", "%s: the pipeline %s is for dataset %s", argv[optind], pipeline_path,
+		              p->dataset);
 		goto cleanup;
 	}
 	if (!(scanner = kiln_json_scanner_new(NULL))) {
@@ -174,7 +184,8 @@ int kiln_cmd_promote(int argc, char **argv)
 	    kiln_stats_parse(stats_text.ptr, stats_text.len, argv[optind], &stats) < 0 ||
 	    kiln_mfmt_dataset_parse(scanner, where, dataset_json.ptr, dataset_json.len, &definition) < 0) {
 		kiln_cli_fail("promote", "%s: %s", argv[optind],
-			      *kiln_error_last() ? kiln_error_last() : "stats.json or dataset.json is missing");
+		              *kiln_error_last() ? kiln_error_last()
+		                                 : "stats.json or dataset.json is missing");
 		goto cleanup;
 	}
 	snprintf(where, sizeof(where), "manifest: %s:lineage.json", argv[optind]);
@@ -194,7 +205,8 @@ int kiln_cmd_promote(int argc, char **argv)
 	if (failed) {
 		for (int i = 0; i < n; i++)
 			if (!results[i].pass)
-				fprintf(stderr, "kiln promote: %s: release gate failed: %s\n", argv[optind], results[i].line);
+				fprintf(stderr, "kiln promote: %s: release gate failed: %s\n", argv[optind],
+				        results[i].line);
 		status = KILN_EXIT_INVALID;
 		goto cleanup;
 	}
@@ -210,15 +222,15 @@ int kiln_cmd_promote(int argc, char **argv)
 	for (int i = 0; i < n; i++)
 		gate_lines[i] = results[i].line;
 	record = (kiln_mfmt_governance){
-		.dataset = v.dataset,
-		.version = version_name,
-		.commit = v.commit,
-		.from = v.ref[0] ? v.ref : v.commit,
-		.lineage = &lineage_entries,
-		.definition = &definition,
-		.stats = &stats,
-		.gates = gate_lines,
-		.gate_count = (size_t)n,
+	    .dataset = v.dataset,
+	    .version = version_name,
+	    .commit = v.commit,
+	    .from = v.ref[0] ? v.ref : v.commit,
+	    .lineage = &lineage_entries,
+	    .definition = &definition,
+	    .stats = &stats,
+	    .gates = gate_lines,
+	    .gate_count = (size_t)n,
 	};
 	if (kiln_mfmt_governance_render(&msg, &record) < 0 || kiln_buf_putc(&msg, '\0') < 0) {
 		kiln_cli_fail("promote", "out of memory");
@@ -226,7 +238,8 @@ int kiln_cmd_promote(int argc, char **argv)
 	}
 
 	if (dry_run) {
-		printf("%s@%s would be tagged %s:\n\n%s", v.dataset, v.ref[0] ? v.ref : v.commit, version_name, msg.ptr);
+		printf("%s@%s would be tagged %s:\n\n%s", v.dataset, v.ref[0] ? v.ref : v.commit,
+		       version_name, msg.ptr);
 		status = KILN_EXIT_OK;
 		goto cleanup;
 	}
@@ -237,17 +250,18 @@ int kiln_cmd_promote(int argc, char **argv)
 		}
 		key_loaded = true;
 	}
-	if (kiln_manifest_tag(m, v.dataset, version_name, v.commit, msg.ptr, key_loaded ? &key : NULL, tag_id) < 0) {
+	if (kiln_manifest_tag(m, v.dataset, version_name, v.commit, msg.ptr, key_loaded ? &key : NULL,
+	                      tag_id) < 0) {
 		kiln_cli_fail("promote", "%s", kiln_error_last());
 		goto cleanup;
 	}
 	if (key_loaded && mark_signed(m) < 0) {
-		kiln_cli_fail("promote", "%s@%s tagged, but recording %s=tags failed: %s", v.dataset, version_name,
-			      KILN_VERSION_SIGNED_KEY, kiln_error_last());
+		kiln_cli_fail("promote", "%s@%s tagged, but recording %s=tags failed: %s", v.dataset,
+		              version_name, KILN_VERSION_SIGNED_KEY, kiln_error_last());
 		goto cleanup;
 	}
-	printf("%s@%s: tag refs/tags/%s/%s -> %.12s (%s)\n", v.dataset, version_name, v.dataset, version_name, v.commit,
-	       key_loaded ? "signed" : "unsigned: set manifest.signing_key to sign");
+	printf("%s@%s: tag refs/tags/%s/%s -> %.12s (%s)\n", v.dataset, version_name, v.dataset, version_name,
+	       v.commit, key_loaded ? "signed" : "unsigned: set manifest.signing_key to sign");
 	status = KILN_EXIT_OK;
 cleanup:
 	if (key_loaded)

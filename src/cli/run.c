@@ -17,33 +17,33 @@
 #include "ingest/pipeline.h"
 
 static const char usage_text[] =
-	"usage: kiln run PIPELINE [--set dotted.key=value]... [--stop-at-end]\n"
-	"\n"
-	"Reads the pipeline's source (a JSON Lines file, stdin, or Kafka topics),\n"
-	"validates each record against the contract, pseudonymises personal data,\n"
-	"assigns train/dev/test, packs zstd shards into the store, puts rejected\n"
-	"records in quarantine, and commits snapshots to refs/heads/<dataset>/<branch>\n"
-	"of the manifest repository. Every key is described in docs/PIPELINES.md.\n"
-	"\n"
-	"A file source is read to its end and committed once; it resumes after the\n"
-	"records earlier runs read. A Kafka source runs as a member of its consumer\n"
-	"group, lands every batch in the raw zone, and commits a snapshot every\n"
-	"snapshot.records records, every snapshot.seconds seconds, on SIGUSR1 or\n"
-	"`kiln snapshot`, and on SIGTERM/SIGINT (then it exits 0). It resumes from\n"
-	"lineage.json, so every record is committed exactly once (docs/STREAMING.md).\n"
-	"\n"
-	"Options:\n"
-	"  -s, --set KEY=VALUE   override a config value, e.g. --set split.salt=v2\n"
-	"                        (after ${NAME} / ${NAME:-default} expansion)\n"
-	"      --stop-at-end     kafka: commit and exit once every assigned partition\n"
-	"                        is read to its end (for batch jobs, tests, benchmarks);\n"
-	"                        exit 2 when no broker answers within\n"
-	"                        source.connect_timeout seconds (default 30)\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Exit status: 0 on a commit (or nothing new to read), 2 on a config, key,\n"
-	"store or manifest error, a gap under source.on_gap: stop, or (--stop-at-end)\n"
-	"no broker answering within source.connect_timeout.\n";
+    "usage: kiln run PIPELINE [--set dotted.key=value]... [--stop-at-end]\n"
+    "\n"
+    "Reads the pipeline's source (a JSON Lines file, stdin, or Kafka topics),\n"
+    "validates each record against the contract, pseudonymises personal data,\n"
+    "assigns train/dev/test, packs zstd shards into the store, puts rejected\n"
+    "records in quarantine, and commits snapshots to refs/heads/<dataset>/<branch>\n"
+    "of the manifest repository. Every key is described in docs/PIPELINES.md.\n"
+    "\n"
+    "A file source is read to its end and committed once; it resumes after the\n"
+    "records earlier runs read. A Kafka source runs as a member of its consumer\n"
+    "group, lands every batch in the raw zone, and commits a snapshot every\n"
+    "snapshot.records records, every snapshot.seconds seconds, on SIGUSR1 or\n"
+    "`kiln snapshot`, and on SIGTERM/SIGINT (then it exits 0). It resumes from\n"
+    "lineage.json, so every record is committed exactly once (docs/STREAMING.md).\n"
+    "\n"
+    "Options:\n"
+    "  -s, --set KEY=VALUE   override a config value, e.g. --set split.salt=v2\n"
+    "                        (after ${NAME} / ${NAME:-default} expansion)\n"
+    "      --stop-at-end     kafka: commit and exit once every assigned partition\n"
+    "                        is read to its end (for batch jobs, tests, benchmarks);\n"
+    "                        exit 2 when no broker answers within\n"
+    "                        source.connect_timeout seconds (default 30)\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit status: 0 on a commit (or nothing new to read), 2 on a config, key,\n"
+    "store or manifest error, a gap under source.on_gap: stop, or (--stop-at-end)\n"
+    "no broker answering within source.connect_timeout.\n";
 
 static volatile sig_atomic_t stop_requested, snapshot_requested;
 
@@ -61,9 +61,9 @@ static void on_snapshot(int sig)
 
 static int run_kafka(const kiln_pipeline *p, bool stop_at_end, kiln_run_result *r)
 {
-	struct sigaction sa = { 0 };
-	kiln_kafka_run_options o = { .stop_at_end = stop_at_end, .stop = &stop_requested,
-				     .snapshot = &snapshot_requested };
+	struct sigaction sa = {0};
+	kiln_kafka_run_options o = {
+	    .stop_at_end = stop_at_end, .stop = &stop_requested, .snapshot = &snapshot_requested};
 
 	sigemptyset(&sa.sa_mask);
 	sa.sa_handler = on_stop;
@@ -78,10 +78,10 @@ static int run_kafka(const kiln_pipeline *p, bool stop_at_end, kiln_run_result *
 int kiln_cmd_run(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{ "set", required_argument, NULL, 's' },
-		{ "stop-at-end", no_argument, NULL, 'E' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"set", required_argument, NULL, 's'},
+	    {"stop-at-end", no_argument, NULL, 'E'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	char **sets = calloc((size_t)argc + 1, sizeof(*sets));
 	size_t nsets = 0;
@@ -121,22 +121,23 @@ int kiln_cmd_run(int argc, char **argv)
 	}
 	kiln_log_setup(pipeline->log_json, pipeline->log_level);
 	if (stop_at_end && pipeline->source_kind != KILN_SOURCE_KAFKA) {
-		kiln_cli_fail("run", "--stop-at-end is for kafka sources (a file source always stops at its end)");
+		kiln_cli_fail("run",
+		              "--stop-at-end is for kafka sources (a file source always stops at its end)");
 		goto cleanup;
 	}
 	if ((pipeline->source_kind == KILN_SOURCE_KAFKA ? run_kafka(pipeline, stop_at_end, &r)
-							: kiln_curate_run(pipeline, &r)) < 0) {
+	                                                : kiln_curate_run(pipeline, &r)) < 0) {
 		kiln_cli_fail("run", "%s", kiln_error_last());
 		goto cleanup;
 	}
 	if (pipeline->source_kind == KILN_SOURCE_KAFKA) {
-		printf("%s@%s: +%llu records (%llu valid, %llu quarantined) in %zu shards this run\n", pipeline->dataset,
-		       pipeline->branch, (unsigned long long)r.delta.records_in, (unsigned long long)r.delta.valid,
-		       (unsigned long long)r.delta.quarantined, r.shards);
+		printf("%s@%s: +%llu records (%llu valid, %llu quarantined) in %zu shards this run\n",
+		       pipeline->dataset, pipeline->branch, (unsigned long long)r.delta.records_in,
+		       (unsigned long long)r.delta.valid, (unsigned long long)r.delta.quarantined, r.shards);
 		if (r.commit[0]) {
 			char *repo = realpath(pipeline->manifest_repo, NULL);
-			printf("version: %s (refs/heads/%s/%s in %s)\n", r.commit, pipeline->dataset, pipeline->branch,
-			       repo ? repo : pipeline->manifest_repo);
+			printf("version: %s (refs/heads/%s/%s in %s)\n", r.commit, pipeline->dataset,
+			       pipeline->branch, repo ? repo : pipeline->manifest_repo);
 			free(repo);
 		}
 	} else if (!r.commit[0]) {
@@ -152,9 +153,10 @@ int kiln_cmd_run(int argc, char **argv)
 		       (unsigned long long)r.delta.splits[KILN_SPLIT_TEST].records,
 		       (unsigned long long)r.first_offset, (unsigned long long)r.next_offset - 1,
 		       pipeline->source_name);
-		char *repo = realpath(pipeline->manifest_repo, NULL); /* "pipelines/../x" reads better resolved */
-		printf("version: %s (refs/heads/%s/%s in %s)\n", r.commit, pipeline->dataset, pipeline->branch,
-		       repo ? repo : pipeline->manifest_repo);
+		char *repo =
+		    realpath(pipeline->manifest_repo, NULL); /* "pipelines/../x" reads better resolved */
+		printf("version: %s (refs/heads/%s/%s in %s)\n", r.commit, pipeline->dataset,
+		       pipeline->branch, repo ? repo : pipeline->manifest_repo);
 		free(repo);
 	}
 	status = KILN_EXIT_OK;

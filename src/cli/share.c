@@ -51,7 +51,7 @@ int kiln_share_option(const char *cmd, kiln_share *s, int opt, const char *arg)
 }
 
 int kiln_share_open(const char *cmd, const kiln_share *s, const char *spec, kiln_reader **out_reader,
-		    kiln_reader_shard **out_shards, size_t **out_idx, size_t *out_n)
+                    kiln_reader_shard **out_shards, size_t **out_idx, size_t *out_n)
 {
 	size_t n;
 
@@ -59,9 +59,10 @@ int kiln_share_open(const char *cmd, const kiln_share *s, const char *spec, kiln
 	*out_idx = NULL;
 	if (s->rank >= s->world)
 		return kiln_cli_fail(cmd, "--rank %" PRIu64 " must be below --world-size %" PRIu64, s->rank,
-				     s->world);
+		                     s->world);
 	if (!s->repo || !*s->repo)
-		return kiln_cli_fail(cmd, "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
+		return kiln_cli_fail(cmd,
+		                     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
 	if (!s->store || !*s->store)
 		return kiln_cli_fail(cmd, "no store: give --store URL or set KILN_STORE");
 	if (kiln_reader_open(out_reader, s->repo, spec, s->store, NULL) < 0 ||
@@ -71,8 +72,8 @@ int kiln_share_open(const char *cmd, const kiln_share *s, const char *spec, kiln
 		kiln_error_set(KILN_ENOMEM, "out of memory");
 		goto fail;
 	}
-	if (kiln_reader_assign(*out_shards, n, (unsigned)s->rank, (unsigned)s->world, s->seed, s->shuffle, *out_idx,
-			       out_n) < 0)
+	if (kiln_reader_assign(*out_shards, n, (unsigned)s->rank, (unsigned)s->world, s->seed, s->shuffle,
+	                       *out_idx, out_n) < 0)
 		goto fail;
 	return 0;
 fail:

@@ -13,13 +13,15 @@
 enum { KILN_OPT_SPLIT = 256, KILN_OPT_RANK, KILN_OPT_WORLD, KILN_OPT_SEED, KILN_OPT_STORE };
 
 /* getopt_long entries for the shared options (plus -m, --manifest). */
-#define KILN_SHARE_LONG_OPTIONS                                             \
-	{ "split", required_argument, NULL, KILN_OPT_SPLIT },               \
-	{ "rank", required_argument, NULL, KILN_OPT_RANK },                 \
-	{ "world-size", required_argument, NULL, KILN_OPT_WORLD },          \
-	{ "shuffle-seed", required_argument, NULL, KILN_OPT_SEED },         \
-	{ "manifest", required_argument, NULL, 'm' },                       \
-	{ "store", required_argument, NULL, KILN_OPT_STORE }
+#define KILN_SHARE_LONG_OPTIONS                                                                              \
+	{"split", required_argument, NULL, KILN_OPT_SPLIT},                                                  \
+	    {"rank", required_argument, NULL, KILN_OPT_RANK},                                                \
+	    {"world-size", required_argument, NULL, KILN_OPT_WORLD},                                         \
+	    {"shuffle-seed", required_argument, NULL, KILN_OPT_SEED},                                        \
+	    {"manifest", required_argument, NULL, 'm'},                                                      \
+	{                                                                                                    \
+		"store", required_argument, NULL, KILN_OPT_STORE                                             \
+	}
 
 typedef struct kiln_share {
 	const char *repo, *store; /* default $KILN_MANIFEST, $KILN_STORE */
@@ -39,6 +41,6 @@ int kiln_share_option(const char *cmd, kiln_share *share, int opt, const char *a
  * *out_idx is the caller's to free, *out_reader to close. 0, or
  * KILN_EXIT_USAGE with the one-line error printed. */
 int kiln_share_open(const char *cmd, const kiln_share *share, const char *spec, kiln_reader **out_reader,
-		    kiln_reader_shard **out_shards, size_t **out_idx, size_t *out_n);
+                    kiln_reader_shard **out_shards, size_t **out_idx, size_t *out_n);
 
 #endif

@@ -17,21 +17,21 @@
 #include "manifest/version.h"
 
 static const char usage_text[] =
-	"usage: kiln show DATASET[@REF] [--manifest REPO]\n"
-	"\n"
-	"Describes one version (REF: main by default, a branch, a tag vN or a commit\n"
-	"id): the commit and the reference it was found through, the contract (id,\n"
-	"version, digest), the pseudonymisation key id, the split scheme, key, salt\n"
-	"and ratios, then per split the shards, records, compressed and raw bytes\n"
-	"(counted from the shard lists; a difference from stats.json is reported),\n"
-	"the quarantined records by code, and the lineage (next offset per source).\n"
-	"\n"
-	"Options:\n"
-	"  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
-	"  -h, --help            show this help\n"
-	"\n"
-	"Exit status: 0 on success, 2 on a bad reference, a missing repository or\n"
-	"another error.\n";
+    "usage: kiln show DATASET[@REF] [--manifest REPO]\n"
+    "\n"
+    "Describes one version (REF: main by default, a branch, a tag vN or a commit\n"
+    "id): the commit and the reference it was found through, the contract (id,\n"
+    "version, digest), the pseudonymisation key id, the split scheme, key, salt\n"
+    "and ratios, then per split the shards, records, compressed and raw bytes\n"
+    "(counted from the shard lists; a difference from stats.json is reported),\n"
+    "the quarantined records by code, and the lineage (next offset per source).\n"
+    "\n"
+    "Options:\n"
+    "  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Exit status: 0 on success, 2 on a bad reference, a missing repository or\n"
+    "another error.\n";
 
 /* ---- a JSON file as "dotted.path" -> scalar text ------------------------- */
 
@@ -53,7 +53,7 @@ static const char *or_unknown(const char *s)
  * absent). */
 static int load(kiln_manifest *m, const kiln_version *v, const char *spec, files *f)
 {
-	static const char *const names[] = { "dataset.json", "stats.json", "lineage.json" };
+	static const char *const names[] = {"dataset.json", "stats.json", "lineage.json"};
 	kiln_buf text = KILN_BUF_INIT(0);
 	char where[512];
 	int rc = 0;
@@ -65,11 +65,14 @@ static int load(kiln_manifest *m, const kiln_version *v, const char *spec, files
 		snprintf(where, sizeof(where), "manifest: %s:%s", spec, names[i]);
 		if ((rc = kiln_version_read(m, v, names[i], &text)) != 1)
 			continue;
-		if (i == 0 && (rc = kiln_mfmt_dataset_parse(f->scanner, where, text.ptr, text.len, &f->ds)) == 0)
+		if (i == 0 &&
+		    (rc = kiln_mfmt_dataset_parse(f->scanner, where, text.ptr, text.len, &f->ds)) == 0)
 			f->have_ds = true;
-		if (i == 1 && (rc = kiln_mfmt_stats_parse(f->scanner, where, text.ptr, text.len, &f->st)) == 0)
+		if (i == 1 &&
+		    (rc = kiln_mfmt_stats_parse(f->scanner, where, text.ptr, text.len, &f->st)) == 0)
 			f->have_st = true;
-		if (i == 2 && (rc = kiln_mfmt_lineage_parse(f->scanner, where, text.ptr, text.len, &f->lin)) == 0)
+		if (i == 2 &&
+		    (rc = kiln_mfmt_lineage_parse(f->scanner, where, text.ptr, text.len, &f->lin)) == 0)
 			f->have_lin = true;
 	}
 	kiln_buf_free(&text);
@@ -99,17 +102,17 @@ static int count_shard(void *ctx, const kiln_shard_entry *e)
 int kiln_cmd_show(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{ "manifest", required_argument, NULL, 'm' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"manifest", required_argument, NULL, 'm'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *repo = getenv("KILN_MANIFEST");
 	kiln_manifest *m = NULL;
 	kiln_version v;
-	files f = { 0 };
+	files f = {0};
 	const kiln_mfmt_dataset *ds = &f.ds;
 	const kiln_stats *st = &f.st;
-	kiln_split_stats counted[KILN_SPLIT_COUNT] = { { 0 } }, total = { 0 };
+	kiln_split_stats counted[KILN_SPLIT_COUNT] = {{0}}, total = {0};
 	char date[32] = "?";
 	struct tm tm;
 	time_t tt;
@@ -134,7 +137,7 @@ int kiln_cmd_show(int argc, char **argv)
 		return kiln_cli_fail("show", "expected one DATASET[@REF] (see kiln show --help)");
 	if (!repo || !*repo)
 		return kiln_cli_fail("show",
-				     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
+		                     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
 	if (kiln_version_open(&m, repo) < 0 || kiln_version_resolve(m, argv[optind], &v) < 0 ||
 	    load(m, &v, argv[optind], &f) < 0)
 		goto fail;
@@ -167,11 +170,12 @@ int kiln_cmd_show(int argc, char **argv)
 			printf(" %s %s", kiln_split_name((kiln_split)s), or_unknown(ds->ratios[s]));
 		printf("\n");
 		printf("shards       %s, %s level %s, target %s bytes\n", or_unknown(ds->shard_format),
-		       or_unknown(ds->shard_compression), or_unknown(ds->zstd_level), or_unknown(ds->target_bytes));
+		       or_unknown(ds->shard_compression), or_unknown(ds->zstd_level),
+		       or_unknown(ds->target_bytes));
 	}
 	if (f.have_st)
-		printf("records      %" PRIu64 " in, %" PRIu64 " valid, %" PRIu64 " quarantined\n", st->records_in,
-		       st->valid, st->quarantined);
+		printf("records      %" PRIu64 " in, %" PRIu64 " valid, %" PRIu64 " quarantined\n",
+		       st->records_in, st->valid, st->quarantined);
 	printf("\n%-6s %10s %12s %14s %14s\n", "split", "shards", "records", "bytes", "raw_bytes");
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
 		printf("%-6s %10" PRIu64 " %12" PRIu64 " %14" PRIu64 " %14" PRIu64 "\n",
@@ -182,7 +186,7 @@ int kiln_cmd_show(int argc, char **argv)
 	for (int s = 0; f.have_st && s < KILN_SPLIT_COUNT; s++) {
 		const char *name = kiln_split_name((kiln_split)s);
 		uint64_t sh = st->splits[s].shards, rec = st->splits[s].records, by = st->splits[s].bytes,
-			 raw = st->splits[s].raw_bytes;
+		         raw = st->splits[s].raw_bytes;
 
 		if (sh != counted[s].shards || rec != counted[s].records || by != counted[s].bytes ||
 		    raw != counted[s].raw_bytes)
@@ -195,7 +199,8 @@ int kiln_cmd_show(int argc, char **argv)
 	for (int c = 1; c < KILN_REJECT_COUNT_; c++) {
 		if (!st->quarantined_by_code[c])
 			continue;
-		printf("%s%s %" PRIu64, any_q ? ", " : "", kiln_reject_name((kiln_reject)c), st->quarantined_by_code[c]);
+		printf("%s%s %" PRIu64, any_q ? ", " : "", kiln_reject_name((kiln_reject)c),
+		       st->quarantined_by_code[c]);
 		any_q = true;
 	}
 	printf("%s\n", any_q ? "" : "none");

@@ -11,17 +11,17 @@
 #include "core/json.h"
 
 static const char usage_text[] =
-	"usage: kiln snapshot HOST:PORT\n"
-	"\n"
-	"Asks the `kiln run` listening on HOST:PORT (the pipeline's metrics.listen)\n"
-	"to commit what it has consumed, waits until the commit is on the branch,\n"
-	"and prints it as JSON: {\"commit\":\"<40 hex>\",\"dataset\":...,\"branch\":...}.\n"
-	"The commit is the branch tip this run last made (unchanged when there was\n"
-	"nothing new). SIGUSR1 to the run does the same without waiting.\n"
-	"\n"
-	"Exit status: 0 when committed, 1 when the snapshot failed (the reason on\n"
-	"stderr, also when there was nothing new but what was read since the last\n"
-	"commit could not be committed), 2 when the run cannot be reached.\n";
+    "usage: kiln snapshot HOST:PORT\n"
+    "\n"
+    "Asks the `kiln run` listening on HOST:PORT (the pipeline's metrics.listen)\n"
+    "to commit what it has consumed, waits until the commit is on the branch,\n"
+    "and prints it as JSON: {\"commit\":\"<40 hex>\",\"dataset\":...,\"branch\":...}.\n"
+    "The commit is the branch tip this run last made (unchanged when there was\n"
+    "nothing new). SIGUSR1 to the run does the same without waiting.\n"
+    "\n"
+    "Exit status: 0 when committed, 1 when the snapshot failed (the reason on\n"
+    "stderr, also when there was nothing new but what was read since the last\n"
+    "commit could not be committed), 2 when the run cannot be reached.\n";
 
 /* The "error" member of the run's answer, decoded, or the answer as it is. */
 static void put_reason(kiln_buf *out, const kiln_buf *body)
@@ -30,7 +30,8 @@ static void put_reason(kiln_buf *out, const kiln_buf *body)
 	kiln_json_token t;
 	char reason[1024];
 
-	if (s && body->len && kiln_json_lookup(s, body->ptr, body->len, "error", &t) == 1 && t.type == KILN_JSON_STRING) {
+	if (s && body->len && kiln_json_lookup(s, body->ptr, body->len, "error", &t) == 1 &&
+	    t.type == KILN_JSON_STRING) {
 		size_t n = kiln_json_unescape(reason, sizeof(reason), &t);
 		if (n == (size_t)-1)
 			kiln_buf_put(out, t.ptr, t.len); /* longer than any kiln error: as written */
@@ -50,8 +51,8 @@ static size_t collect(char *data, size_t size, size_t n, void *ctx)
 int kiln_cmd_snapshot(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	kiln_buf body = KILN_BUF_INIT(1 << 20);
 	char url[512], err[CURL_ERROR_SIZE] = "";
@@ -106,7 +107,8 @@ int kiln_cmd_snapshot(int argc, char **argv)
 	kiln_buf reason = KILN_BUF_INIT(4096);
 	put_reason(&reason, &body);
 	kiln_buf_putc(&reason, '\0');
-	kiln_cli_fail("snapshot", "%s: the snapshot failed (HTTP %ld): %s", url, status, reason.ptr ? reason.ptr : "");
+	kiln_cli_fail("snapshot", "%s: the snapshot failed (HTTP %ld): %s", url, status,
+	              reason.ptr ? reason.ptr : "");
 	kiln_buf_free(&reason);
 	kiln_buf_free(&body);
 	return KILN_EXIT_INVALID;

@@ -17,30 +17,30 @@
 #include "core/units.h"
 
 static const char usage_text[] =
-	"usage: kiln validate --contract FILE [options] [FILE...]\n"
-	"\n"
-	"Checks JSON Lines records (one JSON object per line) against an ODCS v3\n"
-	"data contract. Reads stdin when no FILE is given (or FILE is -).\n"
-	"\n"
-	"Options:\n"
-	"  -c, --contract FILE        the ODCS contract (YAML) to check against\n"
-	"      --schema NAME          schema object to use (default: the first)\n"
-	"  -f, --format text|json     output: one line per violation as text\n"
-	"                             (FILE:LINE:COL: CODE PATH) or JSON objects;\n"
-	"                             the summary goes to stderr (text) or is the\n"
-	"                             last JSON line (json)\n"
-	"      --unknown-fields reject|allow\n"
-	"                             record fields the contract does not list\n"
-	"                             (default: the contract's unknownFields, else reject)\n"
-	"      --max-depth N          deepest nesting accepted (default 128)\n"
-	"      --max-record-bytes N   largest record accepted, e.g. 1M (default 1M)\n"
-	"  -q, --quiet                print only the summary\n"
-	"  -h, --help                 show this help\n"
-	"\n"
-	"Codes: json_syntax invalid_utf8 duplicate_key too_deep too_large not_object\n"
-	"       missing_required type pattern range length enum format unknown_field\n"
-	"\n"
-	"Exit status: 0 all records valid, 1 some invalid, 2 usage, contract or I/O error.\n";
+    "usage: kiln validate --contract FILE [options] [FILE...]\n"
+    "\n"
+    "Checks JSON Lines records (one JSON object per line) against an ODCS v3\n"
+    "data contract. Reads stdin when no FILE is given (or FILE is -).\n"
+    "\n"
+    "Options:\n"
+    "  -c, --contract FILE        the ODCS contract (YAML) to check against\n"
+    "      --schema NAME          schema object to use (default: the first)\n"
+    "  -f, --format text|json     output: one line per violation as text\n"
+    "                             (FILE:LINE:COL: CODE PATH) or JSON objects;\n"
+    "                             the summary goes to stderr (text) or is the\n"
+    "                             last JSON line (json)\n"
+    "      --unknown-fields reject|allow\n"
+    "                             record fields the contract does not list\n"
+    "                             (default: the contract's unknownFields, else reject)\n"
+    "      --max-depth N          deepest nesting accepted (default 128)\n"
+    "      --max-record-bytes N   largest record accepted, e.g. 1M (default 1M)\n"
+    "  -q, --quiet                print only the summary\n"
+    "  -h, --help                 show this help\n"
+    "\n"
+    "Codes: json_syntax invalid_utf8 duplicate_key too_deep too_large not_object\n"
+    "       missing_required type pattern range length enum format unknown_field\n"
+    "\n"
+    "Exit status: 0 all records valid, 1 some invalid, 2 usage, contract or I/O error.\n";
 
 typedef struct run_state {
 	kiln_validator *validator;
@@ -74,8 +74,8 @@ static void print_report(run_state *st, const char *name, uint64_t line, const k
 		if (st->json) {
 			fputs("{\"file\":", stdout);
 			put_json_string(stdout, name);
-			printf(",\"line\":%llu,\"column\":%zu,\"code\":\"%s\",\"path\":", (unsigned long long)line,
-			       x->offset + 1, kiln_reject_name(x->code));
+			printf(",\"line\":%llu,\"column\":%zu,\"code\":\"%s\",\"path\":",
+			       (unsigned long long)line, x->offset + 1, kiln_reject_name(x->code));
 			put_json_string(stdout, x->path);
 			fputs("}\n", stdout);
 		} else {
@@ -87,9 +87,11 @@ static void print_report(run_state *st, const char *name, uint64_t line, const k
 		if (st->json) {
 			fputs("{\"file\":", stdout);
 			put_json_string(stdout, name);
-			printf(",\"line\":%llu,\"more\":%zu}\n", (unsigned long long)line, r->count - r->kept);
+			printf(",\"line\":%llu,\"more\":%zu}\n", (unsigned long long)line,
+			       r->count - r->kept);
 		} else {
-			printf("%s:%llu: ... %zu more violations\n", name, (unsigned long long)line, r->count - r->kept);
+			printf("%s:%llu: ... %zu more violations\n", name, (unsigned long long)line,
+			       r->count - r->kept);
 		}
 	}
 }
@@ -137,45 +139,48 @@ static void print_summary(const run_state *st)
 		for (int c = 1; c < KILN_REJECT_COUNT_; c++) {
 			if (!st->by_code[c])
 				continue;
-			printf("%s\"%s\":%llu", first ? "" : ",", kiln_reject_name(c), (unsigned long long)st->by_code[c]);
+			printf("%s\"%s\":%llu", first ? "" : ",", kiln_reject_name(c),
+			       (unsigned long long)st->by_code[c]);
 			first = false;
 		}
 		printf("}}}\n");
 		return;
 	}
 	fflush(stdout); /* violations first, then the summary, also when both go to one pipe */
-	fprintf(stderr, "kiln validate: %llu records, %llu valid, %llu invalid", (unsigned long long)st->records,
-		(unsigned long long)st->valid, (unsigned long long)st->invalid);
+	fprintf(stderr, "kiln validate: %llu records, %llu valid, %llu invalid",
+	        (unsigned long long)st->records, (unsigned long long)st->valid,
+	        (unsigned long long)st->invalid);
 	for (int c = 1; c < KILN_REJECT_COUNT_; c++) {
 		if (!st->by_code[c])
 			continue;
 		fprintf(stderr, "%s%s %llu", first ? " (" : ", ", kiln_reject_name(c),
-			(unsigned long long)st->by_code[c]);
+		        (unsigned long long)st->by_code[c]);
 		first = false;
 	}
 	if (st->unlisted)
-		fprintf(stderr, "%s%llu more not listed", first ? " (" : ", ", (unsigned long long)st->unlisted);
+		fprintf(stderr, "%s%llu more not listed", first ? " (" : ", ",
+		        (unsigned long long)st->unlisted);
 	fprintf(stderr, "%s\n", first ? "" : ")");
 }
 
 int kiln_cmd_validate(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{ "contract", required_argument, NULL, 'c' },
-		{ "schema", required_argument, NULL, 's' },
-		{ "format", required_argument, NULL, 'f' },
-		{ "unknown-fields", required_argument, NULL, 'u' },
-		{ "max-depth", required_argument, NULL, 'd' },
-		{ "max-record-bytes", required_argument, NULL, 'm' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"contract", required_argument, NULL, 'c'},
+	    {"schema", required_argument, NULL, 's'},
+	    {"format", required_argument, NULL, 'f'},
+	    {"unknown-fields", required_argument, NULL, 'u'},
+	    {"max-depth", required_argument, NULL, 'd'},
+	    {"max-record-bytes", required_argument, NULL, 'm'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *contract_path = NULL;
-	kiln_contract_options copts = { 0 };
-	kiln_validator_options vopts = { .unknown_fields = -1 };
+	kiln_contract_options copts = {0};
+	kiln_validator_options vopts = {.unknown_fields = -1};
 	kiln_contract *contract = NULL;
-	run_state st = { 0 };
+	run_state st = {0};
 	long long n;
 	int opt, status = KILN_EXIT_USAGE;
 
@@ -211,7 +216,8 @@ int kiln_cmd_validate(int argc, char **argv)
 		case 'm':
 			n = kiln_parse_size(optarg);
 			if (n < 2 || n > (1ll << 30))
-				return kiln_cli_fail("validate", "--max-record-bytes must be between 2 and 1G");
+				return kiln_cli_fail("validate",
+				                     "--max-record-bytes must be between 2 and 1G");
 			vopts.limits.max_bytes = (size_t)n;
 			break;
 		case 'q':

@@ -26,26 +26,26 @@
 #include "store/store.h"
 
 static const char usage_text[] =
-	"usage: kiln verify DATASET@REF [--deep] [--allowed-signers FILE | --public-key FILE]\n"
-	"                   [--manifest REPO] [--store URL]\n"
-	"\n"
-	"Checks the version's signature (the tag's for DATASET@vN, else the\n"
-	"commit's) against the trusted keys, the consistency of its tree, and with\n"
-	"--deep that every shard in the store hashes to its name and size.\n"
-	"\n"
-	"Options:\n"
-	"      --allowed-signers FILE  trusted keys, git's allowed-signers format\n"
-	"      --public-key FILE       a trusted key, ssh-ed25519 public key line\n"
-	"      --deep                  also read every shard from the store\n"
-	"  -m, --manifest REPO         manifest repository (default $KILN_MANIFEST)\n"
-	"  -s, --store URL             object store for --deep (default $KILN_STORE)\n"
-	"  -h, --help                  show this help\n"
-	"\n"
-	"For DATASET@vN the tag object must be named DATASET/vN. Without trusted\n"
-	"keys the signature is reported, not checked, and an unsigned version fails\n"
-	"only where the repository's kiln.signed requires it (docs/RELEASES.md).\n"
-	"Exit status:\n"
-	"0 verified, 1 a check failed (named on stderr), 2 usage or access error.\n";
+    "usage: kiln verify DATASET@REF [--deep] [--allowed-signers FILE | --public-key FILE]\n"
+    "                   [--manifest REPO] [--store URL]\n"
+    "\n"
+    "Checks the version's signature (the tag's for DATASET@vN, else the\n"
+    "commit's) against the trusted keys, the consistency of its tree, and with\n"
+    "--deep that every shard in the store hashes to its name and size.\n"
+    "\n"
+    "Options:\n"
+    "      --allowed-signers FILE  trusted keys, git's allowed-signers format\n"
+    "      --public-key FILE       a trusted key, ssh-ed25519 public key line\n"
+    "      --deep                  also read every shard from the store\n"
+    "  -m, --manifest REPO         manifest repository (default $KILN_MANIFEST)\n"
+    "  -s, --store URL             object store for --deep (default $KILN_STORE)\n"
+    "  -h, --help                  show this help\n"
+    "\n"
+    "For DATASET@vN the tag object must be named DATASET/vN. Without trusted\n"
+    "keys the signature is reported, not checked, and an unsigned version fails\n"
+    "only where the repository's kiln.signed requires it (docs/RELEASES.md).\n"
+    "Exit status:\n"
+    "0 verified, 1 a check failed (named on stderr), 2 usage or access error.\n";
 
 #define MAX_TRUSTED 64
 
@@ -60,7 +60,8 @@ static bool parse_ssh_ed25519(const char *b64, size_t len, unsigned char pk[32])
 	unsigned char blob[128];
 	size_t n = 0;
 
-	if (sodium_base642bin(blob, sizeof(blob), b64, len, NULL, &n, NULL, sodium_base64_VARIANT_ORIGINAL) != 0 ||
+	if (sodium_base642bin(blob, sizeof(blob), b64, len, NULL, &n, NULL, sodium_base64_VARIANT_ORIGINAL) !=
+	        0 ||
 	    n != 4 + 11 + 4 + 32 || memcmp(blob + 4, "ssh-ed25519", 11) != 0)
 		return false;
 	memcpy(pk, blob + 19, 32);
@@ -98,7 +99,8 @@ static void fingerprint(const unsigned char pk[32], char out[64])
 	memcpy(blob, "\0\0\0\x0bssh-ed25519\0\0\0\x20", 19);
 	memcpy(blob + 19, pk, 32);
 	crypto_hash_sha256(digest, blob, sizeof(blob));
-	sodium_bin2base64(b64, sizeof(b64), digest, sizeof(digest), sodium_base64_VARIANT_ORIGINAL_NO_PADDING);
+	sodium_bin2base64(b64, sizeof(b64), digest, sizeof(digest),
+	                  sodium_base64_VARIANT_ORIGINAL_NO_PADDING);
 	snprintf(out, 64, "SHA256:%s", b64);
 }
 
@@ -122,7 +124,8 @@ static int read_signature(kiln_manifest *m, const kiln_version *v, kiln_buf *sig
 			return 0;
 		if (git_oid_fromstr(&oid, v->tag) < 0)
 			return kiln_error_set(KILN_EINVALID, "bad tag id %s", v->tag);
-		if ((gerr = git_repository_odb(&odb, repo)) < 0 || (gerr = git_odb_read(&obj, odb, &oid)) < 0) {
+		if ((gerr = git_repository_odb(&odb, repo)) < 0 ||
+		    (gerr = git_odb_read(&obj, odb, &oid)) < 0) {
 			git_odb_free(odb);
 			return kiln_manifest_git_fail(m, gerr, v->ref);
 		}
@@ -140,7 +143,7 @@ static int read_signature(kiln_manifest *m, const kiln_version *v, kiln_buf *sig
 		git_odb_free(odb);
 		return rc;
 	}
-	git_buf s = { 0 }, d = { 0 };
+	git_buf s = {0}, d = {0};
 	if (git_oid_fromstr(&oid, v->commit) < 0)
 		return kiln_error_set(KILN_EINVALID, "bad commit id %s", v->commit);
 	gerr = git_commit_extract_signature(&s, &d, repo, &oid, "gpgsig");
@@ -159,13 +162,13 @@ static int read_signature(kiln_manifest *m, const kiln_version *v, kiln_buf *sig
 static bool dataset_json_names(const kiln_buf *json, const char *dataset)
 {
 	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
-	kiln_mfmt_dataset d = { 0 };
+	kiln_mfmt_dataset d = {0};
 	bool match;
 
 	if (!scanner)
 		return false;
 	match = kiln_mfmt_dataset_parse(scanner, "dataset.json", json->ptr, json->len, &d) == 0 && d.name &&
-		strcmp(d.name, dataset) == 0;
+	        strcmp(d.name, dataset) == 0;
 	kiln_mfmt_dataset_free(&d);
 	kiln_json_scanner_free(scanner);
 	return match;
@@ -190,8 +193,9 @@ static int check_shard(void *ctx, const kiln_shard_entry *e)
 	const char *split = kiln_split_name(c->split);
 
 	if (c->last[0] && strcmp(e->hash, c->last) <= 0) {
-		fprintf(stderr, "kiln verify: %s: splits/%s/%.2s.jsonl: shard %s is out of order or listed twice\n",
-			c->v->dataset, split, e->hash, e->hash);
+		fprintf(stderr,
+		        "kiln verify: %s: splits/%s/%.2s.jsonl: shard %s is out of order or listed twice\n",
+		        c->v->dataset, split, e->hash, e->hash);
 		c->problems++;
 	}
 	memcpy(c->last, e->hash, 65);
@@ -202,19 +206,22 @@ static int check_shard(void *ctx, const kiln_shard_entry *e)
 	if (!c->store)
 		return 0;
 
-	kiln_shard_request f = { .hash = e->hash, .bytes = e->bytes };
+	kiln_shard_request f = {.hash = e->hash, .bytes = e->bytes};
 	int rc = kiln_shard_fetch(c->store, &f);
 
 	if (rc == KILN_ENOTFOUND) {
-		fprintf(stderr, "kiln verify: %s: shard %s (%s) is missing from the store\n", c->v->dataset, e->hash, split);
+		fprintf(stderr, "kiln verify: %s: shard %s (%s) is missing from the store\n", c->v->dataset,
+		        e->hash, split);
 		c->problems++;
 		return 0;
 	}
 	if (rc < 0 && f.fault == KILN_SHARD_OK)
 		return rc; /* the store cannot be read: not a verdict on the shard */
 	if (rc < 0 || f.size != e->bytes) {
-		fprintf(stderr, "kiln verify: %s: shard %s (%s) is corrupt or tampered: %s\n", c->v->dataset, e->hash,
-			split, f.fault == KILN_SHARD_BAD_HASH ? "its content hash differs from its name" : "its size differs from the manifest");
+		fprintf(stderr, "kiln verify: %s: shard %s (%s) is corrupt or tampered: %s\n", c->v->dataset,
+		        e->hash, split,
+		        f.fault == KILN_SHARD_BAD_HASH ? "its content hash differs from its name"
+		                                       : "its size differs from the manifest");
 		c->problems++;
 		return 0;
 	}
@@ -225,22 +232,22 @@ static int check_shard(void *ctx, const kiln_shard_entry *e)
 int kiln_cmd_verify(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{ "deep", no_argument, NULL, 'd' },
-		{ "allowed-signers", required_argument, NULL, 'a' },
-		{ "public-key", required_argument, NULL, 'k' },
-		{ "manifest", required_argument, NULL, 'm' },
-		{ "store", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"deep", no_argument, NULL, 'd'},
+	    {"allowed-signers", required_argument, NULL, 'a'},
+	    {"public-key", required_argument, NULL, 'k'},
+	    {"manifest", required_argument, NULL, 'm'},
+	    {"store", required_argument, NULL, 's'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *manifest_path = getenv("KILN_MANIFEST"), *store_url = getenv("KILN_STORE");
 	bool deep = false;
-	trusted keys = { .count = 0 };
+	trusted keys = {.count = 0};
 	kiln_manifest *m = NULL;
 	kiln_store *store = NULL;
 	kiln_version v;
 	kiln_buf sig = KILN_BUF_INIT(0), payload = KILN_BUF_INIT(0), stats_text = KILN_BUF_INIT(0),
-		 dataset_text = KILN_BUF_INIT(0);
+	         dataset_text = KILN_BUF_INIT(0);
 	kiln_stats stats;
 	const char *shown;
 	bool must_sign = false;
@@ -249,14 +256,20 @@ int kiln_cmd_verify(int argc, char **argv)
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "m:s:h", long_options, NULL)) != -1) {
 		switch (opt) {
-		case 'd': deep = true; break;
+		case 'd':
+			deep = true;
+			break;
 		case 'a':
 		case 'k':
 			if (load_trusted(&keys, optarg) < 0)
 				return kiln_cli_fail("verify", "%s", kiln_error_last());
 			break;
-		case 'm': manifest_path = optarg; break;
-		case 's': store_url = optarg; break;
+		case 'm':
+			manifest_path = optarg;
+			break;
+		case 's':
+			store_url = optarg;
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			return KILN_EXIT_OK;
@@ -302,8 +315,10 @@ int kiln_cmd_verify(int argc, char **argv)
 			fprintf(stderr, "kiln verify: %s: %s is not signed\n", argv[optind], shown);
 			problems++;
 		} else if (must_sign) {
-			fprintf(stderr, "kiln verify: %s: %s is not signed, and the repository says it must be (%s)\n",
-				argv[optind], shown, KILN_VERSION_SIGNED_KEY);
+			fprintf(
+			    stderr,
+			    "kiln verify: %s: %s is not signed, and the repository says it must be (%s)\n",
+			    argv[optind], shown, KILN_VERSION_SIGNED_KEY);
 			problems++;
 		} else {
 			printf("signature: none (%s is unsigned)\n", shown);
@@ -313,19 +328,25 @@ int kiln_cmd_verify(int argc, char **argv)
 		char fp[64];
 		bool trusted_key = false;
 		if (kiln_sshsig_verify(sig.ptr, sig.len, "git", payload.ptr, payload.len, pk) < 0) {
-			fprintf(stderr, "kiln verify: %s: the signature of %s does not match its content (tampered)\n",
-				argv[optind], shown);
+			fprintf(
+			    stderr,
+			    "kiln verify: %s: the signature of %s does not match its content (tampered)\n",
+			    argv[optind], shown);
 			problems++;
 		} else {
 			fingerprint(pk, fp);
 			for (size_t i = 0; i < keys.count; i++)
 				trusted_key |= sodium_memcmp(pk, keys.pk[i], 32) == 0;
 			if (keys.count && !trusted_key) {
-				fprintf(stderr, "kiln verify: %s: signed by ssh-ed25519 %s, which is not a trusted key\n",
-					argv[optind], fp);
+				fprintf(
+				    stderr,
+				    "kiln verify: %s: signed by ssh-ed25519 %s, which is not a trusted key\n",
+				    argv[optind], fp);
 				problems++;
 			} else {
-				printf("signature: good, ssh-ed25519 %s%s\n", fp, keys.count ? " (trusted)" : " (no trusted keys given: not checked against any)");
+				printf("signature: good, ssh-ed25519 %s%s\n", fp,
+				       keys.count ? " (trusted)"
+				                  : " (no trusted keys given: not checked against any)");
 			}
 		}
 	}
@@ -338,12 +359,12 @@ tree:
 	}
 	if (rc == 0 || !dataset_json_names(&dataset_text, v.dataset)) {
 		fprintf(stderr, "kiln verify: %s: %s\n", argv[optind],
-			rc == 0 ? "dataset.json is missing" : "its dataset.json names another dataset");
+		        rc == 0 ? "dataset.json is missing" : "its dataset.json names another dataset");
 		problems++;
 	}
 
 	/* the tree */
-	tree_check c = { .v = &v, .store = store };
+	tree_check c = {.v = &v, .store = store};
 	bool have_stats = false;
 	memset(&stats, 0, sizeof(stats));
 	if ((rc = kiln_version_read(m, &v, "stats.json", &stats_text)) < 0) {
@@ -367,21 +388,25 @@ tree:
 			kiln_cli_fail("verify", "%s", kiln_error_last());
 			goto cleanup;
 		}
-		if (have_stats && (stats.splits[s].records != c.sum.records || stats.splits[s].shards != c.sum.shards ||
-				   stats.splits[s].bytes != c.sum.bytes || stats.splits[s].raw_bytes != c.sum.raw_bytes)) {
+		if (have_stats &&
+		    (stats.splits[s].records != c.sum.records || stats.splits[s].shards != c.sum.shards ||
+		     stats.splits[s].bytes != c.sum.bytes || stats.splits[s].raw_bytes != c.sum.raw_bytes)) {
 			fprintf(stderr,
-				"kiln verify: %s: stats.json says %s holds %llu records in %llu shards, the shard list %llu in %llu\n",
-				argv[optind], kiln_split_name(s), (unsigned long long)stats.splits[s].records,
-				(unsigned long long)stats.splits[s].shards, (unsigned long long)c.sum.records,
-				(unsigned long long)c.sum.shards);
+			        "kiln verify: %s: stats.json says %s holds %llu records in %llu shards, the "
+			        "shard list %llu in %llu\n",
+			        argv[optind], kiln_split_name(s), (unsigned long long)stats.splits[s].records,
+			        (unsigned long long)stats.splits[s].shards, (unsigned long long)c.sum.records,
+			        (unsigned long long)c.sum.shards);
 			problems++;
 		}
 	}
 	problems += c.problems;
 	if (have_stats && stats.records_in != stats.valid + stats.quarantined) {
-		fprintf(stderr, "kiln verify: %s: stats.json does not balance (%llu in, %llu valid, %llu quarantined)\n",
-			argv[optind], (unsigned long long)stats.records_in, (unsigned long long)stats.valid,
-			(unsigned long long)stats.quarantined);
+		fprintf(
+		    stderr,
+		    "kiln verify: %s: stats.json does not balance (%llu in, %llu valid, %llu quarantined)\n",
+		    argv[optind], (unsigned long long)stats.records_in, (unsigned long long)stats.valid,
+		    (unsigned long long)stats.quarantined);
 		problems++;
 	}
 	if (!problems) {

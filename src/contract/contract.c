@@ -35,52 +35,104 @@ typedef struct compiler {
 } compiler;
 
 static const char *const top_level_keys[] = {
-	"version", "kind", "apiVersion", "id", "name", "tenant", "tags", "status", "servers",
-	"dataProduct", "description", "domain", "schema", "support", "price", "team", "roles",
-	"slaDefaultElement", "slaProperties", "authoritativeDefinitions", "customProperties",
-	"contractCreatedTs", NULL,
+    "version",
+    "kind",
+    "apiVersion",
+    "id",
+    "name",
+    "tenant",
+    "tags",
+    "status",
+    "servers",
+    "dataProduct",
+    "description",
+    "domain",
+    "schema",
+    "support",
+    "price",
+    "team",
+    "roles",
+    "slaDefaultElement",
+    "slaProperties",
+    "authoritativeDefinitions",
+    "customProperties",
+    "contractCreatedTs",
+    NULL,
 };
 
 static const char *const schema_object_keys[] = {
-	"id", "name", "physicalType", "description", "businessName", "authoritativeDefinitions",
-	"tags", "customProperties", "logicalType", "physicalName", "dataGranularityDescription",
-	"properties", "quality", "relationships", NULL,
+    "id",
+    "name",
+    "physicalType",
+    "description",
+    "businessName",
+    "authoritativeDefinitions",
+    "tags",
+    "customProperties",
+    "logicalType",
+    "physicalName",
+    "dataGranularityDescription",
+    "properties",
+    "quality",
+    "relationships",
+    NULL,
 };
 
 /* `enum` is kiln's extension (ODCS has none); customProperties `enum` is the
  * ODCS-conformant spelling of the same rule. */
 static const char *const property_keys[] = {
-	"id", "name", "physicalType", "description", "businessName", "authoritativeDefinitions",
-	"tags", "customProperties", "primaryKey", "primaryKeyPosition", "logicalType",
-	"logicalTypeOptions", "required", "unique", "partitioned", "partitionKeyPosition",
-	"classification", "encryptedName", "transformSourceObjects", "transformLogic",
-	"transformDescription", "examples", "criticalDataElement", "quality", "properties", "items",
-	"physicalName", "relationships", "enum", NULL,
+    "id",
+    "name",
+    "physicalType",
+    "description",
+    "businessName",
+    "authoritativeDefinitions",
+    "tags",
+    "customProperties",
+    "primaryKey",
+    "primaryKeyPosition",
+    "logicalType",
+    "logicalTypeOptions",
+    "required",
+    "unique",
+    "partitioned",
+    "partitionKeyPosition",
+    "classification",
+    "encryptedName",
+    "transformSourceObjects",
+    "transformLogic",
+    "transformDescription",
+    "examples",
+    "criticalDataElement",
+    "quality",
+    "properties",
+    "items",
+    "physicalName",
+    "relationships",
+    "enum",
+    NULL,
 };
 
-static const char *const string_options[] = { "minLength", "maxLength", "pattern", "format", NULL };
-static const char *const temporal_options[] = { "format", "minimum", "maximum", "exclusiveMinimum",
-						"exclusiveMaximum", "timezone", "defaultTimezone", NULL };
-static const char *const numeric_options[] = { "multipleOf", "minimum", "maximum", "exclusiveMinimum",
-					       "exclusiveMaximum", "format", NULL };
-static const char *const object_options[] = { "maxProperties", "minProperties", "required", NULL };
-static const char *const array_options[] = { "maxItems", "minItems", "uniqueItems", NULL };
-static const char *const no_options[] = { NULL };
+static const char *const string_options[] = {"minLength", "maxLength", "pattern", "format", NULL};
+static const char *const temporal_options[] = {
+    "format",           "minimum",  "maximum",         "exclusiveMinimum",
+    "exclusiveMaximum", "timezone", "defaultTimezone", NULL};
+static const char *const numeric_options[] = {"multipleOf",       "minimum", "maximum", "exclusiveMinimum",
+                                              "exclusiveMaximum", "format",  NULL};
+static const char *const object_options[] = {"maxProperties", "minProperties", "required", NULL};
+static const char *const array_options[] = {"maxItems", "minItems", "uniqueItems", NULL};
+static const char *const no_options[] = {NULL};
 
 static const struct {
 	const char *name;
 	kiln_ltype type;
 	const char *const *options;
 } ltypes[] = {
-	{ "string", KILN_LTYPE_STRING, string_options },
-	{ "integer", KILN_LTYPE_INTEGER, numeric_options },
-	{ "number", KILN_LTYPE_NUMBER, numeric_options },
-	{ "boolean", KILN_LTYPE_BOOLEAN, no_options },
-	{ "date", KILN_LTYPE_DATE, temporal_options },
-	{ "timestamp", KILN_LTYPE_TIMESTAMP, temporal_options },
-	{ "time", KILN_LTYPE_TIME, temporal_options },
-	{ "object", KILN_LTYPE_OBJECT, object_options },
-	{ "array", KILN_LTYPE_ARRAY, array_options },
+    {"string", KILN_LTYPE_STRING, string_options},  {"integer", KILN_LTYPE_INTEGER, numeric_options},
+    {"number", KILN_LTYPE_NUMBER, numeric_options}, {"boolean", KILN_LTYPE_BOOLEAN, no_options},
+    {"date", KILN_LTYPE_DATE, temporal_options},    {"timestamp", KILN_LTYPE_TIMESTAMP, temporal_options},
+    {"time", KILN_LTYPE_TIME, temporal_options},    {"object", KILN_LTYPE_OBJECT, object_options},
+    {"array", KILN_LTYPE_ARRAY, array_options},
 };
 
 const char *kiln_ltype_name(kiln_ltype type)
@@ -92,7 +144,7 @@ const char *kiln_ltype_name(kiln_ltype type)
 }
 
 static int fail(compiler *c, const kiln_yaml_node *node, const char *path, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 static int fail(compiler *c, const kiln_yaml_node *node, const char *path, const char *fmt, ...)
 {
@@ -113,7 +165,7 @@ static int oom(void)
 static const char *join(compiler *c, const char *path, const char *key)
 {
 	return path && *path ? kiln_arena_printf(c->arena, "%s.%s", path, key)
-			     : kiln_arena_printf(c->arena, "%s", key);
+	                     : kiln_arena_printf(c->arena, "%s", key);
 }
 
 static bool in_list(const char *const *list, const char *key)
@@ -125,19 +177,19 @@ static bool in_list(const char *const *list, const char *key)
 }
 
 /* Every key of `map` must be in `allowed`. */
-static int check_keys(compiler *c, const kiln_yaml_node *map, const char *path,
-		      const char *const *allowed, const char *what)
+static int check_keys(compiler *c, const kiln_yaml_node *map, const char *path, const char *const *allowed,
+                      const char *what)
 {
 	for (size_t i = 0; i < map->count; i++)
 		if (!in_list(allowed, map->keys[i]->value))
-			return fail(c, map->keys[i], join(c, path, map->keys[i]->value),
-				    "unknown key in %s", what);
+			return fail(c, map->keys[i], join(c, path, map->keys[i]->value), "unknown key in %s",
+			            what);
 	return 0;
 }
 
 static int expect_kind(compiler *c, const kiln_yaml_node *node, const char *path, kiln_yaml_kind kind)
 {
-	static const char *const names[] = { "a scalar", "a list", "a mapping" };
+	static const char *const names[] = {"a scalar", "a list", "a mapping"};
 
 	if (node->kind != kind)
 		return fail(c, node, path, "expected %s", names[kind]);
@@ -145,7 +197,7 @@ static int expect_kind(compiler *c, const kiln_yaml_node *node, const char *path
 }
 
 static int get_string(compiler *c, const kiln_yaml_node *map, const char *key, const char *path,
-		      bool required, const char **out)
+                      bool required, const char **out)
 {
 	const kiln_yaml_node *n = kiln_yaml_get(map, key);
 
@@ -167,8 +219,7 @@ static int get_bool(compiler *c, const kiln_yaml_node *map, const char *key, con
 	return kiln_yaml_bool(c->doc, n, join(c, path, key), out);
 }
 
-static int get_count(compiler *c, const kiln_yaml_node *map, const char *key, const char *path,
-		     int64_t *out)
+static int get_count(compiler *c, const kiln_yaml_node *map, const char *key, const char *path, int64_t *out)
 {
 	const kiln_yaml_node *n = kiln_yaml_get(map, key);
 	int rc;
@@ -186,7 +237,7 @@ static int get_count(compiler *c, const kiln_yaml_node *map, const char *key, co
 /* A bound for `type`: numbers for numeric fields, RFC 3339 text for dates,
  * timestamps and times. */
 static int parse_bound_value(compiler *c, const kiln_yaml_node *n, const char *path, kiln_ltype type,
-			     long double *out)
+                             long double *out)
 {
 	const char *s = NULL;
 	bool ok;
@@ -215,7 +266,7 @@ static int parse_bound_value(compiler *c, const kiln_yaml_node *n, const char *p
 /* minimum/maximum with v3.0 boolean or v3.1 value exclusives; when both an
  * inclusive and an exclusive value are given the tighter one wins. */
 static int compile_bound(compiler *c, const kiln_yaml_node *opts, const char *path, kiln_ltype type,
-			 const char *inclusive_key, const char *exclusive_key, bool lower, kiln_bound *out)
+                         const char *inclusive_key, const char *exclusive_key, bool lower, kiln_bound *out)
 {
 	const kiln_yaml_node *inc = kiln_yaml_get(opts, inclusive_key);
 	const kiln_yaml_node *exc = kiln_yaml_get(opts, exclusive_key);
@@ -260,7 +311,7 @@ static int compile_pattern(compiler *c, kiln_field *f, const kiln_yaml_node *n, 
 		return rc;
 	/* JSON Schema semantics: `$` is the end of the value, never before a final newline */
 	re = pcre2_compile((PCRE2_SPTR)f->pattern_text, n->len, PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY,
-			   &errcode, &erroff, NULL);
+	                   &errcode, &erroff, NULL);
 	if (!re) {
 		PCRE2_UCHAR msg[160];
 		pcre2_get_error_message(errcode, msg, sizeof(msg));
@@ -285,7 +336,7 @@ static int compile_pattern(compiler *c, kiln_field *f, const kiln_yaml_node *n, 
 
 /* Integer formats i8..i128 / u8..u128 (checked exactly, digit by digit). */
 static int parse_int_format(compiler *c, kiln_field *f, const kiln_yaml_node *n, const char *path,
-			    const char *name)
+                            const char *name)
 {
 	char *end;
 	long bits;
@@ -303,7 +354,7 @@ bad:
 }
 
 static int compile_options(compiler *c, kiln_field *f, const kiln_yaml_node *opts, const char *path,
-			   const char *const *allowed)
+                           const char *const *allowed)
 {
 	const kiln_yaml_node *n;
 	const char *fmt = NULL;
@@ -328,8 +379,10 @@ static int compile_options(compiler *c, kiln_field *f, const kiln_yaml_node *opt
 	    (rc = compile_pattern(c, f, n, join(c, path, "pattern"))) < 0)
 		return rc;
 	if (in_list(allowed, "minimum") &&
-	    ((rc = compile_bound(c, opts, path, f->type, "minimum", "exclusiveMinimum", true, &f->minimum)) < 0 ||
-	     (rc = compile_bound(c, opts, path, f->type, "maximum", "exclusiveMaximum", false, &f->maximum)) < 0))
+	    ((rc = compile_bound(c, opts, path, f->type, "minimum", "exclusiveMinimum", true, &f->minimum)) <
+	         0 ||
+	     (rc = compile_bound(c, opts, path, f->type, "maximum", "exclusiveMaximum", false, &f->maximum)) <
+	         0))
 		return rc;
 	if ((n = kiln_yaml_get(opts, "multipleOf")) && !kiln_yaml_is_null(n)) {
 		if ((rc = kiln_yaml_number(c->doc, n, join(c, path, "multipleOf"), &f->multiple_of)) < 0)
@@ -346,8 +399,8 @@ static int compile_options(compiler *c, kiln_field *f, const kiln_yaml_node *opt
 		if (f->type == KILN_LTYPE_STRING) {
 			if (!kiln_format_from_name(fmt, &f->format))
 				return fail(c, n, fpath,
-					    "unknown string format (known: email, uuid, ipv4, ipv6, uri, "
-					    "hostname, date, date-time, time, byte, password, binary)");
+				            "unknown string format (known: email, uuid, ipv4, ipv6, uri, "
+				            "hostname, date, date-time, time, byte, password, binary)");
 		} else if (f->type == KILN_LTYPE_INTEGER) {
 			if ((rc = parse_int_format(c, f, n, fpath, fmt)) < 0)
 				return rc;
@@ -415,7 +468,8 @@ static int compile_enum(compiler *c, kiln_field *f, const kiln_yaml_node *list, 
 		default:
 			break;
 		}
-		if (kind == KILN_ENUM_NUMBER && (rc = kiln_yaml_number(c->doc, v, ipath, &f->enum_numbers[i])) < 0)
+		if (kind == KILN_ENUM_NUMBER &&
+		    (rc = kiln_yaml_number(c->doc, v, ipath, &f->enum_numbers[i])) < 0)
 			return rc;
 		if (kind == KILN_ENUM_BOOLEAN) {
 			if ((rc = kiln_yaml_bool(c->doc, v, ipath, &b)) < 0)
@@ -435,9 +489,9 @@ static int parse_pseudo_mode(compiler *c, kiln_field *f, const kiln_yaml_node *v
 		const char *name;
 		kiln_pseudo_mode mode;
 	} modes[] = {
-		{ "token", KILN_PSEUDO_TOKEN }, { "keep-domain", KILN_PSEUDO_KEEP_DOMAIN },
-		{ "redact", KILN_PSEUDO_REDACT }, { "drop", KILN_PSEUDO_DROP },
-		{ "keep", KILN_PSEUDO_KEEP },
+	    {"token", KILN_PSEUDO_TOKEN},   {"keep-domain", KILN_PSEUDO_KEEP_DOMAIN},
+	    {"redact", KILN_PSEUDO_REDACT}, {"drop", KILN_PSEUDO_DROP},
+	    {"keep", KILN_PSEUDO_KEEP},
 	};
 	const char *s;
 	int rc;
@@ -450,12 +504,13 @@ static int parse_pseudo_mode(compiler *c, kiln_field *f, const kiln_yaml_node *v
 			return 0;
 		}
 	}
-	return fail(c, v, path, "unknown pseudonymisation mode (expected token, keep-domain, redact, drop or keep)");
+	return fail(c, v, path,
+	            "unknown pseudonymisation mode (expected token, keep-domain, redact, drop or keep)");
 }
 
 /* customProperties: a list of {property, value[, description]}. */
 static int compile_custom(compiler *c, kiln_field *f, const kiln_yaml_node *list, const char *path,
-			  bool *mode_set)
+                          bool *mode_set)
 {
 	int rc;
 
@@ -502,7 +557,7 @@ static int compile_custom(compiler *c, kiln_field *f, const kiln_yaml_node *list
 }
 
 static int compile_property(compiler *c, kiln_field *f, const kiln_yaml_node *node, const char *ypath,
-			    const char *fpath, bool is_item);
+                            const char *fpath, bool is_item);
 
 static int compile_children(compiler *c, kiln_field *f, const kiln_yaml_node *list, const char *ypath)
 {
@@ -526,16 +581,16 @@ static int compile_children(compiler *c, kiln_field *f, const kiln_yaml_node *li
 			return rc;
 		if (!*name)
 			return fail(c, kiln_yaml_get(list->items[i], "name"), join(c, ipath, "name"),
-				    "must not be empty");
-		const char *fpath = f->path && *f->path ? kiln_arena_printf(c->arena, "%s.%s", f->path, name)
-						       : name;
+			            "must not be empty");
+		const char *fpath =
+		    f->path && *f->path ? kiln_arena_printf(c->arena, "%s.%s", f->path, name) : name;
 		if ((rc = compile_property(c, child, list->items[i], ipath, fpath, false)) < 0)
 			return rc;
 		for (size_t j = 0; j < i; j++)
 			if (f->children[j]->name_len == child->name_len &&
 			    memcmp(f->children[j]->name, child->name, child->name_len) == 0)
 				return fail(c, kiln_yaml_get(list->items[i], "name"), join(c, ipath, "name"),
-					    "property \"%s\" is defined twice", name);
+				            "property \"%s\" is defined twice", name);
 		child->position = (uint32_t)i;
 		f->children[i] = child;
 	}
@@ -596,7 +651,7 @@ static int apply_required_list(compiler *c, kiln_field *f, const kiln_yaml_node 
 }
 
 static int compile_property(compiler *c, kiln_field *f, const kiln_yaml_node *node, const char *ypath,
-			    const char *fpath, bool is_item)
+                            const char *fpath, bool is_item)
 {
 	const kiln_yaml_node *n, *opts;
 	const char *lt = NULL, *name = NULL;
@@ -631,8 +686,9 @@ static int compile_property(compiler *c, kiln_field *f, const kiln_yaml_node *no
 				break;
 		if (i == sizeof(ltypes) / sizeof(ltypes[0]))
 			return fail(c, kiln_yaml_get(node, "logicalType"), join(c, ypath, "logicalType"),
-				    "unknown logical type \"%s\" (expected string, integer, number, boolean, "
-				    "date, timestamp, time, object or array)", lt);
+			            "unknown logical type \"%s\" (expected string, integer, number, boolean, "
+			            "date, timestamp, time, object or array)",
+			            lt);
 		f->type = ltypes[i].type;
 		allowed = ltypes[i].options;
 	}
@@ -660,8 +716,10 @@ static int compile_property(compiler *c, kiln_field *f, const kiln_yaml_node *no
 		f->pseudo_domain = f->name;
 	if ((f->pseudo_mode == KILN_PSEUDO_TOKEN || f->pseudo_mode == KILN_PSEUDO_KEEP_DOMAIN) &&
 	    (f->type == KILN_LTYPE_OBJECT || f->type == KILN_LTYPE_ARRAY))
-		return fail(c, node, ypath, "%s fields cannot be tokenised; pseudonymise their properties or items, or use redact or drop",
-			    kiln_ltype_name(f->type));
+		return fail(c, node, ypath,
+		            "%s fields cannot be tokenised; pseudonymise their properties or items, or use "
+		            "redact or drop",
+		            kiln_ltype_name(f->type));
 	if (f->pseudo_mode == KILN_PSEUDO_KEEP_DOMAIN && f->type != KILN_LTYPE_STRING)
 		return fail(c, node, ypath, "keep-domain needs a string field with format email");
 	if (f->pii_scan && f->type != KILN_LTYPE_STRING && f->type != KILN_LTYPE_ANY)
@@ -670,7 +728,8 @@ static int compile_property(compiler *c, kiln_field *f, const kiln_yaml_node *no
 	n = kiln_yaml_get(node, "properties");
 	if (n && !kiln_yaml_is_null(n)) {
 		if (f->type != KILN_LTYPE_OBJECT)
-			return fail(c, n, join(c, ypath, "properties"), "properties need logicalType: object");
+			return fail(c, n, join(c, ypath, "properties"),
+			            "properties need logicalType: object");
 		if ((rc = compile_children(c, f, n, join(c, ypath, "properties"))) < 0)
 			return rc;
 	}
@@ -689,7 +748,7 @@ static int compile_property(compiler *c, kiln_field *f, const kiln_yaml_node *no
 		if (!f->items)
 			return oom();
 		if ((rc = compile_property(c, f->items, n, join(c, ypath, "items"),
-					   kiln_arena_printf(c->arena, "%s[]", fpath), true)) < 0)
+		                           kiln_arena_printf(c->arena, "%s[]", fpath), true)) < 0)
 			return rc;
 	}
 	return 0;
@@ -704,7 +763,8 @@ static int compile_schema(compiler *c, const kiln_yaml_node *root, const kiln_co
 	int rc;
 
 	if (!list || kiln_yaml_is_null(list))
-		return fail(c, root, "schema", "required key is missing (kiln checks records against a schema object)");
+		return fail(c, root, "schema",
+		            "required key is missing (kiln checks records against a schema object)");
 	if ((rc = expect_kind(c, list, "schema", KILN_YAML_SEQUENCE)) < 0)
 		return rc;
 	if (list->count == 0)
@@ -718,8 +778,9 @@ static int compile_schema(compiler *c, const kiln_yaml_node *root, const kiln_co
 		    (rc = get_string(c, list->items[i], "logicalType", ipath, false, &lt)) < 0)
 			return rc;
 		if (lt && strcmp(lt, "object") != 0)
-			return fail(c, kiln_yaml_get(list->items[i], "logicalType"), join(c, ipath, "logicalType"),
-				    "a schema object's logicalType must be object");
+			return fail(c, kiln_yaml_get(list->items[i], "logicalType"),
+			            join(c, ipath, "logicalType"),
+			            "a schema object's logicalType must be object");
 		if (!obj && (!opt || !opt->schema || strcmp(opt->schema, name) == 0)) {
 			obj = list->items[i];
 			ypath = ipath;
@@ -739,7 +800,8 @@ static int compile_schema(compiler *c, const kiln_yaml_node *root, const kiln_co
 	k->root->line = obj->line;
 	k->root->column = obj->column;
 	n = kiln_yaml_get(obj, "properties");
-	if (n && !kiln_yaml_is_null(n) && (rc = compile_children(c, k->root, n, join(c, ypath, "properties"))) < 0)
+	if (n && !kiln_yaml_is_null(n) &&
+	    (rc = compile_children(c, k->root, n, join(c, ypath, "properties"))) < 0)
 		return rc;
 	return index_children(c, k->root);
 }
@@ -766,7 +828,7 @@ static int compile_contract(compiler *c, const kiln_contract_options *opt)
 	if (!(v[0] == 'v' && v[1] == '3' && v[2] == '.' && (v[3] == '0' || v[3] == '1') && v[4] == '.' &&
 	      v[5] >= '0' && v[5] <= '9' && strspn(v + 5, "0123456789") == strlen(v + 5)))
 		return fail(c, kiln_yaml_get(root, "apiVersion"), "apiVersion",
-			    "unsupported ODCS version \"%s\" (kiln reads v3.0.x and v3.1.x)", v);
+		            "unsupported ODCS version \"%s\" (kiln reads v3.0.x and v3.1.x)", v);
 	if (strcmp(k->kind, "DataContract") != 0)
 		return fail(c, kiln_yaml_get(root, "kind"), "kind", "must be DataContract");
 	if (!*k->id)
@@ -799,9 +861,9 @@ static int compile_contract(compiler *c, const kiln_contract_options *opt)
 }
 
 int kiln_contract_load_buffer(kiln_contract **out, const char *name, const char *text, size_t len,
-			      const kiln_contract_options *options)
+                              const kiln_contract_options *options)
 {
-	compiler c = { 0 };
+	compiler c = {0};
 	kiln_yaml_doc *doc = NULL;
 	kiln_contract *k = NULL;
 	int rc;
@@ -845,11 +907,11 @@ int kiln_contract_load(kiln_contract **out, const char *path, const kiln_contrac
 	*out = NULL;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "%s: cannot open: %s", path,
-				      strerror(errno));
+		return kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "%s: cannot open: %s",
+		                      path, strerror(errno));
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > MAX_CONTRACT_BYTES) {
 		rc = kiln_error_set(KILN_EINVALID, "%s: not a regular file of at most %u bytes", path,
-				    MAX_CONTRACT_BYTES);
+		                    MAX_CONTRACT_BYTES);
 		goto cleanup;
 	}
 	text = malloc((size_t)st.st_size + 1);

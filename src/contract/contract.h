@@ -79,7 +79,7 @@ struct kiln_field {
 	uint32_t position;  /* index among the parent's children */
 	kiln_ltype type;
 	bool required, unique, primary_key;
-	int primary_key_position; /* -1 when not set */
+	int primary_key_position;   /* -1 when not set */
 	const char *classification; /* NULL when not set */
 
 	/* logicalTypeOptions */
@@ -89,14 +89,14 @@ struct kiln_field {
 	const char *pattern_text;
 	kiln_format format;
 	kiln_bound minimum, maximum;
-	uint8_t int_bits;       /* integer format iN/uN: N (8..128), 0 when not set */
+	uint8_t int_bits; /* integer format iN/uN: N (8..128), 0 when not set */
 	bool int_unsigned;
-	long double multiple_of; /* 0 when not set */
+	long double multiple_of;        /* 0 when not set */
 	kiln_decimal multiple_of_exact; /* the same as written, when multiple_of_is_exact */
 	bool multiple_of_is_exact;
-	int64_t min_items, max_items;         /* -1 when not set */
+	int64_t min_items, max_items;           /* -1 when not set */
 	int64_t min_properties, max_properties; /* -1 when not set */
-	bool unique_items; /* recorded, not checked per record */
+	bool unique_items;                      /* recorded, not checked per record */
 
 	/* enum: allowed values as written; each compares with JSON values of its
 	 * kind (strings by text after unescaping, numbers by value, booleans) */
@@ -127,15 +127,15 @@ struct kiln_field {
 typedef struct kiln_contract {
 	const char *file;
 	const char *api_version, *kind, *id, *name, *version, *status;
-	const char *schema_name; /* the schema object records are checked against */
+	const char *schema_name;  /* the schema object records are checked against */
 	unsigned char digest[32]; /* BLAKE2b-256 of the contract file's bytes */
 	char digest_hex[65];
 	kiln_unknown_policy unknown_fields;
-	kiln_field *root; /* OBJECT field holding the schema's properties */
+	kiln_field *root;    /* OBJECT field holding the schema's properties */
 	uint32_t seen_slots; /* total children over all object fields */
 	struct kiln_arena *arena;
 	struct kiln_yaml_doc *doc; /* the parsed YAML: compiled strings point into it */
-	void **patterns; /* every compiled pcre2_code, freed with the contract */
+	void **patterns;           /* every compiled pcre2_code, freed with the contract */
 	size_t pattern_count;
 } kiln_contract;
 
@@ -151,14 +151,14 @@ int kiln_contract_load(kiln_contract **out, const char *path, const kiln_contrac
 
 /* Same from memory; `name` stands for the file name in messages. */
 int kiln_contract_load_buffer(kiln_contract **out, const char *name, const char *text, size_t len,
-			      const kiln_contract_options *options);
+                              const kiln_contract_options *options);
 
 void kiln_contract_free(kiln_contract *contract);
 
 /* The child of an OBJECT field named key[0..len) (decoded bytes) whose
  * kiln_json_hash is `hash`, or NULL. Inline: it runs for every key. */
 static inline const kiln_field *kiln_field_child(const kiln_field *object, const char *key, size_t len,
-						 uint64_t hash)
+                                                 uint64_t hash)
 {
 	const struct kiln_field_slot *slots = object->child_index;
 	uint32_t slot;
@@ -168,7 +168,8 @@ static inline const kiln_field *kiln_field_child(const kiln_field *object, const
 	for (slot = (uint32_t)hash & object->child_index_mask; slots[slot].child;
 	     slot = (slot + 1) & object->child_index_mask) {
 		const kiln_field *c = slots[slot].child;
-		if (slots[slot].hash == hash && c->name_len == len && kiln_json_bytes_equal(c->name, key, len))
+		if (slots[slot].hash == hash && c->name_len == len &&
+		    kiln_json_bytes_equal(c->name, key, len))
 			return c;
 	}
 	return NULL;

@@ -46,7 +46,7 @@ struct kiln_validator {
 kiln_validator *kiln_validator_new(const kiln_contract *contract, const kiln_validator_options *options)
 {
 	kiln_validator *v = calloc(1, sizeof(*v));
-	kiln_json_limits limits = { 0 };
+	kiln_json_limits limits = {0};
 
 	if (!v)
 		return NULL;
@@ -58,7 +58,7 @@ kiln_validator *kiln_validator_new(const kiln_contract *contract, const kiln_val
 		limits.max_bytes = DEFAULT_MAX_BYTES;
 	v->contract = contract;
 	v->unknown = options && options->unknown_fields >= 0 ? (kiln_unknown_policy)options->unknown_fields
-							    : contract->unknown_fields;
+	                                                     : contract->unknown_fields;
 	v->max_depth = limits.max_depth;
 	v->scanner = kiln_json_scanner_new(&limits);
 	v->frames = calloc((size_t)limits.max_depth + 1, sizeof(*v->frames));
@@ -117,12 +117,13 @@ static void path_put(path_buf *p, const char *s, size_t n)
  * personal data included: it is shown only when it looks like an identifier. */
 static bool identifier_like(const char *s, size_t n)
 {
-	if (n == 0 || n > 64 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_'))
+	if (n == 0 || n > 64 ||
+	    !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_'))
 		return false;
 	for (size_t i = 1; i < n; i++) {
 		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-		      c == '-'))
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '-'))
 			return false;
 	}
 	return true;
@@ -150,7 +151,7 @@ static void path_index(path_buf *p, uint32_t index)
 /* Path of the current slot of frames[0..depth), then `.extra` if given. */
 static void render_path(const kiln_validator *v, uint32_t depth, const kiln_field *extra, char *out)
 {
-	path_buf p = { .s = out, .len = 0 };
+	path_buf p = {.s = out, .len = 0};
 
 	out[0] = '\0';
 	for (uint32_t i = 0; i < depth; i++) {
@@ -221,7 +222,8 @@ static bool bound_ok(const kiln_field *f, long double x)
 static bool enum_has_text(const kiln_field *f, kiln_enum_kind kind, const char *s, size_t n)
 {
 	for (size_t i = 0; i < f->enum_count; i++)
-		if (f->enum_kinds[i] == kind && f->enum_lens[i] == n && kiln_json_bytes_equal(f->enum_values[i], s, n))
+		if (f->enum_kinds[i] == kind && f->enum_lens[i] == n &&
+		    kiln_json_bytes_equal(f->enum_values[i], s, n))
 			return true;
 	return false;
 }
@@ -252,8 +254,9 @@ static bool multiple_ok(const kiln_field *f, const kiln_json_token *t, long doub
  * double, so one correctly rounded division gives what strtold would. */
 static bool number_fast(const char *p, size_t n, long double *out)
 {
-	static const long double pow10[] = { 1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e7L, 1e8L, 1e9L,
-					     1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L };
+	static const long double pow10[] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,
+	                                    1e7L,  1e8L,  1e9L,  1e10L, 1e11L, 1e12L, 1e13L,
+	                                    1e14L, 1e15L, 1e16L, 1e17L, 1e18L};
 	uint64_t m = 0;
 	size_t i = 0, digits = 0, frac = 0;
 	bool neg = false, in_frac = false;
@@ -283,13 +286,17 @@ static bool number_fast(const char *p, size_t n, long double *out)
  * format: compared digit by digit with the limit, exact at 128 bits. */
 static bool int_format_ok(const kiln_field *f, const kiln_json_token *t)
 {
-	static const char *const max_unsigned[] = { "255", "65535", "4294967295", "18446744073709551615",
-						    "340282366920938463463374607431768211455" };
-	static const char *const max_signed[] = { "127", "32767", "2147483647", "9223372036854775807",
-						  "170141183460469231731687303715884105727" };
-	static const char *const min_signed[] = { "128", "32768", "2147483648", "9223372036854775808",
-						  "170141183460469231731687303715884105728" };
-	int i = f->int_bits == 8 ? 0 : f->int_bits == 16 ? 1 : f->int_bits == 32 ? 2 : f->int_bits == 64 ? 3 : 4;
+	static const char *const max_unsigned[] = {"255", "65535", "4294967295", "18446744073709551615",
+	                                           "340282366920938463463374607431768211455"};
+	static const char *const max_signed[] = {"127", "32767", "2147483647", "9223372036854775807",
+	                                         "170141183460469231731687303715884105727"};
+	static const char *const min_signed[] = {"128", "32768", "2147483648", "9223372036854775808",
+	                                         "170141183460469231731687303715884105728"};
+	int i = f->int_bits == 8    ? 0
+	        : f->int_bits == 16 ? 1
+	        : f->int_bits == 32 ? 2
+	        : f->int_bits == 64 ? 3
+	                            : 4;
 	bool neg = t->ptr[0] == '-';
 	const char *digits = t->ptr + neg;
 	size_t n = t->len - neg;
@@ -346,7 +353,8 @@ static kiln_reject pattern_match(kiln_validator *v, const kiln_field *f, const c
 	if (f->pattern_jit)
 		rc = pcre2_jit_match(f->pattern, (PCRE2_SPTR)s, n, 0, 0, v->match, v->match_limits);
 	else
-		rc = pcre2_match(f->pattern, (PCRE2_SPTR)s, n, 0, PCRE2_NO_UTF_CHECK, v->match, v->match_limits);
+		rc = pcre2_match(f->pattern, (PCRE2_SPTR)s, n, 0, PCRE2_NO_UTF_CHECK, v->match,
+		                 v->match_limits);
 	if (rc >= 0)
 		return KILN_REJECT_NONE;
 	return rc == PCRE2_ERROR_NOMATCH ? KILN_REJECT_PATTERN : KILN_REJECT_PATTERN_LIMIT;
@@ -357,25 +365,29 @@ static void check_string(kiln_validator *v, const kiln_field *f, const kiln_json
 	size_t n;
 	const char *s;
 
-	bool temporal = f->type == KILN_LTYPE_DATE || f->type == KILN_LTYPE_TIMESTAMP || f->type == KILN_LTYPE_TIME;
+	bool temporal =
+	    f->type == KILN_LTYPE_DATE || f->type == KILN_LTYPE_TIMESTAMP || f->type == KILN_LTYPE_TIME;
 
-	if (!temporal && f->min_length < 0 && f->max_length < 0 && !f->pattern && !f->format && !f->enum_count)
+	if (!temporal && f->min_length < 0 && f->max_length < 0 && !f->pattern && !f->format &&
+	    !f->enum_count)
 		return;
 	s = decoded(v, t, &n);
 	if (!s)
 		return;
 	if (temporal) {
 		long double x;
-		bool ok = f->type == KILN_LTYPE_DATE	  ? kiln_format_parse_date(s, n, &x)
-			  : f->type == KILN_LTYPE_TIMESTAMP ? kiln_format_parse_date_time(s, n, &x)
-							    : kiln_format_parse_time(s, n, &x);
+		bool ok = f->type == KILN_LTYPE_DATE        ? kiln_format_parse_date(s, n, &x)
+		          : f->type == KILN_LTYPE_TIMESTAMP ? kiln_format_parse_date_time(s, n, &x)
+		                                            : kiln_format_parse_time(s, n, &x);
 		if (!ok)
 			add(v, KILN_REJECT_FORMAT, t->offset, depth, NULL);
 		else if (!bound_ok(f, x))
 			add(v, KILN_REJECT_RANGE, t->offset, depth, NULL);
 	}
 	if (f->min_length >= 0 || f->max_length >= 0) {
-		size_t cps = (t->flags & KILN_JSON_ASCII) && !(t->flags & KILN_JSON_ESCAPED) ? n : kiln_utf8_count(s, n);
+		size_t cps = (t->flags & KILN_JSON_ASCII) && !(t->flags & KILN_JSON_ESCAPED)
+		                 ? n
+		                 : kiln_utf8_count(s, n);
 		if ((f->min_length >= 0 && cps < (size_t)f->min_length) ||
 		    (f->max_length >= 0 && cps > (size_t)f->max_length))
 			add(v, KILN_REJECT_LENGTH, t->offset, depth, NULL);
@@ -419,7 +431,7 @@ static bool type_matches(kiln_ltype type, const kiln_json_token *t)
 /* Checks a value token against its field; returns the field its children are
  * checked against (for containers), or NULL. */
 static const kiln_field *check_value(kiln_validator *v, const kiln_field *f, const kiln_json_token *t,
-				     uint32_t depth)
+                                     uint32_t depth)
 {
 	if (!f || t->type == KILN_JSON_NULL)
 		return NULL;
@@ -497,7 +509,7 @@ size_t kiln_validate(kiln_validator *v, const char *record, size_t len, kiln_rep
 /* The scanner's kiln_json_next runs once per token: have the compiler (with
  * link-time optimisation) inline it here rather than call it. */
 __attribute__((flatten)) size_t kiln_validate_hook(kiln_validator *v, const char *record, size_t len,
-						   kiln_report *out, kiln_token_hook hook, void *ctx)
+                                                   kiln_report *out, kiln_token_hook hook, void *ctx)
 {
 	kiln_json_token t;
 	uint32_t depth = 0; /* open containers */
@@ -529,7 +541,7 @@ __attribute__((flatten)) size_t kiln_validate_hook(kiln_validator *v, const char
 				hook = NULL;
 			f = top->field;
 			if (f && ((f->min_items >= 0 && top->count < (uint64_t)f->min_items) ||
-				  (f->max_items >= 0 && top->count > (uint64_t)f->max_items)))
+			          (f->max_items >= 0 && top->count > (uint64_t)f->max_items)))
 				add(v, KILN_REJECT_LENGTH, t.offset, depth - 1, NULL);
 			depth--;
 			continue;

@@ -13,24 +13,24 @@
 #include "core/json.h"
 #include "core/reject.h"
 
-#define KILN_VIOLATIONS_MAX 8 /* violations kept per record; more are only counted */
-#define KILN_PATH_MAX 256     /* longest field path kept; longer ones end in "..." */
+#define KILN_VIOLATIONS_MAX 8   /* violations kept per record; more are only counted */
+#define KILN_PATH_MAX       256 /* longest field path kept; longer ones end in "..." */
 
 typedef struct kiln_violation {
 	kiln_reject code;
-	size_t offset; /* byte offset in the record where it was found */
+	size_t offset;            /* byte offset in the record where it was found */
 	char path[KILN_PATH_MAX]; /* "device.os", "tags[3]", "$" for the record itself */
 } kiln_violation;
 
 typedef struct kiln_report {
-	size_t count;        /* violations found (0 = valid) */
-	size_t kept;         /* min(count, KILN_VIOLATIONS_MAX) */
+	size_t count; /* violations found (0 = valid) */
+	size_t kept;  /* min(count, KILN_VIOLATIONS_MAX) */
 	kiln_violation v[KILN_VIOLATIONS_MAX];
 } kiln_report;
 
 typedef struct kiln_validator_options {
-	kiln_json_limits limits;  /* max_depth 0 = 128; max_bytes 0 = 1 MiB */
-	int unknown_fields;       /* -1: as the contract says; else a kiln_unknown_policy */
+	kiln_json_limits limits; /* max_depth 0 = 128; max_bytes 0 = 1 MiB */
+	int unknown_fields;      /* -1: as the contract says; else a kiln_unknown_policy */
 } kiln_validator_options;
 
 typedef struct kiln_validator kiln_validator;
@@ -56,7 +56,7 @@ typedef int (*kiln_token_hook)(void *ctx, const kiln_json_token *token, const ki
  * the curator consumes the stream while the record is checked). The hook's
  * output is only meaningful when the record turns out valid. */
 size_t kiln_validate_hook(kiln_validator *validator, const char *record, size_t len, kiln_report *out,
-			  kiln_token_hook hook, void *ctx);
+                          kiln_token_hook hook, void *ctx);
 
 /* Fills a report with the one violation `code` at the record root (used for
  * records rejected before scanning, such as an over-long line). */

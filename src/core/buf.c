@@ -87,21 +87,36 @@ int kiln_buf_put_json_chars(kiln_buf *b, const char *s, size_t n)
 		char esc = 0;
 
 		switch (c) {
-		case '"': esc = '"'; break;
-		case '\\': esc = '\\'; break;
-		case '\n': esc = 'n'; break;
-		case '\r': esc = 'r'; break;
-		case '\t': esc = 't'; break;
-		case '\b': esc = 'b'; break;
-		case '\f': esc = 'f'; break;
-		default: break;
+		case '"':
+			esc = '"';
+			break;
+		case '\\':
+			esc = '\\';
+			break;
+		case '\n':
+			esc = 'n';
+			break;
+		case '\r':
+			esc = 'r';
+			break;
+		case '\t':
+			esc = 't';
+			break;
+		case '\b':
+			esc = 'b';
+			break;
+		case '\f':
+			esc = 'f';
+			break;
+		default:
+			break;
 		}
 		if (esc) {
-			char e[2] = { '\\', esc };
+			char e[2] = {'\\', esc};
 			if ((rc = kiln_buf_put(b, e, 2)) < 0)
 				return rc;
 		} else if (c < 0x20) {
-			char e[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+			char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
 			if ((rc = kiln_buf_put(b, e, 6)) < 0)
 				return rc;
 		} else if ((rc = kiln_buf_putc(b, (char)c)) < 0) {

@@ -13,7 +13,10 @@ typedef struct kiln_buf {
 	size_t max; /* 0: no cap */
 } kiln_buf;
 
-#define KILN_BUF_INIT(max_) { NULL, 0, 0, (max_) }
+#define KILN_BUF_INIT(max_)                                                                                  \
+	{                                                                                                    \
+		NULL, 0, 0, (max_)                                                                           \
+	}
 
 int kiln_buf_reserve(kiln_buf *buf, size_t extra);
 int kiln_buf_put_slow(kiln_buf *buf, const void *data, size_t len);

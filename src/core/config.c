@@ -11,7 +11,7 @@ const char *kiln_config_path(const kiln_config *c, const char *section, const ch
 }
 
 int kiln_config_check_keys(const kiln_config *c, const kiln_yaml_node *map, const char *section,
-			   const char *const *allowed)
+                           const char *const *allowed)
 {
 	if (map->kind != KILN_YAML_MAPPING)
 		return kiln_yaml_fail(c->doc, map, section ? section : "", "expected a mapping");
@@ -22,27 +22,29 @@ int kiln_config_check_keys(const kiln_config *c, const kiln_yaml_node *map, cons
 			if (strcmp(*a, map->keys[i]->value) == 0)
 				break;
 		if (!*a)
-			return kiln_yaml_fail(c->doc, map->keys[i], kiln_config_path(c, section, map->keys[i]->value),
-					      "unknown key (see %s)", c->docs);
+			return kiln_yaml_fail(c->doc, map->keys[i],
+			                      kiln_config_path(c, section, map->keys[i]->value),
+			                      "unknown key (see %s)", c->docs);
 	}
 	return 0;
 }
 
 int kiln_config_string(const kiln_config *c, const kiln_yaml_node *map, const char *section, const char *key,
-		       bool required, const char **out)
+                       bool required, const char **out)
 {
 	const kiln_yaml_node *n = map ? kiln_yaml_get(map, key) : NULL;
 
 	if (!n || kiln_yaml_is_null(n)) {
 		if (required)
-			return kiln_yaml_fail(c->doc, map, kiln_config_path(c, section, key), "required key is missing");
+			return kiln_yaml_fail(c->doc, map, kiln_config_path(c, section, key),
+			                      "required key is missing");
 		return 0;
 	}
 	return kiln_yaml_string(c->doc, n, kiln_config_path(c, section, key), out);
 }
 
 int kiln_config_int(const kiln_config *c, const kiln_yaml_node *map, const char *section, const char *key,
-		    int64_t lo, int64_t hi, int64_t *out)
+                    int64_t lo, int64_t hi, int64_t *out)
 {
 	const kiln_yaml_node *n = map ? kiln_yaml_get(map, key) : NULL;
 	int rc;
@@ -52,13 +54,13 @@ int kiln_config_int(const kiln_config *c, const kiln_yaml_node *map, const char 
 	if ((rc = kiln_yaml_int64(c->doc, n, kiln_config_path(c, section, key), out)) < 0)
 		return rc;
 	if (*out < lo || *out > hi)
-		return kiln_yaml_fail(c->doc, n, kiln_config_path(c, section, key), "must be between %lld and %lld",
-				      (long long)lo, (long long)hi);
+		return kiln_yaml_fail(c->doc, n, kiln_config_path(c, section, key),
+		                      "must be between %lld and %lld", (long long)lo, (long long)hi);
 	return 0;
 }
 
 int kiln_config_size(const kiln_config *c, const kiln_yaml_node *map, const char *section, const char *key,
-		     size_t min, size_t *out)
+                     size_t min, size_t *out)
 {
 	const kiln_yaml_node *n = map ? kiln_yaml_get(map, key) : NULL;
 	long long v;
@@ -67,7 +69,7 @@ int kiln_config_size(const kiln_config *c, const kiln_yaml_node *map, const char
 		return 0;
 	if (n->kind != KILN_YAML_SCALAR || (v = kiln_parse_size(n->value)) < (long long)min)
 		return kiln_yaml_fail(c->doc, n, kiln_config_path(c, section, key),
-				      "expected a size of at least %zu bytes (e.g. 65536, 64k, 64M)", min);
+		                      "expected a size of at least %zu bytes (e.g. 65536, 64k, 64M)", min);
 	*out = (size_t)v;
 	return 0;
 }

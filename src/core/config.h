@@ -23,16 +23,16 @@ typedef struct kiln_config {
 const char *kiln_config_path(const kiln_config *c, const char *section, const char *key);
 /* A mapping whose keys are all in `allowed` (NULL-terminated). */
 int kiln_config_check_keys(const kiln_config *c, const kiln_yaml_node *map, const char *section,
-			   const char *const *allowed);
+                           const char *const *allowed);
 /* The optional values below leave *out as it is when the key is absent or
  * null; map may be NULL (then the key is absent). */
 int kiln_config_string(const kiln_config *c, const kiln_yaml_node *map, const char *section, const char *key,
-		       bool required, const char **out);
+                       bool required, const char **out);
 int kiln_config_int(const kiln_config *c, const kiln_yaml_node *map, const char *section, const char *key,
-		    int64_t lo, int64_t hi, int64_t *out);
+                    int64_t lo, int64_t hi, int64_t *out);
 /* A size such as 65536, 64k, 64M, 1G of at least min bytes. */
 int kiln_config_size(const kiln_config *c, const kiln_yaml_node *map, const char *section, const char *key,
-		     size_t min, size_t *out);
+                     size_t min, size_t *out);
 /* path relative to the config file's folder (absolute paths and NULL as
  * they are). */
 const char *kiln_config_resolve(const kiln_config *c, const char *path);

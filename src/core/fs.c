@@ -28,7 +28,8 @@ static int remove_at(int at, const char *name)
 		return -1;
 	}
 	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && remove_at(dirfd(d), e->d_name) < 0)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+		    remove_at(dirfd(d), e->d_name) < 0)
 			rc = -1;
 	closedir(d);
 	if (rc == 0 && unlinkat(at, name, AT_REMOVEDIR) < 0 && errno != ENOENT)

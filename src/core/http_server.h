@@ -112,7 +112,7 @@ typedef struct kiln_http_server_options {
 	 * accepted and closed at once. 0 for 16 (thread per connection) or 64
 	 * (event loop); never above connection_limit. */
 	unsigned per_address_limit;
-	unsigned idle_timeout_s;   /* a connection idle this long is closed; 0 for 30 */
+	unsigned idle_timeout_s; /* a connection idle this long is closed; 0 for 30 */
 	/* A connection that has not sent a complete request head (request line
 	 * and headers) this long after it was accepted, or after its previous
 	 * answer went out, is closed, however steadily it trickles bytes (the

@@ -51,8 +51,8 @@ struct kiln_json_scanner {
 
 	struct key_entry *keys;
 	uint32_t nkeys, keys_cap;
-	uint32_t *frame_first;   /* max_depth + 1 entries */
-	uint64_t *frame_filter;  /* max_depth + 1 entries: bit (hash >> 58) per key */
+	uint32_t *frame_first;  /* max_depth + 1 entries */
+	uint64_t *frame_filter; /* max_depth + 1 entries: bit (hash >> 58) per key */
 	struct key_slot *table;
 	uint32_t table_mask, table_used, gen;
 	char *scratch; /* two halves for decoding escaped keys */
@@ -66,12 +66,14 @@ struct kiln_json_scanner {
 /* 1 for bytes a string may hold without a closer look. */
 static const uint8_t plain_byte[256] = {
 #define R16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
-	R16(0), R16(0),                            /* 0x00-0x1F control */
-	1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20-0x2F, '"' = 0x22 */
-	R16(1), R16(1),                            /* 0x30-0x4F */
-	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* 0x50-0x5F, '\\' = 0x5C */
-	R16(1), R16(1),                            /* 0x60-0x7F */
-	R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), /* non-ASCII */
+    R16(0), R16(0), /* 0x00-0x1F control */
+    1,      1,      0,      1,      1,      1,      1,      1,
+    1,      1,      1,      1,      1,      1,      1,      1, /* 0x20-0x2F, '"' = 0x22 */
+    R16(1), R16(1),                                            /* 0x30-0x4F */
+    1,      1,      1,      1,      1,      1,      1,      1,
+    1,      1,      1,      1,      0,      1,      1,      1,      /* 0x50-0x5F, '\\' = 0x5C */
+    R16(1), R16(1),                                                 /* 0x60-0x7F */
+    R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), /* non-ASCII */
 #undef R16
 };
 
@@ -185,7 +187,7 @@ static int fail(kiln_json_scanner *s, kiln_reject code, const unsigned char *at)
 }
 
 kiln_reject kiln_json_scanner_error(const kiln_json_scanner *s, size_t *out_offset,
-				    kiln_json_token *out_token)
+                                    kiln_json_token *out_token)
 {
 	if (out_offset)
 		*out_offset = s->error_offset;
@@ -255,7 +257,14 @@ static const unsigned char *scan_escape(kiln_json_scanner *s, const unsigned cha
 		return NULL;
 	}
 	switch (p[1]) {
-	case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+	case '"':
+	case '\\':
+	case '/':
+	case 'b':
+	case 'f':
+	case 'n':
+	case 'r':
+	case 't':
 		return p + 2;
 	case 'u':
 		break;
@@ -273,8 +282,8 @@ static const unsigned char *scan_escape(kiln_json_scanner *s, const unsigned cha
 	}
 	if (cp < 0xD800 || cp > 0xDBFF)
 		return p + 6;
-	if (end - p < 12 || p[6] != '\\' || p[7] != 'u' || read_hex4(p + 8, end, &lo) < 0 ||
-	    lo < 0xDC00 || lo > 0xDFFF) {
+	if (end - p < 12 || p[6] != '\\' || p[7] != 'u' || read_hex4(p + 8, end, &lo) < 0 || lo < 0xDC00 ||
+	    lo > 0xDFFF) {
 		fail(s, KILN_REJECT_INVALID_UTF8, p); /* high surrogate not followed by a low one */
 		return NULL;
 	}
@@ -293,7 +302,7 @@ static inline const unsigned char *skip_plain(const unsigned char *p, const unsi
 		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
 		/* signed compare: true for 0x00-0x1F and for every byte >= 0x80 */
 		__m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
-					 _mm_cmplt_epi8(v, space));
+		                         _mm_cmplt_epi8(v, space));
 		unsigned mask = (unsigned)_mm_movemask_epi8(m);
 		if (mask)
 			return p + __builtin_ctz(mask);
@@ -307,8 +316,8 @@ static inline const unsigned char *skip_plain(const unsigned char *p, const unsi
 
 /* p is at the opening quote. Fills ptr/len/flags of *tok and returns the byte
  * after the closing quote, or NULL with the error recorded. */
-static inline __attribute__((always_inline)) const unsigned char *scan_string(kiln_json_scanner *s, const unsigned char *p,
-					kiln_json_token *tok)
+static inline __attribute__((always_inline)) const unsigned char *
+scan_string(kiln_json_scanner *s, const unsigned char *p, kiln_json_token *tok)
 {
 	const unsigned char *end = s->end, *q = p + 1;
 	uint32_t flags = KILN_JSON_ASCII;
@@ -345,8 +354,7 @@ static inline __attribute__((always_inline)) const unsigned char *scan_string(ki
 	return q + 1;
 }
 
-static const unsigned char *scan_number(kiln_json_scanner *s, const unsigned char *p,
-					kiln_json_token *tok)
+static const unsigned char *scan_number(kiln_json_scanner *s, const unsigned char *p, kiln_json_token *tok)
 {
 	const unsigned char *end = s->end, *q = p;
 	uint32_t flags = KILN_JSON_INTEGER;
@@ -409,13 +417,27 @@ size_t kiln_json_unescape(char *out, size_t cap, const kiln_json_token *tok)
 			continue;
 		}
 		switch (p[1]) {
-		case 'b': c = '\b'; break;
-		case 'f': c = '\f'; break;
-		case 'n': c = '\n'; break;
-		case 'r': c = '\r'; break;
-		case 't': c = '\t'; break;
-		case 'u': c = 0; break;
-		default: c = (char)p[1]; break;
+		case 'b':
+			c = '\b';
+			break;
+		case 'f':
+			c = '\f';
+			break;
+		case 'n':
+			c = '\n';
+			break;
+		case 'r':
+			c = '\r';
+			break;
+		case 't':
+			c = '\t';
+			break;
+		case 'u':
+			c = 0;
+			break;
+		default:
+			c = (char)p[1];
+			break;
 		}
 		if (c || p[1] != 'u') {
 			if (n == cap)
@@ -473,8 +495,10 @@ static int ensure_scratch(kiln_json_scanner *s, size_t half)
 
 static bool key_equal(kiln_json_scanner *s, const struct key_entry *e, const kiln_json_token *tok)
 {
-	kiln_json_token old = { .type = KILN_JSON_KEY, .flags = e->flags,
-				.ptr = (const char *)s->text + e->offset, .len = e->len };
+	kiln_json_token old = {.type = KILN_JSON_KEY,
+	                       .flags = e->flags,
+	                       .ptr = (const char *)s->text + e->offset,
+	                       .len = e->len};
 	size_t a, b;
 
 	if (!((e->flags | tok->flags) & KILN_JSON_ESCAPED))
@@ -571,10 +595,11 @@ static int note_key(kiln_json_scanner *s, kiln_json_token *tok)
 		s->keys = k;
 		s->keys_cap *= 2;
 	}
-	s->keys[s->nkeys++] = (struct key_entry){ .hash = tok->key_hash,
-						  .offset = (size_t)((const unsigned char *)tok->ptr - s->text),
-						  .len = (uint32_t)tok->len,
-						  .flags = tok->flags };
+	s->keys[s->nkeys++] =
+	    (struct key_entry){.hash = tok->key_hash,
+	                       .offset = (size_t)((const unsigned char *)tok->ptr - s->text),
+	                       .len = (uint32_t)tok->len,
+	                       .flags = tok->flags};
 	if (s->nkeys - first < LINEAR_KEYS)
 		return 0;
 	/* large object: index it (all of it when it just grew out of the linear range) */
@@ -595,8 +620,7 @@ static inline bool top_is_object(const kiln_json_scanner *s)
 	return s->kinds[i >> 3] >> (i & 7) & 1;
 }
 
-static int open_container(kiln_json_scanner *s, const unsigned char *p, bool object,
-			  kiln_json_token *out)
+static int open_container(kiln_json_scanner *s, const unsigned char *p, bool object, kiln_json_token *out)
 {
 	uint32_t i = s->depth;
 
@@ -607,7 +631,7 @@ static int open_container(kiln_json_scanner *s, const unsigned char *p, bool obj
 		s->frame_first[i + 1] = s->nkeys;
 		s->frame_filter[i + 1] = 0;
 	} else {
-		s->kinds[i >> 3] &= (uint8_t)~(1u << (i & 7));
+		s->kinds[i >> 3] &= (uint8_t) ~(1u << (i & 7));
 	}
 	out->type = object ? KILN_JSON_OBJECT_BEGIN : KILN_JSON_ARRAY_BEGIN;
 	out->depth = i;
@@ -773,13 +797,14 @@ bool kiln_utf8_valid(const char *s, size_t len)
 	return true;
 }
 
-int kiln_json_lookup(kiln_json_scanner *s, const char *text, size_t len, const char *path, kiln_json_token *out)
+int kiln_json_lookup(kiln_json_scanner *s, const char *text, size_t len, const char *path,
+                     kiln_json_token *out)
 {
 	/* The path's segment for each depth; a value matches when every open
 	 * object's current key equals the segment at its depth. */
 	const char *seg[16];
 	size_t seg_len[16], nseg = 0;
-	bool match[17] = { true };
+	bool match[17] = {true};
 	const char *p = path;
 	kiln_json_token t;
 	uint32_t depth = 0;
@@ -814,7 +839,7 @@ int kiln_json_lookup(kiln_json_scanner *s, const char *text, size_t len, const c
 		case KILN_JSON_KEY:
 			if (depth <= nseg) {
 				bool eq = !(t.flags & KILN_JSON_ESCAPED) && t.len == seg_len[depth - 1] &&
-					  memcmp(t.ptr, seg[depth - 1], t.len) == 0;
+				          memcmp(t.ptr, seg[depth - 1], t.len) == 0;
 				match[depth] = eq && match[depth - 1];
 				if (match[depth] && depth == nseg) {
 					/* the value follows */

@@ -31,7 +31,7 @@ typedef enum kiln_json_type {
 /* Token flags. */
 #define KILN_JSON_ESCAPED 0x1u /* string/key holds at least one backslash escape */
 #define KILN_JSON_INTEGER 0x2u /* number has neither fraction nor exponent */
-#define KILN_JSON_ASCII 0x4u   /* string/key holds only ASCII bytes (as written) */
+#define KILN_JSON_ASCII   0x4u /* string/key holds only ASCII bytes (as written) */
 
 typedef struct kiln_json_token {
 	kiln_json_type type;
@@ -72,7 +72,7 @@ int kiln_json_next(kiln_json_scanner *scanner, kiln_json_token *out);
  * where it was found. For KILN_REJECT_DUPLICATE_KEY, *out_token is the
  * second occurrence of the key (may pass NULL). */
 kiln_reject kiln_json_scanner_error(const kiln_json_scanner *scanner, size_t *out_offset,
-				    kiln_json_token *out_token);
+                                    kiln_json_token *out_token);
 
 /* Scans a whole text and returns KILN_REJECT_NONE or the first error. */
 kiln_reject kiln_json_check(kiln_json_scanner *scanner, const char *text, size_t len);
@@ -112,7 +112,8 @@ static inline uint64_t kiln_json_hash(const char *s, size_t len)
 
 	if (len >= 8) {
 		while (len > 16) {
-			seed = kiln_json_mix_(kiln_json_load64_(s) ^ seed, kiln_json_load64_(s + 8) ^ 0x589965cc75374cc3ull);
+			seed = kiln_json_mix_(kiln_json_load64_(s) ^ seed,
+			                      kiln_json_load64_(s + 8) ^ 0x589965cc75374cc3ull);
 			s += 16;
 			len -= 16;
 		}
@@ -155,7 +156,7 @@ static inline bool kiln_json_bytes_equal(const char *s, const char *t, size_t n)
  * bracket for objects and arrays), 0 when absent, -1 when the text is not
  * valid JSON or the path is malformed. Keys are compared as written. */
 int kiln_json_lookup(kiln_json_scanner *scanner, const char *text, size_t len, const char *path,
-		     kiln_json_token *out);
+                     kiln_json_token *out);
 
 /* true when s[0..len) is valid UTF-8 (the scanner's rules). */
 bool kiln_utf8_valid(const char *s, size_t len);

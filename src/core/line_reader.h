@@ -10,9 +10,9 @@
 #include <stdint.h>
 
 typedef struct kiln_line {
-	const char *ptr; /* without the '\n'; NULL when too_long */
-	size_t len;      /* bytes of the line (counted even when too long) */
-	uint64_t number; /* 1-based line number */
+	const char *ptr;   /* without the '\n'; NULL when too_long */
+	size_t len;        /* bytes of the line (counted even when too long) */
+	uint64_t number;   /* 1-based line number */
 	size_t offset_end; /* byte offset in the stream just past the line's '\n' */
 	bool too_long;
 } kiln_line;

@@ -2,22 +2,22 @@
 #include "core/reject.h"
 
 static const char *const names[KILN_REJECT_COUNT_] = {
-	[KILN_REJECT_NONE] = "none",
-	[KILN_REJECT_JSON_SYNTAX] = "json_syntax",
-	[KILN_REJECT_INVALID_UTF8] = "invalid_utf8",
-	[KILN_REJECT_DUPLICATE_KEY] = "duplicate_key",
-	[KILN_REJECT_TOO_DEEP] = "too_deep",
-	[KILN_REJECT_TOO_LARGE] = "too_large",
-	[KILN_REJECT_NOT_OBJECT] = "not_object",
-	[KILN_REJECT_MISSING_REQUIRED] = "missing_required",
-	[KILN_REJECT_TYPE] = "type",
-	[KILN_REJECT_PATTERN] = "pattern",
-	[KILN_REJECT_RANGE] = "range",
-	[KILN_REJECT_LENGTH] = "length",
-	[KILN_REJECT_ENUM] = "enum",
-	[KILN_REJECT_FORMAT] = "format",
-	[KILN_REJECT_UNKNOWN_FIELD] = "unknown_field",
-	[KILN_REJECT_PATTERN_LIMIT] = "pattern_limit",
+    [KILN_REJECT_NONE] = "none",
+    [KILN_REJECT_JSON_SYNTAX] = "json_syntax",
+    [KILN_REJECT_INVALID_UTF8] = "invalid_utf8",
+    [KILN_REJECT_DUPLICATE_KEY] = "duplicate_key",
+    [KILN_REJECT_TOO_DEEP] = "too_deep",
+    [KILN_REJECT_TOO_LARGE] = "too_large",
+    [KILN_REJECT_NOT_OBJECT] = "not_object",
+    [KILN_REJECT_MISSING_REQUIRED] = "missing_required",
+    [KILN_REJECT_TYPE] = "type",
+    [KILN_REJECT_PATTERN] = "pattern",
+    [KILN_REJECT_RANGE] = "range",
+    [KILN_REJECT_LENGTH] = "length",
+    [KILN_REJECT_ENUM] = "enum",
+    [KILN_REJECT_FORMAT] = "format",
+    [KILN_REJECT_UNKNOWN_FIELD] = "unknown_field",
+    [KILN_REJECT_PATTERN_LIMIT] = "pattern_limit",
 };
 
 const char *kiln_reject_name(kiln_reject code)

@@ -20,13 +20,13 @@
 #include <string.h>
 #include <yaml.h>
 
-#define KILN_YAML_MAX_DEPTH 64
+#define KILN_YAML_MAX_DEPTH   64
 #define KILN_YAML_MAX_ALIASES 1000 /* bounds the work of walking a tree that shares nodes */
 /* Nodes the document would have with every alias replaced by a copy of its
  * node: what a walk over the tree visits. Aliases that fan out ("billion
  * laughs") stay under the alias bound yet grow this exponentially. */
 #define KILN_YAML_MAX_EXPANDED 1000000
-#define QUOTE_MAX 64 /* bytes of a key or anchor shown in a message */
+#define QUOTE_MAX              64 /* bytes of a key or anchor shown in a message */
 
 struct kiln_yaml_doc {
 	kiln_arena *arena;
@@ -44,14 +44,14 @@ typedef struct build_frame {
 	size_t count;
 	size_t cap;
 	bool have_key;
-	size_t anchor; /* index in the anchor table, or SIZE_MAX */
+	size_t anchor;   /* index in the anchor table, or SIZE_MAX */
 	size_t expanded; /* nodes in the subtree so far, aliases expanded (itself included) */
 } build_frame;
 
 typedef struct build_anchor {
 	const char *name;
 	kiln_yaml_node *node;
-	bool open; /* its collection has not ended yet */
+	bool open;       /* its collection has not ended yet */
 	size_t expanded; /* nodes in its subtree, aliases expanded (set when closed) */
 } build_anchor;
 
@@ -109,7 +109,7 @@ static void quote_bytes(char *dst, size_t cap, const char *s, size_t len)
 }
 
 static int fail_at(build_ctx *ctx, yaml_mark_t mark, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static int fail_at(build_ctx *ctx, yaml_mark_t mark, const char *fmt, ...)
 {
@@ -119,8 +119,8 @@ static int fail_at(build_ctx *ctx, yaml_mark_t mark, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return kiln_error_set(KILN_EINVALID, "%s:%zu:%zu: %s", ctx->doc->name, mark.line + 1,
-			      mark.column + 1, msg);
+	return kiln_error_set(KILN_EINVALID, "%s:%zu:%zu: %s", ctx->doc->name, mark.line + 1, mark.column + 1,
+	                      msg);
 }
 
 static int fail_nomem(build_ctx *ctx)
@@ -157,9 +157,9 @@ static int parser_fail(build_ctx *ctx, const yaml_parser_t *parser, const char *
 		break;
 	}
 	if (parser->context)
-		return kiln_error_set(KILN_EINVALID, "%s:%zu:%zu: %s (%s at %zu:%zu)", ctx->doc->name,
-				      line, column, problem, parser->context,
-				      parser->context_mark.line + 1, parser->context_mark.column + 1);
+		return kiln_error_set(KILN_EINVALID, "%s:%zu:%zu: %s (%s at %zu:%zu)", ctx->doc->name, line,
+		                      column, problem, parser->context, parser->context_mark.line + 1,
+		                      parser->context_mark.column + 1);
 	return kiln_error_set(KILN_EINVALID, "%s:%zu:%zu: %s", ctx->doc->name, line, column, problem);
 }
 
@@ -177,7 +177,7 @@ static kiln_yaml_node *node_new(build_ctx *ctx, kiln_yaml_kind kind, yaml_mark_t
 }
 
 static int anchor_add(build_ctx *ctx, const yaml_char_t *name, kiln_yaml_node *node, bool open,
-		      size_t *index_out)
+                      size_t *index_out)
 {
 	build_anchor *a;
 
@@ -203,8 +203,7 @@ static int anchor_add(build_ctx *ctx, const yaml_char_t *name, kiln_yaml_node *n
 	return 0;
 }
 
-static int anchor_resolve(build_ctx *ctx, const build_anchor **out, const yaml_char_t *name,
-			  yaml_mark_t mark)
+static int anchor_resolve(build_ctx *ctx, const build_anchor **out, const yaml_char_t *name, yaml_mark_t mark)
 {
 	char quoted[QUOTE_MAX * 4 + 8];
 	size_t i;
@@ -253,9 +252,8 @@ static int frame_reserve(build_ctx *ctx, build_frame *frame, bool with_keys)
 static int count_expanded(build_ctx *ctx, size_t *total, size_t expanded, yaml_mark_t mark)
 {
 	if (expanded > KILN_YAML_MAX_EXPANDED - *total)
-		return fail_at(ctx, mark,
-			       "more than %d nodes with aliases expanded (aliases that fan out)",
-			       KILN_YAML_MAX_EXPANDED);
+		return fail_at(ctx, mark, "more than %d nodes with aliases expanded (aliases that fan out)",
+		               KILN_YAML_MAX_EXPANDED);
 	*total += expanded;
 	return 0;
 }
@@ -337,15 +335,18 @@ static int expand_env(build_ctx *ctx, kiln_yaml_node *node)
 			name[n] = '\0';
 			for (size_t i = 0; i < n; i++)
 				if (!(isalnum((unsigned char)name[i]) || name[i] == '_'))
-					return kiln_yaml_fail(ctx->doc, node, NULL, "bad variable name in ${...}");
+					return kiln_yaml_fail(ctx->doc, node, NULL,
+					                      "bad variable name in ${...}");
 			if (colon && (colon + 1 >= close || colon[1] != '-'))
-				return kiln_yaml_fail(ctx->doc, node, NULL, "expected ${%s} or ${%s:-default}", name, name);
+				return kiln_yaml_fail(ctx->doc, node, NULL,
+				                      "expected ${%s} or ${%s:-default}", name, name);
 			val = getenv(name);
 			if (colon ? (!val || !*val) : !val) {
 				if (!colon)
 					return kiln_yaml_fail(ctx->doc, node, NULL,
-							      "environment variable %s is not set (write ${%s:-default} for a default)",
-							      name, name);
+					                      "environment variable %s is not set (write "
+					                      "${%s:-default} for a default)",
+					                      name, name);
 				cap += (size_t)(close - colon - 2);
 			} else {
 				cap += strlen(val);
@@ -409,8 +410,7 @@ static int on_scalar(build_ctx *ctx, const yaml_event_t *event)
 
 	if (!node)
 		return fail_nomem(ctx);
-	value = arena_strndup(ctx->doc, (const char *)event->data.scalar.value,
-			      event->data.scalar.length);
+	value = arena_strndup(ctx->doc, (const char *)event->data.scalar.value, event->data.scalar.length);
 	if (!value)
 		return fail_nomem(ctx);
 	node->value = value;
@@ -441,8 +441,8 @@ static int on_alias(build_ctx *ctx, const yaml_event_t *event)
 
 static int on_start(build_ctx *ctx, const yaml_event_t *event, kiln_yaml_kind kind)
 {
-	const yaml_char_t *anchor = kind == KILN_YAML_MAPPING ? event->data.mapping_start.anchor
-							      : event->data.sequence_start.anchor;
+	const yaml_char_t *anchor =
+	    kind == KILN_YAML_MAPPING ? event->data.mapping_start.anchor : event->data.sequence_start.anchor;
 	build_frame *frame;
 	kiln_yaml_node *node;
 	int error;
@@ -454,8 +454,7 @@ static int on_start(build_ctx *ctx, const yaml_event_t *event, kiln_yaml_kind ki
 			return fail_at(ctx, event->start_mark, "mapping keys must be scalars");
 	}
 	if (ctx->depth == KILN_YAML_MAX_DEPTH)
-		return fail_at(ctx, event->start_mark, "nested deeper than %d levels",
-			       KILN_YAML_MAX_DEPTH);
+		return fail_at(ctx, event->start_mark, "nested deeper than %d levels", KILN_YAML_MAX_DEPTH);
 	node = node_new(ctx, kind, event->start_mark);
 	if (!node)
 		return fail_nomem(ctx);
@@ -514,7 +513,8 @@ int kiln_yaml_load_buffer(kiln_yaml_doc **out, const char *name, const char *buf
 	return kiln_yaml_load_buffer_ex(out, name, buf, len, 0);
 }
 
-int kiln_yaml_load_buffer_ex(kiln_yaml_doc **out, const char *name, const char *buf, size_t len, unsigned flags)
+int kiln_yaml_load_buffer_ex(kiln_yaml_doc **out, const char *name, const char *buf, size_t len,
+                             unsigned flags)
 {
 	build_ctx ctx;
 	yaml_parser_t parser;
@@ -636,8 +636,8 @@ int kiln_yaml_load_file_ex(kiln_yaml_doc **out, const char *path, unsigned flags
 	if (!fp) {
 		int e = errno;
 
-		error = kiln_error_set(e == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "%s: cannot open: %s",
-				       path, strerror(e));
+		error = kiln_error_set(e == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "%s: cannot open: %s", path,
+		                       strerror(e));
 		goto cleanup;
 	}
 	for (;;) {
@@ -721,8 +721,8 @@ bool kiln_yaml_is_null(const kiln_yaml_node *node)
 	return false;
 }
 
-int kiln_yaml_fail(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path,
-		   const char *fmt, ...)
+int kiln_yaml_fail(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, const char *fmt,
+                   ...)
 {
 	const char *name = doc && doc->name ? doc->name : "<yaml>";
 	const char *sep = path && *path ? ": " : "";
@@ -738,8 +738,8 @@ int kiln_yaml_fail(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const c
 		return kiln_error_set(KILN_EINVALID, "%s: %s%s%s", name, path, sep, msg);
 	if (node->line == 0) /* set with kiln_yaml_set(): from the command line */
 		return kiln_error_set(KILN_EINVALID, "--set %s%s%s", path, sep, msg);
-	return kiln_error_set(KILN_EINVALID, "%s:%u:%u: %s%s%s", name, node->line, node->column, path,
-			      sep, msg);
+	return kiln_error_set(KILN_EINVALID, "%s:%u:%u: %s%s%s", name, node->line, node->column, path, sep,
+	                      msg);
 }
 
 static const char *kind_name(kiln_yaml_kind kind)
@@ -765,7 +765,7 @@ int kiln_yaml_bool(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const c
 	assert(out);
 	if (node && node->kind != KILN_YAML_SCALAR)
 		return kiln_yaml_fail(doc, node, path, "expected a scalar (true or false), got %s",
-				      kind_name(node->kind));
+		                      kind_name(node->kind));
 	if (node && (plain_is(node, "true") || plain_is(node, "True") || plain_is(node, "TRUE"))) {
 		*out = true;
 		return 0;
@@ -777,8 +777,7 @@ int kiln_yaml_bool(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const c
 	return kiln_yaml_fail(doc, node, path, "expected true or false");
 }
 
-int kiln_yaml_int64(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path,
-		    int64_t *out)
+int kiln_yaml_int64(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, int64_t *out)
 {
 	const char *s;
 	char *end;
@@ -788,7 +787,7 @@ int kiln_yaml_int64(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const 
 	assert(out);
 	if (node && node->kind != KILN_YAML_SCALAR)
 		return kiln_yaml_fail(doc, node, path, "expected a scalar (an integer), got %s",
-				      kind_name(node->kind));
+		                      kind_name(node->kind));
 	if (!node || node->quoted)
 		goto invalid;
 	s = node->value;
@@ -815,8 +814,7 @@ invalid:
 	return kiln_yaml_fail(doc, node, path, "expected an integer");
 }
 
-int kiln_yaml_number(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path,
-		     long double *out)
+int kiln_yaml_number(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, long double *out)
 {
 	const char *s;
 	char *end;
@@ -826,7 +824,7 @@ int kiln_yaml_number(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const
 	assert(out);
 	if (node && node->kind != KILN_YAML_SCALAR)
 		return kiln_yaml_fail(doc, node, path, "expected a scalar (a number), got %s",
-				      kind_name(node->kind));
+		                      kind_name(node->kind));
 	if (!node || node->quoted)
 		goto invalid;
 	/* [-+]? [0-9]+ ( . [0-9]+ )? ( [eE] [-+]? [0-9]+ )? */
@@ -868,13 +866,12 @@ invalid:
 	return kiln_yaml_fail(doc, node, path, "expected a number");
 }
 
-int kiln_yaml_string(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path,
-		     const char **out)
+int kiln_yaml_string(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, const char **out)
 {
 	assert(out);
 	if (node && node->kind != KILN_YAML_SCALAR)
 		return kiln_yaml_fail(doc, node, path, "expected a scalar (a string), got %s",
-				      kind_name(node->kind));
+		                      kind_name(node->kind));
 	if (!node || kiln_yaml_is_null(node))
 		return kiln_yaml_fail(doc, node, path, "expected a string");
 	*out = node->value;
@@ -930,8 +927,8 @@ static int set_path_key(const char *dotted, const char **p, const char **key, si
 		if (!end)
 			return kiln_error_set(KILN_EINVALID, "--set %s: unterminated \" in the path", dotted);
 		if (end[1] != '.' && end[1] != '\0')
-			return kiln_error_set(KILN_EINVALID, "--set %s: expected '.' or '=' after a quoted key",
-					      dotted);
+			return kiln_error_set(KILN_EINVALID,
+			                      "--set %s: expected '.' or '=' after a quoted key", dotted);
 		*key = s + 1;
 		*n = (size_t)(end - s - 1);
 		end++;
@@ -940,7 +937,8 @@ static int set_path_key(const char *dotted, const char **p, const char **key, si
 		if (!end)
 			end = s + strlen(s);
 		if (memchr(s, '"', (size_t)(end - s)))
-			return kiln_error_set(KILN_EINVALID, "--set %s: a quoted key must be a whole key", dotted);
+			return kiln_error_set(KILN_EINVALID, "--set %s: a quoted key must be a whole key",
+			                      dotted);
 		*key = s;
 		*n = (size_t)(end - s);
 	}
@@ -976,7 +974,7 @@ int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value)
 			return rc;
 		if (map->kind != KILN_YAML_MAPPING)
 			return kiln_error_set(KILN_EINVALID, "--set %s: %.*s is not a mapping", dotted,
-					      (int)(at - dotted > 0 ? at - dotted - 1 : 0), dotted);
+			                      (int)(at - dotted > 0 ? at - dotted - 1 : 0), dotted);
 		for (i = 0; i < map->count; i++)
 			if (map->keys[i]->len == n && memcmp(map->keys[i]->value, key, n) == 0)
 				break;

@@ -50,7 +50,8 @@ void kiln_yaml_free(kiln_yaml_doc *doc);
  * an unset variable without a default is an error naming its position. */
 #define KILN_YAML_EXPAND_ENV 0x1u
 int kiln_yaml_load_file_ex(kiln_yaml_doc **out, const char *path, unsigned flags);
-int kiln_yaml_load_buffer_ex(kiln_yaml_doc **out, const char *name, const char *buf, size_t len, unsigned flags);
+int kiln_yaml_load_buffer_ex(kiln_yaml_doc **out, const char *name, const char *buf, size_t len,
+                             unsigned flags);
 
 /* Sets the scalar at a dotted mapping path ("split.salt") to `value` (a plain
  * scalar, so "true" and numbers keep their types), creating missing mappings.
@@ -77,8 +78,8 @@ bool kiln_yaml_is_null(const kiln_yaml_node *node);
 /* Sets the last error to "file:line:col: path: message" for `node` and
  * returns KILN_EINVALID. `path` is the dotted key path, e.g.
  * "schema[0].properties[2].logicalType". */
-int kiln_yaml_fail(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path,
-		   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int kiln_yaml_fail(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, const char *fmt,
+                   ...) __attribute__((format(printf, 4, 5)));
 
 /* Typed scalar readers (YAML 1.2 core schema). Each returns 0, or
  * KILN_EINVALID via kiln_yaml_fail() naming `path` when the node is not a
@@ -87,7 +88,9 @@ int kiln_yaml_fail(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const c
  * or .inf/.nan rejected. Strings: any scalar, quoted or plain, not null. */
 int kiln_yaml_bool(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, bool *out);
 int kiln_yaml_int64(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, int64_t *out);
-int kiln_yaml_number(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, long double *out);
-int kiln_yaml_string(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, const char **out);
+int kiln_yaml_number(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path,
+                     long double *out);
+int kiln_yaml_string(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path,
+                     const char **out);
 
 #endif

@@ -72,12 +72,12 @@ int kiln_batch_reserve(kiln_batch *b)
 	if (b->count < b->cap)
 		return 0;
 	cap = b->cap ? b->cap * 2 : 1024;
-#define GROW(field)                                                                 \
-	do {                                                                        \
-		void *p_ = realloc(b->field, cap * sizeof(*b->field));              \
-		if (!p_)                                                            \
-			return kiln_error_set(KILN_ENOMEM, "out of memory");        \
-		b->field = p_;                                                      \
+#define GROW(field)                                                                                          \
+	do {                                                                                                 \
+		void *p_ = realloc(b->field, cap * sizeof(*b->field));                                       \
+		if (!p_)                                                                                     \
+			return kiln_error_set(KILN_ENOMEM, "out of memory");                                 \
+		b->field = p_;                                                                               \
 	} while (0)
 	GROW(rec);
 	GROW(len);
@@ -94,15 +94,15 @@ int kiln_batch_reserve(kiln_batch *b)
 }
 
 int kiln_batch_deliver(const kiln_batch *b, kiln_shard_writer *const writers[KILN_SPLIT_COUNT],
-		       kiln_quarantine *quarantine, kiln_stats *d)
+                       kiln_quarantine *quarantine, kiln_stats *d)
 {
 	int rc;
 
 	for (size_t i = 0; i < b->reject_count; i++) {
 		const kiln_batch_reject *x = &b->rejects[i];
 
-		if ((rc = kiln_quarantine_add(quarantine, b->topic, b->partition, b->offset[x->index], &x->report,
-					      b->rec[x->index], b->len[x->index])) < 0)
+		if ((rc = kiln_quarantine_add(quarantine, b->topic, b->partition, b->offset[x->index],
+		                              &x->report, b->rec[x->index], b->len[x->index])) < 0)
 			return rc;
 		d->quarantined_by_code[x->report.v[0].code]++;
 	}
@@ -110,8 +110,8 @@ int kiln_batch_deliver(const kiln_batch *b, kiln_shard_writer *const writers[KIL
 		const char *line = b->out[s].ptr;
 
 		for (size_t i = 0; i < b->out_count[s]; i++) {
-			if ((rc = kiln_shard_writer_append(writers[s], line, b->out_len[s][i], b->topic, b->partition,
-							   b->offset[b->out_index[s][i]])) < 0)
+			if ((rc = kiln_shard_writer_append(writers[s], line, b->out_len[s][i], b->topic,
+			                                   b->partition, b->offset[b->out_index[s][i]])) < 0)
 				return rc;
 			line += b->out_len[s][i];
 		}
@@ -186,7 +186,8 @@ static int process(struct worker *wk, kiln_batch *b)
 		const char *split_value = "", *limit_path;
 		size_t split_len = 0;
 
-		if ((rc = grow((void **)&b->rejects, &b->reject_cap, b->reject_count + 1, sizeof(*b->rejects))) < 0)
+		if ((rc = grow((void **)&b->rejects, &b->reject_cap, b->reject_count + 1,
+		               sizeof(*b->rejects))) < 0)
 			return rc;
 		report = &b->rejects[b->reject_count].report;
 		kiln_buf_reset(&wk->line);
@@ -194,7 +195,8 @@ static int process(struct worker *wk, kiln_batch *b)
 		if (b->too_long[i])
 			kiln_report_single(report, KILN_REJECT_TOO_LARGE, p->max_record_bytes);
 		else
-			kiln_validate_hook(wk->validator, b->rec[i], b->len[i], report, kiln_curate_token, wk->curator);
+			kiln_validate_hook(wk->validator, b->rec[i], b->len[i], report, kiln_curate_token,
+			                   wk->curator);
 		if (report->count) {
 			b->rejects[b->reject_count++].index = i;
 			continue;
@@ -218,10 +220,12 @@ static int process(struct worker *wk, kiln_batch *b)
 		kiln_split s = kiln_split_assign(wk->pool->o.splitter, split_value, split_len);
 		if (b->out_count[s] == b->out_cap[s]) {
 			size_t cap = b->out_cap[s];
-			if ((rc = grow((void **)&b->out_index[s], &cap, b->out_count[s] + 1, sizeof(size_t))) < 0)
+			if ((rc = grow((void **)&b->out_index[s], &cap, b->out_count[s] + 1,
+			               sizeof(size_t))) < 0)
 				return rc;
 			cap = b->out_cap[s];
-			if ((rc = grow((void **)&b->out_len[s], &cap, b->out_count[s] + 1, sizeof(size_t))) < 0)
+			if ((rc = grow((void **)&b->out_len[s], &cap, b->out_count[s] + 1, sizeof(size_t))) <
+			    0)
 				return rc;
 			b->out_cap[s] = cap;
 		}
@@ -290,11 +294,11 @@ static int start_workers(kiln_curate_pool *pool)
 int kiln_curate_pool_new(kiln_curate_pool **out, const kiln_curate_pool_options *o)
 {
 	kiln_curate_pool *pool = calloc(1, sizeof(*pool));
-	kiln_validator_options vopts = { .unknown_fields = o->pipeline->unknown_fields,
-					 .limits = { .max_depth = o->pipeline->max_depth,
-						     .max_bytes = o->pipeline->max_record_bytes } };
-	kiln_curator_options copts = { .contract = o->contract, .key = o->key, .split_field = o->split_field,
-				       .limits = vopts.limits };
+	kiln_validator_options vopts = {
+	    .unknown_fields = o->pipeline->unknown_fields,
+	    .limits = {.max_depth = o->pipeline->max_depth, .max_bytes = o->pipeline->max_record_bytes}};
+	kiln_curator_options copts = {
+	    .contract = o->contract, .key = o->key, .split_field = o->split_field, .limits = vopts.limits};
 	int rc;
 
 	*out = NULL;

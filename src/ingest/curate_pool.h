@@ -40,22 +40,22 @@ typedef struct kiln_batch {
 	const char *topic;
 	int32_t partition;
 	size_t count, cap;
-	const char **rec;   /* the record's bytes (NULL when too_long) */
+	const char **rec; /* the record's bytes (NULL when too_long) */
 	size_t *len;
 	int64_t *offset;
 	bool *too_long;
 	bool keep_raw;        /* write the batch to the raw zone before curating it */
 	kiln_raw_record *raw; /* when keep_raw: per record what the raw zone keeps */
 	size_t raw_cap;
-	kiln_buf in;          /* for sources that copy records (rec[] may point into it) */
-	void **borrowed;      /* per record, what release() gives back (e.g. a Kafka message) */
+	kiln_buf in;     /* for sources that copy records (rec[] may point into it) */
+	void **borrowed; /* per record, what release() gives back (e.g. a Kafka message) */
 	void (*release)(struct kiln_batch *b); /* NULL: nothing borrowed */
-	uint64_t bytes;       /* sum of len */
-	int64_t opened_ms;    /* monotonic time of the first record (for batch latency and timeouts) */
-	void *source_ctx;     /* the source's (e.g. its partition) */
+	uint64_t bytes;                        /* sum of len */
+	int64_t opened_ms; /* monotonic time of the first record (for batch latency and timeouts) */
+	void *source_ctx;  /* the source's (e.g. its partition) */
 
 	/* results, set by a worker */
-	kiln_buf out[KILN_SPLIT_COUNT];     /* curated records, back to back */
+	kiln_buf out[KILN_SPLIT_COUNT];      /* curated records, back to back */
 	size_t *out_index[KILN_SPLIT_COUNT]; /* the input record of each curated one */
 	size_t *out_len[KILN_SPLIT_COUNT];
 	size_t out_count[KILN_SPLIT_COUNT], out_cap[KILN_SPLIT_COUNT];
@@ -78,7 +78,7 @@ int kiln_batch_reserve(kiln_batch *b);
  * curated ones to their split's shard writer, in input order; adds its
  * counts to *d (records_in, valid, quarantined, by code, per split). */
 int kiln_batch_deliver(const kiln_batch *b, kiln_shard_writer *const writers[KILN_SPLIT_COUNT],
-		       kiln_quarantine *quarantine, kiln_stats *d);
+                       kiln_quarantine *quarantine, kiln_stats *d);
 
 typedef int (*kiln_batch_consume)(void *ctx, kiln_batch *b);
 
@@ -88,8 +88,8 @@ typedef struct kiln_curate_pool_options {
 	const kiln_key *key;
 	const kiln_splitter *splitter;
 	const kiln_field *split_field;
-	unsigned workers;     /* >= 1 */
-	kiln_store *raw_store; /* where batches with raw records are written; NULL: nowhere */
+	unsigned workers;           /* >= 1 */
+	kiln_store *raw_store;      /* where batches with raw records are written; NULL: nowhere */
 	kiln_batch_consume consume; /* called in submission order on the owner's thread */
 	void *ctx;
 } kiln_curate_pool_options;

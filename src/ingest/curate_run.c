@@ -66,8 +66,9 @@ static int hash_range(int fd, const char *path, uint64_t from, uint64_t to, cryp
 		if (n < 0)
 			return kiln_error_set(KILN_EIO, "%s: read: %s", path, strerror(errno));
 		if (n == 0)
-			return kiln_error_set(KILN_EINVALID, "%s: shorter (%llu bytes) than the %llu bytes an earlier run read",
-					      path, (unsigned long long)from, (unsigned long long)to);
+			return kiln_error_set(
+			    KILN_EINVALID, "%s: shorter (%llu bytes) than the %llu bytes an earlier run read",
+			    path, (unsigned long long)from, (unsigned long long)to);
 		crypto_generichash_update(st, (const unsigned char *)block, (size_t)n);
 		from += (uint64_t)n;
 	}
@@ -106,17 +107,20 @@ struct file_source {
 };
 
 /* Fills a batch from the reader; returns 1 with records, 0 at the end. */
-static int fill(kiln_line_reader *reader, kiln_batch *b, const char *topic, int64_t first, uint64_t *bytes_read)
+static int fill(kiln_line_reader *reader, kiln_batch *b, const char *topic, int64_t first,
+                uint64_t *bytes_read)
 {
 	kiln_line line;
 	int rc = 0;
 
 	b->topic = topic;
 	b->partition = 0;
-	while (b->count < BATCH_LINES && b->in.len < BATCH_BYTES && (rc = kiln_line_reader_next(reader, &line)) > 0) {
+	while (b->count < BATCH_LINES && b->in.len < BATCH_BYTES &&
+	       (rc = kiln_line_reader_next(reader, &line)) > 0) {
 		if ((rc = kiln_batch_reserve(b)) < 0)
 			return rc;
-		b->rec[b->count] = (const char *)(uintptr_t)b->in.len; /* an offset into in, until it stops moving */
+		b->rec[b->count] =
+		    (const char *)(uintptr_t)b->in.len; /* an offset into in, until it stops moving */
 		b->len[b->count] = line.len;
 		b->too_long[b->count] = line.too_long;
 		b->offset[b->count] = first + (int64_t)b->count;
@@ -149,17 +153,17 @@ static int open_file(struct file_source *fs, const kiln_pipeline *p)
 	fs->fd = open(p->source_path, O_RDONLY | O_CLOEXEC);
 	if (fs->fd < 0)
 		return kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "%s: cannot open: %s",
-				      p->source_path, strerror(errno));
+		                      p->source_path, strerror(errno));
 	if (!resume->found || !resume->bytes)
 		return 0;
 	if ((rc = fingerprint(fs->fd, p->source_path, resume->bytes, now)) < 0)
 		return rc;
 	if (strcmp(now, resume->prefix) != 0)
 		return kiln_error_set(KILN_EINVALID,
-				      "%s: its first %llu bytes are not those an earlier run of source %s "
-				      "read (lineage.json on %s/%s); give the new input another source.name",
-				      p->source_path, (unsigned long long)resume->bytes, p->source_name, p->dataset,
-				      p->branch);
+		                      "%s: its first %llu bytes are not those an earlier run of source %s "
+		                      "read (lineage.json on %s/%s); give the new input another source.name",
+		                      p->source_path, (unsigned long long)resume->bytes, p->source_name,
+		                      p->dataset, p->branch);
 	if (lseek(fs->fd, (off_t)resume->bytes, SEEK_SET) < 0)
 		return kiln_error_set(KILN_EIO, "%s: seek: %s", p->source_path, strerror(errno));
 	return 0;
@@ -177,7 +181,8 @@ static int file_open(void **out, kiln_ingest *in, const void *args)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	fs->fd = -1;
 	fs->resume.topic = p->source_name;
-	if ((rc = kiln_manifest_lineage(in->setup.manifest, p->dataset, p->branch, find_lineage, &fs->resume)) < 0)
+	if ((rc = kiln_manifest_lineage(in->setup.manifest, p->dataset, p->branch, find_lineage,
+	                                &fs->resume)) < 0)
 		return rc;
 	/* the input, resumed after what earlier runs covered */
 	if (p->source_kind == KILN_SOURCE_FILE) {
@@ -205,7 +210,8 @@ static int file_read(void *src, kiln_ingest *in)
 
 		if (!b)
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		if ((rc = fill(fs->reader, b, in->p->source_name, (int64_t)in->out->next_offset, &fs->bytes_read)) <= 0) {
+		if ((rc = fill(fs->reader, b, in->p->source_name, (int64_t)in->out->next_offset,
+		               &fs->bytes_read)) <= 0) {
 			kiln_curate_pool_recycle(pool, b);
 			return rc;
 		}
@@ -232,9 +238,11 @@ static int file_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 	const kiln_pipeline *p = in->p;
 	int rc;
 
-	fs->lineage = (kiln_lineage_entry){ .topic = p->source_name, .partition = 0,
-					    .next = (int64_t)in->out->next_offset, .fenced = true,
-					    .expect_next = fs->resume.found ? fs->resume.next : -1 };
+	fs->lineage = (kiln_lineage_entry){.topic = p->source_name,
+	                                   .partition = 0,
+	                                   .next = (int64_t)in->out->next_offset,
+	                                   .fenced = true,
+	                                   .expect_next = fs->resume.found ? fs->resume.next : -1};
 	if (p->source_kind == KILN_SOURCE_FILE) {
 		fs->lineage.path = p->source_path;
 		fs->lineage.bytes = fs->resume.bytes + fs->bytes_read;
@@ -260,17 +268,29 @@ static void file_close(void *src, kiln_ingest *in)
 	free(fs);
 }
 
-static const char *const file_keys[] = { "kind", "path", "name", "max_record_bytes", "max_depth", NULL };
+static const char *const file_keys[] = {"kind", "path", "name", "max_record_bytes", "max_depth", NULL};
 
 const kiln_source kiln_source_file = {
-	.version = KILN_SOURCE_VERSION, .kind = "file", .option_keys = file_keys,
-	.open = file_open, .read = file_read, .end = file_end, .lineage = file_lineage, .close = file_close,
+    .version = KILN_SOURCE_VERSION,
+    .kind = "file",
+    .option_keys = file_keys,
+    .open = file_open,
+    .read = file_read,
+    .end = file_end,
+    .lineage = file_lineage,
+    .close = file_close,
 };
 
 /* stdin: path "-" or kind stdin; the same source, read once. */
 const kiln_source kiln_source_stdin = {
-	.version = KILN_SOURCE_VERSION, .kind = "stdin", .option_keys = file_keys,
-	.open = file_open, .read = file_read, .end = file_end, .lineage = file_lineage, .close = file_close,
+    .version = KILN_SOURCE_VERSION,
+    .kind = "stdin",
+    .option_keys = file_keys,
+    .open = file_open,
+    .read = file_read,
+    .end = file_end,
+    .lineage = file_lineage,
+    .close = file_close,
 };
 
 /* Another run of the same source committed first (the fence refused this
@@ -283,18 +303,22 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	int rc;
 
 	for (int attempt = 1;; attempt++) {
-		rc = kiln_ingest_run(p->source_kind == KILN_SOURCE_FILE ? &kiln_source_file : &kiln_source_stdin,
-				     NULL, p, out);
+		rc = kiln_ingest_run(p->source_kind == KILN_SOURCE_FILE ? &kiln_source_file
+		                                                        : &kiln_source_stdin,
+		                     NULL, p, out);
 		if (rc != KILN_EFENCED || p->source_kind != KILN_SOURCE_FILE || attempt == RERUNS)
 			break;
-		KILN_LOG(KILN_LOG_INFO, "rerun", "another run of this source committed first; reading on from there",
-			 KILN_F_STR("source", p->source_name), KILN_F_INT("attempt", attempt));
+		KILN_LOG(KILN_LOG_INFO, "rerun",
+		         "another run of this source committed first; reading on from there",
+		         KILN_F_STR("source", p->source_name), KILN_F_INT("attempt", attempt));
 	}
 	if (rc == KILN_EFENCED)
-		rc = kiln_error_set(KILN_EFENCED,
-				    "%s@%s: another run of source %s committed first%s; nothing of this run was committed",
-				    p->dataset, p->branch, p->source_name,
-				    p->source_kind == KILN_SOURCE_FILE ? " every time it was read again"
-								       : " (stdin cannot be read again: send this input again)");
+		rc = kiln_error_set(
+		    KILN_EFENCED,
+		    "%s@%s: another run of source %s committed first%s; nothing of this run was committed",
+		    p->dataset, p->branch, p->source_name,
+		    p->source_kind == KILN_SOURCE_FILE
+		        ? " every time it was read again"
+		        : " (stdin cannot be read again: send this input again)");
 	return rc;
 }

@@ -39,7 +39,7 @@ static bool number_of(const char *text, double *out)
 }
 
 int kiln_gates_check(const kiln_gates *g, const kiln_stats *st, const kiln_mfmt_dataset *ds,
-		     kiln_gate_result *out)
+                     kiln_gate_result *out)
 {
 	int n = 0;
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
@@ -48,8 +48,8 @@ int kiln_gates_check(const kiln_gates *g, const kiln_stats *st, const kiln_mfmt_
 		kiln_gate_result *r = &out[n++];
 		r->pass = st->splits[i].records >= (uint64_t)g->min_records[i];
 		snprintf(r->line, sizeof(r->line), "min_records %s: %llu >= %lld: %s", kiln_split_name(i),
-			 (unsigned long long)st->splits[i].records, (long long)g->min_records[i],
-			 r->pass ? "pass" : "FAIL");
+		         (unsigned long long)st->splits[i].records, (long long)g->min_records[i],
+		         r->pass ? "pass" : "FAIL");
 	}
 	if (g->ratio_tolerance >= 0) {
 		kiln_gate_result *r = &out[n++];
@@ -60,7 +60,7 @@ int kiln_gates_check(const kiln_gates *g, const kiln_stats *st, const kiln_mfmt_
 			double want;
 			if (!number_of(ds->ratios[i], &want))
 				return kiln_error_set(KILN_EINVALID, "dataset.json has no split.ratios.%s",
-						      kiln_split_name(i));
+				                      kiln_split_name(i));
 			double share = (double)st->splits[i].records / (double)st->valid;
 			if (fabs(share - want) > worst) {
 				worst = fabs(share - want);
@@ -68,16 +68,16 @@ int kiln_gates_check(const kiln_gates *g, const kiln_stats *st, const kiln_mfmt_
 			}
 		}
 		r->pass = r->pass && worst <= g->ratio_tolerance;
-		snprintf(r->line, sizeof(r->line), "ratio_tolerance: largest deviation %.4f (%s) <= %.4f: %s", worst,
-			 kiln_split_name(worst_split), g->ratio_tolerance, r->pass ? "pass" : "FAIL");
+		snprintf(r->line, sizeof(r->line), "ratio_tolerance: largest deviation %.4f (%s) <= %.4f: %s",
+		         worst, kiln_split_name(worst_split), g->ratio_tolerance, r->pass ? "pass" : "FAIL");
 	}
 	if (g->max_quarantine_rate >= 0) {
 		kiln_gate_result *r = &out[n++];
 		double rate = st->records_in ? (double)st->quarantined / (double)st->records_in : 0;
 		r->pass = rate <= g->max_quarantine_rate;
-		snprintf(r->line, sizeof(r->line), "max_quarantine_rate: %.4f (%llu of %llu) <= %.4f: %s", rate,
-			 (unsigned long long)st->quarantined, (unsigned long long)st->records_in,
-			 g->max_quarantine_rate, r->pass ? "pass" : "FAIL");
+		snprintf(r->line, sizeof(r->line), "max_quarantine_rate: %.4f (%llu of %llu) <= %.4f: %s",
+		         rate, (unsigned long long)st->quarantined, (unsigned long long)st->records_in,
+		         g->max_quarantine_rate, r->pass ? "pass" : "FAIL");
 	}
 	if (g->contract_version) {
 		kiln_gate_result *r = &out[n++];
@@ -88,8 +88,9 @@ int kiln_gates_check(const kiln_gates *g, const kiln_stats *st, const kiln_mfmt_
 			return kiln_error_set(KILN_EINVALID, "dataset.json has no contract.version");
 		vlen = strlen(version);
 		r->pass = version_matches(g->contract_version, version, vlen);
-		snprintf(r->line, sizeof(r->line), "contract_version: %.*s matches %s: %s", (int)(vlen > 64 ? 64 : vlen),
-			 version, g->contract_version, r->pass ? "pass" : "FAIL");
+		snprintf(r->line, sizeof(r->line), "contract_version: %.*s matches %s: %s",
+		         (int)(vlen > 64 ? 64 : vlen), version, g->contract_version,
+		         r->pass ? "pass" : "FAIL");
 	}
 	return n;
 }

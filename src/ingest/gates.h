@@ -30,7 +30,7 @@ typedef struct kiln_gate_result {
  * to out (at most KILN_GATES_MAX), or a negative error when dataset.json
  * lacks what a gate needs. */
 int kiln_gates_check(const kiln_gates *gates, const kiln_stats *stats, const kiln_mfmt_dataset *dataset,
-		     kiln_gate_result *out);
+                     kiln_gate_result *out);
 
 /* No gate set. */
 void kiln_gates_init(kiln_gates *gates);

@@ -25,7 +25,7 @@ static int consume(void *ctx, kiln_batch *b)
 static int commit(struct loop *l)
 {
 	kiln_ingest *in = &l->in;
-	kiln_snapshot snap = { 0 };
+	kiln_snapshot snap = {0};
 	int rc;
 
 	if ((rc = kiln_sink_finish_shards(&in->sink)) < 0 || (rc = kiln_sink_flush_quarantine(&in->sink)) < 0)
@@ -42,16 +42,17 @@ static int commit(struct loop *l)
 
 int kiln_ingest_run(const kiln_source *source, const void *args, const kiln_pipeline *p, kiln_run_result *out)
 {
-	struct loop l = { .source = source, .in = { .p = p, .out = out } };
-	kiln_sink_options sopt = { .delta = &out->delta, .consume = consume, .ctx = &l };
+	struct loop l = {.source = source, .in = {.p = p, .out = out}};
+	kiln_sink_options sopt = {.delta = &out->delta, .consume = consume, .ctx = &l};
 	int rc;
 
 	assert(source->version == KILN_SOURCE_VERSION);
 	memset(out, 0, sizeof(*out));
 	if ((rc = kiln_run_setup_open(&l.in.setup, p)) < 0 || (rc = source->open(&l.src, &l.in, args)) <= 0)
 		goto cleanup;
-	if ((rc = kiln_sink_open(&l.in.sink, &l.in.setup, &sopt)) < 0 || (rc = source->read(l.src, &l.in)) < 0 ||
-	    (rc = kiln_curate_pool_drain(l.in.sink.pool)) < 0 || (rc = source->end(l.src, &l.in)) <= 0)
+	if ((rc = kiln_sink_open(&l.in.sink, &l.in.setup, &sopt)) < 0 ||
+	    (rc = source->read(l.src, &l.in)) < 0 || (rc = kiln_curate_pool_drain(l.in.sink.pool)) < 0 ||
+	    (rc = source->end(l.src, &l.in)) <= 0)
 		goto cleanup;
 	rc = commit(&l);
 

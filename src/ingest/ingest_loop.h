@@ -22,6 +22,6 @@ typedef struct kiln_ingest {
 /* Runs `source` (with its args) over `pipeline`: out is zeroed, then holds
  * what was read and the commit ("" when none). 0, or the first error. */
 int kiln_ingest_run(const kiln_source *source, const void *args, const kiln_pipeline *pipeline,
-		    kiln_run_result *out);
+                    kiln_run_result *out);
 
 #endif

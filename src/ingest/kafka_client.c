@@ -10,7 +10,6 @@
 #include "core/error.h"
 #include "core/log.h"
 
-
 /* Messages fetched but never polled when the consumer closes: kiln_kafka_client_close
  * serves the close queue with callbacks, and librdkafka aborts on a message
  * there when no consume callback is set (rd_kafka_q_serve: "res !=
@@ -30,9 +29,9 @@ static void kafka_error(rd_kafka_t *rk, int err, const char *reason, void *opaqu
 
 	(void)rk;
 	if (kiln_log_limiter_allow(&lim, 10, &suppressed))
-		KILN_LOG(err == RD_KAFKA_RESP_ERR__FATAL ? KILN_LOG_ERROR : KILN_LOG_WARN, "broker_error", reason,
-			 KILN_F_STR("brokers", r->p->brokers), KILN_F_STR("code", rd_kafka_err2name(err)),
-			 KILN_F_INT("suppressed", suppressed));
+		KILN_LOG(err == RD_KAFKA_RESP_ERR__FATAL ? KILN_LOG_ERROR : KILN_LOG_WARN, "broker_error",
+		         reason, KILN_F_STR("brokers", r->p->brokers),
+		         KILN_F_STR("code", rd_kafka_err2name(err)), KILN_F_INT("suppressed", suppressed));
 }
 
 static void kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
@@ -42,8 +41,8 @@ static void kafka_log(const rd_kafka_t *rk, int level, const char *fac, const ch
 
 	(void)rk;
 	if (level <= 4 && kiln_log_limiter_allow(&lim, 10, &suppressed))
-		KILN_LOG(level <= 3 ? KILN_LOG_ERROR : KILN_LOG_WARN, "librdkafka", buf, KILN_F_STR("facility", fac),
-			 KILN_F_INT("suppressed", suppressed));
+		KILN_LOG(level <= 3 ? KILN_LOG_ERROR : KILN_LOG_WARN, "librdkafka", buf,
+		         KILN_F_STR("facility", fac), KILN_F_INT("suppressed", suppressed));
 }
 
 /* ---- the consumer --------------------------------------------------------- */
@@ -83,11 +82,11 @@ static int kafka_conf(rd_kafka_conf_t **out, const kiln_pipeline *p, bool consum
 	for (size_t i = 0; i < p->kafka_option_count; i++) {
 		/* consumer-only or producer-only properties are warnings for the other */
 		char err[512];
-		rd_kafka_conf_res_t res =
-			rd_kafka_conf_set(conf, p->kafka_options[i].name, p->kafka_options[i].value, err, sizeof(err));
+		rd_kafka_conf_res_t res = rd_kafka_conf_set(conf, p->kafka_options[i].name,
+		                                            p->kafka_options[i].value, err, sizeof(err));
 		if (res != RD_KAFKA_CONF_OK) {
 			rc = kiln_error_set(KILN_EINVALID, "%s: source.options.%s: %s", p->file,
-					    p->kafka_options[i].name, err);
+			                    p->kafka_options[i].name, err);
 			goto fail;
 		}
 	}
@@ -111,7 +110,8 @@ int kiln_kafka_client_open(struct krun *r)
 		return rc;
 	rd_kafka_conf_set_opaque(conf, r);
 	rd_kafka_conf_set_rebalance_cb(conf, kiln_kafka_rebalance);
-	rd_kafka_conf_set_consume_cb(conf, drop_unread); /* only kiln_kafka_client_close serves with callbacks */
+	rd_kafka_conf_set_consume_cb(conf,
+	                             drop_unread); /* only kiln_kafka_client_close serves with callbacks */
 	rd_kafka_conf_set_error_cb(conf, kafka_error);
 	rd_kafka_conf_set_log_cb(conf, kafka_log);
 	if (!(r->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr)))) {
@@ -185,7 +185,7 @@ bool kiln_kafka_client_unreachable(struct krun *r, int64_t started)
 		return false;
 	r->fatal = KILN_EIO;
 	snprintf(r->fatal_msg, sizeof(r->fatal_msg),
-		 "%s: no broker answered within source.connect_timeout (%u s); nothing was read", r->p->brokers,
-		 r->p->connect_timeout);
+	         "%s: no broker answered within source.connect_timeout (%u s); nothing was read",
+	         r->p->brokers, r->p->connect_timeout);
 	return true;
 }

@@ -31,7 +31,8 @@ static int http_healthz(void *ctx, const kiln_http_request *req, kiln_http_respo
 	res->content_type = "text/plain; charset=utf-8";
 	if (r->fatal || idle > 60000) {
 		res->status = 503;
-		return kiln_buf_printf(&res->body, "unhealthy: %s\n", r->fatal ? "stopping" : "main loop stalled");
+		return kiln_buf_printf(&res->body, "unhealthy: %s\n",
+		                       r->fatal ? "stopping" : "main loop stalled");
 	}
 	res->status = 200;
 	return kiln_buf_puts(&res->body, "ok\n");
@@ -62,8 +63,8 @@ static int http_snapshot(void *ctx, const kiln_http_request *req, kiln_http_resp
 		kiln_buf_puts(&res->body, "}\n");
 	} else {
 		res->status = 200;
-		kiln_buf_printf(&res->body, "{\"commit\":\"%s\",\"dataset\":\"%s\",\"branch\":\"%s\"}\n", r->req_commit,
-				r->p->dataset, r->p->branch);
+		kiln_buf_printf(&res->body, "{\"commit\":\"%s\",\"dataset\":\"%s\",\"branch\":\"%s\"}\n",
+		                r->req_commit, r->p->dataset, r->p->branch);
 	}
 	pthread_mutex_unlock(&r->req_lock);
 	return 0;
@@ -83,7 +84,7 @@ bool kiln_kafka_snapshot_requested(struct krun *r, uint64_t *ticket)
  * tip is not what was asked for. */
 void kiln_kafka_snapshot_answered(struct krun *r, uint64_t ticket, int rc)
 {
-	kiln_version tip = { 0 };
+	kiln_version tip = {0};
 	char spec[300], error[512] = "";
 
 	if (rc < 0)
@@ -114,14 +115,14 @@ int kiln_kafka_http_start(struct krun *r)
 	if (!p->metrics_listen)
 		return 0;
 	const kiln_http_route routes[] = {
-		{ "GET", "/metrics", http_metrics, r },
-		{ "GET", "/healthz", http_healthz, r },
-		{ "POST", "/v1/snapshot", http_snapshot, r },
+	    {"GET", "/metrics", http_metrics, r},
+	    {"GET", "/healthz", http_healthz, r},
+	    {"POST", "/v1/snapshot", http_snapshot, r},
 	};
 	if ((rc = kiln_http_server_start(&r->http, p->metrics_listen, routes, 3)) < 0)
 		return rc;
 	KILN_LOG(KILN_LOG_INFO, "listening", NULL, KILN_F_STR("listen", p->metrics_listen),
-		 KILN_F_INT("port", kiln_http_server_port(r->http)));
+	         KILN_F_INT("port", kiln_http_server_port(r->http)));
 	return 0;
 }
 

@@ -40,8 +40,8 @@ struct part {
 
 struct metrics {
 	kiln_metrics *m;
-	kiln_counter *in, *valid, *bytes, *commits, *commit_failures, *commit_retries, *gaps, *gap_offsets, *dead_letters,
-		*rebalances, *abandoned;
+	kiln_counter *in, *valid, *bytes, *commits, *commit_failures, *commit_retries, *gaps, *gap_offsets,
+	    *dead_letters, *rebalances, *abandoned;
 	kiln_counter *quarantined[KILN_REJECT_COUNT_];
 	kiln_histogram *batch_seconds, *snapshot_seconds;
 	kiln_gauge *partitions, *up;
@@ -56,14 +56,14 @@ struct krun {
 	struct part **parts;
 	size_t nparts, parts_cap;
 	kiln_stats delta; /* since the last snapshot */
-	uint64_t pending;  /* records consumed since the last snapshot */
+	uint64_t pending; /* records consumed since the last snapshot */
 	int64_t last_snapshot_ms;
 	int64_t drain_until_ms; /* when the watchdog ends the drain (0: not draining) */
-	int fatal;           /* a gap under on_gap: stop, or another reason to end the run */
-	bool ever_assigned;  /* the group gave this member an assignment (even an empty one) */
-	bool reached;        /* a broker answered (metadata or an assignment) */
+	int fatal;              /* a gap under on_gap: stop, or another reason to end the run */
+	bool ever_assigned;     /* the group gave this member an assignment (even an empty one) */
+	bool reached;           /* a broker answered (metadata or an assignment) */
 	char fatal_msg[512];
-	char failing[512];   /* why the last snapshot or batch failed, until a commit ("": none) */
+	char failing[512];           /* why the last snapshot or batch failed, until a commit ("": none) */
 	struct watermarks *wm_stuck; /* a watermark query that outlived its wait, or NULL */
 	_Atomic int dlq_failed;
 	kiln_run_result *out;
@@ -89,7 +89,7 @@ static inline int64_t now_ms(void)
 
 /* kafka_run.c: librdkafka's rebalance callback (opaque: the struct krun). */
 void kiln_kafka_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *list,
-			  void *opaque);
+                          void *opaque);
 
 /* kafka_client.c: the consumer (subscribed to the pipeline's topics) and,
  * with a dead-letter topic, its producer, with kiln's settings and the
@@ -106,7 +106,8 @@ int kiln_kafka_dead_letter_flush(struct krun *r);
 /* kafka_watermarks.c: watermark queries bounded in time. */
 void kiln_kafka_watermarks_unref(struct watermarks *w);
 bool kiln_kafka_watermarks_free_to_ask(struct krun *r);
-rd_kafka_resp_err_t kiln_kafka_watermarks_query(struct krun *r, const struct part *pt, int64_t *lo, int64_t *hi);
+rd_kafka_resp_err_t kiln_kafka_watermarks_query(struct krun *r, const struct part *pt, int64_t *lo,
+                                                int64_t *hi);
 
 /* kafka_metrics.c: the run's counters, histograms and gauges. */
 int kiln_kafka_metrics_new(struct metrics *mx);

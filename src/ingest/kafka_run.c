@@ -75,9 +75,9 @@ static struct part *part_get(struct krun *r, const char *topic, int32_t partitio
 	kiln_buf_printf(&labels, ",partition=\"%" PRId32 "\"", partition);
 	kiln_buf_putc(&labels, '\0');
 	if (labels.ptr)
-		pt->lag = kiln_metrics_gauge(r->mx.m, "kiln_consumer_lag",
-					     "Records in the partition not yet consumed (high watermark - position)",
-					     labels.ptr);
+		pt->lag = kiln_metrics_gauge(
+		    r->mx.m, "kiln_consumer_lag",
+		    "Records in the partition not yet consumed (high watermark - position)", labels.ptr);
 	kiln_buf_free(&labels);
 	r->parts[r->nparts++] = pt;
 	return pt;
@@ -113,7 +113,7 @@ static int note_lineage(void *ctx, const kiln_lineage_entry *e)
  * (NULL: every known one). */
 static int read_lineage(struct krun *r, const rd_kafka_topic_partition_list_t *only)
 {
-	struct lineage_seen s = { r, only };
+	struct lineage_seen s = {r, only};
 
 	for (size_t i = 0; i < r->nparts; i++)
 		if (!only || listed(only, r->parts[i])) {
@@ -215,9 +215,9 @@ static int add_message(struct krun *r, struct part *pt, rd_kafka_message_t *m)
 		raw->partition = pt->partition;
 		raw->offset = m->offset;
 		raw->timestamp = rd_kafka_message_timestamp(m, &tstype);
-		raw->timestamp_type = tstype == RD_KAFKA_TIMESTAMP_CREATE_TIME	   ? 1
-				      : tstype == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME ? 2
-										     : 0;
+		raw->timestamp_type = tstype == RD_KAFKA_TIMESTAMP_CREATE_TIME       ? 1
+		                      : tstype == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME ? 2
+		                                                                     : 0;
 		raw->key = m->key;
 		raw->key_len = m->key_len;
 		raw->null_key = m->key == NULL;
@@ -238,8 +238,11 @@ static int add_message(struct krun *r, struct part *pt, rd_kafka_message_t *m)
 				size_t size;
 
 				rd_kafka_header_get_all(hdrs, k, &name, &value, &size);
-				h = (kiln_raw_header){ .name = name, .name_len = strlen(name), .value = value,
-						       .value_len = size, .null_value = value == NULL };
+				h = (kiln_raw_header){.name = name,
+				                      .name_len = strlen(name),
+				                      .value = value,
+				                      .value_len = size,
+				                      .null_value = value == NULL};
 				if ((rc = kiln_buf_put(&b->in, (const char *)&h, sizeof(h))) < 0)
 					return rc;
 			}
@@ -298,8 +301,9 @@ static void plan_resume(struct krun *r, struct part *pt)
 		return;
 	err = kiln_kafka_watermarks_query(r, pt, &lo, &hi);
 	if (err) {
-		KILN_LOG(KILN_LOG_WARN, "watermarks_unknown", rd_kafka_err2str(err), KILN_F_STR("brokers", r->p->brokers),
-			 KILN_F_STR("topic", pt->topic), KILN_F_INT("partition", pt->partition));
+		KILN_LOG(KILN_LOG_WARN, "watermarks_unknown", rd_kafka_err2str(err),
+		         KILN_F_STR("brokers", r->p->brokers), KILN_F_STR("topic", pt->topic),
+		         KILN_F_INT("partition", pt->partition));
 		return;
 	}
 	if (pt->committed < 0) {
@@ -311,14 +315,15 @@ static void plan_resume(struct krun *r, struct part *pt)
 	}
 	if (pt->committed > hi) {
 		KILN_LOG(KILN_LOG_ERROR, "behind_lineage", "the partition ends before the resume offset",
-			 KILN_F_STR("topic", pt->topic), KILN_F_INT("partition", pt->partition),
-			 KILN_F_INT("resume", pt->committed), KILN_F_INT("end", hi));
+		         KILN_F_STR("topic", pt->topic), KILN_F_INT("partition", pt->partition),
+		         KILN_F_INT("resume", pt->committed), KILN_F_INT("end", hi));
 		r->fatal = KILN_EINVALID;
 		snprintf(r->fatal_msg, sizeof(r->fatal_msg),
-			 "%s: %s/%" PRId32 " ends at offset %" PRId64 ", before %" PRId64
-			 " where lineage.json on %s/%s resumes: the topic was recreated or truncated; "
-			 "curate it onto a new branch or dataset",
-			 r->p->brokers, pt->topic, pt->partition, hi, pt->committed, r->p->dataset, r->p->branch);
+		         "%s: %s/%" PRId32 " ends at offset %" PRId64 ", before %" PRId64
+		         " where lineage.json on %s/%s resumes: the topic was recreated or truncated; "
+		         "curate it onto a new branch or dataset",
+		         r->p->brokers, pt->topic, pt->partition, hi, pt->committed, r->p->dataset,
+		         r->p->branch);
 		return;
 	}
 	if (pt->committed >= lo)
@@ -326,16 +331,17 @@ static void plan_resume(struct krun *r, struct part *pt)
 	kiln_counter_add(r->mx.gaps, 1);
 	kiln_counter_add(r->mx.gap_offsets, (uint64_t)(lo - pt->committed));
 	KILN_LOG(KILN_LOG_ERROR, "gap", "the resume offset has expired from the topic",
-		 KILN_F_STR("topic", pt->topic), KILN_F_INT("partition", pt->partition),
-		 KILN_F_INT("first", pt->committed), KILN_F_INT("last", lo - 1),
-		 KILN_F_STR("policy", r->p->on_gap == KILN_GAP_SKIP ? "skip" : "stop"));
+	         KILN_F_STR("topic", pt->topic), KILN_F_INT("partition", pt->partition),
+	         KILN_F_INT("first", pt->committed), KILN_F_INT("last", lo - 1),
+	         KILN_F_STR("policy", r->p->on_gap == KILN_GAP_SKIP ? "skip" : "stop"));
 	if (r->p->on_gap != KILN_GAP_SKIP) {
 		r->fatal = KILN_EINVALID;
-		snprintf(r->fatal_msg, sizeof(r->fatal_msg),
-			 "%s: %s/%" PRId32 ": offsets %" PRId64 "-%" PRId64
-			 " expired before they were read (source.on_gap: stop; set skip to go on from %" PRId64
-			 ", recorded in lineage.json)",
-			 r->p->brokers, pt->topic, pt->partition, pt->committed, lo - 1, lo);
+		snprintf(
+		    r->fatal_msg, sizeof(r->fatal_msg),
+		    "%s: %s/%" PRId32 ": offsets %" PRId64 "-%" PRId64
+		    " expired before they were read (source.on_gap: stop; set skip to go on from %" PRId64
+		    ", recorded in lineage.json)",
+		    r->p->brokers, pt->topic, pt->partition, pt->committed, lo - 1, lo);
 		return;
 	}
 	pt->gaps++;
@@ -360,7 +366,8 @@ static void seek_back(struct krun *r)
 		struct part *pt = r->parts[i];
 		if (!pt->assigned)
 			continue;
-		rd_kafka_topic_partition_list_add(list, pt->topic, pt->partition)->offset = resume_offset(r, pt);
+		rd_kafka_topic_partition_list_add(list, pt->topic, pt->partition)->offset =
+		    resume_offset(r, pt);
 		pt->eof = false;
 	}
 	if (list->cnt && (error = rd_kafka_seek_partitions(r->rk, list, 10000))) {
@@ -398,12 +405,11 @@ static int abandon(struct krun *r, const char *why)
 
 /* ---- snapshots ------------------------------------------------------------ */
 
-
 /* Commits what was consumed since the last snapshot. 1: committed, 0:
  * nothing to commit, < 0: failed (the caller abandons). */
 static int snapshot(struct krun *r, const char *why)
 {
-	kiln_snapshot snap = { 0 };
+	kiln_snapshot snap = {0};
 	kiln_lineage_entry *lineage = NULL;
 	kiln_stats *d = &r->delta;
 	size_t n = 0, shards = 0;
@@ -421,9 +427,13 @@ static int snapshot(struct krun *r, const char *why)
 		if (pt->consumed < 0 && !pt->move_pending)
 			continue;
 		lineage[n++] = (kiln_lineage_entry){
-			.topic = pt->topic, .partition = pt->partition,
-			.next = pt->consumed >= 0 ? pt->consumed : pt->position,
-			.gaps = pt->gaps, .skipped = pt->skipped, .fenced = true, .expect_next = pt->committed,
+		    .topic = pt->topic,
+		    .partition = pt->partition,
+		    .next = pt->consumed >= 0 ? pt->consumed : pt->position,
+		    .gaps = pt->gaps,
+		    .skipped = pt->skipped,
+		    .fenced = true,
+		    .expect_next = pt->committed,
 		};
 	}
 	if (n == 0) {
@@ -453,7 +463,8 @@ static int snapshot(struct krun *r, const char *why)
 		pt->consumed = -1;
 		pt->move_pending = false;
 		if (pt->assigned)
-			rd_kafka_topic_partition_list_add(offsets, pt->topic, pt->partition)->offset = pt->committed;
+			rd_kafka_topic_partition_list_add(offsets, pt->topic, pt->partition)->offset =
+			    pt->committed;
 	}
 	if (offsets->cnt)
 		rd_kafka_commit(r->rk, offsets, 1);
@@ -475,9 +486,10 @@ static int snapshot(struct krun *r, const char *why)
 	memcpy(o->commit, commit, sizeof(commit));
 	kiln_counter_add(r->mx.commits, 1);
 	kiln_histogram_observe(r->mx.snapshot_seconds, (double)(now_ms() - started) / 1000.0);
-	KILN_LOG(KILN_LOG_INFO, "snapshot", why, KILN_F_STR("commit", commit), KILN_F_INT("records", d->records_in),
-		 KILN_F_INT("valid", d->valid), KILN_F_INT("quarantined", d->quarantined),
-		 KILN_F_INT("shards", shards), KILN_F_INT("partitions", n));
+	KILN_LOG(KILN_LOG_INFO, "snapshot", why, KILN_F_STR("commit", commit),
+	         KILN_F_INT("records", d->records_in), KILN_F_INT("valid", d->valid),
+	         KILN_F_INT("quarantined", d->quarantined), KILN_F_INT("shards", shards),
+	         KILN_F_INT("partitions", n));
 	memset(d, 0, sizeof(*d));
 	r->pending = 0;
 	r->failing[0] = '\0';
@@ -538,7 +550,7 @@ static void on_assign(struct krun *r, rd_kafka_topic_partition_list_t *list)
 		plan_resume(r, pt);
 		list->elems[i].offset = resume_offset(r, pt);
 		KILN_LOG(KILN_LOG_INFO, "assigned", NULL, KILN_F_STR("topic", pt->topic),
-			 KILN_F_INT("partition", pt->partition), KILN_F_INT("resume", list->elems[i].offset));
+		         KILN_F_INT("partition", pt->partition), KILN_F_INT("resume", list->elems[i].offset));
 	}
 	kiln_gauge_add(r->mx.partitions, list->cnt);
 }
@@ -563,7 +575,7 @@ static void on_revoke(struct krun *r, rd_kafka_topic_partition_list_t *list, boo
 		pt->move_pending = false;
 		kiln_gauge_set(pt->lag, 0); /* its new owner reports it */
 		KILN_LOG(KILN_LOG_INFO, "revoked", lost ? "lost" : NULL, KILN_F_STR("topic", pt->topic),
-			 KILN_F_INT("partition", pt->partition), KILN_F_INT("committed", pt->committed));
+		         KILN_F_INT("partition", pt->partition), KILN_F_INT("committed", pt->committed));
 	}
 	/* what is abandoned is read again only from the partitions still owned:
 	 * those revoked are neither asked for watermarks nor sought (with the
@@ -571,7 +583,8 @@ static void on_revoke(struct krun *r, rd_kafka_topic_partition_list_t *list, boo
 	if (lost)
 		rc = abandon(r, "the assignment was lost");
 	else if (rc < 0 && rc != KILN_EINVALID && rc != KILN_ENOMEM)
-		rc = failed(r, "snapshot_failed", "the snapshot failed; reading again from the last commit", -1);
+		rc = failed(r, "snapshot_failed", "the snapshot failed; reading again from the last commit",
+		            -1);
 	if (rc < 0 && !r->fatal) {
 		r->fatal = rc;
 		snprintf(r->fatal_msg, sizeof(r->fatal_msg), "%s", kiln_error_last());
@@ -579,7 +592,8 @@ static void on_revoke(struct krun *r, rd_kafka_topic_partition_list_t *list, boo
 	kiln_gauge_add(r->mx.partitions, -(double)list->cnt);
 }
 
-void kiln_kafka_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *list, void *opaque)
+void kiln_kafka_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *list,
+                          void *opaque)
 {
 	struct krun *r = opaque;
 	bool cooperative = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
@@ -606,8 +620,6 @@ void kiln_kafka_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topi
 	}
 }
 
-
-
 /* A message or an event from the consumer. */
 static int handle(struct krun *r, rd_kafka_message_t *m)
 {
@@ -622,7 +634,8 @@ static int handle(struct krun *r, rd_kafka_message_t *m)
 		rd_kafka_message_destroy(m);
 		return 0;
 	}
-	if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET || m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) {
+	if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
+	    m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) {
 		/* the position expired while this run read the partition */
 		rd_kafka_message_destroy(m);
 		if (!pt)
@@ -632,8 +645,9 @@ static int handle(struct krun *r, rd_kafka_message_t *m)
 	if (m->err) {
 		if (kiln_log_limiter_allow(&lim, 10, &suppressed))
 			KILN_LOG(KILN_LOG_WARN, "consume_error", rd_kafka_message_errstr(m),
-				 KILN_F_STR("brokers", r->p->brokers), KILN_F_STR("code", rd_kafka_err2name(m->err)),
-				 KILN_F_INT("suppressed", suppressed));
+			         KILN_F_STR("brokers", r->p->brokers),
+			         KILN_F_STR("code", rd_kafka_err2name(m->err)),
+			         KILN_F_INT("suppressed", suppressed));
 		rd_kafka_message_destroy(m);
 		return 0;
 	}
@@ -668,8 +682,6 @@ static bool caught_up(const struct krun *r)
 	return assigned > 0;
 }
 
-
-
 #define POLL_RUN 1024
 
 static int loop(struct krun *r)
@@ -685,8 +697,8 @@ static int loop(struct krun *r)
 		int64_t now = now_ms();
 		bool waiting = r->pending || moves_pending(r);
 		bool due = (p->snapshot_records && r->pending >= p->snapshot_records) ||
-			   (p->snapshot_seconds && waiting &&
-			    now - r->last_snapshot_ms >= (int64_t)p->snapshot_seconds * 1000);
+		           (p->snapshot_seconds && waiting &&
+		            now - r->last_snapshot_ms >= (int64_t)p->snapshot_seconds * 1000);
 
 		r->heartbeat_ms = now;
 		if (asked || due) {
@@ -698,9 +710,11 @@ static int loop(struct krun *r)
 			if (ticket)
 				kiln_kafka_snapshot_answered(r, ticket, rc);
 			if (rc < 0) {
-				backoff_ms = backoff_ms ? (backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2) : 500;
-				if ((rc = failed(r, "snapshot_failed", "the snapshot failed; reading again from the last commit",
-						 backoff_ms)) < 0)
+				backoff_ms =
+				    backoff_ms ? (backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2) : 500;
+				if ((rc = failed(r, "snapshot_failed",
+				                 "the snapshot failed; reading again from the last commit",
+				                 backoff_ms)) < 0)
 					return rc;
 				for (int64_t t = 0; t < backoff_ms && !*r->o->stop; t += 100)
 					usleep(100000);
@@ -724,12 +738,13 @@ static int loop(struct krun *r)
 		if (now / 1000 != now_ms() / 1000)
 			kiln_kafka_metrics_update_lag(r);
 		continue;
-fail:
+	fail:
 		if (rc == KILN_EINVALID || rc == KILN_ENOMEM)
 			return rc;
 		backoff_ms = backoff_ms ? (backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2) : 500;
-		if ((rc = failed(r, "batch_failed", "a batch could not be landed; reading again from the last commit",
-				 backoff_ms)) < 0)
+		if ((rc = failed(r, "batch_failed",
+		                 "a batch could not be landed; reading again from the last commit",
+		                 backoff_ms)) < 0)
 			return rc;
 		for (int64_t t = 0; t < backoff_ms && !*r->o->stop; t += 100)
 			usleep(100000);
@@ -745,7 +760,7 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 	struct krun *r = calloc(1, sizeof(*r));
 	static volatile sig_atomic_t never;
 	kiln_kafka_run_options opts = *o;
-	struct kiln_kafka_watchdog dog = { .seconds = p->drain_seconds, .deadline_ms = -1 };
+	struct kiln_kafka_watchdog dog = {.seconds = p->drain_seconds, .deadline_ms = -1};
 	pthread_t dog_thread;
 	bool dog_started = false;
 	uint64_t ticket;
@@ -764,14 +779,15 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 	pthread_mutex_init(&r->req_lock, NULL);
 	pthread_cond_init(&r->req_cond, NULL);
 	r->heartbeat_ms = now_ms();
-	kiln_sink_options sopt = { .delta = &r->delta, .consume = consume, .ctx = r, .raw_zone = p->raw_zone };
+	kiln_sink_options sopt = {.delta = &r->delta, .consume = consume, .ctx = r, .raw_zone = p->raw_zone};
 	if ((rc = kiln_kafka_metrics_new(&r->mx)) < 0 || (rc = kiln_run_setup_open(&r->setup, p)) < 0 ||
 	    (rc = kiln_sink_open(&r->sink, &r->setup, &sopt)) < 0 || (rc = kiln_kafka_http_start(r)) < 0 ||
 	    (rc = kiln_kafka_client_open(r)) < 0)
 		goto cleanup;
 	kiln_gauge_set(r->mx.up, 1);
-	KILN_LOG(KILN_LOG_INFO, "started", NULL, KILN_F_STR("dataset", p->dataset), KILN_F_STR("branch", p->branch),
-		 KILN_F_STR("brokers", p->brokers), KILN_F_STR("group", p->group));
+	KILN_LOG(KILN_LOG_INFO, "started", NULL, KILN_F_STR("dataset", p->dataset),
+	         KILN_F_STR("branch", p->branch), KILN_F_STR("brokers", p->brokers),
+	         KILN_F_STR("group", p->group));
 
 	rc = loop(r);
 
@@ -784,7 +800,8 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 		if (rc == 0)
 			rc = final;
 	}
-	if (kiln_kafka_snapshot_requested(r, &ticket)) /* asked for during the loop's last turn or the drain */
+	if (kiln_kafka_snapshot_requested(r,
+	                                  &ticket)) /* asked for during the loop's last turn or the drain */
 		kiln_kafka_snapshot_answered(r, ticket, final);
 	kiln_gauge_set(r->mx.up, 0);
 	/* closing the consumer revokes: nothing is pending, so nothing commits.
@@ -794,22 +811,25 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 	 * session.timeout.ms). The same for a close the group does not answer
 	 * in time, and for a consumer a watermark query still holds. */
 	if (!r->ever_assigned && rd_kafka_version() < 0x020300ff) {
-		KILN_LOG(KILN_LOG_INFO, "left_unclosed", "never assigned; librdkafka < 2.3 cannot close such a member");
+		KILN_LOG(KILN_LOG_INFO, "left_unclosed",
+		         "never assigned; librdkafka < 2.3 cannot close such a member");
 		left_open = r->rk; /* not destroyed either, for the same reason; still reachable */
 		r->rk = NULL;
 	} else if (!kiln_kafka_watermarks_free_to_ask(r)) {
-		KILN_LOG(KILN_LOG_INFO, "left_unclosed", "a watermark query still waits for the broker; leaving without closing");
+		KILN_LOG(KILN_LOG_INFO, "left_unclosed",
+		         "a watermark query still waits for the broker; leaving without closing");
 		left_open = r->rk;
 		r->rk = NULL;
 	} else if (!kiln_kafka_client_close(r, r->drain_until_ms)) {
-		KILN_LOG(KILN_LOG_INFO, "left_unclosed", "the group did not answer in time; leaving without closing");
+		KILN_LOG(KILN_LOG_INFO, "left_unclosed",
+		         "the group did not answer in time; leaving without closing");
 		left_open = r->rk;
 		r->rk = NULL;
 	}
 	if (r->fatal && rc == 0)
 		rc = kiln_error_set(r->fatal, "%s", r->fatal_msg);
-	KILN_LOG(KILN_LOG_INFO, "stopped", rc < 0 ? kiln_error_last() : NULL, KILN_F_INT("records", out->delta.records_in),
-		 KILN_F_STR("commit", out->commit));
+	KILN_LOG(KILN_LOG_INFO, "stopped", rc < 0 ? kiln_error_last() : NULL,
+	         KILN_F_INT("records", out->delta.records_in), KILN_F_STR("commit", out->commit));
 
 cleanup:
 	kiln_kafka_http_stop(r);

@@ -26,6 +26,7 @@ typedef struct kiln_kafka_run_options {
  * and the last commit ("" when none). Returns 0 after a clean stop, or a
  * negative error (a gap under on_gap: stop, a config or key error, a drain
  * that could not commit). */
-int kiln_kafka_run(const kiln_pipeline *pipeline, const kiln_kafka_run_options *options, kiln_run_result *out);
+int kiln_kafka_run(const kiln_pipeline *pipeline, const kiln_kafka_run_options *options,
+                   kiln_run_result *out);
 
 #endif

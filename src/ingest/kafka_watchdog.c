@@ -22,8 +22,8 @@ void *kiln_kafka_watchdog(void *arg)
 	while (!w->done) {
 		if ((*w->stop || w->draining) && now_ms() >= kiln_kafka_watchdog_deadline(w)) {
 			KILN_LOG(KILN_LOG_ERROR, "drain_timeout",
-				 "the last snapshot did not finish in time; exiting without it",
-				 KILN_F_INT("drain_seconds", w->seconds));
+			         "the last snapshot did not finish in time; exiting without it",
+			         KILN_F_INT("drain_seconds", w->seconds));
 			_exit(3);
 		}
 		usleep(50000);

@@ -50,7 +50,8 @@ static void *watermarks_thread(void *arg)
 {
 	struct watermarks *w = arg;
 	int64_t lo = -1, hi = -1;
-	rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(w->rk, w->topic, w->partition, &lo, &hi, WATERMARK_MS);
+	rd_kafka_resp_err_t err =
+	    rd_kafka_query_watermark_offsets(w->rk, w->topic, w->partition, &lo, &hi, WATERMARK_MS);
 
 	pthread_mutex_lock(&w->lock);
 	w->lo = lo;
@@ -82,7 +83,8 @@ bool kiln_kafka_watermarks_free_to_ask(struct krun *r)
 
 /* The partition's oldest and next offsets from the broker, waiting at most
  * WATERMARK_MS (RD_KAFKA_RESP_ERR__TIMED_OUT past that, or once stopping). */
-rd_kafka_resp_err_t kiln_kafka_watermarks_query(struct krun *r, const struct part *pt, int64_t *lo, int64_t *hi)
+rd_kafka_resp_err_t kiln_kafka_watermarks_query(struct krun *r, const struct part *pt, int64_t *lo,
+                                                int64_t *hi)
 {
 	struct watermarks *w;
 	pthread_t thread;

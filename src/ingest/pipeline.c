@@ -25,25 +25,27 @@ typedef struct loader {
 	kiln_config cfg; /* doc, arena and dir for the typed key readers */
 } loader;
 
-static const char *const top_keys[] = { "dataset", "branch", "contract", "schema", "unknown_fields", "source",
-					"pseudonymise", "split", "shards", "store", "manifest", "workers", "promote",
-					"snapshot", "raw", "metrics", "log",
-					NULL };
-static const char *const source_keys[] = { "kind", "path", "name", "max_record_bytes", "max_depth", "brokers",
-					   "topics", "group", "options", "start", "on_gap", "batch",
-					   "dead_letter_topic", "connect_timeout", NULL };
-static const char *const batch_keys[] = { "records", "bytes", "ms", NULL };
-static const char *const snapshot_keys[] = { "records", "seconds", "drain_seconds", NULL };
-static const char *const raw_keys[] = { "enabled", NULL };
-static const char *const metrics_keys[] = { "listen", NULL };
-static const char *const log_keys[] = { "format", "level", NULL };
-static const char *const pseudo_keys[] = { "key_file", "key_env", "key_version", NULL };
-static const char *const split_keys[] = { "key", "salt", "ratios", NULL };
-static const char *const ratio_keys[] = { "train", "dev", "test", NULL };
-static const char *const shard_keys[] = { "target_bytes", "zstd_level", NULL };
-static const char *const promote_keys[] = { "min_records", "ratio_tolerance", "max_quarantine_rate",
-					    "contract_version", NULL };
-static const char *const manifest_keys[] = { "repo", "remote", "author_name", "author_email", "signing_key", NULL };
+static const char *const top_keys[] = {"dataset",  "branch",       "contract", "schema",   "unknown_fields",
+                                       "source",   "pseudonymise", "split",    "shards",   "store",
+                                       "manifest", "workers",      "promote",  "snapshot", "raw",
+                                       "metrics",  "log",          NULL};
+static const char *const source_keys[] = {
+    "kind",  "path",    "name",  "max_record_bytes", "max_depth", "brokers",           "topics",
+    "group", "options", "start", "on_gap",           "batch",     "dead_letter_topic", "connect_timeout",
+    NULL};
+static const char *const batch_keys[] = {"records", "bytes", "ms", NULL};
+static const char *const snapshot_keys[] = {"records", "seconds", "drain_seconds", NULL};
+static const char *const raw_keys[] = {"enabled", NULL};
+static const char *const metrics_keys[] = {"listen", NULL};
+static const char *const log_keys[] = {"format", "level", NULL};
+static const char *const pseudo_keys[] = {"key_file", "key_env", "key_version", NULL};
+static const char *const split_keys[] = {"key", "salt", "ratios", NULL};
+static const char *const ratio_keys[] = {"train", "dev", "test", NULL};
+static const char *const shard_keys[] = {"target_bytes", "zstd_level", NULL};
+static const char *const promote_keys[] = {"min_records", "ratio_tolerance", "max_quarantine_rate",
+                                           "contract_version", NULL};
+static const char *const manifest_keys[] = {"repo",         "remote",      "author_name",
+                                            "author_email", "signing_key", NULL};
 
 /* A topic-like name from a file name: [A-Za-z0-9._-], the rest as '_'. */
 static const char *name_from_path(loader *l, const char *path)
@@ -52,8 +54,8 @@ static const char *name_from_path(loader *l, const char *path)
 	char *s = kiln_arena_printf(l->p->arena, "%s", base ? base + 1 : path);
 
 	for (char *c = s; *c; c++)
-		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
-		      *c == '_' || *c == '-'))
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		      *c == '.' || *c == '_' || *c == '-'))
 			*c = '_';
 	if (!*s || s[0] == '.')
 		return "file";
@@ -78,8 +80,8 @@ static bool topic_ok(const char *s)
 	if (n == 0 || n > 249 || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
 		return false;
 	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '.' ||
-		      *s == '_' || *s == '-'))
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+		      *s == '.' || *s == '_' || *s == '-'))
 			return false;
 	return true;
 }
@@ -92,7 +94,7 @@ static int add_topic(loader *l, const kiln_yaml_node *at, const char *name, size
 
 	if (!topic_ok(t))
 		return kiln_yaml_fail(l->doc, at, "source.topics",
-				      "\"%s\" is not a topic name (letters, digits, '.', '_', '-')", t);
+		                      "\"%s\" is not a topic name (letters, digits, '.', '_', '-')", t);
 	v = kiln_arena_alloc(p->arena, (p->topic_count + 1) * sizeof(*v));
 	if (!v)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
@@ -106,9 +108,14 @@ static int add_topic(loader *l, const kiln_yaml_node *at, const char *name, size
 /* librdkafka 2.0.2 properties that hold a secret (its _RK_SENSITIVE ones,
  * less sasl.username, a path and a public CA certificate): never written
  * in a config, only ${NAME} or NAME_file: PATH. */
-static const char *const secret_options[] = { "sasl.password", "sasl.oauthbearer.client.secret",
-					      "sasl.oauthbearer.config", "ssl.key.password", "ssl.key.pem",
-					      "ssl.keystore.password", "ssl_key", NULL };
+static const char *const secret_options[] = {"sasl.password",
+                                             "sasl.oauthbearer.client.secret",
+                                             "sasl.oauthbearer.config",
+                                             "ssl.key.password",
+                                             "ssl.key.pem",
+                                             "ssl.keystore.password",
+                                             "ssl_key",
+                                             NULL};
 #define SECRET_OPTION_MAX (64u << 10) /* a PEM key with its chain fits */
 
 static bool is_secret_option(const char *name, size_t len)
@@ -123,21 +130,22 @@ static bool is_secret_option(const char *name, size_t len)
  * reader: owner-only regular file), trailing CR/LF removed. The value goes
  * in the arena and is wiped when the pipeline is freed. */
 static int read_secret_option(loader *l, const kiln_yaml_node *at, const char *where, const char *path,
-			      kiln_kafka_option *out)
+                              kiln_kafka_option *out)
 {
 	char *text = NULL, reason[512];
 	size_t len = 0;
 	int rc;
 
 	if ((rc = kiln_secret_read_file(&text, &len, kiln_config_resolve(&l->cfg, path), "secret file",
-					SECRET_OPTION_MAX)) < 0) {
+	                                SECRET_OPTION_MAX)) < 0) {
 		snprintf(reason, sizeof(reason), "%s", kiln_error_last());
 		return kiln_yaml_fail(l->doc, at, where, "%s", reason);
 	}
 	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
 		len--;
 	if (len == 0 || memchr(text, '\0', len))
-		rc = kiln_yaml_fail(l->doc, at, where, "%s: the secret file must hold the value (no NUL byte)", path);
+		rc = kiln_yaml_fail(l->doc, at, where,
+		                    "%s: the secret file must hold the value (no NUL byte)", path);
 	else if (!(out->value = kiln_arena_strndup(l->p->arena, text, len)))
 		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
 	else
@@ -150,9 +158,14 @@ static int read_secret_option(loader *l, const kiln_yaml_node *at, const char *w
  * owns it; a secret property only as ${NAME} or from NAME_file. */
 static int load_kafka_option(loader *l, const kiln_yaml_node *opts, size_t i, kiln_kafka_option *out)
 {
-	static const char *const owned[] = { "bootstrap.servers", "group.id", "enable.auto.commit",
-					     "enable.auto.offset.store", "partition.assignment.strategy",
-					     "auto.offset.reset", "enable.partition.eof", NULL };
+	static const char *const owned[] = {"bootstrap.servers",
+	                                    "group.id",
+	                                    "enable.auto.commit",
+	                                    "enable.auto.offset.store",
+	                                    "partition.assignment.strategy",
+	                                    "auto.offset.reset",
+	                                    "enable.partition.eof",
+	                                    NULL};
 	static const char file_suffix[] = "_file";
 	const char *name = opts->keys[i]->value;
 	const kiln_yaml_node *value = opts->items[i];
@@ -162,7 +175,7 @@ static int load_kafka_option(loader *l, const kiln_yaml_node *opts, size_t i, ki
 	for (const char *const *k = owned; *k; k++)
 		if (strcmp(name, *k) == 0)
 			return kiln_yaml_fail(l->doc, opts->keys[i], where,
-					      "kiln sets this property itself (see docs/PIPELINES.md)");
+			                      "kiln sets this property itself (see docs/PIPELINES.md)");
 	if (value->kind != KILN_YAML_SCALAR)
 		return kiln_yaml_fail(l->doc, value, where, "expected a scalar value");
 	if (len > sizeof(file_suffix) - 1 && strcmp(name + len - (sizeof(file_suffix) - 1), file_suffix) == 0)
@@ -176,18 +189,21 @@ static int load_kafka_option(loader *l, const kiln_yaml_node *opts, size_t i, ki
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
 		if (!is_secret_option(name, base))
 			return kiln_yaml_fail(l->doc, opts->keys[i], where,
-					      "only a secret property takes a _file (see docs/PIPELINES.md)");
+			                      "only a secret property takes a _file (see docs/PIPELINES.md)");
 		if (kiln_yaml_get(opts, prop))
-			return kiln_yaml_fail(l->doc, opts->keys[i], where, "set either %s or %s, not both", prop, name);
+			return kiln_yaml_fail(l->doc, opts->keys[i], where, "set either %s or %s, not both",
+			                      prop, name);
 		if ((rc = kiln_yaml_string(l->doc, value, where, &path)) < 0)
 			return rc;
 		out->name = prop;
 		return read_secret_option(l, value, where, path, out);
 	}
 	if (is_secret_option(name, len) && !value->from_env)
-		return kiln_yaml_fail(l->doc, value, where,
-				      "a secret is never written in the config: use ${NAME} (an environment variable) "
-				      "or %s_file: PATH (a file only its owner can read)", name);
+		return kiln_yaml_fail(
+		    l->doc, value, where,
+		    "a secret is never written in the config: use ${NAME} (an environment variable) "
+		    "or %s_file: PATH (a file only its owner can read)",
+		    name);
 	out->name = name;
 	out->value = value->value;
 	return 0;
@@ -196,18 +212,21 @@ static int load_kafka_option(loader *l, const kiln_yaml_node *opts, size_t i, ki
 static int load_kafka(loader *l, const kiln_yaml_node *src)
 {
 	kiln_pipeline *p = l->p;
-	const kiln_yaml_node *topics = kiln_yaml_get(src, "topics"), *opts = kiln_yaml_get(src, "options"), *n;
+	const kiln_yaml_node *topics = kiln_yaml_get(src, "topics"), *opts = kiln_yaml_get(src, "options"),
+	                     *n;
 	const char *start = NULL, *gap = NULL;
 	int64_t v = 0;
 	int rc;
 
 	if (kiln_yaml_get(src, "path"))
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "path"), "source.path", "a kafka source has no path");
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "path"), "source.path",
+		                      "a kafka source has no path");
 	if ((rc = kiln_config_string(&l->cfg, src, "source", "brokers", true, &p->brokers)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, src, "source", "group", true, &p->group)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, src, "source", "start", false, &start)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, src, "source", "on_gap", false, &gap)) < 0 ||
-	    (rc = kiln_config_string(&l->cfg, src, "source", "dead_letter_topic", false, &p->dead_letter_topic)) < 0)
+	    (rc = kiln_config_string(&l->cfg, src, "source", "dead_letter_topic", false,
+	                             &p->dead_letter_topic)) < 0)
 		return rc;
 	if (!topics || kiln_yaml_is_null(topics))
 		return kiln_yaml_fail(l->doc, src, "source.topics", "required key is missing");
@@ -233,24 +252,28 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 	if (p->topic_count == 0)
 		return kiln_yaml_fail(l->doc, topics, "source.topics", "name at least one topic");
 	if (p->dead_letter_topic && !topic_ok(p->dead_letter_topic))
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "dead_letter_topic"), "source.dead_letter_topic",
-				      "not a topic name (letters, digits, '.', '_', '-')");
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "dead_letter_topic"),
+		                      "source.dead_letter_topic",
+		                      "not a topic name (letters, digits, '.', '_', '-')");
 	for (size_t i = 0; p->dead_letter_topic && i < p->topic_count; i++)
 		if (strcmp(p->topics[i], p->dead_letter_topic) == 0)
 			return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "dead_letter_topic"),
-					      "source.dead_letter_topic", "must not be one of source.topics");
+			                      "source.dead_letter_topic", "must not be one of source.topics");
 	if (start && strcmp(start, "latest") == 0)
 		p->start_latest = true;
 	else if (start && strcmp(start, "earliest") != 0)
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "start"), "source.start", "expected earliest or latest");
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "start"), "source.start",
+		                      "expected earliest or latest");
 	if (gap && strcmp(gap, "skip") == 0)
 		p->on_gap = KILN_GAP_SKIP;
 	else if (gap && strcmp(gap, "stop") != 0)
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "on_gap"), "source.on_gap", "expected stop or skip");
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "on_gap"), "source.on_gap",
+		                      "expected stop or skip");
 	if (opts && !kiln_yaml_is_null(opts)) {
 		kiln_kafka_option *o;
 		if (opts->kind != KILN_YAML_MAPPING)
-			return kiln_yaml_fail(l->doc, opts, "source.options", "expected a mapping of librdkafka properties");
+			return kiln_yaml_fail(l->doc, opts, "source.options",
+			                      "expected a mapping of librdkafka properties");
 		o = kiln_arena_alloc(p->arena, (opts->count + 1) * sizeof(*o));
 		if (!o)
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
@@ -296,7 +319,8 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 	if ((rc = kiln_config_check_keys(&l->cfg, src, "source", source_keys)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, src, "source", "kind", false, &kind)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, src, "source", "name", false, &name)) < 0 ||
-	    (rc = kiln_config_size(&l->cfg, src, "source", "max_record_bytes", 2, &p->max_record_bytes)) < 0 ||
+	    (rc = kiln_config_size(&l->cfg, src, "source", "max_record_bytes", 2, &p->max_record_bytes)) <
+	        0 ||
 	    (rc = kiln_config_int(&l->cfg, src, "source", "max_depth", 1, 100000, &depth)) < 0)
 		return rc;
 	p->max_depth = (uint32_t)depth;
@@ -317,23 +341,26 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 		return load_kafka(l, src);
 	} else {
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "kind"), "source.kind",
-				      "unknown source kind \"%s\" (expected file, stdin or kafka)", kind);
+		                      "unknown source kind \"%s\" (expected file, stdin or kafka)", kind);
 	}
 	for (const char *const *k = source_keys; *k; k++)
 		if (!file_source_key(*k) && kiln_yaml_get(src, *k))
-			return kiln_yaml_fail(l->doc, kiln_yaml_get(src, *k), kiln_config_path(&l->cfg, "source", *k),
-					      "only a kafka source has this key");
+			return kiln_yaml_fail(l->doc, kiln_yaml_get(src, *k),
+			                      kiln_config_path(&l->cfg, "source", *k),
+			                      "only a kafka source has this key");
 	if (name) {
 		for (const char *c = name; *c; c++)
-			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-			      *c == '.' || *c == '_' || *c == '-'))
+			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+			      (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-'))
 				return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "name"), "source.name",
-						      "use letters, digits, '.', '_' and '-' only");
+				                      "use letters, digits, '.', '_' and '-' only");
 		if (!*name || name[0] == '.')
-			return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "name"), "source.name", "must not be empty or start with '.'");
+			return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "name"), "source.name",
+			                      "must not be empty or start with '.'");
 		p->source_name = name;
 	} else {
-		p->source_name = p->source_kind == KILN_SOURCE_STDIN ? "stdin" : name_from_path(l, p->source_path);
+		p->source_name =
+		    p->source_kind == KILN_SOURCE_STDIN ? "stdin" : name_from_path(l, p->source_path);
 	}
 	return 0;
 }
@@ -346,7 +373,8 @@ static int load_pseudonymise(loader *l, const kiln_yaml_node *root)
 	int rc;
 
 	if (!ps || kiln_yaml_is_null(ps))
-		return kiln_yaml_fail(l->doc, root, "pseudonymise", "required key is missing (key_file or key_env)");
+		return kiln_yaml_fail(l->doc, root, "pseudonymise",
+		                      "required key is missing (key_file or key_env)");
 	if ((rc = kiln_config_check_keys(&l->cfg, ps, "pseudonymise", pseudo_keys)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, ps, "pseudonymise", "key_file", false, &p->key_file)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, ps, "pseudonymise", "key_env", false, &p->key_env)) < 0 ||
@@ -354,7 +382,8 @@ static int load_pseudonymise(loader *l, const kiln_yaml_node *root)
 		return rc;
 	if (!p->key_file == !p->key_env)
 		return kiln_yaml_fail(l->doc, ps, "pseudonymise",
-				      "set exactly one of key_file (a 0600 file with 64 hex characters) and key_env (the name of an environment variable)");
+		                      "set exactly one of key_file (a 0600 file with 64 hex characters) and "
+		                      "key_env (the name of an environment variable)");
 	p->key_file = kiln_config_resolve(&l->cfg, p->key_file);
 	p->key_version = (unsigned)version;
 	return 0;
@@ -374,7 +403,8 @@ static int load_split(loader *l, const kiln_yaml_node *root)
 		return rc;
 	ratios = kiln_yaml_get(sp, "ratios");
 	if (!ratios || kiln_yaml_is_null(ratios))
-		return kiln_yaml_fail(l->doc, sp, "split.ratios", "required key is missing (train, dev, test)");
+		return kiln_yaml_fail(l->doc, sp, "split.ratios",
+		                      "required key is missing (train, dev, test)");
 	if ((rc = kiln_config_check_keys(&l->cfg, ratios, "split.ratios", ratio_keys)) < 0)
 		return rc;
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
@@ -393,8 +423,11 @@ static int load_split(loader *l, const kiln_yaml_node *root)
 
 static int load_store(loader *l, const kiln_yaml_node *root)
 {
-	const kiln_store_config_src src = { .doc = l->doc, .arena = l->p->arena, .dir = l->dir,
-					    .docs = "docs/PIPELINES.md", .file = "pipeline file" };
+	const kiln_store_config_src src = {.doc = l->doc,
+	                                   .arena = l->p->arena,
+	                                   .dir = l->dir,
+	                                   .docs = "docs/PIPELINES.md",
+	                                   .file = "pipeline file"};
 
 	return kiln_store_config_load(&src, root, "store", &l->p->store_url, &l->p->store);
 }
@@ -428,15 +461,16 @@ static int load_promote(loader *l, const kiln_yaml_node *root)
 	if ((rc = kiln_config_check_keys(&l->cfg, pr, "promote", promote_keys)) < 0 ||
 	    (rc = get_fraction(l, pr, "ratio_tolerance", &g->ratio_tolerance)) < 0 ||
 	    (rc = get_fraction(l, pr, "max_quarantine_rate", &g->max_quarantine_rate)) < 0 ||
-	    (rc = kiln_config_string(&l->cfg, pr, "promote", "contract_version", false, &g->contract_version)) < 0)
+	    (rc = kiln_config_string(&l->cfg, pr, "promote", "contract_version", false,
+	                             &g->contract_version)) < 0)
 		return rc;
 	mr = kiln_yaml_get(pr, "min_records");
 	if (mr && !kiln_yaml_is_null(mr)) {
 		if ((rc = kiln_config_check_keys(&l->cfg, mr, "promote.min_records", ratio_keys)) < 0)
 			return rc;
 		for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-			if ((rc = kiln_config_int(&l->cfg, mr, "promote.min_records", kiln_split_name(i), 0, INT64_MAX,
-					  &g->min_records[i])) < 0)
+			if ((rc = kiln_config_int(&l->cfg, mr, "promote.min_records", kiln_split_name(i), 0,
+			                          INT64_MAX, &g->min_records[i])) < 0)
 				return rc;
 	}
 	return 0;
@@ -482,10 +516,12 @@ static int load_operations(loader *l, const kiln_yaml_node *root)
 		const kiln_yaml_node *e;
 		if ((rc = kiln_config_check_keys(&l->cfg, n, "raw", raw_keys)) < 0)
 			return rc;
-		if ((e = kiln_yaml_get(n, "enabled")) && (rc = kiln_yaml_bool(l->doc, e, "raw.enabled", &p->raw_zone)) < 0)
+		if ((e = kiln_yaml_get(n, "enabled")) &&
+		    (rc = kiln_yaml_bool(l->doc, e, "raw.enabled", &p->raw_zone)) < 0)
 			return rc;
 		if (p->raw_zone && p->source_kind != KILN_SOURCE_KAFKA)
-			return kiln_yaml_fail(l->doc, e ? e : n, "raw.enabled", "only a kafka source has a raw zone");
+			return kiln_yaml_fail(l->doc, e ? e : n, "raw.enabled",
+			                      "only a kafka source has a raw zone");
 	}
 	if ((n = kiln_yaml_get(root, "metrics")) && !kiln_yaml_is_null(n)) {
 		if ((rc = kiln_config_check_keys(&l->cfg, n, "metrics", metrics_keys)) < 0 ||
@@ -496,7 +532,7 @@ static int load_operations(loader *l, const kiln_yaml_node *root)
 	}
 	if ((n = kiln_yaml_get(root, "log")) && !kiln_yaml_is_null(n)) {
 		const char *level = NULL;
-		static const char *const levels[] = { "debug", "info", "warn", "error" };
+		static const char *const levels[] = {"debug", "info", "warn", "error"};
 
 		if ((rc = kiln_config_check_keys(&l->cfg, n, "log", log_keys)) < 0 ||
 		    (rc = kiln_config_string(&l->cfg, n, "log", "format", false, &format)) < 0 ||
@@ -509,13 +545,14 @@ static int load_operations(loader *l, const kiln_yaml_node *root)
 				i++;
 			if (i == 4)
 				return kiln_yaml_fail(l->doc, kiln_yaml_get(n, "level"), "log.level",
-						      "expected debug, info, warn or error");
+				                      "expected debug, info, warn or error");
 			p->log_level = (kiln_log_level)i;
 		}
 		if (format && strcmp(format, "text") == 0)
 			p->log_json = false;
 		else if (format && strcmp(format, "json") != 0)
-			return kiln_yaml_fail(l->doc, kiln_yaml_get(n, "format"), "log.format", "expected json or text");
+			return kiln_yaml_fail(l->doc, kiln_yaml_get(n, "format"), "log.format",
+			                      "expected json or text");
 	}
 	return 0;
 }
@@ -538,13 +575,14 @@ static int load(loader *l)
 	    (rc = kiln_config_string(&l->cfg, root, NULL, "unknown_fields", false, &unknown)) < 0)
 		return rc;
 	if (!kiln_mfmt_name_valid(p->dataset))
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "dataset"), "dataset",
-				      "use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit");
+		return kiln_yaml_fail(
+		    l->doc, kiln_yaml_get(root, "dataset"), "dataset",
+		    "use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit");
 	if (!p->branch)
 		p->branch = "main";
 	else if (!kiln_mfmt_name_valid(p->branch))
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "branch"), "branch",
-				      "use lower-case letters, digits, '.', '_' and '-'");
+		                      "use lower-case letters, digits, '.', '_' and '-'");
 	p->contract = kiln_config_resolve(&l->cfg, p->contract);
 	int64_t workers = 0;
 	if ((rc = kiln_config_int(&l->cfg, root, NULL, "workers", 0, 64, &workers)) < 0)
@@ -556,10 +594,12 @@ static int load(loader *l)
 	else if (unknown && strcmp(unknown, "allow") == 0)
 		p->unknown_fields = 1;
 	else if (unknown)
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "unknown_fields"), "unknown_fields", "expected reject or allow");
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "unknown_fields"), "unknown_fields",
+		                      "expected reject or allow");
 
-	if ((rc = load_source(l, root)) < 0 || (rc = load_pseudonymise(l, root)) < 0 || (rc = load_split(l, root)) < 0 ||
-	    (rc = load_store(l, root)) < 0 || (rc = load_promote(l, root)) < 0)
+	if ((rc = load_source(l, root)) < 0 || (rc = load_pseudonymise(l, root)) < 0 ||
+	    (rc = load_split(l, root)) < 0 || (rc = load_store(l, root)) < 0 ||
+	    (rc = load_promote(l, root)) < 0)
 		return rc;
 
 	n = kiln_yaml_get(root, "shards");
@@ -580,14 +620,16 @@ static int load(loader *l)
 	    (rc = kiln_config_string(&l->cfg, n, "manifest", "repo", true, &p->manifest_repo)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, n, "manifest", "author_name", false, &p->author_name)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, n, "manifest", "author_email", false, &p->author_email)) < 0 ||
-	    (rc = kiln_config_string(&l->cfg, n, "manifest", "signing_key", false, &p->signing_key_file)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, n, "manifest", "signing_key", false, &p->signing_key_file)) <
+	        0 ||
 	    (rc = kiln_config_string(&l->cfg, n, "manifest", "remote", false, &p->manifest_remote)) < 0)
 		return rc;
 	p->manifest_repo = kiln_config_resolve(&l->cfg, p->manifest_repo);
 	/* a local remote path is relative like every path; URLs (scheme://, host:path) are not */
 	if (p->manifest_remote && !strstr(p->manifest_remote, "://") &&
 	    (!strchr(p->manifest_remote, ':') ||
-	     (strchr(p->manifest_remote, '/') && strchr(p->manifest_remote, '/') < strchr(p->manifest_remote, ':'))))
+	     (strchr(p->manifest_remote, '/') &&
+	      strchr(p->manifest_remote, '/') < strchr(p->manifest_remote, ':'))))
 		p->manifest_remote = kiln_config_resolve(&l->cfg, p->manifest_remote);
 	p->signing_key_file = kiln_config_resolve(&l->cfg, p->signing_key_file);
 	if (!p->max_record_bytes)
@@ -603,7 +645,7 @@ int kiln_pipeline_load(kiln_pipeline **out, const char *path, char *const *sets,
 {
 	kiln_pipeline *p = calloc(1, sizeof(*p));
 	kiln_yaml_doc *doc = NULL;
-	loader l = { 0 };
+	loader l = {0};
 	int rc;
 
 	*out = NULL;
@@ -621,7 +663,7 @@ int kiln_pipeline_load(kiln_pipeline **out, const char *path, char *const *sets,
 		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
 		goto fail;
 	}
-	l.cfg = (kiln_config){ .doc = doc, .arena = p->arena, .dir = l.dir, .docs = "docs/PIPELINES.md" };
+	l.cfg = (kiln_config){.doc = doc, .arena = p->arena, .dir = l.dir, .docs = "docs/PIPELINES.md"};
 	if ((rc = load(&l)) < 0)
 		goto fail;
 	*out = p;

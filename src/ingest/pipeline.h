@@ -43,8 +43,8 @@ typedef struct kiln_pipeline {
 	int unknown_fields;   /* -1: the contract's setting; else kiln_unknown_policy */
 
 	kiln_source_kind source_kind;
-	const char *source_path;  /* file sources */
-	const char *source_name;  /* file/stdin: the topic name in lineage, quarantine and shard sources */
+	const char *source_path; /* file sources */
+	const char *source_name; /* file/stdin: the topic name in lineage, quarantine and shard sources */
 	/* kafka sources */
 	const char *brokers;
 	const char **topics;
@@ -52,13 +52,14 @@ typedef struct kiln_pipeline {
 	const char *group;
 	const kiln_kafka_option *kafka_options; /* passed to librdkafka as they are */
 	size_t kafka_option_count;
-	bool start_latest;            /* a partition without lineage starts at its end, not its beginning */
+	bool start_latest; /* a partition without lineage starts at its end, not its beginning */
 	kiln_gap_policy on_gap;
-	size_t batch_records;         /* a batch closes at this many records (default 8192), */
-	size_t batch_bytes;           /* or bytes (default 1 MiB), */
-	unsigned batch_ms;            /* or this long after its first record (default 100) */
+	size_t batch_records;          /* a batch closes at this many records (default 8192), */
+	size_t batch_bytes;            /* or bytes (default 1 MiB), */
+	unsigned batch_ms;             /* or this long after its first record (default 100) */
 	const char *dead_letter_topic; /* NULL: none */
-	unsigned connect_timeout;      /* --stop-at-end: give up when no broker answered in this many seconds (default 30) */
+	unsigned connect_timeout;      /* --stop-at-end: give up when no broker answered in this many seconds
+	                                  (default 30) */
 	bool raw_zone;                 /* write consumed batches to raw/ (default true for kafka) */
 	/* snapshot policy (kafka): commit after this many records, at least this
 	 * often while records arrive, and drain within drain_seconds on SIGTERM */
@@ -68,8 +69,8 @@ typedef struct kiln_pipeline {
 	const char *metrics_listen; /* HOST:PORT for /metrics, /healthz, /v1/snapshot; NULL: none */
 	bool log_json;              /* JSON log lines on stderr (default); false: plain text */
 	kiln_log_level log_level;   /* the least severe level logged (default info) */
-	size_t max_record_bytes;  /* default 1 MiB */
-	uint32_t max_depth;       /* default 128 */
+	size_t max_record_bytes;    /* default 1 MiB */
+	uint32_t max_depth;         /* default 128 */
 
 	const char *key_file; /* exactly one of key_file / key_env */
 	const char *key_env;
@@ -90,7 +91,8 @@ typedef struct kiln_pipeline {
 	kiln_gates gates; /* promote: release gates for `kiln promote` */
 
 	const char *manifest_repo;
-	const char *manifest_remote; /* NULL, or a repository runs fetch from and push to (manifest/remote.h) */
+	const char
+	    *manifest_remote; /* NULL, or a repository runs fetch from and push to (manifest/remote.h) */
 	const char *author_name, *author_email;
 	const char *signing_key_file; /* kiln keygen's private key file; NULL: unsigned commits */
 

@@ -371,14 +371,15 @@ static int replay_open(void **out, kiln_ingest *in, const void *args)
 	*out = r;
 	if (!r)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
-	*r = (struct replay){ .p = p, .o = a->o, .out = a->out, .in = in };
+	*r = (struct replay){.p = p, .o = a->o, .out = a->out, .in = in};
 	if ((rc = check_branches(in->setup.manifest, p, r->o->from)) < 0 ||
 	    (rc = kiln_manifest_lineage(in->setup.manifest, p->dataset, r->o->from, note_lineage, r)) < 0)
 		return rc;
 	if (r->part_count == 0)
-		return kiln_error_set(KILN_EINVALID, "%s@%s: lineage.json has no offsets of the pipeline's topics (%s%s)",
-				      p->dataset, r->o->from, p->topic_count ? p->topics[0] : "",
-				      p->topic_count > 1 ? ", ..." : "");
+		return kiln_error_set(KILN_EINVALID,
+		                      "%s@%s: lineage.json has no offsets of the pipeline's topics (%s%s)",
+		                      p->dataset, r->o->from, p->topic_count ? p->topics[0] : "",
+		                      p->topic_count > 1 ? ", ..." : "");
 	r->out->partitions = r->part_count;
 	for (size_t i = 0; i < r->part_count; i++)
 		if ((rc = list_part(r, &r->parts[i])) < 0)
@@ -420,9 +421,13 @@ static int replay_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	for (size_t i = 0; i < r->part_count; i++) {
 		const struct part *pt = &r->parts[i];
-		r->lineage[i] = (kiln_lineage_entry){ .topic = pt->topic, .partition = pt->partition, .next = pt->next,
-						      .skipped = pt->skipped, .gaps = pt->gaps, .fenced = true,
-						      .expect_next = -1 };
+		r->lineage[i] = (kiln_lineage_entry){.topic = pt->topic,
+		                                     .partition = pt->partition,
+		                                     .next = pt->next,
+		                                     .skipped = pt->skipped,
+		                                     .gaps = pt->gaps,
+		                                     .fenced = true,
+		                                     .expect_next = -1};
 	}
 	snap->lineage = r->lineage;
 	snap->lineage_count = r->part_count;
@@ -433,8 +438,9 @@ static int replay_committed(void *src, kiln_ingest *in, int rc)
 {
 	(void)src;
 	if (rc == KILN_EFENCED || rc == KILN_EMODIFIED)
-		rc = kiln_error_set(KILN_EINVALID, "%s@%s was created while the replay ran; nothing committed",
-				    in->p->dataset, in->p->branch);
+		rc =
+		    kiln_error_set(KILN_EINVALID, "%s@%s was created while the replay ran; nothing committed",
+		                   in->p->dataset, in->p->branch);
 	return rc;
 }
 
@@ -452,12 +458,19 @@ static void replay_close(void *src, kiln_ingest *in)
 }
 
 /* A replay reads a Kafka pipeline's source.* keys (its topics), not Kafka. */
-static const char *const replay_keys[] = { "kind", "topics", "start", "max_record_bytes", "max_depth", NULL };
+static const char *const replay_keys[] = {"kind", "topics", "start", "max_record_bytes", "max_depth", NULL};
 
 const kiln_source kiln_source_replay = {
-	.version = KILN_SOURCE_VERSION, .kind = "replay", .option_keys = replay_keys,
-	.open = replay_open, .read = replay_read, .prepare = replay_prepare, .end = replay_end,
-	.lineage = replay_lineage, .committed = replay_committed, .close = replay_close,
+    .version = KILN_SOURCE_VERSION,
+    .kind = "replay",
+    .option_keys = replay_keys,
+    .open = replay_open,
+    .read = replay_read,
+    .prepare = replay_prepare,
+    .end = replay_end,
+    .lineage = replay_lineage,
+    .committed = replay_committed,
+    .close = replay_close,
 };
 
 int kiln_replay_run(const kiln_pipeline *p, const kiln_replay_options *o, kiln_replay_result *out)
@@ -488,5 +501,5 @@ int kiln_replay_run(const kiln_pipeline *p, const kiln_replay_options *o, kiln_r
 		if (rc < 0)
 			return rc;
 	}
-	return kiln_ingest_run(&kiln_source_replay, &(struct replay_args){ .o = o, .out = out }, p, &out->run);
+	return kiln_ingest_run(&kiln_source_replay, &(struct replay_args){.o = o, .out = out}, p, &out->run);
 }

@@ -26,33 +26,34 @@ static void fmt_ratio(char out[32], double r)
 }
 
 /* dataset.json: what a reader needs to interpret (and recompute) the data. */
-static int render_dataset_json(kiln_buf *b, const kiln_pipeline *p, const kiln_contract *k, const kiln_key *key)
+static int render_dataset_json(kiln_buf *b, const kiln_pipeline *p, const kiln_contract *k,
+                               const kiln_key *key)
 {
 	char digest[160], key_version[16], prefix[24], ratios[KILN_SPLIT_COUNT][32], zstd_level[16],
-		target_bytes[24];
+	    target_bytes[24];
 	kiln_mfmt_dataset d = {
-		.name = p->dataset,
-		.contract_id = k->id,
-		.contract_version = k->version,
-		.contract_api_version = k->api_version,
-		.contract_schema = k->schema_name,
-		.contract_digest = digest,
-		.have_pseudonymisation = true,
-		.token_scheme = KILN_TOKEN_SCHEME,
-		.key_id = key->id,
-		.key_version = key_version,
-		.token_prefix = prefix,
-		.redact_marker = KILN_REDACTED,
-		.have_split = true,
-		.split_scheme = KILN_SPLIT_SCHEME,
-		.split_key = p->split_key,
-		.split_salt = p->split_salt,
-		.shard_format = "jsonl",
-		.shard_compression = "zstd",
-		.zstd_level = zstd_level,
-		.target_bytes = target_bytes,
-		.shard_hash = "blake2b-256",
-		.shard_key = "shards/<hh>/<hash>.jsonl.zst",
+	    .name = p->dataset,
+	    .contract_id = k->id,
+	    .contract_version = k->version,
+	    .contract_api_version = k->api_version,
+	    .contract_schema = k->schema_name,
+	    .contract_digest = digest,
+	    .have_pseudonymisation = true,
+	    .token_scheme = KILN_TOKEN_SCHEME,
+	    .key_id = key->id,
+	    .key_version = key_version,
+	    .token_prefix = prefix,
+	    .redact_marker = KILN_REDACTED,
+	    .have_split = true,
+	    .split_scheme = KILN_SPLIT_SCHEME,
+	    .split_key = p->split_key,
+	    .split_salt = p->split_salt,
+	    .shard_format = "jsonl",
+	    .shard_compression = "zstd",
+	    .zstd_level = zstd_level,
+	    .target_bytes = target_bytes,
+	    .shard_hash = "blake2b-256",
+	    .shard_key = "shards/<hh>/<hash>.jsonl.zst",
 	};
 
 	snprintf(digest, sizeof(digest), "blake2b-256:%s", k->digest_hex);
@@ -74,7 +75,7 @@ static int check_same_definition(const kiln_pipeline *p, kiln_manifest *m, const
 {
 	kiln_buf before = KILN_BUF_INIT(0);
 	kiln_json_scanner *scanner = NULL;
-	kiln_mfmt_dataset a = { 0 }, b = { 0 };
+	kiln_mfmt_dataset a = {0}, b = {0};
 	const char *part;
 	char where[300];
 	int rc = kiln_manifest_read(m, p->dataset, p->branch, "dataset.json", &before);
@@ -90,10 +91,12 @@ static int check_same_definition(const kiln_pipeline *p, kiln_manifest *m, const
 	    (rc = kiln_mfmt_dataset_parse(scanner, "dataset.json", now->ptr, now->len, &b)) < 0)
 		goto cleanup;
 	if ((part = kiln_mfmt_dataset_definition_differs(&a, &b)))
-		rc = kiln_error_set(KILN_EINVALID,
-				    "%s: the %s settings (%s) differ from those %s/%s was made with; a new key, "
-				    "split key, salt or ratios is a new dataset version: run on a new branch (--set branch=NAME)",
-				    p->file, part, part[0] == 'p' ? "key" : "key, salt, ratios", p->dataset, p->branch);
+		rc = kiln_error_set(
+		    KILN_EINVALID,
+		    "%s: the %s settings (%s) differ from those %s/%s was made with; a new key, "
+		    "split key, salt or ratios is a new dataset version: run on a new branch (--set "
+		    "branch=NAME)",
+		    p->file, part, part[0] == 'p' ? "key" : "key, salt, ratios", p->dataset, p->branch);
 cleanup:
 	kiln_mfmt_dataset_free(&a);
 	kiln_mfmt_dataset_free(&b);
@@ -109,17 +112,19 @@ cleanup:
 static int check_split_key(const kiln_pipeline *p, const kiln_contract *k, const kiln_field **out)
 {
 	const kiln_field *f = kiln_field_child(k->root, p->split_key, strlen(p->split_key),
-					       kiln_json_hash(p->split_key, strlen(p->split_key)));
+	                                       kiln_json_hash(p->split_key, strlen(p->split_key)));
 
 	if (!f)
-		return kiln_error_set(KILN_EINVALID, "%s: split.key: the contract %s has no top-level field \"%s\"",
-				      p->file, k->file, p->split_key);
+		return kiln_error_set(KILN_EINVALID,
+		                      "%s: split.key: the contract %s has no top-level field \"%s\"", p->file,
+		                      k->file, p->split_key);
 	if (f->type == KILN_LTYPE_OBJECT || f->type == KILN_LTYPE_ARRAY)
-		return kiln_error_set(KILN_EINVALID, "%s: split.key: field \"%s\" must be a scalar", p->file, p->split_key);
+		return kiln_error_set(KILN_EINVALID, "%s: split.key: field \"%s\" must be a scalar", p->file,
+		                      p->split_key);
 	if (f->pseudo_mode == KILN_PSEUDO_DROP || f->pseudo_mode == KILN_PSEUDO_REDACT)
 		return kiln_error_set(KILN_EINVALID,
-				      "%s: split.key: field \"%s\" is dropped or redacted in curated records", p->file,
-				      p->split_key);
+		                      "%s: split.key: field \"%s\" is dropped or redacted in curated records",
+		                      p->file, p->split_key);
 	*out = f;
 	return 0;
 }
@@ -156,7 +161,7 @@ static int push_branch(const kiln_pipeline *p, kiln_manifest *manifest, char com
 
 int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
 {
-	kiln_contract_options copts = { .schema = p->schema };
+	kiln_contract_options copts = {.schema = p->schema};
 	int rc;
 
 	memset(s, 0, sizeof(*s));
@@ -167,7 +172,7 @@ int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
 	    (rc = check_split_key(p, s->contract, &s->split_field)) < 0)
 		goto fail;
 	rc = p->key_file ? kiln_key_load_file(&s->key, p->key_file, p->key_version)
-			 : kiln_key_load_env(&s->key, p->key_env, p->key_version);
+	                 : kiln_key_load_env(&s->key, p->key_env, p->key_version);
 	if (rc < 0)
 		goto fail;
 	s->key_loaded = true;
@@ -176,7 +181,8 @@ int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
 	if ((rc = kiln_splitter_init(&s->splitter, p->split_salt, p->ratios)) < 0 ||
 	    (rc = kiln_store_open(&s->store, p->store_url, &p->store)) < 0 ||
 	    (rc = kiln_manifest_open(&s->manifest, p->manifest_repo)) < 0 ||
-	    (p->manifest_remote && (rc = kiln_manifest_fetch(s->manifest, p->manifest_remote, p->dataset)) < 0) ||
+	    (p->manifest_remote &&
+	     (rc = kiln_manifest_fetch(s->manifest, p->manifest_remote, p->dataset)) < 0) ||
 	    (rc = render_dataset_json(&s->dataset_json, p, s->contract, &s->key)) < 0 ||
 	    (rc = check_same_definition(p, s->manifest, &s->dataset_json)) < 0 ||
 	    (rc = kiln_buf_putc(&s->dataset_json, '\0')) < 0)
@@ -222,10 +228,11 @@ static int check_shards_stored(const kiln_run_setup *s, const kiln_snapshot *sna
 			if ((rc = kiln_store_stat(s->store, key, &size)) < 0)
 				return rc;
 			if (rc == 0 || size != e->bytes)
-				return kiln_error_set(KILN_EIO,
-						      "%s: %s: this run's shard is %s (removed by kiln gc or by hand "
-						      "while the run held it); nothing committed, run again",
-						      s->store->url, key, rc == 0 ? "gone" : "not the size it was written at");
+				return kiln_error_set(
+				    KILN_EIO,
+				    "%s: %s: this run's shard is %s (removed by kiln gc or by hand "
+				    "while the run held it); nothing committed, run again",
+				    s->store->url, key, rc == 0 ? "gone" : "not the size it was written at");
 		}
 	return 0;
 }

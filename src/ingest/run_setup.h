@@ -28,7 +28,7 @@ typedef struct kiln_run_setup {
 	kiln_splitter splitter;
 	kiln_store *store;
 	kiln_manifest *manifest;
-	kiln_buf dataset_json; /* NUL-terminated */
+	kiln_buf dataset_json;   /* NUL-terminated */
 	uint64_t commit_retries; /* commits tried again: the branch moved or a peer held its lock */
 } kiln_run_setup;
 
@@ -43,8 +43,8 @@ void kiln_run_setup_close(kiln_run_setup *s);
  * the store (KILN_EIO, nothing committed, when one is gone). A commit the
  * branch moved under, or whose ref a peer had locked, is rebuilt on the new
  * tip and tried again (counted in commit_retries); a fenced lineage entry
- * that moved gives KILN_EFENCED: another writer covered those offsets. out_commit: the commit on the branch after the
- * push (a rebased push replaces ours). */
+ * that moved gives KILN_EFENCED: another writer covered those offsets. out_commit: the commit on the branch
+ * after the push (a rebased push replaces ours). */
 int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commit[41]);
 /* Pushes the branch as it is (when a run had nothing new to commit). */
 int kiln_run_setup_push(kiln_run_setup *s, char out_commit[41]);

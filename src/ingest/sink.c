@@ -19,12 +19,13 @@ static void writers_free(kiln_sink *s)
 int kiln_sink_renew(kiln_sink *s)
 {
 	const kiln_pipeline *p = s->setup->p;
-	kiln_shard_writer_options wopt = { .target_bytes = p->target_bytes, .level = p->zstd_level, .background = true };
+	kiln_shard_writer_options wopt = {
+	    .target_bytes = p->target_bytes, .level = p->zstd_level, .background = true};
 	int rc;
 
 	writers_free(s);
 	if ((rc = kiln_quarantine_new(&s->quarantine, s->setup->store, p->dataset, p->branch, p->target_bytes,
-				       p->zstd_level, NULL)) < 0)
+	                              p->zstd_level, NULL)) < 0)
 		return rc;
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
 		if ((rc = kiln_shard_writer_new(&s->writers[i], s->setup->store, &wopt)) < 0)
@@ -47,12 +48,15 @@ int kiln_sink_open(kiln_sink *out, kiln_run_setup *setup, const kiln_sink_option
 	out->delta = o->delta;
 	if ((rc = kiln_sink_renew(out)) < 0)
 		return rc;
-	kiln_curate_pool_options popt = { .pipeline = p, .contract = setup->contract, .key = &setup->key,
-					  .splitter = &setup->splitter, .split_field = setup->split_field,
-					  .workers = kiln_curate_worker_count(p),
-					  .raw_store = o->raw_zone ? setup->store : NULL,
-					  .consume = o->consume ? o->consume : deliver,
-					  .ctx = o->consume ? o->ctx : out };
+	kiln_curate_pool_options popt = {.pipeline = p,
+	                                 .contract = setup->contract,
+	                                 .key = &setup->key,
+	                                 .splitter = &setup->splitter,
+	                                 .split_field = setup->split_field,
+	                                 .workers = kiln_curate_worker_count(p),
+	                                 .raw_store = o->raw_zone ? setup->store : NULL,
+	                                 .consume = o->consume ? o->consume : deliver,
+	                                 .ctx = o->consume ? o->ctx : out};
 	return kiln_curate_pool_new(&out->pool, &popt);
 }
 

@@ -26,7 +26,9 @@ static int add_root(kiln_manifest *m, git_packbuilder *pb, git_revwalk *walk, co
 	git_oid_cpy(&cur, id);
 	for (int depth = 0; depth < 16; depth++) {
 		if ((gerr = git_object_lookup(&obj, repo, &cur, GIT_OBJECT_ANY)) < 0)
-			return gerr == GIT_ENOTFOUND ? 0 : kiln_manifest_git_fail(m, gerr, "reading a ref's object");
+			return gerr == GIT_ENOTFOUND
+			           ? 0
+			           : kiln_manifest_git_fail(m, gerr, "reading a ref's object");
 		switch (git_object_type(obj)) {
 		case GIT_OBJECT_TAG:
 			gerr = git_packbuilder_insert(pb, &cur, NULL);
@@ -49,7 +51,8 @@ static int add_root(kiln_manifest *m, git_packbuilder *pb, git_revwalk *walk, co
 		git_object_free(obj);
 		return gerr < 0 ? kiln_manifest_git_fail(m, gerr, "packing") : 0;
 	}
-	return kiln_error_set(KILN_EINVALID, "manifest %s: a tag chain deeper than 16", kiln_manifest_path(m));
+	return kiln_error_set(KILN_EINVALID, "manifest %s: a tag chain deeper than 16",
+	                      kiln_manifest_path(m));
 }
 
 /* Every ref's target and every commit its reflog names. */
@@ -97,7 +100,7 @@ static bool old_enough(const struct stat *st, time_t cutoff)
 /* Removes pack-*.pack (with its .idx and .rev) other than `keep_name`,
  * when older than the cutoff and without a .keep file. */
 static int prune_packs(kiln_manifest *m, const char *objects, const char *keep_name, time_t cutoff,
-		       kiln_compact_stats *out)
+                       kiln_compact_stats *out)
 {
 	char dir[4096 + 8], path[sizeof(dir) + 300 + 8];
 	DIR *d;
@@ -111,7 +114,8 @@ static int prune_packs(kiln_manifest *m, const char *objects, const char *keep_n
 		struct stat st;
 		char base[300];
 
-		if (n < 10 || n > 200 || strncmp(e->d_name, "pack-", 5) != 0 || strcmp(e->d_name + n - 5, ".pack") != 0)
+		if (n < 10 || n > 200 || strncmp(e->d_name, "pack-", 5) != 0 ||
+		    strcmp(e->d_name + n - 5, ".pack") != 0)
 			continue;
 		snprintf(base, sizeof(base), "%.*s", (int)(n - 5), e->d_name);
 		if (strcmp(base + 5, keep_name) == 0)
@@ -127,14 +131,14 @@ static int prune_packs(kiln_manifest *m, const char *objects, const char *keep_n
 			continue;
 		}
 		/* the index last: a reader that still sees it finds its pack */
-		static const char *const exts[] = { ".rev", ".pack", ".idx" };
+		static const char *const exts[] = {".rev", ".pack", ".idx"};
 		for (size_t i = 0; i < 3; i++) {
 			snprintf(path, sizeof(path), "%s/%s%s", dir, base, exts[i]);
 			if (unlink(path) < 0 && errno != ENOENT) {
 				int err = errno;
 				closedir(d);
-				return kiln_error_set(KILN_EIO, "manifest %s: %s: %s", kiln_manifest_path(m), path,
-						      strerror(err));
+				return kiln_error_set(KILN_EIO, "manifest %s: %s: %s", kiln_manifest_path(m),
+				                      path, strerror(err));
 			}
 		}
 		out->packs_removed++;
@@ -171,8 +175,8 @@ static int prune_loose(kiln_manifest *m, const char *objects, time_t cutoff, kil
 			if (unlink(path) < 0 && errno != ENOENT) {
 				int err = errno;
 				closedir(d);
-				return kiln_error_set(KILN_EIO, "manifest %s: %s: %s", kiln_manifest_path(m), path,
-						      strerror(err));
+				return kiln_error_set(KILN_EIO, "manifest %s: %s: %s", kiln_manifest_path(m),
+				                      path, strerror(err));
 			}
 			out->loose_removed++;
 		}
@@ -215,7 +219,8 @@ int kiln_manifest_compact(kiln_manifest *m, int64_t grace_s, kiln_compact_stats 
 		goto cleanup;
 	}
 	snprintf(name, sizeof(name), "%s", git_packbuilder_name(pb));
-	if ((rc = prune_packs(m, objects, name, cutoff, out)) < 0 || (rc = prune_loose(m, objects, cutoff, out)) < 0)
+	if ((rc = prune_packs(m, objects, name, cutoff, out)) < 0 ||
+	    (rc = prune_loose(m, objects, cutoff, out)) < 0)
 		goto cleanup;
 	/* the object database caches pack lists: let it see the new layout */
 	git_odb *odb = NULL;

@@ -12,9 +12,9 @@
 #include "manifest/manifest.h"
 
 typedef struct kiln_compact_stats {
-	uint64_t packed;                /* objects in the new pack */
-	uint64_t loose_removed;         /* loose objects removed (packed or unreachable) */
-	uint64_t packs_removed;         /* older packs removed */
+	uint64_t packed;                 /* objects in the new pack */
+	uint64_t loose_removed;          /* loose objects removed (packed or unreachable) */
+	uint64_t packs_removed;          /* older packs removed */
 	uint64_t loose_kept, packs_kept; /* younger than the grace period: left */
 } kiln_compact_stats;
 

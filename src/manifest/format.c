@@ -31,7 +31,8 @@ static bool hex_valid(const char *s, size_t n)
 
 bool kiln_mfmt_name_valid_n(const char *s, size_t n)
 {
-	if (!s || n == 0 || n > KILN_MFMT_NAME_MAX || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+	if (!s || n == 0 || n > KILN_MFMT_NAME_MAX ||
+	    !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
 		return false;
 	for (size_t i = 1; i < n; i++) {
 		char c = s[i];
@@ -318,9 +319,9 @@ static int parse_splits(jreader *r, kiln_stats *out)
 }
 
 int kiln_mfmt_stats_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
-			  kiln_stats *out)
+                          kiln_stats *out)
 {
-	jreader r = { scanner, where };
+	jreader r = {scanner, where};
 	kiln_json_token t;
 	int rc;
 
@@ -357,14 +358,14 @@ int kiln_mfmt_stats_render(kiln_buf *out, const kiln_stats *s)
 	int rc;
 
 	rc = kiln_buf_printf(out,
-			     "{\n  \"records_in\": %" PRIu64 ",\n  \"valid\": %" PRIu64
-			     ",\n  \"quarantined\": %" PRIu64 ",\n  \"quarantined_by_code\": {",
-			     s->records_in, s->valid, s->quarantined);
+	                     "{\n  \"records_in\": %" PRIu64 ",\n  \"valid\": %" PRIu64
+	                     ",\n  \"quarantined\": %" PRIu64 ",\n  \"quarantined_by_code\": {",
+	                     s->records_in, s->valid, s->quarantined);
 	for (int c = 1; rc == 0 && c < KILN_REJECT_COUNT_; c++) {
 		if (!s->quarantined_by_code[c])
 			continue;
 		rc = kiln_buf_printf(out, "%s\"%s\":%" PRIu64, first ? "" : ",",
-				     kiln_reject_name((kiln_reject)c), s->quarantined_by_code[c]);
+		                     kiln_reject_name((kiln_reject)c), s->quarantined_by_code[c]);
 		first = false;
 	}
 	if (rc == 0)
@@ -373,10 +374,10 @@ int kiln_mfmt_stats_render(kiln_buf *out, const kiln_stats *s)
 		const kiln_split_stats *p = &s->splits[i];
 
 		rc = kiln_buf_printf(out,
-				     "    \"%s\": {\"records\":%" PRIu64 ",\"shards\":%" PRIu64
-				     ",\"bytes\":%" PRIu64 ",\"raw_bytes\":%" PRIu64 "}%s\n",
-				     kiln_split_name((kiln_split)i), p->records, p->shards, p->bytes,
-				     p->raw_bytes, i + 1 < KILN_SPLIT_COUNT ? "," : "");
+		                     "    \"%s\": {\"records\":%" PRIu64 ",\"shards\":%" PRIu64
+		                     ",\"bytes\":%" PRIu64 ",\"raw_bytes\":%" PRIu64 "}%s\n",
+		                     kiln_split_name((kiln_split)i), p->records, p->shards, p->bytes,
+		                     p->raw_bytes, i + 1 < KILN_SPLIT_COUNT ? "," : "");
 	}
 	if (rc == 0)
 		rc = kiln_buf_puts(out, "  }\n}\n");
@@ -463,7 +464,7 @@ void kiln_mfmt_lineage_sort(kiln_mfmt_lineage *l)
 
 static int parse_lineage_entry(jreader *r, kiln_mfmt_lineage *out)
 {
-	kiln_lineage_entry e = { 0 };
+	kiln_lineage_entry e = {0};
 	kiln_json_token t;
 	bool have_partition = false, have_next = false, have_bytes = false;
 	int rc;
@@ -495,7 +496,8 @@ static int parse_lineage_entry(jreader *r, kiln_mfmt_lineage *out)
 			rc = jr_u64(r, "gaps", &e.gaps);
 		} else if (jr_key_is(&t, "prefix_blake2b") && !e.prefix_blake2b) {
 			rc = jr_string(r, "prefix_blake2b", (char **)&e.prefix_blake2b);
-			if (rc == 0 && !(strlen(e.prefix_blake2b) == HASH_LEN && hex_valid(e.prefix_blake2b, HASH_LEN)))
+			if (rc == 0 &&
+			    !(strlen(e.prefix_blake2b) == HASH_LEN && hex_valid(e.prefix_blake2b, HASH_LEN)))
 				rc = jr_bad(r, "\"prefix_blake2b\" must be 64 lower-case hex digits");
 		} else {
 			rc = jr_bad(r, "unexpected key in a partitions entry");
@@ -524,9 +526,9 @@ fail:
 }
 
 int kiln_mfmt_lineage_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
-			    kiln_mfmt_lineage *out)
+                            kiln_mfmt_lineage *out)
 {
-	jreader r = { scanner, where };
+	jreader r = {scanner, where};
 	kiln_json_token t;
 	bool have_partitions = false;
 	int rc;
@@ -571,19 +573,19 @@ int kiln_mfmt_lineage_render(kiln_buf *out, const kiln_mfmt_lineage *l)
 		if (rc == 0)
 			rc = kiln_buf_put_json_string(out, e->topic, strlen(e->topic));
 		if (rc == 0)
-			rc = kiln_buf_printf(out, ",\"partition\":%" PRId32 ",\"next\":%" PRId64, e->partition,
-					     e->next);
+			rc = kiln_buf_printf(out, ",\"partition\":%" PRId32 ",\"next\":%" PRId64,
+			                     e->partition, e->next);
 		if (rc == 0 && e->path) {
 			rc = kiln_buf_puts(out, ",\"path\":");
 			if (rc == 0)
 				rc = kiln_buf_put_json_string(out, e->path, strlen(e->path));
 			if (rc == 0)
 				rc = kiln_buf_printf(out, ",\"bytes\":%" PRIu64 ",\"prefix_blake2b\":\"%s\"",
-						     e->bytes, e->prefix_blake2b);
+				                     e->bytes, e->prefix_blake2b);
 		}
 		if (rc == 0 && e->gaps)
 			rc = kiln_buf_printf(out, ",\"gaps\":%" PRIu64 ",\"skipped\":%" PRIu64, e->gaps,
-					     e->skipped);
+			                     e->skipped);
 		if (rc == 0)
 			rc = kiln_buf_puts(out, "}");
 	}
@@ -599,30 +601,33 @@ static const struct {
 	const char *path;
 	size_t offset;
 } dataset_members[] = {
-#define M(path, field) { path, offsetof(kiln_mfmt_dataset, field) }
-	M("name", name),
-	M("contract.id", contract_id),
-	M("contract.version", contract_version),
-	M("contract.api_version", contract_api_version),
-	M("contract.schema", contract_schema),
-	M("contract.digest", contract_digest),
-	M("pseudonymisation.scheme", token_scheme),
-	M("pseudonymisation.key_id", key_id),
-	M("pseudonymisation.key_version", key_version),
-	M("pseudonymisation.prefix", token_prefix),
-	M("pseudonymisation.redact_marker", redact_marker),
-	M("split.scheme", split_scheme),
-	M("split.key", split_key),
-	M("split.salt", split_salt),
-	M("split.ratios.train", ratios[KILN_SPLIT_TRAIN]),
-	M("split.ratios.dev", ratios[KILN_SPLIT_DEV]),
-	M("split.ratios.test", ratios[KILN_SPLIT_TEST]),
-	M("shards.format", shard_format),
-	M("shards.compression", shard_compression),
-	M("shards.zstd_level", zstd_level),
-	M("shards.target_bytes", target_bytes),
-	M("shards.hash", shard_hash),
-	M("shards.key", shard_key),
+#define M(path, field)                                                                                       \
+	{                                                                                                    \
+		path, offsetof(kiln_mfmt_dataset, field)                                                     \
+	}
+    M("name", name),
+    M("contract.id", contract_id),
+    M("contract.version", contract_version),
+    M("contract.api_version", contract_api_version),
+    M("contract.schema", contract_schema),
+    M("contract.digest", contract_digest),
+    M("pseudonymisation.scheme", token_scheme),
+    M("pseudonymisation.key_id", key_id),
+    M("pseudonymisation.key_version", key_version),
+    M("pseudonymisation.prefix", token_prefix),
+    M("pseudonymisation.redact_marker", redact_marker),
+    M("split.scheme", split_scheme),
+    M("split.key", split_key),
+    M("split.salt", split_salt),
+    M("split.ratios.train", ratios[KILN_SPLIT_TRAIN]),
+    M("split.ratios.dev", ratios[KILN_SPLIT_DEV]),
+    M("split.ratios.test", ratios[KILN_SPLIT_TEST]),
+    M("shards.format", shard_format),
+    M("shards.compression", shard_compression),
+    M("shards.zstd_level", zstd_level),
+    M("shards.target_bytes", target_bytes),
+    M("shards.hash", shard_hash),
+    M("shards.key", shard_key),
 #undef M
 };
 
@@ -651,9 +656,9 @@ static const char **dataset_member(kiln_mfmt_dataset *d, char keys[DATASET_DEPTH
 }
 
 int kiln_mfmt_dataset_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
-			    kiln_mfmt_dataset *out)
+                            kiln_mfmt_dataset *out)
 {
-	jreader r = { scanner, where };
+	jreader r = {scanner, where};
 	char keys[DATASET_DEPTH][64];
 	kiln_json_token t;
 	int rc;
@@ -762,12 +767,14 @@ int kiln_mfmt_dataset_render(kiln_buf *b, const kiln_mfmt_dataset *d)
 	rc |= put_string(b, d->split_salt);
 	rc |= kiln_buf_puts(b, ",\"ratios\":{");
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		rc |= kiln_buf_printf(b, "%s\"%s\":%s", i ? "," : "", kiln_split_name((kiln_split)i), d->ratios[i]);
+		rc |= kiln_buf_printf(b, "%s\"%s\":%s", i ? "," : "", kiln_split_name((kiln_split)i),
+		                      d->ratios[i]);
 	rc |= kiln_buf_puts(b, "}},\n  \"shards\": {\"format\":");
 	rc |= put_string(b, d->shard_format);
 	rc |= kiln_buf_puts(b, ",\"compression\":");
 	rc |= put_string(b, d->shard_compression);
-	rc |= kiln_buf_printf(b, ",\"zstd_level\":%s,\"target_bytes\":%s,\"hash\":", d->zstd_level, d->target_bytes);
+	rc |= kiln_buf_printf(b, ",\"zstd_level\":%s,\"target_bytes\":%s,\"hash\":", d->zstd_level,
+	                      d->target_bytes);
 	rc |= put_string(b, d->shard_hash);
 	rc |= kiln_buf_puts(b, ",\"key\":");
 	rc |= put_string(b, d->shard_key);
@@ -782,9 +789,10 @@ static bool text_equal(const char *a, const char *b)
 
 const char *kiln_mfmt_dataset_definition_differs(const kiln_mfmt_dataset *a, const kiln_mfmt_dataset *b)
 {
-	if (a->have_pseudonymisation != b->have_pseudonymisation || !text_equal(a->token_scheme, b->token_scheme) ||
-	    !text_equal(a->key_id, b->key_id) || !text_equal(a->key_version, b->key_version) ||
-	    !text_equal(a->token_prefix, b->token_prefix) || !text_equal(a->redact_marker, b->redact_marker))
+	if (a->have_pseudonymisation != b->have_pseudonymisation ||
+	    !text_equal(a->token_scheme, b->token_scheme) || !text_equal(a->key_id, b->key_id) ||
+	    !text_equal(a->key_version, b->key_version) || !text_equal(a->token_prefix, b->token_prefix) ||
+	    !text_equal(a->redact_marker, b->redact_marker))
 		return "pseudonymisation";
 	if (a->have_split != b->have_split || !text_equal(a->split_scheme, b->split_scheme) ||
 	    !text_equal(a->split_key, b->split_key) || !text_equal(a->split_salt, b->split_salt))
@@ -809,24 +817,25 @@ int kiln_mfmt_governance_render(kiln_buf *b, const kiln_mfmt_governance *g)
 	int rc = 0;
 
 	rc |= kiln_buf_printf(b, "%s %s\n\ncommit: %s\nfrom: %s\nsource offsets: ", g->dataset, g->version,
-			      g->commit, g->from);
+	                      g->commit, g->from);
 	for (size_t i = 0; i < g->lineage->n; i++) {
 		const kiln_lineage_entry *e = &g->lineage->v[i];
 
-		rc |= kiln_buf_printf(b, "%s%s/%" PRId32 " next %" PRId64, i ? ", " : "", e->topic, e->partition,
-				      e->next);
+		rc |= kiln_buf_printf(b, "%s%s/%" PRId32 " next %" PRId64, i ? ", " : "", e->topic,
+		                      e->partition, e->next);
 	}
 	if (g->lineage->n == 0)
 		rc |= kiln_buf_puts(b, "none");
-	rc |= kiln_buf_printf(b, "\ncontract: %s %s (%s)\nkey id: %s\nsplit: %s key %s salt %s\n",
-			      or_unknown(d->contract_id), or_unknown(d->contract_version),
-			      or_unknown(d->contract_digest), or_unknown(d->key_id), or_unknown(d->split_scheme),
-			      or_unknown(d->split_key), or_unknown(d->split_salt));
+	rc |= kiln_buf_printf(
+	    b, "\ncontract: %s %s (%s)\nkey id: %s\nsplit: %s key %s salt %s\n", or_unknown(d->contract_id),
+	    or_unknown(d->contract_version), or_unknown(d->contract_digest), or_unknown(d->key_id),
+	    or_unknown(d->split_scheme), or_unknown(d->split_key), or_unknown(d->split_salt));
 	rc |= kiln_buf_printf(b, "records: %" PRIu64 " in, %" PRIu64 " valid, %" PRIu64 " quarantined\n",
-			      st->records_in, st->valid, st->quarantined);
+	                      st->records_in, st->valid, st->quarantined);
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
 		rc |= kiln_buf_printf(b, "%s: %" PRIu64 " records in %" PRIu64 " shards\n",
-				      kiln_split_name((kiln_split)i), st->splits[i].records, st->splits[i].shards);
+		                      kiln_split_name((kiln_split)i), st->splits[i].records,
+		                      st->splits[i].shards);
 	rc |= kiln_buf_puts(b, "gates:\n");
 	if (g->gate_count == 0)
 		rc |= kiln_buf_puts(b, "  none configured\n");
@@ -838,9 +847,9 @@ int kiln_mfmt_governance_render(kiln_buf *b, const kiln_mfmt_governance *g)
 /* ---- splits/<split>/<hh>.jsonl -------------------------------------------- */
 
 int kiln_mfmt_shard_line_hash(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
-			      const char hh[2], const char **out_hash)
+                              const char hh[2], const char **out_hash)
 {
-	jreader r = { scanner, where };
+	jreader r = {scanner, where};
 	kiln_json_token t;
 	int rc;
 
@@ -874,9 +883,9 @@ int kiln_mfmt_shard_line_hash(kiln_json_scanner *scanner, const char *where, con
 int kiln_mfmt_shard_line_render(kiln_buf *out, const kiln_shard_entry *e)
 {
 	int rc = kiln_buf_printf(out,
-				 "{\"shard\":\"%s\",\"bytes\":%" PRIu64 ",\"raw_bytes\":%" PRIu64
-				 ",\"records\":%" PRIu64 ",\"sources\":[",
-				 e->hash, e->bytes, e->raw_bytes, e->records);
+	                         "{\"shard\":\"%s\",\"bytes\":%" PRIu64 ",\"raw_bytes\":%" PRIu64
+	                         ",\"records\":%" PRIu64 ",\"sources\":[",
+	                         e->hash, e->bytes, e->raw_bytes, e->records);
 
 	for (size_t i = 0; rc == 0 && i < e->source_count; i++) {
 		const kiln_source_range *s = &e->sources[i];
@@ -885,8 +894,9 @@ int kiln_mfmt_shard_line_render(kiln_buf *out, const kiln_shard_entry *e)
 		if (rc == 0)
 			rc = kiln_buf_put_json_string(out, s->topic, strlen(s->topic));
 		if (rc == 0)
-			rc = kiln_buf_printf(out, ",\"partition\":%" PRId32 ",\"first\":%" PRId64 ",\"last\":%" PRId64 "}",
-					     s->partition, s->first, s->last);
+			rc = kiln_buf_printf(
+			    out, ",\"partition\":%" PRId32 ",\"first\":%" PRId64 ",\"last\":%" PRId64 "}",
+			    s->partition, s->first, s->last);
 	}
 	if (rc == 0)
 		rc = kiln_buf_puts(out, "]}");
@@ -961,7 +971,7 @@ static int parse_source(jreader *r, kiln_source_range *out, size_t *topic_off, k
 
 /* The "sources" array; count entries into *sources. */
 static int parse_sources(jreader *r, kiln_buf *strings, kiln_source_range **sources, size_t *sources_cap,
-			 size_t *count)
+                         size_t *count)
 {
 	kiln_json_token t;
 	int rc;
@@ -997,10 +1007,10 @@ static int parse_sources(jreader *r, kiln_buf *strings, kiln_source_range **sour
 }
 
 int kiln_mfmt_shard_line_parse(kiln_json_scanner *scanner, const char *where, kiln_mfmt_line_mode mode,
-			       const char *line, size_t len, kiln_shard_entry *out, kiln_buf *strings,
-			       kiln_source_range **sources, size_t *sources_cap)
+                               const char *line, size_t len, kiln_shard_entry *out, kiln_buf *strings,
+                               kiln_source_range **sources, size_t *sources_cap)
 {
-	jreader r = { scanner, where };
+	jreader r = {scanner, where};
 	kiln_json_token t;
 	bool have_hash = false, have_bytes = false, have_raw = false, have_records = false;
 	size_t count = 0;
@@ -1018,8 +1028,8 @@ int kiln_mfmt_shard_line_parse(kiln_json_scanner *scanner, const char *where, ki
 		if (jr_key_is(&t, "shard")) {
 			if ((rc = jr_next(&r, &t)) < 0)
 				return rc;
-			if (t.type != KILN_JSON_STRING || t.len != HASH_LEN || (t.flags & KILN_JSON_ESCAPED) ||
-			    !hex_valid(t.ptr, HASH_LEN))
+			if (t.type != KILN_JSON_STRING || t.len != HASH_LEN ||
+			    (t.flags & KILN_JSON_ESCAPED) || !hex_valid(t.ptr, HASH_LEN))
 				return jr_bad(&r, "\"shard\" must be 64 lower-case hex digits");
 			memcpy(out->hash, t.ptr, HASH_LEN);
 			out->hash[HASH_LEN] = '\0';
@@ -1055,15 +1065,15 @@ int kiln_mfmt_shard_line_parse(kiln_json_scanner *scanner, const char *where, ki
 }
 
 int kiln_shard_line_parse_with(kiln_json_scanner *scanner, const char *line, size_t len,
-			       kiln_shard_entry *out, kiln_buf *strings, kiln_source_range **sources,
-			       size_t *sources_cap)
+                               kiln_shard_entry *out, kiln_buf *strings, kiln_source_range **sources,
+                               size_t *sources_cap)
 {
 	return kiln_mfmt_shard_line_parse(scanner, "shard line", KILN_MFMT_LINE_FULL, line, len, out, strings,
-					  sources, sources_cap);
+	                                  sources, sources_cap);
 }
 
 int kiln_shard_line_parse(const char *line, size_t len, kiln_shard_entry *out, kiln_buf *strings,
-			  kiln_source_range **sources, size_t *sources_cap)
+                          kiln_source_range **sources, size_t *sources_cap)
 {
 	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
 	int rc;

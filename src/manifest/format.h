@@ -46,7 +46,7 @@ int kiln_mfmt_token_i64(const kiln_json_token *t, int64_t lo, int64_t hi, int64_
 /* Parses a stats.json text into *out (zeroed first; absent members stay 0).
  * KILN_EINVALID "WHERE: what" for anything the format does not allow. */
 int kiln_mfmt_stats_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
-			  kiln_stats *out);
+                          kiln_stats *out);
 
 /* Appends the stats.json text of s (codes with no record left out). */
 int kiln_mfmt_stats_render(kiln_buf *out, const kiln_stats *s);
@@ -79,7 +79,7 @@ void kiln_mfmt_lineage_sort(kiln_mfmt_lineage *l);
  * "partition" or "next", or a file entry without all of "path", "bytes" and
  * "prefix_blake2b" are KILN_EINVALID "WHERE: what". */
 int kiln_mfmt_lineage_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
-			    kiln_mfmt_lineage *out);
+                            kiln_mfmt_lineage *out);
 
 /* Appends the lineage.json text of l's entries, in l's order (sort first). */
 int kiln_mfmt_lineage_render(kiln_buf *out, const kiln_mfmt_lineage *l);
@@ -108,7 +108,7 @@ typedef struct kiln_mfmt_dataset {
  * skipped, absent ones left NULL: files written by hand or by tests may hold
  * less). KILN_EINVALID "WHERE: what" when the text is not a JSON object. */
 int kiln_mfmt_dataset_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
-			    kiln_mfmt_dataset *out);
+                            kiln_mfmt_dataset *out);
 void kiln_mfmt_dataset_free(kiln_mfmt_dataset *d);
 
 /* Appends the dataset.json text of d (every member must be set; the number
@@ -128,9 +128,9 @@ const char *kiln_mfmt_dataset_definition_differs(const kiln_mfmt_dataset *a, con
  * the version, where it came from, its source offsets, contract, key, split
  * and counts, and the release gates' result lines. */
 typedef struct kiln_mfmt_governance {
-	const char *dataset, *version; /* "user-events", "v3" */
-	const char *commit;            /* 40 hex */
-	const char *from;              /* the ref it was promoted from, or the commit */
+	const char *dataset, *version;       /* "user-events", "v3" */
+	const char *commit;                  /* 40 hex */
+	const char *from;                    /* the ref it was promoted from, or the commit */
 	const kiln_mfmt_lineage *lineage;    /* its lineage.json (may be empty) */
 	const kiln_mfmt_dataset *definition; /* its dataset.json; absent members print as "?" */
 	const kiln_stats *stats;             /* its stats.json */
@@ -147,7 +147,7 @@ int kiln_mfmt_governance_render(kiln_buf *out, const kiln_mfmt_governance *g);
  * be valid JSON holding 64 lower-case hex digits starting with hh (the
  * file's name): *out_hash points at them in text. */
 int kiln_mfmt_shard_line_hash(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
-			      const char hh[2], const char **out_hash);
+                              const char hh[2], const char **out_hash);
 
 /* Appends one line for e (without the newline): "shard", "bytes",
  * "raw_bytes", "records" and "sources", in that order. */
@@ -173,15 +173,15 @@ typedef enum kiln_mfmt_line_mode {
  * the caller): no allocation per line once both have grown. Errors are
  * KILN_EINVALID "WHERE: what". */
 int kiln_mfmt_shard_line_parse(kiln_json_scanner *scanner, const char *where, kiln_mfmt_line_mode mode,
-			       const char *line, size_t len, kiln_shard_entry *out, kiln_buf *strings,
-			       kiln_source_range **sources, size_t *sources_cap);
+                               const char *line, size_t len, kiln_shard_entry *out, kiln_buf *strings,
+                               kiln_source_range **sources, size_t *sources_cap);
 
 /* kiln_mfmt_shard_line_parse in KILN_MFMT_LINE_FULL mode, errors starting
  * "shard line: ", with a scanner of its own (the first) or the caller's. */
 int kiln_shard_line_parse(const char *line, size_t len, kiln_shard_entry *out, kiln_buf *strings,
-			  kiln_source_range **sources, size_t *sources_cap);
+                          kiln_source_range **sources, size_t *sources_cap);
 int kiln_shard_line_parse_with(kiln_json_scanner *scanner, const char *line, size_t len,
-			       kiln_shard_entry *out, kiln_buf *strings, kiln_source_range **sources,
-			       size_t *sources_cap);
+                               kiln_shard_entry *out, kiln_buf *strings, kiln_source_range **sources,
+                               size_t *sources_cap);
 
 #endif

@@ -97,7 +97,7 @@ typedef struct shard_slot {
 	uint64_t bytes;
 	uint32_t versions; /* du: listed versions that hold the shard */
 	uint32_t last;     /* du: index + 1 of the last version that counted it;
-			    * gc: 1 once the store listing showed it */
+	                    * gc: 1 once the store listing showed it */
 	bool used;
 } shard_slot;
 
@@ -280,7 +280,7 @@ static int parse_line(reader *r, const char *line, size_t len, const char *where
 
 	snprintf(w, sizeof(w), "manifest %s: %s line %zu", kiln_manifest_path(r->m), where, lineno);
 	if ((rc = kiln_mfmt_shard_line_parse(r->scanner, w, KILN_MFMT_LINE_REFS, line, len, &e, NULL, NULL,
-					     NULL)) < 0)
+	                                     NULL)) < 0)
 		return rc;
 	hash_decode(e.hash, HASH_HEX, out->hash);
 	out->bytes = e.bytes;
@@ -315,7 +315,8 @@ static int read_blob_lines(reader *r, const git_oid *id, const char *where, line
 		    hash_decode(hex, HASH_HEX, rec.hash)) {
 			rec.bytes = rec.records = 0;
 			rc = fn(ctx, &rec);
-		} else if (stop > p && (rc = parse_line(r, p, (size_t)(stop - p), where, lineno, &rec)) == 0) {
+		} else if (stop > p &&
+		           (rc = parse_line(r, p, (size_t)(stop - p), where, lineno, &rec)) == 0) {
 			rc = fn(ctx, &rec);
 		}
 		p = nl ? nl + 1 : end;
@@ -494,7 +495,7 @@ static int mark_line(void *ctx, const line_rec *rec)
 
 static int mark_commit(gc_state *g, const git_oid *id)
 {
-	splits_walk w = { .r = &g->r, .seen = &g->seen, .fn = mark_line, .ctx = g };
+	splits_walk w = {.r = &g->r, .seen = &g->seen, .fn = mark_line, .ctx = g};
 	int rc = oid_map_add(&g->kept, id, NULL);
 
 	if (rc <= 0)
@@ -669,9 +670,9 @@ static int list_cb(void *ctx, const char *key, uint64_t size, int64_t mtime)
 }
 
 int kiln_gc(kiln_manifest *m, kiln_store *store, const kiln_gc_policy *policy, kiln_gc_cb cb, void *ctx,
-	    kiln_gc_stats *out)
+            kiln_gc_stats *out)
 {
-	gc_state g = { .policy = policy, .cb = cb, .ctx = ctx, .st = out };
+	gc_state g = {.policy = policy, .cb = cb, .ctx = ctx, .st = out};
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -751,9 +752,9 @@ int kiln_gc(kiln_manifest *m, kiln_store *store, const kiln_gc_policy *policy, k
 
 	if (policy->apply && out->orphans && out->referenced && out->live == 0) {
 		rc = kiln_error_set(KILN_EINVALID,
-				    "gc: the store %s holds none of the %llu shards manifest %s lists: "
-				    "they do not belong together; nothing deleted",
-				    store->url, (unsigned long long)out->referenced, kiln_manifest_path(m));
+		                    "gc: the store %s holds none of the %llu shards manifest %s lists: "
+		                    "they do not belong together; nothing deleted",
+		                    store->url, (unsigned long long)out->referenced, kiln_manifest_path(m));
 		goto cleanup;
 	}
 	for (size_t i = 0; i < g.ncands; i++) {
@@ -899,9 +900,9 @@ static int du_collect(kiln_manifest *m, const char *prefix, bool tag, kiln_du_re
 
 int kiln_gc_du(kiln_manifest *m, const char *dataset, kiln_du_report *out)
 {
-	du_state d = { 0 };
-	reader r = { 0 };
-	oid_map cache = { 0 };
+	du_state d = {0};
+	reader r = {0};
+	oid_map cache = {0};
 	line_rec *recs = NULL;
 	size_t nrecs = 0, caprecs = 0, cap = 0;
 	char prefix[300];
@@ -919,7 +920,7 @@ int kiln_gc_du(kiln_manifest *m, const char *dataset, kiln_du_report *out)
 		goto cleanup;
 	if (out->count == 0) {
 		rc = kiln_error_set(KILN_ENOTFOUND, "du: manifest %s has no branch or tag of dataset %s",
-				    kiln_manifest_path(m), dataset);
+		                    kiln_manifest_path(m), dataset);
 		goto cleanup;
 	}
 	qsort(out->rows, out->count, sizeof(*out->rows), row_cmp);

@@ -22,11 +22,11 @@ typedef struct kiln_gc_policy {
 	bool keep_tags;       /* the whole history of every tag (refs/tags/...) */
 	bool keep_branches;   /* the whole history of every other ref (refs/heads/...) */
 	int64_t younger_than; /* > 0: every commit reachable from any ref whose commit
-			       * time is less than this many seconds before `now` */
+	                       * time is less than this many seconds before `now` */
 	int64_t now;          /* reference time for younger_than and grace; 0 = time(NULL) */
 	int64_t grace;        /* > 0: an unreferenced object written less than this many seconds
-			       * before `now` (or at a time the store cannot tell) is young, not
-			       * an orphan: a run may still be about to commit it */
+	                       * before `now` (or at a time the store cannot tell) is young, not
+	                       * an orphan: a run may still be about to commit it */
 	bool apply;           /* delete the orphans; false = dry run, nothing removed */
 } kiln_gc_policy;
 
@@ -67,10 +67,10 @@ int kiln_gc(kiln_manifest *manifest, kiln_store *store, const kiln_gc_policy *po
 
 /* One version of a dataset in kiln_gc_du's report. */
 typedef struct kiln_du_row {
-	char name[160];  /* "v3" for refs/tags/<ds>/v3, "main" for refs/heads/<ds>/main */
+	char name[160]; /* "v3" for refs/tags/<ds>/v3, "main" for refs/heads/<ds>/main */
 	bool tag;
 	char commit[41];
-	uint64_t shards, records, bytes; /* distinct shards of the version, their records and bytes */
+	uint64_t shards, records, bytes;      /* distinct shards of the version, their records and bytes */
 	uint64_t unique_shards, unique_bytes; /* of those, the ones no other listed version has */
 } kiln_du_row;
 

@@ -10,7 +10,7 @@
 /* The expected old value "no such ref": libgit2 checks it under the ref's
  * lock, so of two writers creating one ref only one wins (a plain create
  * checks before locking and could let the second overwrite the first). */
-static const git_oid absent = { { 0 } };
+static const git_oid absent = {{0}};
 
 #include <dirent.h>
 #include <errno.h>
@@ -34,7 +34,7 @@ static const git_oid absent = { { 0 } };
 #include "core/json.h"
 #include "manifest/sshsig.h"
 
-#define HASH_LEN     64
+#define HASH_LEN 64
 
 struct kiln_manifest {
 	git_repository *repo;
@@ -147,10 +147,10 @@ static int branch_ref(char *out, size_t cap, const char *dataset, const char *br
 
 	if (!kiln_mfmt_name_valid(dataset))
 		return kiln_error_set(KILN_EINVALID,
-				      "manifest: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
+		                      "manifest: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
 	if (!kiln_mfmt_name_valid(branch))
 		return kiln_error_set(KILN_EINVALID,
-				      "manifest: branch name must match [a-z0-9][a-z0-9._-]{0,127}");
+		                      "manifest: branch name must match [a-z0-9][a-z0-9._-]{0,127}");
 	snprintf(out, cap, "refs/heads/%s/%s", dataset, branch);
 	if (git_reference_name_is_valid(&valid, out) < 0 || !valid)
 		return kiln_error_set(KILN_EINVALID, "manifest: %s is not a valid git reference name", out);
@@ -188,7 +188,7 @@ static int create_repository(const char *path)
 
 	randombytes_buf(nonce, sizeof(nonce));
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.init-%ld-%02x%02x%02x%02x", path, (long)getpid(), nonce[0],
-			     nonce[1], nonce[2], nonce[3]) >= sizeof(tmp))
+	                     nonce[1], nonce[2], nonce[3]) >= sizeof(tmp))
 		return kiln_error_set(KILN_EINVALID, "manifest %s: path too long", path);
 	git_repository_init_options_init(&opts, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
 	opts.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_MKPATH;
@@ -237,7 +237,7 @@ int kiln_manifest_open(kiln_manifest **out, const char *path)
 	}
 	if ((gerr = git_repository_open_bare(&m->repo, path)) < 0) {
 		rc = kiln_error_set(gerr == GIT_ENOTFOUND ? KILN_ENOTFOUND : KILN_EIO, "manifest %s: %s",
-				    path, git_message());
+		                    path, git_message());
 		goto cleanup;
 	}
 	if (!git_repository_is_bare(m->repo)) {
@@ -266,7 +266,7 @@ void kiln_manifest_close(kiln_manifest *m)
 /* The tip commit's tree, or *out_tree = NULL when the branch does not exist.
  * *out_tip (may be NULL) gets the tip id. */
 static int read_tip(kiln_manifest *m, const char *ref, git_oid *out_tip, bool *out_exists,
-		    git_tree **out_tree)
+                    git_tree **out_tree)
 {
 	git_oid tip;
 	git_commit *commit = NULL;
@@ -328,7 +328,7 @@ static const char *where(char out[WHERE_CAP], const char *ref, const char *file)
 
 /* The lineage at the tip into *out (empty without a tip or a lineage.json). */
 static int load_lineage(kiln_manifest *m, kiln_json_scanner *scanner, git_tree *tree, const char *ref,
-			kiln_mfmt_lineage *out)
+                        kiln_mfmt_lineage *out)
 {
 	char w[WHERE_CAP];
 	git_blob *blob = NULL;
@@ -337,13 +337,13 @@ static int load_lineage(kiln_manifest *m, kiln_json_scanner *scanner, git_tree *
 	if (rc < 0 || !blob)
 		return rc;
 	rc = kiln_mfmt_lineage_parse(scanner, where(w, ref, "lineage.json"), git_blob_rawcontent(blob),
-				     (size_t)git_blob_rawsize(blob), out);
+	                             (size_t)git_blob_rawsize(blob), out);
 	git_blob_free(blob);
 	return rc;
 }
 
 static int load_stats(kiln_manifest *m, kiln_json_scanner *scanner, git_tree *tree, const char *ref,
-		      kiln_stats *out)
+                      kiln_stats *out)
 {
 	char w[WHERE_CAP];
 	git_blob *blob = NULL;
@@ -354,7 +354,7 @@ static int load_stats(kiln_manifest *m, kiln_json_scanner *scanner, git_tree *tr
 	if (rc < 0 || !blob)
 		return rc;
 	rc = kiln_mfmt_stats_parse(scanner, where(w, ref, "stats.json"), git_blob_rawcontent(blob),
-				   (size_t)git_blob_rawsize(blob), out);
+	                           (size_t)git_blob_rawsize(blob), out);
 	git_blob_free(blob);
 	return rc;
 }
@@ -408,7 +408,7 @@ static int shard_line_cmp(const void *a, const void *b)
 static int shard_ptr_cmp(const void *a, const void *b)
 {
 	const kiln_shard_entry *x = *(const kiln_shard_entry *const *)a,
-			       *y = *(const kiln_shard_entry *const *)b;
+	                       *y = *(const kiln_shard_entry *const *)b;
 
 	return strcmp(x->hash, y->hash);
 }
@@ -416,16 +416,16 @@ static int shard_ptr_cmp(const void *a, const void *b)
 /* Writes the merged blob for the new shards group[0..n) (all with the same
  * first two hex digits) into the split's tree builder. */
 static int merge_hh(kiln_manifest *m, kiln_json_scanner *scanner, const char *ref, const char *split_name,
-		    git_treebuilder *split_bld, const kiln_shard_entry *const *group, size_t n)
+                    git_treebuilder *split_bld, const kiln_shard_entry *const *group, size_t n)
 {
-	char hh[3] = { group[0]->hash[0], group[0]->hash[1], '\0' };
+	char hh[3] = {group[0]->hash[0], group[0]->hash[1], '\0'};
 	char name[16], file[64], w[WHERE_CAP];
 	const git_tree_entry *entry;
 	git_blob *blob = NULL;
 	shard_line *lines = NULL;
 	buf *rendered = NULL;
 	size_t count = 0, cap = n;
-	buf out = { 0 };
+	buf out = {0};
 	git_oid id;
 	int rc, gerr;
 
@@ -435,7 +435,7 @@ static int merge_hh(kiln_manifest *m, kiln_json_scanner *scanner, const char *re
 	if (entry) {
 		if (git_tree_entry_type(entry) != GIT_OBJECT_BLOB)
 			return kiln_error_set(KILN_EINVALID, "manifest %s: %s:%s is not a file", m->path, ref,
-					      file);
+			                      file);
 		gerr = git_blob_lookup(&blob, m->repo, git_tree_entry_id(entry));
 		if (gerr < 0)
 			return git_fail(m, gerr, file);
@@ -474,8 +474,8 @@ static int merge_hh(kiln_manifest *m, kiln_json_scanner *scanner, const char *re
 			goto cleanup;
 		if (kiln_json_check(scanner, rendered[i].k.ptr, rendered[i].k.len) != KILN_REJECT_NONE) {
 			rc = kiln_error_set(KILN_EINVALID,
-					    "manifest: a source topic of a %s shard is not valid UTF-8",
-					    split_name);
+			                    "manifest: a source topic of a %s shard is not valid UTF-8",
+			                    split_name);
 			goto cleanup;
 		}
 		l->hash = group[i]->hash;
@@ -510,7 +510,7 @@ cleanup:
 
 /* A tree builder over the subtree `name` of parent (empty when absent). */
 static int sub_builder(kiln_manifest *m, git_treebuilder *parent, const char *name, const char *ref,
-		       const char *path, git_treebuilder **out)
+                       const char *path, git_treebuilder **out)
 {
 	const git_tree_entry *entry = parent ? git_treebuilder_get(parent, name) : NULL;
 	git_tree *tree = NULL;
@@ -520,7 +520,7 @@ static int sub_builder(kiln_manifest *m, git_treebuilder *parent, const char *na
 	if (entry) {
 		if (git_tree_entry_type(entry) != GIT_OBJECT_TREE)
 			return kiln_error_set(KILN_EINVALID, "manifest %s: %s:%s is not a folder", m->path,
-					      ref, path);
+			                      ref, path);
 		gerr = git_tree_lookup(&tree, m->repo, git_tree_entry_id(entry));
 		if (gerr < 0)
 			return git_fail(m, gerr, path);
@@ -532,7 +532,7 @@ static int sub_builder(kiln_manifest *m, git_treebuilder *parent, const char *na
 
 /* Writes bld as a tree and inserts it into parent as `name`. */
 static int insert_subtree(kiln_manifest *m, git_treebuilder *parent, const char *name, git_treebuilder *bld,
-			  const char *path)
+                          const char *path)
 {
 	git_oid id;
 	int gerr = git_treebuilder_write(&id, bld);
@@ -543,7 +543,7 @@ static int insert_subtree(kiln_manifest *m, git_treebuilder *parent, const char 
 }
 
 static int write_splits(kiln_manifest *m, kiln_json_scanner *scanner, const char *ref,
-			const kiln_snapshot *snap, git_treebuilder *root)
+                        const kiln_snapshot *snap, git_treebuilder *root)
 {
 	git_treebuilder *splits = NULL, *split_bld = NULL;
 	const kiln_shard_entry **sorted = NULL;
@@ -603,7 +603,7 @@ static const char *plural(uint64_t n, const char *one, const char *many)
 
 static void buf_size(buf *b, uint64_t bytes)
 {
-	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
 	double v = (double)bytes;
 	int u = -1;
 
@@ -637,16 +637,16 @@ static void render_message(buf *b, const kiln_snapshot *snap, const kiln_mfmt_li
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
 		shards += d->splits[s].shards;
 	buf_printf(b, "%s: +%" PRIu64 " %s (%" PRIu64 " valid, %" PRIu64 " quarantined), %" PRIu64 " %s\n\n",
-		   snap->dataset, d->records_in, plural(d->records_in, "record", "records"), d->valid,
-		   d->quarantined, shards, plural(shards, "shard", "shards"));
+	           snap->dataset, d->records_in, plural(d->records_in, "record", "records"), d->valid,
+	           d->quarantined, shards, plural(shards, "shard", "shards"));
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
 		const kiln_split_stats *p = &d->splits[s];
 
 		if (!p->records && !p->shards && !snap->shard_count[s])
 			continue;
 		buf_printf(b, "%s: +%" PRIu64 " %s in %" PRIu64 " %s (", kiln_split_name((kiln_split)s),
-			   p->records, plural(p->records, "record", "records"), p->shards,
-			   plural(p->shards, "shard", "shards"));
+		           p->records, plural(p->records, "record", "records"), p->shards,
+		           plural(p->shards, "shard", "shards"));
 		buf_size(b, p->bytes);
 		buf_puts(b, ")\n");
 	}
@@ -665,7 +665,7 @@ static void render_message(buf *b, const kiln_snapshot *snap, const kiln_mfmt_li
 		buf_puts(b, "quarantined: ");
 		for (int k = 0; k < nq; k++)
 			buf_printf(b, "%s%s %" PRIu64, k ? ", " : "", kiln_reject_name((kiln_reject)order[k]),
-				   d->quarantined_by_code[order[k]]);
+			           d->quarantined_by_code[order[k]]);
 		buf_puts(b, "\n");
 	} else if (d->quarantined) {
 		buf_printf(b, "quarantined: %" PRIu64 "\n", d->quarantined);
@@ -709,15 +709,15 @@ static void render_message(buf *b, const kiln_snapshot *snap, const kiln_mfmt_li
 /* Writes the commit with an SSH signature over its bytes in the gpgsig
  * header (git writes each armour line after a space, no empty last line). */
 static int create_signed_commit(kiln_manifest *m, git_oid *out, const git_signature *sig, const char *message,
-				const git_tree *tree, const git_commit *parent, const kiln_signing_key *key)
+                                const git_tree *tree, const git_commit *parent, const kiln_signing_key *key)
 {
-	const git_commit *parents[1] = { parent };
+	const git_commit *parents[1] = {parent};
 	git_buf content = GIT_BUF_INIT;
 	kiln_buf armour = KILN_BUF_INIT(0);
 	int rc, gerr;
 
 	gerr = git_commit_create_buffer(&content, m->repo, sig, sig, NULL, message, tree, parent ? 1 : 0,
-					parents);
+	                                parents);
 	if (gerr < 0)
 		return git_fail(m, gerr, "creating the commit");
 	if ((rc = kiln_sshsig_sign(key, "git", content.ptr, content.size, &armour)) < 0)
@@ -732,7 +732,7 @@ cleanup:
 }
 
 int kiln_manifest_tag(kiln_manifest *m, const char *dataset, const char *name, const char *commit_hex,
-		      const char *message, const kiln_signing_key *key, char out_tag_id[41])
+                      const char *message, const kiln_signing_key *key, char out_tag_id[41])
 {
 	char ref[sizeof("refs/tags//") + 2 * KILN_MFMT_NAME_MAX];
 	git_oid target, tag_id;
@@ -746,22 +746,24 @@ int kiln_manifest_tag(kiln_manifest *m, const char *dataset, const char *name, c
 	out_tag_id[0] = '\0';
 	if (!kiln_mfmt_name_valid(dataset))
 		return kiln_error_set(KILN_EINVALID,
-				      "manifest: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
+		                      "manifest: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
 	if (!kiln_mfmt_name_valid(name))
-		return kiln_error_set(KILN_EINVALID, "manifest: tag name must match [a-z0-9][a-z0-9._-]{0,127}");
+		return kiln_error_set(KILN_EINVALID,
+		                      "manifest: tag name must match [a-z0-9][a-z0-9._-]{0,127}");
 	snprintf(ref, sizeof(ref), "refs/tags/%s/%s", dataset, name);
 	if (git_reference_name_is_valid(&valid, ref) < 0 || !valid)
 		return kiln_error_set(KILN_EINVALID, "manifest: %s is not a valid git reference name", ref);
 	if (!commit_hex || strlen(commit_hex) != 40 || !hex_valid(commit_hex, 40) ||
 	    git_oid_fromstr(&target, commit_hex) < 0)
-		return kiln_error_set(KILN_EINVALID, "manifest: %s: a commit id is 40 lower-case hex digits", ref);
+		return kiln_error_set(KILN_EINVALID, "manifest: %s: a commit id is 40 lower-case hex digits",
+		                      ref);
 	if (!message)
 		message = "";
 	/* git takes the last such line as the start of the tag's signature */
 	for (const char *line = message;; line++) {
 		if (strncmp(line, "-----BEGIN ", 11) == 0)
-			return kiln_error_set(KILN_EINVALID,
-					      "manifest: %s: a message line starts with \"-----BEGIN \"", ref);
+			return kiln_error_set(
+			    KILN_EINVALID, "manifest: %s: a message line starts with \"-----BEGIN \"", ref);
 		if (!(line = strchr(line, '\n')))
 			break;
 	}
@@ -785,10 +787,11 @@ int kiln_manifest_tag(kiln_manifest *m, const char *dataset, const char *name, c
 	}
 	offset = tagger->when.offset < 0 ? -tagger->when.offset : tagger->when.offset;
 	mlen = strlen(message);
-	if (kiln_buf_printf(&text, "object %s\ntype commit\ntag %s/%s\ntagger %s <%s> %lld %c%02d%02d\n\n%s%s",
-			    commit_hex, dataset, name, tagger->name, tagger->email,
-			    (long long)tagger->when.time, tagger->when.offset < 0 ? '-' : '+', offset / 60,
-			    offset % 60, message, mlen && message[mlen - 1] != '\n' ? "\n" : "") < 0 ||
+	if (kiln_buf_printf(&text,
+	                    "object %s\ntype commit\ntag %s/%s\ntagger %s <%s> %lld %c%02d%02d\n\n%s%s",
+	                    commit_hex, dataset, name, tagger->name, tagger->email,
+	                    (long long)tagger->when.time, tagger->when.offset < 0 ? '-' : '+', offset / 60,
+	                    offset % 60, message, mlen && message[mlen - 1] != '\n' ? "\n" : "") < 0 ||
 	    (key && kiln_sshsig_sign(key, "git", text.ptr, text.len, &armour) < 0)) {
 		rc = kiln_error_last_code();
 		goto cleanup;
@@ -824,7 +827,7 @@ static int check_snapshot(const kiln_snapshot *snap)
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
 		if (snap->shard_count[s] && !snap->shards[s])
 			return kiln_error_set(KILN_EINVALID, "manifest: %s shards missing",
-					      kiln_split_name((kiln_split)s));
+			                      kiln_split_name((kiln_split)s));
 		for (size_t i = 0; i < snap->shard_count[s]; i++) {
 			const kiln_shard_entry *e = &snap->shards[s][i];
 
@@ -835,13 +838,13 @@ static int check_snapshot(const kiln_snapshot *snap)
 				    kiln_split_name((kiln_split)s));
 			if (e->source_count && !e->sources)
 				return kiln_error_set(KILN_EINVALID,
-						      "manifest: a %s shard's sources are missing",
-						      kiln_split_name((kiln_split)s));
+				                      "manifest: a %s shard's sources are missing",
+				                      kiln_split_name((kiln_split)s));
 			for (size_t k = 0; k < e->source_count; k++)
 				if (!e->sources[k].topic)
 					return kiln_error_set(KILN_EINVALID,
-							      "manifest: a %s shard source has no topic",
-							      kiln_split_name((kiln_split)s));
+					                      "manifest: a %s shard source has no topic",
+					                      kiln_split_name((kiln_split)s));
 		}
 	}
 	if (snap->lineage_count && !snap->lineage)
@@ -889,15 +892,16 @@ static int ref_locked(const kiln_manifest *m, const char *ref)
 
 	snprintf(lock, sizeof(lock), "%s%s.lock", git_repository_path(m->repo), ref);
 	if (stat(lock, &st) < 0)
-		return kiln_error_set(KILN_ERETRY, "manifest %s: %s is being updated by another writer", m->path,
-				      ref);
+		return kiln_error_set(KILN_ERETRY, "manifest %s: %s is being updated by another writer",
+		                      m->path, ref);
 	if (now - st.st_mtime < KILN_MANIFEST_STALE_LOCK_S)
-		return kiln_error_set(KILN_ERETRY, "manifest %s: %s is locked by another writer (%s)", m->path, ref,
-				      lock);
-	return kiln_error_set(KILN_EIO,
-			      "manifest %s: %s is locked by %s, %lld s old: a process was killed while updating it; "
-			      "if no kiln or git process is writing this repository, remove that file",
-			      m->path, ref, lock, (long long)(now - st.st_mtime));
+		return kiln_error_set(KILN_ERETRY, "manifest %s: %s is locked by another writer (%s)",
+		                      m->path, ref, lock);
+	return kiln_error_set(
+	    KILN_EIO,
+	    "manifest %s: %s is locked by %s, %lld s old: a process was killed while updating it; "
+	    "if no kiln or git process is writing this repository, remove that file",
+	    m->path, ref, lock, (long long)(now - st.st_mtime));
 }
 
 int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_commit[41])
@@ -911,9 +915,9 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	git_signature *sig = NULL;
 	git_reference *moved = NULL;
 	kiln_json_scanner *scanner = NULL;
-	kiln_mfmt_lineage before = { 0 }, merged = { 0 };
+	kiln_mfmt_lineage before = {0}, merged = {0};
 	kiln_stats stats;
-	buf text = { 0 }, msg = { 0 };
+	buf text = {0}, msg = {0};
 	int rc, gerr;
 
 	out_commit[0] = '\0';
@@ -948,7 +952,8 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	buf_puts(&text, snap->dataset_json);
 	if (text.k.len == 0 || text.k.ptr[text.k.len - 1] != '\n')
 		buf_put(&text, "\n", 1);
-	if ((rc = buf_check(&text)) < 0 || (rc = insert_blob(m, root, "dataset.json", text.k.ptr, text.k.len)) < 0)
+	if ((rc = buf_check(&text)) < 0 ||
+	    (rc = insert_blob(m, root, "dataset.json", text.k.ptr, text.k.len)) < 0)
 		goto cleanup;
 
 	/* splits/<split>/<hh>.jsonl */
@@ -968,14 +973,16 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 
 		if (e->fenced && now != e->expect_next) {
 			rc = kiln_error_set(KILN_EFENCED,
-					    "manifest: %s: %s/%" PRId32 " moved to %" PRId64 " (expected %" PRId64
-					    "): another writer committed those offsets first",
-					    ref, e->topic, e->partition, now, e->expect_next);
+			                    "manifest: %s: %s/%" PRId32 " moved to %" PRId64
+			                    " (expected %" PRId64
+			                    "): another writer committed those offsets first",
+			                    ref, e->topic, e->partition, now, e->expect_next);
 			goto cleanup;
 		}
 	}
 	for (size_t i = 0; i < snap->lineage_count; i++) {
-		ptrdiff_t at = kiln_mfmt_lineage_find(&merged, snap->lineage[i].topic, snap->lineage[i].partition);
+		ptrdiff_t at =
+		    kiln_mfmt_lineage_find(&merged, snap->lineage[i].topic, snap->lineage[i].partition);
 
 		if (at >= 0)
 			merged.v[at] = snap->lineage[i];
@@ -988,7 +995,7 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 		goto cleanup;
 	if (kiln_json_check(scanner, text.k.ptr, text.k.len) != KILN_REJECT_NONE) {
 		rc = kiln_error_set(KILN_EINVALID, "manifest: %s: a lineage topic or path is not valid UTF-8",
-				    ref);
+		                    ref);
 		goto cleanup;
 	}
 	if ((rc = insert_blob(m, root, "lineage.json", text.k.ptr, text.k.len)) < 0)
@@ -1000,7 +1007,8 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	if ((rc = stats_add(&stats, &snap->delta)) < 0)
 		goto cleanup;
 	text.k.len = 0;
-	if ((rc = kiln_mfmt_stats_render(&text.k, &stats)) < 0 || (rc = insert_blob(m, root, "stats.json", text.k.ptr, text.k.len)) < 0)
+	if ((rc = kiln_mfmt_stats_render(&text.k, &stats)) < 0 ||
+	    (rc = insert_blob(m, root, "stats.json", text.k.ptr, text.k.len)) < 0)
 		goto cleanup;
 
 	/* the commit, then the compare-and-swap on the branch */
@@ -1010,7 +1018,7 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 		goto cleanup;
 	}
 	gerr = git_signature_now(&sig, snap->author_name ? snap->author_name : "kiln",
-				 snap->author_email ? snap->author_email : "kiln@localhost");
+	                         snap->author_email ? snap->author_email : "kiln@localhost");
 	if (gerr < 0) {
 		rc = kiln_error_set(KILN_EINVALID, "manifest: author: %s", git_message());
 		goto cleanup;
@@ -1019,13 +1027,14 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	if ((rc = buf_check(&msg)) < 0)
 		goto cleanup;
 	if (snap->signing_key) {
-		if ((rc = create_signed_commit(m, &commit_id, sig, msg.k.ptr, tree, parent, snap->signing_key)) < 0)
+		if ((rc = create_signed_commit(m, &commit_id, sig, msg.k.ptr, tree, parent,
+		                               snap->signing_key)) < 0)
 			goto cleanup;
 	} else {
-		const git_commit *parents[1] = { parent };
+		const git_commit *parents[1] = {parent};
 
 		gerr = git_commit_create(&commit_id, m->repo, NULL, sig, sig, NULL, msg.k.ptr, tree,
-					 parent ? 1 : 0, parents);
+		                         parent ? 1 : 0, parents);
 		if (gerr < 0) {
 			rc = git_fail(m, gerr, "creating the commit");
 			goto cleanup;
@@ -1078,12 +1087,12 @@ cleanup:
 /* ---- reading back --------------------------------------------------------- */
 
 int kiln_manifest_lineage(kiln_manifest *m, const char *dataset, const char *branch,
-			  int (*cb)(void *ctx, const kiln_lineage_entry *entry), void *ctx)
+                          int (*cb)(void *ctx, const kiln_lineage_entry *entry), void *ctx)
 {
 	char ref[REF_CAP];
 	git_tree *tree = NULL;
 	kiln_json_scanner *scanner = NULL;
-	kiln_mfmt_lineage list = { 0 };
+	kiln_mfmt_lineage list = {0};
 	bool exists;
 	int rc;
 
@@ -1135,7 +1144,8 @@ cleanup:
 	return rc;
 }
 
-int kiln_manifest_read(kiln_manifest *m, const char *dataset, const char *branch, const char *path, kiln_buf *out)
+int kiln_manifest_read(kiln_manifest *m, const char *dataset, const char *branch, const char *path,
+                       kiln_buf *out)
 {
 	char ref[REF_CAP];
 	git_tree *tree = NULL;

@@ -89,18 +89,18 @@ int kiln_manifest_commit(kiln_manifest *manifest, const kiln_snapshot *snapshot,
  * KILN_EMODIFIED when the tag already exists (nothing changes).
  * out_tag_id: the tag object's id, 40 hex + NUL. */
 int kiln_manifest_tag(kiln_manifest *manifest, const char *dataset, const char *name, const char *commit_hex,
-		      const char *message, const struct kiln_signing_key *key, char out_tag_id[41]);
+                      const char *message, const struct kiln_signing_key *key, char out_tag_id[41]);
 
 /* Calls cb for each lineage.json entry at the branch tip; returns 0 (also
  * when the branch does not exist yet: no calls), a negative error, or cb's
  * non-zero return. Strings passed to cb live until cb returns. */
 int kiln_manifest_lineage(kiln_manifest *manifest, const char *dataset, const char *branch,
-			  int (*cb)(void *ctx, const kiln_lineage_entry *entry), void *ctx);
+                          int (*cb)(void *ctx, const kiln_lineage_entry *entry), void *ctx);
 
 /* Appends the file `path` of the branch tip to out: 1 when it was there,
  * 0 when the branch or the file does not exist, or a negative error. */
 int kiln_manifest_read(kiln_manifest *manifest, const char *dataset, const char *branch, const char *path,
-		       kiln_buf *out);
+                       kiln_buf *out);
 
 /* Parses a stats.json text (docs/FORMATS.md); errors name `where`. */
 int kiln_stats_parse(const char *text, size_t len, const char *where, kiln_stats *out);

@@ -14,7 +14,7 @@
 /* The expected old value "no such ref": libgit2 checks it under the ref's
  * lock, so of two writers creating one ref only one wins (a plain create
  * checks before locking and could let the second overwrite the first). */
-static const git_oid absent = { { 0 } };
+static const git_oid absent = {{0}};
 
 #include <git2.h>
 #include <stdbool.h>
@@ -91,17 +91,17 @@ static int parse_ref(const char *ref, ref_parts *out)
 	}
 	slash = strchr(rest, '/');
 	if (!slash || !kiln_mfmt_name_valid_n(rest, (size_t)(slash - rest)) ||
-	    !kiln_mfmt_name_valid_n(slash + 1, strlen(slash + 1)) || git_reference_name_is_valid(&valid, ref) < 0 ||
-	    !valid)
+	    !kiln_mfmt_name_valid_n(slash + 1, strlen(slash + 1)) ||
+	    git_reference_name_is_valid(&valid, ref) < 0 || !valid)
 		goto bad;
 	memcpy(out->dataset, rest, (size_t)(slash - rest));
 	strcpy(out->name, slash + 1);
 	return 0;
 bad:
 	return kiln_error_set(KILN_EINVALID,
-			      "remote: %s is not refs/heads/<dataset>/<branch> or refs/tags/<dataset>/<tag> "
-			      "with names of [a-z0-9][a-z0-9._-]*",
-			      ref);
+	                      "remote: %s is not refs/heads/<dataset>/<branch> or refs/tags/<dataset>/<tag> "
+	                      "with names of [a-z0-9][a-z0-9._-]*",
+	                      ref);
 }
 
 /* ---- files of a commit ------------------------------------------------------ */
@@ -138,7 +138,7 @@ cleanup:
 static int bad_file(kiln_manifest *m, const git_oid *commit_id, const char *path, const char *what)
 {
 	return kiln_error_set(KILN_EINVALID, "manifest %s: %.12s:%s: %s", kiln_manifest_path(m),
-			      git_oid_tostr_s(commit_id), path, what);
+	                      git_oid_tostr_s(commit_id), path, what);
 }
 
 /* ---- lineage.json and stats.json ------------------------------------------ */
@@ -146,16 +146,18 @@ static int bad_file(kiln_manifest *m, const git_oid *commit_id, const char *path
 /* The blob at path of a commit and how errors name it ("manifest PATH:
  * <commit>:path"); *out NULL when commit_id is NULL or the file is absent. */
 static int file_at(kiln_manifest *m, const git_oid *commit_id, const char *path, git_blob **out,
-		   char where[512])
+                   char where[512])
 {
 	*out = NULL;
 	if (!commit_id)
 		return 0;
-	snprintf(where, 512, "manifest %s: %.12s:%s", kiln_manifest_path(m), git_oid_tostr_s(commit_id), path);
+	snprintf(where, 512, "manifest %s: %.12s:%s", kiln_manifest_path(m), git_oid_tostr_s(commit_id),
+	         path);
 	return blob_at(m, commit_id, path, out);
 }
 
-static int lineage_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit_id, kiln_mfmt_lineage *out)
+static int lineage_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit_id,
+                        kiln_mfmt_lineage *out)
 {
 	git_blob *blob = NULL;
 	char where[512];
@@ -164,14 +166,16 @@ static int lineage_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *
 	memset(out, 0, sizeof(*out));
 	if ((rc = file_at(m, commit_id, "lineage.json", &blob, where)) < 0 || !blob)
 		return rc;
-	rc = kiln_mfmt_lineage_parse(sc, where, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), out);
+	rc = kiln_mfmt_lineage_parse(sc, where, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob),
+	                             out);
 	git_blob_free(blob);
 	if (rc < 0)
 		kiln_mfmt_lineage_free(out);
 	return rc;
 }
 
-static const kiln_lineage_entry *lineage_find(const kiln_mfmt_lineage *l, const char *topic, int32_t partition)
+static const kiln_lineage_entry *lineage_find(const kiln_mfmt_lineage *l, const char *topic,
+                                              int32_t partition)
 {
 	ptrdiff_t i = kiln_mfmt_lineage_find(l, topic, partition);
 
@@ -213,8 +217,8 @@ static bool u64_sub(uint64_t *d, uint64_t a, uint64_t b)
 static bool stats_delta(kiln_stats *d, const kiln_stats *after, const kiln_stats *before)
 {
 	bool ok = u64_sub(&d->records_in, after->records_in, before->records_in) &&
-		  u64_sub(&d->valid, after->valid, before->valid) &&
-		  u64_sub(&d->quarantined, after->quarantined, before->quarantined);
+	          u64_sub(&d->valid, after->valid, before->valid) &&
+	          u64_sub(&d->quarantined, after->quarantined, before->quarantined);
 
 	for (int c = 0; ok && c < KILN_REJECT_COUNT_; c++)
 		ok = u64_sub(&d->quarantined_by_code[c], after->quarantined_by_code[c],
@@ -287,7 +291,7 @@ static int hash_cmp(const void *a, const void *b)
 /* Calls fn with each line of the blob parsed by the codec; the entry and its
  * strings live until fn returns. */
 static int blob_lines(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *blob_id, const char *where,
-		      int (*fn)(void *ctx, const kiln_shard_entry *e), void *ctx)
+                      int (*fn)(void *ctx, const kiln_shard_entry *e), void *ctx)
 {
 	git_blob *blob = NULL;
 	kiln_buf strings = KILN_BUF_INIT(0);
@@ -307,8 +311,9 @@ static int blob_lines(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *bl
 		kiln_shard_entry e;
 
 		kiln_buf_reset(&strings);
-		if (stop > p && (rc = kiln_mfmt_shard_line_parse(sc, w, KILN_MFMT_LINE_FULL, p, (size_t)(stop - p), &e,
-								 &strings, &sources, &sources_cap)) == 0)
+		if (stop > p &&
+		    (rc = kiln_mfmt_shard_line_parse(sc, w, KILN_MFMT_LINE_FULL, p, (size_t)(stop - p), &e,
+		                                     &strings, &sources, &sources_cap)) == 0)
 			rc = fn(ctx, &e);
 		p = nl ? nl + 1 : end;
 	}
@@ -350,7 +355,7 @@ static int add_line(void *ctx, const kiln_shard_entry *line)
 		return 0;
 	if ((rc = grow((void **)&r->sources, &r->capsources, r->nsources, sizeof(*r->sources))) < 0 ||
 	    (rc = grow((void **)&r->shards[a->split], &r->capshards[a->split], r->nshards[a->split],
-		       sizeof(**r->shards))) < 0)
+	               sizeof(**r->shards))) < 0)
 		return rc;
 	while (r->ntopics + n > r->captopics)
 		if ((rc = grow((void **)&r->topics, &r->captopics, r->captopics, sizeof(*r->topics))) < 0)
@@ -407,10 +412,10 @@ static int subtree(kiln_manifest *m, const git_oid *commit_id, const char *path,
 
 /* The shard lines `commit` added to its parent's (NULL: none) splits. */
 static int added_shards(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit, const git_oid *parent,
-			replay *r)
+                        replay *r)
 {
 	git_tree *splits = NULL, *psplits = NULL, *st = NULL, *pst = NULL;
-	hash_list before = { 0 };
+	hash_list before = {0};
 	int rc;
 
 	if ((rc = subtree(m, commit, "splits", &splits)) < 0 || !splits ||
@@ -444,7 +449,7 @@ static int added_shards(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *
 			const git_tree_entry *be = git_tree_entry_byindex(st, j);
 			const git_tree_entry *pbe =
 			    pst ? git_tree_entry_byname(pst, git_tree_entry_name(be)) : NULL;
-			add_ctx a = { .r = r, .split = split, .before = &before };
+			add_ctx a = {.r = r, .split = split, .before = &before};
 			char where[128];
 
 			if (git_tree_entry_type(be) != GIT_OBJECT_BLOB ||
@@ -453,7 +458,7 @@ static int added_shards(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *
 			before.n = 0;
 			if (pbe && git_tree_entry_type(pbe) == GIT_OBJECT_BLOB) {
 				snprintf(where, sizeof(where), "%.12s:splits/%s/%s", git_oid_tostr_s(parent),
-					 git_tree_entry_name(se), git_tree_entry_name(pbe));
+				         git_tree_entry_name(se), git_tree_entry_name(pbe));
 				if ((rc = blob_lines(m, sc, git_tree_entry_id(pbe), where, collect_hash,
 				                     &before)) < 0)
 					break;
@@ -461,7 +466,7 @@ static int added_shards(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *
 					qsort(before.v, before.n, sizeof(*before.v), hash_cmp);
 			}
 			snprintf(where, sizeof(where), "%.12s:splits/%s/%s", git_oid_tostr_s(commit),
-				 git_tree_entry_name(se), git_tree_entry_name(be));
+			         git_tree_entry_name(se), git_tree_entry_name(be));
 			rc = blob_lines(m, sc, git_tree_entry_id(be), where, add_line, &a);
 		}
 	}
@@ -475,7 +480,8 @@ cleanup:
 }
 
 /* dataset.json of a commit, parsed (all NULL when absent). */
-static int dataset_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit_id, kiln_mfmt_dataset *out)
+static int dataset_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *commit_id,
+                        kiln_mfmt_dataset *out)
 {
 	git_blob *blob = NULL;
 	char where[512];
@@ -484,7 +490,8 @@ static int dataset_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *
 	memset(out, 0, sizeof(*out));
 	if ((rc = file_at(m, commit_id, "dataset.json", &blob, where)) < 0 || !blob)
 		return rc;
-	rc = kiln_mfmt_dataset_parse(sc, where, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), out);
+	rc = kiln_mfmt_dataset_parse(sc, where, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob),
+	                             out);
 	git_blob_free(blob);
 	return rc < 0 ? rc : 1;
 }
@@ -492,9 +499,9 @@ static int dataset_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *
 /* The two commits' dataset.json define the same key and split
  * (kiln_mfmt_dataset_definition_differs), or an error naming the part. */
 static int same_definition(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *a, const git_oid *b,
-			   const char *ref, const char *url)
+                           const char *ref, const char *url)
 {
-	kiln_mfmt_dataset da = { 0 }, db = { 0 };
+	kiln_mfmt_dataset da = {0}, db = {0};
 	const char *part;
 	int fa, fb = 0, rc = 0;
 
@@ -507,9 +514,9 @@ static int same_definition(kiln_manifest *m, kiln_json_scanner *sc, const git_oi
 
 		safe_url(u, sizeof(u), url);
 		rc = kiln_error_set(KILN_EINVALID,
-				    "manifest %s: %s here and at %s have different %s settings (a different "
-				    "dataset version): not combined; push to another branch",
-				    kiln_manifest_path(m), ref, u, part);
+		                    "manifest %s: %s here and at %s have different %s settings (a different "
+		                    "dataset version): not combined; push to another branch",
+		                    kiln_manifest_path(m), ref, u, part);
 	}
 cleanup:
 	kiln_mfmt_dataset_free(&da);
@@ -528,15 +535,15 @@ typedef struct rebase_ctx {
 /* Replays commit (whose parent is `parent`, may be NULL) on the temporary
  * branch, whose tip is `tip`; *out the new commit. */
 static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *parent, const git_oid *tip,
-			 git_oid *out)
+                         git_oid *out)
 {
 	kiln_manifest *m = x->m;
 	git_commit *c = NULL;
 	git_blob *ds = NULL;
-	replay r = { 0 };
-	kiln_mfmt_lineage lc = { 0 }, lp = { 0 }, lt = { 0 };
+	replay r = {0};
+	kiln_mfmt_lineage lc = {0}, lp = {0}, lt = {0};
 	kiln_stats sc_, sp;
-	kiln_snapshot snap = { 0 };
+	kiln_snapshot snap = {0};
 	char *ds_text = NULL, *author_name = NULL, *author_email = NULL, id[41];
 	int gerr, rc;
 
@@ -639,7 +646,7 @@ static int rebase(kiln_manifest *m, const char *url, const char *ref, const ref_
 	git_repository *repo = kiln_manifest_repo(m);
 	static unsigned counter;
 	unsigned serial = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
-	rebase_ctx x = { .m = m, .url = url, .ref = ref, .parts = parts };
+	rebase_ctx x = {.m = m, .url = url, .ref = ref, .parts = parts};
 	git_revwalk *walk = NULL;
 	git_reference *tmp = NULL, *head = NULL;
 	git_oid *list = NULL, id, tip;
@@ -723,7 +730,7 @@ cleanup:
  * fast-forwards it, leaves it (ahead), or rebases it (diverged); every move
  * is a compare-and-swap (KILN_EMODIFIED when the branch moved meanwhile). */
 static int integrate_branch(kiln_manifest *m, const char *url, const char *ref, const ref_parts *parts,
-			    const git_oid *remote)
+                            const git_oid *remote)
 {
 	git_repository *repo = kiln_manifest_repo(m);
 	git_reference *moved = NULL;
@@ -836,10 +843,10 @@ static int remote_download(kiln_manifest *m, const char *url,
 {
 	git_remote *remote = NULL;
 	git_remote_callbacks cb;
-	callbacks_state state = { 0 };
+	callbacks_state state = {0};
 	const git_remote_head **ls;
 	git_fetch_options fo;
-	git_strarray specs = { 0 };
+	git_strarray specs = {0};
 	size_t n;
 	int gerr, rc = 0;
 
@@ -903,7 +910,7 @@ static char *local_path(const char *url)
 /* Pushes to a bare repository on this machine: objects first (a pack), then
  * the ref with a compare-and-swap. KILN_EMODIFIED: not a fast-forward. */
 static int push_local(kiln_manifest *m, const char *path, const char *url, const char *ref, bool tag,
-		      const git_oid *local)
+                      const git_oid *local)
 {
 	git_repository *repo = kiln_manifest_repo(m), *rrepo = NULL;
 	git_reference_iterator *it = NULL;
@@ -912,7 +919,7 @@ static int push_local(kiln_manifest *m, const char *path, const char *url, const
 	git_packbuilder *pb = NULL;
 	git_object *obj = NULL, *peeled = NULL;
 	git_odb *odb = NULL;
-	git_buf dir = { 0 };
+	git_buf dir = {0};
 	git_oid remote;
 	bool have_remote;
 	char *pack_dir = NULL;
@@ -920,7 +927,7 @@ static int push_local(kiln_manifest *m, const char *path, const char *url, const
 
 	if ((gerr = git_repository_open_bare(&rrepo, path)) < 0) {
 		rc = remote_fail(gerr == GIT_ENOTFOUND ? KILN_ENOTFOUND : KILN_EIO, url,
-				 "opening (a bare repository is needed)");
+		                 "opening (a bare repository is needed)");
 		goto cleanup;
 	}
 	gerr = git_reference_name_to_id(&remote, rrepo, ref);
@@ -942,7 +949,7 @@ static int push_local(kiln_manifest *m, const char *path, const char *url, const
 		goto cleanup;
 	}
 	if (have_remote && (!git_odb_exists(odb, &remote) ||
-			    git_graph_descendant_of(repo, git_object_id(peeled), &remote) != 1)) {
+	                    git_graph_descendant_of(repo, git_object_id(peeled), &remote) != 1)) {
 		rc = KILN_EMODIFIED; /* the remote has commits this branch lacks */
 		goto cleanup;
 	}
@@ -993,7 +1000,8 @@ static int push_local(kiln_manifest *m, const char *path, const char *url, const
 	else
 		gerr = git_reference_create_matching(&moved, rrepo, ref, local, 1, &absent, "kiln: push");
 	if (gerr == GIT_EMODIFIED || gerr == GIT_EEXISTS || gerr == GIT_ELOCKED)
-		rc = KILN_EMODIFIED; /* another pusher got there first (or holds the lock): fetch, rebase, retry */
+		rc = KILN_EMODIFIED; /* another pusher got there first (or holds the lock): fetch, rebase,
+		                        retry */
 	else if (gerr < 0)
 		rc = remote_fail(KILN_EIO, url, ref);
 	else if (!tag && git_repository_head_unborn(rrepo) == 1)
@@ -1018,10 +1026,10 @@ static int push_network(kiln_manifest *m, const char *url, const char *ref, char
 {
 	git_remote *remote = NULL;
 	git_push_options po;
-	callbacks_state state = { 0 };
+	callbacks_state state = {0};
 	char spec[2 * REF_CAP + 2];
-	char *specs[] = { spec };
-	git_strarray arr = { specs, 1 };
+	char *specs[] = {spec};
+	git_strarray arr = {specs, 1};
 	int gerr, rc = 0;
 
 	snprintf(spec, sizeof(spec), "%s:%s", ref, ref);
@@ -1073,7 +1081,7 @@ int kiln_manifest_push(kiln_manifest *m, const char *url, const char *ref)
 			goto cleanup;
 		}
 		rc = path ? push_local(m, path, url, ref, parts.tag, &local)
-			  : push_network(m, url, ref, status, sizeof(status));
+		          : push_network(m, url, ref, status, sizeof(status));
 		if (rc != KILN_EMODIFIED)
 			goto cleanup;
 		if (parts.tag) {
@@ -1091,7 +1099,7 @@ int kiln_manifest_push(kiln_manifest *m, const char *url, const char *ref)
 		}
 		/* fetch the remote branch, rebase onto it, try again, after a short
 		 * randomised pause so that racing pushers do not collide again */
-		struct timespec pause = { 0, (long)(20000000L * attempt + randombytes_uniform(20000000)) };
+		struct timespec pause = {0, (long)(20000000L * attempt + randombytes_uniform(20000000))};
 		nanosleep(&pause, NULL);
 		if ((rc = remote_download(m, url, match_exact, ref, &h)) < 0)
 			goto cleanup;
@@ -1127,7 +1135,7 @@ int kiln_manifest_fetch(kiln_manifest *m, const char *url, const char *dataset)
 {
 	git_repository *repo = kiln_manifest_repo(m);
 	dataset_refs d;
-	heads h = { 0 };
+	heads h = {0};
 	char first_error[1024] = "", u[512];
 	int first_code = 0, rc;
 
@@ -1173,7 +1181,7 @@ int kiln_manifest_fetch(kiln_manifest *m, const char *url, const char *dataset)
 			    kiln_manifest_path(m), h.v[i].name, u);
 		else
 			rc = 0;
-next:
+	next:
 		if (rc < 0 && rc != KILN_EINVALID && rc != KILN_EMODIFIED)
 			goto cleanup; /* I/O: stop */
 		if (rc < 0 && !first_code) {

@@ -27,14 +27,14 @@
 #define END_MARK        "-----END SSH SIGNATURE-----"
 #define ARMOUR_COLUMNS  70
 /* An armoured signature is a few hundred bytes; anything this large is not one. */
-#define ARMOUR_MAX      16384
+#define ARMOUR_MAX 16384
 
 /* ---- SSH wire encoding ---------------------------------------------------- */
 
 static int put_u32(kiln_buf *b, uint32_t v)
 {
-	unsigned char be[4] = { (unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
-				(unsigned char)v };
+	unsigned char be[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
+	                       (unsigned char)v};
 
 	return kiln_buf_put(b, be, 4);
 }
@@ -104,8 +104,8 @@ static bool get_ed25519(reader r, size_t want, const unsigned char **out)
 {
 	reader type, value;
 
-	if (!get_string(&r, &type) || !equals(&type, KEY_TYPE) || !get_string(&r, &value) || value.n != want ||
-	    r.n != 0)
+	if (!get_string(&r, &type) || !equals(&type, KEY_TYPE) || !get_string(&r, &value) ||
+	    value.n != want || r.n != 0)
 		return false;
 	*out = value.p;
 	return true;
@@ -113,8 +113,9 @@ static bool get_ed25519(reader r, size_t want, const unsigned char **out)
 
 /* "SSHSIG" s(namespace) s(reserved) s(hash_algorithm) s(H(payload)): what
  * the ed25519 signature covers. */
-static int signed_data(kiln_buf *out, const char *ns, size_t ns_len, const void *reserved, size_t reserved_len,
-		       const char *hash_alg, const unsigned char *digest, size_t digest_len)
+static int signed_data(kiln_buf *out, const char *ns, size_t ns_len, const void *reserved,
+                       size_t reserved_len, const char *hash_alg, const unsigned char *digest,
+                       size_t digest_len)
 {
 	int rc;
 
@@ -129,7 +130,7 @@ static int signed_data(kiln_buf *out, const char *ns, size_t ns_len, const void 
 /* ---- signing -------------------------------------------------------------- */
 
 int kiln_sshsig_sign(const kiln_signing_key *key, const char *namespace, const void *payload, size_t len,
-		     kiln_buf *armoured)
+                     kiln_buf *armoured)
 {
 	unsigned char digest[crypto_hash_sha512_BYTES], sig[crypto_sign_ed25519_BYTES];
 	kiln_buf data = KILN_BUF_INIT(0), blob = KILN_BUF_INIT(0);
@@ -142,9 +143,11 @@ int kiln_sshsig_sign(const kiln_signing_key *key, const char *namespace, const v
 	if (sodium_init() < 0)
 		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
 	crypto_hash_sha512(digest, payload, len);
-	if ((rc = signed_data(&data, namespace, strlen(namespace), "", 0, "sha512", digest, sizeof(digest))) < 0)
+	if ((rc = signed_data(&data, namespace, strlen(namespace), "", 0, "sha512", digest, sizeof(digest))) <
+	    0)
 		goto cleanup;
-	if (crypto_sign_ed25519_detached(sig, NULL, (const unsigned char *)data.ptr, data.len, key->sk) != 0) {
+	if (crypto_sign_ed25519_detached(sig, NULL, (const unsigned char *)data.ptr, data.len, key->sk) !=
+	    0) {
 		rc = kiln_error_set(KILN_EIO, "signature: ed25519 signing failed");
 		goto cleanup;
 	}
@@ -164,7 +167,8 @@ int kiln_sshsig_sign(const kiln_signing_key *key, const char *namespace, const v
 		rc = kiln_error_set(KILN_ENOMEM, "signature: out of memory");
 		goto cleanup;
 	}
-	sodium_bin2base64(b64, b64_len, (const unsigned char *)blob.ptr, blob.len, sodium_base64_VARIANT_ORIGINAL);
+	sodium_bin2base64(b64, b64_len, (const unsigned char *)blob.ptr, blob.len,
+	                  sodium_base64_VARIANT_ORIGINAL);
 	b64_len = strlen(b64);
 	rc = kiln_buf_puts(armoured, BEGIN_MARK "\n");
 	for (size_t at = 0; rc == 0 && at < b64_len; at += ARMOUR_COLUMNS) {
@@ -199,8 +203,8 @@ static bool is_space(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-int kiln_sshsig_verify(const char *armoured, size_t len, const char *namespace, const void *payload, size_t plen,
-		       unsigned char out_pk[32])
+int kiln_sshsig_verify(const char *armoured, size_t len, const char *namespace, const void *payload,
+                       size_t plen, unsigned char out_pk[32])
 {
 	const size_t begin_len = sizeof(BEGIN_MARK) - 1, end_len = sizeof(END_MARK) - 1;
 	unsigned char *bin = NULL, digest[crypto_hash_sha512_BYTES];
@@ -229,7 +233,7 @@ int kiln_sshsig_verify(const char *armoured, size_t len, const char *namespace, 
 	if (!(bin = malloc(len + 1)))
 		return kiln_error_set(KILN_ENOMEM, "signature: out of memory");
 	if (sodium_base642bin(bin, len + 1, armoured, len, " \t\r\n", &bin_len, NULL,
-			      sodium_base64_VARIANT_ORIGINAL) != 0) {
+	                      sodium_base64_VARIANT_ORIGINAL) != 0) {
 		rc = bad("the armour is not base64");
 		goto cleanup;
 	}
@@ -270,7 +274,7 @@ int kiln_sshsig_verify(const char *armoured, size_t len, const char *namespace, 
 		goto cleanup;
 	}
 	if ((rc = signed_data(&data, (const char *)ns.p, ns.n, reserved.p, reserved.n,
-			      equals(&hash_alg, "sha512") ? "sha512" : "sha256", digest, digest_len)) < 0)
+	                      equals(&hash_alg, "sha512") ? "sha512" : "sha256", digest, digest_len)) < 0)
 		goto cleanup;
 	if (crypto_sign_ed25519_verify_detached(sig, (const unsigned char *)data.ptr, data.len, pk) != 0) {
 		rc = bad("does not match the signed data");
@@ -310,13 +314,14 @@ void kiln_signing_key_wipe(kiln_signing_key *key)
 int kiln_signing_key_public_line(const kiln_signing_key *key, kiln_buf *out)
 {
 	kiln_buf blob = KILN_BUF_INIT(0);
-	char b64[sodium_base64_ENCODED_LEN(4 + sizeof(KEY_TYPE) - 1 + 4 + 32, sodium_base64_VARIANT_ORIGINAL)];
+	char
+	    b64[sodium_base64_ENCODED_LEN(4 + sizeof(KEY_TYPE) - 1 + 4 + 32, sodium_base64_VARIANT_ORIGINAL)];
 	int rc;
 
 	if ((rc = put_cstring(&blob, KEY_TYPE)) < 0 || (rc = put_string(&blob, key->pk, 32)) < 0)
 		goto cleanup;
 	sodium_bin2base64(b64, sizeof(b64), (const unsigned char *)blob.ptr, blob.len,
-			  sodium_base64_VARIANT_ORIGINAL);
+	                  sodium_base64_VARIANT_ORIGINAL);
 	rc = kiln_buf_printf(out, KEY_TYPE " %s%s%s", b64, key->comment[0] ? " " : "", key->comment);
 	if (rc < 0)
 		rc = kiln_error_set(rc, "signature: out of memory");
@@ -329,7 +334,7 @@ cleanup:
  * optional, CR before LF tolerated). */
 static bool parse_key_text(kiln_signing_key *out, char *text, size_t len)
 {
-	char *lines[3] = { 0 };
+	char *lines[3] = {0};
 	size_t nlines = 0, bin_len = 0;
 	char *p = text, *end = text + len;
 	unsigned char seed_pk[32], seed_sk[64];
@@ -351,7 +356,8 @@ static bool parse_key_text(kiln_signing_key *out, char *text, size_t len)
 		return false;
 	if (lines[2] && !comment_valid(lines[2], sizeof(out->comment) - 1))
 		return false;
-	if (sodium_hex2bin(out->sk, sizeof(out->sk), lines[1], 128, NULL, &bin_len, NULL) != 0 || bin_len != 64)
+	if (sodium_hex2bin(out->sk, sizeof(out->sk), lines[1], 128, NULL, &bin_len, NULL) != 0 ||
+	    bin_len != 64)
 		return false;
 	/* the public half must be the one the seed gives */
 	crypto_sign_ed25519_seed_keypair(seed_pk, seed_sk, out->sk);
@@ -376,9 +382,9 @@ int kiln_signing_key_load(kiln_signing_key *out, const char *path)
 	if (!parse_key_text(out, text, len)) {
 		kiln_signing_key_wipe(out);
 		rc = kiln_error_set(KILN_EINVALID,
-				    "%s: not a kiln signing key file (" KEY_MAGIC
-				    ", 128 hex digits, a comment; see docs/FORMATS.md)",
-				    path);
+		                    "%s: not a kiln signing key file (" KEY_MAGIC
+		                    ", 128 hex digits, a comment; see docs/FORMATS.md)",
+		                    path);
 	}
 	kiln_secret_free(text, len);
 	return rc;
@@ -401,7 +407,7 @@ static int write_all(int fd, const char *p, size_t n)
 
 /* Creates path (never replacing a file), writes text, syncs and closes. */
 static int create_file(const char *path, mode_t mode, const char *what, const char *text, size_t len,
-		       bool *out_created)
+                       bool *out_created)
 {
 	int fd, rc = 0;
 
@@ -432,9 +438,9 @@ int kiln_signing_key_generate(const char *private_path, const char *public_path,
 	if (!comment)
 		comment = DEFAULT_COMMENT;
 	if (!*comment || !comment_valid(comment, sizeof(key.comment) - 1))
-		return kiln_error_set(KILN_EINVALID,
-				      "signing key comment must be 1 to 127 printable ASCII characters without "
-				      "space, '\"', ',' or '#'");
+		return kiln_error_set(
+		    KILN_EINVALID, "signing key comment must be 1 to 127 printable ASCII characters without "
+		                   "space, '\"', ',' or '#'");
 	if (sodium_init() < 0)
 		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
 	memset(&key, 0, sizeof(key));
@@ -449,10 +455,11 @@ int kiln_signing_key_generate(const char *private_path, const char *public_path,
 	n += 128;
 	n += snprintf(text + n, sizeof(text) - (size_t)n, "\n%s\n", key.comment);
 
-	if ((rc = create_file(private_path, 0600, "the signing key file", text, (size_t)n, &private_created)) < 0)
+	if ((rc = create_file(private_path, 0600, "the signing key file", text, (size_t)n,
+	                      &private_created)) < 0)
 		goto cleanup;
-	if (public_path &&
-	    (rc = create_file(public_path, 0644, "the public key file", pub.ptr, pub.len, &public_created)) < 0)
+	if (public_path && (rc = create_file(public_path, 0644, "the public key file", pub.ptr, pub.len,
+	                                     &public_created)) < 0)
 		goto cleanup;
 	rc = 0;
 cleanup:

@@ -46,7 +46,7 @@ int kiln_signing_key_public_line(const kiln_signing_key *key, kiln_buf *out);
  * blob in 70-column lines, "-----END SSH SIGNATURE-----\n". The buffer is
  * NUL-terminated after the appended text (the NUL is not counted in len). */
 int kiln_sshsig_sign(const kiln_signing_key *key, const char *namespace, const void *payload, size_t len,
-		     kiln_buf *armoured);
+                     kiln_buf *armoured);
 
 /* Checks an armoured SSHSIG signature (armoured[0..len), as kiln_sshsig_sign
  * or `ssh-keygen -Y sign` writes it; sha512 or sha256, ed25519 keys only)
@@ -54,8 +54,8 @@ int kiln_sshsig_sign(const kiln_signing_key *key, const char *namespace, const v
  * key in out_pk (may be NULL) when the signature is valid for the key it
  * names; KILN_EINVALID otherwise. Whether that key is trusted is the
  * caller's question. */
-int kiln_sshsig_verify(const char *armoured, size_t len, const char *namespace, const void *payload, size_t plen,
-		       unsigned char out_pk[32]);
+int kiln_sshsig_verify(const char *armoured, size_t len, const char *namespace, const void *payload,
+                       size_t plen, unsigned char out_pk[32]);
 
 /* Zeroes the key (NULL is fine). */
 void kiln_signing_key_wipe(kiln_signing_key *key);

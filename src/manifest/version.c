@@ -20,8 +20,8 @@
 #include "core/error.h"
 #include "manifest/format.h"
 
-#define HASH_LEN     64
-#define SHORT_LEN    12
+#define HASH_LEN  64
+#define SHORT_LEN 12
 
 /* ---- names and specs ------------------------------------------------------ */
 
@@ -69,7 +69,8 @@ static const char *spec_for_message(const char *spec, char out[160])
 	return out;
 }
 
-static int parse_spec(const char *spec, char dataset[KILN_MFMT_NAME_MAX + 1], char ref[KILN_MFMT_NAME_MAX + 1])
+static int parse_spec(const char *spec, char dataset[KILN_MFMT_NAME_MAX + 1],
+                      char ref[KILN_MFMT_NAME_MAX + 1])
 {
 	const char *at = spec ? strchr(spec, '@') : NULL;
 	size_t dn = at ? (size_t)(at - spec) : spec ? strlen(spec) : 0;
@@ -79,9 +80,9 @@ static int parse_spec(const char *spec, char dataset[KILN_MFMT_NAME_MAX + 1], ch
 		return kiln_error_set(KILN_EINVALID, "no version given (expected DATASET[@REF])");
 	if (!kiln_mfmt_name_valid_n(spec, dn))
 		return kiln_error_set(KILN_EINVALID,
-				      "%s: not a version (expected DATASET[@REF], DATASET matching "
-				      "[a-z0-9][a-z0-9._-]{0,127})",
-				      spec_for_message(spec, shown));
+		                      "%s: not a version (expected DATASET[@REF], DATASET matching "
+		                      "[a-z0-9][a-z0-9._-]{0,127})",
+		                      spec_for_message(spec, shown));
 	memcpy(dataset, spec, dn);
 	dataset[dn] = '\0';
 	if (!at) {
@@ -90,9 +91,9 @@ static int parse_spec(const char *spec, char dataset[KILN_MFMT_NAME_MAX + 1], ch
 	}
 	if (strlen(at + 1) > KILN_MFMT_NAME_MAX || !ref_valid(at + 1, dataset))
 		return kiln_error_set(
-			KILN_EINVALID,
-			"%s: not a version (REF after '@' must be a branch, a tag vN or a commit id)",
-			spec_for_message(spec, shown));
+		    KILN_EINVALID,
+		    "%s: not a version (REF after '@' must be a branch, a tag vN or a commit id)",
+		    spec_for_message(spec, shown));
 	strcpy(ref, at + 1);
 	return 0;
 }
@@ -108,7 +109,7 @@ int kiln_version_open(kiln_manifest **out, const char *path)
 		return kiln_error_set(KILN_EINVALID, "no manifest repository given");
 	if (stat(path, &st) < 0)
 		return kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "manifest %s: %s", path,
-				      errno == ENOENT ? "no such repository" : strerror(errno));
+		                      errno == ENOENT ? "no such repository" : strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return kiln_error_set(KILN_EINVALID, "manifest %s: not a repository (not a directory)", path);
 	return kiln_manifest_open(out, path);
@@ -124,7 +125,7 @@ static int commit_of(kiln_manifest *m, const kiln_version *v, git_commit **out)
 	*out = NULL;
 	if (strlen(v->commit) != 40 || git_oid_fromstr(&id, v->commit) < 0)
 		return kiln_error_set(KILN_EINVALID, "manifest %s: bad commit id in a version",
-				      kiln_manifest_path(m));
+		                      kiln_manifest_path(m));
 	gerr = git_commit_lookup(out, kiln_manifest_repo(m), &id);
 	return gerr < 0 ? kiln_manifest_git_fail(m, gerr, v->commit) : 0;
 }
@@ -157,7 +158,7 @@ static int blob_at(kiln_manifest *m, git_tree *tree, const char *commit, const c
 	if (git_tree_entry_type(entry) != GIT_OBJECT_BLOB) {
 		git_tree_entry_free(entry);
 		return kiln_error_set(KILN_EINVALID, "manifest %s: %.*s:%s is not a file",
-				      kiln_manifest_path(m), SHORT_LEN, commit, path);
+		                      kiln_manifest_path(m), SHORT_LEN, commit, path);
 	}
 	gerr = git_blob_lookup(out, kiln_manifest_repo(m), git_tree_entry_id(entry));
 	git_tree_entry_free(entry);
@@ -193,7 +194,7 @@ static bool dataset_json_names(const char *text, size_t len, const char *dataset
 	if (!scanner)
 		return false;
 	match = kiln_mfmt_dataset_parse(scanner, "dataset.json", text, len, &d) == 0 && d.name &&
-		strcmp(d.name, dataset) == 0;
+	        strcmp(d.name, dataset) == 0;
 	kiln_mfmt_dataset_free(&d);
 	kiln_json_scanner_free(scanner);
 	return match;
@@ -214,7 +215,7 @@ static int try_ref(kiln_manifest *m, const char *name, git_oid *out, git_oid *ou
 	if ((gerr = git_reference_resolve(&direct, ref)) < 0) {
 		git_reference_free(ref);
 		return kiln_error_set(KILN_EINVALID, "manifest %s: %s does not lead to a commit",
-				      kiln_manifest_path(m), name);
+		                      kiln_manifest_path(m), name);
 	}
 	git_reference_free(ref);
 	if (git_object_lookup(&obj, kiln_manifest_repo(m), git_reference_target(direct), GIT_OBJECT_TAG) == 0)
@@ -225,7 +226,7 @@ static int try_ref(kiln_manifest *m, const char *name, git_oid *out, git_oid *ou
 	git_reference_free(direct);
 	if (gerr < 0)
 		return kiln_error_set(KILN_EINVALID, "manifest %s: %s does not lead to a commit",
-				      kiln_manifest_path(m), name);
+		                      kiln_manifest_path(m), name);
 	git_oid_cpy(out, git_object_id(obj));
 	git_object_free(obj);
 	return 1;
@@ -269,20 +270,20 @@ int kiln_version_lookup(kiln_manifest *m, const char *spec, kiln_version *out)
 			hex[i] = ref[i] >= 'A' && ref[i] <= 'F' ? (char)(ref[i] - 'A' + 'a') : ref[i];
 		if (n < 4 || n > 40 || !lower_hex(hex, n))
 			return kiln_error_set(KILN_ENOTFOUND,
-					      "%s: no branch, tag or commit of that name in %s", shown,
-					      kiln_manifest_path(m));
+			                      "%s: no branch, tag or commit of that name in %s", shown,
+			                      kiln_manifest_path(m));
 		hex[n] = '\0';
 		git_oid_fromstrn(&id, hex, n);
 		gerr = git_object_lookup_prefix(&obj, kiln_manifest_repo(m), &id, n, GIT_OBJECT_COMMIT);
 		if (gerr == GIT_EAMBIGUOUS)
 			return kiln_error_set(
-				KILN_EINVALID,
-				"%s: %s is ambiguous (several objects start with it); give more digits",
-				shown, hex);
+			    KILN_EINVALID,
+			    "%s: %s is ambiguous (several objects start with it); give more digits", shown,
+			    hex);
 		if (gerr == GIT_ENOTFOUND)
 			return kiln_error_set(KILN_ENOTFOUND,
-					      "%s: no branch, tag or commit of that name in %s", shown,
-					      kiln_manifest_path(m));
+			                      "%s: no branch, tag or commit of that name in %s", shown,
+			                      kiln_manifest_path(m));
 		if (gerr < 0)
 			return kiln_manifest_git_fail(m, gerr, hex);
 		git_oid_cpy(&id, git_object_id(obj));
@@ -300,9 +301,9 @@ int kiln_version_lookup(kiln_manifest *m, const char *spec, kiln_version *out)
 		if (!ok) {
 			git_oid_tostr(hex, sizeof(hex), &id);
 			return kiln_error_set(KILN_EINVALID, "%s: commit %.*s is not a version of %s (%s)",
-					      shown, SHORT_LEN, hex, dataset,
-					      rc == 1 ? "its dataset.json names another dataset"
-						      : "it has no dataset.json");
+			                      shown, SHORT_LEN, hex, dataset,
+			                      rc == 1 ? "its dataset.json names another dataset"
+			                              : "it has no dataset.json");
 		}
 	}
 	gerr = git_commit_lookup(&commit, kiln_manifest_repo(m), &id);
@@ -326,21 +327,24 @@ int kiln_version_check_tag(kiln_manifest *m, const kiln_version *v)
 	if (!v->tag[0])
 		return 0;
 	if (git_oid_fromstr(&id, v->tag) < 0)
-		return kiln_error_set(KILN_EINVALID, "manifest %s: bad tag id in a version", kiln_manifest_path(m));
+		return kiln_error_set(KILN_EINVALID, "manifest %s: bad tag id in a version",
+		                      kiln_manifest_path(m));
 	if ((gerr = git_tag_lookup(&tag, kiln_manifest_repo(m), &id)) < 0)
 		return kiln_manifest_git_fail(m, gerr, v->ref);
-	snprintf(expected, sizeof(expected), "%s", strncmp(v->ref, "refs/tags/", 10) == 0 ? v->ref + 10 : v->ref);
+	snprintf(expected, sizeof(expected), "%s",
+	         strncmp(v->ref, "refs/tags/", 10) == 0 ? v->ref + 10 : v->ref);
 	tag_name = git_tag_name(tag);
 	if (!tag_name || strcmp(tag_name, expected) != 0)
-		rc = kiln_error_set(KILN_EINVALID,
-				    "%s: the tag object %.*s is named %s, not %s (a tag of another version put "
-				    "under this name)",
-				    v->ref, SHORT_LEN, v->tag, spec_for_message(tag_name ? tag_name : "", shown),
-				    expected);
+		rc = kiln_error_set(
+		    KILN_EINVALID,
+		    "%s: the tag object %.*s is named %s, not %s (a tag of another version put "
+		    "under this name)",
+		    v->ref, SHORT_LEN, v->tag, spec_for_message(tag_name ? tag_name : "", shown), expected);
 	else if (git_tag_target_type(tag) != GIT_OBJECT_COMMIT || git_oid_fromstr(&id, v->commit) < 0 ||
-		 !git_oid_equal(git_tag_target_id(tag), &id))
-		rc = kiln_error_set(KILN_EINVALID, "%s: the tag object %.*s does not point straight at commit %.*s",
-				    v->ref, SHORT_LEN, v->tag, SHORT_LEN, v->commit);
+	         !git_oid_equal(git_tag_target_id(tag), &id))
+		rc = kiln_error_set(KILN_EINVALID,
+		                    "%s: the tag object %.*s does not point straight at commit %.*s", v->ref,
+		                    SHORT_LEN, v->tag, SHORT_LEN, v->commit);
 	git_tag_free(tag);
 	return rc;
 }
@@ -374,8 +378,9 @@ int kiln_version_must_be_signed(kiln_manifest *m, const kiln_version *v, bool *o
 	} else if (strcasecmp(value, "tags") == 0) {
 		*out = v->ref[0] && strncmp(v->ref, "refs/tags/", 10) == 0;
 	} else if (strcasecmp(value, "false") != 0) {
-		rc = kiln_error_set(KILN_EINVALID, "manifest %s: config %s = '%s': expected tags, all or false",
-				    kiln_manifest_path(m), KILN_VERSION_SIGNED_KEY, spec_for_message(value, shown));
+		rc = kiln_error_set(
+		    KILN_EINVALID, "manifest %s: config %s = '%s': expected tags, all or false",
+		    kiln_manifest_path(m), KILN_VERSION_SIGNED_KEY, spec_for_message(value, shown));
 	}
 	git_config_free(cfg);
 	return rc;
@@ -412,17 +417,17 @@ static int in_file(kiln_manifest *m, int rc, const char *commit, const char *pat
 
 	snprintf(msg, sizeof(msg), "%s", kiln_error_last());
 	return kiln_error_set(rc, "manifest %s: %.*s:%s line %zu: %s", kiln_manifest_path(m), SHORT_LEN,
-			      commit, path, line, msg);
+	                      commit, path, line, msg);
 }
 
 static int parse_line(kiln_manifest *m, line_state *s, const char *commit, const char *path, size_t lineno,
-		      const char *text, size_t len, kiln_shard_entry *out)
+                      const char *text, size_t len, kiln_shard_entry *out)
 {
 	int rc;
 
 	kiln_buf_reset(&s->strings);
-	rc = kiln_shard_line_parse_with(s->scanner, text, len, out, &s->strings, &s->sources,
-					&s->sources_cap);
+	rc =
+	    kiln_shard_line_parse_with(s->scanner, text, len, out, &s->strings, &s->sources, &s->sources_cap);
 	return rc < 0 ? in_file(m, rc, commit, path, lineno) : 0;
 }
 
@@ -450,7 +455,7 @@ static int split_tree(kiln_manifest *m, git_tree *tree, const char *commit, kiln
 	if (git_tree_entry_type(entry) != GIT_OBJECT_TREE) {
 		git_tree_entry_free(entry);
 		return kiln_error_set(KILN_EINVALID, "manifest %s: %.*s:%s is not a folder",
-				      kiln_manifest_path(m), SHORT_LEN, commit, path);
+		                      kiln_manifest_path(m), SHORT_LEN, commit, path);
 	}
 	gerr = git_tree_lookup(out, kiln_manifest_repo(m), git_tree_entry_id(entry));
 	git_tree_entry_free(entry);
@@ -458,7 +463,7 @@ static int split_tree(kiln_manifest *m, git_tree *tree, const char *commit, kiln
 }
 
 int kiln_version_shards(kiln_manifest *m, const kiln_version *v, kiln_split split,
-			int (*cb)(void *ctx, const kiln_shard_entry *entry), void *ctx)
+                        int (*cb)(void *ctx, const kiln_shard_entry *entry), void *ctx)
 {
 	git_tree *tree = NULL, *dir = NULL;
 	git_blob *blob = NULL;
@@ -481,8 +486,8 @@ int kiln_version_shards(kiln_manifest *m, const kiln_version *v, kiln_split spli
 		snprintf(path, sizeof(path), "splits/%s/%s", kiln_split_name(split), name);
 		if (!fanout_name(name) || git_tree_entry_type(e) != GIT_OBJECT_BLOB) {
 			rc = kiln_error_set(KILN_EINVALID,
-					    "manifest %s: %.*s:%s: not a shard list (<hh>.jsonl)",
-					    kiln_manifest_path(m), SHORT_LEN, v->commit, path);
+			                    "manifest %s: %.*s:%s: not a shard list (<hh>.jsonl)",
+			                    kiln_manifest_path(m), SHORT_LEN, v->commit, path);
 			goto cleanup;
 		}
 		if ((gerr = git_blob_lookup(&blob, kiln_manifest_repo(m), git_tree_entry_id(e))) < 0) {
@@ -502,14 +507,14 @@ int kiln_version_shards(kiln_manifest *m, const kiln_version *v, kiln_split spli
 				continue;
 			}
 			if ((rc = parse_line(m, &ls, v->commit, path, lineno, p, (size_t)(stop - p),
-					     &entry)) < 0)
+			                     &entry)) < 0)
 				goto cleanup;
 			if (memcmp(entry.hash, name, 2) != 0 || strcmp(entry.hash, prev) <= 0) {
-				rc = kiln_error_set(KILN_EINVALID,
-						    "manifest %s: %.*s:%s line %zu: shard out of order or in "
-						    "the wrong file",
-						    kiln_manifest_path(m), SHORT_LEN, v->commit, path,
-						    lineno);
+				rc =
+				    kiln_error_set(KILN_EINVALID,
+				                   "manifest %s: %.*s:%s line %zu: shard out of order or in "
+				                   "the wrong file",
+				                   kiln_manifest_path(m), SHORT_LEN, v->commit, path, lineno);
 				goto cleanup;
 			}
 			memcpy(prev, entry.hash, sizeof(prev));
@@ -609,9 +614,9 @@ cleanup:
 }
 
 int kiln_version_log(kiln_manifest *m, const kiln_version *v, size_t max,
-		     int (*cb)(void *ctx, const char *commit, int64_t time, const char *summary,
-			       const char *tags),
-		     void *ctx)
+                     int (*cb)(void *ctx, const char *commit, int64_t time, const char *summary,
+                               const char *tags),
+                     void *ctx)
 {
 	git_commit *commit = NULL, *parent = NULL;
 	vtag *tags = NULL;
@@ -635,7 +640,7 @@ int kiln_version_log(kiln_manifest *m, const kiln_version *v, size_t max,
 			goto cleanup;
 		git_oid_tostr(hex, sizeof(hex), git_commit_id(commit));
 		if ((rc = cb(ctx, hex, (int64_t)git_commit_time(commit), summary ? summary : "",
-			     names.ptr)) != 0)
+		             names.ptr)) != 0)
 			goto cleanup;
 		count++;
 		if (git_commit_parentcount(commit) == 0)
@@ -704,9 +709,9 @@ static int cursor_next(kiln_manifest *m, line_state *s, cursor *c, const char *h
 		}
 		if (memcmp(c->hash, hh, 2) != 0 || strcmp(c->hash, c->prev) <= 0)
 			return kiln_error_set(
-				KILN_EINVALID,
-				"manifest %s: %.*s:%s line %zu: shard out of order or in the wrong file",
-				kiln_manifest_path(m), SHORT_LEN, c->commit, c->path, c->lineno);
+			    KILN_EINVALID,
+			    "manifest %s: %.*s:%s line %zu: shard out of order or in the wrong file",
+			    kiln_manifest_path(m), SHORT_LEN, c->commit, c->path, c->lineno);
 		memcpy(c->prev, c->hash, sizeof(c->prev));
 		return 0;
 	}
@@ -717,7 +722,7 @@ typedef int (*diff_cb)(void *ctx, kiln_split split, const kiln_shard_entry *entr
 
 /* Reports the cursor's current line and moves on. */
 static int report(kiln_manifest *m, line_state *s, cursor *c, const char *hh, kiln_split split, bool added,
-		  diff_cb cb, void *ctx)
+                  diff_cb cb, void *ctx)
 {
 	kiln_shard_entry e;
 	int rc = parse_line(m, s, c->commit, c->path, c->lineno, c->text, c->len, &e);
@@ -752,7 +757,7 @@ static bool diff_path(const char *path, kiln_split *out_split, char hh[3])
 }
 
 static int diff_blob_pair(kiln_manifest *m, line_state *s, const git_diff_delta *d, const kiln_version *a,
-			  const kiln_version *b, diff_cb cb, void *ctx)
+                          const kiln_version *b, diff_cb cb, void *ctx)
 {
 	const char *path = d->status == GIT_DELTA_DELETED ? d->old_file.path : d->new_file.path;
 	git_blob *old_blob = NULL, *new_blob = NULL;
@@ -763,8 +768,8 @@ static int diff_blob_pair(kiln_manifest *m, line_state *s, const git_diff_delta 
 
 	if (!diff_path(path, &split, hh))
 		return kiln_error_set(KILN_EINVALID,
-				      "manifest %s: %s: not a shard list (splits/<split>/<hh>.jsonl)",
-				      kiln_manifest_path(m), path);
+		                      "manifest %s: %s: not a shard list (splits/<split>/<hh>.jsonl)",
+		                      kiln_manifest_path(m), path);
 	if (d->status != GIT_DELTA_ADDED &&
 	    (gerr = git_blob_lookup(&old_blob, kiln_manifest_repo(m), &d->old_file.id)) < 0)
 		return kiln_manifest_git_fail(m, gerr, path);
@@ -797,7 +802,7 @@ cleanup:
 
 int kiln_version_diff(kiln_manifest *m, const kiln_version *a, const kiln_version *b, diff_cb cb, void *ctx)
 {
-	char *paths[] = { "splits/" };
+	char *paths[] = {"splits/"};
 	git_diff_options opts;
 	git_tree *ta = NULL, *tb = NULL;
 	git_diff *diff = NULL;
@@ -823,9 +828,9 @@ int kiln_version_diff(kiln_manifest *m, const kiln_version *a, const kiln_versio
 		if (d->status != GIT_DELTA_ADDED && d->status != GIT_DELTA_DELETED &&
 		    d->status != GIT_DELTA_MODIFIED) {
 			rc = kiln_error_set(KILN_EINVALID,
-					    "manifest %s: %s: unexpected change between %.*s and %.*s",
-					    kiln_manifest_path(m), d->new_file.path, SHORT_LEN, a->commit,
-					    SHORT_LEN, b->commit);
+			                    "manifest %s: %s: unexpected change between %.*s and %.*s",
+			                    kiln_manifest_path(m), d->new_file.path, SHORT_LEN, a->commit,
+			                    SHORT_LEN, b->commit);
 			goto cleanup;
 		}
 		if ((rc = diff_blob_pair(m, &ls, d, a, b, cb, ctx)) != 0)

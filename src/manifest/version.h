@@ -15,10 +15,10 @@
 typedef struct kiln_version {
 	char dataset[129];
 	char ref[320];   /* what it resolved through: "refs/heads/ds/main", "refs/tags/ds/v3"; "" for a commit
-			    id */
+	                    id */
 	char commit[41]; /* the commit (tags peeled) */
 	char tag[41];    /* the annotated tag object refs/tags/... points at; "" for a branch, a
-			    lightweight tag or a commit id */
+	                    lightweight tag or a commit id */
 	int64_t time;    /* commit time, seconds since the epoch */
 } kiln_version;
 
@@ -63,7 +63,7 @@ int kiln_version_read(kiln_manifest *manifest, const kiln_version *version, cons
  * entry (and its strings) lives until cb returns; a non-zero return from cb
  * stops the walk and is returned. */
 int kiln_version_shards(kiln_manifest *manifest, const kiln_version *version, kiln_split split,
-			int (*cb)(void *ctx, const kiln_shard_entry *entry), void *ctx);
+                        int (*cb)(void *ctx, const kiln_shard_entry *entry), void *ctx);
 
 /* Opens the manifest repository at `path` for reading. Unlike
  * kiln_manifest_open it never creates one: KILN_ENOTFOUND "manifest PATH: no
@@ -77,9 +77,9 @@ int kiln_version_open(kiln_manifest **out, const char *path);
  * N and comma-separated ("v2,v3"; "" for none). The strings live until cb
  * returns; a non-zero return from cb stops the walk and is returned. */
 int kiln_version_log(kiln_manifest *manifest, const kiln_version *version, size_t max,
-		     int (*cb)(void *ctx, const char *commit, int64_t time, const char *summary,
-			       const char *tags),
-		     void *ctx);
+                     int (*cb)(void *ctx, const char *commit, int64_t time, const char *summary,
+                               const char *tags),
+                     void *ctx);
 
 /* Shards added (in b, not in a) and removed (in a, not in b) between two
  * versions, per split. Only the splits/ subtrees are compared, by git tree
@@ -89,7 +89,7 @@ int kiln_version_log(kiln_manifest *manifest, const kiln_version *version, size_
  * shards in hash order. The entry lives until cb returns; a non-zero return
  * from cb stops the walk and is returned. */
 int kiln_version_diff(kiln_manifest *manifest, const kiln_version *a, const kiln_version *b,
-		      int (*cb)(void *ctx, kiln_split split, const kiln_shard_entry *entry, bool added),
-		      void *ctx);
+                      int (*cb)(void *ctx, kiln_split split, const kiln_shard_entry *entry, bool added),
+                      void *ctx);
 
 #endif

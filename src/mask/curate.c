@@ -24,7 +24,7 @@
 /* Tokens of recent values, direct-mapped: the same users, emails and
  * addresses recur across records, and an HMAC costs far more than a lookup.
  * The values are personal data: the cache is wiped when the curator goes. */
-#define CACHE_SLOTS 16384
+#define CACHE_SLOTS     16384
 #define CACHE_VALUE_MAX 46
 
 /* Per domain, whether the cache pays: a domain whose values rarely repeat
@@ -32,8 +32,8 @@
  * CACHE_TRIAL lookups with under 1 in 8 hits it bypasses the cache until the
  * next trial, CACHE_RETRY lookups later. */
 #define CACHE_DOMAINS 32
-#define CACHE_TRIAL 4096
-#define CACHE_RETRY (1u << 20)
+#define CACHE_TRIAL   4096
+#define CACHE_RETRY   (1u << 20)
 
 struct cache_domain {
 	const char *domain;
@@ -280,7 +280,8 @@ static int put_scanned(kiln_curator *c, kiln_buf *out, const kiln_field *f, cons
 
 		if (m->len > sizeof(norm) && !(nb = big = malloc(m->len)))
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		nn = kiln_detect_normalise(m->kind, s + m->start, m->len, nb, m->len > sizeof(norm) ? m->len : sizeof(norm));
+		nn = kiln_detect_normalise(m->kind, s + m->start, m->len, nb,
+		                           m->len > sizeof(norm) ? m->len : sizeof(norm));
 		size_t tn = token_of(c, token, domain, nb, nn);
 		free(big);
 		if ((rc = kiln_buf_put(&c->rewrite, s + at, m->start - at)) < 0 ||
@@ -350,7 +351,7 @@ static int note_split(kiln_curator *c, const kiln_buf *out, size_t from)
 
 	kiln_buf_reset(&c->split);
 	if (n >= 2 && v[0] == '"') {
-		kiln_json_token t = { .type = KILN_JSON_STRING, .ptr = v + 1, .len = n - 2 };
+		kiln_json_token t = {.type = KILN_JSON_STRING, .ptr = v + 1, .len = n - 2};
 		if (memchr(t.ptr, '\\', t.len))
 			t.flags = KILN_JSON_ESCAPED;
 		if ((rc = kiln_buf_reserve(&c->split, t.len)) < 0)
@@ -409,7 +410,8 @@ static int curate_token(kiln_curator *c, const kiln_json_token *t, const kiln_fi
 	}
 
 	/* a value, checked against f */
-	if ((top && top->is_object && c->drop_next) || (top && !top->is_object && f && f->pseudo_mode == KILN_PSEUDO_DROP)) {
+	if ((top && top->is_object && c->drop_next) ||
+	    (top && !top->is_object && f && f->pseudo_mode == KILN_PSEUDO_DROP)) {
 		c->drop_next = false;
 		c->skip = t->type == KILN_JSON_OBJECT_BEGIN || t->type == KILN_JSON_ARRAY_BEGIN;
 		return 0;
@@ -423,8 +425,9 @@ static int curate_token(kiln_curator *c, const kiln_json_token *t, const kiln_fi
 			return kiln_buf_puts(out, "\"" KILN_REDACTED "\"");
 		}
 		if (c->depth == c->opt.limits.max_depth)
-			return kiln_error_set(KILN_ELIMIT, "record nested too deep"); /* the validator rejects it too */
-		c->frames[c->depth++] = (struct cframe){ .is_object = object };
+			return kiln_error_set(KILN_ELIMIT,
+			                      "record nested too deep"); /* the validator rejects it too */
+		c->frames[c->depth++] = (struct cframe){.is_object = object};
 		return kiln_buf_putc(out, object ? '{' : '[');
 	}
 	from = out->len;
@@ -461,7 +464,7 @@ int kiln_curate_end(kiln_curator *c, const char **out_split, size_t *out_split_l
 		return kiln_error_set(c->rc, "%s", c->error);
 	if (c->opt.split_field && !c->have_split)
 		return kiln_error_set(KILN_ENOTFOUND, "record has no value for the split key %s",
-				      c->opt.split_field->name);
+		                      c->opt.split_field->name);
 	*out_split = c->split.ptr ? c->split.ptr : "";
 	*out_split_len = c->split.len;
 	return 0;

@@ -25,45 +25,45 @@
 #define NUM_AFTER  "(?![A-Za-z0-9_]|[-.:/][0-9])"
 
 static const char *const patterns[KILN_DETECT_COUNT_] = {
-	[KILN_DETECT_EMAIL] =
-		/* not inside a longer local part, nor after "word."; UTF-8 bytes
-		 * count as letters so "prénom@" is never cut after the 'é' */
-		"(?<![A-Za-z0-9_%+\\x80-\\xff-])(?<![A-Za-z0-9_%+\\x80-\\xff-]\\.)"
-		"[A-Za-z0-9_%+\\x80-\\xff-](?:[A-Za-z0-9._%+\\x80-\\xff-]{0,62}[A-Za-z0-9_%+\\x80-\\xff-])?"
-		"@(?:[A-Za-z0-9\\x80-\\xff-]{1,63}+\\.){1,10}[A-Za-z]{2,63}+(?![A-Za-z0-9_\\x80-\\xff-])",
-	[KILN_DETECT_PHONE] =
-		NUM_BEFORE "(?:"
-		/* E.164: +CC, then digit groups, one parenthesised group allowed */
-		"\\+[1-9][0-9]{0,14}+"
-		"(?:[-. ]?\\([0-9]{1,4}\\)[-. ]?[0-9]{1,14}+|[-. ][0-9]{1,14}+){0,7}+"
-		/* NANP: (NXX) NXX-XXXX or NXX-NXX-XXXX with one separator, optional 1- */
-		"|(?:1[-. ])?(?:\\([2-9][0-9]{2}\\) ?[2-9][0-9]{2}[-. ]"
-		"|[2-9][0-9]{2}(?<ns>[-. ])[2-9][0-9]{2}\\k<ns>)[0-9]{4}"
-		/* national: trunk 0, then groups split by one kind of separator;
-		 * never the tail of a longer run of digit groups */
-		"|(?<![0-9] )0[0-9]{1,4}(?<ts>[- ])[0-9]{2,10}(?:\\k<ts>[0-9]{2,10}){0,4}+"
-		")" NUM_AFTER,
-	[KILN_DETECT_IPV4] = "(?<![A-Za-z0-9_])(?<![0-9]\\.)[0-9]{1,3}+(?:\\.[0-9]{1,3}+){3}"
-			     "(?![A-Za-z0-9_]|\\.[0-9])",
-	[KILN_DETECT_IPV6] = "(?<![A-Za-z0-9_:])(?:[0-9A-Fa-f]{0,4}:){2,8}"
-			     "(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9A-Fa-f]{1,4})?"
-			     "(?![A-Za-z0-9_:]|\\.[0-9])",
-	[KILN_DETECT_IBAN] = "(?<![A-Za-z0-9_])[A-Z]{2}[0-9]{2}"
-			     "(?:[A-Z0-9]{11,30}+|(?: [A-Z0-9]{4}){2,7}+(?: [A-Z0-9]{1,4})?+)"
-			     "(?![A-Za-z0-9_])",
-	[KILN_DETECT_CARD] = NUM_BEFORE "[2-6][0-9]{2,18}+"
-				     "(?:(?<cs>[- ])[0-9]{3,18}+(?:\\k<cs>[0-9]{3,18}+){0,5}+)?+" NUM_AFTER,
+    [KILN_DETECT_EMAIL] =
+        /* not inside a longer local part, nor after "word."; UTF-8 bytes
+         * count as letters so "prénom@" is never cut after the 'é' */
+    "(?<![A-Za-z0-9_%+\\x80-\\xff-])(?<![A-Za-z0-9_%+\\x80-\\xff-]\\.)"
+    "[A-Za-z0-9_%+\\x80-\\xff-](?:[A-Za-z0-9._%+\\x80-\\xff-]{0,62}[A-Za-z0-9_%+\\x80-\\xff-])?"
+    "@(?:[A-Za-z0-9\\x80-\\xff-]{1,63}+\\.){1,10}[A-Za-z]{2,63}+(?![A-Za-z0-9_\\x80-\\xff-])",
+    [KILN_DETECT_PHONE] =
+        NUM_BEFORE "(?:"
+                   /* E.164: +CC, then digit groups, one parenthesised group allowed */
+                   "\\+[1-9][0-9]{0,14}+"
+                   "(?:[-. ]?\\([0-9]{1,4}\\)[-. ]?[0-9]{1,14}+|[-. ][0-9]{1,14}+){0,7}+"
+                   /* NANP: (NXX) NXX-XXXX or NXX-NXX-XXXX with one separator, optional 1- */
+                   "|(?:1[-. ])?(?:\\([2-9][0-9]{2}\\) ?[2-9][0-9]{2}[-. ]"
+                   "|[2-9][0-9]{2}(?<ns>[-. ])[2-9][0-9]{2}\\k<ns>)[0-9]{4}"
+                   /* national: trunk 0, then groups split by one kind of separator;
+                    * never the tail of a longer run of digit groups */
+                   "|(?<![0-9] )0[0-9]{1,4}(?<ts>[- ])[0-9]{2,10}(?:\\k<ts>[0-9]{2,10}){0,4}+"
+                   ")" NUM_AFTER,
+    [KILN_DETECT_IPV4] = "(?<![A-Za-z0-9_])(?<![0-9]\\.)[0-9]{1,3}+(?:\\.[0-9]{1,3}+){3}"
+                         "(?![A-Za-z0-9_]|\\.[0-9])",
+    [KILN_DETECT_IPV6] = "(?<![A-Za-z0-9_:])(?:[0-9A-Fa-f]{0,4}:){2,8}"
+                         "(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9A-Fa-f]{1,4})?"
+                         "(?![A-Za-z0-9_:]|\\.[0-9])",
+    [KILN_DETECT_IBAN] = "(?<![A-Za-z0-9_])[A-Z]{2}[0-9]{2}"
+                         "(?:[A-Z0-9]{11,30}+|(?: [A-Z0-9]{4}){2,7}+(?: [A-Z0-9]{1,4})?+)"
+                         "(?![A-Za-z0-9_])",
+    [KILN_DETECT_CARD] = NUM_BEFORE "[2-6][0-9]{2,18}+"
+                                    "(?:(?<cs>[- ])[0-9]{3,18}+(?:\\k<cs>[0-9]{3,18}+){0,5}+)?+" NUM_AFTER,
 };
 
 static const char *const domains[KILN_DETECT_COUNT_] = {
-	[KILN_DETECT_EMAIL] = "email", [KILN_DETECT_PHONE] = "phone", [KILN_DETECT_IPV4] = "ip",
-	[KILN_DETECT_IPV6] = "ip",     [KILN_DETECT_IBAN] = "iban",   [KILN_DETECT_CARD] = "card",
+    [KILN_DETECT_EMAIL] = "email", [KILN_DETECT_PHONE] = "phone", [KILN_DETECT_IPV4] = "ip",
+    [KILN_DETECT_IPV6] = "ip",     [KILN_DETECT_IBAN] = "iban",   [KILN_DETECT_CARD] = "card",
 };
 
 /* Which kind keeps an exact tie (same start, same length). */
 static const int tie_rank[KILN_DETECT_COUNT_] = {
-	[KILN_DETECT_CARD] = 0, [KILN_DETECT_IBAN] = 1, [KILN_DETECT_EMAIL] = 2,
-	[KILN_DETECT_IPV6] = 3, [KILN_DETECT_IPV4] = 4, [KILN_DETECT_PHONE] = 5,
+    [KILN_DETECT_CARD] = 0, [KILN_DETECT_IBAN] = 1, [KILN_DETECT_EMAIL] = 2,
+    [KILN_DETECT_IPV6] = 3, [KILN_DETECT_IPV4] = 4, [KILN_DETECT_PHONE] = 5,
 };
 
 struct kiln_detector {
@@ -71,9 +71,9 @@ struct kiln_detector {
 	bool jit[KILN_DETECT_COUNT_];
 	pcre2_match_data *match;
 	pcre2_match_context *limits; /* KILN_PATTERN_MATCH_LIMIT and _DEPTH_LIMIT */
-	kiln_detect_match *cand; /* every accepted candidate of this call */
-	kiln_detect_match *keep; /* the non-overlapping winners, by start */
-	size_t ncand, cap;       /* both arrays hold cap entries */
+	kiln_detect_match *cand;     /* every accepted candidate of this call */
+	kiln_detect_match *keep;     /* the non-overlapping winners, by start */
+	size_t ncand, cap;           /* both arrays hold cap entries */
 };
 
 static inline bool is_digit(unsigned char c)
@@ -280,14 +280,14 @@ int kiln_detector_new(kiln_detector **out)
 		int code;
 		PCRE2_SIZE offset;
 
-		d->code[k] = pcre2_compile((PCRE2_SPTR)patterns[k], PCRE2_ZERO_TERMINATED, 0, &code, &offset,
-					   NULL);
+		d->code[k] =
+		    pcre2_compile((PCRE2_SPTR)patterns[k], PCRE2_ZERO_TERMINATED, 0, &code, &offset, NULL);
 		if (d->code[k] == NULL) {
 			PCRE2_UCHAR msg[128];
 
 			pcre2_get_error_message(code, msg, sizeof(msg));
-			err = kiln_error_set(KILN_EINVALID, "%s detector pattern, offset %zu: %s",
-					     domains[k], (size_t)offset, (const char *)msg);
+			err = kiln_error_set(KILN_EINVALID, "%s detector pattern, offset %zu: %s", domains[k],
+			                     (size_t)offset, (const char *)msg);
 			goto cleanup;
 		}
 		d->jit[k] = pcre2_jit_compile(d->code[k], PCRE2_JIT_COMPLETE) == 0;
@@ -439,14 +439,17 @@ size_t kiln_detect(kiln_detector *detector, const char *text, size_t len, kiln_d
 			int rc;
 
 			if (d->jit[k])
-				rc = pcre2_jit_match(d->code[k], (PCRE2_SPTR)text, len, pos, 0, d->match, d->limits);
+				rc = pcre2_jit_match(d->code[k], (PCRE2_SPTR)text, len, pos, 0, d->match,
+				                     d->limits);
 			else
-				rc = pcre2_match(d->code[k], (PCRE2_SPTR)text, len, pos, 0, d->match, d->limits);
+				rc = pcre2_match(d->code[k], (PCRE2_SPTR)text, len, pos, 0, d->match,
+				                 d->limits);
 			if (rc == PCRE2_ERROR_NOMATCH)
 				break;
 			if (rc < 0) {
 				/* match or depth limit, JIT stack, memory: undecided text */
-				kiln_error_set(KILN_ELIMIT, "%s detector: PCRE2 gave up (error %d)", domains[k], rc);
+				kiln_error_set(KILN_ELIMIT, "%s detector: PCRE2 gave up (error %d)",
+				               domains[k], rc);
 				return SIZE_MAX;
 			}
 			ov = pcre2_get_ovector_pointer(d->match);
@@ -475,11 +478,11 @@ size_t kiln_detect_normalise(kiln_detect_kind kind, const char *s, size_t len, c
 {
 	size_t i, n = 0;
 
-#define PUT(ch)                      \
-	do {                         \
-		if (n < cap)         \
-			out[n] = (ch); \
-		n++;                 \
+#define PUT(ch)                                                                                              \
+	do {                                                                                                 \
+		if (n < cap)                                                                                 \
+			out[n] = (ch);                                                                       \
+		n++;                                                                                         \
 	} while (0)
 
 	for (i = 0; i < len; i++) {
@@ -493,7 +496,8 @@ size_t kiln_detect_normalise(kiln_detect_kind kind, const char *s, size_t len, c
 		case KILN_DETECT_PHONE:
 			if (c == '+' && i == 0) {
 				PUT('+');
-			} else if (s[0] == '+' && c == '(' && i + 2 < len && s[i + 1] == '0' && s[i + 2] == ')') {
+			} else if (s[0] == '+' && c == '(' && i + 2 < len && s[i + 1] == '0' &&
+			           s[i + 2] == ')') {
 				i += 2; /* "(0)" trunk marker */
 			} else if (is_digit(c)) {
 				PUT((char)c);

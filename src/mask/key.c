@@ -115,8 +115,9 @@ int kiln_secret_read_file(char **out, size_t *len_out, const char *path, const c
 		goto cleanup;
 	}
 	if ((st.st_mode & 077) != 0) {
-		err = kiln_error_set(KILN_EINVALID, "%s: %s mode %04o lets group or others read it; chmod 600 %s",
-				     path, what, (unsigned)(st.st_mode & 07777), path);
+		err = kiln_error_set(KILN_EINVALID,
+		                     "%s: %s mode %04o lets group or others read it; chmod 600 %s", path,
+		                     what, (unsigned)(st.st_mode & 07777), path);
 		goto cleanup;
 	}
 	if (st.st_size < 0 || (uintmax_t)st.st_size > max) {
@@ -143,7 +144,8 @@ int kiln_secret_read_file(char **out, size_t *len_out, const char *path, const c
 			break;
 		len += (size_t)n;
 		if (len > max) { /* it grew since fstat */
-			err = kiln_error_set(KILN_EINVALID, "%s: %s is larger than %zu bytes", path, what, max);
+			err =
+			    kiln_error_set(KILN_EINVALID, "%s: %s is larger than %zu bytes", path, what, max);
 			goto cleanup;
 		}
 	}
@@ -198,7 +200,8 @@ int kiln_key_load_env(kiln_key *out, const char *name, unsigned version)
 		return kiln_error_set(KILN_ENOTFOUND, "environment variable %s is not set", name);
 	if (!parse_key_hex(bytes, value, strlen(value)))
 		return kiln_error_set(KILN_EINVALID,
-				      "environment variable %s: expected 64 hex characters (a 32-byte key)", name);
+		                      "environment variable %s: expected 64 hex characters (a 32-byte key)",
+		                      name);
 	kiln_key_init(out, bytes, version);
 	lock_key(out);
 	sodium_memzero(bytes, sizeof(bytes));

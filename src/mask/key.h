@@ -10,8 +10,8 @@
 
 typedef struct kiln_key {
 	unsigned char bytes[32];
-	unsigned version;  /* token prefix p<version>_ */
-	char id[40];       /* "hmac-sha256:" + hex(BLAKE2b-256(bytes)[0:8]) */
+	unsigned version;                  /* token prefix p<version>_ */
+	char id[40];                       /* "hmac-sha256:" + hex(BLAKE2b-256(bytes)[0:8]) */
 	crypto_auth_hmacsha256_state base; /* HMAC state after the key: copied per token */
 } kiln_key;
 

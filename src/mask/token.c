@@ -31,7 +31,7 @@ size_t kiln_base32_lower(char *out, const unsigned char *in, size_t n)
 }
 
 size_t kiln_token(char out[KILN_TOKEN_MAX], const kiln_key *key, const char *domain, size_t domain_len,
-		  const char *value, size_t value_len)
+                  const char *value, size_t value_len)
 {
 	crypto_auth_hmacsha256_state state = key->base;
 	unsigned char mac[crypto_auth_hmacsha256_BYTES];

@@ -8,12 +8,12 @@
 #include "mask/key.h"
 
 #define KILN_TOKEN_SCHEME "hmac-sha256-b32-v1"
-#define KILN_TOKEN_MAX 48 /* "p4294967295_" + 26 characters + NUL */
+#define KILN_TOKEN_MAX    48 /* "p4294967295_" + 26 characters + NUL */
 
 /* Writes the token for value[0..value_len) in `domain` into out (NUL
  * terminated); returns its length. */
 size_t kiln_token(char out[KILN_TOKEN_MAX], const kiln_key *key, const char *domain, size_t domain_len,
-		  const char *value, size_t value_len);
+                  const char *value, size_t value_len);
 
 /* RFC 4648 base32, lower-case alphabet a-z2-7, no padding: writes
  * ceil(n * 8 / 5) characters (no NUL) and returns that count. */

@@ -38,7 +38,7 @@ struct kiln_reader {
 };
 
 int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *spec, const char *store_url,
-		     const kiln_store_options *opt)
+                     const kiln_store_options *opt)
 {
 	kiln_reader *r;
 	int rc;
@@ -135,7 +135,7 @@ static int collect(void *ctx, const kiln_shard_entry *e)
 
 int kiln_reader_shards(kiln_reader *r, kiln_split split, kiln_reader_shard **out, size_t *n)
 {
-	list_ctx l = { 0 };
+	list_ctx l = {0};
 
 	*out = NULL;
 	*n = 0;
@@ -209,7 +209,7 @@ static uint64_t shuffle_key(uint64_t seed, const char *hash)
 }
 
 int kiln_reader_assign(const kiln_reader_shard *in, size_t n, unsigned rank, unsigned world,
-		       uint64_t shuffle_seed, bool shuffle, size_t *out_idx, size_t *out_n)
+                       uint64_t shuffle_seed, bool shuffle, size_t *out_idx, size_t *out_n)
 {
 	order_key *keys;
 	size_t k = 0;
@@ -264,7 +264,7 @@ static int spool_sink(void *ctx, const void *data, size_t len)
 			continue;
 		if (w < 0)
 			return kiln_error_set(KILN_EIO, "shard %s: temporary file: %s", s->hash,
-					      strerror(errno));
+			                      strerror(errno));
 		p += w;
 		len -= (size_t)w;
 	}
@@ -283,7 +283,7 @@ static int temp_fd(void)
 	fd = mkstemp(path);
 	if (fd < 0)
 		return kiln_error_set(KILN_EIO, "%s: cannot create a temporary file: %s", dir,
-				      strerror(errno));
+		                      strerror(errno));
 	unlink(path);
 	return fd;
 }
@@ -305,33 +305,33 @@ static int decompress(kiln_reader *r, const kiln_reader_shard *s, int fd, kiln_s
 			continue;
 		if (got < 0)
 			return kiln_error_set(KILN_EIO, "shard %s: temporary file: %s", s->hash,
-					      strerror(errno));
+			                      strerror(errno));
 		if (got == 0)
 			break;
-		in = (ZSTD_inBuffer){ r->in_chunk, (size_t)got, 0 };
+		in = (ZSTD_inBuffer){r->in_chunk, (size_t)got, 0};
 		while (in.pos < in.size) {
-			ZSTD_outBuffer out = { r->out_chunk, CHUNK, 0 };
+			ZSTD_outBuffer out = {r->out_chunk, CHUNK, 0};
 
 			last = ZSTD_decompressStream(r->dctx, &out, &in);
 			if (ZSTD_isError(last))
 				return kiln_error_set(KILN_EINVALID, "shard %s: zstd: %s", s->hash,
-						      ZSTD_getErrorName(last));
+				                      ZSTD_getErrorName(last));
 			if (out.pos && (rc = sink(ctx, r->out_chunk, out.pos)) != 0)
 				return rc;
 		}
 	}
 	/* flush what the context still holds */
 	while (last != 0) {
-		ZSTD_inBuffer in = { NULL, 0, 0 };
-		ZSTD_outBuffer out = { r->out_chunk, CHUNK, 0 };
+		ZSTD_inBuffer in = {NULL, 0, 0};
+		ZSTD_outBuffer out = {r->out_chunk, CHUNK, 0};
 
 		last = ZSTD_decompressStream(r->dctx, &out, &in);
 		if (ZSTD_isError(last))
 			return kiln_error_set(KILN_EINVALID, "shard %s: zstd: %s", s->hash,
-					      ZSTD_getErrorName(last));
+			                      ZSTD_getErrorName(last));
 		if (out.pos == 0 && last != 0)
 			return kiln_error_set(KILN_EINVALID, "shard %s: the zstd frame is truncated",
-					      s->hash);
+			                      s->hash);
 		if (out.pos && (rc = sink(ctx, r->out_chunk, out.pos)) != 0)
 			return rc;
 	}
@@ -340,8 +340,9 @@ static int decompress(kiln_reader *r, const kiln_reader_shard *s, int fd, kiln_s
 
 int kiln_reader_stream(kiln_reader *r, const kiln_reader_shard *s, kiln_store_sink sink, void *ctx)
 {
-	spool_ctx sp = { .fd = -1, .hash = s->hash };
-	kiln_shard_request f = { .hash = s->hash, .bytes = s->bytes, .limit = s->bytes, .sink = spool_sink, .ctx = &sp };
+	spool_ctx sp = {.fd = -1, .hash = s->hash};
+	kiln_shard_request f = {
+	    .hash = s->hash, .bytes = s->bytes, .limit = s->bytes, .sink = spool_sink, .ctx = &sp};
 	int rc;
 
 	if (!r->store)

@@ -39,8 +39,8 @@ typedef struct fetch_state {
 
 static int bad_bytes(const kiln_shard_request *f)
 {
-	return kiln_error_set(KILN_EINVALID, "shard %s%s%s: content hash mismatch (corrupt or tampered)", f->hash,
-			      f->from ? " from " : "", f->from ? f->from : "");
+	return kiln_error_set(KILN_EINVALID, "shard %s%s%s: content hash mismatch (corrupt or tampered)",
+	                      f->hash, f->from ? " from " : "", f->from ? f->from : "");
 }
 
 static int fetch_sink(void *ctx, const void *data, size_t len)
@@ -59,7 +59,7 @@ static int fetch_sink(void *ctx, const void *data, size_t len)
 
 int kiln_shard_fetch(kiln_store *store, kiln_shard_request *f)
 {
-	fetch_state s = { .f = f };
+	fetch_state s = {.f = f};
 	char key[KILN_SHARD_KEY_CAP];
 	int rc;
 
@@ -70,8 +70,8 @@ int kiln_shard_fetch(kiln_store *store, kiln_shard_request *f)
 	kiln_shard_check_init(&s.check);
 	if ((rc = kiln_store_get(store, key, fetch_sink, &s)) != 0)
 		return rc > 0 ? kiln_error_set(KILN_EIO, "shard %s: reading from %s failed", f->hash,
-					       f->from ? f->from : "the store")
-			      : rc;
+		                               f->from ? f->from : "the store")
+		              : rc;
 	if ((f->fault = kiln_shard_check_final(&s.check, f->hash, f->bytes)) != KILN_SHARD_OK)
 		return bad_bytes(f);
 	return 0;

@@ -39,11 +39,11 @@ kiln_shard_fault kiln_shard_check_final(kiln_shard_check *check, const char *has
 
 typedef struct kiln_shard_request {
 	/* set by the caller */
-	const char *hash; /* 64 lower-case hex: the object fetched and the hash its bytes must have */
-	uint64_t bytes;   /* the size they must have; 0: not known */
-	uint64_t limit;   /* stop as soon as more bytes than this came; 0: no limit */
-	const char *from; /* named in messages ("peer http://...", "the origin"); NULL: not named
-			   * (a failed read then says "the store") */
+	const char *hash;     /* 64 lower-case hex: the object fetched and the hash its bytes must have */
+	uint64_t bytes;       /* the size they must have; 0: not known */
+	uint64_t limit;       /* stop as soon as more bytes than this came; 0: no limit */
+	const char *from;     /* named in messages ("peer http://...", "the origin"); NULL: not named
+	                       * (a failed read then says "the store") */
 	kiln_store_sink sink; /* receives the bytes as they come, unverified; may be NULL */
 	void *ctx;
 	/* set by kiln_shard_fetch */

@@ -10,14 +10,14 @@
 #define HASH_HEX 64
 
 const kiln_shard_format kiln_shard_jsonl_zst = {
-	.name = "jsonl",
-	.compression = "zstd",
-	.extension = ".jsonl.zst",
+    .name = "jsonl",
+    .compression = "zstd",
+    .extension = ".jsonl.zst",
 };
 
 /* Every format a name may have. A new format: its row, and one line here. */
 static const kiln_shard_format *const formats[] = {
-	&kiln_shard_jsonl_zst,
+    &kiln_shard_jsonl_zst,
 };
 
 static bool lower_hex(const char *s, size_t n)
@@ -33,7 +33,8 @@ bool kiln_shard_hash_valid(const char *hash)
 	return hash && strnlen(hash, HASH_HEX + 1) == HASH_HEX && lower_hex(hash, HASH_HEX);
 }
 
-int kiln_shard_name(char *out, size_t cap, const char *prefix, const char *hash, const kiln_shard_format *format)
+int kiln_shard_name(char *out, size_t cap, const char *prefix, const char *hash,
+                    const kiln_shard_format *format)
 {
 	int n;
 
@@ -43,8 +44,8 @@ int kiln_shard_name(char *out, size_t cap, const char *prefix, const char *hash,
 		return kiln_error_set(KILN_EINVALID, "a shard hash must be 64 lower-case hex digits");
 	if (!format)
 		format = &kiln_shard_jsonl_zst;
-	n = snprintf(out, cap, "%s%s" KILN_SHARD_DIR "%.2s/%s%s", prefix ? prefix : "", prefix ? "/" : "", hash,
-		     hash, format->extension);
+	n = snprintf(out, cap, "%s%s" KILN_SHARD_DIR "%.2s/%s%s", prefix ? prefix : "", prefix ? "/" : "",
+	             hash, hash, format->extension);
 	if (n < 0 || (size_t)n >= cap) {
 		if (cap)
 			out[0] = '\0';

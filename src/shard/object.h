@@ -19,7 +19,7 @@ typedef struct kiln_source_range {
 } kiln_source_range;
 
 typedef struct kiln_shard_entry {
-	char hash[65]; /* BLAKE2b-256 of the compressed bytes, lower-case hex */
+	char hash[65];      /* BLAKE2b-256 of the compressed bytes, lower-case hex */
 	uint64_t bytes;     /* compressed */
 	uint64_t raw_bytes; /* uncompressed JSON Lines */
 	uint64_t records;
@@ -51,7 +51,8 @@ bool kiln_shard_hash_valid(const char *hash);
  * without the "<prefix>/" when prefix is NULL (the store key). format NULL
  * is kiln_shard_jsonl_zst. KILN_EINVALID when hash is not valid or the name
  * does not fit (out is then ""). */
-int kiln_shard_name(char *out, size_t cap, const char *prefix, const char *hash, const kiln_shard_format *format);
+int kiln_shard_name(char *out, size_t cap, const char *prefix, const char *hash,
+                    const kiln_shard_format *format);
 
 /* The leaf of a shard object's name, "<hash><extension>" of a registered
  * format: true with the hash (and, when out_format is not NULL, the

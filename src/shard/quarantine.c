@@ -30,7 +30,7 @@ struct kiln_quarantine {
 };
 
 int kiln_quarantine_new(kiln_quarantine **out, kiln_store *store, const char *dataset, const char *branch,
-			size_t target, int level, const char *spool_dir)
+                        size_t target, int level, const char *spool_dir)
 {
 	kiln_quarantine *q = calloc(1, sizeof(*q));
 
@@ -77,8 +77,8 @@ int kiln_quarantine_flush(kiln_quarantine *q)
 	if (!q->lines.size)
 		return 0;
 	if ((size_t)snprintf(key, sizeof(key), "quarantine/%s/%d/%s/%s/%lld-%lld.jsonl.zst", q->topic,
-			     (int)q->partition, q->dataset, q->branch, (long long)q->first,
-			     (long long)q->last) >= sizeof(key))
+	                     (int)q->partition, q->dataset, q->branch, (long long)q->first,
+	                     (long long)q->last) >= sizeof(key))
 		return kiln_error_set(KILN_EINVALID, "quarantine: topic %s: object name too long", q->topic);
 	rc = kiln_spool_store(&q->lines, q->store, q->cctx, q->level, key, hash, &bytes);
 	if (rc < 0)
@@ -88,7 +88,7 @@ int kiln_quarantine_flush(kiln_quarantine *q)
 }
 
 int kiln_quarantine_add(kiln_quarantine *q, const char *topic, int32_t partition, int64_t offset,
-			const kiln_report *report, const char *raw, size_t raw_len)
+                        const kiln_report *report, const char *raw, size_t raw_len)
 {
 	kiln_buf *b = &q->line;
 	int rc;
@@ -107,15 +107,17 @@ int kiln_quarantine_add(kiln_quarantine *q, const char *topic, int32_t partition
 		q->first = offset;
 	}
 	q->last = offset;
-	if ((rc = kiln_buf_puts(b, "{\"topic\":")) < 0 || (rc = kiln_buf_put_json_string(b, topic, strlen(topic))) < 0 ||
-	    (rc = kiln_buf_printf(b, ",\"partition\":%d,\"offset\":%lld,\"code\":\"%s\",\"path\":", (int)partition,
-				  (long long)offset, kiln_reject_name(report->v[0].code))) < 0 ||
+	if ((rc = kiln_buf_puts(b, "{\"topic\":")) < 0 ||
+	    (rc = kiln_buf_put_json_string(b, topic, strlen(topic))) < 0 ||
+	    (rc = kiln_buf_printf(b, ",\"partition\":%d,\"offset\":%lld,\"code\":\"%s\",\"path\":",
+	                          (int)partition, (long long)offset, kiln_reject_name(report->v[0].code))) <
+	        0 ||
 	    (rc = kiln_buf_put_json_string(b, report->v[0].path, strlen(report->v[0].path))) < 0 ||
 	    (rc = kiln_buf_puts(b, ",\"violations\":[")) < 0)
 		return rc;
 	for (size_t i = 0; i < report->kept; i++) {
 		if ((rc = kiln_buf_printf(b, "%s{\"code\":\"%s\",\"path\":", i ? "," : "",
-					  kiln_reject_name(report->v[i].code))) < 0 ||
+		                          kiln_reject_name(report->v[i].code))) < 0 ||
 		    (rc = kiln_buf_put_json_string(b, report->v[i].path, strlen(report->v[i].path))) < 0 ||
 		    (rc = kiln_buf_putc(b, '}')) < 0)
 			return rc;
@@ -123,16 +125,18 @@ int kiln_quarantine_add(kiln_quarantine *q, const char *topic, int32_t partition
 	if ((rc = kiln_buf_printf(b, "],\"count\":%zu", report->count)) < 0)
 		return rc;
 	if (raw && kiln_utf8_valid(raw, raw_len)) {
-		if ((rc = kiln_buf_puts(b, ",\"record\":")) < 0 || (rc = kiln_buf_put_json_string(b, raw, raw_len)) < 0)
+		if ((rc = kiln_buf_puts(b, ",\"record\":")) < 0 ||
+		    (rc = kiln_buf_put_json_string(b, raw, raw_len)) < 0)
 			return rc;
 	} else if (raw) {
 		size_t need = sodium_base64_ENCODED_LEN(raw_len, sodium_base64_VARIANT_ORIGINAL);
 		kiln_buf_reset(&q->b64);
 		if ((rc = kiln_buf_reserve(&q->b64, need)) < 0)
 			return rc;
-		sodium_bin2base64(q->b64.ptr, need, (const unsigned char *)raw, raw_len, sodium_base64_VARIANT_ORIGINAL);
-		if ((rc = kiln_buf_puts(b, ",\"record_base64\":\"")) < 0 || (rc = kiln_buf_puts(b, q->b64.ptr)) < 0 ||
-		    (rc = kiln_buf_putc(b, '"')) < 0)
+		sodium_bin2base64(q->b64.ptr, need, (const unsigned char *)raw, raw_len,
+		                  sodium_base64_VARIANT_ORIGINAL);
+		if ((rc = kiln_buf_puts(b, ",\"record_base64\":\"")) < 0 ||
+		    (rc = kiln_buf_puts(b, q->b64.ptr)) < 0 || (rc = kiln_buf_putc(b, '"')) < 0)
 			return rc;
 	} else if ((rc = kiln_buf_puts(b, ",\"record\":null")) < 0) {
 		return rc;

@@ -22,13 +22,13 @@ typedef struct kiln_quarantine kiln_quarantine;
 /* dataset, branch: name the objects (borrowed: they must outlive q).
  * target_bytes: an object closes when its lines reach this size (0 = 64 MiB). */
 int kiln_quarantine_new(kiln_quarantine **out, kiln_store *store, const char *dataset, const char *branch,
-			size_t target_bytes, int level, const char *spool_dir);
+                        size_t target_bytes, int level, const char *spool_dir);
 void kiln_quarantine_free(kiln_quarantine *q);
 
 /* One rejected record (raw bytes may be NULL when it was too large to keep:
  * then only its coordinates and reasons are written). */
 int kiln_quarantine_add(kiln_quarantine *q, const char *topic, int32_t partition, int64_t offset,
-			const kiln_report *report, const char *raw, size_t raw_len);
+                        const kiln_report *report, const char *raw, size_t raw_len);
 
 /* Writes the open object(s). */
 int kiln_quarantine_flush(kiln_quarantine *q);

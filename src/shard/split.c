@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 
-static const char *const names[KILN_SPLIT_COUNT] = { "train", "dev", "test" };
+static const char *const names[KILN_SPLIT_COUNT] = {"train", "dev", "test"};
 
 const char *kiln_split_name(kiln_split split)
 {
@@ -32,17 +32,19 @@ int kiln_splitter_init(kiln_splitter *out, const char *salt, const double ratios
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
 		double scaled = ratios[i] * 10000.0;
 		if (!(ratios[i] >= 0 && ratios[i] <= 1))
-			return kiln_error_set(KILN_EINVALID, "split ratio %s must be between 0 and 1", names[i]);
+			return kiln_error_set(KILN_EINVALID, "split ratio %s must be between 0 and 1",
+			                      names[i]);
 		parts[i] = lround(scaled);
 		if (fabs(scaled - (double)parts[i]) > 1e-6)
-			return kiln_error_set(KILN_EINVALID,
-					      "split ratio %s must be a multiple of 0.0001 (buckets are 1/10000)",
-					      names[i]);
+			return kiln_error_set(
+			    KILN_EINVALID,
+			    "split ratio %s must be a multiple of 0.0001 (buckets are 1/10000)", names[i]);
 		sum += parts[i];
 		out->ratios[i] = ratios[i];
 	}
 	if (sum != 10000)
-		return kiln_error_set(KILN_EINVALID, "split ratios sum to %.4f, not 1", (double)sum / 10000.0);
+		return kiln_error_set(KILN_EINVALID, "split ratios sum to %.4f, not 1",
+		                      (double)sum / 10000.0);
 	out->salt = salt;
 	out->salt_len = strlen(salt);
 	out->train_below = (uint32_t)parts[KILN_SPLIT_TRAIN];

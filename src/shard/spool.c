@@ -31,7 +31,8 @@ static int temp_file(const char *dir, bool unlink_now, char path[4096])
 	snprintf(path, 4096, "%s/kiln-spool-XXXXXX", spool_dir(dir));
 	fd = mkstemp(path);
 	if (fd < 0)
-		return kiln_error_set(KILN_EIO, "%s: cannot create a spool file: %s", spool_dir(dir), strerror(errno));
+		return kiln_error_set(KILN_EIO, "%s: cannot create a spool file: %s", spool_dir(dir),
+		                      strerror(errno));
 	if (unlink_now)
 		unlink(path); /* gone with the process, whatever happens to it */
 	return fd;
@@ -95,7 +96,7 @@ int kiln_spool_write(kiln_spool *s, const void *data, size_t len)
 }
 
 int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int level, const char *key,
-		     char out_hash[65], uint64_t *out_bytes)
+                     char out_hash[65], uint64_t *out_bytes)
 {
 	char path[4096], shard_key[128];
 	unsigned char digest[32];
@@ -132,14 +133,15 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 || (want && n == 0)) {
-			rc = kiln_error_set(KILN_EIO, "spool file: read: %s", n < 0 ? strerror(errno) : "short");
+			rc = kiln_error_set(KILN_EIO, "spool file: read: %s",
+			                    n < 0 ? strerror(errno) : "short");
 			goto cleanup;
 		}
 		done += (uint64_t)n;
 		mode = done == s->size ? ZSTD_e_end : ZSTD_e_continue;
-		in = (ZSTD_inBuffer){ in_chunk, (size_t)n, 0 };
+		in = (ZSTD_inBuffer){in_chunk, (size_t)n, 0};
 		do {
-			ZSTD_outBuffer out = { out_chunk, CHUNK, 0 };
+			ZSTD_outBuffer out = {out_chunk, CHUNK, 0};
 			rest = ZSTD_compressStream2(cctx, &out, &in, mode);
 			if (ZSTD_isError(rest)) {
 				rc = kiln_error_set(KILN_EIO, "zstd: %s", ZSTD_getErrorName(rest));

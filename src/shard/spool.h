@@ -14,8 +14,8 @@
 #include "store/store.h"
 
 typedef struct kiln_spool {
-	int fd;         /* anonymous (already unlinked) file, -1 when closed */
-	uint64_t size;  /* bytes appended since open or the last store */
+	int fd;        /* anonymous (already unlinked) file, -1 when closed */
+	uint64_t size; /* bytes appended since open or the last store */
 	kiln_buf pending;
 	const char *dir;
 } kiln_spool;
@@ -30,6 +30,6 @@ int kiln_spool_write(kiln_spool *spool, const void *data, size_t len);
  * shards/<hh>/<hash>.jsonl.zst when key is NULL; then empties the spool for
  * reuse. On failure the spool keeps its bytes (a retry can store again). */
 int kiln_spool_store(kiln_spool *spool, kiln_store *store, ZSTD_CCtx *cctx, int level, const char *key,
-		     char out_hash[65], uint64_t *out_bytes);
+                     char out_hash[65], uint64_t *out_bytes);
 
 #endif

@@ -32,7 +32,7 @@ struct kiln_shard_writer {
 	kiln_store *store;
 	kiln_shard_writer_options opt;
 	ZSTD_CCtx *cctx;
-	struct job open;       /* the filling shard */
+	struct job open; /* the filling shard */
 	kiln_shard_entry *closed;
 	size_t closed_count, closed_cap;
 
@@ -62,7 +62,7 @@ static void job_free(struct job *j)
 /* Compresses and stores a closed shard and lists its entry. */
 static int store_job(kiln_shard_writer *w, struct job *j)
 {
-	kiln_shard_entry e = { 0 };
+	kiln_shard_entry e = {0};
 	kiln_source_range *sources;
 	int rc;
 
@@ -76,8 +76,10 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 		return rc;
 	}
 	for (size_t i = 0; i < j->range_count; i++) {
-		sources[i] = (kiln_source_range){ .topic = j->ranges[i].topic, .partition = j->ranges[i].partition,
-						  .first = j->ranges[i].first, .last = j->ranges[i].last };
+		sources[i] = (kiln_source_range){.topic = j->ranges[i].topic,
+		                                 .partition = j->ranges[i].partition,
+		                                 .first = j->ranges[i].first,
+		                                 .last = j->ranges[i].last};
 		j->ranges[i].topic = NULL; /* now owned by the entry */
 	}
 	e.records = j->records;
@@ -231,12 +233,13 @@ static int note_source(struct job *j, const char *topic, int32_t partition, int6
 }
 
 int kiln_shard_writer_append(kiln_shard_writer *w, const char *line, size_t len, const char *topic,
-			     int32_t partition, int64_t offset)
+                             int32_t partition, int64_t offset)
 {
 	struct job *j = &w->open;
 	int rc;
 
-	if ((rc = note_source(j, topic, partition, offset)) < 0 || (rc = kiln_spool_write(&j->spool, line, len)) < 0 ||
+	if ((rc = note_source(j, topic, partition, offset)) < 0 ||
+	    (rc = kiln_spool_write(&j->spool, line, len)) < 0 ||
 	    (rc = kiln_spool_write(&j->spool, "\n", 1)) < 0)
 		return rc;
 	j->records++;

@@ -23,21 +23,23 @@
 #define KILN_SHARD_DEFAULT_TARGET (64u << 20)
 
 typedef struct kiln_shard_writer_options {
-	size_t target_bytes;   /* uncompressed bytes at which a shard closes; 0 = 64 MiB */
-	int level;             /* zstd level; 0 = 3 */
-	const char *spool_dir; /* shards are spooled here (uncompressed, then compressed); NULL = $TMPDIR or /tmp */
-	bool background;       /* compress and store closed shards on the writer's own thread */
+	size_t target_bytes; /* uncompressed bytes at which a shard closes; 0 = 64 MiB */
+	int level;           /* zstd level; 0 = 3 */
+	const char
+	    *spool_dir;  /* shards are spooled here (uncompressed, then compressed); NULL = $TMPDIR or /tmp */
+	bool background; /* compress and store closed shards on the writer's own thread */
 } kiln_shard_writer_options;
 
 typedef struct kiln_shard_writer kiln_shard_writer;
 
 /* `store` must outlive the writer. */
-int kiln_shard_writer_new(kiln_shard_writer **out, kiln_store *store, const kiln_shard_writer_options *options);
+int kiln_shard_writer_new(kiln_shard_writer **out, kiln_store *store,
+                          const kiln_shard_writer_options *options);
 void kiln_shard_writer_free(kiln_shard_writer *writer);
 
 /* Appends one record (no newline) that came from topic/partition/offset. */
 int kiln_shard_writer_append(kiln_shard_writer *writer, const char *line, size_t len, const char *topic,
-			     int32_t partition, int64_t offset);
+                             int32_t partition, int64_t offset);
 
 /* Closes the open shard if it holds a record. In the background mode the
  * shard is handed to the writer's thread (waiting while it still works on

@@ -29,7 +29,8 @@ int kiln_store_config_load(const kiln_store_config_src *src, const kiln_yaml_nod
 	    (rc = kiln_config_string(&cfg, st, section, "endpoint", false, &o->endpoint)) < 0 ||
 	    (rc = kiln_config_string(&cfg, st, section, "region", false, &o->region)) < 0 ||
 	    (rc = kiln_config_string(&cfg, st, section, "style", false, &style)) < 0 ||
-	    (rc = kiln_config_string(&cfg, st, section, "credentials_file", false, &o->credentials_file)) < 0 ||
+	    (rc = kiln_config_string(&cfg, st, section, "credentials_file", false, &o->credentials_file)) <
+	        0 ||
 	    (rc = kiln_config_int(&cfg, st, section, "max_retries", 0, 100, &retries)) < 0)
 		return rc;
 	o->max_retries = (int)retries;
@@ -39,14 +40,15 @@ int kiln_store_config_load(const kiln_store_config_src *src, const kiln_yaml_nod
 	if (style && strcmp(style, "virtual") == 0)
 		o->virtual_host = true;
 	else if (style && strcmp(style, "path") != 0)
-		return kiln_yaml_fail(src->doc, kiln_yaml_get(st, "style"), kiln_config_path(&cfg, section, "style"),
-		                      "expected path or virtual");
+		return kiln_yaml_fail(src->doc, kiln_yaml_get(st, "style"),
+		                      kiln_config_path(&cfg, section, "style"), "expected path or virtual");
 	o->credentials_file = kiln_config_resolve(&cfg, o->credentials_file);
 	/* file://relative/dir is relative to the config file too */
 	if (strncmp(url, "file://", 7) == 0 && url[7] != '/' && *src->dir)
 		url = kiln_arena_printf(src->arena, "file://%s/%s", src->dir, url + 7);
 	else if (strncmp(url, "file://", 7) != 0 && strncmp(url, "s3://", 5) != 0)
-		return kiln_yaml_fail(src->doc, kiln_yaml_get(st, "url"), kiln_config_path(&cfg, section, "url"),
+		return kiln_yaml_fail(src->doc, kiln_yaml_get(st, "url"),
+		                      kiln_config_path(&cfg, section, "url"),
 		                      "expected file://DIR or s3://BUCKET/PREFIX");
 	/* credentials never sit in the config: refuse keys that look like them */
 	for (size_t i = 0; i < st->count; i++)

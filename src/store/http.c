@@ -33,9 +33,9 @@
 
 typedef struct http_store {
 	kiln_store base;
-	char *root; /* "http://host:port[/path]", no trailing '/' */
-	char *auth; /* "Authorization: Bearer <token>", or NULL; zeroed on close */
-	bool as_peer; /* send X-Kiln-Peer: 1 */
+	char *root;               /* "http://host:port[/path]", no trailing '/' */
+	char *auth;               /* "Authorization: Bearer <token>", or NULL; zeroed on close */
+	bool as_peer;             /* send X-Kiln-Peer: 1 */
 	const char *token_source; /* where the token came from, for messages */
 	int max_retries;
 	pthread_mutex_t lock;
@@ -167,8 +167,8 @@ static int open_scheme(kiln_store **out, const char *url, const kiln_store_optio
 				goto cleanup;
 			}
 		if (strlen(token) > TOKEN_MAX) {
-			rc = kiln_error_set(KILN_EINVALID, "%s: %s is longer than %d bytes", url, s->token_source,
-			                    TOKEN_MAX);
+			rc = kiln_error_set(KILN_EINVALID, "%s: %s is longer than %d bytes", url,
+			                    s->token_source, TOKEN_MAX);
 			goto cleanup;
 		}
 		if (asprintf(&s->auth, "Authorization: Bearer %s", token) < 0) {
@@ -387,8 +387,10 @@ static int fail(const http_call *c, int attempts)
 		return kiln_error_set(KILN_ERETRY, "%s (key %s): %s, gave up after %d attempt%s", c->url,
 		                      c->key, what, attempts, attempts == 1 ? "" : "s");
 	if (c->cc == CURLE_OK && (c->status == 401 || c->status == 403))
-		snprintf(hint_buf, sizeof(hint_buf), c->s->auth ? " (the node refused %s)" : " (the node wants a token: set %s)",
-		         c->s->auth ? c->s->token_source : TOKEN_ENV), hint = hint_buf;
+		snprintf(hint_buf, sizeof(hint_buf),
+		         c->s->auth ? " (the node refused %s)" : " (the node wants a token: set %s)",
+		         c->s->auth ? c->s->token_source : TOKEN_ENV),
+		    hint = hint_buf;
 	else if (c->cc == CURLE_OK && c->status == 404)
 		code = KILN_ENOTFOUND;
 	else if (c->cc == CURLE_OK && c->status >= 300 && c->status < 400)

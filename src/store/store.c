@@ -19,9 +19,8 @@ extern const kiln_store_backend kiln_store_http_backend, kiln_store_https_backen
 
 /* A new backend is one line here. */
 static const kiln_store_backend *const backends[] = {
-    &kiln_store_file_backend,
-    &kiln_store_s3_backend,
-    &kiln_store_http_backend, &kiln_store_https_backend, /* a cache node, read-only */
+    &kiln_store_file_backend, &kiln_store_s3_backend, &kiln_store_http_backend,
+    &kiln_store_https_backend, /* a cache node, read-only */
 };
 
 #define KEY_MAX 1024
@@ -153,7 +152,8 @@ int kiln_store_open(kiln_store **out, const char *url, const kiln_store_options 
 			return rc;
 		}
 	}
-	return kiln_error_set(KILN_EINVALID, "store URL '%s': unknown scheme '%.*s' (known: file, s3, http, https)",
+	return kiln_error_set(KILN_EINVALID,
+	                      "store URL '%s': unknown scheme '%.*s' (known: file, s3, http, https)",
 	                      printable(buf, url), (int)(scheme_len > 20 ? 20 : scheme_len), url);
 }
 

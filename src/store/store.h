@@ -24,7 +24,7 @@ typedef struct kiln_store kiln_store;
 typedef int (*kiln_store_key_cb)(void *ctx, const char *key, uint64_t size, int64_t mtime);
 
 typedef struct kiln_store_backend {
-	int version; /* KILN_STORE_BACKEND_VERSION */
+	int version;        /* KILN_STORE_BACKEND_VERSION */
 	const char *scheme; /* "file", "s3" */
 	int (*open)(kiln_store **out, const char *url, const kiln_store_options *options);
 	/* Stores the bytes of the regular file at `path` (size bytes) under key,

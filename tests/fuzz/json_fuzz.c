@@ -42,8 +42,8 @@ static void scan(const kiln_json_limits *limits, const char *text, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	kiln_json_limits tight = { .max_depth = 4, .max_bytes = 256 };
-	kiln_json_limits lax = { .allow_duplicate_keys = true };
+	kiln_json_limits tight = {.max_depth = 4, .max_bytes = 256};
+	kiln_json_limits lax = {.allow_duplicate_keys = true};
 
 	scan(NULL, (const char *)data, size);
 	scan(&tight, (const char *)data, size);

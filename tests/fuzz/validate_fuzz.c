@@ -35,14 +35,15 @@ static kiln_validator *validator(void)
 		fprintf(stderr, "%s\n", kiln_error_last());
 		abort();
 	}
-	v = kiln_validator_new(contract, &(kiln_validator_options){ .unknown_fields = -1,
-								     .limits.max_bytes = 8192 });
+	v = kiln_validator_new(contract,
+	                       &(kiln_validator_options){.unknown_fields = -1, .limits.max_bytes = 8192});
 	if (!v)
 		abort();
-	static const unsigned char bytes[32] = { 1, 2, 3 };
+	static const unsigned char bytes[32] = {1, 2, 3};
 	kiln_key_init(&key, bytes, 1);
-	const kiln_field *split = kiln_field_child(contract->root, "user_id", 7, kiln_json_hash("user_id", 7));
-	kiln_curator_options copt = { .contract = contract, .key = &key, .split_field = split };
+	const kiln_field *split =
+	    kiln_field_child(contract->root, "user_id", 7, kiln_json_hash("user_id", 7));
+	kiln_curator_options copt = {.contract = contract, .key = &key, .split_field = split};
 	if (kiln_curator_new(&curator, &copt) < 0)
 		abort();
 	return v;

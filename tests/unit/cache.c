@@ -1316,20 +1316,20 @@ static void test_list_status(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_config),
-		cmocka_unit_test(test_sync_views),
-		cmocka_unit_test(test_remote_manifest),
-		cmocka_unit_test(test_corrupt_refetched),
-		cmocka_unit_test(test_wrong_size_with_sentinel_mtime),
-		cmocka_unit_test(test_scrub_finds_bit_flip),
-		cmocka_unit_test(test_shard_larger_than_limit),
-		cmocka_unit_test(test_evict_lru_unpinned),
-		cmocka_unit_test(test_branch_pin_moves),
-		cmocka_unit_test(test_size_limit),
-		cmocka_unit_test(test_one_fetch_for_concurrent_misses),
-		cmocka_unit_test(test_sync_races_readers),
-		cmocka_unit_test(test_peers_first),
-		cmocka_unit_test(test_list_status),
+	    cmocka_unit_test(test_config),
+	    cmocka_unit_test(test_sync_views),
+	    cmocka_unit_test(test_remote_manifest),
+	    cmocka_unit_test(test_corrupt_refetched),
+	    cmocka_unit_test(test_wrong_size_with_sentinel_mtime),
+	    cmocka_unit_test(test_scrub_finds_bit_flip),
+	    cmocka_unit_test(test_shard_larger_than_limit),
+	    cmocka_unit_test(test_evict_lru_unpinned),
+	    cmocka_unit_test(test_branch_pin_moves),
+	    cmocka_unit_test(test_size_limit),
+	    cmocka_unit_test(test_one_fetch_for_concurrent_misses),
+	    cmocka_unit_test(test_sync_races_readers),
+	    cmocka_unit_test(test_peers_first),
+	    cmocka_unit_test(test_list_status),
 	};
 
 	return kiln_test_git_main(tests, tmpdir, "cache", setup, teardown);

@@ -19,16 +19,16 @@
 #include "core/error.h"
 #include "core/json.h"
 
-#define HEAD                      \
-	"apiVersion: v3.1.0\n"    \
-	"kind: DataContract\n"    \
-	"id: t\n"                 \
-	"version: 1.0.0\n"        \
+#define HEAD                                                                                                 \
+	"apiVersion: v3.1.0\n"                                                                               \
+	"kind: DataContract\n"                                                                               \
+	"id: t\n"                                                                                            \
+	"version: 1.0.0\n"                                                                                   \
 	"status: active\n"
 
-#define SCHEMA_OPEN               \
-	"schema:\n"               \
-	"  - name: rec\n"         \
+#define SCHEMA_OPEN                                                                                          \
+	"schema:\n"                                                                                          \
+	"  - name: rec\n"                                                                                    \
 	"    properties:\n"
 
 /* --- helpers --- */
@@ -72,7 +72,7 @@ static kiln_contract *props_ok(const char *props)
 /* The error must start with `prefix` ("t.yaml:9:9: schema[0]...") and
  * contain `word`. */
 static void load_fails_opts(const char *text, const kiln_contract_options *options, const char *prefix,
-			    const char *word)
+                            const char *word)
 {
 	kiln_contract *k = (kiln_contract *)1;
 	int rc;
@@ -104,7 +104,8 @@ static void props_fail(const char *props, const char *prefix, const char *word)
 
 static const kiln_field *child(const kiln_field *object, const char *name)
 {
-	const kiln_field *f = kiln_field_child(object, name, strlen(name), kiln_json_hash(name, strlen(name)));
+	const kiln_field *f =
+	    kiln_field_child(object, name, strlen(name), kiln_json_hash(name, strlen(name)));
 
 	if (!f)
 		fail_msg("no field \"%s\"", name);
@@ -282,8 +283,9 @@ static void test_field_child(void **state)
 	root = k->root;
 	for (size_t i = 0; i < root->child_count; i++) {
 		name = root->children[i]->name;
-		assert_ptr_equal(kiln_field_child(root, name, strlen(name), kiln_json_hash(name, strlen(name))),
-				 root->children[i]);
+		assert_ptr_equal(
+		    kiln_field_child(root, name, strlen(name), kiln_json_hash(name, strlen(name))),
+		    root->children[i]);
 		assert_int_equal(root->children[i]->position, i);
 		assert_int_equal(root->children[i]->name_hash, kiln_json_hash(name, strlen(name)));
 	}
@@ -293,7 +295,8 @@ static void test_field_child(void **state)
 	assert_null(kiln_field_child(root, "user_idx", 8, kiln_json_hash("user_idx", 8)));
 	assert_null(kiln_field_child(root, "os", 2, kiln_json_hash("os", 2)));
 	/* the key bytes need not be NUL-terminated */
-	assert_ptr_equal(kiln_field_child(root, "emailXYZ", 5, kiln_json_hash("email", 5)), child(root, "email"));
+	assert_ptr_equal(kiln_field_child(root, "emailXYZ", 5, kiln_json_hash("email", 5)),
+	                 child(root, "email"));
 	device = child(root, "device");
 	assert_ptr_equal(kiln_field_child(device, "os", 2, kiln_json_hash("os", 2)), device->children[0]);
 	/* a scalar field has no children */
@@ -310,7 +313,8 @@ static void test_field_child(void **state)
 		for (int i = 0; i < 40; i++) {
 			char key[8];
 			int n = snprintf(key, sizeof(key), "f%d", i);
-			const kiln_field *f = kiln_field_child(k->root, key, (size_t)n, kiln_json_hash(key, (size_t)n));
+			const kiln_field *f =
+			    kiln_field_child(k->root, key, (size_t)n, kiln_json_hash(key, (size_t)n));
 			assert_non_null(f);
 			assert_int_equal(f->position, i);
 		}
@@ -362,47 +366,53 @@ static void test_root_not_mapping(void **state)
 static void test_unknown_top_level_key(void **state)
 {
 	(void)state;
-	load_fails(HEAD "colour: blue\n" SCHEMA_OPEN "      - name: a\n", "t.yaml:6:1: colour: ", "unknown key");
+	load_fails(HEAD "colour: blue\n" SCHEMA_OPEN "      - name: a\n",
+	           "t.yaml:6:1: colour: ", "unknown key");
 }
 
 static void test_missing_required_keys(void **state)
 {
 	(void)state;
 	load_fails("kind: DataContract\nid: t\nversion: 1.0.0\nstatus: active\n",
-		   "t.yaml:1:1: apiVersion: ", "required key is missing");
+	           "t.yaml:1:1: apiVersion: ", "required key is missing");
 	load_fails("apiVersion: v3.1.0\nid: t\nversion: 1.0.0\nstatus: active\n",
-		   "t.yaml:1:1: kind: ", "required key is missing");
+	           "t.yaml:1:1: kind: ", "required key is missing");
 	load_fails("apiVersion: v3.1.0\nkind: DataContract\nversion: 1.0.0\nstatus: active\n",
-		   "t.yaml:1:1: id: ", "required key is missing");
+	           "t.yaml:1:1: id: ", "required key is missing");
 	load_fails("apiVersion: v3.1.0\nkind: DataContract\nid: t\nstatus: active\n",
-		   "t.yaml:1:1: version: ", "required key is missing");
+	           "t.yaml:1:1: version: ", "required key is missing");
 	load_fails("apiVersion: v3.1.0\nkind: DataContract\nid: t\nversion: 1.0.0\n",
-		   "t.yaml:1:1: status: ", "required key is missing");
+	           "t.yaml:1:1: status: ", "required key is missing");
 	/* present but null is missing too, reported where the null is */
 	load_fails("apiVersion: v3.1.0\nkind: DataContract\nid: ~\nversion: 1.0.0\nstatus: active\n",
-		   "t.yaml:3:5: id: ", "required key is missing");
-	load_fails("apiVersion: v3.1.0\nkind: DataContract\nid: ''\nversion: 1.0.0\nstatus: active\n"
-		   SCHEMA_OPEN "      - name: a\n",
-		   "t.yaml:3:5: id: ", "must not be empty");
+	           "t.yaml:3:5: id: ", "required key is missing");
+	load_fails(
+	    "apiVersion: v3.1.0\nkind: DataContract\nid: ''\nversion: 1.0.0\nstatus: active\n" SCHEMA_OPEN
+	    "      - name: a\n",
+	    "t.yaml:3:5: id: ", "must not be empty");
 }
 
 static void test_api_version(void **state)
 {
-	static const char *const rejected[] = { "v2.2.0", "v3.2.0", "v3.0", "v3.1.", "3.1.0", "v3.1.0-rc1",
-						"v3.10.0", "v4.0.0" };
-	static const char *const accepted[] = { "v3.0.0", "v3.0.2", "v3.1.0", "v3.1.12" };
+	static const char *const rejected[] = {"v2.2.0", "v3.2.0",     "v3.0",    "v3.1.",
+	                                       "3.1.0",  "v3.1.0-rc1", "v3.10.0", "v4.0.0"};
+	static const char *const accepted[] = {"v3.0.0", "v3.0.2", "v3.1.0", "v3.1.12"};
 	char text[512];
 	kiln_contract *k;
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(rejected) / sizeof(rejected[0]); i++) {
-		snprintf(text, sizeof(text), "apiVersion: %s\nkind: DataContract\nid: t\nversion: 1.0.0\n"
-			 "status: active\n" SCHEMA_OPEN "      - name: a\n", rejected[i]);
+		snprintf(text, sizeof(text),
+		         "apiVersion: %s\nkind: DataContract\nid: t\nversion: 1.0.0\n"
+		         "status: active\n" SCHEMA_OPEN "      - name: a\n",
+		         rejected[i]);
 		load_fails(text, "t.yaml:1:13: apiVersion: ", "unsupported ODCS version");
 	}
 	for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
-		snprintf(text, sizeof(text), "apiVersion: %s\nkind: DataContract\nid: t\nversion: 1.0.0\n"
-			 "status: active\n" SCHEMA_OPEN "      - name: a\n", accepted[i]);
+		snprintf(text, sizeof(text),
+		         "apiVersion: %s\nkind: DataContract\nid: t\nversion: 1.0.0\n"
+		         "status: active\n" SCHEMA_OPEN "      - name: a\n",
+		         accepted[i]);
 		k = load_ok(text);
 		assert_string_equal(k->api_version, accepted[i]);
 		kiln_contract_free(k);
@@ -412,9 +422,10 @@ static void test_api_version(void **state)
 static void test_kind(void **state)
 {
 	(void)state;
-	load_fails("apiVersion: v3.1.0\nkind: DataProduct\nid: t\nversion: 1.0.0\nstatus: active\n"
-		   SCHEMA_OPEN "      - name: a\n",
-		   "t.yaml:2:7: kind: ", "must be DataContract");
+	load_fails(
+	    "apiVersion: v3.1.0\nkind: DataProduct\nid: t\nversion: 1.0.0\nstatus: active\n" SCHEMA_OPEN
+	    "      - name: a\n",
+	    "t.yaml:2:7: kind: ", "must be DataContract");
 }
 
 static void test_no_schema(void **state)
@@ -423,8 +434,8 @@ static void test_no_schema(void **state)
 	load_fails(HEAD, "t.yaml:1:1: schema: ", "required key is missing");
 	load_fails(HEAD "schema: []\n", "t.yaml:6:9: schema: ", "at least one schema object");
 	load_fails(HEAD "schema: {name: rec}\n", "t.yaml:6:9: schema: ", "expected a list");
-	load_fails(HEAD "schema:\n  - logicalType: object\n", "t.yaml:7:5: schema[0].name: ",
-		   "required key is missing");
+	load_fails(HEAD "schema:\n  - logicalType: object\n",
+	           "t.yaml:7:5: schema[0].name: ", "required key is missing");
 }
 
 static void test_schema_object(void **state)
@@ -433,8 +444,9 @@ static void test_schema_object(void **state)
 
 	(void)state;
 	load_fails(HEAD "schema:\n  - name: rec\n    logicalType: array\n",
-		   "t.yaml:8:18: schema[0].logicalType: ", "must be object");
-	load_fails(HEAD "schema:\n  - name: rec\n    rows: 3\n", "t.yaml:8:5: schema[0].rows: ", "unknown key");
+	           "t.yaml:8:18: schema[0].logicalType: ", "must be object");
+	load_fails(HEAD "schema:\n  - name: rec\n    rows: 3\n",
+	           "t.yaml:8:5: schema[0].rows: ", "unknown key");
 	/* logicalType object and no properties at all are fine */
 	k = load_ok(HEAD "schema:\n  - name: rec\n    logicalType: object\n    physicalType: table\n");
 	assert_int_equal(k->root->child_count, 0);
@@ -445,14 +457,14 @@ static void test_schema_object(void **state)
 static void test_schema_selection(void **state)
 {
 	const char *text = HEAD "schema:\n"
-				"  - name: first\n"
-				"    properties:\n"
-				"      - name: a\n"
-				"  - name: second\n"
-				"    properties:\n"
-				"      - name: b\n"
-				"      - name: c\n";
-	kiln_contract_options opt = { 0 };
+	                        "  - name: first\n"
+	                        "    properties:\n"
+	                        "      - name: a\n"
+	                        "  - name: second\n"
+	                        "    properties:\n"
+	                        "      - name: b\n"
+	                        "      - name: c\n";
+	kiln_contract_options opt = {0};
 	kiln_contract *k;
 
 	(void)state;
@@ -477,11 +489,11 @@ static void test_schema_selection(void **state)
 static void test_property_name(void **state)
 {
 	(void)state;
-	props_fail("      - logicalType: string\n", "t.yaml:9:9: schema[0].properties[0].name: ",
-		   "required key is missing");
+	props_fail("      - logicalType: string\n",
+	           "t.yaml:9:9: schema[0].properties[0].name: ", "required key is missing");
 	props_fail("      - name: ''\n", "t.yaml:9:15: schema[0].properties[0].name: ", "must not be empty");
 	props_fail("      - name: a\n      - name: b\n      - name: a\n",
-		   "t.yaml:11:15: schema[0].properties[2].name: ", "defined twice");
+	           "t.yaml:11:15: schema[0].properties[2].name: ", "defined twice");
 	props_fail("      - just a string\n", "t.yaml:9:9: schema[0].properties[0]: ", "expected a mapping");
 	props_fail("        name: a\n", "t.yaml:9:9: schema[0].properties: ", "expected a list");
 }
@@ -490,30 +502,30 @@ static void test_unknown_property_key(void **state)
 {
 	(void)state;
 	props_fail("      - name: a\n        logicalType: string\n        maxLength: 3\n",
-		   "t.yaml:11:9: schema[0].properties[0].maxLength: ", "unknown key in a property");
+	           "t.yaml:11:9: schema[0].properties[0].maxLength: ", "unknown key in a property");
 }
 
 static void test_unknown_logical_type(void **state)
 {
 	(void)state;
 	props_fail("      - name: a\n        logicalType: varchar\n",
-		   "t.yaml:10:22: schema[0].properties[0].logicalType: ", "unknown logical type");
+	           "t.yaml:10:22: schema[0].properties[0].logicalType: ", "unknown logical type");
 }
 
 static void test_option_not_for_type(void **state)
 {
 	(void)state;
 	props_fail("      - name: a\n        logicalType: integer\n        logicalTypeOptions:\n"
-		   "          minLength: 1\n",
-		   "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions.minLength: ", "unknown key");
+	           "          minLength: 1\n",
+	           "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions.minLength: ", "unknown key");
 	props_fail("      - name: a\n        logicalType: boolean\n        logicalTypeOptions:\n"
-		   "          minimum: 1\n",
-		   "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions.minimum: ", "unknown key");
+	           "          minimum: 1\n",
+	           "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions.minimum: ", "unknown key");
 	props_fail("      - name: a\n        logicalType: string\n        logicalTypeOptions:\n"
-		   "          maxItems: 1\n",
-		   "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions.maxItems: ", "unknown key");
+	           "          maxItems: 1\n",
+	           "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions.maxItems: ", "unknown key");
 	props_fail("      - name: a\n        logicalType: string\n        logicalTypeOptions: [1]\n",
-		   "t.yaml:11:29: schema[0].properties[0].logicalTypeOptions: ", "expected a mapping");
+	           "t.yaml:11:29: schema[0].properties[0].logicalTypeOptions: ", "expected a mapping");
 }
 
 static void test_options_without_type(void **state)
@@ -522,7 +534,7 @@ static void test_options_without_type(void **state)
 
 	(void)state;
 	props_fail("      - name: a\n        logicalTypeOptions:\n          maxLength: 3\n",
-		   "t.yaml:11:11: schema[0].properties[0].logicalTypeOptions: ", "need a logicalType");
+	           "t.yaml:11:11: schema[0].properties[0].logicalTypeOptions: ", "need a logicalType");
 	/* empty options are harmless */
 	k = props_ok("      - name: a\n        logicalTypeOptions: {}\n");
 	assert_int_equal(k->root->children[0]->type, KILN_LTYPE_ANY);
@@ -534,30 +546,36 @@ static void test_lengths(void **state)
 	kiln_contract *k;
 
 	(void)state;
+	props_fail(
+	    "      - name: a\n        logicalType: string\n        logicalTypeOptions:\n"
+	    "          minLength: -1\n",
+	    "t.yaml:12:22: schema[0].properties[0].logicalTypeOptions.minLength: ", "must not be negative");
 	props_fail("      - name: a\n        logicalType: string\n        logicalTypeOptions:\n"
-		   "          minLength: -1\n",
-		   "t.yaml:12:22: schema[0].properties[0].logicalTypeOptions.minLength: ", "must not be negative");
-	props_fail("      - name: a\n        logicalType: string\n        logicalTypeOptions:\n"
-		   "          minLength: 5\n          maxLength: 4\n",
-		   "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions: ", "minLength is greater than maxLength");
+	           "          minLength: 5\n          maxLength: 4\n",
+	           "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions: ",
+	           "minLength is greater than maxLength");
 	/* bounds no value can meet are contract errors, not silent rejections */
 	props_fail("      - name: a\n        logicalType: integer\n        logicalTypeOptions:\n"
-		   "          minimum: 5\n          maximum: 4\n",
-		   "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions: ", "between the minimum and the maximum");
+	           "          minimum: 5\n          maximum: 4\n",
+	           "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions: ",
+	           "between the minimum and the maximum");
 	props_fail("      - name: a\n        logicalType: number\n        logicalTypeOptions:\n"
-		   "          minimum: 5\n          exclusiveMaximum: 5\n",
-		   "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions: ", "between the minimum and the maximum");
+	           "          minimum: 5\n          exclusiveMaximum: 5\n",
+	           "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions: ",
+	           "between the minimum and the maximum");
 	props_fail("      - name: a\n        logicalType: object\n        logicalTypeOptions:\n"
-		   "          minProperties: 3\n          maxProperties: 2\n",
-		   "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions: ", "minProperties is greater than maxProperties");
+	           "          minProperties: 3\n          maxProperties: 2\n",
+	           "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions: ",
+	           "minProperties is greater than maxProperties");
 	props_fail("      - name: a\n        logicalType: string\n        logicalTypeOptions:\n"
-		   "          maxLength: 1.5\n",
-		   "t.yaml:12:22: schema[0].properties[0].logicalTypeOptions.maxLength: ", "integer");
+	           "          maxLength: 1.5\n",
+	           "t.yaml:12:22: schema[0].properties[0].logicalTypeOptions.maxLength: ", "integer");
 	props_fail("      - name: a\n        logicalType: array\n        logicalTypeOptions:\n"
-		   "          minItems: 3\n          maxItems: 2\n",
-		   "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions: ", "minItems is greater than maxItems");
+	           "          minItems: 3\n          maxItems: 2\n",
+	           "t.yaml:12:11: schema[0].properties[0].logicalTypeOptions: ",
+	           "minItems is greater than maxItems");
 	k = props_ok("      - name: a\n        logicalType: string\n        logicalTypeOptions:\n"
-		     "          minLength: 3\n          maxLength: 3\n");
+	             "          minLength: 3\n          maxLength: 3\n");
 	assert_int_equal(k->root->children[0]->min_length, 3);
 	assert_int_equal(k->root->children[0]->max_length, 3);
 	kiln_contract_free(k);
@@ -567,12 +585,12 @@ static void test_invalid_pattern(void **state)
 {
 	(void)state;
 	props_fail("      - name: a\n        logicalType: string\n        logicalTypeOptions:\n"
-		   "          pattern: \"ab(c\"\n",
-		   "t.yaml:12:20: schema[0].properties[0].logicalTypeOptions.pattern: ",
-		   "invalid pattern at offset 4: missing closing parenthesis");
+	           "          pattern: \"ab(c\"\n",
+	           "t.yaml:12:20: schema[0].properties[0].logicalTypeOptions.pattern: ",
+	           "invalid pattern at offset 4: missing closing parenthesis");
 	props_fail("      - name: a\n        logicalType: string\n        logicalTypeOptions:\n"
-		   "          pattern: \"[a-\"\n",
-		   "t.yaml:12:20: schema[0].properties[0].logicalTypeOptions.pattern: ", "offset");
+	           "          pattern: \"[a-\"\n",
+	           "t.yaml:12:20: schema[0].properties[0].logicalTypeOptions.pattern: ", "offset");
 }
 
 static void test_unknown_string_format(void **state)
@@ -580,43 +598,47 @@ static void test_unknown_string_format(void **state)
 	kiln_contract *k;
 
 	(void)state;
-	props_fail("      - name: a\n        logicalType: string\n        logicalTypeOptions:\n"
-		   "          format: phone\n",
-		   "t.yaml:12:19: schema[0].properties[0].logicalTypeOptions.format: ", "unknown string format");
+	props_fail(
+	    "      - name: a\n        logicalType: string\n        logicalTypeOptions:\n"
+	    "          format: phone\n",
+	    "t.yaml:12:19: schema[0].properties[0].logicalTypeOptions.format: ", "unknown string format");
 	k = props_ok("      - name: a\n        logicalType: string\n        logicalTypeOptions:\n"
-		     "          format: password\n");
+	             "          format: password\n");
 	assert_int_equal(k->root->children[0]->format, KILN_FORMAT_NONE);
 	kiln_contract_free(k);
 }
 
 static void test_integer_format(void **state)
 {
-	static const char *const bad[] = { "i7", "u", "i", "int", "u256", "i16x", "x8" };
+	static const char *const bad[] = {"i7", "u", "i", "int", "u256", "i16x", "x8"};
 	char props[256];
 	kiln_contract *k;
 	const kiln_field *f;
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		snprintf(props, sizeof(props), "      - name: a\n        logicalType: integer\n"
-			 "        logicalTypeOptions:\n          format: %s\n", bad[i]);
+		snprintf(props, sizeof(props),
+		         "      - name: a\n        logicalType: integer\n"
+		         "        logicalTypeOptions:\n          format: %s\n",
+		         bad[i]);
 		props_fail(props, "t.yaml:12:19: schema[0].properties[0].logicalTypeOptions.format: ",
-			   "unknown integer format");
+		           "unknown integer format");
 	}
-	props_fail("      - name: a\n        logicalType: number\n        logicalTypeOptions:\n"
-		   "          format: i32\n",
-		   "t.yaml:12:19: schema[0].properties[0].logicalTypeOptions.format: ", "unknown number format");
+	props_fail(
+	    "      - name: a\n        logicalType: number\n        logicalTypeOptions:\n"
+	    "          format: i32\n",
+	    "t.yaml:12:19: schema[0].properties[0].logicalTypeOptions.format: ", "unknown number format");
 
 	k = props_ok("      - name: a\n        logicalType: integer\n        logicalTypeOptions:\n"
-		     "          format: u8\n"
-		     "      - name: b\n        logicalType: integer\n        logicalTypeOptions:\n"
-		     "          format: i16\n"
-		     "      - name: c\n        logicalType: integer\n        logicalTypeOptions:\n"
-		     "          format: u8\n          minimum: 10\n          exclusiveMaximum: 100\n"
-		     "      - name: d\n        logicalType: integer\n        logicalTypeOptions:\n"
-		     "          format: i64\n"
-		     "      - name: e\n        logicalType: number\n        logicalTypeOptions:\n"
-		     "          format: f64\n");
+	             "          format: u8\n"
+	             "      - name: b\n        logicalType: integer\n        logicalTypeOptions:\n"
+	             "          format: i16\n"
+	             "      - name: c\n        logicalType: integer\n        logicalTypeOptions:\n"
+	             "          format: u8\n          minimum: 10\n          exclusiveMaximum: 100\n"
+	             "      - name: d\n        logicalType: integer\n        logicalTypeOptions:\n"
+	             "          format: i64\n"
+	             "      - name: e\n        logicalType: number\n        logicalTypeOptions:\n"
+	             "          format: f64\n");
 	/* formats are kept apart from the bounds and checked digit by digit */
 	f = child(k->root, "a");
 	assert_int_equal(f->int_bits, 8);
@@ -639,49 +661,53 @@ static void test_integer_format(void **state)
 static void test_properties_on_non_object(void **state)
 {
 	(void)state;
-	props_fail("      - name: a\n        logicalType: string\n        properties:\n          - name: b\n",
-		   "t.yaml:12:11: schema[0].properties[0].properties: ", "properties need logicalType: object");
+	props_fail(
+	    "      - name: a\n        logicalType: string\n        properties:\n          - name: b\n",
+	    "t.yaml:12:11: schema[0].properties[0].properties: ", "properties need logicalType: object");
 	props_fail("      - name: a\n        properties:\n          - name: b\n",
-		   "t.yaml:11:11: schema[0].properties[0].properties: ", "logicalType: object");
+	           "t.yaml:11:11: schema[0].properties[0].properties: ", "logicalType: object");
 }
 
 static void test_items_on_non_array(void **state)
 {
 	(void)state;
-	props_fail("      - name: a\n        logicalType: object\n        items:\n          logicalType: string\n",
-		   "t.yaml:12:11: schema[0].properties[0].items: ", "items need logicalType: array");
+	props_fail(
+	    "      - name: a\n        logicalType: object\n        items:\n          logicalType: string\n",
+	    "t.yaml:12:11: schema[0].properties[0].items: ", "items need logicalType: array");
 	/* errors inside items name the items path */
-	props_fail("      - name: a\n        logicalType: array\n        items:\n          logicalType: text\n",
-		   "t.yaml:12:24: schema[0].properties[0].items.logicalType: ", "unknown logical type");
+	props_fail(
+	    "      - name: a\n        logicalType: array\n        items:\n          logicalType: text\n",
+	    "t.yaml:12:24: schema[0].properties[0].items.logicalType: ", "unknown logical type");
 }
 
 static void test_enum_errors(void **state)
 {
 	(void)state;
 	props_fail("      - name: a\n        logicalType: string\n        customProperties:\n"
-		   "          - property: enum\n            value: red\n",
-		   "t.yaml:13:20: schema[0].properties[0].customProperties[0].value: ", "expected a list");
+	           "          - property: enum\n            value: red\n",
+	           "t.yaml:13:20: schema[0].properties[0].customProperties[0].value: ", "expected a list");
 	props_fail("      - name: a\n        logicalType: string\n        customProperties:\n"
-		   "          - property: enum\n            value: []\n",
-		   "t.yaml:13:20: schema[0].properties[0].customProperties[0].value: ", "at least one value");
+	           "          - property: enum\n            value: []\n",
+	           "t.yaml:13:20: schema[0].properties[0].customProperties[0].value: ", "at least one value");
 	props_fail("      - name: a\n        logicalType: string\n        customProperties:\n"
-		   "          - property: enum\n            value: [a, [b]]\n",
-		   "t.yaml:13:24: schema[0].properties[0].customProperties[0].value[1]: ", "must be scalars");
+	           "          - property: enum\n            value: [a, [b]]\n",
+	           "t.yaml:13:24: schema[0].properties[0].customProperties[0].value[1]: ", "must be scalars");
 	props_fail("      - name: a\n        logicalType: string\n        customProperties:\n"
-		   "          - property: enum\n            value: [a, ~]\n",
-		   "t.yaml:13:24: schema[0].properties[0].customProperties[0].value[1]: ", "must be scalars");
+	           "          - property: enum\n            value: [a, ~]\n",
+	           "t.yaml:13:24: schema[0].properties[0].customProperties[0].value[1]: ", "must be scalars");
 	props_fail("      - name: a\n        logicalType: object\n        customProperties:\n"
-		   "          - property: enum\n            value: [a]\n",
-		   "t.yaml:13:20: schema[0].properties[0].customProperties[0].value: ", "scalar fields only");
+	           "          - property: enum\n            value: [a]\n",
+	           "t.yaml:13:20: schema[0].properties[0].customProperties[0].value: ", "scalar fields only");
 	props_fail("      - name: a\n        logicalType: integer\n        customProperties:\n"
-		   "          - property: enum\n            value: [1, two]\n",
-		   "t.yaml:13:24: schema[0].properties[0].customProperties[0].value[1]: ", "number");
-	props_fail("      - name: a\n        logicalType: string\n        customProperties:\n"
-		   "          - property: enum\n",
-		   "t.yaml:12:13: schema[0].properties[0].customProperties[0].value: ", "required key is missing");
+	           "          - property: enum\n            value: [1, two]\n",
+	           "t.yaml:13:24: schema[0].properties[0].customProperties[0].value[1]: ", "number");
+	props_fail(
+	    "      - name: a\n        logicalType: string\n        customProperties:\n"
+	    "          - property: enum\n",
+	    "t.yaml:12:13: schema[0].properties[0].customProperties[0].value: ", "required key is missing");
 	/* kiln's own `enum` key */
 	props_fail("      - name: a\n        logicalType: string\n        enum: red\n",
-		   "t.yaml:11:15: schema[0].properties[0].enum: ", "expected a list");
+	           "t.yaml:11:15: schema[0].properties[0].enum: ", "expected a list");
 }
 
 static void test_enum_values(void **state)
@@ -691,9 +717,9 @@ static void test_enum_values(void **state)
 
 	(void)state;
 	k = props_ok("      - name: i\n        logicalType: integer\n        customProperties:\n"
-		     "          - property: enum\n            value: [1, -20, 300]\n"
-		     "      - name: n\n        logicalType: number\n        enum: [0.5, 2, 1e3]\n"
-		     "      - name: s\n        logicalType: string\n        enum: ['a b', \"\\u00e9\", 7]\n");
+	             "          - property: enum\n            value: [1, -20, 300]\n"
+	             "      - name: n\n        logicalType: number\n        enum: [0.5, 2, 1e3]\n"
+	             "      - name: s\n        logicalType: string\n        enum: ['a b', \"\\u00e9\", 7]\n");
 	f = child(k->root, "i");
 	assert_int_equal(f->enum_count, 3);
 	assert_non_null(f->enum_numbers);
@@ -718,32 +744,34 @@ static void test_custom_properties_errors(void **state)
 {
 	(void)state;
 	props_fail("      - name: a\n        logicalType: string\n        customProperties:\n"
-		   "          property: piiScan\n",
-		   "t.yaml:12:11: schema[0].properties[0].customProperties: ", "expected a list");
+	           "          property: piiScan\n",
+	           "t.yaml:12:11: schema[0].properties[0].customProperties: ", "expected a list");
 	props_fail("      - name: a\n        logicalType: string\n        customProperties:\n"
-		   "          - value: true\n",
-		   "t.yaml:12:13: schema[0].properties[0].customProperties[0].property: ", "required key is missing");
+	           "          - value: true\n",
+	           "t.yaml:12:13: schema[0].properties[0].customProperties[0].property: ",
+	           "required key is missing");
 	props_fail("      - name: a\n        logicalType: string\n        customProperties:\n"
-		   "          - pseudonymisation\n",
-		   "t.yaml:12:13: schema[0].properties[0].customProperties[0]: ", "expected a mapping");
+	           "          - pseudonymisation\n",
+	           "t.yaml:12:13: schema[0].properties[0].customProperties[0]: ", "expected a mapping");
 	props_fail("      - name: a\n        logicalType: string\n        customProperties:\n"
-		   "          - property: pseudonymisation\n            value: hash\n",
-		   "t.yaml:13:20: schema[0].properties[0].customProperties[0].value: ",
-		   "unknown pseudonymisation mode");
+	           "          - property: pseudonymisation\n            value: hash\n",
+	           "t.yaml:13:20: schema[0].properties[0].customProperties[0].value: ",
+	           "unknown pseudonymisation mode");
 	props_fail("      - name: a\n        logicalType: string\n        customProperties:\n"
-		   "          - property: pseudonymDomain\n            value: ''\n",
-		   "t.yaml:13:20: schema[0].properties[0].customProperties[0].value: ", "must not be empty");
+	           "          - property: pseudonymDomain\n            value: ''\n",
+	           "t.yaml:13:20: schema[0].properties[0].customProperties[0].value: ", "must not be empty");
 	props_fail("      - name: a\n        logicalType: string\n        customProperties:\n"
-		   "          - property: piiScan\n            value: maybe\n",
-		   "t.yaml:13:20: schema[0].properties[0].customProperties[0].value: ", "true or false");
-	props_fail("      - name: a\n        logicalType: string\n        customProperties:\n"
-		   "          - property: pseudonymisation\n",
-		   "t.yaml:12:13: schema[0].properties[0].customProperties[0].value: ", "required key is missing");
+	           "          - property: piiScan\n            value: maybe\n",
+	           "t.yaml:13:20: schema[0].properties[0].customProperties[0].value: ", "true or false");
+	props_fail(
+	    "      - name: a\n        logicalType: string\n        customProperties:\n"
+	    "          - property: pseudonymisation\n",
+	    "t.yaml:12:13: schema[0].properties[0].customProperties[0].value: ", "required key is missing");
 	/* top-level customProperties follow the same shape */
 	load_fails(HEAD "customProperties:\n  - value: allow\n" SCHEMA_OPEN "      - name: a\n",
-		   "t.yaml:7:5: customProperties[0].property: ", "required key is missing");
+	           "t.yaml:7:5: customProperties[0].property: ", "required key is missing");
 	load_fails(HEAD "customProperties: allow\n" SCHEMA_OPEN "      - name: a\n",
-		   "t.yaml:6:19: customProperties: ", "expected a list");
+	           "t.yaml:6:19: customProperties: ", "expected a list");
 }
 
 static void test_pseudonymisation(void **state)
@@ -752,17 +780,18 @@ static void test_pseudonymisation(void **state)
 	const kiln_field *f;
 
 	(void)state;
-	k = props_ok("      - name: a\n        logicalType: string\n        classification: PII\n"
-		     "      - name: b\n        logicalType: string\n        classification: pii\n"
-		     "        customProperties:\n          - property: pseudonymisation\n            value: keep\n"
-		     "      - name: c\n        logicalType: object\n        customProperties:\n"
-		     "          - property: pseudonymisation\n            value: redact\n"
-		     "      - name: d\n        logicalType: array\n        customProperties:\n"
-		     "          - property: pseudonymization\n            value: drop\n"
-		     "      - name: e\n        logicalType: string\n        classification: confidential\n"
-		     "      - name: f\n        customProperties:\n          - property: piiScan\n"
-		     "            value: true\n"
-		     "      - name: g\n        logicalType: integer\n        classification: pii\n");
+	k = props_ok(
+	    "      - name: a\n        logicalType: string\n        classification: PII\n"
+	    "      - name: b\n        logicalType: string\n        classification: pii\n"
+	    "        customProperties:\n          - property: pseudonymisation\n            value: keep\n"
+	    "      - name: c\n        logicalType: object\n        customProperties:\n"
+	    "          - property: pseudonymisation\n            value: redact\n"
+	    "      - name: d\n        logicalType: array\n        customProperties:\n"
+	    "          - property: pseudonymization\n            value: drop\n"
+	    "      - name: e\n        logicalType: string\n        classification: confidential\n"
+	    "      - name: f\n        customProperties:\n          - property: piiScan\n"
+	    "            value: true\n"
+	    "      - name: g\n        logicalType: integer\n        classification: pii\n");
 	f = child(k->root, "a");
 	assert_int_equal(f->pseudo_mode, KILN_PSEUDO_TOKEN);
 	assert_string_equal(f->pseudo_domain, "a");
@@ -780,30 +809,30 @@ static void test_token_on_object(void **state)
 {
 	(void)state;
 	props_fail("      - name: a\n        logicalType: object\n        customProperties:\n"
-		   "          - property: pseudonymisation\n            value: token\n",
-		   "t.yaml:9:9: schema[0].properties[0]: ", "cannot be tokenised");
+	           "          - property: pseudonymisation\n            value: token\n",
+	           "t.yaml:9:9: schema[0].properties[0]: ", "cannot be tokenised");
 	/* classification pii on an array would mean token */
 	props_fail("      - name: a\n        logicalType: array\n        classification: pii\n",
-		   "t.yaml:9:9: schema[0].properties[0]: ", "array fields cannot be tokenised");
+	           "t.yaml:9:9: schema[0].properties[0]: ", "array fields cannot be tokenised");
 	props_fail("      - name: a\n        logicalType: object\n        customProperties:\n"
-		   "          - property: pseudonymisation\n            value: keep-domain\n",
-		   "t.yaml:9:9: schema[0].properties[0]: ", "cannot be tokenised");
+	           "          - property: pseudonymisation\n            value: keep-domain\n",
+	           "t.yaml:9:9: schema[0].properties[0]: ", "cannot be tokenised");
 }
 
 static void test_keep_domain_on_integer(void **state)
 {
 	(void)state;
 	props_fail("      - name: a\n        logicalType: integer\n        customProperties:\n"
-		   "          - property: pseudonymisation\n            value: keep-domain\n",
-		   "t.yaml:9:9: schema[0].properties[0]: ", "keep-domain needs a string field");
+	           "          - property: pseudonymisation\n            value: keep-domain\n",
+	           "t.yaml:9:9: schema[0].properties[0]: ", "keep-domain needs a string field");
 }
 
 static void test_pii_scan_on_integer(void **state)
 {
 	(void)state;
 	props_fail("      - name: a\n        logicalType: integer\n        customProperties:\n"
-		   "          - property: piiScan\n            value: true\n",
-		   "t.yaml:9:9: schema[0].properties[0]: ", "piiScan applies to string fields");
+	           "          - property: piiScan\n            value: true\n",
+	           "t.yaml:9:9: schema[0].properties[0]: ", "piiScan applies to string fields");
 }
 
 static void test_unknown_fields_policy(void **state)
@@ -811,17 +840,17 @@ static void test_unknown_fields_policy(void **state)
 	kiln_contract *k;
 
 	(void)state;
-	load_fails(HEAD "customProperties:\n  - property: unknownFields\n    value: ignore\n"
-		   SCHEMA_OPEN "      - name: a\n",
-		   "t.yaml:8:12: customProperties[0].value: ", "expected reject or allow");
+	load_fails(HEAD "customProperties:\n  - property: unknownFields\n    value: ignore\n" SCHEMA_OPEN
+	                "      - name: a\n",
+	           "t.yaml:8:12: customProperties[0].value: ", "expected reject or allow");
 	load_fails(HEAD "customProperties:\n  - property: unknownFields\n" SCHEMA_OPEN "      - name: a\n",
-		   "t.yaml:7:5: customProperties[0].value: ", "required key is missing");
+	           "t.yaml:7:5: customProperties[0].value: ", "required key is missing");
 	k = load_ok(HEAD "customProperties:\n  - property: owner\n    value: me\n"
-		    "  - property: unknownFields\n    value: allow\n" SCHEMA_OPEN "      - name: a\n");
+	                 "  - property: unknownFields\n    value: allow\n" SCHEMA_OPEN "      - name: a\n");
 	assert_int_equal(k->unknown_fields, KILN_UNKNOWN_ALLOW);
 	kiln_contract_free(k);
-	k = load_ok(HEAD "customProperties:\n  - property: unknownFields\n    value: reject\n"
-		    SCHEMA_OPEN "      - name: a\n");
+	k = load_ok(HEAD "customProperties:\n  - property: unknownFields\n    value: reject\n" SCHEMA_OPEN
+	                 "      - name: a\n");
 	assert_int_equal(k->unknown_fields, KILN_UNKNOWN_REJECT);
 	kiln_contract_free(k);
 }
@@ -833,15 +862,15 @@ static void test_required_list(void **state)
 
 	(void)state;
 	props_fail("      - name: o\n        logicalType: object\n        logicalTypeOptions:\n"
-		   "          required: [x, y]\n        properties:\n          - name: x\n",
-		   "t.yaml:12:25: schema[0].properties[0].logicalTypeOptions.required[1]: ",
-		   "no property named \"y\"");
+	           "          required: [x, y]\n        properties:\n          - name: x\n",
+	           "t.yaml:12:25: schema[0].properties[0].logicalTypeOptions.required[1]: ",
+	           "no property named \"y\"");
 	props_fail("      - name: o\n        logicalType: object\n        logicalTypeOptions:\n"
-		   "          required: x\n        properties:\n          - name: x\n",
-		   "t.yaml:12:21: schema[0].properties[0].logicalTypeOptions.required: ", "expected a list");
+	           "          required: x\n        properties:\n          - name: x\n",
+	           "t.yaml:12:21: schema[0].properties[0].logicalTypeOptions.required: ", "expected a list");
 	k = props_ok("      - name: o\n        logicalType: object\n        logicalTypeOptions:\n"
-		     "          required: [y]\n          maxProperties: 4\n          minProperties: 1\n"
-		     "        properties:\n          - name: x\n          - name: y\n");
+	             "          required: [y]\n          maxProperties: 4\n          minProperties: 1\n"
+	             "        properties:\n          - name: x\n          - name: y\n");
 	obj = child(k->root, "o");
 	assert_int_equal(obj->required_count, 1);
 	assert_true(child(obj, "y")->required);
@@ -855,19 +884,19 @@ static void test_exclusive_flag_without_bound(void **state)
 {
 	(void)state;
 	props_fail("      - name: a\n        logicalType: number\n        logicalTypeOptions:\n"
-		   "          exclusiveMinimum: true\n",
-		   "t.yaml:12:29: schema[0].properties[0].logicalTypeOptions.exclusiveMinimum: ",
-		   "minimum is missing");
+	           "          exclusiveMinimum: true\n",
+	           "t.yaml:12:29: schema[0].properties[0].logicalTypeOptions.exclusiveMinimum: ",
+	           "minimum is missing");
 	props_fail("      - name: a\n        logicalType: integer\n        logicalTypeOptions:\n"
-		   "          exclusiveMaximum: true\n",
-		   "t.yaml:12:29: schema[0].properties[0].logicalTypeOptions.exclusiveMaximum: ",
-		   "maximum is missing");
+	           "          exclusiveMaximum: true\n",
+	           "t.yaml:12:29: schema[0].properties[0].logicalTypeOptions.exclusiveMaximum: ",
+	           "maximum is missing");
 	props_fail("      - name: a\n        logicalType: number\n        logicalTypeOptions:\n"
-		   "          minimum: ten\n",
-		   "t.yaml:12:20: schema[0].properties[0].logicalTypeOptions.minimum: ", "number");
+	           "          minimum: ten\n",
+	           "t.yaml:12:20: schema[0].properties[0].logicalTypeOptions.minimum: ", "number");
 	props_fail("      - name: a\n        logicalType: number\n        logicalTypeOptions:\n"
-		   "          multipleOf: 0\n",
-		   "t.yaml:12:23: schema[0].properties[0].logicalTypeOptions.multipleOf: ", "greater than 0");
+	           "          multipleOf: 0\n",
+	           "t.yaml:12:23: schema[0].properties[0].logicalTypeOptions.multipleOf: ", "greater than 0");
 }
 
 static void test_exclusive_bounds(void **state)
@@ -877,13 +906,13 @@ static void test_exclusive_bounds(void **state)
 
 	(void)state;
 	k = props_ok("      - name: v30\n        logicalType: number\n        logicalTypeOptions:\n"
-		     "          minimum: 5\n          exclusiveMinimum: true\n"
-		     "          maximum: 10\n          exclusiveMaximum: false\n"
-		     "      - name: v31\n        logicalType: number\n        logicalTypeOptions:\n"
-		     "          exclusiveMinimum: 5\n          exclusiveMaximum: 10.5\n"
-		     "      - name: mixed\n        logicalType: integer\n        logicalTypeOptions:\n"
-		     "          minimum: 6\n          exclusiveMinimum: 5\n"
-		     "          maximum: 10\n          exclusiveMaximum: 10\n");
+	             "          minimum: 5\n          exclusiveMinimum: true\n"
+	             "          maximum: 10\n          exclusiveMaximum: false\n"
+	             "      - name: v31\n        logicalType: number\n        logicalTypeOptions:\n"
+	             "          exclusiveMinimum: 5\n          exclusiveMaximum: 10.5\n"
+	             "      - name: mixed\n        logicalType: integer\n        logicalTypeOptions:\n"
+	             "          minimum: 6\n          exclusiveMinimum: 5\n"
+	             "          maximum: 10\n          exclusiveMaximum: 10\n");
 	f = child(k->root, "v30");
 	assert_bound(&f->minimum, 5, true);
 	assert_bound(&f->maximum, 10, false);
@@ -903,13 +932,14 @@ static void test_temporal_bounds(void **state)
 	const kiln_field *f;
 
 	(void)state;
-	k = props_ok("      - name: d\n        logicalType: date\n        logicalTypeOptions:\n"
-		     "          minimum: \"2015-01-01\"\n          maximum: \"2015-01-02\"\n"
-		     "      - name: ts\n        logicalType: timestamp\n        logicalTypeOptions:\n"
-		     "          minimum: \"2015-01-01T01:00:00+01:00\"\n          exclusiveMaximum: \"2015-01-02\"\n"
-		     "      - name: t\n        logicalType: time\n        logicalTypeOptions:\n"
-		     "          minimum: \"08:00:00\"\n          maximum: \"18:30:00\"\n"
-		     "          format: HH:mm:ss\n");
+	k = props_ok(
+	    "      - name: d\n        logicalType: date\n        logicalTypeOptions:\n"
+	    "          minimum: \"2015-01-01\"\n          maximum: \"2015-01-02\"\n"
+	    "      - name: ts\n        logicalType: timestamp\n        logicalTypeOptions:\n"
+	    "          minimum: \"2015-01-01T01:00:00+01:00\"\n          exclusiveMaximum: \"2015-01-02\"\n"
+	    "      - name: t\n        logicalType: time\n        logicalTypeOptions:\n"
+	    "          minimum: \"08:00:00\"\n          maximum: \"18:30:00\"\n"
+	    "          format: HH:mm:ss\n");
 	f = child(k->root, "d");
 	assert_bound(&f->minimum, 1420070400.0L, false);
 	assert_bound(&f->maximum, 1420156800.0L, false);
@@ -921,12 +951,14 @@ static void test_temporal_bounds(void **state)
 	assert_bound(&f->maximum, 18 * 3600 + 30 * 60, false);
 	kiln_contract_free(k);
 
-	props_fail("      - name: d\n        logicalType: date\n        logicalTypeOptions:\n"
-		   "          minimum: \"2015-02-30\"\n",
-		   "t.yaml:12:20: schema[0].properties[0].logicalTypeOptions.minimum: ", "not a valid date bound");
+	props_fail(
+	    "      - name: d\n        logicalType: date\n        logicalTypeOptions:\n"
+	    "          minimum: \"2015-02-30\"\n",
+	    "t.yaml:12:20: schema[0].properties[0].logicalTypeOptions.minimum: ", "not a valid date bound");
 	props_fail("      - name: d\n        logicalType: timestamp\n        logicalTypeOptions:\n"
-		   "          maximum: yesterday\n",
-		   "t.yaml:12:20: schema[0].properties[0].logicalTypeOptions.maximum: ", "not a valid timestamp bound");
+	           "          maximum: yesterday\n",
+	           "t.yaml:12:20: schema[0].properties[0].logicalTypeOptions.maximum: ",
+	           "not a valid timestamp bound");
 }
 
 static void test_nested_paths(void **state)
@@ -936,10 +968,10 @@ static void test_nested_paths(void **state)
 
 	(void)state;
 	k = props_ok("      - name: o\n        logicalType: object\n        properties:\n"
-		     "          - name: list\n            logicalType: array\n            items:\n"
-		     "              logicalType: object\n              properties:\n"
-		     "                - name: leaf\n                  logicalType: string\n"
-		     "                  required: true\n");
+	             "          - name: list\n            logicalType: array\n            items:\n"
+	             "              logicalType: object\n              properties:\n"
+	             "                - name: leaf\n                  logicalType: string\n"
+	             "                  required: true\n");
 	o = child(k->root, "o");
 	arr = child(o, "list");
 	assert_string_equal(arr->path, "o.list");
@@ -953,17 +985,18 @@ static void test_nested_paths(void **state)
 	kiln_contract_free(k);
 
 	props_fail("      - name: o\n        logicalType: object\n        properties:\n"
-		   "          - name: x\n            logicalType: string\n            bogus: 1\n",
-		   "t.yaml:14:13: schema[0].properties[0].properties[0].bogus: ", "unknown key");
+	           "          - name: x\n            logicalType: string\n            bogus: 1\n",
+	           "t.yaml:14:13: schema[0].properties[0].properties[0].bogus: ", "unknown key");
 }
 
 static void test_yaml_syntax_error(void **state)
 {
 	(void)state;
 	load_fails(HEAD "schema: [a, b\n", "t.yaml:7:1: ", "did not find expected ',' or ']'");
-	load_fails(HEAD "schema:\n  - name: rec\n    properties: [\n", "t.yaml:9:1: ", "did not find expected");
-	load_fails("apiVersion: v3.1.0\nkind: DataContract\n  id: t\n", "t.yaml:3:5: ",
-		   "mapping values are not allowed");
+	load_fails(HEAD "schema:\n  - name: rec\n    properties: [\n",
+	           "t.yaml:9:1: ", "did not find expected");
+	load_fails("apiVersion: v3.1.0\nkind: DataContract\n  id: t\n",
+	           "t.yaml:3:5: ", "mapping values are not allowed");
 	/* duplicate keys are YAML-level errors too */
 	load_fails(HEAD "id: u\n" SCHEMA_OPEN "      - name: a\n", "t.yaml:6:1: ", "duplicate key \"id\"");
 }
@@ -985,9 +1018,9 @@ static void test_alias_fan_out(void **state)
 	snprintf(props, cap, "[{name: leaf, logicalType: string}]");
 	for (int level = 1; level <= 22; level++) {
 		snprintf(next, cap,
-			 "[{name: a, logicalType: object, properties: &l%d %s}, "
-			 "{name: b, logicalType: object, properties: *l%d}]",
-			 level - 1, props, level - 1);
+		         "[{name: a, logicalType: object, properties: &l%d %s}, "
+		         "{name: b, logicalType: object, properties: *l%d}]",
+		         level - 1, props, level - 1);
 		memcpy(props, next, strlen(next) + 1);
 	}
 	len = strlen(props);
@@ -1013,7 +1046,7 @@ static void test_load_missing_file(void **state)
 
 	(void)state;
 	assert_int_equal(kiln_contract_load(&k, KILN_SRCDIR "/contracts/no-such-contract.yaml", NULL),
-			 KILN_ENOTFOUND);
+	                 KILN_ENOTFOUND);
 	assert_null(k);
 	assert_int_equal(kiln_error_last_code(), KILN_ENOTFOUND);
 	assert_non_null(strstr(kiln_error_last(), "no-such-contract.yaml"));
@@ -1025,7 +1058,8 @@ static void test_load_missing_file(void **state)
 
 	/* errors in a file name the file */
 	k = (kiln_contract *)1;
-	assert_int_equal(kiln_contract_load(&k, KILN_SRCDIR "/samples/user-events.jsonl", NULL), KILN_EINVALID);
+	assert_int_equal(kiln_contract_load(&k, KILN_SRCDIR "/samples/user-events.jsonl", NULL),
+	                 KILN_EINVALID);
 	assert_null(k);
 	assert_non_null(strstr(kiln_error_last(), "samples/user-events.jsonl:"));
 
@@ -1035,45 +1069,45 @@ static void test_load_missing_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_user_events),
-		cmocka_unit_test(test_field_child),
-		cmocka_unit_test(test_digest),
-		cmocka_unit_test(test_empty_document),
-		cmocka_unit_test(test_root_not_mapping),
-		cmocka_unit_test(test_unknown_top_level_key),
-		cmocka_unit_test(test_missing_required_keys),
-		cmocka_unit_test(test_api_version),
-		cmocka_unit_test(test_kind),
-		cmocka_unit_test(test_no_schema),
-		cmocka_unit_test(test_schema_object),
-		cmocka_unit_test(test_schema_selection),
-		cmocka_unit_test(test_property_name),
-		cmocka_unit_test(test_unknown_property_key),
-		cmocka_unit_test(test_unknown_logical_type),
-		cmocka_unit_test(test_option_not_for_type),
-		cmocka_unit_test(test_options_without_type),
-		cmocka_unit_test(test_lengths),
-		cmocka_unit_test(test_invalid_pattern),
-		cmocka_unit_test(test_unknown_string_format),
-		cmocka_unit_test(test_integer_format),
-		cmocka_unit_test(test_properties_on_non_object),
-		cmocka_unit_test(test_items_on_non_array),
-		cmocka_unit_test(test_enum_errors),
-		cmocka_unit_test(test_enum_values),
-		cmocka_unit_test(test_custom_properties_errors),
-		cmocka_unit_test(test_pseudonymisation),
-		cmocka_unit_test(test_token_on_object),
-		cmocka_unit_test(test_keep_domain_on_integer),
-		cmocka_unit_test(test_pii_scan_on_integer),
-		cmocka_unit_test(test_unknown_fields_policy),
-		cmocka_unit_test(test_required_list),
-		cmocka_unit_test(test_exclusive_flag_without_bound),
-		cmocka_unit_test(test_exclusive_bounds),
-		cmocka_unit_test(test_temporal_bounds),
-		cmocka_unit_test(test_nested_paths),
-		cmocka_unit_test(test_yaml_syntax_error),
-		cmocka_unit_test(test_load_missing_file),
-		cmocka_unit_test(test_alias_fan_out),
+	    cmocka_unit_test(test_user_events),
+	    cmocka_unit_test(test_field_child),
+	    cmocka_unit_test(test_digest),
+	    cmocka_unit_test(test_empty_document),
+	    cmocka_unit_test(test_root_not_mapping),
+	    cmocka_unit_test(test_unknown_top_level_key),
+	    cmocka_unit_test(test_missing_required_keys),
+	    cmocka_unit_test(test_api_version),
+	    cmocka_unit_test(test_kind),
+	    cmocka_unit_test(test_no_schema),
+	    cmocka_unit_test(test_schema_object),
+	    cmocka_unit_test(test_schema_selection),
+	    cmocka_unit_test(test_property_name),
+	    cmocka_unit_test(test_unknown_property_key),
+	    cmocka_unit_test(test_unknown_logical_type),
+	    cmocka_unit_test(test_option_not_for_type),
+	    cmocka_unit_test(test_options_without_type),
+	    cmocka_unit_test(test_lengths),
+	    cmocka_unit_test(test_invalid_pattern),
+	    cmocka_unit_test(test_unknown_string_format),
+	    cmocka_unit_test(test_integer_format),
+	    cmocka_unit_test(test_properties_on_non_object),
+	    cmocka_unit_test(test_items_on_non_array),
+	    cmocka_unit_test(test_enum_errors),
+	    cmocka_unit_test(test_enum_values),
+	    cmocka_unit_test(test_custom_properties_errors),
+	    cmocka_unit_test(test_pseudonymisation),
+	    cmocka_unit_test(test_token_on_object),
+	    cmocka_unit_test(test_keep_domain_on_integer),
+	    cmocka_unit_test(test_pii_scan_on_integer),
+	    cmocka_unit_test(test_unknown_fields_policy),
+	    cmocka_unit_test(test_required_list),
+	    cmocka_unit_test(test_exclusive_flag_without_bound),
+	    cmocka_unit_test(test_exclusive_bounds),
+	    cmocka_unit_test(test_temporal_bounds),
+	    cmocka_unit_test(test_nested_paths),
+	    cmocka_unit_test(test_yaml_syntax_error),
+	    cmocka_unit_test(test_load_missing_file),
+	    cmocka_unit_test(test_alias_fan_out),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

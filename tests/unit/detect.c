@@ -64,8 +64,8 @@ static void print_matches(const char *text, const kiln_detect_match *m, size_t n
 
 	print_error("text <%s>:\n", text);
 	for (i = 0; i < n && i < MAX_MATCHES; i++)
-		print_error("  %s at %zu+%zu <%.*s>\n", kind_name(m[i].kind), m[i].start, m[i].len, (int)m[i].len,
-			    text + m[i].start);
+		print_error("  %s at %zu+%zu <%.*s>\n", kind_name(m[i].kind), m[i].start, m[i].len,
+		            (int)m[i].len, text + m[i].start);
 }
 
 /* Expects exactly the spans in `w`, in order. */
@@ -92,10 +92,10 @@ static void expect(kiln_detector *d, const char *text, const want_span *w, size_
 	}
 }
 
-#define EXPECT(d, text, ...)                                                 \
-	do {                                                                 \
-		const want_span w_[] = {__VA_ARGS__};                             \
-		expect((d), (text), w_, sizeof(w_) / sizeof(w_[0]));         \
+#define EXPECT(d, text, ...)                                                                                 \
+	do {                                                                                                 \
+		const want_span w_[] = {__VA_ARGS__};                                                        \
+		expect((d), (text), w_, sizeof(w_) / sizeof(w_[0]));                                         \
 	} while (0)
 
 #define ONE(d, kind, text, span) EXPECT(d, text, {kind, span})
@@ -118,7 +118,8 @@ static void test_email(void **state)
 	kiln_detector *d = *state;
 
 	ONE(d, KILN_DETECT_EMAIL, "Mail alice@example.com today", "alice@example.com");
-	ONE(d, KILN_DETECT_EMAIL, "Contact: Bob.Smith+tag@mail.example.co.uk.", "Bob.Smith+tag@mail.example.co.uk");
+	ONE(d, KILN_DETECT_EMAIL, "Contact: Bob.Smith+tag@mail.example.co.uk.",
+	    "Bob.Smith+tag@mail.example.co.uk");
 	ONE(d, KILN_DETECT_EMAIL, "<x_y%z@sub-domain.example.org>", "x_y%z@sub-domain.example.org");
 	ONE(d, KILN_DETECT_EMAIL, "ALICE@EXAMPLE.COM", "ALICE@EXAMPLE.COM");
 	ONE(d, KILN_DETECT_EMAIL, "(mailto:a@b.io)", "a@b.io");
@@ -328,7 +329,7 @@ static void test_many(void **state)
 
 	for (i = 0; i < 300; i++)
 		len += (size_t)snprintf(text + len, sizeof(text) - len, "%s user%zu@example.com",
-					i % 2 ? "and" : "or", i);
+		                        i % 2 ? "and" : "or", i);
 	for (round = 0; round < 3; round++) {
 		size_t n = run(d, text, m, 300);
 
@@ -347,8 +348,38 @@ static void test_random_invariants(void **state)
 {
 	kiln_detector *d = *state;
 	static const char *const pieces[] = {
-		"0", "1", "2", "4", "5", "9", "00", "415", "4111", " ", "  ", "-", ".", ":", "::", "+", "(", ")",
-		"@", "a", "f", "x", "Z", "DE", "GB82", "_", "/", "#", ",", "\xc3\xa9", "\xe2\x80\x94", "\n",
+	    "0",
+	    "1",
+	    "2",
+	    "4",
+	    "5",
+	    "9",
+	    "00",
+	    "415",
+	    "4111",
+	    " ",
+	    "  ",
+	    "-",
+	    ".",
+	    ":",
+	    "::",
+	    "+",
+	    "(",
+	    ")",
+	    "@",
+	    "a",
+	    "f",
+	    "x",
+	    "Z",
+	    "DE",
+	    "GB82",
+	    "_",
+	    "/",
+	    "#",
+	    ",",
+	    "\xc3\xa9",
+	    "\xe2\x80\x94",
+	    "\n",
 	};
 	kiln_detect_match m[MAX_MATCHES];
 	char text[512], norm[512];
@@ -384,8 +415,8 @@ static void test_random_invariants(void **state)
 			assert_false(end < len && ((unsigned char)text[end] & 0xC0) == 0x80);
 			if (i > 0)
 				assert_true(m[i - 1].start + m[i - 1].len <= x->start);
-			assert_true(kiln_detect_normalise(x->kind, text + x->start, x->len, norm, sizeof(norm)) <=
-				    x->len);
+			assert_true(kiln_detect_normalise(x->kind, text + x->start, x->len, norm,
+			                                  sizeof(norm)) <= x->len);
 		}
 	}
 }
@@ -445,14 +476,13 @@ static void test_domains(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_email),     cmocka_unit_test(test_phone),
-		cmocka_unit_test(test_ipv4),      cmocka_unit_test(test_ipv6),
-		cmocka_unit_test(test_iban),      cmocka_unit_test(test_card),
-		cmocka_unit_test(test_lookalikes), cmocka_unit_test(test_overlap),
-		cmocka_unit_test(test_sorted),    cmocka_unit_test(test_cap),
-		cmocka_unit_test(test_many),      cmocka_unit_test(test_random_invariants),
-		cmocka_unit_test(test_normalise),
-		cmocka_unit_test(test_domains),
+	    cmocka_unit_test(test_email),      cmocka_unit_test(test_phone),
+	    cmocka_unit_test(test_ipv4),       cmocka_unit_test(test_ipv6),
+	    cmocka_unit_test(test_iban),       cmocka_unit_test(test_card),
+	    cmocka_unit_test(test_lookalikes), cmocka_unit_test(test_overlap),
+	    cmocka_unit_test(test_sorted),     cmocka_unit_test(test_cap),
+	    cmocka_unit_test(test_many),       cmocka_unit_test(test_random_invariants),
+	    cmocka_unit_test(test_normalise),  cmocka_unit_test(test_domains),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -31,18 +31,16 @@ static bool check(kiln_format format, const char *str)
 	return check_exact(format, str, strlen(str));
 }
 
-#define VALID(fmt, str)                                                  \
-	do {                                                             \
-		if (!check(fmt, str))                                    \
-			fail_msg("%s should be valid: \"%s\"",           \
-				 kiln_format_name(fmt), str);            \
+#define VALID(fmt, str)                                                                                      \
+	do {                                                                                                 \
+		if (!check(fmt, str))                                                                        \
+			fail_msg("%s should be valid: \"%s\"", kiln_format_name(fmt), str);                  \
 	} while (0)
 
-#define INVALID(fmt, str)                                                \
-	do {                                                             \
-		if (check(fmt, str))                                     \
-			fail_msg("%s should be invalid: \"%s\"",         \
-				 kiln_format_name(fmt), str);            \
+#define INVALID(fmt, str)                                                                                    \
+	do {                                                                                                 \
+		if (check(fmt, str))                                                                         \
+			fail_msg("%s should be invalid: \"%s\"", kiln_format_name(fmt), str);                \
 	} while (0)
 
 typedef bool (*parse_fn)(const char *, size_t, long double *);
@@ -61,12 +59,11 @@ static long double parse_ok(parse_fn fn, const char *str)
 	return v;
 }
 
-#define assert_seconds(fn, str, expected)                                     \
-	do {                                                                  \
-		long double got_ = parse_ok(fn, str);                         \
-		if (fabsl(got_ - (long double)(expected)) > 1e-6L)            \
-			fail_msg("\"%s\": got %.9Lf, want %.9Lf", str, got_,  \
-				 (long double)(expected));                    \
+#define assert_seconds(fn, str, expected)                                                                    \
+	do {                                                                                                 \
+		long double got_ = parse_ok(fn, str);                                                        \
+		if (fabsl(got_ - (long double)(expected)) > 1e-6L)                                           \
+			fail_msg("\"%s\": got %.9Lf, want %.9Lf", str, got_, (long double)(expected));       \
 	} while (0)
 
 /* "c" repeated n times into buf at *pos. */
@@ -84,12 +81,12 @@ static void test_from_name(void **state)
 		const char *name;
 		kiln_format format;
 	} cases[] = {
-		{ "email", KILN_FORMAT_EMAIL },       { "uuid", KILN_FORMAT_UUID },
-		{ "ipv4", KILN_FORMAT_IPV4 },         { "ipv6", KILN_FORMAT_IPV6 },
-		{ "uri", KILN_FORMAT_URI },           { "hostname", KILN_FORMAT_HOSTNAME },
-		{ "date", KILN_FORMAT_DATE },         { "date-time", KILN_FORMAT_DATE_TIME },
-		{ "time", KILN_FORMAT_TIME },         { "byte", KILN_FORMAT_BYTE },
-		{ "password", KILN_FORMAT_NONE },     { "binary", KILN_FORMAT_NONE },
+	    {"email", KILN_FORMAT_EMAIL},   {"uuid", KILN_FORMAT_UUID},
+	    {"ipv4", KILN_FORMAT_IPV4},     {"ipv6", KILN_FORMAT_IPV6},
+	    {"uri", KILN_FORMAT_URI},       {"hostname", KILN_FORMAT_HOSTNAME},
+	    {"date", KILN_FORMAT_DATE},     {"date-time", KILN_FORMAT_DATE_TIME},
+	    {"time", KILN_FORMAT_TIME},     {"byte", KILN_FORMAT_BYTE},
+	    {"password", KILN_FORMAT_NONE}, {"binary", KILN_FORMAT_NONE},
 	};
 	size_t i;
 
@@ -161,8 +158,10 @@ static void test_email_valid(void **state)
 	VALID(KILN_FORMAT_EMAIL, "!#$%&'*+-/=?^_`{|}~@example.com");
 	VALID(KILN_FORMAT_EMAIL, "x@a-b.example");
 	VALID(KILN_FORMAT_EMAIL, "x@123.example");
-	VALID(KILN_FORMAT_EMAIL, "j\xc3\xb6rg@b\xc3\xbc" "cher.de");
-	VALID(KILN_FORMAT_EMAIL, "\xe7\x94\xa8\xe6\x88\xb7@\xe4\xbe\x8b\xe5\xad\x90.\xe5\x85\xac\xe5\x8f\xb8");
+	VALID(KILN_FORMAT_EMAIL, "j\xc3\xb6rg@b\xc3\xbc"
+	                         "cher.de");
+	VALID(KILN_FORMAT_EMAIL,
+	      "\xe7\x94\xa8\xe6\x88\xb7@\xe4\xbe\x8b\xe5\xad\x90.\xe5\x85\xac\xe5\x8f\xb8");
 	VALID(KILN_FORMAT_EMAIL, "joe@[192.168.0.1]");
 	VALID(KILN_FORMAT_EMAIL, "joe@[IPv6:2001:db8::1]");
 	VALID(KILN_FORMAT_EMAIL, "joe@[ipv6:::1]");
@@ -394,7 +393,8 @@ static void test_hostname(void **state)
 	INVALID(KILN_FORMAT_HOSTNAME, "example-.com");
 	INVALID(KILN_FORMAT_HOSTNAME, "exa_mple.com");
 	INVALID(KILN_FORMAT_HOSTNAME, "exa mple.com");
-	INVALID(KILN_FORMAT_HOSTNAME, "b\xc3\xbc" "cher.de");
+	INVALID(KILN_FORMAT_HOSTNAME, "b\xc3\xbc"
+	                              "cher.de");
 	INVALID(KILN_FORMAT_HOSTNAME, "host:80");
 }
 
@@ -627,8 +627,7 @@ static void test_len_not_nul(void **state)
 	assert_true(kiln_format_check(KILN_FORMAT_IPV4, "1.2.3.45", 7));
 	assert_false(kiln_format_check(KILN_FORMAT_IPV4, "1.2.3.4", 6));
 	assert_true(kiln_format_check(KILN_FORMAT_EMAIL, "a@b.co@x", 6));
-	assert_true(kiln_format_check(KILN_FORMAT_UUID,
-				      "123e4567-e89b-12d3-a456-426614174000xyz", 36));
+	assert_true(kiln_format_check(KILN_FORMAT_UUID, "123e4567-e89b-12d3-a456-426614174000xyz", 36));
 	assert_true(kiln_format_check(KILN_FORMAT_DATE, "2024-01-01T", 10));
 	assert_true(kiln_format_check(KILN_FORMAT_HOSTNAME, "a.b c", 3));
 	assert_true(kiln_format_check(KILN_FORMAT_BYTE, "Zm9v!", 4));
@@ -643,29 +642,29 @@ static void test_len_not_nul(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_from_name),
-		cmocka_unit_test(test_from_name_unknown),
-		cmocka_unit_test(test_name),
-		cmocka_unit_test(test_none_and_unknown_code),
-		cmocka_unit_test(test_email_valid),
-		cmocka_unit_test(test_email_invalid),
-		cmocka_unit_test(test_email_lengths),
-		cmocka_unit_test(test_uuid),
-		cmocka_unit_test(test_ipv4),
-		cmocka_unit_test(test_ipv6_valid),
-		cmocka_unit_test(test_ipv6_invalid),
-		cmocka_unit_test(test_uri),
-		cmocka_unit_test(test_hostname),
-		cmocka_unit_test(test_hostname_lengths),
-		cmocka_unit_test(test_date),
-		cmocka_unit_test(test_parse_date),
-		cmocka_unit_test(test_date_time_valid),
-		cmocka_unit_test(test_date_time_invalid),
-		cmocka_unit_test(test_parse_date_time),
-		cmocka_unit_test(test_time),
-		cmocka_unit_test(test_parse_time),
-		cmocka_unit_test(test_byte),
-		cmocka_unit_test(test_len_not_nul),
+	    cmocka_unit_test(test_from_name),
+	    cmocka_unit_test(test_from_name_unknown),
+	    cmocka_unit_test(test_name),
+	    cmocka_unit_test(test_none_and_unknown_code),
+	    cmocka_unit_test(test_email_valid),
+	    cmocka_unit_test(test_email_invalid),
+	    cmocka_unit_test(test_email_lengths),
+	    cmocka_unit_test(test_uuid),
+	    cmocka_unit_test(test_ipv4),
+	    cmocka_unit_test(test_ipv6_valid),
+	    cmocka_unit_test(test_ipv6_invalid),
+	    cmocka_unit_test(test_uri),
+	    cmocka_unit_test(test_hostname),
+	    cmocka_unit_test(test_hostname_lengths),
+	    cmocka_unit_test(test_date),
+	    cmocka_unit_test(test_parse_date),
+	    cmocka_unit_test(test_date_time_valid),
+	    cmocka_unit_test(test_date_time_invalid),
+	    cmocka_unit_test(test_parse_date_time),
+	    cmocka_unit_test(test_time),
+	    cmocka_unit_test(test_parse_time),
+	    cmocka_unit_test(test_byte),
+	    cmocka_unit_test(test_len_not_nul),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

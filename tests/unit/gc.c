@@ -93,9 +93,9 @@ static void commit_shards(kiln_manifest *m, const char *branch, const char *cons
 {
 	static int64_t next;
 	kiln_shard_entry *e = calloc(n ? n : 1, sizeof(*e));
-	kiln_source_range src = { "t", 0, next, next + 9 };
-	kiln_lineage_entry lin = { .topic = "t", .partition = 0 };
-	kiln_snapshot snap = { 0 };
+	kiln_source_range src = {"t", 0, next, next + 9};
+	kiln_lineage_entry lin = {.topic = "t", .partition = 0};
+	kiln_snapshot snap = {0};
 
 	assert_non_null(e);
 	for (size_t i = 0; i < n; i++) {
@@ -126,8 +126,8 @@ static void commit_shards(kiln_manifest *m, const char *branch, const char *cons
 
 static void commit1(kiln_manifest *m, const char *branch, const char *hash, uint64_t size, char out[41])
 {
-	const char *h[1] = { hash };
-	uint64_t s[1] = { size };
+	const char *h[1] = {hash};
+	uint64_t s[1] = {size};
 
 	commit_shards(m, branch, h, s, 1, out);
 }
@@ -144,7 +144,7 @@ static void commit_without(kiln_manifest *m, const char *ref, const char *hash)
 	git_blob *blob;
 	git_signature *sig;
 	git_reference *moved;
-	git_tree_update up = { 0 };
+	git_tree_update up = {0};
 	char path[64];
 	char *text, *out, *p;
 	size_t n, k = 0;
@@ -173,7 +173,7 @@ static void commit_without(kiln_manifest *m, const char *ref, const char *hash)
 	assert_int_equal(git_tree_lookup(&new_tree, repo, &tree_id), 0);
 	assert_int_equal(git_signature_now(&sig, "eraser", "eraser@localhost"), 0);
 	{
-		const git_commit *parents[1] = { parent };
+		const git_commit *parents[1] = {parent};
 
 		assert_int_equal(git_commit_create(&commit_id, repo, NULL, sig, sig, NULL, "remove a shard\n",
 		                                   new_tree, 1, parents),
@@ -257,7 +257,8 @@ static void commit_blob(kiln_manifest *m, const char *ref, const char *name, con
 	assert_int_equal(git_treebuilder_write(&rid, root), 0);
 	assert_int_equal(git_tree_lookup(&tree, repo, &rid), 0);
 	assert_int_equal(git_signature_now(&sig, "x", "x@localhost"), 0);
-	assert_int_equal(git_commit_create(&cid, repo, NULL, sig, sig, NULL, "hand-made\n", tree, 0, NULL), 0);
+	assert_int_equal(git_commit_create(&cid, repo, NULL, sig, sig, NULL, "hand-made\n", tree, 0, NULL),
+	                 0);
 	assert_int_equal(git_reference_create(&r, repo, ref, &cid, 1, "hand-made"), 0);
 	git_reference_free(r);
 	git_signature_free(sig);
@@ -325,9 +326,9 @@ static void test_default_policy(void **state)
 {
 	fixture f;
 	char a[65], b[65], c[65], orphan[65], c1[41], c2[41];
-	kiln_gc_policy all = { .keep_tags = true, .keep_branches = true };
+	kiln_gc_policy all = {.keep_tags = true, .keep_branches = true};
 	kiln_gc_stats st;
-	seen got = { 0 };
+	seen got = {0};
 	char key[128];
 
 	(void)state;
@@ -343,8 +344,8 @@ static void test_default_policy(void **state)
 	put_object(f.s, "quarantine/t/0/0-9.jsonl.zst", 50);
 	put_object(f.s, "raw/t/0/0.jsonl", 60);
 	{
-		const char *h[2] = { a, b };
-		uint64_t sz[2] = { 100, 200 };
+		const char *h[2] = {a, b};
+		uint64_t sz[2] = {100, 200};
 
 		commit_shards(f.m, "main", h, sz, 2, c1);
 	}
@@ -419,10 +420,10 @@ static void test_keep_tags(void **state)
 {
 	fixture f;
 	char a[65], b[65], x[65], y[65], c1[41], c2[41], c3[41];
-	kiln_gc_policy tags = { .keep_tags = true };
-	kiln_gc_policy all = { .keep_tags = true, .keep_branches = true };
+	kiln_gc_policy tags = {.keep_tags = true};
+	kiln_gc_policy all = {.keep_tags = true, .keep_branches = true};
 	kiln_gc_stats st;
-	seen got = { 0 };
+	seen got = {0};
 	char key[128];
 
 	(void)state;
@@ -476,7 +477,7 @@ static void test_keep_tags(void **state)
 
 	/* --keep branches keeps branch histories (a's in main) even without tags */
 	{
-		kiln_gc_policy branches = { .keep_branches = true };
+		kiln_gc_policy branches = {.keep_branches = true};
 
 		assert_int_equal(kiln_gc(f.m, f.s, &branches, NULL, NULL, &st), 0);
 		assert_int_equal(st.orphans, 0);
@@ -491,7 +492,7 @@ static void test_younger_than(void **state)
 {
 	fixture f;
 	char old[65], kept[65], c1[41];
-	kiln_gc_policy recent = { .younger_than = 30 * 86400 };
+	kiln_gc_policy recent = {.younger_than = 30 * 86400};
 	kiln_gc_stats st;
 
 	(void)state;
@@ -501,8 +502,8 @@ static void test_younger_than(void **state)
 	put_shard(f.s, old, 10);
 	put_shard(f.s, kept, 20);
 	{
-		const char *h[2] = { old, kept };
-		uint64_t sz[2] = { 10, 20 };
+		const char *h[2] = {old, kept};
+		uint64_t sz[2] = {10, 20};
 
 		commit_shards(f.m, "main", h, sz, 2, c1);
 	}
@@ -567,11 +568,11 @@ static int wrap_remove(kiln_store *s, const char *key)
 
 static void test_commit_during_listing(void **state)
 {
-	static kiln_store_backend backend = { .version = KILN_STORE_BACKEND_VERSION, .scheme = "wrap" };
+	static kiln_store_backend backend = {.version = KILN_STORE_BACKEND_VERSION, .scheme = "wrap"};
 	fixture f;
 	char a[65], late[65], c1[41];
-	wrap_store w = { 0 };
-	kiln_gc_policy all = { .keep_tags = true, .keep_branches = true, .apply = true };
+	wrap_store w = {0};
+	kiln_gc_policy all = {.keep_tags = true, .keep_branches = true, .apply = true};
 	kiln_gc_stats st;
 
 	(void)state;
@@ -600,13 +601,13 @@ static void test_commit_during_listing(void **state)
  * and once the second pass marks it, it is live, neither young nor missing. */
 static void test_young_commit_during_listing(void **state)
 {
-	static kiln_store_backend backend = { .version = KILN_STORE_BACKEND_VERSION, .scheme = "wrap" };
+	static kiln_store_backend backend = {.version = KILN_STORE_BACKEND_VERSION, .scheme = "wrap"};
 	fixture f;
 	char a[65], late[65], c1[41];
-	wrap_store w = { 0 };
-	kiln_gc_policy graced = { .keep_tags = true, .keep_branches = true, .apply = true, .grace = 3600 };
+	wrap_store w = {0};
+	kiln_gc_policy graced = {.keep_tags = true, .keep_branches = true, .apply = true, .grace = 3600};
 	kiln_gc_stats st;
-	seen got = { 0 };
+	seen got = {0};
 
 	(void)state;
 	fixture_open(&f, "lateyoung");
@@ -638,13 +639,13 @@ static void test_young_commit_during_listing(void **state)
  * missing. */
 static void test_upload_after_listing(void **state)
 {
-	static kiln_store_backend backend = { .version = KILN_STORE_BACKEND_VERSION, .scheme = "wrap" };
+	static kiln_store_backend backend = {.version = KILN_STORE_BACKEND_VERSION, .scheme = "wrap"};
 	fixture f;
 	char a[65], late[65], c1[41];
-	wrap_store w = { 0 };
-	kiln_gc_policy all = { .keep_tags = true, .keep_branches = true, .apply = true };
+	wrap_store w = {0};
+	kiln_gc_policy all = {.keep_tags = true, .keep_branches = true, .apply = true};
 	kiln_gc_stats st;
-	seen got = { 0 };
+	seen got = {0};
 
 	(void)state;
 	fixture_open(&f, "after");
@@ -676,9 +677,9 @@ static void test_missing_and_foreign(void **state)
 {
 	fixture f;
 	char a[65], gone[65], c1[41];
-	kiln_gc_policy all = { .keep_tags = true, .keep_branches = true, .apply = true };
+	kiln_gc_policy all = {.keep_tags = true, .keep_branches = true, .apply = true};
 	kiln_gc_stats st;
-	seen got = { 0 };
+	seen got = {0};
 	char key[128];
 
 	(void)state;
@@ -687,8 +688,8 @@ static void test_missing_and_foreign(void **state)
 	hash_of(gone, "5b", '2');
 	put_shard(f.s, a, 10);
 	{
-		const char *h[2] = { a, gone };
-		uint64_t sz[2] = { 10, 20 };
+		const char *h[2] = {a, gone};
+		uint64_t sz[2] = {10, 20};
 
 		commit_shards(f.m, "main", h, sz, 2, c1);
 	}
@@ -715,7 +716,7 @@ static void test_refusals(void **state)
 {
 	fixture f, other;
 	char a[65], b[65], c1[41];
-	kiln_gc_policy all = { .keep_tags = true, .keep_branches = true, .apply = true };
+	kiln_gc_policy all = {.keep_tags = true, .keep_branches = true, .apply = true};
 	kiln_gc_stats st;
 
 	(void)state;
@@ -757,7 +758,7 @@ static void test_hand_written_lines(void **state)
 {
 	fixture f;
 	char a[65], b[65], c[65], orphan[65], text[1024];
-	kiln_gc_policy all = { .keep_tags = true, .keep_branches = true };
+	kiln_gc_policy all = {.keep_tags = true, .keep_branches = true};
 	kiln_gc_stats st;
 	kiln_du_report r;
 
@@ -772,11 +773,11 @@ static void test_hand_written_lines(void **state)
 	put_shard(f.s, c, 3);
 	put_shard(f.s, orphan, 4);
 	snprintf(text, sizeof(text),
-		 "{\"bytes\":1,\"shard\":\"%s\",\"records\":1}\n"
-		 "\n"
-		 "{ \"shard\" : \"%s\", \"bytes\": 2, \"records\": 2, \"sources\": [{\"shard\": \"x\"}] }\n"
-		 "{\"sh\\u0061rd\":\"%s\",\"bytes\":3,\"records\":3}",
-		 a, b, c);
+	         "{\"bytes\":1,\"shard\":\"%s\",\"records\":1}\n"
+	         "\n"
+	         "{ \"shard\" : \"%s\", \"bytes\": 2, \"records\": 2, \"sources\": [{\"shard\": \"x\"}] }\n"
+	         "{\"sh\\u0061rd\":\"%s\",\"bytes\":3,\"records\":3}",
+	         a, b, c);
 	commit_blob(f.m, "refs/heads/ds/main", "8a.jsonl", text);
 	assert_int_equal(kiln_gc(f.m, f.s, &all, NULL, NULL, &st), 0);
 	assert_int_equal(st.referenced, 3);
@@ -816,8 +817,8 @@ static void test_du(void **state)
 	hash_of(c, "7a", '3');
 	hash_of(d, "7d", '4');
 	{
-		const char *h[2] = { a, b };
-		uint64_t sz[2] = { 1000, 2000 };
+		const char *h[2] = {a, b};
+		uint64_t sz[2] = {1000, 2000};
 
 		commit_shards(f.m, "main", h, sz, 2, c1);
 	}
@@ -837,7 +838,7 @@ static void test_du(void **state)
 	commit1(f.m, "exp", d, 8000, c3);
 	/* another dataset's refs are not listed */
 	{
-		kiln_snapshot snap = { .dataset = "other", .branch = "main", .dataset_json = "{}" };
+		kiln_snapshot snap = {.dataset = "other", .branch = "main", .dataset_json = "{}"};
 		char oc[41];
 
 		assert_int_equal(kiln_manifest_commit(f.m, &snap, oc), 0);
@@ -890,7 +891,7 @@ static void test_long_history(void **state)
 {
 	enum { COMMITS = 300, PER = 4 };
 	fixture f;
-	kiln_gc_policy all = { .keep_tags = true, .keep_branches = true };
+	kiln_gc_policy all = {.keep_tags = true, .keep_branches = true};
 	kiln_gc_stats st;
 	char hashes[PER][65], commit[41];
 	struct timespec t0, t1;
@@ -924,17 +925,17 @@ static void test_long_history(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_default_policy),
-		cmocka_unit_test(test_keep_tags),
-		cmocka_unit_test(test_younger_than),
-		cmocka_unit_test(test_commit_during_listing),
-		cmocka_unit_test(test_young_commit_during_listing),
-		cmocka_unit_test(test_upload_after_listing),
-		cmocka_unit_test(test_missing_and_foreign),
-		cmocka_unit_test(test_refusals),
-		cmocka_unit_test(test_hand_written_lines),
-		cmocka_unit_test(test_du),
-		cmocka_unit_test(test_long_history),
+	    cmocka_unit_test(test_default_policy),
+	    cmocka_unit_test(test_keep_tags),
+	    cmocka_unit_test(test_younger_than),
+	    cmocka_unit_test(test_commit_during_listing),
+	    cmocka_unit_test(test_young_commit_during_listing),
+	    cmocka_unit_test(test_upload_after_listing),
+	    cmocka_unit_test(test_missing_and_foreign),
+	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_hand_written_lines),
+	    cmocka_unit_test(test_du),
+	    cmocka_unit_test(test_long_history),
 	};
 
 	return kiln_test_git_main(tests, tmpdir, "gc", NULL, NULL);

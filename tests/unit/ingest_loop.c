@@ -25,25 +25,25 @@
 
 static char tmpdir[PATH_MAX];
 
-#define RECORD(id, user)                                                                                      \
+#define RECORD(id, user)                                                                                     \
 	"{\"event_id\":\"" id "\",\"event_type\":\"search\",\"occurred_at\":\"2025-09-14T09:00:36Z\","       \
 	"\"user_id\":\"" user "\",\"consent\":true,\"message\":\"hello\",\"device\":{\"os\":\"ios\"}}"
 
 /* Offsets 0 and 2 are valid; 1 is not JSON (quarantined). */
 static const char *const records[] = {
-	RECORD("1d2a44de-2d05-4d7e-a873-a6cff2672335", "u-1"),
-	"not json",
-	RECORD("0f3dbb11-6e1f-4f65-ae5e-b61942d75726", "u-3"),
+    RECORD("1d2a44de-2d05-4d7e-a873-a6cff2672335", "u-1"),
+    "not json",
+    RECORD("0f3dbb11-6e1f-4f65-ae5e-b61942d75726", "u-3"),
 };
 #define RECORD_COUNT 3
 
 /* The fake source: what it was told to do, and what it saw. */
 struct fake {
-	int open_rc;         /* what open returns (after reading lineage) */
-	int read_rc;         /* < 0: read fails after submitting */
-	char calls[64];      /* one letter a stage: o r p e l c C (close) */
-	int64_t resumed;     /* lineage.json's next for "mem"/0 (-1: none) */
-	size_t prepared;     /* batches seen by prepare */
+	int open_rc;     /* what open returns (after reading lineage) */
+	int read_rc;     /* < 0: read fails after submitting */
+	char calls[64];  /* one letter a stage: o r p e l c C (close) */
+	int64_t resumed; /* lineage.json's next for "mem"/0 (-1: none) */
+	size_t prepared; /* batches seen by prepare */
 	kiln_lineage_entry lineage;
 };
 
@@ -73,7 +73,8 @@ static int fake_open(void **out, kiln_ingest *in, const void *args)
 	*out = &fake;
 	called('o');
 	fake.resumed = -1;
-	if ((rc = kiln_manifest_lineage(in->setup.manifest, in->p->dataset, in->p->branch, note_lineage, NULL)) < 0)
+	if ((rc = kiln_manifest_lineage(in->setup.manifest, in->p->dataset, in->p->branch, note_lineage,
+	                                NULL)) < 0)
 		return rc;
 	in->out->first_offset = in->out->next_offset = fake.resumed < 0 ? 0 : (uint64_t)fake.resumed;
 	return fake.open_rc;
@@ -128,8 +129,11 @@ static int fake_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 {
 	(void)src;
 	called('l');
-	fake.lineage = (kiln_lineage_entry){ .topic = "mem", .partition = 0, .next = (int64_t)in->out->next_offset,
-					     .fenced = true, .expect_next = fake.resumed };
+	fake.lineage = (kiln_lineage_entry){.topic = "mem",
+	                                    .partition = 0,
+	                                    .next = (int64_t)in->out->next_offset,
+	                                    .fenced = true,
+	                                    .expect_next = fake.resumed};
 	snap->lineage = &fake.lineage;
 	snap->lineage_count = 1;
 	return 0;
@@ -150,12 +154,19 @@ static void fake_close(void *src, kiln_ingest *in)
 	called('C');
 }
 
-static const char *const fake_keys[] = { "kind", NULL };
+static const char *const fake_keys[] = {"kind", NULL};
 
 static const kiln_source fake_source = {
-	.version = KILN_SOURCE_VERSION, .kind = "memory", .option_keys = fake_keys,
-	.open = fake_open, .read = fake_read, .prepare = fake_prepare, .end = fake_end,
-	.lineage = fake_lineage, .committed = fake_committed, .close = fake_close,
+    .version = KILN_SOURCE_VERSION,
+    .kind = "memory",
+    .option_keys = fake_keys,
+    .open = fake_open,
+    .read = fake_read,
+    .prepare = fake_prepare,
+    .end = fake_end,
+    .lineage = fake_lineage,
+    .committed = fake_committed,
+    .close = fake_close,
 };
 
 static void write_file(const char *name, const char *text, mode_t mode)
@@ -195,15 +206,15 @@ static kiln_pipeline *pipeline(const char *name)
 	write_file("key", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n", 0600);
 	write_file("in.jsonl", "", 0644);
 	snprintf(yaml, sizeof(yaml),
-		 "dataset: ev\n"
-		 "contract: %s/contracts/user-events.yaml\n"
-		 "source: {kind: file, path: in.jsonl, name: mem}\n"
-		 "pseudonymise: {key_file: key}\n"
-		 "split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}\n"
-		 "store: {url: file://%s/store}\n"
-		 "manifest: {repo: %s/m.git}\n"
-		 "workers: 2\n",
-		 KILN_SRCDIR, name, name);
+	         "dataset: ev\n"
+	         "contract: %s/contracts/user-events.yaml\n"
+	         "source: {kind: file, path: in.jsonl, name: mem}\n"
+	         "pseudonymise: {key_file: key}\n"
+	         "split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}\n"
+	         "store: {url: file://%s/store}\n"
+	         "manifest: {repo: %s/m.git}\n"
+	         "workers: 2\n",
+	         KILN_SRCDIR, name, name);
 	snprintf(file, sizeof(file), "%s.yaml", name);
 	write_file(file, yaml, 0644);
 	snprintf(path, sizeof(path), "%s/%s", tmpdir, file);
@@ -239,7 +250,8 @@ static void test_run_commits_then_resumes(void **state)
 	assert_int_equal(r.delta.quarantined, 1);
 	assert_int_equal(r.quarantine_objects, 1);
 	assert_true(r.shards >= 1);
-	assert_int_equal(r.delta.splits[0].shards + r.delta.splits[1].shards + r.delta.splits[2].shards, r.shards);
+	assert_int_equal(r.delta.splits[0].shards + r.delta.splits[1].shards + r.delta.splits[2].shards,
+	                 r.shards);
 	assert_int_equal(count_files("commit/store/shards/*/*.jsonl.zst"), r.shards);
 	assert_int_equal(count_files("commit/store/quarantine/*/*/*/*/*.jsonl.zst"), 1);
 
@@ -331,7 +343,7 @@ static int setup(void **state)
 	snprintf(tmpdir, sizeof(tmpdir), "%s/kiln-ingest-loop-XXXXXX", base && *base ? base : "/tmp");
 	if (!mkdtemp(tmpdir))
 		return -1;
-	for (const char *const *d = (const char *const[]){ "commit", "done", "fail", "fence", NULL }; *d; d++) {
+	for (const char *const *d = (const char *const[]){"commit", "done", "fail", "fence", NULL}; *d; d++) {
 		char path[PATH_MAX + 16];
 		snprintf(path, sizeof(path), "%s/%s", tmpdir, *d);
 		if (mkdir(path, 0700) != 0)
@@ -352,10 +364,10 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_run_commits_then_resumes),
-		cmocka_unit_test(test_done_at_open_writes_nothing),
-		cmocka_unit_test(test_read_error_commits_nothing),
-		cmocka_unit_test(test_fenced_lineage),
+	    cmocka_unit_test(test_run_commits_then_resumes),
+	    cmocka_unit_test(test_done_at_open_writes_nothing),
+	    cmocka_unit_test(test_read_error_commits_nothing),
+	    cmocka_unit_test(test_fenced_lineage),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -27,16 +27,16 @@ static kiln_json_scanner *new_scanner(const kiln_json_limits *limits)
 
 /* Checks text[0..len) under `limits` (NULL: defaults) and, on failure, the
  * error offset. */
-static void check_n(const kiln_json_limits *limits, const char *text, size_t len,
-		    kiln_reject code, size_t offset)
+static void check_n(const kiln_json_limits *limits, const char *text, size_t len, kiln_reject code,
+                    size_t offset)
 {
 	kiln_json_scanner *s = new_scanner(limits);
 	kiln_reject got = kiln_json_check(s, text, len);
 	size_t off = (size_t)-1;
 
 	if (got != code)
-		print_error("input <%.*s>: got %s, want %s\n", (int)len, text,
-			    kiln_reject_name(got), kiln_reject_name(code));
+		print_error("input <%.*s>: got %s, want %s\n", (int)len, text, kiln_reject_name(got),
+		            kiln_reject_name(code));
 	assert_int_equal(got, code);
 	assert_int_equal(kiln_json_scanner_error(s, &off, NULL), code);
 	if (code != KILN_REJECT_NONE) {
@@ -97,45 +97,45 @@ struct expect_tok {
 static void test_nested_document_tokens(void **state)
 {
 	static const char doc[] =
-		"{\"list\": [{\"s\": \"h\\u00e9\", \"n\": 12, \"i\": -7},\n"
-		" {\"f\": 1.5, \"e\": 1e3, \"z\": -0.0, \"t\": true, \"u\": false, \"v\": null, "
-		"\"w\": \"caf\xC3\xA9\"}], \"\\u0061\": {}, \"x\\\"y\": []}";
+	    "{\"list\": [{\"s\": \"h\\u00e9\", \"n\": 12, \"i\": -7},\n"
+	    " {\"f\": 1.5, \"e\": 1e3, \"z\": -0.0, \"t\": true, \"u\": false, \"v\": null, "
+	    "\"w\": \"caf\xC3\xA9\"}], \"\\u0061\": {}, \"x\\\"y\": []}";
 	static const struct expect_tok want[] = {
-		{ KILN_JSON_OBJECT_BEGIN, 0, 0, "{", 0 },
-		{ KILN_JSON_KEY, 1, 1, "list", A },
-		{ KILN_JSON_ARRAY_BEGIN, 1, 9, "[", 0 },
-		{ KILN_JSON_OBJECT_BEGIN, 2, 10, "{", 0 },
-		{ KILN_JSON_KEY, 3, 11, "s", A },
-		{ KILN_JSON_STRING, 3, 16, "h\\u00e9", A | E },
-		{ KILN_JSON_KEY, 3, 27, "n", A },
-		{ KILN_JSON_NUMBER, 3, 32, "12", I },
-		{ KILN_JSON_KEY, 3, 36, "i", A },
-		{ KILN_JSON_NUMBER, 3, 41, "-7", I },
-		{ KILN_JSON_OBJECT_END, 2, 43, "}", 0 },
-		{ KILN_JSON_OBJECT_BEGIN, 2, 47, "{", 0 },
-		{ KILN_JSON_KEY, 3, 48, "f", A },
-		{ KILN_JSON_NUMBER, 3, 53, "1.5", 0 },
-		{ KILN_JSON_KEY, 3, 58, "e", A },
-		{ KILN_JSON_NUMBER, 3, 63, "1e3", 0 },
-		{ KILN_JSON_KEY, 3, 68, "z", A },
-		{ KILN_JSON_NUMBER, 3, 73, "-0.0", 0 },
-		{ KILN_JSON_KEY, 3, 79, "t", A },
-		{ KILN_JSON_TRUE, 3, 84, "true", 0 },
-		{ KILN_JSON_KEY, 3, 90, "u", A },
-		{ KILN_JSON_FALSE, 3, 95, "false", 0 },
-		{ KILN_JSON_KEY, 3, 102, "v", A },
-		{ KILN_JSON_NULL, 3, 107, "null", 0 },
-		{ KILN_JSON_KEY, 3, 113, "w", A },
-		{ KILN_JSON_STRING, 3, 118, "caf\xC3\xA9", 0 },
-		{ KILN_JSON_OBJECT_END, 2, 125, "}", 0 },
-		{ KILN_JSON_ARRAY_END, 1, 126, "]", 0 },
-		{ KILN_JSON_KEY, 1, 129, "\\u0061", A | E },
-		{ KILN_JSON_OBJECT_BEGIN, 1, 139, "{", 0 },
-		{ KILN_JSON_OBJECT_END, 1, 140, "}", 0 },
-		{ KILN_JSON_KEY, 1, 143, "x\\\"y", A | E },
-		{ KILN_JSON_ARRAY_BEGIN, 1, 151, "[", 0 },
-		{ KILN_JSON_ARRAY_END, 1, 152, "]", 0 },
-		{ KILN_JSON_OBJECT_END, 0, 153, "}", 0 },
+	    {KILN_JSON_OBJECT_BEGIN, 0, 0, "{", 0},
+	    {KILN_JSON_KEY, 1, 1, "list", A},
+	    {KILN_JSON_ARRAY_BEGIN, 1, 9, "[", 0},
+	    {KILN_JSON_OBJECT_BEGIN, 2, 10, "{", 0},
+	    {KILN_JSON_KEY, 3, 11, "s", A},
+	    {KILN_JSON_STRING, 3, 16, "h\\u00e9", A | E},
+	    {KILN_JSON_KEY, 3, 27, "n", A},
+	    {KILN_JSON_NUMBER, 3, 32, "12", I},
+	    {KILN_JSON_KEY, 3, 36, "i", A},
+	    {KILN_JSON_NUMBER, 3, 41, "-7", I},
+	    {KILN_JSON_OBJECT_END, 2, 43, "}", 0},
+	    {KILN_JSON_OBJECT_BEGIN, 2, 47, "{", 0},
+	    {KILN_JSON_KEY, 3, 48, "f", A},
+	    {KILN_JSON_NUMBER, 3, 53, "1.5", 0},
+	    {KILN_JSON_KEY, 3, 58, "e", A},
+	    {KILN_JSON_NUMBER, 3, 63, "1e3", 0},
+	    {KILN_JSON_KEY, 3, 68, "z", A},
+	    {KILN_JSON_NUMBER, 3, 73, "-0.0", 0},
+	    {KILN_JSON_KEY, 3, 79, "t", A},
+	    {KILN_JSON_TRUE, 3, 84, "true", 0},
+	    {KILN_JSON_KEY, 3, 90, "u", A},
+	    {KILN_JSON_FALSE, 3, 95, "false", 0},
+	    {KILN_JSON_KEY, 3, 102, "v", A},
+	    {KILN_JSON_NULL, 3, 107, "null", 0},
+	    {KILN_JSON_KEY, 3, 113, "w", A},
+	    {KILN_JSON_STRING, 3, 118, "caf\xC3\xA9", 0},
+	    {KILN_JSON_OBJECT_END, 2, 125, "}", 0},
+	    {KILN_JSON_ARRAY_END, 1, 126, "]", 0},
+	    {KILN_JSON_KEY, 1, 129, "\\u0061", A | E},
+	    {KILN_JSON_OBJECT_BEGIN, 1, 139, "{", 0},
+	    {KILN_JSON_OBJECT_END, 1, 140, "}", 0},
+	    {KILN_JSON_KEY, 1, 143, "x\\\"y", A | E},
+	    {KILN_JSON_ARRAY_BEGIN, 1, 151, "[", 0},
+	    {KILN_JSON_ARRAY_END, 1, 152, "]", 0},
+	    {KILN_JSON_OBJECT_END, 0, 153, "}", 0},
 	};
 	kiln_json_scanner *s = new_scanner(NULL);
 	kiln_json_token tok;
@@ -182,10 +182,19 @@ static void test_number_flags(void **state)
 		const char *text;
 		bool integer;
 	} cases[] = {
-		{ "0", true }, { "-0", true }, { "12", true }, { "-7", true },
-		{ "12345678901234567890123", true },
-		{ "1.5", false }, { "1e3", false }, { "1E3", false }, { "-0.0", false },
-		{ "1e+3", false }, { "1e-3", false }, { "0.5e-10", false }, { "0e0", false },
+	    {"0", true},
+	    {"-0", true},
+	    {"12", true},
+	    {"-7", true},
+	    {"12345678901234567890123", true},
+	    {"1.5", false},
+	    {"1e3", false},
+	    {"1E3", false},
+	    {"-0.0", false},
+	    {"1e+3", false},
+	    {"1e-3", false},
+	    {"0.5e-10", false},
+	    {"0e0", false},
 	};
 	kiln_json_scanner *s = new_scanner(NULL);
 
@@ -244,17 +253,23 @@ static void test_string_flags(void **state)
 static void test_key_hash(void **state)
 {
 	static const char text[] =
-		"{\"a\":1,\"\\u0062\":2,\"\":3,\"abcdefgh\":4,\"abcdefghijklmnopq\":5,"
-		"\"caf\xC3\xA9\":6,\"caf\\u00e9\":7,\"tab\\there\":8,\"\\ud83d\\ude00\":9}";
+	    "{\"a\":1,\"\\u0062\":2,\"\":3,\"abcdefgh\":4,\"abcdefghijklmnopq\":5,"
+	    "\"caf\xC3\xA9\":6,\"caf\\u00e9\":7,\"tab\\there\":8,\"\\ud83d\\ude00\":9}";
 	static const struct {
 		const char *decoded;
 		size_t len;
 	} keys[] = {
-		{ "a", 1 }, { "b", 1 }, { "", 0 }, { "abcdefgh", 8 },
-		{ "abcdefghijklmnopq", 17 }, { "caf\xC3\xA9", 5 }, { "caf\xC3\xA9", 5 },
-		{ "tab\there", 8 }, { "\xF0\x9F\x98\x80", 4 },
+	    {"a", 1},
+	    {"b", 1},
+	    {"", 0},
+	    {"abcdefgh", 8},
+	    {"abcdefghijklmnopq", 17},
+	    {"caf\xC3\xA9", 5},
+	    {"caf\xC3\xA9", 5},
+	    {"tab\there", 8},
+	    {"\xF0\x9F\x98\x80", 4},
 	};
-	kiln_json_limits lax = { .allow_duplicate_keys = true };
+	kiln_json_limits lax = {.allow_duplicate_keys = true};
 	kiln_json_scanner *s = new_scanner(&lax);
 	kiln_json_token tok;
 	size_t k = 0;
@@ -291,30 +306,81 @@ static void test_syntax_errors(void **state)
 		const char *text;
 		size_t offset;
 	} cases[] = {
-		/* trailing commas */
-		{ "[1,]", 3 }, { "{\"a\":1,}", 7 }, { "[1,2,,3]", 5 }, { "[,1]", 1 },
-		/* missing colon, value or key */
-		{ "{\"a\" 1}", 5 }, { "{\"a\"}", 4 }, { "{\"a\":}", 5 }, { "{1:2}", 1 },
-		{ "{\"a\":1 \"b\":2}", 7 }, { "{\"a\"", 4 },
-		/* numbers */
-		{ "01", 1 }, { "[01]", 2 }, { "-01", 2 }, { "00", 1 },
-		{ "1.", 2 }, { "1.e5", 2 }, { "[1.]", 3 }, { ".5", 0 }, { "+1", 0 },
-		{ "-", 1 }, { "-a", 1 }, { "1e", 2 }, { "1e+", 3 }, { "1E-x", 3 },
-		{ "0x10", 1 }, { "1 2", 2 }, { "- 1", 1 },
-		/* bare words and literals */
-		{ "abc", 0 }, { "tru", 0 }, { "truth", 0 }, { "nul", 0 }, { "fals", 0 },
-		{ "[True]", 1 }, { "{\"a\":nan}", 5 }, { "truex", 4 }, { "[nullnull]", 5 },
-		/* strings */
-		{ "\"abc", 0 }, { "{\"a\":\"abc", 5 }, { "{\"ab", 1 }, { "\"", 0 },
-		{ "'a'", 0 }, { "{'a':1}", 1 }, { "[\"a\"\"b\"]", 4 },
-		{ "\"\\x\"", 1 }, { "\"ab\\a\"", 3 }, { "\"\\U0041\"", 1 },
-		{ "\"\\u12\"", 1 }, { "\"\\u12", 1 }, { "\"\\u12g4\"", 1 }, { "\"\\", 2 },
-		/* trailing garbage after the top value */
-		{ "{} x", 3 }, { "{}{}", 2 }, { "[]]", 2 }, { "1,", 1 }, { "\"a\" \"b\"", 4 },
-		/* structure */
-		{ "", 0 }, { "   \n\t\r ", 7 }, { "[", 1 }, { "[1", 2 }, { "{\"a\":1", 6 },
-		{ "[}", 1 }, { "{]", 1 }, { "[1}", 2 }, { "{\"a\":1]", 6 }, { "}", 0 },
-		{ "]", 0 }, { ":", 0 }, { ",", 0 },
+	    /* trailing commas */
+	    {"[1,]", 3},
+	    {"{\"a\":1,}", 7},
+	    {"[1,2,,3]", 5},
+	    {"[,1]", 1},
+	    /* missing colon, value or key */
+	    {"{\"a\" 1}", 5},
+	    {"{\"a\"}", 4},
+	    {"{\"a\":}", 5},
+	    {"{1:2}", 1},
+	    {"{\"a\":1 \"b\":2}", 7},
+	    {"{\"a\"", 4},
+	    /* numbers */
+	    {"01", 1},
+	    {"[01]", 2},
+	    {"-01", 2},
+	    {"00", 1},
+	    {"1.", 2},
+	    {"1.e5", 2},
+	    {"[1.]", 3},
+	    {".5", 0},
+	    {"+1", 0},
+	    {"-", 1},
+	    {"-a", 1},
+	    {"1e", 2},
+	    {"1e+", 3},
+	    {"1E-x", 3},
+	    {"0x10", 1},
+	    {"1 2", 2},
+	    {"- 1", 1},
+	    /* bare words and literals */
+	    {"abc", 0},
+	    {"tru", 0},
+	    {"truth", 0},
+	    {"nul", 0},
+	    {"fals", 0},
+	    {"[True]", 1},
+	    {"{\"a\":nan}", 5},
+	    {"truex", 4},
+	    {"[nullnull]", 5},
+	    /* strings */
+	    {"\"abc", 0},
+	    {"{\"a\":\"abc", 5},
+	    {"{\"ab", 1},
+	    {"\"", 0},
+	    {"'a'", 0},
+	    {"{'a':1}", 1},
+	    {"[\"a\"\"b\"]", 4},
+	    {"\"\\x\"", 1},
+	    {"\"ab\\a\"", 3},
+	    {"\"\\U0041\"", 1},
+	    {"\"\\u12\"", 1},
+	    {"\"\\u12", 1},
+	    {"\"\\u12g4\"", 1},
+	    {"\"\\", 2},
+	    /* trailing garbage after the top value */
+	    {"{} x", 3},
+	    {"{}{}", 2},
+	    {"[]]", 2},
+	    {"1,", 1},
+	    {"\"a\" \"b\"", 4},
+	    /* structure */
+	    {"", 0},
+	    {"   \n\t\r ", 7},
+	    {"[", 1},
+	    {"[1", 2},
+	    {"{\"a\":1", 6},
+	    {"[}", 1},
+	    {"{]", 1},
+	    {"[1}", 2},
+	    {"{\"a\":1]", 6},
+	    {"}", 0},
+	    {"]", 0},
+	    {":", 0},
+	    {",", 0},
 	};
 
 	(void)state;
@@ -322,14 +388,20 @@ static void test_syntax_errors(void **state)
 		check_err(cases[i].text, KILN_REJECT_JSON_SYNTAX, cases[i].offset);
 
 	/* raw control characters in strings, the NUL byte included */
-	check_n(NULL, LIT("\"a\x01" "b\""), KILN_REJECT_JSON_SYNTAX, 2);
+	check_n(NULL,
+	        LIT("\"a\x01"
+	            "b\""),
+	        KILN_REJECT_JSON_SYNTAX, 2);
 	check_n(NULL, LIT("\"a\nb\""), KILN_REJECT_JSON_SYNTAX, 2);
 	check_n(NULL, LIT("\"\tb\""), KILN_REJECT_JSON_SYNTAX, 1);
 	check_n(NULL, LIT("{\"k\x1F\":1}"), KILN_REJECT_JSON_SYNTAX, 3);
 	check_n(NULL, LIT("\"ab\0c\""), KILN_REJECT_JSON_SYNTAX, 3);
 	/* valid UTF-8 outside strings is a syntax error, not a UTF-8 one */
 	check_n(NULL, LIT("{\"a\":1}\xC3\xA9"), KILN_REJECT_JSON_SYNTAX, 7);
-	check_n(NULL, LIT("\xE2\x82\xAC" "1"), KILN_REJECT_JSON_SYNTAX, 0);
+	check_n(NULL,
+	        LIT("\xE2\x82\xAC"
+	            "1"),
+	        KILN_REJECT_JSON_SYNTAX, 0);
 	/* a NUL byte outside strings */
 	check_n(NULL, LIT("[1,\0]"), KILN_REJECT_JSON_SYNTAX, 3);
 	check_n(NULL, LIT("{}\0"), KILN_REJECT_JSON_SYNTAX, 2);
@@ -341,47 +413,51 @@ static void test_invalid_utf8(void **state)
 		const char *text;
 		size_t len, offset;
 	} cases[] = {
-		{ LIT("\"\xC0\x80\""), 1 },             /* overlong NUL */
-		{ LIT("\"\xC1\xBF\""), 1 },             /* overlong */
-		{ LIT("\"\xE0\x80\x80\""), 1 },         /* overlong 3-byte */
-		{ LIT("\"\xE0\x9F\xBF\""), 1 },         /* overlong 3-byte */
-		{ LIT("\"\xF0\x80\x80\x80\""), 1 },     /* overlong 4-byte */
-		{ LIT("\"\xF0\x8F\xBF\xBF\""), 1 },     /* overlong 4-byte */
-		{ LIT("\"ab\xED\xA0\x80\""), 3 },       /* UTF-16 surrogate D800 */
-		{ LIT("\"\xED\xBF\xBF\""), 1 },         /* surrogate DFFF */
-		{ LIT("\"\xF4\x90\x80\x80\""), 1 },     /* above U+10FFFF */
-		{ LIT("\"\xF5\x80\x80\x80\""), 1 },
-		{ LIT("\"\xF8\x88\x80\x80\x80\""), 1 },
-		{ LIT("\"\xFF\""), 1 },
-		{ LIT("\"\xFE\""), 1 },
-		{ LIT("\"\x80\""), 1 },                 /* lone continuation */
-		{ LIT("\"\xC3\""), 1 },                 /* quote is no continuation */
-		{ LIT("\"\xC3" "a\""), 1 },
-		{ LIT("\"\xE2\x82\""), 1 },
-		{ LIT("\"\xE2\x28\xA1\""), 1 },
-		{ LIT("\"\xF0\x9F\x98\""), 1 },
-		{ LIT("\"\xF0\x9F\x98" "a\""), 1 },
-		{ LIT("\"\xC3"), 1 },                   /* truncated at the end */
-		{ LIT("\"ab\xE2\x82"), 3 },
-		{ LIT("\"\xF0\x9F\x98"), 1 },
-		{ LIT("{\"\xFF\":1}"), 2 },             /* in a key */
-		{ LIT("\"\\uDC00\""), 1 },              /* lone low surrogate */
-		{ LIT("\"ab\\uDFFF\""), 3 },
-		{ LIT("\"\\uD800\""), 1 },              /* high surrogate alone */
-		{ LIT("\"\\uD800"), 1 },
-		{ LIT("\"\\uDBFFx\""), 1 },
-		{ LIT("\"\\uD800\\u0041\""), 1 },       /* not followed by a low one */
-		{ LIT("\"\\uD800\\uD800\""), 1 },
-		{ LIT("\"\\uD800\\n\""), 1 },
-		{ LIT("\"x\\uD83D\\uDE0\""), 2 },
-		{ LIT("{\"\\uDC00\":1}"), 2 },
-		/* outside strings: bytes that are not UTF-8 are invalid_utf8 where
-		 * the grammar stops, as in strings (UTF-8 that is not JSON is
-		 * json_syntax, below) */
-		{ LIT("\xFF\xFE{}"), 0 },
-		{ LIT("{\"a\":1}\xC3"), 7 },               /* truncated after the value */
-		{ LIT("[1,\x80]"), 3 },                     /* lone continuation */
-		{ LIT("{\"a\":\xED\xA0\x80}"), 5 },          /* a surrogate as a value */
+	    {LIT("\"\xC0\x80\""), 1},         /* overlong NUL */
+	    {LIT("\"\xC1\xBF\""), 1},         /* overlong */
+	    {LIT("\"\xE0\x80\x80\""), 1},     /* overlong 3-byte */
+	    {LIT("\"\xE0\x9F\xBF\""), 1},     /* overlong 3-byte */
+	    {LIT("\"\xF0\x80\x80\x80\""), 1}, /* overlong 4-byte */
+	    {LIT("\"\xF0\x8F\xBF\xBF\""), 1}, /* overlong 4-byte */
+	    {LIT("\"ab\xED\xA0\x80\""), 3},   /* UTF-16 surrogate D800 */
+	    {LIT("\"\xED\xBF\xBF\""), 1},     /* surrogate DFFF */
+	    {LIT("\"\xF4\x90\x80\x80\""), 1}, /* above U+10FFFF */
+	    {LIT("\"\xF5\x80\x80\x80\""), 1},
+	    {LIT("\"\xF8\x88\x80\x80\x80\""), 1},
+	    {LIT("\"\xFF\""), 1},
+	    {LIT("\"\xFE\""), 1},
+	    {LIT("\"\x80\""), 1}, /* lone continuation */
+	    {LIT("\"\xC3\""), 1}, /* quote is no continuation */
+	    {LIT("\"\xC3"
+	         "a\""),
+	     1},
+	    {LIT("\"\xE2\x82\""), 1},
+	    {LIT("\"\xE2\x28\xA1\""), 1},
+	    {LIT("\"\xF0\x9F\x98\""), 1},
+	    {LIT("\"\xF0\x9F\x98"
+	         "a\""),
+	     1},
+	    {LIT("\"\xC3"), 1}, /* truncated at the end */
+	    {LIT("\"ab\xE2\x82"), 3},
+	    {LIT("\"\xF0\x9F\x98"), 1},
+	    {LIT("{\"\xFF\":1}"), 2}, /* in a key */
+	    {LIT("\"\\uDC00\""), 1},  /* lone low surrogate */
+	    {LIT("\"ab\\uDFFF\""), 3},
+	    {LIT("\"\\uD800\""), 1}, /* high surrogate alone */
+	    {LIT("\"\\uD800"), 1},
+	    {LIT("\"\\uDBFFx\""), 1},
+	    {LIT("\"\\uD800\\u0041\""), 1}, /* not followed by a low one */
+	    {LIT("\"\\uD800\\uD800\""), 1},
+	    {LIT("\"\\uD800\\n\""), 1},
+	    {LIT("\"x\\uD83D\\uDE0\""), 2},
+	    {LIT("{\"\\uDC00\":1}"), 2},
+	    /* outside strings: bytes that are not UTF-8 are invalid_utf8 where
+	     * the grammar stops, as in strings (UTF-8 that is not JSON is
+	     * json_syntax, below) */
+	    {LIT("\xFF\xFE{}"), 0},
+	    {LIT("{\"a\":1}\xC3"), 7},        /* truncated after the value */
+	    {LIT("[1,\x80]"), 3},             /* lone continuation */
+	    {LIT("{\"a\":\xED\xA0\x80}"), 5}, /* a surrogate as a value */
 	};
 
 	(void)state;
@@ -392,16 +468,16 @@ static void test_invalid_utf8(void **state)
 static void test_valid_utf8(void **state)
 {
 	static const char *chars[] = {
-		"\xC2\x80",         /* U+0080 */
-		"\xDF\xBF",         /* U+07FF */
-		"\xE0\xA0\x80",     /* U+0800 */
-		"\xED\x9F\xBF",     /* U+D7FF */
-		"\xEE\x80\x80",     /* U+E000 */
-		"\xEF\xBF\xBD",     /* U+FFFD */
-		"\xEF\xBF\xBF",     /* U+FFFF */
-		"\xF0\x90\x80\x80", /* U+10000 */
-		"\xF3\xBF\xBF\xBF", /* U+FFFFF */
-		"\xF4\x8F\xBF\xBF", /* U+10FFFF */
+	    "\xC2\x80",         /* U+0080 */
+	    "\xDF\xBF",         /* U+07FF */
+	    "\xE0\xA0\x80",     /* U+0800 */
+	    "\xED\x9F\xBF",     /* U+D7FF */
+	    "\xEE\x80\x80",     /* U+E000 */
+	    "\xEF\xBF\xBD",     /* U+FFFD */
+	    "\xEF\xBF\xBF",     /* U+FFFF */
+	    "\xF0\x90\x80\x80", /* U+10000 */
+	    "\xF3\xBF\xBF\xBF", /* U+FFFFF */
+	    "\xF4\x8F\xBF\xBF", /* U+10FFFF */
 	};
 	kiln_json_scanner *s = new_scanner(NULL);
 	char text[64];
@@ -459,7 +535,7 @@ static void test_duplicate_key_simple(void **state)
 	check_err("{\"\\/\":1,\"/\":2}", KILN_REJECT_DUPLICATE_KEY, 8);
 	check_err("{\"\":1,\"\":2}", KILN_REJECT_DUPLICATE_KEY, 6);
 	check_err("{\"abcdefghijklmnopqrstuvwxyz\":1,\"abcdefghijklmnopqrstuvwxyz\":2}",
-		  KILN_REJECT_DUPLICATE_KEY, 32);
+	          KILN_REJECT_DUPLICATE_KEY, 32);
 	check_err("[{\"x\":[{\"a\":1,\"a\":2}]}]", KILN_REJECT_DUPLICATE_KEY, 14);
 
 	/* the out_token is that of the escaped second occurrence */
@@ -529,8 +605,7 @@ static void put_keys(struct buf *b, const char *prefix, int n)
 /* An object of `n` keys k0.. whose key number `dup_at` (1-based; 0: none)
  * repeats key `dup_of` (0-based), written as `dup_text`. Returns the offset
  * of the repeated key's quote in *out_offset. */
-static void build_object(struct buf *b, int n, int dup_at, const char *dup_text,
-			 size_t *out_offset)
+static void build_object(struct buf *b, int n, int dup_at, const char *dup_text, size_t *out_offset)
 {
 	b->len = 0;
 	buf_puts(b, "{");
@@ -552,9 +627,9 @@ static void test_duplicate_key_large_object(void **state)
 	/* keys k0..k88 then, as key #90, a repeat (key #90 is past LINEAR_KEYS,
 	 * so the lookup goes through the hash table) */
 	static const char *repeats[] = {
-		"k0", "k5", "k31", "k32", "k33", "k60", "k88", "\\u006b5", "k\\u0038\\u0038",
+	    "k0", "k5", "k31", "k32", "k33", "k60", "k88", "\\u006b5", "k\\u0038\\u0038",
 	};
-	struct buf b = { 0 };
+	struct buf b = {0};
 	size_t off = 0;
 
 	(void)state;
@@ -599,7 +674,7 @@ static void test_duplicate_key_large_object(void **state)
  * reindex probe a full table forever. */
 static void test_duplicate_key_table_growth(void **state)
 {
-	struct buf b = { 0 };
+	struct buf b = {0};
 	size_t dup_off = 0;
 
 	(void)state;
@@ -631,7 +706,7 @@ static void test_duplicate_key_table_growth(void **state)
 
 static void test_duplicate_key_scopes(void **state)
 {
-	struct buf b = { 0 };
+	struct buf b = {0};
 	size_t off;
 
 	(void)state;
@@ -703,8 +778,8 @@ static void test_duplicate_key_scopes(void **state)
 
 static void test_allow_duplicate_keys(void **state)
 {
-	kiln_json_limits lax = { .allow_duplicate_keys = true };
-	struct buf b = { 0 };
+	kiln_json_limits lax = {.allow_duplicate_keys = true};
+	struct buf b = {0};
 	size_t off;
 
 	(void)state;
@@ -730,8 +805,8 @@ static void nested(struct buf *b, int n, const char *open, const char *inner, co
 
 static void test_too_deep(void **state)
 {
-	kiln_json_limits two = { .max_depth = 2 };
-	struct buf b = { 0 };
+	kiln_json_limits two = {.max_depth = 2};
+	struct buf b = {0};
 	kiln_json_scanner *s;
 	kiln_json_token tok;
 	int rc, deepest = -1;
@@ -773,7 +848,7 @@ static void test_too_deep(void **state)
 
 static void test_too_large(void **state)
 {
-	kiln_json_limits ten = { .max_bytes = 10 };
+	kiln_json_limits ten = {.max_bytes = 10};
 	kiln_json_scanner *s = new_scanner(&ten);
 	kiln_json_token tok;
 	size_t off;
@@ -840,20 +915,20 @@ static void assert_same_scan(const struct scan_result *a, const struct scan_resu
 static void test_scanner_reuse(void **state)
 {
 	static const char *texts[] = {
-		"{\"a\":1,\"b\":[true,false,null],\"c\":{\"a\":\"x\"}}",
-		"{\"a\":1,\"a\":2}",
-		"[1,2,",
-		"{\"a\":{\"b\":{\"c\":{\"d\":[[[[]]]]}}}}",
-		"\"\\uD800\"",
-		"{\"a\":1}",
-		"",
-		"{\"b\":1,\"a\":2}",
-		"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
-		"{\"k1\":1}",
-		"{} []",
-		"-0.5e7",
+	    "{\"a\":1,\"b\":[true,false,null],\"c\":{\"a\":\"x\"}}",
+	    "{\"a\":1,\"a\":2}",
+	    "[1,2,",
+	    "{\"a\":{\"b\":{\"c\":{\"d\":[[[[]]]]}}}}",
+	    "\"\\uD800\"",
+	    "{\"a\":1}",
+	    "",
+	    "{\"b\":1,\"a\":2}",
+	    "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+	    "{\"k1\":1}",
+	    "{} []",
+	    "-0.5e7",
 	};
-	struct buf big = { 0 }, bigdup = { 0 };
+	struct buf big = {0}, bigdup = {0};
 	const char *all[sizeof(texts) / sizeof(texts[0]) + 2];
 	size_t lens[sizeof(texts) / sizeof(texts[0]) + 2], n = 0, off;
 	struct scan_result *fresh = malloc(sizeof(*fresh)), *reused = malloc(sizeof(*reused));
@@ -968,7 +1043,10 @@ static void test_unescape(void **state)
 	assert_unescapes("\"\\ud83d\\ude00\"", "\xF0\x9F\x98\x80", 4);
 	assert_unescapes("\"\\uD800\\uDC00\"", "\xF0\x90\x80\x80", 4);
 	assert_unescapes("\"\\uDBFF\\uDFFF\"", "\xF4\x8F\xBF\xBF", 4);
-	assert_unescapes("\"x\\u20acy\\n\xC3\xA9\"", "x\xE2\x82\xAC" "y\n\xC3\xA9", 8);
+	assert_unescapes("\"x\\u20acy\\n\xC3\xA9\"",
+	                 "x\xE2\x82\xAC"
+	                 "y\n\xC3\xA9",
+	                 8);
 	assert_unescapes("\"\\\\u0041\"", "\\u0041", 6);
 	/* unescaped tokens copy as is */
 	assert_unescapes("\"plain text\"", "plain text", 10);
@@ -1030,8 +1108,8 @@ static void test_check_wrapper(void **state)
 /* One string of `len` content bytes 'a', with `special` (one to four bytes)
  * written at index `at`, wrapped in quotes (and, as_key, in an object).
  * Returns the text length; the string's content starts at *out_content. */
-static size_t string_with(char *text, size_t len, size_t at, const char *special, size_t slen,
-			  bool as_key, size_t *out_content)
+static size_t string_with(char *text, size_t len, size_t at, const char *special, size_t slen, bool as_key,
+                          size_t *out_content)
 {
 	size_t n = 0;
 
@@ -1052,7 +1130,7 @@ static size_t string_with(char *text, size_t len, size_t at, const char *special
 
 static void test_string_fast_path_boundaries(void **state)
 {
-	static const size_t lens[] = { 1, 2, 15, 16, 17, 31, 32, 33, 47, 48, 49, 64, 65 };
+	static const size_t lens[] = {1, 2, 15, 16, 17, 31, 32, 33, 47, 48, 49, 64, 65};
 	kiln_json_scanner *s = new_scanner(NULL);
 	char text[128];
 
@@ -1141,8 +1219,8 @@ static void test_string_fast_path_boundaries(void **state)
 
 				/* non-ASCII: valid sequences that fit */
 				for (size_t w = 2; w <= 4 && at + w <= len; w++) {
-					static const char *seq[] = { NULL, NULL, "\xC3\xA9", "\xE2\x82\xAC",
-								     "\xF0\x9F\x98\x80" };
+					static const char *seq[] = {NULL, NULL, "\xC3\xA9", "\xE2\x82\xAC",
+					                            "\xF0\x9F\x98\x80"};
 
 					n = string_with(text, len, at, seq[w], w, as_key, &c);
 					tok = first_token(s, text, n);
@@ -1156,7 +1234,8 @@ static void test_string_fast_path_boundaries(void **state)
 				/* a multibyte sequence cut by the closing quote */
 				if (at + 1 == len) {
 					n = string_with(text, len, at, "\xE2", 1, as_key, &c);
-					assert_int_equal(kiln_json_check(s, text, n), KILN_REJECT_INVALID_UTF8);
+					assert_int_equal(kiln_json_check(s, text, n),
+					                 KILN_REJECT_INVALID_UTF8);
 					kiln_json_scanner_error(s, &off, NULL);
 					assert_int_equal(off, c + at);
 				}
@@ -1169,7 +1248,7 @@ static void test_string_fast_path_boundaries(void **state)
 static void test_lookup(void **state)
 {
 	const char *text = "{\"name\":\"ds\",\"contract\":{\"id\":\"c\",\"version\":\"1.2.0\"},"
-			   "\"list\":[{\"version\":\"no\"}],\"split\":{\"ratios\":{\"train\":0.8}},\"n\":3}";
+	                   "\"list\":[{\"version\":\"no\"}],\"split\":{\"ratios\":{\"train\":0.8}},\"n\":3}";
 	kiln_json_scanner *s = new_scanner(NULL);
 	kiln_json_token t;
 
@@ -1184,7 +1263,8 @@ static void test_lookup(void **state)
 	assert_int_equal(kiln_json_lookup(s, text, strlen(text), "contract", &t), 1);
 	assert_int_equal(t.type, KILN_JSON_OBJECT_BEGIN);
 	assert_int_equal(kiln_json_lookup(s, text, strlen(text), "version", &t), 0); /* not at the top */
-	assert_int_equal(kiln_json_lookup(s, text, strlen(text), "list.version", &t), 0); /* arrays are not entered */
+	assert_int_equal(kiln_json_lookup(s, text, strlen(text), "list.version", &t),
+	                 0); /* arrays are not entered */
 	assert_int_equal(kiln_json_lookup(s, text, strlen(text), "contract.missing", &t), 0);
 	assert_int_equal(kiln_json_lookup(s, "{\"a\":", 5, "a", &t), -1);
 	assert_int_equal(kiln_json_lookup(s, text, strlen(text), "", &t), -1);
@@ -1193,7 +1273,7 @@ static void test_lookup(void **state)
 
 static void test_large_input(void **state)
 {
-	struct buf b = { 0 };
+	struct buf b = {0};
 	kiln_json_scanner *s = new_scanner(NULL);
 	kiln_json_token tok, dup;
 	size_t off, keys = 0;
@@ -1244,29 +1324,29 @@ static void test_large_input(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_nested_document_tokens),
-		cmocka_unit_test(test_number_flags),
-		cmocka_unit_test(test_string_flags),
-		cmocka_unit_test(test_key_hash),
-		cmocka_unit_test(test_syntax_errors),
-		cmocka_unit_test(test_invalid_utf8),
-		cmocka_unit_test(test_valid_utf8),
-		cmocka_unit_test(test_duplicate_key_simple),
-		cmocka_unit_test(test_duplicate_key_large_object),
-		cmocka_unit_test(test_duplicate_key_table_growth),
-		cmocka_unit_test(test_duplicate_key_scopes),
-		cmocka_unit_test(test_allow_duplicate_keys),
-		cmocka_unit_test(test_too_deep),
-		cmocka_unit_test(test_too_large),
-		cmocka_unit_test(test_scanner_reuse),
-		cmocka_unit_test(test_next_after_error),
-		cmocka_unit_test(test_unescape),
-		cmocka_unit_test(test_unescape_cap),
-		cmocka_unit_test(test_utf8_count),
-		cmocka_unit_test(test_check_wrapper),
-		cmocka_unit_test(test_string_fast_path_boundaries),
-		cmocka_unit_test(test_large_input),
-		cmocka_unit_test(test_lookup),
+	    cmocka_unit_test(test_nested_document_tokens),
+	    cmocka_unit_test(test_number_flags),
+	    cmocka_unit_test(test_string_flags),
+	    cmocka_unit_test(test_key_hash),
+	    cmocka_unit_test(test_syntax_errors),
+	    cmocka_unit_test(test_invalid_utf8),
+	    cmocka_unit_test(test_valid_utf8),
+	    cmocka_unit_test(test_duplicate_key_simple),
+	    cmocka_unit_test(test_duplicate_key_large_object),
+	    cmocka_unit_test(test_duplicate_key_table_growth),
+	    cmocka_unit_test(test_duplicate_key_scopes),
+	    cmocka_unit_test(test_allow_duplicate_keys),
+	    cmocka_unit_test(test_too_deep),
+	    cmocka_unit_test(test_too_large),
+	    cmocka_unit_test(test_scanner_reuse),
+	    cmocka_unit_test(test_next_after_error),
+	    cmocka_unit_test(test_unescape),
+	    cmocka_unit_test(test_unescape_cap),
+	    cmocka_unit_test(test_utf8_count),
+	    cmocka_unit_test(test_check_wrapper),
+	    cmocka_unit_test(test_string_fast_path_boundaries),
+	    cmocka_unit_test(test_large_input),
+	    cmocka_unit_test(test_lookup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

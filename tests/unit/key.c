@@ -22,7 +22,8 @@
 
 /* bytes 0x00..0x1f */
 #define KEY_HEX "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-/* /usr/bin/python3 -c 'import hashlib;print("hmac-sha256:"+hashlib.blake2b(bytes(range(32)),digest_size=32).hexdigest()[:16])' */
+/* /usr/bin/python3 -c 'import
+ * hashlib;print("hmac-sha256:"+hashlib.blake2b(bytes(range(32)),digest_size=32).hexdigest()[:16])' */
 #define KEY_ID "hmac-sha256:cb2f5160fc1f7e05"
 
 static char tmpdir[PATH_MAX];
@@ -148,7 +149,7 @@ static void assert_mode_refused(const char *name, mode_t mode, const char *mode_
 	kiln_error_clear();
 	assert_int_equal(kiln_key_load_file(&key, path, 1), KILN_EINVALID);
 	snprintf(want, sizeof(want), "%s: key file mode %s lets group or others read it; chmod 600 %s", path,
-		 mode_text, path);
+	         mode_text, path);
 	assert_string_equal(kiln_error_last(), want);
 	assert_int_equal(kiln_error_last_code(), KILN_EINVALID);
 	assert_null(strstr(kiln_error_last(), "000102"));
@@ -288,7 +289,7 @@ static void test_secret_read_file(void **state)
 	assert_int_equal(chmod(path, 0640), 0);
 	assert_int_equal(kiln_secret_read_file(&text, &len, path, "password file", 64), KILN_EINVALID);
 	snprintf(want, sizeof(want), "%s: password file mode 0640 lets group or others read it; chmod 600 %s",
-		 path, path);
+	         path, path);
 	assert_string_equal(kiln_error_last(), want);
 	assert_null(strstr(kiln_error_last(), "HUNTER2"));
 	unlink(path);
@@ -381,20 +382,20 @@ static void test_protect_process(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_init_id),
-		cmocka_unit_test(test_id_depends_on_key),
-		cmocka_unit_test(test_wipe),
-		cmocka_unit_test(test_file_0600_and_0400),
-		cmocka_unit_test(test_file_mode_refused),
-		cmocka_unit_test(test_file_missing),
-		cmocka_unit_test(test_file_not_regular),
-		cmocka_unit_test(test_file_bad_content),
-		cmocka_unit_test(test_file_fifo),
-		cmocka_unit_test(test_secret_read_file),
-		cmocka_unit_test(test_file_whitespace_and_case),
-		cmocka_unit_test(test_env),
-		cmocka_unit_test(test_wipe_loaded),
-		cmocka_unit_test(test_protect_process),
+	    cmocka_unit_test(test_init_id),
+	    cmocka_unit_test(test_id_depends_on_key),
+	    cmocka_unit_test(test_wipe),
+	    cmocka_unit_test(test_file_0600_and_0400),
+	    cmocka_unit_test(test_file_mode_refused),
+	    cmocka_unit_test(test_file_missing),
+	    cmocka_unit_test(test_file_not_regular),
+	    cmocka_unit_test(test_file_bad_content),
+	    cmocka_unit_test(test_file_fifo),
+	    cmocka_unit_test(test_secret_read_file),
+	    cmocka_unit_test(test_file_whitespace_and_case),
+	    cmocka_unit_test(test_env),
+	    cmocka_unit_test(test_wipe_loaded),
+	    cmocka_unit_test(test_protect_process),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

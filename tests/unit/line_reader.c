@@ -275,8 +275,7 @@ static void check_max_line_edge(kiln_line_reader *r)
 
 static void test_max_line_edge(void **state)
 {
-	static const char data[] =
-		"12345678\n123456789\nok\n12345678901234567890\n\nabcdefgh";
+	static const char data[] = "12345678\n123456789\nok\n12345678901234567890\n\nabcdefgh";
 
 	(void)state;
 	on_file_and_pipe(data, sizeof(data) - 1, 8, check_max_line_edge);
@@ -353,7 +352,7 @@ static void check_default_cap(kiln_line_reader *r)
 		for (size_t i = 0; i < MIB; i++)
 			if (line.ptr[i] != 'y')
 				fail_msg("byte %zu of the 1 MiB line is 0x%02x", i,
-					 (unsigned char)line.ptr[i]);
+				         (unsigned char)line.ptr[i]);
 	}
 	expect_too_long(r, MIB + 1, 3, 2 + MIB + 1 + MIB + 2);
 	expect_line(r, "b", 4, default_cap_total);
@@ -426,8 +425,8 @@ static void check_many_lines(kiln_line_reader *r)
 		end += n + 1;
 		if (line.too_long || line.len != n || line.number != i + 1 || line.offset_end != end ||
 		    memcmp(line.ptr, want, n) != 0)
-			fail_msg("line %u: len %zu (want %zu), number %llu, offset_end %zu (want %zu)",
-				 i + 1, line.len, n, (unsigned long long)line.number, line.offset_end, end);
+			fail_msg("line %u: len %zu (want %zu), number %llu, offset_end %zu (want %zu)", i + 1,
+			         line.len, n, (unsigned long long)line.number, line.offset_end, end);
 	}
 	expect_end(r);
 }
@@ -465,19 +464,19 @@ static void test_read_error(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_no_final_newline),
-		cmocka_unit_test(test_final_newline),
-		cmocka_unit_test(test_empty_input),
-		cmocka_unit_test(test_empty_lines),
-		cmocka_unit_test(test_single_newline),
-		cmocka_unit_test(test_crlf),
-		cmocka_unit_test(test_nul_bytes),
-		cmocka_unit_test(test_max_line_edge),
-		cmocka_unit_test(test_too_long_without_final_newline),
-		cmocka_unit_test(test_very_long_line),
-		cmocka_unit_test(test_default_cap),
-		cmocka_unit_test(test_many_lines),
-		cmocka_unit_test(test_read_error),
+	    cmocka_unit_test(test_no_final_newline),
+	    cmocka_unit_test(test_final_newline),
+	    cmocka_unit_test(test_empty_input),
+	    cmocka_unit_test(test_empty_lines),
+	    cmocka_unit_test(test_single_newline),
+	    cmocka_unit_test(test_crlf),
+	    cmocka_unit_test(test_nul_bytes),
+	    cmocka_unit_test(test_max_line_edge),
+	    cmocka_unit_test(test_too_long_without_final_newline),
+	    cmocka_unit_test(test_very_long_line),
+	    cmocka_unit_test(test_default_cap),
+	    cmocka_unit_test(test_many_lines),
+	    cmocka_unit_test(test_read_error),
 	};
 
 	/* a reader that stopped early must not kill the test with SIGPIPE */

@@ -32,8 +32,8 @@ static char tmpdir[64];
 /* ---- a concurrent writer, injected between the tip read and the ref move -- */
 
 typedef int (*commit_create_fn)(git_oid *, git_repository *, const char *, const git_signature *,
-				const git_signature *, const char *, const char *, const git_tree *, size_t,
-				const git_commit *[]);
+                                const git_signature *, const char *, const char *, const git_tree *, size_t,
+                                const git_commit *[]);
 
 /* When set, runs once inside the next git_commit_create (then clears itself). */
 static void (*concurrent_writer)(void);
@@ -42,8 +42,8 @@ static void (*concurrent_writer)(void);
  * call lands here, so a test can move the branch after kiln_manifest_commit
  * read the tip and before it moves the ref. */
 int git_commit_create(git_oid *id, git_repository *repo, const char *update_ref, const git_signature *author,
-		      const git_signature *committer, const char *message_encoding, const char *message,
-		      const git_tree *tree, size_t parent_count, const git_commit *parents[])
+                      const git_signature *committer, const char *message_encoding, const char *message,
+                      const git_tree *tree, size_t parent_count, const git_commit *parents[])
 {
 	static commit_create_fn real;
 	void (*writer)(void) = concurrent_writer;
@@ -55,7 +55,7 @@ int git_commit_create(git_oid *id, git_repository *repo, const char *update_ref,
 	if (writer)
 		writer();
 	return real(id, repo, update_ref, author, committer, message_encoding, message, tree, parent_count,
-		    parents);
+	            parents);
 }
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -150,8 +150,8 @@ static int collect(void *ctx, const kiln_lineage_entry *e)
 	size_t n = strlen(c->text);
 
 	snprintf(c->text + n, sizeof(c->text) - n, "[%s|%d|%lld|%s|%llu|%s]", e->topic, (int)e->partition,
-		 (long long)e->next, e->path ? e->path : "-", (unsigned long long)e->bytes,
-		 e->prefix_blake2b ? e->prefix_blake2b : "-");
+	         (long long)e->next, e->path ? e->path : "-", (unsigned long long)e->bytes,
+	         e->prefix_blake2b ? e->prefix_blake2b : "-");
 	c->count++;
 	return 0;
 }
@@ -204,14 +204,14 @@ static void test_open_creates_bare_repository(void **state)
 static void test_invalid_names(void **state)
 {
 	char *path = repo_path("names.git");
-	static const char *const bad[] = { "",    "Upper", "-dash",  ".dot",       "a/b",
-					   "a b", "a..b",  "x.lock", "caf\xc3\xa9" };
+	static const char *const bad[] = {"",    "Upper", "-dash",  ".dot",       "a/b",
+	                                  "a b", "a..b",  "x.lock", "caf\xc3\xa9"};
 	char long_ok[129], long_bad[130];
 	kiln_manifest *m;
-	kiln_snapshot snap = { 0 };
+	kiln_snapshot snap = {0};
 	kiln_stats stats;
 	char commit[41];
-	collected c = { 0 };
+	collected c = {0};
 
 	(void)state;
 	memset(long_ok, 'a', 128);
@@ -264,8 +264,8 @@ static void test_missing_branch_reads_empty(void **state)
 {
 	char *path = repo_path("empty.git");
 	kiln_manifest *m;
-	kiln_stats stats, zero = { 0 };
-	collected c = { 0 };
+	kiln_stats stats, zero = {0};
+	collected c = {0};
 
 	(void)state;
 	assert_int_equal(kiln_manifest_open(&m, path), 0);
@@ -283,12 +283,12 @@ static void test_missing_branch_reads_empty(void **state)
 #define PREFIX_HEX "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 static const char *const first_message = "ds: +1200 records (1187 valid, 13 quarantined), 4 shards\n"
-					 "\n"
-					 "train: +950 records in 2 shards (1.2 MiB)\n"
-					 "dev: +118 records in 1 shard (150 KiB)\n"
-					 "test: +119 records in 1 shard (151 KiB)\n"
-					 "quarantined: type 8, missing_required 5\n"
-					 "sources: user-events/0 0-1199, user-events/10 0-39\n";
+                                         "\n"
+                                         "train: +950 records in 2 shards (1.2 MiB)\n"
+                                         "dev: +118 records in 1 shard (150 KiB)\n"
+                                         "test: +119 records in 1 shard (151 KiB)\n"
+                                         "quarantined: type 8, missing_required 5\n"
+                                         "sources: user-events/0 0-1199, user-events/10 0-39\n";
 
 static void test_two_commits(void **state)
 {
@@ -298,7 +298,7 @@ static void test_two_commits(void **state)
 	char commit1[41], commit2[41], oid_before[41], oid_after[41], dev_before[41], dev_after[41];
 	char expect[4096], cmd[512], line[512];
 	kiln_stats stats;
-	collected got = { 0 };
+	collected got = {0};
 	char *msg;
 	FILE *p;
 	int n, calls = 0;
@@ -314,41 +314,41 @@ static void test_two_commits(void **state)
 
 	/* first commit: a new branch */
 	{
-		const kiln_source_range src_a[] = { { "user-events", 0, 0, 499 } };
-		const kiln_source_range src_b[] = { { "user-events", 0, 500, 949 } };
-		const kiln_source_range src_c[] = { { "user-events", 0, 950, 1067 } };
-		const kiln_source_range src_d[] = { { "user-events", 0, 1068, 1186 },
-						    { "user-events", 10, 0, 39 } };
-		kiln_shard_entry train[2] = { { .bytes = 558291,
-						.raw_bytes = 2200000,
-						.records = 450,
-						.sources = src_b,
-						.source_count = 1 },
-					      { .bytes = 700000,
-						.raw_bytes = 2800000,
-						.records = 500,
-						.sources = src_a,
-						.source_count = 1 } };
-		kiln_shard_entry dev[1] = { { .bytes = 153600,
-					      .raw_bytes = 600000,
-					      .records = 118,
-					      .sources = src_c,
-					      .source_count = 1 } };
-		kiln_shard_entry test[1] = { { .bytes = 154624,
-					       .raw_bytes = 610000,
-					       .records = 119,
-					       .sources = src_d,
-					       .source_count = 2 } };
-		const kiln_lineage_entry lineage[] = { { .topic = "user-events", .partition = 0, .next = 1200 },
-						       { .topic = "user-events", .partition = 10, .next = 40 } };
+		const kiln_source_range src_a[] = {{"user-events", 0, 0, 499}};
+		const kiln_source_range src_b[] = {{"user-events", 0, 500, 949}};
+		const kiln_source_range src_c[] = {{"user-events", 0, 950, 1067}};
+		const kiln_source_range src_d[] = {{"user-events", 0, 1068, 1186},
+		                                   {"user-events", 10, 0, 39}};
+		kiln_shard_entry train[2] = {{.bytes = 558291,
+		                              .raw_bytes = 2200000,
+		                              .records = 450,
+		                              .sources = src_b,
+		                              .source_count = 1},
+		                             {.bytes = 700000,
+		                              .raw_bytes = 2800000,
+		                              .records = 500,
+		                              .sources = src_a,
+		                              .source_count = 1}};
+		kiln_shard_entry dev[1] = {{.bytes = 153600,
+		                            .raw_bytes = 600000,
+		                            .records = 118,
+		                            .sources = src_c,
+		                            .source_count = 1}};
+		kiln_shard_entry test[1] = {{.bytes = 154624,
+		                             .raw_bytes = 610000,
+		                             .records = 119,
+		                             .sources = src_d,
+		                             .source_count = 2}};
+		const kiln_lineage_entry lineage[] = {{.topic = "user-events", .partition = 0, .next = 1200},
+		                                      {.topic = "user-events", .partition = 10, .next = 40}};
 		kiln_snapshot snap = {
-			.dataset = "ds",
-			.branch = "main",
-			.dataset_json = "{\"name\":\"ds\"}",
-			.shards = { train, dev, test },
-			.shard_count = { 2, 1, 1 },
-			.lineage = lineage,
-			.lineage_count = 2,
+		    .dataset = "ds",
+		    .branch = "main",
+		    .dataset_json = "{\"name\":\"ds\"}",
+		    .shards = {train, dev, test},
+		    .shard_count = {2, 1, 1},
+		    .lineage = lineage,
+		    .lineage_count = 2,
 		};
 
 		/* out of order on purpose: lines are sorted by hash */
@@ -361,9 +361,9 @@ static void test_two_commits(void **state)
 		snap.delta.quarantined = 13;
 		snap.delta.quarantined_by_code[KILN_REJECT_TYPE] = 8;
 		snap.delta.quarantined_by_code[KILN_REJECT_MISSING_REQUIRED] = 5;
-		snap.delta.splits[KILN_SPLIT_TRAIN] = (kiln_split_stats){ 950, 2, 1258291, 5000000 };
-		snap.delta.splits[KILN_SPLIT_DEV] = (kiln_split_stats){ 118, 1, 153600, 600000 };
-		snap.delta.splits[KILN_SPLIT_TEST] = (kiln_split_stats){ 119, 1, 154624, 610000 };
+		snap.delta.splits[KILN_SPLIT_TRAIN] = (kiln_split_stats){950, 2, 1258291, 5000000};
+		snap.delta.splits[KILN_SPLIT_DEV] = (kiln_split_stats){118, 1, 153600, 600000};
+		snap.delta.splits[KILN_SPLIT_TEST] = (kiln_split_stats){119, 1, 154624, 610000};
 		assert_int_equal(kiln_manifest_commit(m, &snap, commit1), 0);
 		assert_int_equal(strlen(commit1), 40);
 	}
@@ -371,40 +371,40 @@ static void test_two_commits(void **state)
 	assert_string_equal(oid_before, commit1);
 	assert_spec(path, "refs/heads/ds/main:dataset.json", "{\"name\":\"ds\"}\n");
 	snprintf(expect, sizeof(expect),
-		 "{\"shard\":\"%s\",\"bytes\":700000,\"raw_bytes\":2800000,\"records\":500,"
-		 "\"sources\":[{\"topic\":\"user-events\",\"partition\":0,\"first\":0,\"last\":499}]}\n",
-		 a);
+	         "{\"shard\":\"%s\",\"bytes\":700000,\"raw_bytes\":2800000,\"records\":500,"
+	         "\"sources\":[{\"topic\":\"user-events\",\"partition\":0,\"first\":0,\"last\":499}]}\n",
+	         a);
 	assert_spec(path, "refs/heads/ds/main:splits/train/ab.jsonl", expect);
 	snprintf(expect, sizeof(expect),
-		 "{\"shard\":\"%s\",\"bytes\":558291,\"raw_bytes\":2200000,\"records\":450,"
-		 "\"sources\":[{\"topic\":\"user-events\",\"partition\":0,\"first\":500,\"last\":949}]}\n",
-		 b);
+	         "{\"shard\":\"%s\",\"bytes\":558291,\"raw_bytes\":2200000,\"records\":450,"
+	         "\"sources\":[{\"topic\":\"user-events\",\"partition\":0,\"first\":500,\"last\":949}]}\n",
+	         b);
 	assert_spec(path, "refs/heads/ds/main:splits/train/cd.jsonl", expect);
 	snprintf(expect, sizeof(expect),
-		 "{\"shard\":\"%s\",\"bytes\":154624,\"raw_bytes\":610000,\"records\":119,"
-		 "\"sources\":[{\"topic\":\"user-events\",\"partition\":0,\"first\":1068,\"last\":1186},"
-		 "{\"topic\":\"user-events\",\"partition\":10,\"first\":0,\"last\":39}]}\n",
-		 d);
+	         "{\"shard\":\"%s\",\"bytes\":154624,\"raw_bytes\":610000,\"records\":119,"
+	         "\"sources\":[{\"topic\":\"user-events\",\"partition\":0,\"first\":1068,\"last\":1186},"
+	         "{\"topic\":\"user-events\",\"partition\":10,\"first\":0,\"last\":39}]}\n",
+	         d);
 	assert_spec(path, "refs/heads/ds/main:splits/test/ff.jsonl", expect);
 	assert_spec(path, "refs/heads/ds/main:lineage.json",
-		    "{\n"
-		    "  \"partitions\": [\n"
-		    "    {\"topic\":\"user-events\",\"partition\":0,\"next\":1200},\n"
-		    "    {\"topic\":\"user-events\",\"partition\":10,\"next\":40}\n"
-		    "  ]\n"
-		    "}\n");
+	            "{\n"
+	            "  \"partitions\": [\n"
+	            "    {\"topic\":\"user-events\",\"partition\":0,\"next\":1200},\n"
+	            "    {\"topic\":\"user-events\",\"partition\":10,\"next\":40}\n"
+	            "  ]\n"
+	            "}\n");
 	assert_spec(path, "refs/heads/ds/main:stats.json",
-		    "{\n"
-		    "  \"records_in\": 1200,\n"
-		    "  \"valid\": 1187,\n"
-		    "  \"quarantined\": 13,\n"
-		    "  \"quarantined_by_code\": {\"missing_required\":5,\"type\":8},\n"
-		    "  \"splits\": {\n"
-		    "    \"train\": {\"records\":950,\"shards\":2,\"bytes\":1258291,\"raw_bytes\":5000000},\n"
-		    "    \"dev\": {\"records\":118,\"shards\":1,\"bytes\":153600,\"raw_bytes\":600000},\n"
-		    "    \"test\": {\"records\":119,\"shards\":1,\"bytes\":154624,\"raw_bytes\":610000}\n"
-		    "  }\n"
-		    "}\n");
+	            "{\n"
+	            "  \"records_in\": 1200,\n"
+	            "  \"valid\": 1187,\n"
+	            "  \"quarantined\": 13,\n"
+	            "  \"quarantined_by_code\": {\"missing_required\":5,\"type\":8},\n"
+	            "  \"splits\": {\n"
+	            "    \"train\": {\"records\":950,\"shards\":2,\"bytes\":1258291,\"raw_bytes\":5000000},\n"
+	            "    \"dev\": {\"records\":118,\"shards\":1,\"bytes\":153600,\"raw_bytes\":600000},\n"
+	            "    \"test\": {\"records\":119,\"shards\":1,\"bytes\":154624,\"raw_bytes\":610000}\n"
+	            "  }\n"
+	            "}\n");
 	msg = commit_message(path, "refs/heads/ds/main");
 	assert_string_equal(msg, first_message);
 	free(msg);
@@ -414,43 +414,36 @@ static void test_two_commits(void **state)
 	/* second commit: into the existing ab blob, a new 1e blob, a re-upload of
 	 * b (kept once, the committed line stays) and f twice in one batch */
 	{
-		const kiln_source_range src_e[] = { { "user-events", 0, 1200, 1279 } };
-		const kiln_source_range src_f[] = { { "user-events", 2, 0, 2 } };
-		const kiln_source_range src_b2[] = { { "other", 9, 1, 2 } };
+		const kiln_source_range src_e[] = {{"user-events", 0, 1200, 1279}};
+		const kiln_source_range src_f[] = {{"user-events", 2, 0, 2}};
+		const kiln_source_range src_b2[] = {{"other", 9, 1, 2}};
 		kiln_shard_entry train[4] = {
-			{ .bytes = 999,
-			  .raw_bytes = 9999,
-			  .records = 3,
-			  .sources = src_f,
-			  .source_count = 1 },
-			{ .bytes = 2048,
-			  .raw_bytes = 8192,
-			  .records = 80,
-			  .sources = src_e,
-			  .source_count = 1 },
-			{ .bytes = 1, .raw_bytes = 1, .records = 1, .sources = src_b2, .source_count = 1 },
-			{ .bytes = 999,
-			  .raw_bytes = 9999,
-			  .records = 3,
-			  .sources = src_f,
-			  .source_count = 1 },
+		    {.bytes = 999, .raw_bytes = 9999, .records = 3, .sources = src_f, .source_count = 1},
+		    {.bytes = 2048, .raw_bytes = 8192, .records = 80, .sources = src_e, .source_count = 1},
+		    {.bytes = 1, .raw_bytes = 1, .records = 1, .sources = src_b2, .source_count = 1},
+		    {.bytes = 999, .raw_bytes = 9999, .records = 3, .sources = src_f, .source_count = 1},
 		};
 		const kiln_lineage_entry lineage[] = {
-			{ .topic = "user-events", .partition = 0, .next = 1300 },
-			{ .topic = "files", .partition = 0, .next = 7, .path = "samples/a.jsonl", .bytes = 1234, .prefix_blake2b = PREFIX_HEX },
-			{ .topic = "we\"ird\t", .partition = 3, .next = 5 },
-			{ .topic = "user-events", .partition = 2, .next = 3 },
+		    {.topic = "user-events", .partition = 0, .next = 1300},
+		    {.topic = "files",
+		     .partition = 0,
+		     .next = 7,
+		     .path = "samples/a.jsonl",
+		     .bytes = 1234,
+		     .prefix_blake2b = PREFIX_HEX},
+		    {.topic = "we\"ird\t", .partition = 3, .next = 5},
+		    {.topic = "user-events", .partition = 2, .next = 3},
 		};
 		kiln_snapshot snap = {
-			.dataset = "ds",
-			.branch = "main",
-			.dataset_json = "{\"name\":\"ds\",\"v\":2}\n",
-			.shards = { train },
-			.shard_count = { 4, 0, 0 },
-			.lineage = lineage,
-			.lineage_count = 4,
-			.author_name = "Worker 7",
-			.author_email = "w7@example.org",
+		    .dataset = "ds",
+		    .branch = "main",
+		    .dataset_json = "{\"name\":\"ds\",\"v\":2}\n",
+		    .shards = {train},
+		    .shard_count = {4, 0, 0},
+		    .lineage = lineage,
+		    .lineage_count = 4,
+		    .author_name = "Worker 7",
+		    .author_email = "w7@example.org",
 		};
 
 		strcpy(train[0].hash, f);
@@ -462,7 +455,7 @@ static void test_two_commits(void **state)
 		snap.delta.quarantined = 17;
 		snap.delta.quarantined_by_code[KILN_REJECT_JSON_SYNTAX] = 1;
 		snap.delta.quarantined_by_code[KILN_REJECT_TYPE] = 16;
-		snap.delta.splits[KILN_SPLIT_TRAIN] = (kiln_split_stats){ 83, 2, 3047, 18191 };
+		snap.delta.splits[KILN_SPLIT_TRAIN] = (kiln_split_stats){83, 2, 3047, 18191};
 		if (kiln_manifest_commit(m, &snap, commit2) != 0)
 			fail_msg("%s", kiln_error_last());
 	}
@@ -471,16 +464,16 @@ static void test_two_commits(void **state)
 	assert_string_equal(oid_after, commit1);
 	assert_spec(path, "refs/heads/ds/main:dataset.json", "{\"name\":\"ds\",\"v\":2}\n");
 	snprintf(expect, sizeof(expect),
-		 "{\"shard\":\"%s\",\"bytes\":2048,\"raw_bytes\":8192,\"records\":80,"
-		 "\"sources\":[{\"topic\":\"user-events\",\"partition\":0,\"first\":1200,\"last\":1279}]}\n"
-		 "{\"shard\":\"%s\",\"bytes\":700000,\"raw_bytes\":2800000,\"records\":500,"
-		 "\"sources\":[{\"topic\":\"user-events\",\"partition\":0,\"first\":0,\"last\":499}]}\n",
-		 e, a);
+	         "{\"shard\":\"%s\",\"bytes\":2048,\"raw_bytes\":8192,\"records\":80,"
+	         "\"sources\":[{\"topic\":\"user-events\",\"partition\":0,\"first\":1200,\"last\":1279}]}\n"
+	         "{\"shard\":\"%s\",\"bytes\":700000,\"raw_bytes\":2800000,\"records\":500,"
+	         "\"sources\":[{\"topic\":\"user-events\",\"partition\":0,\"first\":0,\"last\":499}]}\n",
+	         e, a);
 	assert_spec(path, "refs/heads/ds/main:splits/train/ab.jsonl", expect);
 	snprintf(expect, sizeof(expect),
-		 "{\"shard\":\"%s\",\"bytes\":999,\"raw_bytes\":9999,\"records\":3,"
-		 "\"sources\":[{\"topic\":\"user-events\",\"partition\":2,\"first\":0,\"last\":2}]}\n",
-		 f);
+	         "{\"shard\":\"%s\",\"bytes\":999,\"raw_bytes\":9999,\"records\":3,"
+	         "\"sources\":[{\"topic\":\"user-events\",\"partition\":2,\"first\":0,\"last\":2}]}\n",
+	         f);
 	assert_spec(path, "refs/heads/ds/main:splits/train/1e.jsonl", expect);
 	/* untouched blobs and trees keep their ids: diffs stay local */
 	spec_oid(path, "refs/heads/ds/main:splits/train/cd.jsonl", oid_after);
@@ -515,10 +508,10 @@ static void test_two_commits(void **state)
 	msg = commit_message(path, "refs/heads/ds/main");
 	assert_string_equal(
 	    msg, "ds: +100 records (83 valid, 17 quarantined), 2 shards\n"
-		 "\n"
-		 "train: +83 records in 2 shards (3.0 KiB)\n"
-		 "quarantined: type 16, json_syntax 1\n"
-		 "sources: user-events/0 1200-1299, files/0 next 7, we\"ird?/3 next 5, user-events/2 0-2\n");
+	         "\n"
+	         "train: +83 records in 2 shards (3.0 KiB)\n"
+	         "quarantined: type 16, json_syntax 1\n"
+	         "sources: user-events/0 1200-1299, files/0 next 7, we\"ird?/3 next 5, user-events/2 0-2\n");
 	free(msg);
 	{
 		git_repository *repo;
@@ -543,9 +536,9 @@ static void test_two_commits(void **state)
 	assert_int_equal(kiln_manifest_lineage(m, "ds", "main", collect, &got), 0);
 	assert_int_equal(got.count, 5);
 	assert_string_equal(got.text,
-			    "[files|0|7|samples/a.jsonl|1234|" PREFIX_HEX "]"
-			    "[user-events|0|1300|-|0|-][user-events|2|3|-|0|-][user-events|10|40|-|0|-]"
-			    "[we\"ird\t|3|5|-|0|-]");
+	                    "[files|0|7|samples/a.jsonl|1234|" PREFIX_HEX "]"
+	                    "[user-events|0|1300|-|0|-][user-events|2|3|-|0|-][user-events|10|40|-|0|-]"
+	                    "[we\"ird\t|3|5|-|0|-]");
 	assert_int_equal(kiln_manifest_lineage(m, "ds", "main", stop_at_first, &calls), 42);
 	assert_int_equal(calls, 1);
 	assert_int_equal(kiln_manifest_stats(m, "ds", "main", &stats), 0);
@@ -579,7 +572,7 @@ static void test_two_commits(void **state)
 		assert_true(n < 2);
 		assert_non_null(
 		    strstr(line, n == 0 ? "ds: +100 records (83 valid, 17 quarantined), 2 shards"
-					: "ds: +1200 records (1187 valid, 13 quarantined), 4 shards"));
+		                        : "ds: +1200 records (1187 valid, 13 quarantined), 4 shards"));
 	}
 	assert_int_equal(pclose(p), 0);
 	assert_int_equal(n, 2);
@@ -593,12 +586,9 @@ static char concurrent_commit[41];
 
 static void commit_elsewhere(void)
 {
-	const kiln_lineage_entry lineage[] = { { .topic = "t", .partition = 0, .next = 500 } };
-	kiln_snapshot snap = { .dataset = "ds",
-			       .branch = "main",
-			       .dataset_json = "{}",
-			       .lineage = lineage,
-			       .lineage_count = 1 };
+	const kiln_lineage_entry lineage[] = {{.topic = "t", .partition = 0, .next = 500}};
+	kiln_snapshot snap = {
+	    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage, .lineage_count = 1};
 	kiln_manifest *other;
 
 	snap.delta.records_in = snap.delta.valid = 500;
@@ -610,7 +600,7 @@ static void commit_elsewhere(void)
 static void assert_tip_is_concurrent(kiln_manifest *m)
 {
 	char tip[41];
-	collected got = { 0 };
+	collected got = {0};
 
 	spec_oid(cas_path, "refs/heads/ds/main", tip);
 	assert_string_equal(tip, concurrent_commit);
@@ -620,12 +610,9 @@ static void assert_tip_is_concurrent(kiln_manifest *m)
 
 static void test_compare_and_swap(void **state)
 {
-	const kiln_lineage_entry lineage[] = { { .topic = "t", .partition = 0, .next = 100 } };
-	kiln_snapshot snap = { .dataset = "ds",
-			       .branch = "main",
-			       .dataset_json = "{}",
-			       .lineage = lineage,
-			       .lineage_count = 1 };
+	const kiln_lineage_entry lineage[] = {{.topic = "t", .partition = 0, .next = 100}};
+	kiln_snapshot snap = {
+	    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage, .lineage_count = 1};
 	kiln_manifest *m;
 	char commit[41], first_concurrent[41], parent[41];
 	kiln_stats stats;
@@ -670,13 +657,14 @@ static void test_compare_and_swap(void **state)
  * a writer that lost the partition cannot commit it. Gap counts are kept. */
 static void test_fenced_lineage(void **state)
 {
-	kiln_lineage_entry lineage[] = { { .topic = "t", .partition = 0, .next = 100, .fenced = true, .expect_next = -1 } };
-	kiln_snapshot snap = { .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage,
-			       .lineage_count = 1 };
+	kiln_lineage_entry lineage[] = {
+	    {.topic = "t", .partition = 0, .next = 100, .fenced = true, .expect_next = -1}};
+	kiln_snapshot snap = {
+	    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage, .lineage_count = 1};
 	char *path = repo_path("fence.git");
 	kiln_manifest *m;
 	char commit[41], tip[41];
-	collected got = { "", 0 };
+	collected got = {"", 0};
 
 	(void)state;
 	assert_int_equal(kiln_manifest_open(&m, path), 0);
@@ -695,7 +683,8 @@ static void test_fenced_lineage(void **state)
 	lineage[0].skipped = 700;
 	assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
 	assert_spec(path, "refs/heads/ds/main:lineage.json",
-		    "{\n  \"partitions\": [\n    {\"topic\":\"t\",\"partition\":0,\"next\":900,\"gaps\":1,\"skipped\":700}\n  ]\n}\n");
+	            "{\n  \"partitions\": [\n    "
+	            "{\"topic\":\"t\",\"partition\":0,\"next\":900,\"gaps\":1,\"skipped\":700}\n  ]\n}\n");
 	assert_int_equal(kiln_manifest_lineage(m, "ds", "main", collect, &got), 0);
 	assert_string_equal(got.text, "[t|0|900|-|0|-]");
 	/* an unfenced entry (a file source) is not compared */
@@ -712,7 +701,7 @@ static void test_fenced_lineage(void **state)
  * `file` (a nested path is fine) with `content`. */
 static void corrupt(const char *path, const char *dataset, const char *file, const char *content)
 {
-	kiln_snapshot snap = { .dataset = dataset, .branch = "main", .dataset_json = "{}" };
+	kiln_snapshot snap = {.dataset = dataset, .branch = "main", .dataset_json = "{}"};
 	char ref[128], commit[41];
 	kiln_manifest *m;
 	git_repository *repo;
@@ -720,9 +709,8 @@ static void corrupt(const char *path, const char *dataset, const char *file, con
 	git_commit *tip;
 	git_tree *tree, *updated;
 	git_signature *sig;
-	git_tree_update update = { .action = GIT_TREE_UPDATE_UPSERT,
-				   .filemode = GIT_FILEMODE_BLOB,
-				   .path = file };
+	git_tree_update update = {
+	    .action = GIT_TREE_UPDATE_UPSERT, .filemode = GIT_FILEMODE_BLOB, .path = file};
 	git_oid tree_id, commit_id;
 
 	assert_int_equal(kiln_manifest_open(&m, path), 0);
@@ -757,38 +745,36 @@ static void assert_error_names(const char *a, const char *b)
 static void test_malformed_files(void **state)
 {
 	static const char *const bad_stats[] = {
-		"{\"records_in\": -1}\n",
-		"{\"records_in\": 1.5}\n",
-		"{\"records_in\": 18446744073709551616}\n",
-		"{\"records_in\": 1, \"records_in\": 2}\n",
-		"{\"quarantined_by_code\": {\"nope\": 1}}\n",
-		"{\"splits\": {\"train\": {\"records\": \"1\"}}}\n",
-		"{\"splits\": {\"validation\": {}}}\n",
-		"{\"unknown\": 0}\n",
-		"{} x\n",
-		"[]\n",
-		"",
+	    "{\"records_in\": -1}\n",
+	    "{\"records_in\": 1.5}\n",
+	    "{\"records_in\": 18446744073709551616}\n",
+	    "{\"records_in\": 1, \"records_in\": 2}\n",
+	    "{\"quarantined_by_code\": {\"nope\": 1}}\n",
+	    "{\"splits\": {\"train\": {\"records\": \"1\"}}}\n",
+	    "{\"splits\": {\"validation\": {}}}\n",
+	    "{\"unknown\": 0}\n",
+	    "{} x\n",
+	    "[]\n",
+	    "",
 	};
 	static const char *const bad_lineage[] = {
-		"{\"partitions\": [{\"topic\":\"t\"}]}\n",
-		"{\"partitions\": [{\"topic\":\"t\",\"partition\":0,\"next\":1,\"path\":\"p\"}]}\n",
-		"{\"partitions\": [{\"topic\":\"t\",\"partition\":4294967296,\"next\":1}]}\n",
-		"{\"partitions\": [{\"topic\":\"t\",\"partition\":0,\"next\":1},"
-		"{\"topic\":\"t\",\"partition\":0,\"next\":2}]}\n",
-		"{\"partitions\": [{\"topic\":\"t\\u0000\",\"partition\":0,\"next\":1}]}\n",
-		"{\"partitions\": {}}\n",
-		"{\"partitions\": [\n",
-		"{}\n",
+	    "{\"partitions\": [{\"topic\":\"t\"}]}\n",
+	    "{\"partitions\": [{\"topic\":\"t\",\"partition\":0,\"next\":1,\"path\":\"p\"}]}\n",
+	    "{\"partitions\": [{\"topic\":\"t\",\"partition\":4294967296,\"next\":1}]}\n",
+	    "{\"partitions\": [{\"topic\":\"t\",\"partition\":0,\"next\":1},"
+	    "{\"topic\":\"t\",\"partition\":0,\"next\":2}]}\n",
+	    "{\"partitions\": [{\"topic\":\"t\\u0000\",\"partition\":0,\"next\":1}]}\n",
+	    "{\"partitions\": {}}\n",
+	    "{\"partitions\": [\n",
+	    "{}\n",
 	};
 	char *path = repo_path("bad.git");
 	char ds[32], hash[65], commit[41], before[41], after[41], ref[64];
-	kiln_shard_entry shard = { .bytes = 1, .raw_bytes = 1, .records = 1 };
-	kiln_snapshot snap = {
-		.branch = "main", .dataset_json = "{}", .shards = { &shard }, .shard_count = { 1 }
-	};
+	kiln_shard_entry shard = {.bytes = 1, .raw_bytes = 1, .records = 1};
+	kiln_snapshot snap = {.branch = "main", .dataset_json = "{}", .shards = {&shard}, .shard_count = {1}};
 	kiln_manifest *m;
 	kiln_stats stats;
-	collected got = { 0 };
+	collected got = {0};
 
 	(void)state;
 	hash_of(hash, "ab", '7');
@@ -856,11 +842,16 @@ static void test_malformed_files(void **state)
 	assert_int_equal(kiln_manifest_commit(m, &snap, commit), KILN_EINVALID);
 	shard.hash[5] = '7';
 	{
-		const kiln_source_range src[] = { { "bad\xff", 0, 0, 0 } };
-		const kiln_lineage_entry twice[] = { { .topic = "t", .partition = 0, .next = 1 },
-						     { .topic = "t", .partition = 0, .next = 2 } };
-		const kiln_lineage_entry no_prefix[] = { { .topic = "t", .partition = 0, .next = 1, .path = "p", .bytes = 3, .prefix_blake2b = "abc" } };
-		const kiln_lineage_entry bad_utf8[] = { { .topic = "t\xc3", .partition = 0, .next = 1 } };
+		const kiln_source_range src[] = {{"bad\xff", 0, 0, 0}};
+		const kiln_lineage_entry twice[] = {{.topic = "t", .partition = 0, .next = 1},
+		                                    {.topic = "t", .partition = 0, .next = 2}};
+		const kiln_lineage_entry no_prefix[] = {{.topic = "t",
+		                                         .partition = 0,
+		                                         .next = 1,
+		                                         .path = "p",
+		                                         .bytes = 3,
+		                                         .prefix_blake2b = "abc"}};
+		const kiln_lineage_entry bad_utf8[] = {{.topic = "t\xc3", .partition = 0, .next = 1}};
 
 		shard.sources = src;
 		shard.source_count = 1;
@@ -880,7 +871,7 @@ static void test_malformed_files(void **state)
 		assert_int_equal(kiln_manifest_commit(m, &snap, commit), KILN_EINVALID);
 	}
 	{
-		collected none = { 0 };
+		collected none = {0};
 
 		/* the refused ones left no branch behind except the last good one */
 		assert_int_equal(kiln_manifest_stats(m, "fresh", "main", &stats), 0);
@@ -897,11 +888,11 @@ static void test_malformed_files(void **state)
  * process and is reported with its path (KILN_EIO). Nothing moves. */
 static void test_ref_lock(void **state)
 {
-	kiln_lineage_entry lineage[] = { { .topic = "t", .partition = 0, .next = 10 } };
-	kiln_snapshot snap = { .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage,
-			       .lineage_count = 1 };
+	kiln_lineage_entry lineage[] = {{.topic = "t", .partition = 0, .next = 10}};
+	kiln_snapshot snap = {
+	    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage, .lineage_count = 1};
 	char *path = repo_path("locked.git"), lock[4096], commit[41], tip[41];
-	struct timespec old[2] = { { time(NULL) - 7200, 0 }, { time(NULL) - 7200, 0 } };
+	struct timespec old[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
 	kiln_manifest *m;
 	FILE *f;
 
@@ -980,15 +971,15 @@ static void test_concurrent_create(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_open_creates_bare_repository),
-		cmocka_unit_test(test_invalid_names),
-		cmocka_unit_test(test_missing_branch_reads_empty),
-		cmocka_unit_test(test_two_commits),
-		cmocka_unit_test(test_compare_and_swap),
-		cmocka_unit_test(test_fenced_lineage),
-		cmocka_unit_test(test_ref_lock),
-		cmocka_unit_test(test_concurrent_create),
-		cmocka_unit_test(test_malformed_files),
+	    cmocka_unit_test(test_open_creates_bare_repository),
+	    cmocka_unit_test(test_invalid_names),
+	    cmocka_unit_test(test_missing_branch_reads_empty),
+	    cmocka_unit_test(test_two_commits),
+	    cmocka_unit_test(test_compare_and_swap),
+	    cmocka_unit_test(test_fenced_lineage),
+	    cmocka_unit_test(test_ref_lock),
+	    cmocka_unit_test(test_concurrent_create),
+	    cmocka_unit_test(test_malformed_files),
 	};
 
 	return kiln_test_git_main(tests, tmpdir, "manifest", NULL, NULL);

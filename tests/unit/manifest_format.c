@@ -46,9 +46,9 @@ static void assert_error_has(const char *part)
 
 static void test_names(void **state)
 {
-	static const char *const good[] = { "a", "0", "user-events", "ds.v2_b-c", "9lives" };
-	static const char *const bad[] = { "",  "-a", ".a", "_a", "A", "user events", "ds/main", "ds@x",
-					   "é", "ab\n" };
+	static const char *const good[] = {"a", "0", "user-events", "ds.v2_b-c", "9lives"};
+	static const char *const bad[] = {"",        "-a",   ".a", "_a",  "A", "user events",
+	                                  "ds/main", "ds@x", "é",  "ab\n"};
 	char longest[KILN_MFMT_NAME_MAX + 2];
 
 	(void)state;
@@ -133,33 +133,33 @@ static void test_integers(void **state)
 
 /* main's stats.json after both runs of the sample pipeline */
 static const char golden_stats[] =
-	"{\n"
-	"  \"records_in\": 4000,\n"
-	"  \"valid\": 3785,\n"
-	"  \"quarantined\": 215,\n"
-	"  \"quarantined_by_code\": {\"json_syntax\":17,\"invalid_utf8\":10,\"duplicate_key\":16,"
-	"\"too_deep\":19,\"too_large\":9,\"not_object\":15,\"missing_required\":14,\"type\":22,"
-	"\"pattern\":14,\"range\":15,\"length\":14,\"enum\":10,\"format\":18,\"unknown_field\":22},\n"
-	"  \"splits\": {\n"
-	"    \"train\": {\"records\":3017,\"shards\":2,\"bytes\":372238,\"raw_bytes\":1403255},\n"
-	"    \"dev\": {\"records\":384,\"shards\":2,\"bytes\":52339,\"raw_bytes\":178681},\n"
-	"    \"test\": {\"records\":384,\"shards\":2,\"bytes\":52263,\"raw_bytes\":179681}\n"
-	"  }\n"
-	"}\n";
+    "{\n"
+    "  \"records_in\": 4000,\n"
+    "  \"valid\": 3785,\n"
+    "  \"quarantined\": 215,\n"
+    "  \"quarantined_by_code\": {\"json_syntax\":17,\"invalid_utf8\":10,\"duplicate_key\":16,"
+    "\"too_deep\":19,\"too_large\":9,\"not_object\":15,\"missing_required\":14,\"type\":22,"
+    "\"pattern\":14,\"range\":15,\"length\":14,\"enum\":10,\"format\":18,\"unknown_field\":22},\n"
+    "  \"splits\": {\n"
+    "    \"train\": {\"records\":3017,\"shards\":2,\"bytes\":372238,\"raw_bytes\":1403255},\n"
+    "    \"dev\": {\"records\":384,\"shards\":2,\"bytes\":52339,\"raw_bytes\":178681},\n"
+    "    \"test\": {\"records\":384,\"shards\":2,\"bytes\":52263,\"raw_bytes\":179681}\n"
+    "  }\n"
+    "}\n";
 
 /* main's renderer for all-zero stats (a branch's first commit with nothing) */
 static const char golden_stats_zero[] =
-	"{\n"
-	"  \"records_in\": 0,\n"
-	"  \"valid\": 0,\n"
-	"  \"quarantined\": 0,\n"
-	"  \"quarantined_by_code\": {},\n"
-	"  \"splits\": {\n"
-	"    \"train\": {\"records\":0,\"shards\":0,\"bytes\":0,\"raw_bytes\":0},\n"
-	"    \"dev\": {\"records\":0,\"shards\":0,\"bytes\":0,\"raw_bytes\":0},\n"
-	"    \"test\": {\"records\":0,\"shards\":0,\"bytes\":0,\"raw_bytes\":0}\n"
-	"  }\n"
-	"}\n";
+    "{\n"
+    "  \"records_in\": 0,\n"
+    "  \"valid\": 0,\n"
+    "  \"quarantined\": 0,\n"
+    "  \"quarantined_by_code\": {},\n"
+    "  \"splits\": {\n"
+    "    \"train\": {\"records\":0,\"shards\":0,\"bytes\":0,\"raw_bytes\":0},\n"
+    "    \"dev\": {\"records\":0,\"shards\":0,\"bytes\":0,\"raw_bytes\":0},\n"
+    "    \"test\": {\"records\":0,\"shards\":0,\"bytes\":0,\"raw_bytes\":0}\n"
+    "  }\n"
+    "}\n";
 
 static void render_stats_equal(const kiln_stats *s, const char *want)
 {
@@ -173,7 +173,7 @@ static void render_stats_equal(const kiln_stats *s, const char *want)
 
 static void test_stats_round_trip(void **state)
 {
-	kiln_stats s, zero = { 0 };
+	kiln_stats s, zero = {0};
 
 	(void)state;
 	assert_int_equal(kiln_mfmt_stats_parse(scanner, "t", golden_stats, strlen(golden_stats), &s), 0);
@@ -185,7 +185,8 @@ static void test_stats_round_trip(void **state)
 	assert_int_equal(s.splits[KILN_SPLIT_TEST].raw_bytes, 179681);
 	render_stats_equal(&s, golden_stats);
 	render_stats_equal(&zero, golden_stats_zero);
-	assert_int_equal(kiln_mfmt_stats_parse(scanner, "t", golden_stats_zero, strlen(golden_stats_zero), &s), 0);
+	assert_int_equal(
+	    kiln_mfmt_stats_parse(scanner, "t", golden_stats_zero, strlen(golden_stats_zero), &s), 0);
 	assert_memory_equal(&s, &zero, sizeof(s));
 	/* members may come in any order or be left out; whitespace is free */
 	assert_int_equal(kiln_mfmt_stats_parse(scanner, "t", "{\"valid\":2,\"records_in\":3}", 26, &s), 0);
@@ -198,24 +199,24 @@ static void test_stats_errors(void **state)
 	static const struct {
 		const char *text, *error;
 	} bad[] = {
-		{ "[]", "W: must be an object" },
-		{ "{\"records\":1}", "W: unexpected key at the top level" },
-		{ "{\"valid\":-1}", "W: \"valid\" must be a non-negative integer" },
-		{ "{\"valid\":1.5}", "W: \"valid\" must be a non-negative integer" },
-		{ "{\"quarantined_by_code\":{\"nope\":1}}", "W: unknown code in \"quarantined_by_code\"" },
-		{ "{\"quarantined_by_code\":[]}", "W: \"quarantined_by_code\" must be an object" },
-		{ "{\"splits\":{\"holdout\":{}}}", "W: unknown split in \"splits\"" },
-		{ "{\"splits\":{\"train\":{\"rows\":1}}}", "W: unexpected key in a split's stats" },
-		{ "{} {}", "W: json_syntax at byte 3" }, /* the scanner stops at a second value */
-		{ "{\"valid\":1,\"valid\":2}", "W: duplicate_key at byte" },
-		{ "{", "W: " },
+	    {"[]", "W: must be an object"},
+	    {"{\"records\":1}", "W: unexpected key at the top level"},
+	    {"{\"valid\":-1}", "W: \"valid\" must be a non-negative integer"},
+	    {"{\"valid\":1.5}", "W: \"valid\" must be a non-negative integer"},
+	    {"{\"quarantined_by_code\":{\"nope\":1}}", "W: unknown code in \"quarantined_by_code\""},
+	    {"{\"quarantined_by_code\":[]}", "W: \"quarantined_by_code\" must be an object"},
+	    {"{\"splits\":{\"holdout\":{}}}", "W: unknown split in \"splits\""},
+	    {"{\"splits\":{\"train\":{\"rows\":1}}}", "W: unexpected key in a split's stats"},
+	    {"{} {}", "W: json_syntax at byte 3"}, /* the scanner stops at a second value */
+	    {"{\"valid\":1,\"valid\":2}", "W: duplicate_key at byte"},
+	    {"{", "W: "},
 	};
 	kiln_stats s;
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(kiln_mfmt_stats_parse(scanner, "W", bad[i].text, strlen(bad[i].text), &s),
-				 KILN_EINVALID);
+		                 KILN_EINVALID);
 		assert_error_has(bad[i].error);
 	}
 }
@@ -224,22 +225,23 @@ static void test_stats_errors(void **state)
 
 /* main's lineage.json after both runs of the sample pipeline (a file source) */
 static const char golden_lineage_file[] =
-	"{\n"
-	"  \"partitions\": [\n"
-	"    {\"topic\":\"user-events\",\"partition\":0,\"next\":4000,\"path\":\"/tmp/codec/work/in.jsonl\","
-	"\"bytes\":1835038,\"prefix_blake2b\":\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"}\n"
-	"  ]\n"
-	"}\n";
+    "{\n"
+    "  \"partitions\": [\n"
+    "    {\"topic\":\"user-events\",\"partition\":0,\"next\":4000,\"path\":\"/tmp/codec/work/in.jsonl\","
+    "\"bytes\":1835038,\"prefix_blake2b\":"
+    "\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"}\n"
+    "  ]\n"
+    "}\n";
 
 /* main's renderer for Kafka partitions, one with gaps (docs/FORMATS.md's example) */
 static const char golden_lineage_kafka[] =
-	"{\n"
-	"  \"partitions\": [\n"
-	"    {\"topic\":\"clicks\",\"partition\":0,\"next\":5000,\"gaps\":1,\"skipped\":1200},\n"
-	"    {\"topic\":\"clicks\",\"partition\":1,\"next\":4870},\n"
-	"    {\"topic\":\"q\\\"\\\\\\n\",\"partition\":-1,\"next\":-9223372036854775808}\n"
-	"  ]\n"
-	"}\n";
+    "{\n"
+    "  \"partitions\": [\n"
+    "    {\"topic\":\"clicks\",\"partition\":0,\"next\":5000,\"gaps\":1,\"skipped\":1200},\n"
+    "    {\"topic\":\"clicks\",\"partition\":1,\"next\":4870},\n"
+    "    {\"topic\":\"q\\\"\\\\\\n\",\"partition\":-1,\"next\":-9223372036854775808}\n"
+    "  ]\n"
+    "}\n";
 
 static const char golden_lineage_empty[] = "{\n  \"partitions\": []\n}\n";
 
@@ -255,11 +257,11 @@ static void render_lineage_equal(const kiln_mfmt_lineage *l, const char *want)
 
 static void test_lineage_round_trip(void **state)
 {
-	kiln_mfmt_lineage l = { 0 };
+	kiln_mfmt_lineage l = {0};
 
 	(void)state;
-	assert_int_equal(kiln_mfmt_lineage_parse(scanner, "t", golden_lineage_file, strlen(golden_lineage_file), &l),
-			 0);
+	assert_int_equal(
+	    kiln_mfmt_lineage_parse(scanner, "t", golden_lineage_file, strlen(golden_lineage_file), &l), 0);
 	assert_int_equal(l.n, 1);
 	assert_string_equal(l.v[0].topic, "user-events");
 	assert_string_equal(l.v[0].path, "/tmp/codec/work/in.jsonl");
@@ -269,7 +271,7 @@ static void test_lineage_round_trip(void **state)
 	kiln_mfmt_lineage_free(&l);
 
 	assert_int_equal(
-		kiln_mfmt_lineage_parse(scanner, "t", golden_lineage_kafka, strlen(golden_lineage_kafka), &l), 0);
+	    kiln_mfmt_lineage_parse(scanner, "t", golden_lineage_kafka, strlen(golden_lineage_kafka), &l), 0);
 	assert_int_equal(l.n, 3);
 	assert_int_equal(l.v[0].gaps, 1);
 	assert_int_equal(l.v[0].skipped, 1200);
@@ -281,7 +283,7 @@ static void test_lineage_round_trip(void **state)
 	kiln_mfmt_lineage_free(&l);
 
 	assert_int_equal(
-		kiln_mfmt_lineage_parse(scanner, "t", golden_lineage_empty, strlen(golden_lineage_empty), &l), 0);
+	    kiln_mfmt_lineage_parse(scanner, "t", golden_lineage_empty, strlen(golden_lineage_empty), &l), 0);
 	assert_int_equal(l.n, 0);
 	render_lineage_equal(&l, golden_lineage_empty);
 	kiln_mfmt_lineage_free(&l);
@@ -289,10 +291,10 @@ static void test_lineage_round_trip(void **state)
 
 static void test_lineage_list(void **state)
 {
-	kiln_lineage_entry b1 = { .topic = "b", .partition = 1, .next = 3 },
-			   a2 = { .topic = "a", .partition = 2, .next = 2 },
-			   b0 = { .topic = "b", .partition = 0, .next = 1 };
-	kiln_mfmt_lineage l = { 0 };
+	kiln_lineage_entry b1 = {.topic = "b", .partition = 1, .next = 3},
+	                   a2 = {.topic = "a", .partition = 2, .next = 2},
+	                   b0 = {.topic = "b", .partition = 0, .next = 1};
+	kiln_mfmt_lineage l = {0};
 	char *owned = strdup("a");
 
 	(void)state;
@@ -307,11 +309,11 @@ static void test_lineage_list(void **state)
 	assert_int_equal(kiln_mfmt_lineage_find(&l, "c", 0), -1);
 	kiln_mfmt_lineage_sort(&l);
 	render_lineage_equal(&l, "{\n  \"partitions\": [\n"
-				 "    {\"topic\":\"a\",\"partition\":0,\"next\":2},\n"
-				 "    {\"topic\":\"a\",\"partition\":2,\"next\":2},\n"
-				 "    {\"topic\":\"b\",\"partition\":0,\"next\":1},\n"
-				 "    {\"topic\":\"b\",\"partition\":1,\"next\":3}\n"
-				 "  ]\n}\n");
+	                         "    {\"topic\":\"a\",\"partition\":0,\"next\":2},\n"
+	                         "    {\"topic\":\"a\",\"partition\":2,\"next\":2},\n"
+	                         "    {\"topic\":\"b\",\"partition\":0,\"next\":1},\n"
+	                         "    {\"topic\":\"b\",\"partition\":1,\"next\":3}\n"
+	                         "  ]\n}\n");
 	assert_true(l.owned[0] && !l.owned[1] && !l.owned[2] && !l.owned[3]);
 	kiln_mfmt_lineage_free(&l);
 	assert_int_equal(l.n, 0);
@@ -322,33 +324,35 @@ static void test_lineage_errors(void **state)
 	static const struct {
 		const char *text, *error;
 	} bad[] = {
-		{ "{}", "W: missing \"partitions\"" },
-		{ "{\"partitions\":{}}", "W: \"partitions\" must be an array" },
-		{ "{\"partitions\":[1]}", "W: \"partitions\" entries must be objects" },
-		{ "{\"partitions\":[{\"topic\":\"t\",\"partition\":0}]}",
-		  "W: a partitions entry needs \"topic\", \"partition\" and \"next\"" },
-		{ "{\"partitions\":[{\"topic\":\"t\",\"partition\":0,\"next\":1,\"path\":\"/p\"}]}",
-		  "W: \"path\", \"bytes\" and \"prefix_blake2b\" come together" },
-		{ "{\"partitions\":[{\"topic\":\"t\",\"partition\":0,\"next\":1,\"prefix_blake2b\":\"AB\"}]}",
-		  "W: \"prefix_blake2b\" must be 64 lower-case hex digits" },
-		{ "{\"partitions\":[{\"topic\":\"t\",\"partition\":2147483648,\"next\":1}]}",
-		  "W: \"partition\" is out of range" },
-		{ "{\"partitions\":[{\"topic\":\"t\",\"partition\":0,\"next\":0.5}]}", "W: \"next\" must be an integer" },
-		{ "{\"partitions\":[{\"topic\":1,\"partition\":0,\"next\":0}]}", "W: \"topic\" must be a string" },
-		{ "{\"partitions\":[{\"topic\":\"a\\u0000\",\"partition\":0,\"next\":0}]}",
-		  "W: \"topic\" holds a NUL character" },
-		{ "{\"partitions\":[{\"topic\":\"t\",\"partition\":0,\"next\":0,\"x\":0}]}",
-		  "W: unexpected key in a partitions entry" },
-		{ "{\"partitions\":[{\"topic\":\"t\",\"partition\":0,\"next\":0},{\"topic\":\"t\",\"partition\":0,\"next\":1}]}",
-		  "W: two entries for one topic and partition" },
-		{ "{\"partitions\":[],\"x\":1}", "W: unexpected key at the top level" },
+	    {"{}", "W: missing \"partitions\""},
+	    {"{\"partitions\":{}}", "W: \"partitions\" must be an array"},
+	    {"{\"partitions\":[1]}", "W: \"partitions\" entries must be objects"},
+	    {"{\"partitions\":[{\"topic\":\"t\",\"partition\":0}]}",
+	     "W: a partitions entry needs \"topic\", \"partition\" and \"next\""},
+	    {"{\"partitions\":[{\"topic\":\"t\",\"partition\":0,\"next\":1,\"path\":\"/p\"}]}",
+	     "W: \"path\", \"bytes\" and \"prefix_blake2b\" come together"},
+	    {"{\"partitions\":[{\"topic\":\"t\",\"partition\":0,\"next\":1,\"prefix_blake2b\":\"AB\"}]}",
+	     "W: \"prefix_blake2b\" must be 64 lower-case hex digits"},
+	    {"{\"partitions\":[{\"topic\":\"t\",\"partition\":2147483648,\"next\":1}]}",
+	     "W: \"partition\" is out of range"},
+	    {"{\"partitions\":[{\"topic\":\"t\",\"partition\":0,\"next\":0.5}]}",
+	     "W: \"next\" must be an integer"},
+	    {"{\"partitions\":[{\"topic\":1,\"partition\":0,\"next\":0}]}", "W: \"topic\" must be a string"},
+	    {"{\"partitions\":[{\"topic\":\"a\\u0000\",\"partition\":0,\"next\":0}]}",
+	     "W: \"topic\" holds a NUL character"},
+	    {"{\"partitions\":[{\"topic\":\"t\",\"partition\":0,\"next\":0,\"x\":0}]}",
+	     "W: unexpected key in a partitions entry"},
+	    {"{\"partitions\":[{\"topic\":\"t\",\"partition\":0,\"next\":0},{\"topic\":\"t\",\"partition\":0,"
+	     "\"next\":1}]}",
+	     "W: two entries for one topic and partition"},
+	    {"{\"partitions\":[],\"x\":1}", "W: unexpected key at the top level"},
 	};
-	kiln_mfmt_lineage l = { 0 };
+	kiln_mfmt_lineage l = {0};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(kiln_mfmt_lineage_parse(scanner, "W", bad[i].text, strlen(bad[i].text), &l),
-				 KILN_EINVALID);
+		                 KILN_EINVALID);
 		assert_error_has(bad[i].error);
 		kiln_mfmt_lineage_free(&l);
 	}
@@ -358,19 +362,22 @@ static void test_lineage_errors(void **state)
 
 static void test_shard_line_hash(void **state)
 {
-	static const char line[] = "{\"shard\":\"ab00000000000000000000000000000000000000000000000000000000000001\","
-				   "\"bytes\":1,\"raw_bytes\":2,\"records\":3,\"sources\":[]}";
+	static const char line[] =
+	    "{\"shard\":\"ab00000000000000000000000000000000000000000000000000000000000001\","
+	    "\"bytes\":1,\"raw_bytes\":2,\"records\":3,\"sources\":[]}";
 	const char *hash = NULL;
 
 	(void)state;
 	assert_int_equal(kiln_mfmt_shard_line_hash(scanner, "W", line, strlen(line), "ab", &hash), 0);
 	assert_ptr_equal(hash, line + 10);
-	assert_int_equal(kiln_mfmt_shard_line_hash(scanner, "W", line, strlen(line), "ac", &hash), KILN_EINVALID);
+	assert_int_equal(kiln_mfmt_shard_line_hash(scanner, "W", line, strlen(line), "ac", &hash),
+	                 KILN_EINVALID);
 	assert_error_has("W: a shard's hash does not start with the file's name");
-	assert_int_equal(kiln_mfmt_shard_line_hash(scanner, "W", "{\"bytes\":1}", 11, "ab", &hash), KILN_EINVALID);
+	assert_int_equal(kiln_mfmt_shard_line_hash(scanner, "W", "{\"bytes\":1}", 11, "ab", &hash),
+	                 KILN_EINVALID);
 	assert_error_has("W: a line lacks \"shard\"");
 	assert_int_equal(kiln_mfmt_shard_line_hash(scanner, "W", "{\"shard\":\"AB\"}", 14, "ab", &hash),
-			 KILN_EINVALID);
+	                 KILN_EINVALID);
 	assert_error_has("W: \"shard\" must be 64 lower-case hex digits");
 	assert_int_equal(kiln_mfmt_shard_line_hash(scanner, "W", "[]", 2, "ab", &hash), KILN_EINVALID);
 	assert_error_has("W: each line must be an object");
@@ -378,22 +385,23 @@ static void test_shard_line_hash(void **state)
 
 /* main's splits/dev/79.jsonl line from the sample pipeline's first run */
 static const char golden_line[] =
-	"{\"shard\":\"79c1d91141ffcfe12250f567320223880b2b4386461379bb4ff5a521836ae0e7\",\"bytes\":38794,"
-	"\"raw_bytes\":134717,\"records\":290,\"sources\":[{\"topic\":\"user-events\",\"partition\":0,\"first\":4,"
-	"\"last\":2998}]}";
+    "{\"shard\":\"79c1d91141ffcfe12250f567320223880b2b4386461379bb4ff5a521836ae0e7\",\"bytes\":38794,"
+    "\"raw_bytes\":134717,\"records\":290,\"sources\":[{\"topic\":\"user-events\",\"partition\":0,\"first\":"
+    "4,"
+    "\"last\":2998}]}";
 
 static void test_shard_line_round_trip(void **state)
 {
 	kiln_buf strings = KILN_BUF_INIT(0), b = KILN_BUF_INIT(0);
-	kiln_source_range *sources = NULL, two[2] = { { "a\"b", -1, INT64_MIN, -1 }, { "c", 7, 0, 0 } };
+	kiln_source_range *sources = NULL, two[2] = {{"a\"b", -1, INT64_MIN, -1}, {"c", 7, 0, 0}};
 	size_t cap = 0;
-	kiln_shard_entry e, none = { .bytes = 0 };
+	kiln_shard_entry e, none = {.bytes = 0};
 	char hash[65];
 
 	(void)state;
 	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_FULL, golden_line,
-						    strlen(golden_line), &e, &strings, &sources, &cap),
-			 0);
+	                                            strlen(golden_line), &e, &strings, &sources, &cap),
+	                 0);
 	assert_string_equal(e.hash, "79c1d91141ffcfe12250f567320223880b2b4386461379bb4ff5a521836ae0e7");
 	assert_int_equal(e.bytes, 38794);
 	assert_int_equal(e.raw_bytes, 134717);
@@ -414,19 +422,22 @@ static void test_shard_line_round_trip(void **state)
 	kiln_buf_reset(&b);
 	assert_int_equal(kiln_mfmt_shard_line_render(&b, &e), 0);
 	assert_int_equal(kiln_buf_put(&b, "", 1), 0);
-	assert_string_equal(b.ptr, "{\"shard\":\"79c1d91141ffcfe12250f567320223880b2b4386461379bb4ff5a521836ae0e7\","
-				   "\"bytes\":38794,\"raw_bytes\":134717,\"records\":290,\"sources\":["
-				   "{\"topic\":\"a\\\"b\",\"partition\":-1,\"first\":-9223372036854775808,\"last\":-1},"
-				   "{\"topic\":\"c\",\"partition\":7,\"first\":0,\"last\":0}]}");
+	assert_string_equal(
+	    b.ptr, "{\"shard\":\"79c1d91141ffcfe12250f567320223880b2b4386461379bb4ff5a521836ae0e7\","
+	           "\"bytes\":38794,\"raw_bytes\":134717,\"records\":290,\"sources\":["
+	           "{\"topic\":\"a\\\"b\",\"partition\":-1,\"first\":-9223372036854775808,\"last\":-1},"
+	           "{\"topic\":\"c\",\"partition\":7,\"first\":0,\"last\":0}]}");
 	memcpy(none.hash, e.hash, sizeof(none.hash));
 	kiln_buf_reset(&b);
 	assert_int_equal(kiln_mfmt_shard_line_render(&b, &none), 0);
 	assert_int_equal(kiln_buf_put(&b, "", 1), 0);
-	assert_string_equal(b.ptr, "{\"shard\":\"79c1d91141ffcfe12250f567320223880b2b4386461379bb4ff5a521836ae0e7\","
-				   "\"bytes\":0,\"raw_bytes\":0,\"records\":0,\"sources\":[]}");
+	assert_string_equal(b.ptr,
+	                    "{\"shard\":\"79c1d91141ffcfe12250f567320223880b2b4386461379bb4ff5a521836ae0e7\","
+	                    "\"bytes\":0,\"raw_bytes\":0,\"records\":0,\"sources\":[]}");
 	/* parsed back: no sources */
 	kiln_buf_reset(&strings);
-	assert_int_equal(kiln_shard_line_parse_with(scanner, b.ptr, b.len - 1, &e, &strings, &sources, &cap), 0);
+	assert_int_equal(kiln_shard_line_parse_with(scanner, b.ptr, b.len - 1, &e, &strings, &sources, &cap),
+	                 0);
 	assert_int_equal(e.source_count, 0);
 	assert_null(e.sources);
 
@@ -441,37 +452,40 @@ static void test_shard_line_round_trip(void **state)
 static void test_shard_line_modes(void **state)
 {
 	/* what gc reads: only "shard" required, the counts when present, sources skipped */
-	static const char refs[] = "{\"bytes\":5,\"sh\\u0061rd\":\"ab00000000000000000000000000000000000000000000000000000000000001\","
-				   "\"sources\":[{\"shard\":\"x\"}],\"future\":[1,{\"a\":null}]}";
+	static const char refs[] = "{\"bytes\":5,\"sh\\u0061rd\":"
+	                           "\"ab00000000000000000000000000000000000000000000000000000000000001\","
+	                           "\"sources\":[{\"shard\":\"x\"}],\"future\":[1,{\"a\":null}]}";
 	kiln_buf strings = KILN_BUF_INIT(0);
 	kiln_source_range *sources = NULL;
 	size_t cap = 0;
 	kiln_shard_entry e;
 
 	(void)state;
-	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_REFS, refs, strlen(refs), &e, NULL,
-						    NULL, NULL),
-			 0);
+	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_REFS, refs, strlen(refs), &e,
+	                                            NULL, NULL, NULL),
+	                 0);
 	assert_string_equal(e.hash, "ab00000000000000000000000000000000000000000000000000000000000001");
 	assert_int_equal(e.bytes, 5);
 	assert_int_equal(e.records, 0);
 	/* the full parser wants every count and well-formed sources */
 	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_FULL, refs, strlen(refs), &e,
-						    &strings, &sources, &cap),
-			 KILN_EINVALID);
+	                                            &strings, &sources, &cap),
+	                 KILN_EINVALID);
 	assert_error_has("W: a source needs \"topic\", \"partition\", \"first\" and \"last\"");
-	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_REFS, "{\"bytes\":1}", 11, &e, NULL,
-						    NULL, NULL),
-			 KILN_EINVALID);
+	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_REFS, "{\"bytes\":1}", 11,
+	                                            &e, NULL, NULL, NULL),
+	                 KILN_EINVALID);
 	assert_error_has("W: no \"shard\"");
-	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_FULL,
-						    "{\"shard\":\"ab00000000000000000000000000000000000000000000000000000000000001\"}",
-						    76, &e, &strings, &sources, &cap),
-			 KILN_EINVALID);
+	assert_int_equal(
+	    kiln_mfmt_shard_line_parse(
+	        scanner, "W", KILN_MFMT_LINE_FULL,
+	        "{\"shard\":\"ab00000000000000000000000000000000000000000000000000000000000001\"}", 76, &e,
+	        &strings, &sources, &cap),
+	    KILN_EINVALID);
 	assert_error_has("W: a line needs \"shard\", \"bytes\", \"raw_bytes\" and \"records\"");
-	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_REFS, "{\"shard\":1}", 11, &e, NULL,
-						    NULL, NULL),
-			 KILN_EINVALID);
+	assert_int_equal(kiln_mfmt_shard_line_parse(scanner, "W", KILN_MFMT_LINE_REFS, "{\"shard\":1}", 11,
+	                                            &e, NULL, NULL, NULL),
+	                 KILN_EINVALID);
 	assert_error_has("W: \"shard\" must be 64 lower-case hex digits");
 	kiln_buf_free(&strings);
 	free(sources);
@@ -481,17 +495,18 @@ static void test_shard_line_modes(void **state)
 
 /* main's dataset.json for the sample pipeline with the key printf '%064x' 12345 */
 static const char golden_dataset[] =
-	"{\n"
-	"  \"name\": \"user-events\",\n"
-	"  \"contract\": {\"id\":\"user-events\",\"version\":\"1.2.0\",\"api_version\":\"v3.1.0\",\"schema\":\"user_event\","
-	"\"digest\":\"blake2b-256:53dedd75fdf6c0f3d6f2bddb74f556351cb96f377296e81759bc3b0a6d3c7d44\"},\n"
-	"  \"pseudonymisation\": {\"scheme\":\"hmac-sha256-b32-v1\",\"key_id\":\"hmac-sha256:479dbd7438bd4b11\","
-	"\"key_version\":1,\"prefix\":\"p1_\",\"redact_marker\":\"[REDACTED]\"},\n"
-	"  \"split\": {\"scheme\":\"blake2b64-mod10000-v1\",\"key\":\"user_id\",\"salt\":\"user-events-v1\","
-	"\"ratios\":{\"train\":0.8,\"dev\":0.1,\"test\":0.1}},\n"
-	"  \"shards\": {\"format\":\"jsonl\",\"compression\":\"zstd\",\"zstd_level\":3,\"target_bytes\":67108864,"
-	"\"hash\":\"blake2b-256\",\"key\":\"shards/<hh>/<hash>.jsonl.zst\"}\n"
-	"}\n";
+    "{\n"
+    "  \"name\": \"user-events\",\n"
+    "  \"contract\": "
+    "{\"id\":\"user-events\",\"version\":\"1.2.0\",\"api_version\":\"v3.1.0\",\"schema\":\"user_event\","
+    "\"digest\":\"blake2b-256:53dedd75fdf6c0f3d6f2bddb74f556351cb96f377296e81759bc3b0a6d3c7d44\"},\n"
+    "  \"pseudonymisation\": {\"scheme\":\"hmac-sha256-b32-v1\",\"key_id\":\"hmac-sha256:479dbd7438bd4b11\","
+    "\"key_version\":1,\"prefix\":\"p1_\",\"redact_marker\":\"[REDACTED]\"},\n"
+    "  \"split\": {\"scheme\":\"blake2b64-mod10000-v1\",\"key\":\"user_id\",\"salt\":\"user-events-v1\","
+    "\"ratios\":{\"train\":0.8,\"dev\":0.1,\"test\":0.1}},\n"
+    "  \"shards\": {\"format\":\"jsonl\",\"compression\":\"zstd\",\"zstd_level\":3,\"target_bytes\":67108864,"
+    "\"hash\":\"blake2b-256\",\"key\":\"shards/<hh>/<hash>.jsonl.zst\"}\n"
+    "}\n";
 
 static void test_dataset_round_trip(void **state)
 {
@@ -499,10 +514,11 @@ static void test_dataset_round_trip(void **state)
 	kiln_buf b = KILN_BUF_INIT(0);
 
 	(void)state;
-	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", golden_dataset, strlen(golden_dataset), &d), 0);
+	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", golden_dataset, strlen(golden_dataset), &d),
+	                 0);
 	assert_string_equal(d.name, "user-events");
 	assert_string_equal(d.contract_digest,
-			    "blake2b-256:53dedd75fdf6c0f3d6f2bddb74f556351cb96f377296e81759bc3b0a6d3c7d44");
+	                    "blake2b-256:53dedd75fdf6c0f3d6f2bddb74f556351cb96f377296e81759bc3b0a6d3c7d44");
 	assert_string_equal(d.key_version, "1");
 	assert_string_equal(d.ratios[KILN_SPLIT_DEV], "0.1");
 	assert_string_equal(d.target_bytes, "67108864");
@@ -513,10 +529,12 @@ static void test_dataset_round_trip(void **state)
 	assert_null(kiln_mfmt_dataset_definition_differs(&d, &d));
 
 	/* other whitespace, member order and unknown members: the same definition */
-	static const char same[] = "{\"split\":{\"ratios\":{\"test\":0.1,\"dev\":0.1,\"train\":0.8},\"salt\":\"user-events-v1\","
-				   "\"key\":\"user_id\",\"scheme\":\"blake2b64-mod10000-v1\",\"x\":[{\"key\":\"no\"}]},"
-				   "\"pseudonymisation\":{\"prefix\":\"p1_\",\"key_version\":1,\"scheme\":\"hmac-sha256-b32-v1\","
-				   "\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":\"[REDACTED]\"},\"name\":\"other\"}";
+	static const char same[] =
+	    "{\"split\":{\"ratios\":{\"test\":0.1,\"dev\":0.1,\"train\":0.8},\"salt\":\"user-events-v1\","
+	    "\"key\":\"user_id\",\"scheme\":\"blake2b64-mod10000-v1\",\"x\":[{\"key\":\"no\"}]},"
+	    "\"pseudonymisation\":{\"prefix\":\"p1_\",\"key_version\":1,\"scheme\":\"hmac-sha256-b32-v1\","
+	    "\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":\"[REDACTED]\"},\"name\":"
+	    "\"other\"}";
 	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", same, strlen(same), &e), 0);
 	assert_null(kiln_mfmt_dataset_definition_differs(&d, &e));
 	assert_null(e.contract_id);
@@ -524,19 +542,28 @@ static void test_dataset_round_trip(void **state)
 
 	/* another salt, key version or ratio; a part left out */
 	static const char *const other[] = {
-		"{\"split\":{\"ratios\":{\"test\":0.1,\"dev\":0.1,\"train\":0.8},\"salt\":\"v2\",\"key\":\"user_id\","
-		"\"scheme\":\"blake2b64-mod10000-v1\"},\"pseudonymisation\":{\"prefix\":\"p1_\",\"key_version\":1,"
-		"\"scheme\":\"hmac-sha256-b32-v1\",\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":\"[REDACTED]\"}}",
-		"{\"split\":{\"ratios\":{\"test\":0.1,\"dev\":0.2,\"train\":0.7},\"salt\":\"user-events-v1\",\"key\":\"user_id\","
-		"\"scheme\":\"blake2b64-mod10000-v1\"},\"pseudonymisation\":{\"prefix\":\"p1_\",\"key_version\":1,"
-		"\"scheme\":\"hmac-sha256-b32-v1\",\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":\"[REDACTED]\"}}",
-		"{\"split\":{\"ratios\":{\"test\":0.1,\"dev\":0.1,\"train\":0.8},\"salt\":\"user-events-v1\",\"key\":\"user_id\","
-		"\"scheme\":\"blake2b64-mod10000-v1\"},\"pseudonymisation\":{\"prefix\":\"p2_\",\"key_version\":2,"
-		"\"scheme\":\"hmac-sha256-b32-v1\",\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":\"[REDACTED]\"}}",
-		"{\"pseudonymisation\":{\"prefix\":\"p1_\",\"key_version\":1,\"scheme\":\"hmac-sha256-b32-v1\","
-		"\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":\"[REDACTED]\"}}",
+	    "{\"split\":{\"ratios\":{\"test\":0.1,\"dev\":0.1,\"train\":0.8},\"salt\":\"v2\",\"key\":\"user_"
+	    "id\","
+	    "\"scheme\":\"blake2b64-mod10000-v1\"},\"pseudonymisation\":{\"prefix\":\"p1_\",\"key_version\":"
+	    "1,"
+	    "\"scheme\":\"hmac-sha256-b32-v1\",\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":"
+	    "\"[REDACTED]\"}}",
+	    "{\"split\":{\"ratios\":{\"test\":0.1,\"dev\":0.2,\"train\":0.7},\"salt\":\"user-events-v1\","
+	    "\"key\":\"user_id\","
+	    "\"scheme\":\"blake2b64-mod10000-v1\"},\"pseudonymisation\":{\"prefix\":\"p1_\",\"key_version\":"
+	    "1,"
+	    "\"scheme\":\"hmac-sha256-b32-v1\",\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":"
+	    "\"[REDACTED]\"}}",
+	    "{\"split\":{\"ratios\":{\"test\":0.1,\"dev\":0.1,\"train\":0.8},\"salt\":\"user-events-v1\","
+	    "\"key\":\"user_id\","
+	    "\"scheme\":\"blake2b64-mod10000-v1\"},\"pseudonymisation\":{\"prefix\":\"p2_\",\"key_version\":"
+	    "2,"
+	    "\"scheme\":\"hmac-sha256-b32-v1\",\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":"
+	    "\"[REDACTED]\"}}",
+	    "{\"pseudonymisation\":{\"prefix\":\"p1_\",\"key_version\":1,\"scheme\":\"hmac-sha256-b32-v1\","
+	    "\"key_id\":\"hmac-sha256:479dbd7438bd4b11\",\"redact_marker\":\"[REDACTED]\"}}",
 	};
-	static const char *const part[] = { "split", "split", "pseudonymisation", "split" };
+	static const char *const part[] = {"split", "split", "pseudonymisation", "split"};
 	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
 		assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", other[i], strlen(other[i]), &e), 0);
 		assert_string_equal(kiln_mfmt_dataset_definition_differs(&d, &e), part[i]);
@@ -546,8 +573,10 @@ static void test_dataset_round_trip(void **state)
 
 	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", "[]", 2, &e), KILN_EINVALID);
 	assert_error_has("W: must be an object");
-	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", "{\"split\":{\"key\":{}}}", 20, &e), KILN_EINVALID);
-	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", "{\"name\":\"a\\u0000\"}", 18, &e), KILN_EINVALID);
+	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", "{\"split\":{\"key\":{}}}", 20, &e),
+	                 KILN_EINVALID);
+	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", "{\"name\":\"a\\u0000\"}", 18, &e),
+	                 KILN_EINVALID);
 	kiln_mfmt_dataset_free(&d);
 	kiln_buf_free(&b);
 }
@@ -557,55 +586,58 @@ static void test_dataset_round_trip(void **state)
 /* main's tag message for user-events@v1 of the sample pipeline (kiln promote
  * with promote.max_quarantine_rate=0.1) */
 static const char golden_governance[] =
-	"user-events v1\n"
-	"\n"
-	"commit: 3ece5d6a709c7561441e1a91bb32158d568a703a\n"
-	"from: refs/heads/user-events/main\n"
-	"source offsets: user-events/0 next 4000\n"
-	"contract: user-events 1.2.0 (blake2b-256:53dedd75fdf6c0f3d6f2bddb74f556351cb96f377296e81759bc3b0a6d3c7d44)\n"
-	"key id: hmac-sha256:479dbd7438bd4b11\n"
-	"split: blake2b64-mod10000-v1 key user_id salt user-events-v1\n"
-	"records: 4000 in, 3785 valid, 215 quarantined\n"
-	"train: 3017 records in 2 shards\n"
-	"dev: 384 records in 2 shards\n"
-	"test: 384 records in 2 shards\n"
-	"gates:\n"
-	"  min_records train: 3017 >= 1000: pass\n"
-	"  min_records dev: 384 >= 100: pass\n"
-	"  min_records test: 384 >= 100: pass\n"
-	"  ratio_tolerance: largest deviation 0.0029 (train) <= 0.0200: pass\n"
-	"  max_quarantine_rate: 0.0537 (215 of 4000) <= 0.1000: pass\n"
-	"  contract_version: 1.2.0 matches 1.x: pass\n";
+    "user-events v1\n"
+    "\n"
+    "commit: 3ece5d6a709c7561441e1a91bb32158d568a703a\n"
+    "from: refs/heads/user-events/main\n"
+    "source offsets: user-events/0 next 4000\n"
+    "contract: user-events 1.2.0 "
+    "(blake2b-256:53dedd75fdf6c0f3d6f2bddb74f556351cb96f377296e81759bc3b0a6d3c7d44)\n"
+    "key id: hmac-sha256:479dbd7438bd4b11\n"
+    "split: blake2b64-mod10000-v1 key user_id salt user-events-v1\n"
+    "records: 4000 in, 3785 valid, 215 quarantined\n"
+    "train: 3017 records in 2 shards\n"
+    "dev: 384 records in 2 shards\n"
+    "test: 384 records in 2 shards\n"
+    "gates:\n"
+    "  min_records train: 3017 >= 1000: pass\n"
+    "  min_records dev: 384 >= 100: pass\n"
+    "  min_records test: 384 >= 100: pass\n"
+    "  ratio_tolerance: largest deviation 0.0029 (train) <= 0.0200: pass\n"
+    "  max_quarantine_rate: 0.0537 (215 of 4000) <= 0.1000: pass\n"
+    "  contract_version: 1.2.0 matches 1.x: pass\n";
 
 static void test_governance(void **state)
 {
 	static const char *const gates[] = {
-		"min_records train: 3017 >= 1000: pass",
-		"min_records dev: 384 >= 100: pass",
-		"min_records test: 384 >= 100: pass",
-		"ratio_tolerance: largest deviation 0.0029 (train) <= 0.0200: pass",
-		"max_quarantine_rate: 0.0537 (215 of 4000) <= 0.1000: pass",
-		"contract_version: 1.2.0 matches 1.x: pass",
+	    "min_records train: 3017 >= 1000: pass",
+	    "min_records dev: 384 >= 100: pass",
+	    "min_records test: 384 >= 100: pass",
+	    "ratio_tolerance: largest deviation 0.0029 (train) <= 0.0200: pass",
+	    "max_quarantine_rate: 0.0537 (215 of 4000) <= 0.1000: pass",
+	    "contract_version: 1.2.0 matches 1.x: pass",
 	};
-	kiln_mfmt_dataset d, empty = { 0 };
-	kiln_mfmt_lineage l = { 0 }, none = { 0 };
-	kiln_stats st, zero = { 0 };
+	kiln_mfmt_dataset d, empty = {0};
+	kiln_mfmt_lineage l = {0}, none = {0};
+	kiln_stats st, zero = {0};
 	kiln_buf b = KILN_BUF_INIT(0);
 	kiln_mfmt_governance g = {
-		.dataset = "user-events",
-		.version = "v1",
-		.commit = "3ece5d6a709c7561441e1a91bb32158d568a703a",
-		.from = "refs/heads/user-events/main",
-		.lineage = &l,
-		.definition = &d,
-		.stats = &st,
-		.gates = gates,
-		.gate_count = 6,
+	    .dataset = "user-events",
+	    .version = "v1",
+	    .commit = "3ece5d6a709c7561441e1a91bb32158d568a703a",
+	    .from = "refs/heads/user-events/main",
+	    .lineage = &l,
+	    .definition = &d,
+	    .stats = &st,
+	    .gates = gates,
+	    .gate_count = 6,
 	};
 
 	(void)state;
-	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", golden_dataset, strlen(golden_dataset), &d), 0);
-	assert_int_equal(kiln_mfmt_lineage_parse(scanner, "W", golden_lineage_file, strlen(golden_lineage_file), &l), 0);
+	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "W", golden_dataset, strlen(golden_dataset), &d),
+	                 0);
+	assert_int_equal(
+	    kiln_mfmt_lineage_parse(scanner, "W", golden_lineage_file, strlen(golden_lineage_file), &l), 0);
 	assert_int_equal(kiln_mfmt_stats_parse(scanner, "W", golden_stats, strlen(golden_stats), &st), 0);
 	assert_int_equal(kiln_mfmt_governance_render(&b, &g), 0);
 	assert_int_equal(b.len, strlen(golden_governance));
@@ -620,11 +652,12 @@ static void test_governance(void **state)
 	kiln_buf_reset(&b);
 	assert_int_equal(kiln_mfmt_governance_render(&b, &g), 0);
 	assert_int_equal(kiln_buf_put(&b, "", 1), 0);
-	assert_string_equal(b.ptr, "user-events v1\n\ncommit: 3ece5d6a709c7561441e1a91bb32158d568a703a\n"
-				   "from: 3ece5d6a709c7561441e1a91bb32158d568a703a\nsource offsets: none\n"
-				   "contract: ? ? (?)\nkey id: ?\nsplit: ? key ? salt ?\n"
-				   "records: 0 in, 0 valid, 0 quarantined\ntrain: 0 records in 0 shards\n"
-				   "dev: 0 records in 0 shards\ntest: 0 records in 0 shards\ngates:\n  none configured\n");
+	assert_string_equal(
+	    b.ptr, "user-events v1\n\ncommit: 3ece5d6a709c7561441e1a91bb32158d568a703a\n"
+	           "from: 3ece5d6a709c7561441e1a91bb32158d568a703a\nsource offsets: none\n"
+	           "contract: ? ? (?)\nkey id: ?\nsplit: ? key ? salt ?\n"
+	           "records: 0 in, 0 valid, 0 quarantined\ntrain: 0 records in 0 shards\n"
+	           "dev: 0 records in 0 shards\ntest: 0 records in 0 shards\ngates:\n  none configured\n");
 	kiln_mfmt_dataset_free(&d);
 	kiln_mfmt_lineage_free(&l);
 	kiln_buf_free(&b);
@@ -633,18 +666,18 @@ static void test_governance(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_names),
-		cmocka_unit_test(test_integers),
-		cmocka_unit_test(test_stats_round_trip),
-		cmocka_unit_test(test_stats_errors),
-		cmocka_unit_test(test_lineage_round_trip),
-		cmocka_unit_test(test_lineage_list),
-		cmocka_unit_test(test_lineage_errors),
-		cmocka_unit_test(test_shard_line_hash),
-		cmocka_unit_test(test_shard_line_round_trip),
-		cmocka_unit_test(test_shard_line_modes),
-		cmocka_unit_test(test_dataset_round_trip),
-		cmocka_unit_test(test_governance),
+	    cmocka_unit_test(test_names),
+	    cmocka_unit_test(test_integers),
+	    cmocka_unit_test(test_stats_round_trip),
+	    cmocka_unit_test(test_stats_errors),
+	    cmocka_unit_test(test_lineage_round_trip),
+	    cmocka_unit_test(test_lineage_list),
+	    cmocka_unit_test(test_lineage_errors),
+	    cmocka_unit_test(test_shard_line_hash),
+	    cmocka_unit_test(test_shard_line_round_trip),
+	    cmocka_unit_test(test_shard_line_modes),
+	    cmocka_unit_test(test_dataset_round_trip),
+	    cmocka_unit_test(test_governance),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -50,20 +50,20 @@ static void write_pipeline(const char *options)
 	char text[4096];
 
 	snprintf(text, sizeof(text),
-		 "dataset: ev\n"
-		 "contract: c.yaml\n"
-		 "source:\n"
-		 "  kind: kafka\n"
-		 "  brokers: 127.0.0.1:9092\n"
-		 "  topics: [ev]\n"
-		 "  group: g\n"
-		 "  options:\n"
-		 "%s"
-		 "pseudonymise: {key_file: key}\n"
-		 "split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}\n"
-		 "store: {url: file://store}\n"
-		 "manifest: {repo: m.git}\n",
-		 options);
+	         "dataset: ev\n"
+	         "contract: c.yaml\n"
+	         "source:\n"
+	         "  kind: kafka\n"
+	         "  brokers: 127.0.0.1:9092\n"
+	         "  topics: [ev]\n"
+	         "  group: g\n"
+	         "  options:\n"
+	         "%s"
+	         "pseudonymise: {key_file: key}\n"
+	         "split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}\n"
+	         "store: {url: file://store}\n"
+	         "manifest: {repo: m.git}\n",
+	         options);
 	kiln_test_write_file(pipeline_path, text, 0600);
 }
 
@@ -119,17 +119,23 @@ static void test_plain_options(void **state)
  * its value's position, naming the key. */
 static void test_literal_secret_refused(void **state)
 {
-	static const char *const secrets[] = { "sasl.password", "ssl.key.password", "ssl.keystore.password",
-					       "ssl.key.pem", "sasl.oauthbearer.client.secret",
-					       "sasl.oauthbearer.config", "ssl_key", NULL };
+	static const char *const secrets[] = {"sasl.password",
+	                                      "ssl.key.password",
+	                                      "ssl.keystore.password",
+	                                      "ssl.key.pem",
+	                                      "sasl.oauthbearer.client.secret",
+	                                      "sasl.oauthbearer.config",
+	                                      "ssl_key",
+	                                      NULL};
 	char options[256], prefix[128];
 
 	(void)state;
 	for (const char *const *s = secrets; *s; s++) {
 		snprintf(options, sizeof(options), "    session.timeout.ms: \"6000\"\n    %s: HUNTER2\n", *s);
 		write_pipeline(options);
-		snprintf(prefix, sizeof(prefix), ":10:%zu: source.options.%s: a secret is never written in the config",
-			 strlen(*s) + 7, *s);
+		snprintf(prefix, sizeof(prefix),
+		         ":10:%zu: source.options.%s: a secret is never written in the config",
+		         strlen(*s) + 7, *s);
 		load_fails(NULL, 0, true, prefix, "use ${NAME}");
 	}
 	/* quoted, or with a default from the file: still written in the config */
@@ -178,7 +184,8 @@ static void test_file_secret(void **state)
 
 	/* group-readable: refused, naming the position, the file and the mode */
 	assert_int_equal(chmod(key_path, 0640), 0);
-	load_fails(NULL, 0, true, ":9:25: source.options.sasl.password_file: ", "mode 0640 lets group or others read it");
+	load_fails(NULL, 0, true,
+	           ":9:25: source.options.sasl.password_file: ", "mode 0640 lets group or others read it");
 	assert_int_equal(chmod(key_path, 0600), 0);
 	/* a FIFO: refused at once */
 	unlink(key_path);
@@ -193,11 +200,13 @@ static void test_file_secret(void **state)
 	load_fails(NULL, 0, true, ":9:25: source.options.sasl.password_file: ", "must hold the value");
 	/* both, and a _file for a property that is no secret */
 	kiln_test_write_file(key_path, "HUNTER2\n", 0600);
-	snprintf(options, sizeof(options), "    sasl.password_file: %s\n    sasl.password: ${KILN_T_PW}\n", key_path);
+	snprintf(options, sizeof(options), "    sasl.password_file: %s\n    sasl.password: ${KILN_T_PW}\n",
+	         key_path);
 	write_pipeline(options);
 	load_fails(NULL, 0, true, ":9:5: source.options.sasl.password_file: ", "set either sasl.password or");
 	write_pipeline("    sasl.username_file: kafka-pw\n");
-	load_fails(NULL, 0, true, ":9:5: source.options.sasl.username_file: ", "only a secret property takes a _file");
+	load_fails(NULL, 0, true,
+	           ":9:5: source.options.sasl.username_file: ", "only a secret property takes a _file");
 	unlink(key_path);
 }
 
@@ -205,9 +214,10 @@ static void test_file_secret(void **state)
  * given that way is refused (it would show in the process list). */
 static void test_set_dotted_option(void **state)
 {
-	char set1[] = "source.options.\"sasl.mechanism\"=PLAIN", set2[] = "source.options.\"sasl.username\"=kiln";
+	char set1[] = "source.options.\"sasl.mechanism\"=PLAIN",
+	     set2[] = "source.options.\"sasl.username\"=kiln";
 	char set3[] = "source.options.\"sasl.password\"=HUNTER2";
-	char *sets[] = { set1, set2 }, *bad[] = { set3 };
+	char *sets[] = {set1, set2}, *bad[] = {set3};
 	kiln_pipeline *p;
 
 	(void)state;
@@ -217,17 +227,16 @@ static void test_set_dotted_option(void **state)
 	assert_string_equal(option(p, "sasl.mechanism")->value, "PLAIN");
 	assert_string_equal(option(p, "sasl.username")->value, "kiln");
 	kiln_pipeline_free(p);
-	load_fails(bad, 1, false, "--set source.options.sasl.password: a secret is never written", "use ${NAME}");
+	load_fails(bad, 1, false, "--set source.options.sasl.password: a secret is never written",
+	           "use ${NAME}");
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_plain_options),
-		cmocka_unit_test(test_literal_secret_refused),
-		cmocka_unit_test(test_env_secret_accepted),
-		cmocka_unit_test(test_file_secret),
-		cmocka_unit_test(test_set_dotted_option),
+	    cmocka_unit_test(test_plain_options),       cmocka_unit_test(test_literal_secret_refused),
+	    cmocka_unit_test(test_env_secret_accepted), cmocka_unit_test(test_file_secret),
+	    cmocka_unit_test(test_set_dotted_option),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

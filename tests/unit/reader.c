@@ -41,14 +41,14 @@ typedef struct fixture_shard {
 static fixture_shard train[NTRAIN], dev[1];
 
 static void make_shard(kiln_spool *spool, kiln_store *store, ZSTD_CCtx *cctx, fixture_shard *out, int which,
-		       size_t lines)
+                       size_t lines)
 {
 	char line[160];
 
 	memset(&out->entry, 0, sizeof(out->entry));
 	for (size_t j = 0; j < lines; j++) {
 		int n = snprintf(line, sizeof(line), "{\"shard\":%d,\"n\":%zu,\"pad\":\"%08zx-%08zx\"}\n",
-				 which, j, j * 2654435761u, j ^ 0x5bd1e995u);
+		                 which, j, j * 2654435761u, j ^ 0x5bd1e995u);
 
 		assert_int_equal(kiln_spool_write(spool, line, (size_t)n), 0);
 		assert_int_equal(kiln_buf_put(&out->text, line, (size_t)n), 0);
@@ -56,7 +56,7 @@ static void make_shard(kiln_spool *spool, kiln_store *store, ZSTD_CCtx *cctx, fi
 	out->entry.records = lines;
 	out->entry.raw_bytes = out->text.len;
 	assert_int_equal(kiln_spool_store(spool, store, cctx, 3, NULL, out->entry.hash, &out->entry.bytes),
-			 0);
+	                 0);
 }
 
 static int setup(void **state)
@@ -66,7 +66,7 @@ static int setup(void **state)
 	ZSTD_CCtx *cctx = ZSTD_createCCtx();
 	kiln_manifest *m;
 	kiln_shard_entry te[NTRAIN], de[1];
-	kiln_snapshot snap = { 0 };
+	kiln_snapshot snap = {0};
 	char commit[41];
 
 	(void)state;
@@ -151,7 +151,7 @@ static void test_open_and_list(void **state)
 		snprintf(url, sizeof(url), "shards/%.2s/%s.jsonl.zst", list[i].hash, list[i].hash);
 		assert_string_equal(list[i].key, url);
 		snprintf(url, sizeof(url), "file://%s/shards/%.2s/%s.jsonl.zst", store_dir, list[i].hash,
-			 list[i].hash);
+		         list[i].hash);
 		assert_string_equal(list[i].url, url);
 	}
 	/* cached: the same list again */
@@ -187,7 +187,7 @@ static void test_open_errors(void **state)
 	assert_int_equal(kiln_reader_open(&r, manifest_path, "other", store_url, NULL), KILN_ENOTFOUND);
 	assert_int_equal(kiln_reader_open(&r, manifest_path, "Bad@@", store_url, NULL), KILN_EINVALID);
 	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", "ftp://example.com/x", NULL),
-			 KILN_EINVALID);
+	                 KILN_EINVALID);
 	assert_null(r);
 
 	/* no store: listing works, streaming does not */
@@ -278,8 +278,8 @@ static uint64_t documented_key(uint64_t seed, const char *hash)
 
 static void test_assign_covers_every_shard_once(void **state)
 {
-	static const size_t sizes[] = { 0, 1, 5, 100, 257 };
-	static const unsigned worlds[] = { 1, 2, 3, 7, 16, 300 };
+	static const size_t sizes[] = {0, 1, 5, 100, 257};
+	static const unsigned worlds[] = {1, 2, 3, 7, 16, 300};
 	kiln_reader_shard v[257];
 	size_t idx[258], n_out, hits[257];
 
@@ -293,9 +293,9 @@ static void test_assign_covers_every_shard_once(void **state)
 
 				memset(hits, 0, sizeof(hits));
 				for (unsigned rank = 0; rank < world; rank++) {
-					assert_int_equal(kiln_reader_assign(v, n, rank, world, 1234, shuffle,
-									    idx, &n_out),
-							 0);
+					assert_int_equal(
+					    kiln_reader_assign(v, n, rank, world, 1234, shuffle, idx, &n_out),
+					    0);
 					/* an even share: n / world, one more for the first n % world */
 					assert_int_equal(n_out, n / world + (rank < n % world));
 					for (size_t i = 0; i < n_out; i++) {
@@ -382,7 +382,7 @@ static void test_stream(void **state)
 	assert_int_equal(kiln_reader_shards(r, KILN_SPLIT_TRAIN, &list, &n), 0);
 	for (size_t i = 0; i < n; i++) {
 		const fixture_shard *f = by_hash(list[i].hash);
-		sink_state s = { KILN_BUF_INIT(0), 0, 0 };
+		sink_state s = {KILN_BUF_INIT(0), 0, 0};
 
 		assert_int_equal(kiln_reader_stream(r, &list[i], collect, &s), 0);
 		assert_int_equal(s.got.len, f->text.len);
@@ -393,7 +393,7 @@ static void test_stream(void **state)
 	}
 	/* a sink's non-zero return stops the stream */
 	for (size_t i = 0; i < n; i++) {
-		sink_state s = { KILN_BUF_INIT(0), 0, 1 };
+		sink_state s = {KILN_BUF_INIT(0), 0, 1};
 
 		if (list[i].raw_bytes < (2u << 20))
 			continue;
@@ -453,7 +453,7 @@ static void test_tampered_shards(void **state)
 
 	/* one byte changed (in the middle: a valid frame header stays) */
 	{
-		sink_state s = { KILN_BUF_INIT(0), 0, 0 };
+		sink_state s = {KILN_BUF_INIT(0), 0, 0};
 
 		memcpy(bad, orig, len);
 		bad[len / 2] ^= 0x01;
@@ -464,7 +464,7 @@ static void test_tampered_shards(void **state)
 	}
 	/* truncated */
 	{
-		sink_state s = { KILN_BUF_INIT(0), 0, 0 };
+		sink_state s = {KILN_BUF_INIT(0), 0, 0};
 
 		rewrite(path, orig, len - 3);
 		assert_int_equal(kiln_reader_stream(r, &list[0], collect, &s), KILN_EINVALID);
@@ -473,7 +473,7 @@ static void test_tampered_shards(void **state)
 	}
 	/* grown: a second, valid-looking frame appended */
 	{
-		sink_state s = { KILN_BUF_INIT(0), 0, 0 };
+		sink_state s = {KILN_BUF_INIT(0), 0, 0};
 
 		memcpy(bad, orig, len);
 		memcpy(bad + len, orig, 16);
@@ -484,7 +484,7 @@ static void test_tampered_shards(void **state)
 	}
 	/* missing */
 	{
-		sink_state s = { KILN_BUF_INIT(0), 0, 0 };
+		sink_state s = {KILN_BUF_INIT(0), 0, 0};
 
 		assert_int_equal(unlink(path), 0);
 		assert_int_equal(kiln_reader_stream(r, &list[0], collect, &s), KILN_ENOTFOUND);
@@ -492,7 +492,7 @@ static void test_tampered_shards(void **state)
 	}
 	/* restored: reads again */
 	{
-		sink_state s = { KILN_BUF_INIT(0), 0, 0 };
+		sink_state s = {KILN_BUF_INIT(0), 0, 0};
 
 		rewrite(path, orig, len);
 		assert_int_equal(kiln_reader_stream(r, &list[0], collect, &s), 0);
@@ -515,13 +515,13 @@ static void test_tampered_shards(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_open_and_list),
-		cmocka_unit_test(test_open_errors),
-		cmocka_unit_test(test_open_refuses_renamed_tag),
-		cmocka_unit_test(test_assign_covers_every_shard_once),
-		cmocka_unit_test(test_assign_shuffle),
-		cmocka_unit_test(test_stream),
-		cmocka_unit_test(test_tampered_shards),
+	    cmocka_unit_test(test_open_and_list),
+	    cmocka_unit_test(test_open_errors),
+	    cmocka_unit_test(test_open_refuses_renamed_tag),
+	    cmocka_unit_test(test_assign_covers_every_shard_once),
+	    cmocka_unit_test(test_assign_shuffle),
+	    cmocka_unit_test(test_stream),
+	    cmocka_unit_test(test_tampered_shards),
 	};
 
 	return kiln_test_git_main(tests, tmpdir, "reader", setup, teardown);

@@ -97,12 +97,12 @@ static void hash_of(char out[65], const char *hh, char fill)
 /* One snapshot on ds/<branch>: train shards (5 records each) from topic/0
  * offsets [first, next), lineage topic/0 -> next, split salt `salt`. */
 static void commit_on(kiln_manifest *m, const char *branch, const char *topic, int64_t first, int64_t next,
-		      const char *const *hashes, size_t n, const char *salt, char out[41])
+                      const char *const *hashes, size_t n, const char *salt, char out[41])
 {
 	kiln_shard_entry e[8];
-	kiln_source_range src = { topic, 0, first, next - 1 };
-	kiln_lineage_entry lin = { .topic = topic, .partition = 0, .next = next };
-	kiln_snapshot snap = { 0 };
+	kiln_source_range src = {topic, 0, first, next - 1};
+	kiln_lineage_entry lin = {.topic = topic, .partition = 0, .next = next};
+	kiln_snapshot snap = {0};
 	char ds[256];
 
 	assert_true(n <= 8);
@@ -142,7 +142,7 @@ static void commit_on(kiln_manifest *m, const char *branch, const char *topic, i
 static void commit1(kiln_manifest *m, const char *topic, int64_t first, int64_t next, const char *hash,
                     char out[41])
 {
-	const char *h[1] = { hash };
+	const char *h[1] = {hash};
 
 	commit_on(m, "main", topic, first, next, h, 1, "s1", out);
 }
@@ -243,7 +243,7 @@ static int collect_lineage(void *ctx, const kiln_lineage_entry *e)
 static void assert_lineage(const char *path, const char *expected)
 {
 	kiln_manifest *m;
-	lineage_text l = { "" };
+	lineage_text l = {""};
 
 	assert_int_equal(kiln_manifest_open(&m, path), 0);
 	assert_int_equal(kiln_manifest_lineage(m, "ds", "main", collect_lineage, &l), 0);
@@ -390,7 +390,7 @@ static void test_push_rebases(void **state)
 	assert_int_equal(kiln_manifest_push(a, rpath, MAIN), 0);
 	assert_int_equal(kiln_manifest_fetch(b, rpath, "ds"), 0);
 	{
-		const char *h[2] = { b1, b2 };
+		const char *h[2] = {b1, b2};
 
 		commit_on(b, "main", "b", 0, 12, h, 2, "s1", c2);
 	}
@@ -546,7 +546,7 @@ static void test_refusals(void **state)
 
 	/* s has other split settings */
 	{
-		const char *h[1] = { h3 };
+		const char *h[1] = {h3};
 
 		commit_on(s, "main", "u", 0, 10, h, 1, "other-salt", c);
 	}
@@ -637,7 +637,7 @@ static void test_fetch_rebases(void **state)
 static int wait_for_port(int port)
 {
 	for (int i = 0; i < 100; i++) {
-		struct sockaddr_in sa = { 0 };
+		struct sockaddr_in sa = {0};
 		int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
 
 		sa.sin_family = AF_INET;
@@ -716,13 +716,13 @@ static void test_git_daemon(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_push_and_fetch),
-		cmocka_unit_test(test_push_rebases),
-		cmocka_unit_test(test_independent_histories),
-		cmocka_unit_test(test_push_race),
-		cmocka_unit_test(test_refusals),
-		cmocka_unit_test(test_fetch_rebases),
-		cmocka_unit_test(test_git_daemon),
+	    cmocka_unit_test(test_push_and_fetch),
+	    cmocka_unit_test(test_push_rebases),
+	    cmocka_unit_test(test_independent_histories),
+	    cmocka_unit_test(test_push_race),
+	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_fetch_rebases),
+	    cmocka_unit_test(test_git_daemon),
 	};
 
 	return kiln_test_git_main(tests, tmpdir, "remote", NULL, NULL);

@@ -86,19 +86,19 @@ static void test_name(void **state)
 static void test_parse(void **state)
 {
 	static const char *const bad_keys[] = {
-		"shards/bd/" H_ABC ".jsonl",            /* other extension */
-		"shards/bd/" H_ABC ".jsonl.zst.tmp",    /* more after it */
-		"shards/bd/" H_ABC,                     /* none */
-		"shards/ab/" H_ABC ".jsonl.zst",        /* fan-out directory not its first two digits */
-		"shards/bd" H_ABC ".jsonl.zst",         /* no '/' */
-		"shards/bdd/" H_ABC ".jsonl.zst",       /* three digits */
-		"shard/bd/" H_ABC ".jsonl.zst",         /* other directory */
-		"x/shards/bd/" H_ABC ".jsonl.zst",      /* under another one */
-		"shards/BD/BDDD813C634239723171EF3FEE98579B94964E3BB1CB3E427262C8C068D52319.jsonl.zst",
-		"shards/bd/bddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d5231.jsonl.zst", /* 63 */
-		"shards/",
-		"shards/bd/",
-		"",
+	    "shards/bd/" H_ABC ".jsonl",         /* other extension */
+	    "shards/bd/" H_ABC ".jsonl.zst.tmp", /* more after it */
+	    "shards/bd/" H_ABC,                  /* none */
+	    "shards/ab/" H_ABC ".jsonl.zst",     /* fan-out directory not its first two digits */
+	    "shards/bd" H_ABC ".jsonl.zst",      /* no '/' */
+	    "shards/bdd/" H_ABC ".jsonl.zst",    /* three digits */
+	    "shard/bd/" H_ABC ".jsonl.zst",      /* other directory */
+	    "x/shards/bd/" H_ABC ".jsonl.zst",   /* under another one */
+	    "shards/BD/BDDD813C634239723171EF3FEE98579B94964E3BB1CB3E427262C8C068D52319.jsonl.zst",
+	    "shards/bd/bddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d5231.jsonl.zst", /* 63 */
+	    "shards/",
+	    "shards/bd/",
+	    "",
 	};
 	const kiln_shard_format *format = NULL;
 	char hash[65], key[KILN_SHARD_KEY_CAP];
@@ -180,7 +180,7 @@ static void test_fetch(void **state)
 	assert_int_equal(kiln_store_open(&store, url, NULL), 0);
 
 	/* missing */
-	f = (kiln_shard_request){ .hash = H_SHARD, .bytes = n, .limit = n, .sink = to_buf, .ctx = &got };
+	f = (kiln_shard_request){.hash = H_SHARD, .bytes = n, .limit = n, .sink = to_buf, .ctx = &got};
 	assert_int_equal(kiln_shard_fetch(store, &f), KILN_ENOTFOUND);
 
 	/* as written: every byte reaches the sink */
@@ -191,49 +191,50 @@ static void test_fetch(void **state)
 	assert_int_equal(got.len, n);
 	assert_memory_equal(got.ptr, SHARD, n);
 	/* without a sink or a known size (kiln verify --deep hashes only) */
-	f = (kiln_shard_request){ .hash = H_SHARD };
+	f = (kiln_shard_request){.hash = H_SHARD};
 	assert_int_equal(kiln_shard_fetch(store, &f), 0);
 	assert_int_equal(f.size, n);
 
 	/* one byte changed */
 	put(store, "kiln shard!", n);
-	f = (kiln_shard_request){ .hash = H_SHARD, .bytes = n, .limit = n };
+	f = (kiln_shard_request){.hash = H_SHARD, .bytes = n, .limit = n};
 	assert_int_equal(kiln_shard_fetch(store, &f), KILN_EINVALID);
 	assert_int_equal(f.fault, KILN_SHARD_BAD_HASH);
-	assert_string_equal(kiln_error_last(), "shard " H_SHARD ": content hash mismatch (corrupt or tampered)");
+	assert_string_equal(kiln_error_last(),
+	                    "shard " H_SHARD ": content hash mismatch (corrupt or tampered)");
 	/* the source named when given */
-	f = (kiln_shard_request){ .hash = H_SHARD, .bytes = n, .from = "the origin" };
+	f = (kiln_shard_request){.hash = H_SHARD, .bytes = n, .from = "the origin"};
 	assert_int_equal(kiln_shard_fetch(store, &f), KILN_EINVALID);
 	assert_string_equal(kiln_error_last(),
-			    "shard " H_SHARD " from the origin: content hash mismatch (corrupt or tampered)");
+	                    "shard " H_SHARD " from the origin: content hash mismatch (corrupt or tampered)");
 
 	/* grown: stopped at the limit, the sink never saw more than it */
 	put(store, SHARD "more", n + 4);
 	kiln_buf_reset(&got);
-	f = (kiln_shard_request){ .hash = H_SHARD, .bytes = n, .limit = n, .sink = to_buf, .ctx = &got };
+	f = (kiln_shard_request){.hash = H_SHARD, .bytes = n, .limit = n, .sink = to_buf, .ctx = &got};
 	assert_int_equal(kiln_shard_fetch(store, &f), KILN_EINVALID);
 	assert_int_equal(f.fault, KILN_SHARD_TOO_LONG);
 	assert_true(got.len <= n);
 	/* grown, no limit: read whole, then the hash differs */
-	f = (kiln_shard_request){ .hash = H_SHARD, .bytes = n };
+	f = (kiln_shard_request){.hash = H_SHARD, .bytes = n};
 	assert_int_equal(kiln_shard_fetch(store, &f), KILN_EINVALID);
 	assert_int_equal(f.fault, KILN_SHARD_BAD_HASH);
 	assert_int_equal(f.size, n + 4);
 
 	/* cut short */
 	put(store, SHARD, n - 1);
-	f = (kiln_shard_request){ .hash = H_SHARD, .bytes = n, .limit = n };
+	f = (kiln_shard_request){.hash = H_SHARD, .bytes = n, .limit = n};
 	assert_int_equal(kiln_shard_fetch(store, &f), KILN_EINVALID);
 	assert_int_equal(f.fault, KILN_SHARD_BAD_HASH);
 
 	/* the right bytes, the wrong size expected (a manifest that lies) */
 	put(store, SHARD, n);
-	f = (kiln_shard_request){ .hash = H_SHARD, .bytes = n + 1 };
+	f = (kiln_shard_request){.hash = H_SHARD, .bytes = n + 1};
 	assert_int_equal(kiln_shard_fetch(store, &f), KILN_EINVALID);
 	assert_int_equal(f.fault, KILN_SHARD_BAD_SIZE);
 
 	/* not a hash: refused before the store is asked */
-	f = (kiln_shard_request){ .hash = "not-a-hash" };
+	f = (kiln_shard_request){.hash = "not-a-hash"};
 	assert_int_equal(kiln_shard_fetch(store, &f), KILN_EINVALID);
 	assert_int_equal(f.fault, KILN_SHARD_OK);
 
@@ -244,8 +245,9 @@ static void test_fetch(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_format_row), cmocka_unit_test(test_hash_valid), cmocka_unit_test(test_name),
-		cmocka_unit_test(test_parse),      cmocka_unit_test(test_check),      cmocka_unit_test(test_fetch),
+	    cmocka_unit_test(test_format_row), cmocka_unit_test(test_hash_valid),
+	    cmocka_unit_test(test_name),       cmocka_unit_test(test_parse),
+	    cmocka_unit_test(test_check),      cmocka_unit_test(test_fetch),
 	};
 	char cmd[600];
 	int rc;

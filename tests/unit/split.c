@@ -16,7 +16,7 @@
  *   int.from_bytes(d[:8], 'little') % 10000                                        */
 static void test_bucket_known_answers(void **state)
 {
-	static const double ratios[] = { 0.8, 0.1, 0.1 };
+	static const double ratios[] = {0.8, 0.1, 0.1};
 	kiln_splitter s;
 
 	(void)state;
@@ -25,16 +25,16 @@ static void test_bucket_known_answers(void **state)
 	assert_int_equal(kiln_split_bucket(&s, "u-1", 3), 6895);
 	assert_int_equal(kiln_split_bucket(&s, "", 0), 3040);
 	assert_int_equal(kiln_split_bucket(&s, "\xe6\x97\xa5\xe6\x9c\xac", 6), 7288);
-	assert_int_equal(kiln_split_assign(&s, "p1_abc", 6), KILN_SPLIT_DEV);  /* 8000 <= 8812 < 9000 */
-	assert_int_equal(kiln_split_assign(&s, "u-1", 3), KILN_SPLIT_TRAIN);   /* 6895 < 8000 */
+	assert_int_equal(kiln_split_assign(&s, "p1_abc", 6), KILN_SPLIT_DEV); /* 8000 <= 8812 < 9000 */
+	assert_int_equal(kiln_split_assign(&s, "u-1", 3), KILN_SPLIT_TRAIN);  /* 6895 < 8000 */
 	assert_int_equal(kiln_split_assign(&s, "", 0), KILN_SPLIT_TRAIN);
 }
 
 static void test_thresholds(void **state)
 {
-	static const double all_test[] = { 0, 0, 1 };
-	static const double all_train[] = { 1, 0, 0 };
-	static const double odd[] = { 0.3333, 0.3333, 0.3334 };
+	static const double all_test[] = {0, 0, 1};
+	static const double all_train[] = {1, 0, 0};
+	static const double odd[] = {0.3333, 0.3333, 0.3334};
 	kiln_splitter s;
 
 	(void)state;
@@ -49,8 +49,8 @@ static void test_thresholds(void **state)
 
 static void test_distribution(void **state)
 {
-	static const double ratios[] = { 0.8, 0.1, 0.1 };
-	unsigned counts[KILN_SPLIT_COUNT] = { 0 };
+	static const double ratios[] = {0.8, 0.1, 0.1};
+	unsigned counts[KILN_SPLIT_COUNT] = {0};
 	kiln_splitter s;
 	char v[32];
 
@@ -68,9 +68,9 @@ static void test_distribution(void **state)
 
 static void test_bad_ratios(void **state)
 {
-	static const double not_one[] = { 0.8, 0.1, 0.2 };
-	static const double negative[] = { 1.1, -0.1, 0 };
-	static const double too_fine[] = { 0.80005, 0.09995, 0.1 };
+	static const double not_one[] = {0.8, 0.1, 0.2};
+	static const double negative[] = {1.1, -0.1, 0};
+	static const double too_fine[] = {0.80005, 0.09995, 0.1};
 	kiln_splitter s;
 
 	(void)state;
@@ -92,11 +92,11 @@ static void test_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bucket_known_answers),
-		cmocka_unit_test(test_thresholds),
-		cmocka_unit_test(test_distribution),
-		cmocka_unit_test(test_bad_ratios),
-		cmocka_unit_test(test_names),
+	    cmocka_unit_test(test_bucket_known_answers),
+	    cmocka_unit_test(test_thresholds),
+	    cmocka_unit_test(test_distribution),
+	    cmocka_unit_test(test_bad_ratios),
+	    cmocka_unit_test(test_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,7 +46,7 @@ static void check_object(const char *key, const char *hash, uint64_t bytes, cons
 	sodium_bin2hex(hex, sizeof(hex), digest, sizeof(digest));
 	assert_string_equal(hex, hash);
 	assert_int_equal(ZSTD_getFrameContentSize(data, len), want_len);
-	assert_true(len > 4 && (((unsigned char)data[4] >> 2) & 1)); /* Content_Checksum_flag (RFC 8878) */
+	assert_true(len > 4 && (((unsigned char)data[4] >> 2) & 1));    /* Content_Checksum_flag (RFC 8878) */
 	assert_int_equal(ZSTD_findFrameCompressedSize(data, len), len); /* exactly one frame */
 	char *plain = malloc(want_len + 1);
 	assert_int_equal(ZSTD_decompress(plain, want_len + 1, data, len), want_len);
@@ -83,7 +83,8 @@ static void test_reuse(void **state)
 
 	/* content-addressed, larger than the write buffer */
 	for (size_t off = 0; off < big_len; off += 100000)
-		assert_int_equal(kiln_spool_write(&spool, big + off, big_len - off < 100000 ? big_len - off : 100000), 0);
+		assert_int_equal(
+		    kiln_spool_write(&spool, big + off, big_len - off < 100000 ? big_len - off : 100000), 0);
 	assert_int_equal(kiln_spool_store(&spool, store, cctx, 3, NULL, hash, &bytes), 0);
 	snprintf(key, sizeof(key), "shards/%.2s/%s.jsonl.zst", hash, hash);
 	check_object(key, hash, bytes, big, big_len);
@@ -101,7 +102,7 @@ static void test_reuse(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_reuse),
+	    cmocka_unit_test(test_reuse),
 	};
 	int rc;
 

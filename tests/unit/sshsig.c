@@ -36,16 +36,16 @@ static char tmpdir[64];
  * `ssh-keygen -Y sign -n git`, and that signature. ed25519 is
  * deterministic, so kiln must write the very same bytes. */
 static const char kat_sk_hex[] = "e0400caa24e6d847a41b6cb87e8ea435ae3731ce50253c14c5759d12a0e1b66f"
-				 "8d1aa865bccfddc813999ed5dd87b169b8af1ae00208598ad544f339b3325965";
+                                 "8d1aa865bccfddc813999ed5dd87b169b8af1ae00208598ad544f339b3325965";
 static const char kat_pub_line[] =
-	"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII0aqGW8z93IE5me1d2HsWm4rxrgAghZitVE8zmzMlll kat@example";
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII0aqGW8z93IE5me1d2HsWm4rxrgAghZitVE8zmzMlll kat@example";
 static const char kat_payload[] = "tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n\nhello from ssh-keygen\n";
 static const char kat_sig[] = "-----BEGIN SSH SIGNATURE-----\n"
-			      "U1NIU0lHAAAAAQAAADMAAAALc3NoLWVkMjU1MTkAAAAgjRqoZbzP3cgTmZ7V3YexabivGu\n"
-			      "ACCFmK1UTzObMyWWUAAAADZ2l0AAAAAAAAAAZzaGE1MTIAAABTAAAAC3NzaC1lZDI1NTE5\n"
-			      "AAAAQCBmSJulorLEou7xDVHRFSK0Wzlb77InlEAMUS16qeUjajOc4sWE9BdA0ZsLWYIuxv\n"
-			      "D/e2+OF6E5JybOoVxShgY=\n"
-			      "-----END SSH SIGNATURE-----\n";
+                              "U1NIU0lHAAAAAQAAADMAAAALc3NoLWVkMjU1MTkAAAAgjRqoZbzP3cgTmZ7V3YexabivGu\n"
+                              "ACCFmK1UTzObMyWWUAAAADZ2l0AAAAAAAAAAZzaGE1MTIAAABTAAAAC3NzaC1lZDI1NTE5\n"
+                              "AAAAQCBmSJulorLEou7xDVHRFSK0Wzlb77InlEAMUS16qeUjajOc4sWE9BdA0ZsLWYIuxv\n"
+                              "D/e2+OF6E5JybOoVxShgY=\n"
+                              "-----END SSH SIGNATURE-----\n";
 
 static void kat_key(kiln_signing_key *key)
 {
@@ -151,7 +151,7 @@ static void test_roundtrip(void **state)
 
 		kiln_buf_puts(&crlf, "\n  ");
 		for (size_t i = 0; i < out.len; i++)
-			kiln_buf_puts(&crlf, out.ptr[i] == '\n' ? "\r\n" : (char[]){ out.ptr[i], 0 });
+			kiln_buf_puts(&crlf, out.ptr[i] == '\n' ? "\r\n" : (char[]){out.ptr[i], 0});
 		kiln_buf_putc(&crlf, '\0');
 		assert_int_equal(verify(crlf.ptr, "git", big, NULL), 0);
 		kiln_buf_free(&crlf);
@@ -183,7 +183,8 @@ static void test_tampering_rejected(void **state)
 	assert_int_equal(sign(&key, "git", payload, &out), 0);
 	assert_int_equal(verify(out.ptr, "git", payload, pk), 0);
 
-	assert_int_equal(verify(out.ptr, "git", "object 0123\ntype commit\n\nrelease v4\n", pk), KILN_EINVALID);
+	assert_int_equal(verify(out.ptr, "git", "object 0123\ntype commit\n\nrelease v4\n", pk),
+	                 KILN_EINVALID);
 	assert_int_equal(verify(out.ptr, "gitx", payload, pk), KILN_EINVALID);
 	assert_int_equal(verify(out.ptr, "file", payload, pk), KILN_EINVALID);
 	assert_non_null(strstr(kiln_error_last(), "namespace"));
@@ -207,13 +208,14 @@ static void test_tampering_rejected(void **state)
 	assert_int_equal(verify(copy, "git", payload, pk), KILN_EINVALID);
 	free(copy);
 	assert_int_equal(kiln_sshsig_verify(out.ptr, out.len - 10, "git", payload, strlen(payload), pk),
-			 KILN_EINVALID);
+	                 KILN_EINVALID);
 	assert_int_equal(verify("", "git", payload, pk), KILN_EINVALID);
-	assert_int_equal(verify("-----BEGIN SSH SIGNATURE-----\n!!!!\n-----END SSH SIGNATURE-----\n", "git",
-				payload, pk),
-			 KILN_EINVALID);
-	assert_int_equal(verify("-----BEGIN SSH SIGNATURE-----\n-----END SSH SIGNATURE-----\n", "git", payload, pk),
-			 KILN_EINVALID);
+	assert_int_equal(
+	    verify("-----BEGIN SSH SIGNATURE-----\n!!!!\n-----END SSH SIGNATURE-----\n", "git", payload, pk),
+	    KILN_EINVALID);
+	assert_int_equal(
+	    verify("-----BEGIN SSH SIGNATURE-----\n-----END SSH SIGNATURE-----\n", "git", payload, pk),
+	    KILN_EINVALID);
 
 	/* another key's signature with this key's public key put in the blob */
 	{
@@ -228,13 +230,14 @@ static void test_tampering_rejected(void **state)
 		assert_int_equal(verify(forged.ptr, "git", payload, pk), KILN_EINVALID);
 		/* and the genuine blob with a trailing byte added */
 		assert_int_equal(sodium_base642bin(a, sizeof(a), p, strstr(p, "-----") - p, "\n", &alen, NULL,
-						   sodium_base64_VARIANT_ORIGINAL),
-				 0);
+		                                   sodium_base64_VARIANT_ORIGINAL),
+		                 0);
 		memcpy(blob, a, alen);
 		blob[alen] = 0;
 		sodium_bin2base64(b64, sizeof(b64), blob, alen + 1, sodium_base64_VARIANT_ORIGINAL);
 		kiln_buf_reset(&forged);
-		kiln_buf_printf(&forged, "-----BEGIN SSH SIGNATURE-----\n%s\n-----END SSH SIGNATURE-----\n", b64);
+		kiln_buf_printf(&forged, "-----BEGIN SSH SIGNATURE-----\n%s\n-----END SSH SIGNATURE-----\n",
+		                b64);
 		assert_int_equal(verify(forged.ptr, "git", payload, pk), KILN_EINVALID);
 	}
 	kiln_signing_key_wipe(&key);
@@ -273,8 +276,10 @@ static void test_armour_layout(void **state)
 			assert_true(len > 0 && len <= 70);
 			if (i < n - 2)
 				assert_int_equal(len, 70);
-			assert_int_equal(strspn(lines[i], "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="),
-					 len);
+			assert_int_equal(
+			    strspn(lines[i],
+			           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="),
+			    len);
 		}
 		assert_int_equal(strncmp(lines[1], "U1NIU0lH", 8), 0); /* "SSHSIG" */
 	}
@@ -355,7 +360,7 @@ static void test_key_file_mode_refused(void **state)
 {
 	const char *priv = path_in_tmp("mode.key");
 	kiln_signing_key key;
-	static const mode_t refused[] = { 0640, 0604, 0660, 0644, 0666, 0620 };
+	static const mode_t refused[] = {0640, 0604, 0660, 0644, 0666, 0620};
 
 	(void)state;
 	unlink(priv);
@@ -399,8 +404,9 @@ static void test_key_file_fifo_refused(void **state)
 	assert_int_equal(kiln_signing_key_generate(open_key, NULL, NULL), 0);
 	assert_int_equal(chmod(open_key, 0644), 0);
 	assert_int_equal(kiln_signing_key_load(&key, open_key), KILN_EINVALID);
-	snprintf(want, sizeof(want), "%s: signing key file mode 0644 lets group or others read it; chmod 600 %s",
-		 open_key, open_key);
+	snprintf(want, sizeof(want),
+	         "%s: signing key file mode 0644 lets group or others read it; chmod 600 %s", open_key,
+	         open_key);
 	assert_string_equal(kiln_error_last(), want);
 }
 
@@ -445,17 +451,18 @@ static void test_key_file_format(void **state)
 		int hex_digits; /* of kat_sk_hex */
 		const char *tail;
 	} bad[] = {
-		{ "kiln-ed25519-v2\n", 128, "\nc\n" },           /* another magic */
-		{ "kiln-ed25519-v1\n", 126, "\nc\n" },           /* short */
-		{ "kiln-ed25519-v1\nzz", 126, "\nc\n" },         /* not hex */
-		{ "kiln-ed25519-v1\n", 127, "0\nc\n" },          /* public half not the seed's */
-		{ "kiln-ed25519-v1\n", 128, "\nc\nmore\n" },     /* a fourth line */
-		{ "kiln-ed25519-v1\n", 128, "\ntwo words\n" },   /* not a principal */
-		{ "", 128, "\n" },                                /* no magic */
+	    {"kiln-ed25519-v2\n", 128, "\nc\n"},         /* another magic */
+	    {"kiln-ed25519-v1\n", 126, "\nc\n"},         /* short */
+	    {"kiln-ed25519-v1\nzz", 126, "\nc\n"},       /* not hex */
+	    {"kiln-ed25519-v1\n", 127, "0\nc\n"},        /* public half not the seed's */
+	    {"kiln-ed25519-v1\n", 128, "\nc\nmore\n"},   /* a fourth line */
+	    {"kiln-ed25519-v1\n", 128, "\ntwo words\n"}, /* not a principal */
+	    {"", 128, "\n"},                             /* no magic */
 	};
 	assert_int_equal(kat_sk_hex[127], '5');
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		snprintf(text, sizeof(text), "%s%.*s%s", bad[i].head, bad[i].hex_digits, kat_sk_hex, bad[i].tail);
+		snprintf(text, sizeof(text), "%s%.*s%s", bad[i].head, bad[i].hex_digits, kat_sk_hex,
+		         bad[i].tail);
 		kiln_test_write_file(path, text, 0600);
 		assert_int_equal(kiln_signing_key_load(&key, path), KILN_EINVALID);
 		/* the message never carries the file's content */
@@ -478,8 +485,9 @@ static int git_in(const char *repo, const char *args)
 	char cmd[2048];
 
 	snprintf(cmd, sizeof(cmd),
-		 "git --git-dir='%s' -c gpg.format=ssh -c gpg.ssh.allowedSignersFile='%s/allowed' %s >'%s/git.out' 2>&1",
-		 repo, tmpdir, args, tmpdir);
+	         "git --git-dir='%s' -c gpg.format=ssh -c gpg.ssh.allowedSignersFile='%s/allowed' %s "
+	         ">'%s/git.out' 2>&1",
+	         repo, tmpdir, args, tmpdir);
 	return system(cmd);
 }
 
@@ -488,7 +496,7 @@ static void test_signed_commit_and_tag(void **state)
 	const char *repo = path_in_tmp("m.git");
 	kiln_manifest *m = NULL;
 	kiln_signing_key key, other;
-	kiln_snapshot snap = { .dataset = "ds", .branch = "main", .dataset_json = "{}" };
+	kiln_snapshot snap = {.dataset = "ds", .branch = "main", .dataset_json = "{}"};
 	char c1[41], c2[41], tag[41], tag2[41];
 	git_repository *repo_handle = NULL;
 	git_buf sig = GIT_BUF_INIT, data = GIT_BUF_INIT;
@@ -536,17 +544,17 @@ static void test_signed_commit_and_tag(void **state)
 
 		assert_non_null(text);
 		assert_non_null(begin);
-		snprintf(want_head, sizeof(want_head), "object %s\ntype commit\ntag ds/v1\ntagger kiln <kiln@localhost> ",
-			 c2);
+		snprintf(want_head, sizeof(want_head),
+		         "object %s\ntype commit\ntag ds/v1\ntagger kiln <kiln@localhost> ", c2);
 		assert_int_equal(strncmp(text, want_head, strlen(want_head)), 0);
 		assert_non_null(strstr(text, "\n\nrelease v1\n\ngates passed\n-----BEGIN"));
 		assert_int_equal(kiln_sshsig_verify(begin, n - (size_t)(begin - text), "git", text,
-						    (size_t)(begin - text), pk),
-				 0);
+		                                    (size_t)(begin - text), pk),
+		                 0);
 		assert_memory_equal(pk, key.pk, 32);
 		assert_int_equal(kiln_sshsig_verify(begin, n - (size_t)(begin - text), "git", text,
-						    (size_t)(begin - text) - 1, pk),
-				 KILN_EINVALID);
+		                                    (size_t)(begin - text) - 1, pk),
+		                 KILN_EINVALID);
 		free(text);
 	}
 	git_odb_object_free(obj);
@@ -568,12 +576,14 @@ static void test_signed_commit_and_tag(void **state)
 	assert_int_equal(kiln_manifest_tag(m, "ds", "v2.lock", c1, "", NULL, tag2), KILN_EINVALID);
 	assert_int_equal(kiln_manifest_tag(m, "ds", "../x", c1, "", NULL, tag2), KILN_EINVALID);
 	assert_int_equal(kiln_manifest_tag(m, "ds", "v2", "abc", "", NULL, tag2), KILN_EINVALID);
-	assert_int_equal(kiln_manifest_tag(m, "ds", "v2", "0123456789012345678901234567890123456789", "", NULL, tag2),
-			 KILN_ENOTFOUND);
-	assert_int_equal(kiln_manifest_tag(m, "ds", "v2", c1, "x\n-----BEGIN PGP SIGNATURE-----\n", &key, tag2),
-			 KILN_EINVALID);
+	assert_int_equal(
+	    kiln_manifest_tag(m, "ds", "v2", "0123456789012345678901234567890123456789", "", NULL, tag2),
+	    KILN_ENOTFOUND);
+	assert_int_equal(
+	    kiln_manifest_tag(m, "ds", "v2", c1, "x\n-----BEGIN PGP SIGNATURE-----\n", &key, tag2),
+	    KILN_EINVALID);
 	assert_int_equal(kiln_manifest_tag(m, "ds", "v2", c1, "-----BEGIN SSH SIGNATURE-----", &key, tag2),
-			 KILN_EINVALID);
+	                 KILN_EINVALID);
 
 	/* stock git agrees */
 	if (have_tools()) {
@@ -638,16 +648,16 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_same_bytes_as_ssh_keygen),
-		cmocka_unit_test(test_verifies_ssh_keygen_signature),
-		cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_tampering_rejected),
-		cmocka_unit_test(test_armour_layout),
-		cmocka_unit_test(test_generate_load_roundtrip),
-		cmocka_unit_test(test_key_file_mode_refused),
-		cmocka_unit_test(test_key_file_fifo_refused),
-		cmocka_unit_test(test_key_file_format),
-		cmocka_unit_test(test_signed_commit_and_tag),
+	    cmocka_unit_test(test_same_bytes_as_ssh_keygen),
+	    cmocka_unit_test(test_verifies_ssh_keygen_signature),
+	    cmocka_unit_test(test_roundtrip),
+	    cmocka_unit_test(test_tampering_rejected),
+	    cmocka_unit_test(test_armour_layout),
+	    cmocka_unit_test(test_generate_load_roundtrip),
+	    cmocka_unit_test(test_key_file_mode_refused),
+	    cmocka_unit_test(test_key_file_fifo_refused),
+	    cmocka_unit_test(test_key_file_format),
+	    cmocka_unit_test(test_signed_commit_and_tag),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -48,7 +48,8 @@ static void test_credentials_file_used(void **state)
 
 	(void)state;
 	snprintf(path, sizeof(path), "%s/creds", tmpdir);
-	kiln_test_write_file(path, "# kiln\n[default]\naws_access_key_id = AKID\nsecret_access_key=" SECRET "\n", 0600);
+	kiln_test_write_file(
+	    path, "# kiln\n[default]\naws_access_key_id = AKID\nsecret_access_key=" SECRET "\n", 0600);
 	assert_int_equal(open_with(path, &s), 0);
 	assert_non_null(s);
 	kiln_store_close(s);

@@ -77,7 +77,8 @@ static void test_base32_lengths_and_alphabet(void **state)
 }
 
 /* Known answers from:
- * /usr/bin/python3 -c 'import hmac,hashlib,base64;print("p1_"+base64.b32encode(hmac.new(bytes(range(32)),b"email\x1falice@example.com",hashlib.sha256).digest()[:16]).decode().rstrip("=").lower())'
+ * /usr/bin/python3 -c 'import
+ * hmac,hashlib,base64;print("p1_"+base64.b32encode(hmac.new(bytes(range(32)),b"email\x1falice@example.com",hashlib.sha256).digest()[:16]).decode().rstrip("=").lower())'
  * and the same with the version, domain, value and key of each case. */
 static void test_token_known_answers(void **state)
 {
@@ -110,8 +111,9 @@ static void test_token_known_answers(void **state)
 		memset(ff, 0xff, sizeof(ff));
 		kiln_key_init(&key, ff, 4294967295u);
 	}
-	n = kiln_token(out, &key, LIT("name"), LIT("Gr\xc3\xbc\xc3\x9f"
-						   "e"));
+	n = kiln_token(out, &key, LIT("name"),
+	               LIT("Gr\xc3\xbc\xc3\x9f"
+	                   "e"));
 	assert_string_equal(out, "p4294967295_cttyhh5xceyhevywc2lw5nxmtq");
 	assert_int_equal(n, 38);
 	assert_true(n < KILN_TOKEN_MAX);
@@ -198,12 +200,12 @@ static void test_token_key_matters(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_base32_rfc4648),
-		cmocka_unit_test(test_base32_lengths_and_alphabet),
-		cmocka_unit_test(test_token_known_answers),
-		cmocka_unit_test(test_token_prefix_and_shape),
-		cmocka_unit_test(test_token_domains_and_boundary),
-		cmocka_unit_test(test_token_key_matters),
+	    cmocka_unit_test(test_base32_rfc4648),
+	    cmocka_unit_test(test_base32_lengths_and_alphabet),
+	    cmocka_unit_test(test_token_known_answers),
+	    cmocka_unit_test(test_token_prefix_and_shape),
+	    cmocka_unit_test(test_token_domains_and_boundary),
+	    cmocka_unit_test(test_token_key_matters),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

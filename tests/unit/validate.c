@@ -19,30 +19,30 @@
 #include "contract/validate.h"
 #include "core/error.h"
 
-#define HEAD                      \
-	"apiVersion: v3.1.0\n"    \
-	"kind: DataContract\n"    \
-	"id: t\n"                 \
-	"version: 1.0.0\n"        \
+#define HEAD                                                                                                 \
+	"apiVersion: v3.1.0\n"                                                                               \
+	"kind: DataContract\n"                                                                               \
+	"id: t\n"                                                                                            \
+	"version: 1.0.0\n"                                                                                   \
 	"status: active\n"
 
-#define SCHEMA_OPEN               \
-	"schema:\n"               \
-	"  - name: rec\n"         \
+#define SCHEMA_OPEN                                                                                          \
+	"schema:\n"                                                                                          \
+	"  - name: rec\n"                                                                                    \
 	"    properties:\n"
 
 #define ALLOW_UNKNOWN "customProperties:\n  - property: unknownFields\n    value: allow\n"
 
 /* A property at the root, its options and flags. */
 #define PROP(name, type) "      - name: " name "\n        logicalType: " type "\n"
-#define REQUIRED "        required: true\n"
-#define OPTS "        logicalTypeOptions:\n"
-#define OPT(key, value) "          " key ": " value "\n"
-#define ENUM(list) "        customProperties:\n          - property: enum\n            value: " list "\n"
+#define REQUIRED         "        required: true\n"
+#define OPTS             "        logicalTypeOptions:\n"
+#define OPT(key, value)  "          " key ": " value "\n"
+#define ENUM(list)       "        customProperties:\n          - property: enum\n            value: " list "\n"
 /* A property one object down. */
-#define CHILDREN "        properties:\n"
+#define CHILDREN          "        properties:\n"
 #define CHILD(name, type) "          - name: " name "\n            logicalType: " type "\n"
-#define CHILD_REQUIRED "            required: true\n"
+#define CHILD_REQUIRED    "            required: true\n"
 
 /* --- helpers --- */
 
@@ -78,7 +78,10 @@ typedef struct want {
 	const char *path;
 } want;
 
-#define W(code, path) { KILN_REJECT_##code, path }
+#define W(code, path)                                                                                        \
+	{                                                                                                    \
+		KILN_REJECT_##code, path                                                                     \
+	}
 
 static void validate_exact(kiln_validator *v, const char *rec, size_t len, kiln_report *out)
 {
@@ -96,7 +99,8 @@ static void validate_exact(kiln_validator *v, const char *rec, size_t len, kiln_
 static void show(const kiln_report *r)
 {
 	for (size_t i = 0; i < r->kept; i++)
-		print_error("  got %s %s @%zu\n", kiln_reject_name(r->v[i].code), r->v[i].path, r->v[i].offset);
+		print_error("  got %s %s @%zu\n", kiln_reject_name(r->v[i].code), r->v[i].path,
+		            r->v[i].offset);
 }
 
 /* rec must give exactly the violations w[0..n) (all kept), in order. */
@@ -108,17 +112,18 @@ static void check_report(int line, kiln_validator *v, const char *rec, size_t le
 	if (r1.count != n || r1.kept != n) {
 		show(&r1);
 		fail_msg("line %d: %.*s: %zu violations (%zu kept), want %zu", line, (int)len, rec, r1.count,
-			 r1.kept, n);
+		         r1.kept, n);
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (r1.v[i].code != w[i].code || strcmp(r1.v[i].path, w[i].path) != 0) {
 			show(&r1);
 			fail_msg("line %d: %.*s: violation %zu is %s %s, want %s %s", line, (int)len, rec, i,
-				 kiln_reject_name(r1.v[i].code), r1.v[i].path, kiln_reject_name(w[i].code),
-				 w[i].path);
+			         kiln_reject_name(r1.v[i].code), r1.v[i].path, kiln_reject_name(w[i].code),
+			         w[i].path);
 		}
 		if (r1.v[i].offset > len)
-			fail_msg("line %d: offset %zu past the record (%zu bytes)", line, r1.v[i].offset, len);
+			fail_msg("line %d: offset %zu past the record (%zu bytes)", line, r1.v[i].offset,
+			         len);
 	}
 	/* the same validator, again: the same report */
 	validate_exact(v, rec, len, &r2);
@@ -131,16 +136,16 @@ static void check_report(int line, kiln_validator *v, const char *rec, size_t le
 	}
 }
 
-#define EXPECT(v, rec, ...)                                                                     \
-	do {                                                                                    \
-		const want w_[] = { __VA_ARGS__ };                                              \
-		check_report(__LINE__, v, rec, strlen(rec), w_, sizeof(w_) / sizeof(w_[0]));    \
+#define EXPECT(v, rec, ...)                                                                                  \
+	do {                                                                                                 \
+		const want w_[] = {__VA_ARGS__};                                                             \
+		check_report(__LINE__, v, rec, strlen(rec), w_, sizeof(w_) / sizeof(w_[0]));                 \
 	} while (0)
 
-#define EXPECT_LEN(v, rec, len, ...)                                                   \
-	do {                                                                           \
-		const want w_[] = { __VA_ARGS__ };                                     \
-		check_report(__LINE__, v, rec, len, w_, sizeof(w_) / sizeof(w_[0]));   \
+#define EXPECT_LEN(v, rec, len, ...)                                                                         \
+	do {                                                                                                 \
+		const want w_[] = {__VA_ARGS__};                                                             \
+		check_report(__LINE__, v, rec, len, w_, sizeof(w_) / sizeof(w_[0]));                         \
 	} while (0)
 
 #define VALID(v, rec) check_report(__LINE__, v, rec, strlen(rec), NULL, 0)
@@ -291,8 +296,9 @@ static void test_type_object(void **state)
 
 static void test_type_array(void **state)
 {
-	kiln_contract *k = compile("", PROP("a", "array") "        items:\n          logicalType: integer\n"
-				       PROP("untyped", "array"));
+	kiln_contract *k =
+	    compile("", PROP("a", "array") "        items:\n          logicalType: integer\n" PROP("untyped",
+	                                                                                           "array"));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -312,8 +318,8 @@ static void test_type_array(void **state)
 
 static void test_null_handling(void **state)
 {
-	kiln_contract *k = compile("", PROP("req", "string") REQUIRED PROP("opt", "string")
-				       PROP("n", "integer") PROP("o", "object") CHILDREN CHILD("x", "string"));
+	kiln_contract *k = compile("", PROP("req", "string") REQUIRED PROP("opt", "string") PROP(
+	                                   "n", "integer") PROP("o", "object") CHILDREN CHILD("x", "string"));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -328,10 +334,10 @@ static void test_null_handling(void **state)
 
 static void test_missing_required(void **state)
 {
-	kiln_contract *k = compile("", PROP("a", "string") REQUIRED PROP("b", "integer")
-				       PROP("device", "object") REQUIRED CHILDREN CHILD("os", "string")
-					       CHILD_REQUIRED CHILD("model", "string")
-				       PROP("c", "boolean") REQUIRED);
+	kiln_contract *k =
+	    compile("", PROP("a", "string") REQUIRED PROP("b", "integer") PROP("device", "object")
+	                    REQUIRED CHILDREN CHILD("os", "string") CHILD_REQUIRED CHILD("model", "string")
+	                        PROP("c", "boolean") REQUIRED);
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -354,8 +360,8 @@ static void test_missing_required(void **state)
 
 static void test_required_list(void **state)
 {
-	kiln_contract *k = compile("", PROP("o", "object") OPTS OPT("required", "[y, z]") CHILDREN
-				       CHILD("x", "integer") CHILD("y", "integer") CHILD("z", "string"));
+	kiln_contract *k = compile("", PROP("o", "object") OPTS OPT("required", "[y, z]") CHILDREN CHILD(
+	                                   "x", "integer") CHILD("y", "integer") CHILD("z", "string"));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -372,9 +378,9 @@ static void test_required_list(void **state)
 
 static void test_pattern(void **state)
 {
-	kiln_contract *k = compile("", PROP("p", "string") OPTS OPT("pattern", "b")
-				       PROP("cc", "string") OPTS OPT("pattern", "\"^[A-Z]{2}$\"")
-				       PROP("u", "string") OPTS OPT("pattern", "\"^.{5}$\""));
+	kiln_contract *k = compile("", PROP("p", "string") OPTS OPT("pattern", "b") PROP("cc", "string")
+	                                   OPTS OPT("pattern", "\"^[A-Z]{2}$\"") PROP("u", "string")
+	                                       OPTS OPT("pattern", "\"^.{5}$\""));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -405,17 +411,17 @@ static void test_pattern(void **state)
 static void test_length_strings(void **state)
 {
 	kiln_contract *k = compile("", PROP("s", "string") OPTS OPT("minLength", "2") OPT("maxLength", "5")
-				       PROP("e", "string") OPTS OPT("maxLength", "0"));
+	                                   PROP("e", "string") OPTS OPT("maxLength", "0"));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
 	VALID(v, "{\"s\":\"ab\"}");
 	VALID(v, "{\"s\":\"abcde\"}");
-	VALID(v, "{\"s\":\"h\xc3\xa9llo\"}");                           /* 6 bytes, 5 code points */
-	VALID(v, "{\"s\":\"h\\u00e9llo\"}");                            /* escaped, 5 code points */
-	VALID(v, "{\"s\":\"\xf0\x9f\x98\x80\xf0\x9f\x98\x80\"}");       /* 8 bytes, 2 code points */
-	VALID(v, "{\"s\":\"\\ud83d\\ude00\\ud83d\\ude00\"}");           /* surrogate pairs: 2 */
-	VALID(v, "{\"s\":\"\\\"\\\\\"}");                               /* two escapes, 2 */
+	VALID(v, "{\"s\":\"h\xc3\xa9llo\"}");                     /* 6 bytes, 5 code points */
+	VALID(v, "{\"s\":\"h\\u00e9llo\"}");                      /* escaped, 5 code points */
+	VALID(v, "{\"s\":\"\xf0\x9f\x98\x80\xf0\x9f\x98\x80\"}"); /* 8 bytes, 2 code points */
+	VALID(v, "{\"s\":\"\\ud83d\\ude00\\ud83d\\ude00\"}");     /* surrogate pairs: 2 */
+	VALID(v, "{\"s\":\"\\\"\\\\\"}");                         /* two escapes, 2 */
 	EXPECT(v, "{\"s\":\"a\"}", W(LENGTH, "s"));
 	EXPECT(v, "{\"s\":\"\"}", W(LENGTH, "s"));
 	EXPECT(v, "{\"s\":\"abcdef\"}", W(LENGTH, "s"));
@@ -431,9 +437,10 @@ static void test_length_strings(void **state)
 
 static void test_length_items(void **state)
 {
-	kiln_contract *k = compile("", PROP("tags", "array") OPTS OPT("minItems", "1") OPT("maxItems", "3")
-				       "        items:\n          logicalType: string\n"
-				       "          logicalTypeOptions:\n            maxLength: 3\n");
+	kiln_contract *k =
+	    compile("", PROP("tags", "array") OPTS OPT("minItems", "1")
+	                    OPT("maxItems", "3") "        items:\n          logicalType: string\n"
+	                                         "          logicalTypeOptions:\n            maxLength: 3\n");
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -452,8 +459,9 @@ static void test_length_items(void **state)
 
 static void test_length_properties(void **state)
 {
-	kiln_contract *k = compile("", PROP("o", "object") OPTS OPT("minProperties", "1") OPT("maxProperties", "2")
-				       CHILDREN CHILD("a", "integer") CHILD("b", "integer") CHILD("c", "integer"));
+	kiln_contract *k =
+	    compile("", PROP("o", "object") OPTS OPT("minProperties", "1") OPT("maxProperties", "2")
+	                    CHILDREN CHILD("a", "integer") CHILD("b", "integer") CHILD("c", "integer"));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -470,14 +478,14 @@ static void test_length_properties(void **state)
 
 static void test_range_bounds(void **state)
 {
-	kiln_contract *k = compile("",
-		PROP("n", "number") OPTS OPT("minimum", "0") OPT("maximum", "10")
-		PROP("xmin30", "number") OPTS OPT("minimum", "5") OPT("exclusiveMinimum", "true")
-		PROP("xmin31", "number") OPTS OPT("exclusiveMinimum", "5")
-		PROP("xmax30", "number") OPTS OPT("maximum", "10") OPT("exclusiveMaximum", "true")
-		PROP("xmax31", "number") OPTS OPT("exclusiveMaximum", "10")
-		PROP("i", "integer") OPTS OPT("minimum", "-5") OPT("maximum", "5")
-		PROP("neg", "number") OPTS OPT("maximum", "-0.5"));
+	kiln_contract *k = compile(
+	    "",
+	    PROP("n", "number") OPTS OPT("minimum", "0") OPT("maximum", "10") PROP("xmin30", "number")
+	        OPTS OPT("minimum", "5") OPT("exclusiveMinimum", "true") PROP("xmin31", "number")
+	            OPTS OPT("exclusiveMinimum", "5") PROP("xmax30", "number") OPTS OPT("maximum", "10")
+	                OPT("exclusiveMaximum", "true") PROP("xmax31", "number")
+	                    OPTS OPT("exclusiveMaximum", "10") PROP("i", "integer") OPTS OPT("minimum", "-5")
+	                        OPT("maximum", "5") PROP("neg", "number") OPTS OPT("maximum", "-0.5"));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -509,9 +517,9 @@ static void test_range_bounds(void **state)
 
 static void test_range_multiple_of(void **state)
 {
-	kiln_contract *k = compile("", PROP("m", "number") OPTS OPT("multipleOf", "0.01")
-				       PROP("mi", "integer") OPTS OPT("multipleOf", "5")
-				       PROP("half", "number") OPTS OPT("multipleOf", "0.5"));
+	kiln_contract *k =
+	    compile("", PROP("m", "number") OPTS OPT("multipleOf", "0.01") PROP("mi", "integer")
+	                    OPTS OPT("multipleOf", "5") PROP("half", "number") OPTS OPT("multipleOf", "0.5"));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -559,7 +567,7 @@ static void test_range_multiple_of(void **state)
 static void test_pattern_limit(void **state)
 {
 	kiln_contract *k = compile("", PROP("p", "string") OPTS OPT("pattern", "\"^(a+)+$\"")
-				       PROP("q", "string") OPTS OPT("pattern", "\"^[a-z]+$\""));
+	                                   PROP("q", "string") OPTS OPT("pattern", "\"^[a-z]+$\""));
 	kiln_validator *v = validator(k, NULL);
 	char rec[2048];
 
@@ -616,7 +624,8 @@ static void test_enum_any_type(void **state)
 /* Regression: an escaped duplicate of a known field was shown as <key>. */
 static void test_duplicate_escaped_known_key(void **state)
 {
-	kiln_contract *k = compile("", PROP("a", "integer") PROP("o", "object") CHILDREN CHILD("os", "integer"));
+	kiln_contract *k =
+	    compile("", PROP("a", "integer") PROP("o", "object") CHILDREN CHILD("os", "integer"));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -628,10 +637,10 @@ static void test_duplicate_escaped_known_key(void **state)
 
 static void test_range_integer_format(void **state)
 {
-	kiln_contract *k = compile("", PROP("u8", "integer") OPTS OPT("format", "u8")
-				       PROP("i8", "integer") OPTS OPT("format", "i8")
-				       PROP("u64", "integer") OPTS OPT("format", "u64")
-				       PROP("i64", "integer") OPTS OPT("format", "i64"));
+	kiln_contract *k =
+	    compile("", PROP("u8", "integer") OPTS OPT("format", "u8") PROP("i8", "integer")
+	                    OPTS OPT("format", "i8") PROP("u64", "integer") OPTS OPT("format", "u64")
+	                        PROP("i64", "integer") OPTS OPT("format", "i64"));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -652,8 +661,8 @@ static void test_range_integer_format(void **state)
 	kiln_contract_free(k);
 
 	/* regression: 128-bit limits have no exact long double; now exact */
-	k = compile("", PROP("u128", "integer") OPTS OPT("format", "u128")
-			PROP("i128", "integer") OPTS OPT("format", "i128"));
+	k = compile("", PROP("u128", "integer") OPTS OPT("format", "u128") PROP("i128", "integer")
+	                    OPTS OPT("format", "i128"));
 	v = validator(k, NULL);
 	VALID(v, "{\"u128\":340282366920938463463374607431768211455}");
 	EXPECT(v, "{\"u128\":340282366920938463463374607431768211456}", W(RANGE, "u128"));
@@ -669,8 +678,9 @@ static void test_range_integer_format(void **state)
 
 static void test_range_huge_numbers(void **state)
 {
-	kiln_contract *k = compile("", PROP("n", "number") OPTS OPT("minimum", "-1000000") OPT("maximum", "1000000")
-				       PROP("i", "integer") OPTS OPT("maximum", "1000"));
+	kiln_contract *k =
+	    compile("", PROP("n", "number") OPTS OPT("minimum", "-1000000") OPT("maximum", "1000000")
+	                    PROP("i", "integer") OPTS OPT("maximum", "1000"));
 	kiln_validator *v = validator(k, NULL);
 	char rec[600];
 	size_t len;
@@ -678,9 +688,9 @@ static void test_range_huge_numbers(void **state)
 	(void)state;
 	EXPECT(v, "{\"n\":1e400}", W(RANGE, "n"));
 	EXPECT(v, "{\"n\":-1e400}", W(RANGE, "n"));
-	EXPECT(v, "{\"n\":1e5000}", W(RANGE, "n"));   /* past long double: infinity */
+	EXPECT(v, "{\"n\":1e5000}", W(RANGE, "n")); /* past long double: infinity */
 	EXPECT(v, "{\"n\":-1e5000}", W(RANGE, "n"));
-	VALID(v, "{\"n\":1e-5000}");                  /* underflows to zero */
+	VALID(v, "{\"n\":1e-5000}"); /* underflows to zero */
 	VALID(v, "{\"n\":999999.99999999999999999999}");
 	EXPECT(v, "{\"i\":1e400}", W(TYPE, "i"));
 	EXPECT(v, "{\"i\":100000000000000000000000000}", W(RANGE, "i"));
@@ -701,10 +711,11 @@ static void test_range_huge_numbers(void **state)
 
 static void test_range_temporal(void **state)
 {
-	kiln_contract *k = compile("",
-		PROP("d", "date") OPTS OPT("minimum", "\"2015-01-01\"") OPT("exclusiveMaximum", "\"2100-01-01\"")
-		PROP("ts", "timestamp") OPTS OPT("minimum", "\"2015-01-01T00:00:00Z\"")
-		PROP("t", "time") OPTS OPT("minimum", "\"08:00:00\"") OPT("maximum", "\"18:00:00\""));
+	kiln_contract *k =
+	    compile("", PROP("d", "date") OPTS OPT("minimum", "\"2015-01-01\"")
+	                    OPT("exclusiveMaximum", "\"2100-01-01\"") PROP("ts", "timestamp")
+	                        OPTS OPT("minimum", "\"2015-01-01T00:00:00Z\"") PROP("t", "time")
+	                            OPTS OPT("minimum", "\"08:00:00\"") OPT("maximum", "\"18:00:00\""));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -735,14 +746,14 @@ static void test_range_temporal(void **state)
 static void test_enum_strings(void **state)
 {
 	kiln_contract *k = compile("", PROP("e", "string") ENUM("[red, green, 'a b', \"caf\\u00e9\"]")
-				       PROP("k", "string") "        enum: [x, y]\n");
+	                                   PROP("k", "string") "        enum: [x, y]\n");
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
 	VALID(v, "{\"e\":\"red\"}");
 	VALID(v, "{\"e\":\"green\"}");
 	VALID(v, "{\"e\":\"a b\"}");
-	VALID(v, "{\"e\":\"\\u0072ed\"}");              /* escaped, equal after decoding */
+	VALID(v, "{\"e\":\"\\u0072ed\"}"); /* escaped, equal after decoding */
 	VALID(v, "{\"e\":\"a\\u0020b\"}");
 	VALID(v, "{\"e\":\"caf\xc3\xa9\"}");
 	VALID(v, "{\"e\":\"caf\\u00e9\"}");
@@ -760,9 +771,8 @@ static void test_enum_strings(void **state)
 
 static void test_enum_numbers(void **state)
 {
-	kiln_contract *k = compile("", PROP("n", "number") ENUM("[1, 2.5, -3]")
-				       PROP("i", "integer") ENUM("[1, 2]")
-				       PROP("b", "boolean") ENUM("[true]"));
+	kiln_contract *k = compile("", PROP("n", "number") ENUM("[1, 2.5, -3]") PROP("i", "integer")
+	                                   ENUM("[1, 2]") PROP("b", "boolean") ENUM("[true]"));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -789,14 +799,13 @@ static void test_enum_numbers(void **state)
 
 static void test_format(void **state)
 {
-	kiln_contract *k = compile("", PROP("email", "string") OPTS OPT("format", "email")
-				       PROP("uuid", "string") OPTS OPT("format", "uuid")
-				       PROP("ip4", "string") OPTS OPT("format", "ipv4")
-				       PROP("ip6", "string") OPTS OPT("format", "ipv6")
-				       PROP("uri", "string") OPTS OPT("format", "uri")
-				       PROP("dt", "string") OPTS OPT("format", "date-time")
-				       PROP("host", "string") OPTS OPT("format", "hostname")
-				       PROP("pw", "string") OPTS OPT("format", "password"));
+	kiln_contract *k = compile(
+	    "", PROP("email", "string") OPTS OPT("format", "email") PROP("uuid", "string")
+	            OPTS OPT("format", "uuid") PROP("ip4", "string") OPTS OPT("format", "ipv4")
+	                PROP("ip6", "string") OPTS OPT("format", "ipv6") PROP("uri", "string")
+	                    OPTS OPT("format", "uri") PROP("dt", "string") OPTS OPT("format", "date-time")
+	                        PROP("host", "string") OPTS OPT("format", "hostname") PROP("pw", "string")
+	                            OPTS OPT("format", "password"));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -842,7 +851,8 @@ static void test_format(void **state)
 
 static void test_unknown_field_reject(void **state)
 {
-	kiln_contract *k = compile("", PROP("a", "string") PROP("o", "object") CHILDREN CHILD("x", "integer"));
+	kiln_contract *k =
+	    compile("", PROP("a", "string") PROP("o", "object") CHILDREN CHILD("x", "integer"));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
@@ -861,10 +871,11 @@ static void test_unknown_field_reject(void **state)
 
 static void test_unknown_field_allow(void **state)
 {
-	kiln_contract *reject = compile("", PROP("a", "string") PROP("o", "object") CHILDREN CHILD("x", "integer"));
-	kiln_contract *allow = compile(ALLOW_UNKNOWN, PROP("a", "string") PROP("o", "object") CHILDREN
-							       CHILD("x", "integer"));
-	kiln_validator_options opt = { .unknown_fields = -1 };
+	kiln_contract *reject =
+	    compile("", PROP("a", "string") PROP("o", "object") CHILDREN CHILD("x", "integer"));
+	kiln_contract *allow =
+	    compile(ALLOW_UNKNOWN, PROP("a", "string") PROP("o", "object") CHILDREN CHILD("x", "integer"));
+	kiln_validator_options opt = {.unknown_fields = -1};
 	kiln_validator *v;
 
 	(void)state;
@@ -1009,17 +1020,19 @@ static void test_invalid_utf8(void **state)
 
 static void test_duplicate_key(void **state)
 {
-	kiln_contract *k = compile("", PROP("a", "integer") PROP("i", "integer")
-				       PROP("device", "object") CHILDREN CHILD("os", "string")
-				       PROP("items", "array") "        items:\n          logicalType: object\n"
-				       "          properties:\n            - name: name\n");
+	kiln_contract *k =
+	    compile("", PROP("a", "integer") PROP("i", "integer") PROP("device", "object")
+	                    CHILDREN CHILD("os", "string")
+	                        PROP("items", "array") "        items:\n          logicalType: object\n"
+	                                               "          properties:\n            - name: name\n");
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
 	EXPECT(v, "{\"a\":1,\"a\":2}", W(DUPLICATE_KEY, "a"));
 	EXPECT(v, "{\"device\":{\"os\":\"x\",\"os\":\"y\"}}", W(DUPLICATE_KEY, "device.os"));
 	/* replaces the violations found before it */
-	EXPECT(v, "{\"i\":\"notint\",\"zz\":1,\"device\":{\"os\":1,\"os\":2}}", W(DUPLICATE_KEY, "device.os"));
+	EXPECT(v, "{\"i\":\"notint\",\"zz\":1,\"device\":{\"os\":1,\"os\":2}}",
+	       W(DUPLICATE_KEY, "device.os"));
 	EXPECT(v, "{\"items\":[{\"name\":1},{\"name\":2,\"name\":3}]}", W(DUPLICATE_KEY, "items[1].name"));
 	/* unknown keys: shown only when identifier-like */
 	EXPECT(v, "{\"zz\":1,\"zz\":2}", W(DUPLICATE_KEY, "zz"));
@@ -1036,7 +1049,7 @@ static void test_duplicate_key(void **state)
 static void test_too_deep(void **state)
 {
 	kiln_contract *k = compile("", "      - name: any\n" PROP("i", "integer"));
-	kiln_validator_options opt = { .limits = { .max_depth = 3 }, .unknown_fields = -1 };
+	kiln_validator_options opt = {.limits = {.max_depth = 3}, .unknown_fields = -1};
 	kiln_validator *v = validator(k, &opt);
 	char rec[600];
 	size_t n = 0;
@@ -1068,7 +1081,7 @@ static void test_too_deep(void **state)
 static void test_too_large(void **state)
 {
 	kiln_contract *k = compile("", PROP("s", "string") PROP("i", "integer"));
-	kiln_validator_options opt = { .limits = { .max_bytes = 16 }, .unknown_fields = -1 };
+	kiln_validator_options opt = {.limits = {.max_bytes = 16}, .unknown_fields = -1};
 	kiln_validator *v = validator(k, &opt);
 	kiln_report r;
 
@@ -1086,26 +1099,31 @@ static void test_too_large(void **state)
 
 static void test_array_of_objects(void **state)
 {
-	kiln_contract *k = compile("", PROP("items", "array") OPTS OPT("maxItems", "3")
-				       "        items:\n          logicalType: object\n          properties:\n"
-				       "            - name: name\n              logicalType: string\n"
-				       "              required: true\n"
-				       "            - name: qty\n              logicalType: integer\n"
-				       "              logicalTypeOptions:\n                minimum: 1\n"
-				       PROP("matrix", "array") "        items:\n          logicalType: array\n"
-				       "          items:\n            logicalType: integer\n");
+	kiln_contract *k = compile(
+	    "",
+	    PROP("items", "array")
+	        OPTS OPT("maxItems",
+	                 "3") "        items:\n          logicalType: object\n          properties:\n"
+	                      "            - name: name\n              logicalType: string\n"
+	                      "              required: true\n"
+	                      "            - name: qty\n              logicalType: integer\n"
+	                      "              logicalTypeOptions:\n                minimum: 1\n" PROP(
+	                          "matrix", "array") "        items:\n          logicalType: array\n"
+	                                             "          items:\n            logicalType: integer\n");
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
 	VALID(v, "{\"items\":[{\"name\":\"a\",\"qty\":1},{\"name\":\"b\"}]}");
 	EXPECT(v, "{\"items\":[{\"name\":\"a\",\"qty\":1},{\"qty\":\"x\"}]}", W(TYPE, "items[1].qty"),
 	       W(MISSING_REQUIRED, "items[1].name"));
-	EXPECT(v, "{\"items\":[{\"name\":\"a\"},{\"name\":\"b\",\"extra\":1}]}", W(UNKNOWN_FIELD, "items[1].extra"));
+	EXPECT(v, "{\"items\":[{\"name\":\"a\"},{\"name\":\"b\",\"extra\":1}]}",
+	       W(UNKNOWN_FIELD, "items[1].extra"));
 	EXPECT(v, "{\"items\":[{\"name\":1},{\"name\":\"b\",\"qty\":0},{}]}", W(TYPE, "items[0].name"),
 	       W(RANGE, "items[1].qty"), W(MISSING_REQUIRED, "items[2].name"));
 	EXPECT(v, "{\"items\":[1,null,{\"name\":\"a\"}]}", W(TYPE, "items[0]"));
 	EXPECT(v, "{\"items\":[{},{},{},{\"name\":\"d\"}]}", W(MISSING_REQUIRED, "items[0].name"),
-	       W(MISSING_REQUIRED, "items[1].name"), W(MISSING_REQUIRED, "items[2].name"), W(LENGTH, "items"));
+	       W(MISSING_REQUIRED, "items[1].name"), W(MISSING_REQUIRED, "items[2].name"),
+	       W(LENGTH, "items"));
 	/* arrays of arrays */
 	VALID(v, "{\"matrix\":[[1,2],[],[3]]}");
 	EXPECT(v, "{\"matrix\":[[1,2],[3,\"4\"],5]}", W(TYPE, "matrix[1][1]"), W(TYPE, "matrix[2]"));
@@ -1134,15 +1152,16 @@ static void test_any_type(void **state)
 
 static void test_unchecked_subtrees(void **state)
 {
-	kiln_contract *k = compile("", PROP("o", "object") CHILDREN CHILD("x", "integer") CHILD_REQUIRED
-				       PROP("i", "integer"));
+	kiln_contract *k = compile("", PROP("o", "object") CHILDREN CHILD("x", "integer")
+	                                   CHILD_REQUIRED PROP("i", "integer"));
 	kiln_contract *allow = compile(ALLOW_UNKNOWN, PROP("o", "object") CHILDREN CHILD("x", "integer")
-								      CHILD_REQUIRED PROP("i", "integer"));
+	                                                  CHILD_REQUIRED PROP("i", "integer"));
 	kiln_validator *v = validator(k, NULL);
 
 	(void)state;
 	/* under an unknown field: nothing below it is checked */
-	EXPECT(v, "{\"zz\":{\"o\":{\"x\":\"bad\"},\"i\":\"bad\",\"a\":[1,{\"q\":2}]}}", W(UNKNOWN_FIELD, "zz"));
+	EXPECT(v, "{\"zz\":{\"o\":{\"x\":\"bad\"},\"i\":\"bad\",\"a\":[1,{\"q\":2}]}}",
+	       W(UNKNOWN_FIELD, "zz"));
 	EXPECT(v, "{\"zz\":[{\"x\":\"bad\"},{\"zz\":1}],\"i\":1}", W(UNKNOWN_FIELD, "zz"));
 	/* under a mismatched type: neither unknown keys nor missing children */
 	EXPECT(v, "{\"o\":[{\"x\":\"bad\",\"zz\":1},{}],\"i\":2}", W(TYPE, "o"));
@@ -1227,17 +1246,17 @@ static void test_many_violations(void **state)
 
 static void test_reuse(void **state)
 {
-	kiln_contract *k = compile("", PROP("req", "string") REQUIRED PROP("o", "object") CHILDREN
-				       CHILD("x", "integer") CHILD_REQUIRED);
+	kiln_contract *k = compile("", PROP("req", "string") REQUIRED PROP("o", "object")
+	                                   CHILDREN CHILD("x", "integer") CHILD_REQUIRED);
 	kiln_validator *v = validator(k, NULL);
 	static const char *const records[] = {
-		"{\"req\":\"a\",\"o\":{\"x\":1}}",
-		"{}",
-		"{\"o\":{}}",
-		"{\"req\":1,",
-		"[1]",
-		"{\"req\":\"a\",\"req\":\"b\"}",
-		"{\"req\":\"a\",\"o\":{\"x\":\"1\",\"zz\":[{}]}}",
+	    "{\"req\":\"a\",\"o\":{\"x\":1}}",
+	    "{}",
+	    "{\"o\":{}}",
+	    "{\"req\":1,",
+	    "[1]",
+	    "{\"req\":\"a\",\"req\":\"b\"}",
+	    "{\"req\":\"a\",\"o\":{\"x\":\"1\",\"zz\":[{}]}}",
 	};
 	kiln_report first[7], again;
 
@@ -1294,8 +1313,8 @@ static void test_report_single(void **state)
 
 static void test_offsets(void **state)
 {
-	kiln_contract *k = compile("", PROP("a", "integer") PROP("b", "object") REQUIRED CHILDREN
-				       CHILD("c", "string") CHILD_REQUIRED);
+	kiln_contract *k = compile("", PROP("a", "integer") PROP("b", "object")
+	                                   REQUIRED CHILDREN CHILD("c", "string") CHILD_REQUIRED);
 	kiln_validator *v = validator(k, NULL);
 	const char *rec = "{\"a\":\"x\",\"zz\":1,\"b\":{}}";
 	kiln_report r;
@@ -1304,9 +1323,9 @@ static void test_offsets(void **state)
 	validate_exact(v, rec, strlen(rec), &r);
 	assert_int_equal(r.count, 3);
 	assert_int_equal(r.v[0].code, KILN_REJECT_TYPE);
-	assert_int_equal(r.v[0].offset, 5);  /* the value's quote */
+	assert_int_equal(r.v[0].offset, 5); /* the value's quote */
 	assert_int_equal(r.v[1].code, KILN_REJECT_UNKNOWN_FIELD);
-	assert_int_equal(r.v[1].offset, 9);  /* the key's quote */
+	assert_int_equal(r.v[1].offset, 9); /* the key's quote */
 	assert_int_equal(r.v[2].code, KILN_REJECT_MISSING_REQUIRED);
 	assert_int_equal(r.v[2].offset, 21); /* the object's end */
 	assert_string_equal(r.v[2].path, "b.c");
@@ -1326,8 +1345,10 @@ static void test_long_paths(void **state)
 	(void)state;
 	memset(name, 'n', 240);
 	name[240] = '\0';
-	snprintf(props, sizeof(props), "      - name: %s\n        logicalType: object\n        properties:\n"
-		 "          - name: leaf\n            logicalType: integer\n", name);
+	snprintf(props, sizeof(props),
+	         "      - name: %s\n        logicalType: object\n        properties:\n"
+	         "          - name: leaf\n            logicalType: integer\n",
+	         name);
 	k = compile("", props);
 	v = validator(k, NULL);
 	snprintf(rec, sizeof(rec), "{\"%s\":{\"leaf\":\"x\",\"more_than_fits\":1}}", name);
@@ -1351,19 +1372,18 @@ static void test_long_paths(void **state)
 /* No value from a record reaches a path, whatever the violation. */
 static void test_values_never_in_paths(void **state)
 {
-	kiln_contract *k = compile("", PROP("code", "string") OPTS OPT("pattern", "\"^[0-9]+$\"")
-				       PROP("colour", "string") ENUM("[red, green]")
-				       PROP("mail", "string") OPTS OPT("format", "email")
-				       PROP("short", "string") OPTS OPT("maxLength", "3")
-				       PROP("count", "integer")
-				       PROP("when", "timestamp")
-				       PROP("nums", "array") "        items:\n          logicalType: integer\n"
-				       PROP("o", "object") CHILDREN CHILD("s", "boolean"));
+	kiln_contract *k = compile(
+	    "", PROP("code", "string") OPTS OPT("pattern", "\"^[0-9]+$\"") PROP("colour", "string")
+	            ENUM("[red, green]") PROP("mail", "string") OPTS OPT("format", "email")
+	                PROP("short", "string") OPTS OPT("maxLength", "3") PROP("count", "integer")
+	                    PROP("when", "timestamp")
+	                        PROP("nums", "array") "        items:\n          logicalType: integer\n" PROP(
+	                            "o", "object") CHILDREN CHILD("s", "boolean"));
 	kiln_validator *v = validator(k, NULL);
 	const char *rec = "{\"code\":\"SECRET-1\",\"colour\":\"SECRET-2\",\"mail\":\"SECRET-3\","
-			  "\"short\":\"SECRET-4\",\"count\":\"SECRET-5\",\"when\":\"SECRET-6\","
-			  "\"nums\":[\"SECRET-7\"],\"o\":{\"s\":\"SECRET-8\"},\"extra\":\"SECRET-9\","
-			  "\"a@b.c\":\"SECRET-10\",\"o2\":{\"SECRET-11 \":\"SECRET-12\"}}";
+	                  "\"short\":\"SECRET-4\",\"count\":\"SECRET-5\",\"when\":\"SECRET-6\","
+	                  "\"nums\":[\"SECRET-7\"],\"o\":{\"s\":\"SECRET-8\"},\"extra\":\"SECRET-9\","
+	                  "\"a@b.c\":\"SECRET-10\",\"o2\":{\"SECRET-11 \":\"SECRET-12\"}}";
 	kiln_report r;
 
 	(void)state;
@@ -1376,7 +1396,8 @@ static void test_values_never_in_paths(void **state)
 	/* the same past the kept eight, by checking the record piece by piece */
 	EXPECT(v, "{\"extra\":\"SECRET-9\",\"a@b.c\":\"SECRET-10\",\"o2\":{\"SECRET-11 \":\"SECRET-12\"}}",
 	       W(UNKNOWN_FIELD, "extra"), W(UNKNOWN_FIELD, "<key>"), W(UNKNOWN_FIELD, "o2"));
-	EXPECT(v, "{\"o\":{\"s\":\"SECRET-8\",\"SECRET 13\":1}}", W(TYPE, "o.s"), W(UNKNOWN_FIELD, "o.<key>"));
+	EXPECT(v, "{\"o\":{\"s\":\"SECRET-8\",\"SECRET 13\":1}}", W(TYPE, "o.s"),
+	       W(UNKNOWN_FIELD, "o.<key>"));
 	EXPECT(v, "{\"o\":{\"SECRET 14\":1,\"SECRET 14\":2}}", W(DUPLICATE_KEY, "o.<key>"));
 	kiln_validator_free(v);
 	kiln_contract_free(k);
@@ -1426,7 +1447,8 @@ static void test_user_events_samples(void **state)
 		if (!next)
 			next = text + len;
 		if (kiln_validate(v, line, (size_t)(next - line), &r) != 0)
-			fail_msg("sample line %zu: %s %s", lines + 1, kiln_reject_name(r.v[0].code), r.v[0].path);
+			fail_msg("sample line %zu: %s %s", lines + 1, kiln_reject_name(r.v[0].code),
+			         r.v[0].path);
 		lines++;
 	}
 	assert_int_equal(lines, 200);
@@ -1444,7 +1466,7 @@ static void test_user_events_samples(void **state)
 		kiln_validate(v, line, (size_t)(next - line), &r);
 		for (size_t i = 0; i < r.kept; i++)
 			used += (size_t)snprintf(got + used, sizeof(got) - used, "%zu %s %s\n", lines,
-						 kiln_reject_name(r.v[i].code), r.v[i].path);
+			                         kiln_reject_name(r.v[i].code), r.v[i].path);
 		assert_true(used < sizeof(got));
 	}
 	assert_int_equal(lines, 15);
@@ -1459,53 +1481,53 @@ static void test_user_events_samples(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_type_string),
-		cmocka_unit_test(test_type_integer),
-		cmocka_unit_test(test_type_number),
-		cmocka_unit_test(test_type_boolean),
-		cmocka_unit_test(test_type_date),
-		cmocka_unit_test(test_type_timestamp),
-		cmocka_unit_test(test_type_time),
-		cmocka_unit_test(test_type_object),
-		cmocka_unit_test(test_type_array),
-		cmocka_unit_test(test_null_handling),
-		cmocka_unit_test(test_missing_required),
-		cmocka_unit_test(test_required_list),
-		cmocka_unit_test(test_pattern),
-		cmocka_unit_test(test_length_strings),
-		cmocka_unit_test(test_length_items),
-		cmocka_unit_test(test_length_properties),
-		cmocka_unit_test(test_range_bounds),
-		cmocka_unit_test(test_range_multiple_of),
-		cmocka_unit_test(test_pattern_dollar_is_end),
-		cmocka_unit_test(test_pattern_limit),
-		cmocka_unit_test(test_enum_any_type),
-		cmocka_unit_test(test_duplicate_escaped_known_key),
-		cmocka_unit_test(test_range_integer_format),
-		cmocka_unit_test(test_range_huge_numbers),
-		cmocka_unit_test(test_range_temporal),
-		cmocka_unit_test(test_enum_strings),
-		cmocka_unit_test(test_enum_numbers),
-		cmocka_unit_test(test_format),
-		cmocka_unit_test(test_unknown_field_reject),
-		cmocka_unit_test(test_unknown_field_allow),
-		cmocka_unit_test(test_unknown_key_names),
-		cmocka_unit_test(test_not_object),
-		cmocka_unit_test(test_json_syntax),
-		cmocka_unit_test(test_invalid_utf8),
-		cmocka_unit_test(test_duplicate_key),
-		cmocka_unit_test(test_too_deep),
-		cmocka_unit_test(test_too_large),
-		cmocka_unit_test(test_array_of_objects),
-		cmocka_unit_test(test_any_type),
-		cmocka_unit_test(test_unchecked_subtrees),
-		cmocka_unit_test(test_many_violations),
-		cmocka_unit_test(test_reuse),
-		cmocka_unit_test(test_report_single),
-		cmocka_unit_test(test_offsets),
-		cmocka_unit_test(test_long_paths),
-		cmocka_unit_test(test_values_never_in_paths),
-		cmocka_unit_test(test_user_events_samples),
+	    cmocka_unit_test(test_type_string),
+	    cmocka_unit_test(test_type_integer),
+	    cmocka_unit_test(test_type_number),
+	    cmocka_unit_test(test_type_boolean),
+	    cmocka_unit_test(test_type_date),
+	    cmocka_unit_test(test_type_timestamp),
+	    cmocka_unit_test(test_type_time),
+	    cmocka_unit_test(test_type_object),
+	    cmocka_unit_test(test_type_array),
+	    cmocka_unit_test(test_null_handling),
+	    cmocka_unit_test(test_missing_required),
+	    cmocka_unit_test(test_required_list),
+	    cmocka_unit_test(test_pattern),
+	    cmocka_unit_test(test_length_strings),
+	    cmocka_unit_test(test_length_items),
+	    cmocka_unit_test(test_length_properties),
+	    cmocka_unit_test(test_range_bounds),
+	    cmocka_unit_test(test_range_multiple_of),
+	    cmocka_unit_test(test_pattern_dollar_is_end),
+	    cmocka_unit_test(test_pattern_limit),
+	    cmocka_unit_test(test_enum_any_type),
+	    cmocka_unit_test(test_duplicate_escaped_known_key),
+	    cmocka_unit_test(test_range_integer_format),
+	    cmocka_unit_test(test_range_huge_numbers),
+	    cmocka_unit_test(test_range_temporal),
+	    cmocka_unit_test(test_enum_strings),
+	    cmocka_unit_test(test_enum_numbers),
+	    cmocka_unit_test(test_format),
+	    cmocka_unit_test(test_unknown_field_reject),
+	    cmocka_unit_test(test_unknown_field_allow),
+	    cmocka_unit_test(test_unknown_key_names),
+	    cmocka_unit_test(test_not_object),
+	    cmocka_unit_test(test_json_syntax),
+	    cmocka_unit_test(test_invalid_utf8),
+	    cmocka_unit_test(test_duplicate_key),
+	    cmocka_unit_test(test_too_deep),
+	    cmocka_unit_test(test_too_large),
+	    cmocka_unit_test(test_array_of_objects),
+	    cmocka_unit_test(test_any_type),
+	    cmocka_unit_test(test_unchecked_subtrees),
+	    cmocka_unit_test(test_many_violations),
+	    cmocka_unit_test(test_reuse),
+	    cmocka_unit_test(test_report_single),
+	    cmocka_unit_test(test_offsets),
+	    cmocka_unit_test(test_long_paths),
+	    cmocka_unit_test(test_values_never_in_paths),
+	    cmocka_unit_test(test_user_events_samples),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -88,13 +88,13 @@ typedef struct shard_set {
 
 /* One commit on ds/branch with the given shards (records = index + 1). */
 static void commit_shards(kiln_manifest *m, const char *ds, const char *branch, const shard_set *set,
-			  char out[41])
+                          char out[41])
 {
 	char json[256];
-	kiln_snapshot snap = { 0 };
+	kiln_snapshot snap = {0};
 
 	snprintf(json, sizeof(json), "{\"name\":\"%s\",\"split\":{\"scheme\":\"blake2b64-mod10000-v1\"}}",
-		 ds);
+	         ds);
 	snap.dataset = ds;
 	snap.branch = branch;
 	snap.dataset_json = json;
@@ -109,10 +109,10 @@ static void commit_shards(kiln_manifest *m, const char *ds, const char *branch, 
 
 /* One commit with one train shard whose hash starts with prefix. */
 static void commit_one(kiln_manifest *m, const char *ds, const char *branch, const char *prefix, char fill,
-		       char out[41])
+                       char out[41])
 {
-	kiln_shard_entry e = { .bytes = 10, .raw_bytes = 20, .records = 3 };
-	shard_set set = { { &e }, { 1 } };
+	kiln_shard_entry e = {.bytes = 10, .raw_bytes = 20, .records = 3};
+	shard_set set = {{&e}, {1}};
 
 	hash_of(e.hash, prefix, fill);
 	commit_shards(m, ds, branch, &set, out);
@@ -234,9 +234,9 @@ static void test_resolve_order(void **state)
 static void test_resolve_errors(void **state)
 {
 	char *path = repo_path("errors.git"), *missing = repo_path("missing/repo.git");
-	static const char *const malformed[] = { "",          "@main",   "ds@",       "DS@main",
-						 "ds@a b",    "ds@a..b", "ds@x.lock", "ds@-x",
-						 "ds@main@x", "d s",     "ds@/x",     "ds@x/y" };
+	static const char *const malformed[] = {"",          "@main",   "ds@",       "DS@main",
+	                                        "ds@a b",    "ds@a..b", "ds@x.lock", "ds@-x",
+	                                        "ds@main@x", "d s",     "ds@/x",     "ds@x/y"};
 	kiln_manifest *m;
 	char c1[41], other[41], spec[128], prefix[41];
 	git_oid blob_id;
@@ -283,9 +283,9 @@ static void test_resolve_errors(void **state)
 		assert_int_equal(git_commit_lookup(&commit, kiln_manifest_repo(m), &id), 0);
 		git_oid_cpy(&tree_id, git_commit_tree_id(commit));
 		git_commit_free(commit);
-		assert_int_equal(git_reference_create(&ref, kiln_manifest_repo(m), "refs/tags/ds/v7",
-						      &tree_id, 0, NULL),
-				 0);
+		assert_int_equal(
+		    git_reference_create(&ref, kiln_manifest_repo(m), "refs/tags/ds/v7", &tree_id, 0, NULL),
+		    0);
 		git_reference_free(ref);
 		expect_error(m, "ds@v7", KILN_EINVALID, "does not lead to a commit");
 	}
@@ -300,9 +300,9 @@ static void test_resolve_errors(void **state)
 		if (memcmp(hex, c1, 4) == 0) {
 			git_oid written;
 
-			assert_int_equal(git_blob_create_from_buffer(&written, kiln_manifest_repo(m), text,
-								     (size_t)len),
-					 0);
+			assert_int_equal(
+			    git_blob_create_from_buffer(&written, kiln_manifest_repo(m), text, (size_t)len),
+			    0);
 			for (common = 4; hex[common] == c1[common]; common++)
 				;
 			break;
@@ -380,8 +380,8 @@ static void test_tag_name_binding(void **state)
 	expect_error(m, "ds@v3", KILN_EINVALID, "is named other/v2, not ds/v3");
 
 	/* a symbolic reference to v1 under v4's name */
-	assert_int_equal(git_reference_symbolic_create(&ref, repo, "refs/tags/ds/v4", "refs/tags/ds/v1", 1, NULL),
-			 0);
+	assert_int_equal(
+	    git_reference_symbolic_create(&ref, repo, "refs/tags/ds/v4", "refs/tags/ds/v1", 1, NULL), 0);
 	git_reference_free(ref);
 	expect_error(m, "ds@v4", KILN_EINVALID, "is named ds/v1, not ds/v4");
 
@@ -463,7 +463,7 @@ static void test_read_files(void **state)
 	assert_int_equal(kiln_version_resolve(m, "ds", &v), 0);
 	assert_int_equal(kiln_version_read(m, &v, "dataset.json", &b), 1);
 	assert_int_equal(b.len,
-			 strlen("{\"name\":\"ds\",\"split\":{\"scheme\":\"blake2b64-mod10000-v1\"}}\n"));
+	                 strlen("{\"name\":\"ds\",\"split\":{\"scheme\":\"blake2b64-mod10000-v1\"}}\n"));
 	assert_memory_equal(b.ptr, "{\"name\":\"ds\"", 12);
 	kiln_buf_reset(&b);
 	assert_int_equal(kiln_version_read(m, &v, "nope.json", &b), 0);
@@ -494,8 +494,8 @@ static int on_shard(void *ctx, const kiln_shard_entry *e)
 		size_t len = strlen(s->topics);
 
 		snprintf(s->topics + len, sizeof(s->topics) - len, "[%s/%d %lld-%lld]", e->sources[i].topic,
-			 (int)e->sources[i].partition, (long long)e->sources[i].first,
-			 (long long)e->sources[i].last);
+		         (int)e->sources[i].partition, (long long)e->sources[i].first,
+		         (long long)e->sources[i].last);
 	}
 	s->n++;
 	return s->stop_at && (int)s->n == s->stop_at ? 42 : 0;
@@ -507,12 +507,12 @@ static void test_shards_in_hash_order(void **state)
 	kiln_manifest *m;
 	kiln_version v;
 	char c1[41];
-	static const char *const prefixes[] = { "ff", "00", "7a", "7a", "00", "01" };
-	static const char fills[] = { '1', '9', '2', '1', '0', '3' };
-	const kiln_source_range src[] = { { "user-events", 0, 0, 9 }, { "t\xc3\xa9", 3, 10, 19 } };
+	static const char *const prefixes[] = {"ff", "00", "7a", "7a", "00", "01"};
+	static const char fills[] = {'1', '9', '2', '1', '0', '3'};
+	const kiln_source_range src[] = {{"user-events", 0, 0, 9}, {"t\xc3\xa9", 3, 10, 19}};
 	kiln_shard_entry train[6], dev[1];
-	shard_set set = { { train, dev }, { 6, 1 } };
-	seen s = { 0 };
+	shard_set set = {{train, dev}, {6, 1}};
+	seen s = {0};
 
 	(void)state;
 	memset(train, 0, sizeof(train));
@@ -578,28 +578,28 @@ static void test_line_parse(void **state)
 	kiln_shard_entry e;
 	char line[1024], h[65];
 	static const char *const bad[] = {
-		"[]",
-		"{\"shard\":\"@H\",\"bytes\":1,\"raw_bytes\":2}",
-		"{\"shard\":\"@H\",\"bytes\":-1,\"raw_bytes\":2,\"records\":3}",
-		"{\"shard\":\"@H\",\"bytes\":1.5,\"raw_bytes\":2,\"records\":3}",
-		"{\"shard\":\"@H\",\"bytes\":1,\"raw_bytes\":2,\"records\":18446744073709551616}",
-		"{\"shard\":\"@H\",\"bytes\":1,\"raw_bytes\":2,\"records\":3} x",
-		"{\"shard\":\"@H\",\"bytes\":1,\"raw_bytes\":2,\"records\":3,\"sources\":{}}",
-		"{\"shard\":\"@H\",\"bytes\":1,\"raw_bytes\":2,\"records\":3,\"sources\":[{\"topic\":\"t\"}]"
-		"}",
-		"{\"shard\":\"@H\",\"bytes\":1,\"raw_bytes\":2,\"records\":3,\"sources\":[{\"topic\":\"t\","
-		"\"partition\":2147483648,\"first\":0,\"last\":1}]}",
-		"{\"shard\":\"@H\",\"bytes\":1,\"bytes\":1,\"raw_bytes\":2,\"records\":3}",
-		"{\"shard\":\"@H\",\"bytes\":1,\"raw_bytes\":2,\"records\":3",
+	    "[]",
+	    "{\"shard\":\"@H\",\"bytes\":1,\"raw_bytes\":2}",
+	    "{\"shard\":\"@H\",\"bytes\":-1,\"raw_bytes\":2,\"records\":3}",
+	    "{\"shard\":\"@H\",\"bytes\":1.5,\"raw_bytes\":2,\"records\":3}",
+	    "{\"shard\":\"@H\",\"bytes\":1,\"raw_bytes\":2,\"records\":18446744073709551616}",
+	    "{\"shard\":\"@H\",\"bytes\":1,\"raw_bytes\":2,\"records\":3} x",
+	    "{\"shard\":\"@H\",\"bytes\":1,\"raw_bytes\":2,\"records\":3,\"sources\":{}}",
+	    "{\"shard\":\"@H\",\"bytes\":1,\"raw_bytes\":2,\"records\":3,\"sources\":[{\"topic\":\"t\"}]"
+	    "}",
+	    "{\"shard\":\"@H\",\"bytes\":1,\"raw_bytes\":2,\"records\":3,\"sources\":[{\"topic\":\"t\","
+	    "\"partition\":2147483648,\"first\":0,\"last\":1}]}",
+	    "{\"shard\":\"@H\",\"bytes\":1,\"bytes\":1,\"raw_bytes\":2,\"records\":3}",
+	    "{\"shard\":\"@H\",\"bytes\":1,\"raw_bytes\":2,\"records\":3",
 	};
 
 	(void)state;
 	hash_of(h, "ab", 'c');
 	snprintf(line, sizeof(line),
-		 "{\"future\":{\"a\":[1,{\"b\":null}]},\"shard\":\"%s\",\"bytes\":10,\"raw_bytes\":20,"
-		 "\"records\":3,\"sources\":[{\"topic\":\"t\\u0041\",\"partition\":-1,\"first\":-5,\"last\":"
-		 "9223372036854775807,\"x\":true},{\"topic\":\"u\",\"partition\":2,\"first\":0,\"last\":1}]}",
-		 h);
+	         "{\"future\":{\"a\":[1,{\"b\":null}]},\"shard\":\"%s\",\"bytes\":10,\"raw_bytes\":20,"
+	         "\"records\":3,\"sources\":[{\"topic\":\"t\\u0041\",\"partition\":-1,\"first\":-5,\"last\":"
+	         "9223372036854775807,\"x\":true},{\"topic\":\"u\",\"partition\":2,\"first\":0,\"last\":1}]}",
+	         h);
 	assert_int_equal(kiln_shard_line_parse(line, strlen(line), &e, &strings, &sources, &cap), 0);
 	assert_string_equal(e.hash, h);
 	assert_int_equal(e.bytes, 10);
@@ -622,10 +622,10 @@ static void test_line_parse(void **state)
 	/* a bad hash */
 	snprintf(line, sizeof(line), "{\"shard\":\"%.63s\",\"bytes\":1,\"raw_bytes\":2,\"records\":0}", h);
 	assert_int_equal(kiln_shard_line_parse(line, strlen(line), &e, &strings, &sources, &cap),
-			 KILN_EINVALID);
+	                 KILN_EINVALID);
 	snprintf(line, sizeof(line), "{\"shard\":\"AB%.62s\",\"bytes\":1,\"raw_bytes\":2,\"records\":0}", h);
 	assert_int_equal(kiln_shard_line_parse(line, strlen(line), &e, &strings, &sources, &cap),
-			 KILN_EINVALID);
+	                 KILN_EINVALID);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		fill(line, sizeof(line), bad[i], h);
 		kiln_buf_reset(&strings);
@@ -663,7 +663,7 @@ static void test_log(void **state)
 	kiln_manifest *m;
 	kiln_version v;
 	char c1[41], c2[41], c3[41], side[41], merge[41], other[41], want[200];
-	log_seen s = { 0 };
+	log_seen s = {0};
 
 	(void)state;
 	assert_int_equal(kiln_manifest_open(&m, path), 0);
@@ -693,13 +693,13 @@ static void test_log(void **state)
 		assert_int_equal(git_commit_lookup(&p2, repo, &id2), 0);
 		assert_int_equal(git_signature_now(&sig, "kiln", "kiln@localhost"), 0);
 		{
-			const git_commit *parents[2] = { p1, p2 };
+			const git_commit *parents[2] = {p1, p2};
 			git_tree *tree;
 
 			assert_int_equal(git_commit_tree(&tree, p1), 0);
 			assert_int_equal(git_commit_create(&mid, repo, NULL, sig, sig, NULL,
-							   "ds: merge side\n\nbody line\n", tree, 2, parents),
-					 0);
+			                                   "ds: merge side\n\nbody line\n", tree, 2, parents),
+			                 0);
 			git_tree_free(tree);
 		}
 		git_oid_tostr(merge, sizeof(merge), &mid);
@@ -764,7 +764,7 @@ static int on_diff(void *ctx, kiln_split split, const kiln_shard_entry *e, bool 
 	size_t n = strlen(d->text);
 
 	snprintf(d->text + n, sizeof(d->text) - n, "%s%c%.4s ", kiln_split_name(split), added ? '+' : '-',
-		 e->hash);
+	         e->hash);
 	*(added ? &d->added : &d->removed) += 1;
 	d->records += e->records;
 	return 0;
@@ -811,8 +811,7 @@ static void test_diff(void **state)
 	entry(&ta[1], "ee", '1', 9);
 	assert_int_equal(kiln_manifest_open(&m, path), 0);
 	{
-		shard_set a = { { t1, d1 }, { 4, 1 } }, b = { { t2, NULL, s2 }, { 2, 0, 1 } },
-			  c = { { ta }, { 2 } };
+		shard_set a = {{t1, d1}, {4, 1}}, b = {{t2, NULL, s2}, {2, 0, 1}}, c = {{ta}, {2}};
 
 		commit_shards(m, "ds", "main", &a, c1);
 		commit_shards(m, "ds", "main", &b, c2);
@@ -846,8 +845,8 @@ static void test_diff(void **state)
 	memset(&d, 0, sizeof(d));
 	assert_int_equal(kiln_version_diff(m, &v2, &alt, on_diff, &d), 0);
 	assert_string_equal(d.text,
-			    "dev-1011 test-2011 train-0111 train-0133 train-0155 train-ab11 train-cd11 "
-			    "train+ee11 ");
+	                    "dev-1011 test-2011 train-0111 train-0133 train-0155 train-ab11 train-cd11 "
+	                    "train+ee11 ");
 	assert_int_equal(d.added, 1);
 	assert_int_equal(d.removed, 7);
 
@@ -884,7 +883,7 @@ static void test_diff_reads_only_changed_blobs(void **state)
 	kiln_manifest *m;
 	kiln_version a, b;
 	kiln_shard_entry *big = calloc(N, sizeof(*big)), more[3];
-	diff_seen d = { 0 };
+	diff_seen d = {0};
 	char c1[41], c2[41], spec[64];
 	size_t count = 0;
 	struct timespec t0, t1;
@@ -903,7 +902,7 @@ static void test_diff_reads_only_changed_blobs(void **state)
 	entry(&more[2], "ff", 'e', 1);
 	assert_int_equal(kiln_manifest_open(&m, path), 0);
 	{
-		shard_set one = { { big, big }, { N, N } }, two = { { more }, { 3 } };
+		shard_set one = {{big, big}, {N, N}}, two = {{more}, {3}};
 
 		commit_shards(m, "ds", "main", &one, c1);
 		commit_shards(m, "ds", "main", &two, c2);
@@ -936,11 +935,16 @@ static void test_diff_reads_only_changed_blobs(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_resolve_order), cmocka_unit_test(test_resolve_errors),
-		cmocka_unit_test(test_read_files),    cmocka_unit_test(test_shards_in_hash_order),
-		cmocka_unit_test(test_line_parse),    cmocka_unit_test(test_log),
-		cmocka_unit_test(test_diff),          cmocka_unit_test(test_diff_reads_only_changed_blobs),
-		cmocka_unit_test(test_tag_name_binding), cmocka_unit_test(test_must_be_signed),
+	    cmocka_unit_test(test_resolve_order),
+	    cmocka_unit_test(test_resolve_errors),
+	    cmocka_unit_test(test_read_files),
+	    cmocka_unit_test(test_shards_in_hash_order),
+	    cmocka_unit_test(test_line_parse),
+	    cmocka_unit_test(test_log),
+	    cmocka_unit_test(test_diff),
+	    cmocka_unit_test(test_diff_reads_only_changed_blobs),
+	    cmocka_unit_test(test_tag_name_binding),
+	    cmocka_unit_test(test_must_be_signed),
 	};
 
 	return kiln_test_git_main(tests, tmpdir, "version", NULL, NULL);

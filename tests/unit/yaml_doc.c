@@ -62,13 +62,13 @@ static void test_nested_positions(void **state)
 
 	(void)state;
 	doc = load_ok("# config\n"
-		      "server:\n"
-		      "  host: example\n"
-		      "  ports:\n"
-		      "    - 80\n"
-		      "    -   443\n"
-		      "  tls: {cert: a.pem}\n"
-		      "name: kiln\n");
+	              "server:\n"
+	              "  host: example\n"
+	              "  ports:\n"
+	              "    - 80\n"
+	              "    -   443\n"
+	              "  tls: {cert: a.pem}\n"
+	              "name: kiln\n");
 	assert_string_equal(kiln_yaml_name(doc), "t.yaml");
 	root = kiln_yaml_root(doc);
 	assert_int_equal(root->kind, KILN_YAML_MAPPING);
@@ -145,17 +145,17 @@ static void test_scalar_styles(void **state)
 
 	(void)state;
 	doc = load_ok("plain: hello world\n"
-		      "single: 'it''s'\n"
-		      "double: \"a\\tb\"\n"
-		      "nul: \"x\\0y\"\n"
-		      "literal: |\n"
-		      "  line1\n"
-		      "  line2\n"
-		      "folded: >\n"
-		      "  one\n"
-		      "  two\n"
-		      "empty:\n"
-		      "quoted_empty: ''\n");
+	              "single: 'it''s'\n"
+	              "double: \"a\\tb\"\n"
+	              "nul: \"x\\0y\"\n"
+	              "literal: |\n"
+	              "  line1\n"
+	              "  line2\n"
+	              "folded: >\n"
+	              "  one\n"
+	              "  two\n"
+	              "empty:\n"
+	              "quoted_empty: ''\n");
 	root = kiln_yaml_root(doc);
 	assert_scalar(kiln_yaml_get(root, "plain"), "hello world", false);
 	assert_scalar(kiln_yaml_get(root, "single"), "it's", true);
@@ -181,16 +181,16 @@ static void test_duplicate_key(void **state)
 {
 	(void)state;
 	load_fails("a: 1\n"
-		   "b:\n"
-		   "  c: 2\n"
-		   "  c: 3\n",
-		   KILN_EINVALID, "t.yaml:4:3: duplicate key \"c\"");
+	           "b:\n"
+	           "  c: 2\n"
+	           "  c: 3\n",
+	           KILN_EINVALID, "t.yaml:4:3: duplicate key \"c\"");
 	load_fails("{x: 1, y: 2, x: 3}", KILN_EINVALID, "t.yaml:1:14: duplicate key \"x\"");
 	/* quoting does not make a different key */
 	load_fails("k: 1\n\"k\": 2\n", KILN_EINVALID, "t.yaml:2:1: duplicate key \"k\"");
 	/* control bytes and quotes are escaped in the message */
 	load_fails("\"a\\tb\\\"\": 1\n\"a\\tb\\\"\": 2\n", KILN_EINVALID,
-		   "t.yaml:2:1: duplicate key \"a\\x09b\\\"\"");
+	           "t.yaml:2:1: duplicate key \"a\\x09b\\\"\"");
 }
 
 static void test_nonscalar_key(void **state)
@@ -199,9 +199,9 @@ static void test_nonscalar_key(void **state)
 	load_fails("? [a, b]\n: 1\n", KILN_EINVALID, "t.yaml:1:3: mapping keys must be scalars");
 	load_fails("{{a: 1}: 2}", KILN_EINVALID, "t.yaml:1:2: mapping keys must be scalars");
 	load_fails("base: &b {x: 1}\n"
-		   "m:\n"
-		   "  *b : 2\n",
-		   KILN_EINVALID, "t.yaml:3:3: mapping keys must be scalars");
+	           "m:\n"
+	           "  *b : 2\n",
+	           KILN_EINVALID, "t.yaml:3:3: mapping keys must be scalars");
 }
 
 static void test_aliases(void **state)
@@ -211,11 +211,11 @@ static void test_aliases(void **state)
 
 	(void)state;
 	doc = load_ok("base: &b\n"
-		      "  x: 1\n"
-		      "name: &n kiln\n"
-		      "copy: *b\n"
-		      "list: [*n, *b]\n"
-		      "*n : key from alias\n");
+	              "  x: 1\n"
+	              "name: &n kiln\n"
+	              "copy: *b\n"
+	              "list: [*n, *b]\n"
+	              "*n : key from alias\n");
 	root = kiln_yaml_root(doc);
 	base = kiln_yaml_get(root, "base");
 	assert_int_equal(base->kind, KILN_YAML_MAPPING);
@@ -235,7 +235,7 @@ static void test_aliases(void **state)
 
 	load_fails("a: 1\nb: *nope\n", KILN_EINVALID, "t.yaml:2:4: unknown alias \"nope\"");
 	load_fails("a: &r [1, *r]\n", KILN_EINVALID,
-		   "t.yaml:1:11: alias \"r\" refers to a node that contains it");
+	           "t.yaml:1:11: alias \"r\" refers to a node that contains it");
 	/* a key that repeats through an alias is still a duplicate */
 	load_fails("a: &k x\nx: 1\n*k : 2\n", KILN_EINVALID, "t.yaml:3:1: duplicate key \"x\"");
 }
@@ -245,16 +245,16 @@ static void test_parser_errors(void **state)
 	(void)state;
 	/* bad indentation */
 	load_fails("a:\n"
-		   "  b: 1\n"
-		   " c: 2\n",
-		   KILN_EINVALID,
-		   "t.yaml:3:2: did not find expected key (while parsing a block mapping at 1:1)");
+	           "  b: 1\n"
+	           " c: 2\n",
+	           KILN_EINVALID,
+	           "t.yaml:3:2: did not find expected key (while parsing a block mapping at 1:1)");
 	load_fails("a: [1, 2\n", KILN_EINVALID,
-		   "t.yaml:2:1: did not find expected ',' or ']' (while parsing a flow sequence at "
-		   "1:4)");
+	           "t.yaml:2:1: did not find expected ',' or ']' (while parsing a flow sequence at "
+	           "1:4)");
 	load_fails("a: 'open\n", KILN_EINVALID,
-		   "t.yaml:2:1: found unexpected end of stream (while scanning a quoted scalar at "
-		   "1:4)");
+	           "t.yaml:2:1: found unexpected end of stream (while scanning a quoted scalar at "
+	           "1:4)");
 	/* reader errors carry a byte offset, turned into a position */
 	load_fails("a: 1\nb: \xff\n", KILN_EINVALID, "t.yaml:2:4: invalid leading UTF-8 octet");
 }
@@ -452,8 +452,9 @@ static void test_expanded_limit(void **state)
 	doc = (kiln_yaml_doc *)1;
 	assert_int_equal(kiln_yaml_load_buffer(&doc, "laughs.yaml", text, strlen(text)), KILN_EINVALID);
 	assert_null(doc);
-	assert_string_equal(kiln_error_last(),
-			    "laughs.yaml:3:4: more than 1000000 nodes with aliases expanded (aliases that fan out)");
+	assert_string_equal(
+	    kiln_error_last(),
+	    "laughs.yaml:3:4: more than 1000000 nodes with aliases expanded (aliases that fan out)");
 
 	/* nested fan-out: 30 levels of two aliases each, about 2^30 nodes */
 	n = 0;
@@ -470,11 +471,11 @@ static void test_expanded_limit(void **state)
 static void test_expand_env(void **state)
 {
 	const char *text = "a: ${KILN_T_SET}\n"
-			   "b: x-${KILN_T_UNSET:-dflt}-y\n"
-			   "c: ${KILN_T_EMPTY:-e}\n"
-			   "d: ${KILN_T_EMPTY}\n"
-			   "e: cost $$5\n"
-			   "f: \"${KILN_T_SET}\"\n";
+	                   "b: x-${KILN_T_UNSET:-dflt}-y\n"
+	                   "c: ${KILN_T_EMPTY:-e}\n"
+	                   "d: ${KILN_T_EMPTY}\n"
+	                   "e: cost $$5\n"
+	                   "f: \"${KILN_T_SET}\"\n";
 	kiln_yaml_doc *doc = NULL;
 	const kiln_yaml_node *root;
 
@@ -482,7 +483,8 @@ static void test_expand_env(void **state)
 	setenv("KILN_T_SET", "hello world", 1);
 	setenv("KILN_T_EMPTY", "", 1);
 	unsetenv("KILN_T_UNSET");
-	assert_int_equal(kiln_yaml_load_buffer_ex(&doc, "p.yaml", text, strlen(text), KILN_YAML_EXPAND_ENV), 0);
+	assert_int_equal(kiln_yaml_load_buffer_ex(&doc, "p.yaml", text, strlen(text), KILN_YAML_EXPAND_ENV),
+	                 0);
 	root = kiln_yaml_root(doc);
 	assert_string_equal(kiln_yaml_get(root, "a")->value, "hello world");
 	assert_int_equal(kiln_yaml_get(root, "a")->len, 11);
@@ -500,7 +502,8 @@ static void test_expand_env(void **state)
 	assert_true(kiln_yaml_get(root, "f")->from_env);
 	kiln_yaml_free(doc);
 	text = "a: ${KILN_T_SET}${KILN_T_SET}\nb: $${KILN_T_SET}\nc: literal\n";
-	assert_int_equal(kiln_yaml_load_buffer_ex(&doc, "p.yaml", text, strlen(text), KILN_YAML_EXPAND_ENV), 0);
+	assert_int_equal(kiln_yaml_load_buffer_ex(&doc, "p.yaml", text, strlen(text), KILN_YAML_EXPAND_ENV),
+	                 0);
 	root = kiln_yaml_root(doc);
 	assert_false(kiln_yaml_get(root, "a")->from_env);
 	assert_string_equal(kiln_yaml_get(root, "b")->value, "${KILN_T_SET}");
@@ -518,16 +521,16 @@ static void test_expand_env(void **state)
 	/* unset without default: file:line:col */
 	text = "x: 1\ny: ${KILN_T_UNSET}\n";
 	assert_int_equal(kiln_yaml_load_buffer_ex(&doc, "p.yaml", text, strlen(text), KILN_YAML_EXPAND_ENV),
-			 KILN_EINVALID);
+	                 KILN_EINVALID);
 	assert_non_null(strstr(kiln_error_last(), "p.yaml:2:4: "));
 	assert_non_null(strstr(kiln_error_last(), "KILN_T_UNSET is not set"));
 	text = "y: ${KILN_T_SET\n";
 	assert_int_equal(kiln_yaml_load_buffer_ex(&doc, "p.yaml", text, strlen(text), KILN_YAML_EXPAND_ENV),
-			 KILN_EINVALID);
+	                 KILN_EINVALID);
 	assert_non_null(strstr(kiln_error_last(), "unterminated"));
 	text = "y: ${1BAD}\n";
 	assert_int_equal(kiln_yaml_load_buffer_ex(&doc, "p.yaml", text, strlen(text), KILN_YAML_EXPAND_ENV),
-			 KILN_EINVALID);
+	                 KILN_EINVALID);
 }
 
 static void test_set(void **state)
@@ -549,7 +552,8 @@ static void test_set(void **state)
 	assert_int_equal(kiln_yaml_bool(doc, kiln_yaml_get(root, "flag"), "flag", &b), 0);
 	assert_true(b);
 	/* errors on set nodes name --set, not a position */
-	assert_int_equal(kiln_yaml_int64(doc, kiln_yaml_get(root, "flag"), "flag", &(int64_t){ 0 }), KILN_EINVALID);
+	assert_int_equal(kiln_yaml_int64(doc, kiln_yaml_get(root, "flag"), "flag", &(int64_t){0}),
+	                 KILN_EINVALID);
 	assert_non_null(strstr(kiln_error_last(), "--set flag: "));
 	assert_int_equal(kiln_yaml_set(doc, "list.x", "1"), KILN_EINVALID);
 	assert_int_equal(kiln_yaml_set(doc, "a..b", "1"), KILN_EINVALID);
@@ -581,11 +585,11 @@ static void test_set_quoted_key(void **state)
 	assert_non_null(kiln_yaml_get(kiln_yaml_get(opts, "sasl"), "mechanism"));
 
 	expect_error(kiln_yaml_set(doc, "source.\"options", "1"),
-		     "--set source.\"options: unterminated \" in the path");
+	             "--set source.\"options: unterminated \" in the path");
 	expect_error(kiln_yaml_set(doc, "source.\"opt\"ions", "1"),
-		     "--set source.\"opt\"ions: expected '.' or '=' after a quoted key");
+	             "--set source.\"opt\"ions: expected '.' or '=' after a quoted key");
 	expect_error(kiln_yaml_set(doc, "source.op\"t\"", "1"),
-		     "--set source.op\"t\": a quoted key must be a whole key");
+	             "--set source.op\"t\": a quoted key must be a whole key");
 	expect_error(kiln_yaml_set(doc, "source.\"\"", "1"), "--set source.\"\": empty key in the path");
 	expect_error(kiln_yaml_set(doc, "source.", "1"), "--set source.: empty key in the path");
 	kiln_yaml_free(doc);
@@ -600,7 +604,7 @@ static void test_fail_format(void **state)
 	doc = load_ok("a:\n  b: 1\n");
 	n = kiln_yaml_get(kiln_yaml_get(kiln_yaml_root(doc), "a"), "b");
 	expect_error(kiln_yaml_fail(doc, n, "a.b", "must be %d or more", 2),
-		     "t.yaml:2:6: a.b: must be 2 or more");
+	             "t.yaml:2:6: a.b: must be 2 or more");
 	expect_error(kiln_yaml_fail(doc, n, NULL, "bad"), "t.yaml:2:6: bad");
 	expect_error(kiln_yaml_fail(doc, n, "", "bad"), "t.yaml:2:6: bad");
 	expect_error(kiln_yaml_fail(doc, NULL, "a.c", "is required"), "t.yaml: a.c: is required");
@@ -609,38 +613,38 @@ static void test_fail_format(void **state)
 }
 
 static const char *reader_text = "t: true\n"
-				 "T: True\n"
-				 "f: FALSE\n"
-				 "qb: 'true'\n"
-				 "yes: yes\n"
-				 "i: -42\n"
-				 "ip: +7\n"
-				 "imax: 9223372036854775807\n"
-				 "imin: -9223372036854775808\n"
-				 "ibig: 9223372036854775808\n"
-				 "ihex: 0x10\n"
-				 "ifrac: 1.5\n"
-				 "qi: \"12\"\n"
-				 "sign: '-'\n"
-				 "d: 2.5e-3\n"
-				 "dint: 17\n"
-				 "dneg: -0.25E+2\n"
-				 "dinf: .inf\n"
-				 "dnan: .nan\n"
-				 "ddot: .5\n"
-				 "dtrail: 1.\n"
-				 "dexp: 1e\n"
-				 "dhuge: 1e999999\n"
-				 "s: hello\n"
-				 "qnull: \"null\"\n"
-				 "n1: null\n"
-				 "n2: ~\n"
-				 "n3: NULL\n"
-				 "n4:\n"
-				 "nn: nULL\n"
-				 "map: {x: 1}\n"
-				 "seq: [1]\n"
-				 "dtiny: 1e-999999\n";
+                                 "T: True\n"
+                                 "f: FALSE\n"
+                                 "qb: 'true'\n"
+                                 "yes: yes\n"
+                                 "i: -42\n"
+                                 "ip: +7\n"
+                                 "imax: 9223372036854775807\n"
+                                 "imin: -9223372036854775808\n"
+                                 "ibig: 9223372036854775808\n"
+                                 "ihex: 0x10\n"
+                                 "ifrac: 1.5\n"
+                                 "qi: \"12\"\n"
+                                 "sign: '-'\n"
+                                 "d: 2.5e-3\n"
+                                 "dint: 17\n"
+                                 "dneg: -0.25E+2\n"
+                                 "dinf: .inf\n"
+                                 "dnan: .nan\n"
+                                 "ddot: .5\n"
+                                 "dtrail: 1.\n"
+                                 "dexp: 1e\n"
+                                 "dhuge: 1e999999\n"
+                                 "s: hello\n"
+                                 "qnull: \"null\"\n"
+                                 "n1: null\n"
+                                 "n2: ~\n"
+                                 "n3: NULL\n"
+                                 "n4:\n"
+                                 "nn: nULL\n"
+                                 "map: {x: 1}\n"
+                                 "seq: [1]\n"
+                                 "dtiny: 1e-999999\n";
 
 static void test_bool_reader(void **state)
 {
@@ -658,11 +662,11 @@ static void test_bool_reader(void **state)
 	assert_int_equal(kiln_yaml_bool(doc, kiln_yaml_get(root, "f"), "f", &b), 0);
 	assert_false(b);
 	expect_error(kiln_yaml_bool(doc, kiln_yaml_get(root, "qb"), "opts.qb", &b),
-		     "t.yaml:4:5: opts.qb: expected true or false");
+	             "t.yaml:4:5: opts.qb: expected true or false");
 	expect_error(kiln_yaml_bool(doc, kiln_yaml_get(root, "yes"), "yes", &b),
-		     "t.yaml:5:6: yes: expected true or false");
+	             "t.yaml:5:6: yes: expected true or false");
 	expect_error(kiln_yaml_bool(doc, kiln_yaml_get(root, "map"), "map", &b),
-		     "t.yaml:31:6: map: expected a scalar (true or false), got a mapping");
+	             "t.yaml:31:6: map: expected a scalar (true or false), got a mapping");
 	expect_error(kiln_yaml_bool(doc, NULL, "gone", &b), "t.yaml: gone: expected true or false");
 	kiln_yaml_free(doc);
 }
@@ -685,23 +689,23 @@ static void test_int64_reader(void **state)
 	assert_int_equal(kiln_yaml_int64(doc, kiln_yaml_get(root, "imin"), "imin", &v), 0);
 	assert_true(v == INT64_MIN);
 	expect_error(kiln_yaml_int64(doc, kiln_yaml_get(root, "ibig"), "ibig", &v),
-		     "t.yaml:10:7: ibig: expected an integer");
+	             "t.yaml:10:7: ibig: expected an integer");
 	expect_error(kiln_yaml_int64(doc, kiln_yaml_get(root, "ihex"), "ihex", &v),
-		     "t.yaml:11:7: ihex: expected an integer");
+	             "t.yaml:11:7: ihex: expected an integer");
 	expect_error(kiln_yaml_int64(doc, kiln_yaml_get(root, "ifrac"), "ifrac", &v),
-		     "t.yaml:12:8: ifrac: expected an integer");
+	             "t.yaml:12:8: ifrac: expected an integer");
 	expect_error(kiln_yaml_int64(doc, kiln_yaml_get(root, "qi"), "qi", &v),
-		     "t.yaml:13:5: qi: expected an integer");
+	             "t.yaml:13:5: qi: expected an integer");
 	expect_error(kiln_yaml_int64(doc, kiln_yaml_get(root, "n4"), "n4", &v),
-		     "t.yaml:29:4: n4: expected an integer");
+	             "t.yaml:29:4: n4: expected an integer");
 	expect_error(kiln_yaml_int64(doc, kiln_yaml_get(root, "seq"), "seq", &v),
-		     "t.yaml:32:6: seq: expected a scalar (an integer), got a sequence");
+	             "t.yaml:32:6: seq: expected a scalar (an integer), got a sequence");
 	kiln_yaml_free(doc);
 
 	/* a lone sign is not an integer */
 	doc = load_ok("- -\n- +\n");
 	expect_error(kiln_yaml_int64(doc, kiln_yaml_root(doc)->items[1], "[1]", &v),
-		     "t.yaml:2:3: [1]: expected an integer");
+	             "t.yaml:2:3: [1]: expected an integer");
 	kiln_yaml_free(doc);
 }
 
@@ -726,25 +730,25 @@ static void test_number_reader(void **state)
 	assert_int_equal(kiln_yaml_number(doc, kiln_yaml_get(root, "dtiny"), "dtiny", &v), 0);
 	assert_true(v >= 0.0L && v < 1e-300L);
 	expect_error(kiln_yaml_number(doc, kiln_yaml_get(root, "dinf"), "dinf", &v),
-		     "t.yaml:18:7: dinf: expected a number");
+	             "t.yaml:18:7: dinf: expected a number");
 	expect_error(kiln_yaml_number(doc, kiln_yaml_get(root, "dnan"), "dnan", &v),
-		     "t.yaml:19:7: dnan: expected a number");
+	             "t.yaml:19:7: dnan: expected a number");
 	expect_error(kiln_yaml_number(doc, kiln_yaml_get(root, "ddot"), "ddot", &v),
-		     "t.yaml:20:7: ddot: expected a number");
+	             "t.yaml:20:7: ddot: expected a number");
 	expect_error(kiln_yaml_number(doc, kiln_yaml_get(root, "dtrail"), "dtrail", &v),
-		     "t.yaml:21:9: dtrail: expected a number");
+	             "t.yaml:21:9: dtrail: expected a number");
 	expect_error(kiln_yaml_number(doc, kiln_yaml_get(root, "dexp"), "dexp", &v),
-		     "t.yaml:22:7: dexp: expected a number");
+	             "t.yaml:22:7: dexp: expected a number");
 	expect_error(kiln_yaml_number(doc, kiln_yaml_get(root, "dhuge"), "dhuge", &v),
-		     "t.yaml:23:8: dhuge: expected a number (out of range)");
+	             "t.yaml:23:8: dhuge: expected a number (out of range)");
 	expect_error(kiln_yaml_number(doc, kiln_yaml_get(root, "ihex"), "ihex", &v),
-		     "t.yaml:11:7: ihex: expected a number");
+	             "t.yaml:11:7: ihex: expected a number");
 	expect_error(kiln_yaml_number(doc, kiln_yaml_get(root, "qi"), "qi", &v),
-		     "t.yaml:13:5: qi: expected a number");
+	             "t.yaml:13:5: qi: expected a number");
 	expect_error(kiln_yaml_number(doc, kiln_yaml_get(root, "s"), "s", &v),
-		     "t.yaml:24:4: s: expected a number");
+	             "t.yaml:24:4: s: expected a number");
 	expect_error(kiln_yaml_number(doc, kiln_yaml_get(root, "map"), "map", &v),
-		     "t.yaml:31:6: map: expected a scalar (a number), got a mapping");
+	             "t.yaml:31:6: map: expected a scalar (a number), got a mapping");
 	kiln_yaml_free(doc);
 }
 
@@ -766,15 +770,15 @@ static void test_string_reader(void **state)
 	assert_int_equal(kiln_yaml_string(doc, kiln_yaml_get(root, "nn"), "nn", &s), 0);
 	assert_string_equal(s, "nULL");
 	expect_error(kiln_yaml_string(doc, kiln_yaml_get(root, "n1"), "n1", &s),
-		     "t.yaml:26:5: n1: expected a string");
+	             "t.yaml:26:5: n1: expected a string");
 	expect_error(kiln_yaml_string(doc, kiln_yaml_get(root, "n2"), "n2", &s),
-		     "t.yaml:27:5: n2: expected a string");
+	             "t.yaml:27:5: n2: expected a string");
 	expect_error(kiln_yaml_string(doc, kiln_yaml_get(root, "n3"), "n3", &s),
-		     "t.yaml:28:5: n3: expected a string");
+	             "t.yaml:28:5: n3: expected a string");
 	expect_error(kiln_yaml_string(doc, kiln_yaml_get(root, "n4"), "n4", &s),
-		     "t.yaml:29:4: n4: expected a string");
+	             "t.yaml:29:4: n4: expected a string");
 	expect_error(kiln_yaml_string(doc, kiln_yaml_get(root, "seq"), "seq", &s),
-		     "t.yaml:32:6: seq: expected a scalar (a string), got a sequence");
+	             "t.yaml:32:6: seq: expected a scalar (a string), got a sequence");
 	expect_error(kiln_yaml_string(doc, NULL, "gone", &s), "t.yaml: gone: expected a string");
 	kiln_yaml_free(doc);
 }
@@ -819,7 +823,7 @@ static void test_load_config(void **state)
 	char path[] = "/tmp/kiln_yaml_doc_XXXXXX";
 	const char *text = "a: ${KILN_TEST_UNSET_NAME:-dflt}\nb: {c: 1}\n";
 	char set1[] = "b.c=2", set2[] = "d=new", set3[] = "b.\"e.f=g\"=h=i", bad[] = "=x";
-	char *sets[] = { set1, set2, set3 }, *bads[] = { bad };
+	char *sets[] = {set1, set2, set3}, *bads[] = {bad};
 	kiln_yaml_doc *doc = NULL;
 	int fd;
 
@@ -881,30 +885,30 @@ static void test_load_file_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_nested_positions),
-		cmocka_unit_test(test_alias_limit),
-		cmocka_unit_test(test_expanded_limit),
-		cmocka_unit_test(test_expand_env),
-		cmocka_unit_test(test_set),
-		cmocka_unit_test(test_set_quoted_key),
-		cmocka_unit_test(test_flow_style),
-		cmocka_unit_test(test_scalar_styles),
-		cmocka_unit_test(test_duplicate_key),
-		cmocka_unit_test(test_nonscalar_key),
-		cmocka_unit_test(test_aliases),
-		cmocka_unit_test(test_parser_errors),
-		cmocka_unit_test(test_empty_documents),
-		cmocka_unit_test(test_first_document_only),
-		cmocka_unit_test(test_depth_limit),
-		cmocka_unit_test(test_large_document),
-		cmocka_unit_test(test_fail_format),
-		cmocka_unit_test(test_bool_reader),
-		cmocka_unit_test(test_int64_reader),
-		cmocka_unit_test(test_number_reader),
-		cmocka_unit_test(test_string_reader),
-		cmocka_unit_test(test_load_file),
-		cmocka_unit_test(test_load_file_errors),
-		cmocka_unit_test(test_load_config),
+	    cmocka_unit_test(test_nested_positions),
+	    cmocka_unit_test(test_alias_limit),
+	    cmocka_unit_test(test_expanded_limit),
+	    cmocka_unit_test(test_expand_env),
+	    cmocka_unit_test(test_set),
+	    cmocka_unit_test(test_set_quoted_key),
+	    cmocka_unit_test(test_flow_style),
+	    cmocka_unit_test(test_scalar_styles),
+	    cmocka_unit_test(test_duplicate_key),
+	    cmocka_unit_test(test_nonscalar_key),
+	    cmocka_unit_test(test_aliases),
+	    cmocka_unit_test(test_parser_errors),
+	    cmocka_unit_test(test_empty_documents),
+	    cmocka_unit_test(test_first_document_only),
+	    cmocka_unit_test(test_depth_limit),
+	    cmocka_unit_test(test_large_document),
+	    cmocka_unit_test(test_fail_format),
+	    cmocka_unit_test(test_bool_reader),
+	    cmocka_unit_test(test_int64_reader),
+	    cmocka_unit_test(test_number_reader),
+	    cmocka_unit_test(test_string_reader),
+	    cmocka_unit_test(test_load_file),
+	    cmocka_unit_test(test_load_file_errors),
+	    cmocka_unit_test(test_load_config),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
