@@ -3,15 +3,13 @@
  * dataset), so a `kiln run` with branch NAME continues from that version's
  * shards and lineage. Never moves an existing branch. */
 #include <getopt.h>
-#include <git2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "core/error.h"
-#include "manifest/format.h"
-#include "manifest/internal.h"
+#include "manifest/branch.h"
 #include "manifest/version.h"
 
 static const char usage_text[] =
@@ -40,11 +38,8 @@ int kiln_cmd_branch(int argc, char **argv)
 	};
 	const char *repo = getenv("KILN_MANIFEST"), *dataset, *name, *from;
 	kiln_manifest *m = NULL;
-	kiln_version v;
-	git_reference *made = NULL;
-	git_oid id;
-	char ref[320], spec[512], msg[600];
-	int opt, gerr, valid = 0, status = KILN_EXIT_USAGE;
+	kiln_branch b;
+	int opt, status = KILN_EXIT_USAGE;
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "m:h", long_options, NULL)) != -1) {
@@ -65,58 +60,23 @@ int kiln_cmd_branch(int argc, char **argv)
 	dataset = argv[optind];
 	name = argv[optind + 1];
 	from = argc - optind == 3 ? argv[optind + 2] : "main";
-	if (!kiln_mfmt_name_valid(dataset))
-		return kiln_cli_fail("branch", "dataset name '%s' must match [a-z0-9][a-z0-9._-]{0,127}",
-		                     dataset);
-	if (!kiln_mfmt_name_valid(name))
-		return kiln_cli_fail("branch", "branch name '%s' must match [a-z0-9][a-z0-9._-]{0,127}",
-		                     name);
-	snprintf(ref, sizeof(ref), "refs/heads/%s/%s", dataset, name);
-	if (git_reference_name_is_valid(&valid, ref) < 0 || !valid)
-		return kiln_cli_fail("branch", "%s is not a valid git reference name", ref);
-	/* FROM: "ds@x", or a bare "x" of DATASET */
-	if (strchr(from, '@')) {
-		size_t n = (size_t)(strchr(from, '@') - from);
-
-		if (n != strlen(dataset) || strncmp(from, dataset, n) != 0)
-			return kiln_cli_fail("branch", "%s is a version of another dataset than %s", from,
-			                     dataset);
-		snprintf(spec, sizeof(spec), "%s", from);
-	} else {
-		snprintf(spec, sizeof(spec), "%s@%s", dataset, from);
-	}
+	if (kiln_branch_prepare(&b, dataset, name, from) < 0)
+		return kiln_cli_fail("branch", "%s", kiln_error_last());
 	if (!repo || !*repo)
 		return kiln_cli_fail("branch",
 		                     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
-	if (kiln_version_open(&m, repo) < 0 || kiln_version_resolve(m, spec, &v) < 0) {
+	if (kiln_version_open(&m, repo) < 0 || kiln_branch_create(m, &b, dataset, name) < 0) {
 		kiln_cli_fail("branch", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	if (git_oid_fromstr(&id, v.commit) < 0) {
-		kiln_cli_fail("branch", "%s: bad commit id", spec);
-		goto cleanup;
-	}
-	snprintf(msg, sizeof(msg), "kiln branch: from %s", spec);
-	gerr = git_reference_create(&made, kiln_manifest_repo(m), ref, &id, 0, msg);
-	if (gerr == GIT_EEXISTS) {
-		kiln_cli_fail("branch", "%s@%s already exists (%s); a branch is never moved", dataset, name,
-		              ref);
-		goto cleanup;
-	}
-	if (gerr < 0) {
-		kiln_manifest_git_fail(m, gerr, ref);
-		kiln_cli_fail("branch", "%s", kiln_error_last());
-		goto cleanup;
-	}
-	printf("%s@%s: branched from %s (%.12s)\n", dataset, name, spec, v.commit);
-	printf("version: %s (%s in %s)\n", v.commit, ref, repo);
+	printf("%s@%s: branched from %s (%.12s)\n", dataset, name, b.from, b.base.commit);
+	printf("version: %s (%s in %s)\n", b.base.commit, b.ref, repo);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		kiln_cli_fail("branch", "stdout: write error");
 		goto cleanup;
 	}
 	status = KILN_EXIT_OK;
 cleanup:
-	git_reference_free(made);
 	kiln_manifest_close(m);
 	return status;
 }

@@ -133,7 +133,34 @@ static int64_t parse_age(const char *s)
 	return (int64_t)v * unit;
 }
 
-int kiln_cmd_gc(int argc, char **argv)
+typedef struct gc_opts {
+	const char *repo, *store_url, *pipeline_file;
+	kiln_gc_policy policy;
+	bool keep_given;
+	gc_print p;
+} gc_opts;
+
+/* --keep ARG into the policy: 0, or the exit status of a bad one. */
+static int parse_keep(kiln_gc_policy *policy, const char *arg)
+{
+	if (strcmp(arg, "tags") == 0) {
+		policy->keep_tags = true;
+	} else if (strcmp(arg, "branches") == 0) {
+		policy->keep_branches = true;
+	} else if (strncmp(arg, "younger-than=", 13) == 0) {
+		if ((policy->younger_than = parse_age(arg + 13)) < 0)
+			return kiln_cli_fail("gc",
+			                     "--keep younger-than wants an age such as 30d, "
+			                     "12h, 90m, 2w or 3600s, not '%s'",
+			                     arg + 13);
+	} else {
+		return kiln_cli_fail("gc", "--keep wants tags, branches or younger-than=AGE, not '%s'", arg);
+	}
+	return 0;
+}
+
+/* -1 to go on, else the exit status. */
+static int parse_options(gc_opts *o, int argc, char **argv)
 {
 	enum { OPT_APPLY = 256 };
 	static const struct option long_options[] = {
@@ -147,59 +174,37 @@ int kiln_cmd_gc(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *repo = NULL, *store_url = NULL, *pipeline_file = NULL;
-	kiln_gc_policy policy = {.grace = 3600};
-	bool keep_given = false;
-	gc_print p = {0};
-	kiln_pipeline *pipeline = NULL;
-	const kiln_store_options *store_options = NULL;
-	kiln_manifest *m = NULL;
-	kiln_store *store = NULL;
-	kiln_gc_stats st;
-	int opt, rc, status = KILN_EXIT_USAGE;
+	int opt;
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "k:g:m:s:p:vh", long_options, NULL)) != -1) {
 		switch (opt) {
 		case OPT_APPLY:
-			policy.apply = true;
+			o->policy.apply = true;
 			break;
 		case 'k':
-			keep_given = true;
-			if (strcmp(optarg, "tags") == 0) {
-				policy.keep_tags = true;
-			} else if (strcmp(optarg, "branches") == 0) {
-				policy.keep_branches = true;
-			} else if (strncmp(optarg, "younger-than=", 13) == 0) {
-				if ((policy.younger_than = parse_age(optarg + 13)) < 0)
-					return kiln_cli_fail("gc",
-					                     "--keep younger-than wants an age such as 30d, "
-					                     "12h, 90m, 2w or 3600s, not '%s'",
-					                     optarg + 13);
-			} else {
-				return kiln_cli_fail(
-				    "gc", "--keep wants tags, branches or younger-than=AGE, not '%s'",
-				    optarg);
-			}
+			o->keep_given = true;
+			if (parse_keep(&o->policy, optarg) != 0)
+				return KILN_EXIT_USAGE;
 			break;
 		case 'g':
 			if (strcmp(optarg, "0") == 0)
-				policy.grace = 0;
-			else if ((policy.grace = parse_age(optarg)) < 0)
+				o->policy.grace = 0;
+			else if ((o->policy.grace = parse_age(optarg)) < 0)
 				return kiln_cli_fail(
 				    "gc", "--grace wants an age such as 1h, 90m, 2d or 0, not '%s'", optarg);
 			break;
 		case 'm':
-			repo = optarg;
+			o->repo = optarg;
 			break;
 		case 's':
-			store_url = optarg;
+			o->store_url = optarg;
 			break;
 		case 'p':
-			pipeline_file = optarg;
+			o->pipeline_file = optarg;
 			break;
 		case 'v':
-			p.verbose = true;
+			o->p.verbose = true;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -211,9 +216,66 @@ int kiln_cmd_gc(int argc, char **argv)
 	}
 	if (optind != argc)
 		return kiln_cli_fail("gc", "unexpected argument '%s' (see kiln gc --help)", argv[optind]);
-	if (!keep_given)
-		policy.keep_tags = policy.keep_branches = true;
-	p.apply = policy.apply;
+	if (!o->keep_given)
+		o->policy.keep_tags = o->policy.keep_branches = true;
+	o->p.apply = o->policy.apply;
+	return -1;
+}
+
+/* The summary of a collection, less the manifest's compaction. */
+static void print_gc_stats(const kiln_gc_stats *st, const kiln_gc_policy *policy)
+{
+	printf("kept: %" PRIu64 " commit%s from %" PRIu64 " ref%s, referencing %" PRIu64 " shards\n",
+	       st->commits, st->commits == 1 ? "" : "s", st->refs, st->refs == 1 ? "" : "s", st->referenced);
+	printf("store: %" PRIu64 " shards, %" PRIu64 " bytes (", st->objects, st->object_bytes);
+	print_size(stdout, st->object_bytes);
+	printf("); %" PRIu64 " referenced, %" PRIu64 " orphaned, %" PRIu64
+	       " young (unreferenced, written in the "
+	       "last %" PRId64 " s: kept)\n",
+	       st->live, st->orphans, st->young, policy->grace);
+	if (policy->apply) {
+		printf("deleted: %" PRIu64 " shards, %" PRIu64 " bytes (", st->deleted, st->deleted_bytes);
+		print_size(stdout, st->deleted_bytes);
+		printf(")\n");
+	} else {
+		printf("reclaimable: %" PRIu64 " shards, %" PRIu64 " bytes (", st->orphans, st->orphan_bytes);
+		print_size(stdout, st->orphan_bytes);
+		printf(")%s\n", st->orphans ? "; dry run: nothing deleted, --apply deletes them" : "");
+	}
+}
+
+/* Packs the manifest's reachable objects (--apply) and prints what it did. */
+static int compact_manifest(kiln_manifest *m, int64_t grace)
+{
+	kiln_compact_stats cs;
+
+	if (kiln_manifest_compact(m, grace, &cs) < 0)
+		return kiln_cli_fail("gc", "%s", kiln_error_last());
+	printf("manifest: %" PRIu64 " reachable objects packed; removed %" PRIu64
+	       " loose objects and %" PRIu64 " older packs; kept %" PRIu64 " loose objects and %" PRIu64
+	       " packs younger than the grace "
+	       "period\n",
+	       cs.packed, cs.loose_removed, cs.packs_removed, cs.loose_kept, cs.packs_kept);
+	return 0;
+}
+
+int kiln_cmd_gc(int argc, char **argv)
+{
+	gc_opts o = {.policy = {.grace = 3600}};
+	kiln_pipeline *pipeline = NULL;
+	const kiln_store_options *store_options = NULL;
+	kiln_manifest *m = NULL;
+	kiln_store *store = NULL;
+	kiln_gc_stats st;
+	const char *repo, *store_url, *pipeline_file;
+	int status;
+
+	if ((status = parse_options(&o, argc, argv)) >= 0)
+		return status;
+	status = KILN_EXIT_USAGE;
+	repo = o.repo;
+	store_url = o.store_url;
+	pipeline_file = o.pipeline_file;
 
 	if (pipeline_file) {
 		if (kiln_pipeline_load(&pipeline, pipeline_file, NULL, 0) < 0) {
@@ -245,41 +307,13 @@ int kiln_cmd_gc(int argc, char **argv)
 		kiln_cli_fail("gc", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	rc = kiln_gc(m, store, &policy, on_object, &p, &st);
-	if (rc < 0) {
+	if (kiln_gc(m, store, &o.policy, on_object, &o.p, &st) < 0) {
 		kiln_cli_fail("gc", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	printf("kept: %" PRIu64 " commit%s from %" PRIu64 " ref%s, referencing %" PRIu64 " shards\n",
-	       st.commits, st.commits == 1 ? "" : "s", st.refs, st.refs == 1 ? "" : "s", st.referenced);
-	printf("store: %" PRIu64 " shards, %" PRIu64 " bytes (", st.objects, st.object_bytes);
-	print_size(stdout, st.object_bytes);
-	printf("); %" PRIu64 " referenced, %" PRIu64 " orphaned, %" PRIu64
-	       " young (unreferenced, written in the "
-	       "last %" PRId64 " s: kept)\n",
-	       st.live, st.orphans, st.young, policy.grace);
-	if (policy.apply) {
-		printf("deleted: %" PRIu64 " shards, %" PRIu64 " bytes (", st.deleted, st.deleted_bytes);
-		print_size(stdout, st.deleted_bytes);
-		printf(")\n");
-	} else {
-		printf("reclaimable: %" PRIu64 " shards, %" PRIu64 " bytes (", st.orphans, st.orphan_bytes);
-		print_size(stdout, st.orphan_bytes);
-		printf(")%s\n", st.orphans ? "; dry run: nothing deleted, --apply deletes them" : "");
-	}
-	if (policy.apply) {
-		kiln_compact_stats cs;
-
-		if (kiln_manifest_compact(m, policy.grace, &cs) < 0) {
-			kiln_cli_fail("gc", "%s", kiln_error_last());
-			goto cleanup;
-		}
-		printf("manifest: %" PRIu64 " reachable objects packed; removed %" PRIu64
-		       " loose objects and %" PRIu64 " older packs; kept %" PRIu64
-		       " loose objects and %" PRIu64 " packs younger than the grace "
-		       "period\n",
-		       cs.packed, cs.loose_removed, cs.packs_removed, cs.loose_kept, cs.packs_kept);
-	}
+	print_gc_stats(&st, &o.policy);
+	if (o.policy.apply && compact_manifest(m, o.policy.grace) != 0)
+		goto cleanup;
 	if (st.foreign)
 		printf("unrecognised: %" PRIu64 " keys under shards/ that are not shard names (left alone)\n",
 		       st.foreign);

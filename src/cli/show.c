@@ -99,6 +99,99 @@ static int count_shard(void *ctx, const kiln_shard_entry *e)
 	return 0;
 }
 
+/* ---- printing --------------------------------------------------------- */
+
+/* The version, its date and its dataset.json. */
+static void print_header(const kiln_version *v, const files *f)
+{
+	const kiln_mfmt_dataset *ds = &f->ds;
+	char date[32] = "?";
+	struct tm tm;
+	time_t tt;
+
+	tt = (time_t)v->time;
+	if (gmtime_r(&tt, &tm))
+		strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	printf("version      %s@%.12s\n", v->dataset, v->commit);
+	printf("commit       %s\n", v->commit);
+	printf("ref          %s\n", v->ref[0] ? v->ref : "(commit id)");
+	printf("date         %s\n", date);
+	if (!f->have_ds) {
+		printf("dataset.json missing\n");
+	} else {
+		printf("contract     %s %s (digest %s)\n", or_unknown(ds->contract_id),
+		       or_unknown(ds->contract_version), or_unknown(ds->contract_digest));
+		printf("key id       %s (scheme %s, key version %s)\n", or_unknown(ds->key_id),
+		       or_unknown(ds->token_scheme), or_unknown(ds->key_version));
+		printf("split        scheme %s, key %s, salt %s, ratios", or_unknown(ds->split_scheme),
+		       or_unknown(ds->split_key), or_unknown(ds->split_salt));
+		for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+			printf(" %s %s", kiln_split_name((kiln_split)s), or_unknown(ds->ratios[s]));
+		printf("\n");
+		printf("shards       %s, %s level %s, target %s bytes\n", or_unknown(ds->shard_format),
+		       or_unknown(ds->shard_compression), or_unknown(ds->zstd_level),
+		       or_unknown(ds->target_bytes));
+	}
+}
+
+/* Per split what the shard lists count, and where stats.json differs. */
+static void print_splits(const files *f, const kiln_split_stats counted[KILN_SPLIT_COUNT],
+                         const kiln_split_stats *total)
+{
+	const kiln_stats *st = &f->st;
+
+	if (f->have_st)
+		printf("records      %" PRIu64 " in, %" PRIu64 " valid, %" PRIu64 " quarantined\n",
+		       st->records_in, st->valid, st->quarantined);
+	printf("\n%-6s %10s %12s %14s %14s\n", "split", "shards", "records", "bytes", "raw_bytes");
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+		printf("%-6s %10" PRIu64 " %12" PRIu64 " %14" PRIu64 " %14" PRIu64 "\n",
+		       kiln_split_name((kiln_split)s), counted[s].shards, counted[s].records,
+		       counted[s].bytes, counted[s].raw_bytes);
+	printf("%-6s %10" PRIu64 " %12" PRIu64 " %14" PRIu64 " %14" PRIu64 "\n", "total", total->shards,
+	       total->records, total->bytes, total->raw_bytes);
+	for (int s = 0; f->have_st && s < KILN_SPLIT_COUNT; s++) {
+		const char *name = kiln_split_name((kiln_split)s);
+		uint64_t sh = st->splits[s].shards, rec = st->splits[s].records, by = st->splits[s].bytes,
+		         raw = st->splits[s].raw_bytes;
+
+		if (sh != counted[s].shards || rec != counted[s].records || by != counted[s].bytes ||
+		    raw != counted[s].raw_bytes)
+			printf("note: stats.json counts %s as %" PRIu64 " shards, %" PRIu64
+			       " records, %" PRIu64 " bytes, %" PRIu64 " raw bytes\n",
+			       name, sh, rec, by, raw);
+	}
+}
+
+/* The quarantined records by code and the lineage. */
+static void print_quarantine_lineage(const files *f)
+{
+	const kiln_stats *st = &f->st;
+	bool any_q = false;
+
+	printf("\nquarantined ");
+	for (int c = 1; c < KILN_REJECT_COUNT_; c++) {
+		if (!st->quarantined_by_code[c])
+			continue;
+		printf("%s%s %" PRIu64, any_q ? ", " : "", kiln_reject_name((kiln_reject)c),
+		       st->quarantined_by_code[c]);
+		any_q = true;
+	}
+	printf("%s\n", any_q ? "" : "none");
+
+	printf("\nlineage\n");
+	if (f->lin.n == 0)
+		printf("  none\n");
+	for (size_t i = 0; i < f->lin.n; i++) {
+		const kiln_lineage_entry *e = &f->lin.v[i];
+
+		printf("  %s/%" PRId32 " next %" PRId64, e->topic, e->partition, e->next);
+		if (e->path)
+			printf(" (file %s, %" PRIu64 " bytes read)", e->path, e->bytes);
+		printf("\n");
+	}
+}
+
 int kiln_cmd_show(int argc, char **argv)
 {
 	static const struct option long_options[] = {
@@ -110,14 +203,8 @@ int kiln_cmd_show(int argc, char **argv)
 	kiln_manifest *m = NULL;
 	kiln_version v;
 	files f = {0};
-	const kiln_mfmt_dataset *ds = &f.ds;
-	const kiln_stats *st = &f.st;
 	kiln_split_stats counted[KILN_SPLIT_COUNT] = {{0}}, total = {0};
-	char date[32] = "?";
-	struct tm tm;
-	time_t tt;
 	int opt, status = KILN_EXIT_USAGE;
-	bool any_q = false;
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "m:h", long_options, NULL)) != -1) {
@@ -150,72 +237,9 @@ int kiln_cmd_show(int argc, char **argv)
 		total.raw_bytes += counted[s].raw_bytes;
 	}
 
-	tt = (time_t)v.time;
-	if (gmtime_r(&tt, &tm))
-		strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	printf("version      %s@%.12s\n", v.dataset, v.commit);
-	printf("commit       %s\n", v.commit);
-	printf("ref          %s\n", v.ref[0] ? v.ref : "(commit id)");
-	printf("date         %s\n", date);
-	if (!f.have_ds) {
-		printf("dataset.json missing\n");
-	} else {
-		printf("contract     %s %s (digest %s)\n", or_unknown(ds->contract_id),
-		       or_unknown(ds->contract_version), or_unknown(ds->contract_digest));
-		printf("key id       %s (scheme %s, key version %s)\n", or_unknown(ds->key_id),
-		       or_unknown(ds->token_scheme), or_unknown(ds->key_version));
-		printf("split        scheme %s, key %s, salt %s, ratios", or_unknown(ds->split_scheme),
-		       or_unknown(ds->split_key), or_unknown(ds->split_salt));
-		for (int s = 0; s < KILN_SPLIT_COUNT; s++)
-			printf(" %s %s", kiln_split_name((kiln_split)s), or_unknown(ds->ratios[s]));
-		printf("\n");
-		printf("shards       %s, %s level %s, target %s bytes\n", or_unknown(ds->shard_format),
-		       or_unknown(ds->shard_compression), or_unknown(ds->zstd_level),
-		       or_unknown(ds->target_bytes));
-	}
-	if (f.have_st)
-		printf("records      %" PRIu64 " in, %" PRIu64 " valid, %" PRIu64 " quarantined\n",
-		       st->records_in, st->valid, st->quarantined);
-	printf("\n%-6s %10s %12s %14s %14s\n", "split", "shards", "records", "bytes", "raw_bytes");
-	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
-		printf("%-6s %10" PRIu64 " %12" PRIu64 " %14" PRIu64 " %14" PRIu64 "\n",
-		       kiln_split_name((kiln_split)s), counted[s].shards, counted[s].records,
-		       counted[s].bytes, counted[s].raw_bytes);
-	printf("%-6s %10" PRIu64 " %12" PRIu64 " %14" PRIu64 " %14" PRIu64 "\n", "total", total.shards,
-	       total.records, total.bytes, total.raw_bytes);
-	for (int s = 0; f.have_st && s < KILN_SPLIT_COUNT; s++) {
-		const char *name = kiln_split_name((kiln_split)s);
-		uint64_t sh = st->splits[s].shards, rec = st->splits[s].records, by = st->splits[s].bytes,
-		         raw = st->splits[s].raw_bytes;
-
-		if (sh != counted[s].shards || rec != counted[s].records || by != counted[s].bytes ||
-		    raw != counted[s].raw_bytes)
-			printf("note: stats.json counts %s as %" PRIu64 " shards, %" PRIu64
-			       " records, %" PRIu64 " bytes, %" PRIu64 " raw bytes\n",
-			       name, sh, rec, by, raw);
-	}
-
-	printf("\nquarantined ");
-	for (int c = 1; c < KILN_REJECT_COUNT_; c++) {
-		if (!st->quarantined_by_code[c])
-			continue;
-		printf("%s%s %" PRIu64, any_q ? ", " : "", kiln_reject_name((kiln_reject)c),
-		       st->quarantined_by_code[c]);
-		any_q = true;
-	}
-	printf("%s\n", any_q ? "" : "none");
-
-	printf("\nlineage\n");
-	if (f.lin.n == 0)
-		printf("  none\n");
-	for (size_t i = 0; i < f.lin.n; i++) {
-		const kiln_lineage_entry *e = &f.lin.v[i];
-
-		printf("  %s/%" PRId32 " next %" PRId64, e->topic, e->partition, e->next);
-		if (e->path)
-			printf(" (file %s, %" PRIu64 " bytes read)", e->path, e->bytes);
-		printf("\n");
-	}
+	print_header(&v, &f);
+	print_splits(&f, counted, &total);
+	print_quarantine_lineage(&f);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		kiln_cli_fail("show", "stdout: write error");
 		goto cleanup;
