@@ -11,9 +11,9 @@
 #include "core/arena.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/secret.h"
 #include "core/units.h"
 #include "core/yaml_doc.h"
-#include "mask/key.h"
 #include "store/config.h"
 
 #define TOKEN_MAX 4096

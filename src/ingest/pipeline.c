@@ -15,7 +15,7 @@
 #include "core/yaml_doc.h"
 #include "ingest/source.h"
 #include "manifest/format.h"
-#include "mask/key.h"
+#include "core/secret.h"
 #include "store/config.h"
 
 typedef struct loader {

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "mask/key.h"
+#include "core/secret.h"
 
 #define KEY_MAGIC       "kiln-ed25519-v1"
 #define KEY_FILE_MAX    4096

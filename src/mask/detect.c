@@ -24,48 +24,6 @@
 #define NUM_BEFORE "(?<![A-Za-z0-9_+])(?<![0-9][-.:/])"
 #define NUM_AFTER  "(?![A-Za-z0-9_]|[-.:/][0-9])"
 
-static const char *const patterns[KILN_DETECT_COUNT_] = {
-    [KILN_DETECT_EMAIL] =
-        /* not inside a longer local part, nor after "word."; UTF-8 bytes
-         * count as letters so "prénom@" is never cut after the 'é' */
-    "(?<![A-Za-z0-9_%+\\x80-\\xff-])(?<![A-Za-z0-9_%+\\x80-\\xff-]\\.)"
-    "[A-Za-z0-9_%+\\x80-\\xff-](?:[A-Za-z0-9._%+\\x80-\\xff-]{0,62}[A-Za-z0-9_%+\\x80-\\xff-])?"
-    "@(?:[A-Za-z0-9\\x80-\\xff-]{1,63}+\\.){1,10}[A-Za-z]{2,63}+(?![A-Za-z0-9_\\x80-\\xff-])",
-    [KILN_DETECT_PHONE] =
-        NUM_BEFORE "(?:"
-                   /* E.164: +CC, then digit groups, one parenthesised group allowed */
-                   "\\+[1-9][0-9]{0,14}+"
-                   "(?:[-. ]?\\([0-9]{1,4}\\)[-. ]?[0-9]{1,14}+|[-. ][0-9]{1,14}+){0,7}+"
-                   /* NANP: (NXX) NXX-XXXX or NXX-NXX-XXXX with one separator, optional 1- */
-                   "|(?:1[-. ])?(?:\\([2-9][0-9]{2}\\) ?[2-9][0-9]{2}[-. ]"
-                   "|[2-9][0-9]{2}(?<ns>[-. ])[2-9][0-9]{2}\\k<ns>)[0-9]{4}"
-                   /* national: trunk 0, then groups split by one kind of separator;
-                    * never the tail of a longer run of digit groups */
-                   "|(?<![0-9] )0[0-9]{1,4}(?<ts>[- ])[0-9]{2,10}(?:\\k<ts>[0-9]{2,10}){0,4}+"
-                   ")" NUM_AFTER,
-    [KILN_DETECT_IPV4] = "(?<![A-Za-z0-9_])(?<![0-9]\\.)[0-9]{1,3}+(?:\\.[0-9]{1,3}+){3}"
-                         "(?![A-Za-z0-9_]|\\.[0-9])",
-    [KILN_DETECT_IPV6] = "(?<![A-Za-z0-9_:])(?:[0-9A-Fa-f]{0,4}:){2,8}"
-                         "(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9A-Fa-f]{1,4})?"
-                         "(?![A-Za-z0-9_:]|\\.[0-9])",
-    [KILN_DETECT_IBAN] = "(?<![A-Za-z0-9_])[A-Z]{2}[0-9]{2}"
-                         "(?:[A-Z0-9]{11,30}+|(?: [A-Z0-9]{4}){2,7}+(?: [A-Z0-9]{1,4})?+)"
-                         "(?![A-Za-z0-9_])",
-    [KILN_DETECT_CARD] = NUM_BEFORE "[2-6][0-9]{2,18}+"
-                                    "(?:(?<cs>[- ])[0-9]{3,18}+(?:\\k<cs>[0-9]{3,18}+){0,5}+)?+" NUM_AFTER,
-};
-
-static const char *const domains[KILN_DETECT_COUNT_] = {
-    [KILN_DETECT_EMAIL] = "email", [KILN_DETECT_PHONE] = "phone", [KILN_DETECT_IPV4] = "ip",
-    [KILN_DETECT_IPV6] = "ip",     [KILN_DETECT_IBAN] = "iban",   [KILN_DETECT_CARD] = "card",
-};
-
-/* Which kind keeps an exact tie (same start, same length). */
-static const int tie_rank[KILN_DETECT_COUNT_] = {
-    [KILN_DETECT_CARD] = 0, [KILN_DETECT_IBAN] = 1, [KILN_DETECT_EMAIL] = 2,
-    [KILN_DETECT_IPV6] = 3, [KILN_DETECT_IPV4] = 4, [KILN_DETECT_PHONE] = 5,
-};
-
 struct kiln_detector {
 	pcre2_code *code[KILN_DETECT_COUNT_];
 	bool jit[KILN_DETECT_COUNT_];
@@ -237,33 +195,188 @@ static size_t check_iban(const char *s, size_t len)
 	return 0;
 }
 
-static size_t check_candidate(kiln_detect_kind kind, const char *s, size_t len)
+static size_t check_email(const char *s, size_t len)
+{
+	return kiln_format_check(KILN_FORMAT_EMAIL, s, len) ? len : 0;
+}
+
+static size_t check_ipv4(const char *s, size_t len)
+{
+	return kiln_format_check(KILN_FORMAT_IPV4, s, len) ? len : 0;
+}
+
+static size_t check_ipv6(const char *s, size_t len)
 {
 	size_t i;
 
-	switch (kind) {
-	case KILN_DETECT_EMAIL:
-		return kiln_format_check(KILN_FORMAT_EMAIL, s, len) ? len : 0;
-	case KILN_DETECT_PHONE:
-		return check_phone(s, len);
-	case KILN_DETECT_IPV4:
-		return kiln_format_check(KILN_FORMAT_IPV4, s, len) ? len : 0;
-	case KILN_DETECT_IPV6:
-		/* "::" alone is punctuation more often than an address */
-		for (i = 0; i < len && s[i] == ':'; i++)
-			;
-		if (i == len)
-			return 0;
-		return kiln_format_check(KILN_FORMAT_IPV6, s, len) ? len : 0;
-	case KILN_DETECT_IBAN:
-		return check_iban(s, len);
-	case KILN_DETECT_CARD:
-		return check_card(s, len);
-	case KILN_DETECT_COUNT_:
-		break;
-	}
-	return 0;
+	/* "::" alone is punctuation more often than an address */
+	for (i = 0; i < len && s[i] == ':'; i++)
+		;
+	if (i == len)
+		return 0;
+	return kiln_format_check(KILN_FORMAT_IPV6, s, len) ? len : 0;
 }
+
+/* --- normal forms ----------------------------------------------------------- */
+
+/* Each writes at most cap bytes and returns the full length. */
+#define PUT(ch)                                                                                              \
+	do {                                                                                                 \
+		if (n < cap)                                                                                 \
+			out[n] = (ch);                                                                       \
+		n++;                                                                                         \
+	} while (0)
+
+static size_t normal_lower(const char *s, size_t len, char *out, size_t cap)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < len; i++)
+		PUT((char)ascii_lower((unsigned char)s[i]));
+	return n;
+}
+
+static size_t normal_as_written(const char *s, size_t len, char *out, size_t cap)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < len; i++)
+		PUT(s[i]);
+	return n;
+}
+
+static size_t normal_phone(const char *s, size_t len, char *out, size_t cap)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '+' && i == 0) {
+			PUT('+');
+		} else if (s[0] == '+' && c == '(' && i + 2 < len && s[i + 1] == '0' && s[i + 2] == ')') {
+			i += 2; /* "(0)" trunk marker */
+		} else if (is_digit(c)) {
+			PUT((char)c);
+		}
+	}
+	return n;
+}
+
+static size_t normal_iban(const char *s, size_t len, char *out, size_t cap)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < len; i++)
+		if (s[i] != ' ')
+			PUT((char)ascii_upper((unsigned char)s[i]));
+	return n;
+}
+
+static size_t normal_digits(const char *s, size_t len, char *out, size_t cap)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < len; i++)
+		if (is_digit((unsigned char)s[i]))
+			PUT(s[i]);
+	return n;
+}
+#undef PUT
+
+/* --- the detectors ---------------------------------------------------------- */
+
+/* One row per kind: adding a detector is a kind in detect.h and a row here. */
+typedef struct detector_row {
+	const char *domain;  /* the pseudonym domain of its tokens */
+	const char *pattern; /* PCRE2: proposes candidates */
+	/* accepted length of a candidate (possibly shortened at a space), 0 to reject */
+	size_t (*check)(const char *s, size_t len);
+	/* the normal form hashed into the token */
+	size_t (*normalise)(const char *s, size_t len, char *out, size_t cap);
+	char needs;       /* a byte the text must hold for the pattern to match, 0: none */
+	bool needs_digit; /* the text must hold a digit */
+	int tie_rank;     /* which kind keeps an exact tie (same start, same length): lowest */
+} detector_row;
+
+static const detector_row rows[KILN_DETECT_COUNT_] = {
+    [KILN_DETECT_EMAIL] =
+        {
+            .domain = "email",
+            /* not inside a longer local part, nor after "word."; UTF-8 bytes
+             * count as letters so "prénom@" is never cut after the 'é' */
+            .pattern =
+                "(?<![A-Za-z0-9_%+\\x80-\\xff-])(?<![A-Za-z0-9_%+\\x80-\\xff-]\\.)"
+                "[A-Za-z0-9_%+\\x80-\\xff-](?:[A-Za-z0-9._%+\\x80-\\xff-]{0,62}[A-Za-z0-9_%+\\x80-\\xff-])?"
+                "@(?:[A-Za-z0-9\\x80-\\xff-]{1,63}+\\.){1,10}[A-Za-z]{2,63}+(?![A-Za-z0-9_\\x80-\\xff-])",
+            .check = check_email,
+            .normalise = normal_lower,
+            .needs = '@',
+            .tie_rank = 2,
+        },
+    [KILN_DETECT_PHONE] =
+        {
+            .domain = "phone",
+            .pattern = NUM_BEFORE "(?:"
+                                  /* E.164: +CC, then digit groups, one parenthesised group allowed */
+                                  "\\+[1-9][0-9]{0,14}+"
+                                  "(?:[-. ]?\\([0-9]{1,4}\\)[-. ]?[0-9]{1,14}+|[-. ][0-9]{1,14}+){0,7}+"
+                                  /* NANP: (NXX) NXX-XXXX or NXX-NXX-XXXX with one separator, optional 1- */
+                                  "|(?:1[-. ])?(?:\\([2-9][0-9]{2}\\) ?[2-9][0-9]{2}[-. ]"
+                                  "|[2-9][0-9]{2}(?<ns>[-. ])[2-9][0-9]{2}\\k<ns>)[0-9]{4}"
+                                  /* national: trunk 0, then groups split by one kind of separator;
+                                   * never the tail of a longer run of digit groups */
+                                  "|(?<![0-9] )0[0-9]{1,4}(?<ts>[- ])[0-9]{2,10}(?:\\k<ts>[0-9]{2,10}){0,4}+"
+                                  ")" NUM_AFTER,
+            .check = check_phone,
+            .normalise = normal_phone,
+            .needs_digit = true,
+            .tie_rank = 5,
+        },
+    [KILN_DETECT_IPV4] =
+        {
+            .domain = "ip",
+            .pattern = "(?<![A-Za-z0-9_])(?<![0-9]\\.)[0-9]{1,3}+(?:\\.[0-9]{1,3}+){3}"
+                       "(?![A-Za-z0-9_]|\\.[0-9])",
+            .check = check_ipv4,
+            .normalise = normal_as_written,
+            .needs = '.',
+            .needs_digit = true,
+            .tie_rank = 4,
+        },
+    [KILN_DETECT_IPV6] =
+        {
+            .domain = "ip",
+            .pattern = "(?<![A-Za-z0-9_:])(?:[0-9A-Fa-f]{0,4}:){2,8}"
+                       "(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9A-Fa-f]{1,4})?"
+                       "(?![A-Za-z0-9_:]|\\.[0-9])",
+            .check = check_ipv6,
+            .normalise = normal_lower,
+            .needs = ':',
+            .tie_rank = 3,
+        },
+    [KILN_DETECT_IBAN] =
+        {
+            .domain = "iban",
+            .pattern = "(?<![A-Za-z0-9_])[A-Z]{2}[0-9]{2}"
+                       "(?:[A-Z0-9]{11,30}+|(?: [A-Z0-9]{4}){2,7}+(?: [A-Z0-9]{1,4})?+)"
+                       "(?![A-Za-z0-9_])",
+            .check = check_iban,
+            .normalise = normal_iban,
+            .needs_digit = true,
+            .tie_rank = 1,
+        },
+    [KILN_DETECT_CARD] =
+        {
+            .domain = "card",
+            .pattern = NUM_BEFORE "[2-6][0-9]{2,18}+"
+                                  "(?:(?<cs>[- ])[0-9]{3,18}+(?:\\k<cs>[0-9]{3,18}+){0,5}+)?+" NUM_AFTER,
+            .check = check_card,
+            .normalise = normal_digits,
+            .needs_digit = true,
+            .tie_rank = 0,
+        },
+};
 
 /* --- detector --------------------------------------------------------------- */
 
@@ -280,14 +393,14 @@ int kiln_detector_new(kiln_detector **out)
 		int code;
 		PCRE2_SIZE offset;
 
-		d->code[k] =
-		    pcre2_compile((PCRE2_SPTR)patterns[k], PCRE2_ZERO_TERMINATED, 0, &code, &offset, NULL);
+		d->code[k] = pcre2_compile((PCRE2_SPTR)rows[k].pattern, PCRE2_ZERO_TERMINATED, 0, &code,
+		                           &offset, NULL);
 		if (d->code[k] == NULL) {
 			PCRE2_UCHAR msg[128];
 
 			pcre2_get_error_message(code, msg, sizeof(msg));
-			err = kiln_error_set(KILN_EINVALID, "%s detector pattern, offset %zu: %s", domains[k],
-			                     (size_t)offset, (const char *)msg);
+			err = kiln_error_set(KILN_EINVALID, "%s detector pattern, offset %zu: %s",
+			                     rows[k].domain, (size_t)offset, (const char *)msg);
 			goto cleanup;
 		}
 		d->jit[k] = pcre2_jit_compile(d->code[k], PCRE2_JIT_COMPLETE) == 0;
@@ -363,7 +476,7 @@ static int cmp_priority(const void *a, const void *b)
 		return x->len > y->len ? -1 : 1;
 	if (x->start != y->start)
 		return x->start < y->start ? -1 : 1;
-	return tie_rank[x->kind] - tie_rank[y->kind];
+	return rows[x->kind].tie_rank - rows[y->kind].tie_rank;
 }
 
 /* Picks winners in priority order into d->keep, kept sorted by start; a
@@ -396,23 +509,22 @@ static size_t resolve(kiln_detector *d)
 	return nkeep;
 }
 
-/* Which detectors can match at all: each needs one telling character. */
+/* Which detectors can match at all: each needs its telling characters. */
 static unsigned kinds_worth_running(const char *text, size_t len)
 {
 	unsigned kinds = 0;
+	bool digit = false;
 	size_t i;
+	int k;
 
-	if (memchr(text, '@', len) != NULL)
-		kinds |= 1u << KILN_DETECT_EMAIL;
-	if (memchr(text, ':', len) != NULL)
-		kinds |= 1u << KILN_DETECT_IPV6;
-	for (i = 0; i < len; i++) {
-		if (is_digit((unsigned char)text[i])) {
-			kinds |= 1u << KILN_DETECT_PHONE | 1u << KILN_DETECT_IBAN | 1u << KILN_DETECT_CARD;
-			if (memchr(text, '.', len) != NULL)
-				kinds |= 1u << KILN_DETECT_IPV4;
-			break;
-		}
+	for (i = 0; i < len && !digit; i++)
+		digit = is_digit((unsigned char)text[i]);
+	for (k = 0; k < KILN_DETECT_COUNT_; k++) {
+		if (rows[k].needs_digit && !digit)
+			continue;
+		if (rows[k].needs != 0 && memchr(text, rows[k].needs, len) == NULL)
+			continue;
+		kinds |= 1u << k;
 	}
 	return kinds;
 }
@@ -449,12 +561,12 @@ size_t kiln_detect(kiln_detector *detector, const char *text, size_t len, kiln_d
 			if (rc < 0) {
 				/* match or depth limit, JIT stack, memory: undecided text */
 				kiln_error_set(KILN_ELIMIT, "%s detector: PCRE2 gave up (error %d)",
-				               domains[k], rc);
+				               rows[k].domain, rc);
 				return SIZE_MAX;
 			}
 			ov = pcre2_get_ovector_pointer(d->match);
 			start = ov[0];
-			got = check_candidate((kiln_detect_kind)k, text + start, ov[1] - start);
+			got = rows[k].check(text + start, ov[1] - start);
 			if (got == 0) {
 				pos = start + 1; /* a shorter candidate may start further on */
 				continue;
@@ -472,59 +584,18 @@ size_t kiln_detect(kiln_detector *detector, const char *text, size_t len, kiln_d
 	return n;
 }
 
-/* --- normal forms ----------------------------------------------------------- */
+/* --- normal forms and domains ---------------------------------------------- */
 
 size_t kiln_detect_normalise(kiln_detect_kind kind, const char *s, size_t len, char *out, size_t cap)
 {
-	size_t i, n = 0;
-
-#define PUT(ch)                                                                                              \
-	do {                                                                                                 \
-		if (n < cap)                                                                                 \
-			out[n] = (ch);                                                                       \
-		n++;                                                                                         \
-	} while (0)
-
-	for (i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		switch (kind) {
-		case KILN_DETECT_EMAIL:
-		case KILN_DETECT_IPV6:
-			PUT((char)ascii_lower(c));
-			break;
-		case KILN_DETECT_PHONE:
-			if (c == '+' && i == 0) {
-				PUT('+');
-			} else if (s[0] == '+' && c == '(' && i + 2 < len && s[i + 1] == '0' &&
-			           s[i + 2] == ')') {
-				i += 2; /* "(0)" trunk marker */
-			} else if (is_digit(c)) {
-				PUT((char)c);
-			}
-			break;
-		case KILN_DETECT_IPV4:
-			PUT((char)c);
-			break;
-		case KILN_DETECT_IBAN:
-			if (c != ' ')
-				PUT((char)ascii_upper(c));
-			break;
-		case KILN_DETECT_CARD:
-			if (is_digit(c))
-				PUT((char)c);
-			break;
-		case KILN_DETECT_COUNT_:
-			return 0;
-		}
-	}
-#undef PUT
-	return n;
+	if ((unsigned)kind >= KILN_DETECT_COUNT_)
+		return 0;
+	return rows[kind].normalise(s, len, out, cap);
 }
 
 const char *kiln_detect_domain(kiln_detect_kind kind)
 {
 	if ((unsigned)kind >= KILN_DETECT_COUNT_)
 		return "unknown";
-	return domains[kind];
+	return rows[kind].domain;
 }

@@ -8,6 +8,8 @@
 #include <sodium.h>
 #include <stddef.h>
 
+#include "core/secret.h"
+
 typedef struct kiln_key {
 	unsigned char bytes[32];
 	unsigned version;                  /* token prefix p<version>_ */
@@ -20,20 +22,6 @@ typedef struct kiln_key {
  * writable by group or others (naming the path and its mode) or one that is
  * not a regular file; KILN_ENOTFOUND when it does not exist. */
 int kiln_key_load_file(kiln_key *out, const char *path, unsigned version);
-
-/* The one reader of secret files (keys, passwords). `path` is opened
- * without following into a wait (O_NONBLOCK: a FIFO or a device is refused,
- * never read) and checked with fstat before any read: it must be a regular
- * file, of at most `max` bytes, that neither group nor others may read or
- * write (KILN_EINVALID otherwise, naming the path and the mode);
- * KILN_ENOTFOUND when it does not exist. `what` names the file in messages
- * ("key file"); no message carries its content. On success *out is a
- * NUL-terminated copy of the content (*len_out bytes, which may hold NULs)
- * that the caller releases with kiln_secret_free(). */
-int kiln_secret_read_file(char **out, size_t *len_out, const char *path, const char *what, size_t max);
-
-/* Wipes len bytes of `secret` (and its terminating NUL) and frees it; NULL is fine. */
-void kiln_secret_free(char *secret, size_t len);
 
 /* Reads 64 hex characters from the environment variable `name`. */
 int kiln_key_load_env(kiln_key *out, const char *name, unsigned version);

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "mask/key.h"
+#include "core/secret.h"
 
 #define DEFAULT_RETRIES 5
 #define CRED_FILE_MAX   (64u << 10)
