@@ -102,6 +102,12 @@ int kiln_cache_open_shard(kiln_cache *cache, const char *hash, bool fill, bool f
  * blocks on more than an open and an fstat. */
 int kiln_cache_open_trusted(kiln_cache *cache, const char *hash, int *out_fd, uint64_t *out_size);
 
+/* 1 when shards/ holds a verified copy of hash (a file whose mtime is not
+ * KILN_CACHE_MTIME is hashed first, and removed when it does not match; one
+ * whose size is not `bytes`, or when bytes is 0 its pinned size, is
+ * removed), 0 when not, < 0 on an I/O error. */
+int kiln_cache_present(kiln_cache *cache, const char *hash, uint64_t bytes);
+
 /* GET /v1/datasets/<ds>/<ref>/<split>: the version's shards of `split` as
  * JSON Lines appended to out, one per shard in manifest order:
  *   {"shard":"<hash>","bytes":N,"records":N,"cached":true}

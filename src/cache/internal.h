@@ -143,12 +143,6 @@ uint64_t kiln_cache_pinned_bytes(kiln_cache *cache, const char *hash);
 /* "<dir>/shards/<hh>/<hash>.jsonl.zst" into out (PATH_MAX). */
 void kiln_cache_shard_path(const kiln_cache *cache, const char *hash, char *out);
 
-/* 1 when shards/ holds a verified copy of hash (a file whose mtime is not
- * KILN_CACHE_MTIME is hashed first, and removed when it does not match; one
- * whose size is not `bytes`, or when bytes is 0 its pinned size, is
- * removed), 0 when not, < 0 on an I/O error. */
-int kiln_cache_present(kiln_cache *cache, const char *hash, uint64_t bytes);
-
 /* Fetches hash (expected bytes, 0 when unknown) unless a verified copy is
  * there, joining a fetch of it already in flight: peers first unless
  * from_peer, then the origin. KILN_ELIMIT when the cache is full. */
