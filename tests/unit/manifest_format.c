@@ -227,7 +227,7 @@ static void test_stats_errors(void **state)
 static const char golden_lineage_file[] =
     "{\n"
     "  \"partitions\": [\n"
-    "    {\"topic\":\"user-events\",\"partition\":0,\"next\":4000,\"path\":\"/tmp/codec/work/in.jsonl\","
+    "    {\"topic\":\"user-events\",\"partition\":0,\"next\":4000,\"path\":\"/data/in.jsonl\","
     "\"bytes\":1835038,\"prefix_blake2b\":"
     "\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"}\n"
     "  ]\n"
@@ -264,7 +264,7 @@ static void test_lineage_round_trip(void **state)
 	    kiln_mfmt_lineage_parse(scanner, "t", golden_lineage_file, strlen(golden_lineage_file), &l), 0);
 	assert_int_equal(l.n, 1);
 	assert_string_equal(l.v[0].topic, "user-events");
-	assert_string_equal(l.v[0].path, "/tmp/codec/work/in.jsonl");
+	assert_string_equal(l.v[0].path, "/data/in.jsonl");
 	assert_int_equal(l.v[0].bytes, 1835038);
 	assert_int_equal(l.v[0].next, 4000);
 	render_lineage_equal(&l, golden_lineage_file);
