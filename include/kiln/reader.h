@@ -85,6 +85,65 @@ KILN_API int kiln_reader_assign(const kiln_reader_shard *in, size_t n, unsigned 
  * valid hash and its size: the object read is the one the hash names). */
 KILN_API int kiln_reader_stream(kiln_reader *r, const kiln_reader_shard *s, kiln_store_sink sink, void *ctx);
 
+/* ---- what a version is, and whether to trust it ---------------------------- */
+
+/* A version's counts, from its stats.json (docs/FORMATS.md). */
+typedef struct kiln_reader_split_stats {
+	uint64_t records, shards, bytes, raw_bytes; /* bytes: compressed; raw_bytes: JSON Lines */
+} kiln_reader_split_stats;
+
+typedef struct kiln_reader_stats {
+	uint64_t records_in, valid, quarantined;
+	kiln_reader_split_stats splits[KILN_SPLIT_COUNT]; /* by kiln_split */
+} kiln_reader_stats;
+
+KILN_API int kiln_reader_read_stats(kiln_reader *r, kiln_reader_stats *out);
+
+/* How a version was made, from its dataset.json: strings as written there
+ * ("" when absent), owned by the reader until kiln_reader_close. key_id
+ * names the pseudonymisation key (a fingerprint, never the key). */
+typedef struct kiln_reader_definition {
+	const char *contract_id, *contract_version;
+	const char *token_scheme, *key_id, *key_version;
+	const char *split_scheme, *split_key, *split_salt;
+	const char *shard_format, *shard_compression;
+} kiln_reader_definition;
+
+KILN_API int kiln_reader_read_definition(kiln_reader *r, kiln_reader_definition *out);
+
+typedef enum kiln_signature {
+	KILN_SIGNATURE_NONE = 0, /* unsigned */
+	KILN_SIGNATURE_TAMPERED, /* a signature that does not match the content */
+	KILN_SIGNATURE_GOOD      /* a good signature, by `fingerprint` */
+} kiln_signature;
+
+typedef struct kiln_reader_trust {
+	kiln_signature signature; /* the tag's for a promoted version, else the commit's */
+	int trusted;              /* GOOD and by one of the trusted keys */
+	int must_be_signed;       /* the repository's kiln.signed covers this version */
+	char fingerprint[64];     /* GOOD: the signer, "SHA256:..." as ssh-keygen -l prints */
+	unsigned problems;        /* problems found (0: the version can be trusted) */
+	uint64_t shards_ok;       /* deep: shards the store gave back intact */
+} kiln_reader_trust;
+
+/* Called with each problem found, one line without a newline; the text
+ * lives until it returns. */
+typedef void (*kiln_reader_report)(void *ctx, const char *problem);
+
+/* What `kiln verify` checks, for a program that must trust a version before
+ * training on it: that a tag is bound to its version name, the signature
+ * (against the ssh-ed25519 keys of trusted_keys, an allowed-signers file or
+ * a .pub; NULL for none), the tree (dataset.json names the dataset,
+ * stats.json balances and agrees with the shard lists) and, when deep is
+ * non-zero, that every shard in the store has its size and hash (needs a
+ * store). Each problem goes to report (may be NULL) and is counted in
+ * out->problems: an unsigned version is one when trusted keys were given or
+ * the repository requires signing; a tampered or untrusted signature is one.
+ * Returns 0 when the checks ran (whatever they found), or the error that
+ * stopped them (an unreadable repository, store or key file). */
+KILN_API int kiln_reader_verify(kiln_reader *r, const char *trusted_keys, int deep, kiln_reader_trust *out,
+                                kiln_reader_report report, void *ctx);
+
 #ifdef __cplusplus
 }
 #endif

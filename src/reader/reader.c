@@ -18,24 +18,12 @@
 
 #include "core/error.h"
 #include "manifest/version.h"
+#include "reader/internal.h"
 #include "shard/fetch.h"
 #include "shard/object.h"
 #include "store/store.h"
 
 #define CHUNK (1u << 20)
-
-struct kiln_reader {
-	kiln_manifest *manifest;
-	kiln_store *store; /* NULL: listing only */
-	char *store_url;   /* as given, without trailing '/' */
-	kiln_version version;
-	kiln_reader_shard *shards[KILN_SPLIT_COUNT];
-	size_t nshards[KILN_SPLIT_COUNT];
-	char *urls[KILN_SPLIT_COUNT]; /* every url of a split in one block */
-	bool loaded[KILN_SPLIT_COUNT];
-	ZSTD_DCtx *dctx;
-	char *in_chunk, *out_chunk;
-};
 
 int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *spec, const char *store_url,
                      const kiln_store_options *opt)
@@ -49,6 +37,10 @@ int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *s
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	if (!(r->spec = strdup(spec ? spec : ""))) {
+		free(r);
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	}
 	if ((rc = kiln_version_open(&r->manifest, manifest_path)) < 0 ||
 	    (rc = kiln_version_resolve(r->manifest, spec, &r->version)) < 0)
 		goto fail;
@@ -85,6 +77,8 @@ void kiln_reader_close(kiln_reader *r)
 	kiln_store_close(r->store);
 	free(r->store_url);
 	kiln_manifest_close(r->manifest);
+	kiln_mfmt_dataset_free(&r->definition);
+	free(r->spec);
 	free(r);
 }
 

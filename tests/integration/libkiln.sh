@@ -6,7 +6,11 @@
 # alone as C and as C++ with only the installed include directory; and
 # tests/libkiln/read_version.c, compiled with nothing but
 # `pkg-config --cflags --libs kiln`, reads every split of a version made by
-# a file run and writes exactly what `kiln cat` writes for it.
+# a file run and writes exactly what `kiln cat` writes for it;
+# tests/libkiln/verify_version.c, built the same way, reads the version's
+# stats and definition (as stats.json and dataset.json hold them) and
+# judges it with kiln_reader_verify: unsigned, signed and trusted, signed by
+# an untrusted key, a shard tampered with in the store (--deep).
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -91,6 +95,9 @@ check "pkg-config --cflags --libs kiln" test -n "$flags"
 # shellcheck disable=SC2086 # the flags are words
 check "read_version.c builds with the pkg-config flags alone" \
 	"$cc" -o "$tmp/read_version" "$src/tests/libkiln/read_version.c" $flags ${KILN_SAN_CFLAGS:-}
+# shellcheck disable=SC2086 # the flags are words
+check "verify_version.c builds with the pkg-config flags alone" \
+	"$cc" -o "$tmp/verify_version" "$src/tests/libkiln/verify_version.c" $flags ${KILN_SAN_CFLAGS:-}
 check "read_version loads the installed libkiln.so.0" \
 	sh -c "LD_LIBRARY_PATH='$libdir' ldd '$tmp/read_version' | grep -q 'libkiln\\.so\\.0 => $libdir/libkiln\\.so\\.0'"
 
@@ -113,6 +120,53 @@ check "the train split has records" test -s "$tmp/lib.train"
 check "a bad version fails" status_is 1 env LD_LIBRARY_PATH="$libdir" \
 	"$tmp/read_version" "$tmp/m.git" user-events@v9 "file://$tmp/store" train
 check "its message names it (kiln_error_last through the library)" grep -q "user-events@v9" "$tmp/err"
+
+# --- what a version is, and whether to trust it ------------------------------------------
+vv() { # WANT_STATUS SPEC ARGS...: verify_version on the signed repository's version
+	local want=$1 spec=$2
+	shift 2
+	status_is "$want" env LD_LIBRARY_PATH="$libdir" "$tmp/verify_version" "$tmp/m.git" "$spec" "file://$tmp/store" "$@"
+}
+check "verify_version exits 0 on an unsigned version without keys" vv 0 user-events@main --deep
+want_stats=$(git --git-dir="$tmp/m.git" show refs/heads/user-events/main:stats.json | "$py" -c '
+import json, sys
+s = json.load(sys.stdin)
+print("stats: records_in=%d valid=%d quarantined=%d" % (s["records_in"], s["valid"], s["quarantined"])
+      + "".join(" %s=%d/%d/%d/%d" % (n, s["splits"][n]["records"], s["splits"][n]["shards"],
+                                    s["splits"][n]["bytes"], s["splits"][n]["raw_bytes"])
+                for n in ("train", "dev", "test")))')
+check "its stats are stats.json's" grep -qxF "$want_stats" "$tmp/out"
+want_def=$(git --git-dir="$tmp/m.git" show refs/heads/user-events/main:dataset.json | "$py" -c '
+import json, sys
+d = json.load(sys.stdin)
+c, p, s, h = d["contract"], d["pseudonymisation"], d["split"], d["shards"]
+print("definition: contract=%s@%s token=%s key=%s/%s split=%s(%s,%s) shards=%s/%s" % (
+      c["id"], c["version"], p["scheme"], p["key_id"], p["key_version"], s["scheme"], s["key"], s["salt"],
+      h["format"], h["compression"]))')
+check "its definition is dataset.json's" grep -qxF "$want_def" "$tmp/out"
+check "unsigned, no problems, every shard intact" grep -qx "signature: none trusted=0 must_be_signed=0" "$tmp/out"
+nshards=$(find "$tmp/store/shards" -type f | wc -l)
+check "deep: every shard checked" grep -qx "problems: 0 shards_ok: $nshards" "$tmp/out"
+
+"$kiln" keygen --out "$tmp/sign.key" >/dev/null 2>&1
+"$kiln" keygen --out "$tmp/other.key" >/dev/null 2>&1
+"$py" "$src/bench/gen-user-events.py" --records 50 --seed 8 >>"$tmp/in.jsonl"
+first=$(git --git-dir="$tmp/m.git" rev-parse refs/heads/user-events/main)
+check "a signed run makes the next version" status_is 0 env KILN_INPUT="$tmp/in.jsonl" KILN_KEY_FILE="$tmp/hmac.key" \
+	KILN_STORE="file://$tmp/store" KILN_MANIFEST="$tmp/m.git" "$kiln" run "$src/pipelines/user-events.yaml" \
+	--set manifest.signing_key="$tmp/sign.key"
+check "unsigned with trusted keys given is a problem" vv 1 "user-events@$first" --keys "$tmp/sign.key.pub"
+check "  named" grep -q "^problem: user-events@$first: .* is not signed$" "$tmp/out"
+check "signed by the trusted key" vv 0 user-events@main --keys "$tmp/sign.key.pub"
+check "  good and trusted" grep -q "^signature: good SHA256:[A-Za-z0-9+/]* trusted=1 " "$tmp/out"
+check "signed by a key not trusted is a problem" vv 1 user-events@main --keys "$tmp/other.key.pub"
+check "  named" grep -q "which is not a trusted key" "$tmp/out"
+shard=$(find "$tmp/store/shards" -type f | head -1)
+chmod u+w "$shard" && printf 'x' >>"$shard"
+check "deep: a shard tampered with in the store is a problem" vv 1 user-events@main --deep
+check "  one problem, naming the shard" sh -c "grep -c '^problem: ' '$tmp/out' | grep -qx 1 && grep -q '$(basename "$shard" .jsonl.zst)' '$tmp/out'"
+check "a missing key file stops the check (exit 2)" vv 2 user-events@main --keys "$tmp/nope.pub"
+check "  named" grep -q "nope.pub" "$tmp/err"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
