@@ -1,10 +1,13 @@
 /* Pseudonym tokens, scheme hmac-sha256-b32-v1: HMAC-SHA-256 over
- * domain || 0x1F || value, started from the key's precomputed state, first
- * 16 bytes in lower-case unpadded base32 after a "p<version>_" prefix. */
+ * domain || 0x1F || value, started from the key's precomputed states
+ * (mask/hmac.h), first 16 bytes in lower-case unpadded base32 after a
+ * "p<version>_" prefix. */
 #include "mask/token.h"
 
 #include <assert.h>
 #include <string.h>
+
+#include "mask/hmac.h"
 
 #define TOKEN_MAC_BYTES 16
 
@@ -33,17 +36,13 @@ size_t kiln_base32_lower(char *out, const unsigned char *in, size_t n)
 size_t kiln_token(char out[KILN_TOKEN_MAX], const kiln_key *key, const char *domain, size_t domain_len,
                   const char *value, size_t value_len)
 {
-	crypto_auth_hmacsha256_state state = key->base;
 	unsigned char mac[crypto_auth_hmacsha256_BYTES];
 	static const unsigned char separator = 0x1F;
 	char digits[10];
 	unsigned v = key->version;
 	size_t n = 0, d = 0;
 
-	crypto_auth_hmacsha256_update(&state, (const unsigned char *)domain, domain_len);
-	crypto_auth_hmacsha256_update(&state, &separator, 1);
-	crypto_auth_hmacsha256_update(&state, (const unsigned char *)value, value_len);
-	crypto_auth_hmacsha256_final(&state, mac); /* wipes the state copy */
+	kiln_hmac_sha256_3(mac, &key->base, domain, domain_len, &separator, 1, value, value_len);
 
 	do {
 		digits[d++] = (char)('0' + v % 10);
