@@ -393,10 +393,11 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 	/* the keys it has are its row's */
 	for (const char *const *k = keys; *k; k++) {
 		const kiln_yaml_node *at = kiln_yaml_get(src, *k);
-		const char *where = kiln_config_path(&l->cfg, "source", *k);
+		const char *where;
 
 		if (!at || listed(p->source->option_keys, *k))
 			continue;
+		where = kiln_config_path(&l->cfg, "source", *k);
 		if (listed(kafka_keys, *k))
 			return kiln_yaml_fail(l->doc, at, where, "only a kafka source has this key");
 		return kiln_yaml_fail(l->doc, at, where, "not a key of a %s source", p->source->kind);
