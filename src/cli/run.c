@@ -120,17 +120,17 @@ int kiln_cmd_run(int argc, char **argv)
 		goto cleanup;
 	}
 	kiln_log_setup(pipeline->log_json, pipeline->log_level);
-	if (stop_at_end && pipeline->source_kind != KILN_SOURCE_KAFKA) {
+	if (stop_at_end && !kiln_pipeline_is_kafka(pipeline)) {
 		kiln_cli_fail("run",
 		              "--stop-at-end is for kafka sources (a file source always stops at its end)");
 		goto cleanup;
 	}
-	if ((pipeline->source_kind == KILN_SOURCE_KAFKA ? run_kafka(pipeline, stop_at_end, &r)
-	                                                : kiln_curate_run(pipeline, &r)) < 0) {
+	if ((kiln_pipeline_is_kafka(pipeline) ? run_kafka(pipeline, stop_at_end, &r)
+	                                      : kiln_curate_run(pipeline, &r)) < 0) {
 		kiln_cli_fail("run", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	if (pipeline->source_kind == KILN_SOURCE_KAFKA) {
+	if (kiln_pipeline_is_kafka(pipeline)) {
 		printf("%s@%s: +%llu records (%llu valid, %llu quarantined) in %zu shards this run\n",
 		       pipeline->dataset, pipeline->branch, (unsigned long long)r.delta.records_in,
 		       (unsigned long long)r.delta.valid, (unsigned long long)r.delta.quarantined, r.shards);

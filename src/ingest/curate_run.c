@@ -185,7 +185,7 @@ static int file_open(void **out, kiln_ingest *in, const void *args)
 	                                &fs->resume)) < 0)
 		return rc;
 	/* the input, resumed after what earlier runs covered */
-	if (p->source_kind == KILN_SOURCE_FILE) {
+	if (p->source == &kiln_source_file) {
 		if ((rc = open_file(fs, p)) < 0)
 			return rc;
 	} else {
@@ -243,7 +243,7 @@ static int file_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 	                                   .next = (int64_t)in->out->next_offset,
 	                                   .fenced = true,
 	                                   .expect_next = fs->resume.found ? fs->resume.next : -1};
-	if (p->source_kind == KILN_SOURCE_FILE) {
+	if (p->source == &kiln_source_file) {
 		fs->lineage.path = p->source_path;
 		fs->lineage.bytes = fs->resume.bytes + fs->bytes_read;
 		if ((rc = fingerprint(fs->fd, p->source_path, fs->lineage.bytes, fs->prefix_hex)) < 0)
@@ -303,10 +303,8 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 	int rc;
 
 	for (int attempt = 1;; attempt++) {
-		rc = kiln_ingest_run(p->source_kind == KILN_SOURCE_FILE ? &kiln_source_file
-		                                                        : &kiln_source_stdin,
-		                     NULL, p, out);
-		if (rc != KILN_EFENCED || p->source_kind != KILN_SOURCE_FILE || attempt == RERUNS)
+		rc = kiln_ingest_run(p->source, NULL, p, out);
+		if (rc != KILN_EFENCED || p->source != &kiln_source_file || attempt == RERUNS)
 			break;
 		KILN_LOG(KILN_LOG_INFO, "rerun",
 		         "another run of this source committed first; reading on from there",
@@ -317,8 +315,7 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 		    KILN_EFENCED,
 		    "%s@%s: another run of source %s committed first%s; nothing of this run was committed",
 		    p->dataset, p->branch, p->source_name,
-		    p->source_kind == KILN_SOURCE_FILE
-		        ? " every time it was read again"
-		        : " (stdin cannot be read again: send this input again)");
+		    p->source == &kiln_source_file ? " every time it was read again"
+		                                   : " (stdin cannot be read again: send this input again)");
 	return rc;
 }

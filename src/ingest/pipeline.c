@@ -29,10 +29,12 @@ static const char *const top_keys[] = {"dataset",  "branch",       "contract", "
                                        "source",   "pseudonymise", "split",    "shards",   "store",
                                        "manifest", "workers",      "promote",  "snapshot", "raw",
                                        "metrics",  "log",          NULL};
-static const char *const source_keys[] = {
-    "kind",  "path",    "name",  "max_record_bytes", "max_depth", "brokers",           "topics",
-    "group", "options", "start", "on_gap",           "batch",     "dead_letter_topic", "connect_timeout",
-    NULL};
+/* The source.* keys of a Kafka source, which is not a row (ingest/source.h):
+ * the loader reads them itself (load_kafka). A row's keys are its
+ * option_keys. */
+static const char *const kafka_keys[] = {
+    "kind",    "name",  "max_record_bytes", "max_depth", "brokers",           "topics",          "group",
+    "options", "start", "on_gap",           "batch",     "dead_letter_topic", "connect_timeout", NULL};
 static const char *const batch_keys[] = {"records", "bytes", "ms", NULL};
 static const char *const snapshot_keys[] = {"records", "seconds", "drain_seconds", NULL};
 static const char *const raw_keys[] = {"enabled", NULL};
@@ -62,14 +64,58 @@ static const char *name_from_path(loader *l, const char *path)
 	return s;
 }
 
-/* The source keys a file or stdin source reads are its row's
- * (ingest/source.h); every other key of source_keys is a Kafka source's. */
-static bool file_source_key(const char *key)
+static bool listed(const char *const *keys, const char *key)
 {
-	for (const char *const *k = kiln_source_file.option_keys; *k; k++)
+	for (const char *const *k = keys; *k; k++)
 		if (strcmp(*k, key) == 0)
 			return true;
 	return false;
+}
+
+/* Appends key to the NULL-terminated keys (room for it) unless it is there. */
+static void add_key(const char **keys, size_t *n, const char *key)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (strcmp(keys[i], key) == 0)
+			return;
+	keys[(*n)++] = key;
+	keys[*n] = NULL;
+}
+
+/* Every source.* key some source reads, NULL-terminated: the rows' keys in
+ * registry order, then the Kafka source's. NULL when out of memory. */
+static const char *const *source_keys(loader *l)
+{
+	size_t n = 0, i = 0;
+	const kiln_source *s;
+	const char **keys;
+
+	for (size_t j = 0; (s = kiln_source_at(j)); j++)
+		for (const char *const *k = s->option_keys; *k; k++)
+			n++;
+	for (const char *const *k = kafka_keys; *k; k++)
+		n++;
+	if (!(keys = kiln_arena_alloc(l->p->arena, (n + 1) * sizeof(*keys))))
+		return NULL;
+	keys[0] = NULL;
+	for (size_t j = 0; (s = kiln_source_at(j)); j++)
+		for (const char *const *k = s->option_keys; *k; k++)
+			add_key(keys, &i, *k);
+	for (const char *const *k = kafka_keys; *k; k++)
+		add_key(keys, &i, *k);
+	return keys;
+}
+
+/* "file, stdin or kafka": the kinds a pipeline may name. */
+static const char *source_kinds(loader *l)
+{
+	const kiln_source *s;
+	const char *text = NULL;
+
+	for (size_t j = 0; (s = kiln_source_at(j)); j++)
+		text = text ? kiln_arena_printf(l->p->arena, "%s, %s", text, s->kind) : s->kind;
+	return text ? kiln_arena_printf(l->p->arena, "%s or %s", text, KILN_SOURCE_KAFKA_KIND)
+	            : KILN_SOURCE_KAFKA_KIND;
 }
 
 /* A Kafka topic name: [A-Za-z0-9._-], at most 249 characters. */
@@ -311,12 +357,15 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 	const kiln_yaml_node *src = kiln_yaml_get(root, "source");
 	kiln_pipeline *p = l->p;
 	const char *kind = "file", *name = NULL;
+	const char *const *keys;
 	int64_t depth = 0;
 	int rc;
 
 	if (!src || kiln_yaml_is_null(src))
 		return kiln_yaml_fail(l->doc, root, "source", "required key is missing");
-	if ((rc = kiln_config_check_keys(&l->cfg, src, "source", source_keys)) < 0 ||
+	if (!(keys = source_keys(l)))
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	if ((rc = kiln_config_check_keys(&l->cfg, src, "source", keys)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, src, "source", "kind", false, &kind)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, src, "source", "name", false, &name)) < 0 ||
 	    (rc = kiln_config_size(&l->cfg, src, "source", "max_record_bytes", 2, &p->max_record_bytes)) <
@@ -324,30 +373,35 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 	    (rc = kiln_config_int(&l->cfg, src, "source", "max_depth", 1, 100000, &depth)) < 0)
 		return rc;
 	p->max_depth = (uint32_t)depth;
-	if (strcmp(kind, "file") == 0) {
+	/* Kafka is not a row (ingest/source.h): its keys are read here */
+	if (strcmp(kind, KILN_SOURCE_KAFKA_KIND) == 0)
+		return load_kafka(l, src);
+	if (!(p->source = kiln_source_find(kind)))
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "kind"), "source.kind",
+		                      "unknown source kind \"%s\" (expected %s)", kind, source_kinds(l));
+	/* a file source reads path, and path "-" is stdin */
+	if (p->source == &kiln_source_file) {
 		if ((rc = kiln_config_string(&l->cfg, src, "source", "path", true, &p->source_path)) < 0)
 			return rc;
 		if (strcmp(p->source_path, "-") == 0) {
-			p->source_kind = KILN_SOURCE_STDIN;
+			p->source = &kiln_source_stdin;
 			p->source_path = NULL;
 		} else {
-			p->source_kind = KILN_SOURCE_FILE;
 			p->source_path = kiln_config_resolve(&l->cfg, p->source_path);
 		}
-	} else if (strcmp(kind, "stdin") == 0) {
-		p->source_kind = KILN_SOURCE_STDIN;
-	} else if (strcmp(kind, "kafka") == 0) {
-		p->source_kind = KILN_SOURCE_KAFKA;
-		return load_kafka(l, src);
-	} else {
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "kind"), "source.kind",
-		                      "unknown source kind \"%s\" (expected file, stdin or kafka)", kind);
 	}
-	for (const char *const *k = source_keys; *k; k++)
-		if (!file_source_key(*k) && kiln_yaml_get(src, *k))
-			return kiln_yaml_fail(l->doc, kiln_yaml_get(src, *k),
-			                      kiln_config_path(&l->cfg, "source", *k),
-			                      "only a kafka source has this key");
+	/* the keys it has are its row's */
+	for (const char *const *k = keys; *k; k++) {
+		const kiln_yaml_node *at = kiln_yaml_get(src, *k);
+		const char *where;
+
+		if (!at || listed(p->source->option_keys, *k))
+			continue;
+		where = kiln_config_path(&l->cfg, "source", *k);
+		if (listed(kafka_keys, *k))
+			return kiln_yaml_fail(l->doc, at, where, "only a kafka source has this key");
+		return kiln_yaml_fail(l->doc, at, where, "not a key of a %s source", p->source->kind);
+	}
 	if (name) {
 		for (const char *c = name; *c; c++)
 			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
@@ -360,7 +414,7 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 		p->source_name = name;
 	} else {
 		p->source_name =
-		    p->source_kind == KILN_SOURCE_STDIN ? "stdin" : name_from_path(l, p->source_path);
+		    p->source == &kiln_source_stdin ? "stdin" : name_from_path(l, p->source_path);
 	}
 	return 0;
 }
@@ -519,7 +573,7 @@ static int load_operations(loader *l, const kiln_yaml_node *root)
 		if ((e = kiln_yaml_get(n, "enabled")) &&
 		    (rc = kiln_yaml_bool(l->doc, e, "raw.enabled", &p->raw_zone)) < 0)
 			return rc;
-		if (p->raw_zone && p->source_kind != KILN_SOURCE_KAFKA)
+		if (p->raw_zone && !kiln_pipeline_is_kafka(p))
 			return kiln_yaml_fail(l->doc, e ? e : n, "raw.enabled",
 			                      "only a kafka source has a raw zone");
 	}
@@ -671,6 +725,11 @@ int kiln_pipeline_load(kiln_pipeline **out, const char *path, char *const *sets,
 fail:
 	kiln_pipeline_free(p);
 	return rc;
+}
+
+bool kiln_pipeline_is_kafka(const kiln_pipeline *p)
+{
+	return p->source == NULL;
 }
 
 void kiln_pipeline_free(kiln_pipeline *p)

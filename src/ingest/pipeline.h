@@ -17,11 +17,7 @@
 #include "shard/split.h"
 #include "store/store.h"
 
-typedef enum kiln_source_kind {
-	KILN_SOURCE_FILE,
-	KILN_SOURCE_STDIN,
-	KILN_SOURCE_KAFKA,
-} kiln_source_kind;
+struct kiln_source;
 
 typedef enum kiln_gap_policy {
 	KILN_GAP_STOP, /* log, count, exit non-zero: an operator decides */
@@ -42,7 +38,9 @@ typedef struct kiln_pipeline {
 	const char *schema;   /* schema object name or NULL */
 	int unknown_fields;   /* -1: the contract's setting; else kiln_unknown_policy */
 
-	kiln_source_kind source_kind;
+	/* the row that reads it (kiln_source_find, ingest/source.h); NULL for a
+	 * kafka source, which is not a row (kiln_pipeline_is_kafka) */
+	const struct kiln_source *source;
 	const char *source_path; /* file sources */
 	const char *source_name; /* file/stdin: the topic name in lineage, quarantine and shard sources */
 	/* kafka sources */
@@ -104,5 +102,8 @@ typedef struct kiln_pipeline {
  * expanding the environment. */
 int kiln_pipeline_load(kiln_pipeline **out, const char *path, char *const *sets, size_t n);
 void kiln_pipeline_free(kiln_pipeline *pipeline);
+
+/* Whether its source is Kafka's (run by kiln_kafka_run, not a row). */
+bool kiln_pipeline_is_kafka(const kiln_pipeline *pipeline);
 
 #endif

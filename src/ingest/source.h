@@ -7,10 +7,12 @@
  *        -> [shards finished, quarantine flushed] -> lineage -> [commit]
  *        -> committed -> close
  *
- * Adding a source is one new row (and its kind in the pipeline loader).
- * The Kafka source (ingest/kafka_run.h) is not a row yet: it runs for
- * ever, commits many snapshots and is driven by rebalances; it shares the
- * sink, not the loop. */
+ * Adding a source is one new file with its row and one line in source.c's
+ * registry, where the pipeline loader finds it by source.kind and checks
+ * the source.* keys against its option_keys. The Kafka source
+ * (ingest/kafka_run.h) is not a row yet: it runs for ever, commits many
+ * snapshots and is driven by rebalances; it shares the sink, not the loop,
+ * and the pipeline loader reads its keys itself (KILN_SOURCE_KAFKA_KIND). */
 #ifndef KILN_INGEST_SOURCE_H
 #define KILN_INGEST_SOURCE_H
 
@@ -56,5 +58,14 @@ typedef struct kiln_source {
 extern const kiln_source kiln_source_file;
 extern const kiln_source kiln_source_stdin;
 extern const kiln_source kiln_source_replay;
+
+/* The source.kind of a Kafka source, the one kind that is not a row. */
+#define KILN_SOURCE_KAFKA_KIND "kafka"
+
+/* The row a pipeline's source.kind names ("file", "stdin"), or NULL for
+ * any other kind (KILN_SOURCE_KAFKA_KIND included). The rows are static. */
+const kiln_source *kiln_source_find(const char *kind);
+/* The registry in order: row number i, NULL past the last one. */
+const kiln_source *kiln_source_at(size_t i);
 
 #endif

@@ -1,6 +1,8 @@
 /* The shared `store:` config section (see config.h): one parser for every
  * config that names a store, so a pipeline and a cache node accept the
- * same keys with the same messages. */
+ * same keys with the same messages. The keys are the backends' own
+ * (kiln_store_backend.options); this file knows only url and how each kind
+ * of key is read. */
 #include "store/config.h"
 
 #include <stdint.h>
@@ -9,47 +11,157 @@
 #include "core/config.h"
 #include "core/error.h"
 
-static const char *const store_keys[] = {"url",  "endpoint",         "region",      "style",
-                                         "http", "credentials_file", "max_retries", NULL};
+/* The backends a config's store.url may name (those with a config_url). */
+static bool configurable(const kiln_store_backend *b)
+{
+	return b->config_url != NULL;
+}
+
+/* "url" and every key of every backend a config may name, NULL-terminated.
+ * A key of another such backend than the URL's is accepted too (and read
+ * as that backend declares it; the URL's backend ignores it), as it always
+ * was: a url from ${KILN_STORE} may switch a config between file:// and
+ * s3:// without touching its other keys. */
+static const char *const *accepted_keys(kiln_arena *arena)
+{
+	size_t n = 1, i = 0;
+	const kiln_store_backend *b;
+	const char **keys;
+
+	for (size_t j = 0; (b = kiln_store_backend_at(j)); j++)
+		for (const kiln_store_option *o = b->options; configurable(b) && o && o->key; o++)
+			n++;
+	if (!(keys = kiln_arena_alloc(arena, (n + 1) * sizeof(*keys))))
+		return NULL;
+	keys[i++] = "url";
+	for (size_t j = 0; (b = kiln_store_backend_at(j)); j++)
+		for (const kiln_store_option *o = b->options; configurable(b) && o && o->key; o++)
+			keys[i++] = o->key; /* a key two backends share is listed twice: harmless */
+	keys[i] = NULL;
+	return keys;
+}
+
+/* "expected file://DIR or s3://BUCKET/PREFIX", from the backends' rows. */
+static const char *expected_urls(kiln_arena *arena)
+{
+	const kiln_store_backend *b;
+	const char *text = NULL;
+	size_t count = 0, seen = 0;
+
+	for (size_t j = 0; (b = kiln_store_backend_at(j)); j++)
+		count += configurable(b);
+	for (size_t j = 0; (b = kiln_store_backend_at(j)); j++) {
+		if (!configurable(b))
+			continue;
+		seen++;
+		text = !text ? kiln_arena_printf(arena, "expected %s", b->config_url)
+		             : kiln_arena_printf(arena, "%s%s%s", text, seen == count ? " or " : ", ",
+		                                 b->config_url);
+	}
+	return text ? text : "no backend takes a config's store";
+}
+
+/* One key of a backend's row, by its kind, into its field of *o. */
+static int read_option(const kiln_config *cfg, const kiln_yaml_node *st, const char *section,
+                       const kiln_store_option *opt, kiln_store_options *o)
+{
+	char *field = (char *)o + opt->offset;
+	const kiln_yaml_node *n = kiln_yaml_get(st, opt->key);
+	const char *s = NULL;
+	int64_t v;
+	int rc;
+
+	switch (opt->kind) {
+	case KILN_STORE_OPTION_STRING:
+		return kiln_config_string(cfg, st, section, opt->key, false, (const char **)(void *)field);
+	case KILN_STORE_OPTION_PATH:
+		if ((rc = kiln_config_string(cfg, st, section, opt->key, false,
+		                             (const char **)(void *)field)) < 0)
+			return rc;
+		*(const char **)(void *)field = kiln_config_resolve(cfg, *(const char **)(void *)field);
+		return 0;
+	case KILN_STORE_OPTION_BOOL:
+		return n ? kiln_yaml_bool(cfg->doc, n, kiln_config_path(cfg, section, opt->key),
+		                          (bool *)field)
+		         : 0;
+	case KILN_STORE_OPTION_INT:
+		v = *(int *)(void *)field;
+		if ((rc = kiln_config_int(cfg, st, section, opt->key, opt->lo, opt->hi, &v)) < 0)
+			return rc;
+		*(int *)(void *)field = (int)v;
+		return 0;
+	case KILN_STORE_OPTION_CHOICE:
+		if ((rc = kiln_config_string(cfg, st, section, opt->key, false, &s)) < 0 || !s)
+			return rc;
+		if (strcmp(s, opt->choices[0]) != 0 && strcmp(s, opt->choices[1]) != 0)
+			return kiln_yaml_fail(cfg->doc, n, kiln_config_path(cfg, section, opt->key),
+			                      "expected %s or %s", opt->choices[0], opt->choices[1]);
+		*(bool *)field = strcmp(s, opt->choices[1]) == 0;
+		return 0;
+	}
+	return kiln_error_set(KILN_EINVALID, "%s: unknown kind of store option", opt->key);
+}
+
+/* Every key of every backend a config may name, the URL's backend's first
+ * (own; NULL when the URL names none) and a key two backends share once. */
+static int read_options(const kiln_config *cfg, const kiln_yaml_node *st, const char *section,
+                        const kiln_store_backend *own, kiln_store_options *o)
+{
+	const kiln_store_backend *b;
+	int rc;
+
+	for (const kiln_store_option *opt = own ? own->options : NULL; opt && opt->key; opt++)
+		if ((rc = read_option(cfg, st, section, opt, o)) < 0)
+			return rc;
+	for (size_t j = 0; (b = kiln_store_backend_at(j)); j++) {
+		if (b == own || !configurable(b))
+			continue;
+		for (const kiln_store_option *opt = b->options; opt && opt->key; opt++) {
+			bool read = false;
+
+			for (const kiln_store_option *mine = own ? own->options : NULL;
+			     mine && mine->key && !read; mine++)
+				read = strcmp(mine->key, opt->key) == 0;
+			if (!read && (rc = read_option(cfg, st, section, opt, o)) < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
 
 int kiln_store_config_load(const kiln_store_config_src *src, const kiln_yaml_node *parent,
                            const char *section, const char **out_url, kiln_store_options *out_options)
 {
-	const kiln_yaml_node *st = kiln_yaml_get(parent, section), *n;
-	kiln_store_options *o = out_options;
+	const kiln_yaml_node *st = kiln_yaml_get(parent, section);
 	const kiln_config cfg = {.doc = src->doc, .arena = src->arena, .dir = src->dir, .docs = src->docs};
-	const char *style = NULL, *url = NULL;
-	int64_t retries = 0;
+	const kiln_store_backend *backend;
+	const char *const *keys;
+	const char *url = NULL;
 	int rc;
 
 	if (!st || kiln_yaml_is_null(st))
 		return kiln_yaml_fail(src->doc, parent, section, "required key is missing");
-	if ((rc = kiln_config_check_keys(&cfg, st, section, store_keys)) < 0 ||
-	    (rc = kiln_config_string(&cfg, st, section, "url", true, &url)) < 0 ||
-	    (rc = kiln_config_string(&cfg, st, section, "endpoint", false, &o->endpoint)) < 0 ||
-	    (rc = kiln_config_string(&cfg, st, section, "region", false, &o->region)) < 0 ||
-	    (rc = kiln_config_string(&cfg, st, section, "style", false, &style)) < 0 ||
-	    (rc = kiln_config_string(&cfg, st, section, "credentials_file", false, &o->credentials_file)) <
-	        0 ||
-	    (rc = kiln_config_int(&cfg, st, section, "max_retries", 0, 100, &retries)) < 0)
+	if (!(keys = accepted_keys(src->arena)))
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	if ((rc = kiln_config_check_keys(&cfg, st, section, keys)) < 0 ||
+	    (rc = kiln_config_string(&cfg, st, section, "url", true, &url)) < 0)
 		return rc;
-	o->max_retries = (int)retries;
-	if ((n = kiln_yaml_get(st, "http")) &&
-	    (rc = kiln_yaml_bool(src->doc, n, kiln_config_path(&cfg, section, "http"), &o->http)) < 0)
+	if ((backend = kiln_store_backend_find(url)) && !configurable(backend))
+		backend = NULL;
+	/* the keys are read before the URL's scheme is judged, as they always were */
+	if ((rc = read_options(&cfg, st, section, backend, out_options)) < 0)
 		return rc;
-	if (style && strcmp(style, "virtual") == 0)
-		o->virtual_host = true;
-	else if (style && strcmp(style, "path") != 0)
-		return kiln_yaml_fail(src->doc, kiln_yaml_get(st, "style"),
-		                      kiln_config_path(&cfg, section, "style"), "expected path or virtual");
-	o->credentials_file = kiln_config_resolve(&cfg, o->credentials_file);
-	/* file://relative/dir is relative to the config file too */
-	if (strncmp(url, "file://", 7) == 0 && url[7] != '/' && *src->dir)
-		url = kiln_arena_printf(src->arena, "file://%s/%s", src->dir, url + 7);
-	else if (strncmp(url, "file://", 7) != 0 && strncmp(url, "s3://", 5) != 0)
+	if (!backend)
 		return kiln_yaml_fail(src->doc, kiln_yaml_get(st, "url"),
-		                      kiln_config_path(&cfg, section, "url"),
-		                      "expected file://DIR or s3://BUCKET/PREFIX");
+		                      kiln_config_path(&cfg, section, "url"), "%s",
+		                      expected_urls(src->arena));
+	/* file://relative/dir is relative to the config file too */
+	if (backend->local_path) {
+		const char *rest = strstr(url, "://") + 3;
+
+		if (*rest != '/' && *src->dir)
+			url = kiln_arena_printf(src->arena, "%s://%s/%s", backend->scheme, src->dir, rest);
+	}
 	/* credentials never sit in the config: refuse keys that look like them */
 	for (size_t i = 0; i < st->count; i++)
 		if (strstr(st->keys[i]->value, "secret") || strstr(st->keys[i]->value, "password"))

@@ -1,9 +1,10 @@
 /* The `store:` section of a YAML config (a pipeline's, a cache node's): the
- * store URL and the kiln_store_options a URL cannot carry. Keys: url,
- * endpoint, region, style (path|virtual), http, credentials_file,
- * max_retries (docs/PIPELINES.md, docs/STORES.md). No credential is ever
- * read from the config itself: keys whose names contain "secret" or
- * "password" are refused. */
+ * store URL and the kiln_store_options a URL cannot carry. Keys: url, and
+ * the keys the backends a config may name declare on their rows
+ * (kiln_store_backend.options: today s3's endpoint, region, style,
+ * credentials_file, max_retries, http; docs/PIPELINES.md, docs/STORES.md).
+ * No credential is ever read from the config itself: keys whose names
+ * contain "secret" or "password" are refused. */
 #ifndef KILN_STORE_CONFIG_H
 #define KILN_STORE_CONFIG_H
 

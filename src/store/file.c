@@ -656,6 +656,9 @@ static int file_list(kiln_store *store, const char *prefix, kiln_store_key_cb cb
 const kiln_store_backend kiln_store_file_backend = {
     .version = KILN_STORE_BACKEND_VERSION,
     .scheme = "file",
+    .config_url = "file://DIR",
+    .local_path = true, /* file://relative/dir is relative to the config file */
+    .options = NULL,    /* it reads no store.* key */
     .open = file_open,
     .put_file = file_put_file,
     .get = file_get,

@@ -581,6 +581,8 @@ static int http_list(kiln_store *store, const char *prefix, kiln_store_key_cb cb
 const kiln_store_backend kiln_store_http_backend = {
     .version = KILN_STORE_BACKEND_VERSION,
     .scheme = "http",
+    .config_url = NULL, /* a cache node is read, never a config's store */
+    .options = NULL,    /* bearer_token and as_peer are set by the cache, not a config */
     .open = http_open,
     .put_file = http_put_file,
     .get = http_get,
@@ -593,6 +595,8 @@ const kiln_store_backend kiln_store_http_backend = {
 const kiln_store_backend kiln_store_https_backend = {
     .version = KILN_STORE_BACKEND_VERSION,
     .scheme = "https",
+    .config_url = NULL, /* a cache node is read, never a config's store */
+    .options = NULL,    /* bearer_token and as_peer are set by the cache, not a config */
     .open = https_open,
     .put_file = http_put_file,
     .get = http_get,

@@ -787,9 +787,31 @@ static int s3_list(kiln_store *store, const char *prefix, kiln_store_key_cb cb, 
 	return rc;
 }
 
+/* The store.* keys of an s3:// store (docs/STORES.md). */
+static const kiln_store_option s3_options[] = {
+    {.key = "endpoint", .kind = KILN_STORE_OPTION_STRING, .offset = offsetof(kiln_store_options, endpoint)},
+    {.key = "region", .kind = KILN_STORE_OPTION_STRING, .offset = offsetof(kiln_store_options, region)},
+    {.key = "style",
+     .kind = KILN_STORE_OPTION_CHOICE,
+     .offset = offsetof(kiln_store_options, virtual_host),
+     .choices = {"path", "virtual"}},
+    {.key = "credentials_file",
+     .kind = KILN_STORE_OPTION_PATH,
+     .offset = offsetof(kiln_store_options, credentials_file)},
+    {.key = "max_retries",
+     .kind = KILN_STORE_OPTION_INT,
+     .offset = offsetof(kiln_store_options, max_retries),
+     .lo = 0,
+     .hi = 100},
+    {.key = "http", .kind = KILN_STORE_OPTION_BOOL, .offset = offsetof(kiln_store_options, http)},
+    {.key = NULL},
+};
+
 const kiln_store_backend kiln_store_s3_backend = {
     .version = KILN_STORE_BACKEND_VERSION,
     .scheme = "s3",
+    .config_url = "s3://BUCKET/PREFIX",
+    .options = s3_options,
     .open = s3_open,
     .put_file = s3_put_file,
     .get = s3_get,

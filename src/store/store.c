@@ -117,12 +117,36 @@ static int invalid_key(const kiln_store *store, const char *what, const char *ke
 	                      store->url, what, printable(buf, key));
 }
 
+#define BACKEND_COUNT (sizeof(backends) / sizeof(backends[0]))
+
+const kiln_store_backend *kiln_store_backend_at(size_t i)
+{
+	return i < BACKEND_COUNT ? backends[i] : NULL;
+}
+
+const kiln_store_backend *kiln_store_backend_find(const char *url)
+{
+	const char *sep = url ? strstr(url, "://") : NULL;
+	size_t scheme_len = sep ? (size_t)(sep - url) : 0;
+
+	for (size_t i = 0; sep && i < BACKEND_COUNT; i++) {
+		const kiln_store_backend *b = backends[i];
+
+		assert(b->version == KILN_STORE_BACKEND_VERSION);
+		if (strlen(b->scheme) == scheme_len && memcmp(b->scheme, url, scheme_len) == 0)
+			return b;
+	}
+	return NULL;
+}
+
 int kiln_store_open(kiln_store **out, const char *url, const kiln_store_options *options)
 {
 	static const kiln_store_options defaults;
+	const kiln_store_backend *b;
 	const char *sep, *authority_end, *at;
-	size_t scheme_len;
-	char buf[84];
+	size_t scheme_len, n = 0;
+	char buf[84], known[128];
+	int rc;
 
 	*out = NULL;
 	if (!url || !*url)
@@ -140,21 +164,18 @@ int kiln_store_open(kiln_store **out, const char *url, const kiln_store_options 
 		return kiln_error_set(
 		    KILN_EINVALID, "a store URL must not carry credentials (user@ part); use the environment "
 		                   "or a 0600 credentials file");
-	scheme_len = (size_t)(sep - url);
-	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
-		const kiln_store_backend *b = backends[i];
-
-		assert(b->version == KILN_STORE_BACKEND_VERSION);
-		if (strlen(b->scheme) == scheme_len && memcmp(b->scheme, url, scheme_len) == 0) {
-			int rc = b->open(out, url, options ? options : &defaults);
-
-			assert(rc < 0 || (*out && (*out)->backend == b));
-			return rc;
-		}
+	if ((b = kiln_store_backend_find(url))) {
+		rc = b->open(out, url, options ? options : &defaults);
+		assert(rc < 0 || (*out && (*out)->backend == b));
+		return rc;
 	}
-	return kiln_error_set(KILN_EINVALID,
-	                      "store URL '%s': unknown scheme '%.*s' (known: file, s3, http, https)",
-	                      printable(buf, url), (int)(scheme_len > 20 ? 20 : scheme_len), url);
+	scheme_len = (size_t)(sep - url);
+	known[0] = '\0';
+	for (size_t i = 0; i < BACKEND_COUNT && n < sizeof(known); i++)
+		n += (size_t)snprintf(known + n, sizeof(known) - n, "%s%s", i ? ", " : "",
+		                      backends[i]->scheme);
+	return kiln_error_set(KILN_EINVALID, "store URL '%s': unknown scheme '%.*s' (known: %s)",
+	                      printable(buf, url), (int)(scheme_len > 20 ? 20 : scheme_len), url, known);
 }
 
 void kiln_store_close(kiln_store *store)
