@@ -32,6 +32,16 @@ void kiln_test_write_file(const char *path, const char *text, mode_t mode);
 /* Makes an empty git repository at path (bare: no work tree) with libgit2. */
 void kiln_test_git_init(const char *path, bool bare);
 
+/* main() of a program whose tests need a scratch directory: makes tmpdir
+ * (kiln_test_tmpdir with NAME) and initialises libsodium, runs the group,
+ * and removes tmpdir when every test passed (kept for a look when one
+ * failed). Returns main's status. */
+#define kiln_test_main(tests, tmpdir, name, setup, teardown)                                                 \
+	kiln_test_main_(#tests, tests, sizeof(tests) / sizeof((tests)[0]), tmpdir, sizeof(tmpdir), name,     \
+	                setup, teardown)
+int kiln_test_main_(const char *group, const struct CMUnitTest *tests, size_t n, char *tmpdir, size_t size,
+                    const char *name, CMFixtureFunction setup, CMFixtureFunction teardown);
+
 /* main() of a program whose tests use libgit2: makes the scratch directory
  * tmpdir (kiln_test_tmpdir with NAME) and initialises libsodium and
  * libgit2, runs the group, shuts libgit2 down, and removes tmpdir when every
