@@ -42,6 +42,25 @@ int kiln_test_rmtree(const char *path)
 	return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
 }
 
+char *kiln_test_path(const char *dir, const char *name)
+{
+	char *p = malloc(strlen(dir) + strlen(name) + 2);
+
+	assert_non_null(p);
+	sprintf(p, "%s/%s", dir, name);
+	return p;
+}
+
+void kiln_test_hash(char out[65], const char *prefix, char fill)
+{
+	size_t n = strlen(prefix);
+
+	assert_true(n <= 64);
+	memset(out, fill, 64);
+	memcpy(out, prefix, n);
+	out[64] = '\0';
+}
+
 void kiln_test_write_file(const char *path, const char *text, mode_t mode)
 {
 	size_t len = strlen(text);

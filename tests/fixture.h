@@ -25,6 +25,13 @@ int kiln_test_tmpdir(char *out, size_t size, const char *name);
  * (rm -rf). A missing path is fine. 0, or -1 when something stays. */
 int kiln_test_rmtree(const char *path);
 
+/* "<dir>/<name>", allocated: the caller frees it. */
+char *kiln_test_path(const char *dir, const char *name);
+
+/* 64 lower-case hex digits: prefix, then fill up to the end ("ab", '1':
+ * "ab111...1"). A shard hash for manifests whose shards are never read. */
+void kiln_test_hash(char out[65], const char *prefix, char fill);
+
 /* Replaces the file at path by one holding text, with mode (created 0600,
  * then chmod: a secret file is never readable by others in between). */
 void kiln_test_write_file(const char *path, const char *text, mode_t mode);
