@@ -42,6 +42,25 @@ int kiln_test_rmtree(const char *path)
 	return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
 }
 
+char *kiln_test_path(const char *dir, const char *name)
+{
+	char *p = malloc(strlen(dir) + strlen(name) + 2);
+
+	assert_non_null(p);
+	sprintf(p, "%s/%s", dir, name);
+	return p;
+}
+
+void kiln_test_hash(char out[65], const char *prefix, char fill)
+{
+	size_t n = strlen(prefix);
+
+	assert_true(n <= 64);
+	memset(out, fill, 64);
+	memcpy(out, prefix, n);
+	out[64] = '\0';
+}
+
 void kiln_test_write_file(const char *path, const char *text, mode_t mode)
 {
 	size_t len = strlen(text);
@@ -65,19 +84,36 @@ void kiln_test_git_init(const char *path, bool bare)
 	git_repository_free(repo);
 }
 
-int kiln_test_git_main_(const char *group, const struct CMUnitTest *tests, size_t n, char *tmpdir,
-                        size_t size, const char *name, CMFixtureFunction setup, CMFixtureFunction teardown)
+/* Runs the group in a fresh tmpdir, with libgit2 initialised around it when
+ * git is set. */
+static int run_in_tmpdir(const char *group, const struct CMUnitTest *tests, size_t n, char *tmpdir,
+                         size_t size, const char *name, CMFixtureFunction setup, CMFixtureFunction teardown,
+                         bool git)
 {
 	int rc;
 
 	if (kiln_test_tmpdir(tmpdir, size, name) != 0 || sodium_init() < 0)
 		return 1;
-	git_libgit2_init();
+	if (git)
+		git_libgit2_init();
 	rc = _cmocka_run_group_tests(group, tests, n, setup, teardown);
-	git_libgit2_shutdown();
+	if (git)
+		git_libgit2_shutdown();
 	if (rc == 0 && kiln_test_rmtree(tmpdir) != 0)
 		rc = 1;
 	return rc;
+}
+
+int kiln_test_main_(const char *group, const struct CMUnitTest *tests, size_t n, char *tmpdir, size_t size,
+                    const char *name, CMFixtureFunction setup, CMFixtureFunction teardown)
+{
+	return run_in_tmpdir(group, tests, n, tmpdir, size, name, setup, teardown, false);
+}
+
+int kiln_test_git_main_(const char *group, const struct CMUnitTest *tests, size_t n, char *tmpdir,
+                        size_t size, const char *name, CMFixtureFunction setup, CMFixtureFunction teardown)
+{
+	return run_in_tmpdir(group, tests, n, tmpdir, size, name, setup, teardown, true);
 }
 
 const char *kiln_test_canary_in(const void *buf, size_t len, const char *const *canaries)

@@ -272,8 +272,6 @@ static int setup(void **state)
 	char path[256];
 	int fd;
 
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kiln-cache-serve-XXXXXX");
-	assert_non_null(mkdtemp(tmpdir));
 	for (size_t i = 0; i < sizeof(shard_bytes); i++)
 		shard_bytes[i] = (char)(i * 131 + i / 256);
 	shard_path(path, sizeof(path), H_LOCAL);
@@ -296,7 +294,6 @@ static int teardown(void **state)
 	kiln_metrics_free(metrics);
 	kiln_log_set_fd(2);
 	close(log_fd);
-	assert_int_equal(kiln_test_rmtree(tmpdir), 0);
 	return 0;
 }
 
@@ -778,7 +775,7 @@ int main(void)
 
 	signal(SIGPIPE, SIG_IGN);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	rc = cmocka_run_group_tests(tests, setup, teardown);
+	rc = kiln_test_main(tests, tmpdir, "cache-serve", setup, teardown);
 	curl_global_cleanup();
 	return rc;
 }

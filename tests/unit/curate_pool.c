@@ -166,26 +166,11 @@ static void test_detector_limit_quarantines_the_record(void **state)
 	kiln_pipeline_free(p);
 }
 
-static int setup(void **state)
-{
-	const char *base = getenv("TMPDIR");
-
-	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "%s/kiln-curate-pool-XXXXXX", base && *base ? base : "/tmp");
-	return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return kiln_test_rmtree(tmpdir);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_detector_limit_quarantines_the_record),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return kiln_test_main(tests, tmpdir, "curate-pool", NULL, NULL);
 }

@@ -30,23 +30,6 @@
 
 static char tmpdir[64];
 
-static char *path_in(const char *name)
-{
-	char *p = malloc(strlen(tmpdir) + strlen(name) + 2);
-
-	assert_non_null(p);
-	sprintf(p, "%s/%s", tmpdir, name);
-	return p;
-}
-
-static void hash_of(char out[65], const char *hh, char fill)
-{
-	memset(out, fill, 64);
-	out[0] = hh[0];
-	out[1] = hh[1];
-	out[64] = '\0';
-}
-
 static void shard_key(char out[128], const char *hash)
 {
 	snprintf(out, 128, "shards/%.2s/%s.jsonl.zst", hash, hash);
@@ -55,7 +38,7 @@ static void shard_key(char out[128], const char *hash)
 /* A store object of `size` bytes under key. */
 static void put_object(kiln_store *s, const char *key, size_t size)
 {
-	char *tmp = path_in("object.tmp");
+	char *tmp = kiln_test_path(tmpdir, "object.tmp");
 	FILE *f = fopen(tmp, "w");
 
 	assert_non_null(f);
@@ -301,9 +284,9 @@ static void fixture_open(fixture *f, const char *name)
 	char n[128];
 
 	snprintf(n, sizeof(n), "%s.git", name);
-	f->repo_path = path_in(n);
+	f->repo_path = kiln_test_path(tmpdir, n);
 	snprintf(n, sizeof(n), "%s-store", name);
-	f->store_dir = path_in(n);
+	f->store_dir = kiln_test_path(tmpdir, n);
 	f->store_url = malloc(strlen(f->store_dir) + 8);
 	assert_non_null(f->store_url);
 	sprintf(f->store_url, "file://%s", f->store_dir);
@@ -333,10 +316,10 @@ static void test_default_policy(void **state)
 
 	(void)state;
 	fixture_open(&f, "default");
-	hash_of(a, "0a", '1');
-	hash_of(b, "0b", '2');
-	hash_of(c, "0a", '3'); /* same fan-out blob as a */
-	hash_of(orphan, "ff", '4');
+	kiln_test_hash(a, "0a", '1');
+	kiln_test_hash(b, "0b", '2');
+	kiln_test_hash(c, "0a", '3'); /* same fan-out blob as a */
+	kiln_test_hash(orphan, "ff", '4');
 	put_shard(f.s, a, 100);
 	put_shard(f.s, b, 200);
 	put_shard(f.s, c, 300);
@@ -428,10 +411,10 @@ static void test_keep_tags(void **state)
 
 	(void)state;
 	fixture_open(&f, "tags");
-	hash_of(a, "1a", '1');
-	hash_of(b, "1b", '2');
-	hash_of(x, "2a", '5');
-	hash_of(y, "2b", '6');
+	kiln_test_hash(a, "1a", '1');
+	kiln_test_hash(b, "1b", '2');
+	kiln_test_hash(x, "2a", '5');
+	kiln_test_hash(y, "2b", '6');
 	put_shard(f.s, a, 10);
 	put_shard(f.s, b, 20);
 	put_shard(f.s, x, 30);
@@ -497,8 +480,8 @@ static void test_younger_than(void **state)
 
 	(void)state;
 	fixture_open(&f, "young");
-	hash_of(old, "3a", '1');
-	hash_of(kept, "3b", '2');
+	kiln_test_hash(old, "3a", '1');
+	kiln_test_hash(kept, "3b", '2');
 	put_shard(f.s, old, 10);
 	put_shard(f.s, kept, 20);
 	{
@@ -577,8 +560,8 @@ static void test_commit_during_listing(void **state)
 
 	(void)state;
 	fixture_open(&f, "late");
-	hash_of(a, "4a", '1');
-	hash_of(late, "4b", '2');
+	kiln_test_hash(a, "4a", '1');
+	kiln_test_hash(late, "4b", '2');
 	put_shard(f.s, a, 10);
 	put_shard(f.s, late, 77);
 	commit1(f.m, "main", a, 10, c1);
@@ -611,8 +594,8 @@ static void test_young_commit_during_listing(void **state)
 
 	(void)state;
 	fixture_open(&f, "lateyoung");
-	hash_of(a, "4c", '3');
-	hash_of(late, "4d", '4');
+	kiln_test_hash(a, "4c", '3');
+	kiln_test_hash(late, "4d", '4');
 	put_shard(f.s, a, 10);
 	put_shard(f.s, late, 77);
 	commit1(f.m, "main", a, 10, c1);
@@ -649,8 +632,8 @@ static void test_upload_after_listing(void **state)
 
 	(void)state;
 	fixture_open(&f, "after");
-	hash_of(a, "4e", '5');
-	hash_of(late, "4f", '6');
+	kiln_test_hash(a, "4e", '5');
+	kiln_test_hash(late, "4f", '6');
 	put_shard(f.s, a, 10);
 	commit1(f.m, "main", a, 10, c1);
 	backend.list = wrap_list;
@@ -684,8 +667,8 @@ static void test_missing_and_foreign(void **state)
 
 	(void)state;
 	fixture_open(&f, "missing");
-	hash_of(a, "5a", '1');
-	hash_of(gone, "5b", '2');
+	kiln_test_hash(a, "5a", '1');
+	kiln_test_hash(gone, "5b", '2');
 	put_shard(f.s, a, 10);
 	{
 		const char *h[2] = {a, gone};
@@ -721,8 +704,8 @@ static void test_refusals(void **state)
 
 	(void)state;
 	fixture_open(&f, "refuse");
-	hash_of(a, "6a", '1');
-	hash_of(b, "6b", '2');
+	kiln_test_hash(a, "6a", '1');
+	kiln_test_hash(b, "6b", '2');
 	put_shard(f.s, a, 10);
 
 	/* a manifest without refs */
@@ -764,10 +747,10 @@ static void test_hand_written_lines(void **state)
 
 	(void)state;
 	fixture_open(&f, "hand");
-	hash_of(a, "8a", '1');
-	hash_of(b, "8a", '2');
-	hash_of(c, "8a", '3');
-	hash_of(orphan, "8a", '4');
+	kiln_test_hash(a, "8a", '1');
+	kiln_test_hash(b, "8a", '2');
+	kiln_test_hash(c, "8a", '3');
+	kiln_test_hash(orphan, "8a", '4');
 	put_shard(f.s, a, 1);
 	put_shard(f.s, b, 2);
 	put_shard(f.s, c, 3);
@@ -812,10 +795,10 @@ static void test_du(void **state)
 
 	(void)state;
 	fixture_open(&f, "du");
-	hash_of(a, "7a", '1');
-	hash_of(b, "7b", '2');
-	hash_of(c, "7a", '3');
-	hash_of(d, "7d", '4');
+	kiln_test_hash(a, "7a", '1');
+	kiln_test_hash(b, "7b", '2');
+	kiln_test_hash(c, "7a", '3');
+	kiln_test_hash(d, "7d", '4');
 	{
 		const char *h[2] = {a, b};
 		uint64_t sz[2] = {1000, 2000};

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "core/error.h"
 #include "ingest/ingest_loop.h"
 #include "ingest/pipeline.h"
@@ -337,12 +338,7 @@ static void test_fenced_lineage(void **state)
 
 static int setup(void **state)
 {
-	const char *base = getenv("TMPDIR");
-
 	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "%s/kiln-ingest-loop-XXXXXX", base && *base ? base : "/tmp");
-	if (!mkdtemp(tmpdir))
-		return -1;
 	for (const char *const *d = (const char *const[]){"commit", "done", "fail", "fence", NULL}; *d; d++) {
 		char path[PATH_MAX + 16];
 		snprintf(path, sizeof(path), "%s/%s", tmpdir, *d);
@@ -350,15 +346,6 @@ static int setup(void **state)
 			return -1;
 	}
 	return 0;
-}
-
-static int teardown(void **state)
-{
-	char cmd[PATH_MAX + 32];
-
-	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
 }
 
 int main(void)
@@ -370,5 +357,5 @@ int main(void)
 	    cmocka_unit_test(test_fenced_lineage),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return kiln_test_main(tests, tmpdir, "ingest-loop", setup, NULL);
 }

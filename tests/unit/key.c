@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "core/error.h"
 #include "mask/key.h"
 
@@ -27,21 +28,6 @@
 #define KEY_ID "hmac-sha256:cb2f5160fc1f7e05"
 
 static char tmpdir[PATH_MAX];
-
-static int setup(void **state)
-{
-	const char *base = getenv("TMPDIR");
-
-	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "%s/kiln-key-XXXXXX", base && *base ? base : "/tmp");
-	return mkdtemp(tmpdir) == NULL ? -1 : 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return rmdir(tmpdir);
-}
 
 static void sample_bytes(unsigned char out[32])
 {
@@ -398,5 +384,5 @@ int main(void)
 	    cmocka_unit_test(test_protect_process),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return kiln_test_main(tests, tmpdir, "key", NULL, NULL);
 }

@@ -60,23 +60,6 @@ int git_commit_create(git_oid *id, git_repository *repo, const char *update_ref,
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static void hash_of(char out[65], const char *hh, char fill)
-{
-	memset(out, fill, 64);
-	out[0] = hh[0];
-	out[1] = hh[1];
-	out[64] = '\0';
-}
-
-static char *repo_path(const char *name)
-{
-	char *p = malloc(strlen(tmpdir) + strlen(name) + 2);
-
-	assert_non_null(p);
-	sprintf(p, "%s/%s", tmpdir, name);
-	return p;
-}
-
 /* The blob at spec ("refs/heads/ds/main:stats.json"), NUL-terminated, or NULL. */
 static char *read_spec(const char *repo_dir, const char *spec)
 {
@@ -167,7 +150,7 @@ static int stop_at_first(void *ctx, const kiln_lineage_entry *e)
 
 static void test_open_creates_bare_repository(void **state)
 {
-	char *path = repo_path("a/b/new.git"), *file = repo_path("plain-file");
+	char *path = kiln_test_path(tmpdir, "a/b/new.git"), *file = kiln_test_path(tmpdir, "plain-file");
 	kiln_manifest *m = NULL;
 	git_repository *repo;
 	FILE *f;
@@ -203,7 +186,7 @@ static void test_open_creates_bare_repository(void **state)
 
 static void test_invalid_names(void **state)
 {
-	char *path = repo_path("names.git");
+	char *path = kiln_test_path(tmpdir, "names.git");
 	static const char *const bad[] = {"",    "Upper", "-dash",  ".dot",       "a/b",
 	                                  "a b", "a..b",  "x.lock", "caf\xc3\xa9"};
 	char long_ok[129], long_bad[130];
@@ -262,7 +245,7 @@ static void test_invalid_names(void **state)
 
 static void test_missing_branch_reads_empty(void **state)
 {
-	char *path = repo_path("empty.git");
+	char *path = kiln_test_path(tmpdir, "empty.git");
 	kiln_manifest *m;
 	kiln_stats stats, zero = {0};
 	collected c = {0};
@@ -292,7 +275,7 @@ static const char *const first_message = "ds: +1200 records (1187 valid, 13 quar
 
 static void test_two_commits(void **state)
 {
-	char *path = repo_path("two.git");
+	char *path = kiln_test_path(tmpdir, "two.git");
 	kiln_manifest *m;
 	char a[65], b[65], c_[65], d[65], e[65], f[65];
 	char commit1[41], commit2[41], oid_before[41], oid_after[41], dev_before[41], dev_after[41];
@@ -304,12 +287,12 @@ static void test_two_commits(void **state)
 	int n, calls = 0;
 
 	(void)state;
-	hash_of(a, "ab", '1');
-	hash_of(b, "cd", '2');
-	hash_of(c_, "00", '3');
-	hash_of(d, "ff", '4');
-	hash_of(e, "ab", '0'); /* same blob as a, sorts before it */
-	hash_of(f, "1e", '5'); /* a new blob */
+	kiln_test_hash(a, "ab", '1');
+	kiln_test_hash(b, "cd", '2');
+	kiln_test_hash(c_, "00", '3');
+	kiln_test_hash(d, "ff", '4');
+	kiln_test_hash(e, "ab", '0'); /* same blob as a, sorts before it */
+	kiln_test_hash(f, "1e", '5'); /* a new blob */
 	assert_int_equal(kiln_manifest_open(&m, path), 0);
 
 	/* first commit: a new branch */
@@ -618,7 +601,7 @@ static void test_compare_and_swap(void **state)
 	kiln_stats stats;
 
 	(void)state;
-	cas_path = repo_path("cas.git");
+	cas_path = kiln_test_path(tmpdir, "cas.git");
 	snap.delta.records_in = snap.delta.valid = 100;
 	assert_int_equal(kiln_manifest_open(&m, cas_path), 0);
 
@@ -661,7 +644,7 @@ static void test_fenced_lineage(void **state)
 	    {.topic = "t", .partition = 0, .next = 100, .fenced = true, .expect_next = -1}};
 	kiln_snapshot snap = {
 	    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage, .lineage_count = 1};
-	char *path = repo_path("fence.git");
+	char *path = kiln_test_path(tmpdir, "fence.git");
 	kiln_manifest *m;
 	char commit[41], tip[41];
 	collected got = {"", 0};
@@ -768,7 +751,7 @@ static void test_malformed_files(void **state)
 	    "{\"partitions\": [\n",
 	    "{}\n",
 	};
-	char *path = repo_path("bad.git");
+	char *path = kiln_test_path(tmpdir, "bad.git");
 	char ds[32], hash[65], commit[41], before[41], after[41], ref[64];
 	kiln_shard_entry shard = {.bytes = 1, .raw_bytes = 1, .records = 1};
 	kiln_snapshot snap = {.branch = "main", .dataset_json = "{}", .shards = {&shard}, .shard_count = {1}};
@@ -777,7 +760,7 @@ static void test_malformed_files(void **state)
 	collected got = {0};
 
 	(void)state;
-	hash_of(hash, "ab", '7');
+	kiln_test_hash(hash, "ab", '7');
 	strcpy(shard.hash, hash);
 	for (size_t i = 0; i < sizeof(bad_stats) / sizeof(bad_stats[0]); i++) {
 		snprintf(ds, sizeof(ds), "stats%zu", i);
@@ -817,7 +800,7 @@ static void test_malformed_files(void **state)
 	{
 		char wrong[256];
 
-		hash_of(hash, "cd", '1');
+		kiln_test_hash(hash, "cd", '1');
 		snprintf(wrong, sizeof(wrong), "{\"shard\":\"%s\",\"bytes\":1}\n", hash);
 		corrupt(path, "shards1", "splits/train/ab.jsonl", wrong);
 		snprintf(wrong, sizeof(wrong), "{\"shard\":\"%s\",\"bytes\":1}\n\n", shard.hash);
@@ -891,7 +874,7 @@ static void test_ref_lock(void **state)
 	kiln_lineage_entry lineage[] = {{.topic = "t", .partition = 0, .next = 10}};
 	kiln_snapshot snap = {
 	    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage, .lineage_count = 1};
-	char *path = repo_path("locked.git"), lock[4096], commit[41], tip[41];
+	char *path = kiln_test_path(tmpdir, "locked.git"), lock[4096], commit[41], tip[41];
 	struct timespec old[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
 	kiln_manifest *m;
 	FILE *f;
@@ -945,7 +928,7 @@ static void test_concurrent_create(void **state)
 		int entries = 0;
 
 		snprintf(name, sizeof(name), "race%d/sub/m.git", round);
-		path = repo_path(name);
+		path = kiln_test_path(tmpdir, name);
 		pthread_barrier_init(&open_barrier, NULL, OPENERS);
 		for (int i = 0; i < OPENERS; i++)
 			assert_int_equal(pthread_create(&t[i], NULL, open_at_once, path), 0);

@@ -26,21 +26,9 @@ static char pipeline_path[PATH_MAX + 32];
 
 static int setup(void **state)
 {
-	const char *base = getenv("TMPDIR");
-
 	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "%s/kiln-pipeline-XXXXXX", base && *base ? base : "/tmp");
-	if (!mkdtemp(tmpdir))
-		return -1;
 	snprintf(pipeline_path, sizeof(pipeline_path), "%s/p.yaml", tmpdir);
 	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	unlink(pipeline_path);
-	return rmdir(tmpdir);
 }
 
 /* A Kafka pipeline whose source.options block is `options` (lines indented
@@ -239,5 +227,5 @@ int main(void)
 	    cmocka_unit_test(test_set_dotted_option),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return kiln_test_main(tests, tmpdir, "pipeline", setup, NULL);
 }

@@ -9,6 +9,8 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
+#include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +23,7 @@
 #include "core/error.h"
 #include "shard/raw.h"
 
-static char tmp[] = "/tmp/kiln-raw-test-XXXXXX";
+static char tmp[PATH_MAX];
 static const char *dir = tmp;
 static char url[600];
 
@@ -748,6 +750,13 @@ static void test_list(void **state)
 	kiln_store_close(store);
 }
 
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(url, sizeof(url), "file://%s/store", dir);
+	return 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -756,22 +765,14 @@ int main(void)
 	    cmocka_unit_test(test_large),         cmocka_unit_test(test_list),
 	};
 	const char *keep = getenv("KILN_RAW_TEST_KEEP");
-	char cmd[700];
-	int rc;
+	char store[PATH_MAX + 8];
 
-	if (sodium_init() < 0)
+	if (!(keep && *keep))
+		return kiln_test_main(tests, tmp, "raw", setup, NULL);
+	/* a kept store: emptied first, left in place */
+	dir = keep;
+	snprintf(store, sizeof(store), "%s/store", keep);
+	if (sodium_init() < 0 || kiln_test_rmtree(store) != 0 || (mkdir(keep, 0700) != 0 && errno != EEXIST))
 		return 1;
-	if (keep && *keep) {
-		dir = keep;
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s/store' && mkdir -p '%s'", keep, keep);
-		if (system(cmd) != 0)
-			return 1;
-	} else if (!mkdtemp(tmp)) {
-		return 1;
-	}
-	snprintf(url, sizeof(url), "file://%s/store", dir);
-	rc = cmocka_run_group_tests(tests, NULL, NULL);
-	if (!(keep && *keep) && kiln_test_rmtree(dir) != 0)
-		return 1;
-	return rc;
+	return cmocka_run_group_tests(tests, setup, NULL);
 }

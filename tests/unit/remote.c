@@ -64,19 +64,10 @@ int git_packbuilder_write(git_packbuilder *pb, const char *path, unsigned int mo
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static char *path_in(const char *name)
-{
-	char *p = malloc(strlen(tmpdir) + strlen(name) + 2);
-
-	assert_non_null(p);
-	sprintf(p, "%s/%s", tmpdir, name);
-	return p;
-}
-
 static kiln_manifest *open_repo(const char *name, char **out_path)
 {
 	kiln_manifest *m;
-	char *p = path_in(name);
+	char *p = kiln_test_path(tmpdir, name);
 
 	assert_int_equal(kiln_manifest_open(&m, p), 0);
 	if (out_path)
@@ -84,14 +75,6 @@ static kiln_manifest *open_repo(const char *name, char **out_path)
 	else
 		free(p);
 	return m;
-}
-
-static void hash_of(char out[65], const char *hh, char fill)
-{
-	memset(out, fill, 64);
-	out[0] = hh[0];
-	out[1] = hh[1];
-	out[64] = '\0';
 }
 
 /* One snapshot on ds/<branch>: train shards (5 records each) from topic/0
@@ -321,8 +304,8 @@ static void test_push_and_fetch(void **state)
 	(void)state;
 	kiln_manifest_close(r);
 	snprintf(url, sizeof(url), "file://%s", rpath);
-	hash_of(a1, "a1", '1');
-	hash_of(a2, "a2", '2');
+	kiln_test_hash(a1, "a1", '1');
+	kiln_test_hash(a2, "a2", '2');
 
 	commit1(a, "a", 0, 10, a1, c1);
 	assert_int_equal(kiln_manifest_push(a, url, MAIN), 0);
@@ -381,10 +364,10 @@ static void test_push_rebases(void **state)
 
 	(void)state;
 	kiln_manifest_close(r);
-	hash_of(a1, "a1", '1');
-	hash_of(a2, "a1", '2'); /* the same fan-out blob as a1 */
-	hash_of(b1, "a1", '3'); /* again: the rebase merges lines inside one blob */
-	hash_of(b2, "b2", '4');
+	kiln_test_hash(a1, "a1", '1');
+	kiln_test_hash(a2, "a1", '2'); /* the same fan-out blob as a1 */
+	kiln_test_hash(b1, "a1", '3'); /* again: the rebase merges lines inside one blob */
+	kiln_test_hash(b2, "b2", '4');
 
 	commit1(a, "a", 0, 10, a1, c1);
 	assert_int_equal(kiln_manifest_push(a, rpath, MAIN), 0);
@@ -436,9 +419,9 @@ static void test_independent_histories(void **state)
 	(void)state;
 	kiln_manifest_close(r);
 	snprintf(url, sizeof(url), "file://%s", rpath);
-	hash_of(h1, "c1", '1');
-	hash_of(h2, "c2", '2');
-	hash_of(h3, "c3", '3');
+	kiln_test_hash(h1, "c1", '1');
+	kiln_test_hash(h2, "c2", '2');
+	kiln_test_hash(h3, "c3", '3');
 	commit1(a, "host-a", 0, 10, h1, c);
 	commit1(b, "host-b", 0, 10, h2, c);
 	commit1(b, "host-b", 10, 30, h3, c);
@@ -475,7 +458,7 @@ static void racer_pushes(void)
 {
 	char c[41], h[65];
 
-	hash_of(h, "d9", '9');
+	kiln_test_hash(h, "d9", '9');
 	commit1(racer, "racer", 0, 7, h, c);
 	assert_int_equal(kiln_manifest_push(racer, racer_url, MAIN), 0);
 }
@@ -490,9 +473,9 @@ static void test_push_race(void **state)
 	kiln_manifest_close(r);
 	racer = open_repo("race-b.git", NULL);
 	racer_url = rpath;
-	hash_of(h1, "d1", '1');
-	hash_of(h2, "d2", '2');
-	hash_of(h9, "d9", '9');
+	kiln_test_hash(h1, "d1", '1');
+	kiln_test_hash(h2, "d2", '2');
+	kiln_test_hash(h9, "d9", '9');
 	commit1(a, "a", 0, 10, h1, c);
 	assert_int_equal(kiln_manifest_push(a, rpath, MAIN), 0);
 	assert_int_equal(kiln_manifest_fetch(racer, rpath, "ds"), 0);
@@ -526,9 +509,9 @@ static void test_refusals(void **state)
 
 	(void)state;
 	kiln_manifest_close(r);
-	hash_of(h1, "e1", '1');
-	hash_of(h2, "e2", '2');
-	hash_of(h3, "e3", '3');
+	kiln_test_hash(h1, "e1", '1');
+	kiln_test_hash(h2, "e2", '2');
+	kiln_test_hash(h3, "e3", '3');
 	commit1(a, "t", 0, 10, h1, c);
 	assert_int_equal(kiln_manifest_push(a, rpath, MAIN), 0);
 	ref_id(rpath, MAIN, before);
@@ -597,9 +580,9 @@ static void test_fetch_rebases(void **state)
 
 	(void)state;
 	kiln_manifest_close(r);
-	hash_of(h1, "f1", '1');
-	hash_of(h2, "f2", '2');
-	hash_of(h3, "f3", '3');
+	kiln_test_hash(h1, "f1", '1');
+	kiln_test_hash(h2, "f2", '2');
+	kiln_test_hash(h3, "f3", '3');
 	commit1(a, "a", 0, 10, h1, c);
 	assert_int_equal(kiln_manifest_push(a, rpath, MAIN), 0);
 	assert_int_equal(kiln_manifest_fetch(b, rpath, "ds"), 0);
@@ -687,9 +670,9 @@ static void test_git_daemon(void **state)
 		skip();
 	}
 	snprintf(url, sizeof(url), "git://127.0.0.1:%d/daemon-remote.git", port);
-	hash_of(h1, "91", '1');
-	hash_of(h2, "92", '2');
-	hash_of(h3, "93", '3');
+	kiln_test_hash(h1, "91", '1');
+	kiln_test_hash(h2, "92", '2');
+	kiln_test_hash(h3, "93", '3');
 	commit1(a, "a", 0, 10, h1, c);
 	assert_int_equal(kiln_manifest_push(a, url, MAIN), 0);
 	assert_int_equal(kiln_manifest_fetch(b, url, "ds"), 0);

@@ -7,11 +7,13 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "shard/fetch.h"
@@ -27,7 +29,7 @@
 #define H_SHARD "1c602101db5d231735894aeb4052b0d3aa77a4c6f1e79dfe1d38229b05c70fd5"
 #define SHARD   "kiln shard\n"
 
-static char dir[] = "/tmp/kiln-shard-object-test-XXXXXX";
+static char dir[PATH_MAX];
 
 static void test_format_row(void **state)
 {
@@ -249,14 +251,6 @@ int main(void)
 	    cmocka_unit_test(test_name),       cmocka_unit_test(test_parse),
 	    cmocka_unit_test(test_check),      cmocka_unit_test(test_fetch),
 	};
-	char cmd[600];
-	int rc;
 
-	if (sodium_init() < 0 || !mkdtemp(dir))
-		return 1;
-	rc = cmocka_run_group_tests(tests, NULL, NULL);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		return 1;
-	return rc;
+	return kiln_test_main(tests, dir, "shard-object", NULL, NULL);
 }

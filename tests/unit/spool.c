@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@
 #include "fixture.h"
 #include "shard/spool.h"
 
-static char dir[] = "/tmp/kiln-spool-test-XXXXXX";
+static char dir[PATH_MAX];
 
 static void read_file(const char *path, char **out, size_t *len)
 {
@@ -104,12 +105,6 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_reuse),
 	};
-	int rc;
 
-	if (sodium_init() < 0 || !mkdtemp(dir))
-		return 1;
-	rc = cmocka_run_group_tests(tests, NULL, NULL);
-	if (kiln_test_rmtree(dir) != 0)
-		return 1;
-	return rc;
+	return kiln_test_main(tests, dir, "spool", NULL, NULL);
 }

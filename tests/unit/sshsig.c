@@ -628,23 +628,6 @@ static void test_signed_commit_and_tag(void **state)
 	kiln_signing_key_wipe(&other);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	if (sodium_init() < 0)
-		return -1;
-	git_libgit2_init();
-	strcpy(tmpdir, "/tmp/kiln-sshsig-XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	git_libgit2_shutdown();
-	return kiln_test_rmtree(tmpdir);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -660,5 +643,5 @@ int main(void)
 	    cmocka_unit_test(test_signed_commit_and_tag),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return kiln_test_git_main(tests, tmpdir, "sshsig", NULL, NULL);
 }

@@ -36,8 +36,7 @@ static int setup(void **state)
 	fixture *f = calloc(1, sizeof(*f));
 
 	assert_non_null(f);
-	strcpy(f->dir, "/tmp/kiln-store-test-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(kiln_test_tmpdir(f->dir, sizeof(f->dir), "store-test"), 0);
 	snprintf(f->root, sizeof(f->root), "%s/store", f->dir);
 	snprintf(f->url, sizeof(f->url), "file://%s", f->root);
 	assert_int_equal(kiln_store_open(&f->store, f->url, NULL), 0);
@@ -50,7 +49,7 @@ static int teardown(void **state)
 	fixture *f = *state;
 
 	kiln_store_close(f->store);
-	kiln_test_rmtree(f->dir);
+	assert_int_equal(kiln_test_rmtree(f->dir), 0);
 	free(f);
 	return 0;
 }

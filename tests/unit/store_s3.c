@@ -119,19 +119,6 @@ static void test_credentials_file_missing_or_incomplete(void **state)
 	assert_no_secret();
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	strcpy(tmpdir, "/tmp/kiln-store-s3-XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return kiln_test_rmtree(tmpdir);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -141,5 +128,5 @@ int main(void)
 	    cmocka_unit_test(test_credentials_file_missing_or_incomplete),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return kiln_test_main(tests, tmpdir, "store-s3", NULL, NULL);
 }

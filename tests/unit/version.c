@@ -49,25 +49,6 @@ int git_blob_lookup(git_blob **blob, git_repository *repo, const git_oid *id)
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static char *repo_path(const char *name)
-{
-	char *p = malloc(strlen(tmpdir) + strlen(name) + 2);
-
-	assert_non_null(p);
-	sprintf(p, "%s/%s", tmpdir, name);
-	return p;
-}
-
-/* A 64-hex hash starting with `prefix`, the rest `fill`. */
-static void hash_of(char out[65], const char *prefix, char fill)
-{
-	size_t n = strlen(prefix);
-
-	memset(out, fill, 64);
-	memcpy(out, prefix, n);
-	out[64] = '\0';
-}
-
 /* A 64-hex hash from a number, spread over every hh: BLAKE2b is not needed,
  * a multiplicative mix is enough to scatter the leading digits. */
 static void hash_n(char out[65], uint64_t n)
@@ -114,7 +95,7 @@ static void commit_one(kiln_manifest *m, const char *ds, const char *branch, con
 	kiln_shard_entry e = {.bytes = 10, .raw_bytes = 20, .records = 3};
 	shard_set set = {{&e}, {1}};
 
-	hash_of(e.hash, prefix, fill);
+	kiln_test_hash(e.hash, prefix, fill);
 	commit_shards(m, ds, branch, &set, out);
 }
 
@@ -175,7 +156,7 @@ static void expect_error(kiln_manifest *m, const char *spec, int code, const cha
 
 static void test_resolve_order(void **state)
 {
-	char *path = repo_path("resolve.git");
+	char *path = kiln_test_path(tmpdir, "resolve.git");
 	kiln_manifest *m;
 	char c1[41], c2[41], c3[41], spec[128], upper[41];
 
@@ -233,7 +214,8 @@ static void test_resolve_order(void **state)
 
 static void test_resolve_errors(void **state)
 {
-	char *path = repo_path("errors.git"), *missing = repo_path("missing/repo.git");
+	char *path = kiln_test_path(tmpdir, "errors.git"),
+	     *missing = kiln_test_path(tmpdir, "missing/repo.git");
 	static const char *const malformed[] = {"",          "@main",   "ds@",       "DS@main",
 	                                        "ds@a b",    "ds@a..b", "ds@x.lock", "ds@-x",
 	                                        "ds@main@x", "d s",     "ds@/x",     "ds@x/y"};
@@ -340,7 +322,7 @@ static void test_resolve_errors(void **state)
  * kiln verify can report kiln_version_check_tag's verdict. */
 static void test_tag_name_binding(void **state)
 {
-	char *path = repo_path("binding.git");
+	char *path = kiln_test_path(tmpdir, "binding.git");
 	kiln_manifest *m;
 	git_repository *repo;
 	git_reference *ref;
@@ -398,7 +380,7 @@ static void test_tag_name_binding(void **state)
 /* kiln.signed in the repository's config: which versions must be signed. */
 static void test_must_be_signed(void **state)
 {
-	char *path = repo_path("policy.git");
+	char *path = kiln_test_path(tmpdir, "policy.git");
 	kiln_manifest *m;
 	git_config *cfg;
 	char c1[41], spec[64];
@@ -451,7 +433,7 @@ static void test_must_be_signed(void **state)
 
 static void test_read_files(void **state)
 {
-	char *path = repo_path("read.git");
+	char *path = kiln_test_path(tmpdir, "read.git");
 	kiln_manifest *m;
 	kiln_version v;
 	kiln_buf b = KILN_BUF_INIT(0);
@@ -503,7 +485,7 @@ static int on_shard(void *ctx, const kiln_shard_entry *e)
 
 static void test_shards_in_hash_order(void **state)
 {
-	char *path = repo_path("shards.git");
+	char *path = kiln_test_path(tmpdir, "shards.git");
 	kiln_manifest *m;
 	kiln_version v;
 	char c1[41];
@@ -518,14 +500,14 @@ static void test_shards_in_hash_order(void **state)
 	memset(train, 0, sizeof(train));
 	memset(dev, 0, sizeof(dev));
 	for (int i = 0; i < 6; i++) {
-		hash_of(train[i].hash, prefixes[i], fills[i]);
+		kiln_test_hash(train[i].hash, prefixes[i], fills[i]);
 		train[i].records = (uint64_t)i + 1;
 		train[i].bytes = 100;
 		train[i].raw_bytes = 400;
 	}
 	train[2].sources = src;
 	train[2].source_count = 2;
-	hash_of(dev[0].hash, "5", '5');
+	kiln_test_hash(dev[0].hash, "5", '5');
 	assert_int_equal(kiln_manifest_open(&m, path), 0);
 	commit_shards(m, "ds", "main", &set, c1);
 	assert_int_equal(kiln_version_resolve(m, "ds", &v), 0);
@@ -594,7 +576,7 @@ static void test_line_parse(void **state)
 	};
 
 	(void)state;
-	hash_of(h, "ab", 'c');
+	kiln_test_hash(h, "ab", 'c');
 	snprintf(line, sizeof(line),
 	         "{\"future\":{\"a\":[1,{\"b\":null}]},\"shard\":\"%s\",\"bytes\":10,\"raw_bytes\":20,"
 	         "\"records\":3,\"sources\":[{\"topic\":\"t\\u0041\",\"partition\":-1,\"first\":-5,\"last\":"
@@ -659,7 +641,7 @@ static int on_log(void *ctx, const char *commit, int64_t t, const char *summary,
 
 static void test_log(void **state)
 {
-	char *path = repo_path("log.git");
+	char *path = kiln_test_path(tmpdir, "log.git");
 	kiln_manifest *m;
 	kiln_version v;
 	char c1[41], c2[41], c3[41], side[41], merge[41], other[41], want[200];
@@ -782,7 +764,7 @@ static int stop_diff(void *ctx, kiln_split split, const kiln_shard_entry *e, boo
 static void entry(kiln_shard_entry *e, const char *prefix, char fill, uint64_t records)
 {
 	memset(e, 0, sizeof(*e));
-	hash_of(e->hash, prefix, fill);
+	kiln_test_hash(e->hash, prefix, fill);
 	e->records = records;
 	e->bytes = records * 10;
 	e->raw_bytes = records * 40;
@@ -790,7 +772,7 @@ static void entry(kiln_shard_entry *e, const char *prefix, char fill, uint64_t r
 
 static void test_diff(void **state)
 {
-	char *path = repo_path("diff.git");
+	char *path = kiln_test_path(tmpdir, "diff.git");
 	kiln_manifest *m;
 	kiln_version v1, v2, alt;
 	char c1[41], c2[41], c3[41];
@@ -879,7 +861,7 @@ static int on_count(void *ctx, const kiln_shard_entry *e)
 static void test_diff_reads_only_changed_blobs(void **state)
 {
 	enum { N = 100000 };
-	char *path = repo_path("big.git");
+	char *path = kiln_test_path(tmpdir, "big.git");
 	kiln_manifest *m;
 	kiln_version a, b;
 	kiln_shard_entry *big = calloc(N, sizeof(*big)), more[3];

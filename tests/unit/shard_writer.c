@@ -1,0 +1,346 @@
+/* Unit tests for src/shard/writer.c: each split's records in its own
+ * writer's shards (routed by kiln_batch_deliver, as the ingest sink does),
+ * shards closed at target_bytes, each shard one zstd frame whose name is the
+ * BLAKE2b-256 of its bytes (checked with kiln_shard_check) and which
+ * decompresses to exactly the lines appended, in order, with their source
+ * offsets; the background mode storing the same shards; an empty writer
+ * storing nothing; and failures (a spool directory that is not there, a
+ * store that cannot be written) reported as a negative KILN_E* code with a
+ * message, the shard kept for a retry. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zstd.h>
+
+#include "fixture.h"
+#include "core/error.h"
+#include "ingest/curate_pool.h"
+#include "shard/fetch.h"
+#include "shard/object.h"
+#include "shard/writer.h"
+
+static char tmpdir[PATH_MAX];
+
+/* A file store in a fresh directory under tmpdir. */
+static kiln_store *open_store(const char *name, char root[PATH_MAX])
+{
+	char url[PATH_MAX + 16];
+	kiln_store *store = NULL;
+
+	snprintf(root, PATH_MAX, "%s/%s", tmpdir, name);
+	snprintf(url, sizeof(url), "file://%s", root);
+	if (kiln_store_open(&store, url, NULL) != 0)
+		fail_msg("%s: %s", url, kiln_error_last());
+	return store;
+}
+
+static char *read_all(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *data;
+
+	if (!f)
+		fail_msg("%s: cannot open", path);
+	fseek(f, 0, SEEK_END);
+	*len = (size_t)ftell(f);
+	rewind(f);
+	data = malloc(*len + 1);
+	assert_non_null(data);
+	assert_int_equal(fread(data, 1, *len, f), *len);
+	fclose(f);
+	return data;
+}
+
+/* Checks the stored shard e: named by its hash, e->bytes long, one zstd
+ * frame decompressing to exactly want (e->raw_bytes of it). */
+static void check_shard(const char *root, const kiln_shard_entry *e, const char *want)
+{
+	char key[KILN_SHARD_KEY_CAP], path[PATH_MAX + KILN_SHARD_KEY_CAP];
+	size_t len, want_len = strlen(want);
+	kiln_shard_check check;
+	char *data, *plain;
+
+	assert_int_equal(kiln_shard_name(key, sizeof(key), NULL, e->hash, NULL), 0);
+	snprintf(path, sizeof(path), "%s/%s", root, key);
+	data = read_all(path, &len);
+	assert_int_equal(len, e->bytes);
+	kiln_shard_check_init(&check);
+	kiln_shard_check_update(&check, data, len);
+	assert_int_equal(kiln_shard_check_final(&check, e->hash, e->bytes), KILN_SHARD_OK);
+	assert_int_equal(ZSTD_findFrameCompressedSize(data, len), len); /* exactly one frame */
+	assert_int_equal(ZSTD_getFrameContentSize(data, len), want_len);
+	plain = malloc(want_len + 1);
+	assert_non_null(plain);
+	assert_int_equal(ZSTD_decompress(plain, want_len + 1, data, len), want_len);
+	assert_memory_equal(plain, want, want_len);
+	assert_int_equal(e->raw_bytes, want_len);
+	free(plain);
+	free(data);
+}
+
+/* Appends "rec-NNN" for n = first..last (8 bytes a line with its newline)
+ * from topic t partition 0 at offset n. */
+static void append_range(kiln_shard_writer *w, int first, int last)
+{
+	char line[16];
+
+	for (int n = first; n <= last; n++) {
+		snprintf(line, sizeof(line), "rec-%03d", n);
+		assert_int_equal(kiln_shard_writer_append(w, line, strlen(line), "t", 0, n), 0);
+	}
+}
+
+/* The JSON Lines of "rec-NNN" for n = first..last. */
+static const char *lines(int first, int last)
+{
+	static char out[1024];
+	size_t at = 0;
+
+	out[0] = '\0';
+	for (int n = first; n <= last; n++)
+		at += (size_t)snprintf(out + at, sizeof(out) - at, "rec-%03d\n", n);
+	return out;
+}
+
+static void test_one_shard_with_sources(void **state)
+{
+	char root[PATH_MAX];
+	kiln_store *store = open_store("one", root);
+	kiln_shard_writer *w;
+	const kiln_shard_entry *e;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(kiln_shard_writer_new(&w, store, NULL), 0);
+	assert_int_equal(kiln_shard_writer_append(w, "{\"a\":1}", 7, "clicks", 2, 40), 0);
+	assert_int_equal(kiln_shard_writer_append(w, "{\"a\":2}", 7, "views", 0, 7), 0);
+	assert_int_equal(kiln_shard_writer_append(w, "{\"a\":3}", 7, "clicks", 2, 38), 0);
+	assert_int_equal(kiln_shard_writer_finish(w), 0);
+	e = kiln_shard_writer_shards(w, &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(e->records, 3);
+	check_shard(root, e, "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n");
+	/* per topic and partition, the lowest and highest offset */
+	assert_int_equal(e->source_count, 2);
+	assert_string_equal(e->sources[0].topic, "clicks");
+	assert_int_equal(e->sources[0].partition, 2);
+	assert_int_equal(e->sources[0].first, 38);
+	assert_int_equal(e->sources[0].last, 40);
+	assert_string_equal(e->sources[1].topic, "views");
+	assert_int_equal(e->sources[1].first, 7);
+	assert_int_equal(e->sources[1].last, 7);
+	kiln_shard_writer_free(w);
+	kiln_store_close(store);
+}
+
+/* target_bytes 20 with 8-byte lines: a shard closes once it holds 24 bytes,
+ * so 10 records make shards of 3, 3, 3 and 1 (the last closed by finish). */
+static void check_rollover(bool background)
+{
+	kiln_shard_writer_options opt = {.target_bytes = 20, .background = background};
+	char root[PATH_MAX];
+	kiln_store *store = open_store(background ? "roll-bg" : "roll", root);
+	kiln_shard_writer *w;
+	const kiln_shard_entry *e;
+	size_t n;
+
+	assert_int_equal(kiln_shard_writer_new(&w, store, &opt), 0);
+	append_range(w, 0, 9);
+	assert_int_equal(kiln_shard_writer_finish(w), 0);
+	e = kiln_shard_writer_shards(w, &n);
+	assert_int_equal(n, 4);
+	for (int i = 0; i < 4; i++) {
+		int first = 3 * i, last = i < 3 ? first + 2 : 9;
+
+		assert_int_equal(e[i].records, (uint64_t)(last - first + 1));
+		assert_int_equal(e[i].sources[0].first, first);
+		assert_int_equal(e[i].sources[0].last, last);
+		check_shard(root, &e[i], lines(first, last));
+	}
+	kiln_shard_writer_free(w);
+	kiln_store_close(store);
+}
+
+static void test_rollover(void **state)
+{
+	(void)state;
+	check_rollover(false);
+}
+
+static void test_rollover_background(void **state)
+{
+	(void)state;
+	check_rollover(true);
+}
+
+/* One curated batch of train and test records (none for validation) through
+ * kiln_batch_deliver: each record lands in its own split's writer, in input
+ * order, and the validation writer stores nothing. */
+static void test_splits(void **state)
+{
+	static const char curated[KILN_SPLIT_COUNT][32] = {"{\"t\":0}{\"t\":2}{\"t\":3}", "", "{\"x\":1}"};
+	size_t train_len[] = {7, 7, 7}, train_index[] = {0, 2, 3}, test_len[] = {7}, test_index[] = {1};
+	int64_t offsets[] = {100, 101, 102, 103};
+	kiln_batch b = {.topic = "clicks", .partition = 1, .count = 4, .offset = offsets};
+	kiln_shard_writer *w[KILN_SPLIT_COUNT];
+	kiln_stats d = {0};
+	char root[PATH_MAX];
+	kiln_store *store = open_store("splits", root);
+	const kiln_shard_entry *e;
+	size_t n;
+	struct stat st;
+	char shards[PATH_MAX + 8];
+
+	(void)state;
+	assert_int_equal(KILN_SPLIT_COUNT, 3);
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		b.out[s].ptr = (char *)curated[s];
+		b.out[s].len = strlen(curated[s]);
+		assert_int_equal(kiln_shard_writer_new(&w[s], store, NULL), 0);
+	}
+	b.out_len[0] = train_len;
+	b.out_index[0] = train_index;
+	b.out_count[0] = 3;
+	b.out_len[2] = test_len;
+	b.out_index[2] = test_index;
+	b.out_count[2] = 1;
+	assert_int_equal(kiln_batch_deliver(&b, w, NULL, &d), 0);
+	assert_int_equal(d.valid, 4);
+
+	/* nothing is stored before a flush */
+	snprintf(shards, sizeof(shards), "%s/shards", root);
+	assert_int_not_equal(stat(shards, &st), 0);
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+		assert_int_equal(kiln_shard_writer_finish(w[s]), 0);
+
+	e = kiln_shard_writer_shards(w[0], &n);
+	assert_int_equal(n, 1);
+	check_shard(root, e, "{\"t\":0}\n{\"t\":2}\n{\"t\":3}\n");
+	assert_int_equal(e->sources[0].first, 100);
+	assert_int_equal(e->sources[0].last, 103);
+	e = kiln_shard_writer_shards(w[2], &n);
+	assert_int_equal(n, 1);
+	check_shard(root, e, "{\"x\":1}\n");
+	assert_int_equal(e->sources[0].first, 101);
+	assert_int_equal(e->sources[0].last, 101);
+	e = kiln_shard_writer_shards(w[1], &n);
+	assert_int_equal(n, 0);
+	assert_null(e);
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+		kiln_shard_writer_free(w[s]);
+	kiln_store_close(store);
+}
+
+/* A writer that got no record stores no shard, flushed or finished. */
+static void test_empty_writes_nothing(void **state)
+{
+	char root[PATH_MAX], shards[PATH_MAX + 8];
+	kiln_store *store = open_store("empty", root);
+	kiln_shard_writer_options opt = {.background = true};
+	kiln_shard_writer *w, *bg;
+	struct stat st;
+	size_t n = 1;
+
+	(void)state;
+	assert_int_equal(kiln_shard_writer_new(&w, store, NULL), 0);
+	assert_int_equal(kiln_shard_writer_new(&bg, store, &opt), 0);
+	assert_int_equal(kiln_shard_writer_flush(w), 0);
+	assert_int_equal(kiln_shard_writer_finish(w), 0);
+	assert_int_equal(kiln_shard_writer_finish(bg), 0);
+	kiln_shard_writer_shards(w, &n);
+	assert_int_equal(n, 0);
+	kiln_shard_writer_shards(bg, &n);
+	assert_int_equal(n, 0);
+	snprintf(shards, sizeof(shards), "%s/shards", root);
+	assert_int_not_equal(stat(shards, &st), 0);
+	kiln_shard_writer_free(w);
+	kiln_shard_writer_free(bg);
+	kiln_store_close(store);
+}
+
+/* Makes root/shards a regular file, so no shard can be stored under it. */
+static void block_shards(const char *root, char path[PATH_MAX + 8])
+{
+	snprintf(path, PATH_MAX + 8, "%s/shards", root);
+	kiln_test_write_file(path, "not a directory\n", 0600);
+}
+
+/* The last error is the blocked store's: "mkdir <root>/shards/<hh>: Not a
+ * directory". */
+static void expect_blocked(const char *root)
+{
+	char want[PATH_MAX + 16];
+
+	snprintf(want, sizeof(want), "mkdir %s/shards/", root);
+	if (strncmp(kiln_error_last(), want, strlen(want)) != 0 ||
+	    !strstr(kiln_error_last(), ": Not a directory"))
+		fail_msg("unexpected message: %s", kiln_error_last());
+	assert_int_equal(kiln_error_last_code(), KILN_EIO);
+}
+
+static void test_errors(void **state)
+{
+	kiln_shard_writer_options missing = {.spool_dir = "/nonexistent/kiln-spool"};
+	kiln_shard_writer_options bg = {.background = true};
+	char root[PATH_MAX], blocker[PATH_MAX + 8];
+	kiln_store *store = open_store("errors", root);
+	kiln_shard_writer *w = (kiln_shard_writer *)&w;
+	const kiln_shard_entry *e;
+	size_t n;
+
+	(void)state;
+	/* a spool directory that is not there: no writer, a message naming it */
+	assert_int_equal(kiln_shard_writer_new(&w, store, &missing), KILN_EIO);
+	assert_null(w);
+	assert_non_null(strstr(kiln_error_last(), "/nonexistent/kiln-spool: cannot create a spool file"));
+	assert_int_equal(kiln_error_last_code(), KILN_EIO);
+
+	/* a store that cannot be written: the flush fails, the shard stays
+	 * open, and the retry stores it whole once the store is writable */
+	block_shards(root, blocker);
+	assert_int_equal(kiln_shard_writer_new(&w, store, NULL), 0);
+	append_range(w, 1, 2);
+	assert_int_equal(kiln_shard_writer_flush(w), KILN_EIO);
+	expect_blocked(root);
+	kiln_shard_writer_shards(w, &n);
+	assert_int_equal(n, 0);
+	assert_int_equal(kiln_test_rmtree(blocker), 0);
+	append_range(w, 3, 3);
+	assert_int_equal(kiln_shard_writer_finish(w), 0);
+	e = kiln_shard_writer_shards(w, &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(e->records, 3);
+	check_shard(root, e, lines(1, 3));
+	kiln_shard_writer_free(w);
+
+	/* in the background mode the failure comes back from finish, with the
+	 * message set on the writer's thread */
+	assert_int_equal(kiln_test_rmtree(blocker), 0);
+	block_shards(root, blocker);
+	assert_int_equal(kiln_shard_writer_new(&w, store, &bg), 0);
+	append_range(w, 1, 1);
+	kiln_error_set(KILN_EINVALID, "an older message");
+	assert_int_equal(kiln_shard_writer_finish(w), KILN_EIO);
+	expect_blocked(root);
+	kiln_shard_writer_free(w);
+	assert_int_equal(kiln_test_rmtree(blocker), 0);
+	kiln_store_close(store);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_one_shard_with_sources), cmocka_unit_test(test_rollover),
+	    cmocka_unit_test(test_rollover_background),    cmocka_unit_test(test_splits),
+	    cmocka_unit_test(test_empty_writes_nothing),   cmocka_unit_test(test_errors),
+	};
+
+	return kiln_test_main(tests, tmpdir, "shard-writer", NULL, NULL);
+}
