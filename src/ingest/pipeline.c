@@ -43,7 +43,7 @@ static const char *const log_keys[] = {"format", "level", NULL};
 static const char *const pseudo_keys[] = {"key_file", "key_env", "key_version", NULL};
 static const char *const split_keys[] = {"key", "salt", "ratios", NULL};
 static const char *const ratio_keys[] = {"train", "dev", "test", NULL};
-static const char *const shard_keys[] = {"target_bytes", "zstd_level", NULL};
+static const char *const shard_keys[] = {"target_bytes", "zstd_level", "zstd_threads", NULL};
 static const char *const promote_keys[] = {"min_records", "ratio_tolerance", "max_quarantine_rate",
                                            "contract_version", NULL};
 static const char *const manifest_keys[] = {"repo",         "remote",      "author_name",
@@ -616,7 +616,7 @@ static int load(loader *l)
 	const kiln_yaml_node *root = kiln_yaml_root(l->doc), *n;
 	kiln_pipeline *p = l->p;
 	const char *unknown = NULL;
-	int64_t level = 0;
+	int64_t level = 0, zstd_threads = 0;
 	int rc;
 
 	if (!root)
@@ -660,9 +660,11 @@ static int load(loader *l)
 	if (n && !kiln_yaml_is_null(n) &&
 	    ((rc = kiln_config_check_keys(&l->cfg, n, "shards", shard_keys)) < 0 ||
 	     (rc = kiln_config_size(&l->cfg, n, "shards", "target_bytes", 1024, &p->target_bytes)) < 0 ||
-	     (rc = kiln_config_int(&l->cfg, n, "shards", "zstd_level", -7, 22, &level)) < 0))
+	     (rc = kiln_config_int(&l->cfg, n, "shards", "zstd_level", -7, 22, &level)) < 0 ||
+	     (rc = kiln_config_int(&l->cfg, n, "shards", "zstd_threads", 0, 64, &zstd_threads)) < 0))
 		return rc;
 	p->zstd_level = level ? (int)level : 3;
+	p->zstd_threads = (unsigned)zstd_threads;
 
 	if ((rc = load_operations(l, root)) < 0)
 		return rc;

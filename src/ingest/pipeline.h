@@ -78,8 +78,9 @@ typedef struct kiln_pipeline {
 	const char *split_salt;
 	double ratios[KILN_SPLIT_COUNT];
 
-	size_t target_bytes; /* default 64 MiB */
-	int zstd_level;      /* default 3 */
+	size_t target_bytes;   /* default 64 MiB */
+	int zstd_level;        /* default 3 */
+	unsigned zstd_threads; /* shards.zstd_threads; 0: one per CPU (the bytes do not depend on it) */
 
 	const char *store_url;
 	kiln_store_options store;

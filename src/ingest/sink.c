@@ -2,9 +2,17 @@
 #include "ingest/sink.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "ingest/curate_run.h"
+
+unsigned kiln_zstd_thread_count(const kiln_pipeline *p)
+{
+	long n = p->zstd_threads ? (long)p->zstd_threads : sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
+}
 
 static void writers_free(kiln_sink *s)
 {
@@ -19,8 +27,11 @@ static void writers_free(kiln_sink *s)
 int kiln_sink_renew(kiln_sink *s)
 {
 	const kiln_pipeline *p = s->setup->p;
-	kiln_shard_writer_options wopt = {
-	    .target_bytes = p->target_bytes, .level = p->zstd_level, .background = true};
+	kiln_shard_writer_options wopt = {.target_bytes = p->target_bytes,
+	                                  .level = p->zstd_level,
+	                                  .background = true,
+	                                  .zstd_threads = kiln_zstd_thread_count(p),
+	                                  .zstd_pool = s->zstd};
 	int rc;
 
 	writers_free(s);
@@ -46,7 +57,8 @@ int kiln_sink_open(kiln_sink *out, kiln_run_setup *setup, const kiln_sink_option
 	memset(out, 0, sizeof(*out));
 	out->setup = setup;
 	out->delta = o->delta;
-	if ((rc = kiln_sink_renew(out)) < 0)
+	if ((rc = kiln_zstd_pool_new(&out->zstd, kiln_zstd_thread_count(p))) < 0 ||
+	    (rc = kiln_sink_renew(out)) < 0)
 		return rc;
 	kiln_curate_pool_options popt = {.pipeline = p,
 	                                 .contract = setup->contract,
@@ -65,6 +77,8 @@ void kiln_sink_close(kiln_sink *s)
 	kiln_curate_pool_free(s->pool);
 	s->pool = NULL;
 	writers_free(s);
+	kiln_zstd_pool_free(s->zstd); /* after the writers that use it */
+	s->zstd = NULL;
 }
 
 int kiln_sink_deliver(kiln_sink *s, kiln_batch *b)

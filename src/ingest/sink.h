@@ -15,11 +15,13 @@
 #include "manifest/manifest.h"
 #include "shard/quarantine.h"
 #include "shard/writer.h"
+#include "shard/zstd_pool.h"
 
 typedef struct kiln_sink {
 	kiln_run_setup *setup;
 	kiln_curate_pool *pool;
 	kiln_shard_writer *writers[KILN_SPLIT_COUNT];
+	kiln_zstd_pool *zstd; /* the split writers' compression threads */
 	kiln_quarantine *quarantine;
 	kiln_stats *delta; /* what was delivered since the last snapshot (the caller's) */
 } kiln_sink;
@@ -37,6 +39,10 @@ int kiln_sink_open(kiln_sink *out, kiln_run_setup *setup, const kiln_sink_option
 /* Stops the pool (abandoning what is in flight) and frees the writers; a
  * zeroed sink is fine. */
 void kiln_sink_close(kiln_sink *s);
+
+/* The compression threads a run uses: shards.zstd_threads, else one per
+ * online CPU (1..64). */
+unsigned kiln_zstd_thread_count(const kiln_pipeline *p);
 
 /* New, empty writers and quarantine: what the old ones held is dropped
  * (after a snapshot committed it, or to read it again). */

@@ -117,7 +117,8 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 		rc = out_fd;
 		goto cleanup;
 	}
-	ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+	/* the session only: a caller's framing (kiln_zstd_multithread) stays */
+	ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);

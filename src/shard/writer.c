@@ -12,6 +12,7 @@
 
 #include "core/buf.h"
 #include "shard/spool.h"
+#include "shard/zstd_pool.h"
 #include "core/error.h"
 
 struct range {
@@ -151,7 +152,9 @@ int kiln_shard_writer_new(kiln_shard_writer **out, kiln_store *store, const kiln
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	}
 	int rc;
-	if ((rc = kiln_spool_open(&w->open.spool, w->opt.spool_dir)) < 0 ||
+	if ((w->opt.zstd_threads &&
+	     (rc = kiln_zstd_multithread(w->cctx, w->opt.zstd_threads, w->opt.zstd_pool)) < 0) ||
+	    (rc = kiln_spool_open(&w->open.spool, w->opt.spool_dir)) < 0 ||
 	    (w->opt.background && (rc = kiln_spool_open(&w->flight.spool, w->opt.spool_dir)) < 0)) {
 		kiln_shard_writer_free(w);
 		return rc;

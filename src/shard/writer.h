@@ -8,7 +8,8 @@
  * listed) -> empty. In the background mode a closed shard is compressed and
  * stored on the writer's own thread while the next one fills (two spool
  * files, at most one shard in flight). Shards are spooled on disk, so memory
- * does not depend on target_bytes. A writer owns one reused zstd context. */
+ * does not depend on target_bytes. A writer owns one reused zstd context;
+ * with zstd_threads, libzstd spreads each frame over a shared pool. */
 #ifndef KILN_SHARD_WRITER_H
 #define KILN_SHARD_WRITER_H
 
@@ -28,6 +29,11 @@ typedef struct kiln_shard_writer_options {
 	const char
 	    *spool_dir;  /* shards are spooled here (uncompressed, then compressed); NULL = $TMPDIR or /tmp */
 	bool background; /* compress and store closed shards on the writer's own thread */
+	/* >= 1: libzstd's multithreaded framing with up to this many threads
+	 * (shard/zstd_pool.h: the bytes do not depend on the number); 0: the
+	 * single-threaded framing */
+	unsigned zstd_threads;
+	struct kiln_zstd_pool *zstd_pool; /* the threads to use (shared), or NULL */
 } kiln_shard_writer_options;
 
 typedef struct kiln_shard_writer kiln_shard_writer;
