@@ -173,7 +173,8 @@ int kiln_cli_parse(int *out_first, const kiln_cli_spec *spec, int argc, char **a
 			                       argv[optind + spec->max_args], spec->cmd);
 		goto fail;
 	}
-	*out_first = optind;
+	if (out_first)
+		*out_first = optind;
 	return KILN_CLI_GO_ON;
 fail:
 	free_sets(spec);

@@ -68,8 +68,8 @@ typedef struct kiln_cli_spec {
 } kiln_cli_spec;
 
 /* Parses argv[1..argc) against spec (optind starts again at 1). Returns
- * KILN_CLI_GO_ON with *out_first the index of the first argument left in
- * argv, or the exit status to return (usage or message printed, any --set
+ * KILN_CLI_GO_ON with *out_first (when out_first is not NULL) the index of
+ * the first argument left in argv, or the exit status to return (usage or message printed, any --set
  * list freed). */
 int kiln_cli_parse(int *out_first, const kiln_cli_spec *spec, int argc, char **argv);
 
