@@ -2,11 +2,11 @@
  * the commit FROM resolves to (a branch, a tag vN or a commit of the same
  * dataset), so a `kiln run` with branch NAME continues from that version's
  * shards and lineage. Never moves an existing branch. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "manifest/branch.h"
@@ -31,40 +31,30 @@ static const char usage_text[] =
 
 int kiln_cmd_branch(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"manifest", required_argument, NULL, 'm'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	const char *repo, *dataset, *name, *from;
+	const kiln_cli_option rows[] = {KILN_CLI_MANIFEST_ROW(&repo), KILN_CLI_END};
+	const kiln_cli_spec spec = {
+	    .cmd = "branch",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 2,
+	    .max_args = 3,
+	    .args_error = "expected DATASET NAME [FROM] (see kiln branch --help)",
 	};
-	const char *repo = getenv("KILN_MANIFEST"), *dataset, *name, *from;
 	kiln_manifest *m = NULL;
 	kiln_branch b;
-	int opt, status = KILN_EXIT_USAGE;
+	int first, status;
 
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "m:h", long_options, NULL)) != -1) {
-		switch (opt) {
-		case 'm':
-			repo = optarg;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	if (argc - optind < 2 || argc - optind > 3)
-		return kiln_cli_fail("branch", "expected DATASET NAME [FROM] (see kiln branch --help)");
-	dataset = argv[optind];
-	name = argv[optind + 1];
-	from = argc - optind == 3 ? argv[optind + 2] : "main";
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
+	dataset = argv[first];
+	name = argv[first + 1];
+	from = argc - first == 3 ? argv[first + 2] : "main";
 	if (kiln_branch_prepare(&b, dataset, name, from) < 0)
 		return kiln_cli_fail("branch", "%s", kiln_error_last());
-	if (!repo || !*repo)
-		return kiln_cli_fail("branch",
-		                     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
+	if (kiln_cli_need_manifest("branch", repo) != 0)
+		return KILN_EXIT_USAGE;
 	if (kiln_version_open(&m, repo) < 0 || kiln_branch_create(m, &b, dataset, name) < 0) {
 		kiln_cli_fail("branch", "%s", kiln_error_last());
 		goto cleanup;

@@ -3,7 +3,6 @@
  * and the cluster; prints the bootstrap servers, optionally writes them to a
  * file, and serves until SIGTERM or SIGINT. */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +14,8 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
+#include "cli/args.h"
+#include "cli/args.h"
 #include "cli/cli.h"
 
 #define BROKER_DEFAULT_TOPIC      "user-events"
@@ -68,6 +69,23 @@ static int parse_count(int *out, const char *s, int min, int max)
 	if (errno || end == s || *end || v < min || v > max)
 		return -1;
 	*out = (int)v;
+	return 0;
+}
+
+/* --partitions N into the int at out. */
+static int parse_partitions(const char *cmd, const char *arg, void *out)
+{
+	if (parse_count(out, arg, 1, BROKER_MAX_PARTITIONS) < 0)
+		return kiln_cli_fail(cmd, "--partitions: expected 1 to %d, got '%s'", BROKER_MAX_PARTITIONS,
+		                     arg);
+	return 0;
+}
+
+/* --brokers N into the int at out. */
+static int parse_brokers(const char *cmd, const char *arg, void *out)
+{
+	if (parse_count(out, arg, 1, BROKER_MAX_BROKERS) < 0)
+		return kiln_cli_fail(cmd, "--brokers: expected 1 to %d, got '%s'", BROKER_MAX_BROKERS, arg);
 	return 0;
 }
 
@@ -134,16 +152,24 @@ cleanup:
 
 int kiln_cmd_broker(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"partitions", required_argument, NULL, 'p'},
-	    {"topics", required_argument, NULL, 't'},
-	    {"brokers", required_argument, NULL, 'b'},
-	    {"port-file", required_argument, NULL, 'f'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	const char *topics = BROKER_DEFAULT_TOPIC, *port_file = NULL, *bootstraps;
-	int partitions = BROKER_DEFAULT_PARTITIONS, brokers = 1, opt, status = KILN_EXIT_USAGE;
+	int partitions = BROKER_DEFAULT_PARTITIONS, brokers = 1, status;
+	const kiln_cli_option rows[] = {
+	    {.name = "partitions",
+	     .letter = 'p',
+	     .kind = KILN_CLI_CUSTOM,
+	     .out = &partitions,
+	     .parse = parse_partitions},
+	    {.name = "topics", .letter = 't', .kind = KILN_CLI_STRING, .out = &topics},
+	    {.name = "brokers",
+	     .letter = 'b',
+	     .kind = KILN_CLI_CUSTOM,
+	     .out = &brokers,
+	     .parse = parse_brokers},
+	    {.name = "port-file", .letter = 'f', .kind = KILN_CLI_STRING, .out = &port_file},
+	    KILN_CLI_END,
+	};
+	const kiln_cli_spec spec = {.cmd = "broker", .usage = usage_text, .rows = rows};
 	int wrote_port_file = 0;
 	rd_kafka_conf_t *conf = NULL;
 	rd_kafka_t *rk = NULL;
@@ -151,36 +177,9 @@ int kiln_cmd_broker(int argc, char **argv)
 	struct sigaction sa;
 	char errstr[512];
 
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "p:t:b:f:h", long_options, NULL)) != -1) {
-		switch (opt) {
-		case 'p':
-			if (parse_count(&partitions, optarg, 1, BROKER_MAX_PARTITIONS) < 0)
-				return kiln_cli_fail("broker", "--partitions: expected 1 to %d, got '%s'",
-				                     BROKER_MAX_PARTITIONS, optarg);
-			break;
-		case 't':
-			topics = optarg;
-			break;
-		case 'b':
-			if (parse_count(&brokers, optarg, 1, BROKER_MAX_BROKERS) < 0)
-				return kiln_cli_fail("broker", "--brokers: expected 1 to %d, got '%s'",
-				                     BROKER_MAX_BROKERS, optarg);
-			break;
-		case 'f':
-			port_file = optarg;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc)
-		return kiln_cli_fail("broker", "unexpected argument '%s' (see kiln broker --help)",
-		                     argv[optind]);
+	if ((status = kiln_cli_parse(NULL, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
 	if (port_file && !*port_file)
 		return kiln_cli_fail("broker", "--port-file: empty path");
 

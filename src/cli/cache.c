@@ -2,7 +2,6 @@
  * with a progress bar on a terminal, or every sync_seconds until SIGTERM),
  * status, verify; serve lives in cache_serve.c. The cache itself is
  * src/cache/ (docs/CACHE.md). */
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -177,69 +177,64 @@ static int sync_loop(kiln_cache *cache, unsigned seconds)
 
 /* ---- the command ------------------------------------------------------------------- */
 
+/* The subcommand and its --once. */
+typedef struct cache_sub {
+	const char *name;
+	bool once;
+} cache_sub;
+
+static int parse_once(const char *cmd, const char *arg, void *out)
+{
+	cache_sub *sub = out;
+
+	if (strcmp(sub->name, "sync") != 0)
+		return kiln_cli_fail(cmd, "--once is an option of sync");
+	sub->once = true;
+	return 0;
+}
+
 int kiln_cmd_cache(int argc, char **argv)
 {
-	enum { OPT_ONCE = 256 };
-	static const struct option long_options[] = {
-	    {"once", no_argument, NULL, OPT_ONCE},
-	    {"set", required_argument, NULL, 's'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	cache_sub sub = {0};
+	kiln_cli_sets sets = {0};
+	const kiln_cli_option rows[] = {
+	    {.name = "once", .kind = KILN_CLI_CUSTOM, .out = &sub, .parse = parse_once, .custom_flag = true},
+	    {.name = "set", .letter = 's', .kind = KILN_CLI_SETS, .out = &sets},
+	    KILN_CLI_END,
 	};
-	const char *sub;
-	char **sets = NULL;
-	size_t nsets = 0;
-	bool once = false;
+	const kiln_cli_spec spec = {
+	    .cmd = "cache",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = "expected one config file (see kiln cache --help)",
+	};
 	kiln_cache_config *config = NULL;
 	kiln_cache *cache = NULL;
 	kiln_buf out = KILN_BUF_INIT(0);
 	uint64_t bad = 0;
-	int opt, status = KILN_EXIT_USAGE;
+	int first, status;
 
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		fputs(usage_text, argc < 2 ? stderr : stdout);
 		return argc < 2 ? KILN_EXIT_USAGE : KILN_EXIT_OK;
 	}
-	sub = argv[1];
-	if (strcmp(sub, "serve") == 0)
+	sub.name = argv[1];
+	if (strcmp(sub.name, "serve") == 0)
 		return kiln_cmd_cache_serve(argc - 1, argv + 1);
-	if (strcmp(sub, "sync") != 0 && strcmp(sub, "status") != 0 && strcmp(sub, "verify") != 0)
-		return kiln_cli_fail("cache", "unknown subcommand '%s' (sync, status, verify, serve)", sub);
-	if (!(sets = calloc((size_t)argc + 1, sizeof(*sets))))
-		return kiln_cli_fail("cache", "out of memory");
-	argc--;
-	argv++;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "s:h", long_options, NULL)) != -1) {
-		switch (opt) {
-		case OPT_ONCE:
-			if (strcmp(sub, "sync") != 0) {
-				kiln_cli_fail("cache", "--once is an option of sync");
-				goto cleanup;
-			}
-			once = true;
-			break;
-		case 's':
-			sets[nsets++] = optarg;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			status = KILN_EXIT_OK;
-			goto cleanup;
-		default:
-			fputs(usage_text, stderr);
-			goto cleanup;
-		}
-	}
-	if (optind != argc - 1) {
-		kiln_cli_fail("cache", "expected one config file (see kiln cache --help)");
-		goto cleanup;
-	}
-	if (kiln_cache_config_load(&config, argv[optind], sets, nsets) < 0) {
+	if (strcmp(sub.name, "sync") != 0 && strcmp(sub.name, "status") != 0 &&
+	    strcmp(sub.name, "verify") != 0)
+		return kiln_cli_fail("cache", "unknown subcommand '%s' (sync, status, verify, serve)",
+		                     sub.name);
+	if ((status = kiln_cli_parse(&first, &spec, argc - 1, argv + 1)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
+	if (kiln_cache_config_load(&config, argv[1 + first], sets.v, sets.n) < 0) {
 		kiln_cli_fail("cache", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	if (strcmp(sub, "sync") == 0 && !once)
+	if (strcmp(sub.name, "sync") == 0 && !sub.once)
 		kiln_log_setup(true, KILN_LOG_INFO);
 	else
 		kiln_log_setup(false, KILN_LOG_WARN);
@@ -247,14 +242,14 @@ int kiln_cmd_cache(int argc, char **argv)
 		kiln_cli_fail("cache", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	if (strcmp(sub, "sync") == 0) {
+	if (strcmp(sub.name, "sync") == 0) {
 		/* a long-running sync scrubs in the background like serve */
-		if (!once && kiln_cache_scrub_start(cache) < 0) {
+		if (!sub.once && kiln_cache_scrub_start(cache) < 0) {
 			kiln_cli_fail("cache", "%s", kiln_error_last());
 			goto cleanup;
 		}
-		status = once ? sync_once(cache, isatty(2)) : sync_loop(cache, config->sync_seconds);
-	} else if (strcmp(sub, "status") == 0) {
+		status = sub.once ? sync_once(cache, isatty(2)) : sync_loop(cache, config->sync_seconds);
+	} else if (strcmp(sub.name, "status") == 0) {
 		if (kiln_cache_status(cache, &out) < 0) {
 			kiln_cli_fail("cache", "%s", kiln_error_last());
 			goto cleanup;
@@ -274,6 +269,6 @@ cleanup:
 	kiln_buf_free(&out);
 	kiln_cache_close(cache);
 	kiln_cache_config_free(config);
-	free(sets);
+	free(sets.v);
 	return status;
 }

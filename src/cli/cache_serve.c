@@ -3,7 +3,6 @@
  * the pinned versions on the main thread at start-up and then every
  * sync_seconds; a failed pass is logged and retried, never fatal. SIGTERM
  * or SIGINT stops it after the pass in progress (a second one kills). */
-#include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -13,6 +12,7 @@
 
 #include "cache/cache.h"
 #include "cache/serve.h"
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -104,43 +104,30 @@ static void sync_loop(kiln_cache *cache, unsigned sync_seconds)
 
 int kiln_cmd_cache_serve(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"set", required_argument, NULL, 's'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	kiln_cli_sets sets = {0};
+	const kiln_cli_option rows[] = {
+	    {.name = "set", .letter = 's', .kind = KILN_CLI_SETS, .out = &sets},
+	    KILN_CLI_END,
 	};
-	char **sets = calloc((size_t)argc + 1, sizeof(*sets));
-	size_t nsets = 0;
+	const kiln_cli_spec spec = {
+	    .cmd = "cache serve",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = "expected one config file (see kiln cache serve --help)",
+	};
 	kiln_cache_config *config = NULL;
 	kiln_metrics *metrics = NULL;
 	kiln_cache *cache = NULL;
 	kiln_cache_server *server = NULL;
 	struct sigaction sa = {0};
-	int opt, status = KILN_EXIT_USAGE;
+	int first, status;
 
-	if (!sets)
-		return kiln_cli_fail("cache serve", "out of memory");
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "s:h", long_options, NULL)) != -1) {
-		switch (opt) {
-		case 's':
-			sets[nsets++] = optarg;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			free(sets);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			free(sets);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc - 1) {
-		free(sets);
-		return kiln_cli_fail("cache serve", "expected one config file (see kiln cache serve --help)");
-	}
-	if (kiln_cache_config_load(&config, argv[optind], sets, nsets) < 0) {
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
+	if (kiln_cache_config_load(&config, argv[first], sets.v, sets.n) < 0) {
 		kiln_cli_fail("cache serve", "%s", kiln_error_last());
 		goto cleanup;
 	}
@@ -170,7 +157,7 @@ cleanup:
 	kiln_cache_close(cache);
 	kiln_metrics_free(metrics);
 	kiln_cache_config_free(config);
-	free(sets);
+	free(sets.v);
 	if (status == KILN_EXIT_OK)
 		KILN_LOG(KILN_LOG_INFO, "stopped", NULL);
 	return status;

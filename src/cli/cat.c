@@ -47,35 +47,28 @@ static int to_stdout(void *ctx, const void *data, size_t len)
 
 int kiln_cmd_cat(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    KILN_SHARE_LONG_OPTIONS,
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	kiln_share share;
+	kiln_cli_option rows[KILN_SHARE_NROWS + 1];
+	const kiln_cli_spec spec = {
+	    .cmd = "cat",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = "expected one DATASET[@REF] (see kiln cat --help)",
+	};
 	kiln_reader *r = NULL;
 	kiln_reader_shard *shards;
 	size_t *idx = NULL, nidx = 0;
-	int opt, rc, status = KILN_EXIT_USAGE;
+	int first, status;
 
 	kiln_share_init(&share);
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "m:h", long_options, NULL)) != -1) {
-		if ((rc = kiln_share_option("cat", &share, opt, optarg)) != 0) {
-			if (rc == KILN_EXIT_USAGE)
-				return KILN_EXIT_USAGE;
-			continue;
-		}
-		if (opt == 'h') {
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		}
-		fputs(usage_text, stderr);
-		return KILN_EXIT_USAGE;
-	}
-	if (optind != argc - 1)
-		return kiln_cli_fail("cat", "expected one DATASET[@REF] (see kiln cat --help)");
-	if (kiln_share_open("cat", &share, argv[optind], &r, &shards, &idx, &nidx) != 0)
+	kiln_share_rows(rows, &share);
+	rows[KILN_SHARE_NROWS] = KILN_CLI_END;
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
+	if (kiln_share_open("cat", &share, argv[first], &r, &shards, &idx, &nidx) != 0)
 		return KILN_EXIT_USAGE;
 	for (size_t i = 0; i < nidx; i++) {
 		if (kiln_reader_stream(r, &shards[idx[i]], to_stdout, NULL) != 0) {

@@ -1,12 +1,12 @@
 /* `kiln diff A B`: the shards added and removed between two versions, per
  * split, with their record and byte counts; --shards lists each hash. Only
  * the fan-out blobs that differ are read (kiln_version_diff). */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "manifest/version.h"
@@ -75,44 +75,33 @@ static int on_change(void *ctx, kiln_split split, const kiln_shard_entry *e, boo
 
 int kiln_cmd_diff(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"manifest", required_argument, NULL, 'm'},
-	    {"shards", no_argument, NULL, 's'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	const char *repo;
+	diff_state d;
+	const kiln_cli_option rows[] = {
+	    KILN_CLI_MANIFEST_ROW(&repo),
+	    {.name = "shards", .letter = 's', .kind = KILN_CLI_FLAG, .out = &d.keep},
+	    KILN_CLI_END,
 	};
-	const char *repo = getenv("KILN_MANIFEST");
+	const kiln_cli_spec spec = {
+	    .cmd = "diff",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 2,
+	    .max_args = 2,
+	    .args_error = "expected two versions, DATASET@REF DATASET@REF (see kiln diff --help)",
+	};
 	kiln_manifest *m = NULL;
 	kiln_version a, b;
-	diff_state d;
-	int opt, status = KILN_EXIT_USAGE;
+	int first, status;
 
 	memset(&d, 0, sizeof(d));
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "m:sh", long_options, NULL)) != -1) {
-		switch (opt) {
-		case 'm':
-			repo = optarg;
-			break;
-		case 's':
-			d.keep = true;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc - 2)
-		return kiln_cli_fail("diff",
-		                     "expected two versions, DATASET@REF DATASET@REF (see kiln diff --help)");
-	if (!repo || !*repo)
-		return kiln_cli_fail("diff",
-		                     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
-	if (kiln_version_open(&m, repo) < 0 || kiln_version_resolve(m, argv[optind], &a) < 0 ||
-	    kiln_version_resolve(m, argv[optind + 1], &b) < 0 ||
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	if (kiln_cli_need_manifest("diff", repo) != 0)
+		return KILN_EXIT_USAGE;
+	status = KILN_EXIT_USAGE;
+	if (kiln_version_open(&m, repo) < 0 || kiln_version_resolve(m, argv[first], &a) < 0 ||
+	    kiln_version_resolve(m, argv[first + 1], &b) < 0 ||
 	    kiln_version_diff(m, &a, &b, on_change, &d) < 0) {
 		kiln_cli_fail("diff", "%s", kiln_error_last());
 		goto cleanup;

@@ -1,12 +1,12 @@
 /* `kiln du DATASET`: the space each version of a dataset (each tag and each
  * branch tip) takes in the store, and how much of it no other version shares,
  * from the shard sizes the manifest records. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "manifest/gc.h"
@@ -47,44 +47,34 @@ static void size_text(char *out, size_t cap, uint64_t bytes, bool exact)
 
 int kiln_cmd_du(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"manifest", required_argument, NULL, 'm'},
-	    {"bytes", no_argument, NULL, 'b'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	const char *repo, *dataset;
+	bool exact = false;
+	const kiln_cli_option rows[] = {
+	    KILN_CLI_MANIFEST_ROW(&repo),
+	    {.name = "bytes", .letter = 'b', .kind = KILN_CLI_FLAG, .out = &exact},
+	    KILN_CLI_END,
 	};
-	const char *repo = getenv("KILN_MANIFEST"), *dataset;
+	const kiln_cli_spec spec = {
+	    .cmd = "du",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = "expected one DATASET (see kiln du --help)",
+	};
 	kiln_manifest *m = NULL;
 	kiln_du_report r = {0};
-	bool exact = false;
-	int opt, width = (int)strlen("VERSION"), status = KILN_EXIT_USAGE;
+	int first, width = (int)strlen("VERSION"), status;
 
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "m:bh", long_options, NULL)) != -1) {
-		switch (opt) {
-		case 'm':
-			repo = optarg;
-			break;
-		case 'b':
-			exact = true;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc - 1)
-		return kiln_cli_fail("du", "expected one DATASET (see kiln du --help)");
-	dataset = argv[optind];
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
+	dataset = argv[first];
 	if (strchr(dataset, '@'))
 		return kiln_cli_fail(
 		    "du", "expected a dataset name, not a version ('%s'): du lists every version", dataset);
-	if (!repo || !*repo)
-		return kiln_cli_fail("du",
-		                     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
+	if (kiln_cli_need_manifest("du", repo) != 0)
+		return KILN_EXIT_USAGE;
 	if (kiln_version_open(&m, repo) < 0 || kiln_gc_du(m, dataset, &r) < 0) {
 		kiln_cli_fail("du", "%s", kiln_error_last());
 		goto cleanup;

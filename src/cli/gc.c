@@ -3,12 +3,12 @@
  * reports them with their bytes, and with --apply deletes them. A dry run
  * unless --apply; quarantine/ and raw/ are never touched. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "ingest/pipeline.h"
@@ -140,86 +140,66 @@ typedef struct gc_opts {
 	gc_print p;
 } gc_opts;
 
-/* --keep ARG into the policy: 0, or the exit status of a bad one. */
-static int parse_keep(kiln_gc_policy *policy, const char *arg)
+/* --keep ARG into the gc_opts at out: 0, or the exit status of a bad one. */
+static int parse_keep(const char *cmd, const char *arg, void *out)
 {
+	gc_opts *o = out;
+
+	o->keep_given = true;
 	if (strcmp(arg, "tags") == 0) {
-		policy->keep_tags = true;
+		o->policy.keep_tags = true;
 	} else if (strcmp(arg, "branches") == 0) {
-		policy->keep_branches = true;
+		o->policy.keep_branches = true;
 	} else if (strncmp(arg, "younger-than=", 13) == 0) {
-		if ((policy->younger_than = parse_age(arg + 13)) < 0)
-			return kiln_cli_fail("gc",
+		if ((o->policy.younger_than = parse_age(arg + 13)) < 0)
+			return kiln_cli_fail(cmd,
 			                     "--keep younger-than wants an age such as 30d, "
 			                     "12h, 90m, 2w or 3600s, not '%s'",
 			                     arg + 13);
 	} else {
-		return kiln_cli_fail("gc", "--keep wants tags, branches or younger-than=AGE, not '%s'", arg);
+		return kiln_cli_fail(cmd, "--keep wants tags, branches or younger-than=AGE, not '%s'", arg);
 	}
+	return 0;
+}
+
+/* --grace AGE into the int64_t at out. */
+static int parse_grace(const char *cmd, const char *arg, void *out)
+{
+	int64_t *grace = out;
+
+	if (strcmp(arg, "0") == 0)
+		*grace = 0;
+	else if ((*grace = parse_age(arg)) < 0)
+		return kiln_cli_fail(cmd, "--grace wants an age such as 1h, 90m, 2d or 0, not '%s'", arg);
 	return 0;
 }
 
 /* -1 to go on, else the exit status. */
 static int parse_options(gc_opts *o, int argc, char **argv)
 {
-	enum { OPT_APPLY = 256 };
-	static const struct option long_options[] = {
-	    {"apply", no_argument, NULL, OPT_APPLY},
-	    {"keep", required_argument, NULL, 'k'},
-	    {"grace", required_argument, NULL, 'g'},
-	    {"manifest", required_argument, NULL, 'm'},
-	    {"store", required_argument, NULL, 's'},
-	    {"pipeline", required_argument, NULL, 'p'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	const kiln_cli_option rows[] = {
+	    {.name = "apply", .kind = KILN_CLI_FLAG, .out = &o->policy.apply},
+	    {.name = "keep", .letter = 'k', .kind = KILN_CLI_CUSTOM, .out = o, .parse = parse_keep},
+	    {.name = "grace",
+	     .letter = 'g',
+	     .kind = KILN_CLI_CUSTOM,
+	     .out = &o->policy.grace,
+	     .parse = parse_grace},
+	    {.name = "manifest", .letter = 'm', .kind = KILN_CLI_STRING, .out = &o->repo},
+	    {.name = "store", .letter = 's', .kind = KILN_CLI_STRING, .out = &o->store_url},
+	    {.name = "pipeline", .letter = 'p', .kind = KILN_CLI_STRING, .out = &o->pipeline_file},
+	    {.name = "verbose", .letter = 'v', .kind = KILN_CLI_FLAG, .out = &o->p.verbose},
+	    KILN_CLI_END,
 	};
-	int opt;
+	const kiln_cli_spec spec = {.cmd = "gc", .usage = usage_text, .rows = rows};
+	int status;
 
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "k:g:m:s:p:vh", long_options, NULL)) != -1) {
-		switch (opt) {
-		case OPT_APPLY:
-			o->policy.apply = true;
-			break;
-		case 'k':
-			o->keep_given = true;
-			if (parse_keep(&o->policy, optarg) != 0)
-				return KILN_EXIT_USAGE;
-			break;
-		case 'g':
-			if (strcmp(optarg, "0") == 0)
-				o->policy.grace = 0;
-			else if ((o->policy.grace = parse_age(optarg)) < 0)
-				return kiln_cli_fail(
-				    "gc", "--grace wants an age such as 1h, 90m, 2d or 0, not '%s'", optarg);
-			break;
-		case 'm':
-			o->repo = optarg;
-			break;
-		case 's':
-			o->store_url = optarg;
-			break;
-		case 'p':
-			o->pipeline_file = optarg;
-			break;
-		case 'v':
-			o->p.verbose = true;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc)
-		return kiln_cli_fail("gc", "unexpected argument '%s' (see kiln gc --help)", argv[optind]);
+	if ((status = kiln_cli_parse(NULL, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
 	if (!o->keep_given)
 		o->policy.keep_tags = o->policy.keep_branches = true;
 	o->p.apply = o->policy.apply;
-	return -1;
+	return KILN_CLI_GO_ON;
 }
 
 /* The summary of a collection, less the manifest's compaction. */

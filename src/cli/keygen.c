@@ -2,11 +2,11 @@
  * file, mode 0600) and its OpenSSH public key, and prints the
  * allowed-signers line that lets stock git check kiln's signatures. The
  * private key is never printed. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/buf.h"
 #include "core/error.h"
@@ -35,38 +35,21 @@ static const char usage_text[] =
 
 int kiln_cmd_keygen(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"out", required_argument, NULL, 'o'},
-	    {"comment", required_argument, NULL, 'c'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	const char *path = DEFAULT_PATH, *comment = DEFAULT_COMMENT;
+	const kiln_cli_option rows[] = {
+	    {.name = "out", .letter = 'o', .kind = KILN_CLI_STRING, .out = &path},
+	    {.name = "comment", .letter = 'c', .kind = KILN_CLI_STRING, .out = &comment},
+	    KILN_CLI_END,
+	};
+	const kiln_cli_spec spec = {.cmd = "keygen", .usage = usage_text, .rows = rows};
 	kiln_signing_key key;
 	kiln_buf pub_path = KILN_BUF_INIT(0), line = KILN_BUF_INIT(0);
 	char *abs = NULL;
-	int opt, status = KILN_EXIT_USAGE;
+	int status;
 
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "o:c:h", long_options, NULL)) != -1) {
-		switch (opt) {
-		case 'o':
-			path = optarg;
-			break;
-		case 'c':
-			comment = optarg;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc)
-		return kiln_cli_fail("keygen", "unexpected argument '%s' (see kiln keygen --help)",
-		                     argv[optind]);
+	if ((status = kiln_cli_parse(NULL, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
 	if (!*path)
 		return kiln_cli_fail("keygen", "--out needs a path");
 	if (kiln_buf_printf(&pub_path, "%s.pub", path) < 0) {

@@ -1,12 +1,11 @@
 /* `kiln log DATASET[@REF]`: a dataset's versions, newest first along the
  * first-parent line: short commit, UTC date, vN tags, summary. */
-#include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "manifest/version.h"
@@ -43,60 +42,38 @@ static int print_line(void *ctx, const char *commit, int64_t t, const char *summ
 	return 0;
 }
 
-static int parse_count(const char *s, size_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	if (!s || !*s || *s == '-')
-		return -1;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v == 0 || v > SIZE_MAX)
-		return -1;
-	*out = (size_t)v;
-	return 0;
-}
-
 int kiln_cmd_log(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"manifest", required_argument, NULL, 'm'},
-	    {"max-count", required_argument, NULL, 'n'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	const char *repo;
+	size_t max = 0;
+	const kiln_cli_option rows[] = {
+	    KILN_CLI_MANIFEST_ROW(&repo),
+	    {.name = "max-count",
+	     .letter = 'n',
+	     .kind = KILN_CLI_COUNT,
+	     .out = &max,
+	     .bad = "-n wants a positive number"},
+	    KILN_CLI_END,
 	};
-	const char *repo = getenv("KILN_MANIFEST");
+	const kiln_cli_spec spec = {
+	    .cmd = "log",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = "expected one DATASET[@REF] (see kiln log --help)",
+	};
 	kiln_manifest *m = NULL;
 	kiln_version v;
 	log_state st = {stdout};
-	size_t max = 0;
-	int opt, status = KILN_EXIT_USAGE;
+	int first, status;
 
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "m:n:h", long_options, NULL)) != -1) {
-		switch (opt) {
-		case 'm':
-			repo = optarg;
-			break;
-		case 'n':
-			if (parse_count(optarg, &max) < 0)
-				return kiln_cli_fail("log", "-n wants a positive number, not '%s'", optarg);
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc - 1)
-		return kiln_cli_fail("log", "expected one DATASET[@REF] (see kiln log --help)");
-	if (!repo || !*repo)
-		return kiln_cli_fail("log",
-		                     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
-	if (kiln_version_open(&m, repo) < 0 || kiln_version_resolve(m, argv[optind], &v) < 0 ||
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	if (kiln_cli_need_manifest("log", repo) != 0)
+		return KILN_EXIT_USAGE;
+	status = KILN_EXIT_USAGE;
+	if (kiln_version_open(&m, repo) < 0 || kiln_version_resolve(m, argv[first], &v) < 0 ||
 	    kiln_version_log(m, &v, max, print_line, &st) < 0) {
 		kiln_cli_fail("log", "%s", kiln_error_last());
 		goto cleanup;

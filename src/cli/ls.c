@@ -38,47 +38,42 @@ static const char usage_text[] =
     "Exit status: 0 on success, 2 on a bad reference, a missing repository or\n"
     "store setting, or another error.\n";
 
+static int parse_format(const char *cmd, const char *arg, void *out)
+{
+	if (strcmp(arg, "json") != 0 && strcmp(arg, "text") != 0)
+		return kiln_cli_fail(cmd, "--format wants text or json, not '%s'", arg);
+	*(bool *)out = strcmp(arg, "json") == 0;
+	return 0;
+}
+
 int kiln_cmd_ls(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    KILN_SHARE_LONG_OPTIONS,
-	    {"format", required_argument, NULL, 'f'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	kiln_share share;
 	bool json = false;
+	kiln_cli_option rows[KILN_SHARE_NROWS + 2];
+	const kiln_cli_spec spec = {
+	    .cmd = "ls",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = "expected one DATASET[@REF] (see kiln ls --help)",
+	};
 	kiln_reader *r = NULL;
 	kiln_reader_shard *shards;
 	size_t *idx = NULL, nidx = 0;
 	kiln_buf line = KILN_BUF_INIT(0);
-	int opt, rc, status = KILN_EXIT_USAGE;
+	int first, status;
 
 	kiln_share_init(&share);
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "f:m:h", long_options, NULL)) != -1) {
-		if ((rc = kiln_share_option("ls", &share, opt, optarg)) != 0) {
-			if (rc == KILN_EXIT_USAGE)
-				return KILN_EXIT_USAGE;
-			continue;
-		}
-		switch (opt) {
-		case 'f':
-			if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0)
-				return kiln_cli_fail("ls", "--format wants text or json, not '%s'", optarg);
-			json = strcmp(optarg, "json") == 0;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc - 1)
-		return kiln_cli_fail("ls", "expected one DATASET[@REF] (see kiln ls --help)");
-	if (kiln_share_open("ls", &share, argv[optind], &r, &shards, &idx, &nidx) != 0)
+	kiln_share_rows(rows, &share);
+	rows[KILN_SHARE_NROWS] = (kiln_cli_option){
+	    .name = "format", .letter = 'f', .kind = KILN_CLI_CUSTOM, .out = &json, .parse = parse_format};
+	rows[KILN_SHARE_NROWS + 1] = KILN_CLI_END;
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
+	if (kiln_share_open("ls", &share, argv[first], &r, &shards, &idx, &nidx) != 0)
 		return KILN_EXIT_USAGE;
 	for (size_t i = 0; i < nidx; i++) {
 		const kiln_reader_shard *s = &shards[idx[i]];

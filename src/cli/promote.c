@@ -3,11 +3,12 @@
  * refs/tags/<dataset>/vN (signed with manifest.signing_key when set) whose
  * message carries the governance record: commit, source offsets, contract,
  * key id, split definition, counts and every gate's result. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/buf.h"
 #include "core/error.h"
@@ -40,49 +41,37 @@ static const char usage_text[] =
 
 typedef struct promote_opts {
 	const char *pipeline_path, *version_name, *spec;
-	char **sets;
-	size_t nsets;
+	kiln_cli_sets sets;
 	bool dry_run;
 } promote_opts;
 
 /* -1 to go on, else the exit status. */
 static int parse_options(promote_opts *o, int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"pipeline", required_argument, NULL, 'p'}, {"version", required_argument, NULL, 'V'},
-	    {"set", required_argument, NULL, 's'},      {"dry-run", no_argument, NULL, 'n'},
-	    {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+	const kiln_cli_option rows[] = {
+	    {.name = "pipeline", .letter = 'p', .kind = KILN_CLI_STRING, .out = &o->pipeline_path},
+	    {.name = "version", .letter = 'V', .kind = KILN_CLI_STRING, .out = &o->version_name},
+	    {.name = "set", .letter = 's', .kind = KILN_CLI_SETS, .out = &o->sets},
+	    {.name = "dry-run", .letter = 'n', .kind = KILN_CLI_FLAG, .out = &o->dry_run},
+	    KILN_CLI_END,
 	};
-	int opt;
+	const char *expected = "expected DATASET@REF and --pipeline FILE (see kiln promote --help)";
+	const kiln_cli_spec spec = {
+	    .cmd = "promote",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = expected,
+	};
+	int first, status;
 
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "p:V:s:nh", long_options, NULL)) != -1) {
-		switch (opt) {
-		case 'p':
-			o->pipeline_path = optarg;
-			break;
-		case 'V':
-			o->version_name = optarg;
-			break;
-		case 's':
-			o->sets[o->nsets++] = optarg;
-			break;
-		case 'n':
-			o->dry_run = true;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc - 1 || !o->pipeline_path)
-		return kiln_cli_fail("promote",
-		                     "expected DATASET@REF and --pipeline FILE (see kiln promote --help)");
-	o->spec = argv[optind];
-	return -1;
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	if (!o->pipeline_path)
+		return kiln_cli_fail("promote", "%s", expected);
+	o->spec = argv[first];
+	return KILN_CLI_GO_ON;
 }
 
 /* Prints every gate's line; the number of gates when all pass, -1 (with
@@ -202,22 +191,20 @@ cleanup:
 
 int kiln_cmd_promote(int argc, char **argv)
 {
-	promote_opts o = {.sets = calloc((size_t)argc + 1, sizeof(char *))};
+	promote_opts o = {0};
 	kiln_pipeline *p = NULL;
 	kiln_manifest *m = NULL;
 	kiln_version v;
 	int status;
 
-	if (!o.sets)
-		return kiln_cli_fail("promote", "out of memory");
-	if ((status = parse_options(&o, argc, argv)) >= 0)
+	if ((status = parse_options(&o, argc, argv)) != KILN_CLI_GO_ON)
 		goto cleanup;
 	status = KILN_EXIT_USAGE;
 	if (o.version_name && !kiln_promote_version_name_ok(o.version_name)) {
 		kiln_cli_fail("promote", "--version must look like v1, v2, ...");
 		goto cleanup;
 	}
-	if (kiln_pipeline_load(&p, o.pipeline_path, o.sets, o.nsets) < 0 ||
+	if (kiln_pipeline_load(&p, o.pipeline_path, o.sets.v, o.sets.n) < 0 ||
 	    kiln_manifest_open(&m, p->manifest_repo) < 0 || kiln_version_resolve(m, o.spec, &v) < 0) {
 		kiln_cli_fail("promote", "%s", kiln_error_last());
 		goto cleanup;
@@ -231,6 +218,6 @@ int kiln_cmd_promote(int argc, char **argv)
 cleanup:
 	kiln_manifest_close(m);
 	kiln_pipeline_free(p);
-	free(o.sets);
+	free(o.sets.v);
 	return status;
 }

@@ -1,12 +1,12 @@
 /* `kiln raw ls|cat`: the raw zone (src/shard/raw.h) from the command line:
  * lists the objects of a topic/partition, or decodes them byte-exact as JSON
  * Lines or as bare values, printing each offset once where objects overlap. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/buf.h"
 #include "core/error.h"
@@ -59,7 +59,8 @@ typedef struct raw_cat {
 	bool dedup;
 	char *cur_topic;
 	int32_t cur_partition;
-	int64_t printed; /* -1: none yet */
+	int64_t printed;      /* -1: none yet */
+	const char *cat_only; /* the option given that only cat takes; NULL: none */
 } raw_cat;
 
 static int on_record(void *ctx, const kiln_raw_record *r)
@@ -116,92 +117,108 @@ static int on_listed(void *ctx, const char *key, const char *topic, int32_t part
 	return ferror(stdout) ? kiln_error_set(KILN_EIO, "stdout: write error") : 0;
 }
 
+/* ---- the options ---------------------------------------------------------- */
+
+static int parse_topic(const char *cmd, const char *arg, void *out)
+{
+	if (!*arg || strchr(arg, '/'))
+		return kiln_cli_fail(cmd, "--topic wants a topic name, not '%s'", arg);
+	((raw_cat *)out)->topic = arg;
+	return 0;
+}
+
+static int parse_partition(const char *cmd, const char *arg, void *out)
+{
+	uint64_t v;
+
+	if (kiln_parse_u64(arg, INT32_MAX, &v) < 0)
+		return kiln_cli_fail(cmd, "--partition wants a number 0..%d, not '%s'", INT32_MAX, arg);
+	((raw_cat *)out)->partition = (int32_t)v;
+	return 0;
+}
+
+/* --from or --to (which) OFFSET into *at. */
+static int parse_offset(raw_cat *c, const char *cmd, const char *arg, const char *which, int64_t *at)
+{
+	uint64_t v;
+
+	if (kiln_parse_u64(arg, INT64_MAX, &v) < 0)
+		return kiln_cli_fail(cmd, "%s wants an offset, not '%s'", which, arg);
+	*at = (int64_t)v;
+	c->cat_only = which;
+	return 0;
+}
+
+static int parse_from(const char *cmd, const char *arg, void *out)
+{
+	return parse_offset(out, cmd, arg, "--from", &((raw_cat *)out)->from);
+}
+
+static int parse_to(const char *cmd, const char *arg, void *out)
+{
+	return parse_offset(out, cmd, arg, "--to", &((raw_cat *)out)->to);
+}
+
+static int parse_format(const char *cmd, const char *arg, void *out)
+{
+	raw_cat *c = out;
+
+	if (strcmp(arg, "jsonl") != 0 && strcmp(arg, "value") != 0)
+		return kiln_cli_fail(cmd, "--format wants jsonl or value, not '%s'", arg);
+	c->values = strcmp(arg, "value") == 0;
+	c->cat_only = "--format";
+	return 0;
+}
+
+/* ---- the command ---------------------------------------------------------- */
+
 int kiln_cmd_raw(int argc, char **argv)
 {
-	enum { OPT_STORE = 256, OPT_TOPIC, OPT_PARTITION, OPT_FROM, OPT_TO };
-	static const struct option long_options[] = {
-	    {"store", required_argument, NULL, OPT_STORE},
-	    {"topic", required_argument, NULL, OPT_TOPIC},
-	    {"partition", required_argument, NULL, OPT_PARTITION},
-	    {"from", required_argument, NULL, OPT_FROM},
-	    {"to", required_argument, NULL, OPT_TO},
-	    {"format", required_argument, NULL, 'f'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	raw_cat c = {.partition = -1, .from = 0, .to = INT64_MAX, .printed = -1, .line = KILN_BUF_INIT(0)};
-	const char *store_url = getenv("KILN_STORE"), *sub, *cmd, *cat_only = NULL;
-	uint64_t v;
+	const char *store_url;
+	const kiln_cli_option rows[] = {
+	    {.name = "store", .kind = KILN_CLI_STORE, .out = &store_url},
+	    {.name = "topic", .kind = KILN_CLI_CUSTOM, .out = &c, .parse = parse_topic},
+	    {.name = "partition", .kind = KILN_CLI_CUSTOM, .out = &c, .parse = parse_partition},
+	    {.name = "from", .kind = KILN_CLI_CUSTOM, .out = &c, .parse = parse_from},
+	    {.name = "to", .kind = KILN_CLI_CUSTOM, .out = &c, .parse = parse_to},
+	    {.name = "format", .letter = 'f', .kind = KILN_CLI_CUSTOM, .out = &c, .parse = parse_format},
+	    KILN_CLI_END,
+	};
+	kiln_cli_spec spec = {.usage = usage_text, .rows = rows, .max_args = -1};
 	bool ls;
-	int opt, rc = 0, status = KILN_EXIT_USAGE;
+	int first, rc = 0, status;
 
 	if (argc < 2)
 		return kiln_cli_fail("raw", "expected ls or cat (see kiln raw --help)");
-	sub = argv[1];
-	if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0) {
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		fputs(usage_text, stdout);
 		return KILN_EXIT_OK;
 	}
-	if (strcmp(sub, "ls") != 0 && strcmp(sub, "cat") != 0)
-		return kiln_cli_fail("raw", "'%s' is not ls or cat (see kiln raw --help)", sub);
-	ls = strcmp(sub, "ls") == 0;
-	cmd = ls ? "raw ls" : "raw cat";
-	optind = 1;
-	while ((opt = getopt_long(argc - 1, argv + 1, "f:h", long_options, NULL)) != -1) {
-		switch (opt) {
-		case OPT_STORE:
-			store_url = optarg;
-			break;
-		case OPT_TOPIC:
-			if (!*optarg || strchr(optarg, '/'))
-				return kiln_cli_fail(cmd, "--topic wants a topic name, not '%s'", optarg);
-			c.topic = optarg;
-			break;
-		case OPT_PARTITION:
-			if (kiln_parse_u64(optarg, INT32_MAX, &v) < 0)
-				return kiln_cli_fail(cmd, "--partition wants a number 0..%d, not '%s'",
-				                     INT32_MAX, optarg);
-			c.partition = (int32_t)v;
-			break;
-		case OPT_FROM:
-		case OPT_TO:
-			if (kiln_parse_u64(optarg, INT64_MAX, &v) < 0)
-				return kiln_cli_fail(cmd, "--%s wants an offset, not '%s'",
-				                     opt == OPT_FROM ? "from" : "to", optarg);
-			*(opt == OPT_FROM ? &c.from : &c.to) = (int64_t)v;
-			cat_only = opt == OPT_FROM ? "--from" : "--to";
-			break;
-		case 'f':
-			if (strcmp(optarg, "jsonl") != 0 && strcmp(optarg, "value") != 0)
-				return kiln_cli_fail(cmd, "--format wants jsonl or value, not '%s'", optarg);
-			c.values = strcmp(optarg, "value") == 0;
-			cat_only = "--format";
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	optind++; /* an index into argv + 1 */
-	if (ls && cat_only)
-		return kiln_cli_fail(cmd, "%s applies to kiln raw cat only", cat_only);
-	if (ls && optind != argc)
-		return kiln_cli_fail(cmd, "unexpected argument '%s' (see kiln raw --help)", argv[optind]);
+	if (strcmp(argv[1], "ls") != 0 && strcmp(argv[1], "cat") != 0)
+		return kiln_cli_fail("raw", "'%s' is not ls or cat (see kiln raw --help)", argv[1]);
+	ls = strcmp(argv[1], "ls") == 0;
+	spec.cmd = ls ? "raw ls" : "raw cat";
+	if ((status = kiln_cli_parse(&first, &spec, argc - 1, argv + 1)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
+	first++; /* an index into argv, not argv + 1 */
+	if (ls && c.cat_only)
+		return kiln_cli_fail(spec.cmd, "%s applies to kiln raw cat only", c.cat_only);
+	if (ls && first != argc)
+		return kiln_cli_fail(spec.cmd, "unexpected argument '%s' (see kiln raw --help)", argv[first]);
 	if (c.from > c.to)
-		return kiln_cli_fail(cmd, "--from %" PRId64 " is past --to %" PRId64, c.from, c.to);
-	if (!store_url || !*store_url)
-		return kiln_cli_fail(cmd, "no store: give --store URL or set KILN_STORE");
+		return kiln_cli_fail(spec.cmd, "--from %" PRId64 " is past --to %" PRId64, c.from, c.to);
+	if (kiln_cli_need_store(spec.cmd, store_url) != 0)
+		return KILN_EXIT_USAGE;
 	if (kiln_store_open(&c.store, store_url, NULL) < 0) {
-		kiln_cli_fail(cmd, "%s", kiln_error_last());
+		kiln_cli_fail(spec.cmd, "%s", kiln_error_last());
 		goto cleanup;
 	}
 	if (ls) {
 		rc = kiln_raw_list(c.store, c.topic, c.partition, on_listed, NULL);
-	} else if (optind < argc) {
-		for (int i = optind; i < argc && rc == 0; i++)
+	} else if (first < argc) {
+		for (int i = first; i < argc && rc == 0; i++)
 			rc = kiln_raw_read(c.store, argv[i], on_record, &c);
 	} else {
 		c.dedup = true;
@@ -209,11 +226,11 @@ int kiln_cmd_raw(int argc, char **argv)
 	}
 	if (rc != 0) {
 		fflush(stdout);
-		kiln_cli_fail(cmd, "%s", kiln_error_last());
+		kiln_cli_fail(spec.cmd, "%s", kiln_error_last());
 		goto cleanup;
 	}
 	if (fflush(stdout) != 0 || ferror(stdout)) {
-		kiln_cli_fail(cmd, "stdout: write error");
+		kiln_cli_fail(spec.cmd, "stdout: write error");
 		goto cleanup;
 	}
 	status = KILN_EXIT_OK;

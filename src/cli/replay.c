@@ -3,12 +3,12 @@
  * without reading Kafka: after a contract fix or a key rotation. Prints the
  * version it made; records missing from the raw zone stop it (exit 1)
  * unless --allow-missing. */
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "ingest/pipeline.h"
@@ -54,53 +54,34 @@ static void on_warn(void *ctx, const char *line)
 
 int kiln_cmd_replay(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"from", required_argument, NULL, 'f'},
-	    {"set", required_argument, NULL, 's'},
-	    {"allow-missing", no_argument, NULL, 'M'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	char **sets = calloc((size_t)argc + 1, sizeof(*sets));
-	size_t nsets = 0;
-	kiln_pipeline *pipeline = NULL;
+	kiln_cli_sets sets = {0};
 	kiln_replay_options o = {.warn = on_warn};
+	const kiln_cli_option rows[] = {
+	    {.name = "from", .letter = 'f', .kind = KILN_CLI_STRING, .out = &o.from},
+	    {.name = "set", .letter = 's', .kind = KILN_CLI_SETS, .out = &sets},
+	    {.name = "allow-missing", .kind = KILN_CLI_FLAG, .out = &o.allow_missing},
+	    KILN_CLI_END,
+	};
+	const kiln_cli_spec spec = {
+	    .cmd = "replay",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = "expected one pipeline file (see kiln replay --help)",
+	};
+	kiln_pipeline *pipeline = NULL;
 	kiln_replay_result r;
-	int opt, status = KILN_EXIT_USAGE;
+	int first, status;
 
-	if (!sets)
-		return kiln_cli_fail("replay", "out of memory");
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "f:s:h", long_options, NULL)) != -1) {
-		switch (opt) {
-		case 'f':
-			o.from = optarg;
-			break;
-		case 's':
-			sets[nsets++] = optarg;
-			break;
-		case 'M':
-			o.allow_missing = true;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			free(sets);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			free(sets);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc - 1) {
-		free(sets);
-		return kiln_cli_fail("replay", "expected one pipeline file (see kiln replay --help)");
-	}
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
 	if (!o.from) {
-		free(sets);
-		return kiln_cli_fail("replay", "--from BRANCH is required: the branch to replay");
+		kiln_cli_fail("replay", "--from BRANCH is required: the branch to replay");
+		goto cleanup;
 	}
-	if (kiln_pipeline_load(&pipeline, argv[optind], sets, nsets) < 0) {
+	if (kiln_pipeline_load(&pipeline, argv[first], sets.v, sets.n) < 0) {
 		kiln_cli_fail("replay", "%s", kiln_error_last());
 		goto cleanup;
 	}
@@ -134,6 +115,6 @@ int kiln_cmd_replay(int argc, char **argv)
 	status = KILN_EXIT_OK;
 cleanup:
 	kiln_pipeline_free(pipeline);
-	free(sets);
+	free(sets.v);
 	return status;
 }

@@ -2,13 +2,13 @@
  * snapshot commit; a Kafka source runs as a consumer-group member until
  * SIGTERM (or, with --stop-at-end, until it has read every partition),
  * committing snapshots as it goes. Prints the dataset version it made. */
-#include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -77,45 +77,29 @@ static int run_kafka(const kiln_pipeline *p, bool stop_at_end, kiln_run_result *
 
 int kiln_cmd_run(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"set", required_argument, NULL, 's'},
-	    {"stop-at-end", no_argument, NULL, 'E'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	kiln_cli_sets sets = {0};
+	bool stop_at_end = false;
+	const kiln_cli_option rows[] = {
+	    {.name = "set", .letter = 's', .kind = KILN_CLI_SETS, .out = &sets},
+	    {.name = "stop-at-end", .kind = KILN_CLI_FLAG, .out = &stop_at_end},
+	    KILN_CLI_END,
 	};
-	char **sets = calloc((size_t)argc + 1, sizeof(*sets));
-	size_t nsets = 0;
+	const kiln_cli_spec spec = {
+	    .cmd = "run",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = "expected one pipeline file (see kiln run --help)",
+	};
 	kiln_pipeline *pipeline = NULL;
 	kiln_run_result r;
-	int opt, status = KILN_EXIT_USAGE;
-	bool stop_at_end = false;
+	int first, status;
 
-	if (!sets)
-		return kiln_cli_fail("run", "out of memory");
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "s:h", long_options, NULL)) != -1) {
-		switch (opt) {
-		case 's':
-			sets[nsets++] = optarg;
-			break;
-		case 'E':
-			stop_at_end = true;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			free(sets);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			free(sets);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc - 1) {
-		free(sets);
-		return kiln_cli_fail("run", "expected one pipeline file (see kiln run --help)");
-	}
-	if (kiln_pipeline_load(&pipeline, argv[optind], sets, nsets) < 0) {
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
+	if (kiln_pipeline_load(&pipeline, argv[first], sets.v, sets.n) < 0) {
 		kiln_cli_fail("run", "%s", kiln_error_last());
 		goto cleanup;
 	}
@@ -162,6 +146,6 @@ int kiln_cmd_run(int argc, char **argv)
 	status = KILN_EXIT_OK;
 cleanup:
 	kiln_pipeline_free(pipeline);
-	free(sets);
+	free(sets.v);
 	return status;
 }

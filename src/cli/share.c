@@ -3,15 +3,15 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 #include "core/error.h"
-#include "core/units.h"
 
 void kiln_share_init(kiln_share *s)
 {
-	s->repo = getenv("KILN_MANIFEST");
-	s->store = getenv("KILN_STORE");
+	s->repo = NULL;
+	s->store = NULL;
 	s->split = KILN_SPLIT_TRAIN;
 	s->rank = 0;
 	s->world = 1;
@@ -19,35 +19,39 @@ void kiln_share_init(kiln_share *s)
 	s->shuffle = false;
 }
 
-int kiln_share_option(const char *cmd, kiln_share *s, int opt, const char *arg)
+static int parse_split(const char *cmd, const char *arg, void *out)
 {
-	switch (opt) {
-	case KILN_OPT_SPLIT:
-		if (kiln_split_from_name(arg, &s->split) < 0)
-			return kiln_cli_fail(cmd, "--split wants train, dev or test, not '%s'", arg);
-		return 1;
-	case KILN_OPT_RANK:
-		if (kiln_parse_u64(arg, UINT32_MAX, &s->rank) < 0)
-			return kiln_cli_fail(cmd, "--rank wants a number, not '%s'", arg);
-		return 1;
-	case KILN_OPT_WORLD:
-		if (kiln_parse_u64(arg, UINT32_MAX, &s->world) < 0 || s->world == 0)
-			return kiln_cli_fail(cmd, "--world-size wants a positive number, not '%s'", arg);
-		return 1;
-	case KILN_OPT_SEED:
-		if (kiln_parse_u64(arg, UINT64_MAX, &s->seed) < 0)
-			return kiln_cli_fail(cmd, "--shuffle-seed wants a number 0..2^64-1, not '%s'", arg);
-		s->shuffle = true;
-		return 1;
-	case 'm':
-		s->repo = arg;
-		return 1;
-	case KILN_OPT_STORE:
-		s->store = arg;
-		return 1;
-	default:
-		return 0;
-	}
+	if (kiln_split_from_name(arg, out) < 0)
+		return kiln_cli_fail(cmd, "--split wants train, dev or test, not '%s'", arg);
+	return 0;
+}
+
+void kiln_share_rows(kiln_cli_option *out, kiln_share *s)
+{
+	const kiln_cli_option rows[KILN_SHARE_NROWS] = {
+	    {.name = "split", .kind = KILN_CLI_CUSTOM, .out = &s->split, .parse = parse_split},
+	    {.name = "rank",
+	     .kind = KILN_CLI_U64,
+	     .out = &s->rank,
+	     .max = UINT32_MAX,
+	     .bad = "--rank wants a number"},
+	    {.name = "world-size",
+	     .kind = KILN_CLI_U64,
+	     .out = &s->world,
+	     .min = 1,
+	     .max = UINT32_MAX,
+	     .bad = "--world-size wants a positive number"},
+	    {.name = "shuffle-seed",
+	     .kind = KILN_CLI_U64,
+	     .out = &s->seed,
+	     .seen = &s->shuffle,
+	     .max = UINT64_MAX,
+	     .bad = "--shuffle-seed wants a number 0..2^64-1"},
+	    KILN_CLI_MANIFEST_ROW(&s->repo),
+	    {.name = "store", .kind = KILN_CLI_STORE, .out = &s->store},
+	};
+
+	memcpy(out, rows, sizeof(rows));
 }
 
 int kiln_share_open(const char *cmd, const kiln_share *s, const char *spec, kiln_reader **out_reader,
@@ -60,11 +64,8 @@ int kiln_share_open(const char *cmd, const kiln_share *s, const char *spec, kiln
 	if (s->rank >= s->world)
 		return kiln_cli_fail(cmd, "--rank %" PRIu64 " must be below --world-size %" PRIu64, s->rank,
 		                     s->world);
-	if (!s->repo || !*s->repo)
-		return kiln_cli_fail(cmd,
-		                     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
-	if (!s->store || !*s->store)
-		return kiln_cli_fail(cmd, "no store: give --store URL or set KILN_STORE");
+	if (kiln_cli_need_manifest(cmd, s->repo) != 0 || kiln_cli_need_store(cmd, s->store) != 0)
+		return KILN_EXIT_USAGE;
 	if (kiln_reader_open(out_reader, s->repo, spec, s->store, NULL) < 0 ||
 	    kiln_reader_shards(*out_reader, s->split, out_shards, &n) < 0)
 		goto fail;

@@ -2,7 +2,6 @@
  * and ref, contract, pseudonymisation key id, split definition, per-split
  * shards/records/bytes (counted from the shard lists, checked against
  * stats.json), quarantine counts by code, and lineage. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -194,39 +194,29 @@ static void print_quarantine_lineage(const files *f)
 
 int kiln_cmd_show(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"manifest", required_argument, NULL, 'm'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	const char *repo;
+	const kiln_cli_option rows[] = {KILN_CLI_MANIFEST_ROW(&repo), KILN_CLI_END};
+	const kiln_cli_spec spec = {
+	    .cmd = "show",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = "expected one DATASET[@REF] (see kiln show --help)",
 	};
-	const char *repo = getenv("KILN_MANIFEST");
 	kiln_manifest *m = NULL;
 	kiln_version v;
 	files f = {0};
 	kiln_split_stats counted[KILN_SPLIT_COUNT] = {{0}}, total = {0};
-	int opt, status = KILN_EXIT_USAGE;
+	int first, status;
 
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "m:h", long_options, NULL)) != -1) {
-		switch (opt) {
-		case 'm':
-			repo = optarg;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc - 1)
-		return kiln_cli_fail("show", "expected one DATASET[@REF] (see kiln show --help)");
-	if (!repo || !*repo)
-		return kiln_cli_fail("show",
-		                     "no manifest repository: give --manifest REPO or set KILN_MANIFEST");
-	if (kiln_version_open(&m, repo) < 0 || kiln_version_resolve(m, argv[optind], &v) < 0 ||
-	    load(m, &v, argv[optind], &f) < 0)
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	if (kiln_cli_need_manifest("show", repo) != 0)
+		return KILN_EXIT_USAGE;
+	status = KILN_EXIT_USAGE;
+	if (kiln_version_open(&m, repo) < 0 || kiln_version_resolve(m, argv[first], &v) < 0 ||
+	    load(m, &v, argv[first], &f) < 0)
 		goto fail;
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
 		if (kiln_version_shards(m, &v, (kiln_split)s, count_shard, &counted[s]) < 0)

@@ -2,10 +2,10 @@
  * commit a snapshot now, through its metrics listener, and prints the
  * version it committed. */
 #include <curl/curl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/buf.h"
 #include "core/json.h"
@@ -50,9 +50,14 @@ static size_t collect(char *data, size_t size, size_t n, void *ctx)
 
 int kiln_cmd_snapshot(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	const kiln_cli_option rows[] = {KILN_CLI_END};
+	const kiln_cli_spec spec = {
+	    .cmd = "snapshot",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = "expected HOST:PORT (the pipeline's metrics.listen)",
 	};
 	kiln_buf body = KILN_BUF_INIT(1 << 20);
 	char url[512], err[CURL_ERROR_SIZE] = "";
@@ -60,20 +65,11 @@ int kiln_cmd_snapshot(int argc, char **argv)
 	long status = 0;
 	CURL *curl;
 	CURLcode res;
-	int opt;
+	int first, rc;
 
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
-		if (opt == 'h') {
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		}
-		fputs(usage_text, stderr);
-		return KILN_EXIT_USAGE;
-	}
-	if (optind != argc - 1)
-		return kiln_cli_fail("snapshot", "expected HOST:PORT (the pipeline's metrics.listen)");
-	at = argv[optind];
+	if ((rc = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return rc;
+	at = argv[first];
 	if (strncmp(at, "http://", 7) == 0)
 		at += 7;
 	snprintf(url, sizeof(url), "http://%.*s/v1/snapshot", (int)strcspn(at, "/"), at);

@@ -3,12 +3,12 @@
  * never by value. Exit 0: all valid; 1: some invalid; 2: usage or config. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "contract/contract.h"
 #include "contract/validate.h"
@@ -163,74 +163,75 @@ static void print_summary(const run_state *st)
 	fprintf(stderr, "%s\n", first ? "" : ")");
 }
 
+/* --format text|json into the run_state at out. */
+static int parse_format(const char *cmd, const char *arg, void *out)
+{
+	if (strcmp(arg, "json") == 0)
+		((run_state *)out)->json = true;
+	else if (strcmp(arg, "text") != 0)
+		return kiln_cli_fail(cmd, "--format must be text or json");
+	return 0;
+}
+
+/* --unknown-fields reject|allow into the kiln_validator_options at out. */
+static int parse_unknown(const char *cmd, const char *arg, void *out)
+{
+	kiln_validator_options *vopts = out;
+
+	if (strcmp(arg, "reject") == 0)
+		vopts->unknown_fields = KILN_UNKNOWN_REJECT;
+	else if (strcmp(arg, "allow") == 0)
+		vopts->unknown_fields = KILN_UNKNOWN_ALLOW;
+	else
+		return kiln_cli_fail(cmd, "--unknown-fields must be reject or allow");
+	return 0;
+}
+
+/* --max-depth N into the kiln_validator_options at out. */
+static int parse_max_depth(const char *cmd, const char *arg, void *out)
+{
+	long long n = kiln_parse_size(arg);
+
+	if (n < 1 || n > 100000)
+		return kiln_cli_fail(cmd, "--max-depth must be between 1 and 100000");
+	((kiln_validator_options *)out)->limits.max_depth = (uint32_t)n;
+	return 0;
+}
+
+/* --max-record-bytes SIZE into the kiln_validator_options at out. */
+static int parse_max_bytes(const char *cmd, const char *arg, void *out)
+{
+	long long n = kiln_parse_size(arg);
+
+	if (n < 2 || n > (1ll << 30))
+		return kiln_cli_fail(cmd, "--max-record-bytes must be between 2 and 1G");
+	((kiln_validator_options *)out)->limits.max_bytes = (size_t)n;
+	return 0;
+}
+
 int kiln_cmd_validate(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"contract", required_argument, NULL, 'c'},
-	    {"schema", required_argument, NULL, 's'},
-	    {"format", required_argument, NULL, 'f'},
-	    {"unknown-fields", required_argument, NULL, 'u'},
-	    {"max-depth", required_argument, NULL, 'd'},
-	    {"max-record-bytes", required_argument, NULL, 'm'},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	const char *contract_path = NULL;
 	kiln_contract_options copts = {0};
 	kiln_validator_options vopts = {.unknown_fields = -1};
-	kiln_contract *contract = NULL;
 	run_state st = {0};
-	long long n;
-	int opt, status = KILN_EXIT_USAGE;
+	const kiln_cli_option rows[] = {
+	    {.name = "contract", .letter = 'c', .kind = KILN_CLI_STRING, .out = &contract_path},
+	    {.name = "schema", .kind = KILN_CLI_STRING, .out = &copts.schema},
+	    {.name = "format", .letter = 'f', .kind = KILN_CLI_CUSTOM, .out = &st, .parse = parse_format},
+	    {.name = "unknown-fields", .kind = KILN_CLI_CUSTOM, .out = &vopts, .parse = parse_unknown},
+	    {.name = "max-depth", .kind = KILN_CLI_CUSTOM, .out = &vopts, .parse = parse_max_depth},
+	    {.name = "max-record-bytes", .kind = KILN_CLI_CUSTOM, .out = &vopts, .parse = parse_max_bytes},
+	    {.name = "quiet", .letter = 'q', .kind = KILN_CLI_FLAG, .out = &st.quiet},
+	    KILN_CLI_END,
+	};
+	const kiln_cli_spec spec = {.cmd = "validate", .usage = usage_text, .rows = rows, .max_args = -1};
+	kiln_contract *contract = NULL;
+	int first, status;
 
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "c:f:qh", long_options, NULL)) != -1) {
-		switch (opt) {
-		case 'c':
-			contract_path = optarg;
-			break;
-		case 's':
-			copts.schema = optarg;
-			break;
-		case 'f':
-			if (strcmp(optarg, "json") == 0)
-				st.json = true;
-			else if (strcmp(optarg, "text") != 0)
-				return kiln_cli_fail("validate", "--format must be text or json");
-			break;
-		case 'u':
-			if (strcmp(optarg, "reject") == 0)
-				vopts.unknown_fields = KILN_UNKNOWN_REJECT;
-			else if (strcmp(optarg, "allow") == 0)
-				vopts.unknown_fields = KILN_UNKNOWN_ALLOW;
-			else
-				return kiln_cli_fail("validate", "--unknown-fields must be reject or allow");
-			break;
-		case 'd':
-			n = kiln_parse_size(optarg);
-			if (n < 1 || n > 100000)
-				return kiln_cli_fail("validate", "--max-depth must be between 1 and 100000");
-			vopts.limits.max_depth = (uint32_t)n;
-			break;
-		case 'm':
-			n = kiln_parse_size(optarg);
-			if (n < 2 || n > (1ll << 30))
-				return kiln_cli_fail("validate",
-				                     "--max-record-bytes must be between 2 and 1G");
-			vopts.limits.max_bytes = (size_t)n;
-			break;
-		case 'q':
-			st.quiet = true;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			return KILN_EXIT_USAGE;
-		}
-	}
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
 	if (!contract_path)
 		return kiln_cli_fail("validate", "--contract is required (see kiln validate --help)");
 	if (!vopts.limits.max_bytes)
@@ -246,13 +247,13 @@ int kiln_cmd_validate(int argc, char **argv)
 		goto cleanup;
 	}
 
-	if (optind == argc) {
+	if (first == argc) {
 		if (validate_fd(&st, STDIN_FILENO, "<stdin>", vopts.limits.max_bytes) < 0) {
 			kiln_cli_fail("validate", "%s", kiln_error_last());
 			goto cleanup;
 		}
 	}
-	for (int i = optind; i < argc; i++) {
+	for (int i = first; i < argc; i++) {
 		bool is_stdin = strcmp(argv[i], "-") == 0;
 		int fd = is_stdin ? STDIN_FILENO : open(argv[i], O_RDONLY | O_CLOEXEC);
 		int rc;

@@ -5,11 +5,12 @@
  * the consistency of its tree (shard lines in the right fan-out file and
  * order, stats.json agreeing with the shards listed), and with --deep that
  * every shard in the store still hashes to its name. Names what is wrong. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "manifest/manifest.h"
@@ -45,53 +46,43 @@ typedef struct verify_opts {
 	kiln_verify_keys keys;
 } verify_opts;
 
+/* --allowed-signers FILE, --public-key FILE into the kiln_verify_keys at out. */
+static int load_keys(const char *cmd, const char *arg, void *out)
+{
+	if (kiln_verify_keys_load(out, arg) < 0)
+		return kiln_cli_fail(cmd, "%s", kiln_error_last());
+	return 0;
+}
+
 /* -1 to go on, else the exit status. */
 static int parse_options(verify_opts *o, int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"deep", no_argument, NULL, 'd'},
-	    {"allowed-signers", required_argument, NULL, 'a'},
-	    {"public-key", required_argument, NULL, 'k'},
-	    {"manifest", required_argument, NULL, 'm'},
-	    {"store", required_argument, NULL, 's'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	const kiln_cli_option rows[] = {
+	    {.name = "deep", .kind = KILN_CLI_FLAG, .out = &o->deep},
+	    {.name = "allowed-signers", .kind = KILN_CLI_CUSTOM, .out = &o->keys, .parse = load_keys},
+	    {.name = "public-key", .kind = KILN_CLI_CUSTOM, .out = &o->keys, .parse = load_keys},
+	    KILN_CLI_MANIFEST_ROW(&o->manifest_path),
+	    {.name = "store", .letter = 's', .kind = KILN_CLI_STORE, .out = &o->store_url},
+	    KILN_CLI_END,
 	};
-	int opt;
+	const kiln_cli_spec spec = {
+	    .cmd = "verify",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = "expected one DATASET@REF (see kiln verify --help)",
+	};
+	int first, status;
 
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "m:s:h", long_options, NULL)) != -1) {
-		switch (opt) {
-		case 'd':
-			o->deep = true;
-			break;
-		case 'a':
-		case 'k':
-			if (kiln_verify_keys_load(&o->keys, optarg) < 0)
-				return kiln_cli_fail("verify", "%s", kiln_error_last());
-			break;
-		case 'm':
-			o->manifest_path = optarg;
-			break;
-		case 's':
-			o->store_url = optarg;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			return KILN_EXIT_OK;
-		default:
-			fputs(usage_text, stderr);
-			return KILN_EXIT_USAGE;
-		}
-	}
-	if (optind != argc - 1)
-		return kiln_cli_fail("verify", "expected one DATASET@REF (see kiln verify --help)");
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
 	if (!o->manifest_path || !*o->manifest_path)
 		return kiln_cli_fail("verify", "no manifest repository: use --manifest or set KILN_MANIFEST");
 	if (o->deep && (!o->store_url || !*o->store_url))
 		return kiln_cli_fail("verify", "--deep needs the store: use --store or set KILN_STORE");
-	o->spec = argv[optind];
-	return -1;
+	o->spec = argv[first];
+	return KILN_CLI_GO_ON;
 }
 
 /* Prints the verdict on the signature: the problems found (on stderr), or
@@ -172,7 +163,7 @@ static int verify(const verify_opts *o, kiln_manifest *m, const kiln_version *v,
 
 int kiln_cmd_verify(int argc, char **argv)
 {
-	verify_opts o = {.manifest_path = getenv("KILN_MANIFEST"), .store_url = getenv("KILN_STORE")};
+	verify_opts o = {0};
 	kiln_manifest *m = NULL;
 	kiln_store *store = NULL;
 	kiln_version v;
@@ -180,7 +171,7 @@ int kiln_cmd_verify(int argc, char **argv)
 	bool must_sign = false;
 	int problems, status;
 
-	if ((status = parse_options(&o, argc, argv)) >= 0)
+	if ((status = parse_options(&o, argc, argv)) != KILN_CLI_GO_ON)
 		return status;
 	status = KILN_EXIT_USAGE;
 	if (kiln_manifest_open(&m, o.manifest_path) < 0 || kiln_version_lookup(m, o.spec, &v) < 0 ||
