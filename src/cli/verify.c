@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "cli/args.h"
-#include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "manifest/manifest.h"
@@ -85,80 +84,22 @@ static int parse_options(verify_opts *o, int argc, char **argv)
 	return KILN_CLI_GO_ON;
 }
 
-/* Prints the verdict on the signature: the problems found (on stderr), or
- * -1 on an error that stops the check (printed). */
-static int report_signature(const verify_opts *o, kiln_manifest *m, const kiln_version *v, bool must_sign)
-{
-	const char *shown = v->ref[0] ? v->ref : v->commit;
-	kiln_verify_sig sig;
-
-	if (kiln_verify_signature(&sig, m, v, &o->keys) < 0) {
-		kiln_cli_fail("verify", "%s", kiln_error_last());
-		return -1;
-	}
-	if (sig.state == KILN_VERIFY_SIG_NONE) {
-		if (o->keys.count) {
-			fprintf(stderr, "kiln verify: %s: %s is not signed\n", o->spec, shown);
-			return 1;
-		}
-		if (must_sign) {
-			fprintf(
-			    stderr,
-			    "kiln verify: %s: %s is not signed, and the repository says it must be (%s)\n",
-			    o->spec, shown, KILN_VERSION_SIGNED_KEY);
-			return 1;
-		}
-		printf("signature: none (%s is unsigned)\n", shown);
-		return 0;
-	}
-	if (sig.state == KILN_VERIFY_SIG_TAMPERED) {
-		fprintf(stderr,
-		        "kiln verify: %s: the signature of %s does not match its content (tampered)\n",
-		        o->spec, shown);
-		return 1;
-	}
-	if (o->keys.count && !sig.trusted) {
-		fprintf(stderr, "kiln verify: %s: signed by ssh-ed25519 %s, which is not a trusted key\n",
-		        o->spec, sig.fingerprint);
-		return 1;
-	}
-	printf("signature: good, ssh-ed25519 %s%s\n", sig.fingerprint,
-	       o->keys.count ? " (trusted)" : " (no trusted keys given: not checked against any)");
-	return 0;
-}
-
 static void print_problem(void *ctx, const char *problem)
 {
 	(void)ctx;
 	fprintf(stderr, "kiln verify: %s\n", problem);
 }
 
-/* The name, the signature and the tree: the problems found, or -1 on an
- * error that stops the check (printed). */
-static int verify(const verify_opts *o, kiln_manifest *m, const kiln_version *v, kiln_store *store,
-                  bool must_sign, kiln_verify_tree_result *tree)
+/* The signature line, when the signature was no problem. */
+static void print_signature(const verify_opts *o, const kiln_version *v, const kiln_verify_result *r)
 {
-	int problems = 0, rc;
-
-	/* the name: a tag object put under another version's name is refused
-	 * before its signature is looked at, whoever signed it */
-	if (kiln_version_check_tag(m, v) < 0) {
-		if (kiln_error_last_code() != KILN_EINVALID) {
-			kiln_cli_fail("verify", "%s", kiln_error_last());
-			return -1;
-		}
-		fprintf(stderr, "kiln verify: %s: %s\n", o->spec, kiln_error_last());
-		problems++;
-	} else if ((rc = report_signature(o, m, v, must_sign)) < 0) {
-		return -1;
-	} else {
-		problems += rc;
-	}
-	if (kiln_verify_tree(tree, m, v, o->spec, store, print_problem, NULL) < 0) {
-		kiln_cli_fail("verify", "%s", kiln_error_last());
-		return -1;
-	}
-	return problems + (int)tree->problems;
+	if (!r->name_ok || !r->sig_ok)
+		return;
+	if (r->sig.state == KILN_VERIFY_SIG_NONE)
+		printf("signature: none (%s is unsigned)\n", v->ref[0] ? v->ref : v->commit);
+	else
+		printf("signature: good, ssh-ed25519 %s%s\n", r->sig.fingerprint,
+		       o->keys.count ? " (trusted)" : " (no trusted keys given: not checked against any)");
 }
 
 int kiln_cmd_verify(int argc, char **argv)
@@ -167,25 +108,23 @@ int kiln_cmd_verify(int argc, char **argv)
 	kiln_manifest *m = NULL;
 	kiln_store *store = NULL;
 	kiln_version v;
-	kiln_verify_tree_result tree;
-	bool must_sign = false;
-	int problems, status;
+	kiln_verify_result r;
+	int status;
 
 	if ((status = parse_options(&o, argc, argv)) != KILN_CLI_GO_ON)
 		return status;
 	status = KILN_EXIT_USAGE;
 	if (kiln_manifest_open(&m, o.manifest_path) < 0 || kiln_version_lookup(m, o.spec, &v) < 0 ||
-	    kiln_version_must_be_signed(m, &v, &must_sign) < 0 ||
-	    (o.deep && kiln_store_open(&store, o.store_url, NULL) < 0)) {
+	    (o.deep && kiln_store_open(&store, o.store_url, NULL) < 0) ||
+	    kiln_verify_version(&r, m, &v, o.spec, &o.keys, store, print_problem, NULL) < 0) {
 		kiln_cli_fail("verify", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	if ((problems = verify(&o, m, &v, store, must_sign, &tree)) < 0)
-		goto cleanup;
-	if (!problems) {
+	print_signature(&o, &v, &r);
+	if (!r.problems) {
 		printf("tree: consistent (%s, commit %.12s)\n", v.ref[0] ? v.ref : "commit", v.commit);
 		if (o.deep)
-			printf("store: %llu shards verified\n", (unsigned long long)tree.shards_ok);
+			printf("store: %llu shards verified\n", (unsigned long long)r.shards_ok);
 		status = KILN_EXIT_OK;
 	} else {
 		status = KILN_EXIT_INVALID;

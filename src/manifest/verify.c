@@ -307,3 +307,81 @@ int kiln_verify_tree(kiln_verify_tree_result *out, kiln_manifest *manifest, cons
 		    (unsigned long long)stats.quarantined);
 	return 0;
 }
+
+/* ---- the whole judgement -------------------------------------------------- */
+
+typedef struct judge {
+	kiln_verify_result *out;
+	kiln_verify_report report;
+	void *ctx;
+} judge;
+
+static void judge_line(void *ctx, const char *line)
+{
+	judge *j = ctx;
+
+	j->out->problems++;
+	if (j->report)
+		j->report(j->ctx, line);
+}
+
+static void judgef(judge *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void judgef(judge *j, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	judge_line(j, line);
+}
+
+/* The signature found, and whether it is a problem. */
+static void judge_signature(judge *j, const kiln_version *v, const char *spec, const kiln_verify_keys *keys)
+{
+	const char *shown = v->ref[0] ? v->ref : v->commit;
+	const kiln_verify_sig *sig = &j->out->sig;
+	bool have_keys = keys && keys->count;
+
+	j->out->sig_ok = false;
+	if (sig->state == KILN_VERIFY_SIG_NONE && have_keys)
+		judgef(j, "%s: %s is not signed", spec, shown);
+	else if (sig->state == KILN_VERIFY_SIG_NONE && j->out->must_be_signed)
+		judgef(j, "%s: %s is not signed, and the repository says it must be (%s)", spec, shown,
+		       KILN_VERSION_SIGNED_KEY);
+	else if (sig->state == KILN_VERIFY_SIG_TAMPERED)
+		judgef(j, "%s: the signature of %s does not match its content (tampered)", spec, shown);
+	else if (sig->state == KILN_VERIFY_SIG_GOOD && have_keys && !sig->trusted)
+		judgef(j, "%s: signed by ssh-ed25519 %s, which is not a trusted key", spec, sig->fingerprint);
+	else
+		j->out->sig_ok = true;
+}
+
+int kiln_verify_version(kiln_verify_result *out, kiln_manifest *manifest, const kiln_version *version,
+                        const char *spec, const kiln_verify_keys *keys, kiln_store *store,
+                        kiln_verify_report report, void *ctx)
+{
+	static const kiln_verify_keys none = {.count = 0};
+	judge j = {out, report, ctx};
+	kiln_verify_tree_result tree;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = kiln_version_must_be_signed(manifest, version, &out->must_be_signed)) < 0)
+		return rc;
+	if (kiln_version_check_tag(manifest, version) < 0) {
+		if ((rc = kiln_error_last_code()) != KILN_EINVALID)
+			return rc;
+		judgef(&j, "%s: %s", spec, kiln_error_last());
+	} else {
+		out->name_ok = true;
+		if ((rc = kiln_verify_signature(&out->sig, manifest, version, keys ? keys : &none)) < 0)
+			return rc;
+		judge_signature(&j, version, spec, keys);
+	}
+	if ((rc = kiln_verify_tree(&tree, manifest, version, spec, store, judge_line, &j)) < 0)
+		return rc;
+	out->shards_ok = tree.shards_ok;
+	return 0;
+}

@@ -72,4 +72,26 @@ typedef struct kiln_verify_tree_result {
 int kiln_verify_tree(kiln_verify_tree_result *out, kiln_manifest *manifest, const kiln_version *version,
                      const char *spec, kiln_store *store, kiln_verify_report report, void *ctx);
 
+/* What `kiln verify` and kiln_reader_verify judge (docs/RELEASES.md). */
+typedef struct kiln_verify_result {
+	bool name_ok;        /* false: a tag object under another version's name (then no signature judged) */
+	kiln_verify_sig sig; /* the signature found (name_ok only) */
+	bool sig_ok;         /* the signature is not a problem (name_ok only) */
+	bool must_be_signed; /* the repository's kiln.signed covers this version */
+	unsigned problems;   /* lines reported */
+	uint64_t shards_ok;  /* shards the store gave back intact (with a store) */
+} kiln_verify_result;
+
+/* The whole judgement, each problem one line to report (spec names the
+ * version): the tag object must carry the version's name (checked first:
+ * a tag put under another name is refused whoever signed it); then the
+ * signature: an unsigned version is a problem when keys were given (keys
+ * may be NULL) or kiln.signed requires it, a tampered signature is one, and
+ * so is a good one by a key not among the keys given; then the tree, and
+ * with a store every shard (kiln_verify_tree). Returns 0 when the checks
+ * ran, whatever they found, or the error that stopped them. */
+int kiln_verify_version(kiln_verify_result *out, kiln_manifest *manifest, const kiln_version *version,
+                        const char *spec, const kiln_verify_keys *keys, kiln_store *store,
+                        kiln_verify_report report, void *ctx);
+
 #endif

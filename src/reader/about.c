@@ -2,7 +2,6 @@
  * its stats.json and dataset.json through the manifest codec, and the
  * checks of `kiln verify` (manifest/verify.h) for a training job that must
  * trust a version before reading it. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -89,97 +88,29 @@ int kiln_reader_read_definition(kiln_reader *r, kiln_reader_definition *out)
 
 /* ---- trust ------------------------------------------------------------------ */
 
-typedef struct trust_ctx {
-	kiln_reader_trust *out;
-	kiln_reader_report report;
-	void *ctx;
-} trust_ctx;
-
-static void problem(void *ctx, const char *line)
-{
-	trust_ctx *t = ctx;
-
-	t->out->problems++;
-	if (t->report)
-		t->report(t->ctx, line);
-}
-
-static void problemf(trust_ctx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void problemf(trust_ctx *t, const char *fmt, ...)
-{
-	char line[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	problem(t, line);
-}
-
-/* The signature, judged as `kiln verify` judges it. */
-static int check_signature(kiln_reader *r, const kiln_verify_keys *keys, trust_ctx *t)
-{
-	const char *shown = r->version.ref[0] ? r->version.ref : r->version.commit;
-	kiln_reader_trust *out = t->out;
-	kiln_verify_sig sig;
-	bool must = false;
-	int rc;
-
-	if ((rc = kiln_version_must_be_signed(r->manifest, &r->version, &must)) < 0 ||
-	    (rc = kiln_verify_signature(&sig, r->manifest, &r->version, keys)) < 0)
-		return rc;
-	out->must_be_signed = must;
-	out->trusted = sig.trusted;
-	switch (sig.state) {
-	case KILN_VERIFY_SIG_NONE:
-		out->signature = KILN_SIGNATURE_NONE;
-		if (keys->count)
-			problemf(t, "%s: %s is not signed", r->spec, shown);
-		else if (must)
-			problemf(t, "%s: %s is not signed, and the repository says it must be (%s)", r->spec,
-			         shown, KILN_VERSION_SIGNED_KEY);
-		break;
-	case KILN_VERIFY_SIG_TAMPERED:
-		out->signature = KILN_SIGNATURE_TAMPERED;
-		problemf(t, "%s: the signature of %s does not match its content (tampered)", r->spec, shown);
-		break;
-	case KILN_VERIFY_SIG_GOOD:
-		out->signature = KILN_SIGNATURE_GOOD;
-		memcpy(out->fingerprint, sig.fingerprint, sizeof(out->fingerprint));
-		if (keys->count && !sig.trusted)
-			problemf(t, "%s: signed by ssh-ed25519 %s, which is not a trusted key", r->spec,
-			         sig.fingerprint);
-		break;
-	}
-	return 0;
-}
-
 int kiln_reader_verify(kiln_reader *r, const char *trusted_keys, int deep, kiln_reader_trust *out,
                        kiln_reader_report report, void *ctx)
 {
-	trust_ctx t = {out, report, ctx};
+	static const kiln_signature states[] = {[KILN_VERIFY_SIG_NONE] = KILN_SIGNATURE_NONE,
+	                                        [KILN_VERIFY_SIG_TAMPERED] = KILN_SIGNATURE_TAMPERED,
+	                                        [KILN_VERIFY_SIG_GOOD] = KILN_SIGNATURE_GOOD};
 	kiln_verify_keys keys = {0};
-	kiln_verify_tree_result tree;
+	kiln_verify_result v;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	if (deep && !r->store)
 		return kiln_error_set(KILN_EINVALID, "%s: a deep check needs the reader opened with a store",
 		                      r->spec);
-	if (trusted_keys && (rc = kiln_verify_keys_load(&keys, trusted_keys)) < 0)
+	if ((trusted_keys && (rc = kiln_verify_keys_load(&keys, trusted_keys)) < 0) ||
+	    (rc = kiln_verify_version(&v, r->manifest, &r->version, r->spec, &keys, deep ? r->store : NULL,
+	                              report, ctx)) < 0)
 		return rc;
-	/* a tag object put under another version's name is refused before its
-	 * signature is looked at, whoever signed it */
-	if (kiln_version_check_tag(r->manifest, &r->version) < 0) {
-		if (kiln_error_last_code() != KILN_EINVALID)
-			return kiln_error_last_code();
-		problemf(&t, "%s: %s", r->spec, kiln_error_last());
-	} else if ((rc = check_signature(r, &keys, &t)) < 0) {
-		return rc;
-	}
-	if ((rc = kiln_verify_tree(&tree, r->manifest, &r->version, r->spec, deep ? r->store : NULL, problem,
-	                           &t)) < 0)
-		return rc;
-	out->shards_ok = tree.shards_ok;
+	out->signature = states[v.sig.state];
+	out->trusted = v.sig.trusted;
+	out->must_be_signed = v.must_be_signed;
+	memcpy(out->fingerprint, v.sig.fingerprint, sizeof(out->fingerprint));
+	out->problems = v.problems;
+	out->shards_ok = v.shards_ok;
 	return 0;
 }
