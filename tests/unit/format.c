@@ -119,7 +119,7 @@ static void test_from_name_unknown(void **state)
 
 static void test_name(void **state)
 {
-	kiln_format f;
+	kiln_format f = KILN_FORMAT_NONE;
 	int i;
 
 	(void)state;

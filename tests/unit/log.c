@@ -348,7 +348,7 @@ static void *limiter_thread(void *arg)
 static void test_limiter_threads(void **state)
 {
 	pthread_t t[THREADS];
-	uint64_t s;
+	uint64_t s = 0;
 
 	for (int i = 0; i < THREADS; i++)
 		assert_int_equal(pthread_create(&t[i], NULL, limiter_thread, NULL), 0);
