@@ -176,18 +176,26 @@ typedef struct tree_check {
 	kiln_store *store;
 } tree_check;
 
+/* One problem line, counted, to report (may be NULL). */
+static void problem(kiln_verify_report report, void *ctx, unsigned *count, const char *fmt, va_list ap)
+{
+	char line[2048];
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	(*count)++;
+	if (report)
+		report(ctx, line);
+}
+
 static void say(tree_check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void say(tree_check *c, const char *fmt, ...)
 {
-	char line[2048];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	problem(c->report, c->ctx, &c->out->problems, fmt, ap);
 	va_end(ap);
-	c->out->problems++;
-	c->report(c->ctx, line);
 }
 
 static int check_shard(void *ctx, const kiln_shard_entry *e)
@@ -328,13 +336,11 @@ static void judge_line(void *ctx, const char *line)
 static void judgef(judge *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void judgef(judge *j, const char *fmt, ...)
 {
-	char line[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	problem(j->report, j->ctx, &j->out->problems, fmt, ap);
 	va_end(ap);
-	judge_line(j, line);
 }
 
 /* The signature found, and whether it is a problem. */
