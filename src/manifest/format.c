@@ -150,6 +150,38 @@ static int jr_end(jreader *r)
 	return jr_next(r, &t);
 }
 
+/* Starts reading text: its top-level value must be an object ("where: what"). */
+static int jr_begin(jreader *r, const char *text, size_t len, const char *what)
+{
+	kiln_json_token t;
+
+	kiln_json_scanner_reset(r->scanner, text, len);
+	return jr_expect(r, &t, KILN_JSON_OBJECT_BEGIN, what);
+}
+
+/* The next member's key into *t: 1, or 0 at the end of the object. */
+static int jr_next_key(jreader *r, kiln_json_token *t)
+{
+	int rc = jr_next(r, t);
+
+	if (rc < 0)
+		return rc;
+	return t->type == KILN_JSON_OBJECT_END ? 0 : 1;
+}
+
+/* The next entry of an array of objects: 1 at an entry's '{', 0 at the
+ * array's end; anything else is bad (what). */
+static int jr_next_object(jreader *r, kiln_json_token *t, const char *what)
+{
+	int rc = jr_next(r, t);
+
+	if (rc < 0)
+		return rc;
+	if (t->type == KILN_JSON_ARRAY_END)
+		return 0;
+	return t->type == KILN_JSON_OBJECT_BEGIN ? 1 : jr_bad(r, what);
+}
+
 /* Whether key token t decodes to name. */
 static bool jr_key_is(const kiln_json_token *t, const char *name)
 {
@@ -222,6 +254,19 @@ static int jr_string(jreader *r, const char *field, char **out)
 	return 0;
 }
 
+/* The value of "shard" into *t: 64 lower-case hex digits, unescaped. */
+static int jr_shard_hash(jreader *r, kiln_json_token *t)
+{
+	int rc = jr_next(r, t);
+
+	if (rc < 0)
+		return rc;
+	if (t->type != KILN_JSON_STRING || t->len != HASH_LEN || (t->flags & KILN_JSON_ESCAPED) ||
+	    !hex_valid(t->ptr, HASH_LEN))
+		return jr_bad(r, "\"shard\" must be 64 lower-case hex digits");
+	return 0;
+}
+
 /* Skips the value that follows a key. */
 static int jr_skip(jreader *r)
 {
@@ -250,11 +295,7 @@ static int parse_split_stats(jreader *r, kiln_split_stats *s)
 
 	if ((rc = jr_expect(r, &t, KILN_JSON_OBJECT_BEGIN, "a split's stats must be an object")) < 0)
 		return rc;
-	for (;;) {
-		if ((rc = jr_next(r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			return 0;
+	while ((rc = jr_next_key(r, &t)) > 0) {
 		if (jr_key_is(&t, "records"))
 			rc = jr_u64(r, "records", &s->records);
 		else if (jr_key_is(&t, "shards"))
@@ -268,6 +309,7 @@ static int parse_split_stats(jreader *r, kiln_split_stats *s)
 		if (rc < 0)
 			return rc;
 	}
+	return rc;
 }
 
 static int parse_codes(jreader *r, kiln_stats *out)
@@ -277,21 +319,17 @@ static int parse_codes(jreader *r, kiln_stats *out)
 
 	if ((rc = jr_expect(r, &t, KILN_JSON_OBJECT_BEGIN, "\"quarantined_by_code\" must be an object")) < 0)
 		return rc;
-	for (;;) {
-		int code;
+	while ((rc = jr_next_key(r, &t)) > 0) {
+		int code = 1;
 
-		if ((rc = jr_next(r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			return 0;
-		for (code = 1; code < KILN_REJECT_COUNT_; code++)
-			if (jr_key_is(&t, kiln_reject_name((kiln_reject)code)))
-				break;
+		while (code < KILN_REJECT_COUNT_ && !jr_key_is(&t, kiln_reject_name((kiln_reject)code)))
+			code++;
 		if (code == KILN_REJECT_COUNT_)
 			return jr_bad(r, "unknown code in \"quarantined_by_code\"");
 		if ((rc = jr_u64(r, "quarantined_by_code", &out->quarantined_by_code[code])) < 0)
 			return rc;
 	}
+	return rc;
 }
 
 static int parse_splits(jreader *r, kiln_stats *out)
@@ -301,21 +339,17 @@ static int parse_splits(jreader *r, kiln_stats *out)
 
 	if ((rc = jr_expect(r, &t, KILN_JSON_OBJECT_BEGIN, "\"splits\" must be an object")) < 0)
 		return rc;
-	for (;;) {
-		int split;
+	while ((rc = jr_next_key(r, &t)) > 0) {
+		int split = 0;
 
-		if ((rc = jr_next(r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			return 0;
-		for (split = 0; split < KILN_SPLIT_COUNT; split++)
-			if (jr_key_is(&t, kiln_split_name((kiln_split)split)))
-				break;
+		while (split < KILN_SPLIT_COUNT && !jr_key_is(&t, kiln_split_name((kiln_split)split)))
+			split++;
 		if (split == KILN_SPLIT_COUNT)
 			return jr_bad(r, "unknown split in \"splits\"");
 		if ((rc = parse_split_stats(r, &out->splits[split])) < 0)
 			return rc;
 	}
+	return rc;
 }
 
 int kiln_mfmt_stats_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
@@ -326,14 +360,9 @@ int kiln_mfmt_stats_parse(kiln_json_scanner *scanner, const char *where, const c
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	kiln_json_scanner_reset(scanner, text, len);
-	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "must be an object")) < 0)
+	if ((rc = jr_begin(&r, text, len, "must be an object")) < 0)
 		return rc;
-	for (;;) {
-		if ((rc = jr_next(&r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
+	while ((rc = jr_next_key(&r, &t)) > 0) {
 		if (jr_key_is(&t, "records_in"))
 			rc = jr_u64(&r, "records_in", &out->records_in);
 		else if (jr_key_is(&t, "valid"))
@@ -349,7 +378,7 @@ int kiln_mfmt_stats_parse(kiln_json_scanner *scanner, const char *where, const c
 		if (rc < 0)
 			return rc;
 	}
-	return jr_end(&r);
+	return rc < 0 ? rc : jr_end(&r);
 }
 
 int kiln_mfmt_stats_render(kiln_buf *out, const kiln_stats *s)
@@ -469,13 +498,9 @@ static int parse_lineage_entry(jreader *r, kiln_mfmt_lineage *out)
 	bool have_partition = false, have_next = false, have_bytes = false;
 	int rc;
 
-	for (;;) {
+	while ((rc = jr_next_key(r, &t)) > 0) {
 		int64_t v;
 
-		if ((rc = jr_next(r, &t)) < 0)
-			goto fail;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
 		if (jr_key_is(&t, "topic") && !e.topic) {
 			rc = jr_string(r, "topic", (char **)&e.topic);
 		} else if (jr_key_is(&t, "partition")) {
@@ -505,6 +530,8 @@ static int parse_lineage_entry(jreader *r, kiln_mfmt_lineage *out)
 		if (rc < 0)
 			goto fail;
 	}
+	if (rc < 0)
+		goto fail;
 	if (!e.topic || !have_partition || !have_next) {
 		rc = jr_bad(r, "a partitions entry needs \"topic\", \"partition\" and \"next\"");
 		goto fail;
@@ -533,30 +560,22 @@ int kiln_mfmt_lineage_parse(kiln_json_scanner *scanner, const char *where, const
 	bool have_partitions = false;
 	int rc;
 
-	kiln_json_scanner_reset(scanner, text, len);
-	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "must be an object")) < 0)
+	if ((rc = jr_begin(&r, text, len, "must be an object")) < 0)
 		return rc;
-	for (;;) {
-		if ((rc = jr_next(&r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
+	while ((rc = jr_next_key(&r, &t)) > 0) {
 		if (!jr_key_is(&t, "partitions"))
 			return jr_bad(&r, "unexpected key at the top level");
 		have_partitions = true;
 		if ((rc = jr_expect(&r, &t, KILN_JSON_ARRAY_BEGIN, "\"partitions\" must be an array")) < 0)
 			return rc;
-		for (;;) {
-			if ((rc = jr_next(&r, &t)) < 0)
-				return rc;
-			if (t.type == KILN_JSON_ARRAY_END)
-				break;
-			if (t.type != KILN_JSON_OBJECT_BEGIN)
-				return jr_bad(&r, "\"partitions\" entries must be objects");
+		while ((rc = jr_next_object(&r, &t, "\"partitions\" entries must be objects")) > 0)
 			if ((rc = parse_lineage_entry(&r, out)) < 0)
 				return rc;
-		}
+		if (rc < 0)
+			return rc;
 	}
+	if (rc < 0)
+		return rc;
 	if (!have_partitions)
 		return jr_bad(&r, "missing \"partitions\"");
 	return jr_end(&r);
@@ -665,8 +684,7 @@ int kiln_mfmt_dataset_parse(kiln_json_scanner *scanner, const char *where, const
 
 	memset(out, 0, sizeof(*out));
 	out->owned = true;
-	kiln_json_scanner_reset(scanner, text, len);
-	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "must be an object")) < 0)
+	if ((rc = jr_begin(&r, text, len, "must be an object")) < 0)
 		return rc;
 	for (;;) {
 		const char **field;
@@ -854,18 +872,14 @@ int kiln_mfmt_shard_line_hash(kiln_json_scanner *scanner, const char *where, con
 	int rc;
 
 	*out_hash = NULL;
-	kiln_json_scanner_reset(scanner, text, len);
-	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "each line must be an object")) < 0)
+	if ((rc = jr_begin(&r, text, len, "each line must be an object")) < 0)
 		return rc;
 	while ((rc = jr_next(&r, &t)) == 0) {
 		if (t.type == KILN_JSON_OBJECT_END && t.depth == 0)
 			break;
 		if (t.type == KILN_JSON_KEY && t.depth == 1 && jr_key_is(&t, "shard")) {
-			if ((rc = jr_next(&r, &t)) < 0)
+			if ((rc = jr_shard_hash(&r, &t)) < 0)
 				return rc;
-			if (t.type != KILN_JSON_STRING || t.len != HASH_LEN ||
-			    (t.flags & KILN_JSON_ESCAPED) || !hex_valid(t.ptr, HASH_LEN))
-				return jr_bad(&r, "\"shard\" must be 64 lower-case hex digits");
 			*out_hash = t.ptr;
 		}
 	}
@@ -924,13 +938,9 @@ static int parse_source(jreader *r, kiln_source_range *out, size_t *topic_off, k
 	bool have_topic = false, have_partition = false, have_first = false, have_last = false;
 	int64_t v;
 
-	for (;;) {
-		int rc = jr_next(r, &t);
+	int rc;
 
-		if (rc < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
+	while ((rc = jr_next_key(r, &t)) > 0) {
 		if (jr_key_is(&t, "topic")) {
 			size_t n;
 
@@ -964,6 +974,8 @@ static int parse_source(jreader *r, kiln_source_range *out, size_t *topic_off, k
 			return rc;
 		}
 	}
+	if (rc < 0)
+		return rc;
 	if (!have_topic || !have_partition || !have_first || !have_last)
 		return jr_bad(r, "a source needs \"topic\", \"partition\", \"first\" and \"last\"");
 	return 0;
@@ -978,15 +990,9 @@ static int parse_sources(jreader *r, kiln_buf *strings, kiln_source_range **sour
 
 	if ((rc = jr_expect(r, &t, KILN_JSON_ARRAY_BEGIN, "\"sources\" must be an array")) < 0)
 		return rc;
-	for (;;) {
+	while ((rc = jr_next_object(r, &t, "\"sources\" entries must be objects")) > 0) {
 		size_t topic_off = 0;
 
-		if ((rc = jr_next(r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_ARRAY_END)
-			return 0;
-		if (t.type != KILN_JSON_OBJECT_BEGIN)
-			return jr_bad(r, "\"sources\" entries must be objects");
 		if (*count == *sources_cap) {
 			size_t cap = *sources_cap ? *sources_cap * 2 : 4;
 			kiln_source_range *v = realloc(*sources, cap * sizeof(*v));
@@ -1004,6 +1010,7 @@ static int parse_sources(jreader *r, kiln_buf *strings, kiln_source_range **sour
 		(*sources)[*count].topic = (const char *)(uintptr_t)topic_off;
 		(*count)++;
 	}
+	return rc;
 }
 
 int kiln_mfmt_shard_line_parse(kiln_json_scanner *scanner, const char *where, kiln_mfmt_line_mode mode,
@@ -1017,20 +1024,12 @@ int kiln_mfmt_shard_line_parse(kiln_json_scanner *scanner, const char *where, ki
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	kiln_json_scanner_reset(scanner, line, len);
-	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "must be an object")) < 0)
+	if ((rc = jr_begin(&r, line, len, "must be an object")) < 0)
 		return rc;
-	for (;;) {
-		if ((rc = jr_next(&r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
+	while ((rc = jr_next_key(&r, &t)) > 0) {
 		if (jr_key_is(&t, "shard")) {
-			if ((rc = jr_next(&r, &t)) < 0)
+			if ((rc = jr_shard_hash(&r, &t)) < 0)
 				return rc;
-			if (t.type != KILN_JSON_STRING || t.len != HASH_LEN ||
-			    (t.flags & KILN_JSON_ESCAPED) || !hex_valid(t.ptr, HASH_LEN))
-				return jr_bad(&r, "\"shard\" must be 64 lower-case hex digits");
 			memcpy(out->hash, t.ptr, HASH_LEN);
 			out->hash[HASH_LEN] = '\0';
 			have_hash = true;
@@ -1051,7 +1050,7 @@ int kiln_mfmt_shard_line_parse(kiln_json_scanner *scanner, const char *where, ki
 		if (rc < 0)
 			return rc;
 	}
-	if ((rc = jr_end(&r)) < 0)
+	if (rc < 0 || (rc = jr_end(&r)) < 0)
 		return rc;
 	if (mode == KILN_MFMT_LINE_REFS)
 		return have_hash ? 0 : jr_bad(&r, "no \"shard\"");
