@@ -1,5 +1,6 @@
-/* What cache.c (the shard store: open, fill, evict), scrub.c (verify, the
- * scrub), status.c (list, status) and sync.c (pins, downloads, views) share:
+/* What cache.c (the shard store: fill, evict), open.c (open, close),
+ * scrub.c (verify, the scrub), status.c (list, status), sync.c (pins,
+ * downloads, views) and last_sync.c (the last-sync file) share:
  * the cache handle itself.
  *
  * Invariants (checked by assert_cache_state in cache.c in debug builds):
@@ -140,6 +141,9 @@ bool kiln_cache_is_pinned(const kiln_cache *cache, const char *hash);
 /* The size the manifest gives hash when it is pinned, else 0 (unknown); takes `lock`. */
 uint64_t kiln_cache_pinned_bytes(kiln_cache *cache, const char *hash);
 
+/* bytes_used and its gauge; called with `lock` held (or before the cache is shared). */
+void kiln_cache_set_used(kiln_cache *cache, uint64_t used);
+
 /* "<dir>/shards/<hh>/<hash>.jsonl.zst" into out (PATH_MAX). */
 void kiln_cache_shard_path(const kiln_cache *cache, const char *hash, char *out);
 
@@ -168,7 +172,7 @@ int kiln_cache_pins_init(kiln_cache *cache);
 /* A local path or a URL libgit2 fetches (scheme://..., scp-like host:path). */
 bool kiln_cache_manifest_is_url(const char *manifest);
 
-/* Reads and writes <dir>/last-sync. */
+/* Reads and writes <dir>/last-sync (last_sync.c). */
 void kiln_cache_state_load(kiln_cache *cache);
 int kiln_cache_state_save(kiln_cache *cache);
 
@@ -177,5 +181,11 @@ void kiln_cache_refresh_lag(kiln_cache *cache);
 
 /* 1.2 GiB */
 void kiln_cache_human(char *out, size_t cap, uint64_t bytes);
+
+/* s is a commit id: 40 lower-case hex digits. */
+bool kiln_cache_hex40(const char *s);
+
+/* "<dir>/tmp/<what>-<pid>-<n>" into out (PATH_MAX), unique in this process. */
+void kiln_cache_tmp_name(const kiln_cache *cache, char *out, const char *what);
 
 #endif

@@ -3,8 +3,8 @@
  * `concurrency` threads, every download through kiln_cache_fill so it
  * joins a miss being filled for a reader), build each pin's view under tmp/
  * and rename it into place, move the pin's link to it, drop views no pin
- * shows, evict. Also the last-sync file that `kiln cache status` reads in
- * another process. */
+ * shows, evict. What a pass leaves behind (the last-sync file, the
+ * report) is in last_sync.c. */
 #include "cache/internal.h"
 
 #include <dirent.h>
@@ -25,8 +25,6 @@
 #include "manifest/remote.h"
 #include "shard/object.h"
 
-#define STATE_NAME "last-sync"
-
 static _Atomic unsigned long tmp_counter;
 
 static int oom(void)
@@ -34,7 +32,7 @@ static int oom(void)
 	return kiln_error_set(KILN_ENOMEM, "cache: out of memory");
 }
 
-static bool hex40(const char *s)
+bool kiln_cache_hex40(const char *s)
 {
 	for (int i = 0; i < 40; i++)
 		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
@@ -42,7 +40,7 @@ static bool hex40(const char *s)
 	return s[40] == '\0';
 }
 
-static void tmp_name(const kiln_cache *c, char *out, const char *what)
+void kiln_cache_tmp_name(const kiln_cache *c, char *out, const char *what)
 {
 	snprintf(out, PATH_MAX, "%s/tmp/%s-%ld-%lu", c->dir, what, (long)getpid(),
 	         (unsigned long)atomic_fetch_add(&tmp_counter, 1));
@@ -187,7 +185,7 @@ static void read_shown(const kiln_cache *c, const cache_pin *p, char out[41])
 	ssize_t n;
 
 	out[0] = '\0';
-	if (hex40(p->ref)) {
+	if (kiln_cache_hex40(p->ref)) {
 		if (view_ready(c, p->dataset, p->ref))
 			memcpy(out, p->ref, 41);
 		return;
@@ -197,7 +195,7 @@ static void read_shown(const kiln_cache *c, const cache_pin *p, char out[41])
 	if (n != 40)
 		return;
 	target[40] = '\0';
-	if (hex40(target) && view_ready(c, p->dataset, target))
+	if (kiln_cache_hex40(target) && view_ready(c, p->dataset, target))
 		memcpy(out, target, 41);
 }
 
@@ -244,7 +242,7 @@ static int repair_view(kiln_cache *c, const char *view, const cache_listing *l, 
 				                      view);
 			if (lstat(file, &vs) == 0 && vs.st_ino == ss.st_ino && vs.st_dev == ss.st_dev)
 				continue;
-			tmp_name(c, tmp, "relink");
+			kiln_cache_tmp_name(c, tmp, "relink");
 			if (link(shard, tmp) < 0 || rename(tmp, file) < 0) {
 				int err = errno;
 
@@ -272,7 +270,7 @@ static int build_view(kiln_cache *c, const cache_pin *p, const cache_listing *l,
 		return repair_view(c, view, l, repaired);
 	if ((rc = kiln_fs_remove_tree(view)) < 0) /* a view without its marker: never complete */
 		return rc;
-	tmp_name(c, tmp, "view");
+	kiln_cache_tmp_name(c, tmp, "view");
 	if (mkdir(tmp, 0755) < 0)
 		return kiln_error_set(errno == ENOSPC ? KILN_ELIMIT : KILN_EIO, "%s: %s", tmp,
 		                      strerror(errno));
@@ -326,7 +324,7 @@ static int set_link(kiln_cache *c, const cache_pin *p, const char *commit)
 	n = readlink(path, target, sizeof(target) - 1);
 	if (n == 40 && memcmp(target, commit, 40) == 0)
 		return 0;
-	tmp_name(c, tmp, "link");
+	kiln_cache_tmp_name(c, tmp, "link");
 	if (symlink(commit, tmp) < 0)
 		return kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
 	if (rename(tmp, path) < 0) {
@@ -387,7 +385,7 @@ static void drop_stale(kiln_cache *c)
 					        strcmp(c->pins[i].ref, f->d_name) == 0;
 				if (!keep)
 					unlinkat(dirfd(sub), f->d_name, 0);
-			} else if (S_ISDIR(st.st_mode) && hex40(f->d_name)) {
+			} else if (S_ISDIR(st.st_mode) && kiln_cache_hex40(f->d_name)) {
 				for (size_t i = 0; i < np; i++)
 					keep |= strcmp(c->pins[i].dataset, e->d_name) == 0 &&
 					        (strcmp(c->pins[i].shown, f->d_name) == 0 ||
@@ -731,60 +729,54 @@ out:
 	return ok;
 }
 
-int kiln_cache_sync(kiln_cache *c, void (*progress)(void *ctx, const kiln_cache_progress *p), void *ctx)
+/* The cache's counters when a pass starts: the pass reports what it added. */
+typedef struct counters {
+	uint64_t peer_bytes, origin_bytes, fills, evicted, evicted_bytes;
+} counters;
+
+static counters read_counters(kiln_cache *c)
 {
-	const kiln_cache_config *cfg = c->config;
-	const size_t np = cfg->pin_count;
-	cache_listing *cur = calloc(np + 1, sizeof(*cur)), *shown = calloc(np + 1, sizeof(*shown));
-	kiln_cache_sync_stats st = {.pins = np};
-	hash_set upto = {0}, all = {0};
-	outcome o = {0};
-	uint64_t peer0, origin0, evicted0, evb0, fills0;
-	const char *msg = "";
-	bool stopped = false;
-	int rc = 0;
+	return (counters){
+	    .peer_bytes = atomic_load(&c->n_bytes_peer),
+	    .origin_bytes = atomic_load(&c->n_bytes_origin),
+	    .fills = atomic_load(&c->n_fills_peer) + atomic_load(&c->n_fills_origin),
+	    .evicted = atomic_load(&c->n_evicted),
+	    .evicted_bytes = atomic_load(&c->n_evicted_bytes),
+	};
+}
 
-	if (!cur || !shown) {
-		free(cur);
-		free(shown);
-		return oom();
-	}
-	while (flock(c->sync_fd, LOCK_EX) < 0)
-		if (errno != EINTR) {
-			free(cur);
-			free(shown);
-			return kiln_error_set(KILN_EIO, "%s/sync.lock: %s", c->dir, strerror(errno));
-		}
-	peer0 = atomic_load(&c->n_bytes_peer);
-	origin0 = atomic_load(&c->n_bytes_origin);
-	fills0 = atomic_load(&c->n_fills_peer) + atomic_load(&c->n_fills_origin);
-	evicted0 = atomic_load(&c->n_evicted);
-	evb0 = atomic_load(&c->n_evicted_bytes);
-
-	/* 1. the manifest */
-	for (size_t i = 0; c->remote && i < np; i++) {
+/* Fetches the remote manifest once per pinned dataset. */
+static void fetch_manifests(kiln_cache *c, outcome *o)
+{
+	for (size_t i = 0; c->remote && i < c->config->pin_count; i++) {
 		bool seen = false;
+		int rc;
 
 		for (size_t k = 0; k < i; k++)
 			seen |= strcmp(c->pins[k].dataset, c->pins[i].dataset) == 0;
 		if (seen)
 			continue;
-		if ((rc = kiln_manifest_fetch(c->manifest, cfg->manifest, c->pins[i].dataset)) < 0) {
+		if ((rc = kiln_manifest_fetch(c->manifest, c->config->manifest, c->pins[i].dataset)) < 0) {
 			KILN_LOG(KILN_LOG_WARN, "cache_manifest_fetch_failed", kiln_error_last(),
 			         KILN_F_STR("dataset", c->pins[i].dataset));
-			manifest_note(&o, rc, kiln_error_last());
+			manifest_note(o, rc, kiln_error_last());
 		}
 	}
+}
 
-	/* 2. resolve every pin (a pin that no longer resolves keeps its last version) */
-	for (size_t i = 0; i < np; i++) {
+/* Resolves every pin into cur[i] and lists what its view shows into
+ * shown[i] (a pin that no longer resolves keeps its last version). */
+static void resolve_pins(kiln_cache *c, cache_listing *cur, cache_listing *shown, outcome *o)
+{
+	for (size_t i = 0; i < c->config->pin_count; i++) {
 		cache_pin *p = &c->pins[i];
 		kiln_version v;
 		char err[512] = "";
+		int rc;
 
 		if ((rc = kiln_version_resolve(c->manifest, p->spec, &v)) < 0) {
 			snprintf(err, sizeof(err), "%s", kiln_error_last());
-			manifest_note(&o, rc, err);
+			manifest_note(o, rc, err);
 			KILN_LOG(KILN_LOG_WARN, "cache_pin_unresolved", err, KILN_F_STR("pin", p->spec));
 			if (!p->version.commit[0]) {
 				pin_error(c, p, "", err);
@@ -793,7 +785,7 @@ int kiln_cache_sync(kiln_cache *c, void (*progress)(void *ctx, const kiln_cache_
 			v = p->version;
 		}
 		if ((rc = kiln_cache_listing(c->manifest, &v, &cur[i])) < 0) {
-			manifest_note(&o, rc, kiln_error_last());
+			manifest_note(o, rc, kiln_error_last());
 			pin_error(c, p, "", kiln_error_last());
 			continue;
 		}
@@ -808,251 +800,156 @@ int kiln_cache_sync(kiln_cache *c, void (*progress)(void *ctx, const kiln_cache_
 		pthread_mutex_unlock(&c->lock);
 		list_shown(c, p, &v, &shown[i]);
 	}
-	for (size_t i = 0; i < np; i++)
-		if ((rc = set_add(&all, &cur[i])) < 0 || (rc = set_add(&all, &shown[i])) < 0)
-			goto cleanup;
-	set_unique(&all);
-	if ((rc = set_publish(c, &all)) < 0)
-		goto cleanup;
+}
 
-	/* 3. fill pins in order while what they need fits */
-	for (size_t i = 0; i < np; i++) {
+/* The pinned set: every pin's version and what its view shows (every
+ * view, or with !all_shown only the views that still show another commit). */
+static int publish_pinned(kiln_cache *c, const cache_listing *cur, const cache_listing *shown, bool all_shown)
+{
+	hash_set all = {0};
+	int rc = 0;
+
+	for (size_t i = 0; i < c->config->pin_count; i++) {
+		if ((rc = set_add(&all, &cur[i])) < 0)
+			break;
+		if ((all_shown || strcmp(c->pins[i].shown, cur[i].commit) != 0) &&
+		    (rc = set_add(&all, &shown[i])) < 0)
+			break;
+	}
+	if (rc == 0) {
+		set_unique(&all);
+		rc = set_publish(c, &all);
+	}
+	free(all.v);
+	return rc;
+}
+
+/* Fills pins in order while what they need fits. */
+static int fill_pins(kiln_cache *c, cache_listing *cur, const cache_listing *shown, outcome *o,
+                     kiln_cache_sync_stats *st, void (*progress)(void *, const kiln_cache_progress *),
+                     void *ctx)
+{
+	hash_set upto = {0};
+	bool stopped = false;
+	int rc = 0;
+
+	for (size_t i = 0; i < c->config->pin_count; i++) {
 		uint64_t need;
 
 		if (!cur[i].commit[0])
 			continue;
 		if ((rc = set_add(&upto, &cur[i])) < 0 || (rc = set_add(&upto, &shown[i])) < 0)
-			goto cleanup;
+			break;
 		set_unique(&upto);
 		need = set_bytes(&upto);
-		if (!stopped && need > cfg->size_limit) {
+		if (!stopped && need > c->config->size_limit) {
 			stopped = true;
-			limit_message(c, i, need, o.limit_msg, sizeof(o.limit_msg));
-			o.limit_rc = KILN_ELIMIT;
-			KILN_LOG(KILN_LOG_ERROR, "cache_full", o.limit_msg,
+			limit_message(c, i, need, o->limit_msg, sizeof(o->limit_msg));
+			o->limit_rc = KILN_ELIMIT;
+			KILN_LOG(KILN_LOG_ERROR, "cache_full", o->limit_msg,
 			         KILN_F_STR("pin", c->pins[i].spec));
 		}
-		if (sync_pin(c, i, &cur[i], &stopped, &o, &st, progress, ctx))
-			st.pins_ready++;
+		if (sync_pin(c, i, &cur[i], &stopped, o, st, progress, ctx))
+			st->pins_ready++;
 	}
+	free(upto.v);
+	return rc;
+}
 
-	/* 4. views no pin shows; what stays pinned */
-	drop_stale(c);
-	free(all.v);
-	all = (hash_set){0};
-	for (size_t i = 0; i < np; i++) {
-		if ((rc = set_add(&all, &cur[i])) < 0)
-			goto cleanup;
-		if (strcmp(c->pins[i].shown, cur[i].commit) != 0 && (rc = set_add(&all, &shown[i])) < 0)
-			goto cleanup;
-	}
-	set_unique(&all);
-	if ((rc = set_publish(c, &all)) < 0)
-		goto cleanup;
+/* The pass's statistics and outcome (rc, message m) into the cache, the
+ * last-sync file, the metrics and the log. */
+static void record_pass(kiln_cache *c, const cache_listing *cur, kiln_cache_sync_stats *st, const outcome *o,
+                        const counters *start, int rc, const char *m)
+{
+	hash_set refs = {0}; /* distinct shards the pins reference */
+	counters now = read_counters(c);
 
-	/* 5. evict down to the low watermark */
-	if ((rc = kiln_cache_evict(c, 0)) < 0)
-		note(&o.fail_rc, o.fail_msg, sizeof(o.fail_msg), rc, kiln_error_last());
-
-	rc = o.manifest_rc ? o.manifest_rc : o.limit_rc ? o.limit_rc : o.fail_rc;
-	msg = o.manifest_rc ? o.manifest_msg : o.limit_rc ? o.limit_msg : o.fail_msg;
-cleanup : {
-	char m[768];
-
-	if (rc < 0 && !*msg)
-		msg = kiln_error_last();
-	snprintf(m, sizeof(m), "%s", msg);
-	/* distinct shards the pins reference */
-	hash_set refs = {0};
-	for (size_t i = 0; i < np; i++)
+	for (size_t i = 0; i < c->config->pin_count; i++)
 		if (set_add(&refs, &cur[i]) < 0)
 			break;
 	set_unique(&refs);
-	st.shards = refs.n;
-	st.bytes = set_bytes(&refs);
+	st->shards = refs.n;
+	st->bytes = set_bytes(&refs);
 	free(refs.v);
-	st.peer_bytes = atomic_load(&c->n_bytes_peer) - peer0;
-	st.origin_bytes = atomic_load(&c->n_bytes_origin) - origin0;
-	st.fetched = atomic_load(&c->n_fills_peer) + atomic_load(&c->n_fills_origin) - fills0;
-	st.fetched_bytes = st.peer_bytes + st.origin_bytes;
-	st.evicted = atomic_load(&c->n_evicted) - evicted0;
-	st.evicted_bytes = atomic_load(&c->n_evicted_bytes) - evb0;
-	st.manifest_errors = o.manifest_errors;
+	st->peer_bytes = now.peer_bytes - start->peer_bytes;
+	st->origin_bytes = now.origin_bytes - start->origin_bytes;
+	st->fetched = now.fills - start->fills;
+	st->fetched_bytes = st->peer_bytes + st->origin_bytes;
+	st->evicted = now.evicted - start->evicted;
+	st->evicted_bytes = now.evicted_bytes - start->evicted_bytes;
+	st->manifest_errors = o->manifest_errors;
 	pthread_mutex_lock(&c->lock);
 	c->last_time = (int64_t)time(NULL);
 	if (rc == 0)
 		c->last_ok = c->last_time;
 	c->last_rc = rc;
 	snprintf(c->last_msg, sizeof(c->last_msg), "%s", rc ? m : "");
-	c->last = st;
+	c->last = *st;
 	pthread_mutex_unlock(&c->lock);
 	if (kiln_cache_state_save(c) < 0)
 		KILN_LOG(KILN_LOG_WARN, "cache_state_not_saved", kiln_error_last());
 	if (rc != 0)
 		kiln_counter_add(c->m_sync_failures, 1);
 	kiln_cache_refresh_lag(c);
-	KILN_LOG(rc                                        ? KILN_LOG_WARN
-	         : st.fetched || st.evicted || st.repaired ? KILN_LOG_INFO
-	                                                   : KILN_LOG_DEBUG,
-	         "cache_synced", rc ? m : NULL, KILN_F_INT("pins", st.pins),
-	         KILN_F_INT("ready", st.pins_ready), KILN_F_INT("fetched", st.fetched),
-	         KILN_F_INT("fetched_bytes", st.fetched_bytes), KILN_F_INT("evicted", st.evicted),
-	         KILN_F_INT("failed", st.failed));
+	KILN_LOG(rc                                           ? KILN_LOG_WARN
+	         : st->fetched || st->evicted || st->repaired ? KILN_LOG_INFO
+	                                                      : KILN_LOG_DEBUG,
+	         "cache_synced", rc ? m : NULL, KILN_F_INT("pins", st->pins),
+	         KILN_F_INT("ready", st->pins_ready), KILN_F_INT("fetched", st->fetched),
+	         KILN_F_INT("fetched_bytes", st->fetched_bytes), KILN_F_INT("evicted", st->evicted),
+	         KILN_F_INT("failed", st->failed));
+}
+
+int kiln_cache_sync(kiln_cache *c, void (*progress)(void *ctx, const kiln_cache_progress *p), void *ctx)
+{
+	const size_t np = c->config->pin_count;
+	cache_listing *cur = calloc(np + 1, sizeof(*cur)), *shown = calloc(np + 1, sizeof(*shown));
+	kiln_cache_sync_stats st = {.pins = np};
+	outcome o = {0};
+	counters start;
+	const char *msg = "";
+	char m[768];
+	int rc = 0;
+
+	if (!cur || !shown) {
+		free(cur);
+		free(shown);
+		return oom();
+	}
+	while (flock(c->sync_fd, LOCK_EX) < 0)
+		if (errno != EINTR) {
+			free(cur);
+			free(shown);
+			return kiln_error_set(KILN_EIO, "%s/sync.lock: %s", c->dir, strerror(errno));
+		}
+	start = read_counters(c);
+	fetch_manifests(c, &o);
+	resolve_pins(c, cur, shown, &o);
+	if ((rc = publish_pinned(c, cur, shown, true)) < 0 ||
+	    (rc = fill_pins(c, cur, shown, &o, &st, progress, ctx)) < 0)
+		goto cleanup;
+	/* views no pin shows; what stays pinned */
+	drop_stale(c);
+	if ((rc = publish_pinned(c, cur, shown, false)) < 0)
+		goto cleanup;
+	/* evict down to the low watermark */
+	if ((rc = kiln_cache_evict(c, 0)) < 0)
+		note(&o.fail_rc, o.fail_msg, sizeof(o.fail_msg), rc, kiln_error_last());
+	rc = o.manifest_rc ? o.manifest_rc : o.limit_rc ? o.limit_rc : o.fail_rc;
+	msg = o.manifest_rc ? o.manifest_msg : o.limit_rc ? o.limit_msg : o.fail_msg;
+cleanup:
+	if (rc < 0 && !*msg)
+		msg = kiln_error_last();
+	snprintf(m, sizeof(m), "%s", msg);
+	record_pass(c, cur, &st, &o, &start, rc, m);
 	for (size_t i = 0; i < np; i++) {
 		kiln_cache_listing_free(&cur[i]);
 		kiln_cache_listing_free(&shown[i]);
 	}
 	free(cur);
 	free(shown);
-	free(upto.v);
-	free(all.v);
 	flock(c->sync_fd, LOCK_UN);
 	if (rc < 0)
 		return kiln_error_set(rc, "%s", m);
-}
 	return 0;
-}
-
-/* ---- reports ---------------------------------------------------------------------- */
-
-void kiln_cache_last_sync(kiln_cache *c, kiln_cache_sync_stats *out)
-{
-	pthread_mutex_lock(&c->lock);
-	*out = c->last;
-	pthread_mutex_unlock(&c->lock);
-}
-
-int kiln_cache_sync_report(kiln_cache *c, kiln_buf *out)
-{
-	int rc = 0;
-
-	pthread_mutex_lock(&c->lock);
-	for (size_t i = 0; i < c->config->pin_count && rc == 0; i++) {
-		const cache_pin *p = &c->pins[i];
-		char b[32], f[32];
-
-		kiln_cache_human(b, sizeof(b), p->bytes);
-		kiln_cache_human(f, sizeof(f), p->fetched_bytes);
-		if (!p->version.commit[0])
-			rc = kiln_buf_printf(out, "%s - failed: %s\n", p->spec, p->error);
-		else
-			rc = kiln_buf_printf(
-			    out, "%s %.12s %s %" PRIu64 " shards %s (fetched %" PRIu64 ", %s)%s%s\n", p->spec,
-			    p->version.commit, p->ready ? "ready" : "not-ready", p->shards, b, p->fetched, f,
-			    p->error[0] ? ": " : "", p->error);
-	}
-	pthread_mutex_unlock(&c->lock);
-	return rc;
-}
-
-/* ---- the last-sync file -------------------------------------------------------------- */
-
-static void one_line(char *s)
-{
-	for (; *s; s++)
-		if (*s == '\n' || *s == '\r')
-			*s = ' ';
-}
-
-int kiln_cache_state_save(kiln_cache *c)
-{
-	char path[PATH_MAX], tmp[PATH_MAX];
-	kiln_buf b = KILN_BUF_INIT(1u << 20);
-	int fd, rc = 0;
-
-	pthread_mutex_lock(&c->lock);
-	one_line(c->last_msg);
-	kiln_buf_printf(&b, "kiln-cache-state 1\ntime %lld\nok %lld\nrc %d\nmessage %s\n",
-	                (long long)c->last_time, (long long)c->last_ok, c->last_rc, c->last_msg);
-	kiln_buf_printf(&b,
-	                "stats %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-	                " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
-	                c->last.pins, c->last.pins_ready, c->last.shards, c->last.bytes, c->last.fetched,
-	                c->last.fetched_bytes, c->last.peer_bytes, c->last.origin_bytes, c->last.failed,
-	                c->last.evicted, c->last.evicted_bytes, c->last.repaired);
-	for (size_t i = 0; i < c->config->pin_count; i++) {
-		cache_pin *p = &c->pins[i];
-
-		one_line(p->error);
-		kiln_buf_printf(&b, "pin %s %s %d %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %s %s\n",
-		                p->spec, p->version.commit[0] ? p->version.commit : "-", p->ready ? 1 : 0,
-		                p->shards, p->bytes, p->fetched, p->fetched_bytes,
-		                p->shown[0] ? p->shown : "-", p->error);
-	}
-	pthread_mutex_unlock(&c->lock);
-	if (!b.ptr)
-		return oom();
-	snprintf(path, sizeof(path), "%s/" STATE_NAME, c->dir);
-	tmp_name(c, tmp, "state");
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 ||
-	    write(fd, b.ptr, b.len) != (ssize_t)b.len || close(fd) < 0 || rename(tmp, path) < 0) {
-		rc = kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
-		unlink(tmp);
-	}
-	kiln_buf_free(&b);
-	return rc;
-}
-
-void kiln_cache_state_load(kiln_cache *c)
-{
-	char path[PATH_MAX], line[2048];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/" STATE_NAME, c->dir);
-	if (!(f = fopen(path, "re")))
-		return;
-	if (!fgets(line, sizeof(line), f) || strcmp(line, "kiln-cache-state 1\n") != 0) {
-		fclose(f);
-		return;
-	}
-	pthread_mutex_lock(&c->lock);
-	while (fgets(line, sizeof(line), f)) {
-		long long t;
-		char spec[400], commit[64], shown[64];
-		int ready, used = 0;
-		uint64_t shards, bytes, fetched, fetched_bytes;
-
-		line[strcspn(line, "\n")] = '\0';
-		if (sscanf(line, "time %lld", &t) == 1)
-			c->last_time = t;
-		else if (sscanf(line, "ok %lld", &t) == 1)
-			c->last_ok = t;
-		else if (sscanf(line, "rc %d", &c->last_rc) == 1)
-			continue;
-		else if (strncmp(line, "message ", 8) == 0)
-			snprintf(c->last_msg, sizeof(c->last_msg), "%s", line + 8);
-		else if (sscanf(line,
-		                "stats %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
-		                " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64,
-		                &c->last.pins, &c->last.pins_ready, &c->last.shards, &c->last.bytes,
-		                &c->last.fetched, &c->last.fetched_bytes, &c->last.peer_bytes,
-		                &c->last.origin_bytes, &c->last.failed, &c->last.evicted,
-		                &c->last.evicted_bytes, &c->last.repaired) == 12)
-			continue;
-		else if (sscanf(line,
-		                "pin %399s %63s %d %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %63s %n",
-		                spec, commit, &ready, &shards, &bytes, &fetched, &fetched_bytes, shown,
-		                &used) >= 8) {
-			for (size_t i = 0; i < c->config->pin_count; i++) {
-				cache_pin *p = &c->pins[i];
-
-				if (strcmp(p->spec, spec) != 0)
-					continue;
-				if (hex40(commit)) {
-					snprintf(p->version.dataset, sizeof(p->version.dataset), "%s",
-					         p->dataset);
-					memcpy(p->version.commit, commit, 41);
-				}
-				p->ready = ready == 1;
-				p->shards = shards;
-				p->bytes = bytes;
-				p->fetched = fetched;
-				p->fetched_bytes = fetched_bytes;
-				if (used > 0)
-					snprintf(p->error, sizeof(p->error), "%s", line + used);
-			}
-		}
-	}
-	pthread_mutex_unlock(&c->lock);
-	fclose(f);
 }

@@ -1,5 +1,7 @@
-/* The manifest codec (see format.h): the naming rules and every manifest
- * file's renderer and parser, over the JSON scanner of core/json.h.
+/* The manifest codec (see format.h): the naming rules, the reader every
+ * parser uses (format_internal.h) over the JSON scanner of core/json.h, and
+ * the renderers and parsers of stats.json, lineage.json and the split
+ * files; dataset.json and the governance record are in format_dataset.c.
  * Stateless; nothing here touches git. */
 #include "manifest/format.h"
 
@@ -11,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/reject.h"
+#include "manifest/format_internal.h"
 
 #define HASH_LEN 64
 
@@ -104,17 +107,12 @@ int kiln_mfmt_token_i64(const kiln_json_token *t, int64_t lo, int64_t hi, int64_
 
 /* ---- reading a file with the scanner -------------------------------------- */
 
-typedef struct jreader {
-	kiln_json_scanner *scanner;
-	const char *where;
-} jreader;
-
-static int jr_bad(const jreader *r, const char *what)
+int kiln_mfmt_jr_bad(const kiln_mfmt_jreader *r, const char *what)
 {
 	return kiln_error_set(KILN_EINVALID, "%s: %s", r->where, what);
 }
 
-static int jr_next(jreader *r, kiln_json_token *t)
+int kiln_mfmt_jr_next(kiln_mfmt_jreader *r, kiln_json_token *t)
 {
 	int rc = kiln_json_next(r->scanner, t);
 	size_t off = 0;
@@ -123,22 +121,22 @@ static int jr_next(jreader *r, kiln_json_token *t)
 	if (rc > 0)
 		return 0;
 	if (rc == 0)
-		return jr_bad(r, "unexpected end of text");
+		return kiln_mfmt_jr_bad(r, "unexpected end of text");
 	code = kiln_json_scanner_error(r->scanner, &off, NULL);
 	return kiln_error_set(KILN_EINVALID, "%s: %s at byte %zu", r->where, kiln_reject_name(code), off);
 }
 
-static int jr_expect(jreader *r, kiln_json_token *t, kiln_json_type type, const char *what)
+static int jr_expect(kiln_mfmt_jreader *r, kiln_json_token *t, kiln_json_type type, const char *what)
 {
-	int rc = jr_next(r, t);
+	int rc = kiln_mfmt_jr_next(r, t);
 
 	if (rc < 0)
 		return rc;
-	return t->type == type ? 0 : jr_bad(r, what);
+	return t->type == type ? 0 : kiln_mfmt_jr_bad(r, what);
 }
 
 /* After the top-level value: nothing but whitespace. */
-static int jr_end(jreader *r)
+int kiln_mfmt_jr_end(kiln_mfmt_jreader *r)
 {
 	kiln_json_token t;
 	int rc = kiln_json_next(r->scanner, &t);
@@ -146,8 +144,40 @@ static int jr_end(jreader *r)
 	if (rc == 0)
 		return 0;
 	if (rc > 0)
-		return jr_bad(r, "text after the top-level value");
-	return jr_next(r, &t);
+		return kiln_mfmt_jr_bad(r, "text after the top-level value");
+	return kiln_mfmt_jr_next(r, &t);
+}
+
+/* Starts reading text: its top-level value must be an object ("where: what"). */
+int kiln_mfmt_jr_begin(kiln_mfmt_jreader *r, const char *text, size_t len, const char *what)
+{
+	kiln_json_token t;
+
+	kiln_json_scanner_reset(r->scanner, text, len);
+	return jr_expect(r, &t, KILN_JSON_OBJECT_BEGIN, what);
+}
+
+/* The next member's key into *t: 1, or 0 at the end of the object. */
+static int jr_next_key(kiln_mfmt_jreader *r, kiln_json_token *t)
+{
+	int rc = kiln_mfmt_jr_next(r, t);
+
+	if (rc < 0)
+		return rc;
+	return t->type == KILN_JSON_OBJECT_END ? 0 : 1;
+}
+
+/* The next entry of an array of objects: 1 at an entry's '{', 0 at the
+ * array's end; anything else is bad (what). */
+static int jr_next_object(kiln_mfmt_jreader *r, kiln_json_token *t, const char *what)
+{
+	int rc = kiln_mfmt_jr_next(r, t);
+
+	if (rc < 0)
+		return rc;
+	if (t->type == KILN_JSON_ARRAY_END)
+		return 0;
+	return t->type == KILN_JSON_OBJECT_BEGIN ? 1 : kiln_mfmt_jr_bad(r, what);
 }
 
 /* Whether key token t decodes to name. */
@@ -162,25 +192,25 @@ static bool jr_key_is(const kiln_json_token *t, const char *name)
 	return n == strlen(name) && memcmp(tmp, name, n) == 0;
 }
 
-static int jr_u64(jreader *r, const char *field, uint64_t *out)
+static int jr_u64(kiln_mfmt_jreader *r, const char *field, uint64_t *out)
 {
 	kiln_json_token t;
 	char msg[96];
-	int rc = jr_next(r, &t);
+	int rc = kiln_mfmt_jr_next(r, &t);
 
 	if (rc < 0)
 		return rc;
 	if (kiln_mfmt_token_u64(&t, out) == 0)
 		return 0;
 	snprintf(msg, sizeof(msg), "\"%s\" must be a non-negative integer", field);
-	return jr_bad(r, msg);
+	return kiln_mfmt_jr_bad(r, msg);
 }
 
-static int jr_i64(jreader *r, const char *field, int64_t lo, int64_t hi, int64_t *out)
+static int jr_i64(kiln_mfmt_jreader *r, const char *field, int64_t lo, int64_t hi, int64_t *out)
 {
 	kiln_json_token t;
 	char msg[96];
-	int rc = jr_next(r, &t);
+	int rc = kiln_mfmt_jr_next(r, &t);
 
 	if (rc < 0)
 		return rc;
@@ -191,23 +221,23 @@ static int jr_i64(jreader *r, const char *field, int64_t lo, int64_t hi, int64_t
 		snprintf(msg, sizeof(msg), "\"%s\" must be an integer", field);
 	else
 		snprintf(msg, sizeof(msg), "\"%s\" is out of range", field);
-	return jr_bad(r, msg);
+	return kiln_mfmt_jr_bad(r, msg);
 }
 
 /* A string value, decoded into a fresh NUL-terminated copy. */
-static int jr_string(jreader *r, const char *field, char **out)
+static int jr_string(kiln_mfmt_jreader *r, const char *field, char **out)
 {
 	kiln_json_token t;
 	size_t n;
 	char *s;
 	char msg[96];
-	int rc = jr_next(r, &t);
+	int rc = kiln_mfmt_jr_next(r, &t);
 
 	if (rc < 0)
 		return rc;
 	snprintf(msg, sizeof(msg), "\"%s\" must be a string", field);
 	if (t.type != KILN_JSON_STRING)
-		return jr_bad(r, msg);
+		return kiln_mfmt_jr_bad(r, msg);
 	s = malloc(t.len + 1);
 	if (!s)
 		return oom();
@@ -216,20 +246,33 @@ static int jr_string(jreader *r, const char *field, char **out)
 	if (memchr(s, '\0', n)) {
 		free(s);
 		snprintf(msg, sizeof(msg), "\"%s\" holds a NUL character", field);
-		return jr_bad(r, msg);
+		return kiln_mfmt_jr_bad(r, msg);
 	}
 	*out = s;
 	return 0;
 }
 
+/* The value of "shard" into *t: 64 lower-case hex digits, unescaped. */
+static int jr_shard_hash(kiln_mfmt_jreader *r, kiln_json_token *t)
+{
+	int rc = kiln_mfmt_jr_next(r, t);
+
+	if (rc < 0)
+		return rc;
+	if (t->type != KILN_JSON_STRING || t->len != HASH_LEN || (t->flags & KILN_JSON_ESCAPED) ||
+	    !hex_valid(t->ptr, HASH_LEN))
+		return kiln_mfmt_jr_bad(r, "\"shard\" must be 64 lower-case hex digits");
+	return 0;
+}
+
 /* Skips the value that follows a key. */
-static int jr_skip(jreader *r)
+int kiln_mfmt_jr_skip(kiln_mfmt_jreader *r)
 {
 	kiln_json_token t;
 	int depth = 0;
 
 	do {
-		int rc = jr_next(r, &t);
+		int rc = kiln_mfmt_jr_next(r, &t);
 
 		if (rc < 0)
 			return rc;
@@ -243,18 +286,14 @@ static int jr_skip(jreader *r)
 
 /* ---- stats.json ----------------------------------------------------------- */
 
-static int parse_split_stats(jreader *r, kiln_split_stats *s)
+static int parse_split_stats(kiln_mfmt_jreader *r, kiln_split_stats *s)
 {
 	kiln_json_token t;
 	int rc;
 
 	if ((rc = jr_expect(r, &t, KILN_JSON_OBJECT_BEGIN, "a split's stats must be an object")) < 0)
 		return rc;
-	for (;;) {
-		if ((rc = jr_next(r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			return 0;
+	while ((rc = jr_next_key(r, &t)) > 0) {
 		if (jr_key_is(&t, "records"))
 			rc = jr_u64(r, "records", &s->records);
 		else if (jr_key_is(&t, "shards"))
@@ -264,76 +303,64 @@ static int parse_split_stats(jreader *r, kiln_split_stats *s)
 		else if (jr_key_is(&t, "raw_bytes"))
 			rc = jr_u64(r, "raw_bytes", &s->raw_bytes);
 		else
-			rc = jr_bad(r, "unexpected key in a split's stats");
+			rc = kiln_mfmt_jr_bad(r, "unexpected key in a split's stats");
 		if (rc < 0)
 			return rc;
 	}
+	return rc;
 }
 
-static int parse_codes(jreader *r, kiln_stats *out)
+static int parse_codes(kiln_mfmt_jreader *r, kiln_stats *out)
 {
 	kiln_json_token t;
 	int rc;
 
 	if ((rc = jr_expect(r, &t, KILN_JSON_OBJECT_BEGIN, "\"quarantined_by_code\" must be an object")) < 0)
 		return rc;
-	for (;;) {
-		int code;
+	while ((rc = jr_next_key(r, &t)) > 0) {
+		int code = 1;
 
-		if ((rc = jr_next(r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			return 0;
-		for (code = 1; code < KILN_REJECT_COUNT_; code++)
-			if (jr_key_is(&t, kiln_reject_name((kiln_reject)code)))
-				break;
+		while (code < KILN_REJECT_COUNT_ && !jr_key_is(&t, kiln_reject_name((kiln_reject)code)))
+			code++;
 		if (code == KILN_REJECT_COUNT_)
-			return jr_bad(r, "unknown code in \"quarantined_by_code\"");
+			return kiln_mfmt_jr_bad(r, "unknown code in \"quarantined_by_code\"");
 		if ((rc = jr_u64(r, "quarantined_by_code", &out->quarantined_by_code[code])) < 0)
 			return rc;
 	}
+	return rc;
 }
 
-static int parse_splits(jreader *r, kiln_stats *out)
+static int parse_splits(kiln_mfmt_jreader *r, kiln_stats *out)
 {
 	kiln_json_token t;
 	int rc;
 
 	if ((rc = jr_expect(r, &t, KILN_JSON_OBJECT_BEGIN, "\"splits\" must be an object")) < 0)
 		return rc;
-	for (;;) {
-		int split;
+	while ((rc = jr_next_key(r, &t)) > 0) {
+		int split = 0;
 
-		if ((rc = jr_next(r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			return 0;
-		for (split = 0; split < KILN_SPLIT_COUNT; split++)
-			if (jr_key_is(&t, kiln_split_name((kiln_split)split)))
-				break;
+		while (split < KILN_SPLIT_COUNT && !jr_key_is(&t, kiln_split_name((kiln_split)split)))
+			split++;
 		if (split == KILN_SPLIT_COUNT)
-			return jr_bad(r, "unknown split in \"splits\"");
+			return kiln_mfmt_jr_bad(r, "unknown split in \"splits\"");
 		if ((rc = parse_split_stats(r, &out->splits[split])) < 0)
 			return rc;
 	}
+	return rc;
 }
 
 int kiln_mfmt_stats_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
                           kiln_stats *out)
 {
-	jreader r = {scanner, where};
+	kiln_mfmt_jreader r = {scanner, where};
 	kiln_json_token t;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	kiln_json_scanner_reset(scanner, text, len);
-	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "must be an object")) < 0)
+	if ((rc = kiln_mfmt_jr_begin(&r, text, len, "must be an object")) < 0)
 		return rc;
-	for (;;) {
-		if ((rc = jr_next(&r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
+	while ((rc = jr_next_key(&r, &t)) > 0) {
 		if (jr_key_is(&t, "records_in"))
 			rc = jr_u64(&r, "records_in", &out->records_in);
 		else if (jr_key_is(&t, "valid"))
@@ -345,11 +372,11 @@ int kiln_mfmt_stats_parse(kiln_json_scanner *scanner, const char *where, const c
 		else if (jr_key_is(&t, "splits"))
 			rc = parse_splits(&r, out);
 		else
-			rc = jr_bad(&r, "unexpected key at the top level");
+			rc = kiln_mfmt_jr_bad(&r, "unexpected key at the top level");
 		if (rc < 0)
 			return rc;
 	}
-	return jr_end(&r);
+	return rc < 0 ? rc : kiln_mfmt_jr_end(&r);
 }
 
 int kiln_mfmt_stats_render(kiln_buf *out, const kiln_stats *s)
@@ -462,20 +489,16 @@ void kiln_mfmt_lineage_sort(kiln_mfmt_lineage *l)
 	}
 }
 
-static int parse_lineage_entry(jreader *r, kiln_mfmt_lineage *out)
+static int parse_lineage_entry(kiln_mfmt_jreader *r, kiln_mfmt_lineage *out)
 {
 	kiln_lineage_entry e = {0};
 	kiln_json_token t;
 	bool have_partition = false, have_next = false, have_bytes = false;
 	int rc;
 
-	for (;;) {
+	while ((rc = jr_next_key(r, &t)) > 0) {
 		int64_t v;
 
-		if ((rc = jr_next(r, &t)) < 0)
-			goto fail;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
 		if (jr_key_is(&t, "topic") && !e.topic) {
 			rc = jr_string(r, "topic", (char **)&e.topic);
 		} else if (jr_key_is(&t, "partition")) {
@@ -498,23 +521,26 @@ static int parse_lineage_entry(jreader *r, kiln_mfmt_lineage *out)
 			rc = jr_string(r, "prefix_blake2b", (char **)&e.prefix_blake2b);
 			if (rc == 0 &&
 			    !(strlen(e.prefix_blake2b) == HASH_LEN && hex_valid(e.prefix_blake2b, HASH_LEN)))
-				rc = jr_bad(r, "\"prefix_blake2b\" must be 64 lower-case hex digits");
+				rc = kiln_mfmt_jr_bad(r,
+				                      "\"prefix_blake2b\" must be 64 lower-case hex digits");
 		} else {
-			rc = jr_bad(r, "unexpected key in a partitions entry");
+			rc = kiln_mfmt_jr_bad(r, "unexpected key in a partitions entry");
 		}
 		if (rc < 0)
 			goto fail;
 	}
+	if (rc < 0)
+		goto fail;
 	if (!e.topic || !have_partition || !have_next) {
-		rc = jr_bad(r, "a partitions entry needs \"topic\", \"partition\" and \"next\"");
+		rc = kiln_mfmt_jr_bad(r, "a partitions entry needs \"topic\", \"partition\" and \"next\"");
 		goto fail;
 	}
 	if ((e.path != NULL) != (e.prefix_blake2b != NULL) || (e.path != NULL) != have_bytes) {
-		rc = jr_bad(r, "\"path\", \"bytes\" and \"prefix_blake2b\" come together");
+		rc = kiln_mfmt_jr_bad(r, "\"path\", \"bytes\" and \"prefix_blake2b\" come together");
 		goto fail;
 	}
 	if (kiln_mfmt_lineage_find(out, e.topic, e.partition) >= 0) {
-		rc = jr_bad(r, "two entries for one topic and partition");
+		rc = kiln_mfmt_jr_bad(r, "two entries for one topic and partition");
 		goto fail;
 	}
 	if ((rc = kiln_mfmt_lineage_push(out, &e, true)) < 0)
@@ -528,38 +554,30 @@ fail:
 int kiln_mfmt_lineage_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
                             kiln_mfmt_lineage *out)
 {
-	jreader r = {scanner, where};
+	kiln_mfmt_jreader r = {scanner, where};
 	kiln_json_token t;
 	bool have_partitions = false;
 	int rc;
 
-	kiln_json_scanner_reset(scanner, text, len);
-	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "must be an object")) < 0)
+	if ((rc = kiln_mfmt_jr_begin(&r, text, len, "must be an object")) < 0)
 		return rc;
-	for (;;) {
-		if ((rc = jr_next(&r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
+	while ((rc = jr_next_key(&r, &t)) > 0) {
 		if (!jr_key_is(&t, "partitions"))
-			return jr_bad(&r, "unexpected key at the top level");
+			return kiln_mfmt_jr_bad(&r, "unexpected key at the top level");
 		have_partitions = true;
 		if ((rc = jr_expect(&r, &t, KILN_JSON_ARRAY_BEGIN, "\"partitions\" must be an array")) < 0)
 			return rc;
-		for (;;) {
-			if ((rc = jr_next(&r, &t)) < 0)
-				return rc;
-			if (t.type == KILN_JSON_ARRAY_END)
-				break;
-			if (t.type != KILN_JSON_OBJECT_BEGIN)
-				return jr_bad(&r, "\"partitions\" entries must be objects");
+		while ((rc = jr_next_object(&r, &t, "\"partitions\" entries must be objects")) > 0)
 			if ((rc = parse_lineage_entry(&r, out)) < 0)
 				return rc;
-		}
+		if (rc < 0)
+			return rc;
 	}
+	if (rc < 0)
+		return rc;
 	if (!have_partitions)
-		return jr_bad(&r, "missing \"partitions\"");
-	return jr_end(&r);
+		return kiln_mfmt_jr_bad(&r, "missing \"partitions\"");
+	return kiln_mfmt_jr_end(&r);
 }
 
 int kiln_mfmt_lineage_render(kiln_buf *out, const kiln_mfmt_lineage *l)
@@ -594,289 +612,35 @@ int kiln_mfmt_lineage_render(kiln_buf *out, const kiln_mfmt_lineage *l)
 	return rc < 0 ? oom() : 0;
 }
 
-/* ---- dataset.json --------------------------------------------------------- */
-
-/* Where each member lives: its dotted path. */
-static const struct {
-	const char *path;
-	size_t offset;
-} dataset_members[] = {
-#define M(path, field)                                                                                       \
-	{                                                                                                    \
-		path, offsetof(kiln_mfmt_dataset, field)                                                     \
-	}
-    M("name", name),
-    M("contract.id", contract_id),
-    M("contract.version", contract_version),
-    M("contract.api_version", contract_api_version),
-    M("contract.schema", contract_schema),
-    M("contract.digest", contract_digest),
-    M("pseudonymisation.scheme", token_scheme),
-    M("pseudonymisation.key_id", key_id),
-    M("pseudonymisation.key_version", key_version),
-    M("pseudonymisation.prefix", token_prefix),
-    M("pseudonymisation.redact_marker", redact_marker),
-    M("split.scheme", split_scheme),
-    M("split.key", split_key),
-    M("split.salt", split_salt),
-    M("split.ratios.train", ratios[KILN_SPLIT_TRAIN]),
-    M("split.ratios.dev", ratios[KILN_SPLIT_DEV]),
-    M("split.ratios.test", ratios[KILN_SPLIT_TEST]),
-    M("shards.format", shard_format),
-    M("shards.compression", shard_compression),
-    M("shards.zstd_level", zstd_level),
-    M("shards.target_bytes", target_bytes),
-    M("shards.hash", shard_hash),
-    M("shards.key", shard_key),
-#undef M
-};
-
-#define DATASET_DEPTH 3 /* the deepest member: split.ratios.<split> */
-
-void kiln_mfmt_dataset_free(kiln_mfmt_dataset *d)
-{
-	if (d->owned)
-		for (size_t i = 0; i < sizeof(dataset_members) / sizeof(dataset_members[0]); i++)
-			free(*(char **)((char *)d + dataset_members[i].offset));
-	memset(d, 0, sizeof(*d));
-}
-
-/* The member at keys[0..depth) ("split", "ratios", "dev"), or NULL. */
-static const char **dataset_member(kiln_mfmt_dataset *d, char keys[DATASET_DEPTH][64], size_t depth)
-{
-	char path[3 * 64 + 3];
-	size_t n = 0;
-
-	for (size_t i = 0; i < depth; i++)
-		n += (size_t)snprintf(path + n, sizeof(path) - n, "%s%s", i ? "." : "", keys[i]);
-	for (size_t i = 0; i < sizeof(dataset_members) / sizeof(dataset_members[0]); i++)
-		if (strcmp(path, dataset_members[i].path) == 0)
-			return (const char **)((char *)d + dataset_members[i].offset);
-	return NULL;
-}
-
-int kiln_mfmt_dataset_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
-                            kiln_mfmt_dataset *out)
-{
-	jreader r = {scanner, where};
-	char keys[DATASET_DEPTH][64];
-	kiln_json_token t;
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	out->owned = true;
-	kiln_json_scanner_reset(scanner, text, len);
-	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "must be an object")) < 0)
-		return rc;
-	for (;;) {
-		const char **field;
-		uint32_t depth;
-		char *s;
-
-		if ((rc = jr_next(&r, &t)) < 0)
-			goto fail;
-		if (t.type == KILN_JSON_OBJECT_END && t.depth == 0)
-			break;
-		if (t.type == KILN_JSON_ARRAY_BEGIN && t.depth < DATASET_DEPTH)
-			strcpy(keys[t.depth], "[]"); /* members inside arrays are none of ours */
-		if (t.type != KILN_JSON_KEY)
-			continue;
-		depth = t.depth; /* 1 for a top-level member */
-		if (depth > DATASET_DEPTH || t.len >= sizeof(keys[0])) {
-			if ((rc = jr_skip(&r)) < 0)
-				goto fail;
-			continue;
-		}
-		keys[depth - 1][kiln_json_unescape(keys[depth - 1], sizeof(keys[0]), &t)] = '\0';
-		for (uint32_t i = depth; i < DATASET_DEPTH; i++)
-			keys[i][0] = '\0';
-		if (depth == 1 && strcmp(keys[0], "pseudonymisation") == 0)
-			out->have_pseudonymisation = true;
-		if (depth == 1 && strcmp(keys[0], "split") == 0)
-			out->have_split = true;
-		if (!(field = dataset_member(out, keys, depth)))
-			continue; /* a container walks on; another value is skipped below */
-		if ((rc = jr_next(&r, &t)) < 0)
-			goto fail;
-		if (t.type == KILN_JSON_OBJECT_BEGIN || t.type == KILN_JSON_ARRAY_BEGIN) {
-			rc = jr_bad(&r, "a member holds a container where a value belongs");
-			goto fail;
-		}
-		if (!(s = malloc(t.len + 1))) {
-			rc = oom();
-			goto fail;
-		}
-		if (t.type == KILN_JSON_STRING) {
-			size_t n = kiln_json_unescape(s, t.len + 1, &t);
-
-			s[n] = '\0';
-			if (memchr(s, '\0', n)) {
-				free(s);
-				rc = jr_bad(&r, "a member holds a NUL character");
-				goto fail;
-			}
-		} else {
-			memcpy(s, t.ptr, t.len);
-			s[t.len] = '\0';
-		}
-		free((char *)*field);
-		*field = s;
-	}
-	if ((rc = jr_end(&r)) < 0)
-		goto fail;
-	return 0;
-fail:
-	kiln_mfmt_dataset_free(out);
-	return rc;
-}
-
-static int put_string(kiln_buf *b, const char *s)
-{
-	return kiln_buf_put_json_string(b, s, strlen(s));
-}
-
-int kiln_mfmt_dataset_render(kiln_buf *b, const kiln_mfmt_dataset *d)
-{
-	int rc = 0;
-
-	rc |= kiln_buf_puts(b, "{\n  \"name\": ");
-	rc |= put_string(b, d->name);
-	rc |= kiln_buf_puts(b, ",\n  \"contract\": {\"id\":");
-	rc |= put_string(b, d->contract_id);
-	rc |= kiln_buf_puts(b, ",\"version\":");
-	rc |= put_string(b, d->contract_version);
-	rc |= kiln_buf_puts(b, ",\"api_version\":");
-	rc |= put_string(b, d->contract_api_version);
-	rc |= kiln_buf_puts(b, ",\"schema\":");
-	rc |= put_string(b, d->contract_schema);
-	rc |= kiln_buf_puts(b, ",\"digest\":");
-	rc |= put_string(b, d->contract_digest);
-	rc |= kiln_buf_puts(b, "},\n  \"pseudonymisation\": {\"scheme\":");
-	rc |= put_string(b, d->token_scheme);
-	rc |= kiln_buf_puts(b, ",\"key_id\":");
-	rc |= put_string(b, d->key_id);
-	rc |= kiln_buf_printf(b, ",\"key_version\":%s,\"prefix\":", d->key_version);
-	rc |= put_string(b, d->token_prefix);
-	rc |= kiln_buf_puts(b, ",\"redact_marker\":");
-	rc |= put_string(b, d->redact_marker);
-	rc |= kiln_buf_puts(b, "},\n  \"split\": {\"scheme\":");
-	rc |= put_string(b, d->split_scheme);
-	rc |= kiln_buf_puts(b, ",\"key\":");
-	rc |= put_string(b, d->split_key);
-	rc |= kiln_buf_puts(b, ",\"salt\":");
-	rc |= put_string(b, d->split_salt);
-	rc |= kiln_buf_puts(b, ",\"ratios\":{");
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		rc |= kiln_buf_printf(b, "%s\"%s\":%s", i ? "," : "", kiln_split_name((kiln_split)i),
-		                      d->ratios[i]);
-	rc |= kiln_buf_puts(b, "}},\n  \"shards\": {\"format\":");
-	rc |= put_string(b, d->shard_format);
-	rc |= kiln_buf_puts(b, ",\"compression\":");
-	rc |= put_string(b, d->shard_compression);
-	rc |= kiln_buf_printf(b, ",\"zstd_level\":%s,\"target_bytes\":%s,\"hash\":", d->zstd_level,
-	                      d->target_bytes);
-	rc |= put_string(b, d->shard_hash);
-	rc |= kiln_buf_puts(b, ",\"key\":");
-	rc |= put_string(b, d->shard_key);
-	rc |= kiln_buf_puts(b, "}\n}\n");
-	return rc ? oom() : 0;
-}
-
-static bool text_equal(const char *a, const char *b)
-{
-	return a == b || (a && b && strcmp(a, b) == 0);
-}
-
-const char *kiln_mfmt_dataset_definition_differs(const kiln_mfmt_dataset *a, const kiln_mfmt_dataset *b)
-{
-	if (a->have_pseudonymisation != b->have_pseudonymisation ||
-	    !text_equal(a->token_scheme, b->token_scheme) || !text_equal(a->key_id, b->key_id) ||
-	    !text_equal(a->key_version, b->key_version) || !text_equal(a->token_prefix, b->token_prefix) ||
-	    !text_equal(a->redact_marker, b->redact_marker))
-		return "pseudonymisation";
-	if (a->have_split != b->have_split || !text_equal(a->split_scheme, b->split_scheme) ||
-	    !text_equal(a->split_key, b->split_key) || !text_equal(a->split_salt, b->split_salt))
-		return "split";
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		if (!text_equal(a->ratios[i], b->ratios[i]))
-			return "split";
-	return NULL;
-}
-
-/* ---- the governance record ------------------------------------------------ */
-
-static const char *or_unknown(const char *s)
-{
-	return s ? s : "?";
-}
-
-int kiln_mfmt_governance_render(kiln_buf *b, const kiln_mfmt_governance *g)
-{
-	const kiln_mfmt_dataset *d = g->definition;
-	const kiln_stats *st = g->stats;
-	int rc = 0;
-
-	rc |= kiln_buf_printf(b, "%s %s\n\ncommit: %s\nfrom: %s\nsource offsets: ", g->dataset, g->version,
-	                      g->commit, g->from);
-	for (size_t i = 0; i < g->lineage->n; i++) {
-		const kiln_lineage_entry *e = &g->lineage->v[i];
-
-		rc |= kiln_buf_printf(b, "%s%s/%" PRId32 " next %" PRId64, i ? ", " : "", e->topic,
-		                      e->partition, e->next);
-	}
-	if (g->lineage->n == 0)
-		rc |= kiln_buf_puts(b, "none");
-	rc |= kiln_buf_printf(
-	    b, "\ncontract: %s %s (%s)\nkey id: %s\nsplit: %s key %s salt %s\n", or_unknown(d->contract_id),
-	    or_unknown(d->contract_version), or_unknown(d->contract_digest), or_unknown(d->key_id),
-	    or_unknown(d->split_scheme), or_unknown(d->split_key), or_unknown(d->split_salt));
-	rc |= kiln_buf_printf(b, "records: %" PRIu64 " in, %" PRIu64 " valid, %" PRIu64 " quarantined\n",
-	                      st->records_in, st->valid, st->quarantined);
-	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
-		rc |= kiln_buf_printf(b, "%s: %" PRIu64 " records in %" PRIu64 " shards\n",
-		                      kiln_split_name((kiln_split)i), st->splits[i].records,
-		                      st->splits[i].shards);
-	rc |= kiln_buf_puts(b, "gates:\n");
-	if (g->gate_count == 0)
-		rc |= kiln_buf_puts(b, "  none configured\n");
-	for (size_t i = 0; i < g->gate_count; i++)
-		rc |= kiln_buf_printf(b, "  %s\n", g->gates[i]);
-	return rc ? oom() : 0;
-}
-
 /* ---- splits/<split>/<hh>.jsonl -------------------------------------------- */
 
 int kiln_mfmt_shard_line_hash(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
                               const char hh[2], const char **out_hash)
 {
-	jreader r = {scanner, where};
+	kiln_mfmt_jreader r = {scanner, where};
 	kiln_json_token t;
 	int rc;
 
 	*out_hash = NULL;
-	kiln_json_scanner_reset(scanner, text, len);
-	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "each line must be an object")) < 0)
+	if ((rc = kiln_mfmt_jr_begin(&r, text, len, "each line must be an object")) < 0)
 		return rc;
-	while ((rc = jr_next(&r, &t)) == 0) {
+	while ((rc = kiln_mfmt_jr_next(&r, &t)) == 0) {
 		if (t.type == KILN_JSON_OBJECT_END && t.depth == 0)
 			break;
 		if (t.type == KILN_JSON_KEY && t.depth == 1 && jr_key_is(&t, "shard")) {
-			if ((rc = jr_next(&r, &t)) < 0)
+			if ((rc = jr_shard_hash(&r, &t)) < 0)
 				return rc;
-			if (t.type != KILN_JSON_STRING || t.len != HASH_LEN ||
-			    (t.flags & KILN_JSON_ESCAPED) || !hex_valid(t.ptr, HASH_LEN))
-				return jr_bad(&r, "\"shard\" must be 64 lower-case hex digits");
 			*out_hash = t.ptr;
 		}
 	}
 	if (rc < 0)
 		return rc;
-	if ((rc = jr_end(&r)) < 0)
+	if ((rc = kiln_mfmt_jr_end(&r)) < 0)
 		return rc;
 	if (!*out_hash)
-		return jr_bad(&r, "a line lacks \"shard\"");
+		return kiln_mfmt_jr_bad(&r, "a line lacks \"shard\"");
 	if (memcmp(*out_hash, hh, 2) != 0)
-		return jr_bad(&r, "a shard's hash does not start with the file's name");
+		return kiln_mfmt_jr_bad(&r, "a shard's hash does not start with the file's name");
 	return 0;
 }
 
@@ -918,31 +682,27 @@ bool kiln_mfmt_shard_line_fast_hash(const char *text, size_t len, char out[65])
 
 /* One "sources" entry; its topic is appended (NUL-terminated) to strings and
  * its offset there stored in *topic_off. */
-static int parse_source(jreader *r, kiln_source_range *out, size_t *topic_off, kiln_buf *strings)
+static int parse_source(kiln_mfmt_jreader *r, kiln_source_range *out, size_t *topic_off, kiln_buf *strings)
 {
 	kiln_json_token t;
 	bool have_topic = false, have_partition = false, have_first = false, have_last = false;
 	int64_t v;
 
-	for (;;) {
-		int rc = jr_next(r, &t);
+	int rc;
 
-		if (rc < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
+	while ((rc = jr_next_key(r, &t)) > 0) {
 		if (jr_key_is(&t, "topic")) {
 			size_t n;
 
-			if ((rc = jr_next(r, &t)) < 0)
+			if ((rc = kiln_mfmt_jr_next(r, &t)) < 0)
 				return rc;
 			if (t.type != KILN_JSON_STRING)
-				return jr_bad(r, "\"topic\" must be a string");
+				return kiln_mfmt_jr_bad(r, "\"topic\" must be a string");
 			if ((rc = kiln_buf_reserve(strings, t.len + 1)) < 0)
 				return rc;
 			n = kiln_json_unescape(strings->ptr + strings->len, t.len + 1, &t);
 			if (memchr(strings->ptr + strings->len, '\0', n))
-				return jr_bad(r, "\"topic\" holds a NUL character");
+				return kiln_mfmt_jr_bad(r, "\"topic\" holds a NUL character");
 			*topic_off = strings->len;
 			strings->ptr[strings->len + n] = '\0';
 			strings->len += n + 1;
@@ -960,33 +720,29 @@ static int parse_source(jreader *r, kiln_source_range *out, size_t *topic_off, k
 			if ((rc = jr_i64(r, "last", INT64_MIN, INT64_MAX, &out->last)) < 0)
 				return rc;
 			have_last = true;
-		} else if ((rc = jr_skip(r)) < 0) {
+		} else if ((rc = kiln_mfmt_jr_skip(r)) < 0) {
 			return rc;
 		}
 	}
+	if (rc < 0)
+		return rc;
 	if (!have_topic || !have_partition || !have_first || !have_last)
-		return jr_bad(r, "a source needs \"topic\", \"partition\", \"first\" and \"last\"");
+		return kiln_mfmt_jr_bad(r, "a source needs \"topic\", \"partition\", \"first\" and \"last\"");
 	return 0;
 }
 
 /* The "sources" array; count entries into *sources. */
-static int parse_sources(jreader *r, kiln_buf *strings, kiln_source_range **sources, size_t *sources_cap,
-                         size_t *count)
+static int parse_sources(kiln_mfmt_jreader *r, kiln_buf *strings, kiln_source_range **sources,
+                         size_t *sources_cap, size_t *count)
 {
 	kiln_json_token t;
 	int rc;
 
 	if ((rc = jr_expect(r, &t, KILN_JSON_ARRAY_BEGIN, "\"sources\" must be an array")) < 0)
 		return rc;
-	for (;;) {
+	while ((rc = jr_next_object(r, &t, "\"sources\" entries must be objects")) > 0) {
 		size_t topic_off = 0;
 
-		if ((rc = jr_next(r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_ARRAY_END)
-			return 0;
-		if (t.type != KILN_JSON_OBJECT_BEGIN)
-			return jr_bad(r, "\"sources\" entries must be objects");
 		if (*count == *sources_cap) {
 			size_t cap = *sources_cap ? *sources_cap * 2 : 4;
 			kiln_source_range *v = realloc(*sources, cap * sizeof(*v));
@@ -1004,33 +760,26 @@ static int parse_sources(jreader *r, kiln_buf *strings, kiln_source_range **sour
 		(*sources)[*count].topic = (const char *)(uintptr_t)topic_off;
 		(*count)++;
 	}
+	return rc;
 }
 
 int kiln_mfmt_shard_line_parse(kiln_json_scanner *scanner, const char *where, kiln_mfmt_line_mode mode,
                                const char *line, size_t len, kiln_shard_entry *out, kiln_buf *strings,
                                kiln_source_range **sources, size_t *sources_cap)
 {
-	jreader r = {scanner, where};
+	kiln_mfmt_jreader r = {scanner, where};
 	kiln_json_token t;
 	bool have_hash = false, have_bytes = false, have_raw = false, have_records = false;
 	size_t count = 0;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	kiln_json_scanner_reset(scanner, line, len);
-	if ((rc = jr_expect(&r, &t, KILN_JSON_OBJECT_BEGIN, "must be an object")) < 0)
+	if ((rc = kiln_mfmt_jr_begin(&r, line, len, "must be an object")) < 0)
 		return rc;
-	for (;;) {
-		if ((rc = jr_next(&r, &t)) < 0)
-			return rc;
-		if (t.type == KILN_JSON_OBJECT_END)
-			break;
+	while ((rc = jr_next_key(&r, &t)) > 0) {
 		if (jr_key_is(&t, "shard")) {
-			if ((rc = jr_next(&r, &t)) < 0)
+			if ((rc = jr_shard_hash(&r, &t)) < 0)
 				return rc;
-			if (t.type != KILN_JSON_STRING || t.len != HASH_LEN ||
-			    (t.flags & KILN_JSON_ESCAPED) || !hex_valid(t.ptr, HASH_LEN))
-				return jr_bad(&r, "\"shard\" must be 64 lower-case hex digits");
 			memcpy(out->hash, t.ptr, HASH_LEN);
 			out->hash[HASH_LEN] = '\0';
 			have_hash = true;
@@ -1046,17 +795,18 @@ int kiln_mfmt_shard_line_parse(kiln_json_scanner *scanner, const char *where, ki
 		} else if (mode == KILN_MFMT_LINE_FULL && jr_key_is(&t, "sources")) {
 			rc = parse_sources(&r, strings, sources, sources_cap, &count);
 		} else {
-			rc = jr_skip(&r);
+			rc = kiln_mfmt_jr_skip(&r);
 		}
 		if (rc < 0)
 			return rc;
 	}
-	if ((rc = jr_end(&r)) < 0)
+	if (rc < 0 || (rc = kiln_mfmt_jr_end(&r)) < 0)
 		return rc;
 	if (mode == KILN_MFMT_LINE_REFS)
-		return have_hash ? 0 : jr_bad(&r, "no \"shard\"");
+		return have_hash ? 0 : kiln_mfmt_jr_bad(&r, "no \"shard\"");
 	if (!have_hash || !have_bytes || !have_raw || !have_records)
-		return jr_bad(&r, "a line needs \"shard\", \"bytes\", \"raw_bytes\" and \"records\"");
+		return kiln_mfmt_jr_bad(&r,
+		                        "a line needs \"shard\", \"bytes\", \"raw_bytes\" and \"records\"");
 	for (size_t i = 0; i < count; i++)
 		(*sources)[i].topic = strings->ptr + (uintptr_t)(*sources)[i].topic;
 	out->sources = count ? *sources : NULL;
