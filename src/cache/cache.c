@@ -4,6 +4,7 @@
  * least-recently-used eviction of unpinned shards. open.c opens and closes
  * a cache directory, scrub.c checks what is cached (verify, the background
  * scrub), status.c reports it (list, status); sync.c owns pins and views. */
+#include "core/units.h"
 #include "cache/internal.h"
 
 #include <assert.h>
@@ -39,23 +40,6 @@ bool kiln_cache_published(const struct stat *st)
 void kiln_cache_shard_path(const kiln_cache *cache, const char *hash, char *out)
 {
 	kiln_shard_name(out, PATH_MAX, cache->dir, hash, NULL);
-}
-
-void kiln_cache_human(char *out, size_t cap, uint64_t bytes)
-{
-	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-	double v = (double)bytes;
-	int u = -1;
-
-	if (bytes < 1024) {
-		snprintf(out, cap, "%" PRIu64 " B", bytes);
-		return;
-	}
-	while (v >= 1024 && u < 5) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(out, cap, "%.1f %s", v, units[u]);
 }
 
 static bool disk_full(int err)
@@ -367,8 +351,8 @@ static int make_room(kiln_cache *c, uint64_t need)
 	if (used + need > limit || (need == 0 && used >= limit)) {
 		char u[32], l[32];
 
-		kiln_cache_human(u, sizeof(u), used);
-		kiln_cache_human(l, sizeof(l), limit);
+		kiln_size_human(u, sizeof(u), used, false);
+		kiln_size_human(l, sizeof(l), limit, false);
 		return kiln_error_set(
 		    KILN_ELIMIT,
 		    "cache %s is full: %s used of size_limit %s and nothing evictable: filling stopped",
@@ -406,7 +390,7 @@ static int sink_write(void *ctx, const void *data, size_t len)
 	if (s->cache_limit && s->size > s->cache_limit) {
 		char limit[32];
 
-		kiln_cache_human(limit, sizeof(limit), s->cache_limit);
+		kiln_size_human(limit, sizeof(limit), s->cache_limit, false);
 		return kiln_error_set(
 		    KILN_ELIMIT, "shard %s from %s is larger than the cache's size_limit (%s): not cached",
 		    s->hash, s->source, limit);

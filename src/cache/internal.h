@@ -179,9 +179,6 @@ int kiln_cache_state_save(kiln_cache *cache);
 /* seconds since the last fully successful sync into the gauge. */
 void kiln_cache_refresh_lag(kiln_cache *cache);
 
-/* 1.2 GiB */
-void kiln_cache_human(char *out, size_t cap, uint64_t bytes);
-
 /* s is a commit id: 40 lower-case hex digits. */
 bool kiln_cache_hex40(const char *s);
 

@@ -2,6 +2,7 @@
  * kiln_cache_sync_report): the last pass's statistics and each pin's state,
  * and <dir>/last-sync, the file that `kiln cache status` reads in another
  * process (written whole under tmp/ and renamed into place). */
+#include "core/units.h"
 #include "cache/internal.h"
 
 #include <errno.h>
@@ -40,8 +41,8 @@ int kiln_cache_sync_report(kiln_cache *c, kiln_buf *out)
 		const cache_pin *p = &c->pins[i];
 		char b[32], f[32];
 
-		kiln_cache_human(b, sizeof(b), p->bytes);
-		kiln_cache_human(f, sizeof(f), p->fetched_bytes);
+		kiln_size_human(b, sizeof(b), p->bytes, false);
+		kiln_size_human(f, sizeof(f), p->fetched_bytes, false);
 		if (!p->version.commit[0])
 			rc = kiln_buf_printf(out, "%s - failed: %s\n", p->spec, p->error);
 		else

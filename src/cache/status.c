@@ -1,5 +1,6 @@
 /* The cache's reports (cache.h): kiln_cache_list (a version's shards and
  * whether each is cached) and kiln_cache_status (use, pins, the last sync). */
+#include "core/units.h"
 #include "cache/internal.h"
 
 #include <inttypes.h>
@@ -105,11 +106,11 @@ int kiln_cache_status(kiln_cache *c, kiln_buf *out)
 	kiln_cache_refresh_lag(c);
 	if ((rc = kiln_cache_scan(c, count_cb, &k)) < 0)
 		return rc;
-	kiln_cache_human(used, sizeof(used), k.bytes);
-	kiln_cache_human(limit, sizeof(limit), cfg->size_limit);
-	kiln_cache_human(high, sizeof(high), (uint64_t)(cfg->high * (double)cfg->size_limit));
-	kiln_cache_human(low, sizeof(low), (uint64_t)(cfg->low * (double)cfg->size_limit));
-	kiln_cache_human(pb, sizeof(pb), k.pinned_bytes);
+	kiln_size_human(used, sizeof(used), k.bytes, false);
+	kiln_size_human(limit, sizeof(limit), cfg->size_limit, false);
+	kiln_size_human(high, sizeof(high), (uint64_t)(cfg->high * (double)cfg->size_limit), false);
+	kiln_size_human(low, sizeof(low), (uint64_t)(cfg->low * (double)cfg->size_limit), false);
+	kiln_size_human(pb, sizeof(pb), k.pinned_bytes, false);
 	kiln_buf_printf(out, "cache %s\n", c->dir);
 	kiln_buf_printf(out, "  used %s of %s (%.1f%%); evicts above %.0f%% (%s) down to %.0f%% (%s)\n", used,
 	                limit, 100.0 * (double)k.bytes / (double)cfg->size_limit, 100 * cfg->high, high,
@@ -121,7 +122,7 @@ int kiln_cache_status(kiln_cache *c, kiln_buf *out)
 		const cache_pin *p = &c->pins[i];
 		char b[32];
 
-		kiln_cache_human(b, sizeof(b), p->bytes);
+		kiln_size_human(b, sizeof(b), p->bytes, false);
 		if (!p->version.commit[0])
 			kiln_buf_printf(out, "  pin %s: not resolved%s%s\n", p->spec, p->error[0] ? ": " : "",
 			                p->error);
@@ -147,8 +148,8 @@ int kiln_cache_status(kiln_cache *c, kiln_buf *out)
 			iso_time(t, sizeof(t), c->last_ok);
 			kiln_buf_printf(out, "  last fully successful sync %s\n", t);
 		}
-		kiln_cache_human(f, sizeof(f), c->last.fetched_bytes);
-		kiln_cache_human(e, sizeof(e), c->last.evicted_bytes);
+		kiln_size_human(f, sizeof(f), c->last.fetched_bytes, false);
+		kiln_size_human(e, sizeof(e), c->last.evicted_bytes, false);
 		kiln_buf_printf(out,
 		                "  last sync fetched %" PRIu64 " shards (%s), evicted %" PRIu64
 		                " (%s), %" PRIu64 " could not be fetched\n",

@@ -5,6 +5,7 @@
  * and rename it into place, move the pin's link to it, drop views no pin
  * shows, evict. What a pass leaves behind (the last-sync file, the
  * report) is in last_sync.c. */
+#include "core/units.h"
 #include "cache/internal.h"
 
 #include <dirent.h>
@@ -614,11 +615,11 @@ static void limit_message(kiln_cache *c, size_t upto, uint64_t need, char *out, 
 	char a[32], b[32];
 	size_t len;
 
-	kiln_cache_human(a, sizeof(a), need);
-	kiln_cache_human(b, sizeof(b), c->config->size_limit);
+	kiln_size_human(a, sizeof(a), need, false);
+	kiln_size_human(b, sizeof(b), c->config->size_limit, false);
 	len = (size_t)snprintf(out, cap, "pins need %s (", a);
 	for (size_t i = 0; i <= upto && len < cap; i++) {
-		kiln_cache_human(a, sizeof(a), c->pins[i].bytes);
+		kiln_size_human(a, sizeof(a), c->pins[i].bytes, false);
 		len += (size_t)snprintf(out + len, cap - len, "%s%s %s", i ? ", " : "", c->pins[i].spec, a);
 	}
 	if (len < cap)

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/units.h"
 #include "cache/cache.h"
 #include "cli/args.h"
 #include "cli/cli.h"
@@ -101,23 +102,6 @@ static void on_progress(void *ctx, const kiln_cache_progress *p)
 
 /* ---- sync -------------------------------------------------------------------------- */
 
-static void human(char *out, size_t cap, uint64_t bytes)
-{
-	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-	double v = (double)bytes;
-	int u = -1;
-
-	if (bytes < 1024) {
-		snprintf(out, cap, "%" PRIu64 " B", bytes);
-		return;
-	}
-	while (v >= 1024 && u < 5) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(out, cap, "%.1f %s", v, units[u]);
-}
-
 static int sync_once(kiln_cache *cache, bool tty)
 {
 	bar b = {.tty = tty};
@@ -134,11 +118,11 @@ static int sync_once(kiln_cache *cache, bool tty)
 		fwrite(report.ptr, 1, report.len, stderr);
 	kiln_buf_free(&report);
 	kiln_cache_last_sync(cache, &st);
-	human(total, sizeof(total), st.bytes);
-	human(fetched, sizeof(fetched), st.fetched_bytes);
-	human(peers, sizeof(peers), st.peer_bytes);
-	human(origin, sizeof(origin), st.origin_bytes);
-	human(evicted, sizeof(evicted), st.evicted_bytes);
+	kiln_size_human(total, sizeof(total), st.bytes, false);
+	kiln_size_human(fetched, sizeof(fetched), st.fetched_bytes, false);
+	kiln_size_human(peers, sizeof(peers), st.peer_bytes, false);
+	kiln_size_human(origin, sizeof(origin), st.origin_bytes, false);
+	kiln_size_human(evicted, sizeof(evicted), st.evicted_bytes, false);
 	printf("synced %" PRIu64 "/%" PRIu64 " pins: %" PRIu64 " shards (%s); fetched %" PRIu64
 	       " (%s: %s from peers, %s from the store); evicted %" PRIu64 " (%s)%s\n",
 	       st.pins_ready, st.pins, st.shards, total, st.fetched, fetched, peers, origin, st.evicted,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/units.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
@@ -30,19 +31,10 @@ static const char usage_text[] =
 
 static void size_text(char *out, size_t cap, uint64_t bytes, bool exact)
 {
-	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-	double v = (double)bytes;
-	int u = -1;
-
-	if (exact || bytes < 1024) {
-		snprintf(out, cap, exact ? "%" PRIu64 : "%" PRIu64 " B", bytes);
-		return;
-	}
-	while (v >= 1024 && u < 5) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(out, cap, v < 10 ? "%.1f %s" : "%.0f %s", v, units[u]);
+	if (exact)
+		snprintf(out, cap, "%" PRIu64, bytes);
+	else
+		kiln_size_human(out, cap, bytes, true);
 }
 
 int kiln_cmd_du(int argc, char **argv)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/units.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
@@ -61,19 +62,10 @@ typedef struct gc_print {
 
 static void print_size(FILE *f, uint64_t bytes)
 {
-	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-	double v = (double)bytes;
-	int u = -1;
+	char text[32];
 
-	if (bytes < 1024) {
-		fprintf(f, "%" PRIu64 " B", bytes);
-		return;
-	}
-	while (v >= 1024 && u < 5) {
-		v /= 1024;
-		u++;
-	}
-	fprintf(f, v < 10 ? "%.1f %s" : "%.0f %s", v, units[u]);
+	kiln_size_human(text, sizeof(text), bytes, true);
+	fputs(text, f);
 }
 
 static int on_object(void *ctx, kiln_gc_object what, const char *key, uint64_t size)

@@ -1,7 +1,9 @@
-/* Size parsing (see units.h). */
+/* Sizes parsed and printed (see units.h). */
 #include "core/units.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,4 +58,21 @@ int kiln_parse_u64(const char *s, uint64_t max, uint64_t *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+void kiln_size_human(char *out, size_t cap, uint64_t bytes, bool compact)
+{
+	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	double v = (double)bytes;
+	int u = -1;
+
+	if (bytes < 1024) {
+		snprintf(out, cap, "%" PRIu64 " B", bytes);
+		return;
+	}
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, cap, compact && v >= 10 ? "%.0f %s" : "%.1f %s", v, units[u]);
 }

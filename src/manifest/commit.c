@@ -3,6 +3,7 @@
  * merged with the tip's, lineage.json, stats.json), writes the commit, signed
  * when a key is given, and moves the branch with a compare-and-swap. Owns
  * nothing beyond one call. */
+#include "core/units.h"
 #include "manifest/manifest.h"
 #include "manifest/format.h"
 #include "manifest/internal.h"
@@ -334,22 +335,10 @@ static const char *plural(uint64_t n, const char *one, const char *many)
 
 static void buf_size(buf *b, uint64_t bytes)
 {
-	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-	double v = (double)bytes;
-	int u = -1;
+	char text[32];
 
-	if (bytes < 1024) {
-		buf_printf(b, "%" PRIu64 " B", bytes);
-		return;
-	}
-	while (v >= 1024 && u < 5) {
-		v /= 1024;
-		u++;
-	}
-	if (v < 10)
-		buf_printf(b, "%.1f %s", v, units[u]);
-	else
-		buf_printf(b, "%.0f %s", v, units[u]);
+	kiln_size_human(text, sizeof(text), bytes, true);
+	buf_printf(b, "%s", text);
 }
 
 /* A name for a commit message: control characters become '?'. */
