@@ -321,7 +321,6 @@ static int file_put_file(kiln_store *store, const char *key, const char *path, u
 	bool restricted = restricted_key(key);
 	char *dest = NULL, *tmp = NULL, *slash;
 	int in = -1, out = -1, rc;
-	struct stat st;
 
 	if ((rc = check_key(s, key)) < 0)
 		return rc;
@@ -331,19 +330,8 @@ static int file_put_file(kiln_store *store, const char *key, const char *path, u
 		                    strerror(errno));
 		goto cleanup;
 	}
-	if (fstat(in, &st) < 0) {
-		rc = kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
+	if ((rc = kiln_store_check_upload(in, path, size)) < 0)
 		goto cleanup;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		rc = kiln_error_set(KILN_EINVALID, "%s: not a regular file", path);
-		goto cleanup;
-	}
-	if ((uint64_t)st.st_size != size) {
-		rc = kiln_error_set(KILN_EINVALID, "%s: is %" PRIu64 " bytes, expected %" PRIu64, path,
-		                    (uint64_t)st.st_size, size);
-		goto cleanup;
-	}
 	dest = join(s->root, key);
 	if (!dest) {
 		rc = oom();

@@ -485,7 +485,6 @@ static int put_attempt(s3_call *c, int attempt)
 static int s3_put_file(kiln_store *store, const char *key, const char *path, uint64_t size)
 {
 	s3_call c = {.s = (s3_store *)store, .path = path, .size = size, .fd = -1};
-	struct stat st;
 	char *name;
 	int rc;
 
@@ -493,19 +492,8 @@ static int s3_put_file(kiln_store *store, const char *key, const char *path, uin
 	if (c.fd < 0)
 		return kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "%s: %s", path,
 		                      strerror(errno));
-	if (fstat(c.fd, &st) < 0) {
-		rc = kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
+	if ((rc = kiln_store_check_upload(c.fd, path, size)) < 0)
 		goto cleanup;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		rc = kiln_error_set(KILN_EINVALID, "%s: not a regular file", path);
-		goto cleanup;
-	}
-	if ((uint64_t)st.st_size != size) {
-		rc = kiln_error_set(KILN_EINVALID, "%s: is %" PRIu64 " bytes, expected %" PRIu64, path,
-		                    (uint64_t)st.st_size, size);
-		goto cleanup;
-	}
 	if (!(name = full_name(c.s, key))) {
 		rc = oom();
 		goto cleanup;

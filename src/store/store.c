@@ -5,10 +5,12 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "core/error.h"
@@ -243,4 +245,18 @@ void kiln_store_backoff(int attempt)
 	ts.tv_nsec = (ms % 1000) * 1000000L;
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+}
+
+int kiln_store_check_upload(int fd, const char *path, uint64_t size)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return kiln_error_set(KILN_EINVALID, "%s: not a regular file", path);
+	if ((uint64_t)st.st_size != size)
+		return kiln_error_set(KILN_EINVALID, "%s: is %" PRIu64 " bytes, expected %" PRIu64, path,
+		                      (uint64_t)st.st_size, size);
+	return 0;
 }

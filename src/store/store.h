@@ -97,6 +97,10 @@ int kiln_store_list(kiln_store *store, const char *prefix, kiln_store_key_cb cb,
  * doubling up to 5 s, plus up to a quarter more of random jitter. */
 void kiln_store_backoff(int attempt);
 
+/* For backends' put_file: the open file fd (named path in messages) is a
+ * regular file of exactly size bytes. 0, KILN_EIO or KILN_EINVALID. */
+int kiln_store_check_upload(int fd, const char *path, uint64_t size);
+
 /* Keys are relative, '/'-separated, of [A-Za-z0-9._=-] segments, no ".",
  * "..", or empty segment, at most 1024 bytes. */
 bool kiln_store_key_valid(const char *key);
