@@ -96,7 +96,8 @@ median() { sort -g | awk '{ v[NR] = $1 } END { printf "%.3f", NR % 2 ? v[(NR + 1
 spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.2f-%.2f", lo, hi }'; }
 med() { col "$1" "${2:-1}" | median; }
 cell() { printf '%.2f s [%s]' "$(med "$1" "${2:-1}")" "$(col "$1" "${2:-1}" | spread)"; } # NAME [COLUMN]
-div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", (b > 0 ? a / b : 0) }'; }
+f2() { printf '%.2f' "$1"; } # shown with 2 decimals, judged on 4
 met() { awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN { ok = op == ">=" ? v >= t : op == "<" ? v < t : v <= t; print ok ? "yes" : "NO" }'; }
 
 rows=$work/rows
@@ -159,25 +160,25 @@ done
 for t in ue od; do
 	if [[ $t == ue ]]; then label="user-events, $records records ($(mb "$ue"))"; else label="orders, $orders_records records ($(mb "$od"))"; fi
 	r=$(div "$(med $t.zstd)" "$(med $t.w1)")
-	row "kiln run workers=1, $label" "$(cell $t.w1)" "zstd -3 -T1 $(cell $t.zstd)" "$r" ">= 0.5" "$(met "$r" ">=" 0.5)"
+	row "kiln run workers=1, $label" "$(cell $t.w1)" "zstd -3 -T1 $(cell $t.zstd)" "$(f2 "$r")" ">= 0.5" "$(met "$r" ">=" 0.5)"
 	r=$(div "$(med $t.zstd 2)" "$(med $t.w1 2)")
-	row "  same, CPU time (user+sys)" "$(cell $t.w1 2)" "$(cell $t.zstd 2)" "$r" "(info)" "-"
+	row "  same, CPU time (user+sys)" "$(cell $t.w1 2)" "$(cell $t.zstd 2)" "$(f2 "$r")" "(info)" "-"
 done
 for t in ue od; do
 	if [[ $t == ue ]]; then label=user-events; else label=orders; fi
 	speedup=$(div "$(med $t.w1)" "$(med $t.w2)")
 	bound=$(div "$(med $t.seq)" "$(med $t.par)")
 	r=$(div "$speedup" "$bound")
-	row "workers=2 / workers=1, $label: speedup / bound" "${speedup}x (w2 $(cell $t.w2))" \
-		"${bound}x (2 zstd -T1 seq $(cell $t.seq), par $(cell $t.par))" "$r" ">= 0.9" "$(met "$r" ">=" 0.9)"
+	row "workers=2 / workers=1, $label: speedup / bound" "$(f2 "$speedup")x (w2 $(cell $t.w2))" \
+		"$(f2 "$bound")x (2 zstd -T1 seq $(cell $t.seq), par $(cell $t.par))" "$(f2 "$r")" ">= 0.9" "$(met "$r" ">=" 0.9)"
 done
 r=$(div "$(med ue.py)" "$(med ue.wdef)")
-row "kiln run (default workers) vs bench/curate.py, user-events" "$(cell ue.wdef)" "curate.py $(cell ue.py)" "$r" \
+row "kiln run (default workers) vs bench/curate.py, user-events" "$(cell ue.wdef)" "curate.py $(cell ue.py)" "$(f2 "$r")" \
 	">= 10" "$(met "$r" ">=" 10)"
 for t in ue od; do
 	if [[ $t == ue ]]; then label=user-events; else label=bench-orders; fi
 	r=$(div "$(med $t.zstd)" "$(med $t.validate)")
-	row "kiln validate, $label" "$(cell $t.validate)" "zstd -3 -T1 $(cell $t.zstd)" "$r" ">= 2.0" "$(met "$r" ">=" 2.0)"
+	row "kiln validate, $label" "$(cell $t.validate)" "zstd -3 -T1 $(cell $t.zstd)" "$(f2 "$r")" ">= 2.0" "$(met "$r" ">=" 2.0)"
 done
 
 # --- Kafka: bench/kafka.sh, then the file source on the same records ----------
@@ -192,7 +193,7 @@ if ((kafka_records > 0)); then
 		slower=$(awk -v a="$kcat" -v b="$(med kfile)" 'BEGIN { print (a > b ? a : b) }')
 		r=$(div "$slower" "$kproc")
 		row "Kafka, $kafka_records records, assigned->stopped (best of 3)" "$kproc s" \
-			"slower of kcat -C ${kcat} s (best of 3), file source $(cell kfile)" "$r" ">= 0.8" "$(met "$r" ">=" 0.8)"
+			"slower of kcat -C ${kcat} s (best of 3), file source $(cell kfile)" "$(f2 "$r")" ">= 0.8" "$(met "$r" ">=" 0.8)"
 	else
 		tail -n 5 "$work/kafka.out" >&2
 		row "Kafka, $kafka_records records" "bench/kafka.sh failed" "-" "-" ">= 0.8" "NO"
@@ -210,7 +211,7 @@ for n in $rss_records; do
 		first_rss=$mib first_n=$n
 	else
 		r=$(div "$mib" "$first_rss")
-		row "  flat: RSS at $n / RSS at $first_n records" "$mib MiB" "$first_rss MiB" "$r" "<= 1.25" \
+		row "  flat: RSS at $n / RSS at $first_n records" "$mib MiB" "$first_rss MiB" "$(f2 "$r")" "<= 1.25" \
 			"$(met "$r" "<=" 1.25)"
 	fi
 done
