@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# Every speed ratio of issue 12 in one table, each measured side by side in
+# one run (what `make bench` prints first):
+#   kiln run workers=1 against zstd -3 -T1 on the same file (wall and CPU),
+#     on user-events and on orders (contracts/bench-orders.yaml);
+#   workers=2 against workers=1 as a speedup, over the bound two zstd -3 -T1
+#     give on this machine (one after the other / both in parallel);
+#   kiln run (default workers) against bench/curate.py, the same work in
+#     plain Python (checked first on a sample: same tokens and splits);
+#   kiln validate against zstd -3 -T1, on both contracts;
+#   Kafka (bench/kafka.sh: kiln's assigned->stopped time against the slower
+#     of kcat -C and kiln's file source on the same records);
+#   kiln run's peak RSS at two input sizes (under 256 MiB, flat).
+# The commands of each input are run in turn, the round repeated REPS times
+# (alternating, so a noisy neighbour hits all of them alike); each cell is
+# the median of its REPS wall times with [min-max] beside it. Ratios are
+# reference time / kiln time (> 1: kiln is faster), of the medians.
+#
+# Usage: bench/table.sh [KILN_BINARY]       (default: <repo>/build/kiln)
+# Env:   RECORDS         user-events records (default 300000, ~126 MB)
+#        ORDERS_RECORDS  orders records (default RECORDS / 1.5, a similar size)
+#        RSS_RECORDS     sizes for the memory rows (default "1000000 4000000")
+#        KAFKA_RECORDS   records for the Kafka row (default 80000; 0 skips it)
+#        REPS            rounds (default 5)
+# Inputs are generated once into bench/out/ (shared with run.sh, validate.sh
+# and kafka.sh) and reused. MB = 10^6 bytes, MiB = 2^20.
+set -euo pipefail
+
+root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
+kiln=${1:-$root/build/kiln}
+[[ $kiln == /* ]] || kiln=$PWD/$kiln
+cd "$root"
+
+die() { echo "table.sh: $*" >&2; exit 1; }
+
+records=${RECORDS:-300000}
+orders_records=${ORDERS_RECORDS:-$((records * 2 / 3))}
+rss_records=${RSS_RECORDS:-"1000000 4000000"}
+kafka_records=${KAFKA_RECORDS:-80000}
+reps=${REPS:-5}
+py=/usr/bin/python3
+for v in records orders_records kafka_records reps; do
+	[[ ${!v} =~ ^[0-9]+$ ]] || die "${v^^} must be a number"
+done
+((records > 0 && orders_records > 0 && reps > 0)) || die "RECORDS, ORDERS_RECORDS and REPS must be positive"
+[[ -x $kiln ]] || die "$kiln is not an executable (build kiln first)"
+[[ -x /usr/bin/time ]] || die "/usr/bin/time not found (GNU time)"
+command -v zstd >/dev/null || die "zstd not found"
+$py -c 'import zstandard' 2>/dev/null || die "bench/curate.py needs python3-zstandard (apt-get install python3-zstandard)"
+
+out=bench/out
+mkdir -p "$out"
+work=$(mktemp -d "$root/$out/table-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+(umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/key")
+
+input_for() { # KIND N -> path of a generated input (user-events or orders)
+	local f=$root/$out/$1-$2.jsonl gen=bench/gen-$1.py
+	if [[ ! -s $f ]]; then
+		echo "generating $2 $1 records into $f ..." >&2
+		$py "$gen" --records "$2" --seed 1 -o "$f.tmp"
+		mv "$f.tmp" "$f"
+	fi
+	echo "$f"
+}
+
+# --- measuring ---------------------------------------------------------------
+
+# timed NAME CMD...: runs CMD, appends "wall cpu rss_kb" to $work/NAME.t
+timed() {
+	local name=$1 t0 t1 rc=0 u s m
+	shift
+	t0=$EPOCHREALTIME
+	/usr/bin/time -f '%U %S %M' -o "$work/time" "$@" >"$work/$name.log" 2>&1 || rc=$?
+	t1=$EPOCHREALTIME
+	((rc == 0)) || die "$name failed (exit $rc): $(tail -n 3 "$work/$name.log")"
+	read -r u s m < <(tail -n 1 "$work/time")
+	awk -v a="$t0" -v b="$t1" -v u="$u" -v s="$s" -v m="$m" \
+		'BEGIN { printf "%.4f %.2f %d\n", b - a, u + s, m }' >>"$work/$name.t"
+}
+
+# kiln_run NAME PIPELINE INPUT [ARGS...]: one timed kiln run, fresh store and manifest
+kiln_run() {
+	local name=$1 pipeline=$2 input=$3
+	shift 3
+	rm -rf "$work/store" "$work/m.git"
+	timed "$name" env KILN_INPUT="$input" KILN_KEY_FILE="$work/key" KILN_STORE="file://$work/store" \
+		KILN_MANIFEST="$work/m.git" "$kiln" run "$pipeline" "$@"
+}
+
+zstd1() { timed "$1" zstd -3 -T1 -q -c "$2" -o /dev/null; }
+
+# col NAME [COLUMN]: the values of one column (1 wall, 2 CPU, 3 RSS) of NAME
+col() { awk -v c="${2:-1}" '{ print $c }' "$work/$1.t"; }
+median() { sort -g | awk '{ v[NR] = $1 } END { printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.2f-%.2f", lo, hi }'; }
+med() { col "$1" "${2:-1}" | median; }
+cell() { printf '%.2f s [%s]' "$(med "$1" "${2:-1}")" "$(col "$1" "${2:-1}" | spread)"; } # NAME [COLUMN]
+div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", (b > 0 ? a / b : 0) }'; }
+f2() { printf '%.2f' "$1"; } # shown with 2 decimals, judged on 4
+met() { awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN { ok = op == ">=" ? v >= t : op == "<" ? v < t : v <= t; print ok ? "yes" : "NO" }'; }
+
+rows=$work/rows
+printf 'what\tkiln\treference\tratio\ttarget\tmet?\n' >"$rows"
+row() { local IFS=$'\t'; echo "$*" >>"$rows"; }
+
+# --- the reference is the same work: curate.py against kiln on a sample -------
+sample=$work/sample.jsonl
+$py bench/gen-user-events.py --records 2000 --seed 3 -o "$sample"
+rm -rf "$work/store" "$work/m.git"
+KILN_INPUT=$sample KILN_KEY_FILE=$work/key KILN_STORE=file://$work/store KILN_MANIFEST=$work/m.git \
+	"$kiln" run pipelines/user-events.yaml >/dev/null
+$py bench/curate.py --key "$work/key" -o "$work/cur" "$sample" >/dev/null
+for s in train dev test; do
+	"$kiln" cat user-events --split "$s" --manifest "$work/m.git" --store "file://$work/store" >"$work/kiln.$s"
+	zstd -dcq "$work/cur/$s.jsonl.zst" >"$work/py.$s"
+done
+$py - "$work" <<'EOF' || die "bench/curate.py does not curate like kiln run (see above)"
+import json, sys
+work, bad, n = sys.argv[1], 0, 0
+for split in ("train", "dev", "test"):
+    k = {r["event_id"]: r for r in map(json.loads, open("%s/kiln.%s" % (work, split), "rb"))}
+    p = {r["event_id"]: r for r in map(json.loads, open("%s/py.%s" % (work, split), "rb"))}
+    n += len(k)
+    if set(k) != set(p):
+        print("%s: %d records in one split only" % (split, len(set(k) ^ set(p))))
+        bad += 1
+    bad += sum(k[e] != p[e] for e in set(k) & set(p))
+sys.exit(1 if bad or n != 2000 else 0)
+EOF
+echo "bench/curate.py checked: on 2000 records its tokens, splits and curated records equal kiln's" >&2
+
+# --- user-events and orders: kiln run, validate, zstd, scaling, Python ----------
+ue=$(input_for user-events "$records")
+od=$(input_for orders "$orders_records")
+mb() { awk -v b="$(stat -c %s "$1")" 'BEGIN { printf "%.0f MB", b / 1e6 }'; }
+echo "inputs: $ue ($(mb "$ue")), $od ($(mb "$od")); $(nproc) CPUs, $reps rounds" >&2
+
+round() { # TAG PIPELINE CONTRACT INPUT [python]: every command of one input, once
+	kiln_run "$1.w1" "$2" "$4" --set workers=1
+	zstd1 "$1.zstd" "$4"
+	kiln_run "$1.w2" "$2" "$4" --set workers=2
+	# shellcheck disable=SC2016 # $1 is the inner shell's
+	timed "$1.seq" bash -c 'zstd -3 -T1 -q -c "$1" -o /dev/null && zstd -3 -T1 -q -c "$1" -o /dev/null' _ "$4"
+	# shellcheck disable=SC2016
+	timed "$1.par" bash -c 'zstd -3 -T1 -q -c "$1" -o /dev/null & p=$!; zstd -3 -T1 -q -c "$1" -o /dev/null && wait $p' _ "$4"
+	timed "$1.validate" "$kiln" validate --contract "$3" -q "$4"
+	if [[ ${5:-} == python ]]; then
+		kiln_run "$1.wdef" "$2" "$4"
+		rm -rf "$work/cur"
+		timed "$1.py" $py bench/curate.py --key "$work/key" -o "$work/cur" "$4"
+	fi
+}
+for ((i = 1; i <= reps; i++)); do
+	echo "round $i of $reps ..." >&2
+	round ue pipelines/user-events.yaml contracts/user-events.yaml "$ue" python
+	round od pipelines/bench-orders.yaml contracts/bench-orders.yaml "$od"
+done
+
+for t in ue od; do
+	if [[ $t == ue ]]; then label="user-events, $records records ($(mb "$ue"))"; else label="orders, $orders_records records ($(mb "$od"))"; fi
+	r=$(div "$(med $t.zstd)" "$(med $t.w1)")
+	row "kiln run workers=1, $label" "$(cell $t.w1)" "zstd -3 -T1 $(cell $t.zstd)" "$(f2 "$r")" ">= 0.5" "$(met "$r" ">=" 0.5)"
+	r=$(div "$(med $t.zstd 2)" "$(med $t.w1 2)")
+	row "  same, CPU time (user+sys)" "$(cell $t.w1 2)" "$(cell $t.zstd 2)" "$(f2 "$r")" "(info)" "-"
+done
+for t in ue od; do
+	if [[ $t == ue ]]; then label=user-events; else label=orders; fi
+	speedup=$(div "$(med $t.w1)" "$(med $t.w2)")
+	bound=$(div "$(med $t.seq)" "$(med $t.par)")
+	r=$(div "$speedup" "$bound")
+	row "workers=2 / workers=1, $label: speedup / bound" "$(f2 "$speedup")x (w2 $(cell $t.w2))" \
+		"$(f2 "$bound")x (2 zstd -T1 seq $(cell $t.seq), par $(cell $t.par))" "$(f2 "$r")" ">= 0.9" "$(met "$r" ">=" 0.9)"
+done
+r=$(div "$(med ue.py)" "$(med ue.wdef)")
+row "kiln run (default workers) vs bench/curate.py, user-events" "$(cell ue.wdef)" "curate.py $(cell ue.py)" "$(f2 "$r")" \
+	">= 10" "$(met "$r" ">=" 10)"
+for t in ue od; do
+	if [[ $t == ue ]]; then label=user-events; else label=bench-orders; fi
+	r=$(div "$(med $t.zstd)" "$(med $t.validate)")
+	row "kiln validate, $label" "$(cell $t.validate)" "zstd -3 -T1 $(cell $t.zstd)" "$(f2 "$r")" ">= 2.0" "$(met "$r" ">=" 2.0)"
+done
+
+# --- Kafka: bench/kafka.sh, then the file source on the same records ----------
+if ((kafka_records > 0)); then
+	echo "Kafka: bench/kafka.sh with $kafka_records records (log: $work/kafka.out) ..." >&2
+	if RECORDS=$kafka_records bench/kafka.sh "$kiln" >"$work/kafka.out" 2>&1; then
+		best() { sed -n "s/^$1.*best of [0-9]*[,:][^0-9]* \([0-9.]*\)s.*/\1/p" "$work/kafka.out" | head -n 1; }
+		kproc=$(best 'kiln processing:')
+		kcat=$(best 'kcat -C:')
+		kin=$(input_for user-events "$kafka_records")
+		for ((i = 1; i <= reps; i++)); do kiln_run kfile pipelines/user-events.yaml "$kin"; done
+		slower=$(awk -v a="$kcat" -v b="$(med kfile)" 'BEGIN { print (a > b ? a : b) }')
+		r=$(div "$slower" "$kproc")
+		row "Kafka, $kafka_records records, assigned->stopped (best of 3)" "$kproc s" \
+			"slower of kcat -C ${kcat} s (best of 3), file source $(cell kfile)" "$(f2 "$r")" ">= 0.8" "$(met "$r" ">=" 0.8)"
+	else
+		tail -n 5 "$work/kafka.out" >&2
+		row "Kafka, $kafka_records records" "bench/kafka.sh failed" "-" "-" ">= 0.8" "NO"
+	fi
+fi
+
+# --- memory ------------------------------------------------------------------
+first_rss=
+for n in $rss_records; do
+	f=$(input_for user-events "$n")
+	kiln_run "rss.$n" pipelines/user-events.yaml "$f"
+	mib=$(awk -v k="$(col "rss.$n" 3)" 'BEGIN { printf "%.1f", k / 1024 }')
+	row "peak RSS of kiln run, $n records" "$mib MiB" "-" "-" "< 256 MiB" "$(met "$mib" "<" 256)"
+	if [[ -z $first_rss ]]; then
+		first_rss=$mib first_n=$n
+	else
+		r=$(div "$mib" "$first_rss")
+		row "  flat: RSS at $n / RSS at $first_n records" "$mib MiB" "$first_rss MiB" "$(f2 "$r")" "<= 1.25" \
+			"$(met "$r" "<=" 1.25)"
+	fi
+done
+
+echo
+echo "kiln $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?'), $(nproc) CPUs," \
+	"medians of $reps rounds [min-max]; ratio = reference / kiln"
+column -t -s $'\t' -o ' | ' "$rows"
