@@ -93,6 +93,30 @@ int kiln_batch_reserve(kiln_batch *b)
 	return 0;
 }
 
+/* Appends a split's curated records to its writer in runs: each run ends
+ * with the record that fills the open shard (the writer then closes it), as
+ * record-by-record appends would, so the shards do not depend on batching. */
+static int deliver_split(const kiln_batch *b, int s, kiln_shard_writer *w)
+{
+	const char *run = b->out[s].ptr;
+	size_t i = 0;
+	int rc;
+
+	while (i < b->out_count[s]) {
+		uint64_t room = kiln_shard_writer_room(w), bytes = 0;
+		size_t first = i;
+
+		while (i < b->out_count[s] && bytes < room)
+			bytes += b->out_len[s][i++];
+		if ((rc = kiln_shard_writer_append_run(w, run, bytes, i - first, b->topic, b->partition,
+		                                       b->offset[b->out_index[s][first]],
+		                                       b->offset[b->out_index[s][i - 1]])) < 0)
+			return rc;
+		run += bytes;
+	}
+	return 0;
+}
+
 int kiln_batch_deliver(const kiln_batch *b, kiln_shard_writer *const writers[KILN_SPLIT_COUNT],
                        kiln_quarantine *quarantine, kiln_stats *d)
 {
@@ -107,14 +131,8 @@ int kiln_batch_deliver(const kiln_batch *b, kiln_shard_writer *const writers[KIL
 		d->quarantined_by_code[x->report.v[0].code]++;
 	}
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
-		const char *line = b->out[s].ptr;
-
-		for (size_t i = 0; i < b->out_count[s]; i++) {
-			if ((rc = kiln_shard_writer_append(writers[s], line, b->out_len[s][i], b->topic,
-			                                   b->partition, b->offset[b->out_index[s][i]])) < 0)
-				return rc;
-			line += b->out_len[s][i];
-		}
+		if ((rc = deliver_split(b, s, writers[s])) < 0)
+			return rc;
 		d->valid += b->out_count[s];
 		d->splits[s].records += b->out_count[s];
 	}
@@ -229,10 +247,11 @@ static int process(struct worker *wk, kiln_batch *b)
 				return rc;
 			b->out_cap[s] = cap;
 		}
-		if ((rc = kiln_buf_put(&b->out[s], wk->line.ptr, wk->line.len)) < 0)
+		if ((rc = kiln_buf_put(&b->out[s], wk->line.ptr, wk->line.len)) < 0 ||
+		    (rc = kiln_buf_put(&b->out[s], "\n", 1)) < 0)
 			return rc;
 		b->out_index[s][b->out_count[s]] = i;
-		b->out_len[s][b->out_count[s]++] = wk->line.len;
+		b->out_len[s][b->out_count[s]++] = wk->line.len + 1;
 	}
 	return 0;
 }

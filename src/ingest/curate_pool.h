@@ -55,9 +55,9 @@ typedef struct kiln_batch {
 	void *source_ctx;  /* the source's (e.g. its partition) */
 
 	/* results, set by a worker */
-	kiln_buf out[KILN_SPLIT_COUNT];      /* curated records, back to back */
+	kiln_buf out[KILN_SPLIT_COUNT];      /* curated records, each ending in '\n', back to back */
 	size_t *out_index[KILN_SPLIT_COUNT]; /* the input record of each curated one */
-	size_t *out_len[KILN_SPLIT_COUNT];
+	size_t *out_len[KILN_SPLIT_COUNT];   /* bytes of each, its newline included */
 	size_t out_count[KILN_SPLIT_COUNT], out_cap[KILN_SPLIT_COUNT];
 	kiln_batch_reject *rejects;
 	size_t reject_count, reject_cap;

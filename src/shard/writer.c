@@ -251,6 +251,32 @@ int kiln_shard_writer_append(kiln_shard_writer *w, const char *line, size_t len,
 	return 0;
 }
 
+uint64_t kiln_shard_writer_room(const kiln_shard_writer *w)
+{
+	/* past the target only while a failed close waits for its retry */
+	if (w->open.spool.size >= w->opt.target_bytes)
+		return 1;
+	return w->opt.target_bytes - w->open.spool.size;
+}
+
+int kiln_shard_writer_append_run(kiln_shard_writer *w, const char *lines, size_t len, size_t count,
+                                 const char *topic, int32_t partition, int64_t first, int64_t last)
+{
+	struct job *j = &w->open;
+	int rc;
+
+	if (count == 0)
+		return 0;
+	if ((rc = note_source(j, topic, partition, first)) < 0 ||
+	    (rc = note_source(j, topic, partition, last)) < 0 ||
+	    (rc = kiln_spool_write(&j->spool, lines, len)) < 0)
+		return rc;
+	j->records += count;
+	if (j->spool.size >= w->opt.target_bytes)
+		return kiln_shard_writer_flush(w);
+	return 0;
+}
+
 int kiln_shard_writer_flush(kiln_shard_writer *w)
 {
 	struct job swap;

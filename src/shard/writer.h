@@ -47,6 +47,16 @@ void kiln_shard_writer_free(kiln_shard_writer *writer);
 int kiln_shard_writer_append(kiln_shard_writer *writer, const char *line, size_t len, const char *topic,
                              int32_t partition, int64_t offset);
 
+/* Bytes the open shard takes before it closes (always > 0). */
+uint64_t kiln_shard_writer_room(const kiln_shard_writer *writer);
+
+/* Appends `count` records at once, each ending in '\n' (len covers them
+ * all), from topic/partition, offsets first..last. The shard closes after
+ * the run if it reached target_bytes, so a run that ends with the record
+ * filling kiln_shard_writer_room() gives the shards single appends would. */
+int kiln_shard_writer_append_run(kiln_shard_writer *writer, const char *lines, size_t len, size_t count,
+                                 const char *topic, int32_t partition, int64_t first, int64_t last);
+
 /* Closes the open shard if it holds a record. In the background mode the
  * shard is handed to the writer's thread (waiting while it still works on
  * the previous one) and a failure there is returned by a later call. */

@@ -185,8 +185,9 @@ static void test_rollover_background(void **state)
  * order, and the validation writer stores nothing. */
 static void test_splits(void **state)
 {
-	static const char curated[KILN_SPLIT_COUNT][32] = {"{\"t\":0}{\"t\":2}{\"t\":3}", "", "{\"x\":1}"};
-	size_t train_len[] = {7, 7, 7}, train_index[] = {0, 2, 3}, test_len[] = {7}, test_index[] = {1};
+	static const char curated[KILN_SPLIT_COUNT][32] = {"{\"t\":0}\n{\"t\":2}\n{\"t\":3}\n", "",
+	                                                   "{\"x\":1}\n"};
+	size_t train_len[] = {8, 8, 8}, train_index[] = {0, 2, 3}, test_len[] = {8}, test_index[] = {1};
 	int64_t offsets[] = {100, 101, 102, 103};
 	kiln_batch b = {.topic = "clicks", .partition = 1, .count = 4, .offset = offsets};
 	kiln_shard_writer *w[KILN_SPLIT_COUNT];
@@ -235,6 +236,65 @@ static void test_splits(void **state)
 	assert_null(e);
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
 		kiln_shard_writer_free(w[s]);
+	kiln_store_close(store);
+}
+
+/* 40 records of 8 to 20 bytes in one batch, delivered in runs to a writer
+ * with a 50-byte target: the same shards (bytes, records, offsets) as
+ * appending the records one by one, since a run ends with the record that
+ * fills the shard. */
+static void test_runs_match_single_appends(void **state)
+{
+	enum { N = 40 };
+	kiln_shard_writer_options opt = {.target_bytes = 50};
+	char root[PATH_MAX], line[32], out[N * 32];
+	size_t len[N], index[N], at = 0, n_runs, n_single;
+	int64_t offsets[N];
+	kiln_batch b = {.topic = "t", .partition = 3, .count = N, .offset = offsets};
+	kiln_shard_writer *runs[KILN_SPLIT_COUNT] = {NULL}, *single;
+	kiln_store *store = open_store("runs", root);
+	const kiln_shard_entry *e_runs, *e_single;
+	kiln_stats d = {0};
+
+	(void)state;
+	assert_int_equal(kiln_shard_writer_new(&runs[0], store, &opt), 0);
+	assert_int_equal(kiln_shard_writer_new(&runs[1], store, &opt), 0);
+	assert_int_equal(kiln_shard_writer_new(&runs[2], store, &opt), 0);
+	assert_int_equal(kiln_shard_writer_new(&single, store, &opt), 0);
+	for (int i = 0; i < N; i++) {
+		int w = snprintf(line, sizeof(line), "{\"r\":\"%.*s\"}", (i * 7) % 13, "abcdefghijklm");
+
+		offsets[i] = 1000 + 2 * i;
+		index[i] = (size_t)i;
+		len[i] = (size_t)w + 1;
+		memcpy(out + at, line, (size_t)w);
+		out[at + (size_t)w] = '\n';
+		at += len[i];
+		assert_int_equal(kiln_shard_writer_append(single, line, (size_t)w, "t", 3, offsets[i]), 0);
+	}
+	b.out[0].ptr = out;
+	b.out[0].len = at;
+	b.out_len[0] = len;
+	b.out_index[0] = index;
+	b.out_count[0] = N;
+	assert_int_equal(kiln_batch_deliver(&b, runs, NULL, &d), 0);
+	assert_int_equal(d.splits[0].records, N);
+	assert_int_equal(kiln_shard_writer_finish(runs[0]), 0);
+	assert_int_equal(kiln_shard_writer_finish(single), 0);
+	e_runs = kiln_shard_writer_shards(runs[0], &n_runs);
+	e_single = kiln_shard_writer_shards(single, &n_single);
+	assert_true(n_single > 5);
+	assert_int_equal(n_runs, n_single);
+	for (size_t i = 0; i < n_runs; i++) {
+		assert_memory_equal(e_runs[i].hash, e_single[i].hash, sizeof(e_runs[i].hash));
+		assert_int_equal(e_runs[i].records, e_single[i].records);
+		assert_int_equal(e_runs[i].raw_bytes, e_single[i].raw_bytes);
+		assert_int_equal(e_runs[i].sources[0].first, e_single[i].sources[0].first);
+		assert_int_equal(e_runs[i].sources[0].last, e_single[i].sources[0].last);
+	}
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+		kiln_shard_writer_free(runs[s]);
+	kiln_shard_writer_free(single);
 	kiln_store_close(store);
 }
 
@@ -337,9 +397,13 @@ static void test_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_one_shard_with_sources), cmocka_unit_test(test_rollover),
-	    cmocka_unit_test(test_rollover_background),    cmocka_unit_test(test_splits),
-	    cmocka_unit_test(test_empty_writes_nothing),   cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_one_shard_with_sources),
+	    cmocka_unit_test(test_rollover),
+	    cmocka_unit_test(test_rollover_background),
+	    cmocka_unit_test(test_splits),
+	    cmocka_unit_test(test_runs_match_single_appends),
+	    cmocka_unit_test(test_empty_writes_nothing),
+	    cmocka_unit_test(test_errors),
 	};
 
 	return kiln_test_main(tests, tmpdir, "shard-writer", NULL, NULL);
