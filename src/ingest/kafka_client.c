@@ -126,6 +126,16 @@ int kiln_kafka_client_open(struct krun *r)
 	rd_kafka_topic_partition_list_destroy(topics);
 	if (err)
 		return kiln_error_set(KILN_EINVALID, "%s: subscribe: %s", p->brokers, rd_kafka_err2str(err));
+	/* a topic with a handle has its leaders looked up now: without one,
+	 * librdkafka first learns of the topic from the assignment, finds no
+	 * leader and retries the lookup only after about 500 ms */
+	if (!(r->topics = calloc(p->topic_count, sizeof(*r->topics))))
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	for (; r->topic_count < p->topic_count; r->topic_count++)
+		if (!(r->topics[r->topic_count] = rd_kafka_topic_new(r->rk, p->topics[r->topic_count], NULL)))
+			return kiln_error_set(KILN_EINVALID, "%s: %s: %s", p->brokers,
+			                      p->topics[r->topic_count],
+			                      rd_kafka_err2str(rd_kafka_last_error()));
 	if (p->dead_letter_topic) {
 		if ((rc = kafka_conf(&conf, p, false)) < 0)
 			return rc;
@@ -139,6 +149,15 @@ int kiln_kafka_client_open(struct krun *r)
 		}
 	}
 	return 0;
+}
+
+void kiln_kafka_client_free_topics(struct krun *r)
+{
+	for (size_t i = 0; i < r->topic_count; i++)
+		rd_kafka_topic_destroy(r->topics[i]);
+	free(r->topics);
+	r->topics = NULL;
+	r->topic_count = 0;
 }
 
 /* Leaves the group within CLOSE_MS (less when the drain ends sooner). With

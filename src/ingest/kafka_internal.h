@@ -52,6 +52,8 @@ struct krun {
 	const kiln_kafka_run_options *o;
 	kiln_run_setup setup;
 	rd_kafka_t *rk, *dlq;
+	rd_kafka_topic_t **topics; /* a handle per subscribed topic (see kafka_client.c) */
+	size_t topic_count;
 	kiln_sink sink; /* the curate pool, the shard writers and the quarantine */
 	struct part **parts;
 	size_t nparts, parts_cap;
@@ -95,6 +97,7 @@ void kiln_kafka_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topi
  * with a dead-letter topic, its producer, with kiln's settings and the
  * pipeline's source.options. */
 int kiln_kafka_client_open(struct krun *r);
+void kiln_kafka_client_free_topics(struct krun *r);
 bool kiln_kafka_client_close(struct krun *r, int64_t deadline);
 bool kiln_kafka_client_unreachable(struct krun *r, int64_t started);
 

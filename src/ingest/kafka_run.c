@@ -257,7 +257,25 @@ static int add_message(struct krun *r, struct part *pt, rd_kafka_message_t *m)
 	return 0;
 }
 
-/* Submits the open batches that have waited batch_ms (all with force). */
+/* With --stop-at-end: a partition has been read to its end once its
+ * position reaches the high watermark librdkafka holds from its last fetch
+ * (no round trip to the broker), or at the end-of-partition event (an
+ * empty partition, or one ending in transaction markers), which librdkafka
+ * sends only after a fetch that waited fetch.wait.max.ms in vain. */
+static bool at_end(const struct krun *r, const struct part *pt)
+{
+	int64_t lo, hi;
+
+	if (pt->eof)
+		return true;
+	if (pt->position < 0 ||
+	    rd_kafka_get_watermark_offsets(r->rk, pt->topic, pt->partition, &lo, &hi) != 0 || hi < 0)
+		return false;
+	return pt->position >= hi;
+}
+
+/* Submits the open batches that have waited batch_ms, or with --stop-at-end
+ * reached their partition's end (all with force). */
 static int submit_due(struct krun *r, bool force)
 {
 	int64_t now = now_ms();
@@ -265,7 +283,9 @@ static int submit_due(struct krun *r, bool force)
 
 	for (size_t i = 0; i < r->nparts; i++) {
 		struct part *pt = r->parts[i];
-		if (pt->open && (force || now - pt->open->opened_ms >= (int64_t)r->p->batch_ms) &&
+		if (pt->open &&
+		    (force || now - pt->open->opened_ms >= (int64_t)r->p->batch_ms ||
+		     (r->o->stop_at_end && at_end(r, pt))) &&
 		    (rc = submit(r, pt)) < 0)
 			return rc;
 	}
@@ -675,7 +695,7 @@ static bool caught_up(const struct krun *r)
 		const struct part *pt = r->parts[i];
 		if (!pt->assigned)
 			continue;
-		if (!pt->eof || pt->open)
+		if (pt->open || !at_end(r, pt))
 			return false;
 		assigned++;
 	}
@@ -843,6 +863,7 @@ cleanup:
 	}
 	free(r->parts);
 	kiln_sink_close(&r->sink);
+	kiln_kafka_client_free_topics(r);
 	if (r->rk)
 		rd_kafka_destroy(r->rk);
 	if (r->dlq) {
