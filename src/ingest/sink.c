@@ -90,6 +90,11 @@ int kiln_sink_finish_shards(kiln_sink *s)
 {
 	int rc;
 
+	/* every split's last shard handed to its writer's thread first, so
+	 * they are finished and stored side by side */
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
+		if ((rc = kiln_shard_writer_flush(s->writers[i])) < 0)
+			return rc;
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
 		if ((rc = kiln_shard_writer_finish(s->writers[i])) < 0)
 			return rc;

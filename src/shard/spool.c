@@ -1,4 +1,5 @@
 /* Spooled zstd objects (see spool.h). */
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_getCParams: the window of a level */
 #include "shard/spool.h"
 
 #include <errno.h>
@@ -68,6 +69,172 @@ void kiln_spool_close(kiln_spool *s)
 		close(s->fd);
 	s->fd = -1;
 	kiln_buf_free(&s->pending);
+	free(s->chunk);
+	s->chunk = NULL;
+}
+
+/* ---- streaming ------------------------------------------------------------ */
+
+#define STREAM_MIN        (4u << 20) /* smaller objects are compressed when stored */
+#define STREAM_MAX_WINDOW (8u << 20) /* what may wait in memory before the frame begins */
+#define ZSTD_MAGIC        0xFD2FB528u
+
+void kiln_spool_stream(kiln_spool *s, ZSTD_CCtx *cctx, int level)
+{
+	ZSTD_compressionParameters cp = ZSTD_getCParams(level, ZSTD_CONTENTSIZE_UNKNOWN, 0);
+	uint64_t window = (uint64_t)1 << cp.windowLog;
+
+	if (window > STREAM_MAX_WINDOW)
+		return;
+	s->stream = cctx;
+	s->level = level;
+	/* begun past the window, the frame is not single-segment: its header
+	 * with the content size differs from the streamed one only there */
+	s->stream_after = window > STREAM_MIN ? window : STREAM_MIN;
+}
+
+static int broken(kiln_spool *s, int rc)
+{
+	s->broken = true;
+	return rc;
+}
+
+/* Compresses len bytes into the open frame (mode: continue or end),
+ * appending what it produces to the file. */
+static int feed(kiln_spool *s, const void *data, size_t len, ZSTD_EndDirective mode)
+{
+	ZSTD_inBuffer in = {data, len, 0};
+	size_t rest;
+	int rc;
+
+	do {
+		ZSTD_outBuffer out = {s->chunk, CHUNK, 0};
+
+		rest = ZSTD_compressStream2(s->stream, &out, &in, mode);
+		if (ZSTD_isError(rest))
+			return broken(s, kiln_error_set(KILN_EIO, "zstd: %s", ZSTD_getErrorName(rest)));
+		if ((rc = write_all(s->fd, s->chunk, out.pos, "spool file")) < 0)
+			return broken(s, rc);
+		s->compressed += out.pos;
+	} while (mode == ZSTD_e_end ? rest != 0 : in.pos < in.size);
+	return 0;
+}
+
+/* Begins the frame with what waits in memory. */
+static int begin_stream(kiln_spool *s)
+{
+	int rc;
+
+	if (!s->chunk && !(s->chunk = malloc(CHUNK)))
+		return broken(s, kiln_error_set(KILN_ENOMEM, "out of memory"));
+	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, KILN_SPOOL_ROOM, SEEK_SET) < 0)
+		return broken(s, kiln_error_set(KILN_EIO, "spool file: %s", strerror(errno)));
+	ZSTD_CCtx_reset(s->stream, ZSTD_reset_session_only);
+	ZSTD_CCtx_setParameter(s->stream, ZSTD_c_compressionLevel, s->level);
+	ZSTD_CCtx_setParameter(s->stream, ZSTD_c_checksumFlag, 1);
+	ZSTD_CCtx_setParameter(s->stream, ZSTD_c_contentSizeFlag, 1); /* no size pledged: none written */
+	s->streaming = true;
+	s->compressed = 0;
+	rc = feed(s, s->pending.ptr, s->pending.len, ZSTD_e_continue);
+	kiln_buf_reset(&s->pending);
+	return rc;
+}
+
+static int stream_write(kiln_spool *s, const void *data, size_t len)
+{
+	int rc;
+
+	if ((rc = kiln_buf_put(&s->pending, data, len)) < 0)
+		return broken(s, rc);
+	s->size += len;
+	if (!s->streaming)
+		return s->size > s->stream_after ? begin_stream(s) : 0;
+	if (s->pending.len < CHUNK)
+		return 0;
+	rc = feed(s, s->pending.ptr, s->pending.len, ZSTD_e_continue);
+	kiln_buf_reset(&s->pending);
+	return rc;
+}
+
+/* Ends the frame, writes its header with the content size over the room
+ * and the streamed header, and hashes the object. */
+static int seal(kiln_spool *s)
+{
+	unsigned char head[6], final[10], digest[32];
+	crypto_generichash_state hs;
+	uint64_t at = 0, total;
+	int rc;
+
+	rc = feed(s, s->pending.ptr, s->pending.len, ZSTD_e_end);
+	kiln_buf_reset(&s->pending);
+	if (rc < 0)
+		return rc;
+	total = KILN_SPOOL_ROOM + s->compressed;
+	if (pread(s->fd, head, sizeof(head), KILN_SPOOL_ROOM) != (ssize_t)sizeof(head))
+		return broken(s, kiln_error_set(KILN_EIO, "spool file: read: %s", strerror(errno)));
+	/* magic, then a descriptor without content size, single segment or
+	 * dictionary, then the window byte */
+	if ((head[0] | head[1] << 8 | head[2] << 16 | (uint32_t)head[3] << 24) != ZSTD_MAGIC ||
+	    (head[4] & 0xE3) != 0)
+		return broken(s, kiln_error_set(KILN_EIO, "zstd: unexpected streamed frame header"));
+	if (s->size <= ((uint64_t)1 << ((head[5] >> 3) + 10)) * (8 + (head[5] & 7)) / 8)
+		return broken(s, kiln_error_set(KILN_EIO, "zstd: a streamed frame within its window"));
+	if (s->size >= 0xFFFFFFFFu)
+		return broken(s,
+		              kiln_error_set(KILN_EINVALID,
+		                             "an object of %llu bytes is too large to stream (4 GiB at most)",
+		                             (unsigned long long)s->size));
+	memcpy(final, head, 4);
+	final[4] = (unsigned char)(head[4] | 2u << 6); /* a 4-byte content size */
+	final[5] = head[5];
+	for (int i = 0; i < 4; i++)
+		final[6 + i] = (unsigned char)(s->size >> (8 * i));
+	if (pwrite(s->fd, final, sizeof(final), 0) != (ssize_t)sizeof(final))
+		return broken(s, kiln_error_set(KILN_EIO, "spool file: write: %s", strerror(errno)));
+	crypto_generichash_init(&hs, NULL, 0, sizeof(digest));
+	while (at < total) {
+		size_t want = total - at < CHUNK ? (size_t)(total - at) : CHUNK;
+		ssize_t n = pread(s->fd, s->chunk, want, (off_t)at);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return broken(s, kiln_error_set(KILN_EIO, "spool file: read: %s",
+			                                n < 0 ? strerror(errno) : "short"));
+		crypto_generichash_update(&hs, (const unsigned char *)s->chunk, (size_t)n);
+		at += (uint64_t)n;
+	}
+	crypto_generichash_final(&hs, digest, sizeof(digest));
+	sodium_bin2hex(s->hash, sizeof(s->hash), digest, sizeof(digest));
+	s->compressed = total;
+	s->sealed = true;
+	return 0;
+}
+
+static int store_stream(kiln_spool *s, kiln_store *store, const char *key, char out_hash[65],
+                        uint64_t *out_bytes)
+{
+	char path[64], shard_key[128];
+	int rc;
+
+	if (!s->sealed && (rc = seal(s)) < 0)
+		return rc;
+	if (!key) {
+		if ((rc = kiln_shard_name(shard_key, sizeof(shard_key), NULL, s->hash, NULL)) < 0)
+			return rc;
+		key = shard_key;
+	}
+	/* the file has no name: the store opens it through /proc */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", s->fd);
+	if ((rc = kiln_store_put_file(store, key, path, s->compressed)) < 0)
+		return rc; /* sealed: a retry stores the same bytes */
+	memcpy(out_hash, s->hash, 65);
+	*out_bytes = s->compressed;
+	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, 0, SEEK_SET) < 0)
+		return broken(s, kiln_error_set(KILN_EIO, "spool file: truncate: %s", strerror(errno)));
+	s->size = s->compressed = 0;
+	s->streaming = s->sealed = false;
+	return 0;
 }
 
 static int drain(kiln_spool *s)
@@ -82,6 +249,11 @@ static int drain(kiln_spool *s)
 int kiln_spool_write(kiln_spool *s, const void *data, size_t len)
 {
 	int rc;
+
+	if (s->broken)
+		return kiln_error_set(KILN_EIO, "spool: an earlier failure lost this object's bytes");
+	if (s->stream)
+		return stream_write(s, data, len);
 
 	if (s->pending.len + len > CHUNK && s->pending.len && (rc = drain(s)) < 0)
 		return rc;
@@ -105,6 +277,10 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 	uint64_t done = 0, total = 0;
 	int out_fd = -1, rc;
 
+	if (s->broken)
+		return kiln_error_set(KILN_EIO, "spool: an earlier failure lost this object's bytes");
+	if (s->streaming)
+		return store_stream(s, store, key, out_hash, out_bytes);
 	if ((rc = drain(s)) < 0)
 		return rc;
 	in_chunk = malloc(CHUNK);

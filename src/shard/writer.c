@@ -24,6 +24,7 @@ struct range {
 /* A shard: filling, or closed and on its way to the store. */
 struct job {
 	kiln_spool spool; /* its JSON Lines */
+	ZSTD_CCtx *cctx;  /* what compresses them (streaming in the multithreaded framing) */
 	uint64_t records;
 	struct range *ranges;
 	size_t range_count, range_cap;
@@ -32,7 +33,6 @@ struct job {
 struct kiln_shard_writer {
 	kiln_store *store;
 	kiln_shard_writer_options opt;
-	ZSTD_CCtx *cctx;
 	struct job open; /* the filling shard */
 	kiln_shard_entry *closed;
 	size_t closed_count, closed_cap;
@@ -58,6 +58,25 @@ static void job_free(struct job *j)
 	free_ranges(j->ranges, j->range_count);
 	free(j->ranges);
 	kiln_spool_close(&j->spool);
+	ZSTD_freeCCtx(j->cctx);
+}
+
+/* A job's spool and compression context: with zstd threads, the spool
+ * compresses as it fills (kiln_spool_stream), so a shard's compression
+ * overlaps its filling and its records never touch the disk uncompressed. */
+static int job_open(kiln_shard_writer *w, struct job *j)
+{
+	int rc;
+
+	if (!(j->cctx = ZSTD_createCCtx()))
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	if ((w->opt.zstd_threads &&
+	     (rc = kiln_zstd_multithread(j->cctx, w->opt.zstd_threads, w->opt.zstd_pool)) < 0) ||
+	    (rc = kiln_spool_open(&j->spool, w->opt.spool_dir)) < 0)
+		return rc;
+	if (w->opt.zstd_threads)
+		kiln_spool_stream(&j->spool, j->cctx, w->opt.level);
+	return 0;
 }
 
 /* Compresses and stores a closed shard and lists its entry. */
@@ -71,7 +90,7 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 	if (!sources)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	e.raw_bytes = j->spool.size;
-	rc = kiln_spool_store(&j->spool, w->store, w->cctx, w->opt.level, NULL, e.hash, &e.bytes);
+	rc = kiln_spool_store(&j->spool, w->store, j->cctx, w->opt.level, NULL, e.hash, &e.bytes);
 	if (rc < 0) {
 		free(sources);
 		return rc;
@@ -146,16 +165,8 @@ int kiln_shard_writer_new(kiln_shard_writer **out, kiln_store *store, const kiln
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	w->open.spool.fd = w->flight.spool.fd = -1;
-	w->cctx = ZSTD_createCCtx();
-	if (!w->cctx) {
-		kiln_shard_writer_free(w);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
-	}
 	int rc;
-	if ((w->opt.zstd_threads &&
-	     (rc = kiln_zstd_multithread(w->cctx, w->opt.zstd_threads, w->opt.zstd_pool)) < 0) ||
-	    (rc = kiln_spool_open(&w->open.spool, w->opt.spool_dir)) < 0 ||
-	    (w->opt.background && (rc = kiln_spool_open(&w->flight.spool, w->opt.spool_dir)) < 0)) {
+	if ((rc = job_open(w, &w->open)) < 0 || (w->opt.background && (rc = job_open(w, &w->flight)) < 0)) {
 		kiln_shard_writer_free(w);
 		return rc;
 	}
@@ -197,7 +208,6 @@ void kiln_shard_writer_free(kiln_shard_writer *w)
 	free(w->closed);
 	job_free(&w->open);
 	job_free(&w->flight);
-	ZSTD_freeCCtx(w->cctx);
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
 	free(w);

@@ -5,11 +5,13 @@
  *
  * States: empty (no open record) -> filling (a spool file holds records, sources
  * track the offsets they came from) -> closed (compressed, stored, entry
- * listed) -> empty. In the background mode a closed shard is compressed and
- * stored on the writer's own thread while the next one fills (two spool
- * files, at most one shard in flight). Shards are spooled on disk, so memory
- * does not depend on target_bytes. A writer owns one reused zstd context;
- * with zstd_threads, libzstd spreads each frame over a shared pool. */
+ * listed) -> empty. With zstd_threads, libzstd's threads (a pool shared by
+ * the writers) compress a shard while it fills (shard/spool.h,
+ * kiln_spool_stream); without, it is compressed when it closes. In the
+ * background mode a closed shard is finished and stored on the writer's own
+ * thread while the next one fills (two spools, each with its zstd context,
+ * at most one shard in flight). Shards are spooled on disk, so memory does
+ * not depend on target_bytes. */
 #ifndef KILN_SHARD_WRITER_H
 #define KILN_SHARD_WRITER_H
 
@@ -24,11 +26,10 @@
 #define KILN_SHARD_DEFAULT_TARGET (64u << 20)
 
 typedef struct kiln_shard_writer_options {
-	size_t target_bytes; /* uncompressed bytes at which a shard closes; 0 = 64 MiB */
-	int level;           /* zstd level; 0 = 3 */
-	const char
-	    *spool_dir;  /* shards are spooled here (uncompressed, then compressed); NULL = $TMPDIR or /tmp */
-	bool background; /* compress and store closed shards on the writer's own thread */
+	size_t target_bytes;   /* uncompressed bytes at which a shard closes; 0 = 64 MiB */
+	int level;             /* zstd level; 0 = 3 */
+	const char *spool_dir; /* shards are spooled here; NULL = $TMPDIR or /tmp */
+	bool background;       /* compress and store closed shards on the writer's own thread */
 	/* >= 1: libzstd's multithreaded framing with up to this many threads
 	 * (shard/zstd_pool.h: the bytes do not depend on the number); 0: the
 	 * single-threaded framing */

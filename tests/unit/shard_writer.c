@@ -25,6 +25,7 @@
 #include "shard/fetch.h"
 #include "shard/object.h"
 #include "shard/writer.h"
+#include "shard/zstd_pool.h"
 
 static char tmpdir[PATH_MAX];
 
@@ -298,6 +299,91 @@ static void test_runs_match_single_appends(void **state)
 	kiln_store_close(store);
 }
 
+/* The frame libzstd makes of `len` bytes in kiln's multithreaded framing
+ * with the size pledged (malloc'd, *out_len bytes). */
+static char *reference_frame(const char *data, size_t len, size_t *out_len)
+{
+	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	size_t cap = ZSTD_compressBound(len);
+	char *out = malloc(cap);
+
+	assert_non_null(out);
+	assert_int_equal(kiln_zstd_multithread(cctx, 2, NULL), 0);
+	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 3);
+	ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+	ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+	*out_len = ZSTD_compress2(cctx, out, cap, data, len);
+	assert_false(ZSTD_isError(*out_len));
+	ZSTD_freeCCtx(cctx);
+	return out;
+}
+
+/* Shards of 8 MiB are compressed while they fill (kiln_spool_stream), the
+ * frame begun without a content size and its header rewritten at the close:
+ * the stored bytes are exactly those of compressing the shard at once with
+ * its size pledged, in both modes; the last, small shard (compressed when
+ * it closes) too. */
+static void check_streamed(bool background)
+{
+	enum { TARGET = 8 << 20, TOTAL = 11 << 20 };
+	kiln_shard_writer_options opt = {.target_bytes = TARGET, .background = background, .zstd_threads = 2};
+	char root[PATH_MAX], *all = malloc(TOTAL + 256), *ref, *got;
+	kiln_store *store = open_store(background ? "streamed-bg" : "streamed", root);
+	char key[KILN_SHARD_KEY_CAP], path[PATH_MAX + KILN_SHARD_KEY_CAP];
+	const kiln_shard_entry *e;
+	kiln_shard_writer *w;
+	size_t at = 0, n, ref_len, got_len, first = 0;
+	uint64_t x = 88172645463325252ull;
+	int records = 0;
+
+	assert_non_null(all);
+	assert_int_equal(kiln_shard_writer_new(&w, store, &opt), 0);
+	while (at < TOTAL) {
+		char line[128];
+		int len;
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		len = snprintf(line, sizeof(line), "{\"id\":%d,\"v\":\"%016llx\",\"n\":%llu}", records,
+		               (unsigned long long)x, (unsigned long long)(x % 1000));
+		assert_int_equal(kiln_shard_writer_append(w, line, (size_t)len, "t", 0, records), 0);
+		memcpy(all + at, line, (size_t)len);
+		all[at + (size_t)len] = '\n';
+		at += (size_t)len + 1;
+		records++;
+	}
+	assert_int_equal(kiln_shard_writer_finish(w), 0);
+	e = kiln_shard_writer_shards(w, &n);
+	assert_int_equal(n, 2);
+	assert_true(e[0].raw_bytes >= TARGET && e[1].raw_bytes < (4 << 20));
+	for (size_t i = 0; i < n; i++) {
+		ref = reference_frame(all + first, e[i].raw_bytes, &ref_len);
+		assert_int_equal(kiln_shard_name(key, sizeof(key), NULL, e[i].hash, NULL), 0);
+		snprintf(path, sizeof(path), "%s/%s", root, key);
+		got = read_all(path, &got_len);
+		assert_int_equal(got_len, ref_len);
+		assert_memory_equal(got, ref, ref_len);
+		free(ref);
+		free(got);
+		first += e[i].raw_bytes;
+	}
+	assert_int_equal(first, at);
+	kiln_shard_writer_free(w);
+	kiln_store_close(store);
+	free(all);
+}
+
+static void test_streamed(void **state)
+{
+	(void)state;
+	check_streamed(false);
+}
+
+static void test_streamed_background(void **state)
+{
+	(void)state;
+	check_streamed(true);
+}
+
 /* A writer that got no record stores no shard, flushed or finished. */
 static void test_empty_writes_nothing(void **state)
 {
@@ -402,6 +488,8 @@ int main(void)
 	    cmocka_unit_test(test_rollover_background),
 	    cmocka_unit_test(test_splits),
 	    cmocka_unit_test(test_runs_match_single_appends),
+	    cmocka_unit_test(test_streamed),
+	    cmocka_unit_test(test_streamed_background),
 	    cmocka_unit_test(test_empty_writes_nothing),
 	    cmocka_unit_test(test_errors),
 	};
