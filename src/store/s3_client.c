@@ -1,0 +1,654 @@
+/* S3 over libcurl with Signature V4 (see s3_client.h). */
+#include "store/s3_client.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/error.h"
+#include "store/s3_xml.h"
+#include "store/store.h"
+
+#define DEFAULT_RETRIES 5
+#define CONNECT_TIMEOUT 10L        /* seconds */
+#define STALL_SECONDS   60L        /* below 1 byte/s this long: a failure */
+#define BODY_MAX        (8u << 20) /* an answer kept in memory (a list page, an error) */
+#define POOL_MAX        4
+#define MAX_EXTRA       8
+
+struct kiln_s3_client {
+	char *endpoint, *bucket, *region;
+	char *host; /* the Host header: endpoint, or bucket.endpoint */
+	bool http, virtual_host;
+	char *access_key, *secret_key, *token; /* zeroed on free */
+	int max_retries;
+	pthread_mutex_t lock;
+	CURL *pool[POOL_MAX];
+	size_t pooled;
+};
+
+/* One request across its attempts. */
+struct call {
+	kiln_s3_client *s;
+	const char *method; /* GET, HEAD, PUT, DELETE */
+	const char *key;    /* "" for the bucket */
+	kiln_sigv4_pair query[MAX_EXTRA];
+	size_t query_count;
+	const char *payload_sha256;
+	CURL *curl;
+	/* upload: a file */
+	int fd;
+	uint64_t size, sent;
+	/* download: to a sink, or kept in body */
+	kiln_store_sink sink;
+	void *sink_ctx;
+	uint64_t delivered, total, skip;
+	bool started, aborted;
+	int abort_rc;
+	kiln_buf body;
+	/* each attempt */
+	long status;
+	CURLcode cc;
+	char curl_err[CURL_ERROR_SIZE];
+	curl_off_t length; /* Content-Length of the answer, -1 unknown */
+};
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static CURLcode init_code;
+
+static void init_curl(void)
+{
+	init_code = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static int oom(void)
+{
+	return kiln_error_set(KILN_ENOMEM, "out of memory");
+}
+
+static void free_secret(char *p)
+{
+	if (p)
+		sodium_memzero(p, strlen(p));
+	free(p);
+}
+
+int kiln_s3_client_new(kiln_s3_client **out, const kiln_s3_config *cfg)
+{
+	kiln_s3_client *s;
+	const kiln_sigv4_credentials *cr = &cfg->credentials;
+
+	*out = NULL;
+	pthread_once(&init_once, init_curl);
+	if (init_code != CURLE_OK)
+		return kiln_error_set(KILN_EIO, "libcurl: %s", curl_easy_strerror(init_code));
+	if (!cfg->endpoint || !*cfg->endpoint || !cfg->bucket || !*cfg->bucket)
+		return kiln_error_set(KILN_EINVALID, "S3: an endpoint and a bucket are needed");
+	if (!cr->access_key || !*cr->access_key || !cr->secret_key || !*cr->secret_key)
+		return kiln_error_set(KILN_EINVALID, "S3: no credentials for %s", cfg->endpoint);
+	if (!(s = calloc(1, sizeof(*s))))
+		return oom();
+	pthread_mutex_init(&s->lock, NULL);
+	s->endpoint = strdup(cfg->endpoint);
+	s->bucket = strdup(cfg->bucket);
+	s->region = strdup(cfg->region && *cfg->region ? cfg->region : "us-east-1");
+	s->access_key = strdup(cr->access_key);
+	s->secret_key = strdup(cr->secret_key);
+	s->token = cr->session_token && *cr->session_token ? strdup(cr->session_token) : NULL;
+	s->http = cfg->http;
+	s->virtual_host = cfg->virtual_host;
+	s->max_retries = cfg->max_retries > 0 ? cfg->max_retries : DEFAULT_RETRIES;
+	if (cfg->virtual_host ? asprintf(&s->host, "%s.%s", cfg->bucket, cfg->endpoint) < 0
+	                      : !(s->host = strdup(cfg->endpoint)))
+		s->host = NULL;
+	if (!s->endpoint || !s->bucket || !s->region || !s->access_key || !s->secret_key || !s->host ||
+	    (cr->session_token && *cr->session_token && !s->token)) {
+		kiln_s3_client_free(s);
+		return oom();
+	}
+	*out = s;
+	return 0;
+}
+
+void kiln_s3_client_free(kiln_s3_client *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->pooled; i++)
+		curl_easy_cleanup(s->pool[i]);
+	free(s->endpoint);
+	free(s->bucket);
+	free(s->region);
+	free(s->host);
+	free_secret(s->access_key);
+	free_secret(s->secret_key);
+	free_secret(s->token);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static CURL *take_handle(kiln_s3_client *s)
+{
+	CURL *c = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->pooled > 0)
+		c = s->pool[--s->pooled];
+	pthread_mutex_unlock(&s->lock);
+	return c ? c : curl_easy_init();
+}
+
+static void give_handle(kiln_s3_client *s, CURL *c)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->pooled < POOL_MAX) {
+		s->pool[s->pooled++] = c;
+		c = NULL;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (c)
+		curl_easy_cleanup(c);
+}
+
+/* --- one attempt ------------------------------------------------------------ */
+
+static size_t on_data(char *data, size_t size, size_t nmemb, void *ctx)
+{
+	struct call *c = ctx;
+	size_t len = size * nmemb;
+	long status = 0;
+	int rc;
+
+	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (!c->sink || (status != 200 && status != 206)) {
+		/* an error answer or a listing: kept whole (up to BODY_MAX) */
+		return kiln_buf_put(&c->body, data, len) == 0 ? len : 0;
+	}
+	if (!c->started) {
+		c->started = true;
+		if (status == 200) {
+			curl_off_t cl = -1;
+
+			curl_easy_getinfo(c->curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+			c->total = cl >= 0 ? (uint64_t)cl : 0;
+			c->skip = c->delivered; /* the whole object again: drop what the sink has */
+		}
+	}
+	if (c->skip >= len) {
+		c->skip -= len;
+		return len;
+	}
+	data += c->skip;
+	rc = c->sink(c->sink_ctx, data, len - (size_t)c->skip);
+	if (rc != 0) {
+		c->aborted = true;
+		c->abort_rc = rc;
+		return 0; /* CURLE_WRITE_ERROR */
+	}
+	c->delivered += len - (size_t)c->skip;
+	c->skip = 0;
+	return len;
+}
+
+static size_t on_read(char *buf, size_t size, size_t nmemb, void *ctx)
+{
+	struct call *c = ctx;
+	size_t want = size * nmemb;
+	ssize_t n;
+
+	if (c->size - c->sent < want)
+		want = (size_t)(c->size - c->sent);
+	if (want == 0)
+		return 0;
+	do
+		n = pread(c->fd, buf, want, (off_t)c->sent);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return CURL_READFUNC_ABORT; /* the file shrank or failed: not retried */
+	c->sent += (uint64_t)n;
+	return (size_t)n;
+}
+
+static int on_seek(void *ctx, curl_off_t offset, int origin)
+{
+	struct call *c = ctx;
+
+	if (origin != SEEK_SET || offset < 0 || (uint64_t)offset > c->size)
+		return CURL_SEEKFUNC_CANTSEEK;
+	c->sent = (uint64_t)offset;
+	return CURL_SEEKFUNC_OK;
+}
+
+/* The request's URL: scheme, host, the path encoded once, the query as signed. */
+static int request_url(struct call *c, kiln_buf *url, kiln_buf *path)
+{
+	kiln_s3_client *s = c->s;
+	int rc;
+
+	if ((rc = kiln_buf_printf(path, s->virtual_host ? "/%s" : "/%s/%s",
+	                          s->virtual_host ? c->key : s->bucket, c->key)) < 0 ||
+	    (rc = kiln_buf_printf(url, "%s://%s", s->http ? "http" : "https", s->host)) < 0 ||
+	    (rc = kiln_sigv4_encode_path(url, path->ptr)) < 0)
+		return rc;
+	if (c->query_count && ((rc = kiln_buf_putc(url, '?')) < 0 ||
+	                       (rc = kiln_sigv4_query(url, c->query, c->query_count)) < 0))
+		return rc;
+	return kiln_buf_putc(url, '\0');
+}
+
+static struct curl_slist *add(struct curl_slist *list, const char *line, bool *failed)
+{
+	struct curl_slist *next = curl_slist_append(list, line);
+
+	if (!next)
+		*failed = true;
+	return next ? next : list;
+}
+
+static void free_headers(struct curl_slist *list)
+{
+	for (struct curl_slist *h = list; h; h = h->next)
+		sodium_memzero(h->data, strlen(h->data));
+	curl_slist_free_all(list);
+}
+
+static void attempt(struct call *c)
+{
+	kiln_s3_client *s = c->s;
+	kiln_sigv4_credentials cr = {s->access_key, s->secret_key, s->token};
+	kiln_buf url = {0}, path = {0};
+	char host[512];
+	kiln_sigv4_signed sig;
+	struct curl_slist *headers = NULL;
+	bool failed = false;
+	CURL *e = c->curl;
+
+	c->status = 0;
+	c->cc = CURLE_OK;
+	c->curl_err[0] = '\0';
+	c->length = -1;
+	c->sent = 0;
+	c->skip = 0;
+	c->started = false;
+	kiln_buf_reset(&c->body);
+	c->body.max = BODY_MAX;
+	if (request_url(c, &url, &path) < 0) {
+		c->cc = CURLE_OUT_OF_MEMORY;
+		goto done;
+	}
+	kiln_sigv4_request r = {.method = c->method,
+	                        .host = s->host,
+	                        .path = path.ptr,
+	                        .query = c->query,
+	                        .query_count = c->query_count,
+	                        .payload_sha256 = c->payload_sha256,
+	                        .region = s->region,
+	                        .service = "s3",
+	                        .now = time(NULL)};
+	if (kiln_sigv4_sign(&sig, &r, &cr) < 0) {
+		c->cc = CURLE_OUT_OF_MEMORY;
+		goto done;
+	}
+	snprintf(host, sizeof(host), "Host: %s", s->host);
+	headers = add(headers, host, &failed);
+	headers = add(headers, sig.authorization, &failed);
+	headers = add(headers, sig.amz_date, &failed);
+	headers = add(headers, sig.content_sha256, &failed);
+	if (s->token)
+		headers = add(headers, sig.security_token.ptr, &failed);
+	headers = add(headers, "Expect:", &failed); /* no 100-continue round trip */
+	kiln_sigv4_signed_free(&sig);
+	if (failed) {
+		c->cc = CURLE_OUT_OF_MEMORY;
+		goto done;
+	}
+	curl_easy_reset(e);
+	curl_easy_setopt(e, CURLOPT_URL, url.ptr);
+	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, STALL_SECONDS);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->curl_err);
+	curl_easy_setopt(e, CURLOPT_USERAGENT, "kiln");
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
+	if (strcmp(c->method, "HEAD") == 0) {
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	} else if (strcmp(c->method, "PUT") == 0) {
+		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)c->size);
+		curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(e, CURLOPT_READDATA, c);
+		curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, on_seek);
+		curl_easy_setopt(e, CURLOPT_SEEKDATA, c);
+	} else if (strcmp(c->method, "GET") != 0) {
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, c->method);
+	}
+	if (c->sink && c->delivered > 0) {
+		char range[48];
+
+		snprintf(range, sizeof(range), "%" PRIu64 "-", c->delivered);
+		curl_easy_setopt(e, CURLOPT_RANGE, range);
+	}
+	c->cc = curl_easy_perform(e);
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &c->status);
+	curl_easy_getinfo(e, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &c->length);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+done:
+	free_headers(headers);
+	kiln_buf_free(&url);
+	kiln_buf_free(&path);
+}
+
+/* --- retries and messages --------------------------------------------------- */
+
+static bool retriable(const struct call *c)
+{
+	if (c->aborted)
+		return false;
+	if (c->cc == CURLE_OK)
+		return c->status >= 500 || c->status == 429 || c->status == 408;
+	switch (c->cc) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_GOT_NOTHING:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+	case CURLE_SSL_CONNECT_ERROR:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static const char *hint(const char *code)
+{
+	static const struct {
+		const char *code, *hint;
+	} hints[] = {
+	    {"SignatureDoesNotMatch", "check the secret key"},
+	    {"InvalidAccessKeyId", "check the access key id"},
+	    {"InvalidToken", "check the session token"},
+	    {"ExpiredToken", "the session token expired: get new credentials"},
+	    {"RequestTimeTooSkewed", "check this machine's clock: S3 allows 15 minutes"},
+	    {"AccessDenied", "check the credentials and the bucket's policy"},
+	    {"NoSuchBucket", "the bucket does not exist at this endpoint"},
+	    {"AuthorizationHeaderMalformed", "check the region"},
+	    {"PermanentRedirect", "the bucket lives at another endpoint or region"},
+	};
+
+	for (size_t i = 0; i < sizeof(hints) / sizeof(hints[0]); i++)
+		if (strcmp(code, hints[i].code) == 0)
+			return hints[i].hint;
+	return NULL;
+}
+
+static int fail(const struct call *c, int attempts)
+{
+	const kiln_s3_client *s = c->s;
+	char code[64] = "", msg[200] = "", what[320];
+	const char *h;
+	int kind = KILN_EINVALID;
+
+	if (c->cc != CURLE_OK && c->cc != CURLE_WRITE_ERROR) {
+		snprintf(what, sizeof(what), "%s", c->curl_err[0] ? c->curl_err : curl_easy_strerror(c->cc));
+	} else {
+		kiln_s3_xml_find(c->body.ptr, c->body.len, "Error/Code", code, sizeof(code));
+		kiln_s3_xml_find(c->body.ptr, c->body.len, "Error/Message", msg, sizeof(msg));
+		if (c->status == 404 && !code[0])
+			snprintf(code, sizeof(code), "NoSuchKey"); /* a HEAD answer has no body */
+		snprintf(what, sizeof(what), "HTTP %ld%s%s%s%s", c->status, code[0] ? " " : "", code,
+		         msg[0] ? ": " : "", msg);
+		if (c->status == 404)
+			kind = KILN_ENOTFOUND;
+	}
+	if (retriable(c))
+		return kiln_error_set(KILN_ERETRY, "s3://%s/%s at %s: %s, gave up after %d attempt%s",
+		                      s->bucket, c->key, s->endpoint, what, attempts,
+		                      attempts == 1 ? "" : "s");
+	if ((h = hint(code)))
+		return kiln_error_set(kind, "s3://%s/%s at %s: %s (%s)", s->bucket, c->key, s->endpoint, what,
+		                      h);
+	return kiln_error_set(kind, "s3://%s/%s at %s: %s", s->bucket, c->key, s->endpoint, what);
+}
+
+static bool done_ok(const struct call *c)
+{
+	if (c->cc != CURLE_OK)
+		return false;
+	return c->status >= 200 && c->status < 300;
+}
+
+/* Attempts until success, a failure not worth retrying, or max_retries. */
+static int run(struct call *c)
+{
+	int n, rc = 0;
+
+	if (!(c->curl = take_handle(c->s)))
+		return oom();
+	for (n = 0;; n++) {
+		attempt(c);
+		if (c->aborted) {
+			rc = c->abort_rc;
+			break;
+		}
+		if (c->cc == CURLE_OUT_OF_MEMORY) {
+			rc = oom();
+			break;
+		}
+		if (done_ok(c))
+			break;
+		if (c->sink && c->total > 0 && c->delivered == c->total)
+			break; /* every byte arrived; only the ending failed */
+		if (!retriable(c) || n >= c->s->max_retries) {
+			rc = fail(c, n + 1);
+			break;
+		}
+		kiln_store_backoff(n);
+	}
+	give_handle(c->s, c->curl);
+	return rc;
+}
+
+static void call_init(struct call *c, kiln_s3_client *s, const char *method, const char *key)
+{
+	memset(c, 0, sizeof(*c));
+	c->s = s;
+	c->method = method;
+	c->key = key;
+	c->fd = -1;
+	c->payload_sha256 = KILN_SIGV4_EMPTY_SHA256;
+}
+
+/* --- objects ------------------------------------------------------------------ */
+
+/* The hex SHA-256 of a file's first size bytes. */
+static int file_sha256(int fd, const char *path, uint64_t size, char out[65])
+{
+	crypto_hash_sha256_state st;
+	unsigned char digest[crypto_hash_sha256_BYTES], buf[1 << 16];
+	uint64_t at = 0;
+
+	crypto_hash_sha256_init(&st);
+	while (at < size) {
+		size_t want = size - at < sizeof(buf) ? (size_t)(size - at) : sizeof(buf);
+		ssize_t n = pread(fd, buf, want, (off_t)at);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return kiln_error_set(KILN_EIO, "%s: read: %s", path,
+			                      n < 0 ? strerror(errno) : "short");
+		crypto_hash_sha256_update(&st, buf, (size_t)n);
+		at += (uint64_t)n;
+	}
+	crypto_hash_sha256_final(&st, digest);
+	sodium_bin2hex(out, 65, digest, sizeof(digest));
+	return 0;
+}
+
+int kiln_s3_put_file(kiln_s3_client *s, const char *key, const char *path, uint64_t size)
+{
+	struct call c;
+	char sha[65];
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "%s: %s", path,
+		                      strerror(errno));
+	if ((rc = kiln_store_check_upload(fd, path, size)) < 0 ||
+	    (rc = file_sha256(fd, path, size, sha)) < 0) {
+		close(fd);
+		return rc;
+	}
+	call_init(&c, s, "PUT", key);
+	c.fd = fd;
+	c.size = size;
+	c.payload_sha256 = sha;
+	rc = run(&c);
+	close(fd);
+	kiln_buf_free(&c.body);
+	return rc;
+}
+
+int kiln_s3_get(kiln_s3_client *s, const char *key, kiln_store_sink sink, void *ctx)
+{
+	struct call c;
+	int rc;
+
+	call_init(&c, s, "GET", key);
+	c.sink = sink;
+	c.sink_ctx = ctx;
+	rc = run(&c);
+	kiln_buf_free(&c.body);
+	return rc;
+}
+
+int kiln_s3_head(kiln_s3_client *s, const char *key, uint64_t *out_size)
+{
+	struct call c;
+	int rc;
+
+	call_init(&c, s, "HEAD", key);
+	rc = run(&c);
+	if (rc == 0)
+		*out_size = c.length >= 0 ? (uint64_t)c.length : 0;
+	kiln_buf_free(&c.body);
+	return rc;
+}
+
+int kiln_s3_delete(kiln_s3_client *s, const char *key)
+{
+	struct call c;
+	int rc;
+
+	call_init(&c, s, "DELETE", key);
+	rc = run(&c);
+	kiln_buf_free(&c.body);
+	return rc == KILN_ENOTFOUND ? 0 : rc;
+}
+
+/* --- listing ------------------------------------------------------------------ */
+
+struct page {
+	kiln_s3_list_cb cb;
+	void *ctx;
+	char key[1024];
+	uint64_t size;
+	int64_t mtime;
+	bool truncated, bad_key;
+	char next[1024];
+};
+
+static int64_t parse_time(const char *t)
+{
+	struct tm tm = {0};
+
+	if (!strptime(t, "%Y-%m-%dT%H:%M:%S", &tm))
+		return 0;
+	return (int64_t)timegm(&tm);
+}
+
+static int page_event(void *ctx, const char *path, const char *text, size_t len)
+{
+	struct page *p = ctx;
+
+	(void)len;
+	if (!text) {
+		if (strcmp(path, "ListBucketResult/Contents") != 0)
+			return 0;
+		if (!kiln_s3_xml_url_decode(p->key) || !p->key[0]) {
+			p->bad_key = true;
+			return 1;
+		}
+		int rc = p->cb(p->ctx, p->key, p->size, p->mtime);
+		p->key[0] = '\0';
+		p->size = 0;
+		p->mtime = 0;
+		return rc;
+	}
+	if (strcmp(path, "ListBucketResult/Contents/Key") == 0)
+		snprintf(p->key, sizeof(p->key), "%s", text);
+	else if (strcmp(path, "ListBucketResult/Contents/Size") == 0)
+		p->size = strtoull(text, NULL, 10);
+	else if (strcmp(path, "ListBucketResult/Contents/LastModified") == 0)
+		p->mtime = parse_time(text);
+	else if (strcmp(path, "ListBucketResult/IsTruncated") == 0)
+		p->truncated = strcmp(text, "true") == 0;
+	else if (strcmp(path, "ListBucketResult/NextContinuationToken") == 0)
+		snprintf(p->next, sizeof(p->next), "%s", text);
+	return 0;
+}
+
+int kiln_s3_list(kiln_s3_client *s, const char *prefix, kiln_s3_list_cb cb, void *ctx)
+{
+	struct page p = {.cb = cb, .ctx = ctx};
+	char token[1024] = "";
+	int rc;
+
+	do {
+		struct call c;
+
+		call_init(&c, s, "GET", "");
+		c.query[c.query_count++] = (kiln_sigv4_pair){"list-type", "2"};
+		c.query[c.query_count++] = (kiln_sigv4_pair){"encoding-type", "url"};
+		c.query[c.query_count++] = (kiln_sigv4_pair){"prefix", prefix ? prefix : ""};
+		if (token[0])
+			c.query[c.query_count++] = (kiln_sigv4_pair){"continuation-token", token};
+		rc = run(&c);
+		p.truncated = false;
+		p.next[0] = '\0';
+		if (rc == 0)
+			rc = kiln_s3_xml_walk(c.body.ptr, c.body.len, page_event, &p);
+		kiln_buf_free(&c.body);
+		if (p.bad_key)
+			return kiln_error_set(KILN_EINVALID,
+			                      "s3://%s/%s at %s: a listed key that is not URL-encoded",
+			                      s->bucket, prefix ? prefix : "", s->endpoint);
+		if (rc != 0)
+			return rc;
+		if (p.truncated && !p.next[0])
+			return kiln_error_set(KILN_EINVALID,
+			                      "s3://%s/%s at %s: a truncated listing without a token",
+			                      s->bucket, prefix ? prefix : "", s->endpoint);
+		snprintf(token, sizeof(token), "%s", p.next);
+	} while (p.truncated);
+	return 0;
+}

@@ -1,0 +1,52 @@
+/* An S3 client on libcurl that signs every request with Signature V4
+ * (sigv4.h) and reads S3's XML answers (s3_xml.h): the cloud-ready client
+ * of issue 13 (AWS S3 and current S3 services refuse the V2 signatures of
+ * Debian's libs3). Objects are addressed path-style (HOST/BUCKET/KEY) or
+ * virtual-hosted (BUCKET.HOST/KEY). Every request carries the payload's
+ * SHA-256 (the service checks the bytes it got), is signed afresh on each
+ * attempt and retried with backoff on connection failures, 408, 429 and
+ * 5xx; a get that broke off resumes with a Range request. Messages name the
+ * endpoint, bucket and key and the service's error code, never a
+ * credential. A client keeps a few curl handles (their connections) and
+ * may be shared by threads. */
+#ifndef KILN_STORE_S3_CLIENT_H
+#define KILN_STORE_S3_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kiln/common.h" /* kiln_store_sink */
+#include "store/sigv4.h"
+
+typedef struct kiln_s3_config {
+	const char *endpoint; /* host[:port] */
+	bool http;            /* plain HTTP (tests, some on-prem endpoints) */
+	bool virtual_host;    /* BUCKET.HOST/KEY instead of HOST/BUCKET/KEY */
+	const char *bucket;
+	const char *region; /* NULL: us-east-1 */
+	kiln_sigv4_credentials credentials;
+	int max_retries; /* 0: 5 */
+} kiln_s3_config;
+
+typedef struct kiln_s3_client kiln_s3_client;
+
+/* Copies what it keeps of config (the credentials are zeroed on free). */
+int kiln_s3_client_new(kiln_s3_client **out, const kiln_s3_config *config);
+void kiln_s3_client_free(kiln_s3_client *client);
+
+/* PUT of the regular file at path (size bytes) under key, in one request. */
+int kiln_s3_put_file(kiln_s3_client *client, const char *key, const char *path, uint64_t size);
+/* GET: the object's bytes to sink, in order, each byte once. */
+int kiln_s3_get(kiln_s3_client *client, const char *key, kiln_store_sink sink, void *ctx);
+/* HEAD: the object's size; KILN_ENOTFOUND when there is none. */
+int kiln_s3_head(kiln_s3_client *client, const char *key, uint64_t *out_size);
+/* DELETE (0 also when there was no such object). */
+int kiln_s3_delete(kiln_s3_client *client, const char *key);
+
+/* Called once per object under a prefix, in key order; non-zero stops the
+ * listing and is returned. mtime: seconds since the epoch. */
+typedef int (*kiln_s3_list_cb)(void *ctx, const char *key, uint64_t size, int64_t mtime);
+/* ListObjectsV2 with encoding-type=url, page after page. */
+int kiln_s3_list(kiln_s3_client *client, const char *prefix, kiln_s3_list_cb cb, void *ctx);
+
+#endif
