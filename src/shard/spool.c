@@ -156,20 +156,17 @@ static int stream_write(kiln_spool *s, const void *data, size_t len)
 	return rc;
 }
 
-/* Ends the frame, writes its header with the content size over the room
- * and the streamed header, and hashes the object. */
-static int seal(kiln_spool *s)
+/* Ends a streamed frame and writes its header with the content size over
+ * the room and the streamed header. */
+static int end_stream(kiln_spool *s)
 {
-	unsigned char head[6], final[10], digest[32];
-	crypto_generichash_state hs;
-	uint64_t at = 0, total;
+	unsigned char head[6], final[10];
 	int rc;
 
 	rc = feed(s, s->pending.ptr, s->pending.len, ZSTD_e_end);
 	kiln_buf_reset(&s->pending);
 	if (rc < 0)
 		return rc;
-	total = KILN_SPOOL_ROOM + s->compressed;
 	if (pread(s->fd, head, sizeof(head), KILN_SPOOL_ROOM) != (ssize_t)sizeof(head))
 		return broken(s, kiln_error_set(KILN_EIO, "spool file: read: %s", strerror(errno)));
 	/* magic, then a descriptor without content size, single segment or
@@ -191,44 +188,80 @@ static int seal(kiln_spool *s)
 		final[6 + i] = (unsigned char)(s->size >> (8 * i));
 	if (pwrite(s->fd, final, sizeof(final), 0) != (ssize_t)sizeof(final))
 		return broken(s, kiln_error_set(KILN_EIO, "spool file: write: %s", strerror(errno)));
+	s->compressed += KILN_SPOOL_ROOM;
+	return 0;
+}
+
+/* Compresses an object that never began streaming (it waits in memory)
+ * at once, with its size pledged. */
+static int compress_held(kiln_spool *s)
+{
+	int rc;
+
+	if (!s->chunk && !(s->chunk = malloc(CHUNK)))
+		return broken(s, kiln_error_set(KILN_ENOMEM, "out of memory"));
+	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, 0, SEEK_SET) < 0)
+		return broken(s, kiln_error_set(KILN_EIO, "spool file: %s", strerror(errno)));
+	ZSTD_CCtx_reset(s->stream, ZSTD_reset_session_only);
+	ZSTD_CCtx_setParameter(s->stream, ZSTD_c_compressionLevel, s->level);
+	ZSTD_CCtx_setParameter(s->stream, ZSTD_c_checksumFlag, 1);
+	ZSTD_CCtx_setParameter(s->stream, ZSTD_c_contentSizeFlag, 1);
+	ZSTD_CCtx_setPledgedSrcSize(s->stream, s->size);
+	s->compressed = 0;
+	rc = feed(s, s->pending.ptr, s->pending.len, ZSTD_e_end);
+	kiln_buf_reset(&s->pending);
+	return rc;
+}
+
+int kiln_spool_seal(kiln_spool *s)
+{
+	int rc;
+
+	if (s->broken)
+		return kiln_error_set(KILN_EIO, "spool: an earlier failure lost this object's bytes");
+	if (!s->stream || s->sealed)
+		return 0;
+	if ((rc = s->streaming ? end_stream(s) : compress_held(s)) < 0)
+		return rc;
+	s->sealed = true;
+	return 0;
+}
+
+/* Hashes and stores a sealed object (the file from offset 0). */
+static int store_sealed(kiln_spool *s, kiln_store *store, const char *key, char out_hash[65],
+                        uint64_t *out_bytes)
+{
+	unsigned char digest[32];
+	crypto_generichash_state hs;
+	char path[64], hash[65], shard_key[128];
+	uint64_t at = 0;
+	int rc;
+
 	crypto_generichash_init(&hs, NULL, 0, sizeof(digest));
-	while (at < total) {
-		size_t want = total - at < CHUNK ? (size_t)(total - at) : CHUNK;
+	while (at < s->compressed) {
+		size_t want = s->compressed - at < CHUNK ? (size_t)(s->compressed - at) : CHUNK;
 		ssize_t n = pread(s->fd, s->chunk, want, (off_t)at);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return broken(s, kiln_error_set(KILN_EIO, "spool file: read: %s",
-			                                n < 0 ? strerror(errno) : "short"));
+			return kiln_error_set(KILN_EIO, "spool file: read: %s",
+			                      n < 0 ? strerror(errno) : "short");
 		crypto_generichash_update(&hs, (const unsigned char *)s->chunk, (size_t)n);
 		at += (uint64_t)n;
 	}
 	crypto_generichash_final(&hs, digest, sizeof(digest));
-	sodium_bin2hex(s->hash, sizeof(s->hash), digest, sizeof(digest));
-	s->compressed = total;
-	s->sealed = true;
-	return 0;
-}
-
-static int store_stream(kiln_spool *s, kiln_store *store, const char *key, char out_hash[65],
-                        uint64_t *out_bytes)
-{
-	char path[64], shard_key[128];
-	int rc;
-
-	if (!s->sealed && (rc = seal(s)) < 0)
-		return rc;
+	sodium_bin2hex(hash, sizeof(hash), digest, sizeof(digest));
 	if (!key) {
-		if ((rc = kiln_shard_name(shard_key, sizeof(shard_key), NULL, s->hash, NULL)) < 0)
+		if ((rc = kiln_shard_name(shard_key, sizeof(shard_key), NULL, hash, NULL)) < 0)
 			return rc;
 		key = shard_key;
 	}
 	/* the file has no name: the store opens it through /proc */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", s->fd);
 	if ((rc = kiln_store_put_file(store, key, path, s->compressed)) < 0)
-		return rc; /* sealed: a retry stores the same bytes */
-	memcpy(out_hash, s->hash, 65);
+		return rc; /* still sealed: a retry stores the same bytes */
+	memcpy(out_hash, hash, 65);
 	*out_bytes = s->compressed;
 	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, 0, SEEK_SET) < 0)
 		return broken(s, kiln_error_set(KILN_EIO, "spool file: truncate: %s", strerror(errno)));
@@ -279,8 +312,8 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 
 	if (s->broken)
 		return kiln_error_set(KILN_EIO, "spool: an earlier failure lost this object's bytes");
-	if (s->streaming)
-		return store_stream(s, store, key, out_hash, out_bytes);
+	if (s->stream)
+		return (rc = kiln_spool_seal(s)) < 0 ? rc : store_sealed(s, store, key, out_hash, out_bytes);
 	if ((rc = drain(s)) < 0)
 		return rc;
 	in_chunk = malloc(CHUNK);

@@ -26,10 +26,9 @@ typedef struct kiln_spool {
 	uint64_t stream_after; /* bytes held in memory before the frame begins */
 	bool streaming;        /* the frame has begun: fd holds its bytes after KILN_SPOOL_ROOM */
 	bool broken;           /* compressing or writing failed: the bytes are lost */
-	bool sealed;           /* the frame is complete, its hash known (a failed store is retried) */
+	bool sealed;           /* the frame is complete in fd from offset 0 (a failed store is retried) */
 	uint64_t compressed;   /* bytes the frame has produced so far */
 	char *chunk;           /* what compressing produces, on its way to fd */
-	char hash[65];         /* when sealed */
 } kiln_spool;
 
 /* Bytes left free at the start of a streamed frame's file: the frame
@@ -55,6 +54,13 @@ int kiln_spool_write(kiln_spool *spool, const void *data, size_t len);
  * After a failure to compress or write, every later call fails: the
  * object's bytes are lost, the caller starts again (a new writer). */
 void kiln_spool_stream(kiln_spool *spool, ZSTD_CCtx *cctx, int level);
+
+/* A streaming spool's object, complete: the frame ended (or, for an
+ * object that never began streaming, compressed at once from memory) into
+ * the spool file. After it the spool needs its zstd context no more until
+ * stored: kiln_spool_store then only hashes and stores, so the context can
+ * begin the next object meanwhile. No effect on other spools. */
+int kiln_spool_seal(kiln_spool *spool);
 
 /* Compresses everything appended so far and stores it under `key`, or under
  * shards/<hh>/<hash>.jsonl.zst when key is NULL; then empties the spool for

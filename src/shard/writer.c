@@ -24,7 +24,6 @@ struct range {
 /* A shard: filling, or closed and on its way to the store. */
 struct job {
 	kiln_spool spool; /* its JSON Lines */
-	ZSTD_CCtx *cctx;  /* what compresses them (streaming in the multithreaded framing) */
 	uint64_t records;
 	struct range *ranges;
 	size_t range_count, range_cap;
@@ -33,6 +32,7 @@ struct job {
 struct kiln_shard_writer {
 	kiln_store *store;
 	kiln_shard_writer_options opt;
+	ZSTD_CCtx *cctx; /* with zstd threads it streams the open shard (kiln_spool_stream) */
 	struct job open; /* the filling shard */
 	kiln_shard_entry *closed;
 	size_t closed_count, closed_cap;
@@ -58,24 +58,21 @@ static void job_free(struct job *j)
 	free_ranges(j->ranges, j->range_count);
 	free(j->ranges);
 	kiln_spool_close(&j->spool);
-	ZSTD_freeCCtx(j->cctx);
 }
 
-/* A job's spool and compression context: with zstd threads, the spool
- * compresses as it fills (kiln_spool_stream), so a shard's compression
- * overlaps its filling and its records never touch the disk uncompressed. */
+/* A job's spool: with zstd threads it compresses as it fills with the
+ * writer's context (kiln_spool_stream), so a shard's compression overlaps
+ * its filling and its records never touch the disk uncompressed; a shard
+ * is sealed before it goes to the background (kiln_shard_writer_flush),
+ * so the one context serves the open shard only. */
 static int job_open(kiln_shard_writer *w, struct job *j)
 {
 	int rc;
 
-	if (!(j->cctx = ZSTD_createCCtx()))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
-	if ((w->opt.zstd_threads &&
-	     (rc = kiln_zstd_multithread(j->cctx, w->opt.zstd_threads, w->opt.zstd_pool)) < 0) ||
-	    (rc = kiln_spool_open(&j->spool, w->opt.spool_dir)) < 0)
+	if ((rc = kiln_spool_open(&j->spool, w->opt.spool_dir)) < 0)
 		return rc;
 	if (w->opt.zstd_threads)
-		kiln_spool_stream(&j->spool, j->cctx, w->opt.level);
+		kiln_spool_stream(&j->spool, w->cctx, w->opt.level);
 	return 0;
 }
 
@@ -90,7 +87,7 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 	if (!sources)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	e.raw_bytes = j->spool.size;
-	rc = kiln_spool_store(&j->spool, w->store, j->cctx, w->opt.level, NULL, e.hash, &e.bytes);
+	rc = kiln_spool_store(&j->spool, w->store, w->cctx, w->opt.level, NULL, e.hash, &e.bytes);
 	if (rc < 0) {
 		free(sources);
 		return rc;
@@ -165,8 +162,16 @@ int kiln_shard_writer_new(kiln_shard_writer **out, kiln_store *store, const kiln
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	w->open.spool.fd = w->flight.spool.fd = -1;
-	int rc;
-	if ((rc = job_open(w, &w->open)) < 0 || (w->opt.background && (rc = job_open(w, &w->flight)) < 0)) {
+	int rc = 0;
+	if (!(w->cctx = ZSTD_createCCtx()))
+		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+	else if (w->opt.zstd_threads)
+		rc = kiln_zstd_multithread(w->cctx, w->opt.zstd_threads, w->opt.zstd_pool);
+	if (rc == 0)
+		rc = job_open(w, &w->open);
+	if (rc == 0 && w->opt.background)
+		rc = job_open(w, &w->flight);
+	if (rc < 0) {
 		kiln_shard_writer_free(w);
 		return rc;
 	}
@@ -208,6 +213,7 @@ void kiln_shard_writer_free(kiln_shard_writer *w)
 	free(w->closed);
 	job_free(&w->open);
 	job_free(&w->flight);
+	ZSTD_freeCCtx(w->cctx);
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
@@ -296,6 +302,8 @@ int kiln_shard_writer_flush(kiln_shard_writer *w)
 		return 0;
 	if (!w->started)
 		return store_job(w, &w->open); /* on failure the shard stays open: a retry can flush again */
+	if ((rc = kiln_spool_seal(&w->open.spool)) < 0)
+		return rc;
 	pthread_mutex_lock(&w->lock);
 	while (w->busy)
 		pthread_cond_wait(&w->cond, &w->lock);

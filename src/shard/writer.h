@@ -8,9 +8,10 @@
  * listed) -> empty. With zstd_threads, libzstd's threads (a pool shared by
  * the writers) compress a shard while it fills (shard/spool.h,
  * kiln_spool_stream); without, it is compressed when it closes. In the
- * background mode a closed shard is finished and stored on the writer's own
- * thread while the next one fills (two spools, each with its zstd context,
- * at most one shard in flight). Shards are spooled on disk, so memory does
+ * background mode a closed shard is sealed (its frame ended, on the
+ * caller's thread), then hashed and stored on the writer's own thread while
+ * the next one fills (two spools, one zstd context, at most one shard in
+ * flight). Shards are spooled on disk, so memory does
  * not depend on target_bytes. */
 #ifndef KILN_SHARD_WRITER_H
 #define KILN_SHARD_WRITER_H
