@@ -541,9 +541,15 @@ int kiln_s3_get(kiln_s3_client *s, const char *key, kiln_store_sink sink, void *
 	return rc;
 }
 
+static int stop_at_once(void *ctx, const void *data, size_t len)
+{
+	(void)ctx, (void)data, (void)len;
+	return 1;
+}
+
 int kiln_s3_head(kiln_s3_client *s, const char *key, uint64_t *out_size)
 {
-	struct call c;
+	struct call c, why;
 	int rc;
 
 	call_init(&c, s, "HEAD", key);
@@ -551,7 +557,16 @@ int kiln_s3_head(kiln_s3_client *s, const char *key, uint64_t *out_size)
 	if (rc == 0)
 		*out_size = c.length >= 0 ? (uint64_t)c.length : 0;
 	kiln_buf_free(&c.body);
-	return rc;
+	if (rc == 0 || c.cc != CURLE_OK || c.status < 400 || c.status >= 500 || c.status == 404)
+		return rc;
+	/* an answer to HEAD has no body, so no error code: a GET of the same
+	 * object says why (SignatureDoesNotMatch, InvalidToken, ...) */
+	call_init(&why, s, "GET", key);
+	why.sink = stop_at_once;
+	why.s = s;
+	int diag = run(&why);
+	kiln_buf_free(&why.body);
+	return diag < 0 ? diag : rc;
 }
 
 int kiln_s3_delete(kiln_s3_client *s, const char *key)
