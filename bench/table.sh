@@ -4,7 +4,8 @@
 #   kiln run workers=1 against zstd -3 -T1 on the same file (wall and CPU),
 #     on user-events and on orders (contracts/bench-orders.yaml);
 #   workers=2 against workers=1 as a speedup, over the bound two zstd -3 -T1
-#     give on this machine (one after the other / both in parallel);
+#     give on this machine (one after the other / both in parallel), and
+#     how many cores kiln keeps busy (CPU / wall) next to two zstd in parallel;
 #   kiln run (default workers) against bench/curate.py, the same work in
 #     plain Python (checked first on a sample: same tokens and splits);
 #   kiln validate against zstd -3 -T1, on both contracts;
@@ -171,6 +172,17 @@ for t in ue od; do
 	r=$(div "$speedup" "$bound")
 	row "workers=2 / workers=1, $label: speedup / bound" "$(f2 "$speedup")x (w2 $(cell $t.w2))" \
 		"$(f2 "$bound")x (2 zstd -T1 seq $(cell $t.seq), par $(cell $t.par))" "$(f2 "$r")" ">= 0.9" "$(met "$r" ">=" 0.9)"
+done
+# kiln compresses on libzstd's threads while it curates, so workers=1
+# already keeps more than one core busy: how busy, next to the bound
+for t in ue od; do
+	if [[ $t == ue ]]; then label=user-events; else label=orders; fi
+	for w in w1 w2; do
+		busy=$(div "$(med $t.$w 2)" "$(med $t.$w)")
+		bound=$(div "$(med $t.par 2)" "$(med $t.par)")
+		r=$(div "$busy" "$bound")
+		row "  cores busy (CPU / wall) at workers=${w#w}, $label" "$(f2 "$busy")" "2 zstd -T1 in parallel $(f2 "$bound")" "$(f2 "$r")" "(info)" "-"
+	done
 done
 r=$(div "$(med ue.py)" "$(med ue.wdef)")
 row "kiln run (default workers) vs bench/curate.py, user-events" "$(cell ue.wdef)" "curate.py $(cell ue.py)" "$(f2 "$r")" \
