@@ -4,7 +4,7 @@
  * get writes the object to stdout; head prints its size; ls prints "KEY SIZE
  * MTIME" lines. Credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
  * AWS_SESSION_TOKEN; AWS_REGION (default us-east-1); S3_VIRTUAL=1 for
- * virtual-hosted addressing; S3_RETRIES. Plain HTTP. Exit 1 on an error
+ * virtual-hosted addressing; S3_RETRIES; S3_PART_SIZE (bytes). Plain HTTP. Exit 1 on an error
  * (kiln_error_last() on stderr, 3 for KILN_ENOTFOUND), 2 on bad usage. */
 #include <errno.h>
 #include <inttypes.h>
@@ -40,7 +40,8 @@ static int print_key(void *ctx, const char *key, uint64_t size, int64_t mtime)
 
 int main(int argc, char **argv)
 {
-	const char *retries = getenv("S3_RETRIES"), *virt = getenv("S3_VIRTUAL");
+	const char *retries = getenv("S3_RETRIES"), *virt = getenv("S3_VIRTUAL"),
+	           *part = getenv("S3_PART_SIZE");
 	kiln_s3_config cfg = {0};
 	kiln_s3_client *s;
 	uint64_t size;
@@ -56,7 +57,8 @@ int main(int argc, char **argv)
 	                       .region = getenv("AWS_REGION"),
 	                       .credentials = {getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY"),
 	                                       getenv("AWS_SESSION_TOKEN")},
-	                       .max_retries = retries ? atoi(retries) : 0};
+	                       .max_retries = retries ? atoi(retries) : 0,
+	                       .part_size = part ? strtoull(part, NULL, 10) : 0};
 	if ((rc = kiln_s3_client_new(&s, &cfg)) < 0) {
 		fprintf(stderr, "s3_client_tool: %s\n", kiln_error_last());
 		return 1;

@@ -31,6 +31,7 @@ struct kiln_s3_client {
 	bool http, virtual_host;
 	char *access_key, *secret_key, *token; /* zeroed on free */
 	int max_retries;
+	uint64_t part_size; /* a put above it is a multipart upload */
 	pthread_mutex_t lock;
 	CURL *pool[POOL_MAX];
 	size_t pooled;
@@ -45,9 +46,11 @@ struct call {
 	size_t query_count;
 	const char *payload_sha256;
 	CURL *curl;
-	/* upload: a file */
+	/* upload: a file's bytes from offset, or a body in memory */
 	int fd;
-	uint64_t size, sent;
+	uint64_t offset, size, sent;
+	const char *upload;
+	char etag[128]; /* the answer's ETag header */
 	/* download: to a sink, or kept in body */
 	kiln_store_sink sink;
 	void *sink_ctx;
@@ -107,6 +110,9 @@ int kiln_s3_client_new(kiln_s3_client **out, const kiln_s3_config *cfg)
 	s->http = cfg->http;
 	s->virtual_host = cfg->virtual_host;
 	s->max_retries = cfg->max_retries > 0 ? cfg->max_retries : DEFAULT_RETRIES;
+	s->part_size = cfg->part_size ? cfg->part_size : KILN_S3_DEFAULT_PART_SIZE;
+	if (s->part_size < KILN_S3_MIN_PART_SIZE)
+		s->part_size = KILN_S3_MIN_PART_SIZE;
 	if (cfg->virtual_host ? asprintf(&s->host, "%s.%s", cfg->bucket, cfg->endpoint) < 0
 	                      : !(s->host = strdup(cfg->endpoint)))
 		s->host = NULL;
@@ -209,8 +215,13 @@ static size_t on_read(char *buf, size_t size, size_t nmemb, void *ctx)
 		want = (size_t)(c->size - c->sent);
 	if (want == 0)
 		return 0;
+	if (c->upload) {
+		memcpy(buf, c->upload + c->sent, want);
+		c->sent += want;
+		return want;
+	}
 	do
-		n = pread(c->fd, buf, want, (off_t)c->sent);
+		n = pread(c->fd, buf, want, (off_t)(c->offset + c->sent));
 	while (n < 0 && errno == EINTR);
 	if (n <= 0)
 		return CURL_READFUNC_ABORT; /* the file shrank or failed: not retried */
@@ -226,6 +237,24 @@ static int on_seek(void *ctx, curl_off_t offset, int origin)
 		return CURL_SEEKFUNC_CANTSEEK;
 	c->sent = (uint64_t)offset;
 	return CURL_SEEKFUNC_OK;
+}
+
+/* Keeps the ETag header of the answer (a part's, for completing). */
+static size_t on_header(char *line, size_t size, size_t nmemb, void *ctx)
+{
+	struct call *c = ctx;
+	size_t len = size * nmemb, n;
+	const char *v = line + 5;
+
+	if (len <= 5 || strncasecmp(line, "etag:", 5) != 0)
+		return len;
+	n = len - 5;
+	while (n && (*v == ' ' || *v == '\t'))
+		v++, n--;
+	while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
+		n--;
+	snprintf(c->etag, sizeof(c->etag), "%.*s", (int)n, v);
+	return len;
 }
 
 /* The request's URL: scheme, host, the path encoded once, the query as signed. */
@@ -279,6 +308,7 @@ static void attempt(struct call *c)
 	c->sent = 0;
 	c->skip = 0;
 	c->started = false;
+	c->etag[0] = '\0';
 	kiln_buf_reset(&c->body);
 	c->body.max = BODY_MAX;
 	if (request_url(c, &url, &path) < 0) {
@@ -325,15 +355,19 @@ static void attempt(struct call *c)
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
 	if (strcmp(c->method, "HEAD") == 0) {
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-	} else if (strcmp(c->method, "PUT") == 0) {
+	} else if (strcmp(c->method, "PUT") == 0 || c->upload) {
 		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
 		curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)c->size);
 		curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
 		curl_easy_setopt(e, CURLOPT_READDATA, c);
 		curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, on_seek);
 		curl_easy_setopt(e, CURLOPT_SEEKDATA, c);
+		if (strcmp(c->method, "PUT") != 0)
+			curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, c->method); /* a POST with a body */
 	} else if (strcmp(c->method, "GET") != 0) {
 		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, c->method);
 	}
@@ -479,16 +513,16 @@ static void call_init(struct call *c, kiln_s3_client *s, const char *method, con
 
 /* --- objects ------------------------------------------------------------------ */
 
-/* The hex SHA-256 of a file's first size bytes. */
-static int file_sha256(int fd, const char *path, uint64_t size, char out[65])
+/* The hex SHA-256 of size bytes of a file from offset. */
+static int file_sha256(int fd, const char *path, uint64_t offset, uint64_t size, char out[65])
 {
 	crypto_hash_sha256_state st;
 	unsigned char digest[crypto_hash_sha256_BYTES], buf[1 << 16];
-	uint64_t at = 0;
+	uint64_t at = offset, end = offset + size;
 
 	crypto_hash_sha256_init(&st);
-	while (at < size) {
-		size_t want = size - at < sizeof(buf) ? (size_t)(size - at) : sizeof(buf);
+	while (at < end) {
+		size_t want = end - at < sizeof(buf) ? (size_t)(end - at) : sizeof(buf);
 		ssize_t n = pread(fd, buf, want, (off_t)at);
 
 		if (n < 0 && errno == EINTR)
@@ -504,27 +538,175 @@ static int file_sha256(int fd, const char *path, uint64_t size, char out[65])
 	return 0;
 }
 
-int kiln_s3_put_file(kiln_s3_client *s, const char *key, const char *path, uint64_t size)
+/* PUT of size bytes of fd from offset: the object, or a part of an upload. */
+static int put_range(kiln_s3_client *s, const char *key, int fd, const char *path, uint64_t offset,
+                     uint64_t size, const kiln_sigv4_pair *query, size_t query_count, char etag[128])
 {
 	struct call c;
 	char sha[65];
+	int rc;
+
+	if ((rc = file_sha256(fd, path, offset, size, sha)) < 0)
+		return rc;
+	call_init(&c, s, "PUT", key);
+	c.fd = fd;
+	c.offset = offset;
+	c.size = size;
+	c.payload_sha256 = sha;
+	for (size_t i = 0; i < query_count; i++)
+		c.query[c.query_count++] = query[i];
+	rc = run(&c);
+	if (etag)
+		snprintf(etag, 128, "%s", c.etag);
+	kiln_buf_free(&c.body);
+	if (rc == 0 && etag && !etag[0])
+		return kiln_error_set(KILN_EIO, "s3://%s/%s at %s: a part's answer without an ETag",
+		                      s->bucket, key, s->endpoint);
+	return rc;
+}
+
+/* POST (create or complete an upload) with body; the answer in *answer. */
+static int post(kiln_s3_client *s, const char *key, kiln_sigv4_pair q, const char *body, kiln_buf *answer)
+{
+	struct call c;
+	char sha[65];
+	int rc;
+
+	kiln_sigv4_sha256_hex(sha, body, strlen(body));
+	call_init(&c, s, "POST", key);
+	c.query[c.query_count++] = q;
+	c.upload = body;
+	c.size = strlen(body);
+	c.payload_sha256 = sha;
+	rc = run(&c);
+	*answer = c.body;
+	return rc;
+}
+
+static void abort_upload(kiln_s3_client *s, const char *key, const char *upload_id)
+{
+	struct call c;
+
+	call_init(&c, s, "DELETE", key);
+	c.query[c.query_count++] = (kiln_sigv4_pair){"uploadId", upload_id};
+	run(&c); /* best effort: one left is aborted by the next put of its key */
+	kiln_buf_free(&c.body);
+}
+
+struct stale {
+	kiln_s3_client *s;
+	const char *key;
+	char found[1024], id[1024];
+};
+
+static int stale_upload(void *ctx, const char *path, const char *text, size_t len)
+{
+	struct stale *st = ctx;
+
+	(void)len;
+	if (text && strcmp(path, "ListMultipartUploadsResult/Upload/Key") == 0)
+		snprintf(st->found, sizeof(st->found), "%s", text);
+	else if (text && strcmp(path, "ListMultipartUploadsResult/Upload/UploadId") == 0)
+		snprintf(st->id, sizeof(st->id), "%s", text);
+	else if (!text && strcmp(path, "ListMultipartUploadsResult/Upload") == 0 &&
+	         strcmp(st->found, st->key) == 0 && st->id[0])
+		abort_upload(st->s, st->key, st->id);
+	return 0;
+}
+
+/* Aborts the uploads of exactly this key that earlier attempts left (a
+ * process killed mid-upload): a key's bytes never change under its name,
+ * so nothing of value is lost. */
+static int abort_stale_uploads(kiln_s3_client *s, const char *key)
+{
+	struct stale st = {.s = s, .key = key};
+	struct call c;
+	int rc;
+
+	call_init(&c, s, "GET", "");
+	c.query[c.query_count++] = (kiln_sigv4_pair){"uploads", ""};
+	c.query[c.query_count++] = (kiln_sigv4_pair){"prefix", key};
+	if ((rc = run(&c)) == 0)
+		rc = kiln_s3_xml_walk(c.body.ptr, c.body.len, stale_upload, &st);
+	kiln_buf_free(&c.body);
+	return rc;
+}
+
+/* Uploads the parts; the CompleteMultipartUpload body into *complete. */
+static int put_parts(kiln_s3_client *s, const char *key, int fd, const char *path, uint64_t size,
+                     const char *upload_id, kiln_buf *complete)
+{
+	char etag[128], number[16];
+	uint32_t parts = (uint32_t)((size + s->part_size - 1) / s->part_size);
+	int rc = kiln_buf_puts(complete, "<CompleteMultipartUpload>");
+
+	for (uint32_t n = 1; rc == 0 && n <= parts; n++) {
+		uint64_t at = (uint64_t)(n - 1) * s->part_size;
+		kiln_sigv4_pair q[2] = {{"partNumber", number}, {"uploadId", upload_id}};
+
+		snprintf(number, sizeof(number), "%" PRIu32, n);
+		if ((rc = put_range(s, key, fd, path, at, size - at < s->part_size ? size - at : s->part_size,
+		                    q, 2, etag)) == 0)
+			rc = kiln_buf_printf(
+			    complete, "<Part><PartNumber>%" PRIu32 "</PartNumber><ETag>%s</ETag></Part>", n,
+			    etag);
+	}
+	if (rc == 0 && (rc = kiln_buf_puts(complete, "</CompleteMultipartUpload>")) == 0)
+		rc = kiln_buf_putc(complete, '\0');
+	return rc;
+}
+
+static int put_multipart(kiln_s3_client *s, const char *key, int fd, const char *path, uint64_t size)
+{
+	kiln_buf answer = {0}, complete = {0};
+	char upload_id[1024], code[64];
+	int rc;
+
+	if ((size + s->part_size - 1) / s->part_size > 10000)
+		return kiln_error_set(KILN_EINVALID,
+		                      "s3://%s/%s: %" PRIu64 " bytes need more than 10000 parts", s->bucket,
+		                      key, size);
+	if ((rc = abort_stale_uploads(s, key)) < 0)
+		return rc;
+	rc = post(s, key, (kiln_sigv4_pair){"uploads", ""}, "", &answer);
+	if (rc == 0 && !kiln_s3_xml_find(answer.ptr, answer.len, "InitiateMultipartUploadResult/UploadId",
+	                                 upload_id, sizeof(upload_id)))
+		rc = kiln_error_set(KILN_EIO, "s3://%s/%s at %s: no UploadId in the answer", s->bucket, key,
+		                    s->endpoint);
+	kiln_buf_free(&answer);
+	if (rc < 0)
+		return rc;
+	if ((rc = put_parts(s, key, fd, path, size, upload_id, &complete)) == 0) {
+		rc = post(s, key, (kiln_sigv4_pair){"uploadId", upload_id}, complete.ptr, &answer);
+		/* S3 can answer 200 and still fail, in the body */
+		if (rc == 0 && kiln_s3_xml_find(answer.ptr, answer.len, "Error/Code", code, sizeof(code)))
+			rc = kiln_error_set(KILN_ERETRY, "s3://%s/%s at %s: completing the upload: %s",
+			                    s->bucket, key, s->endpoint, code);
+		kiln_buf_free(&answer);
+	}
+	kiln_buf_free(&complete);
+	if (rc < 0) {
+		char msg[512];
+		int code_rc = kiln_error_last_code();
+
+		snprintf(msg, sizeof(msg), "%s", kiln_error_last());
+		abort_upload(s, key, upload_id); /* nothing of it stays visible or billed */
+		kiln_error_set(code_rc, "%s", msg);
+	}
+	return rc;
+}
+
+int kiln_s3_put_file(kiln_s3_client *s, const char *key, const char *path, uint64_t size)
+{
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
 
 	if (fd < 0)
 		return kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "%s: %s", path,
 		                      strerror(errno));
-	if ((rc = kiln_store_check_upload(fd, path, size)) < 0 ||
-	    (rc = file_sha256(fd, path, size, sha)) < 0) {
-		close(fd);
-		return rc;
-	}
-	call_init(&c, s, "PUT", key);
-	c.fd = fd;
-	c.size = size;
-	c.payload_sha256 = sha;
-	rc = run(&c);
+	if ((rc = kiln_store_check_upload(fd, path, size)) == 0)
+		rc = size > s->part_size ? put_multipart(s, key, fd, path, size)
+		                         : put_range(s, key, fd, path, 0, size, NULL, 0, NULL);
 	close(fd);
-	kiln_buf_free(&c.body);
 	return rc;
 }
 

@@ -25,8 +25,13 @@ typedef struct kiln_s3_config {
 	const char *bucket;
 	const char *region; /* NULL: us-east-1 */
 	kiln_sigv4_credentials credentials;
-	int max_retries; /* 0: 5 */
+	int max_retries;    /* 0: 5 */
+	uint64_t part_size; /* a put above it is a multipart upload of parts this size; 0: 16 MiB, 5 MiB at
+	                       least */
 } kiln_s3_config;
+
+#define KILN_S3_DEFAULT_PART_SIZE (16u << 20)
+#define KILN_S3_MIN_PART_SIZE     (5u << 20) /* S3's smallest part but the last */
 
 typedef struct kiln_s3_client kiln_s3_client;
 
@@ -34,7 +39,11 @@ typedef struct kiln_s3_client kiln_s3_client;
 int kiln_s3_client_new(kiln_s3_client **out, const kiln_s3_config *config);
 void kiln_s3_client_free(kiln_s3_client *client);
 
-/* PUT of the regular file at path (size bytes) under key, in one request. */
+/* The regular file at path (size bytes) under key: one PUT, or above the
+ * part size a multipart upload (each part's SHA-256 signed; completed, or
+ * aborted on failure). Uploads of the same key left by an earlier attempt
+ * (a killed process) are aborted first: an object appears whole or not at
+ * all, and no upload is left behind by a retry. */
 int kiln_s3_put_file(kiln_s3_client *client, const char *key, const char *path, uint64_t size);
 /* GET: the object's bytes to sink, in order, each byte once. */
 int kiln_s3_get(kiln_s3_client *client, const char *key, kiln_store_sink sink, void *ctx);

@@ -6,7 +6,8 @@
 #    against boto3 and curl (s3v4_server_selftest.py), so it is known strict;
 #  - kiln's S3 client (tests/s3_client_tool) against that server: every
 #    request verified, the bytes read back by boto3, a listing of 1001 keys
-#    over two pages, path-style and virtual-hosted, retries through injected
+#    over two pages, path-style and virtual-hosted, multipart uploads (one
+#    killed midway and put again: nothing left behind), retries through injected
 #    503s, a dropped connection and a cut-off answer (resumed with a Range),
 #    and one clear line for a wrong secret, a skewed clock or a missing token.
 # Needs Debian's python3-boto3 and python3-botocore (scripts/bootstrap).
@@ -75,6 +76,31 @@ s3 ls many/ >"$tmp/many"
 many_listed() { [ "$(wc -l <"$tmp/many")" -eq 1001 ] && [ "$(head -n1 "$tmp/many" | cut -d' ' -f1)" = many/0000 ] && [ "$(tail -n1 "$tmp/many" | cut -d' ' -f1)" = many/1000 ]; }
 check "list: 1001 keys over two pages, in order" many_listed
 check "rm removes; rm of a missing object is fine" bash -c '"$0" 127.0.0.1:'"$port"' kiln rm many/0000 && "$0" 127.0.0.1:'"$port"' kiln rm many/0000' "$tool"
+
+# multipart: above the part size (5 MiB here), parts signed one by one
+head -c 12000000 /dev/urandom >"$tmp/big"
+uploads_left() { boto "print(len(s3.list_multipart_uploads(Bucket='kiln').get('Uploads', [])))"; }
+check "multipart put of 12 MB in 5 MiB parts" env S3_PART_SIZE=5242880 "$tool" "127.0.0.1:$port" kiln put big "$tmp/big"
+boto "sys.stdout.buffer.write(s3.get_object(Bucket='kiln', Key='big')['Body'].read())" >"$tmp/boto.big"
+check "boto3 reads the multipart object back byte for byte" cmp -s "$tmp/boto.big" "$tmp/big"
+# killed in the middle (part 2 held by the server), then put again
+ctl POST /_ctl/faults '[{"method": "PUT", "match": "partNumber=2", "action": "delay", "ms": 5000}]' >/dev/null
+env S3_PART_SIZE=5242880 "$tool" "127.0.0.1:$port" kiln put big2 "$tmp/big" &
+killed=$!
+poll 10 bash -c '[ "$(curl -s http://127.0.0.1:'"$port"'/_ctl/faults)" = "[]" ]'
+kill -9 "$killed"; wait "$killed" 2>/dev/null
+ctl DELETE /_ctl/faults >/dev/null
+check "a put killed mid-upload leaves its upload and no object" \
+	bash -c '[ "$0" = 1 ] && ! "$1" 127.0.0.1:'"$port"' kiln head big2 2>/dev/null' "$(uploads_left)" "$tool"
+check "put again: the object complete, the stale upload aborted" \
+	bash -c 'env S3_PART_SIZE=5242880 "$0" 127.0.0.1:'"$port"' kiln put big2 "$1" && "$0" 127.0.0.1:'"$port"' kiln get big2 | cmp -s - "$1"' "$tool" "$tmp/big"
+check "  ...no upload left" test "$(uploads_left)" = 0
+# a part refused for good: the upload is aborted, the error says why
+ctl POST /_ctl/faults '[{"method": "PUT", "match": "partNumber=2", "action": "status", "status": 400}]' >/dev/null
+status_is 1 env S3_PART_SIZE=5242880 "$tool" "127.0.0.1:$port" kiln put big3 "$tmp/big"
+ctl DELETE /_ctl/faults >/dev/null
+check "a part refused: the put fails with the service's answer, nothing left" \
+	bash -c 'grep -q "s3://kiln/big3 at .*HTTP 400" "$0" && [ "$1" = 0 ]' "$tmp/err" "$(uploads_left)"
 
 # failures the client retries, and those it reports at once
 ctl DELETE /_ctl/log >/dev/null
