@@ -24,8 +24,9 @@ static const char *spool_dir(const char *dir)
 	return t && *t ? t : "/tmp";
 }
 
-/* A new temporary file in dir; *path_out keeps its name when unlink_now is false. */
-static int temp_file(const char *dir, bool unlink_now, char path[4096])
+/* A new temporary file in dir, unlinked at once: gone with the process,
+ * whatever happens to it (path keeps the name it had, for messages). */
+static int temp_file(const char *dir, char path[4096])
 {
 	int fd;
 
@@ -34,8 +35,7 @@ static int temp_file(const char *dir, bool unlink_now, char path[4096])
 	if (fd < 0)
 		return kiln_error_set(KILN_EIO, "%s: cannot create a spool file: %s", spool_dir(dir),
 		                      strerror(errno));
-	if (unlink_now)
-		unlink(path); /* gone with the process, whatever happens to it */
+	unlink(path);
 	return fd;
 }
 
@@ -59,7 +59,7 @@ int kiln_spool_open(kiln_spool *s, const char *dir)
 
 	memset(s, 0, sizeof(*s));
 	s->dir = dir;
-	s->fd = temp_file(dir, true, path);
+	s->fd = temp_file(dir, path);
 	return s->fd < 0 ? s->fd : 0;
 }
 
@@ -322,7 +322,8 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
 		goto cleanup;
 	}
-	if ((out_fd = temp_file(s->dir, false, path)) < 0) {
+	/* the store opens it through /proc: it has no name */
+	if ((out_fd = temp_file(s->dir, path)) < 0) {
 		rc = out_fd;
 		goto cleanup;
 	}
@@ -373,6 +374,7 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 			goto cleanup;
 		key = shard_key;
 	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", out_fd);
 	if ((rc = kiln_store_put_file(store, key, path, total)) < 0)
 		goto cleanup;
 	/* stored: empty the spool for the next object */
@@ -384,7 +386,6 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 cleanup:
 	if (out_fd >= 0) {
 		close(out_fd);
-		unlink(path);
 	}
 	free(in_chunk);
 	free(out_chunk);

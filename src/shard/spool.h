@@ -1,7 +1,8 @@
 /* Objects written through local spool files: bytes are appended to an
  * anonymous temporary file through a small buffer, then compressed as one
- * zstd frame (content size and checksum on) into a second temporary file
- * while BLAKE2b-256 hashes the compressed bytes, and that file is stored.
+ * zstd frame (content size and checksum on) into a second anonymous one
+ * while BLAKE2b-256 hashes the compressed bytes, and that file is stored
+ * (through /proc/self/fd: a killed process leaves no file behind).
  * Memory stays at a few small buffers whatever the object's size, and the
  * store streams from a file, never from a whole-object buffer. A spool can
  * also compress as it fills (kiln_spool_stream). */
