@@ -198,6 +198,8 @@ static int walk(struct walker *w)
 
 int kiln_s3_xml_walk(const char *xml, size_t len, kiln_s3_xml_cb cb, void *ctx)
 {
+	if (!xml || len == 0)
+		return kiln_error_set(KILN_EINVALID, "S3 answer: empty where XML was expected");
 	struct walker w = {.xml = xml, .p = xml, .end = xml + len, .cb = cb, .ctx = ctx};
 	int rc = walk(&w);
 

@@ -129,6 +129,7 @@ static void test_malformed(void **state)
 	check_bad("junk<a/>", "text outside the root element");
 	check_bad("<a><b><c><d><e><f><g><h><i>x</i></h></g></f></e></d></c></b></a>", "nested too deep");
 	check_bad("<a><![CDATA[x</a>", "a CDATA section left open");
+	check_bad("", "empty where XML was expected");
 }
 
 static void test_url_decode(void **state)
