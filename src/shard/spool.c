@@ -73,6 +73,18 @@ void kiln_spool_close(kiln_spool *s)
 	s->chunk = NULL;
 }
 
+/* Readies cctx for a new frame of the object format: level, content
+ * checksum, content size in the header (pledged, or unknown: see
+ * end_stream); a caller's framing (kiln_zstd_multithread) stays. */
+static void frame_begin(ZSTD_CCtx *cctx, int level, unsigned long long pledged)
+{
+	ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
+	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+	ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+	ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+	ZSTD_CCtx_setPledgedSrcSize(cctx, pledged);
+}
+
 /* ---- streaming ------------------------------------------------------------ */
 
 #define STREAM_MIN        (4u << 20) /* smaller objects are compressed when stored */
@@ -120,22 +132,28 @@ static int feed(kiln_spool *s, const void *data, size_t len, ZSTD_EndDirective m
 	return 0;
 }
 
+/* Starts the object's frame in the file: streamed (no size known yet, its
+ * bytes after the room) or, for an object that never began streaming, at
+ * once with its size pledged. */
+static int frame_start(kiln_spool *s, bool streamed)
+{
+	if (!s->chunk && !(s->chunk = malloc(CHUNK)))
+		return broken(s, kiln_error_set(KILN_ENOMEM, "out of memory"));
+	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, streamed ? KILN_SPOOL_ROOM : 0, SEEK_SET) < 0)
+		return broken(s, kiln_error_set(KILN_EIO, "spool file: %s", strerror(errno)));
+	frame_begin(s->stream, s->level, streamed ? ZSTD_CONTENTSIZE_UNKNOWN : s->size);
+	s->streaming = streamed;
+	s->compressed = 0;
+	return 0;
+}
+
 /* Begins the frame with what waits in memory. */
 static int begin_stream(kiln_spool *s)
 {
-	int rc;
+	int rc = frame_start(s, true);
 
-	if (!s->chunk && !(s->chunk = malloc(CHUNK)))
-		return broken(s, kiln_error_set(KILN_ENOMEM, "out of memory"));
-	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, KILN_SPOOL_ROOM, SEEK_SET) < 0)
-		return broken(s, kiln_error_set(KILN_EIO, "spool file: %s", strerror(errno)));
-	ZSTD_CCtx_reset(s->stream, ZSTD_reset_session_only);
-	ZSTD_CCtx_setParameter(s->stream, ZSTD_c_compressionLevel, s->level);
-	ZSTD_CCtx_setParameter(s->stream, ZSTD_c_checksumFlag, 1);
-	ZSTD_CCtx_setParameter(s->stream, ZSTD_c_contentSizeFlag, 1); /* no size pledged: none written */
-	s->streaming = true;
-	s->compressed = 0;
-	rc = feed(s, s->pending.ptr, s->pending.len, ZSTD_e_continue);
+	if (rc == 0)
+		rc = feed(s, s->pending.ptr, s->pending.len, ZSTD_e_continue);
 	kiln_buf_reset(&s->pending);
 	return rc;
 }
@@ -196,19 +214,10 @@ static int end_stream(kiln_spool *s)
  * at once, with its size pledged. */
 static int compress_held(kiln_spool *s)
 {
-	int rc;
+	int rc = frame_start(s, false);
 
-	if (!s->chunk && !(s->chunk = malloc(CHUNK)))
-		return broken(s, kiln_error_set(KILN_ENOMEM, "out of memory"));
-	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, 0, SEEK_SET) < 0)
-		return broken(s, kiln_error_set(KILN_EIO, "spool file: %s", strerror(errno)));
-	ZSTD_CCtx_reset(s->stream, ZSTD_reset_session_only);
-	ZSTD_CCtx_setParameter(s->stream, ZSTD_c_compressionLevel, s->level);
-	ZSTD_CCtx_setParameter(s->stream, ZSTD_c_checksumFlag, 1);
-	ZSTD_CCtx_setParameter(s->stream, ZSTD_c_contentSizeFlag, 1);
-	ZSTD_CCtx_setPledgedSrcSize(s->stream, s->size);
-	s->compressed = 0;
-	rc = feed(s, s->pending.ptr, s->pending.len, ZSTD_e_end);
+	if (rc == 0)
+		rc = feed(s, s->pending.ptr, s->pending.len, ZSTD_e_end);
 	kiln_buf_reset(&s->pending);
 	return rc;
 }
@@ -327,12 +336,7 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 		rc = out_fd;
 		goto cleanup;
 	}
-	/* the session only: a caller's framing (kiln_zstd_multithread) stays */
-	ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
-	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
-	ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-	ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
-	ZSTD_CCtx_setPledgedSrcSize(cctx, s->size); /* the frame header carries the content size */
+	frame_begin(cctx, level, s->size);
 	crypto_generichash_init(&hs, NULL, 0, sizeof(digest));
 	for (;;) {
 		size_t want = s->size - done < CHUNK ? (size_t)(s->size - done) : CHUNK;
