@@ -3,7 +3,8 @@
  * get writes the object to stdout; stat prints the size or "absent" (exit 0
  * either way); ls prints "KEY SIZE" lines. Options come from the environment:
  * KILN_S3_ENDPOINT, KILN_S3_HTTP=1, KILN_S3_VIRTUAL_HOST=1,
- * KILN_S3_CREDENTIALS_FILE, KILN_S3_MAX_RETRIES. Exit 1 on a store error
+ * KILN_S3_CREDENTIALS_FILE, KILN_S3_MAX_RETRIES, KILN_S3_REGION,
+ * KILN_S3_PART_SIZE_MB. Exit 1 on a store error
  * (kiln_error_last() on stderr), 2 on bad usage. */
 #include <errno.h>
 #include <inttypes.h>
@@ -49,7 +50,7 @@ int main(int argc, char **argv)
 {
 	kiln_store_options options = {0};
 	kiln_store *store = NULL;
-	const char *cmd, *retries;
+	const char *cmd, *retries, *part;
 	int rc;
 
 	if (argc < 3)
@@ -66,8 +67,11 @@ int main(int argc, char **argv)
 	options.http = env_flag("KILN_S3_HTTP");
 	options.virtual_host = env_flag("KILN_S3_VIRTUAL_HOST");
 	options.credentials_file = getenv("KILN_S3_CREDENTIALS_FILE");
+	options.region = getenv("KILN_S3_REGION");
 	if ((retries = getenv("KILN_S3_MAX_RETRIES")))
 		options.max_retries = atoi(retries);
+	if ((part = getenv("KILN_S3_PART_SIZE_MB")))
+		options.part_size_mb = atoi(part);
 
 	rc = kiln_store_open(&store, argv[1], &options);
 	if (rc == 0 && strcmp(cmd, "put") == 0) {

@@ -66,14 +66,16 @@ KILN_API int kiln_split_from_name(const char *name, kiln_split *out);
  * are borrowed for the call that takes them. */
 typedef struct kiln_store_options {
 	/* s3 */
-	const char *endpoint; /* host[:port]; NULL = s3.amazonaws.com */
-	const char *region;   /* recorded; libs3 2.0 signs V2 (region-free) */
+	const char *endpoint; /* host[:port]; NULL = AWS's for the region (s3.REGION.amazonaws.com) */
+	const char *region;   /* signed into every request (Signature V4); NULL = us-east-1 */
 	bool virtual_host;    /* bucket.host/key instead of host/bucket/key */
 	bool http;            /* plain HTTP instead of HTTPS (tests, some on-prem endpoints) */
-	/* a 0600 file "access_key_id=...\nsecret_access_key=...\n"; NULL =
-	 * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the environment */
+	/* a 0600 file "access_key_id=...\nsecret_access_key=...\n" (and
+	 * session_token=... for temporary credentials); NULL = AWS_ACCESS_KEY_ID,
+	 * AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN from the environment */
 	const char *credentials_file;
-	int max_retries; /* retriable failures retried with backoff; 0 = 5 */
+	int max_retries;  /* retriable failures retried with backoff; 0 = 5 */
+	int part_size_mb; /* a put above it is a multipart upload; 0 = 16, 5 at least */
 	/* http(s): a cache node */
 	const char *bearer_token; /* sent as Authorization: Bearer; NULL = $KILN_CACHE_TOKEN */
 	bool as_peer;             /* ask as a peer cache node (X-Kiln-Peer: 1): it answers from

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,8 @@ struct kiln_s3_client {
 	bool http, virtual_host;
 	char *access_key, *secret_key, *token; /* zeroed on free */
 	int max_retries;
-	uint64_t part_size; /* a put above it is a multipart upload */
+	uint64_t part_size;      /* a put above it is a multipart upload */
+	atomic_bool bucket_seen; /* a NoSuchKey answer proved the bucket exists */
 	pthread_mutex_t lock;
 	CURL *pool[POOL_MAX];
 	size_t pooled;
@@ -42,6 +44,7 @@ struct call {
 	kiln_s3_client *s;
 	const char *method; /* GET, HEAD, PUT, DELETE */
 	const char *key;    /* "" for the bucket */
+	const char *about;  /* the key messages name, when not key (a bucket request for a key) */
 	kiln_sigv4_pair query[MAX_EXTRA];
 	size_t query_count;
 	const char *payload_sha256;
@@ -54,6 +57,7 @@ struct call {
 	/* download: to a sink, or kept in body */
 	kiln_store_sink sink;
 	void *sink_ctx;
+	char if_match[128]; /* the ETag of the answer the sink got bytes of: a resume asks for it */
 	uint64_t delivered, total, skip;
 	bool started, aborted;
 	int abort_rc;
@@ -187,6 +191,7 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *ctx)
 			curl_easy_getinfo(c->curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
 			c->total = cl >= 0 ? (uint64_t)cl : 0;
 			c->skip = c->delivered; /* the whole object again: drop what the sink has */
+			snprintf(c->if_match, sizeof(c->if_match), "%s", c->etag);
 		}
 	}
 	if (c->skip >= len) {
@@ -336,6 +341,13 @@ static void attempt(struct call *c)
 	if (s->token)
 		headers = add(headers, sig.security_token.ptr, &failed);
 	headers = add(headers, "Expect:", &failed); /* no 100-continue round trip */
+	if (c->sink && c->delivered > 0) {
+		/* a resume: the rest of the same object, or 412 if it was replaced */
+		char if_match[160];
+
+		snprintf(if_match, sizeof(if_match), "If-Match: %s", c->if_match);
+		headers = add(headers, if_match, &failed);
+	}
 	kiln_sigv4_signed_free(&sig);
 	if (failed) {
 		c->cc = CURLE_OUT_OF_MEMORY;
@@ -393,8 +405,9 @@ static bool retriable(const struct call *c)
 {
 	if (c->aborted)
 		return false;
-	if (c->cc == CURLE_OK)
-		return c->status >= 500 || c->status == 429 || c->status == 408;
+	if (c->cc == CURLE_OK) /* 501 and 505: the service lacks a feature, for good */
+		return (c->status >= 500 && c->status != 501 && c->status != 505) || c->status == 429 ||
+		       c->status == 408;
 	switch (c->cc) {
 	case CURLE_COULDNT_RESOLVE_HOST:
 	case CURLE_COULDNT_CONNECT:
@@ -437,6 +450,7 @@ static const char *hint(const char *code)
 static int fail(const struct call *c, int attempts)
 {
 	const kiln_s3_client *s = c->s;
+	const char *key = c->about ? c->about : c->key;
 	char code[64] = "", msg[200] = "", what[320];
 	const char *h;
 	int kind = KILN_EINVALID;
@@ -450,17 +464,20 @@ static int fail(const struct call *c, int attempts)
 			snprintf(code, sizeof(code), "NoSuchKey"); /* a HEAD answer has no body */
 		snprintf(what, sizeof(what), "HTTP %ld%s%s%s%s", c->status, code[0] ? " " : "", code,
 		         msg[0] ? ": " : "", msg);
-		if (c->status == 404)
+		if (c->status == 404 && strcmp(code, "NoSuchBucket") != 0)
 			kind = KILN_ENOTFOUND;
+		if (c->status == 412 && c->sink)
+			return kiln_error_set(KILN_ERETRY,
+			                      "s3://%s/%s at %s: the object changed while it was read",
+			                      s->bucket, key, s->endpoint);
 	}
 	if (retriable(c))
 		return kiln_error_set(KILN_ERETRY, "s3://%s/%s at %s: %s, gave up after %d attempt%s",
-		                      s->bucket, c->key, s->endpoint, what, attempts,
-		                      attempts == 1 ? "" : "s");
+		                      s->bucket, key, s->endpoint, what, attempts, attempts == 1 ? "" : "s");
 	if ((h = hint(code)))
-		return kiln_error_set(kind, "s3://%s/%s at %s: %s (%s)", s->bucket, c->key, s->endpoint, what,
+		return kiln_error_set(kind, "s3://%s/%s at %s: %s (%s)", s->bucket, key, s->endpoint, what,
 		                      h);
-	return kiln_error_set(kind, "s3://%s/%s at %s: %s", s->bucket, c->key, s->endpoint, what);
+	return kiln_error_set(kind, "s3://%s/%s at %s: %s", s->bucket, key, s->endpoint, what);
 }
 
 static bool done_ok(const struct call *c)
@@ -491,6 +508,13 @@ static int run(struct call *c)
 			break;
 		if (c->sink && c->total > 0 && c->delivered == c->total)
 			break; /* every byte arrived; only the ending failed */
+		if (c->sink && c->delivered > 0 && !c->if_match[0]) {
+			rc = kiln_error_set(KILN_ERETRY,
+			                    "s3://%s/%s at %s: read failed after %" PRIu64
+			                    " bytes and the object has no ETag to resume by",
+			                    c->s->bucket, c->key, c->s->endpoint, c->delivered);
+			break;
+		}
 		if (!retriable(c) || n >= c->s->max_retries) {
 			rc = fail(c, n + 1);
 			break;
@@ -624,10 +648,15 @@ static int abort_stale_uploads(kiln_s3_client *s, const char *key)
 	int rc;
 
 	call_init(&c, s, "GET", "");
+	c.about = key;
 	c.query[c.query_count++] = (kiln_sigv4_pair){"uploads", ""};
 	c.query[c.query_count++] = (kiln_sigv4_pair){"prefix", key};
-	if ((rc = run(&c)) == 0)
+	if ((rc = run(&c)) == 0) {
 		rc = kiln_s3_xml_walk(c.body.ptr, c.body.len, stale_upload, &st);
+	} else if (c.status == 501) {
+		kiln_error_clear(); /* a service that cannot list uploads: none to abort by name */
+		rc = 0;
+	}
 	kiln_buf_free(&c.body);
 	return rc;
 }
@@ -732,22 +761,27 @@ static int stop_at_once(void *ctx, const void *data, size_t len)
 int kiln_s3_head(kiln_s3_client *s, const char *key, uint64_t *out_size)
 {
 	struct call c, why;
-	int rc;
+	int rc, diag;
 
 	call_init(&c, s, "HEAD", key);
 	rc = run(&c);
-	if (rc == 0)
+	if (rc == 0) {
 		*out_size = c.length >= 0 ? (uint64_t)c.length : 0;
+		atomic_store(&s->bucket_seen, true);
+	}
 	kiln_buf_free(&c.body);
-	if (rc == 0 || c.cc != CURLE_OK || c.status < 400 || c.status >= 500 || c.status == 404)
+	if (rc == 0 || c.cc != CURLE_OK || c.status < 400 || c.status >= 500 ||
+	    (c.status == 404 && atomic_load(&s->bucket_seen)))
 		return rc;
 	/* an answer to HEAD has no body, so no error code: a GET of the same
-	 * object says why (SignatureDoesNotMatch, InvalidToken, ...) */
+	 * object says why (SignatureDoesNotMatch, InvalidToken, and for a 404
+	 * NoSuchBucket, until a NoSuchKey has shown the bucket exists) */
 	call_init(&why, s, "GET", key);
 	why.sink = stop_at_once;
-	why.s = s;
-	int diag = run(&why);
+	diag = run(&why);
 	kiln_buf_free(&why.body);
+	if (diag == KILN_ENOTFOUND)
+		atomic_store(&s->bucket_seen, true);
 	return diag < 0 ? diag : rc;
 }
 

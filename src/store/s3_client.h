@@ -5,7 +5,8 @@
  * virtual-hosted (BUCKET.HOST/KEY). Every request carries the payload's
  * SHA-256 (the service checks the bytes it got), is signed afresh on each
  * attempt and retried with backoff on connection failures, 408, 429 and
- * 5xx; a get that broke off resumes with a Range request. Messages name the
+ * 5xx (not 501/505); a get that broke off resumes with a Range request and
+ * If-Match on the first answer's ETag. Messages name the
  * endpoint, bucket and key and the service's error code, never a
  * credential. A client keeps a few curl handles (their connections) and
  * may be shared by threads. */
@@ -47,7 +48,10 @@ void kiln_s3_client_free(kiln_s3_client *client);
 int kiln_s3_put_file(kiln_s3_client *client, const char *key, const char *path, uint64_t size);
 /* GET: the object's bytes to sink, in order, each byte once. */
 int kiln_s3_get(kiln_s3_client *client, const char *key, kiln_store_sink sink, void *ctx);
-/* HEAD: the object's size; KILN_ENOTFOUND when there is none. */
+/* HEAD: the object's size; KILN_ENOTFOUND when there is none. A 4xx answer
+ * (no body, so no reason) is explained by a GET of the key, as is a 404
+ * until a NoSuchKey has shown that the bucket exists (a missing bucket is
+ * KILN_EINVALID, not an absent object). */
 int kiln_s3_head(kiln_s3_client *client, const char *key, uint64_t *out_size);
 /* DELETE (0 also when there was no such object). */
 int kiln_s3_delete(kiln_s3_client *client, const char *key);

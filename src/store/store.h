@@ -1,5 +1,5 @@
 /* Object stores behind one interface: `file://DIR` (the embedded default),
- * `s3://BUCKET/PREFIX` (libs3), and `http(s)://HOST:PORT`, a cache node read
+ * `s3://BUCKET/PREFIX` (Signature V4, s3_client.h), and `http(s)://HOST:PORT`, a cache node read
  * through its /v1/shards API (read-only, shards only). Keys are relative paths such as
  * "shards/ab/<hash>.jsonl.zst"; the store adds its root or prefix. Adding a
  * backend is one new file with its kiln_store_backend row (its functions

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Cache nodes end to end (`kiln cache`, docs/CACHE.md) against an s3rver
-# origin started as run_s3.sh starts it. Three runs of generated user events
+# Cache nodes end to end (`kiln cache`, docs/CACHE.md) against an S3 origin
+# that verifies every Signature V4 (s3v4_server.py, as run_s3.sh starts it). Three runs of generated user events
 # into s3://kiln-cache/kiln (v1 and v2 promoted, main one run ahead), then:
 #  - `kiln cache sync --once` on node A: views/<ds>/v1/<split>/NNNNN.jsonl.zst
 #    are hard links into shards/ (same inode), `ready` is written, zstd -t
@@ -17,24 +17,18 @@
 #  - `kiln cat --store http://...` (the http store) prints the records the
 #    origin's bytes give, also through T with KILN_CACHE_TOKEN;
 #  - `kiln cache status` summarises.
-# Skips (exit 77) without s3rver (scripts/bootstrap --test-servers), node,
-# git, curl, zstd or python3-boto3. KEEP_TMP=1 keeps the scratch directory.
+# Skips (exit 77) without git, curl, zstd or python3-boto3. KEEP_TMP=1 keeps the scratch directory.
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$src/tests/integration/lib.sh"
 kiln=${KILN:-$src/build/kiln}
 py=/usr/bin/python3
-s3rver_bin=$src/.deps/npm/node_modules/.bin/s3rver
 bucket=kiln-cache
 ds=user-events
 pipeline=$src/pipelines/user-events.yaml
 
-if [ ! -e "$s3rver_bin" ]; then
-	echo "SKIP: s3rver is not installed at $s3rver_bin (run scripts/bootstrap --test-servers)"
-	exit 77
-fi
-for tool in node git curl zstd; do
+for tool in git curl zstd; do
 	command -v "$tool" >/dev/null || { echo "SKIP: $tool is not on PATH (run scripts/bootstrap)"; exit 77; }
 done
 if ! "$py" -c 'import boto3' 2>/dev/null; then
@@ -51,7 +45,6 @@ if ! "$kiln" cache --help >/dev/null 2>&1; then
 	echo "0 passed, 1 failed"
 	exit 1
 fi
-s3rver_pkg=$(cd "$(dirname "$(readlink -f "$s3rver_bin")")/.." && pwd)
 
 unset http_proxy https_proxy all_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY
 export no_proxy='127.0.0.1,localhost,.localhost' NO_PROXY='127.0.0.1,localhost,.localhost'
@@ -68,26 +61,23 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# ---- s3rver (the launcher and bucket as in run_s3.sh)
-mkdir "$tmp/data"
-node "$src/tests/integration/s3rver-launch.js" "$s3rver_pkg" "$tmp/data" "$tmp/s3port" "$bucket" >"$tmp/s3rver.log" 2>&1 &
+# ---- the verifying S3 server (as in run_s3.sh)
+ak=AKIDKILNCACHE sk=kilnCacheSecret42
+"$py" "$src/tests/integration/s3v4_server.py" --root "$tmp/data" --port-file "$tmp/s3port" \
+	--access-key "$ak" --secret-key "$sk" --bucket "$bucket" --log "$tmp/s3server.log" &
 pids+=($!)
-for _ in $(seq 100); do
-	[ -s "$tmp/s3port" ] && break
-	sleep 0.1
-done
-if [ ! -s "$tmp/s3port" ]; then
-	echo "ERROR: s3rver did not start within 10 s:"
-	tail -20 "$tmp/s3rver.log"
+if ! poll 10 test -s "$tmp/s3port"; then
+	echo "ERROR: s3v4_server.py did not start within 10 s:"
+	tail -20 "$tmp/s3server.log"
 	exit 99
 fi
 s3port=$(cat "$tmp/s3port")
 endpoint=127.0.0.1:$s3port
-echo "s3rver on $endpoint"
+echo "s3v4_server.py on $endpoint"
 
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+export AWS_ACCESS_KEY_ID=$ak AWS_SECRET_ACCESS_KEY=$sk
 export KILN_INPUT=$tmp/in.jsonl KILN_KEY_FILE=$tmp/hmac.key KILN_MANIFEST=$tmp/m.git
-(umask 077 && printf 'access_key_id=S3RVER\nsecret_access_key=S3RVER\n' >"$tmp/s3.credentials")
+(umask 077 && printf 'access_key_id=%s\nsecret_access_key=%s\n' "$ak" "$sk" >"$tmp/s3.credentials")
 (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$tmp/hmac.key")
 store=(--set store.url="s3://$bucket/kiln" --set store.endpoint="$endpoint" --set store.http=true --set store.style=path
 	--set shards.target_bytes=64K)
@@ -363,15 +353,15 @@ check "/v1/datasets/$ds/v1/train lists v1's train shards" listing_ok
 
 # ---- kiln cat through the http store = the origin's bytes
 mkdir -p "$tmp/dl"
-"$py" - "$s3port" "$bucket" "$tmp/dl" <<'EOF'
+"$py" - "$s3port" "$bucket" "$tmp/dl" "$ak" "$sk" <<'EOF'
 import os, sys
 import boto3
 from botocore.config import Config
-port, bucket, out = sys.argv[1:]
+port, bucket, out, ak, sk = sys.argv[1:]
 s3 = boto3.client('s3', endpoint_url='http://127.0.0.1:%s' % port, region_name='us-east-1',
-                  aws_access_key_id='S3RVER', aws_secret_access_key='S3RVER',
+                  aws_access_key_id=ak, aws_secret_access_key=sk,
                   config=Config(signature_version='s3v4', s3={'addressing_style': 'path'}))
-for page in s3.get_paginator('list_objects').paginate(Bucket=bucket, Prefix='kiln/shards/'):
+for page in s3.get_paginator('list_objects_v2').paginate(Bucket=bucket, Prefix='kiln/shards/'):
     for o in page.get('Contents', []):
         path = os.path.join(out, o['Key'][len('kiln/'):])
         os.makedirs(os.path.dirname(path), exist_ok=True)

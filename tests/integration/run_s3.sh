@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `kiln run` end to end into an s3:// store: the npm s3rver 3.x on 127.0.0.1
-# with signature checking, started as tests/integration/s3_store.sh starts it
-# (see there for the launcher and why it is needed). Generated user events
+# `kiln run` end to end into an s3:// store: tests/integration/s3v4_server.py
+# on 127.0.0.1, which recomputes every request's Signature V4 with botocore's
+# signer (see s3_store.sh for the store's own checks). Generated user events
 # (5 % invalid) are curated into s3://kiln-run/kiln; every shard the manifest
 # lists is read back with an independent client (Debian's python3-boto3) and
 # its BLAKE2b-256 compared with its name, then the bucket's kiln/ prefix is
@@ -9,8 +9,7 @@
 # Also: a wrong secret, a credentials file (0644 refused, 0600 used) and an
 # unreachable endpoint, each on a branch of its own: exit 2, one line on
 # stderr, no secret in it, nothing committed.
-# Skips (exit 77) without s3rver (scripts/bootstrap installs it into
-# .deps/npm), node, git or python3-boto3/python3-zstandard.
+# Skips (exit 77) without git or python3-boto3/python3-zstandard.
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -21,15 +20,10 @@ checker=$src/tests/integration/curate_check.py
 gen=$src/bench/gen-user-events.py
 pipeline=$src/pipelines/user-events.yaml
 contract=$src/contracts/user-events.yaml
-s3rver_bin=$src/.deps/npm/node_modules/.bin/s3rver
 bucket="kiln-run"
 ref=refs/heads/user-events/main
 
-if [ ! -e "$s3rver_bin" ]; then
-	echo "SKIP: s3rver is not installed at $s3rver_bin (run scripts/bootstrap)"
-	exit 77
-fi
-for tool in node git; do
+for tool in git; do
 	command -v "$tool" >/dev/null || { echo "SKIP: $tool is not on PATH (run scripts/bootstrap)"; exit 77; }
 done
 if ! "$py" -c 'import boto3, zstandard' 2>/dev/null; then
@@ -41,7 +35,6 @@ if [ ! -x "$kiln" ]; then
 	echo "0 passed, 1 failed"
 	exit 1
 fi
-s3rver_pkg=$(cd "$(dirname "$(readlink -f "$s3rver_bin")")/.." && pwd)
 
 unset http_proxy https_proxy all_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY
 export no_proxy='127.0.0.1,localhost,.localhost' NO_PROXY='127.0.0.1,localhost,.localhost'
@@ -60,27 +53,21 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# ---- s3rver, through the launcher of s3_store.sh (bucket-level V2 signatures
-# over "/BUCKET/"; object requests checked by s3rver's own code)
-
-mkdir "$tmp/data"
-node "$src/tests/integration/s3rver-launch.js" "$s3rver_pkg" "$tmp/data" "$tmp/port" "$bucket" >"$tmp/s3rver.log" 2>&1 &
+# ---- the verifying S3 server
+ak=AKIDKILNRUN sk=kilnRunSecret42
+"$py" "$src/tests/integration/s3v4_server.py" --root "$tmp/data" --port-file "$tmp/port" \
+	--access-key "$ak" --secret-key "$sk" --bucket "$bucket" --log "$tmp/server.log" &
 pid=$!
-for _ in $(seq 100); do
-	[ -s "$tmp/port" ] && break
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.1
-done
-if [ ! -s "$tmp/port" ]; then
-	echo "ERROR: s3rver did not start within 10 s:"
-	tail -20 "$tmp/s3rver.log"
+if ! poll 10 test -s "$tmp/port"; then
+	echo "ERROR: s3v4_server.py did not start within 10 s:"
+	tail -20 "$tmp/server.log"
 	exit 99
 fi
 port=$(cat "$tmp/port")
 endpoint=127.0.0.1:$port
-echo "s3rver $(node -p "require('$s3rver_pkg/package.json').version") on $endpoint"
+echo "s3v4_server.py on $endpoint"
 
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+export AWS_ACCESS_KEY_ID=$ak AWS_SECRET_ACCESS_KEY=$sk
 export KILN_INPUT=$tmp/in.jsonl KILN_KEY_FILE=$tmp/hmac.key KILN_MANIFEST=$tmp/m.git
 s3opts=(--set store.endpoint="$endpoint" --set store.http=true --set store.style=path)
 
@@ -148,19 +135,19 @@ no_branch() { # BRANCH
 }
 
 s3py() { # boto3 against the same server, path style: s3py CMD ARGS...
-	"$py" - "$port" "$bucket" "$@" <<'EOF'
+	"$py" - "$port" "$bucket" "$ak" "$sk" "$@" <<'EOF'
 import hashlib, json, os, re, subprocess, sys
 import boto3
 from botocore.config import Config
-port, bucket, cmd, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+port, bucket, ak, sk, cmd, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
 s3 = boto3.client('s3', endpoint_url='http://127.0.0.1:%s' % port, region_name='us-east-1',
-                  aws_access_key_id='S3RVER', aws_secret_access_key='S3RVER',
+                  aws_access_key_id=ak, aws_secret_access_key=sk,
                   config=Config(signature_version='s3v4', s3={'addressing_style': 'path'},
                                 retries={'max_attempts': 1}))
 
 def keys(prefix):
     out = []
-    for page in s3.get_paginator('list_objects').paginate(Bucket=bucket, Prefix=prefix):
+    for page in s3.get_paginator('list_objects_v2').paginate(Bucket=bucket, Prefix=prefix):
         out += [(o['Key'], o['Size']) for o in page.get('Contents', [])]
     return sorted(out)
 
@@ -224,7 +211,7 @@ check "run into s3 exits 0" runs s3run 0 "$kiln" run "$pipeline" --set store.url
 check "run into s3 reports +1500 records" contains "$tmp/s3run.out" "+1500 records"
 c1=$(gitm rev-parse -q --verify "$ref" 2>/dev/null)
 check "run into s3 committed to $ref" test -n "$c1"
-check "run into s3: no secret in the output" no_secret s3run S3RVER
+check "run into s3: no secret in the output" no_secret s3run "$sk"
 
 shards_ok() { s3py shards "$tmp/m.git" "$ref" kiln/ 2>"$tmp/shards.log" || { cat "$tmp/shards.log"; return 1; }; }
 check "every listed shard is in the bucket, BLAKE2b-256 = its name" shards_ok
@@ -257,7 +244,7 @@ check "wrong secret: exit 2" runs wrongsecret 2 env AWS_SECRET_ACCESS_KEY=wrong 
 	"$kiln" run "$pipeline" --set branch=wrong-secret --set store.url="s3://$bucket/kiln" "${s3opts[@]}"
 check "wrong secret: one line naming the endpoint" one_line_error wrongsecret "$endpoint"
 check "wrong secret: names the signature or credentials" error_matches wrongsecret 'signature|credential|secret key'
-check "wrong secret: no secret in the error" no_secret wrongsecret wrong S3RVER
+check "wrong secret: no secret in the error" no_secret wrongsecret wrong "$sk"
 check "wrong secret: no branch" no_branch wrong-secret
 check "wrong secret: manifest refs unchanged" refs_unchanged "$tmp/refs.before"
 listed() { s3py ls "$1" >"$tmp/listed" || { echo "  boto3 could not list $1"; return 1; }; }
@@ -265,13 +252,13 @@ check "wrong secret: boto3 lists the bucket" listed kiln/
 check "wrong secret: bucket unchanged" diff -u "$tmp/bucket.before" "$tmp/listed"
 
 # ---- a credentials file: 0644 refused, 0600 used (environment credentials unset)
-printf '# kiln\naccess_key_id = S3RVER\nsecret_access_key=S3RVER\n' >"$tmp/creds"
+printf '# kiln\naccess_key_id = %s\nsecret_access_key=%s\n' "$ak" "$sk" >"$tmp/creds"
 chmod 644 "$tmp/creds"
 check "credentials file 0644: exit 2" runs creds644 2 env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY \
 	"$kiln" run "$pipeline" --set branch=creds-file --set store.url="s3://$bucket/kiln-creds" \
 	"${s3opts[@]}" --set store.credentials_file="$tmp/creds"
 check "credentials file 0644: one line naming the file and its mode" one_line_error creds644 "$tmp/creds" "0644"
-check "credentials file 0644: no secret in the error" no_secret creds644 S3RVER
+check "credentials file 0644: no secret in the error" no_secret creds644 "$sk"
 check "credentials file 0644: no branch" no_branch creds-file
 check "credentials file 0644: manifest refs unchanged" refs_unchanged "$tmp/refs.before"
 nothing_under() { # PREFIX: boto3 lists the prefix (and succeeds) and finds nothing
@@ -288,7 +275,7 @@ check "credentials file 0600: reports +1500 records" contains "$tmp/creds600.out
 check "credentials file 0600: committed to user-events/creds-file" \
 	test -n "$(gitm rev-parse -q --verify refs/heads/user-events/creds-file 2>/dev/null)"
 check "credentials file 0600: main untouched" test "$(gitm rev-parse -q --verify "$ref" 2>/dev/null)" = "$c1"
-check "credentials file 0600: no secret in the output" no_secret creds600 S3RVER
+check "credentials file 0600: no secret in the output" no_secret creds600 "$sk"
 cf_shards_ok() { s3py shards "$tmp/m.git" refs/heads/user-events/creds-file kiln-creds/ 2>"$tmp/shards.log" || { cat "$tmp/shards.log"; return 1; }; }
 check "credentials file 0600: every listed shard is in the bucket" cf_shards_ok
 cf_downloaded() { mkdir -p "$tmp/dl-creds" && n=$(s3py download kiln-creds/ "$tmp/dl-creds") && [ "$n" -ge 2 ]; }
@@ -303,17 +290,17 @@ check "unreachable endpoint: exit 2 (within 60 s)" runs unreachable 2 timeout 60
 	"$kiln" run "$pipeline" --set branch=unreachable --set store.url="s3://$bucket/kiln-unreachable" \
 	--set store.endpoint="127.0.0.1:$closed" --set store.http=true --set store.style=path --set store.max_retries=1
 check "unreachable endpoint: one line naming the endpoint" one_line_error unreachable "127.0.0.1:$closed"
-check "unreachable endpoint: no secret in the error" no_secret unreachable S3RVER
+check "unreachable endpoint: no secret in the error" no_secret unreachable "$sk"
 check "unreachable endpoint: no branch" no_branch unreachable
 check "unreachable endpoint: manifest refs unchanged" refs_unchanged "$tmp/refs.before"
 echo "unreachable endpoint: failed after $(cat "$tmp/unreachable.time") s"
 
 check "git fsck --strict after all runs" gitm fsck --strict --no-progress
-check "no S3 key in the manifest" bash -c "! git --git-dir='$tmp/m.git' cat-file --batch-all-objects --batch | grep -qa S3RVER"
+check "no S3 key in the manifest" bash -c "! git --git-dir='$tmp/m.git' cat-file --batch-all-objects --batch | grep -qa $sk"
 
 if [ "$failed" -gt 0 ]; then
-	echo "s3rver log (last 20 lines):"
-	tail -20 "$tmp/s3rver.log"
+	echo "server log (last 20 lines):"
+	tail -20 "$tmp/server.log"
 fi
 check "no personal data in any log, stdout or stderr" pii_scan_logs
 
