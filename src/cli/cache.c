@@ -15,6 +15,7 @@
 #include "cache/cache.h"
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -54,57 +55,17 @@ static void on_stop(int sig)
 
 /* ---- the progress bar -------------------------------------------------------------- */
 
-typedef struct bar {
-	bool tty;
-	char version[160]; /* the version the bar shows */
-	int width;         /* characters last drawn */
-} bar;
-
-static void scaled(char *out, size_t cap, uint64_t done, uint64_t total)
-{
-	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	double d = (double)done, t = (double)total;
-	int u = 0;
-
-	while (t >= 1024 && u < 4) {
-		d /= 1024;
-		t /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(out, cap, "%" PRIu64 "/%" PRIu64 " B", done, total);
-	else
-		snprintf(out, cap, "%.1f/%.1f %s", d, t, units[u]);
-}
-
 static void on_progress(void *ctx, const kiln_cache_progress *p)
 {
-	bar *b = ctx;
-	char line[512], bytes[64], cells[21];
-	int filled, n;
-
-	if (!b->tty)
-		return;
-	if (b->version[0] && strcmp(b->version, p->version) != 0)
-		fputc('\n', stderr); /* keep the finished version's bar */
-	snprintf(b->version, sizeof(b->version), "%s", p->version);
-	filled = p->shards_total ? (int)(20 * p->shards_done / p->shards_total) : 20;
-	for (int i = 0; i < 20; i++)
-		cells[i] = i < filled ? '#' : '.';
-	cells[20] = '\0';
-	scaled(bytes, sizeof(bytes), p->bytes_done, p->bytes_total);
-	n = snprintf(line, sizeof(line), "[%s] %" PRIu64 "/%" PRIu64 " shards %s %s", cells, p->shards_done,
-	             p->shards_total, bytes, p->version);
-	fprintf(stderr, "\r%s%*s", line, b->width > n ? b->width - n : 0, "");
-	b->width = n;
-	fflush(stderr);
+	kiln_cli_bar_draw(ctx, p->shards_done, p->shards_total, "shards", p->bytes_done, p->bytes_total,
+	                  p->version);
 }
 
 /* ---- sync -------------------------------------------------------------------------- */
 
 static int sync_once(kiln_cache *cache, bool tty)
 {
-	bar b = {.tty = tty};
+	kiln_cli_bar b = {.tty = tty};
 	kiln_cache_sync_stats st;
 	kiln_buf report = KILN_BUF_INIT(0);
 	char fetched[32], peers[32], origin[32], total[32], evicted[32];
@@ -112,8 +73,7 @@ static int sync_once(kiln_cache *cache, bool tty)
 	char msg[1024];
 
 	snprintf(msg, sizeof(msg), "%s", rc < 0 ? kiln_error_last() : "");
-	if (b.width)
-		fputc('\n', stderr);
+	kiln_cli_bar_end(&b);
 	if (!tty && kiln_cache_sync_report(cache, &report) == 0 && report.len)
 		fwrite(report.ptr, 1, report.len, stderr);
 	kiln_buf_free(&report);

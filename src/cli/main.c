@@ -30,6 +30,8 @@ static const kiln_command commands[] = {
     {"raw", "read the raw zone: list objects or decode them byte-exact", kiln_cmd_raw},
     {"replay", "rebuild a Kafka pipeline's branch from the raw zone onto a new branch", kiln_cmd_replay},
     {"cache", "keep pinned versions on local disk near GPUs: sync, status, verify, serve", kiln_cmd_cache},
+    {"push", "copy a promoted version (shards and signed manifest) to another store", kiln_cmd_push},
+    {"pull", "mirror the manifest a push wrote to a store into a local repository", kiln_cmd_pull},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,4 +44,28 @@ int kiln_fs_remove_tree(const char *path)
 	if (remove_at(AT_FDCWD, path) < 0)
 		return kiln_error_set(KILN_EIO, "%s: cannot remove: %s", path, strerror(errno));
 	return 0;
+}
+
+const char *kiln_fs_temp_dir(const char *dir)
+{
+	const char *t;
+
+	if (dir)
+		return dir;
+	t = getenv("TMPDIR");
+	return t && *t ? t : "/tmp";
+}
+
+int kiln_fs_temp_file(const char *dir, const char *what)
+{
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/kiln-%s-XXXXXX", kiln_fs_temp_dir(dir), what);
+	fd = mkostemp(path, O_CLOEXEC);
+	if (fd < 0)
+		return kiln_error_set(KILN_EIO, "%s: cannot create a %s file: %s", kiln_fs_temp_dir(dir),
+		                      what, strerror(errno));
+	unlink(path);
+	return fd;
 }

@@ -1,6 +1,6 @@
 /* Local file-system helpers shared by modules that manage directories of
  * their own (the manifest repository, cache nodes): removing a tree without
- * following links. */
+ * following links, anonymous temporary files. */
 #ifndef KILN_CORE_FS_H
 #define KILN_CORE_FS_H
 
@@ -8,5 +8,13 @@
  * links are removed, never followed. A missing path is fine. KILN_EIO with
  * the path on failure. */
 int kiln_fs_remove_tree(const char *path);
+
+/* A new file in dir (NULL: $TMPDIR, else /tmp), unlinked at once: gone
+ * with the process whatever happens to it. `what` names it in the file's
+ * name ("kiln-<what>-XXXXXX") and the message. The fd, or KILN_EIO. */
+int kiln_fs_temp_file(const char *dir, const char *what);
+
+/* The folder kiln_fs_temp_file uses for dir: dir, else $TMPDIR, else /tmp. */
+const char *kiln_fs_temp_dir(const char *dir);
 
 #endif

@@ -17,6 +17,7 @@
 #include <zstd.h>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "manifest/version.h"
 #include "reader/internal.h"
 #include "shard/fetch.h"
@@ -265,23 +266,6 @@ static int spool_sink(void *ctx, const void *data, size_t len)
 	return 0;
 }
 
-static int temp_fd(void)
-{
-	const char *dir = getenv("TMPDIR");
-	char path[4096];
-	int fd;
-
-	if (!dir || !*dir)
-		dir = "/tmp";
-	snprintf(path, sizeof(path), "%s/kiln-read-XXXXXX", dir);
-	fd = mkstemp(path);
-	if (fd < 0)
-		return kiln_error_set(KILN_EIO, "%s: cannot create a temporary file: %s", dir,
-		                      strerror(errno));
-	unlink(path);
-	return fd;
-}
-
 /* Decompresses the verified file at fd (from its start) into sink. */
 static int decompress(kiln_reader *r, const kiln_reader_shard *s, int fd, kiln_store_sink sink, void *ctx)
 {
@@ -348,7 +332,7 @@ int kiln_reader_stream(kiln_reader *r, const kiln_reader_shard *s, kiln_store_si
 	if ((!r->in_chunk && !(r->in_chunk = malloc(CHUNK))) ||
 	    (!r->out_chunk && !(r->out_chunk = malloc(CHUNK))))
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
-	if ((sp.fd = temp_fd()) < 0)
+	if ((sp.fd = kiln_fs_temp_file(NULL, "read")) < 0)
 		return sp.fd;
 	if ((rc = kiln_shard_fetch(r->store, &f)) == 0)
 		rc = decompress(r, s, sp.fd, sink, ctx);

@@ -10,34 +10,10 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "shard/object.h"
 
 #define CHUNK (1u << 20)
-
-static const char *spool_dir(const char *dir)
-{
-	const char *t;
-
-	if (dir)
-		return dir;
-	t = getenv("TMPDIR");
-	return t && *t ? t : "/tmp";
-}
-
-/* A new temporary file in dir, unlinked at once: gone with the process,
- * whatever happens to it (path keeps the name it had, for messages). */
-static int temp_file(const char *dir, char path[4096])
-{
-	int fd;
-
-	snprintf(path, 4096, "%s/kiln-spool-XXXXXX", spool_dir(dir));
-	fd = mkstemp(path);
-	if (fd < 0)
-		return kiln_error_set(KILN_EIO, "%s: cannot create a spool file: %s", spool_dir(dir),
-		                      strerror(errno));
-	unlink(path);
-	return fd;
-}
 
 static int write_all(int fd, const char *data, size_t len, const char *what)
 {
@@ -55,11 +31,9 @@ static int write_all(int fd, const char *data, size_t len, const char *what)
 
 int kiln_spool_open(kiln_spool *s, const char *dir)
 {
-	char path[4096];
-
 	memset(s, 0, sizeof(*s));
 	s->dir = dir;
-	s->fd = temp_file(dir, path);
+	s->fd = kiln_fs_temp_file(dir, "spool");
 	return s->fd < 0 ? s->fd : 0;
 }
 
@@ -332,7 +306,8 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 		goto cleanup;
 	}
 	/* the store opens it through /proc: it has no name */
-	if ((out_fd = temp_file(s->dir, path)) < 0) {
+	snprintf(path, sizeof(path), "%s/(spool file)", kiln_fs_temp_dir(s->dir));
+	if ((out_fd = kiln_fs_temp_file(s->dir, "spool")) < 0) {
 		rc = out_fd;
 		goto cleanup;
 	}

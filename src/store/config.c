@@ -133,6 +133,7 @@ int kiln_store_config_load(const kiln_store_config_src *src, const kiln_yaml_nod
                            const char *section, const char **out_url, kiln_store_options *out_options)
 {
 	const kiln_yaml_node *st = kiln_yaml_get(parent, section);
+	const char *path = src->path ? src->path : section;
 	const kiln_config cfg = {.doc = src->doc, .arena = src->arena, .dir = src->dir, .docs = src->docs};
 	const kiln_store_backend *backend;
 	const char *const *keys;
@@ -140,21 +141,20 @@ int kiln_store_config_load(const kiln_store_config_src *src, const kiln_yaml_nod
 	int rc;
 
 	if (!st || kiln_yaml_is_null(st))
-		return kiln_yaml_fail(src->doc, parent, section, "required key is missing");
+		return kiln_yaml_fail(src->doc, parent, path, "required key is missing");
 	if (!(keys = accepted_keys(src->arena)))
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
-	if ((rc = kiln_config_check_keys(&cfg, st, section, keys)) < 0 ||
-	    (rc = kiln_config_string(&cfg, st, section, "url", true, &url)) < 0)
+	if ((rc = kiln_config_check_keys(&cfg, st, path, keys)) < 0 ||
+	    (rc = kiln_config_string(&cfg, st, path, "url", true, &url)) < 0)
 		return rc;
 	if ((backend = kiln_store_backend_find(url)) && !configurable(backend))
 		backend = NULL;
 	/* the keys are read before the URL's scheme is judged, as they always were */
-	if ((rc = read_options(&cfg, st, section, backend, out_options)) < 0)
+	if ((rc = read_options(&cfg, st, path, backend, out_options)) < 0)
 		return rc;
 	if (!backend)
-		return kiln_yaml_fail(src->doc, kiln_yaml_get(st, "url"),
-		                      kiln_config_path(&cfg, section, "url"), "%s",
-		                      expected_urls(src->arena));
+		return kiln_yaml_fail(src->doc, kiln_yaml_get(st, "url"), kiln_config_path(&cfg, path, "url"),
+		                      "%s", expected_urls(src->arena));
 	/* file://relative/dir is relative to the config file too */
 	if (backend->local_path) {
 		const char *rest = strstr(url, "://") + 3;
@@ -165,8 +165,8 @@ int kiln_store_config_load(const kiln_store_config_src *src, const kiln_yaml_nod
 	/* credentials never sit in the config: refuse keys that look like them */
 	for (size_t i = 0; i < st->count; i++)
 		if (strstr(st->keys[i]->value, "secret") || strstr(st->keys[i]->value, "password"))
-			return kiln_yaml_fail(src->doc, st->keys[i], section,
-			                      "secrets do not belong in the %s", src->file);
+			return kiln_yaml_fail(src->doc, st->keys[i], path, "secrets do not belong in the %s",
+			                      src->file);
 	*out_url = url;
 	return 0;
 }

@@ -19,6 +19,8 @@ typedef struct kiln_store_config_src {
 	                    * credentials_file and file://relative/dir are relative to it */
 	const char *docs;  /* the page an unknown key points to: "docs/PIPELINES.md" */
 	const char *file;  /* what the file is, for "secrets do not belong in the FILE": "pipeline file" */
+	const char *path;  /* the section's dotted path in messages when it is not the section's key
+	                    * ("targets.burst.store"); NULL: the key */
 } kiln_store_config_src;
 
 /* Reads the mapping under key `section` of `parent` (required; `section` is

@@ -174,13 +174,57 @@ static void s3_close(kiln_store *store)
 	free(s);
 }
 
-/* The endpoint the options name, or AWS's for the region. */
-static int endpoint_of(char **out, const char *url, const kiln_store_options *options)
+/* The region: the options', else $AWS_REGION or $AWS_DEFAULT_REGION (as
+ * AWS's own tools read them), else us-east-1. */
+static const char *region_of(const kiln_store_options *options)
 {
-	const char *e = options->endpoint;
+	const char *r = options->region;
 
+	if (!r || !*r)
+		r = getenv("AWS_REGION");
+	if (!r || !*r)
+		r = getenv("AWS_DEFAULT_REGION");
+	return r && *r ? r : "us-east-1";
+}
+
+/* The endpoint the options name; else $AWS_ENDPOINT_URL_S3 or
+ * $AWS_ENDPOINT_URL ("http://host:port" or "https://host", as AWS's tools
+ * read them; http:// sets *http); else AWS's for the region. */
+static int endpoint_of(char **out, bool *http, const char *url, const kiln_store_options *options)
+{
+	const char *e = options->endpoint, *from = "S3 endpoint";
+
+	*http = options->http;
 	if (!e || !*e) {
-		const char *region = options->region && *options->region ? options->region : "us-east-1";
+		const char *env = getenv("AWS_ENDPOINT_URL_S3");
+
+		from = "AWS_ENDPOINT_URL_S3";
+		if (!env || !*env) {
+			env = getenv("AWS_ENDPOINT_URL");
+			from = "AWS_ENDPOINT_URL";
+		}
+		if (env && *env) {
+			size_t n;
+
+			if (strncmp(env, "http://", 7) == 0)
+				*http = true, e = env + 7;
+			else if (strncmp(env, "https://", 8) == 0)
+				e = env + 8;
+			else
+				return kiln_error_set(
+				    KILN_EINVALID, "%s: %s must be http://HOST[:PORT] or https://HOST[:PORT]",
+				    url, from);
+			n = strcspn(e, "/");
+			if (e[n] && e[n + 1])
+				return kiln_error_set(KILN_EINVALID, "%s: %s must name no path", url, from);
+			if (!(*out = strndup(e, n)))
+				return oom();
+			e = *out;
+			goto check;
+		}
+	}
+	if (!e || !*e) {
+		const char *region = region_of(options);
 
 		if (strcmp(region, "us-east-1") == 0)
 			*out = strdup("s3.amazonaws.com");
@@ -188,13 +232,15 @@ static int endpoint_of(char **out, const char *url, const kiln_store_options *op
 			*out = NULL;
 		return *out ? 0 : oom();
 	}
-	if (strchr(e, '/') || strchr(e, '@') || strchr(e, '?') || strchr(e, '#'))
+	if (!(*out = strdup(e)))
+		return oom();
+check:
+	if (!**out || strchr(*out, '/') || strchr(*out, '@') || strchr(*out, '?') || strchr(*out, '#'))
 		return kiln_error_set(
 		    KILN_EINVALID,
-		    "%s: S3 endpoint '%s' must be host[:port] (no scheme or path; plain HTTP is the http "
-		    "option)",
-		    url, strchr(e, '@') ? "(with user@, not shown)" : e);
-	return (*out = strdup(e)) ? 0 : oom();
+		    "%s: %s '%s' must be host[:port] (no scheme or path; plain HTTP is the http option)", url,
+		    from, strchr(*out, '@') ? "(with user@, not shown)" : *out);
+	return 0;
 }
 
 static int s3_open(kiln_store **out, const char *url, const kiln_store_options *options)
@@ -245,14 +291,13 @@ static int s3_open(kiln_store **out, const char *url, const kiln_store_options *
 		free(s->prefix);
 		s->prefix = p;
 	}
-	if ((rc = endpoint_of(&s->endpoint, url, options)) < 0 ||
+	if ((rc = endpoint_of(&s->endpoint, &cfg.http, url, options)) < 0 ||
 	    (rc = load_credentials(&cr, url, options)) < 0)
 		goto cleanup;
 	cfg.endpoint = s->endpoint;
-	cfg.http = options->http;
 	cfg.virtual_host = options->virtual_host;
 	cfg.bucket = s->bucket;
-	cfg.region = options->region;
+	cfg.region = region_of(options);
 	cfg.credentials = (kiln_sigv4_credentials){cr.access_key, cr.secret_key, cr.session_token};
 	cfg.max_retries = options->max_retries;
 	cfg.part_size = (uint64_t)options->part_size_mb << 20;

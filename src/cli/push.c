@@ -1,0 +1,259 @@
+/* `kiln push DATASET@REF --to TARGET` and `kiln pull TARGET`: a version to
+ * another store (a cloud burst) and its manifest back from there
+ * (src/push/, docs/PUSH.md). The summary goes to stdout; one JSON log line
+ * per object and, on a terminal, a progress bar go to stderr. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "cli/progress.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/units.h"
+#include "push/push.h"
+
+static const char push_usage[] =
+    "usage: kiln push DATASET@REF --to TARGET [--dry-run] [--jobs N] [--unpromoted]\n"
+    "                 [--allowed-signers FILE] [--targets FILE] [--set KEY=VALUE]...\n"
+    "                 [--manifest REPO] [--store URL]\n"
+    "\n"
+    "Copies one version to a target store: the shards its splits list (never\n"
+    "raw-zone or quarantine objects) and its manifest (the signed tag, the\n"
+    "commit and its history) as a bare git repository under the target's\n"
+    "manifest prefix. Objects the target has (same name, same size) are not\n"
+    "sent again; the version's ref is written last. Run it again to resume.\n"
+    "\n"
+    "Options:\n"
+    "  -t, --to TARGET              a target of the targets file, or a store URL\n"
+    "      --targets FILE           the targets file (default $KILN_TARGETS)\n"
+    "  -n, --dry-run                print what would be sent and its egress cost\n"
+    "  -j, --jobs N                 uploads at once (default: the target's concurrency)\n"
+    "      --unpromoted             also push a version that is not a signed vN tag\n"
+    "                               (recorded at the target as unpromoted-<commit>)\n"
+    "      --allowed-signers FILE   the tag must be signed by one of these keys\n"
+    "  -s, --set KEY=VALUE          override a targets file value (targets.NAME.key)\n"
+    "  -m, --manifest REPO          manifest repository (default $KILN_MANIFEST)\n"
+    "      --store URL              the store the shards are in (default $KILN_STORE)\n"
+    "  -h, --help                   show this help\n"
+    "\n"
+    "Exit status: 0 pushed (or planned, with --dry-run); 2 on a usage, config,\n"
+    "version or store error (nothing the target shows as the version).\n";
+
+static const char pull_usage[] =
+    "usage: kiln pull TARGET --manifest DIR [--targets FILE] [--set KEY=VALUE]...\n"
+    "\n"
+    "Mirrors the manifest a push wrote to TARGET (a target of the targets file,\n"
+    "or a store URL) into the bare repository DIR (created when missing), so\n"
+    "kiln log, show, verify, cat and cache nodes read the pushed versions there\n"
+    "with --store pointing at the target. A local tag that differs from the\n"
+    "target's is never overwritten.\n"
+    "\n"
+    "Options:\n"
+    "  -m, --manifest DIR       the local repository (default $KILN_MANIFEST)\n"
+    "      --targets FILE       the targets file (default $KILN_TARGETS)\n"
+    "  -s, --set KEY=VALUE      override a targets file value\n"
+    "  -h, --help               show this help\n"
+    "\n"
+    "Exit status: 0 pulled; 2 on a usage, config or store error.\n";
+
+/* ---- reporting ----------------------------------------------------------------------- */
+
+typedef struct reporter {
+	kiln_cli_bar bar;
+	char label[200];
+	uint64_t total_objects, total_bytes;
+} reporter;
+
+static void on_object(void *ctx, const kiln_push_event *e)
+{
+	reporter *r = ctx;
+
+	kiln_cli_bar_clear(&r->bar);
+	KILN_LOG(KILN_LOG_INFO, "push_object", NULL, KILN_F_STR("key", e->key), KILN_F_STR("kind", e->kind),
+	         KILN_F_INT("bytes", e->bytes), KILN_F_STR("action", e->present ? "present" : "sent"),
+	         KILN_F_INT("ms", (long long)(e->seconds * 1000)));
+}
+
+static void on_progress(void *ctx, const kiln_push_totals *t)
+{
+	reporter *r = ctx;
+
+	kiln_cli_bar_draw(&r->bar, t->sent, t->objects, "objects", t->sent_bytes, t->bytes, r->label);
+}
+
+static void print_plan(const kiln_push_result *res, const kiln_push_target *t, const char *spec)
+{
+	const kiln_push_totals *x = &res->totals;
+	char a[32], b[32], c[32], egress[32];
+	double gb = (double)x->bytes / (double)(1u << 30);
+
+	kiln_size_human(a, sizeof(a), x->shard_bytes_to_send, false);
+	kiln_size_human(b, sizeof(b), x->present_bytes, false);
+	kiln_size_human(c, sizeof(c), x->git_bytes_to_send, false);
+	kiln_size_human(egress, sizeof(egress), x->bytes, false);
+	printf("push %s (%s%s%s) to %s: %s\n", spec, res->promoted ? "promoted" : "UNPROMOTED",
+	       res->signer[0] ? ", signed by " : ", unsigned", res->signer, t->name, t->url);
+	printf("  shards    %" PRIu64 " to send (%s) of %" PRIu64 "\n", x->shards_to_send, a, x->shards);
+	printf("  manifest  %" PRIu64 " git objects to send (%s) of %" PRIu64 "\n", x->git_objects_to_send, c,
+	       x->git_objects);
+	printf("  present   %" PRIu64 " objects already at the target (%s), not sent\n", x->present, b);
+	if (t->price_per_gb > 0)
+		printf("  egress    %s, about %.4f%s%s at %.4g per GB\n", egress, gb * t->price_per_gb,
+		       t->currency[0] ? " " : "", t->currency, t->price_per_gb);
+	else
+		printf("  egress    %s (no price_per_gb for this target)\n", egress);
+}
+
+/* ---- push ------------------------------------------------------------------------------- */
+
+int kiln_cmd_push(int argc, char **argv)
+{
+	const char *to = NULL, *targets = getenv("KILN_TARGETS"), *signers = NULL;
+	kiln_push_request req = {0};
+	kiln_push_target *target = NULL;
+	kiln_push_result res;
+	kiln_cli_sets sets = {0};
+	reporter rep = {.bar = {.tty = isatty(2) == 1}};
+	uint64_t jobs = 0;
+	struct timespec t0, t1;
+	int first, status;
+	const kiln_cli_option rows[] = {
+	    {.name = "to", .letter = 't', .kind = KILN_CLI_STRING, .out = &to},
+	    {.name = "targets", .kind = KILN_CLI_STRING, .out = &targets},
+	    {.name = "dry-run", .letter = 'n', .kind = KILN_CLI_FLAG, .out = &req.dry_run},
+	    {.name = "jobs",
+	     .letter = 'j',
+	     .kind = KILN_CLI_U64,
+	     .out = &jobs,
+	     .min = 1,
+	     .max = 64,
+	     .bad = "--jobs wants a number 1..64"},
+	    {.name = "unpromoted", .kind = KILN_CLI_FLAG, .out = &req.allow_unpromoted},
+	    {.name = "allowed-signers", .kind = KILN_CLI_STRING, .out = &signers},
+	    {.name = "set", .letter = 's', .kind = KILN_CLI_SETS, .out = &sets},
+	    KILN_CLI_MANIFEST_ROW(&req.manifest),
+	    {.name = "store", .kind = KILN_CLI_STORE, .out = &req.source_url},
+	    KILN_CLI_END,
+	};
+	const kiln_cli_spec spec = {
+	    .cmd = "push",
+	    .usage = push_usage,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = "expected one DATASET@REF (see kiln push --help)",
+	};
+
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
+	if (!to || !*to) {
+		kiln_cli_fail("push", "no target: give --to TARGET (see kiln push --help)");
+		goto cleanup;
+	}
+	if (kiln_cli_need_manifest("push", req.manifest) != 0 ||
+	    kiln_cli_need_store("push", req.source_url) != 0)
+		goto cleanup;
+	if (kiln_push_target_load(&target, targets, to, sets.v, sets.n) < 0) {
+		kiln_cli_fail("push", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	req.spec = argv[first];
+	req.target = target;
+	req.keys_file = signers;
+	req.concurrency = (unsigned)jobs;
+	req.on_object = on_object;
+	req.on_progress = on_progress;
+	req.ctx = &rep;
+	snprintf(rep.label, sizeof(rep.label), "%s -> %s", req.spec, target->name);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (kiln_push(&req, &res) < 0) {
+		kiln_cli_bar_end(&rep.bar);
+		kiln_cli_fail("push", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	kiln_cli_bar_end(&rep.bar);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	print_plan(&res, target, req.spec);
+	if (req.dry_run) {
+		printf("dry run: nothing sent\n");
+	} else {
+		double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		char sent[32], rate[32];
+
+		kiln_size_human(sent, sizeof(sent), res.totals.sent_bytes, false);
+		kiln_size_human(rate, sizeof(rate), s > 0 ? (uint64_t)((double)res.totals.sent_bytes / s) : 0,
+		                false);
+		printf("sent %" PRIu64 " objects (%s) in %.1f s (%s/s); %s@%s is at %s as %s\n",
+		       res.totals.sent, sent, s, rate, res.dataset, res.version, target->name, res.ref);
+	}
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		kiln_cli_fail("push", "stdout: write error");
+		goto cleanup;
+	}
+	status = KILN_EXIT_OK;
+cleanup:
+	kiln_push_target_free(target);
+	free(sets.v);
+	return status;
+}
+
+/* ---- pull ------------------------------------------------------------------------------- */
+
+static void on_file(void *ctx, const char *key, uint64_t bytes)
+{
+	(void)ctx;
+	KILN_LOG(KILN_LOG_INFO, "pull_object", NULL, KILN_F_STR("key", key), KILN_F_INT("bytes", bytes));
+}
+
+int kiln_cmd_pull(int argc, char **argv)
+{
+	const char *targets = getenv("KILN_TARGETS"), *dir = NULL;
+	kiln_push_target *target = NULL;
+	kiln_pull_result res;
+	kiln_cli_sets sets = {0};
+	char bytes[32];
+	int first, status;
+	const kiln_cli_option rows[] = {
+	    {.name = "targets", .kind = KILN_CLI_STRING, .out = &targets},
+	    {.name = "set", .letter = 's', .kind = KILN_CLI_SETS, .out = &sets},
+	    KILN_CLI_MANIFEST_ROW(&dir),
+	    KILN_CLI_END,
+	};
+	const kiln_cli_spec spec = {
+	    .cmd = "pull",
+	    .usage = pull_usage,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = "expected one TARGET (see kiln pull --help)",
+	};
+
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
+	if (kiln_cli_need_manifest("pull", dir) != 0)
+		goto cleanup;
+	if (kiln_push_target_load(&target, targets, argv[first], sets.v, sets.n) < 0 ||
+	    kiln_pull(target, dir, on_file, NULL, &res) < 0) {
+		kiln_cli_fail("pull", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	kiln_size_human(bytes, sizeof(bytes), res.bytes, false);
+	printf("pulled %" PRIu64 " files (%s) from %s into %s; %" PRIu64 " already there; %" PRIu64 " refs\n",
+	       res.files, bytes, target->name, dir, res.present, res.refs);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		kiln_cli_fail("pull", "stdout: write error");
+		goto cleanup;
+	}
+	status = KILN_EXIT_OK;
+cleanup:
+	kiln_push_target_free(target);
+	free(sets.v);
+	return status;
+}
