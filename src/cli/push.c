@@ -96,15 +96,19 @@ static void print_plan(const kiln_push_result *res, const kiln_push_target *t, c
 	kiln_size_human(b, sizeof(b), x->present_bytes, false);
 	kiln_size_human(c, sizeof(c), x->git_bytes_to_send, false);
 	kiln_size_human(egress, sizeof(egress), x->bytes, false);
-	printf("push %s (%s%s%s) to %s: %s\n", spec, res->promoted ? "promoted" : "UNPROMOTED",
-	       res->signer[0] ? ", signed by " : ", unsigned", res->signer, t->name, t->url);
+	printf("push %s (%s%s%s) to %s%s%s\n", spec, res->promoted ? "promoted" : "UNPROMOTED",
+	       res->signer[0] ? ", signed by " : ", unsigned", res->signer, t->name,
+	       strcmp(t->name, t->url) ? ": " : "", strcmp(t->name, t->url) ? t->url : "");
 	printf("  shards    %" PRIu64 " to send (%s) of %" PRIu64 "\n", x->shards_to_send, a, x->shards);
 	printf("  manifest  %" PRIu64 " git objects to send (%s) of %" PRIu64 "\n", x->git_objects_to_send, c,
 	       x->git_objects);
 	printf("  present   %" PRIu64 " objects already at the target (%s), not sent\n", x->present, b);
-	if (t->price_per_gb > 0)
-		printf("  egress    %s, about %.4f%s%s at %.4g per GB\n", egress, gb * t->price_per_gb,
+	if (t->price_per_gb > 0 && gb * t->price_per_gb >= 0.01)
+		printf("  egress    %s, about %.2f%s%s at %.4g per GB\n", egress, gb * t->price_per_gb,
 		       t->currency[0] ? " " : "", t->currency, t->price_per_gb);
+	else if (t->price_per_gb > 0)
+		printf("  egress    %s, under 0.01%s%s at %.4g per GB\n", egress, t->currency[0] ? " " : "",
+		       t->currency, t->price_per_gb);
 	else
 		printf("  egress    %s (no price_per_gb for this target)\n", egress);
 }

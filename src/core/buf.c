@@ -132,3 +132,8 @@ void kiln_buf_free(kiln_buf *b)
 	b->ptr = NULL;
 	b->len = b->cap = 0;
 }
+
+int kiln_buf_sink(void *ctx, const void *data, size_t len)
+{
+	return kiln_buf_put(ctx, data, len);
+}

@@ -40,6 +40,9 @@ static inline int kiln_buf_putc(kiln_buf *buf, char c)
 	return 0;
 }
 int kiln_buf_puts(kiln_buf *buf, const char *s);
+
+/* A kiln_store_sink that appends to the kiln_buf at ctx (up to its max). */
+int kiln_buf_sink(void *ctx, const void *data, size_t len);
 int kiln_buf_printf(kiln_buf *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* s[0..n) (valid UTF-8) as a JSON string with quotes: escapes '"', '\\' and
  * control characters, everything else verbatim. */

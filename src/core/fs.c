@@ -69,3 +69,20 @@ int kiln_fs_temp_file(const char *dir, const char *what)
 	unlink(path);
 	return fd;
 }
+
+int kiln_fs_write_all(int fd, const void *data, size_t len, const char *what)
+{
+	const char *p = data;
+
+	while (len) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return kiln_error_set(KILN_EIO, "%s: write: %s", what, strerror(errno));
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}

@@ -4,6 +4,8 @@
 #ifndef KILN_CORE_FS_H
 #define KILN_CORE_FS_H
 
+#include <stddef.h>
+
 /* Removes path and, when it is a directory, everything below it; symbolic
  * links are removed, never followed. A missing path is fine. KILN_EIO with
  * the path on failure. */
@@ -13,6 +15,10 @@ int kiln_fs_remove_tree(const char *path);
  * with the process whatever happens to it. `what` names it in the file's
  * name ("kiln-<what>-XXXXXX") and the message. The fd, or KILN_EIO. */
 int kiln_fs_temp_file(const char *dir, const char *what);
+
+/* Writes all len bytes to fd (again after a short write or EINTR);
+ * KILN_EIO "WHAT: write: reason" when it cannot. */
+int kiln_fs_write_all(int fd, const void *data, size_t len, const char *what);
 
 /* The folder kiln_fs_temp_file uses for dir: dir, else $TMPDIR, else /tmp. */
 const char *kiln_fs_temp_dir(const char *dir);

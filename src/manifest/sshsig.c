@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/secret.h"
 
 #define KEY_MAGIC       "kiln-ed25519-v1"
@@ -390,21 +391,6 @@ int kiln_signing_key_load(kiln_signing_key *out, const char *path)
 	return rc;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Creates path (never replacing a file), writes text, syncs and closes. */
 static int create_file(const char *path, mode_t mode, const char *what, const char *text, size_t len,
                        bool *out_created)
@@ -419,7 +405,7 @@ static int create_file(const char *path, mode_t mode, const char *what, const ch
 		return kiln_error_set(KILN_EIO, "%s: cannot create %s: %s", path, what, strerror(errno));
 	}
 	*out_created = true;
-	if (fchmod(fd, mode) != 0 || write_all(fd, text, len) != 0 || fsync(fd) != 0)
+	if (fchmod(fd, mode) != 0 || kiln_fs_write_all(fd, text, len, path) != 0 || fsync(fd) != 0)
 		rc = kiln_error_set(KILN_EIO, "%s: cannot write %s: %s", path, what, strerror(errno));
 	if (close(fd) != 0 && rc == 0)
 		rc = kiln_error_set(KILN_EIO, "%s: cannot write %s: %s", path, what, strerror(errno));

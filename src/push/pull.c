@@ -15,6 +15,7 @@
 
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "manifest/version.h"
 #include "store/store.h"
 
@@ -72,27 +73,9 @@ static int mkdirs(char *path)
 	return 0;
 }
 
-static int to_buf(void *ctx, const void *data, size_t len)
-{
-	return kiln_buf_put(ctx, data, len);
-}
-
 static int to_fd(void *ctx, const void *data, size_t len)
 {
-	int fd = *(int *)ctx;
-	const char *c = data;
-
-	while (len) {
-		ssize_t w = write(fd, c, len);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return kiln_error_set(KILN_EIO, "write: %s", strerror(errno));
-		c += w;
-		len -= (size_t)w;
-	}
-	return 0;
+	return kiln_fs_write_all(*(int *)ctx, data, len, "pulled file");
 }
 
 /* Fetches key into path through path.tmp-<pid> and a rename. */
@@ -133,7 +116,7 @@ static int pull_tag(puller *p, const entry *e, const char *path, bool write)
 	int rc;
 
 	snprintf(key, sizeof(key), "%s/%s", p->t->manifest_prefix, e->rel);
-	if ((rc = kiln_store_get(p->store, key, to_buf, &id)) < 0)
+	if ((rc = kiln_store_get(p->store, key, kiln_buf_sink, &id)) < 0)
 		goto cleanup;
 	if (id.len < 40 || !slash) {
 		rc = kiln_error_set(KILN_EINVALID, "%s: not a ref", key);

@@ -216,31 +216,9 @@ static int wrote_object(void *ctx, const char *name, uint64_t size)
 
 /* ---- sending ------------------------------------------------------------------------ */
 
-static int write_fd(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-
-	while (len) {
-		ssize_t w = write(fd, p, len);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return kiln_error_set(KILN_EIO, "temporary file: write: %s", strerror(errno));
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
-static int to_buf(void *ctx, const void *data, size_t len)
-{
-	return kiln_buf_put(ctx, data, len);
-}
-
 static int to_fd(void *ctx, const void *data, size_t len)
 {
-	return write_fd(*(int *)ctx, data, len);
+	return kiln_fs_write_all(*(int *)ctx, data, len, "temporary file");
 }
 
 /* Copies shard t from the source (its hash checked on the way) to the
@@ -271,7 +249,7 @@ static int put_bytes(kiln_store *store, const char *key, const void *data, size_
 
 	if (fd < 0)
 		return fd;
-	if ((rc = write_fd(fd, data, len)) == 0) {
+	if ((rc = kiln_fs_write_all(fd, data, len, "temporary file")) == 0) {
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		rc = kiln_store_put_file(store, key, path, len);
 	}
@@ -351,7 +329,7 @@ static int on_ref(void *ctx, const char *key, uint64_t size, int64_t mtime)
 	(void)mtime;
 	if (size > 64)
 		return 0; /* not a ref file */
-	if ((rc = kiln_store_get(r->p->dst, key, to_buf, &id)) == 0 && id.len >= 40)
+	if ((rc = kiln_store_get(r->p->dst, key, kiln_buf_sink, &id)) == 0 && id.len >= 40)
 		rc = kiln_buf_printf(r->out, "%.40s\t%s\n", id.ptr, key + r->skip);
 	kiln_buf_free(&id);
 	return rc < 0 ? rc : 0;
@@ -413,7 +391,7 @@ static int check_target_ref(pusher *p)
 	int rc;
 
 	snprintf(key, sizeof(key), "%s/%s", p->target->manifest_prefix, p->out->ref);
-	rc = kiln_store_get(p->dst, key, to_buf, &have);
+	rc = kiln_store_get(p->dst, key, kiln_buf_sink, &have);
 	if (rc == KILN_ENOTFOUND) {
 		kiln_error_clear();
 		rc = 0;

@@ -59,7 +59,7 @@ static int load_target(kiln_push_target *t, const kiln_config *cfg, const kiln_y
 		return rc;
 	t->concurrency = (unsigned)concurrency;
 	if ((price = kiln_yaml_get(node, "price_per_gb")) && !kiln_yaml_is_null(price)) {
-		long double v;
+		long double v = 0;
 
 		if ((rc = kiln_yaml_number(cfg->doc, price, kiln_config_path(cfg, section, "price_per_gb"),
 		                           &v)) < 0)

@@ -15,20 +15,6 @@
 
 #define CHUNK (1u << 20)
 
-static int write_all(int fd, const char *data, size_t len, const char *what)
-{
-	while (len) {
-		ssize_t w = write(fd, data, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return kiln_error_set(KILN_EIO, "%s: write: %s", what, strerror(errno));
-		data += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 int kiln_spool_open(kiln_spool *s, const char *dir)
 {
 	memset(s, 0, sizeof(*s));
@@ -99,7 +85,7 @@ static int feed(kiln_spool *s, const void *data, size_t len, ZSTD_EndDirective m
 		rest = ZSTD_compressStream2(s->stream, &out, &in, mode);
 		if (ZSTD_isError(rest))
 			return broken(s, kiln_error_set(KILN_EIO, "zstd: %s", ZSTD_getErrorName(rest)));
-		if ((rc = write_all(s->fd, s->chunk, out.pos, "spool file")) < 0)
+		if ((rc = kiln_fs_write_all(s->fd, s->chunk, out.pos, "spool file")) < 0)
 			return broken(s, rc);
 		s->compressed += out.pos;
 	} while (mode == ZSTD_e_end ? rest != 0 : in.pos < in.size);
@@ -255,7 +241,7 @@ static int store_sealed(kiln_spool *s, kiln_store *store, const char *key, char 
 
 static int drain(kiln_spool *s)
 {
-	int rc = write_all(s->fd, s->pending.ptr, s->pending.len, "spool file");
+	int rc = kiln_fs_write_all(s->fd, s->pending.ptr, s->pending.len, "spool file");
 
 	if (rc == 0)
 		kiln_buf_reset(&s->pending);
@@ -274,7 +260,7 @@ int kiln_spool_write(kiln_spool *s, const void *data, size_t len)
 	if (s->pending.len + len > CHUNK && s->pending.len && (rc = drain(s)) < 0)
 		return rc;
 	if (len > CHUNK) {
-		if ((rc = write_all(s->fd, data, len, "spool file")) < 0)
+		if ((rc = kiln_fs_write_all(s->fd, data, len, "spool file")) < 0)
 			return rc;
 	} else if ((rc = kiln_buf_put(&s->pending, data, len)) < 0) {
 		return rc;
@@ -338,7 +324,7 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 				goto cleanup;
 			}
 			crypto_generichash_update(&hs, (const unsigned char *)out_chunk, out.pos);
-			if ((rc = write_all(out_fd, out_chunk, out.pos, path)) < 0)
+			if ((rc = kiln_fs_write_all(out_fd, out_chunk, out.pos, path)) < 0)
 				goto cleanup;
 			total += out.pos;
 		} while (mode == ZSTD_e_end ? rest != 0 : in.pos < in.size);

@@ -23,7 +23,7 @@
 #define CONNECT_TIMEOUT 10L        /* seconds */
 #define STALL_SECONDS   60L        /* below 1 byte/s this long: a failure */
 #define BODY_MAX        (8u << 20) /* an answer kept in memory (a list page, an error) */
-#define POOL_MAX        4
+#define POOL_MAX        64         /* handles (connections) kept: as many as uploads run at once */
 #define MAX_EXTRA       8
 
 struct kiln_s3_client {
