@@ -7,12 +7,11 @@
  * never into a message; redirects are not followed, so it goes nowhere else.
  * Connection failures and 5xx answers are retried with exponential backoff;
  * a get that broke off resumes with a Range request (a shard never changes
- * under its name). The store keeps a small pool of curl handles so several
+ * under its name). The store keeps a pool of curl handles (store/curl.h) so several
  * threads may share it. Callers verify what they read (the reader hashes
  * every shard). */
 #include "store/store.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -23,11 +22,9 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "store/curl.h"
 
 #define DEFAULT_RETRIES 5
-#define CONNECT_TIMEOUT 10L /* seconds */
-#define STALL_SECONDS   60L /* a transfer below 1 byte/s this long is a failure */
-#define POOL_MAX        8
 #define TOKEN_ENV       "KILN_CACHE_TOKEN"
 #define TOKEN_MAX       4096
 
@@ -38,9 +35,7 @@ typedef struct http_store {
 	bool as_peer;             /* send X-Kiln-Peer: 1 */
 	const char *token_source; /* where the token came from, for messages */
 	int max_retries;
-	pthread_mutex_t lock;
-	CURL *pool[POOL_MAX]; /* idle handles (keep their connections) */
-	size_t pooled;
+	kiln_curl_pool pool;
 } http_store;
 
 /* One operation across its attempts. */
@@ -70,14 +65,6 @@ typedef struct http_call {
 extern const kiln_store_backend kiln_store_http_backend;
 extern const kiln_store_backend kiln_store_https_backend;
 
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static CURLcode init_code;
-
-static void init_curl(void)
-{
-	init_code = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 static int oom(void)
 {
 	return kiln_error_set(KILN_ENOMEM, "out of memory");
@@ -94,9 +81,7 @@ static void http_close(kiln_store *store)
 {
 	http_store *s = (http_store *)store;
 
-	for (size_t i = 0; i < s->pooled; i++)
-		curl_easy_cleanup(s->pool[i]);
-	pthread_mutex_destroy(&s->lock);
+	kiln_curl_pool_free(&s->pool);
 	if (s->auth) {
 		explicit_bzero(s->auth, strlen(s->auth));
 		free(s->auth);
@@ -121,10 +106,8 @@ static int open_scheme(kiln_store **out, const char *url, const kiln_store_optio
 	int rc;
 
 	*out = NULL;
-	pthread_once(&init_once, init_curl);
-	if (init_code != CURLE_OK)
-		return kiln_error_set(KILN_EIO, "libcurl initialisation failed: %s",
-		                      curl_easy_strerror(init_code));
+	if ((rc = kiln_curl_init()) < 0)
+		return rc;
 	if (!*host || *host == '/' || *host == ':')
 		return kiln_error_set(KILN_EINVALID, "store URL '%s' names no host (%s://HOST[:PORT])", url,
 		                      backend->scheme);
@@ -138,7 +121,7 @@ static int open_scheme(kiln_store **out, const char *url, const kiln_store_optio
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return oom();
-	pthread_mutex_init(&s->lock, NULL);
+	kiln_curl_pool_init(&s->pool);
 	s->base.backend = backend;
 	s->base.url = strdup(url);
 	s->root = strdup(url);
@@ -226,33 +209,6 @@ static int not_a_shard(const kiln_store *store, const char *key)
 	                      store->url, key);
 }
 
-/* --- handles ------------------------------------------------------------------ */
-
-static CURL *take_handle(http_store *s)
-{
-	CURL *c = NULL;
-
-	pthread_mutex_lock(&s->lock);
-	if (s->pooled > 0)
-		c = s->pool[--s->pooled];
-	pthread_mutex_unlock(&s->lock);
-	return c ? c : curl_easy_init();
-}
-
-static void give_handle(http_store *s, CURL *c)
-{
-	if (!c)
-		return;
-	pthread_mutex_lock(&s->lock);
-	if (s->pooled < POOL_MAX) {
-		s->pool[s->pooled++] = c;
-		c = NULL;
-	}
-	pthread_mutex_unlock(&s->lock);
-	if (c)
-		curl_easy_cleanup(c);
-}
-
 /* --- requests, retries, errors ---------------------------------------------------- */
 
 static bool ok_status(long status)
@@ -316,28 +272,9 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *ctx)
 	return len;
 }
 
-/* Transient: the connection (refused, reset, cut short, timed out, name
- * lookup) and the server's own failures. TLS verification and bad options
- * are not. */
 static bool retriable(const http_call *c)
 {
-	if (c->cc == CURLE_OK)
-		return c->status >= 500 || c->status == 429 || c->status == 408;
-	switch (c->cc) {
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_CONNECT:
-	case CURLE_OPERATION_TIMEDOUT:
-	case CURLE_SEND_ERROR:
-	case CURLE_RECV_ERROR:
-	case CURLE_PARTIAL_FILE:
-	case CURLE_GOT_NOTHING:
-	case CURLE_HTTP2:
-	case CURLE_HTTP2_STREAM:
-	case CURLE_SSL_CONNECT_ERROR:
-		return true;
-	default:
-		return false;
-	}
+	return kiln_curl_retriable(c->cc, c->status);
 }
 
 static const char *reason(long status)
@@ -405,23 +342,13 @@ static void attempt(http_call *c, uint64_t from)
 	struct curl_slist *headers = NULL, *h;
 	CURL *e = c->curl;
 
-	curl_easy_reset(e);
+	kiln_curl_request(e, c->url, c->curl_err);
 	c->status = 0;
 	c->body_len = 0;
 	c->body[0] = '\0';
-	c->curl_err[0] = '\0';
 	c->skip = 0;
 	c->from = from;
 	c->started = false;
-	curl_easy_setopt(e, CURLOPT_URL, c->url);
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT);
-	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, STALL_SECONDS);
-	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->curl_err);
-	curl_easy_setopt(e, CURLOPT_USERAGENT, "kiln");
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
 	if (!c->sink)
@@ -456,13 +383,13 @@ static int run(http_call *c, bool get)
 {
 	int n;
 
-	c->curl = take_handle(c->s);
+	c->curl = kiln_curl_take(&c->s->pool);
 	if (!c->curl)
 		return oom();
 	for (n = 0;; n++) {
 		attempt(c, get ? c->delivered : 0);
 		if (c->aborted) {
-			give_handle(c->s, c->curl);
+			kiln_curl_give(&c->s->pool, c->curl);
 			return c->abort_rc;
 		}
 		if (c->cc == CURLE_OUT_OF_MEMORY) {
@@ -476,12 +403,12 @@ static int run(http_call *c, bool get)
 		if (!retriable(c) || n >= c->s->max_retries) {
 			int rc = fail(c, n + 1);
 
-			give_handle(c->s, c->curl);
+			kiln_curl_give(&c->s->pool, c->curl);
 			return rc;
 		}
 		kiln_store_backoff(n);
 	}
-	give_handle(c->s, c->curl);
+	kiln_curl_give(&c->s->pool, c->curl);
 	return 0;
 }
 
@@ -520,7 +447,7 @@ static int http_stat(kiln_store *store, const char *key, uint64_t *out_size)
 		return 0;
 	if ((rc = build_url(&c, hash)) < 0)
 		return rc;
-	c.curl = take_handle(c.s);
+	c.curl = kiln_curl_take(&c.s->pool);
 	if (!c.curl)
 		return oom();
 	for (int n = 0;; n++) {
@@ -552,7 +479,7 @@ static int http_stat(kiln_store *store, const char *key, uint64_t *out_size)
 		}
 		kiln_store_backoff(n);
 	}
-	give_handle(c.s, c.curl);
+	kiln_curl_give(&c.s->pool, c.curl);
 	return rc;
 }
 

@@ -1,7 +1,6 @@
 /* S3 over libcurl with Signature V4 (see s3_client.h). */
 #include "store/s3_client.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -16,14 +15,12 @@
 
 #include "core/buf.h"
 #include "core/error.h"
+#include "store/curl.h"
 #include "store/s3_xml.h"
 #include "store/store.h"
 
 #define DEFAULT_RETRIES 5
-#define CONNECT_TIMEOUT 10L        /* seconds */
-#define STALL_SECONDS   60L        /* below 1 byte/s this long: a failure */
 #define BODY_MAX        (8u << 20) /* an answer kept in memory (a list page, an error) */
-#define POOL_MAX        64         /* handles (connections) kept: as many as uploads run at once */
 #define MAX_EXTRA       8
 
 struct kiln_s3_client {
@@ -34,9 +31,7 @@ struct kiln_s3_client {
 	int max_retries;
 	uint64_t part_size;      /* a put above it is a multipart upload */
 	atomic_bool bucket_seen; /* a NoSuchKey answer proved the bucket exists */
-	pthread_mutex_t lock;
-	CURL *pool[POOL_MAX];
-	size_t pooled;
+	kiln_curl_pool pool;
 };
 
 /* One request across its attempts. */
@@ -69,14 +64,6 @@ struct call {
 	curl_off_t length; /* Content-Length of the answer, -1 unknown */
 };
 
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static CURLcode init_code;
-
-static void init_curl(void)
-{
-	init_code = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 static int oom(void)
 {
 	return kiln_error_set(KILN_ENOMEM, "out of memory");
@@ -93,18 +80,18 @@ int kiln_s3_client_new(kiln_s3_client **out, const kiln_s3_config *cfg)
 {
 	kiln_s3_client *s;
 	const kiln_sigv4_credentials *cr = &cfg->credentials;
+	int rc;
 
 	*out = NULL;
-	pthread_once(&init_once, init_curl);
-	if (init_code != CURLE_OK)
-		return kiln_error_set(KILN_EIO, "libcurl: %s", curl_easy_strerror(init_code));
+	if ((rc = kiln_curl_init()) < 0)
+		return rc;
 	if (!cfg->endpoint || !*cfg->endpoint || !cfg->bucket || !*cfg->bucket)
 		return kiln_error_set(KILN_EINVALID, "S3: an endpoint and a bucket are needed");
 	if (!cr->access_key || !*cr->access_key || !cr->secret_key || !*cr->secret_key)
 		return kiln_error_set(KILN_EINVALID, "S3: no credentials for %s", cfg->endpoint);
 	if (!(s = calloc(1, sizeof(*s))))
 		return oom();
-	pthread_mutex_init(&s->lock, NULL);
+	kiln_curl_pool_init(&s->pool);
 	s->endpoint = strdup(cfg->endpoint);
 	s->bucket = strdup(cfg->bucket);
 	s->region = strdup(cfg->region && *cfg->region ? cfg->region : "us-east-1");
@@ -133,8 +120,7 @@ void kiln_s3_client_free(kiln_s3_client *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->pooled; i++)
-		curl_easy_cleanup(s->pool[i]);
+	kiln_curl_pool_free(&s->pool);
 	free(s->endpoint);
 	free(s->bucket);
 	free(s->region);
@@ -142,31 +128,7 @@ void kiln_s3_client_free(kiln_s3_client *s)
 	free_secret(s->access_key);
 	free_secret(s->secret_key);
 	free_secret(s->token);
-	pthread_mutex_destroy(&s->lock);
 	free(s);
-}
-
-static CURL *take_handle(kiln_s3_client *s)
-{
-	CURL *c = NULL;
-
-	pthread_mutex_lock(&s->lock);
-	if (s->pooled > 0)
-		c = s->pool[--s->pooled];
-	pthread_mutex_unlock(&s->lock);
-	return c ? c : curl_easy_init();
-}
-
-static void give_handle(kiln_s3_client *s, CURL *c)
-{
-	pthread_mutex_lock(&s->lock);
-	if (s->pooled < POOL_MAX) {
-		s->pool[s->pooled++] = c;
-		c = NULL;
-	}
-	pthread_mutex_unlock(&s->lock);
-	if (c)
-		curl_easy_cleanup(c);
 }
 
 /* --- one attempt ------------------------------------------------------------ */
@@ -353,17 +315,8 @@ static void attempt(struct call *c)
 		c->cc = CURLE_OUT_OF_MEMORY;
 		goto done;
 	}
-	curl_easy_reset(e);
-	curl_easy_setopt(e, CURLOPT_URL, url.ptr);
+	kiln_curl_request(e, url.ptr, c->curl_err);
 	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT);
-	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, STALL_SECONDS);
-	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->curl_err);
-	curl_easy_setopt(e, CURLOPT_USERAGENT, "kiln");
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
@@ -403,26 +356,7 @@ done:
 
 static bool retriable(const struct call *c)
 {
-	if (c->aborted)
-		return false;
-	if (c->cc == CURLE_OK) /* 501 and 505: the service lacks a feature, for good */
-		return (c->status >= 500 && c->status != 501 && c->status != 505) || c->status == 429 ||
-		       c->status == 408;
-	switch (c->cc) {
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_CONNECT:
-	case CURLE_OPERATION_TIMEDOUT:
-	case CURLE_SEND_ERROR:
-	case CURLE_RECV_ERROR:
-	case CURLE_PARTIAL_FILE:
-	case CURLE_GOT_NOTHING:
-	case CURLE_HTTP2:
-	case CURLE_HTTP2_STREAM:
-	case CURLE_SSL_CONNECT_ERROR:
-		return true;
-	default:
-		return false;
-	}
+	return !c->aborted && kiln_curl_retriable(c->cc, c->status);
 }
 
 static const char *hint(const char *code)
@@ -492,7 +426,7 @@ static int run(struct call *c)
 {
 	int n, rc = 0;
 
-	if (!(c->curl = take_handle(c->s)))
+	if (!(c->curl = kiln_curl_take(&c->s->pool)))
 		return oom();
 	for (n = 0;; n++) {
 		attempt(c);
@@ -521,7 +455,7 @@ static int run(struct call *c)
 		}
 		kiln_store_backoff(n);
 	}
-	give_handle(c->s, c->curl);
+	kiln_curl_give(&c->s->pool, c->curl);
 	return rc;
 }
 
