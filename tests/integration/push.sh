@@ -23,7 +23,7 @@ src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 kiln=${KILN:-$src/build/kiln}
 py=/usr/bin/python3
 pipeline=$src/pipelines/user-events.yaml
-need git ssh-keygen curl
+need git ssh-keygen curl script
 $py -c 'import boto3, botocore' 2>/dev/null || { echo "FAIL: python3-boto3 missing (run scripts/bootstrap)"; echo "0 passed, 1 failed"; exit 1; }
 
 unset http_proxy https_proxy all_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY
@@ -184,6 +184,13 @@ download prod/manifest.git/ "$tmp/dl.git"
 check "git fsck --strict on the pushed manifest" git --git-dir="$tmp/dl.git" fsck --strict --no-progress
 check "git verify-tag accepts the pushed v1" git --git-dir="$tmp/dl.git" -c gpg.format=ssh \
 	-c gpg.ssh.allowedSignersFile="$tmp/allowed_signers" verify-tag user-events/v1
+
+# on a terminal (script(1) gives it one), a progress bar under the log lines
+bar_shown() {
+	script -qec "'$kiln' push user-events@v1 --to 'file://$tmp/tty-target'" /dev/null >"$tmp/tty.log" 2>&1 &&
+		grep -Eq '\[#{20}\] ([0-9]+)/\1 objects' "$tmp/tty.log"
+}
+check "a progress bar on a terminal" bar_shown
 
 # ---- v2 sends only its new shards; a repeat sends nothing ---------------------------------------
 ctl DELETE /_ctl/log >/dev/null
