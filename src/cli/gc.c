@@ -12,7 +12,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
-#include "ingest/pipeline.h"
+#include "cli/source.h"
 #include "manifest/compact.h"
 #include "manifest/gc.h"
 #include "manifest/version.h"
@@ -234,48 +234,21 @@ static int compact_manifest(kiln_manifest *m, int64_t grace)
 int kiln_cmd_gc(int argc, char **argv)
 {
 	gc_opts o = {.policy = {.grace = 3600}};
-	kiln_pipeline *pipeline = NULL;
-	const kiln_store_options *store_options = NULL;
+	kiln_cli_source src = {0};
 	kiln_manifest *m = NULL;
 	kiln_store *store = NULL;
 	kiln_gc_stats st;
-	const char *repo, *store_url, *pipeline_file;
 	int status;
 
 	if ((status = parse_options(&o, argc, argv)) >= 0)
 		return status;
 	status = KILN_EXIT_USAGE;
-	repo = o.repo;
-	store_url = o.store_url;
-	pipeline_file = o.pipeline_file;
-
-	if (pipeline_file) {
-		if (kiln_pipeline_load(&pipeline, pipeline_file, NULL, 0) < 0) {
-			kiln_cli_fail("gc", "%s", kiln_error_last());
-			goto cleanup;
-		}
-		if (!store_url) {
-			store_url = pipeline->store_url;
-			store_options = &pipeline->store;
-		}
-		if (!repo)
-			repo = pipeline->manifest_repo;
-	}
-	if (!repo)
-		repo = getenv("KILN_MANIFEST");
-	if (!store_url)
-		store_url = getenv("KILN_STORE");
-	if (!repo || !*repo) {
-		kiln_cli_fail(
-		    "gc",
-		    "no manifest repository: give --manifest REPO, --pipeline FILE or set KILN_MANIFEST");
+	src.repo = o.repo;
+	src.store_url = o.store_url;
+	if (kiln_cli_source_resolve("gc", &src, o.pipeline_file) != 0)
 		goto cleanup;
-	}
-	if (!store_url || !*store_url) {
-		kiln_cli_fail("gc", "no store: give --store URL, --pipeline FILE or set KILN_STORE");
-		goto cleanup;
-	}
-	if (kiln_version_open(&m, repo) < 0 || kiln_store_open(&store, store_url, store_options) < 0) {
+	if (kiln_version_open(&m, src.repo) < 0 ||
+	    kiln_store_open(&store, src.store_url, src.store_options) < 0) {
 		kiln_cli_fail("gc", "%s", kiln_error_last());
 		goto cleanup;
 	}
@@ -299,6 +272,6 @@ int kiln_cmd_gc(int argc, char **argv)
 cleanup:
 	kiln_store_close(store);
 	kiln_manifest_close(m);
-	kiln_pipeline_free(pipeline);
+	kiln_cli_source_free(&src);
 	return status;
 }

@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/progress.h"
+#include "cli/source.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/units.h"
@@ -20,7 +21,7 @@
 static const char push_usage[] =
     "usage: kiln push DATASET@REF --to TARGET [--dry-run] [--jobs N] [--unpromoted]\n"
     "                 [--allowed-signers FILE] [--targets FILE] [--set KEY=VALUE]...\n"
-    "                 [--manifest REPO] [--store URL]\n"
+    "                 [--manifest REPO] [--store URL | --pipeline FILE]\n"
     "\n"
     "Copies one version to a target store: the shards its splits list (never\n"
     "raw-zone or quarantine objects) and its manifest (the signed tag, the\n"
@@ -39,6 +40,8 @@ static const char push_usage[] =
     "  -s, --set KEY=VALUE          override a targets file value (targets.NAME.key)\n"
     "  -m, --manifest REPO          manifest repository (default $KILN_MANIFEST)\n"
     "      --store URL              the store the shards are in (default $KILN_STORE)\n"
+    "  -p, --pipeline FILE          take the store (with its S3 options) and the\n"
+    "                               manifest from a pipeline file\n"
     "  -h, --help                   show this help\n"
     "\n"
     "Exit status: 0 pushed (or planned, with --dry-run); 2 on a usage, config,\n"
@@ -117,7 +120,8 @@ static void print_plan(const kiln_push_result *res, const kiln_push_target *t, c
 
 int kiln_cmd_push(int argc, char **argv)
 {
-	const char *to = NULL, *targets = getenv("KILN_TARGETS"), *signers = NULL;
+	const char *to = NULL, *targets = getenv("KILN_TARGETS"), *signers = NULL, *pipeline = NULL;
+	kiln_cli_source src = {0};
 	kiln_push_request req = {0};
 	kiln_push_target *target = NULL;
 	kiln_push_result res;
@@ -140,8 +144,9 @@ int kiln_cmd_push(int argc, char **argv)
 	    {.name = "unpromoted", .kind = KILN_CLI_FLAG, .out = &req.allow_unpromoted},
 	    {.name = "allowed-signers", .kind = KILN_CLI_STRING, .out = &signers},
 	    {.name = "set", .letter = 's', .kind = KILN_CLI_SETS, .out = &sets},
-	    KILN_CLI_MANIFEST_ROW(&req.manifest),
-	    {.name = "store", .kind = KILN_CLI_STORE, .out = &req.source_url},
+	    {.name = "manifest", .letter = 'm', .kind = KILN_CLI_STRING, .out = &src.repo},
+	    {.name = "store", .kind = KILN_CLI_STRING, .out = &src.store_url},
+	    {.name = "pipeline", .letter = 'p', .kind = KILN_CLI_STRING, .out = &pipeline},
 	    KILN_CLI_END,
 	};
 	const kiln_cli_spec spec = {
@@ -160,9 +165,11 @@ int kiln_cmd_push(int argc, char **argv)
 		kiln_cli_fail("push", "no target: give --to TARGET (see kiln push --help)");
 		goto cleanup;
 	}
-	if (kiln_cli_need_manifest("push", req.manifest) != 0 ||
-	    kiln_cli_need_store("push", req.source_url) != 0)
+	if (kiln_cli_source_resolve("push", &src, pipeline) != 0)
 		goto cleanup;
+	req.manifest = src.repo;
+	req.source_url = src.store_url;
+	req.source_options = src.store_options;
 	if (kiln_push_target_load(&target, targets, to, sets.v, sets.n) < 0) {
 		kiln_cli_fail("push", "%s", kiln_error_last());
 		goto cleanup;
@@ -202,6 +209,7 @@ int kiln_cmd_push(int argc, char **argv)
 	}
 	status = KILN_EXIT_OK;
 cleanup:
+	kiln_cli_source_free(&src);
 	kiln_push_target_free(target);
 	free(sets.v);
 	return status;

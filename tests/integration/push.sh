@@ -84,6 +84,9 @@ shard_keys() { # VERSION: its shard keys, sorted
 for l in sys.stdin: print(json.loads(l)["key"])' | sort
 }
 shard_keys v1 >"$tmp/v1.keys"
+# a pipeline file naming this store and manifest (for push --pipeline)
+sed -e "s|\${KILN_STORE:-[^}]*}|file://$tmp/store|" -e "s|\${KILN_MANIFEST:-[^}]*}|$tmp/m.git|" \
+	-e "s|^contract: ../contracts/|contract: $src/contracts/|" "$pipeline" >"$tmp/pipeline.yaml"
 shard_keys v2 >"$tmp/v2.keys"
 comm -13 "$tmp/v1.keys" "$tmp/v2.keys" >"$tmp/v2-new.keys"
 check "v2 adds shards to v1's" test -s "$tmp/v2-new.keys" -a "$(wc -l <"$tmp/v1.keys")" -gt 1
@@ -139,6 +142,10 @@ check "  counts v1's shards" has dry.out "shards    $(wc -l <"$tmp/v1.keys") to 
 check "  prices the egress in USD" grep -Eq '^  egress .*, (about [0-9.]+|under 0.01) USD at 0.09 per GB$' "$tmp/dry.out"
 check "  says nothing was sent" has dry.out "dry run: nothing sent"
 check "  and the server stored nothing" test -z "$(puts)"
+check "dry run with the source from the pipeline file (--pipeline)" runs drypipe 0 \
+	env -u KILN_STORE -u KILN_MANIFEST "$kiln" push user-events@v1 --to burst --dry-run \
+	--pipeline "$tmp/pipeline.yaml"
+check "  counts the same shards" has drypipe.out "shards    $(wc -l <"$tmp/v1.keys") to send"
 
 # ---- v1 -----------------------------------------------------------------------------------
 check "push v1" runs push1 0 "$kiln" push user-events@v1 --to burst
