@@ -85,6 +85,52 @@ KILN_API int kiln_reader_assign(const kiln_reader_shard *in, size_t n, unsigned 
  * valid hash and its size: the object read is the one the hash names). */
 KILN_API int kiln_reader_stream(kiln_reader *r, const kiln_reader_shard *s, kiln_store_sink sink, void *ctx);
 
+/* ---- records, epoch by epoch, with exact resume ------------------------------ */
+
+/* A cursor yields one worker's records of one split for one epoch, one at a
+ * time, and can say exactly where it is (kiln_cursor_state) so a restored
+ * cursor yields exactly the records the original would have yielded next,
+ * in the same order. The rule (docs/FORMATS.md, "Reading"): the shards are
+ * assigned as by kiln_reader_assign, shuffled (when `shuffle`) with the
+ * epoch's seed, which is `seed` for epoch 0 and else
+ *   uint64_le(BLAKE2b-256(uint64_le_bytes(seed) || 0x1E || uint64_le_bytes(epoch))[0:8]);
+ * the records of each shard come in file order, through an optional
+ * shuffle buffer of `shuffle_buffer` records (fill it, then yield a
+ * uniformly drawn one and put the next record in its place; the draws come
+ * from splitmix64 seeded with the epoch's seed XOR (rank * 0x9E3779B97F4A7C15)). */
+typedef struct kiln_cursor kiln_cursor;
+
+typedef struct kiln_cursor_options {
+	kiln_split split;
+	unsigned rank, world; /* world 0 is taken as 1 */
+	uint64_t seed;
+	bool shuffle; /* shuffle the shard order by seed and epoch */
+	uint64_t epoch;
+	size_t shuffle_buffer; /* records held for the in-shard shuffle; 0: none */
+} kiln_cursor_options;
+
+/* A cursor over r (which must outlive it). */
+KILN_API int kiln_cursor_open(kiln_cursor **out, kiln_reader *r, const kiln_cursor_options *o);
+KILN_API void kiln_cursor_close(kiln_cursor *c);
+
+/* The next record, without its newline: 1 with *record and *len set (valid
+ * until the next call), 0 at the end of the epoch, < 0 an error (a shard
+ * that fails verification yields none of its records). */
+KILN_API int kiln_cursor_next(kiln_cursor *c, const char **record, size_t *len);
+
+/* Where the cursor is, as one line of JSON (at most cap bytes with the
+ * terminator; KILN_ELIMIT when it does not fit; 256 always suffices):
+ * {"kiln_cursor":1,"commit":...,"split":...,"rank":R,"world":W,"seed":S,
+ *  "shuffle":B,"epoch":E,"shuffle_buffer":N,"yielded":K,"shard":I,"line":L} */
+KILN_API int kiln_cursor_state(const kiln_cursor *c, char *out, size_t cap);
+
+/* Moves a cursor just opened with the same version, split, rank, world,
+ * seed, shuffle, epoch and shuffle_buffer to the state given: KILN_EINVALID
+ * naming the first that differs (or a state that is not one). Without a
+ * shuffle buffer the cursor goes straight to the shard and line; with one
+ * it replays the epoch's first K records (deterministic, so exact). */
+KILN_API int kiln_cursor_restore(kiln_cursor *c, const char *state);
+
 /* ---- what a version is, and whether to trust it ---------------------------- */
 
 /* A version's counts, from its stats.json (docs/FORMATS.md). */

@@ -7,13 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include "cli/cli.h"
-#include "core/error.h"
 #include "cli/share.h"
+#include "core/error.h"
+#include "core/fs.h"
 
 static const char usage_text[] =
     "usage: kiln cat DATASET[@REF] [--split train|dev|test] [--rank R --world-size W]\n"
-    "                [--shuffle-seed S] [--manifest REPO] [--store URL]\n"
+    "                [--shuffle-seed S] [--epoch E] [--shuffle-buffer N]\n"
+    "                [--resume STATE] [--state-file FILE [--state-every N]]\n"
+    "                [--manifest REPO] [--store URL]\n"
     "\n"
     "Writes the records of one split of a version (default: train) to stdout as\n"
     "JSON Lines, shard after shard. Each shard is downloaded, its BLAKE2b-256\n"
@@ -28,6 +35,14 @@ static const char usage_text[] =
     "  --rank R              this worker's rank, 0 <= R < W (default 0)\n"
     "  --world-size W        how many workers share the split (default 1)\n"
     "  --shuffle-seed S      shuffle the shard order with seed S (0..2^64-1)\n"
+    "  --epoch E             the epoch: each reshuffles the shards from seed and\n"
+    "                        epoch (default 0: the seed's own order)\n"
+    "  --shuffle-buffer N    also shuffle records through a buffer of N records\n"
+    "  --resume STATE        go on where a state (its JSON, or a file holding it)\n"
+    "                        left off: exactly the records that come next\n"
+    "  --state-file FILE     write the state to FILE (atomically) every\n"
+    "                        --state-every records (default 10000), at the end,\n"
+    "                        and on SIGTERM/SIGINT (then exit 130 or 143)\n"
     "  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
     "  --store URL           the object store, file://DIR or s3://BUCKET/PREFIX,\n"
     "                        or a cache node http://HOST:PORT (default: $KILN_STORE)\n"
@@ -45,10 +60,124 @@ static int to_stdout(void *ctx, const void *data, size_t len)
 	return 0;
 }
 
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig)
+{
+	stop_signal = sig;
+}
+
+typedef struct cursor_opts {
+	uint64_t epoch, buffer, every;
+	const char *resume, *state_file;
+	bool epoch_seen, buffer_seen;
+} cursor_opts;
+
+/* The state in state_file, atomically (a temporary file beside it, renamed). */
+static int save_state(const kiln_cursor *c, const char *path)
+{
+	char st[256], tmp[4200];
+	size_t n;
+	int fd, rc;
+
+	if ((rc = kiln_cursor_state(c, st, sizeof(st) - 1)) < 0)
+		return rc;
+	n = strlen(st);
+	st[n++] = '\n';
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, (int)getpid());
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+		return kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
+	rc = kiln_fs_write_all(fd, st, n, tmp);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = kiln_error_set(KILN_EIO, "%s: fsync: %s", tmp, strerror(errno));
+	close(fd);
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = kiln_error_set(KILN_EIO, "rename %s: %s", tmp, strerror(errno));
+	if (rc < 0)
+		unlink(tmp);
+	return rc;
+}
+
+/* --resume: the state's JSON, or a file holding it. */
+static int read_resume(const char *arg, char *out, size_t cap)
+{
+	FILE *f;
+	size_t n;
+
+	if (arg[0] == '{') {
+		snprintf(out, cap, "%s", arg);
+		return 0;
+	}
+	if (!(f = fopen(arg, "r")))
+		return kiln_error_set(KILN_EINVALID, "--resume %s: %s", arg, strerror(errno));
+	n = fread(out, 1, cap - 1, f);
+	fclose(f);
+	out[n] = '\0';
+	return 0;
+}
+
+/* The records through a cursor: epochs, the shuffle buffer, resume and state. */
+static int cat_cursor(kiln_reader *r, const kiln_share *share, const cursor_opts *co)
+{
+	kiln_cursor_options o = {.split = share->split,
+	                         .rank = (unsigned)share->rank,
+	                         .world = (unsigned)share->world,
+	                         .seed = share->seed,
+	                         .shuffle = share->shuffle,
+	                         .epoch = co->epoch,
+	                         .shuffle_buffer = (size_t)co->buffer};
+	/* SA_RESTART: a write blocked on a full pipe goes on; the loop stops after it */
+	struct sigaction sa = {.sa_handler = on_stop, .sa_flags = SA_RESTART};
+	kiln_cursor *c = NULL;
+	char resume[1024];
+	uint64_t since = 0;
+	const char *rec;
+	size_t len;
+	int rc;
+
+	if ((rc = kiln_cursor_open(&c, r, &o)) < 0)
+		return rc;
+	if (co->resume && ((rc = read_resume(co->resume, resume, sizeof(resume))) < 0 ||
+	                   (rc = kiln_cursor_restore(c, resume)) < 0))
+		goto done;
+	if (co->state_file) {
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGINT, &sa, NULL);
+	}
+	while (!stop_signal && (rc = kiln_cursor_next(c, &rec, &len)) == 1) {
+		if (fwrite(rec, 1, len, stdout) != len || putchar('\n') == EOF) {
+			rc = kiln_error_set(KILN_EIO, "stdout: write error: %s", strerror(errno));
+			goto done;
+		}
+		if (co->state_file && ++since >= co->every) {
+			since = 0;
+			if (fflush(stdout) != 0) {
+				rc = kiln_error_set(KILN_EIO, "stdout: write error: %s", strerror(errno));
+				goto done;
+			}
+			if ((rc = save_state(c, co->state_file)) < 0)
+				goto done;
+		}
+	}
+	if (rc < 0)
+		goto done;
+	if (fflush(stdout) != 0) {
+		rc = kiln_error_set(KILN_EIO, "stdout: write error: %s", strerror(errno));
+		goto done;
+	}
+	if (co->state_file)
+		rc = save_state(c, co->state_file);
+done:
+	kiln_cursor_close(c);
+	return rc;
+}
+
 int kiln_cmd_cat(int argc, char **argv)
 {
 	kiln_share share;
-	kiln_cli_option rows[KILN_SHARE_NROWS + 1];
+	cursor_opts co = {.every = 10000};
+	kiln_cli_option rows[KILN_SHARE_NROWS + 6];
 	const kiln_cli_spec spec = {
 	    .cmd = "cat",
 	    .usage = usage_text,
@@ -64,12 +193,46 @@ int kiln_cmd_cat(int argc, char **argv)
 
 	kiln_share_init(&share);
 	kiln_share_rows(rows, &share);
-	rows[KILN_SHARE_NROWS] = KILN_CLI_END;
+	rows[KILN_SHARE_NROWS] = (kiln_cli_option){.name = "epoch",
+	                                           .kind = KILN_CLI_U64,
+	                                           .out = &co.epoch,
+	                                           .seen = &co.epoch_seen,
+	                                           .max = UINT64_MAX,
+	                                           .bad = "--epoch wants a number"};
+	rows[KILN_SHARE_NROWS + 1] = (kiln_cli_option){.name = "shuffle-buffer",
+	                                               .kind = KILN_CLI_U64,
+	                                               .out = &co.buffer,
+	                                               .seen = &co.buffer_seen,
+	                                               .max = 1u << 24,
+	                                               .bad = "--shuffle-buffer wants a number 0..16777216"};
+	rows[KILN_SHARE_NROWS + 2] =
+	    (kiln_cli_option){.name = "resume", .kind = KILN_CLI_STRING, .out = &co.resume};
+	rows[KILN_SHARE_NROWS + 3] =
+	    (kiln_cli_option){.name = "state-file", .kind = KILN_CLI_STRING, .out = &co.state_file};
+	rows[KILN_SHARE_NROWS + 4] = (kiln_cli_option){.name = "state-every",
+	                                               .kind = KILN_CLI_U64,
+	                                               .out = &co.every,
+	                                               .min = 1,
+	                                               .max = UINT64_MAX,
+	                                               .bad = "--state-every wants a positive number"};
+	rows[KILN_SHARE_NROWS + 5] = KILN_CLI_END;
 	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
 		return status;
 	status = KILN_EXIT_USAGE;
 	if (kiln_share_open("cat", &share, argv[first], &r, &shards, &idx, &nidx) != 0)
 		return KILN_EXIT_USAGE;
+	if (co.epoch_seen || co.buffer_seen || co.resume || co.state_file) {
+		if (cat_cursor(r, &share, &co) < 0) {
+			fflush(stdout);
+			goto fail;
+		}
+		if (stop_signal) {
+			status = 128 + (int)stop_signal;
+			goto cleanup;
+		}
+		status = KILN_EXIT_OK;
+		goto cleanup;
+	}
 	for (size_t i = 0; i < nidx; i++) {
 		if (kiln_reader_stream(r, &shards[idx[i]], to_stdout, NULL) != 0) {
 			fflush(stdout); /* what was verified and written stays written */

@@ -512,6 +512,216 @@ static void test_tampered_shards(void **state)
 	kiln_reader_close(r);
 }
 
+/* ---- the cursor ------------------------------------------------------------ */
+
+/* Every record a cursor yields, one per line, into out; 0 or the error. */
+static int drain(kiln_cursor *c, kiln_buf *out, size_t max)
+{
+	const char *rec;
+	size_t len;
+	int rc;
+
+	for (size_t i = 0; i < max && (rc = kiln_cursor_next(c, &rec, &len)) == 1; i++) {
+		assert_int_equal(kiln_buf_put(out, rec, len), 0);
+		assert_int_equal(kiln_buf_putc(out, '\n'), 0);
+	}
+	return rc < 0 ? rc : 0;
+}
+
+static void epoch_of(kiln_reader *r, unsigned world, uint64_t epoch, size_t buffer, kiln_buf *all)
+{
+	for (unsigned rank = 0; rank < world; rank++) {
+		kiln_cursor_options o = {.split = KILN_SPLIT_TRAIN,
+		                         .rank = rank,
+		                         .world = world,
+		                         .seed = 42,
+		                         .shuffle = true,
+		                         .epoch = epoch,
+		                         .shuffle_buffer = buffer};
+		kiln_cursor *c;
+
+		assert_int_equal(kiln_cursor_open(&c, r, &o), 0);
+		assert_int_equal(drain(c, all, SIZE_MAX), 0);
+		kiln_cursor_close(c);
+	}
+}
+
+static int cmp_lines(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The lines of text, sorted, joined again (text is changed). */
+static char *sorted(kiln_buf *text)
+{
+	size_t n = 0, cap = 0;
+	char **v = NULL, *save = NULL, *out;
+	kiln_buf joined = KILN_BUF_INIT(0);
+
+	assert_int_equal(kiln_buf_putc(text, '\0'), 0);
+	for (char *l = strtok_r(text->ptr, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if (n == cap)
+			assert_non_null(v = realloc(v, (cap = cap ? cap * 2 : 1024) * sizeof(*v)));
+		v[n++] = l;
+	}
+	qsort(v, n, sizeof(*v), cmp_lines);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(kiln_buf_puts(&joined, v[i]), 0);
+		assert_int_equal(kiln_buf_putc(&joined, '\n'), 0);
+	}
+	assert_int_equal(kiln_buf_putc(&joined, '\0'), 0);
+	free(v);
+	out = strdup(joined.ptr);
+	kiln_buf_free(&joined);
+	return out;
+}
+
+static void test_cursor_epochs(void **state)
+{
+	kiln_buf want = KILN_BUF_INIT(0), e0 = KILN_BUF_INIT(0), e1 = KILN_BUF_INIT(0),
+	         again = KILN_BUF_INIT(0), buffered = KILN_BUF_INIT(0);
+	kiln_reader *r;
+	char *s_want, *s0, *s1, *sb;
+
+	(void)state;
+	for (int i = 0; i < NTRAIN; i++)
+		assert_int_equal(kiln_buf_put(&want, train[i].text.ptr, train[i].text.len), 0);
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, NULL), 0);
+	epoch_of(r, 3, 0, 0, &e0);
+	epoch_of(r, 3, 1, 0, &e1);
+	epoch_of(r, 3, 1, 0, &again);
+	epoch_of(r, 3, 1, 100, &buffered);
+	/* the same seed and epoch: the same order; another epoch or a buffer: another */
+	assert_int_equal(again.len, e1.len);
+	assert_memory_equal(again.ptr, e1.ptr, e1.len);
+	assert_true(e0.len == e1.len && memcmp(e0.ptr, e1.ptr, e0.len) != 0);
+	assert_true(buffered.len == e1.len && memcmp(buffered.ptr, e1.ptr, e1.len) != 0);
+	/* and every record exactly once per epoch, over the ranks */
+	s_want = sorted(&want);
+	s0 = sorted(&e0);
+	s1 = sorted(&e1);
+	sb = sorted(&buffered);
+	assert_string_equal(s0, s_want);
+	assert_string_equal(s1, s_want);
+	assert_string_equal(sb, s_want);
+	free(s_want), free(s0), free(s1), free(sb);
+	kiln_buf_free(&want), kiln_buf_free(&e0), kiln_buf_free(&e1), kiln_buf_free(&again),
+	    kiln_buf_free(&buffered);
+	kiln_reader_close(r);
+}
+
+/* Epoch 0 reads the shards in kiln_reader_assign's order for the seed itself. */
+static void test_cursor_epoch0_is_the_seed_order(void **state)
+{
+	kiln_reader *r;
+	kiln_reader_shard *list;
+	size_t n, idx[NTRAIN], nidx;
+	kiln_buf want = KILN_BUF_INIT(0), got = KILN_BUF_INIT(0);
+	kiln_cursor_options o = {
+	    .split = KILN_SPLIT_TRAIN, .rank = 1, .world = 2, .seed = 7, .shuffle = true};
+	kiln_cursor *c;
+
+	(void)state;
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, NULL), 0);
+	assert_int_equal(kiln_reader_shards(r, KILN_SPLIT_TRAIN, &list, &n), 0);
+	assert_int_equal(kiln_reader_assign(list, n, 1, 2, 7, true, idx, &nidx), 0);
+	for (size_t i = 0; i < nidx; i++) {
+		const fixture_shard *f = by_hash(list[idx[i]].hash);
+
+		assert_int_equal(kiln_buf_put(&want, f->text.ptr, f->text.len), 0);
+	}
+	assert_int_equal(kiln_cursor_open(&c, r, &o), 0);
+	assert_int_equal(drain(c, &got, SIZE_MAX), 0);
+	assert_int_equal(got.len, want.len);
+	assert_memory_equal(got.ptr, want.ptr, want.len);
+	kiln_cursor_close(c);
+	kiln_buf_free(&want), kiln_buf_free(&got);
+	kiln_reader_close(r);
+}
+
+static void test_cursor_resume(void **state)
+{
+	static const size_t buffers[] = {0, 7};
+	static const size_t stops[] = {0, 1, 3, 12, 25, 26, 30000, 60024, 60025};
+	kiln_reader *r;
+
+	(void)state;
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, NULL), 0);
+	for (size_t b = 0; b < 2; b++) {
+		kiln_cursor_options o = {.split = KILN_SPLIT_TRAIN,
+		                         .world = 1,
+		                         .seed = 9,
+		                         .shuffle = true,
+		                         .epoch = 3,
+		                         .shuffle_buffer = buffers[b]};
+		kiln_buf full = KILN_BUF_INIT(0);
+		kiln_cursor *c;
+
+		assert_int_equal(kiln_cursor_open(&c, r, &o), 0);
+		assert_int_equal(drain(c, &full, SIZE_MAX), 0);
+		kiln_cursor_close(c);
+		for (size_t s = 0; s < sizeof(stops) / sizeof(stops[0]); s++) {
+			kiln_buf head = KILN_BUF_INIT(0), tail = KILN_BUF_INIT(0);
+			char st[256];
+			kiln_cursor *d;
+
+			assert_int_equal(kiln_cursor_open(&c, r, &o), 0);
+			assert_int_equal(drain(c, &head, stops[s]), 0);
+			assert_int_equal(kiln_cursor_state(c, st, sizeof(st)), 0);
+			kiln_cursor_close(c);
+			assert_int_equal(kiln_cursor_open(&d, r, &o), 0);
+			if (kiln_cursor_restore(d, st) != 0)
+				fail_msg("restore %s: %s", st, kiln_error_last());
+			assert_int_equal(drain(d, &tail, SIZE_MAX), 0);
+			kiln_cursor_close(d);
+			/* what was read before the stop, then what the restored cursor reads: the whole epoch
+			 */
+			assert_int_equal(head.len + tail.len, full.len);
+			if (head.len)
+				assert_memory_equal(head.ptr, full.ptr, head.len);
+			if (tail.len)
+				assert_memory_equal(tail.ptr, full.ptr + head.len, tail.len);
+			kiln_buf_free(&head), kiln_buf_free(&tail);
+		}
+		kiln_buf_free(&full);
+	}
+	kiln_reader_close(r);
+}
+
+static void test_cursor_restore_refuses_another_reading(void **state)
+{
+	kiln_reader *r;
+	kiln_cursor_options o = {
+	    .split = KILN_SPLIT_TRAIN, .world = 2, .seed = 1, .shuffle = true, .epoch = 1};
+	kiln_cursor *c, *d;
+	char st[256];
+	const char *rec;
+	size_t len;
+
+	(void)state;
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, NULL), 0);
+	assert_int_equal(kiln_cursor_open(&c, r, &o), 0);
+	assert_int_equal(kiln_cursor_next(c, &rec, &len), 1);
+	assert_int_equal(kiln_cursor_state(c, st, sizeof(st)), 0);
+	assert_int_equal(kiln_cursor_state(c, st, 20), KILN_ELIMIT);
+	assert_int_equal(kiln_cursor_state(c, st, sizeof(st)), 0);
+	o.epoch = 2;
+	assert_int_equal(kiln_cursor_open(&d, r, &o), 0);
+	assert_int_equal(kiln_cursor_restore(d, st), KILN_EINVALID);
+	assert_string_equal(kiln_error_last(), "cursor state: epoch is 1, this reader's is 2");
+	kiln_cursor_close(d);
+	o.epoch = 1;
+	o.world = 4;
+	assert_int_equal(kiln_cursor_open(&d, r, &o), 0);
+	assert_int_equal(kiln_cursor_restore(d, st), KILN_EINVALID);
+	assert_string_equal(kiln_error_last(), "cursor state: world is 2, this reader's is 4");
+	assert_int_equal(kiln_cursor_restore(d, "{\"x\":1}"), KILN_EINVALID);
+	assert_string_equal(kiln_error_last(), "not a kiln cursor state");
+	kiln_cursor_close(d);
+	kiln_cursor_close(c);
+	kiln_reader_close(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -521,6 +731,10 @@ int main(void)
 	    cmocka_unit_test(test_assign_covers_every_shard_once),
 	    cmocka_unit_test(test_assign_shuffle),
 	    cmocka_unit_test(test_stream),
+	    cmocka_unit_test(test_cursor_epochs),
+	    cmocka_unit_test(test_cursor_epoch0_is_the_seed_order),
+	    cmocka_unit_test(test_cursor_resume),
+	    cmocka_unit_test(test_cursor_restore_refuses_another_reading),
 	    cmocka_unit_test(test_tampered_shards),
 	};
 

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# `kiln cat` reading epoch by epoch with exact resume (the reader's cursor,
+# kiln/reader.h): every record once per epoch over 4 ranks, two epochs in
+# different orders, the same seed and epoch the same order, a shuffle
+# buffer that keeps the records and changes their order; a reader killed
+# with SIGKILL after it saved its state (--state-file) and resumed
+# (--resume) yields exactly the rest of the epoch; SIGTERM saves the state
+# and exits 143; a state from another epoch or world size is refused with
+# one line.
+set -uo pipefail
+
+src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$src/tests/integration/lib.sh"
+kiln=${KILN:-$src/build/kiln}
+py=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+unset KILN_BRANCH KILN_SPLIT_SALT
+export KILN_INPUT=$tmp/in.jsonl KILN_KEY_FILE=$tmp/hmac.key KILN_STORE=file://$tmp/store KILN_MANIFEST=$tmp/m.git
+(umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$tmp/hmac.key")
+$py "$src/bench/gen-user-events.py" --records 20000 --seed 1 -o "$tmp/in.jsonl"
+"$kiln" run "$src/pipelines/user-events.yaml" --set shards.target_bytes=64K >/dev/null 2>&1
+ds=user-events@main
+cat_() { "$kiln" cat "$ds" --shuffle-seed 11 "$@"; }
+
+cat_ --world-size 1 >"$tmp/plain" 2>/dev/null
+sort "$tmp/plain" >"$tmp/all.sorted"
+check "the split has records" test "$(wc -l <"$tmp/all.sorted")" -gt 1000
+for e in 0 1; do
+	for r in 0 1 2 3; do cat_ --epoch $e --rank $r --world-size 4; done >"$tmp/e$e" 2>/dev/null
+done
+check "epoch 0 over 4 ranks: each record once" cmp -s <(sort "$tmp/e0") "$tmp/all.sorted"
+check "epoch 1 over 4 ranks: each record once" cmp -s <(sort "$tmp/e1") "$tmp/all.sorted"
+check "the two epochs differ in order" bash -c '! cmp -s "$0" "$1"' "$tmp/e0" "$tmp/e1"
+for r in 0 1 2 3; do cat_ --epoch 1 --rank $r --world-size 4; done >"$tmp/e1again" 2>/dev/null
+check "the same seed and epoch give the same order" cmp -s "$tmp/e1" "$tmp/e1again"
+cat_ --epoch 1 --shuffle-buffer 500 >"$tmp/buf" 2>/dev/null
+check "a shuffle buffer keeps the records" cmp -s <(sort "$tmp/buf") "$tmp/all.sorted"
+check "and changes their order" bash -c '! cmp -s "$0" "$1"' "$tmp/buf" <(cat_ --epoch 1 2>/dev/null)
+
+# killed after saving its state, resumed: exactly the rest of the epoch
+for buffer in 0 300; do
+	cat_ --epoch 2 --shuffle-buffer $buffer >"$tmp/full" 2>/dev/null
+	rm -f "$tmp/state"
+	cat_ --epoch 2 --shuffle-buffer $buffer --state-file "$tmp/state" --state-every 700 >"$tmp/part" 2>/dev/null &
+	pid=$!
+	poll 20 test -s "$tmp/state"
+	kill -9 "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	n=$($py -c 'import json, sys; print(json.load(open(sys.argv[1]))["yielded"])' "$tmp/state")
+	check "buffer $buffer: the state was saved before the kill ($n records)" test "$n" -gt 0
+	check "buffer $buffer: what was written up to the state is the epoch's start" \
+		cmp -s <(head -n "$n" "$tmp/part") <(head -n "$n" "$tmp/full")
+	cat_ --epoch 2 --shuffle-buffer $buffer --resume "$tmp/state" >"$tmp/rest" 2>"$tmp/rest.err"
+	check "buffer $buffer: resumed, exactly the rest of the epoch" cmp -s "$tmp/rest" <(tail -n +$((n + 1)) "$tmp/full")
+done
+
+# SIGTERM while blocked on a full pipe: the state is saved after the
+# records written, and the exit status says so
+rm -f "$tmp/state" "$tmp/pid" "$tmp/rc"
+(
+	"$kiln" cat "$ds" --shuffle-seed 11 --epoch 2 --state-file "$tmp/state" --state-every 1000000 2>/dev/null &
+	echo $! >"$tmp/pid"
+	wait $!
+	echo $? >"$tmp/rc"
+) | (sleep 2; cat >"$tmp/termed") &
+reader=$!
+poll 10 test -s "$tmp/pid"
+sleep 0.5
+kill -TERM "$(cat "$tmp/pid")"
+wait "$reader"
+check "SIGTERM: exit 143" test "$(cat "$tmp/rc")" = 143
+n=$($py -c 'import json, sys; print(json.load(open(sys.argv[1]))["yielded"])' "$tmp/state" 2>/dev/null || echo 0)
+check "SIGTERM: the state counts every record written ($n)" test "$n" -eq "$(wc -l <"$tmp/termed")" -a "$n" -gt 0
+check "SIGTERM: before the end of the epoch" test "$n" -lt "$(wc -l <"$tmp/all.sorted")"
+
+# a state from another reading is refused
+check "another epoch's state: exit 2" bash -c '! "$0" cat "$1" --shuffle-seed 11 --epoch 3 --resume "$2" >/dev/null 2>"$3"' \
+	"$kiln" "$ds" "$tmp/state" "$tmp/err"
+check "  one line naming the epoch" grep -qx "kiln cat: cursor state: epoch is 2, this reader's is 3" "$tmp/err"
+check "another world size's state: refused" bash -c '! "$0" cat "$1" --shuffle-seed 11 --epoch 2 --world-size 2 --resume "$2" >/dev/null 2>&1' \
+	"$kiln" "$ds" "$tmp/state"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
