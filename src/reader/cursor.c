@@ -152,8 +152,11 @@ static int next_line(kiln_cursor *c, const char **p, size_t *len)
 	int rc;
 
 	while (!c->loaded || c->pos >= c->text.len) {
-		if (c->loaded)
-			c->si++, c->loaded = false;
+		if (c->loaded) { /* the shard is done: the next one from its first line */
+			c->si++;
+			c->loaded = false;
+			c->pos = c->line = 0;
+		}
 		if (c->si >= c->nidx)
 			return 0;
 		kiln_buf_reset(&c->text);

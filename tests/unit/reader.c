@@ -683,6 +683,28 @@ static void test_cursor_resume(void **state)
 				assert_memory_equal(tail.ptr, full.ptr + head.len, tail.len);
 			kiln_buf_free(&head), kiln_buf_free(&tail);
 		}
+		/* a cursor that reached the end says so, and a restored one yields nothing */
+		{
+			char st[256];
+			const char *rec;
+			size_t len;
+			kiln_cursor *d;
+			kiln_buf rest = KILN_BUF_INIT(0);
+
+			assert_int_equal(kiln_cursor_open(&c, r, &o), 0);
+			assert_int_equal(drain(c, &rest, SIZE_MAX), 0);
+			assert_int_equal(kiln_cursor_next(c, &rec, &len), 0);
+			assert_int_equal(kiln_cursor_state(c, st, sizeof(st)), 0);
+			kiln_cursor_close(c);
+			kiln_buf_reset(&rest);
+			assert_int_equal(kiln_cursor_open(&d, r, &o), 0);
+			if (kiln_cursor_restore(d, st) != 0)
+				fail_msg("restore %s: %s", st, kiln_error_last());
+			assert_int_equal(drain(d, &rest, SIZE_MAX), 0);
+			assert_int_equal(rest.len, 0);
+			kiln_cursor_close(d);
+			kiln_buf_free(&rest);
+		}
 		kiln_buf_free(&full);
 	}
 	kiln_reader_close(r);
