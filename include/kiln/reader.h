@@ -124,9 +124,29 @@ KILN_API int kiln_cursor_next(kiln_cursor *c, const char **record, size_t *len);
  *  "shuffle":B,"epoch":E,"shuffle_buffer":N,"yielded":K,"shard":I,"line":L} */
 KILN_API int kiln_cursor_state(const kiln_cursor *c, char *out, size_t cap);
 
+/* The same state after the epoch's first `yielded` records (at most
+ * kiln_cursor_records), whatever the cursor's own position: for a program
+ * that takes records in batches and hands them on one at a time. The shard
+ * and line come from the manifest's record counts: `yielded` alone fixes
+ * the position. */
+KILN_API int kiln_cursor_state_at(const kiln_cursor *c, uint64_t yielded, char *out, size_t cap);
+
+/* The records this cursor's epoch holds (its shards' counts in the manifest). */
+KILN_API uint64_t kiln_cursor_records(const kiln_cursor *c);
+
+/* Up to max_records records at once (at least one, and no more once
+ * max_bytes are gathered), each followed by a newline, in *data (*len
+ * bytes, valid until the next call): 1 with *count > 0, 0 at the end of the
+ * epoch, < 0 an error. Records gathered before an error are handed over
+ * first; the next call meets the error. For bindings where a call per
+ * record costs more than the record (Python's ctypes). */
+KILN_API int kiln_cursor_next_batch(kiln_cursor *c, size_t max_records, size_t max_bytes, const char **data,
+                                    size_t *len, size_t *count);
+
 /* Moves a cursor just opened with the same version, split, rank, world,
  * seed, shuffle, epoch and shuffle_buffer to the state given: KILN_EINVALID
- * naming the first that differs (or a state that is not one). Without a
+ * naming the first that differs (or a state that is not one, or one whose
+ * shard and line are not where its yielded count leads). Without a
  * shuffle buffer the cursor goes straight to the shard and line; with one
  * it replays the epoch's first K records (deterministic, so exact). */
 KILN_API int kiln_cursor_restore(kiln_cursor *c, const char *state);

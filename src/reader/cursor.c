@@ -35,8 +35,10 @@ struct kiln_cursor {
 	held *buf;
 	size_t nbuf;
 	uint64_t rng;
-	kiln_buf out; /* the record last yielded from the buffer */
+	kiln_buf out;   /* the record last yielded from the buffer */
+	kiln_buf batch; /* the records of the last kiln_cursor_next_batch */
 	uint64_t yielded;
+	uint64_t total; /* the records of this worker's shards (the manifest's counts) */
 };
 
 static uint64_t le64(const unsigned char *b)
@@ -121,6 +123,8 @@ int kiln_cursor_open(kiln_cursor **out, kiln_reader *r, const kiln_cursor_option
 	if ((rc = kiln_reader_assign(c->shards, n, c->o.rank, c->o.world, c->epoch_seed, c->o.shuffle, c->idx,
 	                             &c->nidx)) < 0)
 		goto fail;
+	for (size_t i = 0; i < c->nidx; i++)
+		c->total += c->shards[c->idx[i]].records;
 	if (c->o.shuffle_buffer && !(c->buf = calloc(c->o.shuffle_buffer, sizeof(*c->buf)))) {
 		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
 		goto fail;
@@ -142,6 +146,7 @@ void kiln_cursor_close(kiln_cursor *c)
 	free(c->idx);
 	kiln_buf_free(&c->text);
 	kiln_buf_free(&c->out);
+	kiln_buf_free(&c->batch);
 	free(c);
 }
 
@@ -218,19 +223,80 @@ int kiln_cursor_next(kiln_cursor *c, const char **record, size_t *len)
 	return 1;
 }
 
-int kiln_cursor_state(const kiln_cursor *c, char *out, size_t cap)
+int kiln_cursor_next_batch(kiln_cursor *c, size_t max_records, size_t max_bytes, const char **data,
+                           size_t *len, size_t *count)
 {
-	int n = snprintf(out, cap,
-	                 "{\"kiln_cursor\":1,\"commit\":\"%s\",\"split\":\"%s\",\"rank\":%u,\"world\":%u,"
-	                 "\"seed\":%" PRIu64 ",\"shuffle\":%s,\"epoch\":%" PRIu64 ",\"shuffle_buffer\":%zu,"
-	                 "\"yielded\":%" PRIu64 ",\"shard\":%zu,\"line\":%zu}",
-	                 kiln_reader_commit(c->r), kiln_split_name(c->o.split), c->o.rank, c->o.world,
-	                 c->o.seed, c->o.shuffle ? "true" : "false", c->o.epoch, c->o.shuffle_buffer,
-	                 c->yielded, c->loaded && c->pos >= c->text.len ? c->si + 1 : c->si,
-	                 c->loaded && c->pos >= c->text.len ? 0 : c->line);
+	const char *rec;
+	size_t n;
+	int rc = 0;
+
+	kiln_buf_reset(&c->batch);
+	*data = "";
+	*len = *count = 0;
+	if (max_records == 0)
+		max_records = 1;
+	while (*count < max_records && (*count == 0 || c->batch.len < max_bytes)) {
+		if ((rc = kiln_cursor_next(c, &rec, &n)) <= 0)
+			break;
+		if ((rc = kiln_buf_put(&c->batch, rec, n)) < 0 || (rc = kiln_buf_put(&c->batch, "\n", 1)) < 0)
+			return rc; /* out of memory: the cursor has moved on, its state says where */
+		(*count)++;
+	}
+	if (*count == 0)
+		return rc; /* 0 at the end, or the error */
+	/* An error after some records: hand those over; the next call meets the
+	 * error again (the failed shard is read anew) and returns it. */
+	*data = c->batch.ptr;
+	*len = c->batch.len;
+	return 1;
+}
+
+/* Where the epoch's reading stands after `yielded` records: lines read from
+ * the shards (with a buffer of B records, the first yield has read B lines
+ * and each later one one more), as a shard index and the line within it.
+ * A shard read to its end is reported as the next shard's line 0. */
+static void locate(const kiln_cursor *c, uint64_t yielded, size_t *shard, uint64_t *line)
+{
+	uint64_t read = yielded;
+
+	if (c->o.shuffle_buffer && yielded)
+		read = yielded - 1 + c->o.shuffle_buffer < c->total ? yielded - 1 + c->o.shuffle_buffer
+		                                                    : c->total;
+	for (*shard = 0; *shard < c->nidx && read >= c->shards[c->idx[*shard]].records; (*shard)++)
+		read -= c->shards[c->idx[*shard]].records;
+	*line = read;
+}
+
+int kiln_cursor_state_at(const kiln_cursor *c, uint64_t yielded, char *out, size_t cap)
+{
+	uint64_t line;
+	size_t shard;
+	int n;
+
+	if (yielded > c->total)
+		return kiln_error_set(KILN_EINVALID,
+		                      "cursor state: %" PRIu64 " records asked, the epoch has %" PRIu64,
+		                      yielded, c->total);
+	locate(c, yielded, &shard, &line);
+	n = snprintf(out, cap,
+	             "{\"kiln_cursor\":1,\"commit\":\"%s\",\"split\":\"%s\",\"rank\":%u,\"world\":%u,"
+	             "\"seed\":%" PRIu64 ",\"shuffle\":%s,\"epoch\":%" PRIu64 ",\"shuffle_buffer\":%zu,"
+	             "\"yielded\":%" PRIu64 ",\"shard\":%zu,\"line\":%" PRIu64 "}",
+	             kiln_reader_commit(c->r), kiln_split_name(c->o.split), c->o.rank, c->o.world, c->o.seed,
+	             c->o.shuffle ? "true" : "false", c->o.epoch, c->o.shuffle_buffer, yielded, shard, line);
 	if (n < 0 || (size_t)n >= cap)
 		return kiln_error_set(KILN_ELIMIT, "kiln_cursor_state: %zu bytes are not enough", cap);
 	return 0;
+}
+
+int kiln_cursor_state(const kiln_cursor *c, char *out, size_t cap)
+{
+	return kiln_cursor_state_at(c, c->yielded, out, cap);
+}
+
+uint64_t kiln_cursor_records(const kiln_cursor *c)
+{
+	return c->total;
 }
 
 /* The value of key in state as text (strings without quotes), or NULL. */
@@ -282,6 +348,26 @@ int kiln_cursor_restore(kiln_cursor *c, const char *state)
 	    !(p = field(sc, state, "line", mine, sizeof(mine))) || (line = strtoull(p, &end, 10), *end)) {
 		rc = kiln_error_set(KILN_EINVALID, "cursor state: yielded, shard and line must be numbers");
 		goto done;
+	}
+	if (yielded > c->total) {
+		rc = kiln_error_set(KILN_EINVALID,
+		                    "cursor state: %" PRIu64 " records yielded, the epoch has %" PRIu64,
+		                    yielded, c->total);
+		goto done;
+	}
+	{
+		size_t at_shard;
+		uint64_t at_line;
+
+		locate(c, yielded, &at_shard, &at_line);
+		if (at_shard != shard || at_line != line) {
+			rc = kiln_error_set(KILN_EINVALID,
+			                    "cursor state: shard %" PRIu64 " line %" PRIu64
+			                    " is not where %" PRIu64 " records lead (shard %zu line %" PRIu64
+			                    ")",
+			                    shard, line, yielded, at_shard, at_line);
+			goto done;
+		}
 	}
 	rewind_cursor(c);
 	if (!c->o.shuffle_buffer) {

@@ -710,6 +710,76 @@ static void test_cursor_resume(void **state)
 	kiln_reader_close(r);
 }
 
+/* Batches hold the records kiln_cursor_next yields, in order, and the state
+ * after the k-th record of a batch (kiln_cursor_state_at) is the state a
+ * cursor reading one record at a time has after it: from any of them a
+ * restored cursor goes on with the record that follows. */
+static void test_cursor_batches(void **state)
+{
+	static const size_t buffers[] = {0, 7};
+	kiln_reader *r;
+
+	(void)state;
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, NULL), 0);
+	for (size_t b = 0; b < 2; b++) {
+		kiln_cursor_options o = {.split = KILN_SPLIT_TRAIN,
+		                         .rank = 1,
+		                         .world = 2,
+		                         .seed = 5,
+		                         .shuffle = true,
+		                         .epoch = 2,
+		                         .shuffle_buffer = buffers[b]};
+		kiln_buf one = KILN_BUF_INIT(0), batched = KILN_BUF_INIT(0);
+		kiln_cursor *c, *d;
+		const char *data, *rec;
+		size_t len, count, n;
+		uint64_t k = 0, lines = 0;
+		char st[256], want[256];
+		int rc;
+
+		assert_int_equal(kiln_cursor_open(&c, r, &o), 0);
+		assert_int_equal(drain(c, &one, SIZE_MAX), 0);
+		for (size_t i = 0; i < one.len; i++)
+			lines += one.ptr[i] == '\n';
+		assert_int_equal(kiln_cursor_records(c), lines);
+		assert_int_equal(kiln_cursor_state_at(c, lines + 1, st, sizeof(st)), KILN_EINVALID);
+		kiln_cursor_close(c);
+		assert_int_equal(kiln_cursor_open(&c, r, &o), 0);
+		assert_int_equal(kiln_cursor_open(&d, r, &o), 0);
+		while ((rc = kiln_cursor_next_batch(c, 1000, 64 << 10, &data, &len, &count)) == 1) {
+			assert_true(count >= 1 && count <= 1000 && len > 0 && data[len - 1] == '\n');
+			assert_int_equal(kiln_buf_put(&batched, data, len), 0);
+			/* the state after the batch's first record, against a cursor read one by one */
+			assert_int_equal(kiln_cursor_next(d, &rec, &n), 1);
+			assert_int_equal(kiln_cursor_state(d, want, sizeof(want)), 0);
+			assert_int_equal(kiln_cursor_state_at(c, k + 1, st, sizeof(st)), 0);
+			assert_string_equal(st, want);
+			for (size_t i = 1; i < count; i++)
+				assert_int_equal(kiln_cursor_next(d, &rec, &n), 1);
+			k += count;
+			assert_int_equal(kiln_cursor_state(d, want, sizeof(want)), 0);
+			assert_int_equal(kiln_cursor_state(c, st, sizeof(st)), 0);
+			assert_string_equal(st, want);
+		}
+		assert_int_equal(rc, 0);
+		assert_int_equal(k, lines);
+		assert_int_equal(batched.len, one.len);
+		assert_memory_equal(batched.ptr, one.ptr, one.len);
+		/* a state whose shard and line are not where its yielded count leads */
+		assert_int_equal(kiln_cursor_state_at(c, 12, st, sizeof(st)), 0);
+		*strstr(st, "\"yielded\":12") = '\0';
+		strcat(st, "\"yielded\":13,\"shard\":0,\"line\":12}");
+		kiln_cursor_close(c);
+		assert_int_equal(kiln_cursor_open(&c, r, &o), 0);
+		assert_int_equal(kiln_cursor_restore(c, st), KILN_EINVALID);
+		assert_non_null(strstr(kiln_error_last(), "is not where 13 records lead"));
+		kiln_cursor_close(c);
+		kiln_cursor_close(d);
+		kiln_buf_free(&one), kiln_buf_free(&batched);
+	}
+	kiln_reader_close(r);
+}
+
 static void test_cursor_restore_refuses_another_reading(void **state)
 {
 	kiln_reader *r;
@@ -756,6 +826,7 @@ int main(void)
 	    cmocka_unit_test(test_cursor_epochs),
 	    cmocka_unit_test(test_cursor_epoch0_is_the_seed_order),
 	    cmocka_unit_test(test_cursor_resume),
+	    cmocka_unit_test(test_cursor_batches),
 	    cmocka_unit_test(test_cursor_restore_refuses_another_reading),
 	    cmocka_unit_test(test_tampered_shards),
 	};
