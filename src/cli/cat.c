@@ -52,14 +52,6 @@ static const char usage_text[] =
     "mismatch, broken zstd frame; `kiln verify --deep` checks them all), a bad\n"
     "reference, a missing repository, store setting or object, or another error.\n";
 
-static int to_stdout(void *ctx, const void *data, size_t len)
-{
-	(void)ctx;
-	if (fwrite(data, 1, len, stdout) != len)
-		return kiln_error_set(KILN_EIO, "stdout: write error: %s", strerror(errno));
-	return 0;
-}
-
 static volatile sig_atomic_t stop_signal;
 
 static void on_stop(int sig)
@@ -131,9 +123,9 @@ static int cat_cursor(kiln_reader *r, const kiln_share *share, const cursor_opts
 	kiln_cursor *c = NULL;
 	char resume[1024];
 	uint64_t since = 0;
-	const char *rec;
-	size_t len;
-	int rc;
+	const char *data;
+	size_t len, count;
+	int rc = 0;
 
 	if ((rc = kiln_cursor_open(&c, r, &o)) < 0)
 		return rc;
@@ -145,12 +137,20 @@ static int cat_cursor(kiln_reader *r, const kiln_share *share, const cursor_opts
 		sigaction(SIGTERM, &sa, NULL);
 		sigaction(SIGINT, &sa, NULL);
 	}
-	while (!stop_signal && (rc = kiln_cursor_next(c, &rec, &len)) == 1) {
-		if (fwrite(rec, 1, len, stdout) != len || putchar('\n') == EOF) {
+	/* in batches (the shard's lines as they are), cut so that a state is
+	 * saved after exactly every `every` records */
+	while (!stop_signal) {
+		size_t max = 1 << 16;
+
+		if (co->state_file && co->every - since < max)
+			max = (size_t)(co->every - since);
+		if ((rc = kiln_cursor_next_batch(c, max, 1 << 20, &data, &len, &count)) <= 0)
+			break;
+		if (fwrite(data, 1, len, stdout) != len) {
 			rc = kiln_error_set(KILN_EIO, "stdout: write error: %s", strerror(errno));
 			goto done;
 		}
-		if (co->state_file && ++since >= co->every) {
+		if (co->state_file && (since += count) >= co->every) {
 			since = 0;
 			if (fflush(stdout) != 0) {
 				rc = kiln_error_set(KILN_EIO, "stdout: write error: %s", strerror(errno));
@@ -221,26 +221,14 @@ int kiln_cmd_cat(int argc, char **argv)
 	status = KILN_EXIT_USAGE;
 	if (kiln_share_open("cat", &share, argv[first], &r, &shards, &idx, &nidx) != 0)
 		return KILN_EXIT_USAGE;
-	if (co.epoch_seen || co.buffer_seen || co.resume || co.state_file) {
-		if (cat_cursor(r, &share, &co) < 0) {
-			fflush(stdout);
-			goto fail;
-		}
-		if (stop_signal) {
-			status = 128 + (int)stop_signal;
-			goto cleanup;
-		}
-		status = KILN_EXIT_OK;
-		goto cleanup;
+	/* one way to read: the cursor (epoch 0 without a buffer is the order of
+	 * kiln ls --rank --world-size) */
+	if (cat_cursor(r, &share, &co) < 0) {
+		fflush(stdout); /* what was verified and written stays written */
+		goto fail;
 	}
-	for (size_t i = 0; i < nidx; i++) {
-		if (kiln_reader_stream(r, &shards[idx[i]], to_stdout, NULL) != 0) {
-			fflush(stdout); /* what was verified and written stays written */
-			goto fail;
-		}
-	}
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		kiln_cli_fail("cat", "stdout: write error");
+	if (stop_signal) {
+		status = 128 + (int)stop_signal;
 		goto cleanup;
 	}
 	status = KILN_EXIT_OK;

@@ -14,6 +14,11 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "reader/internal.h"
+#include "reader/loader.h"
+
+/* Shards loaded ahead of the one being read, each by its own thread (two
+ * gained nothing on the 2-core development host, bench/python_reader.sh). */
+#define READ_AHEAD 1
 
 typedef struct held {
 	char *p;
@@ -22,6 +27,8 @@ typedef struct held {
 
 struct kiln_cursor {
 	kiln_reader *r;
+	kiln_loader
+	    *loader[READ_AHEAD]; /* shard si is loaded by loader[si % READ_AHEAD]; NULL without a store */
 	kiln_cursor_options o;
 	uint64_t epoch_seed;
 	kiln_reader_shard *shards;
@@ -125,6 +132,9 @@ int kiln_cursor_open(kiln_cursor **out, kiln_reader *r, const kiln_cursor_option
 		goto fail;
 	for (size_t i = 0; i < c->nidx; i++)
 		c->total += c->shards[c->idx[i]].records;
+	for (size_t i = 0; r->store && i < READ_AHEAD; i++)
+		if ((rc = kiln_loader_new(&c->loader[i], r->store)) < 0)
+			goto fail;
 	if (c->o.shuffle_buffer && !(c->buf = calloc(c->o.shuffle_buffer, sizeof(*c->buf)))) {
 		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
 		goto fail;
@@ -141,6 +151,8 @@ void kiln_cursor_close(kiln_cursor *c)
 {
 	if (!c)
 		return;
+	for (size_t i = 0; i < READ_AHEAD; i++)
+		kiln_loader_free(c->loader[i]);
 	free_buffer(c);
 	free(c->buf);
 	free(c->idx);
@@ -165,10 +177,15 @@ static int next_line(kiln_cursor *c, const char **p, size_t *len)
 		if (c->si >= c->nidx)
 			return 0;
 		kiln_buf_reset(&c->text);
-		if ((rc = kiln_reader_stream(c->r, &c->shards[c->idx[c->si]], kiln_buf_sink, &c->text)) < 0) {
-			kiln_buf_reset(&c->text); /* none of a bad shard's records */
-			return rc;
-		}
+		if (!c->loader[0])
+			return kiln_error_set(KILN_EINVALID, "shard %.64s: no store to read it from",
+			                      c->shards[c->idx[c->si]].hash);
+		/* the shard in hand (verified), and the next ones are read ahead */
+		if ((rc = kiln_loader_take(c->loader[c->si % READ_AHEAD], &c->shards[c->idx[c->si]], c->si,
+		                           &c->text)) < 0)
+			return rc; /* none of a bad shard's records */
+		for (size_t k = c->si + 1; k <= c->si + READ_AHEAD && k < c->nidx; k++)
+			(void)kiln_loader_start(c->loader[k % READ_AHEAD], &c->shards[c->idx[k]], k);
 		c->loaded = true;
 		c->pos = c->line = 0;
 	}
@@ -235,6 +252,30 @@ int kiln_cursor_next_batch(kiln_cursor *c, size_t max_records, size_t max_bytes,
 	*len = *count = 0;
 	if (max_records == 0)
 		max_records = 1;
+	if (!c->o.shuffle_buffer) {
+		/* the lines of the shard in hand as they are, without a copy */
+		if ((rc = next_line(c, &rec, &n)) <= 0)
+			return rc;
+		if (rec[n] == '\n') { /* else the last line has no newline: copied below */
+			const char *nl;
+
+			for (*count = 1; *count < max_records && c->pos < c->text.len &&
+			                 (size_t)(c->text.ptr + c->pos - rec) < max_bytes &&
+			                 (nl = memchr(c->text.ptr + c->pos, '\n', c->text.len - c->pos));
+			     (*count)++) {
+				c->pos = (size_t)(nl + 1 - c->text.ptr);
+				c->line++;
+			}
+			c->yielded += *count;
+			*data = rec;
+			*len = (size_t)(c->text.ptr + c->pos - rec);
+			return 1;
+		}
+		c->yielded++;
+		if ((rc = kiln_buf_put(&c->batch, rec, n)) < 0 || (rc = kiln_buf_put(&c->batch, "\n", 1)) < 0)
+			return rc;
+		*count = 1;
+	}
 	while (*count < max_records && (*count == 0 || c->batch.len < max_bytes)) {
 		if ((rc = kiln_cursor_next(c, &rec, &n)) <= 0)
 			break;

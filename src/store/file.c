@@ -157,7 +157,10 @@ static int file_open(kiln_store **out, const char *url, const kiln_store_options
 		rc = oom();
 		goto cleanup;
 	}
-	if ((rc = mkdir_p(tmp, 0777)) < 0)
+	/* A reader may open a store it cannot write (a read-only mount, a
+	 * cache node's directory owned by the node): without ROOT/.tmp, a put
+	 * fails on its temporary file, and reading works. */
+	if ((rc = mkdir_p(tmp, 0777)) < 0 && access(s->root, W_OK) == 0)
 		goto cleanup;
 	s->base.backend = &kiln_store_file_backend;
 	s->base.url = strdup(url);

@@ -1,0 +1,152 @@
+"""The ctypes binding of libkiln's reader API (include/kiln/reader.h).
+
+Only declarations live here: every rule (which version a name means, which
+shards a worker reads, hash verification, decompression, the cursor state)
+is libkiln's C code. The library is found through $KILN_LIBRARY (a path),
+else the dynamic linker's search for libkiln.so.0 (`make install` puts it
+in $(libdir); run ldconfig after installing under /usr/local).
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+SPLITS = ("train", "dev", "test")
+
+
+class Error(Exception):
+    """A libkiln error: `code` is the KILN_E* value, the message its one line."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class InvalidError(Error, ValueError):
+    """KILN_EINVALID: a bad name, argument or state, a malformed manifest,
+    or a shard whose bytes do not match its name."""
+
+
+class NotFoundError(Error, LookupError):
+    """KILN_ENOTFOUND: no such repository, version or object."""
+
+
+class RetryError(Error, OSError):
+    """KILN_ERETRY: the store failed after its retries (transient)."""
+
+
+_ERRORS = {-1: InvalidError, -2: NotFoundError, -5: RetryError}
+
+
+class Shard(ctypes.Structure):
+    _fields_ = [
+        ("hash", ctypes.c_char * 65),
+        ("bytes", ctypes.c_uint64),
+        ("raw_bytes", ctypes.c_uint64),
+        ("records", ctypes.c_uint64),
+        ("key", ctypes.c_char * 96),
+        ("url", ctypes.c_char_p),
+    ]
+
+
+class SplitStats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in ("records", "shards", "bytes", "raw_bytes")]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [
+        ("records_in", ctypes.c_uint64),
+        ("valid", ctypes.c_uint64),
+        ("quarantined", ctypes.c_uint64),
+        ("splits", SplitStats * len(SPLITS)),
+    ]
+
+
+DEFINITION_FIELDS = (
+    "contract_id", "contract_version", "token_scheme", "key_id", "key_version",
+    "split_scheme", "split_key", "split_salt", "shard_format", "shard_compression",
+)
+
+
+class Definition(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_char_p) for n in DEFINITION_FIELDS]
+
+
+class Trust(ctypes.Structure):
+    _fields_ = [
+        ("signature", ctypes.c_int),
+        ("trusted", ctypes.c_int),
+        ("must_be_signed", ctypes.c_int),
+        ("fingerprint", ctypes.c_char * 64),
+        ("problems", ctypes.c_uint),
+        ("shards_ok", ctypes.c_uint64),
+    ]
+
+
+class CursorOptions(ctypes.Structure):
+    _fields_ = [
+        ("split", ctypes.c_int),
+        ("rank", ctypes.c_uint),
+        ("world", ctypes.c_uint),
+        ("seed", ctypes.c_uint64),
+        ("shuffle", ctypes.c_bool),
+        ("epoch", ctypes.c_uint64),
+        ("shuffle_buffer", ctypes.c_size_t),
+    ]
+
+
+REPORT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+
+_P = ctypes.c_void_p
+_SIGNATURES = [
+    ("kiln_error_last", ctypes.c_char_p, []),
+    ("kiln_reader_open", ctypes.c_int,
+     [ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, _P]),
+    ("kiln_reader_close", None, [_P]),
+    ("kiln_reader_dataset", ctypes.c_char_p, [_P]),
+    ("kiln_reader_commit", ctypes.c_char_p, [_P]),
+    ("kiln_reader_ref", ctypes.c_char_p, [_P]),
+    ("kiln_reader_shards", ctypes.c_int,
+     [_P, ctypes.c_int, ctypes.POINTER(ctypes.POINTER(Shard)), ctypes.POINTER(ctypes.c_size_t)]),
+    ("kiln_reader_read_stats", ctypes.c_int, [_P, ctypes.POINTER(Stats)]),
+    ("kiln_reader_read_definition", ctypes.c_int, [_P, ctypes.POINTER(Definition)]),
+    ("kiln_reader_verify", ctypes.c_int,
+     [_P, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(Trust), REPORT, _P]),
+    ("kiln_cursor_open", ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.POINTER(CursorOptions)]),
+    ("kiln_cursor_close", None, [_P]),
+    ("kiln_cursor_next_batch", ctypes.c_int,
+     [_P, ctypes.c_size_t, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p),
+      ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]),
+    ("kiln_cursor_state_at", ctypes.c_int, [_P, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]),
+    ("kiln_cursor_records", ctypes.c_uint64, [_P]),
+    ("kiln_cursor_restore", ctypes.c_int, [_P, ctypes.c_char_p]),
+]
+
+
+def _load():
+    path = os.environ.get("KILN_LIBRARY") or ctypes.util.find_library("kiln") or "libkiln.so.0"
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise ImportError(
+            "kiln: cannot load libkiln (%s): install kiln (make install; ldconfig) "
+            "or set KILN_LIBRARY to the path of libkiln.so.0" % e) from None
+    for name, restype, argtypes in _SIGNATURES:
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    return lib
+
+
+lib = _load()
+
+
+def check(rc):
+    """rc if it is not negative, else the libkiln error as an exception."""
+    if rc < 0:
+        raise _ERRORS.get(rc, Error)(rc, lib.kiln_error_last().decode("utf-8", "replace"))
+    return rc
+
+
+def text(b):
+    return b.decode("utf-8", "replace") if b is not None else None
