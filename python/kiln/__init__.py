@@ -21,7 +21,7 @@ import os
 from ._lib import (SPLITS, DEFINITION_FIELDS, CursorOptions, Definition, Error, InvalidError,
                    NotFoundError, REPORT, RetryError, Shard, Stats, Trust, check, lib, text)
 
-__all__ = ["open", "Version", "Records", "ShardInfo", "Error", "InvalidError", "NotFoundError",
+__all__ = ["open", "locate", "Version", "Records", "ShardInfo", "Error", "InvalidError", "NotFoundError",
            "RetryError", "SPLITS"]
 
 _SIGNATURE_NAMES = {0: "none", 1: "tampered", 2: "good"}
@@ -51,6 +51,22 @@ def _resolve_cache(spec, cache):
     return spec, os.path.join(cache, "manifest.git"), "file://" + os.path.abspath(cache)
 
 
+def locate(spec, manifest=None, store=None, cache=None):
+    """(spec, manifest, store) as open() reads them: the defaults from
+    $KILN_MANIFEST and $KILN_STORE, a cache directory's manifest, store and
+    pinned commit."""
+    if cache is not None:
+        spec, cache_manifest, cache_store = _resolve_cache(spec, cache)
+        manifest = manifest or cache_manifest
+        store = store or cache_store
+    manifest = manifest or os.environ.get("KILN_MANIFEST")
+    if store is None:
+        store = os.environ.get("KILN_STORE")
+    if not manifest:
+        raise InvalidError(-1, "kiln.open(%r): no manifest (manifest= or $KILN_MANIFEST)" % spec)
+    return spec, manifest, store
+
+
 def open(spec, manifest=None, store=None, cache=None):  # pylint: disable=redefined-builtin
     """The version `spec` ("orders", "orders@main", "orders@v3", "orders@<commit>").
 
@@ -63,16 +79,7 @@ def open(spec, manifest=None, store=None, cache=None):  # pylint: disable=redefi
     machine): manifest DIR/manifest.git and store file://DIR unless given,
     and a ref the node pins is read at the commit its view shows.
     """
-    if cache is not None:
-        spec, cache_manifest, cache_store = _resolve_cache(spec, cache)
-        manifest = manifest or cache_manifest
-        store = store or cache_store
-    manifest = manifest or os.environ.get("KILN_MANIFEST")
-    if store is None:
-        store = os.environ.get("KILN_STORE")
-    if not manifest:
-        raise InvalidError(-1, "kiln.open(%r): no manifest (manifest= or $KILN_MANIFEST)" % spec)
-    return Version(spec, manifest, store)
+    return Version(*locate(spec, manifest, store, cache))
 
 
 class Version:
