@@ -16,9 +16,10 @@
 #include "reader/internal.h"
 #include "reader/loader.h"
 
-/* Shards loaded ahead of the one being read, each by its own thread (two
- * gained nothing on the 2-core development host, bench/python_reader.sh). */
-#define READ_AHEAD 1
+/* Shards loaded ahead of the one being read, each by its own thread: two,
+ * so that verifying and decompressing use two cores while the caller reads
+ * (memory: READ_AHEAD + 1 shards' text). */
+#define READ_AHEAD 2
 
 typedef struct held {
 	char *p;

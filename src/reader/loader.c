@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "core/error.h"
 #include "shard/fetch.h"
@@ -41,6 +42,18 @@ static int inflate(kiln_loader *l)
 	kiln_buf_reset(&l->text);
 	if ((rc = kiln_buf_reserve(&l->text, l->shard.raw_bytes ? l->shard.raw_bytes + 1 : l->z.len * 4)) < 0)
 		return rc;
+	if (l->shard.raw_bytes) { /* the manifest's size: all frames at once, straight into text */
+		size_t n = ZSTD_decompressDCtx(l->dctx, l->text.ptr, l->text.cap, l->z.ptr, l->z.len);
+
+		if (!ZSTD_isError(n)) {
+			l->text.len = n;
+			return 0;
+		}
+		if (ZSTD_getErrorCode(n) != ZSTD_error_dstSize_tooSmall)
+			return kiln_error_set(KILN_EINVALID, "shard %s: zstd: %s", l->shard.hash,
+			                      ZSTD_getErrorName(n));
+		/* more text than the manifest says: streamed below, the frames decide */
+	}
 	ZSTD_DCtx_reset(l->dctx, ZSTD_reset_session_only);
 	while (in.pos < in.size || last != 0) {
 		ZSTD_outBuffer out;
