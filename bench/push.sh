@@ -35,21 +35,9 @@ out=bench/out
 mkdir -p "$out"
 
 # ---- the data, once: one promoted, signed version in a file store
+. bench/lib.sh
 data=$root/$out/push-data-$records-$shard
-export KILN_INPUT=$data/in.jsonl KILN_KEY_FILE=$data/key KILN_STORE=file://$data/store KILN_MANIFEST=$data/m.git
-if [[ ! -e $data/ready ]]; then
-	echo "building the bench version into $data ..." >&2
-	rm -rf "$data"
-	mkdir -p "$data"
-	(umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$data/key")
-	$py bench/gen-user-events.py --records "$records" --seed 1 -o "$KILN_INPUT"
-	"$kiln" run pipelines/user-events.yaml --set shards.target_bytes="$shard" >/dev/null
-	"$kiln" keygen --out "$data/sign.key" >/dev/null
-	"$kiln" promote user-events@main --pipeline pipelines/user-events.yaml --set manifest.signing_key="$data/sign.key" \
-		--set promote.min_records.train=1 --set promote.min_records.dev=0 --set promote.min_records.test=0 \
-		--set promote.ratio_tolerance=1 --set promote.max_quarantine_rate=1 >/dev/null
-	touch "$data/ready"
-fi
+bench_version "$data" "$records" "$shard" sign
 for s in train dev test; do "$kiln" ls user-events@v1 --split $s --format json; done |
 	$py -c 'import json, sys
 for l in sys.stdin: print(json.loads(l)["key"])' >"$data/keys"
@@ -69,13 +57,6 @@ port=$(cat "$tmp/port")
 export AWS_ACCESS_KEY_ID=$ak AWS_SECRET_ACCESS_KEY=$sk AWS_REGION=us-east-1 AWS_ENDPOINT_URL=http://127.0.0.1:$port
 unset AWS_SESSION_TOKEN
 
-secs() { # COMMAND...: seconds it took (stdout and stderr dropped; a failure stops the bench)
-	local t0 t1
-	t0=$(date +%s.%N)
-	"$@" >/dev/null 2>"$tmp/err" || { echo "push.sh: failed: $*" >&2; cat "$tmp/err" >&2; exit 1; }
-	t1=$(date +%s.%N)
-	echo "$t1 - $t0" | bc -l
-}
 boto_up() { # PREFIX
 	$py - "$port" "$1" "$data/store" "$data/keys" "$jobs" <<'EOF'
 import sys, boto3
@@ -97,7 +78,6 @@ curl_up() { # PREFIX
 		curl -sf -o /dev/null --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
 			-H "x-amz-content-sha256: $sha" -T "$1" "$AWS_ENDPOINT_URL/bench/$0/$1"' "$1" <"$data/keys")
 }
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 : >"$tmp/kiln" && : >"$tmp/boto" && : >"$tmp/curl"
 for r in $(seq "$rounds"); do

@@ -30,20 +30,9 @@ out=bench/out
 mkdir -p "$out"
 export KILN_LIBRARY=$(dirname "$kiln")/.libs/libkiln.so.0 PYTHONPATH=$root/python
 
+. bench/lib.sh
 data=$root/$out/reader-data-$records-$shard
-export KILN_INPUT=$data/in.jsonl KILN_KEY_FILE=$data/key KILN_STORE=file://$data/store KILN_MANIFEST=$data/m.git
-if [[ ! -e $data/ready ]]; then
-	echo "building the bench version into $data ..." >&2
-	rm -rf "$data"
-	mkdir -p "$data"
-	(umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$data/key")
-	$py bench/gen-user-events.py --records "$records" --seed 1 -o "$KILN_INPUT"
-	"$kiln" run pipelines/user-events.yaml --set shards.target_bytes="$shard" >/dev/null
-	"$kiln" promote user-events@main --pipeline pipelines/user-events.yaml \
-		--set promote.min_records.train=1 --set promote.min_records.dev=0 --set promote.min_records.test=0 \
-		--set promote.ratio_tolerance=1 --set promote.max_quarantine_rate=1 >/dev/null
-	touch "$data/ready"
-fi
+bench_version "$data" "$records" "$shard"
 "$kiln" ls user-events@v1 --split train --format json |
 	$py -c 'import json, sys
 for l in sys.stdin: print(json.loads(l)["key"])' >"$data/keys"
@@ -74,15 +63,6 @@ for k in keys:
 print(time.perf_counter() - t)
 assert n == int(sys.argv[1]), n
 PY
-secs() { # COMMAND...: seconds it took
-	local t0 t1
-	t0=$(date +%s.%N)
-	"$@" >/dev/null 2>"$tmp/err" || { echo "python_reader.sh: failed: $*" >&2; cat "$tmp/err" >&2; exit 1; }
-	t1=$(date +%s.%N)
-	echo "$t1 - $t0" | bc -l
-}
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-
 : >"$tmp/k" && : >"$tmp/z" && : >"$tmp/c"
 for _ in $(seq "$rounds"); do
 	$py "$tmp/read_kiln.py" "$n" >>"$tmp/k"

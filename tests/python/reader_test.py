@@ -13,6 +13,7 @@ import collections
 import hashlib
 import io
 import json
+import multiprocessing
 import os
 import random
 import shutil
@@ -29,6 +30,15 @@ KILN, WORK, PART = sys.argv[1], sys.argv[2], sys.argv[3]
 MANIFEST = os.path.join(WORK, "m.git")
 STORE = "file://" + os.path.join(WORK, "store")
 SPEC = "user-events@v1"
+# How DataLoader workers start: fork (torch's default) unless the script says
+# otherwise. Under the sanitizer build it says forkserver: the ASan runtime
+# preloaded into python has no fork handler for its allocator (GCC 12), so a
+# worker forked while another thread of the training process was in malloc
+# waits forever on the allocator's lock; the forkserver forks from a process
+# with one thread.
+MP_CONTEXT = os.environ.get("KILN_TEST_MP_CONTEXT") or None
+if MP_CONTEXT == "forkserver":
+    multiprocessing.set_forkserver_preload(["kiln.torch"])
 passed = failed = 0
 
 
@@ -227,7 +237,10 @@ def loader(rank, world, workers, epoch, batch=16, **kw):
     ds = kiln.torch.IterableDataset(SPEC, manifest=MANIFEST, store=STORE, seed=13, shuffle_buffer=64,
                                     rank=rank, world_size=world, **kw)
     ds.set_epoch(epoch)
-    return kiln.torch.DataLoader(ds, batch_size=batch, num_workers=workers, collate_fn=list)
+    # timeout: a worker that stops answering fails the test instead of hanging it
+    return kiln.torch.DataLoader(ds, batch_size=batch, num_workers=workers, collate_fn=list,
+                                 multiprocessing_context=MP_CONTEXT if workers else None,
+                                 timeout=300 if workers else 0)
 
 
 def torch_part():
@@ -277,12 +290,15 @@ def torch_part():
     for f in (log, ckpt):
         if os.path.exists(f):
             os.unlink(f)
-    child = subprocess.Popen([sys.executable, __file__, KILN, WORK, "train", "1", "2", "3", "1", log, ckpt])
+    # its own session: the SIGKILL takes the process and its DataLoader
+    # workers at once, as when a preempted machine goes away
+    child = subprocess.Popen([sys.executable, __file__, KILN, WORK, "train", "1", "2", "3", "1", log, ckpt],
+                             start_new_session=True)
     deadline = time.time() + 60
     while time.time() < deadline and not os.path.exists(ckpt):
         time.sleep(0.05)
     time.sleep(0.3)
-    child.send_signal(signal.SIGKILL)
+    os.killpg(child.pid, signal.SIGKILL)
     child.wait()
     check("torch: the training process checkpointed before SIGKILL", os.path.exists(ckpt))
     with open(ckpt) as f:
@@ -313,9 +329,10 @@ def train(rank, world, workers, epoch, log, ckpt):
             time.sleep(0.01)
 
 
-if PART == "train":
-    train(*sys.argv[4:])
-    sys.exit(0)
-{"reader": reader_part, "torch": torch_part}[PART]()
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+if __name__ == "__main__":  # not in a forkserver's DataLoader worker
+    if PART == "train":
+        train(*sys.argv[4:])
+        sys.exit(0)
+    {"reader": reader_part, "torch": torch_part}[PART]()
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)
