@@ -16,6 +16,8 @@ static const kiln_command commands[] = {
     {"log", "list a dataset's versions", kiln_cmd_log},
     {"show", "describe one version: splits, shards, records, contract, key, lineage", kiln_cmd_show},
     {"diff", "shards added and removed between two versions", kiln_cmd_diff},
+    {"profile", "a version's data profile: per field counts, distinct values, quantiles, categories",
+     kiln_cmd_profile},
     {"ls", "list a version's shards with their store URLs", kiln_cmd_ls},
     {"cat", "stream a version's records (by rank, shuffled by seed, verified)", kiln_cmd_cat},
     {"promote", "tag a version vN after its release gates pass (signed)", kiln_cmd_promote},

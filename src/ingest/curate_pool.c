@@ -118,10 +118,12 @@ static int deliver_split(const kiln_batch *b, int s, kiln_shard_writer *w)
 }
 
 int kiln_batch_deliver(const kiln_batch *b, kiln_shard_writer *const writers[KILN_SPLIT_COUNT],
-                       kiln_quarantine *quarantine, kiln_stats *d)
+                       kiln_quarantine *quarantine, kiln_stats *d, kiln_profile *profile)
 {
 	int rc;
 
+	if (profile && b->profiled && (rc = kiln_profile_merge(profile, &b->profile)) < 0)
+		return rc;
 	for (size_t i = 0; i < b->reject_count; i++) {
 		const kiln_batch_reject *x = &b->rejects[i];
 
@@ -175,6 +177,7 @@ static void batch_destroy(kiln_batch *b)
 		free(b->out_len[i]);
 	}
 	free(b->rejects);
+	kiln_profile_free(&b->profile);
 	free(b);
 }
 
@@ -184,6 +187,21 @@ static int land_raw(struct worker *wk, kiln_batch *b)
 	if (!b->keep_raw || !wk->raw || b->count == 0)
 		return 0;
 	return kiln_raw_write(wk->raw, b->raw, b->count, b->raw_key);
+}
+
+/* Adds the record just curated (wk->line) to the batch's profile. */
+static int profile_record(struct worker *wk, kiln_batch *b)
+{
+	size_t n;
+	const kiln_curate_value *v = kiln_curate_values(wk->curator, &n);
+	int rc;
+
+	b->profile.records++;
+	for (size_t i = 0; i < n; i++)
+		if ((rc = kiln_profile_add_value(&b->profile, wk->pool->o.profile, v[i].field, v[i].type,
+		                                 v[i].escaped, wk->line.ptr + v[i].offset, v[i].len)) < 0)
+			return rc;
+	return 0;
 }
 
 /* Validates and curates every record of a batch (on a worker thread). */
@@ -197,6 +215,12 @@ static int process(struct worker *wk, kiln_batch *b)
 		b->out_count[i] = 0;
 	}
 	b->reject_count = 0;
+	if (wk->pool->o.profile) {
+		if (!b->profiled && (rc = kiln_profile_init(&b->profile, wk->pool->o.profile)) < 0)
+			return rc;
+		b->profiled = true;
+		kiln_profile_clear(&b->profile);
+	}
 	if ((rc = land_raw(wk, b)) < 0)
 		return rc;
 	for (size_t i = 0; i < b->count; i++) {
@@ -252,6 +276,8 @@ static int process(struct worker *wk, kiln_batch *b)
 			return rc;
 		b->out_index[s][b->out_count[s]] = i;
 		b->out_len[s][b->out_count[s]++] = wk->line.len + 1;
+		if (b->profiled && (rc = profile_record(wk, b)) < 0)
+			return rc;
 	}
 	return 0;
 }
@@ -316,8 +342,11 @@ int kiln_curate_pool_new(kiln_curate_pool **out, const kiln_curate_pool_options 
 	kiln_validator_options vopts = {
 	    .unknown_fields = o->pipeline->unknown_fields,
 	    .limits = {.max_depth = o->pipeline->max_depth, .max_bytes = o->pipeline->max_record_bytes}};
-	kiln_curator_options copts = {
-	    .contract = o->contract, .key = o->key, .split_field = o->split_field, .limits = vopts.limits};
+	kiln_curator_options copts = {.contract = o->contract,
+	                              .key = o->key,
+	                              .split_field = o->split_field,
+	                              .limits = vopts.limits,
+	                              .observe = o->profile != NULL};
 	int rc;
 
 	*out = NULL;

@@ -23,6 +23,7 @@
 #include "ingest/pipeline.h"
 #include "manifest/manifest.h"
 #include "mask/key.h"
+#include "quality/profile.h"
 #include "shard/quarantine.h"
 #include "shard/raw.h"
 #include "shard/split.h"
@@ -61,7 +62,9 @@ typedef struct kiln_batch {
 	size_t out_count[KILN_SPLIT_COUNT], out_cap[KILN_SPLIT_COUNT];
 	kiln_batch_reject *rejects;
 	size_t reject_count, reject_cap;
-	char raw_key[512]; /* the raw object written, "" when none */
+	char raw_key[512];    /* the raw object written, "" when none */
+	kiln_profile profile; /* of the curated records (when the pool profiles) */
+	bool profiled;
 
 	/* the pool's */
 	int state;
@@ -76,9 +79,10 @@ int kiln_batch_reserve(kiln_batch *b);
 
 /* Hands a processed batch on: its rejected records to the quarantine, its
  * curated ones to their split's shard writer, in input order; adds its
- * counts to *d (records_in, valid, quarantined, by code, per split). */
+ * counts to *d (records_in, valid, quarantined, by code, per split) and its
+ * profile to *profile (when both have one). */
 int kiln_batch_deliver(const kiln_batch *b, kiln_shard_writer *const writers[KILN_SPLIT_COUNT],
-                       kiln_quarantine *quarantine, kiln_stats *d);
+                       kiln_quarantine *quarantine, kiln_stats *d, kiln_profile *profile);
 
 typedef int (*kiln_batch_consume)(void *ctx, kiln_batch *b);
 
@@ -88,9 +92,10 @@ typedef struct kiln_curate_pool_options {
 	const kiln_key *key;
 	const kiln_splitter *splitter;
 	const kiln_field *split_field;
-	unsigned workers;           /* >= 1 */
-	kiln_store *raw_store;      /* where batches with raw records are written; NULL: nowhere */
-	kiln_batch_consume consume; /* called in submission order on the owner's thread */
+	const kiln_profile_schema *profile; /* profile the curated records; NULL: no profile */
+	unsigned workers;                   /* >= 1 */
+	kiln_store *raw_store;              /* where batches with raw records are written; NULL: nowhere */
+	kiln_batch_consume consume;         /* called in submission order on the owner's thread */
 	void *ctx;
 } kiln_curate_pool_options;
 

@@ -28,7 +28,7 @@ typedef struct loader {
 static const char *const top_keys[] = {"dataset",  "branch",       "contract", "schema",   "unknown_fields",
                                        "source",   "pseudonymise", "split",    "shards",   "store",
                                        "manifest", "workers",      "promote",  "snapshot", "raw",
-                                       "metrics",  "log",          NULL};
+                                       "metrics",  "log",          "profile",  NULL};
 /* The source.* keys of a Kafka source, which is not a row (ingest/source.h):
  * the loader reads them itself (load_kafka). A row's keys are its
  * option_keys. */
@@ -38,6 +38,7 @@ static const char *const kafka_keys[] = {
 static const char *const batch_keys[] = {"records", "bytes", "ms", NULL};
 static const char *const snapshot_keys[] = {"records", "seconds", "drain_seconds", NULL};
 static const char *const raw_keys[] = {"enabled", NULL};
+static const char *const profile_keys[] = {"enabled", NULL};
 static const char *const metrics_keys[] = {"listen", NULL};
 static const char *const log_keys[] = {"format", "level", NULL};
 static const char *const pseudo_keys[] = {"key_file", "key_env", "key_version", NULL};
@@ -576,6 +577,15 @@ static int load_operations(loader *l, const kiln_yaml_node *root)
 		if (p->raw_zone && !kiln_pipeline_is_kafka(p))
 			return kiln_yaml_fail(l->doc, e ? e : n, "raw.enabled",
 			                      "only a kafka source has a raw zone");
+	}
+	p->profile = true;
+	if ((n = kiln_yaml_get(root, "profile")) && !kiln_yaml_is_null(n)) {
+		const kiln_yaml_node *e;
+		if ((rc = kiln_config_check_keys(&l->cfg, n, "profile", profile_keys)) < 0)
+			return rc;
+		if ((e = kiln_yaml_get(n, "enabled")) &&
+		    (rc = kiln_yaml_bool(l->doc, e, "profile.enabled", &p->profile)) < 0)
+			return rc;
 	}
 	if ((n = kiln_yaml_get(root, "metrics")) && !kiln_yaml_is_null(n)) {
 		if ((rc = kiln_config_check_keys(&l->cfg, n, "metrics", metrics_keys)) < 0 ||

@@ -86,6 +86,7 @@ typedef struct kiln_pipeline {
 	kiln_store_options store;
 
 	unsigned workers; /* validate/curate threads; 0 = one per CPU */
+	bool profile;     /* profile.enabled: a data profile per version (default true) */
 
 	kiln_gates gates; /* promote: release gates for `kiln promote` */
 

@@ -35,6 +35,7 @@ int kiln_sink_renew(kiln_sink *s)
 	int rc;
 
 	writers_free(s);
+	kiln_profile_clear(&s->profile);
 	if ((rc = kiln_quarantine_new(&s->quarantine, s->setup->store, p->dataset, p->branch, p->target_bytes,
 	                              p->zstd_level, NULL)) < 0)
 		return rc;
@@ -57,6 +58,9 @@ int kiln_sink_open(kiln_sink *out, kiln_run_setup *setup, const kiln_sink_option
 	memset(out, 0, sizeof(*out));
 	out->setup = setup;
 	out->delta = o->delta;
+	if (p->profile && ((rc = kiln_profile_schema_new(&out->profile_schema, setup->contract)) < 0 ||
+	                   (rc = kiln_profile_init(&out->profile, out->profile_schema)) < 0))
+		return rc;
 	if ((rc = kiln_zstd_pool_new(&out->zstd, kiln_zstd_thread_count(p))) < 0 ||
 	    (rc = kiln_sink_renew(out)) < 0)
 		return rc;
@@ -65,6 +69,7 @@ int kiln_sink_open(kiln_sink *out, kiln_run_setup *setup, const kiln_sink_option
 	                                 .key = &setup->key,
 	                                 .splitter = &setup->splitter,
 	                                 .split_field = setup->split_field,
+	                                 .profile = out->profile_schema,
 	                                 .workers = kiln_curate_worker_count(p),
 	                                 .raw_store = o->raw_zone ? setup->store : NULL,
 	                                 .consume = o->consume ? o->consume : deliver,
@@ -79,11 +84,15 @@ void kiln_sink_close(kiln_sink *s)
 	writers_free(s);
 	kiln_zstd_pool_free(s->zstd); /* after the writers that use it */
 	s->zstd = NULL;
+	kiln_profile_free(&s->profile);
+	kiln_profile_schema_free(s->profile_schema);
+	s->profile_schema = NULL;
 }
 
 int kiln_sink_deliver(kiln_sink *s, kiln_batch *b)
 {
-	return kiln_batch_deliver(b, s->writers, s->quarantine, s->delta);
+	return kiln_batch_deliver(b, s->writers, s->quarantine, s->delta,
+	                          s->profile_schema ? &s->profile : NULL);
 }
 
 int kiln_sink_finish_shards(kiln_sink *s)
@@ -122,5 +131,6 @@ size_t kiln_sink_shards(kiln_sink *s, kiln_snapshot *snap)
 		shards += snap->shard_count[i];
 	}
 	snap->delta = *d;
+	snap->profile = s->profile_schema ? &s->profile : NULL;
 	return shards;
 }

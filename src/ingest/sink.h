@@ -23,7 +23,9 @@ typedef struct kiln_sink {
 	kiln_shard_writer *writers[KILN_SPLIT_COUNT];
 	kiln_zstd_pool *zstd; /* the split writers' compression threads */
 	kiln_quarantine *quarantine;
-	kiln_stats *delta; /* what was delivered since the last snapshot (the caller's) */
+	kiln_stats *delta;                   /* what was delivered since the last snapshot (the caller's) */
+	kiln_profile_schema *profile_schema; /* NULL: the pipeline does not profile */
+	kiln_profile profile;                /* of what was delivered since the last snapshot */
 } kiln_sink;
 
 typedef struct kiln_sink_options {
@@ -54,8 +56,9 @@ int kiln_sink_finish_shards(kiln_sink *s);
 /* Flushes the quarantine's last object. */
 int kiln_sink_flush_quarantine(kiln_sink *s);
 /* Lists the finished shards in snap (borrowed from the writers until they
- * are renewed or closed), sets delta's per-split shard counts and sizes and
- * snap->delta; returns how many shards. */
+ * are renewed or closed), sets delta's per-split shard counts and sizes,
+ * snap->delta and snap->profile (the sink's, until renewed); returns how
+ * many shards. */
 size_t kiln_sink_shards(kiln_sink *s, kiln_snapshot *snap);
 
 #endif

@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "manifest/sshsig.h"
+#include "quality/profile.h"
 
 #define HASH_LEN 64
 
@@ -620,6 +621,33 @@ static int write_stats(kiln_manifest *m, kiln_json_scanner *scanner, const char 
 	return insert_blob(m, root, "stats.json", text->k.ptr, text->k.len);
 }
 
+/* profile.json: the tip's total merged with what the snapshot added, and
+ * that addition. Without a profile in the snapshot (profiling off) the
+ * total stays and nothing is added; a branch that never had a profile and
+ * gets none keeps having none. */
+static int write_profile(kiln_manifest *m, const char *ref, git_tree *tip_tree, const kiln_snapshot *snap,
+                         git_treebuilder *root, buf *text)
+{
+	kiln_profile total, none = {0};
+	int rc;
+
+	if ((rc = kiln_manifest_load_profile(m, tip_tree, ref, &total)) < 0)
+		return rc;
+	if (!snap->profile && total.count == 0 && total.records == 0) {
+		kiln_profile_free(&total);
+		return 0;
+	}
+	if (snap->profile && (rc = kiln_profile_merge(&total, snap->profile)) < 0)
+		goto done;
+	text->k.len = 0;
+	if ((rc = kiln_profile_render_file(&text->k, &total, snap->profile ? snap->profile : &none)) < 0)
+		goto done;
+	rc = insert_blob(m, root, "profile.json", text->k.ptr, text->k.len);
+done:
+	kiln_profile_free(&total);
+	return rc;
+}
+
 /* The commit of root's tree on parent (NULL for a first commit), signed
  * when the snapshot has a key; its message is left in *msg. */
 static int create_commit(kiln_manifest *m, const kiln_snapshot *snap, git_treebuilder *root,
@@ -723,11 +751,12 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 		goto cleanup;
 	}
 
-	/* dataset.json, splits/<split>/<hh>.jsonl, lineage.json, stats.json */
+	/* dataset.json, splits/<split>/<hh>.jsonl, lineage.json, stats.json, profile.json */
 	if ((rc = write_dataset_json(m, root, snap, &text)) < 0 ||
 	    (rc = write_splits(m, scanner, ref, snap, root)) < 0 ||
 	    (rc = write_lineage(m, scanner, ref, tip_tree, snap, root, &text, &before)) < 0 ||
-	    (rc = write_stats(m, scanner, ref, tip_tree, snap, root, &text)) < 0)
+	    (rc = write_stats(m, scanner, ref, tip_tree, snap, root, &text)) < 0 ||
+	    (rc = write_profile(m, ref, tip_tree, snap, root, &text)) < 0)
 		goto cleanup;
 
 	/* the commit, then the compare-and-swap on the branch with the first

@@ -48,5 +48,10 @@ int kiln_manifest_load_lineage(kiln_manifest *manifest, kiln_json_scanner *scann
                                const char *ref, kiln_mfmt_lineage *out);
 int kiln_manifest_load_stats(kiln_manifest *manifest, kiln_json_scanner *scanner, git_tree *tree,
                              const char *ref, kiln_stats *out);
+/* profile.json's total of the tip's tree into *out (an empty profile
+ * without a tip or the file; quality/profile.h). */
+struct kiln_profile;
+int kiln_manifest_load_profile(kiln_manifest *manifest, git_tree *tree, const char *ref,
+                               struct kiln_profile *out);
 
 #endif

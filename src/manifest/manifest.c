@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "manifest/sshsig.h"
+#include "quality/profile.h"
 
 #define HASH_LEN 64
 
@@ -288,6 +289,22 @@ int kiln_manifest_load_stats(kiln_manifest *m, kiln_json_scanner *scanner, git_t
 		return rc;
 	rc = kiln_mfmt_stats_parse(scanner, kiln_manifest_where(w, ref, "stats.json"),
 	                           git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), out);
+	git_blob_free(blob);
+	return rc;
+}
+
+int kiln_manifest_load_profile(kiln_manifest *m, git_tree *tree, const char *ref, kiln_profile *out)
+{
+	char w[KILN_MANIFEST_WHERE_CAP];
+	git_blob *blob = NULL;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = read_blob(m, tree, ref, "profile.json", &blob);
+	if (rc < 0 || !blob)
+		return rc;
+	rc = kiln_profile_parse_file(git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob),
+	                             kiln_manifest_where(w, ref, "profile.json"), out, NULL);
 	git_blob_free(blob);
 	return rc;
 }

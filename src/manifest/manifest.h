@@ -46,6 +46,7 @@ typedef struct kiln_stats {
 } kiln_stats;
 
 struct kiln_signing_key; /* manifest/sshsig.h */
+struct kiln_profile;     /* quality/profile.h */
 
 typedef struct kiln_snapshot {
 	const char *dataset;      /* [a-z0-9][a-z0-9._-]{0,127} */
@@ -55,7 +56,8 @@ typedef struct kiln_snapshot {
 	size_t shard_count[KILN_SPLIT_COUNT];
 	const kiln_lineage_entry *lineage; /* replace the entries with the same topic/partition */
 	size_t lineage_count;
-	kiln_stats delta; /* added to the branch's stats.json */
+	kiln_stats delta;                   /* added to the branch's stats.json */
+	const struct kiln_profile *profile; /* what the snapshot's records add to profile.json; NULL: none */
 	const char *author_name, *author_email;
 	const struct kiln_signing_key *signing_key; /* NULL: unsigned commit */
 } kiln_snapshot;

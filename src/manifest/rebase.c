@@ -20,6 +20,7 @@ static const git_oid absent = {{0}};
 #include "core/error.h"
 #include "core/json.h"
 #include "manifest/format.h"
+#include "quality/profile.h"
 
 /* ---- files of a commit ------------------------------------------------------ */
 
@@ -458,7 +459,8 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 {
 	kiln_manifest *m = x->m;
 	git_commit *c = NULL;
-	git_blob *ds = NULL;
+	git_blob *ds = NULL, *pj = NULL;
+	kiln_profile added = {0};
 	replay r = {0};
 	kiln_mfmt_lineage lc = {0}, lp = {0}, lt = {0};
 	kiln_stats sc_, sp;
@@ -530,6 +532,20 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 	if ((rc = added_shards(m, x->sc, commit, parent, &r)) < 0)
 		goto cleanup;
 
+	/* profile: what the commit added (its profile.json's "added") */
+	if ((rc = blob_at(m, commit, "profile.json", &pj)) < 0)
+		goto cleanup;
+	if (pj) {
+		char where[128];
+
+		snprintf(where, sizeof(where), "manifest: %s:profile.json",
+		         git_oid_tostr(id, sizeof(id), commit));
+		if ((rc = kiln_profile_parse_file(git_blob_rawcontent(pj), (size_t)git_blob_rawsize(pj),
+		                                  where, NULL, &added)) < 0)
+			goto cleanup;
+		snap.profile = &added;
+	}
+
 	snap.dataset = x->parts->dataset;
 	snap.branch = x->tmp_branch;
 	snap.dataset_json = ds_text;
@@ -553,6 +569,8 @@ cleanup:
 	kiln_mfmt_lineage_free(&lt);
 	replay_free(&r);
 	git_blob_free(ds);
+	git_blob_free(pj);
+	kiln_profile_free(&added);
 	git_commit_free(c);
 	return rc;
 }

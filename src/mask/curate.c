@@ -67,6 +67,9 @@ struct kiln_curator {
 
 	/* the record being curated */
 	kiln_buf *out;
+	size_t base; /* out->len at kiln_curate_begin */
+	kiln_curate_value *values;
+	size_t value_count, value_cap;
 	uint32_t depth, skip;
 	bool drop_next, have_split;
 	int rc;
@@ -108,6 +111,7 @@ void kiln_curator_free(kiln_curator *c)
 	kiln_buf_free(&c->text);
 	kiln_buf_free(&c->rewrite);
 	kiln_buf_free(&c->split);
+	free(c->values);
 	if (c->cache) {
 		sodium_memzero(c->cache, CACHE_SLOTS * sizeof(*c->cache));
 		free(c->cache);
@@ -362,6 +366,42 @@ static int note_split(kiln_curator *c, const kiln_buf *out, size_t from)
 	return kiln_buf_put(&c->split, v, n);
 }
 
+/* Keeps the value just written at out[from..) for kiln_curate_values. */
+static int observe(kiln_curator *c, const kiln_field *f, kiln_json_type type, size_t from)
+{
+	kiln_curate_value *v;
+	size_t end = c->out->len;
+
+	if (c->value_count == c->value_cap) {
+		size_t cap = c->value_cap ? c->value_cap * 2 : 64;
+		kiln_curate_value *grown = realloc(c->values, cap * sizeof(*grown));
+		if (!grown)
+			return kiln_error_set(KILN_ENOMEM, "out of memory");
+		c->values = grown;
+		c->value_cap = cap;
+	}
+	v = &c->values[c->value_count++];
+	if (end - from >= 2 && c->out->ptr[from] == '"') {
+		/* a string (a token or a redaction of any value is one too) */
+		type = KILN_JSON_STRING;
+		from++;
+		end--;
+	}
+	*v = (kiln_curate_value){.field = f,
+	                         .type = type,
+	                         .escaped =
+	                             type == KILN_JSON_STRING && memchr(c->out->ptr + from, '\\', end - from),
+	                         .offset = from - c->base,
+	                         .len = end - from};
+	return 0;
+}
+
+const kiln_curate_value *kiln_curate_values(const kiln_curator *c, size_t *out_count)
+{
+	*out_count = c->value_count;
+	return c->values;
+}
+
 static int separate(kiln_buf *out, struct cframe *fr)
 {
 	return fr->emitted++ ? kiln_buf_putc(out, ',') : 0;
@@ -370,6 +410,8 @@ static int separate(kiln_buf *out, struct cframe *fr)
 void kiln_curate_begin(kiln_curator *c, kiln_buf *out)
 {
 	c->out = out;
+	c->base = out->len;
+	c->value_count = 0;
 	c->depth = 0;
 	c->skip = 0;
 	c->drop_next = false;
@@ -420,18 +462,25 @@ static int curate_token(kiln_curator *c, const kiln_json_token *t, const kiln_fi
 		return rc;
 	if (t->type == KILN_JSON_OBJECT_BEGIN || t->type == KILN_JSON_ARRAY_BEGIN) {
 		bool object = t->type == KILN_JSON_OBJECT_BEGIN;
+		from = out->len;
 		if (f && f->pseudo_mode == KILN_PSEUDO_REDACT && top) {
 			c->skip = 1;
-			return kiln_buf_puts(out, "\"" KILN_REDACTED "\"");
+			if ((rc = kiln_buf_puts(out, "\"" KILN_REDACTED "\"")) < 0)
+				return rc;
+			return c->opt.observe && top ? observe(c, f, KILN_JSON_STRING, from) : 0;
 		}
 		if (c->depth == c->opt.limits.max_depth)
 			return kiln_error_set(KILN_ELIMIT,
 			                      "record nested too deep"); /* the validator rejects it too */
 		c->frames[c->depth++] = (struct cframe){.is_object = object};
-		return kiln_buf_putc(out, object ? '{' : '[');
+		if ((rc = kiln_buf_putc(out, object ? '{' : '[')) < 0)
+			return rc;
+		return c->opt.observe && top ? observe(c, f, t->type, from) : 0;
 	}
 	from = out->len;
 	if ((rc = put_scalar(c, out, f, t)) < 0)
+		return rc;
+	if (c->opt.observe && (rc = observe(c, f, t->type, from)) < 0)
 		return rc;
 	if (c->depth == 1 && f && f == c->opt.split_field && t->type != KILN_JSON_NULL) {
 		if ((rc = note_split(c, out, from)) < 0)

@@ -23,7 +23,19 @@ typedef struct kiln_curator_options {
 	const kiln_key *key;
 	const kiln_field *split_field; /* a direct child of contract->root; NULL: none */
 	kiln_json_limits limits;       /* as the validator's */
+	bool observe;                  /* keep the record's curated values (kiln_curate_values) */
 } kiln_curator_options;
+
+/* One value the curator wrote (containers included), for a data profile:
+ * its contract field (NULL outside the contract), its JSON type and where
+ * its curated text lies in the record's output (a string's bytes between
+ * the quotes; escaped: they hold a backslash escape). */
+typedef struct kiln_curate_value {
+	const kiln_field *field;
+	kiln_json_type type;
+	bool escaped;
+	size_t offset, len; /* from the start of the record's curated form */
+} kiln_curate_value;
 
 int kiln_curator_new(kiln_curator **out, const kiln_curator_options *options);
 void kiln_curator_free(kiln_curator *curator);
@@ -47,5 +59,10 @@ int kiln_curate_end(kiln_curator *curator, const char **out_split, size_t *out_s
  * within kiln's PCRE2 limits (the record's text is then not curated); NULL
  * when the error was another one. Static storage of the contract. */
 const char *kiln_curate_limit_path(const kiln_curator *curator);
+
+/* With options.observe: the values of the record last curated, in order
+ * (valid until the next kiln_curate_begin). Dropped fields are not there;
+ * a pseudonymised value is there as its token. */
+const kiln_curate_value *kiln_curate_values(const kiln_curator *curator, size_t *out_count);
 
 #endif

@@ -8,8 +8,9 @@
 # and quarantine. A refactoring or a faster path (issue 11, 12) must leave
 # this file unchanged; a deliberate format change updates it
 # (KILN_GOLDEN_UPDATE=1 rewrites it) and says so in docs/FORMATS.md (the
-# one so far: shards in libzstd's multithreaded framing, issue 12; the
-# tokens, splits, shard contents and quarantine objects did not change).
+# changes so far: shards in libzstd's multithreaded framing, issue 12;
+# profile.json added to each commit's tree, issue 15; the tokens, splits,
+# shard contents and quarantine objects did not change).
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}

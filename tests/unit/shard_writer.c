@@ -213,7 +213,7 @@ static void test_splits(void **state)
 	b.out_len[2] = test_len;
 	b.out_index[2] = test_index;
 	b.out_count[2] = 1;
-	assert_int_equal(kiln_batch_deliver(&b, w, NULL, &d), 0);
+	assert_int_equal(kiln_batch_deliver(&b, w, NULL, &d, NULL), 0);
 	assert_int_equal(d.valid, 4);
 
 	/* nothing is stored before a flush */
@@ -278,7 +278,7 @@ static void test_runs_match_single_appends(void **state)
 	b.out_len[0] = len;
 	b.out_index[0] = index;
 	b.out_count[0] = N;
-	assert_int_equal(kiln_batch_deliver(&b, runs, NULL, &d), 0);
+	assert_int_equal(kiln_batch_deliver(&b, runs, NULL, &d, NULL), 0);
 	assert_int_equal(d.splits[0].records, N);
 	assert_int_equal(kiln_shard_writer_finish(runs[0]), 0);
 	assert_int_equal(kiln_shard_writer_finish(single), 0);

@@ -1,0 +1,1018 @@
+/* Data profiles (see profile.h): accumulation from curated values, merge,
+ * and the profile.json codec (docs/FORMATS.md). */
+#include "quality/profile.h"
+
+#include <math.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/error.h"
+
+/* the quantiles profile.json lists (the sketch answers any other) */
+static const double QUANTILES[] = {0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99};
+static const char *const QUANTILE_NAMES[] = {"p01", "p05", "p25", "p50", "p75", "p95", "p99"};
+#define QUANTILE_COUNT (sizeof(QUANTILES) / sizeof(QUANTILES[0]))
+
+static const char *const PTYPE_NAMES[KILN_PTYPE_COUNT_] = {"null",   "boolean", "integer", "number",
+                                                           "string", "object",  "array"};
+
+const char *kiln_ptype_name(kiln_ptype t)
+{
+	return t < KILN_PTYPE_COUNT_ ? PTYPE_NAMES[t] : "?";
+}
+
+static int oom(void)
+{
+	return kiln_error_set(KILN_ENOMEM, "out of memory");
+}
+
+/* ---- schema ---- */
+
+struct schema_field {
+	const kiln_field *field;
+	const char *path, *parent;
+	bool tokens, item;
+};
+
+struct kiln_profile_schema {
+	struct schema_field *v;
+	size_t count, cap;
+	struct {
+		const kiln_field *field;
+		uint32_t index;
+	} * map;
+	size_t mask;
+};
+
+static bool personal(const kiln_field *f)
+{
+	return f->pseudo_mode != KILN_PSEUDO_KEEP || f->pii_scan ||
+	       (f->classification && strcasecmp(f->classification, "pii") == 0);
+}
+
+static int schema_walk(kiln_profile_schema *s, const kiln_field *f, const char *parent, bool tokens,
+                       bool item)
+{
+	int rc;
+
+	if (s->count == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 32;
+		struct schema_field *v = realloc(s->v, cap * sizeof(*v));
+		if (!v)
+			return oom();
+		s->v = v;
+		s->cap = cap;
+	}
+	tokens = tokens || personal(f);
+	s->v[s->count++] = (struct schema_field){f, f->path, parent, tokens, item};
+	for (size_t i = 0; i < f->child_count; i++)
+		if ((rc = schema_walk(s, f->children[i], f->path, tokens, false)) < 0)
+			return rc;
+	if (f->items && (rc = schema_walk(s, f->items, f->path, tokens, true)) < 0)
+		return rc;
+	return 0;
+}
+
+static size_t ptr_slot(const kiln_profile_schema *s, const kiln_field *f)
+{
+	uint64_t h = (uint64_t)(uintptr_t)f * 0x9e3779b97f4a7c15ull;
+	return (size_t)(h >> 20) & s->mask;
+}
+
+int kiln_profile_schema_new(kiln_profile_schema **out, const kiln_contract *contract)
+{
+	kiln_profile_schema *s = calloc(1, sizeof(*s));
+	size_t size = 16;
+	int rc;
+
+	*out = NULL;
+	if (!s)
+		return oom();
+	for (size_t i = 0; i < contract->root->child_count; i++)
+		if ((rc = schema_walk(s, contract->root->children[i], NULL, false, false)) < 0) {
+			kiln_profile_schema_free(s);
+			return rc;
+		}
+	while (size < s->count * 2)
+		size *= 2;
+	if (!(s->map = calloc(size, sizeof(*s->map)))) {
+		kiln_profile_schema_free(s);
+		return oom();
+	}
+	s->mask = size - 1;
+	for (size_t i = 0; i < s->count; i++) {
+		size_t slot = ptr_slot(s, s->v[i].field);
+		while (s->map[slot].field)
+			slot = (slot + 1) & s->mask;
+		s->map[slot].field = s->v[i].field;
+		s->map[slot].index = (uint32_t)i;
+	}
+	*out = s;
+	return 0;
+}
+
+void kiln_profile_schema_free(kiln_profile_schema *s)
+{
+	if (!s)
+		return;
+	free(s->v);
+	free(s->map);
+	free(s);
+}
+
+static long schema_index(const kiln_profile_schema *s, const kiln_field *f)
+{
+	for (size_t slot = ptr_slot(s, f); s->map[slot].field; slot = (slot + 1) & s->mask)
+		if (s->map[slot].field == f)
+			return s->map[slot].index;
+	return -1;
+}
+
+/* ---- profiles ---- */
+
+static void field_free(kiln_profile_field *f)
+{
+	free(f->path);
+	free(f->parent);
+	kiln_dd_free(&f->dd);
+	kiln_hll_free(&f->distinct);
+	for (size_t i = 0; i < f->cat_count; i++)
+		free(f->cat_names[i]);
+	free(f->cat_names);
+	free(f->cat_counts);
+	memset(f, 0, sizeof(*f));
+}
+
+static void field_clear(kiln_profile_field *f)
+{
+	f->present = 0;
+	memset(f->types, 0, sizeof(f->types));
+	memset(&f->num, 0, sizeof(f->num));
+	kiln_dd_free(&f->dd);
+	f->len_min = f->len_max = f->len_sum = 0;
+	if (f->distinct.reg)
+		memset(f->distinct.reg, 0, KILN_HLL_REGISTERS);
+	if (f->cat_counts)
+		memset(f->cat_counts, 0, f->cat_count * sizeof(*f->cat_counts));
+}
+
+static int add_category(kiln_profile_field *f, const char *name, size_t len, uint64_t count)
+{
+	char **names = realloc(f->cat_names, (f->cat_count + 1) * sizeof(*names));
+	uint64_t *counts;
+
+	if (!names)
+		return oom();
+	f->cat_names = names;
+	if (!(counts = realloc(f->cat_counts, (f->cat_count + 1) * sizeof(*counts))))
+		return oom();
+	f->cat_counts = counts;
+	if (!(names[f->cat_count] = strndup(name, len)))
+		return oom();
+	counts[f->cat_count++] = count;
+	return 0;
+}
+
+/* A new field at the end of p (path copied); *out its address. */
+static int append_field(kiln_profile *p, const char *path, const char *parent, kiln_profile_field **out)
+{
+	kiln_profile_field *f;
+
+	if (p->count == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 16;
+		kiln_profile_field *v = realloc(p->fields, cap * sizeof(*v));
+		if (!v)
+			return oom();
+		p->fields = v;
+		p->cap = cap;
+	}
+	f = &p->fields[p->count];
+	memset(f, 0, sizeof(*f));
+	if (!(f->path = strdup(path)) || (parent && !(f->parent = strdup(parent)))) {
+		field_free(f);
+		return oom();
+	}
+	p->count++;
+	*out = f;
+	return 0;
+}
+
+int kiln_profile_init(kiln_profile *p, const kiln_profile_schema *s)
+{
+	int rc;
+
+	memset(p, 0, sizeof(*p));
+	for (size_t i = 0; i < s->count; i++) {
+		const struct schema_field *sf = &s->v[i];
+		kiln_profile_field *f;
+
+		if ((rc = append_field(p, sf->path, sf->parent, &f)) < 0)
+			goto fail;
+		f->tokens = sf->tokens;
+		f->item = sf->item;
+		if (f->tokens)
+			continue;
+		for (size_t e = 0; e < sf->field->enum_count; e++)
+			if ((rc = add_category(f, sf->field->enum_values[e], sf->field->enum_lens[e], 0)) < 0)
+				goto fail;
+		if (!sf->field->enum_count && sf->field->type == KILN_LTYPE_BOOLEAN &&
+		    ((rc = add_category(f, "false", 5, 0)) < 0 || (rc = add_category(f, "true", 4, 0)) < 0))
+			goto fail;
+	}
+	return 0;
+fail:
+	kiln_profile_free(p);
+	return rc;
+}
+
+void kiln_profile_free(kiln_profile *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->count; i++)
+		field_free(&p->fields[i]);
+	free(p->fields);
+	memset(p, 0, sizeof(*p));
+}
+
+void kiln_profile_clear(kiln_profile *p)
+{
+	p->records = 0;
+	for (size_t i = 0; i < p->count; i++)
+		field_clear(&p->fields[i]);
+}
+
+/* Code points of UTF-8 text (valid: the validator checked it). */
+static uint64_t code_points(const char *s, size_t n)
+{
+	uint64_t c = 0;
+
+	for (size_t i = 0; i < n; i++)
+		c += ((unsigned char)s[i] & 0xC0) != 0x80;
+	return c;
+}
+
+static void add_length(kiln_profile_field *f, uint64_t len)
+{
+	if (f->types[KILN_PTYPE_STRING] == 1 || len < f->len_min)
+		f->len_min = len;
+	if (len > f->len_max)
+		f->len_max = len;
+	f->len_sum += len;
+}
+
+static void count_category(kiln_profile_field *f, const kiln_field *cf, kiln_json_type type, const char *v,
+                           size_t n, double number)
+{
+	if (!f->cat_count)
+		return;
+	if (!cf->enum_count) { /* a boolean field: false, true */
+		if (type == KILN_JSON_FALSE || type == KILN_JSON_TRUE)
+			f->cat_counts[type == KILN_JSON_TRUE]++;
+		return;
+	}
+	for (size_t e = 0; e < cf->enum_count && e < f->cat_count; e++) {
+		bool match = false;
+
+		switch (cf->enum_kinds[e]) {
+		case KILN_ENUM_STRING:
+			match = type == KILN_JSON_STRING && cf->enum_lens[e] == n &&
+			        memcmp(cf->enum_values[e], v, n) == 0;
+			break;
+		case KILN_ENUM_NUMBER:
+			match = type == KILN_JSON_NUMBER && (double)cf->enum_numbers[e] == number;
+			break;
+		case KILN_ENUM_BOOLEAN:
+			match = (type == KILN_JSON_TRUE && strcmp(cf->enum_values[e], "true") == 0) ||
+			        (type == KILN_JSON_FALSE && strcmp(cf->enum_values[e], "false") == 0);
+			break;
+		}
+		if (match) {
+			f->cat_counts[e]++;
+			return;
+		}
+	}
+}
+
+int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const kiln_field *cf,
+                           kiln_json_type type, bool escaped, const char *text, size_t len)
+{
+	long index = cf ? schema_index(s, cf) : -1;
+	kiln_profile_field *f;
+	char small[256], *big = NULL;
+	const char *v = text;
+	size_t n = len;
+	double number = 0;
+	int rc = 0;
+
+	if (index < 0 || (size_t)index >= p->count)
+		return 0; /* outside the contract (allowed unknown fields): not profiled */
+	f = &p->fields[index];
+	f->present++;
+	switch (type) {
+	case KILN_JSON_NULL:
+		f->types[KILN_PTYPE_NULL]++;
+		return 0;
+	case KILN_JSON_TRUE:
+	case KILN_JSON_FALSE:
+		f->types[KILN_PTYPE_BOOLEAN]++;
+		if (!f->tokens)
+			count_category(f, cf, type, NULL, 0, 0);
+		return 0;
+	case KILN_JSON_OBJECT_BEGIN:
+		f->types[KILN_PTYPE_OBJECT]++;
+		return 0;
+	case KILN_JSON_ARRAY_BEGIN:
+		f->types[KILN_PTYPE_ARRAY]++;
+		return 0;
+	case KILN_JSON_STRING:
+		f->types[KILN_PTYPE_STRING]++;
+		if (escaped) {
+			kiln_json_token t = {
+			    .type = KILN_JSON_STRING, .flags = KILN_JSON_ESCAPED, .ptr = text, .len = len};
+			char *d = len <= sizeof(small) ? small : (big = malloc(len));
+			if (!d)
+				return oom();
+			n = kiln_json_unescape(d, len, &t);
+			v = d;
+		}
+		rc = kiln_hll_add(&f->distinct, kiln_hll_hash(v, n));
+		if (rc == 0 && !f->tokens) {
+			add_length(f, code_points(v, n));
+			count_category(f, cf, type, v, n, 0);
+		}
+		free(big);
+		return rc;
+	case KILN_JSON_NUMBER:
+		f->types[memchr(text, '.', len) || memchr(text, 'e', len) || memchr(text, 'E', len)
+		             ? KILN_PTYPE_NUMBER
+		             : KILN_PTYPE_INTEGER]++;
+		if ((rc = kiln_hll_add(&f->distinct, kiln_hll_hash(text, len))) < 0 || f->tokens)
+			return rc;
+		if (len < sizeof(small)) {
+			memcpy(small, text, len);
+			small[len] = '\0';
+			number = strtod(small, NULL);
+		}
+		if (isfinite(number)) {
+			kiln_moments_add(&f->num, number);
+			rc = kiln_dd_add(&f->dd, number);
+		}
+		count_category(f, cf, type, NULL, 0, number);
+		return rc;
+	default:
+		return 0;
+	}
+}
+
+static kiln_profile_field *find(kiln_profile *p, const char *path, size_t hint)
+{
+	if (hint < p->count && strcmp(p->fields[hint].path, path) == 0)
+		return &p->fields[hint];
+	for (size_t i = 0; i < p->count; i++)
+		if (strcmp(p->fields[i].path, path) == 0)
+			return &p->fields[i];
+	return NULL;
+}
+
+const kiln_profile_field *kiln_profile_find(const kiln_profile *p, const char *path)
+{
+	return find((kiln_profile *)p, path, 0);
+}
+
+static int merge_field(kiln_profile_field *a, const kiln_profile_field *b)
+{
+	int rc;
+
+	if (b->types[KILN_PTYPE_STRING] && (!a->types[KILN_PTYPE_STRING] || b->len_min < a->len_min))
+		a->len_min = b->len_min;
+	if (b->len_max > a->len_max)
+		a->len_max = b->len_max;
+	a->len_sum += b->len_sum;
+	a->present += b->present;
+	for (int t = 0; t < KILN_PTYPE_COUNT_; t++)
+		a->types[t] += b->types[t];
+	a->tokens = a->tokens || b->tokens;
+	kiln_moments_merge(&a->num, &b->num);
+	if ((rc = kiln_dd_merge(&a->dd, &b->dd)) < 0 || (rc = kiln_hll_merge(&a->distinct, &b->distinct)) < 0)
+		return rc;
+	for (size_t i = 0; i < b->cat_count; i++) {
+		size_t j = 0;
+
+		while (j < a->cat_count && strcmp(a->cat_names[j], b->cat_names[i]) != 0)
+			j++;
+		if (j == a->cat_count) {
+			if ((rc = add_category(a, b->cat_names[i], strlen(b->cat_names[i]), 0)) < 0)
+				return rc;
+		}
+		a->cat_counts[j] += b->cat_counts[i];
+	}
+	return 0;
+}
+
+int kiln_profile_merge(kiln_profile *into, const kiln_profile *from)
+{
+	int rc;
+
+	into->records += from->records;
+	for (size_t i = 0; i < from->count; i++) {
+		const kiln_profile_field *b = &from->fields[i];
+		kiln_profile_field *a = find(into, b->path, i);
+
+		if (!a) {
+			if ((rc = append_field(into, b->path, b->parent, &a)) < 0)
+				return rc;
+			a->item = b->item;
+		}
+		if ((rc = merge_field(a, b)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+uint64_t kiln_profile_missing(const kiln_profile *p, const kiln_profile_field *f)
+{
+	const kiln_profile_field *parent;
+	uint64_t base;
+
+	if (f->item)
+		return 0;
+	if (!f->parent) {
+		base = p->records;
+	} else {
+		parent = kiln_profile_find(p, f->parent);
+		base = parent ? parent->types[KILN_PTYPE_OBJECT] : 0;
+	}
+	return base > f->present ? base - f->present : 0;
+}
+
+/* ---- render ---- */
+
+/* The shortest of %.15g, %.16g, %.17g that reads back as x. */
+static int put_double(kiln_buf *out, double x)
+{
+	char text[40];
+
+	if (!isfinite(x))
+		x = 0;
+	if (x == floor(x) && fabs(x) < 9007199254740992.0)
+		return kiln_buf_printf(out, "%.0f", x);
+	for (int digits = 15; digits <= 17; digits++) {
+		snprintf(text, sizeof(text), "%.*g", digits, x);
+		if (strtod(text, NULL) == x)
+			break;
+	}
+	return kiln_buf_puts(out, text);
+}
+
+static int put_store(kiln_buf *out, const kiln_dd_store *st)
+{
+	int rc = kiln_buf_printf(out, "{\"offset\":%d,\"counts\":[", st->len ? st->offset : 0);
+
+	for (uint32_t i = 0; rc == 0 && i < st->len; i++)
+		rc = kiln_buf_printf(out, "%s%llu", i ? "," : "", (unsigned long long)st->counts[i]);
+	return rc < 0 ? rc : kiln_buf_puts(out, "]}");
+}
+
+static int render_number(kiln_buf *out, const kiln_profile_field *f)
+{
+	int rc;
+
+	if ((rc = kiln_buf_printf(
+	         out, ",\"number\":{\"count\":%llu,\"min\":", (unsigned long long)f->num.count)) < 0 ||
+	    (rc = put_double(out, f->num.min)) < 0 || (rc = kiln_buf_puts(out, ",\"max\":")) < 0 ||
+	    (rc = put_double(out, f->num.max)) < 0 || (rc = kiln_buf_puts(out, ",\"mean\":")) < 0 ||
+	    (rc = put_double(out, f->num.mean)) < 0 || (rc = kiln_buf_puts(out, ",\"variance\":")) < 0 ||
+	    (rc = put_double(out, kiln_moments_variance(&f->num))) < 0 ||
+	    (rc = kiln_buf_puts(out, ",\"quantiles\":{")) < 0)
+		return rc;
+	for (size_t q = 0; q < QUANTILE_COUNT; q++)
+		if ((rc = kiln_buf_printf(out, "%s\"%s\":", q ? "," : "", QUANTILE_NAMES[q])) < 0 ||
+		    (rc = put_double(out, kiln_dd_quantile(&f->dd, QUANTILES[q]))) < 0)
+			return rc;
+	if ((rc = kiln_buf_printf(out, "},\"sketch\":{\"alpha\":%g,\"zero\":%llu,\"positive\":",
+	                          KILN_DD_ALPHA, (unsigned long long)f->dd.zero)) < 0 ||
+	    (rc = put_store(out, &f->dd.pos)) < 0 || (rc = kiln_buf_puts(out, ",\"negative\":")) < 0 ||
+	    (rc = put_store(out, &f->dd.neg)) < 0)
+		return rc;
+	return kiln_buf_puts(out, "}}");
+}
+
+/* The registers as base64: all of them ("registers"), or, when fewer than
+ * a quarter are set, each set one as 3 bytes, index (big-endian 16 bits)
+ * and value ("sparse"). */
+static int render_distinct(kiln_buf *out, const kiln_profile_field *f)
+{
+	uint8_t sparse[KILN_HLL_REGISTERS / 4 * 3];
+	const uint8_t *bin = f->distinct.reg;
+	size_t n = 0, bin_len = KILN_HLL_REGISTERS, b64;
+	int rc;
+
+	for (uint32_t i = 0; i < KILN_HLL_REGISTERS && n < sizeof(sparse); i++)
+		if (f->distinct.reg[i]) {
+			sparse[n++] = (uint8_t)(i >> 8);
+			sparse[n++] = (uint8_t)i;
+			sparse[n++] = f->distinct.reg[i];
+		}
+	if (n < sizeof(sparse)) {
+		bin = sparse;
+		bin_len = n;
+	}
+	b64 = sodium_base64_ENCODED_LEN(bin_len, sodium_base64_VARIANT_ORIGINAL);
+	if ((rc = kiln_buf_printf(out, ",\"distinct\":{\"estimate\":%llu,\"%s\":\"",
+	                          (unsigned long long)kiln_hll_estimate(&f->distinct),
+	                          bin == sparse ? "sparse" : "registers")) < 0 ||
+	    (rc = kiln_buf_reserve(out, b64)) < 0)
+		return rc;
+	sodium_bin2base64(out->ptr + out->len, b64, bin, bin_len, sodium_base64_VARIANT_ORIGINAL);
+	out->len += b64 - 1;
+	return kiln_buf_puts(out, "\"}");
+}
+
+static int render_field(kiln_buf *out, const kiln_profile *p, const kiln_profile_field *f)
+{
+	uint64_t strings = f->types[KILN_PTYPE_STRING];
+	int rc;
+
+	if ((rc = kiln_buf_puts(out, "{\"path\":")) < 0 ||
+	    (rc = kiln_buf_put_json_string(out, f->path, strlen(f->path))) < 0)
+		return rc;
+	if (f->parent && ((rc = kiln_buf_puts(out, ",\"parent\":")) < 0 ||
+	                  (rc = kiln_buf_put_json_string(out, f->parent, strlen(f->parent))) < 0))
+		return rc;
+	if ((rc = kiln_buf_printf(out,
+	                          ",\"profiled\":\"%s\",\"item\":%s,\"present\":%llu,\"missing\":%llu,"
+	                          "\"null\":%llu,\"types\":{",
+	                          f->tokens ? "tokens" : "values", f->item ? "true" : "false",
+	                          (unsigned long long)f->present,
+	                          (unsigned long long)kiln_profile_missing(p, f),
+	                          (unsigned long long)f->types[KILN_PTYPE_NULL])) < 0)
+		return rc;
+	for (int t = 0; t < KILN_PTYPE_COUNT_; t++)
+		if ((rc = kiln_buf_printf(out, "%s\"%s\":%llu", t ? "," : "", PTYPE_NAMES[t],
+		                          (unsigned long long)f->types[t])) < 0)
+			return rc;
+	if ((rc = kiln_buf_puts(out, "}")) < 0)
+		return rc;
+	if (!f->tokens && f->num.count && (rc = render_number(out, f)) < 0)
+		return rc;
+	if (!f->tokens && strings &&
+	    (rc = kiln_buf_printf(out,
+	                          ",\"string\":{\"count\":%llu,\"length_min\":%llu,\"length_max\":%llu,"
+	                          "\"length_sum\":%llu,\"length_mean\":",
+	                          (unsigned long long)strings, (unsigned long long)f->len_min,
+	                          (unsigned long long)f->len_max, (unsigned long long)f->len_sum)) == 0)
+		if ((rc = put_double(out, (double)f->len_sum / (double)strings)) == 0)
+			rc = kiln_buf_puts(out, "}");
+	if (rc < 0)
+		return rc;
+	if (f->distinct.reg && (rc = render_distinct(out, f)) < 0)
+		return rc;
+	if (f->cat_count) {
+		if ((rc = kiln_buf_puts(out, ",\"categories\":{")) < 0)
+			return rc;
+		for (size_t i = 0; i < f->cat_count; i++)
+			if ((rc = kiln_buf_puts(out, i ? "," : "")) < 0 ||
+			    (rc = kiln_buf_put_json_string(out, f->cat_names[i], strlen(f->cat_names[i]))) <
+			        0 ||
+			    (rc = kiln_buf_printf(out, ":%llu", (unsigned long long)f->cat_counts[i])) < 0)
+				return rc;
+		if ((rc = kiln_buf_puts(out, "}")) < 0)
+			return rc;
+	}
+	return kiln_buf_puts(out, "}");
+}
+
+int kiln_profile_render(kiln_buf *out, const kiln_profile *p)
+{
+	int rc = kiln_buf_printf(out, "{\"records\":%llu,\"fields\":[", (unsigned long long)p->records);
+
+	for (size_t i = 0; rc == 0 && i < p->count; i++)
+		if ((rc = kiln_buf_puts(out, i ? ",\n" : "\n")) == 0)
+			rc = render_field(out, p, &p->fields[i]);
+	return rc < 0 ? rc : kiln_buf_puts(out, "]}");
+}
+
+int kiln_profile_render_file(kiln_buf *out, const kiln_profile *total, const kiln_profile *added)
+{
+	int rc;
+
+	if ((rc = kiln_buf_puts(out, "{\"format\":\"" KILN_PROFILE_FORMAT "\",\n\"total\":")) < 0 ||
+	    (rc = kiln_profile_render(out, total)) < 0 || (rc = kiln_buf_puts(out, ",\n\"added\":")) < 0 ||
+	    (rc = kiln_profile_render(out, added)) < 0)
+		return rc;
+	return kiln_buf_puts(out, "}\n");
+}
+
+/* ---- parse ---- */
+
+typedef struct preader {
+	kiln_json_scanner *sc;
+	const char *where;
+	kiln_json_token t;
+} preader;
+
+static int bad(preader *r, const char *what)
+{
+	return kiln_error_set(KILN_EINVALID, "%s: %s", r->where, what);
+}
+
+static int next(preader *r)
+{
+	int rc = kiln_json_next(r->sc, &r->t);
+
+	if (rc < 0 || r->t.type == KILN_JSON_NONE) {
+		size_t at = 0;
+		kiln_reject code = kiln_json_scanner_error(r->sc, &at, NULL);
+		return kiln_error_set(KILN_EINVALID, "%s: not JSON (%s at byte %zu)", r->where,
+		                      code ? kiln_reject_name(code) : "end of text", at);
+	}
+	return 0;
+}
+
+static int skip(preader *r)
+{
+	uint32_t depth = 0;
+	int rc;
+
+	do {
+		if ((rc = next(r)) < 0)
+			return rc;
+		if (r->t.type == KILN_JSON_OBJECT_BEGIN || r->t.type == KILN_JSON_ARRAY_BEGIN)
+			depth++;
+		else if (r->t.type == KILN_JSON_OBJECT_END || r->t.type == KILN_JSON_ARRAY_END)
+			depth--;
+	} while (depth);
+	return 0;
+}
+
+static bool key_is(const preader *r, const char *k)
+{
+	return r->t.len == strlen(k) && memcmp(r->t.ptr, k, r->t.len) == 0;
+}
+
+static int expect(preader *r, kiln_json_type type, const char *what)
+{
+	int rc = next(r);
+
+	if (rc < 0)
+		return rc;
+	return r->t.type == type ? 0 : bad(r, what);
+}
+
+static int read_u64(preader *r, uint64_t *out)
+{
+	char *end;
+	char text[32];
+	int rc;
+
+	if ((rc = expect(r, KILN_JSON_NUMBER, "a count is not a number")) < 0)
+		return rc;
+	if (!(r->t.flags & KILN_JSON_INTEGER) || r->t.ptr[0] == '-' || r->t.len >= sizeof(text))
+		return bad(r, "a count is not a non-negative integer");
+	memcpy(text, r->t.ptr, r->t.len);
+	text[r->t.len] = '\0';
+	*out = strtoull(text, &end, 10);
+	return 0;
+}
+
+static int read_double(preader *r, double *out)
+{
+	char text[64];
+	int rc;
+
+	if ((rc = expect(r, KILN_JSON_NUMBER, "a figure is not a number")) < 0)
+		return rc;
+	if (r->t.len >= sizeof(text))
+		return bad(r, "a figure is too long");
+	memcpy(text, r->t.ptr, r->t.len);
+	text[r->t.len] = '\0';
+	*out = strtod(text, NULL);
+	return 0;
+}
+
+static int read_string(preader *r, char **out)
+{
+	int rc;
+
+	if ((rc = expect(r, KILN_JSON_STRING, "a name is not a string")) < 0)
+		return rc;
+	if (!(*out = malloc(r->t.len + 1)))
+		return oom();
+	(*out)[kiln_json_unescape(*out, r->t.len, &r->t)] = '\0';
+	return 0;
+}
+
+/* The object after a key: calls each(r, ctx) on every key token. */
+static int read_object(preader *r, int (*each)(preader *r, void *ctx), void *ctx)
+{
+	int rc;
+
+	if ((rc = expect(r, KILN_JSON_OBJECT_BEGIN, "expected an object")) < 0)
+		return rc;
+	for (;;) {
+		if ((rc = next(r)) < 0)
+			return rc;
+		if (r->t.type == KILN_JSON_OBJECT_END)
+			return 0;
+		if ((rc = each(r, ctx)) < 0)
+			return rc;
+	}
+}
+
+struct store_ctx {
+	kiln_ddsketch *dd;
+	bool negative;
+	int32_t offset; /* rendered before "counts" */
+};
+
+static int store_key(preader *r, void *ctx)
+{
+	struct store_ctx *c = ctx;
+	int rc;
+
+	if (key_is(r, "offset")) {
+		double v;
+		if ((rc = read_double(r, &v)) < 0)
+			return rc;
+		if (v < -100000 || v > 100000)
+			return bad(r, "a sketch bucket offset is out of range");
+		c->offset = (int32_t)v;
+		return 0;
+	}
+	if (!key_is(r, "counts"))
+		return skip(r);
+	if ((rc = expect(r, KILN_JSON_ARRAY_BEGIN, "sketch counts are not an array")) < 0)
+		return rc;
+	for (int32_t i = 0;; i++) {
+		uint64_t n;
+		char text[32];
+
+		if ((rc = next(r)) < 0)
+			return rc;
+		if (r->t.type == KILN_JSON_ARRAY_END)
+			return 0;
+		if (r->t.type != KILN_JSON_NUMBER || !(r->t.flags & KILN_JSON_INTEGER) ||
+		    r->t.len >= sizeof(text))
+			return bad(r, "a sketch count is not an integer");
+		memcpy(text, r->t.ptr, r->t.len);
+		text[r->t.len] = '\0';
+		n = strtoull(text, NULL, 10);
+		if ((rc = kiln_dd_add_bucket(c->dd, c->negative, c->offset + i, n)) < 0)
+			return rc;
+	}
+}
+
+static int sketch_key(preader *r, void *ctx)
+{
+	kiln_ddsketch *dd = ctx;
+	struct store_ctx sc = {dd, false, 0};
+
+	if (key_is(r, "zero"))
+		return read_u64(r, &dd->zero);
+	if (key_is(r, "positive") || key_is(r, "negative")) {
+		sc.negative = key_is(r, "negative");
+		return read_object(r, store_key, &sc);
+	}
+	return skip(r);
+}
+
+static int number_key(preader *r, void *ctx)
+{
+	kiln_profile_field *f = ctx;
+	double variance;
+	int rc;
+
+	if (key_is(r, "count"))
+		return read_u64(r, &f->num.count);
+	if (key_is(r, "min"))
+		return read_double(r, &f->num.min);
+	if (key_is(r, "max"))
+		return read_double(r, &f->num.max);
+	if (key_is(r, "mean"))
+		return read_double(r, &f->num.mean);
+	if (key_is(r, "variance")) {
+		if ((rc = read_double(r, &variance)) < 0)
+			return rc;
+		f->num.m2 = variance * (double)f->num.count; /* count comes first */
+		return 0;
+	}
+	if (key_is(r, "sketch"))
+		return read_object(r, sketch_key, &f->dd);
+	return skip(r);
+}
+
+static int string_key(preader *r, void *ctx)
+{
+	kiln_profile_field *f = ctx;
+
+	if (key_is(r, "length_min"))
+		return read_u64(r, &f->len_min);
+	if (key_is(r, "length_max"))
+		return read_u64(r, &f->len_max);
+	if (key_is(r, "length_sum"))
+		return read_u64(r, &f->len_sum);
+	return skip(r);
+}
+
+static int distinct_key(preader *r, void *ctx)
+{
+	kiln_profile_field *f = ctx;
+	uint8_t bin[KILN_HLL_REGISTERS];
+	size_t bin_len = 0;
+	bool sparse = key_is(r, "sparse");
+	int rc;
+
+	if (!sparse && !key_is(r, "registers"))
+		return skip(r);
+	if ((rc = expect(r, KILN_JSON_STRING, "distinct registers are not a string")) < 0)
+		return rc;
+	if (!f->distinct.reg && !(f->distinct.reg = calloc(KILN_HLL_REGISTERS, 1)))
+		return oom();
+	if (sodium_base642bin(bin, sizeof(bin), r->t.ptr, r->t.len, NULL, &bin_len, NULL,
+	                      sodium_base64_VARIANT_ORIGINAL) != 0 ||
+	    (sparse ? bin_len % 3 != 0 : bin_len != KILN_HLL_REGISTERS))
+		return bad(r, sparse ? "sparse registers are not base64 of 3-byte entries"
+		                     : "registers are not base64 of 4096 bytes");
+	if (!sparse) {
+		memcpy(f->distinct.reg, bin, KILN_HLL_REGISTERS);
+		return 0;
+	}
+	for (size_t i = 0; i < bin_len; i += 3) {
+		uint32_t at = (uint32_t)bin[i] << 8 | bin[i + 1];
+		if (at >= KILN_HLL_REGISTERS)
+			return bad(r, "a sparse register index is out of range");
+		f->distinct.reg[at] = bin[i + 2];
+	}
+	return 0;
+}
+
+static int types_key(preader *r, void *ctx)
+{
+	kiln_profile_field *f = ctx;
+
+	for (int t = 0; t < KILN_PTYPE_COUNT_; t++)
+		if (key_is(r, PTYPE_NAMES[t]))
+			return read_u64(r, &f->types[t]);
+	return skip(r);
+}
+
+static int category_key(preader *r, void *ctx)
+{
+	kiln_profile_field *f = ctx;
+	char *name = malloc(r->t.len + 1);
+	uint64_t n;
+	int rc;
+
+	if (!name)
+		return oom();
+	name[kiln_json_unescape(name, r->t.len, &r->t)] = '\0';
+	if ((rc = read_u64(r, &n)) == 0)
+		rc = add_category(f, name, strlen(name), n);
+	free(name);
+	return rc;
+}
+
+static int field_key(preader *r, void *ctx)
+{
+	kiln_profile_field *f = ctx;
+	int rc;
+
+	if (key_is(r, "path")) {
+		free(f->path);
+		return read_string(r, &f->path);
+	}
+	if (key_is(r, "parent")) {
+		free(f->parent);
+		return read_string(r, &f->parent);
+	}
+	if (key_is(r, "profiled")) {
+		if ((rc = expect(r, KILN_JSON_STRING, "profiled is not a string")) < 0)
+			return rc;
+		f->tokens = r->t.len == 6 && memcmp(r->t.ptr, "tokens", 6) == 0;
+		return 0;
+	}
+	if (key_is(r, "item")) {
+		if ((rc = next(r)) < 0)
+			return rc;
+		f->item = r->t.type == KILN_JSON_TRUE;
+		return 0;
+	}
+	if (key_is(r, "present"))
+		return read_u64(r, &f->present);
+	if (key_is(r, "types"))
+		return read_object(r, types_key, f);
+	if (key_is(r, "number"))
+		return read_object(r, number_key, f);
+	if (key_is(r, "string"))
+		return read_object(r, string_key, f);
+	if (key_is(r, "distinct"))
+		return read_object(r, distinct_key, f);
+	if (key_is(r, "categories"))
+		return read_object(r, category_key, f);
+	return skip(r);
+}
+
+static int profile_key(preader *r, void *ctx)
+{
+	kiln_profile *p = ctx;
+	int rc;
+
+	if (key_is(r, "records"))
+		return read_u64(r, &p->records);
+	if (!key_is(r, "fields"))
+		return skip(r);
+	if ((rc = expect(r, KILN_JSON_ARRAY_BEGIN, "fields is not an array")) < 0)
+		return rc;
+	for (;;) {
+		kiln_profile_field f = {0};
+
+		if ((rc = next(r)) < 0)
+			return rc;
+		if (r->t.type == KILN_JSON_ARRAY_END)
+			return 0;
+		if (r->t.type != KILN_JSON_OBJECT_BEGIN)
+			return bad(r, "a field is not an object");
+		for (;;) {
+			if ((rc = next(r)) < 0 || r->t.type == KILN_JSON_OBJECT_END)
+				break;
+			if ((rc = field_key(r, &f)) < 0)
+				break;
+		}
+		if (rc == 0 && !f.path)
+			rc = bad(r, "a field has no path");
+		if (rc == 0 && p->count == p->cap) {
+			size_t cap = p->cap ? p->cap * 2 : 16;
+			kiln_profile_field *v = realloc(p->fields, cap * sizeof(*v));
+			if (!v)
+				rc = oom();
+			else {
+				p->fields = v;
+				p->cap = cap;
+			}
+		}
+		if (rc < 0) {
+			field_free(&f);
+			return rc;
+		}
+		p->fields[p->count++] = f;
+	}
+}
+
+struct file_ctx {
+	kiln_profile *total, *added;
+	bool format;
+};
+
+static int file_key(preader *r, void *ctx)
+{
+	struct file_ctx *c = ctx;
+	kiln_profile scratch = {0};
+	int rc;
+
+	if (key_is(r, "format")) {
+		if ((rc = expect(r, KILN_JSON_STRING, "format is not a string")) < 0)
+			return rc;
+		if (r->t.len != strlen(KILN_PROFILE_FORMAT) ||
+		    memcmp(r->t.ptr, KILN_PROFILE_FORMAT, r->t.len) != 0)
+			return bad(r, "format is not " KILN_PROFILE_FORMAT);
+		c->format = true;
+		return 0;
+	}
+	if (key_is(r, "total") || key_is(r, "added")) {
+		kiln_profile *p = key_is(r, "total") ? c->total : c->added;
+		rc = read_object(r, profile_key, p ? p : &scratch);
+		kiln_profile_free(&scratch);
+		return rc;
+	}
+	return skip(r);
+}
+
+int kiln_profile_parse_file(const char *text, size_t len, const char *where, kiln_profile *total,
+                            kiln_profile *added)
+{
+	kiln_json_limits limits = {0};
+	preader r = {.where = where};
+	struct file_ctx c = {total, added, false};
+	int rc;
+
+	if (total)
+		memset(total, 0, sizeof(*total));
+	if (added)
+		memset(added, 0, sizeof(*added));
+	if (!(r.sc = kiln_json_scanner_new(&limits)))
+		return oom();
+	kiln_json_scanner_reset(r.sc, text, len);
+	rc = read_object(&r, file_key, &c);
+	if (rc == 0 && !c.format)
+		rc = bad(&r, "no format");
+	kiln_json_scanner_free(r.sc);
+	if (rc < 0) {
+		kiln_profile_free(total);
+		kiln_profile_free(added);
+	}
+	return rc;
+}

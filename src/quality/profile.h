@@ -1,0 +1,93 @@
+/* A data profile: per field path of the curated records, counts and
+ * mergeable sketches of the values (docs/QUALITY.md, the file profile.json
+ * in docs/FORMATS.md). Built from curated (already pseudonymised) values
+ * only; a field the contract pseudonymises, classifies as pii or scans for
+ * personal data is profiled by counts and a distinct count of its tokens,
+ * never by its values. A profile merges with another (workers, snapshots):
+ * fields match by path. */
+#ifndef KILN_QUALITY_PROFILE_H
+#define KILN_QUALITY_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "contract/contract.h"
+#include "core/buf.h"
+#include "core/json.h"
+#include "quality/sketch.h"
+
+#define KILN_PROFILE_FORMAT "kiln-profile-v1"
+
+typedef enum kiln_ptype {
+	KILN_PTYPE_NULL = 0,
+	KILN_PTYPE_BOOLEAN,
+	KILN_PTYPE_INTEGER,
+	KILN_PTYPE_NUMBER, /* with a fraction or an exponent */
+	KILN_PTYPE_STRING,
+	KILN_PTYPE_OBJECT,
+	KILN_PTYPE_ARRAY,
+	KILN_PTYPE_COUNT_
+} kiln_ptype;
+
+const char *kiln_ptype_name(kiln_ptype t);
+
+typedef struct kiln_profile_field {
+	char *path;       /* the contract's path: "device.os", "tags[]" */
+	char *parent;     /* the enclosing field's path, NULL for a top-level field */
+	bool tokens;      /* profiled by counts and distinct tokens only */
+	bool item;        /* an array's items (no missing count) */
+	uint64_t present; /* values seen (nulls included) */
+	uint64_t types[KILN_PTYPE_COUNT_];
+	kiln_moments num; /* numbers (values fields) */
+	kiln_ddsketch dd;
+	uint64_t len_min, len_max, len_sum; /* strings, in code points (values fields) */
+	kiln_hll distinct;                  /* strings and numbers as written (tokens: the token) */
+	size_t cat_count;                   /* categories: enum values, or false/true */
+	char **cat_names;
+	uint64_t *cat_counts;
+} kiln_profile_field;
+
+typedef struct kiln_profile {
+	uint64_t records;
+	size_t count, cap;
+	kiln_profile_field *fields;
+} kiln_profile;
+
+/* What a contract says about profiling its fields, built once and shared
+ * read-only by every worker: the fields in contract order and a map from a
+ * contract field to its index. */
+typedef struct kiln_profile_schema kiln_profile_schema;
+
+int kiln_profile_schema_new(kiln_profile_schema **out, const kiln_contract *contract);
+void kiln_profile_schema_free(kiln_profile_schema *schema);
+
+/* An empty profile with the schema's fields (records 0). */
+int kiln_profile_init(kiln_profile *out, const kiln_profile_schema *schema);
+void kiln_profile_free(kiln_profile *profile);
+/* Back to zero counts, the fields kept. */
+void kiln_profile_clear(kiln_profile *profile);
+
+/* One curated value of `field`: its JSON type and its text as curated (a
+ * string's bytes between the quotes, escapes as written). A profile from
+ * kiln_profile_init(schema) takes values of that schema's contract. */
+int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *schema, const kiln_field *field,
+                           kiln_json_type type, bool escaped, const char *text, size_t len);
+
+int kiln_profile_merge(kiln_profile *into, const kiln_profile *from);
+
+/* Missing values of a field: records (or values of its enclosing object)
+ * without it; 0 for array items. */
+uint64_t kiln_profile_missing(const kiln_profile *p, const kiln_profile_field *f);
+const kiln_profile_field *kiln_profile_find(const kiln_profile *p, const char *path);
+
+/* The profile as a JSON object {"records":N,"fields":[...]} (docs/FORMATS.md). */
+int kiln_profile_render(kiln_buf *out, const kiln_profile *p);
+/* profile.json: {"format":..., "total":..., "added":...}. */
+int kiln_profile_render_file(kiln_buf *out, const kiln_profile *total, const kiln_profile *added);
+/* Parses profile.json into *total and *added (either may be NULL); errors
+ * are KILN_EINVALID "WHERE: what". */
+int kiln_profile_parse_file(const char *text, size_t len, const char *where, kiln_profile *total,
+                            kiln_profile *added);
+
+#endif

@@ -1,0 +1,289 @@
+/* Moments, DDSketch and HyperLogLog (see sketch.h; the formulas are in
+ * docs/QUALITY.md). */
+#include "quality/sketch.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/json.h"
+
+/* ---- moments (Welford; Chan et al. to merge) ---- */
+
+void kiln_moments_add(kiln_moments *m, double x)
+{
+	double d;
+
+	if (m->count == 0 || x < m->min)
+		m->min = x;
+	if (m->count == 0 || x > m->max)
+		m->max = x;
+	m->count++;
+	d = x - m->mean;
+	m->mean += d / (double)m->count;
+	m->m2 += d * (x - m->mean);
+}
+
+void kiln_moments_merge(kiln_moments *a, const kiln_moments *b)
+{
+	double n, d;
+
+	if (b->count == 0)
+		return;
+	if (a->count == 0) {
+		*a = *b;
+		return;
+	}
+	n = (double)a->count + (double)b->count;
+	d = b->mean - a->mean;
+	a->m2 += b->m2 + d * d * (double)a->count * (double)b->count / n;
+	a->mean += d * (double)b->count / n;
+	a->count += b->count;
+	if (b->min < a->min)
+		a->min = b->min;
+	if (b->max > a->max)
+		a->max = b->max;
+}
+
+double kiln_moments_variance(const kiln_moments *m)
+{
+	return m->count < 2 ? 0 : m->m2 / (double)m->count;
+}
+
+/* ---- DDSketch ---- */
+
+static double dd_gamma(void)
+{
+	return (1 + KILN_DD_ALPHA) / (1 - KILN_DD_ALPHA);
+}
+
+int32_t kiln_dd_index(double magnitude)
+{
+	return (int32_t)ceil(log(magnitude) / log(dd_gamma()));
+}
+
+double kiln_dd_value(int32_t index)
+{
+	double g = dd_gamma();
+
+	/* the bucket holds (g^(i-1), g^i]: this is within alpha of both ends */
+	return 2 * pow(g, index) / (g + 1);
+}
+
+/* Makes room for bucket `index`, collapsing the smallest magnitudes into
+ * the lowest kept bucket when the store would pass KILN_DD_MAX_BINS. */
+static int store_slot(kiln_dd_store *st, int32_t index, uint64_t **out)
+{
+	if (st->len == 0) {
+		if (!st->counts) {
+			st->cap = 64;
+			if (!(st->counts = calloc(st->cap, sizeof(*st->counts))))
+				return kiln_error_set(KILN_ENOMEM, "out of memory");
+		}
+		st->offset = index;
+		st->len = 1;
+		*out = &st->counts[0];
+		return 0;
+	}
+	int64_t lo = st->offset, hi = (int64_t)st->offset + st->len - 1;
+	int64_t nlo = index < lo ? index : lo, nhi = index > hi ? index : hi;
+
+	if (nhi - nlo + 1 > KILN_DD_MAX_BINS) {
+		/* keep the largest magnitudes */
+		nlo = nhi - KILN_DD_MAX_BINS + 1;
+		if (index < nlo) {
+			index = (int32_t)nlo;
+		}
+	}
+	if ((uint64_t)(nhi - nlo + 1) > st->cap || nlo != lo) {
+		uint32_t len = (uint32_t)(nhi - nlo + 1), cap = st->cap;
+		uint64_t *counts;
+
+		while (cap < len)
+			cap *= 2;
+		if (!(counts = calloc(cap, sizeof(*counts))))
+			return kiln_error_set(KILN_ENOMEM, "out of memory");
+		for (int64_t i = lo; i <= hi; i++) {
+			int64_t at = i < nlo ? nlo : i; /* collapsed into the lowest kept */
+			counts[at - nlo] += st->counts[i - lo];
+		}
+		free(st->counts);
+		st->counts = counts;
+		st->cap = cap;
+		st->offset = (int32_t)nlo;
+		st->len = len;
+	} else if (nhi > hi) {
+		st->len = (uint32_t)(nhi - nlo + 1);
+	}
+	*out = &st->counts[index - st->offset];
+	return 0;
+}
+
+int kiln_dd_add_bucket(kiln_ddsketch *s, bool negative, int32_t index, uint64_t count)
+{
+	uint64_t *slot;
+	int rc;
+
+	if (count == 0)
+		return 0;
+	if ((rc = store_slot(negative ? &s->neg : &s->pos, index, &slot)) < 0)
+		return rc;
+	*slot += count;
+	return 0;
+}
+
+int kiln_dd_add(kiln_ddsketch *s, double x)
+{
+	double a = fabs(x);
+
+	if (!(a >= KILN_DD_MIN_ABS)) { /* also NaN, which JSON cannot hold anyway */
+		s->zero++;
+		return 0;
+	}
+	if (isinf(a))
+		a = 1.7976931348623157e308;
+	return kiln_dd_add_bucket(s, x < 0, kiln_dd_index(a), 1);
+}
+
+static int merge_store(kiln_ddsketch *into, bool negative, const kiln_dd_store *st)
+{
+	int rc;
+
+	/* largest magnitudes first: a collapse then lands where it would have */
+	for (uint32_t i = st->len; i > 0; i--)
+		if ((rc = kiln_dd_add_bucket(into, negative, st->offset + (int32_t)i - 1,
+		                             st->counts[i - 1])) < 0)
+			return rc;
+	return 0;
+}
+
+int kiln_dd_merge(kiln_ddsketch *into, const kiln_ddsketch *from)
+{
+	int rc;
+
+	into->zero += from->zero;
+	if ((rc = merge_store(into, false, &from->pos)) < 0)
+		return rc;
+	return merge_store(into, true, &from->neg);
+}
+
+static uint64_t store_count(const kiln_dd_store *st)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < st->len; i++)
+		n += st->counts[i];
+	return n;
+}
+
+uint64_t kiln_dd_count(const kiln_ddsketch *s)
+{
+	return s->zero + store_count(&s->pos) + store_count(&s->neg);
+}
+
+double kiln_dd_quantile(const kiln_ddsketch *s, double q)
+{
+	uint64_t n = kiln_dd_count(s), rank, seen = 0;
+
+	if (n == 0)
+		return 0;
+	if (q < 0)
+		q = 0;
+	if (q > 1)
+		q = 1;
+	rank = (uint64_t)floor(q * (double)(n - 1));
+	/* ascending values: negatives from the largest magnitude down, zero, positives up */
+	for (uint32_t i = s->neg.len; i > 0; i--) {
+		seen += s->neg.counts[i - 1];
+		if (seen > rank)
+			return -kiln_dd_value(s->neg.offset + (int32_t)i - 1);
+	}
+	seen += s->zero;
+	if (seen > rank)
+		return 0;
+	for (uint32_t i = 0; i < s->pos.len; i++) {
+		seen += s->pos.counts[i];
+		if (seen > rank)
+			return kiln_dd_value(s->pos.offset + (int32_t)i);
+	}
+	return s->pos.len ? kiln_dd_value(s->pos.offset + (int32_t)s->pos.len - 1) : 0;
+}
+
+void kiln_dd_free(kiln_ddsketch *s)
+{
+	free(s->pos.counts);
+	free(s->neg.counts);
+	memset(s, 0, sizeof(*s));
+}
+
+/* ---- HyperLogLog (Flajolet et al. 2007, with linear counting below 5/2 m) ---- */
+
+uint64_t kiln_hll_hash(const char *v, size_t n)
+{
+	/* kiln_json_hash, then the splitmix64 finaliser: every bit mixed */
+	uint64_t z = kiln_json_hash(v, n);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static int hll_ready(kiln_hll *h)
+{
+	if (!h->reg && !(h->reg = calloc(KILN_HLL_REGISTERS, 1)))
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	return 0;
+}
+
+int kiln_hll_add(kiln_hll *h, uint64_t hash)
+{
+	uint32_t idx = (uint32_t)(hash >> (64 - KILN_HLL_P));
+	uint64_t w = (hash << KILN_HLL_P) | (1ull << (KILN_HLL_P - 1)); /* bounds the rank */
+	uint8_t rank = (uint8_t)(__builtin_clzll(w) + 1);
+	int rc;
+
+	if ((rc = hll_ready(h)) < 0)
+		return rc;
+	if (rank > h->reg[idx])
+		h->reg[idx] = rank;
+	return 0;
+}
+
+int kiln_hll_merge(kiln_hll *into, const kiln_hll *from)
+{
+	int rc;
+
+	if (!from->reg)
+		return 0;
+	if ((rc = hll_ready(into)) < 0)
+		return rc;
+	for (uint32_t i = 0; i < KILN_HLL_REGISTERS; i++)
+		if (from->reg[i] > into->reg[i])
+			into->reg[i] = from->reg[i];
+	return 0;
+}
+
+uint64_t kiln_hll_estimate(const kiln_hll *h)
+{
+	const double m = KILN_HLL_REGISTERS;
+	double sum = 0, e;
+	uint32_t zeros = 0;
+
+	if (!h->reg)
+		return 0;
+	for (uint32_t i = 0; i < KILN_HLL_REGISTERS; i++) {
+		sum += ldexp(1.0, -h->reg[i]);
+		zeros += h->reg[i] == 0;
+	}
+	e = (0.7213 / (1 + 1.079 / m)) * m * m / sum;
+	if (e <= 2.5 * m && zeros)
+		e = m * log(m / zeros);
+	return (uint64_t)llround(e);
+}
+
+void kiln_hll_free(kiln_hll *h)
+{
+	free(h->reg);
+	h->reg = NULL;
+}
