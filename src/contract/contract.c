@@ -662,6 +662,7 @@ static int compile_property(compiler *c, kiln_field *f, const kiln_yaml_node *no
 	if ((rc = expect_kind(c, node, ypath, KILN_YAML_MAPPING)) < 0 ||
 	    (rc = check_keys(c, node, ypath, property_keys, "a property")) < 0)
 		return rc;
+	f->id = ++c->contract->field_count;
 	f->line = node->line;
 	f->column = node->column;
 	f->path = fpath;

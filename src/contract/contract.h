@@ -77,6 +77,7 @@ struct kiln_field {
 	uint64_t name_hash; /* kiln_json_hash(name) */
 	const char *path;   /* "device.os", "tags[]": for messages */
 	uint32_t position;  /* index among the parent's children */
+	uint32_t id;        /* 1..contract->field_count, unique in the contract; the root's is 0 */
 	kiln_ltype type;
 	bool required, unique, primary_key;
 	int primary_key_position;   /* -1 when not set */
@@ -131,8 +132,9 @@ typedef struct kiln_contract {
 	unsigned char digest[32]; /* BLAKE2b-256 of the contract file's bytes */
 	char digest_hex[65];
 	kiln_unknown_policy unknown_fields;
-	kiln_field *root;    /* OBJECT field holding the schema's properties */
-	uint32_t seen_slots; /* total children over all object fields */
+	kiln_field *root;     /* OBJECT field holding the schema's properties */
+	uint32_t seen_slots;  /* total children over all object fields */
+	uint32_t field_count; /* fields below the root (array items included) */
 	struct kiln_arena *arena;
 	struct kiln_yaml_doc *doc; /* the parsed YAML: compiled strings point into it */
 	void **patterns;           /* every compiled pcre2_code, freed with the contract */

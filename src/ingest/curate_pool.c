@@ -199,7 +199,7 @@ static int profile_record(struct worker *wk, kiln_batch *b)
 	b->profile.records++;
 	for (size_t i = 0; i < n; i++)
 		if ((rc = kiln_profile_add_value(&b->profile, wk->pool->o.profile, v[i].field, v[i].type,
-		                                 v[i].escaped, wk->line.ptr + v[i].offset, v[i].len)) < 0)
+		                                 v[i].flags, wk->line.ptr + v[i].offset, v[i].len)) < 0)
 			return rc;
 	return 0;
 }

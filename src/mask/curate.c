@@ -367,7 +367,7 @@ static int note_split(kiln_curator *c, const kiln_buf *out, size_t from)
 }
 
 /* Keeps the value just written at out[from..) for kiln_curate_values. */
-static int observe(kiln_curator *c, const kiln_field *f, kiln_json_type type, size_t from)
+static int observe(kiln_curator *c, const kiln_field *f, kiln_json_type type, uint32_t flags, size_t from)
 {
 	kiln_curate_value *v;
 	size_t end = c->out->len;
@@ -387,10 +387,11 @@ static int observe(kiln_curator *c, const kiln_field *f, kiln_json_type type, si
 		from++;
 		end--;
 	}
+	if (type == KILN_JSON_STRING)
+		flags = memchr(c->out->ptr + from, '\\', end - from) ? KILN_JSON_ESCAPED : 0;
 	*v = (kiln_curate_value){.field = f,
 	                         .type = type,
-	                         .escaped =
-	                             type == KILN_JSON_STRING && memchr(c->out->ptr + from, '\\', end - from),
+	                         .flags = flags & (KILN_JSON_ESCAPED | KILN_JSON_INTEGER),
 	                         .offset = from - c->base,
 	                         .len = end - from};
 	return 0;
@@ -467,7 +468,7 @@ static int curate_token(kiln_curator *c, const kiln_json_token *t, const kiln_fi
 			c->skip = 1;
 			if ((rc = kiln_buf_puts(out, "\"" KILN_REDACTED "\"")) < 0)
 				return rc;
-			return c->opt.observe && top ? observe(c, f, KILN_JSON_STRING, from) : 0;
+			return c->opt.observe && top ? observe(c, f, KILN_JSON_STRING, 0, from) : 0;
 		}
 		if (c->depth == c->opt.limits.max_depth)
 			return kiln_error_set(KILN_ELIMIT,
@@ -475,12 +476,12 @@ static int curate_token(kiln_curator *c, const kiln_json_token *t, const kiln_fi
 		c->frames[c->depth++] = (struct cframe){.is_object = object};
 		if ((rc = kiln_buf_putc(out, object ? '{' : '[')) < 0)
 			return rc;
-		return c->opt.observe && top ? observe(c, f, t->type, from) : 0;
+		return c->opt.observe && top ? observe(c, f, t->type, t->flags, from) : 0;
 	}
 	from = out->len;
 	if ((rc = put_scalar(c, out, f, t)) < 0)
 		return rc;
-	if (c->opt.observe && (rc = observe(c, f, t->type, from)) < 0)
+	if (c->opt.observe && (rc = observe(c, f, t->type, t->flags, from)) < 0)
 		return rc;
 	if (c->depth == 1 && f && f == c->opt.split_field && t->type != KILN_JSON_NULL) {
 		if ((rc = note_split(c, out, from)) < 0)

@@ -27,13 +27,14 @@ typedef struct kiln_curator_options {
 } kiln_curator_options;
 
 /* One value the curator wrote (containers included), for a data profile:
- * its contract field (NULL outside the contract), its JSON type and where
- * its curated text lies in the record's output (a string's bytes between
- * the quotes; escaped: they hold a backslash escape). */
+ * its contract field (NULL outside the contract), its JSON type, flags
+ * (KILN_JSON_ESCAPED: a string holding a backslash escape, KILN_JSON_INTEGER:
+ * a number without fraction or exponent) and where its curated text lies in
+ * the record's output (a string's bytes between the quotes). */
 typedef struct kiln_curate_value {
 	const kiln_field *field;
 	kiln_json_type type;
-	bool escaped;
+	uint32_t flags;
 	size_t offset, len; /* from the start of the record's curated form */
 } kiln_curate_value;
 

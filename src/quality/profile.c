@@ -40,11 +40,8 @@ struct schema_field {
 struct kiln_profile_schema {
 	struct schema_field *v;
 	size_t count, cap;
-	struct {
-		const kiln_field *field;
-		uint32_t index;
-	} * map;
-	size_t mask;
+	uint32_t *slot_of_id; /* kiln_field.id -> index in v (UINT32_MAX: none) */
+	uint32_t ids;
 };
 
 static bool personal(const kiln_field *f)
@@ -76,16 +73,9 @@ static int schema_walk(kiln_profile_schema *s, const kiln_field *f, const char *
 	return 0;
 }
 
-static size_t ptr_slot(const kiln_profile_schema *s, const kiln_field *f)
-{
-	uint64_t h = (uint64_t)(uintptr_t)f * 0x9e3779b97f4a7c15ull;
-	return (size_t)(h >> 20) & s->mask;
-}
-
 int kiln_profile_schema_new(kiln_profile_schema **out, const kiln_contract *contract)
 {
 	kiln_profile_schema *s = calloc(1, sizeof(*s));
-	size_t size = 16;
 	int rc;
 
 	*out = NULL;
@@ -96,20 +86,15 @@ int kiln_profile_schema_new(kiln_profile_schema **out, const kiln_contract *cont
 			kiln_profile_schema_free(s);
 			return rc;
 		}
-	while (size < s->count * 2)
-		size *= 2;
-	if (!(s->map = calloc(size, sizeof(*s->map)))) {
+	s->ids = contract->field_count + 1;
+	if (!(s->slot_of_id = malloc(s->ids * sizeof(*s->slot_of_id)))) {
 		kiln_profile_schema_free(s);
 		return oom();
 	}
-	s->mask = size - 1;
-	for (size_t i = 0; i < s->count; i++) {
-		size_t slot = ptr_slot(s, s->v[i].field);
-		while (s->map[slot].field)
-			slot = (slot + 1) & s->mask;
-		s->map[slot].field = s->v[i].field;
-		s->map[slot].index = (uint32_t)i;
-	}
+	memset(s->slot_of_id, 0xff, s->ids * sizeof(*s->slot_of_id));
+	for (size_t i = 0; i < s->count; i++)
+		if (s->v[i].field->id < s->ids)
+			s->slot_of_id[s->v[i].field->id] = (uint32_t)i;
 	*out = s;
 	return 0;
 }
@@ -119,16 +104,13 @@ void kiln_profile_schema_free(kiln_profile_schema *s)
 	if (!s)
 		return;
 	free(s->v);
-	free(s->map);
+	free(s->slot_of_id);
 	free(s);
 }
 
 static long schema_index(const kiln_profile_schema *s, const kiln_field *f)
 {
-	for (size_t slot = ptr_slot(s, f); s->map[slot].field; slot = (slot + 1) & s->mask)
-		if (s->map[slot].field == f)
-			return s->map[slot].index;
-	return -1;
+	return f->id < s->ids && s->slot_of_id[f->id] != UINT32_MAX ? (long)s->slot_of_id[f->id] : -1;
 }
 
 /* ---- profiles ---- */
@@ -248,11 +230,18 @@ void kiln_profile_clear(kiln_profile *p)
 /* Code points of UTF-8 text (valid: the validator checked it). */
 static uint64_t code_points(const char *s, size_t n)
 {
-	uint64_t c = 0;
+	uint64_t continuation = 0;
+	size_t i = 0;
 
-	for (size_t i = 0; i < n; i++)
-		c += ((unsigned char)s[i] & 0xC0) != 0x80;
-	return c;
+	/* 8 bytes at a time: a continuation byte is 10xxxxxx */
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, s + i, 8);
+		continuation += (uint64_t)__builtin_popcountll(w & ~(w << 1) & 0x8080808080808080ull);
+	}
+	for (; i < n; i++)
+		continuation += ((unsigned char)s[i] & 0xC0) == 0x80;
+	return n - continuation;
 }
 
 static void add_length(kiln_profile_field *f, uint64_t len)
@@ -342,7 +331,8 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 		rc = kiln_hll_add(&f->distinct, kiln_hll_hash(v, n));
 		if (rc == 0 && !f->tokens) {
 			add_length(f, code_points(v, n));
-			count_category(f, cf, type, v, n, 0);
+			if (f->cat_count)
+				count_category(f, cf, type, v, n, 0);
 		}
 		free(big);
 		return rc;
