@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Data profiles (docs/QUALITY.md): kiln run on 12000 generated records in
+# two runs (the second commit's profile merges the first's), then
+#  - profile_check.py compares `kiln profile --json` with figures computed
+#    from the curated shards by python3-zstandard (exact counts, types,
+#    categories and lengths; quantiles within 1%; distinct counts within
+#    four standard errors), for the whole version and for what the second
+#    commit added;
+#  - canary: a record carrying a made-up email, user id, IP and phone
+#    number; none of them, nor their parts, appears in profile.json;
+#  - the same records with 1 and 2 workers give the same profile.json bytes;
+#  - profile.enabled: false writes none, and kiln profile says so (exit 2).
+set -uo pipefail
+
+src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$src/tests/integration/lib.sh"
+kiln=${KILN:-$src/build/kiln}
+py=/usr/bin/python3
+need git
+$py -c "import zstandard" 2>/dev/null || { echo "FAIL: $py cannot import zstandard (run scripts/bootstrap)"; echo "0 passed, 1 failed"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+unset KILN_BRANCH KILN_SPLIT_SALT
+pipeline=$src/pipelines/user-events.yaml
+export KILN_INPUT=$tmp/in.jsonl KILN_KEY_FILE=$tmp/hmac.key KILN_STORE=file://$tmp/store KILN_MANIFEST=$tmp/m.git
+(umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$tmp/hmac.key")
+
+# the canary first: a valid record full of made-up personal data
+canary='{"event_id":"7d8e1c8a-6f0b-4e43-9d43-2b7f0c1a9e55","event_type":"signup","occurred_at":"2026-11-30T10:00:00Z","user_id":"canary-user-5521","email":"Zelda.Canary5521@canary-mail.example","client_ip":"203.0.113.77","consent":true,"message":"call me on +44 7700 900521 or zelda.canary5521@canary-mail.example","device":{"os":"linux"}}'
+echo "$canary" >"$tmp/in.jsonl"
+$py "$src/bench/gen-user-events.py" --records 7999 --seed 5 --append -o "$tmp/in.jsonl"
+check "run 1" status_is 0 "$kiln" run "$pipeline" --set shards.target_bytes=256K
+$py "$src/bench/gen-user-events.py" --records 4000 --seed 6 --append -o "$tmp/in.jsonl"
+check "run 2" status_is 0 "$kiln" run "$pipeline" --set shards.target_bytes=256K
+
+listing() { for s in train dev test; do "$kiln" ls "$1" --split $s --format json; done; }
+"$kiln" profile user-events@main --json >"$tmp/total.json" 2>"$tmp/err"
+check "kiln profile --json" test -s "$tmp/total.json"
+check "its output is JSON (json.tool)" status_is 0 $py -m json.tool "$tmp/total.json"
+listing user-events@main >"$tmp/all.jsonl"
+$py "$src/tests/integration/profile_check.py" "$tmp/total.json" "$tmp/all.jsonl" "$tmp/store" >"$tmp/check.out" 2>&1
+check "the whole version: figures match the curated shards" grep -q ' 0 failed$' "$tmp/check.out"
+grep FAIL "$tmp/check.out" | head -5
+# what the second commit added: its shards only
+"$kiln" profile user-events@main --added --json >"$tmp/added.json"
+parent=$(git --git-dir "$tmp/m.git" rev-parse user-events/main~1)
+"$kiln" diff "user-events@$parent" user-events@main --shards | sed -n 's/^  + \([0-9a-f]*\) .*/\1/p' >"$tmp/new"
+listing user-events@main | grep -F -f "$tmp/new" >"$tmp/added.jsonl"
+$py "$src/tests/integration/profile_check.py" "$tmp/added.json" "$tmp/added.jsonl" "$tmp/store" 4000 >"$tmp/check2.out" 2>&1
+check "what the second commit added: figures match its shards" grep -q ' 0 failed$' "$tmp/check2.out"
+grep FAIL "$tmp/check2.out" | head -5
+check "the text form lists every field" status_is 0 sh -c "'$kiln' profile user-events@main | grep -q '^device.os '"
+
+# canary: no personal value, nor a part of one, in any profile
+git --git-dir "$tmp/m.git" log --format=%H user-events/main | while read -r c; do
+	git --git-dir "$tmp/m.git" show "$c:profile.json"
+done >"$tmp/profiles.txt"
+leaks=0
+for needle in canary-user-5521 Zelda zelda Canary5521 canary5521 canary-mail 203.0.113.77 "7700 900521" 900521; do
+	grep -qF "$needle" "$tmp/profiles.txt" "$tmp/total.json" "$tmp/added.json" && { echo "  leaked: $needle"; leaks=$((leaks + 1)); }
+done
+check "canary: no personal value in any profile" test "$leaks" -eq 0
+check "canary: the record itself was curated (not quarantined)" \
+	test "$(git --git-dir "$tmp/m.git" show user-events/main:stats.json | $py -c 'import json,sys; print(json.load(sys.stdin)["quarantined"])')" -lt 12000
+
+# worker counts do not change the bytes
+for w in 1 2; do
+	KILN_STORE=file://$tmp/w$w KILN_MANIFEST=$tmp/w$w.git "$kiln" run "$pipeline" --set workers=$w >/dev/null 2>&1
+	git --git-dir "$tmp/w$w.git" rev-parse user-events/main:profile.json >"$tmp/blob$w"
+done
+check "1 and 2 workers: the same profile.json" cmp -s "$tmp/blob1" "$tmp/blob2"
+
+# profiling off: no profile.json; kiln profile says why
+KILN_STORE=file://$tmp/off KILN_MANIFEST=$tmp/off.git "$kiln" run "$pipeline" --set profile.enabled=false >/dev/null 2>&1
+check "profile.enabled: false: no profile.json" \
+	status_is 128 git --git-dir "$tmp/off.git" cat-file -e user-events/main:profile.json
+check "kiln profile of such a version: exit 2" status_is 2 "$kiln" profile user-events@main --manifest "$tmp/off.git"
+check "and the reason on one line" sh -c "'$kiln' profile user-events@main --manifest '$tmp/off.git' 2>&1 | grep -q 'no profile.json'"
+check "profile.enabled: a bad value is refused with its place" \
+	sh -c "'$kiln' run '$pipeline' --set profile.enabled=maybe 2>&1 | grep -q 'profile.enabled'"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
