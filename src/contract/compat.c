@@ -416,13 +416,12 @@ static void compare_bound(differ *d, const kiln_field *o, const kiln_field *n, b
 
 /* minLength/maxLength, minItems/maxItems, minProperties/maxProperties: -1
  * is unset, which admits as much as 0 (a minimum) or no limit (a maximum). */
-static void compare_counts(differ *d, const kiln_field *o, const kiln_field *n, int64_t omin, int64_t nmin,
-                           int64_t omax, int64_t nmax, const char *min_key, const char *max_key,
-                           compat_code tightened, compat_code loosened)
+static void compare_counts(differ *d, const kiln_field *n, int64_t omin, int64_t nmin, int64_t omax,
+                           int64_t nmax, const char *min_key, const char *max_key, compat_code tightened,
+                           compat_code loosened)
 {
 	int64_t a = omin < 0 ? 0 : omin, b = nmin < 0 ? 0 : nmin;
 
-	(void)o;
 	if (a != b)
 		add(d, n->path, b > a ? tightened : loosened, "%s %s -> %s", min_key, count_text(d, omin),
 		    count_text(d, nmin));
@@ -695,16 +694,16 @@ static void compare_field(differ *d, const kiln_field *o, const kiln_field *n)
 	compare_common(d, o, n);
 	compare_enum(d, o, n);
 	compare_string_rules(d, o, n);
-	compare_counts(d, o, n, o->min_length, n->min_length, o->max_length, n->max_length, "minLength",
+	compare_counts(d, n, o->min_length, n->min_length, o->max_length, n->max_length, "minLength",
 	               "maxLength", LENGTH_TIGHTENED, LENGTH_LOOSENED);
 	compare_bound(d, o, n, true);
 	compare_bound(d, o, n, false);
 	compare_multiple_of(d, o, n);
 	compare_int_format(d, o, n);
-	compare_counts(d, o, n, o->min_properties, n->min_properties, o->max_properties, n->max_properties,
+	compare_counts(d, n, o->min_properties, n->min_properties, o->max_properties, n->max_properties,
 	               "minProperties", "maxProperties", PROPERTY_COUNT_TIGHTENED, PROPERTY_COUNT_LOOSENED);
-	compare_counts(d, o, n, o->min_items, n->min_items, o->max_items, n->max_items, "minItems",
-	               "maxItems", ITEMS_TIGHTENED, ITEMS_LOOSENED);
+	compare_counts(d, n, o->min_items, n->min_items, o->max_items, n->max_items, "minItems", "maxItems",
+	               ITEMS_TIGHTENED, ITEMS_LOOSENED);
 	if (o->unique_items != n->unique_items)
 		add(d, n->path, n->unique_items ? UNIQUE_ITEMS_ADDED : UNIQUE_ITEMS_REMOVED,
 		    "uniqueItems %s -> %s", bool_text(o->unique_items), bool_text(n->unique_items));
