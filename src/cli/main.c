@@ -11,6 +11,7 @@
 
 static const kiln_command commands[] = {
     {"validate", "check JSON Lines records against an ODCS data contract", kiln_cmd_validate},
+    {"contract", "compare two versions of a data contract: which changes break readers", kiln_cmd_contract},
     {"run", "curate a source into a versioned dataset (validate, pseudonymise, split, shard, commit)",
      kiln_cmd_run},
     {"log", "list a dataset's versions", kiln_cmd_log},
