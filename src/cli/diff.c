@@ -1,18 +1,24 @@
 /* `kiln diff A B`: the shards added and removed between two versions, per
  * split, with their record and byte counts; --shards lists each hash. Only
- * the fan-out blobs that differ are read (kiln_version_diff). */
+ * the fan-out blobs that differ are read (kiln_version_diff). --profile:
+ * the drift between their data profiles instead (quality/drift.h). */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "core/buf.h"
 #include "core/error.h"
 #include "manifest/version.h"
+#include "quality/drift.h"
+#include "quality/profile.h"
 
 static const char usage_text[] =
     "usage: kiln diff DATASET@REF DATASET@REF [--manifest REPO] [--shards]\n"
+    "       kiln diff BASELINE@REF DATASET@REF --profile [--psi X] [--null-rate X] [--json]\n"
     "\n"
     "Compares two versions (e.g. kiln diff user-events@v1 user-events@main): for\n"
     "each split, the shards in the second that the first lacks (+) and the\n"
@@ -23,10 +29,18 @@ static const char usage_text[] =
     "Options:\n"
     "  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
     "  -s, --shards          also list each shard: '  + HASH RECORDS BYTES' (or -)\n"
+    "  -p, --profile         compare the versions' data profiles: per field the null\n"
+    "                        rate, distinct values, mean, median and 95th percentile,\n"
+    "                        and the population stability index (PSI) of the second\n"
+    "                        against the first; fields that drifted are flagged\n"
+    "      --psi X           flag a PSI of X or more (default 0.2)\n"
+    "      --null-rate X     flag a null rate that moved by X or more (default 0.05)\n"
+    "  -j, --json            with --profile: one JSON document (docs/QUALITY.md)\n"
     "  -h, --help            show this help\n"
     "\n"
-    "Exit status: 0 on success (whether or not they differ), 2 on a bad\n"
-    "reference, a missing repository or another error.\n";
+    "Exit status: 0 on success (whether or not they differ; with --profile, when\n"
+    "no field is flagged), 1 when --profile flags a field, 2 on a bad reference,\n"
+    "a version without a profile, a missing repository or another error.\n";
 
 typedef struct change {
 	char hash[65];
@@ -73,13 +87,164 @@ static int on_change(void *ctx, kiln_split split, const kiln_shard_entry *e, boo
 	return 0;
 }
 
+static int parse_fraction(const char *cmd, const char *arg, void *out)
+{
+	char *end;
+	double v = strtod(arg, &end);
+
+	if (end == arg || *end || !(v > 0 && v < 100)) {
+		kiln_cli_fail(cmd, "%s: expected a positive number", arg);
+		return KILN_EXIT_USAGE;
+	}
+	*(double *)out = v;
+	return 0;
+}
+
+static int load_profile(kiln_manifest *m, const char *spec, kiln_version *v, kiln_profile *out)
+{
+	kiln_buf text = {0};
+	char where[512];
+	int rc;
+
+	if ((rc = kiln_version_resolve(m, spec, v)) < 0 ||
+	    (rc = kiln_version_read(m, v, "profile.json", &text)) < 0)
+		goto done;
+	if (rc == 0) {
+		rc = kiln_error_set(KILN_ENOTFOUND,
+		                    "%s: no profile.json (a version made before profiles, or with "
+		                    "profile.enabled: false)",
+		                    spec);
+		goto done;
+	}
+	snprintf(where, sizeof(where), "%s:profile.json", spec);
+	rc = kiln_profile_parse_file(text.ptr, text.len, where, out, NULL);
+done:
+	kiln_buf_free(&text);
+	return rc;
+}
+
+static void put_figure(kiln_buf *b, const char *key, double v)
+{
+	kiln_buf_printf(b, ",\"%s\":%.10g", key, isfinite(v) ? v : 0);
+}
+
+static int print_drift_json(const kiln_version *a, const kiln_version *b, const kiln_drift *d,
+                            const kiln_drift_thresholds *t)
+{
+	kiln_buf out = {0};
+	int rc = 0;
+
+	kiln_buf_printf(&out,
+	                "{\"base\":{\"dataset\":\"%s\",\"commit\":\"%s\",\"records\":%" PRIu64 "},"
+	                "\"now\":{\"dataset\":\"%s\",\"commit\":\"%s\",\"records\":%" PRIu64 "},"
+	                "\"thresholds\":{\"psi\":%g,\"null_rate\":%g},\"flagged\":%zu,\"fields\":[",
+	                a->dataset, a->commit, d->records_base, b->dataset, b->commit, d->records_now, t->psi,
+	                t->null_rate, d->flagged);
+	for (size_t i = 0; i < d->count; i++) {
+		const kiln_field_drift *f = &d->fields[i];
+
+		kiln_buf_puts(&out, i ? ",\n{\"path\":" : "\n{\"path\":");
+		kiln_buf_put_json_string(&out, f->path, strlen(f->path));
+		kiln_buf_printf(&out, ",\"in_base\":%s,\"in_now\":%s", f->base ? "true" : "false",
+		                f->now ? "true" : "false");
+		put_figure(&out, "null_rate_base", f->null_rate_base);
+		put_figure(&out, "null_rate_now", f->null_rate_now);
+		kiln_buf_printf(&out, ",\"distinct_base\":%" PRIu64 ",\"distinct_now\":%" PRIu64,
+		                f->distinct_base, f->distinct_now);
+		if (f->numbers) {
+			put_figure(&out, "mean_base", f->mean_base);
+			put_figure(&out, "mean_now", f->mean_now);
+			put_figure(&out, "p50_base", f->p50_base);
+			put_figure(&out, "p50_now", f->p50_now);
+			put_figure(&out, "p95_base", f->p95_base);
+			put_figure(&out, "p95_now", f->p95_now);
+		}
+		if (f->psi >= 0)
+			put_figure(&out, "psi", f->psi);
+		else
+			kiln_buf_puts(&out, ",\"psi\":null");
+		kiln_buf_printf(&out, ",\"flagged\":%s,\"why\":", f->flagged ? "true" : "false");
+		kiln_buf_put_json_string(&out, f->why, strlen(f->why));
+		kiln_buf_puts(&out, "}");
+	}
+	if (kiln_buf_puts(&out, "]}\n") < 0)
+		rc = -1;
+	else
+		fwrite(out.ptr, 1, out.len, stdout);
+	kiln_buf_free(&out);
+	return rc;
+}
+
+static void print_drift_text(const kiln_version *a, const kiln_version *b, const kiln_drift *d,
+                             const kiln_drift_thresholds *t)
+{
+	printf("profile drift %s@%.12s -> %s@%.12s (%" PRIu64 " -> %" PRIu64
+	       " records; flagged: psi >= %g or null "
+	       "rate moved >= %g)\n",
+	       a->dataset, a->commit, b->dataset, b->commit, d->records_base, d->records_now, t->psi,
+	       t->null_rate);
+	printf("%-24s %-17s %-19s %-25s %-25s %7s\n", "FIELD", "NULL RATE", "DISTINCT", "MEAN", "P50", "PSI");
+	for (size_t i = 0; i < d->count; i++) {
+		const kiln_field_drift *f = &d->fields[i];
+		char nr[32], ds[32], mean[40] = "", p50[40] = "", psi[16] = "-";
+
+		snprintf(nr, sizeof(nr), "%.3f -> %.3f", f->null_rate_base, f->null_rate_now);
+		snprintf(ds, sizeof(ds), "%" PRIu64 " -> %" PRIu64, f->distinct_base, f->distinct_now);
+		if (f->numbers) {
+			snprintf(mean, sizeof(mean), "%.5g -> %.5g", f->mean_base, f->mean_now);
+			snprintf(p50, sizeof(p50), "%.5g -> %.5g", f->p50_base, f->p50_now);
+		}
+		if (f->psi >= 0)
+			snprintf(psi, sizeof(psi), "%.3f", f->psi);
+		printf("%-24s %-17s %-19s %-25s %-25s %7s%s%s\n", f->path, nr, ds, mean, p50, psi,
+		       f->flagged ? "  DRIFT: " : "", f->why);
+	}
+	printf("%zu of %zu fields flagged\n", d->flagged, d->count);
+}
+
+/* kiln diff A B --profile */
+static int diff_profiles(kiln_manifest *m, const char *spec_a, const char *spec_b,
+                         const kiln_drift_thresholds *t, bool json)
+{
+	kiln_version a, b;
+	kiln_profile pa = {0}, pb = {0};
+	kiln_drift d = {0};
+	int status = KILN_EXIT_USAGE;
+
+	if (load_profile(m, spec_a, &a, &pa) < 0 || load_profile(m, spec_b, &b, &pb) < 0 ||
+	    kiln_drift_compare(&d, &pa, &pb, t) < 0) {
+		kiln_cli_fail("diff", "%s", kiln_error_last());
+		goto done;
+	}
+	if (json ? print_drift_json(&a, &b, &d, t) < 0 : (print_drift_text(&a, &b, &d, t), 0)) {
+		kiln_cli_fail("diff", "out of memory");
+		goto done;
+	}
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		kiln_cli_fail("diff", "stdout: write error");
+		goto done;
+	}
+	status = d.flagged ? KILN_EXIT_INVALID : KILN_EXIT_OK;
+done:
+	kiln_drift_free(&d);
+	kiln_profile_free(&pa);
+	kiln_profile_free(&pb);
+	return status;
+}
+
 int kiln_cmd_diff(int argc, char **argv)
 {
 	const char *repo;
 	diff_state d;
+	bool profile = false, json = false;
+	kiln_drift_thresholds t = {KILN_DRIFT_PSI_DEFAULT, KILN_DRIFT_NULL_RATE_DEFAULT};
 	const kiln_cli_option rows[] = {
 	    KILN_CLI_MANIFEST_ROW(&repo),
 	    {.name = "shards", .letter = 's', .kind = KILN_CLI_FLAG, .out = &d.keep},
+	    {.name = "profile", .letter = 'p', .kind = KILN_CLI_FLAG, .out = &profile},
+	    {.name = "json", .letter = 'j', .kind = KILN_CLI_FLAG, .out = &json},
+	    {.name = "psi", .kind = KILN_CLI_CUSTOM, .parse = parse_fraction, .out = &t.psi},
+	    {.name = "null-rate", .kind = KILN_CLI_CUSTOM, .parse = parse_fraction, .out = &t.null_rate},
 	    KILN_CLI_END,
 	};
 	const kiln_cli_spec spec = {
@@ -99,6 +264,19 @@ int kiln_cmd_diff(int argc, char **argv)
 		return status;
 	if (kiln_cli_need_manifest("diff", repo) != 0)
 		return KILN_EXIT_USAGE;
+	if (json && !profile) {
+		kiln_cli_fail("diff", "--json goes with --profile");
+		return KILN_EXIT_USAGE;
+	}
+	if (profile) {
+		if (kiln_version_open(&m, repo) < 0) {
+			kiln_cli_fail("diff", "%s", kiln_error_last());
+			return KILN_EXIT_USAGE;
+		}
+		status = diff_profiles(m, argv[first], argv[first + 1], &t, json);
+		kiln_manifest_close(m);
+		return status;
+	}
 	status = KILN_EXIT_USAGE;
 	if (kiln_version_open(&m, repo) < 0 || kiln_version_resolve(m, argv[first], &a) < 0 ||
 	    kiln_version_resolve(m, argv[first + 1], &b) < 0 ||

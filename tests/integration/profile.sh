@@ -70,6 +70,55 @@ for w in 1 2; do
 done
 check "1 and 2 workers: the same profile.json" cmp -s "$tmp/blob1" "$tmp/blob2"
 
+# drift: a baseline, an unshifted sample and a shifted one (session_ms
+# doubled in half the records, country dropped from a quarter more, the
+# event_type logout absent from the baseline and the unshifted sample),
+# each on its branch
+$py "$src/bench/gen-user-events.py" --records 6000 --seed 11 -o "$tmp/base.raw"
+$py "$src/bench/gen-user-events.py" --records 6000 --seed 12 -o "$tmp/same.raw"
+$py - "$tmp" <<'PY'
+import json, sys
+t = sys.argv[1]
+def rewrite(src, dst, fn):
+    with open(dst, "w") as out:
+        for i, line in enumerate(open(src)):
+            try:
+                r = json.loads(line)
+            except ValueError:
+                out.write(line)
+                continue
+            r = fn(i, r) if isinstance(r, dict) else r
+            if r is not None:
+                out.write(json.dumps(r) + "\n")
+def base(i, r):
+    return None if r.get("event_type") == "logout" else r
+def shift(i, r):
+    if isinstance(r.get("session_ms"), int) and i % 2:
+        r["session_ms"] = min(r["session_ms"] * 2, 3599999)
+    if i % 4 == 0:
+        r.pop("country", None)
+    return r
+rewrite(t + "/base.raw", t + "/base.jsonl", base)
+rewrite(t + "/same.raw", t + "/same.jsonl", base)
+rewrite(t + "/same.raw", t + "/shift.jsonl", shift)
+PY
+for b in base same shift; do
+	KILN_STORE=file://$tmp/d KILN_MANIFEST=$tmp/d.git KILN_INPUT=$tmp/$b.jsonl "$kiln" run "$pipeline" --set branch=$b >/dev/null 2>&1
+done
+check "diff --profile, unshifted: nothing flagged (exit 0)" \
+	status_is 0 "$kiln" diff user-events@base user-events@same --profile --manifest "$tmp/d.git"
+check "diff --profile, shifted: exit 1" \
+	status_is 1 "$kiln" diff user-events@base user-events@shift --profile --manifest "$tmp/d.git"
+"$kiln" diff user-events@base user-events@shift --profile --json --manifest "$tmp/d.git" >"$tmp/drift.json"
+check "diff --profile --json is JSON" status_is 0 $py -m json.tool "$tmp/drift.json"
+flagged() { $py -c 'import json, sys; print(" ".join(sorted(f["path"] for f in json.load(open(sys.argv[1]))["fields"] if f["flagged"])))' "$1"; }
+check "shifted: exactly session_ms (mean), country (null rate), event_type (a new category) flagged" \
+	test "$(flagged "$tmp/drift.json")" = "country event_type session_ms"
+echo "  flagged: $(flagged "$tmp/drift.json")"
+check "the drift figures name the threshold" grep -q '"why":"psi [0-9.]* >= 0.2"' "$tmp/drift.json"
+check "a stricter --psi flags more" \
+	status_is 1 "$kiln" diff user-events@base user-events@same --profile --psi 0.0001 --manifest "$tmp/d.git"
+
 # profiling off: no profile.json; kiln profile says why
 KILN_STORE=file://$tmp/off KILN_MANIFEST=$tmp/off.git "$kiln" run "$pipeline" --set profile.enabled=false >/dev/null 2>&1
 check "profile.enabled: false: no profile.json" \
