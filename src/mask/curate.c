@@ -369,6 +369,7 @@ static int note_split(kiln_curator *c, const kiln_buf *out, size_t from)
 /* Keeps the value just written at out[from..) for kiln_curate_values. */
 static int observe(kiln_curator *c, const kiln_field *f, kiln_json_type type, uint32_t flags, size_t from)
 {
+	bool was_string = type == KILN_JSON_STRING;
 	kiln_curate_value *v;
 	size_t end = c->out->len;
 
@@ -387,8 +388,15 @@ static int observe(kiln_curator *c, const kiln_field *f, kiln_json_type type, ui
 		from++;
 		end--;
 	}
-	if (type == KILN_JSON_STRING)
-		flags = memchr(c->out->ptr + from, '\\', end - from) ? KILN_JSON_ESCAPED : 0;
+	if (type == KILN_JSON_STRING) {
+		/* a string copied as written keeps the input's flag, a token or a
+		 * redaction has no escape; a rewritten value is looked at */
+		kiln_pseudo_mode mode = f ? f->pseudo_mode : KILN_PSEUDO_KEEP;
+		if (mode == KILN_PSEUDO_TOKEN || mode == KILN_PSEUDO_REDACT)
+			flags = 0;
+		else if (mode != KILN_PSEUDO_KEEP || (f && f->pii_scan) || !was_string)
+			flags = memchr(c->out->ptr + from, '\\', end - from) ? KILN_JSON_ESCAPED : 0;
+	}
 	*v = (kiln_curate_value){.field = f,
 	                         .type = type,
 	                         .flags = flags & (KILN_JSON_ESCAPED | KILN_JSON_INTEGER),
