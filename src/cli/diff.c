@@ -102,25 +102,11 @@ static int parse_fraction(const char *cmd, const char *arg, void *out)
 
 static int load_profile(kiln_manifest *m, const char *spec, kiln_version *v, kiln_profile *out)
 {
-	kiln_buf text = {0};
-	char where[512];
-	int rc;
+	int rc = kiln_version_resolve(m, spec, v);
 
-	if ((rc = kiln_version_resolve(m, spec, v)) < 0 ||
-	    (rc = kiln_version_read(m, v, "profile.json", &text)) < 0)
-		goto done;
-	if (rc == 0) {
-		rc = kiln_error_set(KILN_ENOTFOUND,
-		                    "%s: no profile.json (a version made before profiles, or with "
-		                    "profile.enabled: false)",
-		                    spec);
-		goto done;
-	}
-	snprintf(where, sizeof(where), "%s:profile.json", spec);
-	rc = kiln_profile_parse_file(text.ptr, text.len, where, out, NULL);
-done:
-	kiln_buf_free(&text);
-	return rc;
+	if (rc == 0 && (rc = kiln_version_profile(m, v, spec, out, NULL)) == 0)
+		rc = KILN_ENOTFOUND;
+	return rc < 0 ? rc : 0;
 }
 
 static void put_figure(kiln_buf *b, const char *key, double v)

@@ -85,11 +85,10 @@ int kiln_cmd_profile(int argc, char **argv)
 	};
 	kiln_manifest *m = NULL;
 	kiln_version v;
-	kiln_buf text = {0}, out = {0};
+	kiln_buf out = {0};
 	kiln_profile total = {0}, add = {0};
 	const kiln_profile *p;
-	char where[512];
-	int first, status, rc;
+	int first, status;
 
 	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
 		return status;
@@ -97,19 +96,7 @@ int kiln_cmd_profile(int argc, char **argv)
 		return KILN_EXIT_USAGE;
 	status = KILN_EXIT_USAGE;
 	if (kiln_version_open(&m, repo) < 0 || kiln_version_resolve(m, argv[first], &v) < 0 ||
-	    (rc = kiln_version_read(m, &v, "profile.json", &text)) < 0) {
-		kiln_cli_fail("profile", "%s", kiln_error_last());
-		goto cleanup;
-	}
-	if (rc == 0) {
-		kiln_cli_fail("profile",
-		              "%s: no profile.json (a version made before profiles, or with "
-		              "profile.enabled: false)",
-		              argv[first]);
-		goto cleanup;
-	}
-	snprintf(where, sizeof(where), "%s:profile.json", argv[first]);
-	if (kiln_profile_parse_file(text.ptr, text.len, where, &total, &add) < 0) {
+	    kiln_version_profile(m, &v, argv[first], &total, &add) <= 0) {
 		kiln_cli_fail("profile", "%s", kiln_error_last());
 		goto cleanup;
 	}
@@ -140,7 +127,6 @@ int kiln_cmd_profile(int argc, char **argv)
 cleanup:
 	kiln_profile_free(&total);
 	kiln_profile_free(&add);
-	kiln_buf_free(&text);
 	kiln_buf_free(&out);
 	kiln_manifest_close(m);
 	return status;

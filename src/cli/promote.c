@@ -19,13 +19,15 @@
 #include "manifest/promote.h"
 #include "manifest/sshsig.h"
 #include "manifest/version.h"
+#include "quality/profile.h"
 
 static const char usage_text[] =
     "usage: kiln promote DATASET@REF --pipeline PIPELINE [--version vN] [--set KEY=VALUE]... [--dry-run]\n"
     "\n"
     "Checks the release gates of the pipeline's `promote:` section (minimum\n"
     "records per split, split-ratio tolerance, quarantine-rate ceiling, contract\n"
-    "version) against the version's stats.json and dataset.json, then creates\n"
+    "version, drift of the data profile against a promoted baseline) against\n"
+    "the version's stats.json, dataset.json and profile.json, then creates\n"
     "the annotated tag refs/tags/<dataset>/vN with the governance record in its\n"
     "message, signed with manifest.signing_key when the pipeline sets one.\n"
     "\n"
@@ -74,9 +76,50 @@ static int parse_options(promote_opts *o, int argc, char **argv)
 	return KILN_CLI_GO_ON;
 }
 
+/* The drift gate's result into *out: the version's profile against the
+ * baseline's (the highest vN, or the one the pipeline names). 0, or -1
+ * with the error printed. */
+static int drift_gate(const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v, const char *spec,
+                      kiln_gate_result *out)
+{
+	kiln_profile now = {0}, base = {0};
+	kiln_version bv;
+	char next[32], base_name[40], base_spec[300];
+	bool have_base = true;
+	int rc = -1;
+
+	if (strcmp(p->gates.drift_baseline, "previous") == 0) {
+		if (kiln_promote_next_version(next, m, v->dataset) < 0)
+			goto fail;
+		have_base = strcmp(next, "v1") != 0;
+		snprintf(base_name, sizeof(base_name), "v%ld", strtol(next + 1, NULL, 10) - 1);
+	} else {
+		snprintf(base_name, sizeof(base_name), "%s", p->gates.drift_baseline);
+	}
+	if (kiln_version_profile(m, v, spec, &now, NULL) <= 0)
+		goto fail;
+	if (have_base) {
+		snprintf(base_spec, sizeof(base_spec), "%s@%s", v->dataset, base_name);
+		if (kiln_version_resolve(m, base_spec, &bv) < 0 ||
+		    kiln_version_profile(m, &bv, base_spec, &base, NULL) <= 0)
+			goto fail;
+	}
+	if (kiln_gates_drift(&p->gates, have_base ? &base : NULL, base_name, &now, out) < 0)
+		goto fail;
+	rc = 0;
+	goto done;
+fail:
+	kiln_cli_fail("promote", "drift gate: %s", kiln_error_last());
+done:
+	kiln_profile_free(&now);
+	kiln_profile_free(&base);
+	return rc;
+}
+
 /* Prints every gate's line; the number of gates when all pass, -1 (with
  * the failed ones named on stderr, *status set) otherwise. */
-static int check_gates(const kiln_pipeline *p, const kiln_promote_inputs *in, const char *spec,
+static int check_gates(const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v,
+                       const kiln_promote_inputs *in, const char *spec,
                        kiln_gate_result results[KILN_GATES_MAX], int *status)
 {
 	bool failed = false;
@@ -85,6 +128,13 @@ static int check_gates(const kiln_pipeline *p, const kiln_promote_inputs *in, co
 	if ((n = kiln_gates_check(&p->gates, &in->stats, &in->definition, results)) < 0) {
 		*status = kiln_cli_fail("promote", "%s: %s", spec, kiln_error_last());
 		return -1;
+	}
+	if (p->gates.drift) {
+		if (drift_gate(p, m, v, spec, &results[n]) < 0) {
+			*status = KILN_EXIT_USAGE;
+			return -1;
+		}
+		n++;
 	}
 	for (int i = 0; i < n; i++) {
 		printf("gate %s\n", results[i].line);
@@ -150,7 +200,7 @@ static int promote(const promote_opts *o, const kiln_pipeline *p, kiln_manifest 
 		kiln_cli_fail("promote", "%s: %s", o->spec, kiln_error_last());
 		goto cleanup;
 	}
-	if ((n = check_gates(p, &in, o->spec, results, &status)) < 0)
+	if ((n = check_gates(p, m, v, &in, o->spec, results, &status)) < 0)
 		goto cleanup;
 	if (!version_name) {
 		if (kiln_promote_next_version(name, m, v->dataset) < 0) {

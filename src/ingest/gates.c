@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "quality/drift.h"
 
 void kiln_gates_init(kiln_gates *g)
 {
@@ -15,6 +16,9 @@ void kiln_gates_init(kiln_gates *g)
 	g->ratio_tolerance = -1;
 	g->max_quarantine_rate = -1;
 	g->contract_version = NULL;
+	g->drift = false;
+	g->drift_baseline = NULL;
+	g->drift_max_psi = g->drift_max_null_rate = 0;
 }
 
 /* "1.x" matches 1.anything, "1.2.x" matches 1.2.anything, else exact. */
@@ -93,4 +97,42 @@ int kiln_gates_check(const kiln_gates *g, const kiln_stats *st, const kiln_mfmt_
 		         r->pass ? "pass" : "FAIL");
 	}
 	return n;
+}
+
+int kiln_gates_drift(const kiln_gates *g, const kiln_profile *base, const char *base_name,
+                     const kiln_profile *now, kiln_gate_result *out)
+{
+	kiln_drift_thresholds t = {g->drift_max_psi, g->drift_max_null_rate};
+	kiln_drift d;
+	const kiln_field_drift *worst = NULL;
+	double worst_psi = 0, worst_null = 0;
+	int rc;
+
+	if (!base) {
+		out->pass = true;
+		snprintf(out->line, sizeof(out->line), "drift: no promoted version to compare with: pass");
+		return 0;
+	}
+	if ((rc = kiln_drift_compare(&d, base, now, &t)) < 0)
+		return rc;
+	for (size_t i = 0; i < d.count; i++) {
+		const kiln_field_drift *f = &d.fields[i];
+		if (f->flagged && !worst)
+			worst = f;
+		if (f->psi > worst_psi)
+			worst_psi = f->psi;
+		if (f->base && f->now && fabs(f->null_rate_now - f->null_rate_base) > worst_null)
+			worst_null = fabs(f->null_rate_now - f->null_rate_base);
+	}
+	out->pass = worst == NULL;
+	if (worst)
+		snprintf(out->line, sizeof(out->line),
+		         "drift vs %s: %s: %s (%zu of %zu fields flagged): FAIL", base_name, worst->path,
+		         worst->why, d.flagged, d.count);
+	else
+		snprintf(out->line, sizeof(out->line),
+		         "drift vs %s: largest psi %.4f <= %.4g, largest null rate change %.4f <= %.4g: pass",
+		         base_name, worst_psi, t.psi, worst_null, t.null_rate);
+	kiln_drift_free(&d);
+	return 0;
 }

@@ -10,12 +10,16 @@
 
 #include "manifest/format.h"
 #include "manifest/manifest.h"
+#include "quality/profile.h"
 
 typedef struct kiln_gates {
 	int64_t min_records[KILN_SPLIT_COUNT]; /* -1: no gate */
 	double ratio_tolerance;                /* < 0: no gate; max |share - ratio| per split */
 	double max_quarantine_rate;            /* < 0: no gate; quarantined / records_in */
 	const char *contract_version;          /* NULL: no gate; "1.2.0" exactly, or "1.x" / "1.2.x" */
+	bool drift;                            /* promote.drift: the profile against a baseline's */
+	const char *drift_baseline;            /* "previous" (the highest vN) or "vN" */
+	double drift_max_psi, drift_max_null_rate;
 } kiln_gates;
 
 #define KILN_GATES_MAX 8
@@ -34,5 +38,12 @@ int kiln_gates_check(const kiln_gates *gates, const kiln_stats *stats, const kil
 
 /* No gate set. */
 void kiln_gates_init(kiln_gates *gates);
+
+/* The drift gate (gates->drift): every field of `now` against `base`
+ * (named base_name in the line), failing on the first field past a
+ * threshold (the result names it, its figure and the threshold). base NULL:
+ * nothing promoted to compare with, a pass that says so. */
+int kiln_gates_drift(const kiln_gates *gates, const kiln_profile *base, const char *base_name,
+                     const kiln_profile *now, kiln_gate_result *out);
 
 #endif

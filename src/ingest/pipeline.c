@@ -14,9 +14,11 @@
 #include "core/units.h"
 #include "core/yaml_doc.h"
 #include "ingest/source.h"
+#include "manifest/promote.h"
 #include "manifest/format.h"
 #include "core/secret.h"
 #include "store/config.h"
+#include "quality/drift.h"
 
 typedef struct loader {
 	kiln_pipeline *p;
@@ -45,8 +47,9 @@ static const char *const pseudo_keys[] = {"key_file", "key_env", "key_version", 
 static const char *const split_keys[] = {"key", "salt", "ratios", NULL};
 static const char *const ratio_keys[] = {"train", "dev", "test", NULL};
 static const char *const shard_keys[] = {"target_bytes", "zstd_level", "zstd_threads", NULL};
-static const char *const promote_keys[] = {"min_records", "ratio_tolerance", "max_quarantine_rate",
-                                           "contract_version", NULL};
+static const char *const promote_keys[] = {"min_records",      "ratio_tolerance", "max_quarantine_rate",
+                                           "contract_version", "drift",           NULL};
+static const char *const drift_keys[] = {"baseline", "max_psi", "max_null_rate_change", NULL};
 static const char *const manifest_keys[] = {"repo",         "remote",      "author_name",
                                             "author_email", "signing_key", NULL};
 
@@ -487,10 +490,11 @@ static int load_store(loader *l, const kiln_yaml_node *root)
 	return kiln_store_config_load(&src, root, "store", &l->p->store_url, &l->p->store);
 }
 
-static int get_fraction(loader *l, const kiln_yaml_node *map, const char *key, double *out)
+static int get_fraction(loader *l, const kiln_yaml_node *map, const char *section, const char *key,
+                        double *out)
 {
 	const kiln_yaml_node *n = kiln_yaml_get(map, key);
-	const char *path = kiln_config_path(&l->cfg, "promote", key);
+	const char *path = kiln_config_path(&l->cfg, section, key);
 	long double v;
 	int rc;
 
@@ -514,8 +518,8 @@ static int load_promote(loader *l, const kiln_yaml_node *root)
 	if (!pr || kiln_yaml_is_null(pr))
 		return 0;
 	if ((rc = kiln_config_check_keys(&l->cfg, pr, "promote", promote_keys)) < 0 ||
-	    (rc = get_fraction(l, pr, "ratio_tolerance", &g->ratio_tolerance)) < 0 ||
-	    (rc = get_fraction(l, pr, "max_quarantine_rate", &g->max_quarantine_rate)) < 0 ||
+	    (rc = get_fraction(l, pr, "promote", "ratio_tolerance", &g->ratio_tolerance)) < 0 ||
+	    (rc = get_fraction(l, pr, "promote", "max_quarantine_rate", &g->max_quarantine_rate)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, pr, "promote", "contract_version", false,
 	                             &g->contract_version)) < 0)
 		return rc;
@@ -527,6 +531,25 @@ static int load_promote(loader *l, const kiln_yaml_node *root)
 			if ((rc = kiln_config_int(&l->cfg, mr, "promote.min_records", kiln_split_name(i), 0,
 			                          INT64_MAX, &g->min_records[i])) < 0)
 				return rc;
+	}
+	mr = kiln_yaml_get(pr, "drift");
+	if (mr && !kiln_yaml_is_null(mr)) {
+		g->drift = true;
+		g->drift_max_psi = KILN_DRIFT_PSI_DEFAULT;
+		g->drift_max_null_rate = KILN_DRIFT_NULL_RATE_DEFAULT;
+		if ((rc = kiln_config_check_keys(&l->cfg, mr, "promote.drift", drift_keys)) < 0 ||
+		    (rc = kiln_config_string(&l->cfg, mr, "promote.drift", "baseline", false,
+		                             &g->drift_baseline)) < 0 ||
+		    (rc = get_fraction(l, mr, "promote.drift", "max_psi", &g->drift_max_psi)) < 0 ||
+		    (rc = get_fraction(l, mr, "promote.drift", "max_null_rate_change",
+		                       &g->drift_max_null_rate)) < 0)
+			return rc;
+		if (!g->drift_baseline)
+			g->drift_baseline = "previous";
+		else if (strcmp(g->drift_baseline, "previous") != 0 &&
+		         !kiln_promote_version_name_ok(g->drift_baseline))
+			return kiln_yaml_fail(l->doc, kiln_yaml_get(mr, "baseline"), "promote.drift.baseline",
+			                      "expected previous or a promoted version vN");
 	}
 	return 0;
 }

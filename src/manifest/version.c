@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "manifest/format.h"
+#include "quality/profile.h"
 
 #define HASH_LEN  64
 #define SHORT_LEN 12
@@ -842,5 +843,29 @@ cleanup:
 	git_tree_free(ta);
 	git_tree_free(tb);
 	line_state_free(&ls);
+	return rc;
+}
+
+int kiln_version_profile(kiln_manifest *m, const kiln_version *v, const char *spec, kiln_profile *total,
+                         kiln_profile *added)
+{
+	kiln_buf text = {0};
+	char where[512];
+	int rc;
+
+	if ((rc = kiln_version_read(m, v, "profile.json", &text)) < 0)
+		goto done;
+	if (rc == 0) {
+		kiln_error_set(
+		    KILN_ENOTFOUND,
+		    "%s: no profile.json (a version made before profiles, or with profile.enabled: false)",
+		    spec);
+		goto done;
+	}
+	snprintf(where, sizeof(where), "%s:profile.json", spec);
+	if ((rc = kiln_profile_parse_file(text.ptr, text.len, where, total, added)) == 0)
+		rc = 1;
+done:
+	kiln_buf_free(&text);
 	return rc;
 }

@@ -59,6 +59,14 @@ int kiln_version_must_be_signed(kiln_manifest *manifest, const kiln_version *ver
  * 0 when absent. */
 int kiln_version_read(kiln_manifest *manifest, const kiln_version *version, const char *path, kiln_buf *out);
 
+/* The version's profile.json parsed into *total and *added (either may be
+ * NULL; quality/profile.h): 1, or 0 with KILN_ENOTFOUND set ("SPEC: no
+ * profile.json (...)") when the version has none. spec names the version
+ * in messages. */
+struct kiln_profile;
+int kiln_version_profile(kiln_manifest *manifest, const kiln_version *version, const char *spec,
+                         struct kiln_profile *total, struct kiln_profile *added);
+
 /* Calls cb with every shard of `split` at the version, in hash order. The
  * entry (and its strings) lives until cb returns; a non-zero return from cb
  * stops the walk and is returned. */

@@ -119,6 +119,23 @@ check "the drift figures name the threshold" grep -q '"why":"psi [0-9.]* >= 0.2"
 check "a stricter --psi flags more" \
 	status_is 1 "$kiln" diff user-events@base user-events@same --profile --psi 0.0001 --manifest "$tmp/d.git"
 
+# the drift gate of kiln promote (promote.drift): v1 from the baseline, then
+# the shifted branch fails naming the field, the figure and the threshold,
+# the unshifted one passes and its tag carries the figures
+promote() { KILN_STORE=file://$tmp/d KILN_MANIFEST=$tmp/d.git "$kiln" promote "$@" --pipeline "$pipeline" \
+	--set promote.ratio_tolerance=1 --set promote.max_quarantine_rate=1 --set promote.drift.max_psi=0.2; }
+check "drift gate: the first version passes (nothing to compare with)" status_is 0 promote user-events@base
+check "  and says so" grep -q 'gate drift: no promoted version to compare with: pass' "$tmp/out"
+check "drift gate: the shifted version fails (exit 1)" status_is 1 promote user-events@shift --dry-run
+check "  naming field, figure and threshold" grep -q 'release gate failed: drift vs v1: [a-z_]*: \(psi [0-9.]* >= 0.2\|null rate .* (moved >= 0.05)\)' "$tmp/err"
+check "drift gate: the unshifted version passes" status_is 0 promote user-events@same
+check "  its tag records the drift figures" \
+	sh -c "git --git-dir '$tmp/d.git' cat-file tag user-events/v2 | grep -q 'drift vs v1: largest psi [0-9.]* <= 0.2'"
+check "drift gate: a named baseline" status_is 1 promote user-events@shift --dry-run --set promote.drift.baseline=v2
+check "drift gate: a baseline that is not previous or vN is refused" \
+	status_is 2 promote user-events@same --dry-run --set promote.drift.baseline=main
+check "  with its place" grep -q 'promote.drift.baseline' "$tmp/err"
+
 # profiling off: no profile.json; kiln profile says why
 KILN_STORE=file://$tmp/off KILN_MANIFEST=$tmp/off.git "$kiln" run "$pipeline" --set profile.enabled=false >/dev/null 2>&1
 check "profile.enabled: false: no profile.json" \
