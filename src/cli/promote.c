@@ -20,6 +20,7 @@
 #include "manifest/sshsig.h"
 #include "manifest/version.h"
 #include "quality/profile.h"
+#include "contract/quality.h"
 
 static const char usage_text[] =
     "usage: kiln promote DATASET@REF --pipeline PIPELINE [--version vN] [--set KEY=VALUE]... [--dry-run]\n"
@@ -116,11 +117,42 @@ done:
 	return rc;
 }
 
+/* The quality rules of the pipeline's contract; when it has any, it must
+ * be the contract the version was curated under (its digest in
+ * dataset.json). The rules point into *contract (free it after them). 0,
+ * or -1 with the error printed. */
+static int load_rules(const kiln_pipeline *p, const kiln_promote_inputs *in, const char *spec,
+                      kiln_contract **contract, kiln_quality_rules *out)
+{
+	kiln_contract_options copt = {.schema = p->schema};
+	char digest[80];
+
+	memset(out, 0, sizeof(*out));
+	if (kiln_contract_load(contract, p->contract, &copt) < 0 ||
+	    kiln_quality_rules_load(out, *contract) < 0) {
+		kiln_cli_fail("promote", "%s", kiln_error_last());
+		return -1;
+	}
+	snprintf(digest, sizeof(digest), "blake2b-256:%s", (*contract)->digest_hex);
+	if (out->count &&
+	    (!in->definition.contract_digest || strcmp(in->definition.contract_digest, digest) != 0)) {
+		kiln_cli_fail(
+		    "promote",
+		    "%s: the pipeline's contract %s (%s) is not the one the version was curated under (%s): "
+		    "its quality rules would not be the version's",
+		    spec, p->contract, digest,
+		    in->definition.contract_digest ? in->definition.contract_digest : "unknown");
+		return -1;
+	}
+	return 0;
+}
+
 /* Prints every gate's line; the number of gates when all pass, -1 (with
- * the failed ones named on stderr, *status set) otherwise. */
+ * the failed ones named on stderr, *status set) otherwise. results has
+ * room for KILN_GATES_MAX + rules->count. */
 static int check_gates(const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v,
-                       const kiln_promote_inputs *in, const char *spec,
-                       kiln_gate_result results[KILN_GATES_MAX], int *status)
+                       const kiln_promote_inputs *in, const char *spec, const kiln_quality_rules *rules,
+                       kiln_gate_result *results, int *status)
 {
 	bool failed = false;
 	int n;
@@ -135,6 +167,19 @@ static int check_gates(const kiln_pipeline *p, kiln_manifest *m, const kiln_vers
 			return -1;
 		}
 		n++;
+	}
+	if (rules->count) {
+		kiln_profile profile = {0};
+		int q = -1;
+
+		if (kiln_version_profile(m, v, spec, &profile, NULL) > 0)
+			q = kiln_gates_quality(rules, &profile, &in->stats, &results[n]);
+		kiln_profile_free(&profile);
+		if (q < 0) {
+			*status = kiln_cli_fail("promote", "quality rules: %s", kiln_error_last());
+			return -1;
+		}
+		n += q;
 	}
 	for (int i = 0; i < n; i++) {
 		printf("gate %s\n", results[i].line);
@@ -188,8 +233,10 @@ cleanup:
 static int promote(const promote_opts *o, const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v)
 {
 	kiln_promote_inputs in;
-	kiln_gate_result results[KILN_GATES_MAX];
-	const char *gate_lines[KILN_GATES_MAX];
+	kiln_quality_rules rules = {0};
+	kiln_contract *contract = NULL;
+	kiln_gate_result *results = NULL;
+	const char **gate_lines = NULL;
 	kiln_buf msg = KILN_BUF_INIT(0);
 	kiln_mfmt_governance record;
 	const char *version_name = o->version_name;
@@ -200,7 +247,15 @@ static int promote(const promote_opts *o, const kiln_pipeline *p, kiln_manifest 
 		kiln_cli_fail("promote", "%s: %s", o->spec, kiln_error_last());
 		goto cleanup;
 	}
-	if ((n = check_gates(p, m, v, &in, o->spec, results, &status)) < 0)
+	if (load_rules(p, &in, o->spec, &contract, &rules) < 0)
+		goto cleanup;
+	results = calloc(KILN_GATES_MAX + rules.count, sizeof(*results));
+	gate_lines = calloc(KILN_GATES_MAX + rules.count, sizeof(*gate_lines));
+	if (!results || !gate_lines) {
+		kiln_cli_fail("promote", "out of memory");
+		goto cleanup;
+	}
+	if ((n = check_gates(p, m, v, &in, o->spec, &rules, results, &status)) < 0)
 		goto cleanup;
 	if (!version_name) {
 		if (kiln_promote_next_version(name, m, v->dataset) < 0) {
@@ -235,6 +290,10 @@ static int promote(const promote_opts *o, const kiln_pipeline *p, kiln_manifest 
 	status = tag_version(m, p, v, version_name, msg.ptr);
 cleanup:
 	kiln_promote_inputs_free(&in);
+	kiln_quality_rules_free(&rules);
+	kiln_contract_free(contract);
+	free(results);
+	free(gate_lines);
 	kiln_buf_free(&msg);
 	return status;
 }

@@ -136,3 +136,135 @@ int kiln_gates_drift(const kiln_gates *g, const kiln_profile *base, const char *
 	kiln_drift_free(&d);
 	return 0;
 }
+
+/* The count of a category named v[0..n) (0 when absent); false when the
+ * field has no categories. */
+static bool category_count(const kiln_profile_field *f, const char *v, size_t n, uint64_t *out)
+{
+	*out = 0;
+	if (!f->cat_count)
+		return false;
+	for (size_t i = 0; i < f->cat_count; i++)
+		if (strlen(f->cat_names[i]) == n && memcmp(f->cat_names[i], v, n) == 0)
+			*out = f->cat_counts[i];
+	return true;
+}
+
+static int unsupported(const kiln_quality_rule *r, const char *why)
+{
+	return kiln_error_set(KILN_EINVALID, "contract line %u: quality rule %s (%s on %s): %s", r->line,
+	                      r->id[0] ? r->id : "without id", r->metric_name,
+	                      r->path[0] ? r->path : "the schema", why);
+}
+
+/* The metric's value of rule r (rows), and the rows a percent is of. */
+static int metric_value(const kiln_quality_rule *r, const kiln_profile *p, const kiln_stats *st, double *out,
+                        double *base)
+{
+	const kiln_profile_field *f;
+	uint64_t v = 0, nulls, missing, c;
+
+	if (r->metric == KILN_QM_ROW_COUNT) {
+		*out = *base = (double)st->valid;
+		return 0;
+	}
+	if (!(f = kiln_profile_find(p, r->path)))
+		return unsupported(r, "the version's profile has no such field");
+	nulls = f->types[KILN_PTYPE_NULL];
+	missing = kiln_profile_missing(p, f);
+	*base = (double)(f->present + missing);
+	if (r->has_other_arguments)
+		return unsupported(r, "kiln reads only the arguments missingValues and validValues");
+	switch (r->metric) {
+	case KILN_QM_NULL_VALUES:
+		v = nulls;
+		break;
+	case KILN_QM_MISSING_VALUES:
+		v = nulls + missing;
+		for (size_t i = 0; i < r->missing_count; i++) {
+			const kiln_quality_value *m = &r->missing_values[i];
+			if (!m->text)
+				continue; /* null: counted */
+			if (m->len == 0 && !f->tokens) {
+				v += f->empty;
+				continue;
+			}
+			if (!category_count(f, m->text, m->len, &c))
+				return unsupported(r, "a listed missing value other than null and \"\" needs "
+				                      "an enum or boolean "
+				                      "field (the profile counts no other values)");
+			v += c;
+		}
+		break;
+	case KILN_QM_INVALID_VALUES:
+		if (!r->has_valid)
+			return unsupported(
+			    r, "needs arguments.validValues: a value that breaks the contract is "
+			       "quarantined, never in a version (gate that with max_quarantine_rate)");
+		if (!f->cat_count)
+			return unsupported(
+			    r, "validValues needs an enum or boolean field (the profile counts no other "
+			       "values)");
+		for (size_t i = 0; i < f->cat_count; i++) {
+			bool valid = false;
+			for (size_t j = 0; j < r->valid_count && !valid; j++)
+				valid = r->valid_values[j].text &&
+				        strlen(f->cat_names[i]) == r->valid_values[j].len &&
+				        memcmp(f->cat_names[i], r->valid_values[j].text,
+				               r->valid_values[j].len) == 0;
+			if (!valid)
+				v += f->cat_counts[i];
+		}
+		break;
+	case KILN_QM_DUPLICATE_VALUES: {
+		uint64_t values = f->present - nulls, distinct = kiln_hll_estimate(&f->distinct);
+		if (f->cat_count) { /* exact: every value beyond the first of its category */
+			distinct = 0;
+			for (size_t i = 0; i < f->cat_count; i++)
+				distinct += f->cat_counts[i] > 0;
+		}
+		v = values > distinct ? values - distinct : 0;
+		*base = (double)values;
+		break;
+	}
+	default:
+		return unsupported(r, "not a metric kiln evaluates");
+	}
+	*out = (double)v;
+	return 0;
+}
+
+int kiln_gates_quality(const kiln_quality_rules *rules, const kiln_profile *p, const kiln_stats *st,
+                       kiln_gate_result *out)
+{
+	int n = 0, rc;
+
+	for (size_t i = 0; i < rules->count; i++) {
+		const kiln_quality_rule *r = &rules->v[i];
+		kiln_gate_result *res = &out[n++];
+		const char *name = r->id[0] ? r->id : r->metric_name ? r->metric_name : "rule";
+		double v = 0, base = 0;
+		char range[64];
+
+		if (r->metric == KILN_QM_NONE) {
+			res->pass = true;
+			snprintf(res->line, sizeof(res->line),
+			         "quality %s (type %s%s%s): not run by kiln: pass",
+			         r->id[0] ? r->id : "without id", r->type, r->path[0] ? " on " : "", r->path);
+			continue;
+		}
+		if ((rc = metric_value(r, p, st, &v, &base)) < 0)
+			return rc;
+		if (r->percent)
+			v = base > 0 ? 100 * v / base : 0;
+		res->pass = kiln_quality_rule_holds(r, v);
+		if (r->op == KILN_QOP_BETWEEN || r->op == KILN_QOP_NOT_BETWEEN)
+			snprintf(range, sizeof(range), "[%g, %g]", r->a, r->b);
+		else
+			snprintf(range, sizeof(range), "%g", r->a);
+		snprintf(res->line, sizeof(res->line), "quality %s (%s%s%s): %.6g%s %s %s: %s", name,
+		         r->metric_name, r->path[0] ? " of " : "", r->path, v, r->percent ? "%" : " rows",
+		         r->op_name, range, res->pass ? "pass" : "FAIL");
+	}
+	return n;
+}

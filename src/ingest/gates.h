@@ -10,6 +10,7 @@
 
 #include "manifest/format.h"
 #include "manifest/manifest.h"
+#include "contract/quality.h"
 #include "quality/profile.h"
 
 typedef struct kiln_gates {
@@ -45,5 +46,12 @@ void kiln_gates_init(kiln_gates *gates);
  * nothing promoted to compare with, a pass that says so. */
 int kiln_gates_drift(const kiln_gates *gates, const kiln_profile *base, const char *base_name,
                      const kiln_profile *now, kiln_gate_result *out);
+
+/* The contract's ODCS quality rules against the version (its profile and
+ * stats): one result per rule in out[0..rules->count), rules of other
+ * types than library passing with a line that says they were not run.
+ * KILN_EINVALID naming the rule when kiln cannot compute its metric. */
+int kiln_gates_quality(const kiln_quality_rules *rules, const kiln_profile *profile, const kiln_stats *stats,
+                       kiln_gate_result *out);
 
 #endif

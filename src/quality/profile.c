@@ -134,7 +134,7 @@ static void field_clear(kiln_profile_field *f)
 	memset(f->types, 0, sizeof(f->types));
 	memset(&f->num, 0, sizeof(f->num));
 	kiln_dd_free(&f->dd);
-	f->len_min = f->len_max = f->len_sum = 0;
+	f->len_min = f->len_max = f->len_sum = f->empty = 0;
 	if (f->distinct.reg)
 		memset(f->distinct.reg, 0, KILN_HLL_REGISTERS);
 	if (f->cat_counts)
@@ -251,6 +251,7 @@ static void add_length(kiln_profile_field *f, uint64_t len)
 	if (len > f->len_max)
 		f->len_max = len;
 	f->len_sum += len;
+	f->empty += len == 0;
 }
 
 static void count_category(kiln_profile_field *f, const kiln_field *cf, kiln_json_type type, const char *v,
@@ -382,6 +383,7 @@ static int merge_field(kiln_profile_field *a, const kiln_profile_field *b)
 	if (b->len_max > a->len_max)
 		a->len_max = b->len_max;
 	a->len_sum += b->len_sum;
+	a->empty += b->empty;
 	a->present += b->present;
 	for (int t = 0; t < KILN_PTYPE_COUNT_; t++)
 		a->types[t] += b->types[t];
@@ -551,10 +553,11 @@ static int render_field(kiln_buf *out, const kiln_profile *p, const kiln_profile
 		return rc;
 	if (!f->tokens && strings &&
 	    (rc = kiln_buf_printf(out,
-	                          ",\"string\":{\"count\":%llu,\"length_min\":%llu,\"length_max\":%llu,"
-	                          "\"length_sum\":%llu,\"length_mean\":",
-	                          (unsigned long long)strings, (unsigned long long)f->len_min,
-	                          (unsigned long long)f->len_max, (unsigned long long)f->len_sum)) == 0)
+	                          ",\"string\":{\"count\":%llu,\"empty\":%llu,\"length_min\":%llu,"
+	                          "\"length_max\":%llu,\"length_sum\":%llu,\"length_mean\":",
+	                          (unsigned long long)strings, (unsigned long long)f->empty,
+	                          (unsigned long long)f->len_min, (unsigned long long)f->len_max,
+	                          (unsigned long long)f->len_sum)) == 0)
 		if ((rc = put_double(out, (double)f->len_sum / (double)strings)) == 0)
 			rc = kiln_buf_puts(out, "}");
 	if (rc < 0)
@@ -805,6 +808,8 @@ static int string_key(preader *r, void *ctx)
 		return read_u64(r, &f->len_max);
 	if (key_is(r, "length_sum"))
 		return read_u64(r, &f->len_sum);
+	if (key_is(r, "empty"))
+		return read_u64(r, &f->empty);
 	return skip(r);
 }
 

@@ -42,6 +42,7 @@ typedef struct kiln_profile_field {
 	kiln_moments num; /* numbers (values fields) */
 	kiln_ddsketch dd;
 	uint64_t len_min, len_max, len_sum; /* strings, in code points (values fields) */
+	uint64_t empty;                     /* strings of length 0 (values fields) */
 	kiln_hll distinct;                  /* strings and numbers as written (tokens: the token) */
 	size_t cat_count;                   /* categories: enum values, or false/true */
 	char **cat_names;

@@ -136,6 +136,64 @@ check "drift gate: a baseline that is not previous or vN is refused" \
 	status_is 2 promote user-events@same --dry-run --set promote.drift.baseline=main
 check "  with its place" grep -q 'promote.drift.baseline' "$tmp/err"
 
+# ODCS quality rules of the contract, checked by kiln promote: a copy of the
+# contract with library rules (rowCount, invalidValues with validValues,
+# nullValues, missingValues in percent, duplicateValues) and an sql rule
+$py - "$src/contracts/user-events.yaml" "$tmp/q.yaml" <<'PY'
+import sys
+text = open(sys.argv[1]).read()
+def after(anchor, block):
+    global text
+    assert anchor in text, anchor
+    text = text.replace(anchor, anchor + block, 1)
+after("  - name: user_event\n", """    quality:
+      - {id: enough_rows, metric: rowCount, mustBeGreaterThan: 1000}
+      - {id: freshness_sql, type: sql, query: "SELECT 1", mustBe: 1}
+""")
+after("      - name: event_type\n", """        quality:
+          - id: known_types
+            metric: invalidValues
+            arguments: {validValues: [page_view, click, search, signup, purchase]}
+            mustBeLessThan: 5
+            unit: percent
+""")
+after("      - name: country\n", """        quality:
+          - {id: country_not_null, metric: nullValues, mustBe: 0}
+          - {id: country_present, metric: missingValues, mustBeLessThan: 20, unit: percent}
+""")
+after("      - name: event_id\n", """        quality:
+          - {id: event_id_unique, metric: duplicateValues, mustBeLessThan: 3, unit: percent}
+""")
+open(sys.argv[2], "w").write(text)
+PY
+qrun() { KILN_STORE=file://$tmp/q KILN_MANIFEST=$tmp/q.git KILN_INPUT=$tmp/$1.jsonl "$kiln" run "$pipeline" \
+	--set contract="$tmp/q.yaml" --set branch=$1 >/dev/null 2>&1; }
+qpromote() { KILN_STORE=file://$tmp/q KILN_MANIFEST=$tmp/q.git "$kiln" promote --pipeline "$pipeline" \
+	--set promote.ratio_tolerance=1 --set promote.max_quarantine_rate=1 --set contract="$tmp/q.yaml" "$@"; }
+qrun base && qrun shift
+check "quality rules: the baseline passes them all" status_is 0 qpromote user-events@base
+check "  its tag records each rule's figure" \
+	sh -c "git --git-dir '$tmp/q.git' cat-file tag user-events/v1 | grep -q 'quality known_types (invalidValues of event_type): 0% mustBeLessThan 5: pass'"
+check "  rowCount" grep -q 'gate quality enough_rows (rowCount): [0-9]* rows mustBeGreaterThan 1000: pass' "$tmp/out"
+check "  an sql rule is reported as not run" grep -q 'gate quality freshness_sql (type sql): not run by kiln: pass' "$tmp/out"
+check "  duplicateValues" grep -q 'gate quality event_id_unique (duplicateValues of event_id): [0-9.]*% mustBeLessThan 3: pass' "$tmp/out"
+check "quality rules: the shifted version fails (exit 1)" status_is 1 qpromote user-events@shift --dry-run
+check "  naming the rule, the figure and the threshold" \
+	grep -q 'release gate failed: quality known_types (invalidValues of event_type): [0-9.]*% mustBeLessThan 5: FAIL' "$tmp/err"
+check "  and the raised missing rate" \
+	grep -q 'release gate failed: quality country_present (missingValues of country): [0-9.]*% mustBeLessThan 20: FAIL' "$tmp/err"
+KILN_STORE=file://$tmp/q KILN_MANIFEST=$tmp/q.git KILN_INPUT=$tmp/base.jsonl "$kiln" run "$pipeline" \
+	--set branch=plain >/dev/null 2>&1
+check "quality rules: a contract with rules other than the version's is refused (exit 2)" \
+	status_is 2 qpromote user-events@plain --dry-run
+check "  saying why" grep -q 'is not the one the version was curated under' "$tmp/err"
+sed 's/metric: rowCount/metric: rowTotal/' "$tmp/q.yaml" >"$tmp/q2.yaml"
+KILN_STORE=file://$tmp/q KILN_MANIFEST=$tmp/q.git KILN_INPUT=$tmp/base.jsonl "$kiln" run "$pipeline" \
+	--set contract="$tmp/q2.yaml" --set branch=q2 >/dev/null 2>&1
+check "quality rules: an unknown metric is refused (exit 2)" status_is 2 qpromote user-events@q2 --dry-run \
+	--set contract="$tmp/q2.yaml"
+check "  with its file, line and column" grep -q "q2.yaml:[0-9]*:[0-9]*: schema\[0\].quality\[0\].metric: unknown metric \"rowTotal\"" "$tmp/err"
+
 # profiling off: no profile.json; kiln profile says why
 KILN_STORE=file://$tmp/off KILN_MANIFEST=$tmp/off.git "$kiln" run "$pipeline" --set profile.enabled=false >/dev/null 2>&1
 check "profile.enabled: false: no profile.json" \
