@@ -20,6 +20,7 @@
 #include "manifest/sshsig.h"
 #include "manifest/version.h"
 #include "quality/profile.h"
+#include "contract/compat.h"
 #include "contract/quality.h"
 
 static const char usage_text[] =
@@ -147,6 +148,71 @@ static int load_rules(const kiln_pipeline *p, const kiln_promote_inputs *in, con
 	return 0;
 }
 
+/* The contract_compatible gate: the version's contract.yaml against the
+ * highest vN's; a breaking change fails it (contract/compat.h). 0, or -1
+ * with the error printed. */
+static int compat_gate(kiln_manifest *m, const kiln_version *v, const char *spec, kiln_gate_result *out)
+{
+	kiln_buf a = KILN_BUF_INIT(0), b = KILN_BUF_INIT(0), list = KILN_BUF_INIT(0);
+	kiln_contract *old = NULL, *now = NULL;
+	kiln_contract_compat *diff = NULL;
+	kiln_version bv;
+	char next[32], base_name[32], base_spec[300];
+	int rc = -1, found;
+
+	if (kiln_promote_next_version(next, m, v->dataset) < 0)
+		goto fail;
+	if (strcmp(next, "v1") == 0) {
+		out->pass = true;
+		snprintf(out->line, sizeof(out->line),
+		         "contract_compatible: no promoted version to compare with: pass");
+		return 0;
+	}
+	snprintf(base_name, sizeof(base_name), "v%ld", strtol(next + 1, NULL, 10) - 1);
+	snprintf(base_spec, sizeof(base_spec), "%s@%s", v->dataset, base_name);
+	if (kiln_version_resolve(m, base_spec, &bv) < 0 ||
+	    (found = kiln_version_read(m, &bv, "contract.yaml", &a)) < 0 ||
+	    (found && (found = kiln_version_read(m, v, "contract.yaml", &b)) < 0))
+		goto fail;
+	if (!found) {
+		kiln_error_set(KILN_ENOTFOUND,
+		               "%s or %s has no contract.yaml (made before kiln kept the contract)", spec,
+		               base_spec);
+		goto fail;
+	}
+	if (kiln_contract_load_buffer(&old, base_spec, a.ptr, a.len, NULL) < 0 ||
+	    kiln_contract_load_buffer(&now, spec, b.ptr, b.len, NULL) < 0 ||
+	    kiln_contract_compat_diff(&diff, old, now) < 0)
+		goto fail;
+	for (size_t i = 0, shown = 0; i < diff->count && shown < 4; i++)
+		if (diff->changes[i].breaking)
+			kiln_buf_printf(&list, "%s%s %s", shown++ ? ", " : "",
+			                diff->changes[i].path[0] ? diff->changes[i].path : "contract",
+			                diff->changes[i].code);
+	kiln_buf_putc(&list, '\0');
+	out->pass = diff->breaking == 0;
+	if (out->pass)
+		snprintf(out->line, sizeof(out->line),
+		         "contract_compatible with %s: %zu changes, none breaking: pass", base_name,
+		         diff->count);
+	else
+		snprintf(out->line, sizeof(out->line),
+		         "contract_compatible with %s: %zu of %zu changes breaking (%s): FAIL", base_name,
+		         diff->breaking, diff->count, list.ptr);
+	rc = 0;
+	goto done;
+fail:
+	kiln_cli_fail("promote", "contract_compatible gate: %s", kiln_error_last());
+done:
+	kiln_contract_compat_free(diff);
+	kiln_contract_free(old);
+	kiln_contract_free(now);
+	kiln_buf_free(&a);
+	kiln_buf_free(&b);
+	kiln_buf_free(&list);
+	return rc;
+}
+
 /* Prints every gate's line; the number of gates when all pass, -1 (with
  * the failed ones named on stderr, *status set) otherwise. results has
  * room for KILN_GATES_MAX + rules->count. */
@@ -160,6 +226,13 @@ static int check_gates(const kiln_pipeline *p, kiln_manifest *m, const kiln_vers
 	if ((n = kiln_gates_check(&p->gates, &in->stats, &in->definition, results)) < 0) {
 		*status = kiln_cli_fail("promote", "%s: %s", spec, kiln_error_last());
 		return -1;
+	}
+	if (p->gates.contract_compatible) {
+		if (compat_gate(m, v, spec, &results[n]) < 0) {
+			*status = KILN_EXIT_USAGE;
+			return -1;
+		}
+		n++;
 	}
 	if (p->gates.drift) {
 		if (drift_gate(p, m, v, spec, &results[n]) < 0) {

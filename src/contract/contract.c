@@ -883,6 +883,12 @@ int kiln_contract_load_buffer(kiln_contract **out, const char *name, const char 
 	crypto_generichash(k->digest, sizeof(k->digest), (const unsigned char *)text, len, NULL, 0);
 	sodium_bin2hex(k->digest_hex, sizeof(k->digest_hex), k->digest, sizeof(k->digest));
 	k->file = kiln_arena_strndup(k->arena, name, strlen(name));
+	k->text = kiln_arena_strndup(k->arena, text, len);
+	k->text_len = len;
+	if (!k->file || !k->text) {
+		rc = oom();
+		goto cleanup;
+	}
 	if ((rc = compile_contract(&c, options)) < 0)
 		goto cleanup;
 	/* The compiled contract points into the document's strings: move them

@@ -127,6 +127,8 @@ struct kiln_field {
 
 typedef struct kiln_contract {
 	const char *file;
+	const char *text; /* the file's bytes (what the digest is of), NUL-terminated */
+	size_t text_len;
 	const char *api_version, *kind, *id, *name, *version, *status;
 	const char *schema_name;  /* the schema object records are checked against */
 	unsigned char digest[32]; /* BLAKE2b-256 of the contract file's bytes */

@@ -17,6 +17,7 @@ void kiln_gates_init(kiln_gates *g)
 	g->max_quarantine_rate = -1;
 	g->contract_version = NULL;
 	g->drift = false;
+	g->contract_compatible = false;
 	g->drift_baseline = NULL;
 	g->drift_max_psi = g->drift_max_null_rate = 0;
 }

@@ -18,12 +18,13 @@ typedef struct kiln_gates {
 	double ratio_tolerance;                /* < 0: no gate; max |share - ratio| per split */
 	double max_quarantine_rate;            /* < 0: no gate; quarantined / records_in */
 	const char *contract_version;          /* NULL: no gate; "1.2.0" exactly, or "1.x" / "1.2.x" */
+	bool contract_compatible;              /* the contract breaks no reader of the last vN's */
 	bool drift;                            /* promote.drift: the profile against a baseline's */
 	const char *drift_baseline;            /* "previous" (the highest vN) or "vN" */
 	double drift_max_psi, drift_max_null_rate;
 } kiln_gates;
 
-#define KILN_GATES_MAX 8
+#define KILN_GATES_MAX 10
 
 typedef struct kiln_gate_result {
 	bool pass;

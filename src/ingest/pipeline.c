@@ -47,8 +47,13 @@ static const char *const pseudo_keys[] = {"key_file", "key_env", "key_version", 
 static const char *const split_keys[] = {"key", "salt", "ratios", NULL};
 static const char *const ratio_keys[] = {"train", "dev", "test", NULL};
 static const char *const shard_keys[] = {"target_bytes", "zstd_level", "zstd_threads", NULL};
-static const char *const promote_keys[] = {"min_records",      "ratio_tolerance", "max_quarantine_rate",
-                                           "contract_version", "drift",           NULL};
+static const char *const promote_keys[] = {"min_records",
+                                           "ratio_tolerance",
+                                           "max_quarantine_rate",
+                                           "contract_version",
+                                           "contract_compatible",
+                                           "drift",
+                                           NULL};
 static const char *const drift_keys[] = {"baseline", "max_psi", "max_null_rate_change", NULL};
 static const char *const manifest_keys[] = {"repo",         "remote",      "author_name",
                                             "author_email", "signing_key", NULL};
@@ -532,6 +537,10 @@ static int load_promote(loader *l, const kiln_yaml_node *root)
 			                          INT64_MAX, &g->min_records[i])) < 0)
 				return rc;
 	}
+	mr = kiln_yaml_get(pr, "contract_compatible");
+	if (mr && !kiln_yaml_is_null(mr) &&
+	    (rc = kiln_yaml_bool(l->doc, mr, "promote.contract_compatible", &g->contract_compatible)) < 0)
+		return rc;
 	mr = kiln_yaml_get(pr, "drift");
 	if (mr && !kiln_yaml_is_null(mr)) {
 		g->drift = true;

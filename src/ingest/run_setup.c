@@ -3,9 +3,11 @@
 
 #include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "contract/compat.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "manifest/format.h"
@@ -105,6 +107,66 @@ cleanup:
 	return rc < 0 ? rc : 0;
 }
 
+/* The major number of a contract version ("2.1.0", "v2": 2; -1 without one). */
+static long major_of(const char *version)
+{
+	char *end;
+	long v;
+
+	if (!version)
+		return -1;
+	if (*version == 'v' || *version == 'V')
+		version++;
+	v = strtol(version, &end, 10);
+	return end == version ? -1 : v;
+}
+
+/* A branch's contract may change in ways its readers do not notice; a
+ * change that breaks them (contract/compat.h) needs a new major version.
+ * The branch tip's contract.yaml is the old contract (a branch made before
+ * kiln kept it is checked from its next commit on). */
+static int check_contract_change(const kiln_pipeline *p, kiln_manifest *m, const kiln_contract *now)
+{
+	kiln_buf before = KILN_BUF_INIT(0), list = KILN_BUF_INIT(0);
+	kiln_contract_options copts = {.schema = now->schema_name};
+	kiln_contract *old = NULL;
+	kiln_contract_compat *diff = NULL;
+	char name[300];
+	size_t shown = 0;
+	int rc = kiln_manifest_read(m, p->dataset, p->branch, "contract.yaml", &before);
+
+	if (rc <= 0 || (before.len == now->text_len && memcmp(before.ptr, now->text, before.len) == 0))
+		goto cleanup;
+	snprintf(name, sizeof(name), "manifest: %s/%s:contract.yaml", p->dataset, p->branch);
+	if ((rc = kiln_contract_load_buffer(&old, name, before.ptr, before.len, &copts)) < 0 ||
+	    (rc = kiln_contract_compat_diff(&diff, old, now)) < 0)
+		goto cleanup;
+	if (diff->breaking == 0 || major_of(now->version) > major_of(old->version))
+		goto cleanup;
+	for (size_t i = 0; i < diff->count && shown < 5; i++) {
+		const kiln_contract_change *c = &diff->changes[i];
+		if (!c->breaking)
+			continue;
+		kiln_buf_printf(&list, "%s%s %s", shown++ ? ", " : "", c->path[0] ? c->path : "contract",
+		                c->code);
+	}
+	kiln_buf_putc(&list, '\0');
+	rc = kiln_error_set(
+	    KILN_EINVALID,
+	    "%s: contract %s %s -> %s breaks readers of %s/%s (%zu breaking: %s%s; kiln contract diff "
+	    "lists them): raise the contract's major version or run on a new branch (--set "
+	    "branch=NAME)",
+	    p->contract, now->id ? now->id : "?", old->version ? old->version : "?",
+	    now->version ? now->version : "?", p->dataset, p->branch, diff->breaking,
+	    list.ptr ? list.ptr : "", diff->breaking > shown ? ", ..." : "");
+cleanup:
+	kiln_contract_compat_free(diff);
+	kiln_contract_free(old);
+	kiln_buf_free(&before);
+	kiln_buf_free(&list);
+	return rc < 0 ? rc : 0;
+}
+
 /* The split key must be a scalar field at the top level that keeps a value
  * in the curated record. (A record without a value for it cannot be placed:
  * it is quarantined as missing_required, whether or not the contract
@@ -185,6 +247,7 @@ int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
 	     (rc = kiln_manifest_fetch(s->manifest, p->manifest_remote, p->dataset)) < 0) ||
 	    (rc = render_dataset_json(&s->dataset_json, p, s->contract, &s->key)) < 0 ||
 	    (rc = check_same_definition(p, s->manifest, &s->dataset_json)) < 0 ||
+	    (rc = check_contract_change(p, s->manifest, s->contract)) < 0 ||
 	    (rc = kiln_buf_putc(&s->dataset_json, '\0')) < 0)
 		goto fail;
 	return 0;
@@ -252,6 +315,8 @@ int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commi
 	snap->author_name = p->author_name;
 	snap->author_email = p->author_email;
 	snap->dataset_json = s->dataset_json.ptr;
+	snap->contract_text = s->contract->text;
+	snap->contract_len = s->contract->text_len;
 	snap->signing_key = p->signing_key_file ? &s->signing_key : NULL;
 	if ((rc = check_shards_stored(s, snap)) < 0)
 		return rc;

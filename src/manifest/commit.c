@@ -756,7 +756,9 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	    (rc = write_splits(m, scanner, ref, snap, root)) < 0 ||
 	    (rc = write_lineage(m, scanner, ref, tip_tree, snap, root, &text, &before)) < 0 ||
 	    (rc = write_stats(m, scanner, ref, tip_tree, snap, root, &text)) < 0 ||
-	    (rc = write_profile(m, ref, tip_tree, snap, root, &text)) < 0)
+	    (rc = write_profile(m, ref, tip_tree, snap, root, &text)) < 0 ||
+	    (snap->contract_text &&
+	     (rc = insert_blob(m, root, "contract.yaml", snap->contract_text, snap->contract_len)) < 0))
 		goto cleanup;
 
 	/* the commit, then the compare-and-swap on the branch with the first

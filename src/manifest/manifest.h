@@ -49,9 +49,11 @@ struct kiln_signing_key; /* manifest/sshsig.h */
 struct kiln_profile;     /* quality/profile.h */
 
 typedef struct kiln_snapshot {
-	const char *dataset;      /* [a-z0-9][a-z0-9._-]{0,127} */
-	const char *branch;       /* "main" or another [a-z0-9][a-z0-9._-]* name */
-	const char *dataset_json; /* whole dataset.json text */
+	const char *dataset;       /* [a-z0-9][a-z0-9._-]{0,127} */
+	const char *branch;        /* "main" or another [a-z0-9][a-z0-9._-]* name */
+	const char *dataset_json;  /* whole dataset.json text */
+	const char *contract_text; /* the contract file's bytes (contract.yaml); NULL: keep the tip's */
+	size_t contract_len;
 	const kiln_shard_entry *shards[KILN_SPLIT_COUNT];
 	size_t shard_count[KILN_SPLIT_COUNT];
 	const kiln_lineage_entry *lineage; /* replace the entries with the same topic/partition */

@@ -459,7 +459,7 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 {
 	kiln_manifest *m = x->m;
 	git_commit *c = NULL;
-	git_blob *ds = NULL, *pj = NULL;
+	git_blob *ds = NULL, *pj = NULL, *cy = NULL;
 	kiln_profile added = {0};
 	replay r = {0};
 	kiln_mfmt_lineage lc = {0}, lp = {0}, lt = {0};
@@ -532,6 +532,14 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 	if ((rc = added_shards(m, x->sc, commit, parent, &r)) < 0)
 		goto cleanup;
 
+	/* the contract it was curated under, as it was */
+	if ((rc = blob_at(m, commit, "contract.yaml", &cy)) < 0)
+		goto cleanup;
+	if (cy) {
+		snap.contract_text = git_blob_rawcontent(cy);
+		snap.contract_len = (size_t)git_blob_rawsize(cy);
+	}
+
 	/* profile: what the commit added (its profile.json's "added") */
 	if ((rc = blob_at(m, commit, "profile.json", &pj)) < 0)
 		goto cleanup;
@@ -570,6 +578,7 @@ cleanup:
 	replay_free(&r);
 	git_blob_free(ds);
 	git_blob_free(pj);
+	git_blob_free(cy);
 	kiln_profile_free(&added);
 	git_commit_free(c);
 	return rc;

@@ -9,7 +9,8 @@
 # this file unchanged; a deliberate format change updates it
 # (KILN_GOLDEN_UPDATE=1 rewrites it) and says so in docs/FORMATS.md (the
 # changes so far: shards in libzstd's multithreaded framing, issue 12;
-# profile.json added to each commit's tree, issue 15; the tokens, splits,
+# profile.json and contract.yaml added to each commit's tree, issue 15;
+# the tokens, splits,
 # shard contents and quarantine objects did not change).
 set -uo pipefail
 
