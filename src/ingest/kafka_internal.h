@@ -115,6 +115,10 @@ rd_kafka_resp_err_t kiln_kafka_watermarks_query(struct krun *r, const struct par
 /* kafka_metrics.c: the run's counters, histograms and gauges. */
 int kiln_kafka_metrics_new(struct metrics *mx);
 void kiln_kafka_metrics_update_lag(struct krun *r);
+/* After a snapshot: the branch's profile against the drift baseline
+ * (promote.drift.baseline, else the highest vN) as gauges per field. A
+ * failure is logged, never the run's. */
+void kiln_kafka_metrics_update_drift(struct krun *r);
 
 /* kafka_http.c: GET /metrics, GET /healthz and POST /v1/snapshot. */
 int kiln_kafka_http_start(struct krun *r);

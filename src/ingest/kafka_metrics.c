@@ -1,9 +1,20 @@
 /* The metrics of a Kafka run (served on /metrics): records, bytes,
  * quarantines by code, batches, snapshots, commits, gaps, dead letters,
- * rebalances, and each owned partition's consumer lag. */
+ * rebalances, each owned partition's consumer lag, and after a snapshot
+ * each field's drift against the drift baseline. */
 #include "ingest/kafka_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "manifest/promote.h"
+#include "manifest/version.h"
+#include "quality/drift.h"
+#include "quality/profile.h"
 
 int kiln_kafka_metrics_new(struct metrics *mx)
 {
@@ -67,4 +78,90 @@ void kiln_kafka_metrics_update_lag(struct krun *r)
 			kiln_gauge_set(pt->lag, (double)(hi > at ? hi - at : 0));
 		}
 	}
+}
+
+/* One gauge of a field's drift: NAME{part="PART",field="PATH"}. */
+static void field_gauge(kiln_metrics *m, const char *name, const char *help, const char *part,
+                        const char *path, double v)
+{
+	kiln_buf labels = KILN_BUF_INIT(0);
+
+	if (kiln_buf_printf(&labels, "part=\"%s\",field=", part) == 0 &&
+	    kiln_metrics_label_value(&labels, path) == 0 && kiln_buf_putc(&labels, '\0') == 0)
+		kiln_gauge_set(kiln_metrics_gauge(m, name, help, labels.ptr), v);
+	kiln_buf_free(&labels);
+}
+
+/* The gauges of one profile (part: "snapshot" or "branch") against base. */
+static int drift_gauges(struct krun *r, const char *part, const kiln_profile *base, const kiln_profile *now,
+                        const kiln_drift_thresholds *t)
+{
+	kiln_drift d = {0};
+	kiln_buf labels = KILN_BUF_INIT(0);
+	int rc;
+
+	if ((rc = kiln_drift_compare(&d, base, now, t)) < 0)
+		return rc;
+	for (size_t i = 0; i < d.count; i++) {
+		const kiln_field_drift *f = &d.fields[i];
+		if (f->psi >= 0)
+			field_gauge(r->mx.m, "kiln_drift_psi",
+			            "Population stability index against the drift baseline (part: the last "
+			            "snapshot's "
+			            "records, or the whole branch)",
+			            part, f->path, f->psi);
+		field_gauge(r->mx.m, "kiln_drift_null_rate_change",
+		            "Null rate (nulls and missing over records) minus the drift baseline's", part,
+		            f->path, f->null_rate_now - f->null_rate_base);
+		field_gauge(r->mx.m, "kiln_drift_flagged", "1 when the field is past a drift threshold", part,
+		            f->path, f->flagged ? 1 : 0);
+	}
+	if (kiln_buf_printf(&labels, "part=\"%s\"", part) == 0 && kiln_buf_putc(&labels, '\0') == 0)
+		kiln_gauge_set(kiln_metrics_gauge(r->mx.m, "kiln_drift_fields_flagged",
+		                                  "Fields past a drift threshold against the baseline",
+		                                  labels.ptr),
+		               (double)d.flagged);
+	kiln_buf_free(&labels);
+	kiln_drift_free(&d);
+	return 0;
+}
+
+void kiln_kafka_metrics_update_drift(struct krun *r)
+{
+	const kiln_pipeline *p = r->p;
+	kiln_manifest *m = r->setup.manifest;
+	kiln_drift_thresholds t = {p->gates.drift ? p->gates.drift_max_psi : 0,
+	                           p->gates.drift ? p->gates.drift_max_null_rate : 0};
+	kiln_profile total = {0}, added = {0}, base = {0};
+	kiln_version v, bv;
+	char spec[300], base_spec[300], next[32];
+	const char *baseline =
+	    p->gates.drift && p->gates.drift_baseline ? p->gates.drift_baseline : "previous";
+
+	if (!p->profile)
+		return;
+	snprintf(spec, sizeof(spec), "%s@%s", p->dataset, p->branch);
+	if (strcmp(baseline, "previous") == 0) {
+		if (kiln_promote_next_version(next, m, p->dataset) < 0)
+			goto fail;
+		if (strcmp(next, "v1") == 0)
+			return; /* nothing promoted yet: no baseline */
+		snprintf(base_spec, sizeof(base_spec), "%s@v%ld", p->dataset, strtol(next + 1, NULL, 10) - 1);
+	} else {
+		snprintf(base_spec, sizeof(base_spec), "%s@%s", p->dataset, baseline);
+	}
+	if (kiln_version_resolve(m, spec, &v) < 0 || kiln_version_profile(m, &v, spec, &total, &added) <= 0 ||
+	    kiln_version_resolve(m, base_spec, &bv) < 0 ||
+	    kiln_version_profile(m, &bv, base_spec, &base, NULL) <= 0 ||
+	    drift_gauges(r, "snapshot", &base, &added, &t) < 0 ||
+	    drift_gauges(r, "branch", &base, &total, &t) < 0)
+		goto fail;
+	goto done;
+fail:
+	KILN_LOG(KILN_LOG_WARN, "drift", "no drift figures after this snapshot",
+	         KILN_F_STR("error", kiln_error_last()));
+done:
+	kiln_profile_free(&total);
+	kiln_profile_free(&added);
+	kiln_profile_free(&base);
 }

@@ -506,6 +506,7 @@ static int snapshot(struct krun *r, const char *why)
 	memcpy(o->commit, commit, sizeof(commit));
 	kiln_counter_add(r->mx.commits, 1);
 	kiln_histogram_observe(r->mx.snapshot_seconds, (double)(now_ms() - started) / 1000.0);
+	kiln_kafka_metrics_update_drift(r);
 	KILN_LOG(KILN_LOG_INFO, "snapshot", why, KILN_F_STR("commit", commit),
 	         KILN_F_INT("records", d->records_in), KILN_F_INT("valid", d->valid),
 	         KILN_F_INT("quarantined", d->quarantined), KILN_F_INT("shards", shards),
