@@ -88,7 +88,7 @@ static int read_rule(loader *l, const kiln_yaml_node *node, const char *ypath, c
 {
 	kiln_quality_rule *r;
 	const char *metric;
-	char p[640];
+	char p[800];
 	int rc, ops = 0;
 
 	if (node->kind != KILN_YAML_MAPPING)
