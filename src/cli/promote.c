@@ -86,15 +86,12 @@ static int drift_gate(const kiln_pipeline *p, kiln_manifest *m, const kiln_versi
 {
 	kiln_profile now = {0}, base = {0};
 	kiln_version bv;
-	char next[32], base_name[40], base_spec[300];
-	bool have_base = true;
-	int rc = -1;
+	char base_name[40], base_spec[300];
+	int have_base = 1, rc = -1;
 
 	if (strcmp(p->gates.drift_baseline, "previous") == 0) {
-		if (kiln_promote_next_version(next, m, v->dataset) < 0)
+		if ((have_base = kiln_promote_last_version(base_name, m, v->dataset)) < 0)
 			goto fail;
-		have_base = strcmp(next, "v1") != 0;
-		snprintf(base_name, sizeof(base_name), "v%ld", strtol(next + 1, NULL, 10) - 1);
 	} else {
 		snprintf(base_name, sizeof(base_name), "%s", p->gates.drift_baseline);
 	}
@@ -151,24 +148,25 @@ static int load_rules(const kiln_pipeline *p, const kiln_promote_inputs *in, con
 /* The contract_compatible gate: the version's contract.yaml against the
  * highest vN's; a breaking change fails it (contract/compat.h). 0, or -1
  * with the error printed. */
-static int compat_gate(kiln_manifest *m, const kiln_version *v, const char *spec, kiln_gate_result *out)
+static int compat_gate(const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v, const char *spec,
+                       kiln_gate_result *out)
 {
 	kiln_buf a = KILN_BUF_INIT(0), b = KILN_BUF_INIT(0), list = KILN_BUF_INIT(0);
 	kiln_contract *old = NULL, *now = NULL;
 	kiln_contract_compat *diff = NULL;
 	kiln_version bv;
-	char next[32], base_name[32], base_spec[300];
+	kiln_contract_options copts = {.schema = p->schema};
+	char base_name[32], base_spec[300];
 	int rc = -1, found;
 
-	if (kiln_promote_next_version(next, m, v->dataset) < 0)
+	if ((found = kiln_promote_last_version(base_name, m, v->dataset)) < 0)
 		goto fail;
-	if (strcmp(next, "v1") == 0) {
+	if (!found) {
 		out->pass = true;
 		snprintf(out->line, sizeof(out->line),
 		         "contract_compatible: no promoted version to compare with: pass");
 		return 0;
 	}
-	snprintf(base_name, sizeof(base_name), "v%ld", strtol(next + 1, NULL, 10) - 1);
 	snprintf(base_spec, sizeof(base_spec), "%s@%s", v->dataset, base_name);
 	if (kiln_version_resolve(m, base_spec, &bv) < 0 ||
 	    (found = kiln_version_read(m, &bv, "contract.yaml", &a)) < 0 ||
@@ -180,16 +178,12 @@ static int compat_gate(kiln_manifest *m, const kiln_version *v, const char *spec
 		               base_spec);
 		goto fail;
 	}
-	if (kiln_contract_load_buffer(&old, base_spec, a.ptr, a.len, NULL) < 0 ||
-	    kiln_contract_load_buffer(&now, spec, b.ptr, b.len, NULL) < 0 ||
+	if (kiln_contract_load_buffer(&old, base_spec, a.ptr, a.len, &copts) < 0 ||
+	    kiln_contract_load_buffer(&now, spec, b.ptr, b.len, &copts) < 0 ||
 	    kiln_contract_compat_diff(&diff, old, now) < 0)
 		goto fail;
-	for (size_t i = 0, shown = 0; i < diff->count && shown < 4; i++)
-		if (diff->changes[i].breaking)
-			kiln_buf_printf(&list, "%s%s %s", shown++ ? ", " : "",
-			                diff->changes[i].path[0] ? diff->changes[i].path : "contract",
-			                diff->changes[i].code);
-	kiln_buf_putc(&list, '\0');
+	if (kiln_contract_compat_breaking_list(&list, diff, 4) < 0)
+		goto fail;
 	out->pass = diff->breaking == 0;
 	if (out->pass)
 		snprintf(out->line, sizeof(out->line),
@@ -228,7 +222,7 @@ static int check_gates(const kiln_pipeline *p, kiln_manifest *m, const kiln_vers
 		return -1;
 	}
 	if (p->gates.contract_compatible) {
-		if (compat_gate(m, v, spec, &results[n]) < 0) {
+		if (compat_gate(p, m, v, spec, &results[n]) < 0) {
 			*status = KILN_EXIT_USAGE;
 			return -1;
 		}

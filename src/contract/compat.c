@@ -791,3 +791,18 @@ bool kiln_contract_compat_code_breaking(const char *code)
 			return codes[i].breaking;
 	return false;
 }
+
+int kiln_contract_compat_breaking_list(kiln_buf *out, const kiln_contract_compat *c, size_t max)
+{
+	size_t shown = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < c->count && shown < max && rc == 0; i++)
+		if (c->changes[i].breaking)
+			rc = kiln_buf_printf(out, "%s%s %s", shown++ ? ", " : "",
+			                     c->changes[i].path[0] ? c->changes[i].path : "contract",
+			                     c->changes[i].code);
+	if (rc == 0 && c->breaking > shown)
+		rc = kiln_buf_puts(out, ", ...");
+	return rc < 0 ? rc : kiln_buf_putc(out, '\0');
+}

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "contract/contract.h"
+#include "core/buf.h"
 
 typedef struct kiln_contract_change {
 	const char *path;    /* the field path ("device.os", "tags[]"); "" for the contract itself */
@@ -38,6 +39,10 @@ int kiln_contract_compat_diff(kiln_contract_compat **out, const kiln_contract *o
 
 /* NULL is fine. */
 void kiln_contract_compat_free(kiln_contract_compat *compat);
+
+/* The first `max` breaking changes as "path code, path code" (", ..." when
+ * there are more), NUL-terminated, into out: for one-line messages. */
+int kiln_contract_compat_breaking_list(kiln_buf *out, const kiln_contract_compat *compat, size_t max);
 
 /* The i-th code kiln knows (i from 0), NULL past the last: every code a
  * change can carry, for documentation and tests. Static storage. */

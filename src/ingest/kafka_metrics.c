@@ -134,7 +134,7 @@ void kiln_kafka_metrics_update_drift(struct krun *r)
 	                           p->gates.drift ? p->gates.drift_max_null_rate : 0};
 	kiln_profile total = {0}, added = {0}, base = {0};
 	kiln_version v, bv;
-	char spec[300], base_spec[300], next[32];
+	char spec[300], base_spec[300], last[32];
 	const char *baseline =
 	    p->gates.drift && p->gates.drift_baseline ? p->gates.drift_baseline : "previous";
 
@@ -142,11 +142,12 @@ void kiln_kafka_metrics_update_drift(struct krun *r)
 		return;
 	snprintf(spec, sizeof(spec), "%s@%s", p->dataset, p->branch);
 	if (strcmp(baseline, "previous") == 0) {
-		if (kiln_promote_next_version(next, m, p->dataset) < 0)
+		int found = kiln_promote_last_version(last, m, p->dataset);
+		if (found < 0)
 			goto fail;
-		if (strcmp(next, "v1") == 0)
+		if (!found)
 			return; /* nothing promoted yet: no baseline */
-		snprintf(base_spec, sizeof(base_spec), "%s@v%ld", p->dataset, strtol(next + 1, NULL, 10) - 1);
+		snprintf(base_spec, sizeof(base_spec), "%s@%s", p->dataset, last);
 	} else {
 		snprintf(base_spec, sizeof(base_spec), "%s@%s", p->dataset, baseline);
 	}

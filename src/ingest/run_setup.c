@@ -132,7 +132,6 @@ static int check_contract_change(const kiln_pipeline *p, kiln_manifest *m, const
 	kiln_contract *old = NULL;
 	kiln_contract_compat *diff = NULL;
 	char name[300];
-	size_t shown = 0;
 	int rc = kiln_manifest_read(m, p->dataset, p->branch, "contract.yaml", &before);
 
 	if (rc <= 0 || (before.len == now->text_len && memcmp(before.ptr, now->text, before.len) == 0))
@@ -143,22 +142,15 @@ static int check_contract_change(const kiln_pipeline *p, kiln_manifest *m, const
 		goto cleanup;
 	if (diff->breaking == 0 || major_of(now->version) > major_of(old->version))
 		goto cleanup;
-	for (size_t i = 0; i < diff->count && shown < 5; i++) {
-		const kiln_contract_change *c = &diff->changes[i];
-		if (!c->breaking)
-			continue;
-		kiln_buf_printf(&list, "%s%s %s", shown++ ? ", " : "", c->path[0] ? c->path : "contract",
-		                c->code);
-	}
-	kiln_buf_putc(&list, '\0');
+	if ((rc = kiln_contract_compat_breaking_list(&list, diff, 5)) < 0)
+		goto cleanup;
 	rc = kiln_error_set(
 	    KILN_EINVALID,
-	    "%s: contract %s %s -> %s breaks readers of %s/%s (%zu breaking: %s%s; kiln contract diff "
+	    "%s: contract %s %s -> %s breaks readers of %s/%s (%zu breaking: %s; kiln contract diff "
 	    "lists them): raise the contract's major version or run on a new branch (--set "
 	    "branch=NAME)",
 	    p->contract, now->id ? now->id : "?", old->version ? old->version : "?",
-	    now->version ? now->version : "?", p->dataset, p->branch, diff->breaking,
-	    list.ptr ? list.ptr : "", diff->breaking > shown ? ", ..." : "");
+	    now->version ? now->version : "?", p->dataset, p->branch, diff->breaking, list.ptr);
 cleanup:
 	kiln_contract_compat_free(diff);
 	kiln_contract_free(old);

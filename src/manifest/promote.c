@@ -97,6 +97,17 @@ int kiln_promote_next_version(char out[32], kiln_manifest *m, const char *datase
 	return 0;
 }
 
+int kiln_promote_last_version(char out[32], kiln_manifest *m, const char *dataset)
+{
+	char next[32];
+	int rc = kiln_promote_next_version(next, m, dataset);
+
+	if (rc < 0)
+		return rc;
+	snprintf(out, 32, "v%lu", strtoul(next + 1, NULL, 10) - 1);
+	return strcmp(next, "v1") != 0;
+}
+
 int kiln_promote_mark_signed(kiln_manifest *m)
 {
 	git_config *cfg = NULL, *snap = NULL;

@@ -35,6 +35,10 @@ bool kiln_promote_version_name_ok(const char *name);
 /* One above the highest refs/tags/<dataset>/vN ("v1" when there is none). */
 int kiln_promote_next_version(char out[32], kiln_manifest *manifest, const char *dataset);
 
+/* The highest refs/tags/<dataset>/vN: 1 with "vN" in out, 0 when the
+ * dataset has none (a baseline "previous" then has nothing to compare). */
+int kiln_promote_last_version(char out[32], kiln_manifest *manifest, const char *dataset);
+
 /* Records in the repository's config that its tag versions are signed
  * (kiln.signed = tags, docs/RELEASES.md), so `kiln verify` refuses an
  * unsigned one even without trusted keys. "all" (or "true") is kept. */
