@@ -269,13 +269,14 @@ static int evict(kiln_cache *c, uint64_t need, const char *keep)
 	victims vs = {0};
 	uint64_t evicted = 0, freed = 0;
 	size_t k = 0;
+	double low;
 	bool skip;
 	int rc;
 
 	pthread_mutex_lock(&c->evict_lock);
 	pthread_mutex_lock(&c->lock);
-	skip = !c->pinned_known || c->nothing_evictable ||
-	       (double)(c->bytes_used + need) <= c->config->high * limit;
+	skip = !c->pinned_known || c->nothing_evictable || (double)(c->bytes_used + need) <= c->high * limit;
+	low = c->low;
 	pthread_mutex_unlock(&c->lock);
 	if (skip) {
 		pthread_mutex_unlock(&c->evict_lock);
@@ -294,7 +295,7 @@ static int evict(kiln_cache *c, uint64_t need, const char *keep)
 	if (vs.n)
 		qsort(vs.v, vs.n, sizeof(*vs.v), by_atime);
 	k = 0;
-	while (k < vs.n && (double)(vs.total + need) > c->config->low * limit) {
+	while (k < vs.n && (double)(vs.total + need) > low * limit) {
 		victim *v = &vs.v[k++];
 		char path[PATH_MAX];
 		struct stat st;
@@ -313,7 +314,7 @@ static int evict(kiln_cache *c, uint64_t need, const char *keep)
 		pthread_mutex_unlock(&c->lock);
 	}
 	pthread_mutex_lock(&c->lock);
-	if (k == vs.n && !keep && (double)(vs.total + need) > c->config->low * limit)
+	if (k == vs.n && !keep && (double)(vs.total + need) > low * limit)
 		c->nothing_evictable = true;
 	pthread_mutex_unlock(&c->lock);
 	if (evicted) {
@@ -329,6 +330,15 @@ cleanup:
 	free(vs.v);
 	pthread_mutex_unlock(&c->evict_lock);
 	return rc;
+}
+
+void kiln_cache_set_watermarks(kiln_cache *c, double high, double low)
+{
+	pthread_mutex_lock(&c->lock);
+	c->high = high;
+	c->low = low;
+	c->nothing_evictable = false; /* judged against the old low watermark */
+	pthread_mutex_unlock(&c->lock);
 }
 
 int kiln_cache_evict(kiln_cache *c, uint64_t need)

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "core/log.h"
 #include "core/metrics.h"
 #include "store/store.h"
 
@@ -53,6 +54,7 @@ typedef struct kiln_cache_config {
 	unsigned connections_per_address; /* `serve`: per client address (default 256) */
 	unsigned misses_per_second;       /* `serve`: misses sent to peers and the origin (default 100) */
 	uint64_t scrub_rate;              /* bytes/s the background scrub hashes (default 16 MiB, 0: off) */
+	kiln_log_level log_level;         /* `serve`: log.level (default info) */
 	struct kiln_yaml_doc *doc;        /* owns the strings above */
 	struct kiln_arena *arena;
 } kiln_cache_config;
@@ -69,6 +71,10 @@ typedef struct kiln_cache kiln_cache;
  * the cache registers and updates kiln_cache_* series in it. */
 int kiln_cache_open(kiln_cache **out, const kiln_cache_config *config, kiln_metrics *metrics);
 void kiln_cache_close(kiln_cache *cache);
+
+/* The watermarks eviction uses from now on (a reload; 0 < low < high <= 1,
+ * as a loaded config guarantees). */
+void kiln_cache_set_watermarks(kiln_cache *cache, double high, double low);
 
 typedef struct kiln_cache_progress {
 	uint64_t shards_total, shards_done;
@@ -119,6 +125,12 @@ int kiln_cache_list(kiln_cache *cache, const char *dataset, const char *ref, con
  * watermarks, shards, pinned shards, each pin's version and whether its
  * view is ready, the last sync's time and outcome. */
 int kiln_cache_status(kiln_cache *cache, kiln_buf *out);
+
+/* The same as one JSON document (`kiln cache status --json`, docs/JSON.md),
+ * appended to out with its newline: sizes in bytes, each pin with its
+ * dataset, ref, commit and view, the last sync with its time as RFC 3339
+ * and Unix seconds. */
+int kiln_cache_status_json(kiln_cache *cache, kiln_buf *out);
 
 /* The last sync pass of this cache (this process), in numbers: what
  * `kiln cache sync` prints. */

@@ -43,8 +43,10 @@ static const char *const top_keys[] = {"store",
                                        "connections_per_address",
                                        "misses_per_second",
                                        "scrub_rate",
+                                       "log",
                                        NULL};
 static const char *const watermark_keys[] = {"high", "low", NULL};
+static const char *const log_keys[] = {"level", NULL};
 
 /* The keys a map may hold; at the top, a secret-looking key gets its own
  * message (secrets come from token_file or token_env, never the file). */
@@ -338,6 +340,17 @@ static int load(loader *l)
 		return rc;
 	if (!strchr(c->listen, ':') || !c->listen[strcspn(c->listen, ":") + 1])
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(root, "listen"), "listen", "expected HOST:PORT");
+	c->log_level = KILN_LOG_INFO;
+	if ((n = kiln_yaml_get(root, "log")) && !kiln_yaml_is_null(n)) {
+		const char *level = NULL;
+
+		if ((rc = check_keys(l, n, "log", log_keys)) < 0 ||
+		    (rc = kiln_config_string(&l->cfg, n, "log", "level", false, &level)) < 0)
+			return rc;
+		if (level && !kiln_log_level_parse(level, &c->log_level))
+			return kiln_yaml_fail(l->doc, kiln_yaml_get(n, "level"), "log.level",
+			                      "expected debug, info, warn or error");
+	}
 	return load_token(l, root);
 }
 

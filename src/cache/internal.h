@@ -16,8 +16,8 @@
  *   !pinned_known nothing is evicted.
  * - the scrub thread (scrub_running) only reads shards and removes corrupt
  *   ones as any reader would; scrub_stop under `lock` ends it.
- * Locks: `lock` guards flights, pinned, bytes_used, pins[] and the last-sync
- * fields; evict_lock serialises eviction scans; list_lock the list handle on
+ * Locks: `lock` guards flights, pinned, bytes_used, high, low, pins[] and the
+ * last-sync fields; evict_lock serialises eviction scans; list_lock the list handle on
  * the manifest; sync_fd (flock) one sync per cache directory across
  * processes. Never take evict_lock or list_lock while holding `lock`. */
 #ifndef KILN_CACHE_INTERNAL_H
@@ -94,6 +94,7 @@ struct kiln_cache {
 	bool pinned_known;
 	bool nothing_evictable; /* the last scan found no unpinned shard and none was published since */
 	uint64_t bytes_used;
+	double high, low;   /* the watermarks in force: config's, or a reload's */
 	cache_pin *pins;    /* config->pin_count */
 	kiln_store **peers; /* config->peer_count http(s) stores, asked as a peer (store/http.c) */
 

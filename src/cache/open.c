@@ -80,7 +80,7 @@ static void register_metrics(kiln_cache *c, kiln_metrics *m)
 	    kiln_metrics_counter(m, "kiln_cache_corrupt_total",
 	                         "Cached shards found corrupt or truncated (removed, fetched again)", NULL);
 	c->m_bytes_used =
-	    kiln_metrics_gauge(m, "kiln_cache_bytes_used", "Bytes of shards in the cache", NULL);
+	    kiln_metrics_gauge(m, "kiln_cache_used_bytes", "Bytes of shards in the cache", NULL);
 	c->m_sync_lag = kiln_metrics_gauge(m, "kiln_cache_sync_lag_seconds",
 	                                   "Seconds since the last fully successful sync", NULL);
 	c->m_sync_failures = kiln_metrics_counter(m, "kiln_cache_sync_failures_total",
@@ -174,6 +174,8 @@ int kiln_cache_open(kiln_cache **out, const kiln_cache_config *config, kiln_metr
 	}
 	c->lock_fd = c->sync_fd = -1;
 	c->config = config;
+	c->high = config->high;
+	c->low = config->low;
 	c->opened = (int64_t)time(NULL);
 	n = strlen(config->dir);
 	while (n > 1 && config->dir[n - 1] == '/')

@@ -96,6 +96,94 @@ static void iso_time(char *out, size_t cap, int64_t t)
 	strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+/* ,"NAME":"<RFC 3339>","NAME_unix":N, or both null when t is 0 (never) */
+static int json_time(kiln_buf *out, const char *name, int64_t t)
+{
+	char iso[32];
+
+	if (!t)
+		return kiln_buf_printf(out, ",\"%s\":null,\"%s_unix\":null", name, name);
+	iso_time(iso, sizeof(iso), t);
+	return kiln_buf_printf(out, ",\"%s\":\"%s\",\"%s_unix\":%" PRId64, name, iso, name, t);
+}
+
+/* s as a JSON string, null when empty. */
+static int json_string(kiln_buf *out, const char *s)
+{
+	return *s ? kiln_buf_put_json_text(out, s, strlen(s)) : kiln_buf_puts(out, "null");
+}
+
+static int json_pin(kiln_buf *out, const cache_pin *p)
+{
+	int rc = kiln_buf_puts(out, "{\"pin\":");
+
+	rc |= kiln_buf_put_json_text(out, p->spec, strlen(p->spec));
+	rc |= kiln_buf_puts(out, ",\"dataset\":");
+	rc |= json_string(out, p->dataset);
+	rc |= kiln_buf_printf(out, ",\"resolved\":%s,\"ref\":", p->version.commit[0] ? "true" : "false");
+	rc |= json_string(out, p->version.commit[0] ? p->version.ref : "");
+	rc |= kiln_buf_puts(out, ",\"commit\":");
+	rc |= json_string(out, p->version.commit);
+	rc |= kiln_buf_printf(
+	    out, ",\"follows\":%s,\"ready\":%s,\"shards\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"view_commit\":",
+	    p->follows ? "true" : "false", p->ready ? "true" : "false", p->shards, p->bytes);
+	rc |= json_string(out, p->shown);
+	rc |= kiln_buf_printf(out,
+	                      ",\"fetched\":%" PRIu64 ",\"fetched_bytes\":%" PRIu64 ",\"error\":", p->fetched,
+	                      p->fetched_bytes);
+	rc |= json_string(out, p->error);
+	return rc | kiln_buf_putc(out, '}');
+}
+
+int kiln_cache_status_json(kiln_cache *c, kiln_buf *out)
+{
+	const kiln_cache_config *cfg = c->config;
+	count_ctx k = {.c = c};
+	size_t len = out->len;
+	int rc;
+
+	kiln_cache_refresh_lag(c);
+	if ((rc = kiln_cache_scan(c, count_cb, &k)) < 0)
+		return rc;
+	rc = kiln_buf_puts(out, "{\"dir\":");
+	rc |= kiln_buf_put_json_text(out, c->dir, strlen(c->dir));
+	rc |= kiln_buf_printf(
+	    out,
+	    ",\"size_limit\":%" PRIu64 ",\"used_bytes\":%" PRIu64 ",\"high_watermark\":%g"
+	    ",\"low_watermark\":%g,\"high_bytes\":%" PRIu64 ",\"low_bytes\":%" PRIu64 ",\"shards\":%" PRIu64
+	    ",\"pinned_shards\":%" PRIu64 ",\"pinned_bytes\":%" PRIu64,
+	    cfg->size_limit, k.bytes, cfg->high, cfg->low, (uint64_t)(cfg->high * (double)cfg->size_limit),
+	    (uint64_t)(cfg->low * (double)cfg->size_limit), k.shards, k.pinned, k.pinned_bytes);
+	pthread_mutex_lock(&c->lock);
+	rc |= kiln_buf_printf(out, ",\"pins_known\":%s,\"pins\":[", c->pinned_known ? "true" : "false");
+	for (size_t i = 0; i < cfg->pin_count; i++) {
+		rc |= kiln_buf_puts(out, i ? ",\n" : "\n");
+		rc |= json_pin(out, &c->pins[i]);
+	}
+	rc |= kiln_buf_puts(out, cfg->pin_count ? "\n],\"last_sync\":" : "],\"last_sync\":");
+	if (!c->last_time) {
+		rc |= kiln_buf_puts(out, "null");
+	} else {
+		rc |= kiln_buf_printf(out, "{\"ok\":%s", c->last_rc == 0 ? "true" : "false");
+		rc |= json_time(out, "time", c->last_time);
+		rc |= kiln_buf_puts(out, ",\"error\":");
+		rc |= c->last_rc == 0 ? kiln_buf_puts(out, "null") : json_string(out, c->last_msg);
+		rc |= json_time(out, "last_ok_time", c->last_ok);
+		rc |= kiln_buf_printf(out,
+		                      ",\"fetched\":%" PRIu64 ",\"fetched_bytes\":%" PRIu64
+		                      ",\"evicted\":%" PRIu64 ",\"evicted_bytes\":%" PRIu64
+		                      ",\"failed\":%" PRIu64 "}",
+		                      c->last.fetched, c->last.fetched_bytes, c->last.evicted,
+		                      c->last.evicted_bytes, c->last.failed);
+	}
+	rc |= kiln_buf_printf(out, ",\"peers\":%zu,\"token_set\":%s}\n", cfg->peer_count,
+	                      cfg->token ? "true" : "false");
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0)
+		out->len = len;
+	return rc < 0 ? kiln_error_set(KILN_ENOMEM, "out of memory") : 0;
+}
+
 int kiln_cache_status(kiln_cache *c, kiln_buf *out)
 {
 	const kiln_cache_config *cfg = c->config;

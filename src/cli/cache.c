@@ -15,13 +15,14 @@
 #include "cache/cache.h"
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/json_out.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "core/log.h"
 
 static const char usage_text[] =
     "usage: kiln cache sync [--once] CONFIG [--set key=value]...\n"
-    "       kiln cache status CONFIG [--set key=value]...\n"
+    "       kiln cache status CONFIG [--set key=value]... [--json]\n"
     "       kiln cache verify CONFIG [--set key=value]...\n"
     "       kiln cache serve CONFIG [--set key=value]...\n"
     "\n"
@@ -31,13 +32,16 @@ static const char usage_text[] =
     "           views/<ds>/<ref>/<split>/NNNNN.jsonl.zst, evict unpinned shards\n"
     "           above the high watermark. With --once one pass (a progress bar on\n"
     "           a terminal), else a pass every sync_seconds until SIGTERM/SIGINT.\n"
-    "  status   size used, shards, pins and their views, the last sync\n"
+    "  status   size used, shards, pins and their views, the last sync; with\n"
+    "           --json one JSON document: sizes in bytes, each pin's dataset,\n"
+    "           ref, commit and view, the last sync (docs/JSON.md)\n"
     "  verify   hash every cached shard; corrupt ones are removed (the next sync\n"
     "           fetches them again)\n"
     "  serve    serve the cache over HTTP and sync it (kiln cache serve --help)\n"
     "\n"
     "Options:\n"
     "      --once            sync: one pass, then exit\n"
+    "  -j, --json            status: one JSON document (docs/JSON.md)\n"
     "  -s, --set KEY=VALUE   override a config value (dotted key)\n"
     "  -h, --help            show this help\n"
     "\n"
@@ -124,7 +128,7 @@ static int sync_loop(kiln_cache *cache, unsigned seconds)
 /* The subcommand and its --once. */
 typedef struct cache_sub {
 	const char *name;
-	bool once;
+	bool once, json;
 } cache_sub;
 
 static int parse_once(const char *cmd, const char *arg, void *out)
@@ -137,12 +141,29 @@ static int parse_once(const char *cmd, const char *arg, void *out)
 	return 0;
 }
 
+static int parse_json(const char *cmd, const char *arg, void *out)
+{
+	cache_sub *sub = out;
+
+	(void)arg;
+	if (strcmp(sub->name, "status") != 0)
+		return kiln_cli_fail(cmd, "--json is an option of status");
+	sub->json = true;
+	return 0;
+}
+
 int kiln_cmd_cache(int argc, char **argv)
 {
 	cache_sub sub = {0};
 	kiln_cli_sets sets = {0};
 	const kiln_cli_option rows[] = {
 	    {.name = "once", .kind = KILN_CLI_CUSTOM, .out = &sub, .parse = parse_once, .custom_flag = true},
+	    {.name = "json",
+	     .letter = 'j',
+	     .kind = KILN_CLI_CUSTOM,
+	     .out = &sub,
+	     .parse = parse_json,
+	     .custom_flag = true},
 	    {.name = "set", .letter = 's', .kind = KILN_CLI_SETS, .out = &sets},
 	    KILN_CLI_END,
 	};
@@ -194,11 +215,12 @@ int kiln_cmd_cache(int argc, char **argv)
 		}
 		status = sub.once ? sync_once(cache, isatty(2)) : sync_loop(cache, config->sync_seconds);
 	} else if (strcmp(sub.name, "status") == 0) {
-		if (kiln_cache_status(cache, &out) < 0) {
+		if ((sub.json ? kiln_cache_status_json(cache, &out) : kiln_cache_status(cache, &out)) < 0) {
 			kiln_cli_fail("cache", "%s", kiln_error_last());
 			goto cleanup;
 		}
-		fwrite(out.ptr, 1, out.len, stdout);
+		if (kiln_cli_write_buf("cache", &out, 0) != 0)
+			goto cleanup;
 		status = KILN_EXIT_OK;
 	} else {
 		if (kiln_cache_verify(cache, &bad) < 0) {

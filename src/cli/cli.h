@@ -17,6 +17,7 @@ typedef struct kiln_command {
 int kiln_cmd_validate(int argc, char **argv);
 int kiln_cmd_contract(int argc, char **argv);
 int kiln_cmd_run(int argc, char **argv);
+int kiln_cmd_check(int argc, char **argv);
 int kiln_cmd_log(int argc, char **argv);
 int kiln_cmd_show(int argc, char **argv);
 int kiln_cmd_diff(int argc, char **argv);

@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/json_out.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "manifest/version.h"
@@ -17,7 +18,7 @@
 #include "quality/profile.h"
 
 static const char usage_text[] =
-    "usage: kiln diff DATASET@REF DATASET@REF [--manifest REPO] [--shards]\n"
+    "usage: kiln diff DATASET@REF DATASET@REF [--manifest REPO] [--shards] [--json]\n"
     "       kiln diff BASELINE@REF DATASET@REF --profile [--psi X] [--null-rate X] [--json]\n"
     "\n"
     "Compares two versions (e.g. kiln diff user-events@v1 user-events@main): for\n"
@@ -25,6 +26,9 @@ static const char usage_text[] =
     "shards in the first that the second lacks (-), with their records and\n"
     "compressed bytes:\n"
     "  train: +3 shards (+1500 records, +204800 bytes), -0 shards (-0 records, -0 bytes)\n"
+    "With --json, one JSON document: the two versions as \"base\" and \"now\", and\n"
+    "per split the \"added\" and \"removed\" shards, records and bytes (with\n"
+    "--shards, each shard too); with --profile --json, the drift (docs/JSON.md).\n"
     "\n"
     "Options:\n"
     "  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
@@ -35,7 +39,7 @@ static const char usage_text[] =
     "                        against the first; fields that drifted are flagged\n"
     "      --psi X           flag a PSI of X or more (default 0.2)\n"
     "      --null-rate X     flag a null rate that moved by X or more (default 0.05)\n"
-    "  -j, --json            with --profile: one JSON document (docs/QUALITY.md)\n"
+    "  -j, --json            one JSON document (docs/JSON.md; --profile: docs/QUALITY.md)\n"
     "  -h, --help            show this help\n"
     "\n"
     "Exit status: 0 on success (whether or not they differ; with --profile, when\n"
@@ -109,54 +113,100 @@ static int load_profile(kiln_manifest *m, const char *spec, kiln_version *v, kil
 	return rc < 0 ? rc : 0;
 }
 
-static void put_figure(kiln_buf *b, const char *key, double v)
+static int put_figure(kiln_buf *b, const char *key, double v)
 {
-	kiln_buf_printf(b, ",\"%s\":%.10g", key, isfinite(v) ? v : 0);
+	return kiln_buf_printf(b, ",\"%s\":%.10g", key, isfinite(v) ? v : 0);
+}
+
+/* "KEY":{the version's members,"records":N} */
+static int put_side(kiln_buf *b, const char *key, const kiln_version *v, uint64_t records)
+{
+	int rc = kiln_buf_printf(b, "\"%s\":{", key);
+
+	rc |= kiln_cli_json_version(b, v);
+	return rc | kiln_buf_printf(b, ",\"records\":%" PRIu64 "}", records);
 }
 
 static int print_drift_json(const kiln_version *a, const kiln_version *b, const kiln_drift *d,
                             const kiln_drift_thresholds *t)
 {
-	kiln_buf out = {0};
-	int rc = 0;
+	kiln_buf out = KILN_BUF_INIT(0);
+	int rc = kiln_buf_putc(&out, '{');
 
-	kiln_buf_printf(&out,
-	                "{\"base\":{\"dataset\":\"%s\",\"commit\":\"%s\",\"records\":%" PRIu64 "},"
-	                "\"now\":{\"dataset\":\"%s\",\"commit\":\"%s\",\"records\":%" PRIu64 "},"
-	                "\"thresholds\":{\"psi\":%g,\"null_rate\":%g},\"flagged\":%zu,\"fields\":[",
-	                a->dataset, a->commit, d->records_base, b->dataset, b->commit, d->records_now, t->psi,
-	                t->null_rate, d->flagged);
+	rc |= put_side(&out, "base", a, d->records_base);
+	rc |= kiln_buf_putc(&out, ',');
+	rc |= put_side(&out, "now", b, d->records_now);
+	rc |= kiln_buf_printf(&out,
+	                      ",\"thresholds\":{\"psi\":%g,\"null_rate\":%g},\"flagged\":%zu,\"fields\":[",
+	                      t->psi, t->null_rate, d->flagged);
 	for (size_t i = 0; i < d->count; i++) {
 		const kiln_field_drift *f = &d->fields[i];
 
-		kiln_buf_puts(&out, i ? ",\n{\"path\":" : "\n{\"path\":");
-		kiln_buf_put_json_string(&out, f->path, strlen(f->path));
-		kiln_buf_printf(&out, ",\"in_base\":%s,\"in_now\":%s", f->base ? "true" : "false",
-		                f->now ? "true" : "false");
-		put_figure(&out, "null_rate_base", f->null_rate_base);
-		put_figure(&out, "null_rate_now", f->null_rate_now);
-		kiln_buf_printf(&out, ",\"distinct_base\":%" PRIu64 ",\"distinct_now\":%" PRIu64,
-		                f->distinct_base, f->distinct_now);
+		rc |= kiln_buf_puts(&out, i ? ",\n{\"path\":" : "\n{\"path\":");
+		rc |= kiln_cli_json_string(&out, f->path);
+		rc |= kiln_buf_printf(&out, ",\"in_base\":%s,\"in_now\":%s", f->base ? "true" : "false",
+		                      f->now ? "true" : "false");
+		rc |= put_figure(&out, "null_rate_base", f->null_rate_base);
+		rc |= put_figure(&out, "null_rate_now", f->null_rate_now);
+		rc |= kiln_buf_printf(&out, ",\"distinct_base\":%" PRIu64 ",\"distinct_now\":%" PRIu64,
+		                      f->distinct_base, f->distinct_now);
 		if (f->numbers) {
-			put_figure(&out, "mean_base", f->mean_base);
-			put_figure(&out, "mean_now", f->mean_now);
-			put_figure(&out, "p50_base", f->p50_base);
-			put_figure(&out, "p50_now", f->p50_now);
-			put_figure(&out, "p95_base", f->p95_base);
-			put_figure(&out, "p95_now", f->p95_now);
+			rc |= put_figure(&out, "mean_base", f->mean_base);
+			rc |= put_figure(&out, "mean_now", f->mean_now);
+			rc |= put_figure(&out, "p50_base", f->p50_base);
+			rc |= put_figure(&out, "p50_now", f->p50_now);
+			rc |= put_figure(&out, "p95_base", f->p95_base);
+			rc |= put_figure(&out, "p95_now", f->p95_now);
 		}
 		if (f->psi >= 0)
-			put_figure(&out, "psi", f->psi);
+			rc |= put_figure(&out, "psi", f->psi);
 		else
-			kiln_buf_puts(&out, ",\"psi\":null");
-		kiln_buf_printf(&out, ",\"flagged\":%s,\"why\":", f->flagged ? "true" : "false");
-		kiln_buf_put_json_string(&out, f->why, strlen(f->why));
-		kiln_buf_puts(&out, "}");
+			rc |= kiln_buf_puts(&out, ",\"psi\":null");
+		rc |= kiln_buf_printf(&out, ",\"flagged\":%s,\"why\":", f->flagged ? "true" : "false");
+		rc |= kiln_cli_json_string(&out, f->why);
+		rc |= kiln_buf_puts(&out, "}");
 	}
-	if (kiln_buf_puts(&out, "]}\n") < 0)
-		rc = -1;
-	else
-		fwrite(out.ptr, 1, out.len, stdout);
+	rc |= kiln_buf_puts(&out, "]}\n");
+	rc = kiln_cli_write_buf("diff", &out, rc);
+	kiln_buf_free(&out);
+	return rc;
+}
+
+/* kiln diff A B --json: the shard diff as one document. */
+static int print_shards_json(const kiln_version *a, const kiln_version *b, const diff_state *d)
+{
+	kiln_buf out = KILN_BUF_INIT(0);
+	int rc = kiln_buf_puts(&out, "{\"base\":{");
+
+	rc |= kiln_cli_json_version(&out, a);
+	rc |= kiln_buf_puts(&out, "},\"now\":{");
+	rc |= kiln_cli_json_version(&out, b);
+	rc |= kiln_buf_puts(&out, "},\"splits\":{");
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		rc |= kiln_buf_printf(
+		    &out,
+		    "%s\"%s\":{\"added\":{\"shards\":%" PRIu64 ",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64
+		    "},\"removed\":{\"shards\":%" PRIu64 ",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+		    s ? "," : "", kiln_split_name((kiln_split)s), d->plus[s].shards, d->plus[s].records,
+		    d->plus[s].bytes, d->minus[s].shards, d->minus[s].records, d->minus[s].bytes);
+		if (d->keep) {
+			rc |= kiln_buf_puts(&out, ",\"shards\":[");
+			for (size_t i = 0; i < d->n[s]; i++) {
+				const change *c = &d->list[s][i];
+
+				rc |= kiln_buf_printf(
+				    &out,
+				    "%s\n{\"shard\":\"%s\",\"change\":\"%s\",\"records\":%" PRIu64
+				    ",\"bytes\":%" PRIu64 "}",
+				    i ? "," : "", c->hash, c->added ? "added" : "removed", c->records,
+				    c->bytes);
+			}
+			rc |= kiln_buf_puts(&out, d->n[s] ? "\n]" : "]");
+		}
+		rc |= kiln_buf_putc(&out, '}');
+	}
+	rc |= kiln_buf_puts(&out, "}}\n");
+	rc = kiln_cli_write_buf("diff", &out, rc);
 	kiln_buf_free(&out);
 	return rc;
 }
@@ -202,9 +252,11 @@ static int diff_profiles(kiln_manifest *m, const char *spec_a, const char *spec_
 		kiln_cli_fail("diff", "%s", kiln_error_last());
 		goto done;
 	}
-	if (json ? print_drift_json(&a, &b, &d, t) < 0 : (print_drift_text(&a, &b, &d, t), 0)) {
-		kiln_cli_fail("diff", "out of memory");
-		goto done;
+	if (json) {
+		if (print_drift_json(&a, &b, &d, t) != 0)
+			goto done;
+	} else {
+		print_drift_text(&a, &b, &d, t);
 	}
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		kiln_cli_fail("diff", "stdout: write error");
@@ -250,10 +302,6 @@ int kiln_cmd_diff(int argc, char **argv)
 		return status;
 	if (kiln_cli_need_manifest("diff", repo) != 0)
 		return KILN_EXIT_USAGE;
-	if (json && !profile) {
-		kiln_cli_fail("diff", "--json goes with --profile");
-		return KILN_EXIT_USAGE;
-	}
 	if (profile) {
 		if (kiln_version_open(&m, repo) < 0) {
 			kiln_cli_fail("diff", "%s", kiln_error_last());
@@ -270,7 +318,9 @@ int kiln_cmd_diff(int argc, char **argv)
 		kiln_cli_fail("diff", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+	if (json && print_shards_json(&a, &b, &d) != 0)
+		goto cleanup;
+	for (int s = 0; !json && s < KILN_SPLIT_COUNT; s++) {
 		printf("%s: +%" PRIu64 " shards (+%" PRIu64 " records, +%" PRIu64 " bytes), -%" PRIu64
 		       " shards (-%" PRIu64 " records, -%" PRIu64 " bytes)\n",
 		       kiln_split_name((kiln_split)s), d.plus[s].shards, d.plus[s].records, d.plus[s].bytes,

@@ -11,6 +11,7 @@
 #include "core/units.h"
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/json_out.h"
 #include "core/error.h"
 #include "cli/source.h"
 #include "manifest/compact.h"
@@ -20,7 +21,7 @@
 
 static const char usage_text[] =
     "usage: kiln gc [--apply] [--keep tags|branches|younger-than=AGE]... [--grace AGE]\n"
-    "               [--manifest REPO] [--store URL | --pipeline FILE] [-v]\n"
+    "               [--manifest REPO] [--store URL | --pipeline FILE] [-v] [--json]\n"
     "\n"
     "Marks every shard that a kept commit of any dataset in the manifest lists,\n"
     "lists shards/ in the store and reports every shard object nothing kept\n"
@@ -41,6 +42,12 @@ static const char usage_text[] =
     "older than the grace period pruned. quarantine/ and raw/ objects are never\n"
     "collected.\n"
     "\n"
+    "With --json, JSON Lines on stdout: one object per key it lists (missing\n"
+    "always; orphan or deleted, and unrecognised, with -v):\n"
+    "  {\"kind\":\"orphan\"|\"deleted\"|\"missing\"|\"unrecognised\",\"key\":K,\"bytes\":N}\n"
+    "then one last line {\"summary\":{...}} with every count of the text form\n"
+    "and, with --apply, the manifest's compaction (docs/JSON.md).\n"
+    "\n"
     "Options:\n"
     "      --apply           delete the orphans (default: only report them)\n"
     "  -k, --keep POLICY     what to keep besides the tips (see above)\n"
@@ -51,13 +58,15 @@ static const char usage_text[] =
     "  -p, --pipeline FILE   take the store (with its S3 options) and the manifest\n"
     "                        from a pipeline file\n"
     "  -v, --verbose         list every orphan and every unrecognised key\n"
+    "  -j, --json            JSON Lines: one object per listed key, then a summary\n"
     "  -h, --help            show this help\n"
     "\n"
     "Exit status: 0 on success, 1 when a kept version references shards the store\n"
     "lacks (listed as `missing KEY`), 2 on a usage, manifest or store error.\n";
 
 typedef struct gc_print {
-	bool verbose, apply;
+	bool verbose, apply, json;
+	kiln_buf line; /* --json: the line being written */
 } gc_print;
 
 static void print_size(FILE *f, uint64_t bytes)
@@ -68,10 +77,34 @@ static void print_size(FILE *f, uint64_t bytes)
 	fputs(text, f);
 }
 
+/* One listed key as a JSON line. */
+static int object_json(gc_print *p, const char *kind, const char *key, uint64_t size, bool sized)
+{
+	int rc = kiln_buf_printf(&p->line, "{\"kind\":\"%s\",\"key\":", kind);
+
+	rc |= kiln_cli_json_string(&p->line, key);
+	if (sized)
+		rc |= kiln_buf_printf(&p->line, ",\"bytes\":%" PRIu64, size);
+	else
+		rc |= kiln_buf_puts(&p->line, ",\"bytes\":null");
+	rc |= kiln_buf_puts(&p->line, "}\n");
+	return kiln_cli_put_buf(&p->line, rc);
+}
+
 static int on_object(void *ctx, kiln_gc_object what, const char *key, uint64_t size)
 {
-	const gc_print *p = ctx;
+	gc_print *p = ctx;
 
+	if (p->json && what == KILN_GC_MISSING)
+		return object_json(p, "missing", key, 0, false);
+	if (p->json && p->verbose)
+		return object_json(p,
+		                   what == KILN_GC_FOREIGN ? "unrecognised"
+		                   : p->apply              ? "deleted"
+		                                           : "orphan",
+		                   key, size, true);
+	if (p->json)
+		return 0;
 	switch (what) {
 	case KILN_GC_MISSING:
 		printf("missing %s\n", key);
@@ -181,6 +214,7 @@ static int parse_options(gc_opts *o, int argc, char **argv)
 	    {.name = "store", .letter = 's', .kind = KILN_CLI_STRING, .out = &o->store_url},
 	    {.name = "pipeline", .letter = 'p', .kind = KILN_CLI_STRING, .out = &o->pipeline_file},
 	    {.name = "verbose", .letter = 'v', .kind = KILN_CLI_FLAG, .out = &o->p.verbose},
+	    {.name = "json", .letter = 'j', .kind = KILN_CLI_FLAG, .out = &o->p.json},
 	    KILN_CLI_END,
 	};
 	const kiln_cli_spec spec = {.cmd = "gc", .usage = usage_text, .rows = rows};
@@ -216,24 +250,89 @@ static void print_gc_stats(const kiln_gc_stats *st, const kiln_gc_policy *policy
 	}
 }
 
-/* Packs the manifest's reachable objects (--apply) and prints what it did. */
-static int compact_manifest(kiln_manifest *m, int64_t grace)
+/* The summary line of --json: every count, and with --apply (cs) the
+ * manifest's compaction. */
+static int print_gc_json(gc_print *p, const kiln_gc_stats *st, const kiln_gc_policy *policy,
+                         const kiln_compact_stats *cs)
 {
-	kiln_compact_stats cs;
+	kiln_buf *b = &p->line;
+	int rc =
+	    kiln_buf_printf(b,
+	                    "{\"summary\":{\"apply\":%s,\"policy\":{\"keep_tags\":%s,\"keep_branches\":%s,"
+	                    "\"younger_than_seconds\":",
+	                    policy->apply ? "true" : "false", policy->keep_tags ? "true" : "false",
+	                    policy->keep_branches ? "true" : "false");
 
-	if (kiln_manifest_compact(m, grace, &cs) < 0)
+	if (policy->younger_than > 0)
+		rc |= kiln_buf_printf(b, "%" PRId64, policy->younger_than);
+	else
+		rc |= kiln_buf_puts(b, "null");
+	rc |= kiln_buf_printf(b,
+	                      ",\"grace_seconds\":%" PRId64 "},\"refs\":%" PRIu64 ",\"commits\":%" PRIu64
+	                      ",\"referenced\":%" PRIu64 ",\"objects\":%" PRIu64 ",\"object_bytes\":%" PRIu64
+	                      ",\"live\":%" PRIu64 ",\"live_bytes\":%" PRIu64 ",\"orphans\":%" PRIu64
+	                      ",\"orphan_bytes\":%" PRIu64 ",\"young\":%" PRIu64 ",\"young_bytes\":%" PRIu64
+	                      ",\"deleted\":%" PRIu64 ",\"deleted_bytes\":%" PRIu64 ",\"missing\":%" PRIu64
+	                      ",\"unrecognised\":%" PRIu64 ",\"manifest\":",
+	                      policy->grace, st->refs, st->commits, st->referenced, st->objects,
+	                      st->object_bytes, st->live, st->live_bytes, st->orphans, st->orphan_bytes,
+	                      st->young, st->young_bytes, st->deleted, st->deleted_bytes, st->missing,
+	                      st->foreign);
+	if (cs)
+		rc |= kiln_buf_printf(
+		    b,
+		    "{\"packed\":%" PRIu64 ",\"loose_removed\":%" PRIu64 ",\"packs_removed\":%" PRIu64
+		    ",\"loose_kept\":%" PRIu64 ",\"packs_kept\":%" PRIu64 "}",
+		    cs->packed, cs->loose_removed, cs->packs_removed, cs->loose_kept, cs->packs_kept);
+	else
+		rc |= kiln_buf_puts(b, "null");
+	rc |= kiln_buf_puts(b, "}}\n");
+	return kiln_cli_write_buf("gc", b, rc);
+}
+
+/* Packs the manifest's reachable objects (--apply) into *cs: 0, or the
+ * exit status with the message printed. */
+static int compact_manifest(kiln_manifest *m, int64_t grace, kiln_compact_stats *cs)
+{
+	if (kiln_manifest_compact(m, grace, cs) < 0)
 		return kiln_cli_fail("gc", "%s", kiln_error_last());
+	return 0;
+}
+
+/* What the compaction did, as text. */
+static void print_compaction(const kiln_compact_stats *cs)
+{
 	printf("manifest: %" PRIu64 " reachable objects packed; removed %" PRIu64
 	       " loose objects and %" PRIu64 " older packs; kept %" PRIu64 " loose objects and %" PRIu64
 	       " packs younger than the grace "
 	       "period\n",
-	       cs.packed, cs.loose_removed, cs.packs_removed, cs.loose_kept, cs.packs_kept);
+	       cs->packed, cs->loose_removed, cs->packs_removed, cs->loose_kept, cs->packs_kept);
+}
+
+/* The text form: the summary, the compaction (--apply), the other counts.
+ * 0, or the exit status with the message printed. */
+static int print_gc_text(kiln_manifest *m, const kiln_gc_stats *st, const kiln_gc_policy *policy)
+{
+	kiln_compact_stats cs;
+
+	print_gc_stats(st, policy);
+	if (policy->apply) {
+		if (compact_manifest(m, policy->grace, &cs) != 0)
+			return KILN_EXIT_USAGE;
+		print_compaction(&cs);
+	}
+	if (st->foreign)
+		printf("unrecognised: %" PRIu64 " keys under shards/ that are not shard names (left alone)\n",
+		       st->foreign);
+	printf("missing: %" PRIu64 " referenced shards not in the store\n", st->missing);
+	printf("quarantine/ and raw/ objects are never collected\n");
 	return 0;
 }
 
 int kiln_cmd_gc(int argc, char **argv)
 {
-	gc_opts o = {.policy = {.grace = 3600}};
+	gc_opts o = {.policy = {.grace = 3600}, .p = {.line = KILN_BUF_INIT(0)}};
+	kiln_compact_stats cs = {0};
 	kiln_cli_source src = {0};
 	kiln_manifest *m = NULL;
 	kiln_store *store = NULL;
@@ -256,20 +355,23 @@ int kiln_cmd_gc(int argc, char **argv)
 		kiln_cli_fail("gc", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	print_gc_stats(&st, &o.policy);
-	if (o.policy.apply && compact_manifest(m, o.policy.grace) != 0)
+	if (o.p.json) {
+		/* the summary also when the compaction failed (its "manifest" null) */
+		int compacted = o.policy.apply ? compact_manifest(m, o.policy.grace, &cs) : KILN_EXIT_USAGE;
+
+		if (print_gc_json(&o.p, &st, &o.policy, compacted == 0 ? &cs : NULL) != 0 ||
+		    (o.policy.apply && compacted != 0))
+			goto cleanup;
+	} else if (print_gc_text(m, &st, &o.policy) != 0) {
 		goto cleanup;
-	if (st.foreign)
-		printf("unrecognised: %" PRIu64 " keys under shards/ that are not shard names (left alone)\n",
-		       st.foreign);
-	printf("missing: %" PRIu64 " referenced shards not in the store\n", st.missing);
-	printf("quarantine/ and raw/ objects are never collected\n");
+	}
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		kiln_cli_fail("gc", "stdout: write error");
 		goto cleanup;
 	}
 	status = st.missing ? KILN_EXIT_INVALID : KILN_EXIT_OK;
 cleanup:
+	kiln_buf_free(&o.p.line);
 	kiln_store_close(store);
 	kiln_manifest_close(m);
 	kiln_cli_source_free(&src);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "config.h"
+#include "cli/version.h"
 #include "core/error.h"
 #include "mask/key.h"
 
@@ -14,6 +14,7 @@ static const kiln_command commands[] = {
     {"contract", "compare two versions of a data contract: which changes break readers", kiln_cmd_contract},
     {"run", "curate a source into a versioned dataset (validate, pseudonymise, split, shard, commit)",
      kiln_cmd_run},
+    {"check", "find what `kiln run PIPELINE` would refuse, without running it", kiln_cmd_check},
     {"log", "list a dataset's versions", kiln_cmd_log},
     {"show", "describe one version: splits, shards, records, contract, key, lineage", kiln_cmd_show},
     {"diff", "shards added and removed between two versions", kiln_cmd_diff},
@@ -41,7 +42,7 @@ static const kiln_command commands[] = {
 
 /* Commands that hold a secret in memory (the HMAC key and raw records, a
  * signing key, bearer tokens): their process is made non-dumpable first. */
-static const char *const holds_secrets[] = {"run", "replay", "promote", "cache"};
+static const char *const holds_secrets[] = {"run", "check", "replay", "promote", "cache"};
 
 static int run_command(const kiln_command *c, int argc, char **argv)
 {
@@ -89,7 +90,7 @@ int main(int argc, char **argv)
 		return KILN_EXIT_OK;
 	}
 	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
-		printf("kiln %s\n", PACKAGE_VERSION);
+		kiln_cli_print_version(stdout);
 		return KILN_EXIT_OK;
 	}
 	if (strcmp(cmd, "help") == 0) {

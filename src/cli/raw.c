@@ -8,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/json_out.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/units.h"
@@ -15,7 +16,7 @@
 #include "store/store.h"
 
 static const char usage_text[] =
-    "usage: kiln raw ls  [--store URL] [--topic T] [--partition N]\n"
+    "usage: kiln raw ls  [--store URL] [--topic T] [--partition N] [--json]\n"
     "       kiln raw cat [--store URL] [--topic T] [--partition N]\n"
     "                    [--from OFFSET] [--to OFFSET] [--format jsonl|value] [KEY...]\n"
     "\n"
@@ -25,6 +26,8 @@ static const char usage_text[] =
     "ls prints one line per object, sorted by topic, partition, first and last\n"
     "offset:\n"
     "  KEY FIRST LAST\n"
+    "or with --json JSON Lines, one object per object (docs/JSON.md):\n"
+    "  {\"key\":KEY,\"topic\":T,\"partition\":N,\"first\":N,\"last\":N}\n"
     "cat decodes the objects named by KEY, in the order given, or else every\n"
     "object of the topic/partition in ls order; then it prints each offset of a\n"
     "topic/partition once (objects overlap after a crash and a re-consume: a\n"
@@ -43,6 +46,7 @@ static const char usage_text[] =
     "                        is stored; value writes each record's value bytes\n"
     "                        exactly, each followed by a newline (a null value\n"
     "                        gives an empty line)\n"
+    "  -j, --json            ls: JSON Lines, one object per raw object\n"
     "  -h, --help            show this help\n"
     "\n"
     "Exit status: 0 on success, 2 on a usage error, a store error or a corrupt\n"
@@ -61,6 +65,7 @@ typedef struct raw_cat {
 	int32_t cur_partition;
 	int64_t printed;      /* -1: none yet */
 	const char *cat_only; /* the option given that only cat takes; NULL: none */
+	bool json;            /* ls --json */
 } raw_cat;
 
 static int on_record(void *ctx, const kiln_raw_record *r)
@@ -110,9 +115,19 @@ static int on_object(void *ctx, const char *key, const char *topic, int32_t part
 static int on_listed(void *ctx, const char *key, const char *topic, int32_t partition, int64_t first,
                      int64_t last)
 {
-	(void)ctx;
-	(void)topic;
-	(void)partition;
+	raw_cat *c = ctx;
+
+	if (c->json) {
+		int rc = kiln_buf_puts(&c->line, "{\"key\":");
+
+		rc |= kiln_cli_json_string(&c->line, key);
+		rc |= kiln_buf_puts(&c->line, ",\"topic\":");
+		rc |= kiln_cli_json_string(&c->line, topic);
+		rc |= kiln_buf_printf(
+		    &c->line, ",\"partition\":%" PRId32 ",\"first\":%" PRId64 ",\"last\":%" PRId64 "}\n",
+		    partition, first, last);
+		return kiln_cli_put_buf(&c->line, rc);
+	}
 	printf("%s %" PRId64 " %" PRId64 "\n", key, first, last);
 	return ferror(stdout) ? kiln_error_set(KILN_EIO, "stdout: write error") : 0;
 }
@@ -183,6 +198,7 @@ int kiln_cmd_raw(int argc, char **argv)
 	    {.name = "from", .kind = KILN_CLI_CUSTOM, .out = &c, .parse = parse_from},
 	    {.name = "to", .kind = KILN_CLI_CUSTOM, .out = &c, .parse = parse_to},
 	    {.name = "format", .letter = 'f', .kind = KILN_CLI_CUSTOM, .out = &c, .parse = parse_format},
+	    {.name = "json", .letter = 'j', .kind = KILN_CLI_FLAG, .out = &c.json},
 	    KILN_CLI_END,
 	};
 	kiln_cli_spec spec = {.usage = usage_text, .rows = rows, .max_args = -1};
@@ -205,6 +221,9 @@ int kiln_cmd_raw(int argc, char **argv)
 	first++; /* an index into argv, not argv + 1 */
 	if (ls && c.cat_only)
 		return kiln_cli_fail(spec.cmd, "%s applies to kiln raw cat only", c.cat_only);
+	if (!ls && c.json)
+		return kiln_cli_fail(spec.cmd,
+		                     "--json applies to kiln raw ls only (cat prints JSON Lines already)");
 	if (ls && first != argc)
 		return kiln_cli_fail(spec.cmd, "unexpected argument '%s' (see kiln raw --help)", argv[first]);
 	if (c.from > c.to)
@@ -216,7 +235,7 @@ int kiln_cmd_raw(int argc, char **argv)
 		goto cleanup;
 	}
 	if (ls) {
-		rc = kiln_raw_list(c.store, c.topic, c.partition, on_listed, NULL);
+		rc = kiln_raw_list(c.store, c.topic, c.partition, on_listed, &c);
 	} else if (first < argc) {
 		for (int i = first; i < argc && rc == 0; i++)
 			rc = kiln_raw_read(c.store, argv[i], on_record, &c);

@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/version.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "ingest/curate_run.h"
@@ -31,6 +32,8 @@ static const char usage_text[] =
     "snapshot.records records, every snapshot.seconds seconds, on SIGUSR1 or\n"
     "`kiln snapshot`, and on SIGTERM/SIGINT (then it exits 0). It resumes from\n"
     "lineage.json, so every record is committed exactly once (docs/STREAMING.md).\n"
+    "SIGHUP reads the pipeline file again and applies log.* and snapshot.*;\n"
+    "under systemd it speaks the notify protocol (docs/OPERATIONS.md).\n"
     "\n"
     "Options:\n"
     "  -s, --set KEY=VALUE   override a config value, e.g. --set split.salt=v2\n"
@@ -45,7 +48,7 @@ static const char usage_text[] =
     "store or manifest error, a gap under source.on_gap: stop, or (--stop-at-end)\n"
     "no broker answering within source.connect_timeout.\n";
 
-static volatile sig_atomic_t stop_requested, snapshot_requested;
+static volatile sig_atomic_t stop_requested, snapshot_requested, reload_requested;
 
 static void on_stop(int sig)
 {
@@ -59,11 +62,25 @@ static void on_snapshot(int sig)
 	snapshot_requested = 1;
 }
 
-static int run_kafka(const kiln_pipeline *p, bool stop_at_end, kiln_run_result *r)
+static void on_reload(int sig)
+{
+	(void)sig;
+	reload_requested = 1;
+}
+
+static int run_kafka(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_sets *sets, kiln_run_result *r)
 {
 	struct sigaction sa = {0};
-	kiln_kafka_run_options o = {
-	    .stop_at_end = stop_at_end, .stop = &stop_requested, .snapshot = &snapshot_requested};
+	kiln_build_info build;
+	kiln_kafka_run_options o = {.stop_at_end = stop_at_end,
+	                            .stop = &stop_requested,
+	                            .snapshot = &snapshot_requested,
+	                            .reload = &reload_requested,
+	                            .sets = sets->v,
+	                            .set_count = sets->n,
+	                            .build_info = &build};
+
+	kiln_cli_build_info(&build);
 
 	sigemptyset(&sa.sa_mask);
 	sa.sa_handler = on_stop;
@@ -71,6 +88,8 @@ static int run_kafka(const kiln_pipeline *p, bool stop_at_end, kiln_run_result *
 	sigaction(SIGINT, &sa, NULL);
 	sa.sa_handler = on_snapshot;
 	sigaction(SIGUSR1, &sa, NULL);
+	sa.sa_handler = on_reload;
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	return kiln_kafka_run(p, &o, r);
 }
@@ -109,7 +128,7 @@ int kiln_cmd_run(int argc, char **argv)
 		              "--stop-at-end is for kafka sources (a file source always stops at its end)");
 		goto cleanup;
 	}
-	if ((kiln_pipeline_is_kafka(pipeline) ? run_kafka(pipeline, stop_at_end, &r)
+	if ((kiln_pipeline_is_kafka(pipeline) ? run_kafka(pipeline, stop_at_end, &sets, &r)
 	                                      : kiln_curate_run(pipeline, &r)) < 0) {
 		kiln_cli_fail("run", "%s", kiln_error_last());
 		goto cleanup;

@@ -11,13 +11,14 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/json_out.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "manifest/format.h"
 #include "manifest/version.h"
 
 static const char usage_text[] =
-    "usage: kiln show DATASET[@REF] [--manifest REPO]\n"
+    "usage: kiln show DATASET[@REF] [--manifest REPO] [--json]\n"
     "\n"
     "Describes one version (REF: main by default, a branch, a tag vN or a commit\n"
     "id): the commit and the reference it was found through, the contract (id,\n"
@@ -25,9 +26,14 @@ static const char usage_text[] =
     "and ratios, then per split the shards, records, compressed and raw bytes\n"
     "(counted from the shard lists; a difference from stats.json is reported),\n"
     "the quarantined records by code, and the lineage (next offset per source).\n"
+    "With --json, the same as one JSON document: the version (dataset, ref,\n"
+    "commit, tag, time), \"contract\", \"pseudonymisation\", \"split\" and\n"
+    "\"shard_settings\" (null without dataset.json), \"stats\" (stats.json, null\n"
+    "without it), \"splits\" and \"total\" (counted) and \"lineage\" (docs/JSON.md).\n"
     "\n"
     "Options:\n"
     "  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
+    "  -j, --json            one JSON document (docs/JSON.md)\n"
     "  -h, --help            show this help\n"
     "\n"
     "Exit status: 0 on success, 2 on a bad reference, a missing repository or\n"
@@ -192,10 +198,157 @@ static void print_quarantine_lineage(const files *f)
 	}
 }
 
+/* ---- --json ------------------------------------------------------------- */
+
+static int put_counts(kiln_buf *b, const kiln_split_stats *c)
+{
+	return kiln_buf_printf(b,
+	                       "{\"shards\":%" PRIu64 ",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64
+	                       ",\"raw_bytes\":%" PRIu64 "}",
+	                       c->shards, c->records, c->bytes, c->raw_bytes);
+}
+
+/* "NAME":{"train":...,"dev":...,"test":...} of per-split counts. */
+static int put_splits(kiln_buf *b, const char *name, const kiln_split_stats s[KILN_SPLIT_COUNT])
+{
+	int rc = kiln_buf_printf(b, "\"%s\":{", name);
+
+	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
+		rc |= kiln_buf_printf(b, "%s\"%s\":", i ? "," : "", kiln_split_name((kiln_split)i));
+		rc |= put_counts(b, &s[i]);
+	}
+	return rc | kiln_buf_putc(b, '}');
+}
+
+/* ,"KEY":"value" (null when absent) */
+static int put_member(kiln_buf *b, const char *key, const char *value)
+{
+	int rc = kiln_buf_printf(b, ",\"%s\":", key);
+
+	return rc | kiln_cli_json_string(b, value);
+}
+
+/* dataset.json: "contract", "pseudonymisation", "split", "shard_settings". */
+static int put_definition(kiln_buf *b, const files *f)
+{
+	const kiln_mfmt_dataset *ds = &f->ds;
+	int rc = 0;
+
+	if (!f->have_ds)
+		return kiln_buf_puts(b, ",\"contract\":null,\"pseudonymisation\":null,\"split\":null,"
+		                        "\"shard_settings\":null");
+	rc |= kiln_buf_puts(b, ",\"contract\":{\"id\":");
+	rc |= kiln_cli_json_string(b, ds->contract_id);
+	rc |= put_member(b, "version", ds->contract_version);
+	rc |= put_member(b, "api_version", ds->contract_api_version);
+	rc |= put_member(b, "schema", ds->contract_schema);
+	rc |= put_member(b, "digest", ds->contract_digest);
+	rc |= kiln_buf_puts(b, "},\"pseudonymisation\":{\"scheme\":");
+	rc |= kiln_cli_json_string(b, ds->token_scheme);
+	rc |= put_member(b, "key_id", ds->key_id);
+	rc |= kiln_buf_puts(b, ",\"key_version\":");
+	rc |= kiln_cli_json_number_text(b, ds->key_version);
+	rc |= put_member(b, "prefix", ds->token_prefix);
+	rc |= kiln_buf_puts(b, "},\"split\":{\"scheme\":");
+	rc |= kiln_cli_json_string(b, ds->split_scheme);
+	rc |= put_member(b, "key", ds->split_key);
+	rc |= put_member(b, "salt", ds->split_salt);
+	rc |= kiln_buf_puts(b, ",\"ratios\":{");
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		rc |= kiln_buf_printf(b, "%s\"%s\":", s ? "," : "", kiln_split_name((kiln_split)s));
+		rc |= kiln_cli_json_number_text(b, ds->ratios[s]);
+	}
+	rc |= kiln_buf_puts(b, "}},\"shard_settings\":{\"format\":");
+	rc |= kiln_cli_json_string(b, ds->shard_format);
+	rc |= put_member(b, "compression", ds->shard_compression);
+	rc |= kiln_buf_puts(b, ",\"zstd_level\":");
+	rc |= kiln_cli_json_number_text(b, ds->zstd_level);
+	rc |= kiln_buf_puts(b, ",\"target_bytes\":");
+	rc |= kiln_cli_json_number_text(b, ds->target_bytes);
+	rc |= put_member(b, "hash", ds->shard_hash);
+	rc |= put_member(b, "key", ds->shard_key);
+	return rc | kiln_buf_putc(b, '}');
+}
+
+/* "stats": stats.json, and whether its splits agree with the counts. */
+static int put_stats(kiln_buf *b, const files *f, const kiln_split_stats counted[KILN_SPLIT_COUNT])
+{
+	const kiln_stats *st = &f->st;
+	bool agrees = true;
+	int rc = 0;
+
+	if (!f->have_st)
+		return kiln_buf_puts(b, ",\"stats\":null");
+	rc |= kiln_buf_printf(b,
+	                      ",\"stats\":{\"records_in\":%" PRIu64 ",\"valid\":%" PRIu64
+	                      ",\"quarantined\":%" PRIu64 ",\"quarantined_by_code\":{",
+	                      st->records_in, st->valid, st->quarantined);
+	for (int c = 1, n = 0; c < KILN_REJECT_COUNT_; c++)
+		if (st->quarantined_by_code[c])
+			rc |= kiln_buf_printf(b, "%s\"%s\":%" PRIu64, n++ ? "," : "",
+			                      kiln_reject_name((kiln_reject)c), st->quarantined_by_code[c]);
+	rc |= kiln_buf_puts(b, "},");
+	rc |= put_splits(b, "splits", st->splits);
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+		agrees = agrees && st->splits[s].shards == counted[s].shards &&
+		         st->splits[s].records == counted[s].records &&
+		         st->splits[s].bytes == counted[s].bytes &&
+		         st->splits[s].raw_bytes == counted[s].raw_bytes;
+	return rc | kiln_buf_printf(b, ",\"agrees\":%s}", agrees ? "true" : "false");
+}
+
+static int put_lineage(kiln_buf *b, const files *f)
+{
+	int rc = kiln_buf_puts(b, ",\"lineage\":[");
+
+	for (size_t i = 0; i < f->lin.n; i++) {
+		const kiln_lineage_entry *e = &f->lin.v[i];
+
+		rc |= kiln_buf_puts(b, i ? ",{\"topic\":" : "{\"topic\":");
+		rc |= kiln_cli_json_string(b, e->topic);
+		rc |= kiln_buf_printf(
+		    b, ",\"partition\":%" PRId32 ",\"next\":%" PRId64 ",\"path\":", e->partition, e->next);
+		rc |= kiln_cli_json_string(b, e->path);
+		if (e->path)
+			rc |= kiln_buf_printf(b, ",\"bytes\":%" PRIu64, e->bytes);
+		else
+			rc |= kiln_buf_puts(b, ",\"bytes\":null");
+		rc |=
+		    kiln_buf_printf(b, ",\"skipped\":%" PRIu64 ",\"gaps\":%" PRIu64 "}", e->skipped, e->gaps);
+	}
+	return rc | kiln_buf_putc(b, ']');
+}
+
+/* The whole description as one JSON document. */
+static int print_json(const kiln_version *v, const files *f, const kiln_split_stats counted[KILN_SPLIT_COUNT],
+                      const kiln_split_stats *total)
+{
+	kiln_buf b = KILN_BUF_INIT(0);
+	int rc = kiln_buf_putc(&b, '{');
+
+	rc |= kiln_cli_json_version(&b, v);
+	rc |= put_definition(&b, f);
+	rc |= put_stats(&b, f, counted);
+	rc |= kiln_buf_putc(&b, ',');
+	rc |= put_splits(&b, "splits", counted);
+	rc |= kiln_buf_puts(&b, ",\"total\":");
+	rc |= put_counts(&b, total);
+	rc |= put_lineage(&b, f);
+	rc |= kiln_buf_puts(&b, "}\n");
+	rc = kiln_cli_write_buf("show", &b, rc);
+	kiln_buf_free(&b);
+	return rc;
+}
+
 int kiln_cmd_show(int argc, char **argv)
 {
 	const char *repo;
-	const kiln_cli_option rows[] = {KILN_CLI_MANIFEST_ROW(&repo), KILN_CLI_END};
+	bool json = false;
+	const kiln_cli_option rows[] = {
+	    KILN_CLI_MANIFEST_ROW(&repo),
+	    {.name = "json", .letter = 'j', .kind = KILN_CLI_FLAG, .out = &json},
+	    KILN_CLI_END,
+	};
 	const kiln_cli_spec spec = {
 	    .cmd = "show",
 	    .usage = usage_text,
@@ -227,9 +380,14 @@ int kiln_cmd_show(int argc, char **argv)
 		total.raw_bytes += counted[s].raw_bytes;
 	}
 
-	print_header(&v, &f);
-	print_splits(&f, counted, &total);
-	print_quarantine_lineage(&f);
+	if (json) {
+		if (print_json(&v, &f, counted, &total) != 0)
+			goto cleanup;
+	} else {
+		print_header(&v, &f);
+		print_splits(&f, counted, &total);
+		print_quarantine_lineage(&f);
+	}
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		kiln_cli_fail("show", "stdout: write error");
 		goto cleanup;

@@ -11,6 +11,8 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/json_out.h"
+#include "core/buf.h"
 #include "core/error.h"
 #include "manifest/manifest.h"
 #include "manifest/verify.h"
@@ -19,7 +21,7 @@
 
 static const char usage_text[] =
     "usage: kiln verify DATASET@REF [--deep] [--allowed-signers FILE | --public-key FILE]\n"
-    "                   [--manifest REPO] [--store URL]\n"
+    "                   [--manifest REPO] [--store URL] [--json]\n"
     "\n"
     "Checks the version's signature (the tag's for DATASET@vN, else the\n"
     "commit's) against the trusted keys, the consistency of its tree, and with\n"
@@ -31,17 +33,22 @@ static const char usage_text[] =
     "      --deep                  also read every shard from the store\n"
     "  -m, --manifest REPO         manifest repository (default $KILN_MANIFEST)\n"
     "  -s, --store URL             object store for --deep (default $KILN_STORE)\n"
+    "  -j, --json                  the verdict as one JSON document on stdout\n"
     "  -h, --help                  show this help\n"
     "\n"
     "For DATASET@vN the tag object must be named DATASET/vN. Without trusted\n"
     "keys the signature is reported, not checked, and an unsigned version fails\n"
     "only where the repository's kiln.signed requires it (docs/RELEASES.md).\n"
+    "With --json, stdout gets one JSON document: the version (dataset, ref,\n"
+    "commit, tag, time), \"verified\", \"signature\", \"deep\", \"shards_verified\"\n"
+    "and \"problems\" (each problem's line, also printed on stderr as without\n"
+    "--json); the exit status is the same (docs/JSON.md).\n"
     "Exit status:\n"
     "0 verified, 1 a check failed (named on stderr), 2 usage or access error.\n";
 
 typedef struct verify_opts {
 	const char *manifest_path, *store_url, *spec;
-	bool deep;
+	bool deep, json;
 	kiln_verify_keys keys;
 } verify_opts;
 
@@ -62,6 +69,7 @@ static int parse_options(verify_opts *o, int argc, char **argv)
 	    {.name = "public-key", .kind = KILN_CLI_CUSTOM, .out = &o->keys, .parse = load_keys},
 	    KILN_CLI_MANIFEST_ROW(&o->manifest_path),
 	    {.name = "store", .letter = 's', .kind = KILN_CLI_STORE, .out = &o->store_url},
+	    {.name = "json", .letter = 'j', .kind = KILN_CLI_FLAG, .out = &o->json},
 	    KILN_CLI_END,
 	};
 	const kiln_cli_spec spec = {
@@ -84,10 +92,59 @@ static int parse_options(verify_opts *o, int argc, char **argv)
 	return KILN_CLI_GO_ON;
 }
 
+/* The problems as JSON array items, for --json. */
+typedef struct problems {
+	kiln_buf items;
+	int rc; /* the first append that failed, else 0 */
+} problems;
+
 static void print_problem(void *ctx, const char *problem)
 {
-	(void)ctx;
+	problems *p = ctx;
+
 	fprintf(stderr, "kiln verify: %s\n", problem);
+	if (p && p->rc == 0) {
+		p->rc |= kiln_buf_puts(&p->items, p->items.len ? ",\n" : "\n");
+		p->rc |= kiln_cli_json_string(&p->items, problem);
+	}
+}
+
+static const char *sig_state(kiln_verify_sig_state s)
+{
+	return s == KILN_VERIFY_SIG_GOOD ? "good" : s == KILN_VERIFY_SIG_TAMPERED ? "tampered" : "none";
+}
+
+/* The verdict as one JSON document. */
+static int print_json(const verify_opts *o, const kiln_version *v, const kiln_verify_result *r, problems *p)
+{
+	kiln_buf b = KILN_BUF_INIT(0);
+	int rc = p->rc | kiln_buf_putc(&b, '{');
+
+	rc |= kiln_cli_json_version(&b, v);
+	rc |= kiln_buf_printf(&b, ",\"verified\":%s,\"name_ok\":%s,\"signature\":",
+	                      r->problems ? "false" : "true", r->name_ok ? "true" : "false");
+	if (!r->name_ok) {
+		rc |= kiln_buf_puts(&b, "null");
+	} else {
+		rc |= kiln_buf_printf(&b, "{\"state\":\"%s\",\"fingerprint\":", sig_state(r->sig.state));
+		rc |= kiln_cli_json_string_or_null(
+		    &b, r->sig.state == KILN_VERIFY_SIG_GOOD ? r->sig.fingerprint : NULL);
+		rc |= kiln_buf_printf(&b, ",\"trusted\":%s,\"keys_given\":%s,\"ok\":%s}",
+		                      r->sig.trusted ? "true" : "false", o->keys.count ? "true" : "false",
+		                      r->sig_ok ? "true" : "false");
+	}
+	rc |= kiln_buf_printf(&b, ",\"must_be_signed\":%s,\"deep\":%s,\"shards_verified\":",
+	                      r->must_be_signed ? "true" : "false", o->deep ? "true" : "false");
+	if (o->deep)
+		rc |= kiln_buf_printf(&b, "%llu", (unsigned long long)r->shards_ok);
+	else
+		rc |= kiln_buf_puts(&b, "null");
+	rc |= kiln_buf_puts(&b, ",\"problems\":[");
+	rc |= kiln_buf_put(&b, p->items.ptr, p->items.len);
+	rc |= kiln_buf_puts(&b, p->items.len ? "\n]}\n" : "]}\n");
+	rc = kiln_cli_write_buf("verify", &b, rc);
+	kiln_buf_free(&b);
+	return rc;
 }
 
 /* The signature line, when the signature was no problem. */
@@ -109,6 +166,7 @@ int kiln_cmd_verify(int argc, char **argv)
 	kiln_store *store = NULL;
 	kiln_version v;
 	kiln_verify_result r;
+	problems p = {.items = KILN_BUF_INIT(0)};
 	int status;
 
 	if ((status = parse_options(&o, argc, argv)) != KILN_CLI_GO_ON)
@@ -116,20 +174,26 @@ int kiln_cmd_verify(int argc, char **argv)
 	status = KILN_EXIT_USAGE;
 	if (kiln_manifest_open(&m, o.manifest_path) < 0 || kiln_version_lookup(m, o.spec, &v) < 0 ||
 	    (o.deep && kiln_store_open(&store, o.store_url, NULL) < 0) ||
-	    kiln_verify_version(&r, m, &v, o.spec, &o.keys, store, print_problem, NULL) < 0) {
+	    kiln_verify_version(&r, m, &v, o.spec, &o.keys, store, print_problem, &p) < 0) {
 		kiln_cli_fail("verify", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	print_signature(&o, &v, &r);
-	if (!r.problems) {
-		printf("tree: consistent (%s, commit %.12s)\n", v.ref[0] ? v.ref : "commit", v.commit);
-		if (o.deep)
-			printf("store: %llu shards verified\n", (unsigned long long)r.shards_ok);
-		status = KILN_EXIT_OK;
+	if (o.json) {
+		if (print_json(&o, &v, &r, &p) != 0)
+			goto cleanup;
 	} else {
-		status = KILN_EXIT_INVALID;
+		print_signature(&o, &v, &r);
+		if (!r.problems)
+			printf("tree: consistent (%s, commit %.12s)\n", v.ref[0] ? v.ref : "commit",
+			       v.commit);
+		if (!r.problems && o.deep)
+			printf("store: %llu shards verified\n", (unsigned long long)r.shards_ok);
 	}
+	status = r.problems ? KILN_EXIT_INVALID : KILN_EXIT_OK;
+	if (fflush(stdout) != 0 || ferror(stdout))
+		status = kiln_cli_fail("verify", "stdout: write error");
 cleanup:
+	kiln_buf_free(&p.items);
 	kiln_store_close(store);
 	kiln_manifest_close(m);
 	return status;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/json.h"
 
 int kiln_buf_reserve(kiln_buf *b, size_t extra)
 {
@@ -124,6 +125,47 @@ int kiln_buf_put_json_chars(kiln_buf *b, const char *s, size_t n)
 		}
 	}
 	return 0;
+}
+
+/* The length of the UTF-8 sequence a lead byte starts (0: not a lead byte). */
+static size_t utf8_length(unsigned char c)
+{
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		return 2;
+	if (c >= 0xe0 && c <= 0xef)
+		return 3;
+	if (c >= 0xf0 && c <= 0xf4)
+		return 4;
+	return 0;
+}
+
+int kiln_buf_put_json_text(kiln_buf *b, const char *s, size_t n)
+{
+	size_t i = 0, start = 0;
+	int rc;
+
+	if (kiln_utf8_valid(s, n))
+		return kiln_buf_put_json_string(b, s, n);
+	if ((rc = kiln_buf_putc(b, '"')) < 0)
+		return rc;
+	while (i < n) {
+		size_t len = utf8_length((unsigned char)s[i]);
+
+		if (len && i + len <= n && kiln_utf8_valid(s + i, len)) {
+			i += len;
+			continue;
+		}
+		/* the valid run before the bad byte, then U+FFFD for it */
+		if ((rc = kiln_buf_put_json_chars(b, s + start, i - start)) < 0 ||
+		    (rc = kiln_buf_puts(b, "\\ufffd")) < 0)
+			return rc;
+		start = ++i;
+	}
+	if ((rc = kiln_buf_put_json_chars(b, s + start, n - start)) < 0)
+		return rc;
+	return kiln_buf_putc(b, '"');
 }
 
 void kiln_buf_free(kiln_buf *b)

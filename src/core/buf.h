@@ -49,6 +49,10 @@ int kiln_buf_printf(kiln_buf *buf, const char *fmt, ...) __attribute__((format(p
 int kiln_buf_put_json_string(kiln_buf *buf, const char *s, size_t n);
 /* The same without the quotes (a part of a string being written). */
 int kiln_buf_put_json_chars(kiln_buf *buf, const char *s, size_t n);
+/* kiln_buf_put_json_string for text that may not be UTF-8 (a file name, a
+ * message from another tool): each byte that is not part of a valid UTF-8
+ * sequence is written as \ufffd, so the result is always valid JSON. */
+int kiln_buf_put_json_text(kiln_buf *buf, const char *s, size_t n);
 static inline void kiln_buf_reset(kiln_buf *buf)
 {
 	buf->len = 0;

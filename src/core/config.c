@@ -1,6 +1,7 @@
 /* Typed config keys (see config.h). */
 #include "core/config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "core/units.h"
@@ -79,4 +80,102 @@ const char *kiln_config_resolve(const kiln_config *c, const char *path)
 	if (!path || path[0] == '/' || !*c->dir)
 		return path;
 	return kiln_arena_printf(c->arena, "%s/%s", c->dir, path);
+}
+
+static bool same_node(const kiln_yaml_node *a, const kiln_yaml_node *b)
+{
+	if (!a || !b || a->kind != b->kind || a->count != b->count)
+		return a == b;
+	if (a->kind == KILN_YAML_SCALAR)
+		return a->len == b->len && memcmp(a->value, b->value, a->len) == 0;
+	for (size_t i = 0; i < a->count; i++) {
+		if (a->kind == KILN_YAML_SEQUENCE
+		        ? !same_node(a->items[i], b->items[i])
+		        : !same_node(a->items[i], kiln_yaml_get(b, a->keys[i]->value)))
+			return false;
+	}
+	return true;
+}
+
+static void changed(const kiln_yaml_node *a, const kiln_yaml_node *b, char *path, size_t len, size_t cap,
+                    kiln_config_changed_cb cb, void *ctx)
+{
+	if (!(a && b && a->kind == KILN_YAML_MAPPING && b->kind == KILN_YAML_MAPPING)) {
+		if (!same_node(a, b))
+			cb(ctx, len ? path : "(document)");
+		return;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		const kiln_yaml_node *from = pass ? b : a, *other = pass ? a : b;
+
+		for (size_t i = 0; i < from->count; i++) {
+			const char *key = from->keys[i]->value;
+			int n = snprintf(path + len, cap - len, "%s%s", len ? "." : "", key);
+			size_t at = n < 0 || (size_t)n >= cap - len ? cap - 1 : len + (size_t)n;
+
+			if (!pass)
+				changed(from->items[i], kiln_yaml_get(other, key), path, at, cap, cb, ctx);
+			else if (!kiln_yaml_get(other, key))
+				cb(ctx, path); /* added */
+			path[len] = '\0';
+		}
+	}
+}
+
+void kiln_config_changed(const kiln_yaml_node *before, const kiln_yaml_node *after, kiln_config_changed_cb cb,
+                         void *ctx)
+{
+	char path[512] = "";
+
+	changed(before, after, path, 0, sizeof(path), cb, ctx);
+}
+
+typedef struct reload_report {
+	kiln_buf *buf;
+	const char *const *live;
+	bool want_live; /* collect the live sections' keys (else the others') */
+	size_t start;   /* where this list starts in buf */
+} reload_report;
+
+static bool is_live(const char *const *live, const char *path)
+{
+	for (const char *const *s = live; *s; s++) {
+		size_t n = strlen(*s);
+
+		if (strncmp(path, *s, n) == 0 && (path[n] == '\0' || path[n] == '.'))
+			return true;
+	}
+	return false;
+}
+
+static void note_change(void *ctx, const char *path)
+{
+	reload_report *rep = ctx;
+
+	if (is_live(rep->live, path) != rep->want_live)
+		return;
+	if (rep->buf->len > rep->start)
+		kiln_buf_putc(rep->buf, ',');
+	kiln_buf_puts(rep->buf, path);
+}
+
+void kiln_config_reload_report(const kiln_yaml_node *started, const kiln_yaml_node *last,
+                               const kiln_yaml_node *next, const char *const *live, kiln_buf *buf,
+                               const char **applied_out, const char **ignored_out)
+{
+	reload_report rep = {buf, live, true, 0};
+	size_t applied_end;
+
+	buf->len = 0;
+	kiln_config_changed(last, next, note_change, &rep);
+	kiln_buf_putc(buf, '\0');
+	applied_end = buf->len;
+	rep = (reload_report){buf, live, false, applied_end};
+	kiln_config_changed(started, next, note_change, &rep);
+	if (kiln_buf_putc(buf, '\0') < 0 || !buf->ptr) {
+		*applied_out = *ignored_out = "";
+		return;
+	}
+	*applied_out = buf->ptr;
+	*ignored_out = buf->ptr + applied_end;
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
+#include "core/buf.h"
 #include "core/yaml_doc.h"
 
 typedef struct kiln_config {
@@ -36,5 +37,23 @@ int kiln_config_size(const kiln_config *c, const kiln_yaml_node *map, const char
 /* path relative to the config file's folder (absolute paths and NULL as
  * they are). */
 const char *kiln_config_resolve(const kiln_config *c, const char *path);
+
+/* What a reload reports: cb gets the dotted path ("snapshot.records",
+ * "pins") of every key added, removed or changed between two documents'
+ * roots (either may be NULL), a sequence compared whole, once each in
+ * document order. Never a value: key paths only. */
+typedef void (*kiln_config_changed_cb)(void *ctx, const char *path);
+void kiln_config_changed(const kiln_yaml_node *before, const kiln_yaml_node *after, kiln_config_changed_cb cb,
+                         void *ctx);
+
+/* A reload's report, for a daemon that applies the top-level sections
+ * `live` (NULL-terminated) while running: *applied_out lists the keys
+ * under them that differ between `last` (the config in force) and `next`,
+ * *ignored_out the other keys that differ between `started` (what the
+ * process started with) and `next`: they need a restart. Comma-separated
+ * text in `buf`, "" when none (or out of memory); valid until buf changes. */
+void kiln_config_reload_report(const kiln_yaml_node *started, const kiln_yaml_node *last,
+                               const kiln_yaml_node *next, const char *const *live, kiln_buf *buf,
+                               const char **applied_out, const char **ignored_out);
 
 #endif

@@ -32,6 +32,16 @@ void kiln_log_setup(bool json, kiln_log_level min_level)
 	atomic_store(&log_min_level, (int)min_level);
 }
 
+bool kiln_log_level_parse(const char *name, kiln_log_level *out)
+{
+	for (int i = 0; i < 4; i++)
+		if (strcmp(name, level_names[i]) == 0) {
+			*out = (kiln_log_level)i;
+			return true;
+		}
+	return false;
+}
+
 void kiln_log_set_fd(int fd)
 {
 	atomic_store(&log_fd, fd);

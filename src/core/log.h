@@ -34,6 +34,9 @@ typedef struct kiln_log_field {
  * ("2026-11-30T03:30:00.123Z warn store_error: msg key=value"); lines below
  * min_level (default KILN_LOG_INFO) are dropped. Process-wide. */
 void kiln_log_setup(bool json, kiln_log_level min_level);
+/* The level named debug, info, warn or error (configs' log.level); false
+ * for another name. */
+bool kiln_log_level_parse(const char *name, kiln_log_level *out);
 /* Where lines go (default 2); stays the caller's. For tests. */
 void kiln_log_set_fd(int fd);
 bool kiln_log_enabled(kiln_log_level level);

@@ -2,9 +2,11 @@
  * in registration order, each series in its own allocation so the pointers
  * handed out stay valid while the arrays grow. The mutex guards the arrays
  * (registration, rendering); values are atomics. A double lives in a
- * uint64_t as its bit pattern, updated with compare-and-swap. */
+ * uint64_t as its bit pattern, updated with compare-and-swap. A function's
+ * series (fn set) holds no value: the render calls fn under the mutex. */
 #include "core/metrics.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -36,7 +38,9 @@ struct kiln_histogram {
 };
 
 typedef struct series {
-	char *labels; /* "" when none */
+	char *labels;       /* "" when none */
+	kiln_metrics_fn fn; /* a counter or gauge whose value fn(fn_ctx) gives; NULL: u holds it */
+	void *fn_ctx;
 	union {
 		kiln_counter counter;
 		kiln_gauge gauge;
@@ -205,8 +209,10 @@ fail:
 	return NULL;
 }
 
+/* fn: NULL for a series that holds its value, which registering again
+ * returns; a function's series is registered once. */
 static series *register_series(kiln_metrics *m, const char *name, const char *help, const char *labels,
-                               kind k, const double *bounds, size_t n)
+                               kind k, const double *bounds, size_t n, kiln_metrics_fn fn, void *fn_ctx)
 {
 	family *f;
 	series *s = NULL;
@@ -222,7 +228,11 @@ static series *register_series(kiln_metrics *m, const char *name, const char *he
 		goto done;
 	for (size_t i = 0; i < f->n; i++) {
 		if (strcmp(f->series[i]->labels, labels) == 0) {
-			s = f->series[i];
+			if (fn || f->series[i]->fn)
+				kiln_error_set(KILN_EINVALID, "metric %s{%s} is already registered", name,
+				               labels);
+			else
+				s = f->series[i];
 			goto done;
 		}
 	}
@@ -236,8 +246,11 @@ static series *register_series(kiln_metrics *m, const char *name, const char *he
 		f->series = grown;
 		f->cap = next_cap(f->cap);
 	}
-	if ((s = new_series(labels, k, bounds, n)))
+	if ((s = new_series(labels, k, bounds, n))) {
+		s->fn = fn;
+		s->fn_ctx = fn_ctx;
 		f->series[f->n++] = s;
+	}
 done:
 	pthread_mutex_unlock(&m->lock);
 	return s;
@@ -245,14 +258,14 @@ done:
 
 kiln_counter *kiln_metrics_counter(kiln_metrics *m, const char *name, const char *help, const char *labels)
 {
-	series *s = register_series(m, name, help, labels, KIND_COUNTER, NULL, 0);
+	series *s = register_series(m, name, help, labels, KIND_COUNTER, NULL, 0, NULL, NULL);
 
 	return s ? &s->u.counter : NULL;
 }
 
 kiln_gauge *kiln_metrics_gauge(kiln_metrics *m, const char *name, const char *help, const char *labels)
 {
-	series *s = register_series(m, name, help, labels, KIND_GAUGE, NULL, 0);
+	series *s = register_series(m, name, help, labels, KIND_GAUGE, NULL, 0, NULL, NULL);
 
 	return s ? &s->u.gauge : NULL;
 }
@@ -272,8 +285,26 @@ kiln_histogram *kiln_metrics_histogram(kiln_metrics *m, const char *name, const 
 			return NULL;
 		}
 	}
-	s = register_series(m, name, help, labels, KIND_HISTOGRAM, bounds, n);
+	s = register_series(m, name, help, labels, KIND_HISTOGRAM, bounds, n, NULL, NULL);
 	return s ? &s->u.histogram : NULL;
+}
+
+int kiln_metrics_counter_fn(kiln_metrics *m, const char *name, const char *help, const char *labels,
+                            kiln_metrics_fn fn, void *ctx)
+{
+	assert(fn);
+	if (!register_series(m, name, help, labels, KIND_COUNTER, NULL, 0, fn, ctx))
+		return kiln_error_last_code();
+	return 0;
+}
+
+int kiln_metrics_gauge_fn(kiln_metrics *m, const char *name, const char *help, const char *labels,
+                          kiln_metrics_fn fn, void *ctx)
+{
+	assert(fn);
+	if (!register_series(m, name, help, labels, KIND_GAUGE, NULL, 0, fn, ctx))
+		return kiln_error_last_code();
+	return 0;
 }
 
 void kiln_counter_add(kiln_counter *c, uint64_t n)
@@ -437,11 +468,13 @@ static int put_family(kiln_buf *out, const family *f)
 
 		switch (f->kind) {
 		case KIND_COUNTER:
-			snprintf(value, sizeof(value), "%" PRIu64, kiln_counter_value(&s->u.counter));
-			rc = put_sample(out, f->name, "", s->labels, NULL, value);
-			break;
 		case KIND_GAUGE:
-			format_double(value, sizeof(value), kiln_gauge_value(&s->u.gauge));
+			if (s->fn)
+				format_double(value, sizeof(value), s->fn(s->fn_ctx));
+			else if (f->kind == KIND_COUNTER)
+				snprintf(value, sizeof(value), "%" PRIu64, kiln_counter_value(&s->u.counter));
+			else
+				format_double(value, sizeof(value), kiln_gauge_value(&s->u.gauge));
 			rc = put_sample(out, f->name, "", s->labels, NULL, value);
 			break;
 		case KIND_HISTOGRAM:

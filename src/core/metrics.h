@@ -1,7 +1,9 @@
 /* A registry of counters, gauges and histograms rendered in the Prometheus
  * text exposition format (0.0.4). Registration takes a mutex and happens at
- * start-up; updates are lock-free atomics on the hot path. The registry owns
- * every series it hands out until kiln_metrics_free. */
+ * start-up; updates are lock-free atomics on the hot path. A series may
+ * instead be a function the render calls (values read from the system at
+ * scrape time). The registry owns every series it hands out until
+ * kiln_metrics_free. */
 #ifndef KILN_CORE_METRICS_H
 #define KILN_CORE_METRICS_H
 
@@ -34,6 +36,19 @@ kiln_gauge *kiln_metrics_gauge(kiln_metrics *metrics, const char *name, const ch
 kiln_histogram *kiln_metrics_histogram(kiln_metrics *metrics, const char *name, const char *help,
                                        const char *labels, const double *bounds, size_t n);
 
+/* A series whose value fn(ctx) gives at each render, like the Prometheus
+ * client libraries' GaugeFunc and CounterFunc: for values read from the
+ * system at scrape time. fn runs under the registry's mutex, on the thread
+ * that renders (so at most one at a time): it must not call the registry,
+ * and a counter's fn must never decrease. ctx must outlive the registry.
+ * Returns 0, or an error as above; a series already registered under the
+ * same name and labels is KILN_EINVALID. */
+typedef double (*kiln_metrics_fn)(void *ctx);
+int kiln_metrics_counter_fn(kiln_metrics *metrics, const char *name, const char *help, const char *labels,
+                            kiln_metrics_fn fn, void *ctx);
+int kiln_metrics_gauge_fn(kiln_metrics *metrics, const char *name, const char *help, const char *labels,
+                          kiln_metrics_fn fn, void *ctx);
+
 /* Appends v as a quoted label value, escaping \\, \" and \n: the caller
  * writes `topic=`, then this, for `topic="v"`. */
 int kiln_metrics_label_value(kiln_buf *out, const char *v);
@@ -48,7 +63,8 @@ void kiln_histogram_observe(kiln_histogram *histogram, double v);
 /* Appends the whole exposition: names in first-registration order, each
  * with "# HELP" and "# TYPE" lines, then its series in registration order;
  * a histogram as cumulative name_bucket{...,le="..."} lines ending in
- * le="+Inf", then name_sum and name_count. Integers print without decimals,
+ * le="+Inf", then name_sum and name_count; a function's series calls it
+ * then. Integers print without decimals,
  * other numbers in their shortest exact form; "+Inf", "-Inf", "NaN". */
 int kiln_metrics_render(kiln_metrics *metrics, kiln_buf *out);
 

@@ -1,18 +1,77 @@
 /* kiln's one reader of secret files: opened without waiting, checked to be
  * a regular owner-only file of bounded size before any read; copies are
- * wiped when released. */
+ * wiped when released. Owner-only includes systemd's credentials
+ * (LoadCredential=): mode 0400, owned by root with an access ACL that lets
+ * the service's user read it, which stat shows as 0440 (the ACL mask). */
 #include "core/secret.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "core/error.h"
+
+/* The POSIX access ACL as Linux stores it (linux/posix_acl_xattr.h):
+ * version 2, then entries of little-endian tag, permissions and id. */
+#define ACL_XATTR       "system.posix_acl_access"
+#define ACL_VERSION     2u
+#define ACL_USER_OBJ    0x01u
+#define ACL_USER        0x02u
+#define ACL_GROUP_OBJ   0x04u
+#define ACL_GROUP       0x08u
+#define ACL_MASK        0x10u
+#define ACL_OTHER       0x20u
+#define ACL_ENTRIES_MAX 32u
+
+static uint32_t le(const unsigned char *p, int n)
+{
+	uint32_t v = 0;
+
+	while (n-- > 0)
+		v = v << 8 | p[n];
+	return v;
+}
+
+/* Whether the group bits of fd's mode are an ACL mask over entries that
+ * give no group and no other user anything: the file is readable by its
+ * owner and by this process's user only (a systemd credential). */
+static bool acl_owner_and_self(int fd)
+{
+	unsigned char acl[4 + 8 * ACL_ENTRIES_MAX];
+	ssize_t n = fgetxattr(fd, ACL_XATTR, acl, sizeof(acl));
+
+	if (n < 4 || (n - 4) % 8 != 0 || le(acl, 4) != ACL_VERSION)
+		return false;
+	for (ssize_t at = 4; at < n; at += 8) {
+		uint32_t tag = le(acl + at, 2), perm = le(acl + at + 2, 2), id = le(acl + at + 4, 4);
+
+		switch (tag) {
+		case ACL_USER_OBJ:
+		case ACL_MASK:
+			break;
+		case ACL_USER:
+			if (perm && id != (uint32_t)geteuid())
+				return false;
+			break;
+		case ACL_GROUP_OBJ:
+		case ACL_GROUP:
+		case ACL_OTHER:
+			if (perm)
+				return false;
+			break;
+		default:
+			return false;
+		}
+	}
+	return true;
+}
 
 int kiln_secret_read_file(char **out, size_t *len_out, const char *path, const char *what, size_t max)
 {
@@ -38,7 +97,7 @@ int kiln_secret_read_file(char **out, size_t *len_out, const char *path, const c
 		err = kiln_error_set(KILN_EINVALID, "%s: %s is not a regular file", path, what);
 		goto cleanup;
 	}
-	if ((st.st_mode & 077) != 0) {
+	if ((st.st_mode & 007) != 0 || ((st.st_mode & 070) != 0 && !acl_owner_and_self(fd))) {
 		err = kiln_error_set(KILN_EINVALID,
 		                     "%s: %s mode %04o lets group or others read it; chmod 600 %s", path,
 		                     what, (unsigned)(st.st_mode & 07777), path);

@@ -10,7 +10,9 @@
  * without following into a wait (O_NONBLOCK: a FIFO or a device is refused,
  * never read) and checked with fstat before any read: it must be a regular
  * file, of at most `max` bytes, that neither group nor others may read or
- * write (KILN_EINVALID otherwise, naming the path and the mode);
+ * write (KILN_EINVALID otherwise, naming the path and the mode), or one
+ * whose only other reader is this process's user through an access ACL (a
+ * systemd credential under $CREDENTIALS_DIRECTORY);
  * KILN_ENOTFOUND when it does not exist. `what` names the file in messages
  * ("key file"); no message carries its content. On success *out is a
  * NUL-terminated copy of the content (*len_out bytes, which may hold NULs)

@@ -308,6 +308,28 @@ static int attach(build_ctx *ctx, kiln_yaml_node *node, size_t expanded, yaml_ma
 	return 0;
 }
 
+/* The dotted key path of the value being read ("pseudonymise.key_file",
+ * "pins[2]"), for messages about it; NULL at the top. */
+static const char *value_path(const build_ctx *ctx, char *buf, size_t cap)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < ctx->depth && len < cap; i++) {
+		const build_frame *f = &ctx->stack[i];
+		int n;
+
+		if (f->node->kind == KILN_YAML_MAPPING && f->have_key)
+			n = snprintf(buf + len, cap - len, "%s%s", len ? "." : "", f->keys[f->count]->value);
+		else if (f->node->kind == KILN_YAML_SEQUENCE)
+			n = snprintf(buf + len, cap - len, "[%zu]", f->count);
+		else
+			break;
+		len = n < 0 ? cap : len + (size_t)n;
+	}
+	return buf[0] ? buf : NULL;
+}
+
 /* ${NAME} and ${NAME:-default} (NAME: [A-Za-z_][A-Za-z0-9_]*), as in Vector
  * and Fluent Bit configs; "$$" is a literal '$'. An unset (or, for ":-",
  * empty) variable takes the default; unset without one is an error. */
@@ -343,8 +365,18 @@ static int expand_env(build_ctx *ctx, kiln_yaml_node *node)
 				                      "expected ${%s} or ${%s:-default}", name, name);
 			val = getenv(name);
 			if (colon ? (!val || !*val) : !val) {
+				char path[256];
+
+				/* systemd sets it for a unit with LoadCredential= */
+				if (!colon && strcmp(name, "CREDENTIALS_DIRECTORY") == 0)
+					return kiln_yaml_fail(
+					    ctx->doc, node, value_path(ctx, path, sizeof(path)),
+					    "environment variable %s is not set: systemd sets it for a "
+					    "service with LoadCredential= (docs/OPERATIONS.md)",
+					    name);
 				if (!colon)
-					return kiln_yaml_fail(ctx->doc, node, NULL,
+					return kiln_yaml_fail(ctx->doc, node,
+					                      value_path(ctx, path, sizeof(path)),
 					                      "environment variable %s is not set (write "
 					                      "${%s:-default} for a default)",
 					                      name, name);

@@ -106,16 +106,17 @@ struct file_source {
 	kiln_lineage_entry lineage;
 };
 
-/* Fills a batch from the reader; returns 1 with records, 0 at the end. */
-static int fill(kiln_line_reader *reader, kiln_batch *b, const char *topic, int64_t first,
-                uint64_t *bytes_read)
+int kiln_batch_fill_lines(kiln_batch *b, kiln_line_reader *reader, const char *topic, int64_t first,
+                          size_t max_lines, uint64_t *bytes_read)
 {
 	kiln_line line;
 	int rc = 0;
 
 	b->topic = topic;
 	b->partition = 0;
-	while (b->count < BATCH_LINES && b->in.len < BATCH_BYTES &&
+	if (max_lines > BATCH_LINES)
+		max_lines = BATCH_LINES;
+	while (b->count < max_lines && b->in.len < BATCH_BYTES &&
 	       (rc = kiln_line_reader_next(reader, &line)) > 0) {
 		if ((rc = kiln_batch_reserve(b)) < 0)
 			return rc;
@@ -210,8 +211,9 @@ static int file_read(void *src, kiln_ingest *in)
 
 		if (!b)
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		if ((rc = fill(fs->reader, b, in->p->source_name, (int64_t)in->out->next_offset,
-		               &fs->bytes_read)) <= 0) {
+		if ((rc = kiln_batch_fill_lines(b, fs->reader, in->p->source_name,
+		                                (int64_t)in->out->next_offset, BATCH_LINES,
+		                                &fs->bytes_read)) <= 0) {
 			kiln_curate_pool_recycle(pool, b);
 			return rc;
 		}

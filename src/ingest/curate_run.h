@@ -6,6 +6,8 @@
 #ifndef KILN_INGEST_CURATE_RUN_H
 #define KILN_INGEST_CURATE_RUN_H
 
+#include "core/line_reader.h"
+#include "ingest/curate_pool.h"
 #include "ingest/pipeline.h"
 #include "manifest/manifest.h"
 
@@ -21,5 +23,11 @@ int kiln_curate_run(const kiln_pipeline *pipeline, kiln_run_result *out);
 
 /* Validate/curate threads for a pipeline: its `workers`, else one per CPU. */
 unsigned kiln_curate_worker_count(const kiln_pipeline *pipeline);
+
+/* Fills an empty batch with the reader's next lines (at most max_lines, and
+ * at most one batch's worth), the first at offset `first`; *bytes_read: the
+ * input's offset after the last line. Returns 1 with records, 0 at the end. */
+int kiln_batch_fill_lines(kiln_batch *b, kiln_line_reader *reader, const char *topic, int64_t first,
+                          size_t max_lines, uint64_t *bytes_read);
 
 #endif

@@ -208,3 +208,79 @@ bool kiln_kafka_client_unreachable(struct krun *r, int64_t started)
 	         r->p->brokers, r->p->connect_timeout);
 	return true;
 }
+
+/* ---- kiln check's probe --------------------------------------------------- */
+
+static void probe_quiet_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	(void)rk;
+	(void)err;
+	(void)reason;
+	(void)opaque;
+}
+
+static void probe_quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	(void)rk;
+	(void)level;
+	(void)fac;
+	(void)buf;
+}
+
+static const rd_kafka_metadata_topic_t *find_topic(const rd_kafka_metadata_t *md, const char *name)
+{
+	for (int i = 0; i < md->topic_cnt; i++)
+		if (strcmp(md->topics[i].topic, name) == 0)
+			return &md->topics[i];
+	return NULL;
+}
+
+static int report_topic(const rd_kafka_metadata_t *md, const char *name, kiln_kafka_topic_cb cb, void *ctx)
+{
+	const rd_kafka_metadata_topic_t *t = find_topic(md, name);
+
+	if (!t)
+		return cb(ctx, name, -1, "no such topic on the brokers");
+	if (t->err)
+		return cb(ctx, name, -1, rd_kafka_err2str(t->err));
+	return cb(ctx, name, t->partition_cnt, NULL);
+}
+
+int kiln_kafka_probe(const kiln_pipeline *p, int timeout_ms, int *out_brokers, kiln_kafka_topic_cb cb,
+                     void *ctx)
+{
+	rd_kafka_conf_t *conf = NULL;
+	rd_kafka_t *rk;
+	const rd_kafka_metadata_t *md = NULL;
+	rd_kafka_resp_err_t err;
+	char errstr[512];
+	int rc;
+
+	*out_brokers = 0;
+	if ((rc = kafka_conf(&conf, p, true)) < 0)
+		return rc;
+	rd_kafka_conf_set_error_cb(conf, probe_quiet_error);
+	rd_kafka_conf_set_log_cb(conf, probe_quiet_log);
+	if (!(rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr)))) {
+		rd_kafka_conf_destroy(conf);
+		return kiln_error_set(KILN_EINVALID, "%s: %s", p->brokers, errstr);
+	}
+	/* every topic's metadata: asking for the pipeline's topics by name
+	 * would create them on a broker with auto.create.topics.enable */
+	err = rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms);
+	if (err) {
+		rc = kiln_error_set(KILN_EIO, "%s: no broker answered within %d ms: %s", p->brokers,
+		                    timeout_ms, rd_kafka_err2str(err));
+		goto done;
+	}
+	*out_brokers = md->broker_cnt;
+	for (size_t i = 0; i < p->topic_count && rc >= 0; i++)
+		rc = report_topic(md, p->topics[i], cb, ctx);
+	if (rc >= 0 && p->dead_letter_topic)
+		rc = report_topic(md, p->dead_letter_topic, cb, ctx);
+done:
+	if (md)
+		rd_kafka_metadata_destroy(md);
+	rd_kafka_destroy(rk);
+	return rc;
+}

@@ -17,6 +17,7 @@
 
 #include "core/http_server.h"
 #include "core/metrics.h"
+#include "core/notify.h"
 #include "ingest/curate_pool.h"
 #include "ingest/kafka_run.h"
 #include "ingest/run_setup.h"
@@ -79,6 +80,13 @@ struct krun {
 	int req_rc;
 	char req_error[512];
 	_Atomic int64_t heartbeat_ms;
+	/* the service manager (core/notify.h) and SIGHUP reloads (kafka_reload.c) */
+	kiln_notify_watchdog notify_wd;
+	bool ready;                /* READY=1 sent */
+	kiln_pipeline *reloaded;   /* the pipeline as last reloaded, NULL: as started (p) */
+	uint64_t snapshot_records; /* the snapshot policy in force (p's, or reloaded) */
+	unsigned snapshot_seconds;
+	struct kiln_kafka_watchdog *drain; /* its seconds follow snapshot.drain_seconds */
 };
 
 static inline int64_t now_ms(void)
@@ -112,8 +120,9 @@ bool kiln_kafka_watermarks_free_to_ask(struct krun *r);
 rd_kafka_resp_err_t kiln_kafka_watermarks_query(struct krun *r, const struct part *pt, int64_t *lo,
                                                 int64_t *hi);
 
-/* kafka_metrics.c: the run's counters, histograms and gauges. */
-int kiln_kafka_metrics_new(struct metrics *mx);
+/* kafka_metrics.c: the run's counters, histograms and gauges, and the
+ * daemon's (core/daemon_metrics.h; build_info NULL: no kiln_build_info). */
+int kiln_kafka_metrics_new(struct metrics *mx, const kiln_build_info *build_info);
 void kiln_kafka_metrics_update_lag(struct krun *r);
 /* After a snapshot: the branch's profile against the drift baseline
  * (promote.drift.baseline, else the highest vN) as gauges per field. A
@@ -134,12 +143,20 @@ void kiln_kafka_snapshot_answered(struct krun *r, uint64_t ticket, int rc);
  * (a rebalance callback, a broker that is gone) is bounded too. */
 struct kiln_kafka_watchdog {
 	volatile sig_atomic_t *stop;
-	unsigned seconds;
+	_Atomic unsigned seconds;
 	_Atomic bool draining, done;
 	_Atomic int64_t deadline_ms; /* -1 until a stop is seen */
 };
 
 int64_t kiln_kafka_watchdog_deadline(struct kiln_kafka_watchdog *w);
 void *kiln_kafka_watchdog(void *arg);
+
+/* kafka_reload.c: on SIGHUP, the pipeline file loaded again (with the
+ * run's --set overrides) and what may change while running applied: log.*
+ * and snapshot.*; one log line names the keys applied and the changed keys
+ * ignored (they need a restart), never a value. A file that no longer
+ * loads is refused with its file:line:col error and the run goes on as it
+ * was. Brackets the reload with RELOADING=1 and READY=1. */
+void kiln_kafka_reload(struct krun *r);
 
 #endif

@@ -1,7 +1,8 @@
 /* The metrics of a Kafka run (served on /metrics): records, bytes,
  * quarantines by code, batches, snapshots, commits, gaps, dead letters,
  * rebalances, each owned partition's consumer lag, and after a snapshot
- * each field's drift against the drift baseline. */
+ * each field's drift against the drift baseline; then kiln_build_info and
+ * process_* (core/daemon_metrics.h). */
 #include "ingest/kafka_internal.h"
 
 #include <stdio.h>
@@ -16,7 +17,7 @@
 #include "quality/drift.h"
 #include "quality/profile.h"
 
-int kiln_kafka_metrics_new(struct metrics *mx)
+int kiln_kafka_metrics_new(struct metrics *mx, const kiln_build_info *build_info)
 {
 	static const double batch_bounds[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 	static const double snap_bounds[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
@@ -33,7 +34,7 @@ int kiln_kafka_metrics_new(struct metrics *mx)
 		mx->quarantined[c] = kiln_metrics_counter(mx->m, "kiln_records_quarantined_total",
 		                                          "Records quarantined, by reason code", labels);
 	}
-	mx->bytes = kiln_metrics_counter(mx->m, "kiln_bytes_in_total", "Record bytes consumed", NULL);
+	mx->bytes = kiln_metrics_counter(mx->m, "kiln_records_in_bytes_total", "Record bytes consumed", NULL);
 	mx->batch_seconds = kiln_metrics_histogram(
 	    mx->m, "kiln_batch_seconds", "From a batch's first record to its records being spooled", NULL,
 	    batch_bounds, sizeof(batch_bounds) / sizeof(batch_bounds[0]));
@@ -60,7 +61,12 @@ int kiln_kafka_metrics_new(struct metrics *mx)
 	mx->partitions =
 	    kiln_metrics_gauge(mx->m, "kiln_partitions_assigned", "Partitions this member owns", NULL);
 	mx->up = kiln_metrics_gauge(mx->m, "kiln_up", "1 while the run consumes", NULL);
-	return 0;
+	return kiln_daemon_metrics_register(mx->m, build_info);
+}
+
+const char *kiln_kafka_librdkafka_version(void)
+{
+	return rd_kafka_version_str();
 }
 
 void kiln_kafka_metrics_update_lag(struct krun *r)

@@ -36,6 +36,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/notify.h"
 #include "ingest/kafka_internal.h"
 #include "manifest/remote.h"
 
@@ -507,6 +508,8 @@ static int snapshot(struct krun *r, const char *why)
 	kiln_counter_add(r->mx.commits, 1);
 	kiln_histogram_observe(r->mx.snapshot_seconds, (double)(now_ms() - started) / 1000.0);
 	kiln_kafka_metrics_update_drift(r);
+	kiln_notifyf("STATUS=consuming: snapshot %.12s committed %llu record(s) (%s)", commit,
+	             (unsigned long long)d->records_in, why);
 	KILN_LOG(KILN_LOG_INFO, "snapshot", why, KILN_F_STR("commit", commit),
 	         KILN_F_INT("records", d->records_in), KILN_F_INT("valid", d->valid),
 	         KILN_F_INT("quarantined", d->quarantined), KILN_F_INT("shards", shards),
@@ -628,6 +631,10 @@ void kiln_kafka_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topi
 			error = rd_kafka_incremental_assign(rk, list);
 		else
 			rd_kafka_assign(rk, list);
+		/* ready once the group has given this member its share (maybe none) */
+		kiln_notifyf("%sSTATUS=consuming: %d partition(s) assigned by the last rebalance",
+		             r->ready ? "" : "READY=1\n", list->cnt);
+		r->ready = true;
 	} else {
 		on_revoke(r, list, rd_kafka_assignment_lost(rk));
 		if (cooperative)
@@ -707,7 +714,6 @@ static bool caught_up(const struct krun *r)
 
 static int loop(struct krun *r)
 {
-	const kiln_pipeline *p = r->p;
 	int64_t backoff_ms = 0, started = now_ms();
 	int rc;
 
@@ -717,11 +723,16 @@ static int loop(struct krun *r)
 		bool asked = kiln_kafka_snapshot_requested(r, &ticket) || (r->o->snapshot && *r->o->snapshot);
 		int64_t now = now_ms();
 		bool waiting = r->pending || moves_pending(r);
-		bool due = (p->snapshot_records && r->pending >= p->snapshot_records) ||
-		           (p->snapshot_seconds && waiting &&
-		            now - r->last_snapshot_ms >= (int64_t)p->snapshot_seconds * 1000);
+		bool due = (r->snapshot_records && r->pending >= r->snapshot_records) ||
+		           (r->snapshot_seconds && waiting &&
+		            now - r->last_snapshot_ms >= (int64_t)r->snapshot_seconds * 1000);
 
 		r->heartbeat_ms = now;
+		kiln_notify_watchdog_kick(&r->notify_wd); /* from here: a stalled loop stops kicking */
+		if (r->o->reload && *r->o->reload) {
+			*r->o->reload = 0;
+			kiln_kafka_reload(r);
+		}
 		if (asked || due) {
 			if (r->o->snapshot)
 				*r->o->snapshot = 0;
@@ -737,8 +748,10 @@ static int loop(struct krun *r)
 				                 "the snapshot failed; reading again from the last commit",
 				                 backoff_ms)) < 0)
 					return rc;
-				for (int64_t t = 0; t < backoff_ms && !*r->o->stop; t += 100)
+				for (int64_t t = 0; t < backoff_ms && !*r->o->stop; t += 100) {
+					kiln_notify_watchdog_kick(&r->notify_wd);
 					usleep(100000);
+				}
 				continue;
 			}
 			backoff_ms = 0;
@@ -767,8 +780,10 @@ static int loop(struct krun *r)
 		                 "a batch could not be landed; reading again from the last commit",
 		                 backoff_ms)) < 0)
 			return rc;
-		for (int64_t t = 0; t < backoff_ms && !*r->o->stop; t += 100)
+		for (int64_t t = 0; t < backoff_ms && !*r->o->stop; t += 100) {
+			kiln_notify_watchdog_kick(&r->notify_wd);
 			usleep(100000);
+		}
 	}
 	return 0;
 }
@@ -800,8 +815,13 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 	pthread_mutex_init(&r->req_lock, NULL);
 	pthread_cond_init(&r->req_cond, NULL);
 	r->heartbeat_ms = now_ms();
+	r->snapshot_records = p->snapshot_records;
+	r->snapshot_seconds = p->snapshot_seconds;
+	r->drain = &dog;
+	kiln_notify_watchdog_init(&r->notify_wd);
 	kiln_sink_options sopt = {.delta = &r->delta, .consume = consume, .ctx = r, .raw_zone = p->raw_zone};
-	if ((rc = kiln_kafka_metrics_new(&r->mx)) < 0 || (rc = kiln_run_setup_open(&r->setup, p)) < 0 ||
+	if ((rc = kiln_kafka_metrics_new(&r->mx, opts.build_info)) < 0 ||
+	    (rc = kiln_run_setup_open(&r->setup, p)) < 0 ||
 	    (rc = kiln_sink_open(&r->sink, &r->setup, &sopt)) < 0 || (rc = kiln_kafka_http_start(r)) < 0 ||
 	    (rc = kiln_kafka_client_open(r)) < 0)
 		goto cleanup;
@@ -813,6 +833,7 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 	rc = loop(r);
 
 	/* the drain: commit what was consumed, then leave the group */
+	kiln_notify("STOPPING=1\nSTATUS=draining: committing the last snapshot");
 	dog.draining = true;
 	r->drain_until_ms = kiln_kafka_watchdog_deadline(&dog);
 	final = snapshot(r, *opts.stop ? "stopping" : "finished");
@@ -875,6 +896,7 @@ cleanup:
 	kiln_kafka_watermarks_unref(r->wm_stuck);
 	kiln_run_setup_close(&r->setup);
 	kiln_metrics_free(r->mx.m);
+	kiln_pipeline_free(r->reloaded);
 	pthread_mutex_destroy(&r->req_lock);
 	pthread_cond_destroy(&r->req_cond);
 	free(r);

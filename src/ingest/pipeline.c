@@ -181,6 +181,11 @@ static bool is_secret_option(const char *name, size_t len)
 	return false;
 }
 
+bool kiln_pipeline_secret_option(const char *name)
+{
+	return is_secret_option(name, strlen(name));
+}
+
 /* A secret option's value from NAME_file: PATH (through the secret file
  * reader: owner-only regular file), trailing CR/LF removed. The value goes
  * in the arena and is wiped when the pipeline is freed. */
@@ -628,22 +633,14 @@ static int load_operations(loader *l, const kiln_yaml_node *root)
 	}
 	if ((n = kiln_yaml_get(root, "log")) && !kiln_yaml_is_null(n)) {
 		const char *level = NULL;
-		static const char *const levels[] = {"debug", "info", "warn", "error"};
 
 		if ((rc = kiln_config_check_keys(&l->cfg, n, "log", log_keys)) < 0 ||
 		    (rc = kiln_config_string(&l->cfg, n, "log", "format", false, &format)) < 0 ||
 		    (rc = kiln_config_string(&l->cfg, n, "log", "level", false, &level)) < 0)
 			return rc;
-		if (level) {
-			int i = 0;
-
-			while (i < 4 && strcmp(level, levels[i]) != 0)
-				i++;
-			if (i == 4)
-				return kiln_yaml_fail(l->doc, kiln_yaml_get(n, "level"), "log.level",
-				                      "expected debug, info, warn or error");
-			p->log_level = (kiln_log_level)i;
-		}
+		if (level && !kiln_log_level_parse(level, &p->log_level))
+			return kiln_yaml_fail(l->doc, kiln_yaml_get(n, "level"), "log.level",
+			                      "expected debug, info, warn or error");
 		if (format && strcmp(format, "text") == 0)
 			p->log_json = false;
 		else if (format && strcmp(format, "json") != 0)

@@ -105,6 +105,10 @@ typedef struct kiln_pipeline {
 int kiln_pipeline_load(kiln_pipeline **out, const char *path, char *const *sets, size_t n);
 void kiln_pipeline_free(kiln_pipeline *pipeline);
 
+/* Whether a source.options property holds a secret (librdkafka's sensitive
+ * properties): its value is never printed (kiln check redacts it). */
+bool kiln_pipeline_secret_option(const char *name);
+
 /* Whether its source is Kafka's (run by kiln_kafka_run, not a row). */
 bool kiln_pipeline_is_kafka(const kiln_pipeline *pipeline);
 

@@ -213,39 +213,73 @@ static int push_branch(const kiln_pipeline *p, kiln_manifest *manifest, char com
 	return 0;
 }
 
+int kiln_run_setup_contract(kiln_run_setup *s)
+{
+	kiln_contract_options copts = {.schema = s->p->schema};
+	int rc;
+
+	if ((rc = kiln_contract_load(&s->contract, s->p->contract, &copts)) < 0)
+		return rc;
+	return check_split_key(s->p, s->contract, &s->split_field);
+}
+
+int kiln_run_setup_keys(kiln_run_setup *s)
+{
+	const kiln_pipeline *p = s->p;
+	int rc;
+
+	if (sodium_init() < 0)
+		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
+	rc = p->key_file ? kiln_key_load_file(&s->key, p->key_file, p->key_version)
+	                 : kiln_key_load_env(&s->key, p->key_env, p->key_version);
+	if (rc < 0)
+		return rc;
+	s->key_loaded = true;
+	if (p->signing_key_file && (rc = kiln_signing_key_load(&s->signing_key, p->signing_key_file)) < 0)
+		return rc;
+	return kiln_splitter_init(&s->splitter, p->split_salt, p->ratios);
+}
+
+int kiln_run_setup_store(kiln_run_setup *s)
+{
+	return kiln_store_open(&s->store, s->p->store_url, &s->p->store);
+}
+
+int kiln_run_setup_manifest(kiln_run_setup *s)
+{
+	const kiln_pipeline *p = s->p;
+	int rc;
+
+	if ((rc = kiln_manifest_open(&s->manifest, p->manifest_repo)) < 0)
+		return rc;
+	return p->manifest_remote ? kiln_manifest_fetch(s->manifest, p->manifest_remote, p->dataset) : 0;
+}
+
+int kiln_run_setup_definition(kiln_run_setup *s)
+{
+	int rc;
+
+	kiln_buf_reset(&s->dataset_json);
+	if ((rc = render_dataset_json(&s->dataset_json, s->p, s->contract, &s->key)) < 0 ||
+	    (rc = check_same_definition(s->p, s->manifest, &s->dataset_json)) < 0 ||
+	    (rc = check_contract_change(s->p, s->manifest, s->contract)) < 0)
+		return rc;
+	return kiln_buf_putc(&s->dataset_json, '\0');
+}
+
 int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
 {
-	kiln_contract_options copts = {.schema = p->schema};
 	int rc;
 
 	memset(s, 0, sizeof(*s));
 	s->p = p;
-	if (sodium_init() < 0)
-		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
-	if ((rc = kiln_contract_load(&s->contract, p->contract, &copts)) < 0 ||
-	    (rc = check_split_key(p, s->contract, &s->split_field)) < 0)
-		goto fail;
-	rc = p->key_file ? kiln_key_load_file(&s->key, p->key_file, p->key_version)
-	                 : kiln_key_load_env(&s->key, p->key_env, p->key_version);
-	if (rc < 0)
-		goto fail;
-	s->key_loaded = true;
-	if (p->signing_key_file && (rc = kiln_signing_key_load(&s->signing_key, p->signing_key_file)) < 0)
-		goto fail;
-	if ((rc = kiln_splitter_init(&s->splitter, p->split_salt, p->ratios)) < 0 ||
-	    (rc = kiln_store_open(&s->store, p->store_url, &p->store)) < 0 ||
-	    (rc = kiln_manifest_open(&s->manifest, p->manifest_repo)) < 0 ||
-	    (p->manifest_remote &&
-	     (rc = kiln_manifest_fetch(s->manifest, p->manifest_remote, p->dataset)) < 0) ||
-	    (rc = render_dataset_json(&s->dataset_json, p, s->contract, &s->key)) < 0 ||
-	    (rc = check_same_definition(p, s->manifest, &s->dataset_json)) < 0 ||
-	    (rc = check_contract_change(p, s->manifest, s->contract)) < 0 ||
-	    (rc = kiln_buf_putc(&s->dataset_json, '\0')) < 0)
-		goto fail;
+	if ((rc = kiln_run_setup_contract(s)) < 0 || (rc = kiln_run_setup_keys(s)) < 0 ||
+	    (rc = kiln_run_setup_store(s)) < 0 || (rc = kiln_run_setup_manifest(s)) < 0 ||
+	    (rc = kiln_run_setup_definition(s)) < 0) {
+		kiln_run_setup_close(s);
+		return rc;
+	}
 	return 0;
-fail:
-	kiln_run_setup_close(s);
-	return rc;
 }
 
 void kiln_run_setup_close(kiln_run_setup *s)

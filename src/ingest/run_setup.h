@@ -34,6 +34,19 @@ typedef struct kiln_run_setup {
 
 /* Everything above, in that order; on failure what was opened is closed. */
 int kiln_run_setup_open(kiln_run_setup *out, const kiln_pipeline *pipeline);
+
+/* kiln_run_setup_open's steps, in its order, each needing the ones before
+ * it (s zeroed, s->p set): kiln check (ingest/check.h) runs them one at a
+ * time to report every problem, not the first. Close with
+ * kiln_run_setup_close either way. */
+int kiln_run_setup_contract(kiln_run_setup *s); /* the contract; the split key is in it */
+int kiln_run_setup_keys(kiln_run_setup *s);     /* the pseudonymisation and signing keys; the splitter */
+int kiln_run_setup_store(kiln_run_setup *s);    /* the store opened */
+/* the manifest repository opened (created when missing), fetched from manifest.remote */
+int kiln_run_setup_manifest(kiln_run_setup *s);
+/* dataset.json rendered and compared with the branch's; a contract change checked against the
+ * branch tip's contract.yaml (needs the contract, the key and the manifest) */
+int kiln_run_setup_definition(kiln_run_setup *s);
 /* Wipes the keys and closes everything; a zeroed setup is fine. */
 void kiln_run_setup_close(kiln_run_setup *s);
 

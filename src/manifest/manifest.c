@@ -43,6 +43,23 @@ static void git_init_once(void)
 	git_libgit2_init();
 }
 
+static pthread_once_t libgit2_version_once = PTHREAD_ONCE_INIT;
+static char libgit2_version[32];
+
+static void libgit2_version_init(void)
+{
+	int major = 0, minor = 0, rev = 0;
+
+	git_libgit2_version(&major, &minor, &rev);
+	snprintf(libgit2_version, sizeof(libgit2_version), "%d.%d.%d", major, minor, rev);
+}
+
+const char *kiln_manifest_libgit2_version(void)
+{
+	pthread_once(&libgit2_version_once, libgit2_version_init);
+	return libgit2_version;
+}
+
 /* libgit2's message for the last failure, never NULL. */
 const char *kiln_manifest_git_message(void)
 {

@@ -71,6 +71,9 @@ typedef struct kiln_manifest kiln_manifest;
 int kiln_manifest_open(kiln_manifest **out, const char *path);
 void kiln_manifest_close(kiln_manifest *manifest);
 
+/* The version of the libgit2 loaded at run time ("1.5.1"), static. */
+const char *kiln_manifest_libgit2_version(void);
+
 /* A ref lock file older than this many seconds was left by a killed process. */
 #define KILN_MANIFEST_STALE_LOCK_S 60
 

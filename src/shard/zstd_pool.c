@@ -48,3 +48,8 @@ int kiln_zstd_multithread(ZSTD_CCtx *cctx, unsigned threads, kiln_zstd_pool *poo
 		return kiln_error_set(KILN_EINVALID, "zstd: thread pool: %s", ZSTD_getErrorName(rc));
 	return 0;
 }
+
+const char *kiln_zstd_version(void)
+{
+	return ZSTD_versionString();
+}

@@ -26,4 +26,7 @@ void kiln_zstd_pool_free(kiln_zstd_pool *pool);
  * use. KILN_EINVALID when libzstd was built without threads. */
 int kiln_zstd_multithread(ZSTD_CCtx *cctx, unsigned threads, kiln_zstd_pool *pool);
 
+/* The version of the libzstd loaded at run time ("1.5.4"), static. */
+const char *kiln_zstd_version(void);
+
 #endif

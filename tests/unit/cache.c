@@ -566,7 +566,7 @@ static void test_sync_views(void **state)
 	kiln_cache_refresh_metrics(n.cache);
 	assert_true(
 	    kiln_gauge_value(kiln_metrics_gauge(n.metrics, "kiln_cache_sync_lag_seconds", NULL, NULL)) < 60);
-	assert_int_equal(kiln_gauge_value(kiln_metrics_gauge(n.metrics, "kiln_cache_bytes_used", NULL, NULL)),
+	assert_int_equal(kiln_gauge_value(kiln_metrics_gauge(n.metrics, "kiln_cache_used_bytes", NULL, NULL)),
 	                 (double)a_bytes);
 
 	/* a second pass downloads nothing */
@@ -882,7 +882,7 @@ static void test_evict_lru_unpinned(void **state)
 		shard_file(&n, a[i].hash, path);
 		assert_true(exists(path));
 	}
-	assert_int_equal(kiln_gauge_value(kiln_metrics_gauge(n.metrics, "kiln_cache_bytes_used", NULL, NULL)),
+	assert_int_equal(kiln_gauge_value(kiln_metrics_gauge(n.metrics, "kiln_cache_used_bytes", NULL, NULL)),
 	                 (double)(a_bytes + s3));
 	close_node(&n);
 }

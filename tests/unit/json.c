@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/buf.h"
 #include "core/json.h"
 #include "core/reject.h"
 
@@ -1080,6 +1081,36 @@ static void test_utf8_count(void **state)
 	assert_int_equal(kiln_utf8_count("\xC3\xA9\xC3\xA9", 2), 1);
 }
 
+/* kiln_buf_put_json_text: as kiln_buf_put_json_string for UTF-8, each byte
+ * outside a valid sequence as \ufffd, and always valid JSON. */
+static void expect_text(const char *in, size_t n, const char *want)
+{
+	kiln_json_scanner *s = new_scanner(NULL);
+	kiln_buf b = KILN_BUF_INIT(0);
+
+	assert_int_equal(kiln_buf_put_json_text(&b, in, n), 0);
+	assert_int_equal(kiln_buf_putc(&b, '\0'), 0);
+	assert_string_equal(b.ptr, want);
+	assert_int_equal(kiln_json_check(s, b.ptr, strlen(b.ptr)), KILN_REJECT_NONE);
+	kiln_buf_free(&b);
+	kiln_json_scanner_free(s);
+}
+
+static void test_put_json_text(void **state)
+{
+	(void)state;
+	expect_text(LIT(""), "\"\"");
+	expect_text(LIT("caf\xC3\xA9 \"q\" \\ \t\x01"), "\"caf\xC3\xA9 \\\"q\\\" \\\\ \\t\\u0001\"");
+	expect_text(LIT("a\xFF"
+	                "b"),
+	            "\"a\\ufffdb\"");
+	expect_text(LIT("\xC3"), "\"\\ufffd\"");              /* cut short at the end */
+	expect_text(LIT("\xE2\x82x"), "\"\\ufffd\\ufffdx\""); /* cut short, then a byte that leads nothing */
+	expect_text(LIT("\xC0\xAF"), "\"\\ufffd\\ufffd\"");   /* overlong */
+	expect_text(LIT("\xED\xA0\x80\""), "\"\\ufffd\\ufffd\\ufffd\\\"\""); /* a surrogate, then a quote */
+	expect_text(LIT("\xF0\x9F\x98\x80\xF5"), "\"\xF0\x9F\x98\x80\\ufffd\"");
+}
+
 static void test_check_wrapper(void **state)
 {
 	kiln_json_scanner *s = new_scanner(NULL);
@@ -1344,6 +1375,7 @@ int main(void)
 	    cmocka_unit_test(test_unescape_cap),
 	    cmocka_unit_test(test_utf8_count),
 	    cmocka_unit_test(test_check_wrapper),
+	    cmocka_unit_test(test_put_json_text),
 	    cmocka_unit_test(test_string_fast_path_boundaries),
 	    cmocka_unit_test(test_large_input),
 	    cmocka_unit_test(test_lookup),

@@ -1,7 +1,8 @@
 /* Unit tests for the metrics registry (src/core/metrics.c): the exact
  * exposition text of counters with and without labels, label sets sharing a
  * name, gauges, histograms (cumulative buckets, sum, count), number and
- * label escaping, bad registrations, and counters added to from threads. */
+ * label escaping, bad registrations, counters added to from threads, and
+ * series whose function the render calls. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -234,6 +235,50 @@ static void test_bad_registrations(void **state)
 	kiln_metrics_free(m);
 }
 
+/* A function series' value: calls counted, so each render asks once. */
+static double calls_so_far(void *ctx)
+{
+	return (double)++*(int *)ctx;
+}
+
+static double half(void *ctx)
+{
+	return *(double *)ctx / 2;
+}
+
+static void test_functions(void **state)
+{
+	kiln_metrics *m;
+	int calls = 0;
+	double v = 3;
+
+	assert_int_equal(kiln_metrics_new(&m), 0);
+	assert_int_equal(kiln_metrics_counter_fn(m, "f_seconds_total", "CPU.", NULL, calls_so_far, &calls),
+	                 0);
+	assert_int_equal(kiln_metrics_gauge_fn(m, "g_bytes", "Half.", "x=\"1\"", half, &v), 0);
+	kiln_gauge_set(kiln_metrics_gauge(m, "g_bytes", NULL, "x=\"2\""), 7);
+	assert_int_equal(calls, 0); /* nothing is called before a render */
+	assert_string_equal(render(m), "# HELP f_seconds_total CPU.\n"
+	                               "# TYPE f_seconds_total counter\n"
+	                               "f_seconds_total 1\n"
+	                               "# HELP g_bytes Half.\n"
+	                               "# TYPE g_bytes gauge\n"
+	                               "g_bytes{x=\"1\"} 1.5\n"
+	                               "g_bytes{x=\"2\"} 7\n");
+	v = 5;
+	assert_non_null(strstr(render(m), "f_seconds_total 2\n#"));
+	assert_non_null(strstr(render(m), "g_bytes{x=\"1\"} 2.5\n"));
+	/* a function series is registered once, and never handed out as a value */
+	assert_int_equal(kiln_metrics_gauge_fn(m, "g_bytes", NULL, "x=\"1\"", half, &v), KILN_EINVALID);
+	assert_string_equal(kiln_error_last(), "metric g_bytes{x=\"1\"} is already registered");
+	assert_null(kiln_metrics_gauge(m, "g_bytes", NULL, "x=\"1\""));
+	assert_int_equal(kiln_metrics_gauge_fn(m, "g_bytes", NULL, "x=\"2\"", half, &v), KILN_EINVALID);
+	assert_int_equal(kiln_metrics_gauge_fn(m, "f_seconds_total", NULL, NULL, half, &v), KILN_EINVALID);
+	assert_string_equal(kiln_error_last(), "metric f_seconds_total is already registered as a counter");
+	assert_int_equal(kiln_metrics_counter_fn(m, "bad name", NULL, NULL, half, &v), KILN_EINVALID);
+	kiln_metrics_free(m);
+}
+
 #define THREADS 4
 #define ADDS    250000
 
@@ -298,6 +343,7 @@ int main(void)
 	    cmocka_unit_test(test_escaping),
 	    cmocka_unit_test(test_bad_registrations),
 	    cmocka_unit_test(test_threads),
+	    cmocka_unit_test(test_functions),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
