@@ -4,12 +4,17 @@
  * open container, whether it is an object (1) or an array (0); `depth` is
  * the number of open containers. For duplicate detection every key of every
  * open object sits in `keys` (objects nest, so the keys of the innermost
- * object are the tail starting at frame_first[depth]); `table` indexes them
- * by hash. Slots stamped with an older `gen` are empty, so a reset costs
- * nothing; slots left by closed objects are harmless because a hit must
- * point into the innermost object's tail and compare equal. */
+ * object are the tail starting at frame_first[depth]); `table` indexes the
+ * keys of large objects by a keyed hash (SipHash-2-4 under a key drawn per
+ * scanner), so keys crafted to collide cannot make the probes quadratic: the
+ * unkeyed kiln_json_hash, which contracts match keys with, is public and
+ * collisions of it can be made at will. Slots stamped with an older `gen`
+ * are empty, so a reset costs nothing; slots left by closed objects are
+ * harmless because a hit must point into the innermost object's tail and
+ * compare equal. */
 #include "core/json.h"
 
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef __SSE2__
@@ -31,10 +36,12 @@ enum scan_state {
 #define LINEAR_KEYS 32
 
 struct key_entry {
-	uint64_t hash;
-	size_t offset; /* of the raw key bytes in the text */
+	uint64_t hash;       /* kiln_json_hash of the decoded key */
+	uint64_t table_hash; /* the keyed hash, when `indexed` */
+	size_t offset;       /* of the raw key bytes in the text */
 	uint32_t len;
-	uint32_t flags;
+	uint16_t flags;
+	bool indexed; /* in `table`: a key of a large object */
 };
 
 struct key_slot {
@@ -55,7 +62,9 @@ struct kiln_json_scanner {
 	uint64_t *frame_filter; /* max_depth + 1 entries: bit (hash >> 58) per key */
 	struct key_slot *table;
 	uint32_t table_mask, table_used, gen;
-	char *scratch; /* two halves for decoding escaped keys */
+	unsigned char table_key[crypto_shorthash_KEYBYTES];
+	uint64_t probes; /* table slots visited, for kiln_json_scanner_probes */
+	char *scratch;   /* two halves for decoding escaped keys */
 	size_t scratch_cap;
 
 	kiln_reject error;
@@ -125,6 +134,7 @@ kiln_json_scanner *kiln_json_scanner_new(const kiln_json_limits *limits)
 	s->table_mask = 255;
 	s->table = calloc((size_t)s->table_mask + 1, sizeof(*s->table));
 	s->gen = 1;
+	randombytes_buf(s->table_key, sizeof(s->table_key));
 	if (!s->kinds || !s->frame_first || !s->frame_filter || !s->keys || !s->table) {
 		kiln_json_scanner_free(s);
 		return NULL;
@@ -511,12 +521,47 @@ static bool key_equal(kiln_json_scanner *s, const struct key_entry *e, const kil
 	return a == b && memcmp(s->scratch, s->scratch + s->scratch_cap / 2, a) == 0;
 }
 
+static uint64_t keyed_hash(const kiln_json_scanner *s, const char *key, size_t len)
+{
+	unsigned char h[crypto_shorthash_BYTES];
+	uint64_t v;
+
+	crypto_shorthash(h, (const unsigned char *)key, len, s->table_key);
+	memcpy(&v, h, sizeof(v));
+	return v;
+}
+
+/* The keyed hash of a recorded key's decoded bytes (uses the scratch). */
+static int entry_keyed_hash(kiln_json_scanner *s, struct key_entry *e)
+{
+	if (e->flags & KILN_JSON_ESCAPED) {
+		kiln_json_token old = {.type = KILN_JSON_KEY,
+		                       .flags = e->flags,
+		                       .ptr = (const char *)s->text + e->offset,
+		                       .len = e->len};
+		if (ensure_scratch(s, (size_t)e->len + 1) < 0)
+			return -1;
+		e->table_hash = keyed_hash(s, s->scratch, kiln_json_unescape(s->scratch, e->len, &old));
+	} else {
+		e->table_hash = keyed_hash(s, (const char *)s->text + e->offset, e->len);
+	}
+	e->indexed = true;
+	return 0;
+}
+
+uint64_t kiln_json_scanner_probes(const kiln_json_scanner *s)
+{
+	return s->probes;
+}
+
 static void table_insert(kiln_json_scanner *s, uint64_t hash, uint32_t index)
 {
 	uint32_t slot = (uint32_t)hash & s->table_mask;
 
-	while (s->table[slot].gen == s->gen)
+	while (s->table[slot].gen == s->gen) {
 		slot = (slot + 1) & s->table_mask;
+		s->probes++;
+	}
 	s->table[slot].gen = s->gen;
 	s->table[slot].index = index;
 	s->table_used++;
@@ -526,8 +571,8 @@ static int table_rebuild(kiln_json_scanner *s)
 {
 	size_t size = (size_t)s->table_mask + 1;
 
-	/* every live key is reindexed (small objects' keys too): keep the load
-	 * under a quarter whatever their number */
+	/* every indexed key is reinserted: keep the load under a quarter
+	 * whatever the number of live keys */
 	while ((uint64_t)s->nkeys * 4 >= size)
 		size *= 2;
 	if (size != (size_t)s->table_mask + 1) {
@@ -541,7 +586,8 @@ static int table_rebuild(kiln_json_scanner *s)
 	}
 	next_generation(s);
 	for (uint32_t i = 0; i < s->nkeys; i++)
-		table_insert(s, s->keys[i].hash, i);
+		if (s->keys[i].indexed)
+			table_insert(s, s->keys[i].table_hash, i);
 	return 0;
 }
 
@@ -556,6 +602,8 @@ static int duplicate(kiln_json_scanner *s, const kiln_json_token *tok)
 static int note_key(kiln_json_scanner *s, kiln_json_token *tok)
 {
 	uint32_t first = s->frame_first[s->depth];
+	bool large = s->nkeys - first >= LINEAR_KEYS;
+	uint64_t th = 0;
 	uint32_t slot;
 
 	if (tok->flags & KILN_JSON_ESCAPED) {
@@ -563,13 +611,17 @@ static int note_key(kiln_json_scanner *s, kiln_json_token *tok)
 			return fail(s, KILN_REJECT_TOO_LARGE, (const unsigned char *)tok->ptr);
 		size_t n = kiln_json_unescape(s->scratch, tok->len, tok);
 		tok->key_hash = kiln_json_hash(s->scratch, n);
+		if (large && !s->limits.allow_duplicate_keys)
+			th = keyed_hash(s, s->scratch, n);
 	} else {
 		tok->key_hash = kiln_json_hash(tok->ptr, tok->len);
+		if (large && !s->limits.allow_duplicate_keys)
+			th = keyed_hash(s, tok->ptr, tok->len);
 	}
 	if (s->limits.allow_duplicate_keys)
 		return 0;
 
-	if (s->nkeys - first < LINEAR_KEYS) {
+	if (!large) {
 		/* small object: a 64-bit filter of its key hashes usually proves the
 		 * key new; otherwise compare against its keys directly */
 		uint64_t bit = 1ull << (tok->key_hash >> 58);
@@ -580,10 +632,11 @@ static int note_key(kiln_json_scanner *s, kiln_json_token *tok)
 		}
 		s->frame_filter[s->depth] |= bit;
 	} else {
-		for (slot = (uint32_t)tok->key_hash & s->table_mask; s->table[slot].gen == s->gen;
+		for (slot = (uint32_t)th & s->table_mask; s->table[slot].gen == s->gen;
 		     slot = (slot + 1) & s->table_mask) {
 			uint32_t i = s->table[slot].index;
-			if (i >= first && i < s->nkeys && s->keys[i].hash == tok->key_hash &&
+			s->probes++;
+			if (i >= first && i < s->nkeys && s->keys[i].indexed && s->keys[i].table_hash == th &&
 			    key_equal(s, &s->keys[i], tok))
 				return duplicate(s, tok);
 		}
@@ -597,19 +650,23 @@ static int note_key(kiln_json_scanner *s, kiln_json_token *tok)
 	}
 	s->keys[s->nkeys++] =
 	    (struct key_entry){.hash = tok->key_hash,
+	                       .table_hash = th,
 	                       .offset = (size_t)((const unsigned char *)tok->ptr - s->text),
 	                       .len = (uint32_t)tok->len,
-	                       .flags = tok->flags};
+	                       .flags = (uint16_t)tok->flags,
+	                       .indexed = large};
 	if (s->nkeys - first < LINEAR_KEYS)
 		return 0;
 	/* large object: index it (all of it when it just grew out of the linear range) */
 	for (uint32_t i = s->nkeys - first == LINEAR_KEYS ? first : s->nkeys - 1; i < s->nkeys; i++) {
+		if (!s->keys[i].indexed && entry_keyed_hash(s, &s->keys[i]) < 0)
+			return fail(s, KILN_REJECT_TOO_LARGE, (const unsigned char *)tok->ptr);
 		if ((s->table_used + 1) * 2 > s->table_mask + 1) {
 			if (table_rebuild(s) < 0)
 				return fail(s, KILN_REJECT_TOO_LARGE, (const unsigned char *)tok->ptr);
 			return 0; /* the rebuild indexed every key */
 		}
-		table_insert(s, s->keys[i].hash, i);
+		table_insert(s, s->keys[i].table_hash, i);
 	}
 	return 0;
 }

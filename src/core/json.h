@@ -74,6 +74,12 @@ int kiln_json_next(kiln_json_scanner *scanner, kiln_json_token *out);
 kiln_reject kiln_json_scanner_error(const kiln_json_scanner *scanner, size_t *out_offset,
                                     kiln_json_token *out_token);
 
+/* Hash-table slots the duplicate-key check has visited since the scanner
+ * was made: about one per key of a large object whatever the keys are
+ * (the table's hash is keyed per scanner), which tests check with keys
+ * crafted to collide under kiln_json_hash. */
+uint64_t kiln_json_scanner_probes(const kiln_json_scanner *scanner);
+
 /* Scans a whole text and returns KILN_REJECT_NONE or the first error. */
 kiln_reject kiln_json_check(kiln_json_scanner *scanner, const char *text, size_t len);
 

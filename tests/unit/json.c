@@ -705,6 +705,64 @@ static void test_duplicate_key_table_growth(void **state)
 	free(b.ptr);
 }
 
+/* Regression (hash flooding): the duplicate-key table once probed by the
+ * public kiln_json_hash, so keys made to share its low bits turned every
+ * insert into a walk over all the others (90,000 such keys in one record
+ * cost 472 times the CPU of random keys). Keys sharing the low 14 bits of
+ * kiln_json_hash (more than the table's mask ever has at this size) must
+ * cost about one probe each, and a repeat among them is still found. */
+static void test_duplicate_key_hash_flooding(void **state)
+{
+	enum { NKEYS = 2000, BITS = 14 };
+	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	char(*keys)[13] = calloc(NKEYS, sizeof(*keys));
+	uint64_t want = 0, rng = 0x9e3779b97f4a7c15ull;
+	struct buf b = {0};
+	size_t dup_off;
+	int n = 0;
+
+	(void)state;
+	assert_non_null(keys);
+	while (n < NKEYS) {
+		char k[13];
+		for (int i = 0; i < 12; i++) {
+			rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+			k[i] = alphabet[rng % 36];
+		}
+		k[12] = 0;
+		uint64_t h = kiln_json_hash(k, 12) & ((1u << BITS) - 1);
+		if (n == 0)
+			want = h;
+		if (h == want)
+			memcpy(keys[n++], k, 13);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		kiln_json_scanner *s = new_scanner(NULL);
+
+		b.len = 0;
+		buf_puts(&b, "{");
+		for (int i = 0; i < NKEYS; i++)
+			buf_printf(&b, "%s\"%s\":%d", i ? "," : "", keys[i], i);
+		dup_off = b.len + 1;
+		if (pass == 1) /* a repeat of key 1000, escaped */
+			buf_printf(&b, ",\"\\u00%02x%s\":0", keys[1000][0], keys[1000] + 1);
+		buf_puts(&b, "}");
+		assert_int_equal(kiln_json_check(s, b.ptr, b.len),
+		                 pass ? KILN_REJECT_DUPLICATE_KEY : KILN_REJECT_NONE);
+		if (pass == 1) {
+			size_t off;
+			kiln_json_scanner_error(s, &off, NULL);
+			assert_int_equal(off, dup_off);
+		}
+		/* random keys take about one probe each; colliding ones under an
+		 * unkeyed table took about NKEYS * NKEYS / 2 */
+		assert_true(kiln_json_scanner_probes(s) < 8 * NKEYS);
+		kiln_json_scanner_free(s);
+	}
+	free(b.ptr);
+	free(keys);
+}
+
 static void test_duplicate_key_scopes(void **state)
 {
 	struct buf b = {0};
@@ -1365,6 +1423,7 @@ int main(void)
 	    cmocka_unit_test(test_duplicate_key_simple),
 	    cmocka_unit_test(test_duplicate_key_large_object),
 	    cmocka_unit_test(test_duplicate_key_table_growth),
+	    cmocka_unit_test(test_duplicate_key_hash_flooding),
 	    cmocka_unit_test(test_duplicate_key_scopes),
 	    cmocka_unit_test(test_allow_duplicate_keys),
 	    cmocka_unit_test(test_too_deep),
