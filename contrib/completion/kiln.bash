@@ -100,6 +100,20 @@ _kiln_ltrim() {
 	done
 }
 
+# PREFIX WORD NAME...: COMPREPLY is PREFIX+NAME for each NAME that starts
+# with WORD and is a name kiln makes ([a-z0-9][a-z0-9._-]*). Ref names come
+# from a repository anyone may have written: they never go through compgen
+# -W, which expands $(...) and `...` in its word list, and a name kiln would
+# not make (one holding $, `, quotes or spaces) is not offered at all.
+_kiln_offer() {
+	local prefix=$1 word=$2 name
+	shift 2
+	COMPREPLY=()
+	for name in "$@"; do
+		[[ $name =~ ^[a-z0-9][a-z0-9._-]*$ && $name == "$word"* ]] && COMPREPLY+=("$prefix$name")
+	done
+}
+
 # KIND ("DATASET@REF", "DATASET[@REF]", "DATASET"): completes cur as a
 # dataset name, or after '@' as one of its branches and tags.
 _kiln_datasets() {
@@ -125,13 +139,15 @@ _kiln_datasets() {
 			refs/tags/"$ds"/*) names+=("${ref#refs/tags/"$ds"/}") ;;
 			esac
 		done <<<"$refs"
-		mapfile -t COMPREPLY < <(compgen -P "$ds@" -W "${names[*]}" -- "${cur#*@}")
+		_kiln_offer "$ds@" "${cur#*@}" "${names[@]}"
 	else
 		while IFS= read -r ref; do
 			ref=${ref#refs/*/}
 			[[ $ref == */* ]] && names+=("${ref%%/*}")
 		done <<<"$refs"
-		mapfile -t COMPREPLY < <(compgen -W "${names[*]}" -- "$cur" | sort -u)
+		_kiln_offer "" "$cur" "${names[@]}"
+		mapfile -t COMPREPLY < <(printf '%s\n' "${COMPREPLY[@]}" | sort -u)
+		[[ ${COMPREPLY[*]} ]] || COMPREPLY=()
 		# a DATASET@REF goes on with '@'
 		[[ $1 == *@* && ${#COMPREPLY[@]} -gt 0 ]] && compopt -o nospace 2>/dev/null
 	fi

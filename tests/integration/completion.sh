@@ -149,6 +149,21 @@ check "\$KILN_MANIFEST: the refs" reply_is 2 user-events@main user-events@v1
 check "-m REPO before \$KILN_MANIFEST" reply_is 3
 unset KILN_MANIFEST
 
+# Ref names are anyone's bytes (a pulled bucket, a shared repository):
+# names holding $(...) or `...` are neither run nor offered (they were run
+# through compgen -W once: completing user-events@ ran `id`).
+cp -r "$tmp/m.git" "$tmp/hostile.git"
+main_id=$(git --git-dir="$tmp/hostile.git" rev-parse refs/heads/user-events/main)
+mkdir -p "$tmp/cwd"
+check "plant hostile ref names" sh -c "git --git-dir='$tmp/hostile.git' update-ref 'refs/heads/user-events/we\$(id>pwned1)ird' $main_id &&
+	git --git-dir='$tmp/hostile.git' update-ref 'refs/tags/user-events/v\`id>pwned2\`' $main_id &&
+	git --git-dir='$tmp/hostile.git' update-ref 'refs/heads/u\$(id>pwned3)/main' $main_id"
+check "complete against hostile ref names" sh -c "cd '$tmp/cwd' && $(declare -f complete_lines); tmp='$tmp' kiln='$kiln' src='$src' bash_completion='$bash_completion'; complete_lines 'kiln show -m $tmp/hostile.git user-events@' 'kiln show -m $tmp/hostile.git u' +@ 'kiln show -m $tmp/hostile.git user-events@'"
+check "no command ran from a ref name" sh -c "! ls '$tmp/cwd' | grep -q pwned"
+check "hostile refs not offered after @" reply_is 1 user-events@main user-events@v1
+check "hostile dataset names not offered" reply_is 2 user-events
+check "hostile refs not offered ('@' a word break)" reply_is 3 main v1
+
 # Loaded the way bash-completion loads an installed file (completions/kiln,
 # on the first TAB after kiln, from inside a function), the options are
 # read once per shell: the second completion of kiln log works with no
