@@ -301,24 +301,42 @@ cleanup:
 	return rc;
 }
 
-/* A tag the local repository lacks, once the object it names is there. */
+/* Whether the object a tag names is listed at the target or held locally:
+ * a tag never names an object the repository lacks. */
+static int check_held(puller *p, const entry *e)
+{
+	char rel[64];
+	git_odb *odb = NULL;
+	git_oid oid;
+	bool held = false;
+
+	snprintf(rel, sizeof(rel), "objects/%.2s/%.38s", e->id, e->id + 2);
+	for (size_t i = 0; !held && i < p->n; i++)
+		held = p->v[i].kind == KIND_OBJECT && strcmp(p->v[i].rel, rel) == 0;
+	if (!held) {
+		if (git_oid_fromstr(&oid, e->id) < 0 ||
+		    git_repository_odb(&odb, kiln_manifest_repo(p->m)) < 0)
+			return kiln_error_set(KILN_EIO, "manifest %s: %s", p->dir,
+			                      kiln_manifest_git_message());
+		held = git_odb_exists(odb, &oid);
+		git_odb_free(odb);
+	}
+	if (!held)
+		return kiln_error_set(
+		    KILN_EINVALID,
+		    "%s: %s/%s: names %.40s, an object neither the target nor %s holds: refused", p->t->url,
+		    p->t->manifest_prefix, e->rel, e->id, p->dir);
+	return 0;
+}
+
+/* A tag the local repository lacks (its object is there: checked, then
+ * pulled). */
 static int write_tag(puller *p, const entry *e)
 {
 	char key[1200], path[4200], line[42];
-	git_odb *odb = NULL;
-	git_oid oid;
-	bool held;
 	int rc;
 
 	snprintf(key, sizeof(key), "%s/%s", p->t->manifest_prefix, e->rel);
-	if (git_oid_fromstr(&oid, e->id) < 0 || git_repository_odb(&odb, kiln_manifest_repo(p->m)) < 0)
-		return kiln_error_set(KILN_EIO, "manifest %s: %s", p->dir, kiln_manifest_git_message());
-	held = git_odb_exists(odb, &oid);
-	git_odb_free(odb);
-	if (!held)
-		return kiln_error_set(KILN_EINVALID,
-		                      "%s: %s: names %.40s, an object the target does not hold: refused",
-		                      p->t->url, key, e->id);
 	snprintf(path, sizeof(path), "%s/%s", p->dir, e->rel);
 	snprintf(line, sizeof(line), "%.40s\n", e->id);
 	if ((rc = write_file(path, line, 41)) < 0)
@@ -364,8 +382,8 @@ int kiln_pull(const kiln_push_target *t, const char *dir,
 	if ((rc = kiln_manifest_open(&p.m, dir)) < 0)
 		goto cleanup;
 	for (size_t i = 0; rc == 0 && i < p.n; i++)
-		if (p.v[i].kind == KIND_TAG)
-			rc = compare_tag(&p, &p.v[i]);
+		if (p.v[i].kind == KIND_TAG && (rc = compare_tag(&p, &p.v[i])) == 0 && p.v[i].write)
+			rc = check_held(&p, &p.v[i]);
 	if (rc < 0)
 		goto cleanup;
 	snprintf(path, sizeof(path), "%s/objects", dir);
