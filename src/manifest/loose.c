@@ -6,6 +6,7 @@
  * which its object database frees. */
 #include "manifest/loose.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <git2/sys/odb_backend.h>
@@ -31,9 +32,9 @@ static void git_init_once(void)
 	git_libgit2_init(); /* git_odb_hash needs libgit2's hash set up */
 }
 
-static bool name_valid(const char *hex)
+static bool name_valid_n(const char *hex, size_t n)
 {
-	for (int i = 0; i < GIT_OID_HEXSZ; i++)
+	for (size_t i = 0; i < n; i++)
 		if (!((hex[i] >= '0' && hex[i] <= '9') || (hex[i] >= 'a' && hex[i] <= 'f')))
 			return false;
 	return true;
@@ -111,7 +112,7 @@ int kiln_git_loose_decode(kiln_buf *out, git_object_t *out_type, const void *zby
 	pthread_once(&git_once, git_init_once);
 	if (out)
 		kiln_buf_reset(out);
-	if (!hex || strnlen(hex, GIT_OID_HEXSZ) != GIT_OID_HEXSZ || !name_valid(hex))
+	if (!hex || strnlen(hex, GIT_OID_HEXSZ) != GIT_OID_HEXSZ || !name_valid_n(hex, GIT_OID_HEXSZ))
 		return kiln_error_set(KILN_EINVALID, "git object: its name is not 40 lower-case hex digits");
 	if (len == 0 || len > KILN_GIT_LOOSE_MAX)
 		return kiln_error_set(KILN_EINVALID, "git object %.40s: %zu bytes stored (1 to %zu accepted)",
@@ -303,6 +304,42 @@ static int guard_read_header(size_t *len, git_object_t *type, git_odb_backend *b
 	return rc;
 }
 
+/* A short id (a user's "ds@1a2b3c4d"): the one loose object whose name
+ * starts with it, read as above. */
+static int guard_read_prefix(git_oid *out_id, void **out, size_t *len, git_object_t *type, git_odb_backend *b,
+                             const git_oid *short_id, size_t n)
+{
+	guard *g = (guard *)b;
+	char hex[GIT_OID_HEXSZ + 1], dir[4200], name[GIT_OID_HEXSZ + 1] = "";
+	struct dirent *e;
+	DIR *d;
+	int matches = 0;
+
+	git_oid_tostr(hex, sizeof(hex), short_id);
+	if (n < 2 || n > GIT_OID_HEXSZ)
+		return GIT_PASSTHROUGH;
+	snprintf(dir, sizeof(dir), "%s%.2s", g->objects, hex);
+	if (!(d = opendir(dir)))
+		return GIT_ENOTFOUND;
+	while ((e = readdir(d))) {
+		if (strlen(e->d_name) != GIT_OID_HEXSZ - 2 || !name_valid_n(e->d_name, GIT_OID_HEXSZ - 2) ||
+		    strncmp(e->d_name, hex + 2, n - 2) != 0)
+			continue;
+		if (matches++ == 0)
+			snprintf(name, sizeof(name), "%.2s%s", hex, e->d_name);
+	}
+	closedir(d);
+	if (matches == 0)
+		return GIT_ENOTFOUND;
+	if (matches > 1) {
+		git_error_set_str(GIT_ERROR_ODB, "ambiguous short object id");
+		return GIT_EAMBIGUOUS;
+	}
+	if (git_oid_fromstr(out_id, name) < 0)
+		return GIT_ERROR;
+	return guard_read(out, len, type, b, out_id);
+}
+
 static void guard_free(git_odb_backend *b)
 {
 	guard *g = (guard *)b;
@@ -327,6 +364,7 @@ int kiln_git_loose_guard(git_repository *repo)
 	}
 	g->parent.read = guard_read;
 	g->parent.read_header = guard_read_header;
+	g->parent.read_prefix = guard_read_prefix;
 	g->parent.free = guard_free;
 	/* libgit2 asks backends by priority, highest first: its packs are 2,
 	 * its loose objects 1 */

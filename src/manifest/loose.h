@@ -38,7 +38,7 @@ int kiln_git_loose_check_file(const char *path, const char *hex);
 
 /* Puts a backend in front of repo's object database that reads loose
  * objects through kiln_git_loose_decode, so that no read (git_odb_read, a
- * lookup, a header) of a truncated or corrupt loose file reaches libgit2's
+ * lookup by id or short id, a header) of a truncated or corrupt loose file reaches libgit2's
  * own inflate (libgit2 1.5's loose backend spins on some truncated files).
  * Packed objects and writes are left to libgit2. 0 or KILN_EIO. */
 int kiln_git_loose_guard(git_repository *repo);

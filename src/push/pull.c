@@ -281,7 +281,13 @@ static int pull_object(puller *p, const entry *e)
 	}
 	kiln_error_clear(); /* none, or not that object: fetched again */
 	snprintf(key, sizeof(key), "%s/%s", p->t->manifest_prefix, e->rel);
-	if ((rc = kiln_store_get(p->store, key, kiln_buf_sink, &z)) < 0)
+	if ((rc = kiln_store_get(p->store, key, kiln_buf_sink, &z)) == KILN_ELIMIT) {
+		rc = kiln_error_set(KILN_EINVALID,
+		                    "%s: %s: larger than a loose object kiln reads (%zu bytes): refused",
+		                    p->t->url, key, KILN_GIT_LOOSE_MAX);
+		goto cleanup;
+	}
+	if (rc < 0)
 		goto cleanup;
 	if ((rc = kiln_git_loose_check(z.ptr, z.len, hex)) < 0) {
 		char why[512];

@@ -11,7 +11,8 @@
 # file is refused in one line naming it, and an honest pull into the same
 # directories still works. Also: a pull removes the temporaries a killed
 # pull left, and `kiln verify` on a truncated loose object stops with one
-# line instead of spinning in libgit2's inflate.
+# line instead of spinning in libgit2's inflate; `kiln gc --apply` removes
+# the temporaries killed writers left in objects/ past the grace period.
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -184,6 +185,15 @@ check "a pull after a killed one" runs pull-tmp 0 env -u KILN_MANIFEST -u KILN_S
 check "  removes its temporaries" test ! -e "$tmp/config.git/objects/ab/cdef.tmp-$gone" \
 	-a ! -e "$tmp/config.git/refs/tags/user-events/v3.tmp-$gone"
 check "  and leaves a running pull's" test -e "$tmp/config.git/objects/ab/cdef.tmp-$$"
+
+# ---- kiln gc --apply removes the temporaries of killed writers past the grace period -------------
+mkdir -p "$tmp/m.git/objects/ab"
+touch -d '3 hours ago' "$tmp/m.git/objects/tmp_object_git2_Old123" "$tmp/m.git/objects/ab/cdef.tmp-$gone"
+touch "$tmp/m.git/objects/tmp_object_git2_New456"
+check "kiln gc --apply" runs gc 0 "$kiln" gc --apply --grace 1h
+check "  removes a killed writer's temporaries older than the grace period" \
+	test ! -e "$tmp/m.git/objects/tmp_object_git2_Old123" -a ! -e "$tmp/m.git/objects/ab/cdef.tmp-$gone"
+check "  and keeps a younger one (a live writer's)" test -e "$tmp/m.git/objects/tmp_object_git2_New456"
 
 # ---- kiln verify on a truncated loose object: one line, no spin ------------------------------------
 cp -r "$tmp/m.git" "$tmp/cut.git"
