@@ -73,7 +73,7 @@ EOF
 chmod +x "$tmp/evil.sh"
 
 plant() { # NAME: a copy of the honest target in $tmp/NAME, its manifest in $b
-	rm -rf "$tmp/$1"
+	rm -rf "${tmp:?}/${1:?}"
 	cp -r "$tmp/honest" "$tmp/$1"
 	chmod -R u+w "$tmp/$1"
 	b=$tmp/$1/manifest.git
@@ -86,7 +86,7 @@ stock_git() { # DIR: git verify-tag (SSH, the allowed signers), git log on a ter
 	"${g[@]}" verify-tag user-events/v1 >"$tmp/git-verify.out" 2>&1 || { echo "  git verify-tag failed:"; sed 's/^/  | /' "$tmp/git-verify.out"; return 1; }
 	grep -q 'Good "git" signature' "$tmp/git-verify.out" || { echo "  git verify-tag:"; sed 's/^/  | /' "$tmp/git-verify.out"; return 1; }
 	# a terminal, so git pages (core.pager, else $PAGER: cat)
-	PAGER=cat script -qec "git --git-dir='$1' log -p -1 user-events/v1" /dev/null </dev/null >"$tmp/git-log.out" 2>&1 || return 1
+	PAGER="cat" script -qec "git --git-dir='$1' log -p -1 user-events/v1" /dev/null </dev/null >"$tmp/git-log.out" 2>&1 || return 1
 	"${g[@]}" diff 4b825dc642cb6eb9a060e54bf8d69288fbee4904 "$tree" >"$tmp/git-diff.out" 2>&1 || return 1
 	grep -q '^diff --git a/stats.json b/stats.json' "$tmp/git-diff.out" || { echo "  git diff printed no diff of its own"; return 1; }
 	no_marker
