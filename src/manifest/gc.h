@@ -47,6 +47,10 @@ typedef struct kiln_gc_stats {
 	uint64_t deleted, deleted_bytes;
 	uint64_t missing; /* referenced, not in the store */
 	uint64_t foreign; /* keys under shards/ with other names */
+	/* with apply: temporary files a killed writer left in the repository's
+	 * objects/ (libgit2's tmp_object_git2_*, kiln pull's *.tmp-<pid>), older
+	 * than the grace period, removed */
+	uint64_t temps;
 } kiln_gc_stats;
 
 /* Called for every orphan (after its deletion when policy->apply), every

@@ -4,6 +4,7 @@
  * handle owns its git_repository; everything else lives for one call. */
 #include "manifest/manifest.h"
 #include "manifest/format.h"
+#include "manifest/loose.h"
 #include "manifest/internal.h"
 
 #include <dirent.h>
@@ -197,6 +198,8 @@ int kiln_manifest_open(kiln_manifest **out, const char *path)
 		rc = kiln_error_set(KILN_EINVALID, "manifest %s: not a bare repository", path);
 		goto cleanup;
 	}
+	if ((rc = kiln_git_loose_guard(m->repo)) < 0)
+		goto cleanup;
 	*out = m;
 	m = NULL;
 	rc = 0;
