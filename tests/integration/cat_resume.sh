@@ -97,7 +97,7 @@ good=$(head -n 1 "$tmp/state")
 refused() { # NAME STATE-TEXT EXPECTED-MESSAGE-START
 	printf '%s' "$2" >"$tmp/bad"
 	if "$kiln" cat "$ds" --shuffle-seed 11 --epoch 2 --resume "$tmp/bad" >"$tmp/bad.out" 2>"$tmp/bad.err"; then
-		echo "  taken: $2"
+		echo "  taken: ${2:0:300}"
 		return 1
 	fi
 	[ "$(wc -l <"$tmp/bad.err")" -eq 1 ] && grep -q "^kiln cat: $3" "$tmp/bad.err" && [ ! -s "$tmp/bad.out" ] && return 0
