@@ -1,9 +1,11 @@
 /* A cursor over one worker's records of a split for one epoch (see
  * kiln/reader.h): the shard order of kiln_reader_assign with the epoch's
  * seed, each shard streamed (verified) into memory and cut into lines, an
- * optional shuffle buffer, and a state that says exactly where it is. One
- * shard's JSON Lines text is held at a time (at most shards.target_bytes,
- * 64 MiB by default), plus the shuffle buffer's records. */
+ * optional shuffle buffer, and a state that says exactly where it is (its
+ * one encoder and one strict decoder are here). One shard's JSON Lines text
+ * is held at a time (at most shards.target_bytes, 64 MiB by default), plus
+ * the shuffle buffer's records. A cursor holds its reader (internal.h) and
+ * releases it after its read-ahead threads stopped. */
 #include <inttypes.h>
 #include <limits.h>
 #include <sodium.h>
