@@ -109,7 +109,11 @@ typedef struct kiln_cursor_options {
 	size_t shuffle_buffer; /* records held for the in-shard shuffle; 0: none */
 } kiln_cursor_options;
 
-/* A cursor over r (which must outlive it). */
+/* A cursor over r. The cursor holds r: kiln_reader_close while cursors are
+ * open is safe (their read-ahead threads stop when each cursor closes, and
+ * the reader is freed with the last of them); a cursor whose reader was
+ * closed refuses to read (KILN_EINVALID "cursor: its reader ... is closed"),
+ * and must still be closed. */
 KILN_API int kiln_cursor_open(kiln_cursor **out, kiln_reader *r, const kiln_cursor_options *o);
 KILN_API void kiln_cursor_close(kiln_cursor *c);
 
@@ -118,8 +122,15 @@ KILN_API void kiln_cursor_close(kiln_cursor *c);
  * that fails verification yields none of its records). */
 KILN_API int kiln_cursor_next(kiln_cursor *c, const char **record, size_t *len);
 
+/* The room a state needs: KILN_CURSOR_STATE_SIZE bytes always suffice for
+ * kiln_cursor_state; kiln_cursor_restore refuses a text longer than
+ * KILN_CURSOR_STATE_MAX bytes. */
+#define KILN_CURSOR_STATE_SIZE 512
+#define KILN_CURSOR_STATE_MAX  4096
+
 /* Where the cursor is, as one line of JSON (at most cap bytes with the
- * terminator; KILN_ELIMIT when it does not fit; 256 always suffices):
+ * terminator; KILN_ELIMIT when it does not fit; KILN_CURSOR_STATE_SIZE
+ * always suffices):
  * {"kiln_cursor":1,"commit":...,"split":...,"rank":R,"world":W,"seed":S,
  *  "shuffle":B,"epoch":E,"shuffle_buffer":N,"yielded":K,"shard":I,"line":L} */
 KILN_API int kiln_cursor_state(const kiln_cursor *c, char *out, size_t cap);
@@ -130,6 +141,10 @@ KILN_API int kiln_cursor_state(const kiln_cursor *c, char *out, size_t cap);
  * and line come from the manifest's record counts: `yielded` alone fixes
  * the position. */
 KILN_API int kiln_cursor_state_at(const kiln_cursor *c, uint64_t yielded, char *out, size_t cap);
+
+/* The records this cursor has yielded in its epoch (after a restore, the
+ * state's count). */
+KILN_API uint64_t kiln_cursor_yielded(const kiln_cursor *c);
 
 /* The records this cursor's epoch holds (its shards' counts in the manifest). */
 KILN_API uint64_t kiln_cursor_records(const kiln_cursor *c);
@@ -144,9 +159,12 @@ KILN_API int kiln_cursor_next_batch(kiln_cursor *c, size_t max_records, size_t m
                                     size_t *len, size_t *count);
 
 /* Moves a cursor just opened with the same version, split, rank, world,
- * seed, shuffle, epoch and shuffle_buffer to the state given: KILN_EINVALID
- * naming the first that differs (or a state that is not one, or one whose
- * shard and line are not where its yielded count leads). Without a
+ * seed, shuffle, epoch and shuffle_buffer to the state given (a C string):
+ * KILN_EINVALID naming the first that differs, or a state that is not one
+ * (anything but one JSON object holding each of the keys above once and no
+ * other; a number that is negative, fractional or out of its range; bytes
+ * after the object other than whitespace), or one whose shard and line are
+ * not where its yielded count leads. Without a
  * shuffle buffer the cursor goes straight to the shard and line; with one
  * it replays the epoch's first K records (deterministic, so exact). */
 KILN_API int kiln_cursor_restore(kiln_cursor *c, const char *state);

@@ -17,6 +17,7 @@ import ctypes
 import json
 import operator
 import os
+import weakref
 
 from ._lib import (SPLITS, DEFINITION_FIELDS, CursorOptions, Definition, Error, InvalidError,
                    NotFoundError, REPORT, RetryError, Shard, Stats, Trust, check, lib, text)
@@ -98,6 +99,7 @@ class Version:
         self.commit = text(lib.kiln_reader_commit(self._r))
         self.ref = text(lib.kiln_reader_ref(self._r))
         self._trust = None
+        self._records = weakref.WeakSet()  # open Records, closed with the version
 
     def _handle(self):
         if not self._r:
@@ -109,6 +111,11 @@ class Version:
         return self._r
 
     def close(self):
+        """Closes the version and its Records (their read-ahead stops); a
+        Records used afterwards raises InvalidError. Leaving a `with` block
+        closes too."""
+        for records in list(getattr(self, "_records", ())):
+            records.close()
         if self._r and os.getpid() == self._pid:
             lib.kiln_reader_close(self._r)
         self._r = ctypes.c_void_p()
@@ -227,6 +234,7 @@ class Records:
                              shuffle_buffer=shuffle_buffer)
         self._c = ctypes.c_void_p()
         check(lib.kiln_cursor_open(ctypes.byref(self._c), version._handle(), ctypes.byref(opts)))
+        version._records.add(self)
         self._data = ctypes.c_void_p()
         self._len = ctypes.c_size_t()
         self._count = ctypes.c_size_t()
@@ -244,15 +252,21 @@ class Records:
         return self._c
 
     def close(self):
+        """Stops reading (the read-ahead too): later use raises InvalidError,
+        records of the batch in hand included."""
         if self._c and os.getpid() == self.version._pid:
             lib.kiln_cursor_close(self._c)
         self._c = ctypes.c_void_p()
+        # a generator suspended in the batch in hand meets the end of it,
+        # then the closed cursor
+        collections.deque(getattr(self, "_it", ()), maxlen=0)
 
     def __del__(self):
         if getattr(self, "_c", None):
             self.close()
 
     def __iter__(self):
+        self._cursor()  # a closed version or records: InvalidError, not an empty iteration
         if self._gen is None:
             self._gen = self._records()
         return self._gen
@@ -297,12 +311,21 @@ class Records:
         return json.loads(buf.value)
 
     def load_state_dict(self, state):
-        """Continue from state (a dict from state_dict, or its JSON text)."""
-        if not isinstance(state, (str, bytes)):
-            state = json.dumps(state, separators=(",", ":"))
-        if isinstance(state, str):
-            state = state.encode()
-        check(lib.kiln_cursor_restore(self._cursor(), state))
-        self._base = json.loads(state)["yielded"]
+        """Continue from state (a dict from state_dict, or its JSON text).
+        libkiln decodes it (the one decoder, strict): a state it refuses is
+        an InvalidError."""
+        c = self._cursor()
+        try:
+            if not isinstance(state, (str, bytes)):
+                state = json.dumps(state, separators=(",", ":"), allow_nan=False)
+            if isinstance(state, str):
+                state = state.encode()
+        except (TypeError, ValueError) as e:
+            raise InvalidError(-1, "cursor state: not JSON text or a dict of JSON values (%s)"
+                               % type(e).__name__) from None
+        if b"\0" in state:
+            raise InvalidError(-1, "cursor state: a NUL byte")
+        check(lib.kiln_cursor_restore(c, state))
+        self._base = lib.kiln_cursor_yielded(c)
         self._n, self._it = 0, iter(())
         self._gen = None

@@ -24,7 +24,7 @@ class Error(Exception):
 
 class InvalidError(Error, ValueError):
     """KILN_EINVALID: a bad name, argument or state, a malformed manifest,
-    or a shard whose bytes do not match its name."""
+    a shard whose bytes do not match its name, or a closed version."""
 
 
 class NotFoundError(Error, LookupError):
@@ -119,6 +119,7 @@ _SIGNATURES = [
       ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]),
     ("kiln_cursor_state_at", ctypes.c_int, [_P, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]),
     ("kiln_cursor_records", ctypes.c_uint64, [_P]),
+    ("kiln_cursor_yielded", ctypes.c_uint64, [_P]),
     ("kiln_cursor_restore", ctypes.c_int, [_P, ctypes.c_char_p]),
 ]
 

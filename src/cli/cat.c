@@ -2,11 +2,15 @@
  * JSON Lines, shard by shard, each shard's bytes verified against its name
  * before a byte of it is written; optionally one rank's share, shuffled by
  * a seed (the same assignment as `kiln ls` and kiln_reader_assign). */
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -65,13 +69,51 @@ typedef struct cursor_opts {
 	bool epoch_seen, buffer_seen;
 } cursor_opts;
 
+/* Removes the temporary files that save_state of a process killed before
+ * its rename left beside path ("PATH.tmp-PID" of a PID that no longer
+ * runs); once per process, before its first save. */
+static void remove_stale_temps(const char *path)
+{
+	static bool done;
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	size_t blen = strlen(base);
+	char dir[4096];
+	struct dirent *e;
+	DIR *d;
+
+	if (done)
+		return;
+	done = true;
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+	if (!(d = opendir(dir)))
+		return;
+	while ((e = readdir(d))) {
+		const char *p = e->d_name + blen;
+		char *end;
+		long pid;
+
+		if (strncmp(e->d_name, base, blen) != 0 || strncmp(p, ".tmp-", 5) != 0 ||
+		    !isdigit((unsigned char)p[5]))
+			continue;
+		errno = 0;
+		pid = strtol(p + 5, &end, 10);
+		if (*end || errno || pid <= 0 || pid > INT_MAX || pid == (long)getpid())
+			continue;
+		if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+			(void)unlinkat(dirfd(d), e->d_name, 0);
+	}
+	closedir(d);
+}
+
 /* The state in state_file, atomically (a temporary file beside it, renamed). */
 static int save_state(const kiln_cursor *c, const char *path)
 {
-	char st[256], tmp[4200];
+	char st[KILN_CURSOR_STATE_SIZE + 1], tmp[4200];
 	size_t n;
 	int fd, rc;
 
+	remove_stale_temps(path);
 	if ((rc = kiln_cursor_state(c, st, sizeof(st) - 1)) < 0)
 		return rc;
 	n = strlen(st);
@@ -90,20 +132,44 @@ static int save_state(const kiln_cursor *c, const char *path)
 	return rc;
 }
 
-/* --resume: the state's JSON, or a file holding it. */
-static int read_resume(const char *arg, char *out, size_t cap)
+/* --resume: the state's JSON, or a file holding it (all of it: the cursor
+ * refuses anything after the state but whitespace). out: room for
+ * KILN_CURSOR_STATE_MAX + 1 bytes. */
+static int read_resume(const char *arg, char *out)
 {
-	FILE *f;
-	size_t n;
+	size_t n = 0;
+	int fd;
 
 	if (arg[0] == '{') {
-		snprintf(out, cap, "%s", arg);
+		if (strlen(arg) > KILN_CURSOR_STATE_MAX)
+			return kiln_error_set(KILN_EINVALID, "--resume: a state is at most %d bytes",
+			                      KILN_CURSOR_STATE_MAX);
+		strcpy(out, arg);
 		return 0;
 	}
-	if (!(f = fopen(arg, "r")))
+	if ((fd = open(arg, O_RDONLY | O_CLOEXEC)) < 0)
 		return kiln_error_set(KILN_EINVALID, "--resume %s: %s", arg, strerror(errno));
-	n = fread(out, 1, cap - 1, f);
-	fclose(f);
+	while (n <= KILN_CURSOR_STATE_MAX) {
+		ssize_t got = read(fd, out + n, KILN_CURSOR_STATE_MAX + 1 - n);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			int e = errno;
+
+			close(fd);
+			return kiln_error_set(KILN_EINVALID, "--resume %s: %s", arg, strerror(e));
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+	}
+	close(fd);
+	if (n > KILN_CURSOR_STATE_MAX)
+		return kiln_error_set(KILN_EINVALID, "--resume %s: more than %d bytes: not a cursor state",
+		                      arg, KILN_CURSOR_STATE_MAX);
+	if (memchr(out, '\0', n))
+		return kiln_error_set(KILN_EINVALID, "--resume %s: a NUL byte: not a cursor state", arg);
 	out[n] = '\0';
 	return 0;
 }
@@ -121,7 +187,7 @@ static int cat_cursor(kiln_reader *r, const kiln_share *share, const cursor_opts
 	/* SA_RESTART: a write blocked on a full pipe goes on; the loop stops after it */
 	struct sigaction sa = {.sa_handler = on_stop, .sa_flags = SA_RESTART};
 	kiln_cursor *c = NULL;
-	char resume[1024];
+	char resume[KILN_CURSOR_STATE_MAX + 1];
 	uint64_t since = 0;
 	const char *data;
 	size_t len, count;
@@ -129,8 +195,8 @@ static int cat_cursor(kiln_reader *r, const kiln_share *share, const cursor_opts
 
 	if ((rc = kiln_cursor_open(&c, r, &o)) < 0)
 		return rc;
-	if (co->resume && ((rc = read_resume(co->resume, resume, sizeof(resume))) < 0 ||
-	                   (rc = kiln_cursor_restore(c, resume)) < 0))
+	if (co->resume &&
+	    ((rc = read_resume(co->resume, resume)) < 0 || (rc = kiln_cursor_restore(c, resume)) < 0))
 		goto done;
 	if (co->state_file) {
 		sigemptyset(&sa.sa_mask);

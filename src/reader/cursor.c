@@ -1,10 +1,13 @@
 /* A cursor over one worker's records of a split for one epoch (see
  * kiln/reader.h): the shard order of kiln_reader_assign with the epoch's
  * seed, each shard streamed (verified) into memory and cut into lines, an
- * optional shuffle buffer, and a state that says exactly where it is. One
- * shard's JSON Lines text is held at a time (at most shards.target_bytes,
- * 64 MiB by default), plus the shuffle buffer's records. */
+ * optional shuffle buffer, and a state that says exactly where it is (its
+ * one encoder and one strict decoder are here). One shard's JSON Lines text
+ * is held at a time (at most shards.target_bytes, 64 MiB by default), plus
+ * the shuffle buffer's records. A cursor holds its reader (internal.h) and
+ * releases it after its read-ahead threads stopped. */
 #include <inttypes.h>
+#include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +121,7 @@ int kiln_cursor_open(kiln_cursor **out, kiln_reader *r, const kiln_cursor_option
 	if (!(c = calloc(1, sizeof(*c))))
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	c->r = r;
+	kiln_reader_hold(r);
 	c->o = *o;
 	if (c->o.world == 0)
 		c->o.world = 1;
@@ -160,7 +164,17 @@ void kiln_cursor_close(kiln_cursor *c)
 	kiln_buf_free(&c->text);
 	kiln_buf_free(&c->out);
 	kiln_buf_free(&c->batch);
+	kiln_reader_release(c->r); /* after the read-ahead threads stopped: they use its store */
 	free(c);
+}
+
+/* KILN_EINVALID once the cursor's reader is closed: nothing more is read. */
+static int check_open(const kiln_cursor *c)
+{
+	if (atomic_load(&c->r->closed))
+		return kiln_error_set(KILN_EINVALID, "cursor: its reader (%s@%.12s) is closed",
+		                      kiln_reader_dataset(c->r), kiln_reader_commit(c->r));
+	return 0;
 }
 
 /* The next line of the shards in order: 1, 0 at the end, < 0 an error. */
@@ -213,6 +227,8 @@ int kiln_cursor_next(kiln_cursor *c, const char **record, size_t *len)
 	size_t n, j;
 	int rc;
 
+	if ((rc = check_open(c)) < 0)
+		return rc;
 	if (!c->o.shuffle_buffer) {
 		if ((rc = next_line(c, record, len)) == 1)
 			c->yielded++;
@@ -251,6 +267,8 @@ int kiln_cursor_next_batch(kiln_cursor *c, size_t max_records, size_t max_bytes,
 	kiln_buf_reset(&c->batch);
 	*data = "";
 	*len = *count = 0;
+	if ((rc = check_open(c)) < 0)
+		return rc;
 	if (max_records == 0)
 		max_records = 1;
 	if (!c->o.shuffle_buffer) {
@@ -309,26 +327,240 @@ static void locate(const kiln_cursor *c, uint64_t yielded, size_t *shard, uint64
 	*line = read;
 }
 
+/* ---- the state: one encoder, one decoder ----------------------------------- */
+
+int kiln_cursor_state_encode(char *out, size_t cap, const kiln_cursor_fields *f)
+{
+	int n = snprintf(
+	    out, cap,
+	    "{\"kiln_cursor\":1,\"commit\":\"%s\",\"split\":\"%s\",\"rank\":%u,\"world\":%u,"
+	    "\"seed\":%" PRIu64 ",\"shuffle\":%s,\"epoch\":%" PRIu64 ",\"shuffle_buffer\":%" PRIu64
+	    ",\"yielded\":%" PRIu64 ",\"shard\":%" PRIu64 ",\"line\":%" PRIu64 "}",
+	    f->commit, kiln_split_name(f->split), f->rank, f->world, f->seed, f->shuffle ? "true" : "false",
+	    f->epoch, f->shuffle_buffer, f->yielded, f->shard, f->line);
+
+	if (n < 0 || (size_t)n >= cap)
+		return kiln_error_set(KILN_ELIMIT, "kiln_cursor_state: %zu bytes are not enough", cap);
+	return 0;
+}
+
+/* The keys of a state, in the order the encoder writes them. */
+enum {
+	K_CURSOR,
+	K_COMMIT,
+	K_SPLIT,
+	K_RANK,
+	K_WORLD,
+	K_SEED,
+	K_SHUFFLE,
+	K_EPOCH,
+	K_BUFFER,
+	K_YIELDED,
+	K_SHARD,
+	K_LINE,
+	K_COUNT
+};
+static const char *const state_keys[K_COUNT] = {"kiln_cursor",    "commit",  "split",   "rank",
+                                                "world",          "seed",    "shuffle", "epoch",
+                                                "shuffle_buffer", "yielded", "shard",   "line"};
+
+/* A JSON integer token as a uint64_t no larger than max: 0, or -1 for a
+ * fraction, an exponent, a sign or a value out of range. */
+static int state_number(const kiln_json_token *t, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (t->type != KILN_JSON_NUMBER || !(t->flags & KILN_JSON_INTEGER) || t->len == 0 || t->ptr[0] == '-')
+		return -1;
+	for (size_t i = 0; i < t->len; i++) {
+		unsigned d = (unsigned)(t->ptr[i] - '0');
+
+		if (d > 9 || v > max / 10 || d > max - v * 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
+/* One value of a state into f: 0, or KILN_EINVALID naming the key. */
+static int state_value(kiln_cursor_fields *f, int key, const kiln_json_token *t)
+{
+	static const uint64_t max[K_COUNT] = {
+	    [K_CURSOR] = 1,           [K_RANK] = UINT_MAX,    [K_WORLD] = UINT_MAX,
+	    [K_SEED] = UINT64_MAX,    [K_EPOCH] = UINT64_MAX, [K_BUFFER] = SIZE_MAX,
+	    [K_YIELDED] = UINT64_MAX, [K_SHARD] = SIZE_MAX,   [K_LINE] = UINT64_MAX};
+	uint64_t v;
+
+	switch (key) {
+	case K_COMMIT:
+		if (t->type != KILN_JSON_STRING || t->len != 40 || (t->flags & KILN_JSON_ESCAPED) ||
+		    strspn(t->ptr, "0123456789abcdef") < 40)
+			return kiln_error_set(KILN_EINVALID,
+			                      "cursor state: commit must be 40 lower-case hex digits");
+		memcpy(f->commit, t->ptr, 40);
+		f->commit[40] = '\0';
+		return 0;
+	case K_SPLIT:
+		for (int s = 0;
+		     t->type == KILN_JSON_STRING && !(t->flags & KILN_JSON_ESCAPED) && s < KILN_SPLIT_COUNT;
+		     s++) {
+			const char *name = kiln_split_name((kiln_split)s);
+
+			if (strlen(name) == t->len && memcmp(name, t->ptr, t->len) == 0) {
+				f->split = (kiln_split)s;
+				return 0;
+			}
+		}
+		return kiln_error_set(KILN_EINVALID,
+		                      "cursor state: split must be \"train\", \"dev\" or \"test\"");
+	case K_SHUFFLE:
+		if (t->type != KILN_JSON_TRUE && t->type != KILN_JSON_FALSE)
+			return kiln_error_set(KILN_EINVALID, "cursor state: shuffle must be true or false");
+		f->shuffle = t->type == KILN_JSON_TRUE;
+		return 0;
+	default:
+		if (state_number(t, max[key], &v) < 0) {
+			if (key == K_CURSOR)
+				return kiln_error_set(KILN_EINVALID, "not a kiln cursor state");
+			return kiln_error_set(KILN_EINVALID,
+			                      "cursor state: %s must be a whole number 0..%" PRIu64,
+			                      state_keys[key], max[key]);
+		}
+		switch (key) {
+		case K_CURSOR:
+			break;
+		case K_RANK:
+			f->rank = (unsigned)v;
+			break;
+		case K_WORLD:
+			f->world = (unsigned)v;
+			break;
+		case K_SEED:
+			f->seed = v;
+			break;
+		case K_EPOCH:
+			f->epoch = v;
+			break;
+		case K_BUFFER:
+			f->shuffle_buffer = v;
+			break;
+		case K_YIELDED:
+			f->yielded = v;
+			break;
+		case K_SHARD:
+			f->shard = v;
+			break;
+		default:
+			f->line = v;
+			break;
+		}
+		return 0;
+	}
+}
+
+int kiln_cursor_state_decode(kiln_cursor_fields *out, const char *text, size_t len)
+{
+	const kiln_json_limits limits = {.max_depth = 1, .max_bytes = KILN_CURSOR_STATE_MAX};
+	kiln_json_scanner *sc = kiln_json_scanner_new(&limits);
+	kiln_json_token t;
+	bool seen[K_COUNT] = {false};
+	size_t unknown = SIZE_MAX; /* offset of the first key that is none of state_keys */
+	int key = -1, rc = 0, more;
+
+	memset(out, 0, sizeof(*out));
+	if (!sc)
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	kiln_json_scanner_reset(sc, text, len);
+	while ((more = kiln_json_next(sc, &t)) == 1) {
+		if (t.depth == 0 && t.type != KILN_JSON_OBJECT_BEGIN && t.type != KILN_JSON_OBJECT_END) {
+			rc = kiln_error_set(KILN_EINVALID, "not a kiln cursor state");
+			goto done;
+		}
+		if (t.type == KILN_JSON_KEY) { /* compared unescaped: "yi\u0065lded" is "yielded" */
+			char name[64];
+			size_t n =
+			    t.len < sizeof(name) ? kiln_json_unescape(name, sizeof(name), &t) : (size_t)-1;
+
+			key = -1;
+			for (int k = 0; n != (size_t)-1 && k < K_COUNT; k++)
+				if (strlen(state_keys[k]) == n && memcmp(state_keys[k], name, n) == 0)
+					key = k;
+			if (key < 0 && unknown == SIZE_MAX)
+				unknown = t.offset;
+			continue;
+		}
+		if (t.depth == 1 && t.type != KILN_JSON_OBJECT_END && key >= 0) {
+			seen[key] = true;
+			if ((rc = state_value(out, key, &t)) < 0)
+				goto done;
+		}
+	}
+	if (more < 0) {
+		size_t at = 0;
+		kiln_reject why = kiln_json_scanner_error(sc, &at, NULL);
+
+		if (why == KILN_REJECT_DUPLICATE_KEY)
+			rc =
+			    kiln_error_set(KILN_EINVALID, "cursor state: a key appears twice (byte %zu)", at);
+		else
+			rc = kiln_error_set(KILN_EINVALID,
+			                    "cursor state: not one JSON object (%s at byte %zu)",
+			                    kiln_reject_name(why), at);
+		goto done;
+	}
+	if (!seen[K_CURSOR]) {
+		rc = kiln_error_set(KILN_EINVALID, "not a kiln cursor state");
+		goto done;
+	}
+	if (unknown != SIZE_MAX) {
+		rc = kiln_error_set(KILN_EINVALID, "cursor state: an unknown key at byte %zu", unknown);
+		goto done;
+	}
+	for (int k = 0; k < K_COUNT; k++)
+		if (!seen[k]) {
+			rc = kiln_error_set(KILN_EINVALID, "cursor state: no %s", state_keys[k]);
+			goto done;
+		}
+	if (out->world == 0 || out->rank >= out->world)
+		rc = kiln_error_set(KILN_EINVALID, "cursor state: rank %u is not below the world size %u",
+		                    out->rank, out->world);
+done:
+	kiln_json_scanner_free(sc);
+	if (rc < 0)
+		memset(out, 0, sizeof(*out));
+	return rc;
+}
+
+/* This cursor's state after `yielded` records, as fields. */
+static void fields_of(const kiln_cursor *c, uint64_t yielded, kiln_cursor_fields *f)
+{
+	size_t shard;
+
+	memset(f, 0, sizeof(*f));
+	snprintf(f->commit, sizeof(f->commit), "%s", kiln_reader_commit(c->r));
+	f->split = c->o.split;
+	f->rank = c->o.rank;
+	f->world = c->o.world;
+	f->seed = c->o.seed;
+	f->shuffle = c->o.shuffle;
+	f->epoch = c->o.epoch;
+	f->shuffle_buffer = c->o.shuffle_buffer;
+	f->yielded = yielded;
+	locate(c, yielded, &shard, &f->line);
+	f->shard = shard;
+}
+
 int kiln_cursor_state_at(const kiln_cursor *c, uint64_t yielded, char *out, size_t cap)
 {
-	uint64_t line;
-	size_t shard;
-	int n;
+	kiln_cursor_fields f;
 
 	if (yielded > c->total)
 		return kiln_error_set(KILN_EINVALID,
 		                      "cursor state: %" PRIu64 " records asked, the epoch has %" PRIu64,
 		                      yielded, c->total);
-	locate(c, yielded, &shard, &line);
-	n = snprintf(out, cap,
-	             "{\"kiln_cursor\":1,\"commit\":\"%s\",\"split\":\"%s\",\"rank\":%u,\"world\":%u,"
-	             "\"seed\":%" PRIu64 ",\"shuffle\":%s,\"epoch\":%" PRIu64 ",\"shuffle_buffer\":%zu,"
-	             "\"yielded\":%" PRIu64 ",\"shard\":%zu,\"line\":%" PRIu64 "}",
-	             kiln_reader_commit(c->r), kiln_split_name(c->o.split), c->o.rank, c->o.world, c->o.seed,
-	             c->o.shuffle ? "true" : "false", c->o.epoch, c->o.shuffle_buffer, yielded, shard, line);
-	if (n < 0 || (size_t)n >= cap)
-		return kiln_error_set(KILN_ELIMIT, "kiln_cursor_state: %zu bytes are not enough", cap);
-	return 0;
+	fields_of(c, yielded, &f);
+	return kiln_cursor_state_encode(out, cap, &f);
 }
 
 int kiln_cursor_state(const kiln_cursor *c, char *out, size_t cap)
@@ -341,76 +573,60 @@ uint64_t kiln_cursor_records(const kiln_cursor *c)
 	return c->total;
 }
 
-/* The value of key in state as text (strings without quotes), or NULL. */
-static const char *field(kiln_json_scanner *sc, const char *state, const char *key, char *out, size_t cap)
+uint64_t kiln_cursor_yielded(const kiln_cursor *c)
 {
-	kiln_json_token t;
+	return c->yielded;
+}
 
-	if (kiln_json_lookup(sc, state, strlen(state), key, &t) != 1 || t.len + 1 > cap ||
-	    (t.type != KILN_JSON_STRING && t.type != KILN_JSON_NUMBER && t.type != KILN_JSON_TRUE &&
-	     t.type != KILN_JSON_FALSE))
-		return NULL;
-	memcpy(out, t.ptr, t.len);
-	out[t.len] = '\0';
-	return out;
+/* KILN_EINVALID naming the first of state's reading that is not this cursor's. */
+static int same_reading(const kiln_cursor_fields *mine, const kiln_cursor_fields *got)
+{
+#define SAME(field, fmt)                                                                                     \
+	if (mine->field != got->field)                                                                       \
+	return kiln_error_set(KILN_EINVALID, "cursor state: " #field " is %" fmt ", this reader's is %" fmt, \
+	                      got->field, mine->field)
+	if (strcmp(mine->commit, got->commit) != 0)
+		return kiln_error_set(KILN_EINVALID, "cursor state: commit is %s, this reader's is %s",
+		                      got->commit, mine->commit);
+	if (mine->split != got->split)
+		return kiln_error_set(KILN_EINVALID, "cursor state: split is %s, this reader's is %s",
+		                      kiln_split_name(got->split), kiln_split_name(mine->split));
+	SAME(rank, "u");
+	SAME(world, "u");
+	SAME(seed, PRIu64);
+	if (mine->shuffle != got->shuffle)
+		return kiln_error_set(KILN_EINVALID, "cursor state: shuffle is %s, this reader's is %s",
+		                      got->shuffle ? "true" : "false", mine->shuffle ? "true" : "false");
+	SAME(epoch, PRIu64);
+	SAME(shuffle_buffer, PRIu64);
+#undef SAME
+	return 0;
 }
 
 int kiln_cursor_restore(kiln_cursor *c, const char *state)
 {
-	static const char *const same[] = {"commit", "split",   "rank",  "world",
-	                                   "seed",   "shuffle", "epoch", "shuffle_buffer"};
-	kiln_json_scanner *sc = kiln_json_scanner_new(NULL);
-	char mine[256], want[96], got[96], *end;
+	kiln_cursor_fields mine, got;
 	uint64_t yielded, shard, line;
-	const char *p;
-	int rc = 0;
+	int rc;
 
-	if (!sc)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
-	if ((rc = kiln_cursor_state(c, mine, sizeof(mine))) < 0)
-		goto done;
-	if (!field(sc, state, "kiln_cursor", got, sizeof(got)) || strcmp(got, "1") != 0) {
-		rc = kiln_error_set(KILN_EINVALID, "not a kiln cursor state");
-		goto done;
-	}
-	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
-		if (!field(sc, mine, same[i], want, sizeof(want)) ||
-		    !field(sc, state, same[i], got, sizeof(got))) {
-			rc = kiln_error_set(KILN_EINVALID, "cursor state: no %s", same[i]);
-			goto done;
-		}
-		if (strcmp(want, got) != 0) {
-			rc = kiln_error_set(KILN_EINVALID, "cursor state: %s is %s, this reader's is %s",
-			                    same[i], got, want);
-			goto done;
-		}
-	}
-	if (!(p = field(sc, state, "yielded", got, sizeof(got))) || (yielded = strtoull(p, &end, 10), *end) ||
-	    !(p = field(sc, state, "shard", want, sizeof(want))) || (shard = strtoull(p, &end, 10), *end) ||
-	    !(p = field(sc, state, "line", mine, sizeof(mine))) || (line = strtoull(p, &end, 10), *end)) {
-		rc = kiln_error_set(KILN_EINVALID, "cursor state: yielded, shard and line must be numbers");
-		goto done;
-	}
-	if (yielded > c->total) {
-		rc = kiln_error_set(KILN_EINVALID,
-		                    "cursor state: %" PRIu64 " records yielded, the epoch has %" PRIu64,
-		                    yielded, c->total);
-		goto done;
-	}
-	{
-		size_t at_shard;
-		uint64_t at_line;
-
-		locate(c, yielded, &at_shard, &at_line);
-		if (at_shard != shard || at_line != line) {
-			rc = kiln_error_set(KILN_EINVALID,
-			                    "cursor state: shard %" PRIu64 " line %" PRIu64
-			                    " is not where %" PRIu64 " records lead (shard %zu line %" PRIu64
-			                    ")",
-			                    shard, line, yielded, at_shard, at_line);
-			goto done;
-		}
-	}
+	if ((rc = check_open(c)) < 0)
+		return rc;
+	if ((rc = kiln_cursor_state_decode(&got, state, strlen(state))) < 0 ||
+	    (fields_of(c, c->yielded, &mine), rc = same_reading(&mine, &got)) < 0)
+		return rc;
+	yielded = got.yielded;
+	shard = got.shard;
+	line = got.line;
+	if (yielded > c->total)
+		return kiln_error_set(KILN_EINVALID,
+		                      "cursor state: %" PRIu64 " records yielded, the epoch has %" PRIu64,
+		                      yielded, c->total);
+	fields_of(c, yielded, &mine);
+	if (mine.shard != shard || mine.line != line)
+		return kiln_error_set(KILN_EINVALID,
+		                      "cursor state: shard %" PRIu64 " line %" PRIu64 " is not where %" PRIu64
+		                      " records lead (shard %" PRIu64 " line %" PRIu64 ")",
+		                      shard, line, yielded, mine.shard, mine.line);
 	rewind_cursor(c);
 	if (!c->o.shuffle_buffer) {
 		const char *rec;
@@ -419,7 +635,7 @@ int kiln_cursor_restore(kiln_cursor *c, const char *state)
 		if (shard > c->nidx || (shard == c->nidx && line)) {
 			rc = kiln_error_set(KILN_EINVALID, "cursor state: shard %" PRIu64 " of %zu", shard,
 			                    c->nidx);
-			goto done;
+			return rc;
 		}
 		c->si = (size_t)shard;
 		for (uint64_t i = 0; i < line; i++) {
@@ -429,13 +645,13 @@ int kiln_cursor_restore(kiln_cursor *c, const char *state)
 					                    "cursor state: shard %" PRIu64
 					                    " has no line %" PRIu64,
 					                    shard, line);
-				goto done;
+				return rc;
 			}
 			if (c->si != shard) {
 				rc = kiln_error_set(KILN_EINVALID,
 				                    "cursor state: shard %" PRIu64 " has no line %" PRIu64,
 				                    shard, line);
-				goto done;
+				return rc;
 			}
 		}
 		c->yielded = yielded;
@@ -450,12 +666,9 @@ int kiln_cursor_restore(kiln_cursor *c, const char *state)
 					                    "cursor state: the epoch has fewer than %" PRIu64
 					                    " records",
 					                    yielded);
-				goto done;
+				return rc;
 			}
 		}
 	}
-	rc = 0;
-done:
-	kiln_json_scanner_free(sc);
-	return rc;
+	return 0;
 }

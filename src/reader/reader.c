@@ -38,6 +38,8 @@ int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *s
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	atomic_init(&r->refs, 1);
+	atomic_init(&r->closed, false);
 	if (!(r->spec = strdup(spec ? spec : ""))) {
 		free(r);
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
@@ -67,6 +69,19 @@ fail:
 void kiln_reader_close(kiln_reader *r)
 {
 	if (!r)
+		return;
+	atomic_store(&r->closed, true);
+	kiln_reader_release(r);
+}
+
+void kiln_reader_hold(kiln_reader *r)
+{
+	atomic_fetch_add(&r->refs, 1);
+}
+
+void kiln_reader_release(kiln_reader *r)
+{
+	if (!r || atomic_fetch_sub(&r->refs, 1) != 1)
 		return;
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
 		free(r->shards[s]);

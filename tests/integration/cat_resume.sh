@@ -6,7 +6,9 @@
 # with SIGKILL after it saved its state (--state-file) and resumed
 # (--resume) yields exactly the rest of the epoch; SIGTERM saves the state
 # and exits 143; a state from another epoch or world size is refused with
-# one line.
+# one line; the state is read whole and strictly (a key twice, trailing
+# bytes, negative and huge numbers refused); a temporary state file of a
+# process that no longer runs is removed at the next save.
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -87,6 +89,44 @@ check "another epoch's state: exit 2" bash -c '! "$0" cat "$1" --shuffle-seed 11
 check "  one line naming the epoch" grep -qx "kiln cat: cursor state: epoch is 2, this reader's is 3" "$tmp/err"
 check "another world size's state: refused" bash -c '! "$0" cat "$1" --shuffle-seed 11 --epoch 2 --world-size 2 --resume "$2" >/dev/null 2>&1' \
 	"$kiln" "$ds" "$tmp/state"
+
+# the state is read strictly, all of it (issue 25): a key twice (also
+# escaped), bytes after it (even past the first KiB), negative or huge
+# numbers are refused with one line; trailing whitespace is fine
+good=$(head -n 1 "$tmp/state")
+refused() { # NAME STATE-TEXT EXPECTED-MESSAGE-START
+	printf '%s' "$2" >"$tmp/bad"
+	if "$kiln" cat "$ds" --shuffle-seed 11 --epoch 2 --resume "$tmp/bad" >"$tmp/bad.out" 2>"$tmp/bad.err"; then
+		echo "  taken: ${2:0:300}"
+		return 1
+	fi
+	[ "$(wc -l <"$tmp/bad.err")" -eq 1 ] && grep -q "^kiln cat: $3" "$tmp/bad.err" && [ ! -s "$tmp/bad.out" ] && return 0
+	echo "  $(cat "$tmp/bad.err")"
+	return 1
+}
+check "state: a second yielded key is refused" refused dup "${good%\}},\"yielded\":0}" "cursor state: a key appears twice"
+check "state: a second yielded key, escaped, is refused" refused dupesc "${good%\}},\"yi\\u0065lded\":0}" \
+	"cursor state: a key appears twice"
+check "state: bytes after the state are refused" refused trailing "$good x" "cursor state: not one JSON object"
+check "state: bytes after the first KiB are read too" refused far "$good$(printf '%*s' 2000 '')x" \
+	"cursor state: not one JSON object"
+check "state: a file over 4096 bytes is refused" refused big "$good$(printf '%*s' 5000 '')" "--resume .*: more than 4096 bytes"
+check "state: yielded -1 is refused" refused neg "${good/\"yielded\":/\"yielded\":-}" "cursor state: yielded must be a whole number"
+check "state: yielded 10^30 is refused" refused huge "${good/\"yielded\":/\"yielded\":1000000000000000000000000000000}" \
+	"cursor state: yielded must be a whole number"
+printf '%s\n\n   \n' "$good" >"$tmp/spaced"
+check "state: trailing whitespace is fine" status_is 0 "$kiln" cat "$ds" --shuffle-seed 11 --epoch 2 --resume "$tmp/spaced"
+
+# a temporary state file that a killed kiln cat left (its PID no longer
+# runs) is removed at the next save; one of a running process is kept
+sh -c 'exit 0' &
+dead=$!
+wait "$dead"
+: >"$tmp/state.tmp-$dead"
+: >"$tmp/state.tmp-$$"
+"$kiln" cat "$ds" --shuffle-seed 11 --epoch 2 --state-file "$tmp/state" >/dev/null 2>&1
+check "a dead process's temporary state file is removed" test ! -e "$tmp/state.tmp-$dead"
+check "a running process's is kept" test -e "$tmp/state.tmp-$$"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

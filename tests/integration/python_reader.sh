@@ -11,7 +11,13 @@
 #  - torch: 4 ranks x 3 DataLoader workers over two epochs, each record
 #    exactly once per epoch; resume through DataLoader.state_dict; a
 #    training process killed with SIGKILL after a checkpoint, resumed:
-#    exactly the rest.
+#    exactly the rest;
+#  - edges: a version closed while its records are read ahead (close(),
+#    leaving the with block, break out of the loop, records left to the
+#    collector), each in its own python: every later use of the records is
+#    a kiln.Error and the process exits cleanly; states that libkiln's
+#    strict decoder refuses (a key twice, also escaped; trailing bytes;
+#    negative and huge numbers) are kiln.Errors.
 # Under the sanitizer build the library is loaded with the sanitizer
 # runtimes preloaded (python itself is not instrumented) and DataLoader
 # workers start from a forkserver (reader_test.py says why). Each part runs
@@ -83,7 +89,7 @@ if ldd "$KILN_LIBRARY" | grep -q libasan; then
 	export ASAN_OPTIONS=detect_leaks=0:handle_segv=0 # python's own allocations are not kiln's leaks
 	export KILN_TEST_MP_CONTEXT=forkserver
 fi
-for part in reader torch; do
+for part in reader torch edges; do
 	out=$(timeout -k 10 1200 env LD_PRELOAD="$preload" $py "$src/tests/python/reader_test.py" "$kiln" "$tmp" "$part" 2>"$tmp/$part.err")
 	rc=$?
 	echo "$out" | grep -v '^[0-9]* passed'

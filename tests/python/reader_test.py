@@ -5,7 +5,8 @@ hashlib for corruption. Run by tests/integration/python_reader.sh:
 
     reader_test.py KILN WORKDIR PART
 
-PART: "reader" (the kiln package) or "torch" (kiln.torch, python3-torch).
+PART: "reader" (the kiln package), "torch" (kiln.torch, python3-torch) or
+"edges" (a version closed under its records, each way; refused states).
 Prints "FAIL: ..." per failed check and "N passed, M failed" at the end.
 """
 
@@ -329,10 +330,120 @@ def train(rank, world, workers, epoch, log, ckpt):
             time.sleep(0.01)
 
 
+# ---- a closed version, and states the reader refuses (issue 25) ---------------
+
+CLOSE_SCENARIOS = {
+    # each leaves a Records of a closed version, read ahead in flight, in `r`
+    "close while the records are alive": """
+v = kiln.open(SPEC, manifest=MANIFEST, store=STORE)
+r = v.records(seed=1)
+it = iter(r)
+next(it)
+v.close()
+""",
+    "leaving the with block": """
+with kiln.open(SPEC, manifest=MANIFEST, store=STORE) as v:
+    r = v.records(seed=1)
+    it = iter(r)
+    next(it)
+""",
+    "break out of the loop, then close": """
+with kiln.open(SPEC, manifest=MANIFEST, store=STORE) as v:
+    r = v.records(seed=1)
+    it = iter(r)
+    for rec in it:
+        break
+""",
+    "break out of a loop over v.records() (the records left to the collector)": """
+with kiln.open(SPEC, manifest=MANIFEST, store=STORE) as v:
+    for rec in v.records(seed=1, decode=json.loads):
+        break
+    r = v.records(seed=2)
+    it = iter(r)
+    next(it)
+gc.collect()
+""",
+}
+
+CLOSE_USE = """
+import gc, json, sys, kiln
+SPEC, MANIFEST, STORE = sys.argv[1:4]
+%s
+ok = 0
+for use in (lambda: next(it), lambda: next(iter(r)), lambda: list(r), r.state_dict, lambda: len(r),
+            lambda: r.load_state_dict({"kiln_cursor": 1})):
+    try:
+        use()
+        print("no error")
+    except kiln.Error as e:
+        ok += "closed" in str(e)
+del r, it
+gc.collect()
+print("%%d errors" %% ok)
+"""
+
+
+def run_closed(name, body):
+    """A scenario in its own python (a crash is its exit status), under a
+    time limit: an error from every use of the records, then a clean exit."""
+    try:
+        p = subprocess.run([sys.executable, "-c", CLOSE_USE % body, SPEC, MANIFEST, STORE],
+                           capture_output=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return False, "hung"
+    out = p.stdout.decode(errors="replace").strip()
+    return p.returncode == 0 and out == "6 errors", "exit %d, %r, %s" % (
+        p.returncode, out, p.stderr.decode(errors="replace").strip()[-300:])
+
+
+def edges_part():
+    for name, body in CLOSE_SCENARIOS.items():
+        for attempt in range(3):  # the read-ahead at another point each time
+            ok, detail = run_closed(name, body)
+            if not ok:
+                break
+        check("closed version, %s: each use of the records is a kiln.Error, no crash" % name, ok, detail)
+
+    v = kiln.open(SPEC, manifest=MANIFEST, store=STORE)
+    kw = dict(seed=3, epoch=1)
+    full = list(v.records(**kw))
+    r = v.records(**kw)
+    it = iter(r)
+    head = [next(it) for _ in range(10)]
+    st = r.state_dict()
+    text = json.dumps(st, separators=(",", ":"))
+
+    def refused(state, *words):
+        return raises(lambda: v.records(**kw).load_state_dict(state), kiln.Error, *words)
+
+    check("state: a second yielded key is refused (not the last one taken)",
+          refused(text[:-1] + ',"yielded":210}', "appears twice"))
+    check("state: a second yielded key written with an escape is refused",
+          refused(text[:-1] + ',"yi\\u0065lded":210}', "appears twice"))
+    check("state: bytes after the JSON are a kiln.Error",
+          refused(text + " {}", "not one JSON object") and refused(text + "x", "not one JSON object"))
+    check("state: a NUL byte is a kiln.Error", refused(text.encode() + b"\0x", "NUL"))
+    for value in (-1, 10 ** 30, 2 ** 64, 1.5, True, "10", None):
+        check("state: yielded %r is refused" % (value,), refused(dict(st, yielded=value), "yielded must be"))
+    check("state: rank -1 is refused", refused(dict(st, rank=-1), "rank must be"))
+    check("state: a value JSON cannot hold is a kiln.Error",
+          refused(dict(st, yielded=float("nan")), "not JSON") and refused(dict(st, yielded=object()), "not JSON"))
+    check("state: an unknown key is refused", refused(dict(st, extra=1), "unknown key"))
+    # a key written with an escape, once, is that key: the binding's position is libkiln's
+    r2 = v.records(**kw)
+    r2.load_state_dict(text.replace('"yielded"', '"yi\\u0065lded"') + "\n")
+    check("state: an escaped key once is taken; position and records as libkiln has them",
+          r2.position == 10 and head + list(r2) == full, "position %d" % r2.position)
+    r3 = v.records(**kw)
+    r3.load_state_dict(text)
+    check("state: its JSON text restores", r3.state_dict() == st and head + list(r3) == full)
+    v.close()
+
+
 if __name__ == "__main__":  # not in a forkserver's DataLoader worker
     if PART == "train":
         train(*sys.argv[4:])
         sys.exit(0)
-    {"reader": reader_part, "torch": torch_part}[PART]()
+    {"reader": reader_part, "torch": torch_part, "edges": edges_part}[PART]()
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <git2.h>
+#include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #include "core/error.h"
 #include "kiln/reader.h"
 #include "manifest/manifest.h"
+#include "reader/internal.h"
 #include "shard/spool.h"
 
 #define NTRAIN 6
@@ -814,6 +816,158 @@ static void test_cursor_restore_refuses_another_reading(void **state)
 	kiln_reader_close(r);
 }
 
+/* Closing the reader while its cursors are open, their read-ahead threads
+ * busy with the next shards (issue 25): the cursors hold the reader, refuse
+ * to read once it is closed (naming it), and close cleanly after it, in
+ * either order; the ASan build sees no use after free. */
+static void test_cursor_outlives_reader(void **state)
+{
+	kiln_cursor_options o = {.split = KILN_SPLIT_TRAIN, .world = 1, .seed = 4, .shuffle = true};
+
+	(void)state;
+	for (int round = 0; round < 3; round++) {
+		const char *rec, *data;
+		size_t len, count;
+		char st[KILN_CURSOR_STATE_SIZE];
+		kiln_reader *r;
+		kiln_cursor *c, *d;
+
+		assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, NULL), 0);
+		assert_int_equal(kiln_cursor_open(&c, r, &o), 0);
+		assert_int_equal(kiln_cursor_open(&d, r, &o), 0);
+		assert_int_equal(kiln_cursor_next(c, &rec, &len),
+		                 1); /* the next shards are being read ahead */
+		assert_int_equal(kiln_cursor_next_batch(d, 2, 1 << 20, &data, &len, &count), 1);
+		assert_int_equal(kiln_cursor_state(c, st, sizeof(st)), 0);
+		if (round == 2) { /* a cursor closed before the reader is no hold any more */
+			kiln_cursor_close(d);
+			d = NULL;
+		}
+		kiln_reader_close(r);
+		assert_int_equal(kiln_cursor_next(c, &rec, &len), KILN_EINVALID);
+		assert_non_null(strstr(kiln_error_last(), "cursor: its reader (ds@"));
+		assert_non_null(strstr(kiln_error_last(), ") is closed"));
+		assert_int_equal(kiln_cursor_next_batch(c, 10, 1 << 20, &data, &len, &count), KILN_EINVALID);
+		assert_int_equal(count, 0);
+		assert_int_equal(kiln_cursor_restore(c, st), KILN_EINVALID);
+		if (d)
+			assert_int_equal(kiln_cursor_next(d, &rec, &len), KILN_EINVALID);
+		if (round == 1) {
+			kiln_cursor_close(d); /* the last hold: the reader is freed here */
+			kiln_cursor_close(c);
+		} else {
+			kiln_cursor_close(c);
+			kiln_cursor_close(d);
+		}
+	}
+}
+
+/* Replaces the first `from` in st (a state) by `to`. */
+static void edit(char *st, size_t cap, const char *from, const char *to)
+{
+	char *at = strstr(st, from), rest[KILN_CURSOR_STATE_MAX];
+
+	assert_non_null(at);
+	snprintf(rest, sizeof(rest), "%s", at + strlen(from));
+	snprintf(at, cap - (size_t)(at - st), "%s%s", to, rest);
+}
+
+/* The state has one strict decoder (issue 25): a key twice (also written
+ * with an escape), bytes after the object, a number negative, fractional or
+ * out of its range, an unknown key, a nested value, a missing key are all
+ * refused with one line that names the key or the byte; a state as written
+ * (or with trailing whitespace, or a key written with an escape once) is
+ * taken; the encoder's output for extreme values decodes to the same fields. */
+static void test_cursor_state_strict(void **state)
+{
+	static const struct {
+		const char *from, *to, *error;
+	} bad[] = {
+	    {"{\"kiln_cursor\":1,", "{\"kiln_cursor\":1,\"yielded\":0,", "cursor state: a key appears twice"},
+	    {"{\"kiln_cursor\":1,", "{\"kiln_cursor\":1,\"yi\\u0065lded\":0,",
+	     "cursor state: a key appears twice"},
+	    {"}", "}x", "cursor state: not one JSON object"},
+	    {"}", "} {}", "cursor state: not one JSON object"},
+	    {"\"yielded\":2", "\"yielded\":-1",
+	     "cursor state: yielded must be a whole number 0..18446744073709551615"},
+	    {"\"yielded\":2", "\"yielded\":1000000000000000000000000000000", "cursor state: yielded must be"},
+	    {"\"yielded\":2", "\"yielded\":18446744073709551616", "cursor state: yielded must be"},
+	    {"\"yielded\":2", "\"yielded\":2.0", "cursor state: yielded must be"},
+	    {"\"yielded\":2", "\"yielded\":2e0", "cursor state: yielded must be"},
+	    {"\"yielded\":2", "\"yielded\":\"3\"", "cursor state: yielded must be"},
+	    {"\"seed\":4", "\"seed\":-0", "cursor state: seed must be"},
+	    {"\"world\":1", "\"world\":4294967297",
+	     "cursor state: world must be a whole number 0..4294967295"},
+	    {"\"world\":1", "\"world\":0", "cursor state: rank 0 is not below the world size 0"},
+	    {"\"shuffle\":true", "\"shuffle\":1", "cursor state: shuffle must be true or false"},
+	    {"\"split\":\"train\"", "\"split\":\"tr\\u0061in\"", "cursor state: split must be"},
+	    {"\"commit\":\"", "\"commit\":\"X", "cursor state: commit must be 40 lower-case hex digits"},
+	    {"\"line\":", "\"lines\":0,\"line\":", "cursor state: an unknown key at byte"},
+	    {"\"line\":", "\"x\":{},\"line\":", "cursor state: not one JSON object"},
+	    {",\"line\":2", "", "cursor state: no line"},
+	    {"{\"kiln_cursor\":1,", "{\"kiln_cursor\":2,", "not a kiln cursor state"},
+	    {"{\"kiln_cursor\":1,", "[{\"kiln_cursor\":1,", "not a kiln cursor state"},
+	};
+	kiln_cursor_options o = {.split = KILN_SPLIT_TRAIN, .world = 1, .seed = 4, .shuffle = true};
+	char st[KILN_CURSOR_STATE_SIZE], ed[KILN_CURSOR_STATE_MAX];
+	kiln_cursor_fields f, g;
+	const char *rec;
+	size_t len;
+	kiln_reader *r;
+	kiln_cursor *c, *d;
+
+	(void)state;
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, NULL), 0);
+	assert_int_equal(kiln_cursor_open(&c, r, &o), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(kiln_cursor_next(c, &rec, &len), 1);
+	assert_int_equal(kiln_cursor_state(c, st, sizeof(st)), 0);
+	assert_non_null(strstr(st, "\"yielded\":2,\"shard\":0,\"line\":2}"));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(ed, sizeof(ed), "%s", st);
+		edit(ed, sizeof(ed), bad[i].from, bad[i].to);
+		assert_int_equal(kiln_cursor_open(&d, r, &o), 0);
+		if (kiln_cursor_restore(d, ed) != KILN_EINVALID)
+			fail_msg("taken: %s", ed);
+		if (strncmp(kiln_error_last(), bad[i].error, strlen(bad[i].error)) != 0)
+			fail_msg("%s: %s", ed, kiln_error_last());
+		assert_int_equal(kiln_cursor_yielded(d), 0);
+		kiln_cursor_close(d);
+	}
+	/* taken: trailing whitespace, and a key written with an escape once */
+	snprintf(ed, sizeof(ed), "%s \r\n\t\n", st);
+	assert_int_equal(kiln_cursor_open(&d, r, &o), 0);
+	assert_int_equal(kiln_cursor_restore(d, ed), 0);
+	assert_int_equal(kiln_cursor_yielded(d), 2);
+	kiln_cursor_close(d);
+	snprintf(ed, sizeof(ed), "%s", st);
+	edit(ed, sizeof(ed), "\"yielded\"", "\"yi\\u0065lded\"");
+	assert_int_equal(kiln_cursor_open(&d, r, &o), 0);
+	assert_int_equal(kiln_cursor_restore(d, ed), 0);
+	assert_int_equal(kiln_cursor_yielded(d), 2);
+	kiln_cursor_close(d);
+	/* longer than a state may be */
+	memset(ed, ' ', sizeof(ed));
+	memcpy(ed, st, strlen(st));
+	ed[sizeof(ed) - 1] = '\0';
+	assert_int_equal(kiln_cursor_state_decode(&f, ed, sizeof(ed) - 1), 0);
+	assert_int_equal(kiln_cursor_state_decode(&f, ed, KILN_CURSOR_STATE_MAX + 1), KILN_EINVALID);
+	kiln_cursor_close(c);
+	kiln_reader_close(r);
+
+	/* the largest values round-trip */
+	memset(&f, 0, sizeof(f));
+	memset(f.commit, 'f', 40);
+	f.split = KILN_SPLIT_TEST;
+	f.rank = UINT_MAX - 1;
+	f.world = UINT_MAX;
+	f.seed = f.epoch = f.shuffle_buffer = f.yielded = f.shard = f.line = UINT64_MAX;
+	f.shuffle = true;
+	assert_int_equal(kiln_cursor_state_encode(st, sizeof(st), &f), 0);
+	assert_int_equal(kiln_cursor_state_decode(&g, st, strlen(st)), 0);
+	assert_memory_equal(&f, &g, sizeof(f));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -829,6 +983,8 @@ int main(void)
 	    cmocka_unit_test(test_cursor_batches),
 	    cmocka_unit_test(test_cursor_restore_refuses_another_reading),
 	    cmocka_unit_test(test_tampered_shards),
+	    cmocka_unit_test(test_cursor_outlives_reader),
+	    cmocka_unit_test(test_cursor_state_strict),
 	};
 
 	return kiln_test_git_main(tests, tmpdir, "reader", setup, teardown);
