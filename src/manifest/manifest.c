@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -86,8 +87,31 @@ static int git_code(int gerr)
 	}
 }
 
+/* Whether a libgit2 failure came from the disk running out of room: the
+ * errno it left (saved_errno), its message, or the repository's file
+ * system with no block or inode left (libgit2 reports some failed writes
+ * as "unknown" or as a missing object it could not write). */
+static bool disk_full(const kiln_manifest *m, int saved_errno)
+{
+	const char *msg = kiln_manifest_git_message();
+	struct statvfs vfs;
+
+	if (saved_errno == ENOSPC || saved_errno == EDQUOT)
+		return true;
+	if (strstr(msg, strerror(ENOSPC)) || strstr(msg, strerror(EDQUOT)))
+		return true;
+	return statvfs(m->path, &vfs) == 0 && (vfs.f_bavail == 0 || (vfs.f_files && vfs.f_favail == 0));
+}
+
 static int git_fail(const kiln_manifest *m, int gerr, const char *what)
 {
+	int saved_errno = errno;
+
+	if (gerr != GIT_ELOCKED && gerr != GIT_EMODIFIED && gerr != GIT_EEXISTS && disk_full(m, saved_errno))
+		return kiln_error_set(KILN_EIO,
+		                      "manifest %s: %s: disk full (no space left on the file system "
+		                      "holding the manifest repository)",
+		                      m->path, what);
 	return kiln_error_set(git_code(gerr), "manifest %s: %s: %s", m->path, what,
 	                      kiln_manifest_git_message());
 }
