@@ -42,10 +42,10 @@ struct part {
 struct metrics {
 	kiln_metrics *m;
 	kiln_counter *in, *valid, *bytes, *commits, *commit_failures, *commit_retries, *gaps, *gap_offsets,
-	    *dead_letters, *rebalances, *abandoned;
+	    *dead_letters, *rebalances, *abandoned, *compactions;
 	kiln_counter *quarantined[KILN_REJECT_COUNT_];
 	kiln_histogram *batch_seconds, *snapshot_seconds;
-	kiln_gauge *partitions, *up;
+	kiln_gauge *partitions, *up, *loose_objects;
 };
 
 struct krun {

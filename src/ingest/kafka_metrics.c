@@ -47,6 +47,12 @@ int kiln_kafka_metrics_new(struct metrics *mx, const kiln_build_info *build_info
 	mx->commit_retries = kiln_metrics_counter(
 	    mx->m, "kiln_commit_retries_total",
 	    "Snapshot commits tried again (another member moved the branch or held its lock)", NULL);
+	mx->compactions =
+	    kiln_metrics_counter(mx->m, "kiln_manifest_compactions_total",
+	                         "Automatic compactions of the manifest repository this member ran", NULL);
+	mx->loose_objects =
+	    kiln_metrics_gauge(mx->m, "kiln_manifest_loose_objects",
+	                       "Loose objects in the manifest repository after the last commit", NULL);
 	mx->abandoned =
 	    kiln_metrics_counter(mx->m, "kiln_abandoned_total",
 	                         "Times the work since the last snapshot was dropped to be read again", NULL);

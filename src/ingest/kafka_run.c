@@ -470,9 +470,11 @@ static int snapshot(struct krun *r, const char *why)
 	snap.lineage_count = n;
 	/* another member moving the branch or holding its lock is retried in
 	 * there, on the new tip, where the fence is checked again */
-	uint64_t retries_before = r->setup.commit_retries;
+	uint64_t retries_before = r->setup.commit_retries, compactions_before = r->setup.compactions;
 	rc = kiln_run_setup_commit(&r->setup, &snap, commit);
 	kiln_counter_add(r->mx.commit_retries, r->setup.commit_retries - retries_before);
+	kiln_counter_add(r->mx.compactions, r->setup.compactions - compactions_before);
+	kiln_gauge_set(r->mx.loose_objects, (double)r->setup.loose_objects);
 	if (rc < 0)
 		goto done;
 

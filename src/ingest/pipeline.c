@@ -55,8 +55,14 @@ static const char *const promote_keys[] = {"min_records",
                                            "drift",
                                            NULL};
 static const char *const drift_keys[] = {"baseline", "max_psi", "max_null_rate_change", NULL};
-static const char *const manifest_keys[] = {"repo",         "remote",      "author_name",
-                                            "author_email", "signing_key", NULL};
+static const char *const manifest_keys[] = {"repo",
+                                            "remote",
+                                            "author_name",
+                                            "author_email",
+                                            "signing_key",
+                                            "compact_loose_objects",
+                                            "compact_grace_seconds",
+                                            NULL};
 
 /* A topic-like name from a file name: [A-Za-z0-9._-], the rest as '_'. */
 static const char *name_from_path(loader *l, const char *path)
@@ -719,6 +725,15 @@ static int load(loader *l)
 	        0 ||
 	    (rc = kiln_config_string(&l->cfg, n, "manifest", "remote", false, &p->manifest_remote)) < 0)
 		return rc;
+	/* automatic compaction (manifest/compact.h): like git's gc.auto */
+	int64_t loose = 1000, grace = 300;
+	if ((rc = kiln_config_int(&l->cfg, n, "manifest", "compact_loose_objects", 0, 100000000, &loose)) <
+	        0 ||
+	    (rc = kiln_config_int(&l->cfg, n, "manifest", "compact_grace_seconds", 10, 86400 * 14, &grace)) <
+	        0)
+		return rc;
+	p->compact_loose_objects = (uint64_t)loose;
+	p->compact_grace_seconds = (unsigned)grace;
 	p->manifest_repo = kiln_config_resolve(&l->cfg, p->manifest_repo);
 	/* a local remote path is relative like every path; URLs (scheme://, host:path) are not */
 	if (p->manifest_remote && !strstr(p->manifest_remote, "://") &&

@@ -95,6 +95,12 @@ typedef struct kiln_pipeline {
 	    *manifest_remote; /* NULL, or a repository runs fetch from and push to (manifest/remote.h) */
 	const char *author_name, *author_email;
 	const char *signing_key_file; /* kiln keygen's private key file; NULL: unsigned commits */
+	/* manifest.compact_loose_objects: after a commit, compact the repository
+	 * when it has this many more loose objects than the last compaction left
+	 * (default 1000; 0: never); manifest.compact_grace_seconds: unreachable
+	 * objects younger than this stay (default 300) */
+	uint64_t compact_loose_objects;
+	unsigned compact_grace_seconds;
 
 	struct kiln_yaml_doc *doc; /* owns the strings above */
 	struct kiln_arena *arena;

@@ -10,6 +10,7 @@
 #include "contract/compat.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "manifest/compact.h"
 #include "manifest/format.h"
 #include "manifest/remote.h"
 #include "manifest/version.h"
@@ -326,6 +327,32 @@ static int check_shards_stored(const kiln_run_setup *s, const kiln_snapshot *sna
 	return 0;
 }
 
+/* After a commit: compacts the manifest repository when it has piled up
+ * manifest.compact_loose_objects loose objects (manifest/compact.h; one
+ * member at a time). The commit is on the branch whatever happens here, so
+ * a failure is logged, not returned: the next commit tries again. */
+static void auto_compact(kiln_run_setup *s)
+{
+	kiln_compact_stats cs;
+	bool ran = false;
+	uint64_t loose = 0;
+
+	if (s->p->compact_loose_objects == 0)
+		return;
+	if (kiln_manifest_compact_auto(s->manifest, s->p->compact_loose_objects, s->p->compact_grace_seconds,
+	                               &ran, &loose, &cs) < 0) {
+		KILN_LOG(KILN_LOG_WARN, "compact_failed", kiln_error_last());
+		return;
+	}
+	s->loose_objects = loose;
+	if (!ran)
+		return;
+	s->compactions++;
+	KILN_LOG(KILN_LOG_INFO, "compacted", "manifest repository packed", KILN_F_INT("packed", cs.packed),
+	         KILN_F_INT("loose_removed", cs.loose_removed), KILN_F_INT("loose_kept", cs.loose_kept),
+	         KILN_F_INT("packs_removed", cs.packs_removed));
+}
+
 /* Tries a commit that a peer's commit or a peer's ref lock got in the way of
  * again on the new tip, after a random pause that grows with each try; a
  * fence refusal (KILN_EFENCED) is final. */
@@ -358,7 +385,10 @@ int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commi
 	}
 	if (rc < 0)
 		return rc;
-	return push_branch(p, s->manifest, out_commit);
+	if ((rc = push_branch(p, s->manifest, out_commit)) < 0)
+		return rc;
+	auto_compact(s);
+	return 0;
 }
 
 int kiln_run_setup_push(kiln_run_setup *s, char out_commit[41])

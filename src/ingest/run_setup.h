@@ -30,6 +30,8 @@ typedef struct kiln_run_setup {
 	kiln_manifest *manifest;
 	kiln_buf dataset_json;   /* NUL-terminated */
 	uint64_t commit_retries; /* commits tried again: the branch moved or a peer held its lock */
+	uint64_t compactions;    /* automatic compactions of the manifest this run did */
+	uint64_t loose_objects;  /* loose objects in the manifest after the last commit */
 } kiln_run_setup;
 
 /* Everything above, in that order; on failure what was opened is closed. */
@@ -57,7 +59,9 @@ void kiln_run_setup_close(kiln_run_setup *s);
  * branch moved under, or whose ref a peer had locked, is rebuilt on the new
  * tip and tried again (counted in commit_retries); a fenced lineage entry
  * that moved gives KILN_EFENCED: another writer covered those offsets. out_commit: the commit on the branch
- * after the push (a rebased push replaces ours). */
+ * after the push (a rebased push replaces ours). Then compacts the manifest
+ * when manifest.compact_loose_objects says so (counted in compactions; a
+ * failure there is logged and leaves the commit as it is). */
 int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commit[41]);
 /* Pushes the branch as it is (when a run had nothing new to commit). */
 int kiln_run_setup_push(kiln_run_setup *s, char out_commit[41]);

@@ -1,12 +1,16 @@
 /* Keeps a manifest repository compact: every object reachable from a ref
  * (or a ref's reflog) is written into one new pack; loose objects and older
- * packs past the grace period are then removed. Unreachable objects (the
- * trees and commits of commit attempts that lost a race) go with them once
- * they are older than the grace period, like git's prune expiry; younger
- * ones may belong to a commit in flight and stay. */
+ * packs that the new pack holds are then removed at once (git's
+ * prune-packed), the others once they are older than the grace period.
+ * Unreachable objects (the trees and commits of commit attempts that lost a
+ * race) go that way, like git's prune expiry; younger ones may belong to a
+ * commit in flight and stay. One compaction at a time per repository: an
+ * advisory lock (flock) on <repository>/kiln-compact.lock, which a killed
+ * process releases with its life. */
 #ifndef KILN_MANIFEST_COMPACT_H
 #define KILN_MANIFEST_COMPACT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "manifest/manifest.h"
@@ -15,12 +19,25 @@ typedef struct kiln_compact_stats {
 	uint64_t packed;                 /* objects in the new pack */
 	uint64_t loose_removed;          /* loose objects removed (packed or unreachable) */
 	uint64_t packs_removed;          /* older packs removed */
-	uint64_t loose_kept, packs_kept; /* younger than the grace period: left */
+	uint64_t loose_kept, packs_kept; /* not in the new pack, younger than the grace period: left */
 } kiln_compact_stats;
 
-/* grace_s: files written less than this many seconds ago are never removed
- * (0: none is spared; only safe when nothing else writes the repository).
- * A pack with a .keep file is never removed. */
+/* grace_s: files not in the new pack written less than this many seconds
+ * ago are never removed (0: none is spared; only safe when nothing else
+ * writes the repository). A pack with a .keep file is never removed. Waits
+ * for a compaction another process runs to end. */
 int kiln_manifest_compact(kiln_manifest *manifest, int64_t grace_s, kiln_compact_stats *out);
+
+/* Loose objects (objects/<hh>/<38 hex>) in the repository, into *out. */
+int kiln_manifest_loose_objects(kiln_manifest *manifest, uint64_t *out);
+
+/* The daemons' compaction, like git's gc.auto: compacts (with grace_s as
+ * above) when the loose objects number at least `threshold` more than the
+ * last compaction, by any process, left behind (young unreachable ones it
+ * had to keep), and nobody else is compacting (then it returns at once).
+ * *out_ran says whether it compacted (*out then holds what it did);
+ * *out_loose the loose objects counted (before, less what was removed). */
+int kiln_manifest_compact_auto(kiln_manifest *manifest, uint64_t threshold, int64_t grace_s, bool *out_ran,
+                               uint64_t *out_loose, kiln_compact_stats *out);
 
 #endif

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,8 +88,35 @@ static int git_code(int gerr)
 	}
 }
 
+/* Whether a libgit2 failure (gerr) came from the disk running out of room:
+ * the errno it left (saved_errno), its message, or the repository's file
+ * system with no block or inode left (libgit2 reports some failed writes
+ * as "unknown", or as a ref's target, just written, missing). A plain
+ * "not found" is what it says, full disk or not. */
+static bool disk_full(const kiln_manifest *m, int gerr, int saved_errno)
+{
+	const char *msg = kiln_manifest_git_message();
+	struct statvfs vfs;
+
+	if (saved_errno == ENOSPC || saved_errno == EDQUOT)
+		return true;
+	if (strstr(msg, strerror(ENOSPC)) || strstr(msg, strerror(EDQUOT)))
+		return true;
+	if (gerr == GIT_ENOTFOUND && !strstr(msg, "target OID"))
+		return false;
+	return statvfs(m->path, &vfs) == 0 && (vfs.f_bavail == 0 || (vfs.f_files && vfs.f_favail == 0));
+}
+
 static int git_fail(const kiln_manifest *m, int gerr, const char *what)
 {
+	int saved_errno = errno;
+
+	if (gerr != GIT_ELOCKED && gerr != GIT_EMODIFIED && gerr != GIT_EEXISTS &&
+	    disk_full(m, gerr, saved_errno))
+		return kiln_error_set(KILN_EIO,
+		                      "manifest %s: %s: disk full (no space left on the file system "
+		                      "holding the manifest repository)",
+		                      m->path, what);
 	return kiln_error_set(git_code(gerr), "manifest %s: %s: %s", m->path, what,
 	                      kiln_manifest_git_message());
 }

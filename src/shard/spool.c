@@ -15,6 +15,25 @@
 
 #define CHUNK (1u << 20)
 
+/* Where the spool files are, for messages: "spool file in DIR", with
+ * "(TMPDIR)" when DIR came from the environment. */
+#define SPOOL_WHAT_CAP 4200
+static const char *spool_what(const kiln_spool *s, char out[SPOOL_WHAT_CAP])
+{
+	snprintf(out, SPOOL_WHAT_CAP, "spool file in %s%s", kiln_fs_temp_dir(s->dir),
+	         s->dir ? "" : " (TMPDIR)");
+	return out;
+}
+
+/* KILN_EIO "spool file in DIR: OP: strerror(err)". */
+static int spool_fail(const kiln_spool *s, const char *op, int err)
+{
+	char what[SPOOL_WHAT_CAP];
+
+	return kiln_error_set(KILN_EIO, "%s: %s%s%s", spool_what(s, what), op, *op ? ": " : "",
+	                      strerror(err));
+}
+
 int kiln_spool_open(kiln_spool *s, const char *dir)
 {
 	memset(s, 0, sizeof(*s));
@@ -75,6 +94,7 @@ static int broken(kiln_spool *s, int rc)
  * appending what it produces to the file. */
 static int feed(kiln_spool *s, const void *data, size_t len, ZSTD_EndDirective mode)
 {
+	char what[SPOOL_WHAT_CAP];
 	ZSTD_inBuffer in = {data, len, 0};
 	size_t rest;
 	int rc;
@@ -85,7 +105,7 @@ static int feed(kiln_spool *s, const void *data, size_t len, ZSTD_EndDirective m
 		rest = ZSTD_compressStream2(s->stream, &out, &in, mode);
 		if (ZSTD_isError(rest))
 			return broken(s, kiln_error_set(KILN_EIO, "zstd: %s", ZSTD_getErrorName(rest)));
-		if ((rc = kiln_fs_write_all(s->fd, s->chunk, out.pos, "spool file")) < 0)
+		if ((rc = kiln_fs_write_all(s->fd, s->chunk, out.pos, spool_what(s, what))) < 0)
 			return broken(s, rc);
 		s->compressed += out.pos;
 	} while (mode == ZSTD_e_end ? rest != 0 : in.pos < in.size);
@@ -100,7 +120,7 @@ static int frame_start(kiln_spool *s, bool streamed)
 	if (!s->chunk && !(s->chunk = malloc(CHUNK)))
 		return broken(s, kiln_error_set(KILN_ENOMEM, "out of memory"));
 	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, streamed ? KILN_SPOOL_ROOM : 0, SEEK_SET) < 0)
-		return broken(s, kiln_error_set(KILN_EIO, "spool file: %s", strerror(errno)));
+		return broken(s, spool_fail(s, "", errno));
 	frame_begin(s->stream, s->level, streamed ? ZSTD_CONTENTSIZE_UNKNOWN : s->size);
 	s->streaming = streamed;
 	s->compressed = 0;
@@ -146,7 +166,7 @@ static int end_stream(kiln_spool *s)
 	if (rc < 0)
 		return rc;
 	if (pread(s->fd, head, sizeof(head), KILN_SPOOL_ROOM) != (ssize_t)sizeof(head))
-		return broken(s, kiln_error_set(KILN_EIO, "spool file: read: %s", strerror(errno)));
+		return broken(s, spool_fail(s, "read", errno));
 	/* magic, then a descriptor without content size, single segment or
 	 * dictionary, then the window byte */
 	if ((head[0] | head[1] << 8 | head[2] << 16 | (uint32_t)head[3] << 24) != ZSTD_MAGIC ||
@@ -165,7 +185,7 @@ static int end_stream(kiln_spool *s)
 	for (int i = 0; i < 4; i++)
 		final[6 + i] = (unsigned char)(s->size >> (8 * i));
 	if (pwrite(s->fd, final, sizeof(final), 0) != (ssize_t)sizeof(final))
-		return broken(s, kiln_error_set(KILN_EIO, "spool file: write: %s", strerror(errno)));
+		return broken(s, spool_fail(s, "write", errno));
 	s->compressed += KILN_SPOOL_ROOM;
 	return 0;
 }
@@ -214,8 +234,7 @@ static int store_sealed(kiln_spool *s, kiln_store *store, const char *key, char 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return kiln_error_set(KILN_EIO, "spool file: read: %s",
-			                      n < 0 ? strerror(errno) : "short");
+			return n < 0 ? spool_fail(s, "read", errno) : spool_fail(s, "read", EIO);
 		crypto_generichash_update(&hs, (const unsigned char *)s->chunk, (size_t)n);
 		at += (uint64_t)n;
 	}
@@ -233,7 +252,7 @@ static int store_sealed(kiln_spool *s, kiln_store *store, const char *key, char 
 	memcpy(out_hash, hash, 65);
 	*out_bytes = s->compressed;
 	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, 0, SEEK_SET) < 0)
-		return broken(s, kiln_error_set(KILN_EIO, "spool file: truncate: %s", strerror(errno)));
+		return broken(s, spool_fail(s, "truncate", errno));
 	s->size = s->compressed = 0;
 	s->streaming = s->sealed = false;
 	return 0;
@@ -241,7 +260,8 @@ static int store_sealed(kiln_spool *s, kiln_store *store, const char *key, char 
 
 static int drain(kiln_spool *s)
 {
-	int rc = kiln_fs_write_all(s->fd, s->pending.ptr, s->pending.len, "spool file");
+	char what[SPOOL_WHAT_CAP];
+	int rc = kiln_fs_write_all(s->fd, s->pending.ptr, s->pending.len, spool_what(s, what));
 
 	if (rc == 0)
 		kiln_buf_reset(&s->pending);
@@ -250,6 +270,7 @@ static int drain(kiln_spool *s)
 
 int kiln_spool_write(kiln_spool *s, const void *data, size_t len)
 {
+	char what[SPOOL_WHAT_CAP];
 	int rc;
 
 	if (s->broken)
@@ -260,7 +281,7 @@ int kiln_spool_write(kiln_spool *s, const void *data, size_t len)
 	if (s->pending.len + len > CHUNK && s->pending.len && (rc = drain(s)) < 0)
 		return rc;
 	if (len > CHUNK) {
-		if ((rc = kiln_fs_write_all(s->fd, data, len, "spool file")) < 0)
+		if ((rc = kiln_fs_write_all(s->fd, data, len, spool_what(s, what))) < 0)
 			return rc;
 	} else if ((rc = kiln_buf_put(&s->pending, data, len)) < 0) {
 		return rc;
@@ -309,8 +330,7 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 || (want && n == 0)) {
-			rc = kiln_error_set(KILN_EIO, "spool file: read: %s",
-			                    n < 0 ? strerror(errno) : "short");
+			rc = n < 0 ? spool_fail(s, "read", errno) : spool_fail(s, "read", EIO);
 			goto cleanup;
 		}
 		done += (uint64_t)n;
@@ -344,7 +364,7 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 		goto cleanup;
 	/* stored: empty the spool for the next object */
 	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, 0, SEEK_SET) < 0) {
-		rc = kiln_error_set(KILN_EIO, "spool file: truncate: %s", strerror(errno));
+		rc = spool_fail(s, "truncate", errno);
 		goto cleanup;
 	}
 	s->size = 0;
