@@ -339,9 +339,12 @@ static int expand_env(build_ctx *ctx, kiln_yaml_node *node)
 	char *out, *o;
 	size_t cap = node->len + 1;
 
-	/* first pass: the length */
+	/* first pass: the length, reading "$$" and ${...} as the second pass
+	 * does (a "${" right after "$$" is text, not a reference) */
 	for (const char *p = s; p < end; p++) {
-		if (p[0] == '$' && p + 1 < end && p[1] == '{') {
+		if (p[0] == '$' && p + 1 < end && p[1] == '$') {
+			p++;
+		} else if (p[0] == '$' && p + 1 < end && p[1] == '{') {
 			const char *close = memchr(p, '}', (size_t)(end - p));
 			const char *colon;
 			char name[128];

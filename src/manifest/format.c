@@ -535,6 +535,10 @@ static int parse_lineage_entry(kiln_mfmt_jreader *r, kiln_mfmt_lineage *out)
 		rc = kiln_mfmt_jr_bad(r, "a partitions entry needs \"topic\", \"partition\" and \"next\"");
 		goto fail;
 	}
+	if (e.skipped && !e.gaps) { /* the renderer writes both only when there were gaps */
+		rc = kiln_mfmt_jr_bad(r, "\"skipped\" without \"gaps\"");
+		goto fail;
+	}
 	if ((e.path != NULL) != (e.prefix_blake2b != NULL) || (e.path != NULL) != have_bytes) {
 		rc = kiln_mfmt_jr_bad(r, "\"path\", \"bytes\" and \"prefix_blake2b\" come together");
 		goto fail;

@@ -448,6 +448,12 @@ static void test_decode_errors(void **state)
 	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
 	    "\"value_base64\":\"Y\\u0051==\"}\n",
 	    "value_base64");
+	/* bytes above 0x7f are no base64 digits (libsodium 1.0.18 decodes
+	 * "QU\xc2\xad", valid UTF-8, to three bytes) */
+	expect_bad_text(
+	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key\":null,"
+	    "\"value_base64\":\"QU\xc2\xad\"}\n",
+	    "value_base64");
 	expect_bad_text(
 	    "{\"topic\":\"t\",\"partition\":0,\"offset\":1,\"timestamp_type\":\"none\",\"key_base64\":null,"
 	    "\"value\":\"v\"}\n",

@@ -533,6 +533,35 @@ static void test_expand_env(void **state)
 	                 KILN_EINVALID);
 }
 
+/* "$$" is a literal '$' in both passes of the expansion: the "${" after it
+ * is text, so it is neither refused as a bad reference nor expanded into
+ * room that the first pass did not count (issue 25, found by yaml_fuzz). */
+static void test_expand_env_escaped_reference(void **state)
+{
+	char long_value[4096 + 1];
+	const char *text = "a: cost $${x\n"
+	                   "b: $${x:-${KILN_T_LONG}}\n";
+	kiln_yaml_doc *doc = NULL;
+	const kiln_yaml_node *root;
+	const char *b;
+
+	(void)state;
+	memset(long_value, 'v', sizeof(long_value) - 1);
+	long_value[sizeof(long_value) - 1] = '\0';
+	setenv("KILN_T_LONG", long_value, 1);
+	assert_int_equal(kiln_yaml_load_buffer_ex(&doc, "p.yaml", text, strlen(text), KILN_YAML_EXPAND_ENV),
+	                 0);
+	root = kiln_yaml_root(doc);
+	assert_string_equal(kiln_yaml_get(root, "a")->value, "cost ${x");
+	b = kiln_yaml_get(root, "b")->value;
+	assert_int_equal(kiln_yaml_get(root, "b")->len, strlen("${x:-}") + 4096);
+	assert_memory_equal(b, "${x:-", 5);
+	assert_memory_equal(b + 5, long_value, 4096);
+	assert_string_equal(b + 5 + 4096, "}");
+	kiln_yaml_free(doc);
+	unsetenv("KILN_T_LONG");
+}
+
 static void test_set(void **state)
 {
 	const char *text = "split:\n  salt: a\nlist: [1]\n";
@@ -889,6 +918,7 @@ int main(void)
 	    cmocka_unit_test(test_alias_limit),
 	    cmocka_unit_test(test_expanded_limit),
 	    cmocka_unit_test(test_expand_env),
+	    cmocka_unit_test(test_expand_env_escaped_reference),
 	    cmocka_unit_test(test_set),
 	    cmocka_unit_test(test_set_quoted_key),
 	    cmocka_unit_test(test_flow_style),
