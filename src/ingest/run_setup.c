@@ -10,6 +10,7 @@
 #include "contract/compat.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "ingest/source.h"
 #include "manifest/format.h"
 #include "manifest/remote.h"
 #include "manifest/version.h"
@@ -267,6 +268,13 @@ int kiln_run_setup_definition(kiln_run_setup *s)
 	return kiln_buf_putc(&s->dataset_json, '\0');
 }
 
+int kiln_run_setup_source(kiln_run_setup *s)
+{
+	int rc = kiln_source_check_settings(s->p);
+
+	return rc < 0 ? rc : kiln_source_check_lineage(s->manifest, s->p, s->p->branch);
+}
+
 int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
 {
 	int rc;
@@ -275,7 +283,7 @@ int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
 	s->p = p;
 	if ((rc = kiln_run_setup_contract(s)) < 0 || (rc = kiln_run_setup_keys(s)) < 0 ||
 	    (rc = kiln_run_setup_store(s)) < 0 || (rc = kiln_run_setup_manifest(s)) < 0 ||
-	    (rc = kiln_run_setup_definition(s)) < 0) {
+	    (rc = kiln_run_setup_source(s)) < 0 || (rc = kiln_run_setup_definition(s)) < 0) {
 		kiln_run_setup_close(s);
 		return rc;
 	}
