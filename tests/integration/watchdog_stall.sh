@@ -3,7 +3,9 @@
 # (docs/OPERATIONS.md, "The notify protocol"): the store is an S3 endpoint
 # that accepts connections, reads each request and never answers, the run
 # has NOTIFY_SOCKET (notify_listen.py) and WATCHDOG_USEC=2 s (a kick due
-# every second). Once the endpoint holds a request of the run, WATCHDOG=1
+# every second), no raw zone and a snapshot every 10 records, so the
+# consume loop blocks in a snapshot whose shard uploads never get an
+# answer. Once the endpoint holds a request of the run, WATCHDOG=1
 # datagrams keep arriving: at least 3 in the 8 s that follow (8 expected;
 # the store's stall limit, 20 s, has not ended the request by then). The
 # kicks that came from the consume loop stopped for the whole stall.
@@ -73,7 +75,8 @@ source:
   options: {session.timeout.ms: "6000"}
 pseudonymise: {key_file: $tmp/key}
 split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}
-snapshot: {records: 10}
+snapshot: {records: 10} # a snapshot after 10 records: its uploads stall
+raw: {enabled: false}  # nothing to land before the snapshot
 store:
   url: s3://stalled/kiln
   endpoint: 127.0.0.1:$(cat "$tmp/stall.port")
