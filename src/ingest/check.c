@@ -347,7 +347,7 @@ int kiln_check_pipeline(const kiln_pipeline *p, const kiln_check_options *o)
 	else
 		check_definition(&c);
 	/* a position another kind of source wrote: the run would refuse it */
-	if (manifest == 1 && kiln_source_check_lineage(c.s.manifest, p, p->branch) < 0)
+	if (manifest == 1 && kiln_run_setup_positions(&c.s) < 0)
 		say(&c, "branch", KILN_CHECK_PROBLEM, "%s", kiln_error_last());
 	check_source(&c);
 	if (o->sample_path) {

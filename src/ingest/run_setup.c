@@ -268,11 +268,9 @@ int kiln_run_setup_definition(kiln_run_setup *s)
 	return kiln_buf_putc(&s->dataset_json, '\0');
 }
 
-int kiln_run_setup_source(kiln_run_setup *s)
+int kiln_run_setup_positions(kiln_run_setup *s)
 {
-	int rc = kiln_source_check_settings(s->p);
-
-	return rc < 0 ? rc : kiln_source_check_lineage(s->manifest, s->p, s->p->branch);
+	return kiln_source_check_lineage(s->manifest, s->p, s->p->branch);
 }
 
 int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
@@ -281,9 +279,11 @@ int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
 
 	memset(s, 0, sizeof(*s));
 	s->p = p;
-	if ((rc = kiln_run_setup_contract(s)) < 0 || (rc = kiln_run_setup_keys(s)) < 0 ||
-	    (rc = kiln_run_setup_store(s)) < 0 || (rc = kiln_run_setup_manifest(s)) < 0 ||
-	    (rc = kiln_run_setup_source(s)) < 0 || (rc = kiln_run_setup_definition(s)) < 0) {
+	/* settings first: a refused one creates no store folder or repository */
+	if ((rc = kiln_source_check_settings(p)) < 0 || (rc = kiln_run_setup_contract(s)) < 0 ||
+	    (rc = kiln_run_setup_keys(s)) < 0 || (rc = kiln_run_setup_store(s)) < 0 ||
+	    (rc = kiln_run_setup_manifest(s)) < 0 || (rc = kiln_run_setup_positions(s)) < 0 ||
+	    (rc = kiln_run_setup_definition(s)) < 0) {
 		kiln_run_setup_close(s);
 		return rc;
 	}

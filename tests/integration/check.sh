@@ -230,7 +230,7 @@ check "  named as a source problem" line PROBLEM source ".*source.path is not va
 check "  kiln run refuses it: exit 2" status_is 2 env KILN_INPUT="$bad" KILN_STORE="file://$tmp/u-store" \
 	KILN_MANIFEST="$tmp/u.git" "$kiln" run "$pipeline"
 check "  in one line" sh -c "test \$(wc -l <'$tmp/err') -eq 1 && grep -q 'source.path is not valid UTF-8' '$tmp/err'"
-check "  before uploading anything" test -z "$(find "$tmp/u-store" -type f 2>/dev/null)"
+check "  before uploading anything (no store folder, no repository made)" test ! -e "$tmp/u-store" -a ! -e "$tmp/u.git"
 
 # --- usage: exit 2 -------------------------------------------------------------
 check "no pipeline: exit 2" chk 2
