@@ -12,6 +12,7 @@
 #include "cli/json_out.h"
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/secret.h"
 #include "core/yaml_doc.h"
 #include "ingest/check.h"
 #include "ingest/pipeline.h"
@@ -157,18 +158,16 @@ static bool secret_key(const char *key)
 	return false;
 }
 
-/* value with a URL's user:password@ replaced (any scheme://...@host). */
+/* value with each address's user:password@ replaced (kiln_secret_redact_userinfo). */
 static void put_value(kiln_buf *b, const char *v, size_t len, bool json)
 {
-	const char *scheme = memmem(v, len, "://", 3);
-	const char *at = scheme ? memchr(scheme + 3, '@', len - (size_t)(scheme + 3 - v)) : NULL;
-	const char *slash = scheme ? memchr(scheme + 3, '/', len - (size_t)(scheme + 3 - v)) : NULL;
 	kiln_buf tmp = KILN_BUF_INIT(0);
+	int redacted = kiln_secret_redact_userinfo(&tmp, v, len);
 
-	if (at && (!slash || at < slash)) {
-		kiln_buf_put(&tmp, v, (size_t)(scheme + 3 - v));
-		kiln_buf_puts(&tmp, REDACTED);
-		kiln_buf_put(&tmp, at, len - (size_t)(at - v));
+	if (redacted < 0) {
+		v = REDACTED; /* out of memory: nothing of it */
+		len = strlen(REDACTED);
+	} else if (redacted > 0) {
 		v = tmp.ptr;
 		len = tmp.len;
 	}

@@ -815,11 +815,12 @@ int kiln_http_server_start_ex(kiln_http_server **out, const char *listen, const 
 	mode_options[nmode++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 	                                                per_address < limit ? per_address : limit, NULL};
 	mode_options[nmode] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+	/* the logger first: libmicrohttpd complains (through it) of one given later */
 	s->daemon = MHD_start_daemon(
-	    flags, ntohs(sa.sin_port), NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-	    (struct sockaddr *)&sa, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED,
-	    on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_TIMEOUT,
-	    o->idle_timeout_s ? o->idle_timeout_s : IDLE_TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+	    flags, ntohs(sa.sin_port), NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+	    MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s ? o->idle_timeout_s : IDLE_TIMEOUT_S,
 	    MHD_OPTION_ARRAY, mode_options, MHD_OPTION_END);
 	if (!s->daemon) {
 		err = listen_errno(&sa);

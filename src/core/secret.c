@@ -153,3 +153,42 @@ void kiln_secret_free(char *secret, size_t len)
 	sodium_memzero(secret, len + 1);
 	free(secret);
 }
+
+/* One comma-separated item: its authority starts after "://" (or at the
+ * item's start) and ends at the first '/'. */
+static int redact_item(kiln_buf *out, const char *s, size_t len, bool *redacted)
+{
+	const char *scheme = memmem(s, len, "://", 3);
+	const char *from = scheme ? scheme + 3 : s;
+	const char *end = memchr(from, '/', len - (size_t)(from - s));
+	const char *at = NULL;
+
+	if (!end)
+		end = s + len;
+	for (const char *q = from; q < end; q++)
+		if (*q == '@')
+			at = q;
+	if (!at || (!scheme && !memchr(from, ':', (size_t)(at - from))))
+		return kiln_buf_put(out, s, len);
+	*redacted = true;
+	if (kiln_buf_put(out, s, (size_t)(from - s)) < 0 || kiln_buf_puts(out, "<redacted>") < 0)
+		return KILN_ENOMEM;
+	return kiln_buf_put(out, at, len - (size_t)(at - s));
+}
+
+int kiln_secret_redact_userinfo(kiln_buf *out, const char *s, size_t len)
+{
+	bool redacted = false;
+	size_t i = 0;
+
+	while (i <= len) {
+		const char *comma = memchr(s + i, ',', len - i);
+		size_t n = comma ? (size_t)(comma - (s + i)) : len - i;
+		int rc = redact_item(out, s + i, n, &redacted);
+
+		if (rc < 0 || (comma && (rc = kiln_buf_putc(out, ',')) < 0))
+			return rc;
+		i += n + 1;
+	}
+	return redacted ? 1 : 0;
+}

@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "core/buf.h"
+
 /* The one reader of secret files (keys, passwords). `path` is opened
  * without following into a wait (O_NONBLOCK: a FIFO or a device is refused,
  * never read) and checked with fstat before any read: it must be a regular
@@ -21,5 +23,13 @@ int kiln_secret_read_file(char **out, size_t *len_out, const char *path, const c
 
 /* Wipes len bytes of `secret` (and its terminating NUL) and frees it; NULL is fine. */
 void kiln_secret_free(char *secret, size_t len);
+
+/* Appends `s` (len bytes) to out with the user information of each
+ * comma-separated address in it replaced by "<redacted>": everything
+ * before the last '@' of its authority in scheme://user:pass@host/..., and
+ * in user:pass@host (no scheme) when a ':' comes before that '@' (a bare
+ * user@host, an e-mail address, is kept). 1 when something was redacted,
+ * 0 when not, KILN_ENOMEM. */
+int kiln_secret_redact_userinfo(kiln_buf *out, const char *s, size_t len);
 
 #endif

@@ -209,6 +209,11 @@ static void check_source(checker *c)
 	const kiln_pipeline *p = c->p;
 	int brokers, rc, fd;
 
+	if (kiln_source_check_settings(p) < 0) {
+		say(c, kiln_pipeline_is_kafka(p) ? "brokers" : "source", KILN_CHECK_PROBLEM, "%s",
+		    kiln_error_last());
+		return;
+	}
 	if (kiln_pipeline_is_kafka(p)) {
 		int timeout =
 		    c->o->broker_timeout_ms > 0 ? c->o->broker_timeout_ms : (int)p->connect_timeout * 1000;
@@ -341,6 +346,9 @@ int kiln_check_pipeline(const kiln_pipeline *p, const kiln_check_options *o)
 		say(&c, "branch", KILN_CHECK_SKIPPED, "needs the contract and the keys");
 	else
 		check_definition(&c);
+	/* a position another kind of source wrote: the run would refuse it */
+	if (manifest == 1 && kiln_run_setup_positions(&c.s) < 0)
+		say(&c, "branch", KILN_CHECK_PROBLEM, "%s", kiln_error_last());
 	check_source(&c);
 	if (o->sample_path) {
 		if (contract && keys)

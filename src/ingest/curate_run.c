@@ -1,6 +1,6 @@
 /* A batch run over a file or stdin (see curate_run.h). Offsets of a file
  * source are 0-based line numbers; lineage.json keeps the next one, the
- * bytes read and the BLAKE2b-256 of those bytes.
+ * bytes read and the BLAKE2b-256 of those bytes (stdin: path "-", 0 bytes).
  *
  * The file and stdin sources (ingest/source.h): the calling thread reads
  * lines into batches for the curate pool, and the ingest loop
@@ -245,13 +245,12 @@ static int file_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 	                                   .next = (int64_t)in->out->next_offset,
 	                                   .fenced = true,
 	                                   .expect_next = fs->resume.found ? fs->resume.next : -1};
-	if (p->source == &kiln_source_file) {
-		fs->lineage.path = p->source_path;
-		fs->lineage.bytes = fs->resume.bytes + fs->bytes_read;
-		if ((rc = fingerprint(fs->fd, p->source_path, fs->lineage.bytes, fs->prefix_hex)) < 0)
-			return rc;
-		fs->lineage.prefix_blake2b = fs->prefix_hex;
-	}
+	/* stdin: the marker path, none of its bytes to check (the fingerprint of no bytes) */
+	fs->lineage.path = p->source == &kiln_source_file ? p->source_path : KILN_SOURCE_STDIN_PATH;
+	fs->lineage.bytes = p->source == &kiln_source_file ? fs->resume.bytes + fs->bytes_read : 0;
+	if ((rc = fingerprint(fs->fd, p->source_path, fs->lineage.bytes, fs->prefix_hex)) < 0)
+		return rc;
+	fs->lineage.prefix_blake2b = fs->prefix_hex;
 	snap->lineage = &fs->lineage;
 	snap->lineage_count = 1;
 	return 0;

@@ -80,8 +80,7 @@ struct krun {
 	int req_rc;
 	char req_error[512];
 	_Atomic int64_t heartbeat_ms;
-	/* the service manager (core/notify.h) and SIGHUP reloads (kafka_reload.c) */
-	kiln_notify_watchdog notify_wd;
+	/* SIGHUP reloads (kafka_reload.c); the watchdog thread sends WATCHDOG=1 */
 	bool ready;                /* READY=1 sent */
 	kiln_pipeline *reloaded;   /* the pipeline as last reloaded, NULL: as started (p) */
 	uint64_t snapshot_records; /* the snapshot policy in force (p's, or reloaded) */
@@ -135,17 +134,29 @@ void kiln_kafka_http_stop(struct krun *r);
 bool kiln_kafka_snapshot_requested(struct krun *r, uint64_t *ticket);
 void kiln_kafka_snapshot_answered(struct krun *r, uint64_t ticket, int rc);
 
-/* kafka_watchdog.c: the drain's deadline. */
+/* kafka_watchdog.c: the drain's deadline and the service manager's watchdog. */
 /* Ends the process drain_seconds after a stop was asked for (a signal, or
  * the main loop ending), whatever the main thread is blocked in: nothing is
  * lost, the next run reads again what was not committed. It watches from
  * the start, so a stop that arrives while librdkafka holds the main thread
- * (a rebalance callback, a broker that is gone) is bounded too. */
+ * (a rebalance callback, a broker that is gone) is bounded too.
+ *
+ * It also sends the systemd watchdog's WATCHDOG=1 (core/notify.h), so a
+ * loop turn that blocks for a while (a snapshot waiting on a stalled store,
+ * which the store's stall limit and retries end) does not starve it: it
+ * kicks while the main loop's heartbeat is younger than
+ * KILN_KAFKA_STUCK_SECONDS, and stops kicking once a turn (setup, a poll, a
+ * snapshot) has taken longer, so the manager restarts a run that is stuck.
+ * Only this thread kicks. */
+#define KILN_KAFKA_STUCK_SECONDS 300
+
 struct kiln_kafka_watchdog {
 	volatile sig_atomic_t *stop;
 	_Atomic unsigned seconds;
 	_Atomic bool draining, done;
-	_Atomic int64_t deadline_ms; /* -1 until a stop is seen */
+	_Atomic int64_t deadline_ms;   /* -1 until a stop is seen */
+	_Atomic int64_t *heartbeat_ms; /* the main loop's last turn (now_ms) */
+	kiln_notify_watchdog notify;   /* kicked from the watchdog thread only */
 };
 
 int64_t kiln_kafka_watchdog_deadline(struct kiln_kafka_watchdog *w);

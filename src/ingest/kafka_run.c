@@ -729,8 +729,7 @@ static int loop(struct krun *r)
 		           (r->snapshot_seconds && waiting &&
 		            now - r->last_snapshot_ms >= (int64_t)r->snapshot_seconds * 1000);
 
-		r->heartbeat_ms = now;
-		kiln_notify_watchdog_kick(&r->notify_wd); /* from here: a stalled loop stops kicking */
+		r->heartbeat_ms = now; /* the watchdog thread kicks while this moves */
 		if (r->o->reload && *r->o->reload) {
 			*r->o->reload = 0;
 			kiln_kafka_reload(r);
@@ -751,7 +750,7 @@ static int loop(struct krun *r)
 				                 backoff_ms)) < 0)
 					return rc;
 				for (int64_t t = 0; t < backoff_ms && !*r->o->stop; t += 100) {
-					kiln_notify_watchdog_kick(&r->notify_wd);
+					r->heartbeat_ms = now_ms();
 					usleep(100000);
 				}
 				continue;
@@ -783,7 +782,7 @@ static int loop(struct krun *r)
 		                 backoff_ms)) < 0)
 			return rc;
 		for (int64_t t = 0; t < backoff_ms && !*r->o->stop; t += 100) {
-			kiln_notify_watchdog_kick(&r->notify_wd);
+			r->heartbeat_ms = now_ms();
 			usleep(100000);
 		}
 	}
@@ -813,14 +812,15 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 	r->o = &opts;
 	r->out = out;
 	dog.stop = opts.stop;
+	r->heartbeat_ms = now_ms();
+	dog.heartbeat_ms = &r->heartbeat_ms;
+	kiln_notify_watchdog_init(&dog.notify);
 	dog_started = pthread_create(&dog_thread, NULL, kiln_kafka_watchdog, &dog) == 0;
 	pthread_mutex_init(&r->req_lock, NULL);
 	pthread_cond_init(&r->req_cond, NULL);
-	r->heartbeat_ms = now_ms();
 	r->snapshot_records = p->snapshot_records;
 	r->snapshot_seconds = p->snapshot_seconds;
 	r->drain = &dog;
-	kiln_notify_watchdog_init(&r->notify_wd);
 	kiln_sink_options sopt = {.delta = &r->delta, .consume = consume, .ctx = r, .raw_zone = p->raw_zone};
 	if ((rc = kiln_kafka_metrics_new(&r->mx, opts.build_info)) < 0 ||
 	    (rc = kiln_run_setup_open(&r->setup, p)) < 0 ||

@@ -1,5 +1,6 @@
-/* The drain watchdog of a Kafka run: a thread that ends the process once
- * drain_seconds have passed since a stop was asked for (struct
+/* The watchdog thread of a Kafka run: it ends the process once
+ * drain_seconds have passed since a stop was asked for, and feeds the
+ * service manager's watchdog while the main loop makes progress (struct
  * kiln_kafka_watchdog in kafka_internal.h). */
 #include "ingest/kafka_internal.h"
 
@@ -15,11 +16,31 @@ int64_t kiln_kafka_watchdog_deadline(struct kiln_kafka_watchdog *w)
 	return w->deadline_ms;
 }
 
+/* WATCHDOG=1 when due, unless the main loop has not turned for
+ * KILN_KAFKA_STUCK_SECONDS (said once in the log). */
+static void feed(struct kiln_kafka_watchdog *w, bool *stuck)
+{
+	int64_t idle_ms = now_ms() - *w->heartbeat_ms;
+
+	if (idle_ms < (int64_t)KILN_KAFKA_STUCK_SECONDS * 1000) {
+		*stuck = false;
+		kiln_notify_watchdog_kick(&w->notify);
+		return;
+	}
+	if (!*stuck)
+		KILN_LOG(KILN_LOG_ERROR, "stuck",
+		         "the main loop has not turned for too long; no more watchdog kicks",
+		         KILN_F_INT("seconds", idle_ms / 1000));
+	*stuck = true;
+}
+
 void *kiln_kafka_watchdog(void *arg)
 {
 	struct kiln_kafka_watchdog *w = arg;
+	bool stuck = false;
 
 	while (!w->done) {
+		feed(w, &stuck);
 		if ((*w->stop || w->draining) && now_ms() >= kiln_kafka_watchdog_deadline(w)) {
 			KILN_LOG(KILN_LOG_ERROR, "drain_timeout",
 			         "the last snapshot did not finish in time; exiting without it",

@@ -373,6 +373,7 @@ static int replay_open(void **out, kiln_ingest *in, const void *args)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	*r = (struct replay){.p = p, .o = a->o, .out = a->out, .in = in};
 	if ((rc = check_branches(in->setup.manifest, p, r->o->from)) < 0 ||
+	    (rc = kiln_source_check_lineage(in->setup.manifest, p, r->o->from)) < 0 ||
 	    (rc = kiln_manifest_lineage(in->setup.manifest, p->dataset, r->o->from, note_lineage, r)) < 0)
 		return rc;
 	if (r->part_count == 0)

@@ -1,7 +1,9 @@
-/* What every run shares before and after its source is read: the contract
+/* What every run shares before and after its source is read: the source's
+ * settings checked (kiln_source_check_settings), the contract
  * and split key checked, the pseudonymisation key and signing key loaded,
  * the store and the manifest repository opened (fetched from
- * manifest.remote), dataset.json rendered and checked against the branch
+ * manifest.remote), the source checked against the branch's positions
+ * (never another kind of source's), dataset.json rendered and checked against the branch
  * (a branch keeps one key and one split definition), and at the end the
  * snapshot committed and pushed. */
 #ifndef KILN_INGEST_RUN_SETUP_H
@@ -46,6 +48,9 @@ int kiln_run_setup_keys(kiln_run_setup *s);     /* the pseudonymisation and sign
 int kiln_run_setup_store(kiln_run_setup *s);    /* the store opened */
 /* the manifest repository opened (created when missing), fetched from manifest.remote */
 int kiln_run_setup_manifest(kiln_run_setup *s);
+/* no lineage.json entry of the branch for a name the pipeline reads was written by another kind
+ * of source (kiln_source_check_lineage; needs the manifest) */
+int kiln_run_setup_positions(kiln_run_setup *s);
 /* dataset.json rendered and compared with the branch's; a contract change checked against the
  * branch tip's contract.yaml (needs the contract, the key and the manifest) */
 int kiln_run_setup_definition(kiln_run_setup *s);

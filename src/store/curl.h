@@ -13,7 +13,7 @@
 
 #define KILN_CURL_POOL_MAX  64  /* idle handles kept: as many as uploads run at once */
 #define KILN_CURL_CONNECT_S 10L /* connect timeout, seconds */
-#define KILN_CURL_STALL_S   60L /* below 1 byte/s this long: a failure */
+#define KILN_CURL_STALL_S   20L /* below 1 byte/s this long: a failure (under WatchdogSec=30s) */
 
 typedef struct kiln_curl_pool {
 	pthread_mutex_t lock;

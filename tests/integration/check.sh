@@ -4,7 +4,10 @@
 # reported, not only the first; nothing is created (no store folder, no
 # manifest repository, no topic); the sample's curated records are the very
 # lines kiln run writes to that split's shards, with personal data as tokens
-# only; the resolved configuration redacts secrets; --json parses
+# only; the resolved configuration redacts secrets (every librdkafka secret
+# option, user:password@ in an address with or without a scheme, which is
+# also a problem); a source path that is not UTF-8 is a problem, and kiln
+# run refuses it before uploading anything; --json parses
 # (/usr/bin/python3 -m json.tool and jq) and says the same; a Kafka source's
 # brokers and topics are probed on `kiln broker`. Exit 0 / 1 / 2.
 set -uo pipefail
@@ -184,6 +187,30 @@ check "  sasl.password redacted" grep -qx '      sasl.password: <redacted>' "$tm
 check "  the secret is nowhere in the output" sh -c "! grep -rqF '$KILN_SECRET' '$tmp/out' '$tmp/err'"
 check "  sasl.username shown" grep -qx '      sasl.username: alice' "$tmp/out"
 check "  --json: redacted too" sh -c "'$kiln' check '$tmp/kafka.yaml' --json >'$tmp/k.json' && jq -e '.config.source.options.\"sasl.password\" == \"<redacted>\"' '$tmp/k.json' >/dev/null && ! grep -qF '$KILN_SECRET' '$tmp/k.json'"
+# librdkafka's other secret options (its _RK_SENSITIVE ones), not only sasl.password
+export KILN_PEM="pem-$RANDOM-secret" KILN_OAUTH="oauth-$RANDOM-secret" KILN_OAUTH_CLIENT="client-$RANDOM-secret"
+sed 's/^    sasl.password: .*/&\n    ssl.key.pem: ${KILN_PEM}\n    sasl.oauthbearer.config: ${KILN_OAUTH}\n    sasl.oauthbearer.client.secret: ${KILN_OAUTH_CLIENT}/' \
+	"$tmp/kafka.yaml" >"$tmp/kafka-secrets.yaml"
+"$kiln" check "$tmp/kafka-secrets.yaml" >"$tmp/out" 2>"$tmp/err"
+"$kiln" check "$tmp/kafka-secrets.yaml" --json >"$tmp/ks.json" 2>"$tmp/ks.err"
+for o in ssl.key.pem sasl.oauthbearer.config sasl.oauthbearer.client.secret; do
+	check "  $o redacted" grep -qx "      $o: <redacted>" "$tmp/out"
+	check "  $o redacted in --json" jq -e ".config.source.options.\"$o\" == \"<redacted>\"" "$tmp/ks.json" >/dev/null
+done
+check "  none of their values anywhere in the output" sh -c \
+	"! grep -rqE '$KILN_PEM|$KILN_OAUTH|$KILN_OAUTH_CLIENT' '$tmp/out' '$tmp/err' '$tmp/ks.json' '$tmp/ks.err'"
+# user:password@ in the brokers, with a scheme and without: a problem (Kafka
+# clients take credentials from sasl.*), and never shown
+for b in "SASL_SSL://alice:$KILN_SECRET@127.0.0.1:9093" "alice:$KILN_SECRET@127.0.0.1:9093"; do
+	shown=${b%%alice:*}'<redacted>@127.0.0.1:9093'
+	check "brokers $shown: exit 1" chk 1 "$tmp/kafka.yaml" --set "source.brokers=$b"
+	check "  a brokers problem naming them redacted" line PROBLEM brokers ".*source.brokers: $shown holds credentials"
+	check "  the resolved configuration shows them redacted" grep -qxF "    brokers: $shown" "$tmp/out"
+	check "  the password is nowhere in the output" sh -c "! grep -rqF '$KILN_SECRET' '$tmp/out' '$tmp/err'"
+	check "  --json: the same" sh -c "'$kiln' check '$tmp/kafka.yaml' --json --set 'source.brokers=$b' >'$tmp/b.json'; jq -e '.config.source.brokers == \"$shown\"' '$tmp/b.json' >/dev/null && ! grep -qF '$KILN_SECRET' '$tmp/b.json'"
+done
+check "  an author e-mail (user@host, no password) is shown as it is" grep -qx '    author_email: kiln@example.org' \
+	<("$kiln" check "$tmp/kafka.yaml" --set manifest.author_email=kiln@example.org)
 check "a topic the brokers lack: exit 1" chk 1 "$tmp/kafka.yaml" --set 'source.dead_letter_topic=no.such.topic'
 check "  named" line PROBLEM topic 'no.such.topic \(dead letters\): '
 $py - "$bs" >"$tmp/topics" <<'PY'
@@ -194,6 +221,16 @@ PY
 check "  and not created on the brokers" sh -c "grep -qx ev '$tmp/topics' && ! grep -qx no.such.topic '$tmp/topics'"
 check "no broker answering: exit 1" chk 1 "$tmp/kafka.yaml" --set source.brokers=127.0.0.1:"$port"
 check "  named, with the time waited" line PROBLEM brokers "127.0.0.1:$port: no broker answered within 3000 ms"
+
+# --- a source path that is not UTF-8: check refuses it, and so does run before uploading
+bad=$tmp/in-$'\xff'.jsonl
+cp "$tmp/in.jsonl" "$bad"
+check "a source path that is not UTF-8: exit 1" status_is 1 env KILN_INPUT="$bad" "$kiln" check "$pipeline"
+check "  named as a source problem" line PROBLEM source ".*source.path is not valid UTF-8"
+check "  kiln run refuses it: exit 2" status_is 2 env KILN_INPUT="$bad" KILN_STORE="file://$tmp/u-store" \
+	KILN_MANIFEST="$tmp/u.git" "$kiln" run "$pipeline"
+check "  in one line" sh -c "test \$(wc -l <'$tmp/err') -eq 1 && grep -q 'source.path is not valid UTF-8' '$tmp/err'"
+check "  before uploading anything (no store folder, no repository made)" test ! -e "$tmp/u-store" -a ! -e "$tmp/u.git"
 
 # --- usage: exit 2 -------------------------------------------------------------
 check "no pipeline: exit 2" chk 2

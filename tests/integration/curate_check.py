@@ -582,7 +582,11 @@ def main(argv=None):
             R.check("lineage.json partition 0", p.get("partition") == 0, "partition %r" % p.get("partition"))
             R.check("lineage.json next = input lines", p.get("next") == n_in,
                     "next %r, input has %d lines" % (p.get("next"), n_in))
-            if "path" in p:  # file source
+            if p.get("path") == "-":  # stdin: marked, none of its bytes checked
+                R.check("lineage.json stdin entry: bytes 0, prefix of no bytes",
+                        p.get("bytes") == 0 and p.get("prefix_blake2b") == fingerprint(b""),
+                        "bytes %r" % p.get("bytes"))
+            elif "path" in p:  # file source
                 R.check("lineage.json bytes = input size", p.get("bytes") == len(input_bytes),
                         "bytes %r, input has %d" % (p.get("bytes"), len(input_bytes)))
                 R.check("lineage.json prefix_blake2b", p.get("prefix_blake2b") == fingerprint(input_bytes),

@@ -122,7 +122,10 @@ check "units: kiln-cache holds the settings" units_hold "${units[1]}" "${common[
 if [ -n "${KILN_BUILDDIR:-}" ]; then
 	check "units: make install-systemd-units" sh -c "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C '$KILN_BUILDDIR' \
 		install-systemd-units DESTDIR='$tmp/root' >'$tmp/install.log' 2>&1"
-	bindir=$(make -s -C "$KILN_BUILDDIR" --no-print-directory -f Makefile -f - print-bindir <<<'print-bindir: ; @echo $(bindir)' 2>/dev/null)
+	# without the MAKEFLAGS of a `make -j2 check` around this test: its -w and
+	# jobserver would add "Entering directory" lines to the output
+	bindir=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$KILN_BUILDDIR" --no-print-directory \
+		-f Makefile -f - print-bindir <<<'print-bindir: ; @echo $(bindir)' 2>/dev/null)
 	installed=$(find "$tmp/root" -name 'kiln-run@.service' | head -1)
 	check "units: installed with ExecStart on \$(bindir)/kiln ($bindir)" \
 		grep -qx "ExecStart=$bindir/kiln run /etc/kiln/pipelines/%i.yaml" "${installed:-/nonexistent}"

@@ -5,7 +5,8 @@
  * filled on a worker thread (and X-Kiln-Peer), transient and hard errors,
  * names refused before the cache sees them (percent-decoded traversal
  * included), dataset listings, /metrics counts, /healthz, and the bearer
- * token (never logged, checked before the cache is asked anything); "*"
+ * token (never logged, checked before the cache is asked anything, Range
+ * requests included); "*"
  * in If-None-Match for a shard that is nowhere, a shard the cache cannot
  * hold (507), a recent miss answered without asking the cache again. */
 #include <stdarg.h>
@@ -745,6 +746,21 @@ static void test_token(void **state)
 			assert_string_equal(header(&r, "WWW-Authenticate", v, sizeof(v)), "Bearer");
 		}
 	}
+	/* a Range request (with or without If-Range, GET or HEAD) is no way around it */
+	static const char *const ranged[][2] = {{"Range: bytes=0-9", "Accept: */*"},
+	                                        {"Range: bytes=-5", "Accept: */*"},
+	                                        {"Range: bytes=0-9", "If-Range: \"" H_LOCAL "\""}};
+	static const char *const methods[] = {"GET", "HEAD"};
+	for (size_t i = 0; i < sizeof(ranged) / sizeof(ranged[0]); i++)
+		for (size_t j = 0; j < sizeof(wrong) / sizeof(wrong[0]); j++)
+			for (size_t k = 0; k < 2; k++) {
+				const char *const extra[] = {ranged[i][0], ranged[i][1], wrong[j], NULL};
+
+				fetch(&r, methods[k], "/v1/shards/" H_LOCAL, extra);
+				if (r.status != 401)
+					fail_msg("%s with %s, %s and %s: %ld", methods[k], ranged[i][0],
+					         ranged[i][1], wrong[j] ? wrong[j] : "no token", r.status);
+			}
 	/* every refusal came before the cache was asked anything */
 	pthread_mutex_lock(&fake.lock);
 	assert_int_equal(fake.opens_fill + fake.opens_nofill + fake.presents + fake.lists, 0);
@@ -752,6 +768,14 @@ static void test_token(void **state)
 	fetch(&r, "GET", "/v1/shards/" H_LOCAL, extra_ok);
 	assert_int_equal(r.status, 200);
 	assert_int_equal(r.len, SHARD_SIZE);
+	{
+		const char *const ranged_ok[] = {"Authorization: Bearer s3cret-t0ken", "Range: bytes=0-9",
+		                                 NULL};
+
+		fetch(&r, "GET", "/v1/shards/" H_LOCAL, ranged_ok);
+		assert_int_equal(r.status, 206);
+		assert_int_equal(r.len, 10);
+	}
 	get_h(&r, "/v1/shards/" H_LOCAL,
 	      "Authorization: bearer s3cret-t0ken"); /* the scheme is case-insensitive */
 	assert_int_equal(r.status, 200);

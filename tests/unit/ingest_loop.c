@@ -130,11 +130,17 @@ static int fake_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 {
 	(void)src;
 	called('l');
-	fake.lineage = (kiln_lineage_entry){.topic = "mem",
-	                                    .partition = 0,
-	                                    .next = (int64_t)in->out->next_offset,
-	                                    .fenced = true,
-	                                    .expect_next = fake.resumed};
+	/* a file source's entry (path, bytes and their fingerprint: none), as
+	 * the pipeline's source is a file: a run refuses another kind's */
+	fake.lineage = (kiln_lineage_entry){
+	    .topic = "mem",
+	    .partition = 0,
+	    .next = (int64_t)in->out->next_offset,
+	    .path = "in.jsonl",
+	    .bytes = 0,
+	    .prefix_blake2b = "0e5751c026e543b2e8ab2eb06099daa1d1e5df47778f7787faab45cdf12fe3a8",
+	    .fenced = true,
+	    .expect_next = fake.resumed};
 	snap->lineage = &fake.lineage;
 	snap->lineage_count = 1;
 	return 0;
