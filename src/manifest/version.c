@@ -850,8 +850,13 @@ int kiln_version_profile(kiln_manifest *m, const kiln_version *v, const char *sp
                          kiln_profile *added)
 {
 	kiln_buf text = {0};
+	kiln_stats stats;
+	kiln_profile scratch = {0};
 	char where[512];
 	int rc;
+
+	if (!total)
+		total = &scratch;
 
 	if ((rc = kiln_version_read(m, v, "profile.json", &text)) < 0)
 		goto done;
@@ -863,9 +868,26 @@ int kiln_version_profile(kiln_manifest *m, const kiln_version *v, const char *sp
 		goto done;
 	}
 	snprintf(where, sizeof(where), "%s:profile.json", spec);
-	if ((rc = kiln_profile_parse_file(text.ptr, text.len, where, total, added)) == 0)
-		rc = 1;
+	if ((rc = kiln_profile_parse_file(text.ptr, text.len, where, total, added)) < 0)
+		goto done;
+	/* a profile is checked against the version's stats.json before use */
+	text.len = 0;
+	if ((rc = kiln_version_read(m, v, "stats.json", &text)) < 0)
+		goto fail;
+	if (rc == 0) {
+		rc = kiln_error_set(KILN_EINVALID, "%s: a profile.json without a stats.json", spec);
+		goto fail;
+	}
+	if ((rc = kiln_stats_parse(text.ptr, text.len, spec, &stats)) < 0 ||
+	    (rc = kiln_profile_check(total, added, stats.valid, where)) < 0)
+		goto fail;
+	rc = 1;
+	goto done;
+fail:
+	kiln_profile_free(total);
+	kiln_profile_free(added);
 done:
+	kiln_profile_free(&scratch);
 	kiln_buf_free(&text);
 	return rc;
 }
