@@ -328,7 +328,7 @@ int kiln_profile_init(kiln_profile *p, const kiln_profile_schema *s)
 	p->omitted = s->omitted;
 	for (size_t i = 0; i < s->count; i++) {
 		const struct schema_field *sf = &s->v[i];
-		kiln_profile_field *f;
+		kiln_profile_field *f = NULL;
 
 		if ((rc = append_field(p, sf->path, sf->parent, &f)) < 0)
 			goto fail;
