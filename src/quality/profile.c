@@ -93,7 +93,7 @@ children:
 
 /* The enum order of sort_enum's array: (kind, length, bytes) for strings
  * and booleans, the value for numbers. */
-static const kiln_field *sorting;
+static _Thread_local const kiln_field *sorting; /* qsort has no context argument */
 
 static int text_key_cmp(const kiln_field *f, uint32_t e, kiln_enum_kind kind, const char *v, size_t n)
 {
@@ -256,7 +256,7 @@ static int name_cmp(const char *cat, const char *name, size_t len)
 	return c ? c : (clen > len) - (clen < len);
 }
 
-static const kiln_profile_field *sorting_field;
+static _Thread_local const kiln_profile_field *sorting_field; /* the same, per thread */
 
 static int cat_index_cmp(const void *a, const void *b)
 {
