@@ -78,6 +78,33 @@ static int parse_options(promote_opts *o, int argc, char **argv)
 	return KILN_CLI_GO_ON;
 }
 
+/* The version's profile for a gate: read and checked by
+ * kiln_version_profile, and whole (its records all that stats.json counts
+ * valid: a branch with commits made with profile.enabled: false has a
+ * profile of part of its records only). 1, or <= 0 with the error set. */
+static int gate_profile(kiln_manifest *m, const kiln_version *v, const char *spec, kiln_profile *out)
+{
+	kiln_buf text = KILN_BUF_INIT(0);
+	kiln_stats stats;
+	int rc;
+
+	if ((rc = kiln_version_profile(m, v, spec, out, NULL)) <= 0)
+		return rc;
+	if ((rc = kiln_version_read(m, v, "stats.json", &text)) >= 0 &&
+	    (rc = kiln_stats_parse(text.ptr, text.len, spec, &stats)) == 0 && out->records != stats.valid)
+		rc =
+		    kiln_error_set(KILN_EINVALID,
+		                   "%s: its profile covers %llu of its %llu valid records (commits made with "
+		                   "profile.enabled: false): a gate needs a profile of every record",
+		                   spec, (unsigned long long)out->records, (unsigned long long)stats.valid);
+	kiln_buf_free(&text);
+	if (rc < 0) {
+		kiln_profile_free(out);
+		return rc;
+	}
+	return 1;
+}
+
 /* The drift gate's result into *out: the version's profile against the
  * baseline's (the highest vN, or the one the pipeline names). 0, or -1
  * with the error printed. */
@@ -95,12 +122,12 @@ static int drift_gate(const kiln_pipeline *p, kiln_manifest *m, const kiln_versi
 	} else {
 		snprintf(base_name, sizeof(base_name), "%s", p->gates.drift_baseline);
 	}
-	if (kiln_version_profile(m, v, spec, &now, NULL) <= 0)
+	if (gate_profile(m, v, spec, &now) <= 0)
 		goto fail;
 	if (have_base) {
 		snprintf(base_spec, sizeof(base_spec), "%s@%s", v->dataset, base_name);
 		if (kiln_version_resolve(m, base_spec, &bv) < 0 ||
-		    kiln_version_profile(m, &bv, base_spec, &base, NULL) <= 0)
+		    gate_profile(m, &bv, base_spec, &base) <= 0)
 			goto fail;
 	}
 	if (kiln_gates_drift(&p->gates, have_base ? &base : NULL, base_name, &now, out) < 0)
@@ -239,7 +266,7 @@ static int check_gates(const kiln_pipeline *p, kiln_manifest *m, const kiln_vers
 		kiln_profile profile = {0};
 		int q = -1;
 
-		if (kiln_version_profile(m, v, spec, &profile, NULL) > 0)
+		if (gate_profile(m, v, spec, &profile) > 0)
 			q = kiln_gates_quality(rules, &profile, &in->stats, &results[n]);
 		kiln_profile_free(&profile);
 		if (q < 0) {

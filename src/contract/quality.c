@@ -1,6 +1,7 @@
 /* ODCS quality rules (see quality.h), read from the contract's YAML. */
 #include "contract/quality.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,21 @@ static const struct {
     {"mustBeBetween", KILN_QOP_BETWEEN, true},
     {"mustNotBeBetween", KILN_QOP_NOT_BETWEEN, true},
 };
+
+/* The other keys of an ODCS v3 quality rule (v3.0 and v3.1); any key
+ * outside these and OPS is a mistake (a misspelt metric would otherwise
+ * make a library rule look like free text). */
+static const char *const RULE_KEYS[] = {
+    "id",          "name",      "description",      "type",
+    "rule",        "metric",    "arguments",        "unit",
+    "validValues", "query",     "engine",           "implementation",
+    "dimension",   "method",    "severity",         "businessImpact",
+    "schedule",    "scheduler", "customProperties", "authoritativeDefinitions",
+    "tags",
+};
+
+/* ODCS rule types: library rules kiln runs, the others it lists as not run */
+static const char *const RULE_TYPES[] = {"library", "text", "sql", "custom"};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -79,8 +95,48 @@ static int threshold(loader *l, const kiln_yaml_node *n, const char *path, doubl
 	long double v;
 	int rc = kiln_yaml_number(l->doc, n, path, &v);
 
+	if (rc < 0)
+		return rc;
 	*out = (double)v;
-	return rc;
+	if (!isfinite(*out))
+		return kiln_yaml_fail(l->doc, n, path, "a threshold beyond a double's range");
+	return 0;
+}
+
+static bool rule_key(const char *k)
+{
+	for (size_t i = 0; i < COUNT(RULE_KEYS); i++)
+		if (strcmp(k, RULE_KEYS[i]) == 0)
+			return true;
+	for (size_t i = 0; i < COUNT(OPS); i++)
+		if (strcmp(k, OPS[i].name) == 0)
+			return true;
+	return false;
+}
+
+/* Every key of the rule one ODCS knows, and its type one of RULE_TYPES. */
+static int check_keys(loader *l, const kiln_yaml_node *node, const char *ypath)
+{
+	const kiln_yaml_node *type = kiln_yaml_get(node, "type");
+	char p[800];
+
+	for (size_t i = 0; i < node->count; i++)
+		if (node->keys[i]->kind != KILN_YAML_SCALAR || !rule_key(node->keys[i]->value)) {
+			snprintf(p, sizeof(p), "%s.%s", ypath,
+			         node->keys[i]->kind == KILN_YAML_SCALAR ? node->keys[i]->value : "?");
+			return kiln_yaml_fail(
+			    l->doc, node->keys[i], p,
+			    "not a key of an ODCS quality rule (metric, rule, type, "
+			    "arguments, unit, a mustBe... threshold, id, description, ...)");
+		}
+	if (type) {
+		snprintf(p, sizeof(p), "%s.type", ypath);
+		for (size_t i = 0; scalar(type) && i < COUNT(RULE_TYPES); i++)
+			if (strcmp(scalar(type), RULE_TYPES[i]) == 0)
+				return 0;
+		return kiln_yaml_fail(l->doc, type, p, "expected library, text, sql or custom");
+	}
+	return 0;
 }
 
 static int read_rule(loader *l, const kiln_yaml_node *node, const char *ypath, const char *fpath,
@@ -108,17 +164,22 @@ static int read_rule(loader *l, const kiln_yaml_node *node, const char *ypath, c
 	r->field = field;
 	r->line = node->line;
 	r->column = node->column;
+	r->file = l->c->file;
+	if ((rc = check_keys(l, node, ypath)) < 0)
+		return rc;
 	metric = scalar(kiln_yaml_get(node, "metric"));
 	if (!metric)
 		metric = scalar(kiln_yaml_get(node, "rule")); /* ODCS v3.0's key for it */
 	r->type = scalar(kiln_yaml_get(node, "type"));
 	if (!r->type)
-		r->type = metric ? "library" : "text";
+		r->type = "library"; /* ODCS's default */
 	if (strcmp(r->type, "library") != 0)
-		return 0; /* text, sql, custom: reported, not run */
+		return 0; /* text, sql, custom: reported as not run */
 	snprintf(p, sizeof(p), "%s.metric", ypath);
 	if (!metric)
-		return kiln_yaml_fail(l->doc, node, p, "a library rule needs a metric");
+		return kiln_yaml_fail(l->doc, node, p,
+		                      "a library rule needs a metric (a rule without type is one; "
+		                      "free text is type: text)");
 	r->metric_name = metric;
 	for (size_t i = 0; i < COUNT(METRICS); i++)
 		if (strcmp(metric, METRICS[i].name) == 0)

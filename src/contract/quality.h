@@ -5,7 +5,10 @@
  * mustBeGreaterThan, mustBeGreaterOrEqualTo, mustBeLessThan,
  * mustBeLessOrEqualTo, mustBeBetween, mustNotBeBetween) and unit (rows or
  * percent), and the rules of other types (text, sql, custom), kept to be
- * reported as not run. docs/QUALITY.md says how each metric is computed. */
+ * reported as not run (never as passed). A rule with a key ODCS does not
+ * define, another type, no metric (type library being the default) or a
+ * threshold beyond a double is refused with its file, line and column. docs/QUALITY.md says how each metric
+ * is computed. */
 #ifndef KILN_CONTRACT_QUALITY_H
 #define KILN_CONTRACT_QUALITY_H
 
@@ -55,6 +58,7 @@ typedef struct kiln_quality_rule {
 	kiln_quality_value *missing_values, *valid_values; /* arguments */
 	size_t missing_count, valid_count;
 	bool has_missing, has_valid, has_other_arguments;
+	const char *file; /* the contract's, for messages */
 	unsigned line, column;
 } kiln_quality_rule;
 

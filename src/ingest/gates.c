@@ -142,18 +142,39 @@ int kiln_gates_drift(const kiln_gates *g, const kiln_profile *base, const char *
  * field has no categories. */
 static bool category_count(const kiln_profile_field *f, const char *v, size_t n, uint64_t *out)
 {
+	long i = kiln_profile_category(f, v, n);
+
+	*out = i >= 0 ? f->cat_counts[i] : 0;
+	return f->cat_count != 0;
+}
+
+/* Values outside the rule's validValues: a lookup per listed value, then
+ * the categories no listed value named. */
+static int invalid_count(const kiln_quality_rule *r, const kiln_profile_field *f, uint64_t *out)
+{
+	bool *valid = calloc(f->cat_count, sizeof(*valid));
+
+	if (!valid)
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	for (size_t j = 0; j < r->valid_count; j++) {
+		long i = r->valid_values[j].text
+		             ? kiln_profile_category(f, r->valid_values[j].text, r->valid_values[j].len)
+		             : -1;
+		if (i >= 0)
+			valid[i] = true;
+	}
 	*out = 0;
-	if (!f->cat_count)
-		return false;
 	for (size_t i = 0; i < f->cat_count; i++)
-		if (strlen(f->cat_names[i]) == n && memcmp(f->cat_names[i], v, n) == 0)
-			*out = f->cat_counts[i];
-	return true;
+		if (!valid[i])
+			*out += f->cat_counts[i];
+	free(valid);
+	return 0;
 }
 
 static int unsupported(const kiln_quality_rule *r, const char *why)
 {
-	return kiln_error_set(KILN_EINVALID, "contract line %u: quality rule %s (%s on %s): %s", r->line,
+	return kiln_error_set(KILN_EINVALID, "%s:%u:%u: quality rule %s (%s on %s): %s",
+	                      r->file ? r->file : "contract", r->line, r->column,
 	                      r->id[0] ? r->id : "without id", r->metric_name,
 	                      r->path[0] ? r->path : "the schema", why);
 }
@@ -164,6 +185,7 @@ static int metric_value(const kiln_quality_rule *r, const kiln_profile *p, const
 {
 	const kiln_profile_field *f;
 	uint64_t v = 0, nulls, missing, c;
+	int rc;
 
 	if (r->metric == KILN_QM_ROW_COUNT) {
 		*out = *base = (double)st->valid;
@@ -206,16 +228,8 @@ static int metric_value(const kiln_quality_rule *r, const kiln_profile *p, const
 			return unsupported(
 			    r, "validValues needs an enum or boolean field (the profile counts no other "
 			       "values)");
-		for (size_t i = 0; i < f->cat_count; i++) {
-			bool valid = false;
-			for (size_t j = 0; j < r->valid_count && !valid; j++)
-				valid = r->valid_values[j].text &&
-				        strlen(f->cat_names[i]) == r->valid_values[j].len &&
-				        memcmp(f->cat_names[i], r->valid_values[j].text,
-				               r->valid_values[j].len) == 0;
-			if (!valid)
-				v += f->cat_counts[i];
-		}
+		if ((rc = invalid_count(r, f, &v)) < 0)
+			return rc;
 		break;
 	case KILN_QM_DUPLICATE_VALUES: {
 		uint64_t values = f->present - nulls, distinct = kiln_hll_estimate(&f->distinct);
@@ -248,12 +262,13 @@ int kiln_gates_quality(const kiln_quality_rules *rules, const kiln_profile *p, c
 		char range[64];
 
 		if (r->metric == KILN_QM_NONE) {
-			res->pass = true;
-			snprintf(res->line, sizeof(res->line),
-			         "quality %s (type %s%s%s): not run by kiln: pass",
+			res->pass = true;    /* it does not stop the promotion, */
+			res->not_run = true; /* nor does it count as passed */
+			snprintf(res->line, sizeof(res->line), "quality %s (type %s%s%s): not run by kiln",
 			         r->id[0] ? r->id : "without id", r->type, r->path[0] ? " on " : "", r->path);
 			continue;
 		}
+		res->not_run = false;
 		if ((rc = metric_value(r, p, st, &v, &base)) < 0)
 			return rc;
 		if (r->percent)

@@ -28,6 +28,7 @@ typedef struct kiln_gates {
 
 typedef struct kiln_gate_result {
 	bool pass;
+	bool not_run;   /* a rule kiln cannot run (ODCS text, sql, custom): neither passed nor failed */
 	char line[256]; /* "min_records train: 950 >= 500: pass" */
 } kiln_gate_result;
 
@@ -50,7 +51,8 @@ int kiln_gates_drift(const kiln_gates *gates, const kiln_profile *base, const ch
 
 /* The contract's ODCS quality rules against the version (its profile and
  * stats): one result per rule in out[0..rules->count), rules of other
- * types than library passing with a line that says they were not run.
+ * types than library marked not_run (they neither pass nor fail) with a
+ * line that says so.
  * KILN_EINVALID naming the rule when kiln cannot compute its metric. */
 int kiln_gates_quality(const kiln_quality_rules *rules, const kiln_profile *profile, const kiln_stats *stats,
                        kiln_gate_result *out);

@@ -623,24 +623,26 @@ static int write_stats(kiln_manifest *m, kiln_json_scanner *scanner, const char 
 
 /* profile.json: the tip's total merged with what the snapshot added, and
  * that addition. Without a profile in the snapshot (profiling off) the
- * total stays and nothing is added; a branch that never had a profile and
- * gets none keeps having none. */
+ * commit has no profile.json, even when its parent had one: a total that
+ * left out the commit's records would pass for the whole version. */
 static int write_profile(kiln_manifest *m, const char *ref, git_tree *tip_tree, const kiln_snapshot *snap,
                          git_treebuilder *root, buf *text)
 {
-	kiln_profile total, none = {0};
+	kiln_profile total;
 	int rc;
 
-	if ((rc = kiln_manifest_load_profile(m, tip_tree, ref, &total)) < 0)
-		return rc;
-	if (!snap->profile && total.count == 0 && total.records == 0) {
-		kiln_profile_free(&total);
+	if (!snap->profile) {
+		if (git_treebuilder_get(root, "profile.json") &&
+		    git_treebuilder_remove(root, "profile.json") < 0)
+			return kiln_manifest_git_fail(m, -1, ref);
 		return 0;
 	}
-	if (snap->profile && (rc = kiln_profile_merge(&total, snap->profile)) < 0)
+	if ((rc = kiln_manifest_load_profile(m, tip_tree, ref, &total)) < 0)
+		return rc;
+	if ((rc = kiln_profile_merge(&total, snap->profile)) < 0)
 		goto done;
 	text->k.len = 0;
-	if ((rc = kiln_profile_render_file(&text->k, &total, snap->profile ? snap->profile : &none)) < 0)
+	if ((rc = kiln_profile_render_file(&text->k, &total, snap->profile)) < 0)
 		goto done;
 	rc = insert_blob(m, root, "profile.json", text->k.ptr, text->k.len);
 done:

@@ -1,6 +1,7 @@
 /* Verifying a version: trusted keys read, the signature of a tag object or
  * commit found and checked, and the tree (dataset.json, stats.json, the
- * shard lists and, with a store, the shards) checked for consistency. Each
+ * shard lists, profile.json and, with a store, the shards) checked for
+ * consistency. Each
  * problem is reported through the caller's callback; owns nothing beyond a
  * call. */
 #include "manifest/verify.h"
@@ -18,6 +19,7 @@
 #include "manifest/format.h"
 #include "manifest/internal.h"
 #include "manifest/sshsig.h"
+#include "quality/profile.h"
 #include "shard/fetch.h"
 
 /* --- trusted keys --------------------------------------------------------- */
@@ -281,6 +283,24 @@ cleanup:
 	return rc;
 }
 
+/* profile.json, when the version has one, against stats.json and its own
+ * sums (kiln_version_profile checks it): a profile that does not hold
+ * together is reported, not returned. */
+static int check_profile(tree_check *c, kiln_manifest *m)
+{
+	kiln_profile total = {0}, added = {0};
+	int rc = kiln_version_profile(m, c->v, c->spec, &total, &added);
+
+	kiln_profile_free(&total);
+	kiln_profile_free(&added);
+	if (rc >= 0)
+		return 0;
+	if (kiln_error_last_code() != KILN_EINVALID)
+		return rc;
+	say(c, "%s", kiln_error_last());
+	return 0;
+}
+
 int kiln_verify_tree(kiln_verify_tree_result *out, kiln_manifest *manifest, const kiln_version *version,
                      const char *spec, kiln_store *store, kiln_verify_report report, void *ctx)
 {
@@ -313,7 +333,7 @@ int kiln_verify_tree(kiln_verify_tree_result *out, kiln_manifest *manifest, cons
 		say(&c, "%s: stats.json does not balance (%llu in, %llu valid, %llu quarantined)", spec,
 		    (unsigned long long)stats.records_in, (unsigned long long)stats.valid,
 		    (unsigned long long)stats.quarantined);
-	return 0;
+	return have_stats ? check_profile(&c, manifest) : 0;
 }
 
 /* ---- the whole judgement -------------------------------------------------- */

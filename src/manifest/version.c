@@ -846,13 +846,87 @@ cleanup:
 	return rc;
 }
 
+/* The version's valid records (stats.json) into *valid: 1, or 0 when it
+ * has no stats.json. */
+static int version_valid(kiln_manifest *m, const kiln_version *v, const char *spec, uint64_t *valid)
+{
+	kiln_buf text = {0};
+	kiln_stats stats;
+	int rc;
+
+	*valid = 0;
+	if ((rc = kiln_version_read(m, v, "stats.json", &text)) == 1 &&
+	    (rc = kiln_stats_parse(text.ptr, text.len, spec, &stats)) == 0) {
+		*valid = stats.valid;
+		rc = 1;
+	}
+	kiln_buf_free(&text);
+	return rc;
+}
+
+/* The profile's records against the commit's parent: `added` holds what
+ * the commit added to stats.json's valid count, and `total` the parent's
+ * total plus that (the commit's alone when the parent has no profile, as
+ * after a commit made with profiling off). Merge commits are not checked. */
+static int check_profile_chain(kiln_manifest *m, const kiln_version *v, const char *where,
+                               const kiln_profile *total, const kiln_profile *added, uint64_t valid)
+{
+	kiln_version parent = *v;
+	kiln_profile before = {0};
+	kiln_buf text = {0};
+	git_commit *commit = NULL;
+	git_oid oid;
+	uint64_t parent_valid = 0;
+	unsigned parents;
+	int rc = 0, gerr;
+
+	if ((gerr = git_oid_fromstr(&oid, v->commit)) < 0 ||
+	    (gerr = git_commit_lookup(&commit, kiln_manifest_repo(m), &oid)) < 0)
+		return kiln_manifest_git_fail(m, gerr, v->commit);
+	parents = git_commit_parentcount(commit);
+	if (parents == 1) {
+		git_oid_tostr(parent.commit, sizeof(parent.commit), git_commit_parent_id(commit, 0));
+		parent.ref[0] = parent.tag[0] = '\0';
+		if ((rc = version_valid(m, &parent, parent.commit, &parent_valid)) < 0 ||
+		    (rc = kiln_version_read(m, &parent, "profile.json", &text)) < 0 ||
+		    (rc == 1 &&
+		     (rc = kiln_profile_parse_file(text.ptr, text.len, parent.commit, &before, NULL)) < 0))
+			goto done;
+	}
+	rc = 0;
+	if (parents > 1)
+		goto done;
+	if (added->records + parent_valid != valid)
+		rc = kiln_error_set(
+		    KILN_EINVALID,
+		    "%s: added holds %llu records, the commit added %llu valid ones (stats.json)", where,
+		    (unsigned long long)added->records,
+		    (unsigned long long)(valid - (parent_valid < valid ? parent_valid : valid)));
+	else if (total->records != before.records + added->records)
+		rc = kiln_error_set(KILN_EINVALID,
+		                    "%s: total holds %llu records, the parent's total and added %llu", where,
+		                    (unsigned long long)total->records,
+		                    (unsigned long long)(before.records + added->records));
+done:
+	kiln_profile_free(&before);
+	kiln_buf_free(&text);
+	git_commit_free(commit);
+	return rc;
+}
+
 int kiln_version_profile(kiln_manifest *m, const kiln_version *v, const char *spec, kiln_profile *total,
                          kiln_profile *added)
 {
 	kiln_buf text = {0};
+	kiln_profile total_scratch = {0}, added_scratch = {0};
+	uint64_t valid;
 	char where[512];
 	int rc;
 
+	if (!total)
+		total = &total_scratch;
+	if (!added)
+		added = &added_scratch;
 	if ((rc = kiln_version_read(m, v, "profile.json", &text)) < 0)
 		goto done;
 	if (rc == 0) {
@@ -863,9 +937,26 @@ int kiln_version_profile(kiln_manifest *m, const kiln_version *v, const char *sp
 		goto done;
 	}
 	snprintf(where, sizeof(where), "%s:profile.json", spec);
-	if ((rc = kiln_profile_parse_file(text.ptr, text.len, where, total, added)) == 0)
-		rc = 1;
+	if ((rc = kiln_profile_parse_file(text.ptr, text.len, where, total, added)) < 0)
+		goto done;
+	/* checked against the version's stats.json and its parent before use */
+	if ((rc = version_valid(m, v, spec, &valid)) < 0)
+		goto fail;
+	if (rc == 0) {
+		rc = kiln_error_set(KILN_EINVALID, "%s: a profile.json without a stats.json", spec);
+		goto fail;
+	}
+	if ((rc = kiln_profile_check(total, added, valid, where)) < 0 ||
+	    (rc = check_profile_chain(m, v, where, total, added, valid)) < 0)
+		goto fail;
+	rc = 1;
+	goto done;
+fail:
+	kiln_profile_free(total);
+	kiln_profile_free(added);
 done:
+	kiln_profile_free(&total_scratch);
+	kiln_profile_free(&added_scratch);
 	kiln_buf_free(&text);
 	return rc;
 }

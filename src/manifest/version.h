@@ -60,9 +60,11 @@ int kiln_version_must_be_signed(kiln_manifest *manifest, const kiln_version *ver
 int kiln_version_read(kiln_manifest *manifest, const kiln_version *version, const char *path, kiln_buf *out);
 
 /* The version's profile.json parsed into *total and *added (either may be
- * NULL; quality/profile.h): 1, or 0 with KILN_ENOTFOUND set ("SPEC: no
- * profile.json (...)") when the version has none. spec names the version
- * in messages. */
+ * NULL; quality/profile.h) and checked against its stats.json
+ * (kiln_profile_check): 1, or 0 with KILN_ENOTFOUND set ("SPEC: no
+ * profile.json (...)") when the version has none; KILN_EINVALID when it
+ * cannot be read or does not hold together. spec names the version in
+ * messages. */
 struct kiln_profile;
 int kiln_version_profile(kiln_manifest *manifest, const kiln_version *version, const char *spec,
                          struct kiln_profile *total, struct kiln_profile *added);

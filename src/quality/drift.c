@@ -112,20 +112,15 @@ static double psi_categories(const kiln_profile *pb, const kiln_profile_field *b
 	if (tb == 0 || tn == 0)
 		return -1;
 	psi = psi_term((double)absent(pb, base) / (double)tb, (double)absent(pn, now) / (double)tn);
+	/* a lookup by name each way: O((kb + kn) log(kb + kn)) */
 	for (size_t i = 0; i < base->cat_count; i++) {
-		uint64_t c = 0;
-		for (size_t j = 0; j < now->cat_count; j++)
-			if (strcmp(now->cat_names[j], base->cat_names[i]) == 0)
-				c = now->cat_counts[j];
+		long j = kiln_profile_category(now, base->cat_names[i], strlen(base->cat_names[i]));
+		uint64_t c = j >= 0 ? now->cat_counts[j] : 0;
 		psi += psi_term((double)base->cat_counts[i] / (double)tb, (double)c / (double)tn);
 	}
-	for (size_t j = 0; j < now->cat_count; j++) {
-		bool known = false;
-		for (size_t i = 0; i < base->cat_count && !known; i++)
-			known = strcmp(now->cat_names[j], base->cat_names[i]) == 0;
-		if (!known)
+	for (size_t j = 0; j < now->cat_count; j++)
+		if (kiln_profile_category(base, now->cat_names[j], strlen(now->cat_names[j])) < 0)
 			other += now->cat_counts[j];
-	}
 	return psi + psi_term(0, (double)other / (double)tn);
 }
 

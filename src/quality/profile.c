@@ -31,18 +31,30 @@ static int oom(void)
 
 /* ---- schema ---- */
 
+/* A field's enum values sorted for lookup: strings and booleans by (kind,
+ * length, bytes), numbers by value; each entry the enum index. */
 struct schema_field {
 	const kiln_field *field;
 	const char *path, *parent;
 	bool tokens, item;
+	uint32_t *by_text, *by_number;
+	size_t text_count, number_count;
 };
 
 struct kiln_profile_schema {
 	struct schema_field *v;
 	size_t count, cap;
+	uint64_t omitted;     /* fields past KILN_PROFILE_MAX_FIELDS */
 	uint32_t *slot_of_id; /* kiln_field.id -> index in v (UINT32_MAX: none) */
 	uint32_t ids;
 };
+
+static _Thread_local uint64_t probes;
+
+uint64_t kiln_profile_category_probes(void)
+{
+	return probes;
+}
 
 static bool personal(const kiln_field *f)
 {
@@ -55,6 +67,10 @@ static int schema_walk(kiln_profile_schema *s, const kiln_field *f, const char *
 {
 	int rc;
 
+	if (s->count >= KILN_PROFILE_MAX_FIELDS) {
+		s->omitted++;
+		goto children;
+	}
 	if (s->count == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 32;
 		struct schema_field *v = realloc(s->v, cap * sizeof(*v));
@@ -64,12 +80,66 @@ static int schema_walk(kiln_profile_schema *s, const kiln_field *f, const char *
 		s->cap = cap;
 	}
 	tokens = tokens || personal(f);
-	s->v[s->count++] = (struct schema_field){f, f->path, parent, tokens, item};
+	s->v[s->count++] = (struct schema_field){f, f->path, parent, tokens, item, NULL, NULL, 0, 0};
+children:
+	tokens = tokens || personal(f);
 	for (size_t i = 0; i < f->child_count; i++)
 		if ((rc = schema_walk(s, f->children[i], f->path, tokens, false)) < 0)
 			return rc;
 	if (f->items && (rc = schema_walk(s, f->items, f->path, tokens, true)) < 0)
 		return rc;
+	return 0;
+}
+
+/* The enum order of sort_enum's array: (kind, length, bytes) for strings
+ * and booleans, the value for numbers. */
+static _Thread_local const kiln_field *sorting; /* qsort has no context argument */
+
+static int text_key_cmp(const kiln_field *f, uint32_t e, kiln_enum_kind kind, const char *v, size_t n)
+{
+	if (f->enum_kinds[e] != kind)
+		return f->enum_kinds[e] < kind ? -1 : 1;
+	if (f->enum_lens[e] != n)
+		return f->enum_lens[e] < n ? -1 : 1;
+	return memcmp(f->enum_values[e], v, n);
+}
+
+static int by_text_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	int c =
+	    text_key_cmp(sorting, x, sorting->enum_kinds[y], sorting->enum_values[y], sorting->enum_lens[y]);
+
+	return c ? c : (x > y) - (x < y);
+}
+
+static int by_number_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	double u = (double)sorting->enum_numbers[x], v = (double)sorting->enum_numbers[y];
+
+	return u < v ? -1 : u > v ? 1 : (x > y) - (x < y);
+}
+
+/* sf's enum values sorted (qsort of the enum indices, once per schema). */
+static int sort_enum(struct schema_field *sf)
+{
+	const kiln_field *f = sf->field;
+
+	if (!f->enum_count || f->enum_count > UINT32_MAX)
+		return 0;
+	if (!(sf->by_text = malloc(f->enum_count * sizeof(uint32_t))) ||
+	    !(sf->by_number = malloc(f->enum_count * sizeof(uint32_t))))
+		return oom();
+	for (uint32_t e = 0; e < f->enum_count; e++)
+		if (f->enum_kinds[e] == KILN_ENUM_NUMBER)
+			sf->by_number[sf->number_count++] = e;
+		else
+			sf->by_text[sf->text_count++] = e;
+	sorting = f;
+	qsort(sf->by_text, sf->text_count, sizeof(uint32_t), by_text_cmp);
+	qsort(sf->by_number, sf->number_count, sizeof(uint32_t), by_number_cmp);
+	sorting = NULL;
 	return 0;
 }
 
@@ -83,6 +153,11 @@ int kiln_profile_schema_new(kiln_profile_schema **out, const kiln_contract *cont
 		return oom();
 	for (size_t i = 0; i < contract->root->child_count; i++)
 		if ((rc = schema_walk(s, contract->root->children[i], NULL, false, false)) < 0) {
+			kiln_profile_schema_free(s);
+			return rc;
+		}
+	for (size_t i = 0; i < s->count; i++)
+		if (!s->v[i].tokens && (rc = sort_enum(&s->v[i])) < 0) {
 			kiln_profile_schema_free(s);
 			return rc;
 		}
@@ -103,6 +178,10 @@ void kiln_profile_schema_free(kiln_profile_schema *s)
 {
 	if (!s)
 		return;
+	for (size_t i = 0; i < s->count; i++) {
+		free(s->v[i].by_text);
+		free(s->v[i].by_number);
+	}
 	free(s->v);
 	free(s->slot_of_id);
 	free(s);
@@ -125,6 +204,7 @@ static void field_free(kiln_profile_field *f)
 		free(f->cat_names[i]);
 	free(f->cat_names);
 	free(f->cat_counts);
+	free(f->cat_index);
 	memset(f, 0, sizeof(*f));
 }
 
@@ -143,19 +223,77 @@ static void field_clear(kiln_profile_field *f)
 
 static int add_category(kiln_profile_field *f, const char *name, size_t len, uint64_t count)
 {
-	char **names = realloc(f->cat_names, (f->cat_count + 1) * sizeof(*names));
-	uint64_t *counts;
+	if (f->cat_count == f->cat_cap) {
+		size_t cap = f->cat_cap ? f->cat_cap * 2 : 4;
+		char **names = realloc(f->cat_names, cap * sizeof(*names));
+		uint64_t *counts;
 
-	if (!names)
+		if (!names)
+			return oom();
+		f->cat_names = names;
+		if (!(counts = realloc(f->cat_counts, cap * sizeof(*counts))))
+			return oom();
+		f->cat_counts = counts;
+		f->cat_cap = cap;
+	}
+	if (f->cat_count >= UINT32_MAX)
+		return kiln_error_set(KILN_EINVALID, "profile: more than 2^32 categories");
+	if (!(f->cat_names[f->cat_count] = strndup(name, len)))
 		return oom();
-	f->cat_names = names;
-	if (!(counts = realloc(f->cat_counts, (f->cat_count + 1) * sizeof(*counts))))
-		return oom();
-	f->cat_counts = counts;
-	if (!(names[f->cat_count] = strndup(name, len)))
-		return oom();
-	counts[f->cat_count++] = count;
+	f->cat_counts[f->cat_count++] = count;
+	free(f->cat_index);
+	f->cat_index = NULL;
 	return 0;
+}
+
+/* a category name against name[0..len) */
+static int name_cmp(const char *cat, const char *name, size_t len)
+{
+	size_t clen = strlen(cat);
+	int c = memcmp(cat, name, clen < len ? clen : len);
+
+	probes++;
+	return c ? c : (clen > len) - (clen < len);
+}
+
+static _Thread_local const kiln_profile_field *sorting_field; /* the same, per thread */
+
+static int cat_index_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	int c = strcmp(sorting_field->cat_names[x], sorting_field->cat_names[y]);
+
+	return c ? c : (x > y) - (x < y);
+}
+
+long kiln_profile_category(const kiln_profile_field *cf, const char *name, size_t len)
+{
+	kiln_profile_field *f = (kiln_profile_field *)cf; /* the index is a cache */
+	size_t lo = 0, hi;
+
+	if (!f->cat_count)
+		return -1;
+	if (!f->cat_index) {
+		if (!(f->cat_index = malloc(f->cat_count * sizeof(*f->cat_index))))
+			return -1;
+		for (size_t i = 0; i < f->cat_count; i++)
+			f->cat_index[i] = (uint32_t)i;
+		sorting_field = f;
+		qsort(f->cat_index, f->cat_count, sizeof(*f->cat_index), cat_index_cmp);
+		sorting_field = NULL;
+	}
+	/* the first of equal names (ties sort by index) */
+	hi = f->cat_count;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (name_cmp(f->cat_names[f->cat_index[mid]], name, len) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < f->cat_count && name_cmp(f->cat_names[f->cat_index[lo]], name, len) == 0)
+		return f->cat_index[lo];
+	return -1;
 }
 
 /* A new field at the end of p (path copied); *out its address. */
@@ -187,9 +325,10 @@ int kiln_profile_init(kiln_profile *p, const kiln_profile_schema *s)
 	int rc;
 
 	memset(p, 0, sizeof(*p));
+	p->omitted = s->omitted;
 	for (size_t i = 0; i < s->count; i++) {
 		const struct schema_field *sf = &s->v[i];
-		kiln_profile_field *f;
+		kiln_profile_field *f = NULL;
 
 		if ((rc = append_field(p, sf->path, sf->parent, &f)) < 0)
 			goto fail;
@@ -254,9 +393,51 @@ static void add_length(kiln_profile_field *f, uint64_t len)
 	f->empty += len == 0;
 }
 
-static void count_category(kiln_profile_field *f, const kiln_field *cf, kiln_json_type type, const char *v,
-                           size_t n, double number)
+/* The enum index of a value by binary search of sf's sorted enum: the
+ * first of equal entries, as a scan in enum order would find; -1 when
+ * none matches. */
+static long enum_find(const struct schema_field *sf, kiln_json_type type, const char *v, size_t n,
+                      double number)
 {
+	const kiln_field *cf = sf->field;
+	const uint32_t *order = type == KILN_JSON_NUMBER ? sf->by_number : sf->by_text;
+	size_t lo = 0, hi = type == KILN_JSON_NUMBER ? sf->number_count : sf->text_count;
+	kiln_enum_kind kind = type == KILN_JSON_STRING ? KILN_ENUM_STRING : KILN_ENUM_BOOLEAN;
+	size_t count = hi;
+
+	if (type == KILN_JSON_TRUE || type == KILN_JSON_FALSE) {
+		v = type == KILN_JSON_TRUE ? "true" : "false";
+		n = strlen(v);
+	}
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c;
+
+		probes++;
+		if (type == KILN_JSON_NUMBER) {
+			double x = (double)cf->enum_numbers[order[mid]];
+			c = x < number ? -1 : x > number ? 1 : 0;
+		} else {
+			c = text_key_cmp(cf, order[mid], kind, v, n);
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == count)
+		return -1;
+	if (type == KILN_JSON_NUMBER)
+		return (double)cf->enum_numbers[order[lo]] == number ? (long)order[lo] : -1;
+	return text_key_cmp(cf, order[lo], kind, v, n) == 0 ? (long)order[lo] : -1;
+}
+
+static void count_category(kiln_profile_field *f, const struct schema_field *sf, kiln_json_type type,
+                           const char *v, size_t n, double number)
+{
+	const kiln_field *cf = sf->field;
+	long e = -1;
+
 	if (!f->cat_count)
 		return;
 	if (!cf->enum_count) { /* a boolean field: false, true */
@@ -264,27 +445,9 @@ static void count_category(kiln_profile_field *f, const kiln_field *cf, kiln_jso
 			f->cat_counts[type == KILN_JSON_TRUE]++;
 		return;
 	}
-	for (size_t e = 0; e < cf->enum_count && e < f->cat_count; e++) {
-		bool match = false;
-
-		switch (cf->enum_kinds[e]) {
-		case KILN_ENUM_STRING:
-			match = type == KILN_JSON_STRING && cf->enum_lens[e] == n &&
-			        memcmp(cf->enum_values[e], v, n) == 0;
-			break;
-		case KILN_ENUM_NUMBER:
-			match = type == KILN_JSON_NUMBER && (double)cf->enum_numbers[e] == number;
-			break;
-		case KILN_ENUM_BOOLEAN:
-			match = (type == KILN_JSON_TRUE && strcmp(cf->enum_values[e], "true") == 0) ||
-			        (type == KILN_JSON_FALSE && strcmp(cf->enum_values[e], "false") == 0);
-			break;
-		}
-		if (match) {
-			f->cat_counts[e]++;
-			return;
-		}
-	}
+	e = enum_find(sf, type, v, n, number);
+	if (e >= 0 && (size_t)e < f->cat_count)
+		f->cat_counts[e]++;
 }
 
 int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const kiln_field *cf,
@@ -310,7 +473,7 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 	case KILN_JSON_FALSE:
 		f->types[KILN_PTYPE_BOOLEAN]++;
 		if (!f->tokens)
-			count_category(f, cf, type, NULL, 0, 0);
+			count_category(f, &s->v[index], type, NULL, 0, 0);
 		return 0;
 	case KILN_JSON_OBJECT_BEGIN:
 		f->types[KILN_PTYPE_OBJECT]++;
@@ -333,7 +496,7 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 		if (rc == 0 && !f->tokens) {
 			add_length(f, code_points(v, n));
 			if (f->cat_count)
-				count_category(f, cf, type, v, n, 0);
+				count_category(f, &s->v[index], type, v, n, 0);
 		}
 		free(big);
 		return rc;
@@ -352,7 +515,7 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 			kiln_moments_add(&f->num, number);
 			rc = kiln_dd_add(&f->dd, number);
 		}
-		count_category(f, cf, type, NULL, 0, number);
+		count_category(f, &s->v[index], type, NULL, 0, number);
 		return rc;
 	default:
 		return 0;
@@ -374,6 +537,37 @@ const kiln_profile_field *kiln_profile_find(const kiln_profile *p, const char *p
 	return find((kiln_profile *)p, path, 0);
 }
 
+/* b's category counts into a's by name, names only b has appended in b's
+ * order: a lookup each, O((ka + kb) log(ka + kb)). */
+static int merge_categories(kiln_profile_field *a, const kiln_profile_field *b)
+{
+	long *at;
+	size_t known = a->cat_count;
+	int rc = 0;
+
+	if (!b->cat_count)
+		return 0;
+	if (!(at = malloc(b->cat_count * sizeof(*at))))
+		return oom();
+	for (size_t i = 0; i < b->cat_count; i++)
+		if ((at[i] = kiln_profile_category(a, b->cat_names[i], strlen(b->cat_names[i]))) < 0 &&
+		    known && !a->cat_index) {
+			rc = oom();
+			goto done;
+		}
+	for (size_t i = 0; i < b->cat_count; i++) {
+		if (at[i] < 0) {
+			at[i] = (long)a->cat_count;
+			if ((rc = add_category(a, b->cat_names[i], strlen(b->cat_names[i]), 0)) < 0)
+				goto done;
+		}
+		a->cat_counts[at[i]] += b->cat_counts[i];
+	}
+done:
+	free(at);
+	return rc;
+}
+
 static int merge_field(kiln_profile_field *a, const kiln_profile_field *b)
 {
 	int rc;
@@ -391,18 +585,7 @@ static int merge_field(kiln_profile_field *a, const kiln_profile_field *b)
 	kiln_moments_merge(&a->num, &b->num);
 	if ((rc = kiln_dd_merge(&a->dd, &b->dd)) < 0 || (rc = kiln_hll_merge(&a->distinct, &b->distinct)) < 0)
 		return rc;
-	for (size_t i = 0; i < b->cat_count; i++) {
-		size_t j = 0;
-
-		while (j < a->cat_count && strcmp(a->cat_names[j], b->cat_names[i]) != 0)
-			j++;
-		if (j == a->cat_count) {
-			if ((rc = add_category(a, b->cat_names[i], strlen(b->cat_names[i]), 0)) < 0)
-				return rc;
-		}
-		a->cat_counts[j] += b->cat_counts[i];
-	}
-	return 0;
+	return merge_categories(a, b);
 }
 
 int kiln_profile_merge(kiln_profile *into, const kiln_profile *from)
@@ -410,6 +593,8 @@ int kiln_profile_merge(kiln_profile *into, const kiln_profile *from)
 	int rc;
 
 	into->records += from->records;
+	if (from->omitted > into->omitted)
+		into->omitted = from->omitted;
 	for (size_t i = 0; i < from->count; i++) {
 		const kiln_profile_field *b = &from->fields[i];
 		kiln_profile_field *a = find(into, b->path, i);
@@ -581,7 +766,12 @@ static int render_field(kiln_buf *out, const kiln_profile *p, const kiln_profile
 
 int kiln_profile_render(kiln_buf *out, const kiln_profile *p)
 {
-	int rc = kiln_buf_printf(out, "{\"records\":%llu,\"fields\":[", (unsigned long long)p->records);
+	int rc = kiln_buf_printf(out, "{\"records\":%llu,", (unsigned long long)p->records);
+
+	if (rc == 0 && p->omitted)
+		rc = kiln_buf_printf(out, "\"omitted\":%llu,", (unsigned long long)p->omitted);
+	if (rc == 0)
+		rc = kiln_buf_puts(out, "\"fields\":[");
 
 	for (size_t i = 0; rc == 0 && i < p->count; i++)
 		if ((rc = kiln_buf_puts(out, i ? ",\n" : "\n")) == 0)
@@ -918,6 +1108,8 @@ static int profile_key(preader *r, void *ctx)
 
 	if (key_is(r, "records"))
 		return read_u64(r, &p->records);
+	if (key_is(r, "omitted"))
+		return read_u64(r, &p->omitted);
 	if (!key_is(r, "fields"))
 		return skip(r);
 	if ((rc = expect(r, KILN_JSON_ARRAY_BEGIN, "fields is not an array")) < 0)
@@ -1010,4 +1202,94 @@ int kiln_profile_parse_file(const char *text, size_t len, const char *where, kil
 		kiln_profile_free(added);
 	}
 	return rc;
+}
+
+/* ---- checks ---- */
+
+static int insane(const char *where, const char *part, const kiln_profile_field *f, const char *what)
+{
+	return kiln_error_set(KILN_EINVALID, "%s: %s: field %s: %s", where, part, f->path, what);
+}
+
+/* The value of the sketch's lowest or highest non-empty bucket. */
+static double sketch_end(const kiln_ddsketch *dd, bool highest)
+{
+	return kiln_dd_quantile(dd, highest ? 1.0 : 0.0);
+}
+
+static int check_field(const kiln_profile *p, const kiln_profile_field *f, const char *where,
+                       const char *part)
+{
+	uint64_t types = 0, strings = f->types[KILN_PTYPE_STRING], cats = 0, base;
+	uint64_t numbers = f->types[KILN_PTYPE_INTEGER] + f->types[KILN_PTYPE_NUMBER], most;
+
+	for (int t = 0; t < KILN_PTYPE_COUNT_; t++) {
+		if (f->types[t] > f->present || types + f->types[t] < types)
+			return insane(where, part, f, "its types do not sum to its values");
+		types += f->types[t];
+	}
+	if (types != f->present)
+		return insane(where, part, f, "its types do not sum to its values");
+	if (!f->item) {
+		const kiln_profile_field *parent = f->parent ? kiln_profile_find(p, f->parent) : NULL;
+		base = !f->parent ? p->records : parent ? parent->types[KILN_PTYPE_OBJECT] : UINT64_MAX;
+		if (f->present > base)
+			return insane(where, part, f, "more values than records (or enclosing objects)");
+	}
+	if (f->tokens &&
+	    (f->num.count || kiln_dd_count(&f->dd) || f->len_max || f->len_sum || f->empty || f->cat_count))
+		return insane(where, part, f, "profiled by tokens, yet it has figures of values");
+	if (f->num.count > numbers || kiln_dd_count(&f->dd) != f->num.count)
+		return insane(where, part, f, "its number sketch does not count its numbers");
+	if (f->num.count) {
+		double slack_lo = KILN_DD_ALPHA * fabs(f->num.min) + KILN_DD_MIN_ABS,
+		       slack_hi = KILN_DD_ALPHA * fabs(f->num.max) + KILN_DD_MIN_ABS;
+		if (!isfinite(f->num.min) || !isfinite(f->num.max) || !isfinite(f->num.mean) ||
+		    !(f->num.m2 >= 0) || f->num.min > f->num.max || f->num.mean < f->num.min - slack_lo ||
+		    f->num.mean > f->num.max + slack_hi)
+			return insane(where, part, f, "its numbers' min, mean, max or variance disagree");
+		if (sketch_end(&f->dd, false) < f->num.min - slack_lo ||
+		    sketch_end(&f->dd, true) > f->num.max + slack_hi)
+			return insane(where, part, f, "its quantiles fall outside [min, max]");
+	}
+	if (strings == 0 && (f->len_min || f->len_max || f->len_sum || f->empty))
+		return insane(where, part, f, "string figures without strings");
+	if (strings && (f->empty > strings || f->len_min > f->len_max || f->len_sum < f->len_min ||
+	                (f->len_max && f->len_sum / f->len_max > strings) || (f->empty && f->len_min) ||
+	                (f->empty == strings && f->len_max)))
+		return insane(where, part, f, "its string lengths disagree with its string count");
+	most = f->present - f->types[KILN_PTYPE_NULL];
+	for (size_t i = 0; i < f->cat_count; i++) {
+		if (f->cat_counts[i] > most || cats + f->cat_counts[i] > most)
+			return insane(where, part, f, "its categories count more than its values");
+		cats += f->cat_counts[i];
+	}
+	return 0;
+}
+
+static int check_profile(const kiln_profile *p, const char *where, const char *part)
+{
+	int rc;
+
+	for (size_t i = 0; i < p->count; i++)
+		if ((rc = check_field(p, &p->fields[i], where, part)) < 0)
+			return rc;
+	return 0;
+}
+
+int kiln_profile_check(const kiln_profile *total, const kiln_profile *added, uint64_t valid,
+                       const char *where)
+{
+	int rc;
+
+	if (total->records > valid)
+		return kiln_error_set(KILN_EINVALID,
+		                      "%s: total holds %llu records, stats.json %llu valid ones", where,
+		                      (unsigned long long)total->records, (unsigned long long)valid);
+	if (added && added->records > total->records)
+		return kiln_error_set(KILN_EINVALID, "%s: added holds %llu records, total only %llu", where,
+		                      (unsigned long long)added->records, (unsigned long long)total->records);
+	if ((rc = check_profile(total, where, "total")) < 0)
+		return rc;
+	return added ? check_profile(added, where, "added") : 0;
 }

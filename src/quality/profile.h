@@ -47,10 +47,18 @@ typedef struct kiln_profile_field {
 	size_t cat_count;                   /* categories: enum values, or false/true */
 	char **cat_names;
 	uint64_t *cat_counts;
+	size_t cat_cap;
+	uint32_t *cat_index; /* a cache: category indices sorted by name, NULL until a lookup builds it */
 } kiln_profile_field;
+
+/* Fields profiled per contract: the first ones in contract order (depth
+ * first); the rest are counted in `omitted` and not profiled, so a profile
+ * holds at most this many fields' sketches (docs/QUALITY.md, "Cost"). */
+#define KILN_PROFILE_MAX_FIELDS 1024
 
 typedef struct kiln_profile {
 	uint64_t records;
+	uint64_t omitted; /* contract fields past KILN_PROFILE_MAX_FIELDS */
 	size_t count, cap;
 	kiln_profile_field *fields;
 } kiln_profile;
@@ -81,6 +89,27 @@ int kiln_profile_merge(kiln_profile *into, const kiln_profile *from);
  * without it; 0 for array items. */
 uint64_t kiln_profile_missing(const kiln_profile *p, const kiln_profile_field *f);
 const kiln_profile_field *kiln_profile_find(const kiln_profile *p, const char *path);
+
+/* The index of f's category named name[0..len), or -1. The first lookup
+ * sorts the names (O(k log k) for k categories, kept in f->cat_index until
+ * a category is added); each lookup then takes at most ceil(log2(k + 1))
+ * comparisons. A profile looked up from two threads at once needs a lock. */
+long kiln_profile_category(const kiln_profile_field *f, const char *name, size_t len);
+/* Name comparisons made by this thread's category lookups so far (the
+ * profile's own and kiln_profile_category's): tests assert the bound. */
+uint64_t kiln_profile_category_probes(void);
+
+/* Whether profile.json's profiles are ones kiln could have written for a
+ * version with `valid` curated records (stats.json): total holds at most
+ * `valid` records and added at most total's; per field, counts within
+ * their records (or enclosing objects), types summing to present, a tokens
+ * field without figures of values, numbers with min <= mean <= max, a
+ * sketch counting as many values as the moments with its quantiles inside
+ * [min, max] (within the sketch's accuracy), string lengths and empties
+ * within the string count, categories within the values. added may be
+ * NULL. 0, or KILN_EINVALID "WHERE: what" naming the field. */
+int kiln_profile_check(const kiln_profile *total, const kiln_profile *added, uint64_t valid,
+                       const char *where);
 
 /* The profile as a JSON object {"records":N,"fields":[...]} (docs/FORMATS.md). */
 int kiln_profile_render(kiln_buf *out, const kiln_profile *p);

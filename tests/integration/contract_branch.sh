@@ -61,5 +61,13 @@ check "promote with contract_compatible: breaking against v1 (exit 1)" status_is
 check "  naming the breaking change" \
 	grep -q 'release gate failed: contract_compatible with v1: 1 of [0-9]* changes breaking (country field_removed): FAIL' "$tmp/err"
 
+# the comparison is with the last promoted version, not v1: v2 promoted
+# without the gate, then the same contract compared with v2
+check "v2 with the new major (contract_compatible off)" status_is 0 promote removed-v2 --set promote.contract_version=2.x \
+	--set promote.contract_compatible=false
+check "contract_compatible then compares with v2, the last promoted version" status_is 0 promote removed-v2 --dry-run \
+	--set promote.contract_version=2.x
+check "  and names it" grep -q 'gate contract_compatible with v2: 0 changes, none breaking: pass' "$tmp/out"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -60,6 +60,28 @@ for needle in canary-user-5521 Zelda zelda Canary5521 canary5521 canary-mail 203
 	grep -qF "$needle" "$tmp/profiles.txt" "$tmp/total.json" "$tmp/added.json" && { echo "  leaked: $needle"; leaks=$((leaks + 1)); }
 done
 check "canary: no personal value in any profile" test "$leaks" -eq 0
+# end to end, the personal fields (and what lies below them) are profiled
+# by their tokens only: no figure of a value in any commit's profile.json
+personal_figures() {
+	$py - "$tmp/profiles.txt" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+dec, at, bad = json.JSONDecoder(), 0, []
+while at < len(text):
+    doc, at = dec.raw_decode(text, at)
+    while at < len(text) and text[at].isspace():
+        at += 1
+    for part in ("total", "added"):
+        for f in doc[part]["fields"]:
+            root = f["path"].split(".")[0].split("[")[0]
+            if root in ("user_id", "email", "client_ip", "message"):
+                if f["profiled"] != "tokens" or set(f) & {"number", "string", "categories"}:
+                    bad.append(part + ":" + f["path"])
+print(" ".join(sorted(set(bad))) or "none")
+PY
+}
+check "canary: personal fields profiled by tokens only, in every profile.json" \
+	test "$(personal_figures)" = none
 check "canary: the record itself was curated (not quarantined)" \
 	test "$(git --git-dir "$tmp/m.git" show user-events/main:stats.json | $py -c 'import json,sys; print(json.load(sys.stdin)["quarantined"])')" -lt 12000
 
@@ -132,6 +154,29 @@ check "drift gate: the unshifted version passes" status_is 0 promote user-events
 check "  its tag records the drift figures" \
 	sh -c "git --git-dir '$tmp/d.git' cat-file tag user-events/v2 | grep -q 'drift vs v1: largest psi [0-9.]* <= 0.2'"
 check "drift gate: a named baseline" status_is 1 promote user-events@shift --dry-run --set promote.drift.baseline=v2
+# the baseline is the last promoted version (v3 here), not v1: the shifted
+# version promoted with loose thresholds, then its commit again as v4
+check "drift gate: v3 from the shifted data (loose thresholds)" status_is 0 env KILN_STORE="file://$tmp/d" \
+	KILN_MANIFEST="$tmp/d.git" "$kiln" promote user-events@shift --pipeline "$pipeline" --set promote.ratio_tolerance=1 \
+	--set promote.max_quarantine_rate=1 --set promote.drift.max_psi=1 --set promote.drift.max_null_rate_change=1
+check "drift gate: the next promotion compares with v3, the last one" status_is 0 promote user-events@shift --dry-run
+check "  and names it" grep -q 'gate drift vs v3: largest psi 0.0000 <= 0.2' "$tmp/out"
+# a profile planted into a commit: the baseline's profile.json in the
+# shifted data's commit (the same tree otherwise, no parent like it)
+git --git-dir "$tmp/d.git" show user-events/base:profile.json >"$tmp/planted.json"
+planted=$(
+	export GIT_DIR=$tmp/d.git GIT_INDEX_FILE=$tmp/planted.index GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com \
+		GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com
+	git read-tree user-events/shift &&
+		git update-index --add --cacheinfo "100644,$(git hash-object -w "$tmp/planted.json"),profile.json" &&
+		git commit-tree "$(git write-tree)" -m planted
+)
+git --git-dir "$tmp/d.git" update-ref refs/heads/user-events/planted "$planted"
+check "planted profile: kiln verify finds it (exit 1)" status_is 1 "$kiln" verify user-events@planted --manifest "$tmp/d.git"
+check "  naming profile.json and stats.json" grep -q 'user-events@planted:profile.json: added holds [0-9]* records, the commit added [0-9]* valid ones (stats.json)' "$tmp/err"
+check "planted profile: the drift gate refuses it (exit 2)" status_is 2 promote user-events@planted --dry-run
+check "  with the same reason" grep -q 'drift gate: user-events@planted:profile.json: added holds' "$tmp/err"
+check "kiln verify of an untouched version: consistent" status_is 0 "$kiln" verify user-events@shift --manifest "$tmp/d.git"
 check "drift gate: a baseline that is not previous or vN is refused" \
 	status_is 2 promote user-events@same --dry-run --set promote.drift.baseline=main
 check "  with its place" grep -q 'promote.drift.baseline' "$tmp/err"
@@ -175,7 +220,7 @@ check "quality rules: the baseline passes them all" status_is 0 qpromote user-ev
 check "  its tag records each rule's figure" \
 	sh -c "git --git-dir '$tmp/q.git' cat-file tag user-events/v1 | grep -q 'quality known_types (invalidValues of event_type): 0% mustBeLessThan 5: pass'"
 check "  rowCount" grep -q 'gate quality enough_rows (rowCount): [0-9]* rows mustBeGreaterThan 1000: pass' "$tmp/out"
-check "  an sql rule is reported as not run" grep -q 'gate quality freshness_sql (type sql): not run by kiln: pass' "$tmp/out"
+check "  an sql rule is reported as not run, not as passed" grep -qx 'gate quality freshness_sql (type sql): not run by kiln' "$tmp/out"
 check "  duplicateValues" grep -q 'gate quality event_id_unique (duplicateValues of event_id): [0-9.]*% mustBeLessThan 3: pass' "$tmp/out"
 check "quality rules: the shifted version fails (exit 1)" status_is 1 qpromote user-events@shift --dry-run
 check "  naming the rule, the figure and the threshold" \
@@ -200,6 +245,27 @@ check "profile.enabled: false: no profile.json" \
 	status_is 128 git --git-dir "$tmp/off.git" cat-file -e user-events/main:profile.json
 check "kiln profile of such a version: exit 2" status_is 2 "$kiln" profile user-events@main --manifest "$tmp/off.git"
 check "and the reason on one line" sh -c "'$kiln' profile user-events@main --manifest '$tmp/off.git' 2>&1 | grep -q 'no profile.json'"
+# off on a branch whose parent has a profile: still none (not the
+# parent's total passed off as the version's), and the drift gate fails
+offrun() {
+	cat "$tmp/$1.jsonl" >>"$tmp/mixed.jsonl"
+	KILN_STORE=file://$tmp/off KILN_MANIFEST=$tmp/off.git KILN_INPUT=$tmp/mixed.jsonl "$kiln" run "$pipeline" \
+		--set branch=mixed "${@:2}" >/dev/null 2>&1
+}
+offrun base && offrun same --set profile.enabled=false
+check "a commit with profiling off after one with it: no profile.json" \
+	status_is 128 git --git-dir "$tmp/off.git" cat-file -e user-events/mixed:profile.json
+check "  its parent has one" git --git-dir "$tmp/off.git" cat-file -e user-events/mixed~1:profile.json
+check "  kiln profile: exit 2" status_is 2 "$kiln" profile user-events@mixed --manifest "$tmp/off.git"
+check "  the drift gate fails (exit 2), naming the missing profile" status_is 2 \
+	env KILN_MANIFEST="$tmp/off.git" "$kiln" promote user-events@mixed --dry-run --pipeline "$pipeline" \
+	--set promote.ratio_tolerance=1 --set promote.max_quarantine_rate=1 --set promote.drift.max_psi=0.2
+check "  naming the missing profile" grep -q 'no profile.json' "$tmp/err"
+offrun shift
+check "profiling on again: a profile of part of the records does not pass a gate (exit 2)" status_is 2 \
+	env KILN_MANIFEST="$tmp/off.git" "$kiln" promote user-events@mixed --dry-run --pipeline "$pipeline" \
+	--set promote.ratio_tolerance=1 --set promote.max_quarantine_rate=1 --set promote.drift.max_psi=0.2
+check "  saying what it covers" grep -q 'its profile covers [0-9]* of its [0-9]* valid records' "$tmp/err"
 check "profile.enabled: a bad value is refused with its place" \
 	sh -c "'$kiln' run '$pipeline' --set profile.enabled=maybe 2>&1 | grep -q 'profile.enabled'"
 

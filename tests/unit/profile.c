@@ -18,6 +18,7 @@
 #include "contract/contract.h"
 #include "core/buf.h"
 #include "core/error.h"
+#include "quality/drift.h"
 #include "quality/profile.h"
 #include "quality/sketch.h"
 
@@ -287,12 +288,220 @@ static void test_profile_of_a_contract(void **state)
 	kiln_contract_free(c);
 }
 
+/* A contract of one schema object "events" whose properties are `props`
+ * (YAML, indented for a property list); the caller frees it. */
+static kiln_contract *contract_of(const char *props)
+{
+	kiln_buf y = {0};
+	kiln_contract *c = NULL;
+
+	assert_int_equal(kiln_buf_printf(&y,
+	                                 "apiVersion: v3.1.0\nkind: DataContract\nid: urn:test:p\n"
+	                                 "version: 1.0.0\nstatus: active\nschema:\n  - name: events\n"
+	                                 "    properties:\n%s",
+	                                 props),
+	                 0);
+	assert_int_equal(kiln_contract_load_buffer(&c, "t.yaml", y.ptr, y.len, NULL), 0);
+	kiln_buf_free(&y);
+	return c;
+}
+
+/* Issue 25, item 9: categories are found by binary search, so an enum of
+ * 40,000 values over 40,000 records, a merge and a drift of such profiles
+ * take at most ceil(log2(k + 1)) + 1 comparisons per value or category
+ * (they took k/2 on average: 8e8 here, 39 s for `kiln run`). */
+static void test_categories_scale(void **state)
+{
+	enum { K = 40000, PER = 17 /* ceil(log2(40001)) + 1 */ };
+	kiln_buf props = {0};
+	kiln_contract *c;
+	kiln_profile_schema *s = NULL;
+	kiln_profile p, q;
+	const kiln_profile_field *f;
+	uint64_t before;
+	char v[16];
+
+	(void)state;
+	assert_int_equal(kiln_buf_puts(&props, "      - name: kind\n        logicalType: string\n"
+	                                       "        customProperties:\n          - property: enum\n"
+	                                       "            value: ["),
+	                 0);
+	for (int i = 0; i < K; i++)
+		assert_int_equal(kiln_buf_printf(&props, "%sv%d", i ? ", " : "", i), 0);
+	assert_int_equal(kiln_buf_puts(&props, "]\n      - name: n\n        logicalType: number\n"
+	                                       "        customProperties:\n          - property: enum\n"
+	                                       "            value: [3, 1, 2.5]\n"),
+	                 0);
+	assert_int_equal(kiln_buf_putc(&props, '\0'), 0);
+	c = contract_of(props.ptr);
+	assert_int_equal(kiln_profile_schema_new(&s, c), 0);
+	assert_int_equal(kiln_profile_init(&p, s), 0);
+	before = kiln_profile_category_probes();
+	for (int i = 0; i < K; i++) {
+		int at = (int)((uint64_t)i * 7919 % K); /* every value once, not in enum order */
+		p.records++;
+		snprintf(v, sizeof(v), "v%d", at);
+		add(&p, s, child(c->root, "kind"), KILN_JSON_STRING, 0, v);
+	}
+	assert_true(kiln_profile_category_probes() - before <= (uint64_t)K * PER);
+	f = kiln_profile_find(&p, "kind");
+	assert_int_equal(f->cat_count, K);
+	for (int i = 0; i < K; i++)
+		assert_int_equal(f->cat_counts[i], 1);
+	/* numbers match by value, as the validator compares them */
+	add(&p, s, child(c->root, "n"), KILN_JSON_NUMBER, 0, "1.0");
+	add(&p, s, child(c->root, "n"), KILN_JSON_NUMBER, 0, "2.5e0");
+	add(&p, s, child(c->root, "n"), KILN_JSON_NUMBER, 0, "4");
+	f = kiln_profile_find(&p, "n");
+	assert_string_equal(f->cat_names[1], "1");
+	assert_int_equal(f->cat_counts[0], 0);
+	assert_int_equal(f->cat_counts[1], 1);
+	assert_int_equal(f->cat_counts[2], 1);
+
+	/* a merge: a lookup per category */
+	assert_int_equal(kiln_profile_init(&q, s), 0);
+	before = kiln_profile_category_probes();
+	assert_int_equal(kiln_profile_merge(&q, &p), 0);
+	assert_int_equal(kiln_profile_merge(&q, &p), 0);
+	assert_true(kiln_profile_category_probes() - before <= 2 * (uint64_t)(K + 3) * PER);
+	f = kiln_profile_find(&q, "kind");
+	assert_int_equal(f->cat_count, K);
+	assert_int_equal(f->cat_counts[K - 1], 2);
+
+	/* drift over the categories: a lookup each way */
+	before = kiln_profile_category_probes();
+	assert_true(kiln_drift_psi(&p, kiln_profile_find(&p, "kind"), &q, kiln_profile_find(&q, "kind")) <
+	            1e-9);
+	assert_true(kiln_profile_category_probes() - before <= 2 * (uint64_t)K * PER);
+
+	kiln_profile_free(&p);
+	kiln_profile_free(&q);
+	kiln_profile_schema_free(s);
+	kiln_contract_free(c);
+	kiln_buf_free(&props);
+}
+
+/* Issue 25, item 15: past KILN_PROFILE_MAX_FIELDS fields a profile counts
+ * the rest as omitted and keeps no sketch of them; profile.json says so. */
+static void test_field_cap(void **state)
+{
+	enum { N = KILN_PROFILE_MAX_FIELDS + 76 };
+	kiln_buf props = {0}, out = {0}, out2 = {0};
+	kiln_contract *c;
+	kiln_profile_schema *s = NULL;
+	kiln_profile p, total;
+
+	(void)state;
+	for (int i = 0; i < N; i++)
+		assert_int_equal(
+		    kiln_buf_printf(&props, "      - name: f%d\n        logicalType: string\n", i), 0);
+	assert_int_equal(kiln_buf_putc(&props, '\0'), 0);
+	c = contract_of(props.ptr);
+	assert_int_equal(kiln_profile_schema_new(&s, c), 0);
+	assert_int_equal(kiln_profile_init(&p, s), 0);
+	assert_int_equal(p.count, KILN_PROFILE_MAX_FIELDS);
+	assert_int_equal(p.omitted, 76);
+	p.records = 1;
+	add(&p, s, child(c->root, "f0"), KILN_JSON_STRING, 0, "x");
+	add(&p, s, child(c->root, "f1100"), KILN_JSON_STRING, 0, "x"); /* not profiled */
+	assert_null(kiln_profile_find(&p, "f1100"));
+	assert_int_equal(kiln_profile_render_file(&out, &p, &p), 0);
+	assert_non_null(memmem(out.ptr, out.len, "\"records\":1,\"omitted\":76,", 25));
+	assert_int_equal(kiln_profile_parse_file(out.ptr, out.len, "t", &total, NULL), 0);
+	assert_int_equal(total.omitted, 76);
+	assert_int_equal(kiln_profile_render_file(&out2, &total, &p), 0);
+	assert_int_equal(out.len, out2.len);
+	assert_memory_equal(out.ptr, out2.ptr, out.len);
+	kiln_profile_free(&p);
+	kiln_profile_free(&total);
+	kiln_profile_schema_free(s);
+	kiln_contract_free(c);
+	kiln_buf_free(&props);
+	kiln_buf_free(&out);
+	kiln_buf_free(&out2);
+}
+
+/* Issue 25, item 10: a profile that cannot be one kiln wrote for the
+ * version is refused, naming the figure. */
+static void test_profile_check(void **state)
+{
+	kiln_contract *c = NULL;
+	kiln_profile_schema *s = NULL;
+	kiln_profile p;
+	kiln_profile_field *f;
+
+	(void)state;
+	assert_int_equal(kiln_contract_load_buffer(&c, "t.yaml", CONTRACT, strlen(CONTRACT), NULL), 0);
+	assert_int_equal(kiln_profile_schema_new(&s, c), 0);
+	assert_int_equal(kiln_profile_init(&p, s), 0);
+	for (int i = 0; i < 10; i++) {
+		char n[32];
+		p.records++;
+		add(&p, s, child(c->root, "user"), KILN_JSON_STRING, 0, "p1_x");
+		add(&p, s, child(c->root, "kind"), KILN_JSON_STRING, 0, i % 3 == 0 ? "a" : "b");
+		snprintf(n, sizeof(n), "%d.5", i);
+		add(&p, s, child(c->root, "n"), KILN_JSON_NUMBER, 0, n);
+		add(&p, s, child(c->root, "note"), KILN_JSON_STRING, 0, i ? "abc" : "");
+	}
+	assert_int_equal(kiln_profile_check(&p, &p, 10, "v"), 0);
+	assert_int_equal(kiln_profile_check(&p, NULL, 12, "v"), 0); /* earlier commits unprofiled */
+#define REFUSED(what)                                                                                        \
+	do {                                                                                                 \
+		assert_int_equal(kiln_profile_check(&p, NULL, 10, "v:profile.json"), KILN_EINVALID);         \
+		assert_non_null(strstr(kiln_error_last(), what));                                            \
+	} while (0)
+	/* more records than stats.json has valid ones; added more than total */
+	assert_int_equal(kiln_profile_check(&p, NULL, 9, "v:profile.json"), KILN_EINVALID);
+	assert_string_equal(kiln_error_last(),
+	                    "v:profile.json: total holds 10 records, stats.json 9 valid ones");
+	p.records = 11;
+	assert_int_equal(kiln_profile_check(&p, &p, 12, "v"), 0);
+	p.records = 10;
+	f = (kiln_profile_field *)kiln_profile_find(&p, "kind");
+	f->present++, f->types[KILN_PTYPE_STRING]++;
+	REFUSED("v:profile.json: total: field kind: more values than records");
+	f->present--;
+	REFUSED("field kind: its types do not sum to its values");
+	f->types[KILN_PTYPE_STRING]--;
+	f->cat_counts[2] = 1;
+	REFUSED("field kind: its categories count more than its values");
+	f->cat_counts[2] = 0;
+	f = (kiln_profile_field *)kiln_profile_find(&p, "user");
+	f->len_sum = 40;
+	REFUSED("field user: profiled by tokens, yet it has figures of values");
+	f->len_sum = 0;
+	f = (kiln_profile_field *)kiln_profile_find(&p, "n");
+	f->num.count = 9;
+	REFUSED("field n: its number sketch does not count its numbers");
+	f->num.count = 10;
+	f->num.max = 6;
+	REFUSED("field n: its quantiles fall outside [min, max]");
+	f->num.max = 9.5;
+	f->num.mean = 10;
+	REFUSED("field n: its numbers' min, mean, max or variance disagree");
+	f->num.mean = 5;
+	f = (kiln_profile_field *)kiln_profile_find(&p, "note");
+	f->len_min = 1;
+	REFUSED("field note: its string lengths disagree with its string count");
+	f->len_min = 0;
+	assert_int_equal(kiln_profile_check(&p, NULL, 10, "v"), 0);
+#undef REFUSED
+	kiln_profile_free(&p);
+	kiln_profile_schema_free(s);
+	kiln_contract_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_quantiles_within_alpha), cmocka_unit_test(test_merge_is_the_whole),
-	    cmocka_unit_test(test_distinct_within_error),  cmocka_unit_test(test_dd_bins_bounded),
+	    cmocka_unit_test(test_quantiles_within_alpha),
+	    cmocka_unit_test(test_merge_is_the_whole),
+	    cmocka_unit_test(test_distinct_within_error),
+	    cmocka_unit_test(test_dd_bins_bounded),
 	    cmocka_unit_test(test_profile_of_a_contract),
+	    cmocka_unit_test(test_categories_scale),
+	    cmocka_unit_test(test_field_cap),
+	    cmocka_unit_test(test_profile_check),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
