@@ -333,7 +333,8 @@ int kiln_verify_tree(kiln_verify_tree_result *out, kiln_manifest *manifest, cons
 		say(&c, "%s: stats.json does not balance (%llu in, %llu valid, %llu quarantined)", spec,
 		    (unsigned long long)stats.records_in, (unsigned long long)stats.valid,
 		    (unsigned long long)stats.quarantined);
-	return have_stats ? check_profile(&c, manifest) : 0;
+	/* a profile is judged against stats.json only when stats.json holds together */
+	return have_stats && out->problems == 0 ? check_profile(&c, manifest) : 0;
 }
 
 /* ---- the whole judgement -------------------------------------------------- */
