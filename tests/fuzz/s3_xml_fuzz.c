@@ -1,9 +1,9 @@
 /* libFuzzer target for the S3 XML reader (src/store/s3_xml.c) on hostile
  * answers: walks the input and checks what every callback gets (a path of
- * at most KILN_S3_XML_DEPTH names, text NUL-terminated at its length, the
- * end events balanced), finds the leaves the client reads (Error/Code, the
- * listing, multipart answers) and URL-decodes every listed key, aborting
- * on a broken invariant. */
+ * at most KILN_S3_XML_DEPTH well-formed names; text NUL-terminated at its
+ * length, holding no other NUL), that a callback's value stops the walk,
+ * finds the leaves the client reads (Error/Code, the listing, multipart
+ * answers) and URL-decodes every leaf, aborting on a broken invariant. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +37,7 @@ static int on_event(void *ctx, const char *path, const char *text, size_t len)
 		char *copy;
 
 		s->leaves++;
-		if (text[len] != '\0' || strlen(text) > len)
+		if (text[len] != '\0' || strlen(text) != len)
 			abort();
 		/* a listed key is URL-decoded in place: never longer, NUL-terminated */
 		if (!(copy = strdup(text)))

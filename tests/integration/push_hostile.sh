@@ -10,7 +10,8 @@
 # and a 20 MiB answer are one line naming the method, bucket, key and
 # endpoint; an upload of the same key younger than a day (a live push's) is
 # not aborted by another put, an older one is; the refusal for a signer not
-# in --allowed-signers names that option.
+# in --allowed-signers names that option; a create-only put (the ref's) on
+# file:// and s3:// refuses a key that exists.
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -208,6 +209,17 @@ check "  aborted the upload two days old, kept the live one" boto "
 ids = [u['UploadId'] for u in s3.list_multipart_uploads(Bucket='kiln').get('Uploads', [])]
 assert ids == ['$live'], ids"
 check "  the object is whole" boto "assert get('st/big') == open('$tmp/big.bin', 'rb').read()"
+
+# ---- the create-only put under the ref, on both backends -----------------------------------------------
+echo first >"$tmp/first" && echo second >"$tmp/second"
+for url in "file://$tmp/cas-store" "s3://kiln/cas"; do
+	st() { KILN_S3_ENDPOINT=127.0.0.1:$port KILN_S3_HTTP=1 "$build/tests/store_tool" "$url" "$@"; }
+	check "$url: put-new of an absent key" runs cas1 0 st put-new refs/x "$tmp/first"
+	check "  put-new again: refused, one line" runs cas2 1 st put-new refs/x "$tmp/second"
+	check "  saying it exists" one_line cas2 "exists already"
+	check "  the first bytes stay" runs cas3 0 st get refs/x
+	check "  (first)" cmp -s "$tmp/cas3.out" "$tmp/first"
+done
 
 check "no personal data in any log, stdout or stderr" pii_scan_logs
 echo "$passed passed, $failed failed"
