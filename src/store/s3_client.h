@@ -7,7 +7,7 @@
  * attempt and retried with backoff on connection failures, 408, 429 and
  * 5xx (not 501/505); a get that broke off resumes with a Range request and
  * If-Match on the first answer's ETag. Messages name the
- * endpoint, bucket and key and the service's error code, never a
+ * method, endpoint, bucket and key and the service's error code, never a
  * credential. A client keeps a few curl handles (their connections) and
  * may be shared by threads. */
 #ifndef KILN_STORE_S3_CLIENT_H

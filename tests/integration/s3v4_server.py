@@ -10,6 +10,7 @@ Usage:
   s3v4_server.py --root DIR --port-file FILE [--port 0] [--region us-east-1]
                  [--access-key AK] [--secret-key SK] [--session-token TOKEN]
                  [--bucket NAME ...] [--min-part-size BYTES] [--log FILE]
+                 [--missing-token-code InvalidToken|InvalidAccessKeyId]
 Credentials may also come from S3V4_ACCESS_KEY, S3V4_SECRET_KEY and
 S3V4_SESSION_TOKEN (arguments win). The port is written to --port-file
 (atomically) once the socket listens. SIGTERM stops the server.
