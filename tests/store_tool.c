@@ -1,6 +1,7 @@
 /* Drives a store from the shell for the integration tests:
- *   store_tool URL put KEY FILE | get KEY | stat KEY | rm KEY | ls [PREFIX]
- * get writes the object to stdout; stat prints the size or "absent" (exit 0
+ *   store_tool URL put KEY FILE | put-new KEY FILE | get KEY | stat KEY | rm KEY | ls [PREFIX]
+ * put-new stores only when KEY holds no object (exit 1 naming it when it
+ * does); get writes the object to stdout; stat prints the size or "absent" (exit 0
  * either way); ls prints "KEY SIZE" lines. Options come from the environment:
  * KILN_S3_ENDPOINT, KILN_S3_HTTP=1, KILN_S3_VIRTUAL_HOST=1,
  * KILN_S3_CREDENTIALS_FILE, KILN_S3_MAX_RETRIES, KILN_S3_REGION,
@@ -56,12 +57,12 @@ int main(int argc, char **argv)
 	if (argc < 3)
 		return usage();
 	cmd = argv[2];
-	if ((strcmp(cmd, "put") == 0 && argc != 5) ||
+	if (((strcmp(cmd, "put") == 0 || strcmp(cmd, "put-new") == 0) && argc != 5) ||
 	    ((strcmp(cmd, "get") == 0 || strcmp(cmd, "stat") == 0 || strcmp(cmd, "rm") == 0) && argc != 4) ||
 	    (strcmp(cmd, "ls") == 0 && argc > 4))
 		return usage();
-	if (strcmp(cmd, "put") && strcmp(cmd, "get") && strcmp(cmd, "stat") && strcmp(cmd, "rm") &&
-	    strcmp(cmd, "ls"))
+	if (strcmp(cmd, "put") && strcmp(cmd, "put-new") && strcmp(cmd, "get") && strcmp(cmd, "stat") &&
+	    strcmp(cmd, "rm") && strcmp(cmd, "ls"))
 		return usage();
 	options.endpoint = getenv("KILN_S3_ENDPOINT");
 	options.http = env_flag("KILN_S3_HTTP");
@@ -74,11 +75,13 @@ int main(int argc, char **argv)
 		options.part_size_mb = atoi(part);
 
 	rc = kiln_store_open(&store, argv[1], &options);
-	if (rc == 0 && strcmp(cmd, "put") == 0) {
+	if (rc == 0 && strncmp(cmd, "put", 3) == 0) {
 		struct stat st;
 
 		if (stat(argv[4], &st) < 0)
 			rc = kiln_error_set(KILN_ENOTFOUND, "%s: %s", argv[4], strerror(errno));
+		else if (strcmp(cmd, "put-new") == 0)
+			rc = kiln_store_put_file_new(store, argv[3], argv[4], (uint64_t)st.st_size);
 		else
 			rc = kiln_store_put_file(store, argv[3], argv[4], (uint64_t)st.st_size);
 	} else if (rc == 0 && strcmp(cmd, "get") == 0) {

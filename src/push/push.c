@@ -186,29 +186,24 @@ static int on_shard(void *ctx, const kiln_shard_entry *e)
 	return add_task(p, key, "shard", e->bytes, e->hash, NULL);
 }
 
-static bool have_object(void *ctx, const char *id)
-{
-	pusher *p = ctx;
-	char key[512];
-	int64_t there;
-
-	p->out->totals.git_objects++;
-	snprintf(key, sizeof(key), "%s/objects/%.2s/%s", p->target->manifest_prefix, id, id + 2);
-	if ((there = target_size(p, key)) < 0)
-		return false;
-	p->out->totals.present++;
-	p->out->totals.present_bytes += (uint64_t)there;
-	report(p, key, "manifest", (uint64_t)there, true, 0);
-	return true;
-}
-
+/* Every object of the version is exported to the staging folder; one the
+ * target lists with the same name and the size of kiln's own loose file is
+ * there (a name alone is not enough: a truncated object keeps its name). */
 static int wrote_object(void *ctx, const char *name, uint64_t size)
 {
 	pusher *p = ctx;
 	char key[512], path[4096 + 64];
+	int64_t there;
 
 	snprintf(key, sizeof(key), "%s/objects/%s", p->target->manifest_prefix, name);
 	snprintf(path, sizeof(path), "%s/objects/%s", p->staging, name);
+	p->out->totals.git_objects++;
+	if ((there = target_size(p, key)) >= 0 && (uint64_t)there == size) {
+		p->out->totals.present++;
+		p->out->totals.present_bytes += size;
+		report(p, key, "manifest", size, true, 0);
+		return 0;
+	}
 	p->out->totals.git_objects_to_send++;
 	p->out->totals.git_bytes_to_send += size;
 	return add_task(p, key, "manifest", size, NULL, path);
@@ -241,8 +236,9 @@ static int send_shard(pusher *p, const task *t)
 	return rc;
 }
 
-/* Stores len bytes under key (small files: refs, HEAD, the push record). */
-static int put_bytes(kiln_store *store, const char *key, const void *data, size_t len)
+/* Stores len bytes under key (small files: refs, HEAD, the push record);
+ * with create_only, only when key holds no object (KILN_EMODIFIED). */
+static int put_bytes(kiln_store *store, const char *key, const void *data, size_t len, bool create_only)
 {
 	char path[64];
 	int fd = kiln_fs_temp_file(NULL, "push"), rc;
@@ -251,7 +247,8 @@ static int put_bytes(kiln_store *store, const char *key, const void *data, size_
 		return fd;
 	if ((rc = kiln_fs_write_all(fd, data, len, "temporary file")) == 0) {
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		rc = kiln_store_put_file(store, key, path, len);
+		rc = create_only ? kiln_store_put_file_new(store, key, path, len)
+		                 : kiln_store_put_file(store, key, path, len);
 	}
 	close(fd);
 	return rc;
@@ -348,11 +345,11 @@ static int write_info_refs(pusher *p)
 	r.skip = strlen(p->target->manifest_prefix) + 1;
 	if ((rc = kiln_store_list(p->dst, prefix, on_ref, &r)) == 0) {
 		snprintf(key, sizeof(key), "%s/info/refs", p->target->manifest_prefix);
-		rc = put_bytes(p->dst, key, refs.ptr ? refs.ptr : "", refs.len);
+		rc = put_bytes(p->dst, key, refs.ptr ? refs.ptr : "", refs.len, false);
 	}
 	if (rc == 0) {
 		snprintf(key, sizeof(key), "%s/objects/info/packs", p->target->manifest_prefix);
-		rc = put_bytes(p->dst, key, "\n", 1);
+		rc = put_bytes(p->dst, key, "\n", 1, false);
 	}
 	kiln_buf_free(&refs);
 	return rc;
@@ -369,12 +366,12 @@ static int write_repo_files(pusher *p)
 
 	snprintf(key, sizeof(key), "%s/HEAD", p->target->manifest_prefix);
 	if ((rc = kiln_store_stat(p->dst, key, NULL)) == 0)
-		rc = put_bytes(p->dst, key, head, sizeof(head) - 1);
+		rc = put_bytes(p->dst, key, head, sizeof(head) - 1, false);
 	if (rc < 0)
 		return rc;
 	snprintf(key, sizeof(key), "%s/config", p->target->manifest_prefix);
 	if ((rc = kiln_store_stat(p->dst, key, NULL)) == 0)
-		rc = put_bytes(p->dst, key, config, sizeof(config) - 1);
+		rc = put_bytes(p->dst, key, config, sizeof(config) - 1, false);
 	return rc < 0 ? rc : 0;
 }
 
@@ -408,6 +405,49 @@ static int check_target_ref(pusher *p)
 	return rc;
 }
 
+/* The version's ref, created only where there is none: of two pushes of
+ * different objects under one name at once, exactly one writes it and the
+ * other is refused as check_target_ref refuses (never replaced). */
+static int write_ref(pusher *p)
+{
+	char key[512], line[48];
+	int rc;
+
+	if (p->ref_there)
+		return 0;
+	snprintf(key, sizeof(key), "%s/%s", p->target->manifest_prefix, p->out->ref);
+	snprintf(line, sizeof(line), "%s\n", ref_id(p));
+	if ((rc = put_bytes(p->dst, key, line, strlen(line), true)) != KILN_EMODIFIED)
+		return rc;
+	kiln_error_clear(); /* written meanwhile: the same object, or refused */
+	if ((rc = check_target_ref(p)) < 0)
+		return rc;
+	if (!p->ref_there)
+		return kiln_error_set(KILN_EMODIFIED, "%s@%s: the target %s's ref %s changed during the push",
+		                      p->out->dataset, p->out->version, p->target->name, p->out->ref);
+	return 0;
+}
+
+/* 1 when info/refs at the target names the version's ref, 0 when not. */
+static int info_refs_names(pusher *p)
+{
+	kiln_buf refs = KILN_BUF_INIT(4u << 20), want = KILN_BUF_INIT(512);
+	char key[512];
+	int rc;
+
+	snprintf(key, sizeof(key), "%s/info/refs", p->target->manifest_prefix);
+	rc = kiln_store_get(p->dst, key, kiln_buf_sink, &refs);
+	if (rc == KILN_ENOTFOUND || rc == KILN_ELIMIT) {
+		kiln_error_clear(); /* none, or not one kiln wrote: written again */
+		rc = 0;
+	} else if (rc == 0 && (rc = kiln_buf_printf(&want, "%s\t%s\n", ref_id(p), p->out->ref)) == 0) {
+		rc = refs.len >= want.len && memmem(refs.ptr, refs.len, want.ptr, want.len) ? 1 : 0;
+	}
+	kiln_buf_free(&refs);
+	kiln_buf_free(&want);
+	return rc;
+}
+
 static int write_record(pusher *p)
 {
 	kiln_buf rec = KILN_BUF_INIT(512);
@@ -428,7 +468,7 @@ static int write_record(pusher *p)
 	    p->out->totals.shards, p->out->totals.shard_bytes, when, PACKAGE_VERSION);
 	snprintf(key, sizeof(key), "pushes/%s/%s.json", p->out->dataset, p->out->version);
 	if (rc == 0)
-		rc = put_bytes(p->dst, key, rec.ptr, rec.len);
+		rc = put_bytes(p->dst, key, rec.ptr, rec.len, false);
 	kiln_buf_free(&rec);
 	return rc;
 }
@@ -493,9 +533,10 @@ static int judge(pusher *p)
 		rc = kiln_error_set(
 		    KILN_EINVALID, "%s: %s; only promoted, signed versions are pushed (or give --unpromoted)",
 		    req->spec,
-		    !out->promoted                      ? "not a promoted version (no vN tag)"
-		    : sig.state != KILN_VERIFY_SIG_GOOD ? "its tag is not signed"
-		                                        : "its tag is not signed by a key of --keys");
+		    !out->promoted ? "not a promoted version (no vN tag)"
+		    : sig.state != KILN_VERIFY_SIG_GOOD
+		        ? "its tag is not signed"
+		        : "its tag is not signed by a key of --allowed-signers");
 		goto cleanup;
 	}
 	if (tag_prefix && p->v.tag[0]) {
@@ -521,7 +562,7 @@ static int plan(pusher *p)
 {
 	char objects[4096 + 16];
 	uint64_t reachable;
-	kiln_export_sink sink = {.have = have_object, .wrote = wrote_object, .ctx = p};
+	kiln_export_sink sink = {.wrote = wrote_object, .ctx = p}; /* no have: every object compared */
 	int rc;
 
 	if ((rc = check_target_ref(p)) < 0 || (rc = list_target(p)) < 0)
@@ -543,7 +584,8 @@ static int plan(pusher *p)
 int kiln_push(const kiln_push_request *req, kiln_push_result *out)
 {
 	pusher p = {.req = req, .target = req->target, .out = out};
-	char key[512], line[48];
+	char key[512];
+	bool had_ref;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -558,14 +600,18 @@ int kiln_push(const kiln_push_request *req, kiln_push_result *out)
 		goto cleanup;
 	if ((rc = send_all(&p, req->concurrency ? req->concurrency : p.target->concurrency)) < 0)
 		goto cleanup;
-	/* the version appears last, once everything it names is there */
-	if (p.ref_there && p.ntasks == 0)
-		goto cleanup; /* nothing was missing: nothing to write */
-	snprintf(key, sizeof(key), "%s/%s", p.target->manifest_prefix, out->ref);
-	snprintf(line, sizeof(line), "%s\n", ref_id(&p));
-	if ((rc = write_repo_files(&p)) < 0 || (rc = put_bytes(p.dst, key, line, strlen(line))) < 0 ||
-	    (rc = write_info_refs(&p)) < 0 || (rc = write_record(&p)) < 0)
+	/* the version appears last, once everything it names is there; a push
+	 * resumed after the ref was written still writes what follows it */
+	had_ref = p.ref_there;
+	if ((rc = write_repo_files(&p)) < 0 || (rc = write_ref(&p)) < 0)
 		goto cleanup;
+	if ((rc = had_ref ? info_refs_names(&p) : 0) < 0 || (rc == 0 && (rc = write_info_refs(&p)) < 0))
+		goto cleanup;
+	snprintf(key, sizeof(key), "pushes/%s/%s.json", out->dataset, out->version);
+	if ((rc = had_ref ? kiln_store_stat(p.dst, key, NULL) : 0) < 0 ||
+	    (rc == 0 && (rc = write_record(&p)) < 0))
+		goto cleanup;
+	rc = 0;
 cleanup:
 	if (p.staging[0])
 		kiln_fs_remove_tree(p.staging);

@@ -318,7 +318,9 @@ static int tighten_zone(file_store *s, const char *key)
 	return rc;
 }
 
-static int file_put_file(kiln_store *store, const char *key, const char *path, uint64_t size)
+/* exclusive: link(2) the temporary file in, which fails when dest exists,
+ * instead of renaming it over dest. */
+static int put_file(kiln_store *store, const char *key, const char *path, uint64_t size, bool exclusive)
 {
 	file_store *s = (file_store *)store;
 	bool restricted = restricted_key(key);
@@ -360,10 +362,18 @@ static int file_put_file(kiln_store *store, const char *key, const char *path, u
 	*slash = '/';
 	if (rc < 0 || (restricted && (rc = tighten_zone(s, key)) < 0))
 		goto cleanup;
-	if (rename(tmp, dest) < 0) {
+	if (exclusive && link(tmp, dest) < 0) {
+		rc = errno == EEXIST
+		         ? kiln_error_set(KILN_EMODIFIED, "%s: exists already", dest)
+		         : kiln_error_set(KILN_EIO, "link %s to %s: %s", tmp, dest, strerror(errno));
+		goto cleanup;
+	}
+	if (!exclusive && rename(tmp, dest) < 0) {
 		rc = kiln_error_set(KILN_EIO, "rename %s to %s: %s", tmp, dest, strerror(errno));
 		goto cleanup;
 	}
+	if (exclusive)
+		unlink(tmp);
 	free(tmp);
 	tmp = NULL;
 	*slash = '\0';
@@ -380,6 +390,16 @@ cleanup:
 		close(in);
 	free(dest);
 	return rc;
+}
+
+static int file_put_file(kiln_store *store, const char *key, const char *path, uint64_t size)
+{
+	return put_file(store, key, path, size, false);
+}
+
+static int file_put_file_new(kiln_store *store, const char *key, const char *path, uint64_t size)
+{
+	return put_file(store, key, path, size, true);
 }
 
 static int file_get(kiln_store *store, const char *key, kiln_store_sink sink, void *ctx)
@@ -657,4 +677,5 @@ const kiln_store_backend kiln_store_file_backend = {
     .remove = file_remove,
     .list = file_list,
     .close = file_close,
+    .put_file_new = file_put_file_new,
 };

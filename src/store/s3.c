@@ -336,6 +336,19 @@ static int s3_put_file(kiln_store *store, const char *key, const char *path, uin
 	return rc;
 }
 
+static int s3_put_file_new(kiln_store *store, const char *key, const char *path, uint64_t size)
+{
+	s3_store *s = (s3_store *)store;
+	char *name = full_name(s, key);
+	int rc;
+
+	if (!name)
+		return oom();
+	rc = kiln_s3_put_file_new(s->client, name, path, size);
+	free(name);
+	return rc;
+}
+
 static int s3_get(kiln_store *store, const char *key, kiln_store_sink sink, void *ctx)
 {
 	s3_store *s = (s3_store *)store;
@@ -466,4 +479,5 @@ const kiln_store_backend kiln_store_s3_backend = {
     .remove = s3_remove,
     .list = s3_list,
     .close = s3_close,
+    .put_file_new = s3_put_file_new,
 };

@@ -22,6 +22,8 @@
 #define DEFAULT_RETRIES 5
 #define BODY_MAX        (8u << 20) /* an answer kept in memory (a list page, an error) */
 #define MAX_EXTRA       8
+#define LIST_MAX_PAGES  100000u     /* 100 million keys: a listing that goes on past it is refused */
+#define STALE_UPLOAD_S  (24 * 3600) /* an upload started longer ago than this is abandoned */
 
 struct kiln_s3_client {
 	char *endpoint, *bucket, *region;
@@ -57,6 +59,9 @@ struct call {
 	bool started, aborted;
 	int abort_rc;
 	kiln_buf body;
+	bool too_big;      /* the answer's body went past BODY_MAX: refused */
+	bool error_in_200; /* a 2xx answer whose body is an <Error> (S3 can answer so) */
+	bool create_only;  /* PUT with If-None-Match: *: refused (412) when the key exists */
 	/* each attempt */
 	long status;
 	CURLcode cc;
@@ -143,7 +148,10 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *ctx)
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
 	if (!c->sink || (status != 200 && status != 206)) {
 		/* an error answer or a listing: kept whole (up to BODY_MAX) */
-		return kiln_buf_put(&c->body, data, len) == 0 ? len : 0;
+		if (kiln_buf_put(&c->body, data, len) == 0)
+			return len;
+		c->too_big = c->body.len + len > BODY_MAX;
+		return 0; /* CURLE_WRITE_ERROR */
 	}
 	if (!c->started) {
 		c->started = true;
@@ -276,6 +284,8 @@ static void attempt(struct call *c)
 	c->skip = 0;
 	c->started = false;
 	c->etag[0] = '\0';
+	c->too_big = false;
+	c->error_in_200 = false;
 	kiln_buf_reset(&c->body);
 	c->body.max = BODY_MAX;
 	if (request_url(c, &url, &path) < 0) {
@@ -303,6 +313,8 @@ static void attempt(struct call *c)
 	if (s->token)
 		headers = add(headers, sig.security_token.ptr, &failed);
 	headers = add(headers, "Expect:", &failed); /* no 100-continue round trip */
+	if (c->create_only)
+		headers = add(headers, "If-None-Match: *", &failed);
 	if (c->sink && c->delivered > 0) {
 		/* a resume: the rest of the same object, or 412 if it was replaced */
 		char if_match[160];
@@ -346,6 +358,13 @@ static void attempt(struct call *c)
 	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &c->status);
 	curl_easy_getinfo(e, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &c->length);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+	if (c->cc == CURLE_OK && c->status >= 200 && c->status < 300 && !c->sink && c->body.len) {
+		char code[64];
+
+		/* S3 can answer 200 and still fail, in the body */
+		c->error_in_200 =
+		    kiln_s3_xml_find(c->body.ptr, c->body.len, "Error/Code", code, sizeof(code));
+	}
 done:
 	free_headers(headers);
 	kiln_buf_free(&url);
@@ -356,10 +375,14 @@ done:
 
 static bool retriable(const struct call *c)
 {
-	return !c->aborted && kiln_curl_retriable(c->cc, c->status);
+	if (c->aborted || c->too_big)
+		return false;
+	if (c->create_only && c->cc == CURLE_OK && c->status == 409)
+		return true; /* ConditionalRequestConflict: another conditional write was in flight */
+	return c->error_in_200 || kiln_curl_retriable(c->cc, c->status);
 }
 
-static const char *hint(const char *code)
+static const char *hint(const kiln_s3_client *s, const char *code, long status)
 {
 	static const struct {
 		const char *code, *hint;
@@ -373,11 +396,21 @@ static const char *hint(const char *code)
 	    {"NoSuchBucket", "the bucket does not exist at this endpoint"},
 	    {"AuthorizationHeaderMalformed", "check the region"},
 	    {"PermanentRedirect", "the bucket lives at another endpoint or region"},
+	    {"TemporaryRedirect", "the bucket answers at another endpoint: set the endpoint or region"},
 	};
 
+	/* AWS answers a temporary key sent without its session token with
+	 * InvalidAccessKeyId, not InvalidToken */
+	if (strcmp(code, "InvalidAccessKeyId") == 0 && !s->token)
+		return strncmp(s->access_key, "ASIA", 4) == 0
+		           ? "a temporary access key needs its session token: check the session token"
+		           : "check the access key id, and the session token if the credentials are "
+		             "temporary";
 	for (size_t i = 0; i < sizeof(hints) / sizeof(hints[0]); i++)
 		if (strcmp(code, hints[i].code) == 0)
 			return hints[i].hint;
+	if (status >= 300 && status < 400)
+		return "redirects are not followed: set the endpoint or region";
 	return NULL;
 }
 
@@ -389,7 +422,11 @@ static int fail(const struct call *c, int attempts)
 	const char *h;
 	int kind = KILN_EINVALID;
 
-	if (c->cc != CURLE_OK && c->cc != CURLE_WRITE_ERROR) {
+	if (c->too_big) {
+		return kiln_error_set(KILN_EINVALID,
+		                      "%s s3://%s/%s at %s: HTTP %ld with a body over %u MiB: refused",
+		                      c->method, s->bucket, key, s->endpoint, c->status, BODY_MAX >> 20);
+	} else if (c->cc != CURLE_OK && c->cc != CURLE_WRITE_ERROR) {
 		snprintf(what, sizeof(what), "%s", c->curl_err[0] ? c->curl_err : curl_easy_strerror(c->cc));
 	} else {
 		kiln_s3_xml_find(c->body.ptr, c->body.len, "Error/Code", code, sizeof(code));
@@ -402,21 +439,26 @@ static int fail(const struct call *c, int attempts)
 			kind = KILN_ENOTFOUND;
 		if (c->status == 412 && c->sink)
 			return kiln_error_set(KILN_ERETRY,
-			                      "s3://%s/%s at %s: the object changed while it was read",
-			                      s->bucket, key, s->endpoint);
+			                      "%s s3://%s/%s at %s: the object changed while it was read",
+			                      c->method, s->bucket, key, s->endpoint);
+		if (c->status == 412 && c->create_only)
+			return kiln_error_set(
+			    KILN_EMODIFIED, "%s s3://%s/%s at %s: the object exists already (If-None-Match)",
+			    c->method, s->bucket, key, s->endpoint);
 	}
 	if (retriable(c))
-		return kiln_error_set(KILN_ERETRY, "s3://%s/%s at %s: %s, gave up after %d attempt%s",
-		                      s->bucket, key, s->endpoint, what, attempts, attempts == 1 ? "" : "s");
-	if ((h = hint(code)))
-		return kiln_error_set(kind, "s3://%s/%s at %s: %s (%s)", s->bucket, key, s->endpoint, what,
-		                      h);
-	return kiln_error_set(kind, "s3://%s/%s at %s: %s", s->bucket, key, s->endpoint, what);
+		return kiln_error_set(KILN_ERETRY, "%s s3://%s/%s at %s: %s, gave up after %d attempt%s",
+		                      c->method, s->bucket, key, s->endpoint, what, attempts,
+		                      attempts == 1 ? "" : "s");
+	if ((h = hint(s, code, c->status)))
+		return kiln_error_set(kind, "%s s3://%s/%s at %s: %s (%s)", c->method, s->bucket, key,
+		                      s->endpoint, what, h);
+	return kiln_error_set(kind, "%s s3://%s/%s at %s: %s", c->method, s->bucket, key, s->endpoint, what);
 }
 
 static bool done_ok(const struct call *c)
 {
-	if (c->cc != CURLE_OK)
+	if (c->cc != CURLE_OK || c->error_in_200)
 		return false;
 	return c->status >= 200 && c->status < 300;
 }
@@ -444,9 +486,9 @@ static int run(struct call *c)
 			break; /* every byte arrived; only the ending failed */
 		if (c->sink && c->delivered > 0 && !c->if_match[0]) {
 			rc = kiln_error_set(KILN_ERETRY,
-			                    "s3://%s/%s at %s: read failed after %" PRIu64
+			                    "%s s3://%s/%s at %s: read failed after %" PRIu64
 			                    " bytes and the object has no ETag to resume by",
-			                    c->s->bucket, c->key, c->s->endpoint, c->delivered);
+			                    c->method, c->s->bucket, c->key, c->s->endpoint, c->delivered);
 			break;
 		}
 		if (!retriable(c) || n >= c->s->max_retries) {
@@ -498,7 +540,8 @@ static int file_sha256(int fd, const char *path, uint64_t offset, uint64_t size,
 
 /* PUT of size bytes of fd from offset: the object, or a part of an upload. */
 static int put_range(kiln_s3_client *s, const char *key, int fd, const char *path, uint64_t offset,
-                     uint64_t size, const kiln_sigv4_pair *query, size_t query_count, char etag[128])
+                     uint64_t size, const kiln_sigv4_pair *query, size_t query_count, char etag[128],
+                     bool create_only)
 {
 	struct call c;
 	char sha[65];
@@ -511,6 +554,7 @@ static int put_range(kiln_s3_client *s, const char *key, int fd, const char *pat
 	c.offset = offset;
 	c.size = size;
 	c.payload_sha256 = sha;
+	c.create_only = create_only;
 	for (size_t i = 0; i < query_count; i++)
 		c.query[c.query_count++] = query[i];
 	rc = run(&c);
@@ -518,7 +562,7 @@ static int put_range(kiln_s3_client *s, const char *key, int fd, const char *pat
 		snprintf(etag, 128, "%s", c.etag);
 	kiln_buf_free(&c.body);
 	if (rc == 0 && etag && !etag[0])
-		return kiln_error_set(KILN_EIO, "s3://%s/%s at %s: a part's answer without an ETag",
+		return kiln_error_set(KILN_EIO, "PUT s3://%s/%s at %s: a part's answer without an ETag",
 		                      s->bucket, key, s->endpoint);
 	return rc;
 }
@@ -555,7 +599,11 @@ struct stale {
 	kiln_s3_client *s;
 	const char *key;
 	char found[1024], id[1024];
+	int64_t initiated; /* 0: not given */
+	time_t now;
 };
+
+static int64_t parse_time(const char *t);
 
 static int stale_upload(void *ctx, const char *path, const char *text, size_t len)
 {
@@ -566,18 +614,29 @@ static int stale_upload(void *ctx, const char *path, const char *text, size_t le
 		snprintf(st->found, sizeof(st->found), "%s", text);
 	else if (text && strcmp(path, "ListMultipartUploadsResult/Upload/UploadId") == 0)
 		snprintf(st->id, sizeof(st->id), "%s", text);
-	else if (!text && strcmp(path, "ListMultipartUploadsResult/Upload") == 0 &&
-	         strcmp(st->found, st->key) == 0 && st->id[0])
-		abort_upload(st->s, st->key, st->id);
+	else if (text && strcmp(path, "ListMultipartUploadsResult/Upload/Initiated") == 0)
+		st->initiated = parse_time(text);
+	else if (!text && strcmp(path, "ListMultipartUploadsResult/Upload") == 0) {
+		/* only an upload known to be old: one of unknown age may be a live
+		 * upload of another process putting the same key */
+		if (strcmp(st->found, st->key) == 0 && st->id[0] && st->initiated > 0 &&
+		    (int64_t)st->now - st->initiated > STALE_UPLOAD_S)
+			abort_upload(st->s, st->key, st->id);
+		st->found[0] = st->id[0] = '\0';
+		st->initiated = 0;
+	}
 	return 0;
 }
 
 /* Aborts the uploads of exactly this key that earlier attempts left (a
- * process killed mid-upload): a key's bytes never change under its name,
- * so nothing of value is lost. */
+ * process killed mid-upload) once they are older than STALE_UPLOAD_S, so
+ * that a live upload of the same key by another process (two pushes at
+ * once) is never cut: a key's bytes never change under its name, so
+ * nothing of value is lost. The clocks agree within the 15 minutes
+ * Signature V4 allows. */
 static int abort_stale_uploads(kiln_s3_client *s, const char *key)
 {
-	struct stale st = {.s = s, .key = key};
+	struct stale st = {.s = s, .key = key, .now = time(NULL)};
 	struct call c;
 	int rc;
 
@@ -609,7 +668,7 @@ static int put_parts(kiln_s3_client *s, const char *key, int fd, const char *pat
 
 		snprintf(number, sizeof(number), "%" PRIu32, n);
 		if ((rc = put_range(s, key, fd, path, at, size - at < s->part_size ? size - at : s->part_size,
-		                    q, 2, etag)) == 0)
+		                    q, 2, etag, false)) == 0)
 			rc = kiln_buf_printf(
 			    complete, "<Part><PartNumber>%" PRIu32 "</PartNumber><ETag>%s</ETag></Part>", n,
 			    etag);
@@ -622,7 +681,7 @@ static int put_parts(kiln_s3_client *s, const char *key, int fd, const char *pat
 static int put_multipart(kiln_s3_client *s, const char *key, int fd, const char *path, uint64_t size)
 {
 	kiln_buf answer = {0}, complete = {0};
-	char upload_id[1024], code[64];
+	char upload_id[1024];
 	int rc;
 
 	if ((size + s->part_size - 1) / s->part_size > 10000)
@@ -634,17 +693,14 @@ static int put_multipart(kiln_s3_client *s, const char *key, int fd, const char 
 	rc = post(s, key, (kiln_sigv4_pair){"uploads", ""}, "", &answer);
 	if (rc == 0 && !kiln_s3_xml_find(answer.ptr, answer.len, "InitiateMultipartUploadResult/UploadId",
 	                                 upload_id, sizeof(upload_id)))
-		rc = kiln_error_set(KILN_EIO, "s3://%s/%s at %s: no UploadId in the answer", s->bucket, key,
-		                    s->endpoint);
+		rc = kiln_error_set(KILN_EIO, "POST s3://%s/%s at %s: no UploadId in the answer", s->bucket,
+		                    key, s->endpoint);
 	kiln_buf_free(&answer);
 	if (rc < 0)
 		return rc;
 	if ((rc = put_parts(s, key, fd, path, size, upload_id, &complete)) == 0) {
+		/* a 200 with an <Error> inside is a failure (run() retries it) */
 		rc = post(s, key, (kiln_sigv4_pair){"uploadId", upload_id}, complete.ptr, &answer);
-		/* S3 can answer 200 and still fail, in the body */
-		if (rc == 0 && kiln_s3_xml_find(answer.ptr, answer.len, "Error/Code", code, sizeof(code)))
-			rc = kiln_error_set(KILN_ERETRY, "s3://%s/%s at %s: completing the upload: %s",
-			                    s->bucket, key, s->endpoint, code);
 		kiln_buf_free(&answer);
 	}
 	kiln_buf_free(&complete);
@@ -659,7 +715,7 @@ static int put_multipart(kiln_s3_client *s, const char *key, int fd, const char 
 	return rc;
 }
 
-int kiln_s3_put_file(kiln_s3_client *s, const char *key, const char *path, uint64_t size)
+static int put_file(kiln_s3_client *s, const char *key, const char *path, uint64_t size, bool create_only)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
 
@@ -667,10 +723,26 @@ int kiln_s3_put_file(kiln_s3_client *s, const char *key, const char *path, uint6
 		return kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "%s: %s", path,
 		                      strerror(errno));
 	if ((rc = kiln_store_check_upload(fd, path, size)) == 0)
-		rc = size > s->part_size ? put_multipart(s, key, fd, path, size)
-		                         : put_range(s, key, fd, path, 0, size, NULL, 0, NULL);
+		rc = size > s->part_size && !create_only
+		         ? put_multipart(s, key, fd, path, size)
+		         : put_range(s, key, fd, path, 0, size, NULL, 0, NULL, create_only);
 	close(fd);
 	return rc;
+}
+
+int kiln_s3_put_file(kiln_s3_client *s, const char *key, const char *path, uint64_t size)
+{
+	return put_file(s, key, path, size, false);
+}
+
+int kiln_s3_put_file_new(kiln_s3_client *s, const char *key, const char *path, uint64_t size)
+{
+	if (size > KILN_S3_MAX_PUT)
+		return kiln_error_set(KILN_EINVALID,
+		                      "PUT s3://%s/%s: %" PRIu64 " bytes is over one PUT's 5 GiB, which a "
+		                      "create-only put needs",
+		                      s->bucket, key, size);
+	return put_file(s, key, path, size, true);
 }
 
 int kiln_s3_get(kiln_s3_client *s, const char *key, kiln_store_sink sink, void *ctx)
@@ -786,12 +858,14 @@ int kiln_s3_list(kiln_s3_client *s, const char *prefix, kiln_s3_list_cb cb, void
 {
 	struct page p = {.cb = cb, .ctx = ctx};
 	char token[1024] = "";
+	unsigned pages = 0;
 	int rc;
 
 	do {
 		struct call c;
 
 		call_init(&c, s, "GET", "");
+		c.about = prefix ? prefix : ""; /* messages name the prefix listed */
 		c.query[c.query_count++] = (kiln_sigv4_pair){"list-type", "2"};
 		c.query[c.query_count++] = (kiln_sigv4_pair){"encoding-type", "url"};
 		c.query[c.query_count++] = (kiln_sigv4_pair){"prefix", prefix ? prefix : ""};
@@ -805,14 +879,24 @@ int kiln_s3_list(kiln_s3_client *s, const char *prefix, kiln_s3_list_cb cb, void
 		kiln_buf_free(&c.body);
 		if (p.bad_key)
 			return kiln_error_set(KILN_EINVALID,
-			                      "s3://%s/%s at %s: a listed key that is not URL-encoded",
+			                      "GET s3://%s/%s at %s: a listed key that is not URL-encoded",
 			                      s->bucket, prefix ? prefix : "", s->endpoint);
 		if (rc != 0)
 			return rc;
 		if (p.truncated && !p.next[0])
 			return kiln_error_set(KILN_EINVALID,
-			                      "s3://%s/%s at %s: a truncated listing without a token",
+			                      "GET s3://%s/%s at %s: a truncated listing without a token",
 			                      s->bucket, prefix ? prefix : "", s->endpoint);
+		/* a server that answers the same page forever is not followed */
+		if (p.truncated && strcmp(p.next, token) == 0)
+			return kiln_error_set(KILN_EINVALID,
+			                      "GET s3://%s/%s at %s: a truncated listing whose next token is "
+			                      "the one just sent",
+			                      s->bucket, prefix ? prefix : "", s->endpoint);
+		if (p.truncated && ++pages >= LIST_MAX_PAGES)
+			return kiln_error_set(
+			    KILN_ELIMIT, "GET s3://%s/%s at %s: a listing of more than %u pages: refused",
+			    s->bucket, prefix ? prefix : "", s->endpoint, LIST_MAX_PAGES);
 		snprintf(token, sizeof(token), "%s", p.next);
 	} while (p.truncated);
 	return 0;

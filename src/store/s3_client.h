@@ -7,7 +7,7 @@
  * attempt and retried with backoff on connection failures, 408, 429 and
  * 5xx (not 501/505); a get that broke off resumes with a Range request and
  * If-Match on the first answer's ETag. Messages name the
- * endpoint, bucket and key and the service's error code, never a
+ * method, endpoint, bucket and key and the service's error code, never a
  * credential. A client keeps a few curl handles (their connections) and
  * may be shared by threads. */
 #ifndef KILN_STORE_S3_CLIENT_H
@@ -32,7 +32,8 @@ typedef struct kiln_s3_config {
 } kiln_s3_config;
 
 #define KILN_S3_DEFAULT_PART_SIZE (16u << 20)
-#define KILN_S3_MIN_PART_SIZE     (5u << 20) /* S3's smallest part but the last */
+#define KILN_S3_MIN_PART_SIZE     (5u << 20)          /* S3's smallest part but the last */
+#define KILN_S3_MAX_PUT           (UINT64_C(5) << 30) /* S3's largest single PUT */
 
 typedef struct kiln_s3_client kiln_s3_client;
 
@@ -43,9 +44,16 @@ void kiln_s3_client_free(kiln_s3_client *client);
 /* The regular file at path (size bytes) under key: one PUT, or above the
  * part size a multipart upload (each part's SHA-256 signed; completed, or
  * aborted on failure). Uploads of the same key left by an earlier attempt
- * (a killed process) are aborted first: an object appears whole or not at
- * all, and no upload is left behind by a retry. */
+ * (a killed process) more than a day ago are aborted first (a younger one
+ * may be another process's live upload of the same key): an object appears
+ * whole or not at all. A 2xx answer with an <Error> body is a failure
+ * (retried), as is an answer body over 8 MiB (refused). */
 int kiln_s3_put_file(kiln_s3_client *client, const char *key, const char *path, uint64_t size);
+/* The same, but only when key holds no object yet: one PUT with
+ * If-None-Match: * (at most KILN_S3_MAX_PUT bytes), KILN_EMODIFIED when the
+ * key exists (412), a 409 retried. A service that ignores the header
+ * overwrites; AWS S3 and current MinIO and Ceph RGW honour it. */
+int kiln_s3_put_file_new(kiln_s3_client *client, const char *key, const char *path, uint64_t size);
 /* GET: the object's bytes to sink, in order, each byte once. */
 int kiln_s3_get(kiln_s3_client *client, const char *key, kiln_store_sink sink, void *ctx);
 /* HEAD: the object's size; KILN_ENOTFOUND when there is none. A 4xx answer

@@ -97,6 +97,15 @@ static int entity(struct walker *w)
 	return bad(w, "an unknown entity");
 }
 
+/* A byte of an element name: S3's names are ASCII letters, digits and
+ * "_.:-"; anything else (a NUL, '<', '&', a byte above 0x7F) would let two
+ * different names read as one path. */
+static bool name_byte(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+	       c == '.' || c == ':' || c == '-';
+}
+
 static int start_tag(struct walker *w)
 {
 	const char *name = ++w->p, *q;
@@ -105,7 +114,10 @@ static int start_tag(struct walker *w)
 
 	while (w->p < w->end && *w->p != '>' && *w->p != '/' && *w->p != ' ' && *w->p != '\t' &&
 	       *w->p != '\r' && *w->p != '\n')
-		w->p++;
+		if (name_byte(*w->p))
+			w->p++;
+		else
+			return bad(w, "an invalid element name");
 	n = (size_t)(w->p - name);
 	if (!(q = memchr(w->p, '>', (size_t)(w->end - w->p))) || n == 0)
 		return bad(w, "a tag left open");
@@ -173,6 +185,8 @@ static int walk(struct walker *w)
 			const char *body = w->p + 9;
 			if (!skip_past(w, "]]>"))
 				return bad(w, "a CDATA section left open");
+			if (memchr(body, '\0', (size_t)(w->p - 3 - body)))
+				return bad(w, "a NUL byte");
 			rc = kiln_buf_put(&w->text, body, (size_t)(w->p - 3 - body));
 		} else if (c == '<' && w->end - w->p >= 4 && memcmp(w->p, "<!--", 4) == 0) {
 			rc = skip_past(w, "-->") ? 0 : bad(w, "a comment left open");
@@ -187,6 +201,8 @@ static int walk(struct walker *w)
 		} else {
 			if (w->depth == 0 && c != ' ' && c != '\t' && c != '\r' && c != '\n')
 				return bad(w, "text outside the root element");
+			if (c == '\0')
+				return bad(w, "a NUL byte"); /* not a character XML allows */
 			rc = kiln_buf_putc(&w->text, c);
 			w->p++;
 		}

@@ -9,7 +9,9 @@
  * end. Declarations, comments and processing instructions are skipped,
  * attributes ignored. Anything else that is not well-formed (a tag left
  * open, a mismatched end tag, an unknown entity, a path deeper than
- * KILN_S3_XML_DEPTH) is KILN_EINVALID naming the byte offset. */
+ * KILN_S3_XML_DEPTH, an element name of other bytes than ASCII letters,
+ * digits and "_.:-", a NUL byte) is KILN_EINVALID naming the byte offset,
+ * so a leaf's text holds no NUL and two names never read as one path. */
 #ifndef KILN_STORE_S3_XML_H
 #define KILN_STORE_S3_XML_H
 

@@ -195,6 +195,17 @@ int kiln_store_put_file(kiln_store *store, const char *key, const char *path, ui
 	return store->backend->put_file(store, key, path, size);
 }
 
+int kiln_store_put_file_new(kiln_store *store, const char *key, const char *path, uint64_t size)
+{
+	assert(store && path);
+	if (!kiln_store_key_valid(key))
+		return invalid_key(store, "key", key ? key : "");
+	if (!store->backend->put_file_new)
+		return kiln_error_set(KILN_EINVALID, "%s: this store cannot create %s only when it is absent",
+		                      store->url, key);
+	return store->backend->put_file_new(store, key, path, size);
+}
+
 int kiln_store_get(kiln_store *store, const char *key, kiln_store_sink sink, void *ctx)
 {
 	assert(store && sink);

@@ -65,6 +65,11 @@ typedef struct kiln_store_backend {
 	int (*remove)(kiln_store *store, const char *key);
 	int (*list)(kiln_store *store, const char *prefix, kiln_store_key_cb cb, void *ctx);
 	void (*close)(kiln_store *store);
+	/* Optional (NULL: the backend cannot): put_file, but only when key holds
+	 * no object yet, KILN_EMODIFIED when it does; of two at once exactly one
+	 * succeeds (a compare-and-swap on absence, for refs that are never
+	 * replaced). */
+	int (*put_file_new)(kiln_store *store, const char *key, const char *path, uint64_t size);
 } kiln_store_backend;
 
 #define KILN_STORE_BACKEND_VERSION 2
@@ -92,6 +97,9 @@ int kiln_store_get(kiln_store *store, const char *key, kiln_store_sink sink, voi
 int kiln_store_stat(kiln_store *store, const char *key, uint64_t *out_size);
 int kiln_store_remove(kiln_store *store, const char *key);
 int kiln_store_list(kiln_store *store, const char *prefix, kiln_store_key_cb cb, void *ctx);
+/* put_file only when key holds no object: KILN_EMODIFIED when it does,
+ * KILN_EINVALID when the backend cannot tell atomically. */
+int kiln_store_put_file_new(kiln_store *store, const char *key, const char *path, uint64_t size);
 
 /* For backends: sleeps before retry number `attempt` (0-based): 100 ms,
  * doubling up to 5 s, plus up to a quarter more of random jitter. */

@@ -11,7 +11,8 @@
 # an unpromoted version needs --unpromoted and is recorded as such; a
 # target holding v1 as another object is refused; a push killed with
 # kill -9 in the middle of a multipart upload leaves the version invisible
-# and, run again, completes with no upload left behind; a wrong secret and
+# and, run again once that upload is stale, completes with no upload left
+# behind; a wrong secret and
 # a skewed clock are one clear line. The far side: `kiln pull`, then
 # `kiln verify --deep`, `kiln cat` (the same records as on-prem, and over 4
 # ranks each record once) and a cache node reading the version from the
@@ -292,6 +293,16 @@ wait "$push_pid" 2>/dev/null
 ctl DELETE /_ctl/faults >/dev/null
 check "killed mid-upload: an upload is left in progress" boto "assert len(s3.list_multipart_uploads(Bucket='kiln-burst').get('Uploads', [])) == 1"
 check "  and the version is not visible at the target" boto "assert not keys('big/manifest.git/refs/')"
+# an upload is aborted by another put of its key only once it is a day old
+# (a younger one may be another push's live upload): make it two days old
+$py - "$tmp/root/.uploads" <<'EOF'
+import json, os, sys, time
+for upload in os.listdir(sys.argv[1]):
+    path = os.path.join(sys.argv[1], upload, "upload.json")
+    info = json.load(open(path))
+    info["initiated"] = time.time() - 2 * 86400
+    json.dump(info, open(path, "w"))
+EOF
 check "push again after kill -9" runs bigpush 0 "$kiln" push user-events@v1 --to burst "${bigt[@]}"
 check "  no multipart upload left behind" boto "assert not s3.list_multipart_uploads(Bucket='kiln-burst').get('Uploads')"
 check "  the big shard reads back whole" boto "

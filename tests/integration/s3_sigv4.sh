@@ -92,6 +92,16 @@ kill -9 "$killed"; wait "$killed" 2>/dev/null
 ctl DELETE /_ctl/faults >/dev/null
 check "a put killed mid-upload leaves its upload and no object" \
 	bash -c '[ "$0" = 1 ] && ! "$1" 127.0.0.1:'"$port"' kiln head big2 2>/dev/null' "$(uploads_left)" "$tool"
+# a put aborts an upload of its key only once it is a day old (a younger
+# one may be another process's live upload): make the killed one two days old
+$py - "$tmp/root/.uploads" <<'EOF'
+import json, os, sys, time
+for upload in os.listdir(sys.argv[1]):
+    path = os.path.join(sys.argv[1], upload, "upload.json")
+    info = json.load(open(path))
+    info["initiated"] = time.time() - 2 * 86400
+    json.dump(info, open(path, "w"))
+EOF
 check "put again: the object complete, the stale upload aborted" \
 	bash -c 'env S3_PART_SIZE=5242880 "$0" 127.0.0.1:'"$port"' kiln put big2 "$1" && "$0" 127.0.0.1:'"$port"' kiln get big2 | cmp -s - "$1"' "$tool" "$tmp/big"
 check "  ...no upload left" test "$(uploads_left)" = 0

@@ -185,7 +185,7 @@ check "wrong secret: ls refused too" status_is 1 env AWS_SECRET_ACCESS_KEY=wrong
 check "wrong secret: ls error" err_has "SignatureDoesNotMatch"
 check "unknown access key exits 1" status_is 1 env AWS_ACCESS_KEY_ID=NOBODY "$tool" "$url" get ls/a
 check "unknown access key: clear error" err_has "InvalidAccessKeyId"
-check "unknown access key: says what to check" err_has "(check the access key id)"
+check "unknown access key: says what to check" err_has "(check the access key id, and the session token if the credentials are temporary)"
 
 # missing credentials
 check "no credentials exits 1" status_is 1 env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY \

@@ -10,6 +10,7 @@ Usage:
   s3v4_server.py --root DIR --port-file FILE [--port 0] [--region us-east-1]
                  [--access-key AK] [--secret-key SK] [--session-token TOKEN]
                  [--bucket NAME ...] [--min-part-size BYTES] [--log FILE]
+                 [--missing-token-code InvalidToken|InvalidAccessKeyId]
 Credentials may also come from S3V4_ACCESS_KEY, S3V4_SECRET_KEY and
 S3V4_SESSION_TOKEN (arguments win). The port is written to --port-file
 (atomically) once the socket listens. SIGTERM stops the server.
@@ -33,9 +34,16 @@ answer is the resource's state after the change:
                                 "status", "signed", "error", "fault"}]
   GET|POST /_ctl/clock          {"offset_s": SECONDS} shifts the server's now
 A RULE is {"action": "status", "status": 400..599}, {"action": "drop"},
-{"action": "delay", "ms": M} or {"action": "truncate"}, with optional
+{"action": "delay", "ms": M}, {"action": "truncate"}, or one of the hostile
+answers {"action": "redirect"}, {"action": "error200"}, {"action": "huge"},
+{"action": "list_loop"} and {"action": "barrier"}, with optional
 "method" (default "*"), "match" (substring of path?query, default "") and
 "count" (default 1). See Faults for what each action does.
+
+A PUT with "If-None-Match: *" stores the object only when the key holds
+none (412 PreconditionFailed otherwise), as AWS S3 does. With
+--missing-token-code InvalidAccessKeyId a request without the session
+token is answered as AWS answers it (InvalidToken by default).
 """
 import argparse
 import base64
@@ -240,6 +248,7 @@ class Verifier:
     def __init__(self, args, clock):
         self.access_key, self.secret_key = args.access_key, args.secret_key
         self.token, self.region, self.clock = args.session_token, args.region, clock
+        self.missing_token_code = args.missing_token_code
 
     def verify(self, req):
         """Raise S3Error unless our credentials signed req; the body has
@@ -294,6 +303,10 @@ class Verifier:
             return
         if self.token is None:
             problem = "this server expects no session token, the request carries one"
+        elif token is None and self.missing_token_code == "InvalidAccessKeyId":
+            # AWS: a temporary access key without its token is unknown
+            raise S3Error(403, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist "
+                          "in our records.", AWSAccessKeyId=auth.access_key)
         elif token is None:
             problem = "the request has no x-amz-security-token"
         elif "x-amz-security-token" not in auth.signed_headers:
@@ -476,8 +489,11 @@ class Store:
 
     # objects
 
-    def put_object(self, bucket, key, data_path, meta):
+    def put_object(self, bucket, key, data_path, meta, create_only=False):
         with self.lock:
+            if create_only and os.path.exists(self._sidecar(bucket, key)):
+                raise S3Error(412, "PreconditionFailed", "At least one of the pre-conditions you "
+                              "specified did not hold", Condition="If-None-Match")
             self._commit(bucket, key, data_path, meta)
 
     def _commit(self, bucket, key, data_path, meta):
@@ -645,6 +661,8 @@ def refuse_unsupported_headers(req):
     unsupported = {"x-amz-copy-source", "if-modified-since", "if-unmodified-since", *UNVERIFIED_CHECKSUMS}
     if req.method not in ("GET", "HEAD"):
         unsupported |= {"if-match", "if-none-match"}
+    if req.method == "PUT" and "uploadId" not in req.params and req.header("if-none-match") == "*":
+        unsupported.discard("if-none-match")  # a conditional write: create only
     found = sorted(names & unsupported)
     if found:
         raise not_implemented("A header you provided implies functionality that is not implemented "
@@ -887,7 +905,7 @@ class S3Api:
         checksums = check_digests(req)
         meta = self._new_object_meta(req, etag=quoted_md5(req.body.digests["md5"]), size=req.body.size,
                                      checksums=checksums)
-        self.store.put_object(bucket, key, req.body.path, meta)
+        self.store.put_object(bucket, key, req.body.path, meta, create_only=req.header("if-none-match") == "*")
         return Response(200, [("ETag", meta["etag"]), *checksum_headers(checksums)])
 
     @staticmethod
@@ -1000,6 +1018,36 @@ def is_ip(text):
         return False
 
 
+# --- hostile answers (fault actions) ----------------------------------------
+
+def redirect_answer(req):
+    err = S3Error(307, "TemporaryRedirect", "Please re-send this request to the specified temporary "
+                  "endpoint. Continue to use the original request endpoint for future requests.",
+                  headers=[("Location", "http://elsewhere.invalid" + req.raw_path)],
+                  Endpoint="elsewhere.invalid")
+    return error_response(err, req.raw_path, "HOSTILE307")
+
+
+def error200_answer(req):
+    return error_response(S3Error(200, "InternalError", "We encountered an internal error. Please try again."),
+                          req.raw_path, "HOSTILE200")
+
+
+def huge_answer(req):
+    head = b'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="%s"><!-- ' % S3_NS.encode()
+    tail = b' --><IsTruncated>false</IsTruncated></ListBucketResult>'
+    return Response(200, [("Content-Type", "application/xml")], head + b"x" * (20 << 20) + tail)
+
+
+def list_loop_answer(req):
+    return xml_response("ListBucketResult", [("Name", "kiln"), ("KeyCount", 0), ("MaxKeys", MAX_LIST),
+                                             ("IsTruncated", True), ("NextContinuationToken", "c2FtZQ==")])
+
+
+HOSTILE = {"redirect": redirect_answer, "error200": error200_answer, "huge": huge_answer,
+           "list_loop": list_loop_answer}
+
+
 # --- control endpoint state -----------------------------------------------
 
 class Clock:
@@ -1033,9 +1081,20 @@ class Faults:
       drop     close the connection without answering (nothing is done)
       delay    sleep ms milliseconds, then handle the request normally
       truncate handle it normally, send the headers with the full
-               Content-Length and half the body, then close"""
+               Content-Length and half the body, then close
+    Hostile answers (nothing is done):
+      redirect  307 TemporaryRedirect to another endpoint (a Location header)
+      error200  200 OK with an <Error> InternalError body, as S3 can answer
+      huge      200 OK with a 20 MiB XML body
+      list_loop a ListObjectsV2 page with no keys, IsTruncated and always
+                the same NextContinuationToken
+      barrier   hold each of the rule's `count` requests until all of them
+                have arrived (at most 30 s), then handle them normally: two
+                clients meet at the same step"""
 
-    EXTRA_FIELDS = {"status": {"status"}, "delay": {"ms"}, "drop": set(), "truncate": set()}
+    EXTRA_FIELDS = {"status": {"status"}, "delay": {"ms"}, "drop": set(), "truncate": set(),
+                    "redirect": set(), "error200": set(), "huge": set(), "list_loop": set(),
+                    "barrier": set()}
 
     def __init__(self):
         self.rules, self.lock = [], threading.Lock()
@@ -1044,6 +1103,9 @@ class Faults:
         if not isinstance(rules, list):
             raise ValueError("the body must be a JSON list of rules")
         checked = [self._checked(rule) for rule in rules]
+        for rule in checked:
+            if rule["action"] == "barrier":
+                rule["barrier"] = threading.Barrier(rule["count"], timeout=30)
         with self.lock:
             self.rules += checked
 
@@ -1080,7 +1142,7 @@ class Faults:
 
     def listing(self):
         with self.lock:
-            return [dict(rule) for rule in self.rules]
+            return [{k: v for k, v in rule.items() if k != "barrier"} for rule in self.rules]
 
     def clear(self, _body=None):
         with self.lock:
@@ -1194,6 +1256,11 @@ class Handler(BaseHTTPRequestHandler):
         if action == "status":
             raise S3Error(fault["status"], FAULT_CODES.get(fault["status"], "InjectedFault"),
                           "injected by a fault rule of s3v4_server")
+        if action == "barrier":
+            with contextlib.suppress(threading.BrokenBarrierError):
+                fault["barrier"].wait()
+        if action in HOSTILE:
+            return HOSTILE[action](req)
         return self.server.api.handle(req)
 
     def read_body(self):
@@ -1321,6 +1388,8 @@ def parse_args(argv):
     p.add_argument("--bucket", action="append", dest="buckets", help="repeatable; default: kiln")
     p.add_argument("--min-part-size", type=int, default=5 << 20, help="bytes; every part but the last")
     p.add_argument("--log", help="one line per request (default: stderr)")
+    p.add_argument("--missing-token-code", choices=("InvalidToken", "InvalidAccessKeyId"), default="InvalidToken",
+                   help="the answer to a request without the session token (AWS: InvalidAccessKeyId)")
     args = p.parse_args(argv)
     if not args.access_key or not args.secret_key:
         p.error("an access key and a secret key are required (arguments or S3V4_* variables)")

@@ -132,6 +132,31 @@ static void test_malformed(void **state)
 	check_bad("", "empty where XML was expected");
 }
 
+/* Bytes no S3 element name or text holds (found by tests/fuzz/s3_xml_fuzz.c):
+ * with a NUL in a name, <Code\0x> read as the path Error/Code, so a hostile
+ * answer could pass one element for another. */
+static void test_hostile_bytes(void **state)
+{
+	static const char nul_name[] = "<Error><Code\0x>v</Code\0x></Error>";
+	static const char nul_text[] = "<Error><Code>Sig\0nature</Code></Error>";
+	static const char nul_cdata[] = "<a><k><![CDATA[x\0y]]></k></a>";
+	char out[32];
+	kiln_buf b = {0};
+
+	(void)state;
+	assert_int_equal(kiln_s3_xml_walk(nul_name, sizeof(nul_name) - 1, record, &b), KILN_EINVALID);
+	assert_non_null(strstr(kiln_error_last(), "an invalid element name at byte 12"));
+	assert_false(kiln_s3_xml_find(nul_name, sizeof(nul_name) - 1, "Error/Code", out, sizeof(out)));
+	assert_int_equal(kiln_s3_xml_walk(nul_text, sizeof(nul_text) - 1, record, &b), KILN_EINVALID);
+	assert_non_null(strstr(kiln_error_last(), "a NUL byte"));
+	assert_int_equal(kiln_s3_xml_walk(nul_cdata, sizeof(nul_cdata) - 1, record, &b), KILN_EINVALID);
+	assert_non_null(strstr(kiln_error_last(), "a NUL byte"));
+	kiln_buf_free(&b);
+	check_bad("<a><k&x>v</k&x></a>", "an invalid element name");
+	check_bad("<a><\xc3\xa9>v</\xc3\xa9></a>", "an invalid element name");
+	check_walk("<a><s3:K_1.x-y>v</s3:K_1.x-y></a>", "a/s3:K_1.x-y=v\n/a/s3:K_1.x-y\n/a\n");
+}
+
 static void test_url_decode(void **state)
 {
 	char ok[] = "a%2Fb%20c+%7e", nul[] = "a%00b", cut[] = "a%2", bad[] = "a%zz";
@@ -152,6 +177,7 @@ int main(void)
 	    cmocka_unit_test(test_text),
 	    cmocka_unit_test(test_malformed),
 	    cmocka_unit_test(test_url_decode),
+	    cmocka_unit_test(test_hostile_bytes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
