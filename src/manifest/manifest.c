@@ -236,6 +236,22 @@ cleanup:
 	return rc;
 }
 
+int kiln_manifest_has_object(kiln_manifest *m, const char *hex)
+{
+	git_odb *odb = NULL;
+	git_oid oid;
+	int held;
+
+	if (strlen(hex) != GIT_OID_HEXSZ || git_oid_fromstr(&oid, hex) < 0)
+		return kiln_error_set(KILN_EINVALID, "not an object name");
+	if (git_repository_odb(&odb, m->repo) < 0)
+		return kiln_error_set(KILN_EIO, "manifest %s: %s", git_repository_path(m->repo),
+		                      kiln_manifest_git_message());
+	held = git_odb_exists(odb, &oid);
+	git_odb_free(odb);
+	return held ? 1 : 0;
+}
+
 void kiln_manifest_close(kiln_manifest *m)
 {
 	if (!m)

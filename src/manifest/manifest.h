@@ -71,6 +71,10 @@ typedef struct kiln_manifest kiln_manifest;
 int kiln_manifest_open(kiln_manifest **out, const char *path);
 void kiln_manifest_close(kiln_manifest *manifest);
 
+/* Whether the repository holds the object named hex (40 hex digits):
+ * 1 yes, 0 no, KILN_EINVALID for a name that is not one, KILN_EIO. */
+int kiln_manifest_has_object(kiln_manifest *manifest, const char *hex);
+
 /* The version of the libgit2 loaded at run time ("1.5.1"), static. */
 const char *kiln_manifest_libgit2_version(void);
 

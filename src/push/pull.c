@@ -24,7 +24,6 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "manifest/format.h"
-#include "manifest/internal.h"
 #include "manifest/loose.h"
 #include "manifest/manifest.h"
 #include "manifest/version.h"
@@ -312,20 +311,16 @@ cleanup:
 static int check_held(puller *p, const entry *e)
 {
 	char rel[64];
-	git_odb *odb = NULL;
-	git_oid oid;
 	bool held = false;
+	int rc;
 
 	snprintf(rel, sizeof(rel), "objects/%.2s/%.38s", e->id, e->id + 2);
 	for (size_t i = 0; !held && i < p->n; i++)
 		held = p->v[i].kind == KIND_OBJECT && strcmp(p->v[i].rel, rel) == 0;
 	if (!held) {
-		if (git_oid_fromstr(&oid, e->id) < 0 ||
-		    git_repository_odb(&odb, kiln_manifest_repo(p->m)) < 0)
-			return kiln_error_set(KILN_EIO, "manifest %s: %s", p->dir,
-			                      kiln_manifest_git_message());
-		held = git_odb_exists(odb, &oid);
-		git_odb_free(odb);
+		if ((rc = kiln_manifest_has_object(p->m, e->id)) < 0)
+			return rc;
+		held = rc == 1;
 	}
 	if (!held)
 		return kiln_error_set(

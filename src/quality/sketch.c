@@ -122,7 +122,7 @@ static int store_slot(kiln_dd_store *st, int32_t index, uint64_t **out)
 
 int kiln_dd_add_bucket(kiln_ddsketch *s, bool negative, int32_t index, uint64_t count)
 {
-	uint64_t *slot;
+	uint64_t *slot = NULL;
 	int rc;
 
 	if (count == 0)
