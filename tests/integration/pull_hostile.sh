@@ -186,6 +186,16 @@ check "  removes its temporaries" test ! -e "$tmp/config.git/objects/ab/cdef.tmp
 	-a ! -e "$tmp/config.git/refs/tags/user-events/v3.tmp-$gone"
 check "  and leaves a running pull's" test -e "$tmp/config.git/objects/ab/cdef.tmp-$$"
 
+# ---- kiln verify on a truncated loose object: one line, no spin ------------------------------------
+# (before gc below: gc --apply packs the repository, and a packed object is no loose file to cut)
+cp -r "$tmp/m.git" "$tmp/cut.git"
+f=$tmp/cut.git/$(obj_path "$stats")
+chmod u+w "$f"
+truncate -s $(($(stat -c %s "$f") / 2)) "$f"
+# timeout only ends a hang (libgit2 1.5's inflate spun here for ever); the check is the exit status
+check "kiln verify on a truncated stats.json object" runs verify-cut 2 timeout 60 "$kiln" verify user-events@v1 -m "$tmp/cut.git"
+check "  one line naming the object" one_line verify-cut "$stats" "truncated"
+
 # ---- kiln gc --apply removes the temporaries of killed writers past the grace period -------------
 mkdir -p "$tmp/m.git/objects/ab"
 touch -d '3 hours ago' "$tmp/m.git/objects/tmp_object_git2_Old123" "$tmp/m.git/objects/ab/cdef.tmp-$gone"
@@ -194,15 +204,6 @@ check "kiln gc --apply" runs gc 0 "$kiln" gc --apply --grace 1h
 check "  removes a killed writer's temporaries older than the grace period" \
 	test ! -e "$tmp/m.git/objects/tmp_object_git2_Old123" -a ! -e "$tmp/m.git/objects/ab/cdef.tmp-$gone"
 check "  and keeps a younger one (a live writer's)" test -e "$tmp/m.git/objects/tmp_object_git2_New456"
-
-# ---- kiln verify on a truncated loose object: one line, no spin ------------------------------------
-cp -r "$tmp/m.git" "$tmp/cut.git"
-f=$tmp/cut.git/$(obj_path "$stats")
-chmod u+w "$f"
-truncate -s $(($(stat -c %s "$f") / 2)) "$f"
-# timeout only ends a hang (libgit2 1.5's inflate spun here for ever); the check is the exit status
-check "kiln verify on a truncated stats.json object" runs verify-cut 2 timeout 60 "$kiln" verify user-events@v1 -m "$tmp/cut.git"
-check "  one line naming the object" one_line verify-cut "$stats" "truncated"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
