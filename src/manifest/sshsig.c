@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/base64.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/secret.h"
@@ -204,14 +205,6 @@ static bool is_space(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-/* Standard base64 digits and padding: libsodium 1.0.18 decodes some bytes
- * above 0x7f as digits, so an armour ssh-keygen refuses would verify. */
-static bool is_base64(char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
-	       c == '/' || c == '=';
-}
-
 int kiln_sshsig_verify(const char *armoured, size_t len, const char *namespace, const void *payload,
                        size_t plen, unsigned char out_pk[32])
 {
@@ -239,13 +232,9 @@ int kiln_sshsig_verify(const char *armoured, size_t len, const char *namespace, 
 		return bad("not an armoured SSH signature (" BEGIN_MARK " ... " END_MARK ")");
 	armoured += begin_len;
 	len -= begin_len + end_len;
-	for (size_t i = 0; i < len; i++)
-		if (!is_base64(armoured[i]) && !is_space(armoured[i]))
-			return bad("the armour is not base64");
 	if (!(bin = malloc(len + 1)))
 		return kiln_error_set(KILN_ENOMEM, "signature: out of memory");
-	if (sodium_base642bin(bin, len + 1, armoured, len, " \t\r\n", &bin_len, NULL,
-	                      sodium_base64_VARIANT_ORIGINAL) != 0) {
+	if (kiln_base64_decode(bin, len + 1, armoured, len, " \t\r\n", &bin_len) != 0) {
 		rc = bad("the armour is not base64");
 		goto cleanup;
 	}

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "manifest/format.h"
+#include "core/base64.h"
 #include "manifest/internal.h"
 #include "manifest/sshsig.h"
 #include "quality/profile.h"
@@ -30,9 +31,8 @@ static bool parse_ssh_ed25519(const char *b64, size_t len, unsigned char pk[32])
 	unsigned char blob[128];
 	size_t n = 0;
 
-	if (sodium_base642bin(blob, sizeof(blob), b64, len, NULL, &n, NULL, sodium_base64_VARIANT_ORIGINAL) !=
-	        0 ||
-	    n != 4 + 11 + 4 + 32 || memcmp(blob + 4, "ssh-ed25519", 11) != 0)
+	if (kiln_base64_decode(blob, sizeof(blob), b64, len, NULL, &n) != 0 || n != 4 + 11 + 4 + 32 ||
+	    memcmp(blob + 4, "ssh-ed25519", 11) != 0)
 		return false;
 	memcpy(pk, blob + 19, 32);
 	return true;

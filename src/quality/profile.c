@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/base64.h"
 #include "core/error.h"
 
 /* the quantiles profile.json lists (the sketch answers any other) */
@@ -1017,8 +1018,7 @@ static int distinct_key(preader *r, void *ctx)
 		return rc;
 	if (!f->distinct.reg && !(f->distinct.reg = calloc(KILN_HLL_REGISTERS, 1)))
 		return oom();
-	if (sodium_base642bin(bin, sizeof(bin), r->t.ptr, r->t.len, NULL, &bin_len, NULL,
-	                      sodium_base64_VARIANT_ORIGINAL) != 0 ||
+	if (kiln_base64_decode(bin, sizeof(bin), r->t.ptr, r->t.len, NULL, &bin_len) != 0 ||
 	    (sparse ? bin_len % 3 != 0 : bin_len != KILN_HLL_REGISTERS))
 		return bad(r, sparse ? "sparse registers are not base64 of 3-byte entries"
 		                     : "registers are not base64 of 4096 bytes");

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "core/base64.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "shard/spool.h"
@@ -268,17 +269,6 @@ static int take_string(raw_decoder *d, const kiln_json_token *t, const char *mem
 	return 0;
 }
 
-/* Standard base64 digits and padding: libsodium 1.0.18 decodes some bytes
- * above 0x7f as digits. */
-static bool base64_alphabet(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
-		      (s[i] >= '0' && s[i] <= '9') || s[i] == '+' || s[i] == '/' || s[i] == '='))
-			return false;
-	return true;
-}
-
 static int take_base64(raw_decoder *d, const kiln_json_token *t, const char *member, const char **out,
                        size_t *out_len)
 {
@@ -286,10 +276,9 @@ static int take_base64(raw_decoder *d, const kiln_json_token *t, const char *mem
 	char *p = s->ptr + s->len;
 	size_t n;
 
-	if (t->type != KILN_JSON_STRING || (t->flags & KILN_JSON_ESCAPED) || !base64_alphabet(t->ptr, t->len))
+	if (t->type != KILN_JSON_STRING || (t->flags & KILN_JSON_ESCAPED))
 		return bad(d, "\"%s\" is not a plain base64 string", member);
-	if (sodium_base642bin((unsigned char *)p, s->cap - s->len, t->ptr, t->len, NULL, &n, NULL,
-	                      sodium_base64_VARIANT_ORIGINAL) != 0)
+	if (kiln_base64_decode((unsigned char *)p, s->cap - s->len, t->ptr, t->len, NULL, &n) != 0)
 		return bad(d, "\"%s\" is not valid base64 (standard alphabet, padded)", member);
 	s->len += n;
 	*out = p;
