@@ -54,4 +54,12 @@ struct kiln_profile;
 int kiln_manifest_load_profile(kiln_manifest *manifest, git_tree *tree, const char *ref,
                                struct kiln_profile *out);
 
+/* ---- shared by manifest.c and rewrite.c ----------------------------------- */
+/* Writes the annotated tag object "<dataset>/<name>" on commit_hex (it must
+ * exist) as kiln_manifest_tag does, without creating or moving a ref. */
+struct kiln_signing_key;
+int kiln_manifest_tag_object(kiln_manifest *manifest, const char *dataset, const char *name,
+                             const char *commit_hex, const char *message, const struct kiln_signing_key *key,
+                             git_oid *out_id);
+
 #endif

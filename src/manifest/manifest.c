@@ -375,51 +375,32 @@ int kiln_manifest_load_profile(kiln_manifest *m, git_tree *tree, const char *ref
 
 /* ---- tags ---------------------------------------------------------------- */
 
-int kiln_manifest_tag(kiln_manifest *m, const char *dataset, const char *name, const char *commit_hex,
-                      const char *message, const kiln_signing_key *key, char out_tag_id[41])
+int kiln_manifest_tag_object(kiln_manifest *m, const char *dataset, const char *name, const char *commit_hex,
+                             const char *message, const kiln_signing_key *key, git_oid *out_id)
 {
-	char ref[sizeof("refs/tags//") + 2 * KILN_MFMT_NAME_MAX];
-	git_oid target, tag_id;
+	git_oid target;
 	git_object *object = NULL;
-	git_reference *existing = NULL;
 	git_signature *tagger = NULL;
+	git_odb *odb = NULL;
 	kiln_buf text = KILN_BUF_INIT(0), armour = KILN_BUF_INIT(0);
 	size_t mlen;
-	int valid = 0, rc, gerr, offset;
+	int rc, gerr, offset;
 
-	out_tag_id[0] = '\0';
-	if (!kiln_mfmt_name_valid(dataset))
-		return kiln_error_set(KILN_EINVALID,
-		                      "manifest: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
-	if (!kiln_mfmt_name_valid(name))
-		return kiln_error_set(KILN_EINVALID,
-		                      "manifest: tag name must match [a-z0-9][a-z0-9._-]{0,127}");
-	snprintf(ref, sizeof(ref), "refs/tags/%s/%s", dataset, name);
-	if (git_reference_name_is_valid(&valid, ref) < 0 || !valid)
-		return kiln_error_set(KILN_EINVALID, "manifest: %s is not a valid git reference name", ref);
 	if (!commit_hex || strlen(commit_hex) != 40 || !hex_valid(commit_hex, 40) ||
 	    git_oid_fromstr(&target, commit_hex) < 0)
-		return kiln_error_set(KILN_EINVALID, "manifest: %s: a commit id is 40 lower-case hex digits",
-		                      ref);
+		return kiln_error_set(KILN_EINVALID,
+		                      "manifest: tag %s/%s: a commit id is 40 lower-case hex digits", dataset,
+		                      name);
 	if (!message)
 		message = "";
 	/* git takes the last such line as the start of the tag's signature */
 	for (const char *line = message;; line++) {
 		if (strncmp(line, "-----BEGIN ", 11) == 0)
 			return kiln_error_set(
-			    KILN_EINVALID, "manifest: %s: a message line starts with \"-----BEGIN \"", ref);
+			    KILN_EINVALID, "manifest: tag %s/%s: a message line starts with \"-----BEGIN \"",
+			    dataset, name);
 		if (!(line = strchr(line, '\n')))
 			break;
-	}
-
-	gerr = git_reference_lookup(&existing, m->repo, ref);
-	if (gerr == 0) {
-		rc = kiln_error_set(KILN_EMODIFIED, "manifest %s: %s already exists", m->path, ref);
-		goto cleanup;
-	}
-	if (gerr != GIT_ENOTFOUND) {
-		rc = git_fail(m, gerr, ref);
-		goto cleanup;
 	}
 	if ((gerr = git_object_lookup(&object, m->repo, &target, GIT_OBJECT_COMMIT)) < 0) {
 		rc = git_fail(m, gerr, commit_hex);
@@ -440,11 +421,55 @@ int kiln_manifest_tag(kiln_manifest *m, const char *dataset, const char *name, c
 		rc = kiln_error_last_code();
 		goto cleanup;
 	}
-	if (kiln_buf_put(&text, armour.ptr, armour.len) < 0 || kiln_buf_putc(&text, '\0') < 0) {
+	if (kiln_buf_put(&text, armour.ptr, armour.len) < 0) {
 		rc = kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
 		goto cleanup;
 	}
-	gerr = git_tag_create_from_buffer(&tag_id, m->repo, text.ptr, 0);
+	if ((gerr = git_repository_odb(&odb, m->repo)) < 0 ||
+	    (gerr = git_odb_write(out_id, odb, text.ptr, text.len, GIT_OBJECT_TAG)) < 0) {
+		rc = git_fail(m, gerr, "writing the tag");
+		goto cleanup;
+	}
+	rc = 0;
+cleanup:
+	git_odb_free(odb);
+	git_object_free(object);
+	git_signature_free(tagger);
+	kiln_buf_free(&text);
+	kiln_buf_free(&armour);
+	return rc;
+}
+
+int kiln_manifest_tag(kiln_manifest *m, const char *dataset, const char *name, const char *commit_hex,
+                      const char *message, const kiln_signing_key *key, char out_tag_id[41])
+{
+	char ref[sizeof("refs/tags//") + 2 * KILN_MFMT_NAME_MAX];
+	git_reference *existing = NULL, *created = NULL;
+	git_oid tag_id;
+	int valid = 0, rc, gerr;
+
+	out_tag_id[0] = '\0';
+	if (!kiln_mfmt_name_valid(dataset))
+		return kiln_error_set(KILN_EINVALID,
+		                      "manifest: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
+	if (!kiln_mfmt_name_valid(name))
+		return kiln_error_set(KILN_EINVALID,
+		                      "manifest: tag name must match [a-z0-9][a-z0-9._-]{0,127}");
+	snprintf(ref, sizeof(ref), "refs/tags/%s/%s", dataset, name);
+	if (git_reference_name_is_valid(&valid, ref) < 0 || !valid)
+		return kiln_error_set(KILN_EINVALID, "manifest: %s is not a valid git reference name", ref);
+	gerr = git_reference_lookup(&existing, m->repo, ref);
+	if (gerr == 0) {
+		rc = kiln_error_set(KILN_EMODIFIED, "manifest %s: %s already exists", m->path, ref);
+		goto cleanup;
+	}
+	if (gerr != GIT_ENOTFOUND) {
+		rc = git_fail(m, gerr, ref);
+		goto cleanup;
+	}
+	if ((rc = kiln_manifest_tag_object(m, dataset, name, commit_hex, message, key, &tag_id)) < 0)
+		goto cleanup;
+	gerr = git_reference_create(&created, m->repo, ref, &tag_id, 0, NULL);
 	if (gerr == GIT_EEXISTS) {
 		rc = kiln_error_set(KILN_EMODIFIED, "manifest %s: %s already exists", m->path, ref);
 		goto cleanup;
@@ -457,10 +482,7 @@ int kiln_manifest_tag(kiln_manifest *m, const char *dataset, const char *name, c
 	rc = 0;
 cleanup:
 	git_reference_free(existing);
-	git_object_free(object);
-	git_signature_free(tagger);
-	kiln_buf_free(&text);
-	kiln_buf_free(&armour);
+	git_reference_free(created);
 	return rc;
 }
 
