@@ -176,9 +176,12 @@ typedef struct kiln_reader_split_stats {
 	uint64_t records, shards, bytes, raw_bytes; /* bytes: compressed; raw_bytes: JSON Lines */
 } kiln_reader_split_stats;
 
+/* records_in = valid + quarantined + erased; erased: curated records `kiln
+ * erase` removed (docs/ERASURE.md), 0 for a version never erased. */
 typedef struct kiln_reader_stats {
 	uint64_t records_in, valid, quarantined;
 	kiln_reader_split_stats splits[KILN_SPLIT_COUNT]; /* by kiln_split */
+	uint64_t erased;                                  /* last: the layout before it is unchanged */
 } kiln_reader_stats;
 
 KILN_API int kiln_reader_read_stats(kiln_reader *r, kiln_reader_stats *out);

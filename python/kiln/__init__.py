@@ -147,11 +147,13 @@ class Version:
     @property
     def stats(self):
         """The version's counts (stats.json): records_in, valid, quarantined,
-        and per split records, shards, bytes, raw_bytes."""
+        erased (curated records `kiln erase` removed; records_in = valid +
+        quarantined + erased), and per split records, shards, bytes, raw_bytes."""
         st = Stats()
         check(lib.kiln_reader_read_stats(self._handle(), ctypes.byref(st)))
         return {
             "records_in": st.records_in, "valid": st.valid, "quarantined": st.quarantined,
+            "erased": st.erased,
             "splits": {name: {f: getattr(st.splits[i], f) for f in ("records", "shards", "bytes",
                                                                     "raw_bytes")}
                        for i, name in enumerate(SPLITS)},

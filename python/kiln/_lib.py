@@ -59,6 +59,7 @@ class Stats(ctypes.Structure):
         ("valid", ctypes.c_uint64),
         ("quarantined", ctypes.c_uint64),
         ("splits", SplitStats * len(SPLITS)),
+        ("erased", ctypes.c_uint64),
     ]
 
 

@@ -149,6 +149,8 @@ static void print_splits(const files *f, const kiln_split_stats counted[KILN_SPL
 	if (f->have_st)
 		printf("records      %" PRIu64 " in, %" PRIu64 " valid, %" PRIu64 " quarantined\n",
 		       st->records_in, st->valid, st->quarantined);
+	if (f->have_st && st->erased)
+		printf("erased %" PRIu64 " curated records (kiln erase)\n", st->erased);
 	printf("\n%-6s %10s %12s %14s %14s\n", "split", "shards", "records", "bytes", "raw_bytes");
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
 		printf("%-6s %10" PRIu64 " %12" PRIu64 " %14" PRIu64 " %14" PRIu64 "\n",
@@ -281,8 +283,8 @@ static int put_stats(kiln_buf *b, const files *f, const kiln_split_stats counted
 		return kiln_buf_puts(b, ",\"stats\":null");
 	rc |= kiln_buf_printf(b,
 	                      ",\"stats\":{\"records_in\":%" PRIu64 ",\"valid\":%" PRIu64
-	                      ",\"quarantined\":%" PRIu64 ",\"quarantined_by_code\":{",
-	                      st->records_in, st->valid, st->quarantined);
+	                      ",\"quarantined\":%" PRIu64 ",\"erased\":%" PRIu64 ",\"quarantined_by_code\":{",
+	                      st->records_in, st->valid, st->quarantined, st->erased);
 	for (int c = 1, n = 0; c < KILN_REJECT_COUNT_; c++)
 		if (st->quarantined_by_code[c])
 			rc |= kiln_buf_printf(b, "%s\"%s\":%" PRIu64, n++ ? "," : "",

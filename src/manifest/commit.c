@@ -106,6 +106,7 @@ static int stats_add(kiln_stats *acc, const kiln_stats *d)
 	rc |= add_u64(&acc->records_in, d->records_in, "records_in");
 	rc |= add_u64(&acc->valid, d->valid, "valid");
 	rc |= add_u64(&acc->quarantined, d->quarantined, "quarantined");
+	rc |= add_u64(&acc->erased, d->erased, "erased");
 	for (int c = 0; c < KILN_REJECT_COUNT_; c++)
 		rc |= add_u64(&acc->quarantined_by_code[c], d->quarantined_by_code[c], "quarantined_by_code");
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {

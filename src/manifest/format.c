@@ -367,6 +367,8 @@ int kiln_mfmt_stats_parse(kiln_json_scanner *scanner, const char *where, const c
 			rc = jr_u64(&r, "valid", &out->valid);
 		else if (jr_key_is(&t, "quarantined"))
 			rc = jr_u64(&r, "quarantined", &out->quarantined);
+		else if (jr_key_is(&t, "erased"))
+			rc = jr_u64(&r, "erased", &out->erased);
 		else if (jr_key_is(&t, "quarantined_by_code"))
 			rc = parse_codes(&r, out);
 		else if (jr_key_is(&t, "splits"))
@@ -386,8 +388,13 @@ int kiln_mfmt_stats_render(kiln_buf *out, const kiln_stats *s)
 
 	rc = kiln_buf_printf(out,
 	                     "{\n  \"records_in\": %" PRIu64 ",\n  \"valid\": %" PRIu64
-	                     ",\n  \"quarantined\": %" PRIu64 ",\n  \"quarantined_by_code\": {",
+	                     ",\n  \"quarantined\": %" PRIu64 ",\n",
 	                     s->records_in, s->valid, s->quarantined);
+	/* only when non-zero: a stats.json of a version never erased is unchanged */
+	if (rc == 0 && s->erased)
+		rc = kiln_buf_printf(out, "  \"erased\": %" PRIu64 ",\n", s->erased);
+	if (rc == 0)
+		rc = kiln_buf_puts(out, "  \"quarantined_by_code\": {");
 	for (int c = 1; rc == 0 && c < KILN_REJECT_COUNT_; c++) {
 		if (!s->quarantined_by_code[c])
 			continue;

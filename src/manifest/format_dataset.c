@@ -253,8 +253,11 @@ int kiln_mfmt_governance_render(kiln_buf *b, const kiln_mfmt_governance *g)
 	    b, "\ncontract: %s %s (%s)\nkey id: %s\nsplit: %s key %s salt %s\n", or_unknown(d->contract_id),
 	    or_unknown(d->contract_version), or_unknown(d->contract_digest), or_unknown(d->key_id),
 	    or_unknown(d->split_scheme), or_unknown(d->split_key), or_unknown(d->split_salt));
-	rc |= kiln_buf_printf(b, "records: %" PRIu64 " in, %" PRIu64 " valid, %" PRIu64 " quarantined\n",
+	rc |= kiln_buf_printf(b, "records: %" PRIu64 " in, %" PRIu64 " valid, %" PRIu64 " quarantined",
 	                      st->records_in, st->valid, st->quarantined);
+	if (st->erased)
+		rc |= kiln_buf_printf(b, ", %" PRIu64 " erased", st->erased);
+	rc |= kiln_buf_putc(b, '\n');
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
 		rc |= kiln_buf_printf(b, "%s: %" PRIu64 " records in %" PRIu64 " shards\n",
 		                      kiln_split_name((kiln_split)i), st->splits[i].records,

@@ -39,8 +39,11 @@ typedef struct kiln_split_stats {
 	uint64_t records, shards, bytes, raw_bytes;
 } kiln_split_stats;
 
+/* records_in = valid + quarantined + erased. valid: the curated records the
+ * version holds (the sum of the splits' records); erased: curated records
+ * `kiln erase` removed (stats.json writes it only when non-zero). */
 typedef struct kiln_stats {
-	uint64_t records_in, valid, quarantined;
+	uint64_t records_in, valid, quarantined, erased;
 	uint64_t quarantined_by_code[KILN_REJECT_COUNT_];
 	kiln_split_stats splits[KILN_SPLIT_COUNT];
 } kiln_stats;

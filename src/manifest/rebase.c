@@ -136,7 +136,8 @@ static bool stats_delta(kiln_stats *d, const kiln_stats *after, const kiln_stats
 {
 	bool ok = u64_sub(&d->records_in, after->records_in, before->records_in) &&
 	          u64_sub(&d->valid, after->valid, before->valid) &&
-	          u64_sub(&d->quarantined, after->quarantined, before->quarantined);
+	          u64_sub(&d->quarantined, after->quarantined, before->quarantined) &&
+	          u64_sub(&d->erased, after->erased, before->erased);
 
 	for (int c = 0; ok && c < KILN_REJECT_COUNT_; c++)
 		ok = u64_sub(&d->quarantined_by_code[c], after->quarantined_by_code[c],

@@ -329,10 +329,15 @@ int kiln_verify_tree(kiln_verify_tree_result *out, kiln_manifest *manifest, cons
 			    (unsigned long long)want->shards, (unsigned long long)c.sum.records,
 			    (unsigned long long)c.sum.shards);
 	}
-	if (have_stats && stats.records_in != stats.valid + stats.quarantined)
-		say(&c, "%s: stats.json does not balance (%llu in, %llu valid, %llu quarantined)", spec,
+	if (have_stats && stats.records_in != stats.valid + stats.quarantined + stats.erased) {
+		char erased[40] = "";
+
+		if (stats.erased)
+			snprintf(erased, sizeof(erased), ", %llu erased", (unsigned long long)stats.erased);
+		say(&c, "%s: stats.json does not balance (%llu in, %llu valid, %llu quarantined%s)", spec,
 		    (unsigned long long)stats.records_in, (unsigned long long)stats.valid,
-		    (unsigned long long)stats.quarantined);
+		    (unsigned long long)stats.quarantined, erased);
+	}
 	/* a profile is judged against stats.json only when stats.json holds together */
 	return have_stats && out->problems == 0 ? check_profile(&c, manifest) : 0;
 }

@@ -185,31 +185,17 @@ static int decode(kiln_curator *c, const kiln_json_token *t, const char **out, s
 	return 0;
 }
 
-static bool is_trim_space(char ch)
-{
-	return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
-}
-
-/* Email normal form: ASCII whitespace trimmed, ASCII letters lower-cased,
- * into c->rewrite. */
+/* Email normal form (kiln_token_email_normal) into c->rewrite. */
 static int email_normal(kiln_curator *c, const char *s, size_t n, const char **out, size_t *out_len)
 {
 	int rc;
 
-	while (n && is_trim_space(*s)) {
-		s++;
-		n--;
-	}
-	while (n && is_trim_space(s[n - 1]))
-		n--;
 	kiln_buf_reset(&c->rewrite);
-	if ((rc = kiln_buf_put(&c->rewrite, s, n)) < 0)
+	if ((rc = kiln_buf_reserve(&c->rewrite, n)) < 0)
 		return rc;
-	for (size_t i = 0; i < n; i++)
-		if (c->rewrite.ptr[i] >= 'A' && c->rewrite.ptr[i] <= 'Z')
-			c->rewrite.ptr[i] = (char)(c->rewrite.ptr[i] - 'A' + 'a');
+	c->rewrite.len = kiln_token_email_normal(c->rewrite.ptr, s, n);
 	*out = c->rewrite.ptr;
-	*out_len = n;
+	*out_len = c->rewrite.len;
 	return 0;
 }
 

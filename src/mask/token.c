@@ -5,6 +5,7 @@
 #include "mask/token.h"
 
 #include <assert.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "mask/hmac.h"
@@ -55,5 +56,23 @@ size_t kiln_token(char out[KILN_TOKEN_MAX], const kiln_key *key, const char *dom
 	n += kiln_base32_lower(out + n, mac, TOKEN_MAC_BYTES);
 	assert(n < KILN_TOKEN_MAX);
 	out[n] = '\0';
+	return n;
+}
+
+static bool is_trim_space(char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
+}
+
+size_t kiln_token_email_normal(char *out, const char *s, size_t n)
+{
+	while (n && is_trim_space(*s)) {
+		s++;
+		n--;
+	}
+	while (n && is_trim_space(s[n - 1]))
+		n--;
+	for (size_t i = 0; i < n; i++)
+		out[i] = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] - 'A' + 'a') : s[i];
 	return n;
 }

@@ -35,6 +35,7 @@ int kiln_reader_read_stats(kiln_reader *r, kiln_reader_stats *out)
 		out->records_in = s.records_in;
 		out->valid = s.valid;
 		out->quarantined = s.quarantined;
+		out->erased = s.erased;
 		for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
 			out->splits[i].records = s.splits[i].records;
 			out->splits[i].shards = s.splits[i].shards;

@@ -794,9 +794,10 @@ def main(argv=None):
     # ---- stats.json
     if isinstance(stats, dict):
         ri, va, qu = stats.get("records_in"), stats.get("valid"), stats.get("quarantined")
-        R.check("stats records_in = valid + quarantined = input lines",
-                isinstance(va, int) and isinstance(qu, int) and ri == va + qu == n_in,
-                "records_in %r valid %r quarantined %r, input lines %d" % (ri, va, qu, n_in))
+        er = stats.get("erased", 0)  # written only when non-zero (kiln erase)
+        R.check("stats records_in = valid + quarantined + erased = input lines",
+                isinstance(va, int) and isinstance(qu, int) and isinstance(er, int) and ri == va + qu + er == n_in,
+                "records_in %r valid %r quarantined %r erased %r, input lines %d" % (ri, va, qu, er, n_in))
         ss = stats.get("splits") or {}
         R.check("stats valid = sum of split records = curated records",
                 va == sum(s.get("records", 0) for s in ss.values() if isinstance(s, dict)) == n_curated,

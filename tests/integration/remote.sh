@@ -201,7 +201,7 @@ lin = {p["topic"]: p["next"] for p in json.load(open(sys.argv[1]))["partitions"]
 assert lin == {"host-a": 4000, "host-b": 4000}, lin
 st = json.load(open(sys.argv[2]))
 assert st["records_in"] == 8000, st
-assert st["records_in"] == st["valid"] + st["quarantined"], st
+assert st["records_in"] == st["valid"] + st["quarantined"] + st.get("erased", 0), st
 assert st["valid"] == sum(s["records"] for s in st["splits"].values()), st
 PY
 }

@@ -161,6 +161,25 @@ static const char golden_stats_zero[] =
     "  }\n"
     "}\n";
 
+/* golden_stats after `kiln erase` removed 3 curated records (2 train, 1
+ * test): valid and those splits' records go down by as much as "erased"
+ * goes up, so records_in = valid + quarantined + erased still holds */
+static const char golden_stats_erased[] =
+    "{\n"
+    "  \"records_in\": 4000,\n"
+    "  \"valid\": 3782,\n"
+    "  \"quarantined\": 215,\n"
+    "  \"erased\": 3,\n"
+    "  \"quarantined_by_code\": {\"json_syntax\":17,\"invalid_utf8\":10,\"duplicate_key\":16,"
+    "\"too_deep\":19,\"too_large\":9,\"not_object\":15,\"missing_required\":14,\"type\":22,"
+    "\"pattern\":14,\"range\":15,\"length\":14,\"enum\":10,\"format\":18,\"unknown_field\":22},\n"
+    "  \"splits\": {\n"
+    "    \"train\": {\"records\":3015,\"shards\":2,\"bytes\":372101,\"raw_bytes\":1402710},\n"
+    "    \"dev\": {\"records\":384,\"shards\":2,\"bytes\":52339,\"raw_bytes\":178681},\n"
+    "    \"test\": {\"records\":383,\"shards\":2,\"bytes\":52190,\"raw_bytes\":179410}\n"
+    "  }\n"
+    "}\n";
+
 static void render_stats_equal(const kiln_stats *s, const char *want)
 {
 	kiln_buf b = KILN_BUF_INIT(0);
@@ -192,6 +211,36 @@ static void test_stats_round_trip(void **state)
 	assert_int_equal(kiln_mfmt_stats_parse(scanner, "t", "{\"valid\":2,\"records_in\":3}", 26, &s), 0);
 	assert_int_equal(s.records_in, 3);
 	assert_int_equal(s.valid, 2);
+	assert_int_equal(s.erased, 0);
+}
+
+/* "erased" is read, and written only when not zero: every stats.json of a
+ * version never erased stays byte for byte what it was (golden_stats
+ * above has none and renders back as it is). */
+static void test_stats_erased(void **state)
+{
+	kiln_stats s;
+
+	(void)state;
+	assert_int_equal(
+	    kiln_mfmt_stats_parse(scanner, "t", golden_stats_erased, strlen(golden_stats_erased), &s), 0);
+	assert_int_equal(s.erased, 3);
+	assert_int_equal(s.valid, 3782);
+	assert_int_equal(s.records_in, s.valid + s.quarantined + s.erased);
+	assert_int_equal(s.splits[KILN_SPLIT_TRAIN].records + s.splits[KILN_SPLIT_DEV].records +
+	                     s.splits[KILN_SPLIT_TEST].records,
+	                 s.valid);
+	render_stats_equal(&s, golden_stats_erased);
+	s.erased = 0;
+	s.valid = 3785;
+	assert_int_equal(kiln_mfmt_stats_parse(scanner, "t", golden_stats, strlen(golden_stats), &s), 0);
+	assert_int_equal(s.erased, 0);
+	render_stats_equal(&s, golden_stats);
+	/* the member is checked like the others */
+	assert_int_equal(kiln_mfmt_stats_parse(scanner, "W", "{\"erased\":-1}", 13, &s), KILN_EINVALID);
+	assert_error_has("W: \"erased\" must be a non-negative integer");
+	assert_int_equal(kiln_mfmt_stats_parse(scanner, "t", "{\"erased\":0}", 12, &s), 0);
+	assert_int_equal(s.erased, 0);
 }
 
 static void test_stats_errors(void **state)
@@ -658,6 +707,15 @@ static void test_governance(void **state)
 	           "contract: ? ? (?)\nkey id: ?\nsplit: ? key ? salt ?\n"
 	           "records: 0 in, 0 valid, 0 quarantined\ntrain: 0 records in 0 shards\n"
 	           "dev: 0 records in 0 shards\ntest: 0 records in 0 shards\ngates:\n  none configured\n");
+	/* an erased version says how many records erasure removed */
+	assert_int_equal(
+	    kiln_mfmt_stats_parse(scanner, "W", golden_stats_erased, strlen(golden_stats_erased), &st), 0);
+	g.stats = &st;
+	kiln_buf_reset(&b);
+	assert_int_equal(kiln_mfmt_governance_render(&b, &g), 0);
+	assert_int_equal(kiln_buf_put(&b, "", 1), 0);
+	assert_non_null(
+	    strstr(b.ptr, "\nrecords: 4000 in, 3782 valid, 215 quarantined, 3 erased\ntrain: 3015 "));
 	kiln_mfmt_dataset_free(&d);
 	kiln_mfmt_lineage_free(&l);
 	kiln_buf_free(&b);
@@ -669,6 +727,7 @@ int main(void)
 	    cmocka_unit_test(test_names),
 	    cmocka_unit_test(test_integers),
 	    cmocka_unit_test(test_stats_round_trip),
+	    cmocka_unit_test(test_stats_erased),
 	    cmocka_unit_test(test_stats_errors),
 	    cmocka_unit_test(test_lineage_round_trip),
 	    cmocka_unit_test(test_lineage_list),
