@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <git2.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -628,6 +629,22 @@ static bool shard_key(const char *key, uint8_t out[32])
 	return kiln_shard_parse_key(key, hex, NULL) && hash_decode(hex, HASH_HEX, out);
 }
 
+static int hex_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, *(const char *const *)elem);
+}
+
+/* Whether the shard (its 32-byte hash) is one an erasure superseded. */
+static bool erased(const kiln_gc_policy *policy, const uint8_t hash[32])
+{
+	char hex[65];
+
+	if (policy->erased_count == 0)
+		return false;
+	sodium_bin2hex(hex, sizeof(hex), hash, 32);
+	return bsearch(hex, policy->erased, policy->erased_count, sizeof(*policy->erased), hex_cmp) != NULL;
+}
+
 static int list_cb(void *ctx, const char *key, uint64_t size, int64_t mtime)
 {
 	gc_state *g = ctx;
@@ -649,7 +666,7 @@ static int list_cb(void *ctx, const char *key, uint64_t size, int64_t mtime)
 		g->st->live_bytes += size;
 		return 0;
 	}
-	bool young = g->policy->grace > 0 && (mtime <= 0 || mtime > g->young_after);
+	bool young = g->policy->grace > 0 && (mtime <= 0 || mtime > g->young_after) && !erased(g->policy, hash);
 
 	if (young) {
 		g->st->young++;

@@ -28,6 +28,10 @@ typedef struct kiln_gc_policy {
 	                       * before `now` (or at a time the store cannot tell) is young, not
 	                       * an orphan: a run may still be about to commit it */
 	bool apply;           /* delete the orphans; false = dry run, nothing removed */
+	/* shards an erasure superseded (64 hex each, sorted bytewise;
+	 * manifest/ledger.h): never young, an orphan among them goes at once */
+	const char *const *erased;
+	size_t erased_count;
 } kiln_gc_policy;
 
 typedef enum kiln_gc_object {

@@ -688,6 +688,7 @@ typedef struct id_list {
 	char **v;
 	size_t n, cap;
 	kiln_manifest *m;
+	bool shards; /* the superseded shards, not the git objects */
 } id_list;
 
 static int id_push(id_list *l, const char *id)
@@ -707,6 +708,11 @@ static int collect_entry(void *ctx, const kiln_ledger_entry *e)
 	id_list *l = ctx;
 	int rc = 0;
 
+	if (l->shards) {
+		for (size_t i = 0; i < e->shard_count && rc == 0; i++)
+			rc = id_push(l, e->shards[i].old_hash);
+		return rc;
+	}
 	for (size_t i = 0; i < e->ref_count && rc == 0; i++) {
 		rc = id_push(l, e->refs[i].old_id);
 		if (rc == 0 && strcmp(e->refs[i].old_id, e->refs[i].old_commit) != 0)
@@ -731,18 +737,35 @@ void kiln_ledger_ids_free(char **ids, size_t n)
 	free(ids);
 }
 
-int kiln_ledger_superseded(kiln_manifest *m, char ***out, size_t *out_n)
+static int id_cmp(const void *a, const void *b)
 {
-	id_list l = {.m = m};
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int superseded(kiln_manifest *m, bool shards, char ***out, size_t *out_n)
+{
+	id_list l = {.m = m, .shards = shards};
 	int rc = kiln_ledger_datasets(m, collect_dataset, &l);
 
 	if (rc < 0) {
 		kiln_ledger_ids_free(l.v, l.n);
 		return rc;
 	}
+	if (l.n)
+		qsort(l.v, l.n, sizeof(*l.v), id_cmp);
 	*out = l.v;
 	*out_n = l.n;
 	return 0;
+}
+
+int kiln_ledger_superseded(kiln_manifest *m, char ***out, size_t *out_n)
+{
+	return superseded(m, false, out, out_n);
+}
+
+int kiln_ledger_superseded_shards(kiln_manifest *m, char ***out, size_t *out_n)
+{
+	return superseded(m, true, out, out_n);
 }
 
 /* ---- the journal -------------------------------------------------------- */

@@ -79,8 +79,11 @@ int kiln_ledger_datasets(kiln_manifest *manifest, int (*cb)(void *ctx, const cha
 
 /* The ids every ledger of the repository names as superseded (old commits
  * and old tag objects), for gc's purge: *out an array of *out_n strings
- * (40 hex), freed by the caller with kiln_ledger_ids_free. */
+ * (40 hex), sorted bytewise, freed by the caller with kiln_ledger_ids_free. */
 int kiln_ledger_superseded(kiln_manifest *manifest, char ***out, size_t *out_n);
+/* The shards every ledger names as superseded (64 hex each), sorted
+ * bytewise: gc collects them without a grace period. */
+int kiln_ledger_superseded_shards(kiln_manifest *manifest, char ***out, size_t *out_n);
 void kiln_ledger_ids_free(char **ids, size_t n);
 
 /* The journal of an erasure in progress: <repository>/kiln-erase-<dataset>.journal,
