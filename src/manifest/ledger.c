@@ -768,6 +768,49 @@ int kiln_ledger_superseded_shards(kiln_manifest *m, char ***out, size_t *out_n)
 	return superseded(m, true, out, out_n);
 }
 
+typedef struct successor_ctx {
+	char want[41];
+	size_t n;
+	bool found;
+	char erasure[17], commit[41];
+	int64_t time;
+} successor_ctx;
+
+static int find_successor(void *ctx, const kiln_ledger_entry *e)
+{
+	successor_ctx *s = ctx;
+
+	for (size_t i = 0; i < e->commit_count; i++)
+		if (strncmp(e->commits[i].old_id, s->want, s->n) == 0) {
+			s->found = true;
+			memcpy(s->erasure, e->id, 17);
+			memcpy(s->commit, e->commits[i].new_id, 41);
+			s->time = e->time;
+			/* a later entry may supersede the successor: follow it */
+			memcpy(s->want, e->commits[i].new_id, 41);
+			s->n = 40;
+			return 0;
+		}
+	return 0;
+}
+
+int kiln_ledger_successor(kiln_manifest *m, const char *dataset, const char *hex, size_t n,
+                          char out_erasure[17], int64_t *out_time, char out_commit[41])
+{
+	successor_ctx s = {.n = n < 40 ? n : 40};
+	int rc;
+
+	memcpy(s.want, hex, s.n);
+	if ((rc = kiln_ledger_each(m, dataset, find_successor, &s)) < 0)
+		return rc;
+	if (!s.found)
+		return 0;
+	memcpy(out_erasure, s.erasure, 17);
+	memcpy(out_commit, s.commit, 41);
+	*out_time = s.time;
+	return 1;
+}
+
 /* ---- the journal -------------------------------------------------------- */
 
 static int journal_path(kiln_manifest *m, const char *dataset, char *out, size_t cap)

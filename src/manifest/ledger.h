@@ -86,6 +86,12 @@ int kiln_ledger_superseded(kiln_manifest *manifest, char ***out, size_t *out_n);
 int kiln_ledger_superseded_shards(kiln_manifest *manifest, char ***out, size_t *out_n);
 void kiln_ledger_ids_free(char **ids, size_t n);
 
+/* Whether the dataset's ledger names a commit starting with hex[0..n) as
+ * superseded: 1 with the erasure, its time and the commit that replaced it
+ * (followed through later erasures to the newest), 0 when none does. */
+int kiln_ledger_successor(kiln_manifest *manifest, const char *dataset, const char *hex, size_t n,
+                          char out_erasure[17], int64_t *out_time, char out_commit[41]);
+
 /* The journal of an erasure in progress: <repository>/kiln-erase-<dataset>.journal,
  * the rendered entry, written whole (temporary file, fsync, rename). read:
  * 1 with the text appended to out, 0 when there is none. */

@@ -7,6 +7,7 @@
  * writes to the repository, and every libgit2 object lives for one call. */
 #include "manifest/version.h"
 #include "manifest/internal.h"
+#include "manifest/ledger.h"
 
 #include <errno.h>
 #include <git2.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 #include <sys/stat.h>
 
@@ -274,6 +276,26 @@ int kiln_version_lookup(kiln_manifest *m, const char *spec, kiln_version *out)
 			                      "%s: no branch, tag or commit of that name in %s", shown,
 			                      kiln_manifest_path(m));
 		hex[n] = '\0';
+		{
+			char erasure[17], successor[41];
+			int64_t when;
+
+			if ((rc = kiln_ledger_successor(m, dataset, hex, n, erasure, &when, successor)) < 0)
+				return rc;
+			if (rc == 1) {
+				char day[32] = "?";
+				time_t t = (time_t)when;
+				struct tm tm;
+
+				if (gmtime_r(&t, &tm))
+					strftime(day, sizeof(day), "%Y-%m-%d", &tm);
+				return kiln_error_set(
+				    KILN_ENOTFOUND,
+				    "%s: commit %s was rewritten by erasure %s (kiln erase, %s): its "
+				    "successor is %s@%.12s",
+				    shown, hex, erasure, day, dataset, successor);
+			}
+		}
 		git_oid_fromstrn(&id, hex, n);
 		gerr = git_object_lookup_prefix(&obj, kiln_manifest_repo(m), &id, n, GIT_OBJECT_COMMIT);
 		if (gerr == GIT_EAMBIGUOUS)
