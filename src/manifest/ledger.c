@@ -561,8 +561,9 @@ int kiln_ledger_append(kiln_manifest *m, const kiln_ledger_entry *e, const kiln_
 				rc = kiln_manifest_git_fail(m, gerr, ref);
 				goto attempt_done;
 			}
-			gerr = git_reference_create_matching(&moved, repo, ref, &commit_id, 1,
-			                                     have_tip ? &tip : NULL, "kiln erase");
+			/* tip is the zero id when there is no ledger yet: then it must not exist */
+			gerr = git_reference_create_matching(&moved, repo, ref, &commit_id, 1, &tip,
+			                                     "kiln erase");
 			if (gerr == GIT_EMODIFIED || gerr == GIT_EEXISTS || gerr == GIT_ELOCKED) {
 				rc = KILN_ERETRY;
 				goto attempt_done;

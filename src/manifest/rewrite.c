@@ -1234,7 +1234,7 @@ static int tag_message(git_tag *tag, kiln_buf *out, bool *out_signed)
 
 static int plan_ref(plan_state *p, const char *name)
 {
-	git_reference *ref = NULL;
+	git_reference *ref = NULL, *direct = NULL;
 	git_object *target = NULL;
 	kiln_buf message = KILN_BUF_INIT(0);
 	const oid_slot *slot;
@@ -1242,8 +1242,8 @@ static int plan_ref(plan_state *p, const char *name)
 	char new_hex[41], old_hex[41], tag_hex[41];
 	int rc = 0, gerr;
 
-	if ((gerr = git_reference_lookup(&ref, p->repo, name)) < 0 ||
-	    (gerr = git_reference_resolve(&ref, ref)) < 0 ||
+	if ((gerr = git_reference_lookup(&direct, p->repo, name)) < 0 ||
+	    (gerr = git_reference_resolve(&ref, direct)) < 0 ||
 	    (gerr = git_object_lookup(&target, p->repo, git_reference_target(ref), GIT_OBJECT_ANY)) < 0) {
 		rc = kiln_manifest_git_fail(p->m, gerr, name);
 		goto cleanup;
@@ -1292,6 +1292,7 @@ cleanup:
 	kiln_buf_free(&message);
 	git_object_free(target);
 	git_reference_free(ref);
+	git_reference_free(direct);
 	return rc;
 }
 
