@@ -1,7 +1,8 @@
 /* `kiln gc`: finds the shard objects in the store that no kept version of the
  * manifest references (orphans of crashed runs, shards of pruned history),
- * reports them with their bytes, and with --apply deletes them. A dry run
- * unless --apply; quarantine/ and raw/ are never touched. */
+ * reports them with their bytes, and with --apply deletes them, then compacts
+ * the manifest and purges the git objects of versions an erasure superseded.
+ * A dry run unless --apply; quarantine/ and raw/ are never touched. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -39,7 +40,9 @@ static const char usage_text[] =
     "gc is safe to run while runs write (a run also checks, before it commits,\n"
     "that every shard it lists is still stored). With --apply the manifest\n"
     "repository is compacted too: reachable objects packed, unreachable ones\n"
-    "older than the grace period pruned. quarantine/ and raw/ objects are never\n"
+    "older than the grace period pruned; and every object only versions\n"
+    "superseded by `kiln erase` reached is removed at once (no grace), with the\n"
+    "reflog entries naming them. quarantine/ and raw/ objects are never\n"
     "collected.\n"
     "\n"
     "With --json, JSON Lines on stdout: one object per key it lists (missing\n"
@@ -251,9 +254,9 @@ static void print_gc_stats(const kiln_gc_stats *st, const kiln_gc_policy *policy
 }
 
 /* The summary line of --json: every count, and with --apply (cs) the
- * manifest's compaction. */
+ * manifest's compaction; in a dry run (purgeable) what it would purge. */
 static int print_gc_json(gc_print *p, const kiln_gc_stats *st, const kiln_gc_policy *policy,
-                         const kiln_compact_stats *cs)
+                         const kiln_compact_stats *cs, const uint64_t *purgeable)
 {
 	kiln_buf *b = &p->line;
 	int rc =
@@ -279,24 +282,56 @@ static int print_gc_json(gc_print *p, const kiln_gc_stats *st, const kiln_gc_pol
 	                      st->young, st->young_bytes, st->deleted, st->deleted_bytes, st->missing,
 	                      st->foreign);
 	if (cs)
-		rc |= kiln_buf_printf(
-		    b,
-		    "{\"packed\":%" PRIu64 ",\"loose_removed\":%" PRIu64 ",\"packs_removed\":%" PRIu64
-		    ",\"loose_kept\":%" PRIu64 ",\"packs_kept\":%" PRIu64 "}",
-		    cs->packed, cs->loose_removed, cs->packs_removed, cs->loose_kept, cs->packs_kept);
+		rc |= kiln_buf_printf(b,
+		                      "{\"packed\":%" PRIu64 ",\"loose_removed\":%" PRIu64
+		                      ",\"packs_removed\":%" PRIu64 ",\"loose_kept\":%" PRIu64
+		                      ",\"packs_kept\":%" PRIu64 ",\"purged\":%" PRIu64 "}",
+		                      cs->packed, cs->loose_removed, cs->packs_removed, cs->loose_kept,
+		                      cs->packs_kept, cs->purged);
+	else
+		rc |= kiln_buf_puts(b, "null");
+	rc |= kiln_buf_puts(b, ",\"purgeable\":");
+	if (purgeable)
+		rc |= kiln_buf_printf(b, "%" PRIu64, *purgeable);
 	else
 		rc |= kiln_buf_puts(b, "null");
 	rc |= kiln_buf_puts(b, "}}\n");
 	return kiln_cli_write_buf("gc", b, rc);
 }
 
-/* Packs the manifest's reachable objects (--apply) into *cs: 0, or the
- * exit status with the message printed. */
-static int compact_manifest(kiln_manifest *m, int64_t grace, kiln_compact_stats *cs)
+/* The commits and tags erasures superseded, whose objects go at once
+ * (*out_ids owned by the caller: free_ids). */
+static int superseded_ids(kiln_manifest *m, char ***out_ids, size_t *out_n)
 {
-	if (kiln_manifest_compact(m, grace, cs) < 0)
-		return kiln_cli_fail("gc", "%s", kiln_error_last());
+	(void)m;
+	*out_ids = NULL; /* filled from the erasure ledger (src/manifest/erasure.h) */
+	*out_n = 0;
 	return 0;
+}
+
+static void free_ids(char **ids, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(ids[i]);
+	free(ids);
+}
+
+/* What the manifest's compaction does (--apply: packs the reachable
+ * objects and purges what erasures superseded, into *cs) or would purge (a
+ * dry run: *purgeable): 0, or the exit status with the message printed. */
+static int compact_manifest(kiln_manifest *m, bool apply, int64_t grace, kiln_compact_stats *cs,
+                            uint64_t *purgeable)
+{
+	char **ids = NULL;
+	size_t n = 0;
+	int rc;
+
+	*purgeable = 0;
+	if ((rc = superseded_ids(m, &ids, &n)) == 0)
+		rc = apply ? kiln_manifest_purge(m, (const char *const *)ids, n, grace, cs)
+		           : kiln_manifest_purge_count(m, (const char *const *)ids, n, purgeable);
+	free_ids(ids, n);
+	return rc < 0 ? kiln_cli_fail("gc", "%s", kiln_error_last()) : 0;
 }
 
 /* What the compaction did, as text. */
@@ -307,6 +342,7 @@ static void print_compaction(const kiln_compact_stats *cs)
 	       " packs younger than the grace "
 	       "period\n",
 	       cs->packed, cs->loose_removed, cs->packs_removed, cs->loose_kept, cs->packs_kept);
+	printf("purged: %" PRIu64 " git objects of versions superseded by erasure\n", cs->purged);
 }
 
 /* The text form: the summary, the compaction (--apply), the other counts.
@@ -314,13 +350,16 @@ static void print_compaction(const kiln_compact_stats *cs)
 static int print_gc_text(kiln_manifest *m, const kiln_gc_stats *st, const kiln_gc_policy *policy)
 {
 	kiln_compact_stats cs;
+	uint64_t purgeable;
 
 	print_gc_stats(st, policy);
-	if (policy->apply) {
-		if (compact_manifest(m, policy->grace, &cs) != 0)
-			return KILN_EXIT_USAGE;
+	if (compact_manifest(m, policy->apply, policy->grace, &cs, &purgeable) != 0)
+		return KILN_EXIT_USAGE;
+	if (policy->apply)
 		print_compaction(&cs);
-	}
+	else
+		printf("purgeable: %" PRIu64 " git objects of versions superseded by erasure%s\n", purgeable,
+		       purgeable ? "; dry run: nothing purged, --apply purges them" : "");
 	if (st->foreign)
 		printf("unrecognised: %" PRIu64 " keys under shards/ that are not shard names (left alone)\n",
 		       st->foreign);
@@ -357,10 +396,12 @@ int kiln_cmd_gc(int argc, char **argv)
 	}
 	if (o.p.json) {
 		/* the summary also when the compaction failed (its "manifest" null) */
-		int compacted = o.policy.apply ? compact_manifest(m, o.policy.grace, &cs) : KILN_EXIT_USAGE;
+		uint64_t purgeable;
+		int compacted = compact_manifest(m, o.policy.apply, o.policy.grace, &cs, &purgeable);
 
-		if (print_gc_json(&o.p, &st, &o.policy, compacted == 0 ? &cs : NULL) != 0 ||
-		    (o.policy.apply && compacted != 0))
+		if (print_gc_json(&o.p, &st, &o.policy, o.policy.apply && compacted == 0 ? &cs : NULL,
+		                  !o.policy.apply && compacted == 0 ? &purgeable : NULL) != 0 ||
+		    compacted != 0)
 			goto cleanup;
 	} else if (print_gc_text(m, &st, &o.policy) != 0) {
 		goto cleanup;

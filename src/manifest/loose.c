@@ -191,8 +191,7 @@ int kiln_git_loose_check(const void *zbytes, size_t len, const char *hex)
 	return kiln_git_loose_decode(NULL, NULL, zbytes, len, hex);
 }
 
-/* The file at path, at most KILN_GIT_LOOSE_MAX bytes, into out. */
-static int read_file(kiln_buf *out, const char *path)
+int kiln_git_read_file(kiln_buf *out, const char *path)
 {
 	struct stat st;
 	int fd, rc = 0;
@@ -206,7 +205,8 @@ static int read_file(kiln_buf *out, const char *path)
 		goto cleanup;
 	}
 	if ((uint64_t)st.st_size > KILN_GIT_LOOSE_MAX) {
-		rc = kiln_error_set(KILN_EINVALID, "%s: %lld bytes (a loose object has at most %zu)", path,
+		rc = kiln_error_set(KILN_EINVALID,
+		                    "%s: %lld bytes (a repository file kiln reads has at most %zu)", path,
 		                    (long long)st.st_size, KILN_GIT_LOOSE_MAX);
 		goto cleanup;
 	}
@@ -238,7 +238,7 @@ int kiln_git_loose_check_file(const char *path, const char *hex)
 	kiln_buf z = KILN_BUF_INIT(0);
 	int rc;
 
-	if ((rc = read_file(&z, path)) == 0)
+	if ((rc = kiln_git_read_file(&z, path)) == 0)
 		rc = kiln_git_loose_decode(NULL, NULL, z.ptr, z.len, hex);
 	kiln_buf_free(&z);
 	return rc;
@@ -262,7 +262,7 @@ static int guard_load(guard *g, const git_oid *oid, kiln_buf *content, git_objec
 
 	git_oid_tostr(hex, sizeof(hex), oid);
 	snprintf(path, sizeof(path), "%s%.2s/%s", g->objects, hex, hex + 2);
-	if ((rc = read_file(&z, path)) == 0)
+	if ((rc = kiln_git_read_file(&z, path)) == 0)
 		rc = kiln_git_loose_decode(content, type, z.ptr, z.len, hex);
 	kiln_buf_free(&z);
 	if (rc == KILN_ENOTFOUND) {
@@ -340,6 +340,14 @@ static int guard_read_prefix(git_oid *out_id, void **out, size_t *len, git_objec
 	return guard_read(out, len, type, b, out_id);
 }
 
+/* Lists nothing: libgit2's own loose backend lists the same files (its
+ * git_odb_foreach calls every backend's foreach, NULL or not). */
+static int guard_foreach(git_odb_backend *b, git_odb_foreach_cb cb, void *payload)
+{
+	(void)b, (void)cb, (void)payload;
+	return 0;
+}
+
 static void guard_free(git_odb_backend *b)
 {
 	guard *g = (guard *)b;
@@ -365,6 +373,7 @@ int kiln_git_loose_guard(git_repository *repo)
 	g->parent.read = guard_read;
 	g->parent.read_header = guard_read_header;
 	g->parent.read_prefix = guard_read_prefix;
+	g->parent.foreach = guard_foreach;
 	g->parent.free = guard_free;
 	/* libgit2 asks backends by priority, highest first: its packs are 2,
 	 * its loose objects 1 */

@@ -31,6 +31,11 @@ int kiln_git_loose_decode(kiln_buf *out, git_object_t *out_type, const void *zby
  * object named hex, else KILN_EINVALID with the reason. */
 int kiln_git_loose_check(const void *zbytes, size_t len, const char *hex);
 
+/* The file at path (a regular file, not followed when a link, at most
+ * KILN_GIT_LOOSE_MAX bytes) into out (reset first): 0, KILN_ENOTFOUND,
+ * KILN_EINVALID (not a regular file, too large) or KILN_EIO. */
+int kiln_git_read_file(kiln_buf *out, const char *path);
+
 /* Reads the file at path (at most KILN_GIT_LOOSE_MAX bytes) and checks it
  * is the loose object hex: 0, KILN_ENOTFOUND when there is no such file,
  * KILN_EINVALID (not the object) or KILN_EIO. */

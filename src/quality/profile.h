@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "contract/contract.h"
+#include "contract/validate.h"
 #include "core/buf.h"
 #include "core/json.h"
 #include "quality/sketch.h"
@@ -82,6 +83,21 @@ void kiln_profile_clear(kiln_profile *profile);
  * kiln_profile_init(schema) takes values of that schema's contract. */
 int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *schema, const kiln_field *field,
                            kiln_json_type type, bool escaped, const char *text, size_t len);
+
+/* Adds one curated record (a shard line, no newline) to p, as the run's
+ * curate pool did when it curated it: every value's field resolved through
+ * the contract (the validator's token hook, kiln_validate_hook, on the
+ * curated text; the record need not be valid against the contract: tokens
+ * replaced numbers, fields were dropped) and passed to kiln_profile_add_value
+ * with the curated text; p->records + 1. The validator must be of the
+ * schema's contract, with limits that admit the curated lines (a token is
+ * longer than many values it replaced: give max_bytes room). KILN_EINVALID
+ * "profile: ..." (nothing added) for a line that is not a JSON object within
+ * those limits; the message names the code and byte, never a value. Profiles
+ * built this way equal the run's but for floating-point rounding of the
+ * numbers' mean and variance (the order values were added and merged in). */
+int kiln_profile_add_curated(kiln_profile *p, const kiln_profile_schema *schema, kiln_validator *validator,
+                             const char *line, size_t len);
 
 int kiln_profile_merge(kiln_profile *into, const kiln_profile *from);
 

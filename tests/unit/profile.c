@@ -3,21 +3,31 @@
  * standard errors, moments to rounding), merging (a merge of two halves is
  * the sketch of the whole), and profiles of a contract: what is profiled
  * for personal fields (never a value), categories, missing counts, and the
- * profile.json codec (parse then render gives the same bytes). */
+ * profile.json codec (parse then render gives the same bytes); a profile
+ * recomputed from a version's curated records (kiln_profile_add_curated)
+ * against the one kiln_curate_run wrote for it. */
 #define _GNU_SOURCE /* memmem */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
+#include "kiln/reader.h"
 #include "contract/contract.h"
+#include "contract/validate.h"
 #include "core/buf.h"
 #include "core/error.h"
+#include "ingest/curate_run.h"
+#include "ingest/pipeline.h"
+#include "manifest/manifest.h"
+#include "manifest/version.h"
 #include "quality/drift.h"
 #include "quality/profile.h"
 #include "quality/sketch.h"
@@ -491,6 +501,347 @@ static void test_profile_check(void **state)
 	kiln_contract_free(c);
 }
 
+/* ---- a profile recomputed from curated records ---------------------------- */
+
+static char tmpdir[PATH_MAX];
+
+/* Every way the curator changes a value: a string and an integer turned
+ * into tokens, an email keeping its domain, a date dropped, an object and a
+ * string redacted, free text scanned, escapes kept as written (values and
+ * keys), nulls, nested objects, array items, and unknown fields (allowed,
+ * not profiled). */
+static const char CURATED_CONTRACT[] =
+    "apiVersion: v3.0.2\n"
+    "kind: DataContract\n"
+    "id: urn:test:curated\n"
+    "version: 1.0.0\n"
+    "status: active\n"
+    "customProperties:\n"
+    "  - property: unknownFields\n"
+    "    value: allow\n"
+    "schema:\n"
+    "  - name: ev\n"
+    "    properties:\n"
+    "      - {name: id, logicalType: string, required: true}\n"
+    "      - {name: user, logicalType: string, required: true, classification: pii}\n"
+    "      - {name: cust_no, logicalType: integer, classification: pii}\n"
+    "      - name: email\n"
+    "        logicalType: string\n"
+    "        classification: pii\n"
+    "        logicalTypeOptions: {format: email}\n"
+    "        customProperties: [{property: pseudonymisation, value: keep-domain}]\n"
+    "      - name: birth\n"
+    "        logicalType: date\n"
+    "        classification: pii\n"
+    "        customProperties: [{property: pseudonymisation, value: drop}]\n"
+    "      - name: secret\n"
+    "        logicalType: object\n"
+    "        customProperties: [{property: pseudonymisation, value: redact}]\n"
+    "        properties: [{name: a, logicalType: integer}]\n"
+    "      - name: pin\n"
+    "        logicalType: string\n"
+    "        customProperties: [{property: pseudonymisation, value: redact}]\n"
+    "      - name: kind\n"
+    "        logicalType: string\n"
+    "        customProperties: [{property: enum, value: [a, b, c]}]\n"
+    "      - {name: ok, logicalType: boolean}\n"
+    "      - {name: amount, logicalType: number}\n"
+    "      - {name: n, logicalType: integer}\n"
+    "      - name: note\n"
+    "        logicalType: string\n"
+    "        customProperties: [{property: piiScan, value: true}]\n"
+    "      - {name: plain, logicalType: string}\n"
+    "      - name: dev\n"
+    "        logicalType: object\n"
+    "        properties:\n"
+    "          - {name: os, logicalType: string}\n"
+    "          - {name: model, logicalType: string}\n"
+    "      - name: tags\n"
+    "        logicalType: array\n"
+    "        items: {logicalType: string}\n";
+
+/* Record i of the input (a few of them invalid: quarantined, in no shard). */
+static void curated_input_record(kiln_buf *b, int i)
+{
+	kiln_buf_printf(b, "{\"id\":\"r%d\",", i);
+	if (i % 7 == 3)
+		kiln_buf_printf(b, "\"us\\u0065r\":\"us\\u0065r-%d\"", i % 37); /* escaped key and value */
+	else
+		kiln_buf_printf(b, "\"user\":\"user-%d\"", i % 37);
+	if (i % 5)
+		kiln_buf_printf(b, ",\"cust_no\":%d", i % 50);
+	else if (i % 10 == 0)
+		kiln_buf_puts(b, ",\"cust_no\":null");
+	if (i % 3 == 0)
+		kiln_buf_printf(b, ",\"email\":\"Name%d@Example.com\"", i % 20);
+	if (i % 4 == 1)
+		kiln_buf_puts(b, ",\"birth\":\"1990-04-12\"");
+	if (i % 6 == 2)
+		kiln_buf_printf(b, ",\"secret\":{\"a\":%d}", i);
+	if (i % 8 == 5)
+		kiln_buf_printf(b, ",\"pin\":\"%04d\"", i);
+	kiln_buf_printf(b, ",\"kind\":\"%s\"", i == 17 || i == 650 ? "zzz" : i % 3 == 1 ? "b" : "a");
+	if (i % 2)
+		kiln_buf_printf(b, ",\"ok\":%s", i % 4 == 1 ? "true" : "false");
+	kiln_buf_printf(b, ",\"amount\":%d.%02d", i * 37 % 1000, i % 100);
+	if (i % 9 == 0)
+		kiln_buf_puts(b, ",\"n\":null");
+	else
+		kiln_buf_printf(b, ",\"n\":%d", i * i % 1013 - 300);
+	if (i % 5 != 4) {
+		kiln_buf_puts(b, ",\"note\":\"");
+		if (i % 4 == 0)
+			kiln_buf_printf(b, "call me at ann%d@mail.example today", i);
+		else if (i % 4 == 1)
+			kiln_buf_printf(b, "caf\\u00e9 \\\"%d\\\"", i);
+		else if (i % 4 == 2)
+			kiln_buf_printf(b, "nothing personal %d", i);
+		else
+			kiln_buf_printf(b, "two: a%d@x.example, +44 20 7946 0958", i);
+		kiln_buf_putc(b, '"');
+	}
+	if (i % 11 == 0)
+		kiln_buf_printf(b, ",\"plain\":\"tab\\there %d\"", i);
+	else if (i % 11 == 1)
+		kiln_buf_puts(b, ",\"plain\":\"\"");
+	kiln_buf_printf(b, ",\"dev\":{\"os\":\"%s\"", i % 3 ? "linux" : "ios");
+	if (i % 4)
+		kiln_buf_printf(b, ",\"model\":\"m%d\"", i % 13);
+	kiln_buf_putc(b, '}');
+	if (i % 3 != 2) {
+		kiln_buf_puts(b, ",\"tags\":[");
+		for (int t = 0; t < i % 4; t++)
+			kiln_buf_printf(b, "%s\"t%d\"", t ? "," : "", (i + t) % 6);
+		kiln_buf_putc(b, ']');
+	}
+	if (i % 10 == 7)
+		kiln_buf_printf(b, ",\"zz\":{\"q\":[%d]}", i); /* unknown: kept, not profiled */
+	kiln_buf_puts(b, "}\n");
+}
+
+static void curated_write_input(int records)
+{
+	kiln_buf b = KILN_BUF_INIT(0);
+	char path[PATH_MAX + 64];
+
+	for (int i = 0; i < records; i++)
+		curated_input_record(&b, i);
+	assert_int_equal(kiln_buf_put(&b, "", 1), 0);
+	snprintf(path, sizeof(path), "%s/in.jsonl", tmpdir);
+	kiln_test_write_file(path, b.ptr, 0644);
+	kiln_buf_free(&b);
+}
+
+/* The numbers after each `"mean":` and `"variance":` of text, cut out
+ * (replaced by "#") into vals: moments are floating-point summaries whose
+ * last bits depend on the order values were added and merged in, and on
+ * the variance's round trip through profile.json (sketch.h: "the moments up
+ * to floating-point rounding"); everything else must match byte for byte. */
+static char *cut_moments(const char *text, double *vals, size_t cap, size_t *n)
+{
+	char *out = malloc(strlen(text) + 1), *o = out;
+	const char *at = text;
+
+	assert_non_null(out);
+	*n = 0;
+	while (*at) {
+		const char *name = NULL;
+
+		if (strncmp(at, "\"mean\":", 7) == 0)
+			name = "\"mean\":";
+		else if (strncmp(at, "\"variance\":", 11) == 0)
+			name = "\"variance\":";
+		if (!name) {
+			*o++ = *at++;
+			continue;
+		}
+		char *end;
+		memcpy(o, name, strlen(name));
+		o += strlen(name);
+		at += strlen(name);
+		assert_true(*n < cap);
+		vals[(*n)++] = strtod(at, &end);
+		assert_true(end > at);
+		at = end;
+		*o++ = '#';
+	}
+	*o = '\0';
+	return out;
+}
+
+static void assert_same_profile(const kiln_profile *want, const kiln_profile *got)
+{
+	kiln_buf a = KILN_BUF_INIT(0), b = KILN_BUF_INIT(0);
+	double va[256], vb[256];
+	size_t na, nb;
+	char *ca, *cb;
+
+	assert_int_equal(kiln_profile_render(&a, want), 0);
+	assert_int_equal(kiln_profile_render(&b, got), 0);
+	assert_int_equal(kiln_buf_put(&a, "", 1), 0);
+	assert_int_equal(kiln_buf_put(&b, "", 1), 0);
+	ca = cut_moments(a.ptr, va, 256, &na);
+	cb = cut_moments(b.ptr, vb, 256, &nb);
+	assert_string_equal(cb, ca);
+	assert_int_equal(nb, na);
+	assert_true(na >= 4); /* amount's and n's mean and variance */
+	for (size_t i = 0; i < na; i++)
+		if (fabs(va[i] - vb[i]) > 1e-9 * fmax(1, fabs(va[i])))
+			fail_msg("moment %zu: %.17g recomputed, %.17g written", i, vb[i], va[i]);
+	free(ca);
+	free(cb);
+	kiln_buf_free(&a);
+	kiln_buf_free(&b);
+}
+
+/* The total profile of version `spec` recomputed from its records read as
+ * `kiln cat` reads them (each split, shard after shard), into *out. */
+static void recompute(const kiln_contract *contract, const kiln_profile_schema *schema, const char *spec,
+                      kiln_profile *out, uint64_t *records)
+{
+	char repo[PATH_MAX + 16], store[PATH_MAX + 16];
+	kiln_validator *validator = kiln_validator_new(contract, NULL);
+	kiln_reader *r = NULL;
+
+	assert_non_null(validator);
+	snprintf(repo, sizeof(repo), "%s/m.git", tmpdir);
+	snprintf(store, sizeof(store), "file://%s/store", tmpdir);
+	if (kiln_reader_open(&r, repo, spec, store, NULL) != 0)
+		fail_msg("reader: %s", kiln_error_last());
+	assert_int_equal(kiln_profile_init(out, schema), 0);
+	*records = 0;
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
+		kiln_cursor_options o = {.split = (kiln_split)s};
+		kiln_cursor *c = NULL;
+		const char *line;
+		size_t len;
+		int rc;
+
+		assert_int_equal(kiln_cursor_open(&c, r, &o), 0);
+		while ((rc = kiln_cursor_next(c, &line, &len)) == 1) {
+			if (kiln_profile_add_curated(out, schema, validator, line, len) != 0)
+				fail_msg("add_curated: %s", kiln_error_last());
+			(*records)++;
+		}
+		assert_int_equal(rc, 0);
+		kiln_cursor_close(c);
+	}
+	kiln_reader_close(r);
+	kiln_validator_free(validator);
+}
+
+/* The profile kiln_curate_run wrote for a version (its total), recomputed
+ * from the version's records: the same, but for the rounding of the
+ * moments. Two runs (the second's total merges the first's), two workers
+ * and small shards (each batch's profile merged), both versions checked. */
+static void test_profile_recomputed_from_curated(void **state)
+{
+	char path[PATH_MAX + 64], yaml[1024], commits[2][41], spec[96];
+	kiln_contract *contract = NULL;
+	kiln_profile_schema *schema = NULL;
+	kiln_manifest *m = NULL;
+	kiln_pipeline *p = NULL;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/key", tmpdir);
+	kiln_test_write_file(path, "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n",
+	                     0600);
+	snprintf(path, sizeof(path), "%s/c.yaml", tmpdir);
+	kiln_test_write_file(path, CURATED_CONTRACT, 0644);
+	snprintf(yaml, sizeof(yaml),
+	         "dataset: ev\ncontract: c.yaml\nsource: {kind: file, path: in.jsonl, name: ev}\n"
+	         "pseudonymise: {key_file: key}\n"
+	         "split: {key: user, salt: s1, ratios: {train: 0.6, dev: 0.2, test: 0.2}}\n"
+	         "shards: {target_bytes: 16K}\nworkers: 2\n"
+	         "store: {url: file://store}\nmanifest: {repo: m.git}\n");
+	snprintf(path, sizeof(path), "%s/p.yaml", tmpdir);
+	kiln_test_write_file(path, yaml, 0644);
+	for (int run = 0; run < 2; run++) {
+		kiln_run_result r;
+
+		curated_write_input(run ? 800 : 500);
+		if (kiln_pipeline_load(&p, path, NULL, 0) != 0)
+			fail_msg("pipeline: %s", kiln_error_last());
+		memset(&r, 0, sizeof(r));
+		if (kiln_curate_run(p, &r) != 0)
+			fail_msg("run %d: %s", run + 1, kiln_error_last());
+		assert_int_equal(r.delta.quarantined, 1); /* kind "zzz" */
+		memcpy(commits[run], r.commit, 41);
+		kiln_pipeline_free(p);
+		p = NULL;
+	}
+	assert_int_equal(
+	    kiln_contract_load_buffer(&contract, "c.yaml", CURATED_CONTRACT, strlen(CURATED_CONTRACT), NULL),
+	    0);
+	assert_int_equal(kiln_profile_schema_new(&schema, contract), 0);
+	snprintf(path, sizeof(path), "%s/m.git", tmpdir);
+	assert_int_equal(kiln_manifest_open(&m, path), 0);
+	for (int v = 0; v < 2; v++) {
+		kiln_profile written = {0}, again = {0};
+		kiln_version version;
+		uint64_t records;
+
+		snprintf(spec, sizeof(spec), "ev@%s", commits[v]);
+		/* profile.json's total, read and checked as kiln profile does */
+		assert_int_equal(kiln_version_resolve(m, spec, &version), 0);
+		if (kiln_version_profile(m, &version, spec, &written, NULL) != 1)
+			fail_msg("profile.json: %s", kiln_error_last());
+		recompute(contract, schema, spec, &again, &records);
+		assert_int_equal(records, v ? 798 : 499);
+		assert_int_equal(again.records, records);
+		assert_same_profile(&written, &again);
+		/* what the curator changed is there as it left it */
+		assert_true(kiln_profile_find(&again, "cust_no")->types[KILN_PTYPE_STRING] > 0); /* tokens */
+		assert_true(kiln_profile_find(&again, "cust_no")->types[KILN_PTYPE_NULL] > 0);
+		assert_int_equal(kiln_profile_find(&again, "cust_no")->types[KILN_PTYPE_INTEGER], 0);
+		assert_true(kiln_profile_find(&again, "secret")->types[KILN_PTYPE_STRING] > 0); /* redacted */
+		assert_int_equal(kiln_profile_find(&again, "secret")->types[KILN_PTYPE_OBJECT], 0);
+		assert_int_equal(kiln_profile_find(&again, "birth")->present, 0); /* dropped */
+		assert_true(kiln_profile_find(&again, "note")->empty +
+		                kiln_profile_find(&again, "note")->present >
+		            0);
+		assert_true(kiln_profile_find(&again, "tags[]")->present > 0);
+		assert_true(kiln_profile_find(&again, "dev.model")->present > 0);
+		assert_true(kiln_profile_find(&again, "plain")->empty > 0);
+		kiln_profile_free(&written);
+		kiln_profile_free(&again);
+	}
+	kiln_manifest_close(m);
+	kiln_profile_schema_free(schema);
+	kiln_contract_free(contract);
+}
+
+/* Lines that are not curated records are refused, and add nothing. */
+static void test_add_curated_refuses_non_records(void **state)
+{
+	static const char *const bad[] = {"{\"user\":", "[1]", "{\"a\":1,\"a\":2}", "\"x\""};
+	kiln_contract *c = NULL;
+	kiln_profile_schema *s = NULL;
+	kiln_validator *v;
+	kiln_profile p;
+
+	(void)state;
+	assert_int_equal(kiln_contract_load_buffer(&c, "t.yaml", CONTRACT, strlen(CONTRACT), NULL), 0);
+	assert_int_equal(kiln_profile_schema_new(&s, c), 0);
+	assert_int_equal(kiln_profile_init(&p, s), 0);
+	assert_non_null(v = kiln_validator_new(c, NULL));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(kiln_profile_add_curated(&p, s, v, bad[i], strlen(bad[i])), KILN_EINVALID);
+		assert_non_null(strstr(kiln_error_last(), "profile: a curated record is not a JSON object"));
+	}
+	assert_int_equal(p.records, 0);
+	for (size_t i = 0; i < p.count; i++)
+		assert_int_equal(p.fields[i].present, 0);
+	/* a token where the contract wants a number is a curated record */
+	assert_int_equal(kiln_profile_add_curated(&p, s, v, "{\"n\":\"p1_abc\",\"user\":\"p1_x\"}", 28), 0);
+	assert_int_equal(p.records, 1);
+	assert_int_equal(kiln_profile_find(&p, "n")->types[KILN_PTYPE_STRING], 1);
+	kiln_validator_free(v);
+	kiln_profile_free(&p);
+	kiln_profile_schema_free(s);
+	kiln_contract_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -502,6 +853,8 @@ int main(void)
 	    cmocka_unit_test(test_categories_scale),
 	    cmocka_unit_test(test_field_cap),
 	    cmocka_unit_test(test_profile_check),
+	    cmocka_unit_test(test_add_curated_refuses_non_records),
+	    cmocka_unit_test(test_profile_recomputed_from_curated),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return kiln_test_main(tests, tmpdir, "profile", NULL, NULL);
 }
