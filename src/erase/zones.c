@@ -13,7 +13,6 @@
 
 #include "core/error.h"
 #include "shard/quarantine.h"
-#include "shard/raw.h"
 #include "shard/spool.h"
 
 #define OBJ_MAX ((size_t)1 << 30)
@@ -194,16 +193,24 @@ static int object_end(zone_run *z, const char *key, int decode_rc)
 
 /* --- raw zone ---------------------------------------------------------------- */
 
+bool kiln_zone_raw_record_holds(kiln_subject *s, const kiln_raw_record *r)
+{
+	if ((!r->null_value && kiln_subject_in_raw(s, r->value, r->value_len)) ||
+	    (!r->null_key && kiln_subject_in_raw(s, r->key, r->key_len)))
+		return true;
+	for (size_t i = 0; i < r->header_count; i++)
+		if (!r->headers[i].null_value &&
+		    kiln_subject_in_raw(s, r->headers[i].value, r->headers[i].value_len))
+			return true;
+	return false;
+}
+
 static int raw_record(void *ctx, const kiln_raw_record *r)
 {
 	zone_run *z = ctx;
-	bool match = (!r->null_value && kiln_subject_in_raw(z->s, r->value, r->value_len)) ||
-	             (!r->null_key && kiln_subject_in_raw(z->s, r->key, r->key_len));
+	bool match = kiln_zone_raw_record_holds(z->s, r);
 	int rc;
 
-	for (size_t i = 0; i < r->header_count && !match; i++)
-		match = !r->headers[i].null_value &&
-		        kiln_subject_in_raw(z->s, r->headers[i].value, r->headers[i].value_len);
 	if (!match) {
 		kiln_buf_reset(&z->line);
 		if ((rc = kiln_raw_render(&z->line, r)) < 0)
@@ -244,6 +251,58 @@ int kiln_zone_erase_raw(kiln_store *store, kiln_subject *s, const char *const *t
 		if (!topics[i] || !*topics[i] || strchr(topics[i], '/'))
 			continue; /* names no raw object */
 		rc = kiln_raw_list(store, topics[i], -1, raw_object, &z);
+	}
+	if (out)
+		*out = z.st;
+cleanup:
+	run_free(&z);
+	return rc;
+}
+
+/* --- quarantine -------------------------------------------------------------- */
+
+static int quarantine_line(void *ctx, const kiln_quarantine_line *line)
+{
+	zone_run *z = ctx;
+	bool match =
+	    line->record && !line->record_null && kiln_subject_in_raw(z->s, line->record, line->record_len);
+	int rc;
+
+	if (!match) {
+		kiln_buf_reset(&z->line);
+		if ((rc = kiln_quarantine_render_line(&z->line, line)) < 0)
+			return z->rc = rc;
+	}
+	return object_record(z, match);
+}
+
+static int quarantine_object(void *ctx, const kiln_quarantine_object *obj)
+{
+	zone_run *z = ctx;
+	int rc;
+
+	if ((rc = kiln_zone_load(z->store, obj->key, &z->obj)) < 0)
+		return rc == KILN_ENOTFOUND ? 0 : rc; /* gone since the listing */
+	if ((rc = object_begin(z)) < 0)
+		return rc;
+	rc = kiln_quarantine_decode(z->obj.ptr ? z->obj.ptr : "", z->obj.len, obj->key, quarantine_line, z);
+	return object_end(z, obj->key, rc);
+}
+
+int kiln_zone_erase_quarantine(kiln_store *store, kiln_subject *s, const char *dataset,
+                               const char *const *topics, size_t n, bool dry_run, kiln_zone_stats *out)
+{
+	zone_run z;
+	int rc;
+
+	if (out)
+		memset(out, 0, sizeof(*out));
+	if ((rc = run_init(&z, store, s, dry_run)) < 0)
+		goto cleanup;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (!topics[i] || !*topics[i] || strchr(topics[i], '/'))
+			continue; /* names no quarantine object */
+		rc = kiln_quarantine_list(store, topics[i], dataset, quarantine_object, &z);
 	}
 	if (out)
 		*out = z.st;

@@ -13,6 +13,7 @@
 
 #include "core/buf.h"
 #include "erase/subject.h"
+#include "shard/raw.h"
 #include "store/store.h"
 
 typedef struct kiln_zone_stats {
@@ -43,6 +44,11 @@ int kiln_zone_erase_raw(kiln_store *store, kiln_subject *s, const char *const *t
  * "record_base64"; a line whose record is null does not match). */
 int kiln_zone_erase_quarantine(kiln_store *store, kiln_subject *s, const char *dataset,
                                const char *const *topics, size_t n, bool dry_run, kiln_zone_stats *out);
+
+/* Whether one raw-zone record holds the subject: its value, its key or a
+ * header's value (kiln_subject_in_raw). The one rule both the erasure and
+ * the verifying scan use. */
+bool kiln_zone_raw_record_holds(kiln_subject *s, const kiln_raw_record *r);
 
 /* For erase/ (scan.c): the object `key`, whole, into out (at most 1 GiB:
  * KILN_ELIMIT beyond, naming the key). */

@@ -31,10 +31,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "fixture.h"
 #include "contract/contract.h"
 #include "core/error.h"
+#include "erase/scan.h"
 #include "erase/subject.h"
 #include "erase/zones.h"
 #include "mask/key.h"
@@ -510,13 +512,212 @@ static void test_erase_raw(void **state)
 	kiln_store_close(store);
 }
 
+typedef struct qlines {
+	kiln_buf text; /* every decoded line rendered again */
+	size_t n;
+	int64_t offsets[8];
+} qlines;
+
+static int quarantine_collect(void *ctx, const kiln_quarantine_line *line)
+{
+	qlines *l = ctx;
+
+	if (l->n < 8)
+		l->offsets[l->n] = line->offset;
+	l->n++;
+	return kiln_quarantine_render_line(&l->text, line);
+}
+
+static kiln_report report_of(kiln_reject code, const char *path)
+{
+	kiln_report r = {.count = 1, .kept = 1};
+
+	r.v[0].code = code;
+	snprintf(r.v[0].path, sizeof(r.v[0].path), "%s", path);
+	return r;
+}
+
+/* Writes the quarantine objects of test_erase_quarantine and test_scan into
+ * the store: orders/0 (ds/main) with four records, two of them the
+ * subject's; orders/1 (ds/main) with only the subject's; orders/2 (other/main)
+ * of another dataset with the subject's; orders/3 (ds/dev) with none. */
+static void write_quarantine(kiln_store *store)
+{
+	kiln_quarantine *q;
+	kiln_report type = report_of(KILN_REJECT_TYPE, "email"),
+	            pattern = report_of(KILN_REJECT_PATTERN, "n");
+	static const char bin[] = "\xff\xfe ALICE@example.com \xff";
+
+	assert_int_equal(kiln_quarantine_new(&q, store, "ds", "main", 0, 0, NULL), 0);
+	assert_int_equal(kiln_quarantine_add(q, "orders", 0, 5, &type, "{\"email\":1}", 11), 0);
+	assert_int_equal(kiln_quarantine_add(q, "orders", 0, 6, &type, bin, sizeof(bin) - 1), 0);
+	assert_int_equal(kiln_quarantine_add(q, "orders", 0, 7, &pattern, NULL, 0), 0);
+	assert_int_equal(kiln_quarantine_add(q, "orders", 0, 8, &pattern,
+	                                     "{\"email\":\"alice@example.com\",\"n\":\"x", 35),
+	                 0);
+	assert_int_equal(
+	    kiln_quarantine_add(q, "orders", 1, 9, &type, "{\"email\":\"Alice@example.com\"}", 29), 0);
+	assert_int_equal(kiln_quarantine_flush(q), 0);
+	kiln_quarantine_free(q);
+	assert_int_equal(kiln_quarantine_new(&q, store, "other", "main", 0, 0, NULL), 0);
+	assert_int_equal(
+	    kiln_quarantine_add(q, "orders", 2, 1, &type, "{\"email\":\"alice@example.com\"}", 29), 0);
+	assert_int_equal(kiln_quarantine_flush(q), 0);
+	kiln_quarantine_free(q);
+	assert_int_equal(kiln_quarantine_new(&q, store, "ds", "dev", 0, 0, NULL), 0);
+	assert_int_equal(kiln_quarantine_add(q, "orders", 3, 1, &type, "{\"email\":\"eve@example.com\"}", 27),
+	                 0);
+	assert_int_equal(kiln_quarantine_flush(q), 0);
+	kiln_quarantine_free(q);
+}
+
+static void test_erase_quarantine(void **state)
+{
+	kiln_store *store = open_store("quarantine");
+	const char *ids[] = {"email=alice@example.com", NULL};
+	kiln_subject *s = subject_of(ids);
+	const char *topics[] = {"orders"};
+	const char *kept_key = "quarantine/orders/0/ds/main/5-8.jsonl.zst";
+	qlines before = {KILN_BUF_INIT(0), 0, {0}}, after = {KILN_BUF_INIT(0), 0, {0}};
+	kiln_zone_stats st;
+	char *b1, *b2;
+	size_t n1, n2;
+
+	(void)state;
+	write_quarantine(store);
+	assert_int_equal(kiln_quarantine_read(store, kept_key, quarantine_collect, &before), 0);
+	assert_int_equal(before.n, 4);
+
+	b1 = object_bytes("quarantine", kept_key, &n1);
+	assert_int_equal(kiln_zone_erase_quarantine(store, s, "ds", topics, 1, true, &st), 0);
+	assert_int_equal(st.objects, 3); /* ds/main 0 and 1, ds/dev 3: not the other dataset's */
+	assert_int_equal(st.rewritten, 1);
+	assert_int_equal(st.deleted, 1);
+	assert_int_equal(st.records, 3);
+	b2 = object_bytes("quarantine", kept_key, &n2);
+	assert_int_equal(n1, n2);
+	assert_memory_equal(b1, b2, n1);
+	free(b1);
+	free(b2);
+
+	assert_int_equal(kiln_zone_erase_quarantine(store, s, "ds", topics, 1, false, &st), 0);
+	assert_int_equal(st.rewritten, 1);
+	assert_int_equal(st.deleted, 1);
+	assert_int_equal(st.records, 3);
+	/* the other lines (the one with a null record included), byte-identical */
+	assert_int_equal(kiln_quarantine_read(store, kept_key, quarantine_collect, &after), 0);
+	assert_int_equal(after.n, 2);
+	assert_int_equal(after.offsets[0], 5);
+	assert_int_equal(after.offsets[1], 7);
+	{
+		const char *l2 = memchr(before.text.ptr, '\n', before.text.len) + 1;
+		const char *l3 = memchr(l2, '\n', before.text.len - (size_t)(l2 - before.text.ptr)) + 1;
+		const char *l4 = memchr(l3, '\n', before.text.len - (size_t)(l3 - before.text.ptr)) + 1;
+		size_t first = (size_t)(l2 - before.text.ptr), third = (size_t)(l4 - l3);
+
+		assert_int_equal(after.text.len, first + third);
+		assert_memory_equal(after.text.ptr, before.text.ptr, first);
+		assert_memory_equal(after.text.ptr + first, l3, third);
+	}
+	assert_false(object_exists("quarantine", "quarantine/orders/1/ds/main/9-9.jsonl.zst"));
+	assert_true(object_exists("quarantine", "quarantine/orders/2/other/main/1-1.jsonl.zst"));
+	assert_true(object_exists("quarantine", "quarantine/orders/3/ds/dev/1-1.jsonl.zst"));
+
+	kiln_buf_free(&before.text);
+	kiln_buf_free(&after.text);
+	kiln_subject_free(s);
+	kiln_store_close(store);
+}
+
+typedef struct hits {
+	char keys[8][256];
+	uint64_t records[8];
+	size_t n;
+} hits;
+
+static int on_hit(void *ctx, const kiln_scan_hit *h)
+{
+	hits *x = ctx;
+
+	if (x->n < 8) {
+		snprintf(x->keys[x->n], sizeof(x->keys[0]), "%s", h->key);
+		x->records[x->n] = h->record;
+	}
+	x->n++;
+	return 0;
+}
+
+static void put_zst(const char *store, const char *key, const char *text)
+{
+	char path[PATH_MAX * 2];
+	size_t cap = ZSTD_compressBound(strlen(text)), n;
+	char *z = malloc(cap);
+	FILE *f;
+
+	n = ZSTD_compress(z, cap, text, strlen(text), 3);
+	assert_false(ZSTD_isError(n));
+	snprintf(path, sizeof(path), "%s/%s/%s", tmp, store, key);
+	assert_non_null(f = fopen(path, "wb"));
+	assert_int_equal(fwrite(z, 1, n, f), n);
+	fclose(f);
+	free(z);
+}
+
+static void test_scan(void **state)
+{
+	kiln_store *store = open_store("scan");
+	const char *ids[] = {"email=alice@example.com", "customer_id=C-1001", NULL};
+	kiln_subject *s = subject_of(ids);
+	kiln_raw_writer *w;
+	kiln_raw_record recs[] = {raw_rec(1, "{\"x\":1}"), raw_rec(2, "{\"customer_id\":\"C-1001\"}")};
+	const char *topics[] = {"orders"};
+	hits h = {0};
+	uint64_t objects;
+	char d[PATH_MAX * 2];
+
+	(void)state;
+	snprintf(d, sizeof(d), "%s/scan/shards", tmp);
+	assert_int_equal(mkdir(d, 0700), 0);
+	snprintf(d, sizeof(d), "%s/scan/shards/ab", tmp);
+	assert_int_equal(mkdir(d, 0700), 0);
+	put_zst("scan", "shards/ab/ab01.jsonl.zst",
+	        "{\"customer_id\":\"p1_aaaaaaaaaaaaaaaaaaaaaaaaaa\"}\n"
+	        "{\"customer_id\":\"" T_C1001 "\"}\n"
+	        "{\"note\":\"left by alice@example.com\"}\n");
+	put_zst("scan", "shards/ab/ab02.jsonl.zst", "{\"customer_id\":\"p1_aaaaaaaaaaaaaaaaaaaaaaaaaa\"}\n");
+	put_object("scan", "shards/ab/ab03.jsonl.zst", "not zstd: " T_C1001);
+	assert_int_equal(kiln_raw_writer_new(&w, store, 0, NULL), 0);
+	assert_int_equal(kiln_raw_write(w, recs, 2, NULL), 0);
+	kiln_raw_writer_free(w);
+	write_quarantine(store);
+
+	assert_int_equal(kiln_erase_scan_store(store, s, on_hit, &h, &objects), 8);
+	assert_int_equal(objects, 8);
+	assert_string_equal(h.keys[0], "shards/ab/ab01.jsonl.zst");
+	assert_int_equal(h.records[0], 1);
+	assert_string_equal(h.keys[1], "shards/ab/ab01.jsonl.zst");
+	assert_int_equal(h.records[1], 2);
+	assert_string_equal(h.keys[2], "shards/ab/ab03.jsonl.zst");
+	assert_string_equal(h.keys[3], "raw/orders/0/1-2.jsonl.zst");
+	assert_int_equal(h.records[3], 1);
+
+	/* after erasing the zones, the shards are all that is left to find */
+	assert_int_equal(kiln_zone_erase_raw(store, s, topics, 1, false, NULL), 0);
+	assert_int_equal(kiln_zone_erase_quarantine(store, s, NULL, topics, 1, false, NULL), 0);
+	h.n = 0;
+	assert_int_equal(kiln_erase_scan_store(store, s, on_hit, &h, &objects), 3);
+	kiln_subject_free(s);
+	kiln_store_close(store);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_needles),       cmocka_unit_test(test_add_and_finish),
 	    cmocka_unit_test(test_in_curated),    cmocka_unit_test(test_in_raw),
 	    cmocka_unit_test(test_subjects_file), cmocka_unit_test(test_ledger_id),
-	    cmocka_unit_test(test_erase_raw),
+	    cmocka_unit_test(test_erase_raw),     cmocka_unit_test(test_erase_quarantine),
+	    cmocka_unit_test(test_scan),
 	};
 
 	return kiln_test_main(tests, tmp, "erase-subject", setup, teardown);
