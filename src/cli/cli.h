@@ -37,6 +37,7 @@ int kiln_cmd_replay(int argc, char **argv);
 int kiln_cmd_cache(int argc, char **argv);
 int kiln_cmd_push(int argc, char **argv);
 int kiln_cmd_pull(int argc, char **argv);
+int kiln_cmd_erase(int argc, char **argv);
 /* `kiln cache serve`, reached through `kiln cache` (src/cli/cache_serve.c). */
 int kiln_cmd_cache_serve(int argc, char **argv);
 

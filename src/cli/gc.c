@@ -17,6 +17,7 @@
 #include "cli/source.h"
 #include "manifest/compact.h"
 #include "manifest/gc.h"
+#include "manifest/ledger.h"
 #include "manifest/version.h"
 #include "store/store.h"
 
@@ -299,23 +300,6 @@ static int print_gc_json(gc_print *p, const kiln_gc_stats *st, const kiln_gc_pol
 	return kiln_cli_write_buf("gc", b, rc);
 }
 
-/* The commits and tags erasures superseded, whose objects go at once
- * (*out_ids owned by the caller: free_ids). */
-static int superseded_ids(kiln_manifest *m, char ***out_ids, size_t *out_n)
-{
-	(void)m;
-	*out_ids = NULL; /* filled from the erasure ledger (src/manifest/erasure.h) */
-	*out_n = 0;
-	return 0;
-}
-
-static void free_ids(char **ids, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(ids[i]);
-	free(ids);
-}
-
 /* What the manifest's compaction does (--apply: packs the reachable
  * objects and purges what erasures superseded, into *cs) or would purge (a
  * dry run: *purgeable): 0, or the exit status with the message printed. */
@@ -327,10 +311,10 @@ static int compact_manifest(kiln_manifest *m, bool apply, int64_t grace, kiln_co
 	int rc;
 
 	*purgeable = 0;
-	if ((rc = superseded_ids(m, &ids, &n)) == 0)
+	if ((rc = kiln_ledger_superseded(m, &ids, &n)) == 0)
 		rc = apply ? kiln_manifest_purge(m, (const char *const *)ids, n, grace, cs)
 		           : kiln_manifest_purge_count(m, (const char *const *)ids, n, purgeable);
-	free_ids(ids, n);
+	kiln_ledger_ids_free(ids, n);
 	return rc < 0 ? kiln_cli_fail("gc", "%s", kiln_error_last()) : 0;
 }
 
@@ -376,6 +360,8 @@ int kiln_cmd_gc(int argc, char **argv)
 	kiln_manifest *m = NULL;
 	kiln_store *store = NULL;
 	kiln_gc_stats st;
+	char **erased = NULL;
+	size_t erased_count = 0;
 	int status;
 
 	if ((status = parse_options(&o, argc, argv)) >= 0)
@@ -390,6 +376,13 @@ int kiln_cmd_gc(int argc, char **argv)
 		kiln_cli_fail("gc", "%s", kiln_error_last());
 		goto cleanup;
 	}
+	/* the shards erasures superseded go without a grace period */
+	if (kiln_ledger_superseded_shards(m, &erased, &erased_count) < 0) {
+		kiln_cli_fail("gc", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	o.policy.erased = (const char *const *)erased;
+	o.policy.erased_count = erased_count;
 	if (kiln_gc(m, store, &o.policy, on_object, &o.p, &st) < 0) {
 		kiln_cli_fail("gc", "%s", kiln_error_last());
 		goto cleanup;
@@ -412,6 +405,7 @@ int kiln_cmd_gc(int argc, char **argv)
 	}
 	status = st.missing ? KILN_EXIT_INVALID : KILN_EXIT_OK;
 cleanup:
+	kiln_ledger_ids_free(erased, erased_count);
 	kiln_buf_free(&o.p.line);
 	kiln_store_close(store);
 	kiln_manifest_close(m);

@@ -36,13 +36,14 @@ static const kiln_command commands[] = {
     {"cache", "keep pinned versions on local disk near GPUs: sync, status, verify, serve", kiln_cmd_cache},
     {"push", "copy a promoted version (shards and signed manifest) to another store", kiln_cmd_push},
     {"pull", "mirror the manifest a push wrote to a store into a local repository", kiln_cmd_pull},
+    {"erase", "erase a person from every version, the raw zone and the quarantine; prove it", kiln_cmd_erase},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 /* Commands that hold a secret in memory (the HMAC key and raw records, a
  * signing key, bearer tokens): their process is made non-dumpable first. */
-static const char *const holds_secrets[] = {"run", "check", "replay", "promote", "cache"};
+static const char *const holds_secrets[] = {"run", "check", "replay", "promote", "cache", "erase"};
 
 static int run_command(const kiln_command *c, int argc, char **argv)
 {

@@ -424,7 +424,7 @@ int kiln_ledger_parse(kiln_json_scanner *sc, const char *where, const char *text
 		if (rc < 0)
 			return rc;
 	}
-	if (kiln_json_next(sc, &p.t) != 0 || p.t.type != KILN_JSON_NONE)
+	if (kiln_json_next(sc, &p.t) != 0)
 		return bad(&p, "text after the entry");
 	return seen == 15 ? 0 : bad(&p, "an entry needs format, id, dataset and subject");
 }
