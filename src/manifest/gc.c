@@ -666,7 +666,8 @@ static int list_cb(void *ctx, const char *key, uint64_t size, int64_t mtime)
 		g->st->live_bytes += size;
 		return 0;
 	}
-	bool young = g->policy->grace > 0 && (mtime <= 0 || mtime > g->young_after) && !erased(g->policy, hash);
+	bool young =
+	    g->policy->grace > 0 && (mtime <= 0 || mtime > g->young_after) && !erased(g->policy, hash);
 
 	if (young) {
 		g->st->young++;
