@@ -92,8 +92,9 @@ bool kiln_subject_in_curated(const kiln_subject *s, const char *line, size_t len
 /* Whether the bytes of one record as it arrived (a raw-zone value, key or
  * header value, a quarantined record; any bytes) hold the subject (rules
  * (a)-(d) above). Not thread-safe (uses a detector and scratch buffers):
- * one subject per thread. Out of memory or a detector limit counts as a
- * match (an erasure errs on the side of erasing). */
+ * one subject per thread. Out of memory counts as a match (an erasure
+ * errs on the side of erasing); a text on which the detectors stop at their
+ * PCRE2 limit is left to rules (a), (b) and (d). */
 bool kiln_subject_in_raw(kiln_subject *s, const void *bytes, size_t len);
 
 /* The subject as the erasure ledger records it: lower-case hex of

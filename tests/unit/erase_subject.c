@@ -569,6 +569,26 @@ static void write_quarantine(kiln_store *store)
 	                 0);
 	assert_int_equal(kiln_quarantine_flush(q), 0);
 	kiln_quarantine_free(q);
+	/* an object of the older name (no dataset, no branch) */
+	{
+		kiln_violation v = type.v[0];
+		kiln_quarantine_line l = {.topic = "orders",
+		                          .partition = 4,
+		                          .offset = 1,
+		                          .code = v.code,
+		                          .path = v.path,
+		                          .violations = &v,
+		                          .violation_count = 1,
+		                          .count = 1,
+		                          .record = "x ALICE@example.com",
+		                          .record_len = 19};
+		kiln_buf lines = KILN_BUF_INIT(0);
+
+		assert_int_equal(kiln_quarantine_render_line(&lines, &l), 0);
+		assert_int_equal(kiln_quarantine_put(store, "quarantine/orders/4/1-1.jsonl.zst", &lines, 0),
+		                 0);
+		kiln_buf_free(&lines);
+	}
 }
 
 static void test_erase_quarantine(void **state)
@@ -590,10 +610,11 @@ static void test_erase_quarantine(void **state)
 
 	b1 = object_bytes("quarantine", kept_key, &n1);
 	assert_int_equal(kiln_zone_erase_quarantine(store, s, "ds", topics, 1, true, &st), 0);
-	assert_int_equal(st.objects, 3); /* ds/main 0 and 1, ds/dev 3: not the other dataset's */
+	/* ds/main 0 and 1, ds/dev 3, the older name 4: not the other dataset's */
+	assert_int_equal(st.objects, 4);
 	assert_int_equal(st.rewritten, 1);
-	assert_int_equal(st.deleted, 1);
-	assert_int_equal(st.records, 3);
+	assert_int_equal(st.deleted, 2);
+	assert_int_equal(st.records, 4);
 	b2 = object_bytes("quarantine", kept_key, &n2);
 	assert_int_equal(n1, n2);
 	assert_memory_equal(b1, b2, n1);
@@ -602,8 +623,8 @@ static void test_erase_quarantine(void **state)
 
 	assert_int_equal(kiln_zone_erase_quarantine(store, s, "ds", topics, 1, false, &st), 0);
 	assert_int_equal(st.rewritten, 1);
-	assert_int_equal(st.deleted, 1);
-	assert_int_equal(st.records, 3);
+	assert_int_equal(st.deleted, 2);
+	assert_int_equal(st.records, 4);
 	/* the other lines (the one with a null record included), byte-identical */
 	assert_int_equal(kiln_quarantine_read(store, kept_key, quarantine_collect, &after), 0);
 	assert_int_equal(after.n, 2);
@@ -622,6 +643,7 @@ static void test_erase_quarantine(void **state)
 	assert_false(object_exists("quarantine", "quarantine/orders/1/ds/main/9-9.jsonl.zst"));
 	assert_true(object_exists("quarantine", "quarantine/orders/2/other/main/1-1.jsonl.zst"));
 	assert_true(object_exists("quarantine", "quarantine/orders/3/ds/dev/1-1.jsonl.zst"));
+	assert_false(object_exists("quarantine", "quarantine/orders/4/1-1.jsonl.zst"));
 
 	kiln_buf_free(&before.text);
 	kiln_buf_free(&after.text);
@@ -691,8 +713,8 @@ static void test_scan(void **state)
 	kiln_raw_writer_free(w);
 	write_quarantine(store);
 
-	assert_int_equal(kiln_erase_scan_store(store, s, on_hit, &h, &objects), 8);
-	assert_int_equal(objects, 8);
+	assert_int_equal(kiln_erase_scan_store(store, s, on_hit, &h, &objects), 9);
+	assert_int_equal(objects, 9);
 	assert_string_equal(h.keys[0], "shards/ab/ab01.jsonl.zst");
 	assert_int_equal(h.records[0], 1);
 	assert_string_equal(h.keys[1], "shards/ab/ab01.jsonl.zst");
