@@ -43,6 +43,8 @@ static const char usage_text[] =
 
 /* The files of the version, parsed by the manifest codec. */
 typedef struct files {
+	kiln_version_erasure er; /* the newest erasure that rewrote the version (have_er) */
+	bool have_er;
 	kiln_json_scanner *scanner;
 	kiln_mfmt_dataset ds;
 	kiln_stats st;
@@ -122,6 +124,11 @@ static void print_header(const kiln_version *v, const files *f)
 	printf("commit       %s\n", v->commit);
 	printf("ref          %s\n", v->ref[0] ? v->ref : "(commit id)");
 	printf("date         %s\n", date);
+	if (f->have_er)
+		printf(
+		    "erasure      %s: rewritten from commit %.12s%s%.12s%s (kiln erase; docs/ERASURE.md)\n",
+		    f->er.id, f->er.old_commit, f->er.old_tag[0] ? ", tag " : "", f->er.old_tag,
+		    f->er.old_tag[0] ? " superseded" : "");
 	if (!f->have_ds) {
 		printf("dataset.json missing\n");
 	} else {
@@ -329,6 +336,13 @@ static int print_json(const kiln_version *v, const files *f, const kiln_split_st
 	int rc = kiln_buf_putc(&b, '{');
 
 	rc |= kiln_cli_json_version(&b, v);
+	rc |= kiln_buf_puts(&b, ",\"erasure\":");
+	if (f->have_er)
+		rc |= kiln_buf_printf(&b, "{\"id\":\"%s\",\"old_commit\":\"%s\",\"old_tag\":", f->er.id,
+		                      f->er.old_commit) |
+		      kiln_cli_json_string_or_null(&b, f->er.old_tag) | kiln_buf_putc(&b, '}');
+	else
+		rc |= kiln_buf_puts(&b, "null");
 	rc |= put_definition(&b, f);
 	rc |= put_stats(&b, f, counted);
 	rc |= kiln_buf_putc(&b, ',');
@@ -363,7 +377,7 @@ int kiln_cmd_show(int argc, char **argv)
 	kiln_version v;
 	files f = {0};
 	kiln_split_stats counted[KILN_SPLIT_COUNT] = {{0}}, total = {0};
-	int first, status;
+	int first, status, er = 0;
 
 	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
 		return status;
@@ -371,8 +385,9 @@ int kiln_cmd_show(int argc, char **argv)
 		return KILN_EXIT_USAGE;
 	status = KILN_EXIT_USAGE;
 	if (kiln_version_open(&m, repo) < 0 || kiln_version_resolve(m, argv[first], &v) < 0 ||
-	    load(m, &v, argv[first], &f) < 0)
+	    load(m, &v, argv[first], &f) < 0 || (er = kiln_version_erasure_of(m, &v, &f.er)) < 0)
 		goto fail;
+	f.have_er = er == 1;
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
 		if (kiln_version_shards(m, &v, (kiln_split)s, count_shard, &counted[s]) < 0)
 			goto fail;

@@ -453,19 +453,14 @@ static int dry_refs(erase_state *st)
 /* Cleans (or with dry_run counts) the raw zone and the quarantine. */
 static int erase_zones(erase_state *st, bool dry_run)
 {
-	kiln_zone_stats raw = {0}, quarantine = {0};
-	int rc;
+	int rc = kiln_zone_erase_raw(st->o->store, st->o->subject, (const char *const *)st->topics,
+	                             st->topic_count, dry_run, &st->out->raw);
 
-	if ((rc = kiln_zone_erase_raw(st->o->store, st->o->subject, (const char *const *)st->topics,
-	                              st->topic_count, dry_run, &raw)) < 0 ||
-	    (rc = kiln_zone_erase_quarantine(st->o->store, st->o->subject, st->o->dataset,
-	                                     (const char *const *)st->topics, st->topic_count, dry_run,
-	                                     &quarantine)) < 0)
-		return rc;
-	st->out->raw = (kiln_ledger_zone){raw.objects, raw.rewritten, raw.deleted, raw.records};
-	st->out->quarantine = (kiln_ledger_zone){quarantine.objects, quarantine.rewritten, quarantine.deleted,
-	                                         quarantine.records};
-	return 0;
+	if (rc == 0)
+		rc = kiln_zone_erase_quarantine(st->o->store, st->o->subject, st->o->dataset,
+		                                (const char *const *)st->topics, st->topic_count, dry_run,
+		                                &st->out->quarantine);
+	return rc;
 }
 
 /* ---- the entry ---------------------------------------------------------- */

@@ -13,15 +13,14 @@
 
 #include "core/buf.h"
 #include "erase/subject.h"
+#include "manifest/ledger.h"
 #include "shard/raw.h"
 #include "store/store.h"
 
-typedef struct kiln_zone_stats {
-	uint64_t objects;   /* objects read */
-	uint64_t rewritten; /* objects rewritten without the subject's records (same key) */
-	uint64_t deleted;   /* objects deleted: every record was the subject's */
-	uint64_t records;   /* records erased */
-} kiln_zone_stats;
+/* What erasing a zone did: objects read, objects rewritten without the
+ * subject's records (same key), objects deleted (every record was the
+ * subject's), records erased. The ledger records it as it is. */
+typedef kiln_ledger_zone kiln_zone_stats;
 
 /* Raw zone: every object raw/<topic>/... of the topic names given (the
  * dataset's lineage topics and file names; kiln_raw_list). A record matches

@@ -663,6 +663,23 @@ cleanup:
 	return rc;
 }
 
+int kiln_ledger_tip(kiln_manifest *m, const char *dataset, char out[41])
+{
+	char ref[sizeof(KILN_LEDGER_REF_PREFIX) + KILN_MFMT_NAME_MAX];
+	git_oid tip;
+	int rc, gerr;
+
+	if ((rc = ledger_ref(ref, sizeof(ref), dataset)) < 0)
+		return rc;
+	gerr = git_reference_name_to_id(&tip, kiln_manifest_repo(m), ref);
+	if (gerr == GIT_ENOTFOUND)
+		return 0;
+	if (gerr < 0)
+		return kiln_manifest_git_fail(m, gerr, ref);
+	git_oid_tostr(out, 41, &tip);
+	return 1;
+}
+
 int kiln_ledger_datasets(kiln_manifest *m, int (*cb)(void *ctx, const char *dataset), void *ctx)
 {
 	git_reference_iterator *it = NULL;

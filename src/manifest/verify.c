@@ -5,6 +5,7 @@
  * problem is reported through the caller's callback; owns nothing beyond a
  * call. */
 #include "manifest/verify.h"
+#include "manifest/ledger.h"
 
 #include <errno.h>
 #include <git2.h>
@@ -390,6 +391,80 @@ static void judge_signature(judge *j, const kiln_version *v, const char *spec, c
 		j->out->sig_ok = true;
 }
 
+/* An erasure the version's messages name must be in the ledger, the ledger
+ * entry must name this very commit (and tag) as the successor, and with
+ * trusted keys the ledger must be signed by one: old tag -> entry -> new tag. */
+typedef struct erasure_find {
+	const kiln_version_erasure *er;
+	const kiln_version *v;
+	bool entry, commit, tag;
+} erasure_find;
+
+static int find_erasure(void *ctx, const kiln_ledger_entry *e)
+{
+	erasure_find *f = ctx;
+
+	if (strcmp(e->id, f->er->id) != 0)
+		return 0;
+	f->entry = true;
+	for (size_t i = 0; i < e->commit_count; i++)
+		if (strcmp(e->commits[i].old_id, f->er->old_commit) == 0 &&
+		    strcmp(e->commits[i].new_id, f->v->commit) == 0)
+			f->commit = true;
+	for (size_t i = 0; i < e->ref_count; i++)
+		if (strcmp(e->refs[i].ref, f->v->ref) == 0 &&
+		    strcmp(e->refs[i].old_id, f->er->old_tag) == 0 &&
+		    strcmp(e->refs[i].new_id, f->v->tag) == 0)
+			f->tag = true;
+	return 0;
+}
+
+static int judge_erasure(judge *j, kiln_manifest *m, const kiln_version *v, const char *spec,
+                         const kiln_verify_keys *keys)
+{
+	kiln_version_erasure er;
+	erasure_find f = {.er = &er, .v = v};
+	kiln_version ledger = {0};
+	kiln_verify_sig sig;
+	int rc = kiln_version_erasure_of(m, v, &er);
+
+	if (rc < 0) {
+		if ((rc = kiln_error_last_code()) != KILN_EINVALID)
+			return rc;
+		judgef(j, "%s: %s", spec, kiln_error_last());
+		return 0;
+	}
+	if (rc == 0)
+		return 0;
+	if ((rc = kiln_ledger_each(m, v->dataset, find_erasure, &f)) < 0) {
+		if (rc != KILN_EINVALID)
+			return rc;
+		judgef(j, "%s: %s", spec, kiln_error_last());
+		return 0;
+	}
+	if (!f.entry)
+		judgef(j,
+		       "%s: rewritten by erasure %s, which the ledger (" KILN_LEDGER_REF_PREFIX
+		       "%s) does not record",
+		       spec, er.id, v->dataset);
+	else if (!f.commit)
+		judgef(j, "%s: erasure %s in the ledger does not name commit %.12s as the successor of %.12s",
+		       spec, er.id, v->commit, er.old_commit);
+	else if (er.old_tag[0] && !f.tag)
+		judgef(j, "%s: erasure %s in the ledger does not name tag %.12s as superseding tag %.12s",
+		       spec, er.id, v->tag, er.old_tag);
+	if (!keys || keys->count == 0 || kiln_ledger_tip(m, v->dataset, ledger.commit) != 1)
+		return 0;
+	snprintf(ledger.dataset, sizeof(ledger.dataset), "%s", v->dataset);
+	if ((rc = kiln_verify_signature(&sig, m, &ledger, keys)) < 0)
+		return rc;
+	if (sig.state != KILN_VERIFY_SIG_GOOD || !sig.trusted)
+		judgef(j,
+		       "%s: the erasure ledger " KILN_LEDGER_REF_PREFIX "%s is not signed by a trusted key",
+		       spec, v->dataset);
+	return 0;
+}
+
 int kiln_verify_version(kiln_verify_result *out, kiln_manifest *manifest, const kiln_version *version,
                         const char *spec, const kiln_verify_keys *keys, kiln_store *store,
                         kiln_verify_report report, void *ctx)
@@ -415,5 +490,5 @@ int kiln_verify_version(kiln_verify_result *out, kiln_manifest *manifest, const 
 	if ((rc = kiln_verify_tree(&tree, manifest, version, spec, store, judge_line, &j)) < 0)
 		return rc;
 	out->shards_ok = tree.shards_ok;
-	return 0;
+	return judge_erasure(&j, manifest, version, spec, keys);
 }

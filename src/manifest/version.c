@@ -644,7 +644,7 @@ int kiln_version_log(kiln_manifest *m, const kiln_version *v, size_t max,
 	git_commit *commit = NULL, *parent = NULL;
 	vtag *tags = NULL;
 	size_t ntags = 0, count = 0;
-	kiln_buf names = KILN_BUF_INIT(0);
+	kiln_buf names = KILN_BUF_INIT(0), line = KILN_BUF_INIT(0);
 	int rc, gerr;
 
 	if ((rc = load_vtags(m, v->dataset, &tags, &ntags)) < 0 || (rc = commit_of(m, v, &commit)) < 0)
@@ -652,6 +652,8 @@ int kiln_version_log(kiln_manifest *m, const kiln_version *v, size_t max,
 	while (commit && (max == 0 || count < max)) {
 		char hex[41];
 		const char *summary = git_commit_summary(commit);
+		kiln_version this = {0};
+		kiln_version_erasure er;
 
 		kiln_buf_reset(&names);
 		for (size_t i = 0; i < ntags; i++)
@@ -662,8 +664,15 @@ int kiln_version_log(kiln_manifest *m, const kiln_version *v, size_t max,
 		if ((rc = kiln_buf_putc(&names, '\0')) < 0)
 			goto cleanup;
 		git_oid_tostr(hex, sizeof(hex), git_commit_id(commit));
-		if ((rc = cb(ctx, hex, (int64_t)git_commit_time(commit), summary ? summary : "",
-		             names.ptr)) != 0)
+		/* a version an erasure rewrote says so after its summary */
+		memcpy(this.commit, hex, sizeof(hex));
+		kiln_buf_reset(&line);
+		if ((rc = kiln_version_erasure_of(m, &this, &er)) < 0 ||
+		    (rc = kiln_buf_puts(&line, summary ? summary : "")) < 0 ||
+		    (er.id[0] && (rc = kiln_buf_printf(&line, " [rewritten by erasure %s]", er.id)) < 0) ||
+		    (rc = kiln_buf_putc(&line, '\0')) < 0)
+			goto cleanup;
+		if ((rc = cb(ctx, hex, (int64_t)git_commit_time(commit), line.ptr, names.ptr)) != 0)
 			goto cleanup;
 		count++;
 		if (git_commit_parentcount(commit) == 0)
@@ -681,6 +690,7 @@ cleanup:
 	git_commit_free(commit);
 	free(tags);
 	kiln_buf_free(&names);
+	kiln_buf_free(&line);
 	return rc;
 }
 
@@ -980,5 +990,64 @@ done:
 	kiln_profile_free(&total_scratch);
 	kiln_profile_free(&added_scratch);
 	kiln_buf_free(&text);
+	return rc;
+}
+
+/* The last line of text that starts with prefix and then holds 16 hex, the
+ * infix and 40 hex: 1 with them copied, 0 when none. */
+static int last_erasure_line(const char *text, const char *infix, char id[17], char hex[41])
+{
+	static const char prefix[] = "Erasure ";
+	size_t infix_len = strlen(infix);
+	int found = 0;
+
+	for (const char *line = text; line && *line;
+	     line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+		const char *p = line;
+
+		if (strncmp(p, prefix, sizeof(prefix) - 1) != 0)
+			continue;
+		p += sizeof(prefix) - 1;
+		if (!lower_hex(p, 16) || strncmp(p + 16, infix, infix_len) != 0 ||
+		    !lower_hex(p + 16 + infix_len, 40))
+			continue;
+		memcpy(id, p, 16);
+		id[16] = '\0';
+		memcpy(hex, p + 16 + infix_len, 40);
+		hex[40] = '\0';
+		found = 1;
+	}
+	return found;
+}
+
+int kiln_version_erasure_of(kiln_manifest *m, const kiln_version *v, kiln_version_erasure *out)
+{
+	git_commit *commit = NULL;
+	git_tag *tag = NULL;
+	git_oid id;
+	int rc, gerr;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = commit_of(m, v, &commit)) < 0)
+		return rc;
+	rc = last_erasure_line(git_commit_message(commit), ": rewritten from commit ", out->id,
+	                       out->old_commit);
+	git_commit_free(commit);
+	if (v->tag[0] && git_oid_fromstr(&id, v->tag) == 0) {
+		char tid[17];
+
+		if ((gerr = git_tag_lookup(&tag, kiln_manifest_repo(m), &id)) < 0)
+			return kiln_manifest_git_fail(m, gerr, v->tag);
+		if (last_erasure_line(git_tag_message(tag), ": supersedes tag ", tid, out->old_tag) &&
+		    rc == 1 && strcmp(tid, out->id) != 0)
+			rc = kiln_error_set(KILN_EINVALID,
+			                    "manifest %s: %s names erasure %s, its commit erasure %s",
+			                    kiln_manifest_path(m), v->ref, tid, out->id);
+		else if (out->old_tag[0] && rc == 0)
+			rc =
+			    kiln_error_set(KILN_EINVALID, "manifest %s: %s names erasure %s, its commit none",
+			                   kiln_manifest_path(m), v->ref, tid);
+		git_tag_free(tag);
+	}
 	return rc;
 }

@@ -102,4 +102,18 @@ int kiln_version_diff(kiln_manifest *manifest, const kiln_version *a, const kiln
                       int (*cb)(void *ctx, kiln_split split, const kiln_shard_entry *entry, bool added),
                       void *ctx);
 
+/* The newest erasure that rewrote a version, as its messages say it
+ * (docs/ERASURE.md): the commit message's last "Erasure <id>: rewritten
+ * from commit <old>" paragraph and, for an annotated tag, the tag
+ * message's last "Erasure <id>: supersedes tag <old tag> on commit <old>".
+ * old_tag is "" for a version that is not a tag. */
+typedef struct kiln_version_erasure {
+	char id[17];
+	char old_commit[41];
+	char old_tag[41];
+} kiln_version_erasure;
+
+/* 1 with *out filled, 0 when no erasure rewrote the version. */
+int kiln_version_erasure_of(kiln_manifest *manifest, const kiln_version *version, kiln_version_erasure *out);
+
 #endif

@@ -120,6 +120,12 @@ for r in ['user-events/main','user-events/exp','user-events/v1']:
     assert s.get('erased',0)>0, (r,s)
     assert s['valid']==sum(v['records'] for v in s['splits'].values()), (r,s)
 "
+check "kiln show v1 names the erasure" status_is 0 "$kiln" show user-events@v1
+check "  with the commit it replaced" grep -q "^erasure      [0-9a-f]\{16\}: rewritten from commit ${c1:0:12}, tag" "$tmp/out"
+check "kiln log marks rewritten versions" status_is 0 "$kiln" log user-events
+check "  on every line before the erasure" test "$(grep -c 'rewritten by erasure' "$tmp/out")" -eq 3
+check "the old commit id says what replaced it" status_is 2 "$kiln" show "user-events@${c1:0:12}"
+check "  one line naming the erasure and the successor" grep -q "commit ${c1:0:12} was rewritten by erasure [0-9a-f]\{16\} (kiln erase, [0-9-]*): its successor is user-events@" "$tmp/err"
 check "the ledger has one entry" test "$(gitm ls-tree --name-only refs/erasures/user-events:erasures | wc -l)" -eq 1
 check "the ledger commit is signed" gitm -c gpg.format=ssh -c gpg.ssh.allowedSignersFile="$tmp/allowed_signers" \
 	verify-commit refs/erasures/user-events
