@@ -61,8 +61,8 @@ static const char usage_text[] =
     "      --shard HASH      a shard of the version (64 hex)\n"
     "  -l, --line N          the N-th line of --shard, from 0\n"
     "  -p, --pipeline FILE   the pipeline that made the version: its key finds\n"
-    "                        the exact offset; its store and manifest are the\n"
-    "                        defaults of --store and --manifest\n"
+    "                        the exact offset; its store and manifest are used\n"
+    "                        unless --store or --manifest is given\n"
     "  -j, --json            one JSON document (docs/JSON.md)\n"
     "  -m, --manifest REPO   the manifest repository (default: $KILN_MANIFEST)\n"
     "      --store URL       the object store (default: $KILN_STORE)\n"
@@ -433,6 +433,7 @@ static int find_origin(trace *t, const kiln_pipeline *p, kiln_store *store)
 	kiln_key key = {0};
 	bool key_loaded = false;
 	origin o = {.t = t, .store = store, .out = KILN_BUF_INIT(0)};
+	const kiln_contract_options copt = {.schema = p->schema};
 	kiln_validator_options vo = {.limits = {.max_depth = p->max_depth, .max_bytes = p->max_record_bytes},
 	                             .unknown_fields = p->unknown_fields};
 	char where[300];
@@ -452,7 +453,7 @@ static int find_origin(trace *t, const kiln_pipeline *p, kiln_store *store)
 			                    "%s: the version has no contract.yaml to curate with", t->spec);
 		goto done;
 	}
-	if ((rc = kiln_contract_load_buffer(&contract, "contract.yaml", text.ptr, text.len, NULL)) < 0)
+	if ((rc = kiln_contract_load_buffer(&contract, "contract.yaml", text.ptr, text.len, &copt)) < 0)
 		goto done;
 	rc = p->key_file ? kiln_key_load_file(&key, p->key_file, p->key_version)
 	                 : kiln_key_load_env(&key, p->key_env, p->key_version);
@@ -482,6 +483,16 @@ static int find_origin(trace *t, const kiln_pipeline *p, kiln_store *store)
 		o.key = NULL;
 		if ((rc = source_file(t, o.range->topic, o.range->partition, &file)) < 0)
 			break;
+		/* the file as the run named it; else the pipeline's file of that source
+		 * (a path relative to where that run was started) */
+		if (file && access(file, R_OK) != 0 && p->source_path && p->source_name &&
+		    strcmp(p->source_name, o.range->topic) == 0) {
+			free(file);
+			if (!(file = strdup(p->source_path))) {
+				rc = oom();
+				break;
+			}
+		}
 		if (file)
 			rc = search_file(&o, file, p->max_record_bytes);
 		else
@@ -586,6 +597,7 @@ int kiln_cmd_trace(int argc, char **argv)
 	trace t = {.split = KILN_SPLIT_TRAIN, .text = KILN_BUF_INIT(0)};
 	const char *repo = NULL, *store_url = NULL, *pipeline_path = NULL;
 	bool json = false, have_split = false, have_record = false, have_line = false;
+	bool have_repo = false, have_store = false;
 	const kiln_cli_option rows[] = {
 	    {.name = "split",
 	     .letter = 's',
@@ -610,8 +622,8 @@ int kiln_cmd_trace(int argc, char **argv)
 	     .max = UINT64_MAX},
 	    {.name = "pipeline", .letter = 'p', .kind = KILN_CLI_STRING, .out = &pipeline_path},
 	    {.name = "json", .letter = 'j', .kind = KILN_CLI_FLAG, .out = &json},
-	    KILN_CLI_MANIFEST_ROW(&repo),
-	    {.name = "store", .kind = KILN_CLI_STORE, .out = &store_url},
+	    {.name = "manifest", .letter = 'm', .kind = KILN_CLI_MANIFEST, .out = &repo, .seen = &have_repo},
+	    {.name = "store", .kind = KILN_CLI_STORE, .out = &store_url, .seen = &have_store},
 	    KILN_CLI_END,
 	};
 	const kiln_cli_spec spec = {
@@ -641,8 +653,10 @@ int kiln_cmd_trace(int argc, char **argv)
 	if (pipeline_path) {
 		if (kiln_pipeline_load(&p, pipeline_path, NULL, 0) < 0)
 			goto fail;
-		repo = repo ? repo : p->manifest_repo;
-		store_url = store_url ? store_url : p->store_url;
+		/* the pipeline's, unless given on the command line ($KILN_MANIFEST and
+		 * $KILN_STORE are defaults, as the pipeline is) */
+		repo = have_repo ? repo : p->manifest_repo;
+		store_url = have_store ? store_url : p->store_url;
 	}
 	if (kiln_cli_need_manifest(CMD, repo) != 0)
 		goto cleanup;

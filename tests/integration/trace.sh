@@ -8,6 +8,8 @@
 #  - with --pipeline: the exact origin, checked by python3 against the input
 #    file: the line at the offset holds the record's event_id (kept as is by
 #    the contract) and lies in the shard's ranges; "restricted" on stderr;
+#  - a Kafka source (kiln broker, kcat): the exact offset and the raw-zone
+#    object holding the record, checked against what was produced;
 #  - no record value in any output (pii_scan_logs); bad asks are one line,
 #    exit 2.
 set -uo pipefail
@@ -16,9 +18,15 @@ src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$src/tests/integration/lib.sh"
 kiln=${KILN:-$src/build/kiln}
 py=/usr/bin/python3
-need git
+need git kcat
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+broker_pid=
+cleanup() {
+	[ -n "$broker_pid" ] && kill -KILL "$broker_pid" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
 unset KILN_BRANCH KILN_SPLIT_SALT
 pipeline=$src/pipelines/user-events.yaml
 export KILN_INPUT=$tmp/in.jsonl KILN_KEY_FILE=$tmp/hmac.key KILN_STORE=file://$tmp/store KILN_MANIFEST=$tmp/m.git
@@ -142,6 +150,43 @@ check "--shard without --line: exit 2" status_is 2 "$kiln" trace user-events@v1 
 check "a shard the version lacks: exit 2" status_is 2 "$kiln" trace user-events@v1 --shard "$new" --line 0
 check "  named" grep -q "user-events@v1: no shard $new" "$tmp/err"
 check "--help" status_is 0 "$kiln" trace --help
+
+# --- a Kafka source: the raw zone holds the origin ------------------------------
+"$kiln" broker --partitions 1 --topics ev --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
+broker_pid=$!
+for _ in $(seq 100); do [ -s "$tmp/pf" ] && break; sleep 0.1; done
+bs=$(head -1 "$tmp/pf" 2>/dev/null)
+check "kiln broker started" test -n "$bs"
+$py "$src/bench/gen-user-events.py" --records 300 --seed 13 -o "$tmp/kafka.jsonl"
+check "kcat produced the records" kcat -P -b "$bs" -t ev -p 0 -l "$tmp/kafka.jsonl"
+cat >"$tmp/k.yaml" <<YAML
+dataset: ev
+contract: $src/contracts/user-events.yaml
+source: {kind: kafka, brokers: "$bs", topics: [ev], group: g1, batch: {records: 100, ms: 50}}
+pseudonymise: {key_file: $tmp/hmac.key}
+split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}
+store: {url: file://$tmp/kstore}
+manifest: {repo: $tmp/k.git}
+YAML
+check "kafka run --stop-at-end" status_is 0 timeout 120 "$kiln" run "$tmp/k.yaml" --stop-at-end
+"$kiln" cat ev@main -m "$tmp/k.git" --store "file://$tmp/kstore" --split train >"$tmp/cat/k-train.jsonl"
+check "kafka: train 9, exact" status_is 0 "$kiln" trace ev@main --split train --record 9 --json --pipeline "$tmp/k.yaml"
+cp "$tmp/out" "$tmp/tk.json"
+check "  the produced record at that offset, in the raw object named" $py - "$tmp/tk.json" "$tmp/cat/k-train.jsonl" \
+	"$tmp/kafka.jsonl" "$tmp/kstore" <<'PY'
+import json, os, sys
+doc = json.load(open(sys.argv[1]))
+rec = json.loads(open(sys.argv[2]).read().split("\n")[9])
+produced = open(sys.argv[3], "rb").read().split(b"\n")
+o = doc["origin"]
+ok = (o["topic"] == "ev" and o["partition"] == 0 and o["line"] is None and o["file"] is None
+      and o["raw_key"].startswith("raw/ev/0/") and os.path.isfile(os.path.join(sys.argv[4], o["raw_key"]))
+      and json.loads(produced[o["offset"]])["event_id"] == rec["event_id"])
+first, last = map(int, o["raw_key"].rsplit("/", 1)[1].split(".")[0].split("-"))
+ok = ok and first <= o["offset"] <= last
+print("" if ok else "  origin %r" % o)
+sys.exit(0 if ok else 1)
+PY
 
 # no record value in anything printed
 check "no personal value in any output" pii_scan_logs
