@@ -94,6 +94,7 @@ typedef struct trace {
 	char added[41];
 	char **versions;
 	size_t version_count;
+	kiln_json_scanner *scanner; /* for shard lines */
 	/* the origin (with --pipeline) */
 	kiln_buf text; /* the curated line, never printed */
 	bool have_origin;
@@ -115,6 +116,7 @@ static void trace_free(trace *t)
 	free(t->origin_file);
 	free(t->origin_key);
 	kiln_manifest_close(t->m);
+	kiln_json_scanner_free(t->scanner);
 }
 
 static int oom(void)
@@ -195,14 +197,28 @@ static int find_record(trace *t)
 static int lists_shard(trace *t, const kiln_version *v, bool *out)
 {
 	kiln_buf blob = KILN_BUF_INIT(0);
-	char path[64], needle[80];
+	char path[64], where[300], hash[65];
+	const char *at, *end, *nl, *h;
 	int rc;
 
 	*out = false;
 	snprintf(path, sizeof(path), "splits/%s/%.2s.jsonl", kiln_split_name(t->split), t->hash);
-	snprintf(needle, sizeof(needle), "{\"shard\":\"%s\"", t->hash);
-	if ((rc = kiln_version_read(t->m, v, path, &blob)) == 1)
-		*out = blob.len >= strlen(needle) && memmem(blob.ptr, blob.len, needle, strlen(needle));
+	snprintf(where, sizeof(where), "manifest: %s:%s", v->commit, path);
+	if ((rc = kiln_version_read(t->m, v, path, &blob)) != 1)
+		goto done;
+	rc = 0;
+	/* each line's hash read as the manifest codec reads it */
+	for (at = blob.ptr, end = blob.ptr + blob.len; at < end && !*out && rc == 0;
+	     at = nl < end ? nl + 1 : end) {
+		if (!(nl = memchr(at, '\n', (size_t)(end - at))))
+			nl = end;
+		if (kiln_mfmt_shard_line_fast_hash(at, (size_t)(nl - at), hash))
+			*out = strcmp(hash, t->hash) == 0;
+		else if ((rc = kiln_mfmt_shard_line_hash(t->scanner, where, at, (size_t)(nl - at), t->hash,
+		                                         &h)) == 0)
+			*out = memcmp(h, t->hash, 64) == 0;
+	}
+done:
 	kiln_buf_free(&blob);
 	return rc < 0 ? rc : 0;
 }
@@ -233,6 +249,8 @@ static int find_versions(trace *t)
 	unsigned long n;
 	int rc;
 
+	if (!t->scanner && !(t->scanner = kiln_json_scanner_new(NULL)))
+		return oom();
 	if ((rc = kiln_version_log(t->m, &t->v, 0, on_commit, t)) < 0 ||
 	    (rc = kiln_promote_last_version(last, t->m, t->v.dataset)) <= 0)
 		return rc;
