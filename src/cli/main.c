@@ -32,6 +32,8 @@ static const kiln_command commands[] = {
      kiln_cmd_broker},
     {"snapshot", "ask a running Kafka `kiln run` to commit a snapshot now", kiln_cmd_snapshot},
     {"raw", "read the raw zone: list objects or decode them byte-exact", kiln_cmd_raw},
+    {"trace", "where a curated record came from: shard, sources, first commit, versions, exact offset",
+     kiln_cmd_trace},
     {"replay", "rebuild a Kafka pipeline's branch from the raw zone onto a new branch", kiln_cmd_replay},
     {"cache", "keep pinned versions on local disk near GPUs: sync, status, verify, serve", kiln_cmd_cache},
     {"push", "copy a promoted version (shards and signed manifest) to another store", kiln_cmd_push},
@@ -43,7 +45,7 @@ static const kiln_command commands[] = {
 
 /* Commands that hold a secret in memory (the HMAC key and raw records, a
  * signing key, bearer tokens): their process is made non-dumpable first. */
-static const char *const holds_secrets[] = {"run", "check", "replay", "promote", "cache", "erase"};
+static const char *const holds_secrets[] = {"run", "check", "replay", "promote", "cache", "erase", "trace"};
 
 static int run_command(const kiln_command *c, int argc, char **argv)
 {

@@ -271,6 +271,13 @@ stats_commit() { # SED-EXPRESSION BRANCH: c3's tree with stats.json edited
 stats_commit 's/"records_in": *([0-9]+)/"records_in":1\1/' unbalanced
 check "unbalanced stats.json: verify exits 1" status_is unbalanced 1 "$kiln" verify user-events@unbalanced
 check "  one line" one_reason unbalanced "stats.json does not balance \(1[0-9]+ in, [0-9]+ valid, [0-9]+ quarantined\)"
+# "erased" (kiln erase) counts in the balance: records_in = valid + quarantined + erased
+stats_commit 's/("quarantined": *[0-9]+,)/\1 "erased": 7,/' overerased
+check "erased records that do not balance: verify exits 1" status_is overerased 1 "$kiln" verify user-events@overerased
+check "  one line" one_reason overerased "stats.json does not balance \([0-9]+ in, [0-9]+ valid, [0-9]+ quarantined, 7 erased\)"
+check "  kiln show says how many were erased" sh -c "'$kiln' show user-events@overerased | grep -qx 'erased 7 curated records (kiln erase)'"
+check "  kiln show --json too" sh -c "'$kiln' show user-events@overerased --json | grep -q '\"quarantined\":[0-9]*,\"erased\":7,'"
+check "  and a version never erased has no such line" sh -c "! '$kiln' show user-events@unbalanced | grep -q '^erased'"
 stats_commit 's/("train": *\{"records": *)([0-9]+)/\11\2/' splitoff
 check "split counts that differ from the shard lists: verify exits 1" status_is splitoff 1 "$kiln" verify user-events@splitoff
 check "  one line" one_reason splitoff "stats.json says train holds 1[0-9]+ records in [0-9]+ shards, the shard list [0-9]+ in"
