@@ -97,8 +97,23 @@ static int report_json(kiln_buf *b, const char *dataset, const kiln_erase_report
 		      kiln_buf_puts(b, ",\"old_commit\":") | kiln_cli_json_string_or_null(b, mv->old_commit) |
 		      kiln_buf_puts(b, ",\"new_commit\":") | kiln_cli_json_string_or_null(b, mv->new_commit) |
 		      kiln_buf_puts(b, ",\"old\":") | kiln_cli_json_string_or_null(b, mv->old_id) |
-		      kiln_buf_puts(b, ",\"new\":") | kiln_cli_json_string_or_null(b, mv->new_id) |
-		      kiln_buf_puts(b, "}");
+		      kiln_buf_puts(b, ",\"new\":") | kiln_cli_json_string_or_null(b, mv->new_id);
+		if (r->move_erased)
+			rc |= kiln_buf_printf(b, ",\"records\":{\"train\":%llu,\"dev\":%llu,\"test\":%llu}",
+			                      (unsigned long long)r->move_erased[i][KILN_SPLIT_TRAIN],
+			                      (unsigned long long)r->move_erased[i][KILN_SPLIT_DEV],
+			                      (unsigned long long)r->move_erased[i][KILN_SPLIT_TEST]);
+		rc |= kiln_buf_puts(b, "}");
+	}
+	rc |= kiln_buf_puts(b, "],\"shards\":[");
+	for (size_t i = 0; i < r->changed_count; i++) {
+		const kiln_ledger_shard *c = &r->changed[i];
+
+		rc |=
+		    kiln_buf_printf(b, "%s{\"split\":\"%s\",\"shard\":\"%s\",\"records\":%llu,\"successor\":",
+		                    i ? "," : "", kiln_split_name(c->split), c->old_hash,
+		                    (unsigned long long)c->erased) |
+		    kiln_cli_json_string_or_null(b, c->new_hash) | kiln_buf_putc(b, '}');
 	}
 	return rc | kiln_buf_puts(b, "]}");
 }
@@ -135,10 +150,22 @@ static void report_text(const char *dataset, const kiln_erase_report *r, bool dr
 	       (unsigned long long)r->raw.deleted, (unsigned long long)r->quarantine.records,
 	       r->quarantine.records == 1 ? "" : "s", (unsigned long long)r->quarantine.rewritten,
 	       (unsigned long long)r->quarantine.deleted);
+	for (size_t i = 0; i < r->changed_count; i++)
+		printf("shard %.16s (%s): %llu record%s%s\n", r->changed[i].old_hash,
+		       kiln_split_name(r->changed[i].split), (unsigned long long)r->changed[i].erased,
+		       r->changed[i].erased == 1 ? "" : "s",
+		       dry_run                     ? ""
+		       : r->changed[i].new_hash[0] ? " erased, rewritten"
+		                                   : " erased, dropped");
 	for (size_t i = 0; i < r->move_count; i++) {
 		const kiln_rewrite_move *mv = &r->moves[i];
 
-		if (dry_run)
+		if (dry_run && r->move_erased)
+			printf("would rewrite %s (%.12s): train %llu, dev %llu, test %llu\n", mv->ref,
+			       mv->old_commit, (unsigned long long)r->move_erased[i][KILN_SPLIT_TRAIN],
+			       (unsigned long long)r->move_erased[i][KILN_SPLIT_DEV],
+			       (unsigned long long)r->move_erased[i][KILN_SPLIT_TEST]);
+		else if (dry_run)
 			printf("would rewrite %s (%.12s)\n", mv->ref, mv->old_commit);
 		else
 			printf("rewrote %s: %.12s -> %.12s%s\n", mv->ref, mv->old_commit, mv->new_commit,

@@ -39,6 +39,11 @@ static const char usage_text[] =
     "                  [--pipeline FILE] [--manifest REPO] [--store URL]\n"
     "       kiln trace DATASET[@REF] --shard HASH --line N [--json]\n"
     "                  [--pipeline FILE] [--manifest REPO] [--store URL]\n"
+    "       kiln trace DATASET --subject FIELD=VALUE... --pipeline FILE [--json]\n"
+    "\n"
+    "With --subject (or --subjects FILE): every version, split and shard that\n"
+    "holds that person, and their records in the raw zone and the quarantine,\n"
+    "counts only: what `kiln erase --dry-run` shows (docs/ERASURE.md).\n"
     "\n"
     "Says where one curated record of a version came from: its shard and line\n"
     "(--record N counts from 0 in the order `kiln cat DATASET@REF --split S`\n"
@@ -610,6 +615,23 @@ static int parse_split(const char *cmd, const char *arg, void *out)
 	return 0;
 }
 
+/* `kiln trace DATASET --subject ...`: every version, split and shard that
+ * holds a subject, counts only: what `kiln erase --dry-run` shows. */
+static int trace_subject(int argc, char **argv)
+{
+	char **args = calloc((size_t)argc + 2, sizeof(*args));
+	int status;
+
+	if (!args)
+		return kiln_cli_fail("trace", "out of memory");
+	for (int i = 0; i < argc; i++)
+		args[i] = argv[i];
+	args[argc] = "--dry-run";
+	status = kiln_cmd_erase(argc + 1, args);
+	free(args);
+	return status;
+}
+
 int kiln_cmd_trace(int argc, char **argv)
 {
 	trace t = {.split = KILN_SPLIT_TRAIN, .text = KILN_BUF_INIT(0)};
@@ -657,6 +679,10 @@ int kiln_cmd_trace(int argc, char **argv)
 	kiln_buf out = KILN_BUF_INIT(0);
 	int first, status, rc;
 
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--subject") == 0 || strncmp(argv[i], "--subject=", 10) == 0 ||
+		    strcmp(argv[i], "--subjects") == 0 || strncmp(argv[i], "--subjects=", 11) == 0)
+			return trace_subject(argc, argv);
 	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
 		return status;
 	t.spec = argv[first];

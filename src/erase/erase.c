@@ -396,6 +396,7 @@ static int branch_topics(erase_state *st)
 typedef struct dry_ctx {
 	erase_state *st;
 	bool hit;
+	uint64_t erased[KILN_SPLIT_COUNT];
 } dry_ctx;
 
 static int dry_shard(void *ctx, const kiln_shard_entry *e)
@@ -405,7 +406,7 @@ static int dry_shard(void *ctx, const kiln_shard_entry *e)
 
 	if (s && s->changed) {
 		d->hit = true;
-		return 1;
+		d->erased[s->split] += s->change.erased;
 	}
 	return 0;
 }
@@ -425,19 +426,23 @@ static int dry_refs(erase_state *st)
 		snprintf(spec, sizeof(spec), "%s@%s", st->o->dataset, du.rows[i].commit);
 		if ((rc = kiln_version_lookup(st->o->manifest, spec, &v)) < 0)
 			break;
-		for (int s = 0; s < KILN_SPLIT_COUNT && !d.hit && rc >= 0; s++)
+		for (int s = 0; s < KILN_SPLIT_COUNT && rc >= 0; s++)
 			rc = kiln_version_shards(st->o->manifest, &v, (kiln_split)s, dry_shard, &d);
-		if (rc > 0)
-			rc = 0;
 		if (rc == 0 && d.hit) {
 			kiln_rewrite_move *mv =
 			    realloc(st->out->moves, (st->out->move_count + 1) * sizeof(*mv));
+			uint64_t(*per)[KILN_SPLIT_COUNT] =
+			    realloc(st->out->move_erased, (st->out->move_count + 1) * sizeof(*per));
 
-			if (!mv) {
+			if (mv)
+				st->out->moves = mv;
+			if (per)
+				st->out->move_erased = per;
+			if (!mv || !per) {
 				rc = oom();
 				break;
 			}
-			st->out->moves = mv;
+			memcpy(per[st->out->move_count], d.erased, sizeof(d.erased));
 			mv = &mv[st->out->move_count++];
 			memset(mv, 0, sizeof(*mv));
 			snprintf(mv->ref, sizeof(mv->ref), "refs/%s/%s/%s", du.rows[i].tag ? "tags" : "heads",
@@ -548,6 +553,33 @@ static int merge_done(erase_state *st, const kiln_rewrite_result *plan)
 	return 0;
 }
 
+/* The shards that held the subject, for the report. */
+static int report_changed(erase_state *st)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < st->shard_count; i++)
+		n += st->shards[i].changed;
+	if (n == 0)
+		return 0;
+	if (!(st->out->changed = calloc(n, sizeof(*st->out->changed))))
+		return oom();
+	for (size_t i = 0; i < st->shard_count; i++) {
+		const shard_info *s = &st->shards[i];
+		kiln_ledger_shard *c;
+
+		if (!s->changed)
+			continue;
+		c = &st->out->changed[st->out->changed_count++];
+		c->split = s->split;
+		memcpy(c->old_hash, s->entry.hash, 65);
+		if (!s->change.drop && !st->o->dry_run)
+			memcpy(c->new_hash, s->change.entry.hash, 65);
+		c->erased = s->change.erased;
+	}
+	return 0;
+}
+
 /* ---- resume ------------------------------------------------------------- */
 
 /* Finishes the journal's erasure; with st (the same subject's erasure
@@ -637,6 +669,8 @@ void kiln_erase_report_free(kiln_erase_report *r)
 	if (!r)
 		return;
 	free(r->moves);
+	free(r->move_erased);
+	free(r->changed);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -753,6 +787,8 @@ int kiln_erase(const kiln_erase_options *o, kiln_erase_report *out)
 	st.done.moves = NULL;
 	st.done.move_count = 0;
 cleanup:
+	if (rc == 0)
+		rc = report_changed(&st);
 	entry_release(&entry);
 	kiln_rewrite_result_free(&plan);
 	kiln_buf_free(&journal);

@@ -47,6 +47,9 @@ typedef struct kiln_erase_report {
 	kiln_ledger_zone raw, quarantine;
 	kiln_rewrite_move *moves; /* refs moved (dry run: refs that would move, ids empty) */
 	size_t move_count;
+	uint64_t (*move_erased)[KILN_SPLIT_COUNT]; /* dry run: records each ref's version holds, per split */
+	kiln_ledger_shard *changed;                /* the shards that held the subject, by hash */
+	size_t changed_count;
 	unsigned attempts; /* plans made (more than 1: a run committed meanwhile) */
 } kiln_erase_report;
 

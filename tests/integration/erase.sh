@@ -94,8 +94,11 @@ gitm for-each-ref --format='%(refname) %(objectname)' >"$tmp/refs.dry"
 check "dry run moves no ref" cmp -s "$tmp/refs.before" "$tmp/refs.dry"
 check "dry run prints no personal value" not grep -qi 'subject-42\|alice' "$tmp/out" "$tmp/err"
 
+check "kiln trace --subject: where the subject is" status_is 0 "$kiln" trace user-events "${subject[@]}" --pipeline "$pipeline"
+check "  every version that holds them, with counts" sh -c "grep -q '^would rewrite refs/tags/user-events/v1 ([0-9a-f]*): train [0-9]*, dev [0-9]*, test [0-9]*' '$tmp/out' && grep -q '^shard [0-9a-f]\{16\} (' '$tmp/out'"
+
 # --- the erasure ---------------------------------------------------------
-cp -a "$tmp/store" "$tmp/store.orig" && cp -a "$tmp/m.git" "$tmp/m.git.orig"
+cp -a "$tmp/store" "$tmp/store.orig" && cp -a "$tmp/m.git" "$tmp/m.git.orig" && cp "$KILN_INPUT" "$tmp/in.orig"
 check "erase" status_is 0 "$kiln" erase user-events "${subject[@]}" --pipeline "$pipeline" "${sign[@]}"
 cp "$tmp/out" "$tmp/erase.out"
 check "erase names no personal value" not grep -qi 'subject-42\|alice' "$tmp/out" "$tmp/err"
@@ -171,6 +174,36 @@ for k in 1 2 3 4 5; do
 		check "kill $k: $r train as after a clean erasure" cmp -s "$tmp/k.$r" "$tmp/after.$r.train"
 	done
 	check "kill $k: git fsck" gitm fsck --strict --no-dangling
+done
+
+# --- erasure while runs commit on the same branches ------------------------
+for k in 1 2 3; do
+	rm -rf "$tmp/store" "$tmp/m.git"
+	cp -a "$tmp/store.orig" "$tmp/store" && cp -a "$tmp/m.git.orig" "$tmp/m.git"
+	cp "$tmp/in.orig" "$KILN_INPUT"
+	gen 6000 $((40 + k))
+	"$kiln" run "$pipeline" "${sign[@]}" >"$tmp/conc.run.out" 2>&1 &
+	run_pid=$!
+	ms_sleep $((k * 150))
+	check "concurrent $k: erase" status_is 0 "$kiln" erase user-events "${subject[@]}" --pipeline "$pipeline" "${sign[@]}"
+	wait "$run_pid"
+	check "concurrent $k: the run committed" test $? -eq 0
+	# whichever came first, the rerun finishes what the run added after the erasure read the branch
+	check "concurrent $k: a rerun" status_is 0 "$kiln" erase user-events "${subject[@]}" --pipeline "$pipeline" "${sign[@]}"
+	"$kiln" cat user-events@main --split train >"$tmp/conc.train" 2>/dev/null
+	"$kiln" cat user-events@main --split dev >>"$tmp/conc.train" 2>/dev/null
+	"$kiln" cat user-events@main --split test >>"$tmp/conc.train" 2>/dev/null
+	check "concurrent $k: no erased record came back" not grep -q "$tok_user\|$tok_free\|$tok_mail" "$tmp/conc.train"
+	check "concurrent $k: every other record once" "$py" -c "
+import json,subprocess
+s=json.loads(subprocess.run(['git','--git-dir','$tmp/m.git','show','user-events/main:stats.json'],capture_output=True,check=True).stdout)
+n=sum(1 for _ in open('$KILN_INPUT','rb'))
+lines=open('$tmp/conc.train','rb').read().splitlines()
+assert s['records_in']==n, (s['records_in'], n)
+assert s['records_in']==s['valid']+s['quarantined']+s.get('erased',0), s
+assert len(lines)==s['valid'], (len(lines), s['valid'])
+assert len(set(lines))==len(lines)
+"
 done
 
 echo "$passed passed, $failed failed"
