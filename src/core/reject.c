@@ -1,6 +1,8 @@
 /* Names of the rejection codes (see reject.h). */
 #include "core/reject.h"
 
+#include <string.h>
+
 static const char *const names[KILN_REJECT_COUNT_] = {
     [KILN_REJECT_NONE] = "none",
     [KILN_REJECT_JSON_SYNTAX] = "json_syntax",
@@ -25,4 +27,12 @@ const char *kiln_reject_name(kiln_reject code)
 	if ((unsigned)code >= KILN_REJECT_COUNT_)
 		return "unknown";
 	return names[code];
+}
+
+kiln_reject kiln_reject_parse(const char *name, size_t len)
+{
+	for (int c = 0; c < KILN_REJECT_COUNT_; c++)
+		if (strlen(names[c]) == len && memcmp(names[c], name, len) == 0)
+			return (kiln_reject)c;
+	return KILN_REJECT_COUNT_;
 }

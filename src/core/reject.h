@@ -3,6 +3,8 @@
 #ifndef KILN_CORE_REJECT_H
 #define KILN_CORE_REJECT_H
 
+#include <stddef.h>
+
 typedef enum kiln_reject {
 	KILN_REJECT_NONE = 0,
 	KILN_REJECT_JSON_SYNTAX,
@@ -25,5 +27,9 @@ typedef enum kiln_reject {
 
 /* "json_syntax", "type", ...; "none" for KILN_REJECT_NONE. Static storage. */
 const char *kiln_reject_name(kiln_reject code);
+
+/* The code named name[0..len) ("type"), or KILN_REJECT_COUNT_ when no code
+ * has that name ("none" names KILN_REJECT_NONE). */
+kiln_reject kiln_reject_parse(const char *name, size_t len);
 
 #endif

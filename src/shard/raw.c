@@ -1,8 +1,7 @@
 /* Raw zone objects (see raw.h): the writer renders a batch's lines into its
- * spool and stores them as one zstd frame; the decoder checks the whole frame
- * (zstd content checksum) before it parses a line, then streams it line by
- * line with the strict JSON scanner, so memory stays at one line and no
- * record of a corrupt object reaches the callback. */
+ * spool and stores them as one zstd frame; the decoder takes the object's
+ * lines from zst_lines.h (whole frame checked first, memory at one line)
+ * and parses each with the strict JSON scanner. */
 #include "shard/raw.h"
 
 #include <inttypes.h>
@@ -17,8 +16,8 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "shard/spool.h"
+#include "shard/zst_lines.h"
 
-#define CHUNK        ((size_t)128 << 10)
 #define RAW_LINE_MAX ((size_t)1 << 30) /* longest line decoded (a zstd bomb stops here) */
 #define RAW_OBJ_MAX  ((size_t)1 << 30) /* largest object kiln_raw_read loads */
 #define SUFFIX       ".jsonl.zst"
@@ -525,104 +524,26 @@ static int decode_line(raw_decoder *d, const char *text, size_t len)
 	return d->cb(d->ctx, &r);
 }
 
-/* Decompresses the whole input, discarding the bytes: 0 when it is exactly
- * one complete zstd frame whose checksum (when present) matches. */
-static int check_frame(ZSTD_DCtx *dctx, const void *zst, size_t len, const char *where, char *chunk)
+static int on_line(void *ctx, uint64_t number, const char *text, size_t len)
 {
-	ZSTD_inBuffer in = {zst, len, 0};
+	raw_decoder *d = ctx;
 
-	for (;;) {
-		ZSTD_outBuffer out = {chunk, CHUNK, 0};
-		size_t ret = ZSTD_decompressStream(dctx, &out, &in);
-
-		if (ZSTD_isError(ret))
-			return kiln_error_set(KILN_EINVALID, "%s: corrupt zstd frame: %s", where,
-			                      ZSTD_getErrorName(ret));
-		if (ret == 0)
-			break;
-		if (in.pos == in.size && out.pos < out.size)
-			return kiln_error_set(KILN_EINVALID, "%s: truncated zstd frame (%zu bytes)", where,
-			                      len);
-	}
-	if (in.pos != in.size)
-		return kiln_error_set(KILN_EINVALID,
-		                      "%s: %zu bytes after the zstd frame (one frame expected)", where,
-		                      in.size - in.pos);
-	return 0;
+	d->line = number;
+	return decode_line(d, text, len);
 }
 
 int kiln_raw_decode(const void *zst, size_t len, const char *where,
                     int (*cb)(void *ctx, const kiln_raw_record *r), void *ctx)
 {
 	raw_decoder d = {.where = where, .cb = cb, .ctx = ctx, .scratch = KILN_BUF_INIT(0)};
-	kiln_buf text = KILN_BUF_INIT(RAW_LINE_MAX + CHUNK);
-	ZSTD_DCtx *dctx = ZSTD_createDCtx();
-	ZSTD_inBuffer in = {zst, len, 0};
-	size_t start = 0,
-	       scanned = 0; /* text[start..): the unfinished line; text[..scanned) has no '\n' left */
-	char *chunk = malloc(CHUNK);
 	int rc;
 
-	d.scanner = kiln_json_scanner_new(NULL);
-	if (!dctx || !chunk || !d.scanner) {
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
-		goto cleanup;
-	}
-	if ((rc = check_frame(dctx, zst, len, where, chunk)) < 0)
-		goto cleanup;
-	ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
-	for (;;) {
-		ZSTD_outBuffer out;
-		size_t ret;
-		char *nl;
-
-		if (start) {
-			memmove(text.ptr, text.ptr + start, text.len - start);
-			text.len -= start;
-			scanned -= start;
-			start = 0;
-		}
-		if ((rc = kiln_buf_reserve(&text, CHUNK)) < 0) {
-			if (rc == KILN_ELIMIT)
-				rc = kiln_error_set(KILN_EINVALID,
-				                    "%s: line %" PRIu64 ": longer than %zu bytes", where,
-				                    d.line + 1, RAW_LINE_MAX);
-			goto cleanup;
-		}
-		out = (ZSTD_outBuffer){text.ptr + text.len, text.cap - text.len, 0};
-		ret = ZSTD_decompressStream(dctx, &out, &in);
-		if (ZSTD_isError(ret)) { /* checked above; only a changing buffer gets here */
-			rc = kiln_error_set(KILN_EINVALID, "%s: corrupt zstd frame: %s", where,
-			                    ZSTD_getErrorName(ret));
-			goto cleanup;
-		}
-		text.len += out.pos;
-		while ((nl = memchr(text.ptr + scanned, '\n', text.len - scanned))) {
-			d.line++;
-			if ((rc = decode_line(&d, text.ptr + start, (size_t)(nl - text.ptr) - start)) != 0)
-				goto cleanup;
-			start = scanned = (size_t)(nl - text.ptr) + 1;
-		}
-		scanned = text.len;
-		if (ret == 0)
-			break;
-		if (in.pos == in.size && out.pos < out.size) {
-			rc =
-			    kiln_error_set(KILN_EINVALID, "%s: truncated zstd frame (%zu bytes)", where, len);
-			goto cleanup;
-		}
-	}
-	if (start != text.len) {
-		d.line++;
-		rc = bad(&d, "no newline at the end (truncated object)");
-	}
-cleanup:
+	if (!(d.scanner = kiln_json_scanner_new(NULL)))
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	rc = kiln_zst_lines(zst, len, where, RAW_LINE_MAX, on_line, &d);
 	kiln_json_scanner_free(d.scanner);
 	kiln_buf_free(&d.scratch);
 	free(d.headers);
-	kiln_buf_free(&text);
-	ZSTD_freeDCtx(dctx);
-	free(chunk);
 	return rc;
 }
 
