@@ -121,43 +121,6 @@ static int on_object(void *ctx, kiln_gc_object what, const char *key, uint64_t s
 	return 0;
 }
 
-/* "30d", "12h", "90m", "2w", "3600s" in seconds; -1 when malformed. */
-static int64_t parse_age(const char *s)
-{
-	char *end;
-	unsigned long long v;
-	int64_t unit;
-
-	errno = 0;
-	if (!s || *s < '0' || *s > '9')
-		return -1;
-	v = strtoull(s, &end, 10);
-	if (errno || end[0] == '\0' || end[1] != '\0' || v == 0)
-		return -1;
-	switch (*end) {
-	case 's':
-		unit = 1;
-		break;
-	case 'm':
-		unit = 60;
-		break;
-	case 'h':
-		unit = 3600;
-		break;
-	case 'd':
-		unit = 86400;
-		break;
-	case 'w':
-		unit = 7 * 86400;
-		break;
-	default:
-		return -1;
-	}
-	if (v > (unsigned long long)(INT64_MAX / unit))
-		return -1;
-	return (int64_t)v * unit;
-}
-
 typedef struct gc_opts {
 	const char *repo, *store_url, *pipeline_file;
 	kiln_gc_policy policy;
@@ -176,7 +139,7 @@ static int parse_keep(const char *cmd, const char *arg, void *out)
 	} else if (strcmp(arg, "branches") == 0) {
 		o->policy.keep_branches = true;
 	} else if (strncmp(arg, "younger-than=", 13) == 0) {
-		if ((o->policy.younger_than = parse_age(arg + 13)) < 0)
+		if ((o->policy.younger_than = kiln_parse_age(arg + 13)) < 0)
 			return kiln_cli_fail(cmd,
 			                     "--keep younger-than wants an age such as 30d, "
 			                     "12h, 90m, 2w or 3600s, not '%s'",
@@ -194,7 +157,7 @@ static int parse_grace(const char *cmd, const char *arg, void *out)
 
 	if (strcmp(arg, "0") == 0)
 		*grace = 0;
-	else if ((*grace = parse_age(arg)) < 0)
+	else if ((*grace = kiln_parse_age(arg)) < 0)
 		return kiln_cli_fail(cmd, "--grace wants an age such as 1h, 90m, 2d or 0, not '%s'", arg);
 	return 0;
 }

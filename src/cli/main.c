@@ -32,6 +32,8 @@ static const kiln_command commands[] = {
      kiln_cmd_broker},
     {"snapshot", "ask a running Kafka `kiln run` to commit a snapshot now", kiln_cmd_snapshot},
     {"raw", "read the raw zone: list objects or decode them byte-exact", kiln_cmd_raw},
+    {"quarantine", "rejected records and their reasons: list, count per code and path, show",
+     kiln_cmd_quarantine},
     {"replay", "rebuild a Kafka pipeline's branch from the raw zone onto a new branch", kiln_cmd_replay},
     {"cache", "keep pinned versions on local disk near GPUs: sync, status, verify, serve", kiln_cmd_cache},
     {"push", "copy a promoted version (shards and signed manifest) to another store", kiln_cmd_push},
@@ -42,7 +44,7 @@ static const kiln_command commands[] = {
 
 /* Commands that hold a secret in memory (the HMAC key and raw records, a
  * signing key, bearer tokens): their process is made non-dumpable first. */
-static const char *const holds_secrets[] = {"run", "check", "replay", "promote", "cache"};
+static const char *const holds_secrets[] = {"run", "check", "replay", "promote", "cache", "quarantine"};
 
 static int run_command(const kiln_command *c, int argc, char **argv)
 {
