@@ -74,7 +74,7 @@ static void usage(FILE *out)
 	             "\n"
 	             "Commands:\n");
 	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+		fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\nRun 'kiln COMMAND --help' for a command's options.\n");
 }
 

@@ -326,7 +326,8 @@ done:
 	close(fd);
 }
 
-/* quarantine.max_ratio and retention, as a run and gc will apply them. */
+/* quarantine.max_ratio and retention, as a run and gc will apply them
+ * (nothing when neither is set). */
 static void check_zones(checker *c)
 {
 	const kiln_pipeline *p = c->p;
@@ -341,7 +342,7 @@ static void check_zones(checker *c)
 		    "%s; retention raw %lld s, quarantine %lld s (0: kept; kiln gc --retention --apply "
 		    "collects)",
 		    ratio, (long long)p->retention_raw, (long long)p->retention_quarantine);
-	else
+	else if (p->quarantine_max_ratio > 0)
 		say(c, "zones", KILN_CHECK_OK, "%s; no retention (raw and quarantine kept)", ratio);
 }
 

@@ -172,6 +172,86 @@ check "cat with key_env unset is refused" \
 check "  saying why" one_line "$tmp/err" 'personal data; not shown'
 check "  and printing nothing" test ! -s "$tmp/out"
 
+# ---- retention: kiln gc --retention
+# Two more datasets whose branches read the Kafka topic "clicks" (lineage
+# written with git plumbing), raw objects of it, and quarantine objects of
+# branches that do not exist or have not committed them; all but one made
+# 40 days old with touch -d.
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t
+gitm() { git --git-dir="$tmp/m.git" "$@"; }
+lineage_branch() { # REF LINEAGE-JSON
+	local blob tree commit
+	blob=$(printf '%s\n' "$2" | gitm hash-object -w --stdin) &&
+		tree=$(printf '100644 blob %s\tlineage.json\n' "$blob" | gitm mktree) &&
+		commit=$(gitm commit-tree "$tree" -m lineage) && gitm update-ref "refs/heads/$1" "$commit"
+}
+lineage_branch other-ds/main '{"partitions":[{"topic":"clicks","partition":0,"next":100},{"topic":"clicks","partition":1,"next":50}]}'
+lineage_branch third/main '{"partitions":[{"topic":"clicks","partition":0,"next":300}]}'
+"$py" - "$tmp/store" <<'PY'
+import os, sys, zstandard
+for k in ["raw/clicks/0/0-99", "raw/clicks/0/100-199", "raw/clicks/1/0-49", "raw/clicks/1/50-60", "raw/nobody/0/0-9",
+          "raw/clicks/0/0-9", "quarantine/user-events/0/user-events/dev/0-5",
+          "quarantine/user-events/0/user-events/main/200-210"]:
+    p = os.path.join(sys.argv[1], k + ".jsonl.zst")
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    line = b"x\n" if k.startswith("raw/") else (
+        b'{"topic":"user-events","partition":0,"offset":%d,"code":"type","path":"age",'
+        b'"violations":[{"code":"type","path":"age"}],"count":1,"record":null}\n' % int(k.split("/")[-1].split("-")[0]))
+    open(p, "wb").write(zstandard.ZstdCompressor(write_checksum=True).compress(line))
+PY
+find "$tmp/store/raw" "$tmp/store/quarantine" -type f ! -path '*/raw/clicks/0/0-9.jsonl.zst' -exec touch -d '40 days ago' {} +
+zones() { (cd "$tmp/store" && find raw quarantine -type f | sort); }
+zones >"$tmp/zones.before"
+sed "s|\.\./contracts/|$src/contracts/|" "$pipeline" >"$tmp/retention.yaml"
+printf 'retention: {raw: 30d, quarantine: 30d}\n' >>"$tmp/retention.yaml"
+# what must go: committed by every branch that reads it, and old
+"$py" - "$tmp/want.json" >"$tmp/expired.want" <<'PY'
+import json, sys
+keys = {r["key"] for r in json.load(open(sys.argv[1]))["records"]}
+for k in sorted(keys | {"raw/clicks/0/0-99.jsonl.zst", "raw/clicks/1/0-49.jsonl.zst"}):
+    print(k)
+PY
+
+check "gc --retention without --pipeline is refused" status_is 2 "$kiln" gc --retention
+check "gc --retention (dry run) exits 0" status_is 0 "$kiln" gc --retention --pipeline "$tmp/retention.yaml" --json
+cp "$tmp/out" "$tmp/retention-dry.out"
+check "  deletes nothing" cmp -s "$tmp/zones.before" <(zones)
+decisions_ok() { # FILE EXPIRED-WORD
+	"$py" - "$1" "$2" "$tmp/expired.want" "$tmp/zones.before" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+objs, summary = lines[:-1], lines[-1]["summary"]
+want = open(sys.argv[3]).read().split()
+assert sorted(o["key"] for o in objs) == open(sys.argv[4]).read().split(), "every object is reported once"
+got = sorted(o["key"] for o in objs if o["decision"] == sys.argv[2])
+assert got == want, (got, want)
+by = {o["key"]: o for o in objs}
+assert by["raw/clicks/0/100-199.jsonl.zst"]["held_by"] == "other-ds@main next 100"
+assert by["raw/clicks/1/50-60.jsonl.zst"]["why"] == "uncommitted"
+assert by["raw/nobody/0/0-9.jsonl.zst"]["why"] == "unread"
+assert by["raw/clicks/0/0-9.jsonl.zst"]["why"] == "young"
+assert by["quarantine/user-events/0/user-events/dev/0-5.jsonl.zst"]["why"] == "unread"
+assert by["quarantine/user-events/0/user-events/main/200-210.jsonl.zst"]["why"] == "uncommitted"
+assert all(o["decision"] == "kept" for o in objs if o["key"] not in want)
+q = sum(1 for k in want if k.startswith("quarantine/"))
+assert summary["raw"]["expired"] == 2 and summary["quarantine"]["expired"] == q, summary
+metric = summary["kiln_retention_deleted_objects_total"]
+assert metric == ({"raw": 2, "quarantine": q} if sys.argv[2] == "deleted" else {"raw": 0, "quarantine": 0}), metric
+PY
+}
+check "  and reports each object: expired only when old and committed by every branch" decisions_ok "$tmp/retention-dry.out" expired
+check "gc --retention (text) names why an object is kept" status_is 0 "$kiln" gc --retention --pipeline "$tmp/retention.yaml"
+check "  (a branch that has not committed it)" \
+	grep -qx 'raw raw/clicks/0/100-199.jsonl.zst 40d kept (not yet committed: other-ds@main next 100)' "$tmp/out"
+check "a pipeline without retention keeps everything" status_is 0 "$kiln" gc --retention --pipeline "$pipeline"
+check "  (nothing expired)" grep -q '^raw: 6 objects, 0 expired' "$tmp/out"
+check "gc --retention --apply exits 0" status_is 0 "$kiln" gc --retention --pipeline "$tmp/retention.yaml" --apply --json
+cp "$tmp/out" "$tmp/retention-apply.out"
+check "  and reports the deleted objects and the metric" decisions_ok "$tmp/retention-apply.out" deleted
+check "  deletes exactly those" cmp -s <(comm -23 "$tmp/zones.before" "$tmp/expired.want") <(zones)
+check "kiln quarantine ls after it lists only what is left" status_is 0 q ls user-events
+check "  (the records of the two objects kept)" test "$(wc -l <"$tmp/out")" -eq 2
+
 check "no personal data in ls, stats or any error" pii_scan_logs
 
 echo "$passed passed, $failed failed"
