@@ -8,7 +8,10 @@
 # byte-identical to the objects' lines, cat refused without the key (no
 # --pipeline, a key file others may read, an unset key_env) and never a
 # personal value in ls/stats output or any error.
-# Needs git, zstd and Debian's python3-zstandard; skips (exit 77) without them.
+# A Kafka run (kiln broker, kcat) over quarantine.max_ratio stops non-zero
+# with nothing committed, under it commits.
+# Needs git, zstd and Debian's python3-zstandard (skips, exit 77, without
+# them) and kcat.
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -18,6 +21,7 @@ py=/usr/bin/python3
 gen=$src/bench/gen-user-events.py
 pipeline=$src/pipelines/user-events.yaml
 
+need kcat
 for tool in git zstd; do
 	command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed (run scripts/bootstrap)"; exit 77; }
 done
@@ -27,7 +31,13 @@ if ! "$py" -c 'import zstandard' 2>/dev/null; then
 fi
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+broker_pid=
+cleanup() {
+	[ -z "$broker_pid" ] || kill -KILL "$broker_pid" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
 
 unset KILN_BRANCH KILN_SPLIT_SALT
 export KILN_INPUT=$tmp/in.jsonl KILN_KEY_FILE=$tmp/hmac.key KILN_STORE=file://$tmp/store KILN_MANIFEST=$tmp/m.git
@@ -251,6 +261,37 @@ check "  and reports the deleted objects and the metric" decisions_ok "$tmp/rete
 check "  deletes exactly those" cmp -s <(comm -23 "$tmp/zones.before" "$tmp/expired.want") <(zones)
 check "kiln quarantine ls after it lists only what is left" status_is 0 q ls user-events
 check "  (the records of the two objects kept)" test "$(wc -l <"$tmp/out")" -eq 2
+
+# ---- quarantine.max_ratio on a Kafka run
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY
+"$kiln" broker --partitions 1 --topics ev --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
+broker_pid=$!
+poll 10 test -s "$tmp/pf"
+bs=$(head -1 "$tmp/pf" 2>/dev/null)
+check "kiln broker started" test -n "$bs"
+mkdir -p "$tmp/k"
+cat >"$tmp/k/p.yaml" <<YAML
+dataset: kev
+contract: $src/contracts/user-events.yaml
+source: {kind: kafka, brokers: $bs, topics: [ev], group: g1, options: {session.timeout.ms: "6000"}}
+pseudonymise: {key_file: $tmp/hmac.key}
+split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}
+store: {url: file://$tmp/k/store}
+manifest: {repo: $tmp/k/m.git}
+log: {format: text}
+YAML
+"$py" "$gen" --records 200 --invalid-rate 0.3 --seed 5 --max-record-bytes 16384 -o "$tmp/kin.jsonl" --expect "$tmp/kin.expect"
+kquarantined=$(grep -c '"outcome": "quarantine' "$tmp/kin.expect")
+check "kcat produced the records" kcat -P -b "$bs" -t ev -p 0 -l "$tmp/kin.jsonl"
+check "a Kafka run over quarantine.max_ratio stops non-zero" \
+	status_is 2 timeout 120 "$kiln" run "$tmp/k/p.yaml" --stop-at-end --set quarantine.max_ratio=0.1
+cp "$tmp/err" "$tmp/kafka-ratio.err"
+check "  saying why in its last line, with counts only" \
+	test "$(tail -1 "$tmp/kafka-ratio.err")" = "kiln run: quarantine.max_ratio: $kquarantined of 200 records quarantined ($("$py" -c "print('%.3f' % ($kquarantined / 200))") > 0.100); nothing committed"
+check "  and commits nothing" test -z "$(git --git-dir="$tmp/k/m.git" for-each-ref 2>/dev/null)"
+check "a Kafka run under quarantine.max_ratio commits" \
+	status_is 0 timeout 120 "$kiln" run "$tmp/k/p.yaml" --stop-at-end --set quarantine.max_ratio=0.5
+check "  every record" grep -q '^kev@main: +200 records' "$tmp/out"
 
 check "no personal data in ls, stats or any error" pii_scan_logs
 
