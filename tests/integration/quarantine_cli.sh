@@ -64,6 +64,15 @@ check "it committed nothing" test -z "$(git --git-dir="$tmp/m.git" for-each-ref 
 check "quarantine.max_ratio 0 is refused with file:line:col" \
 	status_is 2 "$kiln" run "$pipeline" --set quarantine.max_ratio=0
 check "  naming the key" grep -q 'quarantine.max_ratio: must be greater than 0 and at most 1' "$tmp/err"
+sed "s|\.\./contracts/|$src/contracts/|" "$pipeline" >"$tmp/bad-ratio.yaml"
+printf 'quarantine:\n  max_ratio: 1.5\n' >>"$tmp/bad-ratio.yaml"
+ratio_line=$(($(wc -l <"$tmp/bad-ratio.yaml")))
+check "quarantine.max_ratio over 1 in a file is refused" status_is 2 "$kiln" run "$tmp/bad-ratio.yaml"
+check "  naming file:line:col" one_line "$tmp/err" "^kiln run: $tmp/bad-ratio.yaml:$ratio_line:[0-9]+: quarantine\.max_ratio: must be greater than 0 and at most 1$"
+sed "s|\.\./contracts/|$src/contracts/|" "$pipeline" >"$tmp/bad-age.yaml"
+printf 'retention: {raw: 30d, quarantine: 3x}\n' >>"$tmp/bad-age.yaml"
+check "a retention that is not an age is refused" status_is 2 "$kiln" run "$tmp/bad-age.yaml"
+check "  naming file:line:col" one_line "$tmp/err" "^kiln run: $tmp/bad-age.yaml:[0-9]+:[0-9]+: retention\.quarantine: expected an age such as 30d"
 check "kiln check shows quarantine.max_ratio" \
 	status_is 0 "$kiln" check "$pipeline" --set quarantine.max_ratio=0.5
 check "  in its zones line" grep -q '^ok *zones *quarantine.max_ratio 0.500' "$tmp/out"
