@@ -34,6 +34,7 @@ int kiln_cmd_broker(int argc, char **argv);
 int kiln_cmd_snapshot(int argc, char **argv);
 int kiln_cmd_raw(int argc, char **argv);
 int kiln_cmd_trace(int argc, char **argv);
+int kiln_cmd_quarantine(int argc, char **argv);
 int kiln_cmd_replay(int argc, char **argv);
 int kiln_cmd_cache(int argc, char **argv);
 int kiln_cmd_push(int argc, char **argv);

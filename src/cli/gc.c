@@ -1,8 +1,11 @@
 /* `kiln gc`: finds the shard objects in the store that no kept version of the
  * manifest references (orphans of crashed runs, shards of pruned history),
  * reports them with their bytes, and with --apply deletes them, then compacts
- * the manifest and purges the git objects of versions an erasure superseded.
- * A dry run unless --apply; quarantine/ and raw/ are never touched. */
+ * the manifest and purges the git objects of versions an erasure superseded
+ * (docs/ERASURE.md). A dry run unless --apply; quarantine/ and raw/ are
+ * touched only by `kiln gc --retention`, which collects them after the
+ * pipeline's retention once every offset they hold is committed
+ * (ingest/retention.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 #include "cli/source.h"
 #include "manifest/compact.h"
 #include "manifest/gc.h"
+#include "ingest/retention.h"
 #include "manifest/ledger.h"
 #include "manifest/version.h"
 #include "store/store.h"
@@ -24,6 +28,7 @@
 static const char usage_text[] =
     "usage: kiln gc [--apply] [--keep tags|branches|younger-than=AGE]... [--grace AGE]\n"
     "               [--manifest REPO] [--store URL | --pipeline FILE] [-v] [--json]\n"
+    "       kiln gc --retention --pipeline FILE [--apply] [--json]\n"
     "\n"
     "Marks every shard that a kept commit of any dataset in the manifest lists,\n"
     "lists shards/ in the store and reports every shard object nothing kept\n"
@@ -43,8 +48,22 @@ static const char usage_text[] =
     "repository is compacted too: reachable objects packed, unreachable ones\n"
     "older than the grace period pruned; and every object only versions\n"
     "superseded by `kiln erase` reached is removed at once (no grace), with the\n"
-    "reflog entries naming them. quarantine/ and raw/ objects are never\n"
-    "collected.\n"
+    "reflog entries naming them, and so are the shards they listed.\n"
+    "quarantine/ and raw/ objects are collected only by --retention.\n"
+    "\n"
+    "--retention collects the restricted zones instead, after the pipeline's\n"
+    "retention: {raw: AGE, quarantine: AGE} (docs/PIPELINES.md): a raw-zone or\n"
+    "quarantine object whose store time is older than its zone's AGE is deleted\n"
+    "only when every offset it holds is committed: for raw/<topic>/<partition>/..\n"
+    "every branch of every dataset in the manifest whose lineage reads that\n"
+    "Kafka topic/partition has moved past it (and at least one does), for a\n"
+    "quarantine object its own dataset and branch has. Every object is reported\n"
+    "(zone, key, age, deleted/expired/kept and why), then the counts per zone:\n"
+    "  ZONE KEY AGE deleted|expired|kept (WHY)\n"
+    "With --json, one line per object {\"zone\",\"key\",\"age_seconds\",\"bytes\",\n"
+    "\"decision\":\"deleted\"|\"expired\"|\"kept\",\"why\",\"held_by\"} then\n"
+    "{\"summary\":{...}} holding kiln_retention_deleted_objects_total per zone.\n"
+    "Dry run unless --apply; kiln run never deletes them itself.\n"
     "\n"
     "With --json, JSON Lines on stdout: one object per key it lists (missing\n"
     "always; orphan or deleted, and unrecognised, with -v):\n"
@@ -61,6 +80,8 @@ static const char usage_text[] =
     "  -s, --store URL       the object store (default: $KILN_STORE)\n"
     "  -p, --pipeline FILE   take the store (with its S3 options) and the manifest\n"
     "                        from a pipeline file\n"
+    "  -r, --retention       collect raw/ and quarantine/ after the pipeline's\n"
+    "                        retention instead of shards (needs --pipeline)\n"
     "  -v, --verbose         list every orphan and every unrecognised key\n"
     "  -j, --json            JSON Lines: one object per listed key, then a summary\n"
     "  -h, --help            show this help\n"
@@ -125,47 +146,10 @@ static int on_object(void *ctx, kiln_gc_object what, const char *key, uint64_t s
 	return 0;
 }
 
-/* "30d", "12h", "90m", "2w", "3600s" in seconds; -1 when malformed. */
-static int64_t parse_age(const char *s)
-{
-	char *end;
-	unsigned long long v;
-	int64_t unit;
-
-	errno = 0;
-	if (!s || *s < '0' || *s > '9')
-		return -1;
-	v = strtoull(s, &end, 10);
-	if (errno || end[0] == '\0' || end[1] != '\0' || v == 0)
-		return -1;
-	switch (*end) {
-	case 's':
-		unit = 1;
-		break;
-	case 'm':
-		unit = 60;
-		break;
-	case 'h':
-		unit = 3600;
-		break;
-	case 'd':
-		unit = 86400;
-		break;
-	case 'w':
-		unit = 7 * 86400;
-		break;
-	default:
-		return -1;
-	}
-	if (v > (unsigned long long)(INT64_MAX / unit))
-		return -1;
-	return (int64_t)v * unit;
-}
-
 typedef struct gc_opts {
 	const char *repo, *store_url, *pipeline_file;
 	kiln_gc_policy policy;
-	bool keep_given;
+	bool keep_given, grace_given, retention;
 	gc_print p;
 } gc_opts;
 
@@ -180,7 +164,7 @@ static int parse_keep(const char *cmd, const char *arg, void *out)
 	} else if (strcmp(arg, "branches") == 0) {
 		o->policy.keep_branches = true;
 	} else if (strncmp(arg, "younger-than=", 13) == 0) {
-		if ((o->policy.younger_than = parse_age(arg + 13)) < 0)
+		if ((o->policy.younger_than = kiln_parse_age(arg + 13)) < 0)
 			return kiln_cli_fail(cmd,
 			                     "--keep younger-than wants an age such as 30d, "
 			                     "12h, 90m, 2w or 3600s, not '%s'",
@@ -198,7 +182,7 @@ static int parse_grace(const char *cmd, const char *arg, void *out)
 
 	if (strcmp(arg, "0") == 0)
 		*grace = 0;
-	else if ((*grace = parse_age(arg)) < 0)
+	else if ((*grace = kiln_parse_age(arg)) < 0)
 		return kiln_cli_fail(cmd, "--grace wants an age such as 1h, 90m, 2d or 0, not '%s'", arg);
 	return 0;
 }
@@ -213,7 +197,9 @@ static int parse_options(gc_opts *o, int argc, char **argv)
 	     .letter = 'g',
 	     .kind = KILN_CLI_CUSTOM,
 	     .out = &o->policy.grace,
+	     .seen = &o->grace_given,
 	     .parse = parse_grace},
+	    {.name = "retention", .letter = 'r', .kind = KILN_CLI_FLAG, .out = &o->retention},
 	    {.name = "manifest", .letter = 'm', .kind = KILN_CLI_STRING, .out = &o->repo},
 	    {.name = "store", .letter = 's', .kind = KILN_CLI_STRING, .out = &o->store_url},
 	    {.name = "pipeline", .letter = 'p', .kind = KILN_CLI_STRING, .out = &o->pipeline_file},
@@ -348,8 +334,159 @@ static int print_gc_text(kiln_manifest *m, const kiln_gc_stats *st, const kiln_g
 		printf("unrecognised: %" PRIu64 " keys under shards/ that are not shard names (left alone)\n",
 		       st->foreign);
 	printf("missing: %" PRIu64 " referenced shards not in the store\n", st->missing);
-	printf("quarantine/ and raw/ objects are never collected\n");
+	printf("quarantine/ and raw/ objects are collected only by kiln gc --retention\n");
 	return 0;
+}
+
+/* ---- --retention ---------------------------------------------------------- */
+
+static const char *const why_kept[] = {
+    [KILN_RETENTION_DELETE] = NULL,       [KILN_RETENTION_YOUNG] = "young",
+    [KILN_RETENTION_UNDATED] = "undated", [KILN_RETENTION_UNCOMMITTED] = "uncommitted",
+    [KILN_RETENTION_UNREAD] = "unread",   [KILN_RETENTION_NO_POLICY] = "no_retention",
+};
+
+/* An age for people: "40d", "5h", "12m", "9s". */
+static void age_text(char out[32], int64_t age)
+{
+	if (age < 0)
+		snprintf(out, 32, "undated");
+	else if (age >= 86400)
+		snprintf(out, 32, "%" PRId64 "d", age / 86400);
+	else if (age >= 3600)
+		snprintf(out, 32, "%" PRId64 "h", age / 3600);
+	else if (age >= 60)
+		snprintf(out, 32, "%" PRId64 "m", age / 60);
+	else
+		snprintf(out, 32, "%" PRId64 "s", age);
+}
+
+static int on_retention(void *ctx, const kiln_retention_object *o)
+{
+	gc_print *p = ctx;
+	const char *zone = kiln_retention_zone_name(o->zone);
+	const char *decision = o->verdict != KILN_RETENTION_DELETE ? "kept"
+	                       : p->apply                          ? "deleted"
+	                                                           : "expired";
+	char age[32];
+
+	if (p->json) {
+		int rc = kiln_buf_printf(&p->line, "{\"zone\":\"%s\",\"key\":", zone);
+
+		rc |= kiln_cli_json_string(&p->line, o->key);
+		if (o->age >= 0)
+			rc |= kiln_buf_printf(&p->line, ",\"age_seconds\":%" PRId64, o->age);
+		else
+			rc |= kiln_buf_puts(&p->line, ",\"age_seconds\":null");
+		rc |= kiln_buf_printf(
+		    &p->line, ",\"bytes\":%" PRIu64 ",\"decision\":\"%s\",\"why\":", o->size, decision);
+		rc |= kiln_cli_json_string(&p->line, why_kept[o->verdict]);
+		rc |= kiln_buf_puts(&p->line, ",\"held_by\":");
+		rc |= kiln_cli_json_string(&p->line, o->why);
+		rc |= kiln_buf_puts(&p->line, "}\n");
+		return kiln_cli_put_buf(&p->line, rc);
+	}
+	age_text(age, o->age);
+	printf("%s %s %s %s", zone, o->key, age, decision);
+	switch (o->verdict) {
+	case KILN_RETENTION_DELETE:
+		break;
+	case KILN_RETENTION_YOUNG:
+		printf(" (younger than its retention)");
+		break;
+	case KILN_RETENTION_UNDATED:
+		printf(" (the store cannot tell its age)");
+		break;
+	case KILN_RETENTION_UNCOMMITTED:
+		printf(" (not yet committed: %s)", o->why);
+		break;
+	case KILN_RETENTION_UNREAD:
+		printf(" (no branch reads its topic/partition)");
+		break;
+	case KILN_RETENTION_NO_POLICY:
+		printf(" (no retention for %s)", zone);
+		break;
+	}
+	putchar('\n');
+	return ferror(stdout) ? kiln_error_set(KILN_EIO, "stdout: write error") : 0;
+}
+
+static int print_retention(gc_print *p, const kiln_retention_policy *policy, const kiln_retention_stats *st)
+{
+	kiln_buf *b = &p->line;
+	int rc = 0;
+
+	if (!p->json) {
+		for (int z = 0; z < KILN_RETENTION_ZONES; z++)
+			printf(
+			    "%s: %" PRIu64 " objects, %" PRIu64 " %s (%" PRIu64 " bytes), %" PRIu64 " kept\n",
+			    kiln_retention_zone_name((kiln_retention_zone)z), st->objects[z], st->expired[z],
+			    policy->apply ? "deleted" : "expired", st->bytes[z], st->kept[z]);
+		if (!policy->apply && (st->expired[0] || st->expired[1]))
+			printf("dry run: nothing deleted, --apply deletes the expired objects\n");
+		return 0;
+	}
+	rc |= kiln_buf_printf(b, "{\"summary\":{\"apply\":%s,\"retention_seconds\":{",
+	                      policy->apply ? "true" : "false");
+	for (int z = 0; z < KILN_RETENTION_ZONES; z++)
+		rc |= policy->age[z]
+		          ? kiln_buf_printf(b, "%s\"%s\":%" PRId64, z ? "," : "",
+		                            kiln_retention_zone_name((kiln_retention_zone)z), policy->age[z])
+		          : kiln_buf_printf(b, "%s\"%s\":null", z ? "," : "",
+		                            kiln_retention_zone_name((kiln_retention_zone)z));
+	rc |= kiln_buf_puts(b, "}");
+	for (int z = 0; z < KILN_RETENTION_ZONES; z++)
+		rc |= kiln_buf_printf(b,
+		                      ",\"%s\":{\"objects\":%" PRIu64 ",\"expired\":%" PRIu64
+		                      ",\"bytes\":%" PRIu64 ",\"kept\":%" PRIu64 "}",
+		                      kiln_retention_zone_name((kiln_retention_zone)z), st->objects[z],
+		                      st->expired[z], st->bytes[z], st->kept[z]);
+	rc |= kiln_buf_printf(b,
+	                      ",\"kiln_retention_deleted_objects_total\":{\"raw\":%" PRIu64
+	                      ",\"quarantine\":%" PRIu64 "}}}\n",
+	                      policy->apply ? st->expired[0] : 0, policy->apply ? st->expired[1] : 0);
+	return kiln_cli_write_buf("gc", b, rc);
+}
+
+/* kiln gc --retention: the exit status. */
+static int run_retention(gc_opts *o)
+{
+	kiln_retention_policy policy = {.apply = o->policy.apply};
+	kiln_cli_source src = {.repo = o->repo, .store_url = o->store_url};
+	kiln_retention_stats st;
+	kiln_manifest *m = NULL;
+	kiln_store *store = NULL;
+	int status = KILN_EXIT_USAGE;
+
+	if (o->keep_given || o->grace_given || o->p.verbose)
+		return kiln_cli_fail(
+		    "gc", "--keep, --grace and --verbose apply to shard collection, not --retention");
+	if (!o->pipeline_file)
+		return kiln_cli_fail("gc",
+		                     "--retention needs --pipeline FILE (retention is a pipeline setting)");
+	if (kiln_cli_source_resolve("gc", &src, o->pipeline_file) != 0)
+		goto cleanup;
+	policy.age[KILN_RETENTION_RAW] = src.pipeline->retention_raw;
+	policy.age[KILN_RETENTION_QUARANTINE] = src.pipeline->retention_quarantine;
+	if (kiln_version_open(&m, src.repo) < 0 ||
+	    kiln_store_open(&store, src.store_url, src.store_options) < 0 ||
+	    kiln_retention_collect(m, store, &policy, on_retention, &o->p, &st) < 0) {
+		fflush(stdout);
+		kiln_cli_fail("gc", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	if (print_retention(&o->p, &policy, &st) != 0)
+		goto cleanup;
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		kiln_cli_fail("gc", "stdout: write error");
+		goto cleanup;
+	}
+	status = KILN_EXIT_OK;
+cleanup:
+	kiln_store_close(store);
+	kiln_manifest_close(m);
+	kiln_cli_source_free(&src);
+	return status;
 }
 
 int kiln_cmd_gc(int argc, char **argv)
@@ -366,6 +503,11 @@ int kiln_cmd_gc(int argc, char **argv)
 
 	if ((status = parse_options(&o, argc, argv)) >= 0)
 		return status;
+	if (o.retention) {
+		status = run_retention(&o);
+		kiln_buf_free(&o.p.line);
+		return status;
+	}
 	status = KILN_EXIT_USAGE;
 	src.repo = o.repo;
 	src.store_url = o.store_url;

@@ -34,6 +34,8 @@ static const kiln_command commands[] = {
     {"raw", "read the raw zone: list objects or decode them byte-exact", kiln_cmd_raw},
     {"trace", "where a curated record came from: shard, sources, first commit, versions, exact offset",
      kiln_cmd_trace},
+    {"quarantine", "rejected records and their reasons: list, count per code and path, show",
+     kiln_cmd_quarantine},
     {"replay", "rebuild a Kafka pipeline's branch from the raw zone onto a new branch", kiln_cmd_replay},
     {"cache", "keep pinned versions on local disk near GPUs: sync, status, verify, serve", kiln_cmd_cache},
     {"push", "copy a promoted version (shards and signed manifest) to another store", kiln_cmd_push},
@@ -45,7 +47,8 @@ static const kiln_command commands[] = {
 
 /* Commands that hold a secret in memory (the HMAC key and raw records, a
  * signing key, bearer tokens): their process is made non-dumpable first. */
-static const char *const holds_secrets[] = {"run", "check", "replay", "promote", "cache", "erase", "trace"};
+static const char *const holds_secrets[] = {"run",   "check", "replay", "promote",
+                                            "cache", "erase", "trace",  "quarantine"};
 
 static int run_command(const kiln_command *c, int argc, char **argv)
 {
@@ -75,7 +78,7 @@ static void usage(FILE *out)
 	             "\n"
 	             "Commands:\n");
 	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+		fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\nRun 'kiln COMMAND --help' for a command's options.\n");
 }
 

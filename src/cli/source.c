@@ -24,7 +24,7 @@ int kiln_cli_source_resolve(const char *cmd, kiln_cli_source *s, const char *pip
 		s->repo = getenv("KILN_MANIFEST");
 	if (!s->store_url)
 		s->store_url = getenv("KILN_STORE");
-	if (!s->repo || !*s->repo)
+	if (!s->store_only && (!s->repo || !*s->repo))
 		return kiln_cli_fail(cmd,
 		                     "no manifest repository: give --manifest REPO, --pipeline FILE or set "
 		                     "KILN_MANIFEST");

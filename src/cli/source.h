@@ -6,6 +6,8 @@
 #ifndef KILN_CLI_SOURCE_H
 #define KILN_CLI_SOURCE_H
 
+#include <stdbool.h>
+
 #include "ingest/pipeline.h"
 
 typedef struct kiln_cli_source {
@@ -13,6 +15,7 @@ typedef struct kiln_cli_source {
 	const char *store_url;                   /* in: --store (or NULL); out: the store */
 	const kiln_store_options *store_options; /* out: the pipeline's, or NULL */
 	kiln_pipeline *pipeline;                 /* loaded from --pipeline; freed by kiln_cli_source_free */
+	bool store_only;                         /* in: the command reads no manifest (repo may stay NULL) */
 } kiln_cli_source;
 
 /* Fills s from pipeline_file (may be NULL) and the environment. 0, or the

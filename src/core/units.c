@@ -60,6 +60,42 @@ int kiln_parse_u64(const char *s, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+int64_t kiln_parse_age(const char *s)
+{
+	char *end;
+	unsigned long long v;
+	int64_t unit;
+
+	errno = 0;
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	v = strtoull(s, &end, 10);
+	if (errno || end[0] == '\0' || end[1] != '\0' || v == 0)
+		return -1;
+	switch (*end) {
+	case 's':
+		unit = 1;
+		break;
+	case 'm':
+		unit = 60;
+		break;
+	case 'h':
+		unit = 3600;
+		break;
+	case 'd':
+		unit = 86400;
+		break;
+	case 'w':
+		unit = 7 * 86400;
+		break;
+	default:
+		return -1;
+	}
+	if (v > (unsigned long long)(INT64_MAX / unit))
+		return -1;
+	return (int64_t)v * unit;
+}
+
 void kiln_size_human(char *out, size_t cap, uint64_t bytes, bool compact)
 {
 	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};

@@ -326,6 +326,26 @@ done:
 	close(fd);
 }
 
+/* quarantine.max_ratio and retention, as a run and gc will apply them
+ * (nothing when neither is set). */
+static void check_zones(checker *c)
+{
+	const kiln_pipeline *p = c->p;
+	char ratio[64] = "quarantine.max_ratio none";
+
+	if (p->quarantine_max_ratio > 0)
+		snprintf(ratio, sizeof(ratio),
+		         "quarantine.max_ratio %.3f (a snapshot over it commits nothing)",
+		         p->quarantine_max_ratio);
+	if (p->retention_raw || p->retention_quarantine)
+		say(c, "zones", KILN_CHECK_OK,
+		    "%s; retention raw %lld s, quarantine %lld s (0: kept; kiln gc --retention --apply "
+		    "collects)",
+		    ratio, (long long)p->retention_raw, (long long)p->retention_quarantine);
+	else if (p->quarantine_max_ratio > 0)
+		say(c, "zones", KILN_CHECK_OK, "%s; no retention (raw and quarantine kept)", ratio);
+}
+
 int kiln_check_pipeline(const kiln_pipeline *p, const kiln_check_options *o)
 {
 	checker c = {.p = p, .o = o};
@@ -350,6 +370,7 @@ int kiln_check_pipeline(const kiln_pipeline *p, const kiln_check_options *o)
 	if (manifest == 1 && kiln_run_setup_positions(&c.s) < 0)
 		say(&c, "branch", KILN_CHECK_PROBLEM, "%s", kiln_error_last());
 	check_source(&c);
+	check_zones(&c);
 	if (o->sample_path) {
 		if (contract && keys)
 			check_sample(&c);

@@ -27,10 +27,10 @@ typedef struct loader {
 	kiln_config cfg; /* doc, arena and dir for the typed key readers */
 } loader;
 
-static const char *const top_keys[] = {"dataset",  "branch",       "contract", "schema",   "unknown_fields",
-                                       "source",   "pseudonymise", "split",    "shards",   "store",
-                                       "manifest", "workers",      "promote",  "snapshot", "raw",
-                                       "metrics",  "log",          "profile",  NULL};
+static const char *const top_keys[] = {
+    "dataset", "branch",  "contract", "schema",   "unknown_fields", "source",    "pseudonymise",
+    "split",   "shards",  "store",    "manifest", "workers",        "promote",   "snapshot",
+    "raw",     "metrics", "log",      "profile",  "quarantine",     "retention", NULL};
 /* The source.* keys of a Kafka source, which is not a row (ingest/source.h):
  * the loader reads them itself (load_kafka). A row's keys are its
  * option_keys. */
@@ -41,6 +41,8 @@ static const char *const batch_keys[] = {"records", "bytes", "ms", NULL};
 static const char *const snapshot_keys[] = {"records", "seconds", "drain_seconds", NULL};
 static const char *const raw_keys[] = {"enabled", NULL};
 static const char *const profile_keys[] = {"enabled", NULL};
+static const char *const quarantine_keys[] = {"max_ratio", NULL};
+static const char *const retention_keys[] = {"raw", "quarantine", NULL};
 static const char *const metrics_keys[] = {"listen", NULL};
 static const char *const log_keys[] = {"format", "level", NULL};
 static const char *const pseudo_keys[] = {"key_file", "key_env", "key_version", NULL};
@@ -575,6 +577,51 @@ static int load_promote(loader *l, const kiln_yaml_node *root)
 }
 
 /* snapshot:, raw:, metrics:, log: (how a long-running run behaves). */
+/* retention.<zone>: an age ("30d") into *out (seconds). */
+static int get_retention(loader *l, const kiln_yaml_node *map, const char *zone, int64_t *out)
+{
+	const kiln_yaml_node *n = kiln_yaml_get(map, zone);
+	const char *path = kiln_config_path(&l->cfg, "retention", zone), *text = NULL;
+	int rc;
+
+	if (!n || kiln_yaml_is_null(n))
+		return 0;
+	if ((rc = kiln_config_string(&l->cfg, map, "retention", zone, false, &text)) < 0)
+		return rc;
+	if ((*out = kiln_parse_age(text)) < 0)
+		return kiln_yaml_fail(l->doc, n, path, "expected an age such as 30d, 12h, 90m, 2w or 3600s");
+	return 0;
+}
+
+/* quarantine.max_ratio and retention (the restricted zones over time). */
+static int load_zones(loader *l, const kiln_yaml_node *root)
+{
+	const kiln_yaml_node *n;
+	int rc;
+
+	if ((n = kiln_yaml_get(root, "quarantine")) && !kiln_yaml_is_null(n)) {
+		const kiln_yaml_node *r = kiln_yaml_get(n, "max_ratio");
+		long double v;
+
+		if ((rc = kiln_config_check_keys(&l->cfg, n, "quarantine", quarantine_keys)) < 0)
+			return rc;
+		if (r && !kiln_yaml_is_null(r)) {
+			if ((rc = kiln_yaml_number(l->doc, r, "quarantine.max_ratio", &v)) < 0)
+				return rc;
+			if (!(v > 0 && v <= 1))
+				return kiln_yaml_fail(l->doc, r, "quarantine.max_ratio",
+				                      "must be greater than 0 and at most 1");
+			l->p->quarantine_max_ratio = (double)v;
+		}
+	}
+	if ((n = kiln_yaml_get(root, "retention")) && !kiln_yaml_is_null(n) &&
+	    ((rc = kiln_config_check_keys(&l->cfg, n, "retention", retention_keys)) < 0 ||
+	     (rc = get_retention(l, n, "raw", &l->p->retention_raw)) < 0 ||
+	     (rc = get_retention(l, n, "quarantine", &l->p->retention_quarantine)) < 0))
+		return rc;
+	return 0;
+}
+
 static int load_operations(loader *l, const kiln_yaml_node *root)
 {
 	kiln_pipeline *p = l->p;
@@ -711,7 +758,7 @@ static int load(loader *l)
 	p->zstd_level = level ? (int)level : 3;
 	p->zstd_threads = (unsigned)zstd_threads;
 
-	if ((rc = load_operations(l, root)) < 0)
+	if ((rc = load_operations(l, root)) < 0 || (rc = load_zones(l, root)) < 0)
 		return rc;
 
 	n = kiln_yaml_get(root, "manifest");

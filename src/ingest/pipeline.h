@@ -90,6 +90,13 @@ typedef struct kiln_pipeline {
 
 	kiln_gates gates; /* promote: release gates for `kiln promote` */
 
+	/* quarantine.max_ratio: a snapshot whose quarantined share of the records
+	 * it read exceeds this is not committed (0: no limit; else in (0, 1]) */
+	double quarantine_max_ratio;
+	/* retention.raw / retention.quarantine: seconds after which `kiln gc
+	 * --retention` collects a zone's objects once committed (0: kept forever) */
+	int64_t retention_raw, retention_quarantine;
+
 	const char *manifest_repo;
 	const char
 	    *manifest_remote; /* NULL, or a repository runs fetch from and push to (manifest/remote.h) */

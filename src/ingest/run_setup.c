@@ -366,11 +366,31 @@ static void auto_compact(kiln_run_setup *s)
  * fence refusal (KILN_EFENCED) is final. */
 #define COMMIT_ATTEMPTS 40
 
+/* quarantine.max_ratio: the one place a snapshot's quarantined share is
+ * held to it (file and Kafka runs alike), counts only in the message. */
+static int check_quarantine_ratio(const kiln_pipeline *p, const kiln_stats *d)
+{
+	double share;
+
+	if (p->quarantine_max_ratio <= 0 || d->records_in == 0)
+		return 0;
+	share = (double)d->quarantined / (double)d->records_in;
+	if (share <= p->quarantine_max_ratio)
+		return 0;
+	return kiln_error_set(KILN_EINVALID,
+	                      "quarantine.max_ratio: %llu of %llu records quarantined (%.3f > %.3f); nothing "
+	                      "committed",
+	                      (unsigned long long)d->quarantined, (unsigned long long)d->records_in, share,
+	                      p->quarantine_max_ratio);
+}
+
 int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commit[41])
 {
 	const kiln_pipeline *p = s->p;
 	int rc;
 
+	if ((rc = check_quarantine_ratio(p, &snap->delta)) < 0)
+		return rc;
 	snap->dataset = p->dataset;
 	snap->branch = p->branch;
 	snap->author_name = p->author_name;

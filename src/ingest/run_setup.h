@@ -59,8 +59,11 @@ void kiln_run_setup_close(kiln_run_setup *s);
 
 /* Commits `snap` (shards, lineage and delta set by the caller; dataset,
  * branch, author, dataset.json and signature filled in here) and pushes the
- * branch to manifest.remote. First checks that every shard it lists is in
- * the store (KILN_EIO, nothing committed, when one is gone). A commit the
+ * branch to manifest.remote. First holds the delta to quarantine.max_ratio
+ * (KILN_EINVALID "quarantine.max_ratio: Q of N records quarantined (...);
+ * nothing committed" when its quarantined share exceeds it), then checks
+ * that every shard it lists is in the store (KILN_EIO, nothing committed,
+ * when one is gone). A commit the
  * branch moved under, or whose ref a peer had locked, is rebuilt on the new
  * tip and tried again (counted in commit_retries); a fenced lineage entry
  * that moved gives KILN_EFENCED: another writer covered those offsets. out_commit: the commit on the branch

@@ -5,6 +5,7 @@
 
 #include <git2.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -59,4 +60,69 @@ int kiln_branch_create(kiln_manifest *manifest, kiln_branch *branch, const char 
 	if (gerr < 0)
 		return kiln_manifest_git_fail(manifest, gerr, branch->ref);
 	return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int kiln_branch_each(kiln_manifest *m, int (*cb)(void *ctx, const char *dataset, const char *name), void *ctx)
+{
+	git_reference_iterator *it = NULL;
+	git_reference *ref;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int gerr, rc = 0;
+
+	if ((gerr = git_reference_iterator_glob_new(&it, kiln_manifest_repo(m), "refs/heads/*")) < 0)
+		return kiln_manifest_git_fail(m, gerr, "listing branches");
+	while ((gerr = git_reference_next(&ref, it)) == 0) {
+		const char *full = git_reference_name(ref) + strlen("refs/heads/"),
+		           *slash = strchr(full, '/');
+		char *copy;
+
+		if (!slash || !kiln_mfmt_name_valid_n(full, (size_t)(slash - full)) ||
+		    !kiln_mfmt_name_valid(slash + 1)) {
+			git_reference_free(ref);
+			continue;
+		}
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 16;
+			char **v = realloc(names, ncap * sizeof(*v));
+
+			if (!v) {
+				git_reference_free(ref);
+				rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+				goto cleanup;
+			}
+			names = v;
+			cap = ncap;
+		}
+		copy = strdup(full);
+		git_reference_free(ref);
+		if (!copy) {
+			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			goto cleanup;
+		}
+		names[n++] = copy;
+	}
+	if (gerr != GIT_ITEROVER) {
+		rc = kiln_manifest_git_fail(m, gerr, "listing branches");
+		goto cleanup;
+	}
+	if (n > 1)
+		qsort(names, n, sizeof(*names), name_cmp);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		char *slash = strchr(names[i], '/');
+
+		*slash = '\0';
+		rc = cb(ctx, names[i], slash + 1);
+	}
+cleanup:
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	git_reference_iterator_free(it);
+	return rc;
 }

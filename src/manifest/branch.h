@@ -24,4 +24,11 @@ int kiln_branch_prepare(kiln_branch *out, const char *dataset, const char *name,
  * moved" when the branch exists (nothing changes). */
 int kiln_branch_create(kiln_manifest *manifest, kiln_branch *branch, const char *dataset, const char *name);
 
+/* Calls cb(ctx, dataset, name) for each branch refs/heads/<dataset>/<name>
+ * of the repository (refs whose names kiln would not make are skipped),
+ * sorted by ref name. Strings live until cb returns; a non-zero return
+ * stops and is returned. */
+int kiln_branch_each(kiln_manifest *manifest, int (*cb)(void *ctx, const char *dataset, const char *name),
+                     void *ctx);
+
 #endif

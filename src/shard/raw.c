@@ -572,6 +572,8 @@ typedef struct raw_entry {
 	char *key, *topic;
 	int32_t partition;
 	int64_t first, last;
+	uint64_t size;
+	int64_t mtime;
 } raw_entry;
 
 typedef struct raw_listing {
@@ -624,10 +626,10 @@ static int on_key(void *ctx, const char *key, uint64_t size, int64_t mtime)
 	raw_listing *l = ctx;
 	raw_entry e;
 
-	(void)size;
-	(void)mtime;
 	if (!parse_key(key, &e))
 		return 0;
+	e.size = size;
+	e.mtime = mtime;
 	if (!e.topic || !(e.key = strdup(key))) {
 		free(e.topic);
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
@@ -666,10 +668,8 @@ static int entry_cmp(const void *pa, const void *pb)
 	return a->last < b->last ? -1 : a->last > b->last;
 }
 
-int kiln_raw_list(kiln_store *store, const char *topic, int32_t partition,
-                  int (*cb)(void *ctx, const char *key, const char *topic, int32_t partition, int64_t first,
-                            int64_t last),
-                  void *ctx)
+int kiln_raw_list_objects(kiln_store *store, const char *topic, int32_t partition,
+                          int (*cb)(void *ctx, const kiln_raw_object *obj), void *ctx)
 {
 	raw_listing l = {.partition = partition < 0 ? -1 : partition};
 	char prefix[512];
@@ -688,8 +688,13 @@ int kiln_raw_list(kiln_store *store, const char *topic, int32_t partition,
 	rc = kiln_store_list(store, prefix, on_key, &l);
 	if (rc == 0 && l.n) {
 		qsort(l.v, l.n, sizeof(*l.v), entry_cmp);
-		for (size_t i = 0; i < l.n && rc == 0; i++)
-			rc = cb(ctx, l.v[i].key, l.v[i].topic, l.v[i].partition, l.v[i].first, l.v[i].last);
+		for (size_t i = 0; i < l.n && rc == 0; i++) {
+			const raw_entry *e = &l.v[i];
+			kiln_raw_object o = {e->key,  e->topic, e->partition, e->first,
+			                     e->last, e->size,  e->mtime};
+
+			rc = cb(ctx, &o);
+		}
 	}
 	for (size_t i = 0; i < l.n; i++) {
 		free(l.v[i].key);
@@ -697,4 +702,27 @@ int kiln_raw_list(kiln_store *store, const char *topic, int32_t partition,
 	}
 	free(l.v);
 	return rc;
+}
+
+typedef struct list_adapter {
+	int (*cb)(void *ctx, const char *key, const char *topic, int32_t partition, int64_t first,
+	          int64_t last);
+	void *ctx;
+} list_adapter;
+
+static int adapt(void *ctx, const kiln_raw_object *o)
+{
+	const list_adapter *a = ctx;
+
+	return a->cb(a->ctx, o->key, o->topic, o->partition, o->first, o->last);
+}
+
+int kiln_raw_list(kiln_store *store, const char *topic, int32_t partition,
+                  int (*cb)(void *ctx, const char *key, const char *topic, int32_t partition, int64_t first,
+                            int64_t last),
+                  void *ctx)
+{
+	list_adapter a = {cb, ctx};
+
+	return kiln_raw_list_objects(store, topic, partition, adapt, &a);
 }

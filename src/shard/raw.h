@@ -88,4 +88,17 @@ int kiln_raw_list(kiln_store *store, const char *topic, int32_t partition,
                             int64_t last),
                   void *ctx);
 
+/* One raw object as the store lists it. */
+typedef struct kiln_raw_object {
+	const char *key, *topic;
+	int32_t partition;
+	int64_t first, last;
+	uint64_t size;
+	int64_t mtime; /* seconds since the epoch, 0 when the store cannot tell */
+} kiln_raw_object;
+
+/* kiln_raw_list with each object's size and store mtime, in the same order. */
+int kiln_raw_list_objects(kiln_store *store, const char *topic, int32_t partition,
+                          int (*cb)(void *ctx, const kiln_raw_object *obj), void *ctx);
+
 #endif

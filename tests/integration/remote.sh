@@ -127,7 +127,7 @@ check "du did not create a repository" test ! -e "$tmp/none.git"
 listing() { (cd "$1" && find . -type f ! -path './.tmp/*' | sort); }
 check "gc after clean runs exits 0" k gc1 0 gc
 check "gc after clean runs finds no orphans" contains "$tmp/gc1.out" "reclaimable: 0 shards"
-check "gc says quarantine and raw are never collected" contains "$tmp/gc1.out" "quarantine/ and raw/ objects are never collected"
+check "gc says quarantine and raw are collected only by --retention" contains "$tmp/gc1.out" "quarantine/ and raw/ objects are collected only by kiln gc --retention"
 
 # a run whose commit never reached this manifest: its shards are orphans
 "$py" "$gen" --records 800 --invalid-rate 0.05 --seed 13 -o "$tmp/lost.jsonl"

@@ -1,5 +1,5 @@
 /* Unit tests for src/core/units.c: sizes as configs write them and as kiln
- * prints them. */
+ * prints them; ages (30d, 12h). */
 #include "fixture.h"
 
 #include <string.h>
@@ -43,11 +43,41 @@ static void test_size_human(void **state)
 	check_human(UINT64_MAX, false, "16.0 EiB");
 }
 
+static void test_parse_age(void **state)
+{
+	(void)state;
+	assert_int_equal(kiln_parse_age("30d"), 30 * 86400);
+	assert_int_equal(kiln_parse_age("12h"), 12 * 3600);
+	assert_int_equal(kiln_parse_age("90m"), 90 * 60);
+	assert_int_equal(kiln_parse_age("2w"), 14 * 86400);
+	assert_int_equal(kiln_parse_age("3600s"), 3600);
+	assert_int_equal(kiln_parse_age("1d"), 86400);
+	/* no unit, two units, an unknown one, zero, a sign, too large */
+	static const char *const bad[] = {"",
+	                                  "30",
+	                                  "1d2h",
+	                                  "3x",
+	                                  "0d",
+	                                  "-1d",
+	                                  "+1d",
+	                                  "d",
+	                                  " 1d",
+	                                  "1d ",
+	                                  "1.5d",
+	                                  "99999999999999999999s",
+	                                  "9223372036854775807w"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (kiln_parse_age(bad[i]) != -1)
+			fail_msg("'%s' was read as an age", bad[i]);
+	assert_int_equal(kiln_parse_age(NULL), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse_size),
 	    cmocka_unit_test(test_size_human),
+	    cmocka_unit_test(test_parse_age),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
