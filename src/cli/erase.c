@@ -352,6 +352,15 @@ int kiln_cmd_erase(int argc, char **argv)
 		              p->dataset);
 		goto cleanup;
 	}
+	if (p->manifest_remote) {
+		/* the next run would fetch the remote's old history back and rebase onto it */
+		kiln_cli_fail(
+		    "erase",
+		    "%s: the pipeline shares its manifest through manifest.remote: erasing a shared "
+		    "manifest is not supported yet (docs/ERASURE.md, \"Limits\")",
+		    o.pipeline_path);
+		goto cleanup;
+	}
 	s.p = p;
 	if (kiln_run_setup_contract(&s) < 0 || kiln_run_setup_keys(&s) < 0 || kiln_run_setup_store(&s) < 0 ||
 	    kiln_run_setup_manifest(&s) < 0 || load_subjects(&o, &subjects, &subject_count) < 0) {

@@ -748,6 +748,9 @@ static int compile_property(compiler *c, kiln_field *f, const kiln_yaml_node *no
 		f->items = kiln_arena_alloc(c->arena, sizeof(*f->items));
 		if (!f->items)
 			return oom();
+		/* items have no name: their pseudonym domain is the array's (its
+		 * pseudonymDomain or its name) unless they set their own */
+		f->items->pseudo_domain = f->pseudo_domain;
 		if ((rc = compile_property(c, f->items, n, join(c, ypath, "items"),
 		                           kiln_arena_printf(c->arena, "%s[]", fpath), true)) < 0)
 			return rc;

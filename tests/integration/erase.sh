@@ -16,9 +16,10 @@ src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$src/tests/integration/lib.sh"
 kiln=${KILN:-$src/build/kiln}
 py=/usr/bin/python3
-need git zstd ssh-keygen
+need git zstd ssh-keygen kcat
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+broker_pid=
+trap '[ -z "$broker_pid" ] || kill -KILL "$broker_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 
 unset KILN_BRANCH KILN_SPLIT_SALT
 (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$tmp/hmac.key")
@@ -175,6 +176,49 @@ for k in 1 2 3; do
 	done
 	check "kill $k: git fsck" gitm fsck --strict --no-dangling
 done
+
+# --- a Kafka dataset: the raw zone too --------------------------------------
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY
+"$kiln" broker --partitions 2 --topics ev --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
+broker_pid=$!
+poll 10 test -s "$tmp/pf"
+bs=$(head -1 "$tmp/pf" 2>/dev/null)
+check "kiln broker started" test -n "$bs"
+mkdir -p "$tmp/k"
+cat >"$tmp/k/p.yaml" <<YAML
+dataset: kev
+contract: $src/contracts/user-events.yaml
+source: {kind: kafka, brokers: $bs, topics: [ev], group: g1, options: {session.timeout.ms: "6000"}}
+pseudonymise: {key_file: $tmp/hmac.key}
+split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}
+store: {url: file://$tmp/k/store}
+manifest: {repo: $tmp/k/m.git}
+log: {format: text}
+YAML
+: >"$tmp/kin.jsonl"
+KILN_INPUT=$tmp/kin.jsonl gen 300 7
+KILN_INPUT=$tmp/kin.jsonl plant 7
+check "kcat produced the records" kcat -P -b "$bs" -t ev -l "$tmp/kin.jsonl"
+check "a Kafka run lands them" status_is 0 timeout 120 "$kiln" run "$tmp/k/p.yaml" --stop-at-end
+check "the raw zone holds the subject" not "$py" "$check_py" scan --store "$tmp/k/store/raw" --repo "$tmp/k/m.git" \
+	--value subject-42 --value alice.planted@example.com
+check "erase the Kafka dataset" status_is 0 "$kiln" erase kev "${subject[@]}" --pipeline "$tmp/k/p.yaml" --json
+check "  raw-zone records erased" "$py" -c "
+import json; d=json.load(open('$tmp/out'))
+assert d['raw']['records'] >= 5 and d['quarantine']['records'] >= 3 and sum(d['erased'].values()) >= 2, d
+"
+check "gc --apply (Kafka dataset)" status_is 0 "$kiln" gc --apply --pipeline "$tmp/k/p.yaml"
+check "nothing of the subject in its store or repository" \
+	"$py" "$check_py" scan --store "$tmp/k/store" --repo "$tmp/k/m.git" "${needles[@]}"
+check "every other raw record is still there" "$py" -c "
+import glob,json,zstandard
+n=0
+for f in glob.glob('$tmp/k/store/raw/**/*.zst', recursive=True):
+    n+=len(zstandard.ZstdDecompressor().decompressobj().decompress(open(f,'rb').read()).splitlines())
+assert n == 305 - 5, n
+"
+kill "$broker_pid" 2>/dev/null
+wait "$broker_pid" 2>/dev/null
 
 # --- erasure while runs commit on the same branches ------------------------
 for k in 1 2 3; do

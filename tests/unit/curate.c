@@ -242,6 +242,51 @@ static void test_no_value_in_logs(void **state)
 	unlink(path);
 }
 
+/* Array items classified pii without a pseudonymDomain take the array's
+ * name as their domain (they have no name of their own): a contract like
+ * that used to crash the curator on a NULL domain. */
+static void test_pii_array_items(void **state)
+{
+	static const char contract[] = "apiVersion: v3.0.2\nkind: DataContract\nid: arr\nversion: 1.0.0\n"
+	                               "status: active\nschema:\n  - name: rec\n    logicalType: object\n"
+	                               "    properties:\n      - name: id\n        logicalType: string\n"
+	                               "      - name: emails\n        logicalType: array\n        items:\n"
+	                               "          logicalType: string\n          classification: pii\n";
+	fixture *f = *state;
+	kiln_contract *c = NULL;
+	kiln_validator *v;
+	kiln_curator *cur = NULL;
+	kiln_buf out = KILN_BUF_INIT(0);
+	kiln_report report;
+	char a[KILN_TOKEN_MAX], b[KILN_TOKEN_MAX], want[256];
+	const char *split;
+	size_t split_len;
+	const kiln_field *emails;
+
+	assert_int_equal(kiln_contract_load_buffer(&c, "arr.yaml", contract, sizeof(contract) - 1, NULL), 0);
+	emails = kiln_field_child(c->root, "emails", 6, kiln_json_hash("emails", 6));
+	assert_non_null(emails);
+	assert_non_null(emails->items);
+	assert_string_equal(emails->items->pseudo_domain, "emails");
+	v = kiln_validator_new(c, NULL);
+	assert_non_null(v);
+	assert_int_equal(kiln_curator_new(&cur, &(kiln_curator_options){.contract = c, .key = &f->key}), 0);
+	kiln_curate_begin(cur, &out);
+	assert_int_equal(kiln_validate_hook(v, "{\"id\":\"a\",\"emails\":[\"x@y.com\",\"z\"]}", 35, &report,
+	                                    kiln_curate_token, cur),
+	                 0);
+	assert_int_equal(kiln_curate_end(cur, &split, &split_len), KILN_ENOTFOUND); /* no split key */
+	token(f, a, "emails", "x@y.com");
+	token(f, b, "emails", "z");
+	snprintf(want, sizeof(want), "{\"id\":\"a\",\"emails\":[\"%s\",\"%s\"]}", a, b);
+	assert_int_equal(out.len, strlen(want));
+	assert_memory_equal(out.ptr, want, out.len);
+	kiln_buf_free(&out);
+	kiln_curator_free(cur);
+	kiln_validator_free(v);
+	kiln_contract_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -249,6 +294,7 @@ int main(void)
 	    cmocka_unit_test(test_tokens_are_stable),
 	    cmocka_unit_test(test_no_value_in_errors_or_paths),
 	    cmocka_unit_test(test_no_value_in_logs),
+	    cmocka_unit_test(test_pii_array_items),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
