@@ -74,6 +74,10 @@ int kiln_ledger_append(kiln_manifest *manifest, const kiln_ledger_entry *entry,
 int kiln_ledger_each(kiln_manifest *manifest, const char *dataset,
                      int (*cb)(void *ctx, const kiln_ledger_entry *entry), void *ctx);
 
+/* The tip of refs/erasures/<dataset>: 1 with its commit id in out, 0 when
+ * the dataset has no ledger. */
+int kiln_ledger_tip(kiln_manifest *manifest, const char *dataset, char out[41]);
+
 /* Every dataset that has a ledger: cb(ctx, dataset). */
 int kiln_ledger_datasets(kiln_manifest *manifest, int (*cb)(void *ctx, const char *dataset), void *ctx);
 
