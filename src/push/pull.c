@@ -260,7 +260,21 @@ static int compare_tag(puller *p, entry *e)
 		const char *local = v.tag[0] ? v.tag : v.commit;
 
 		if (memcmp(local, e->id, 40) != 0) {
-			/* judged once the ledgers are pulled (supersedes) */
+			char ledger[KILN_MFMT_NAME_MAX + 32];
+			bool has_ledger = false;
+
+			snprintf(ledger, sizeof(ledger), KILN_LEDGER_REF_PREFIX "%.*s", (int)(slash - name),
+			         name);
+			for (size_t i = 0; !has_ledger && i < p->n; i++)
+				has_ledger = p->v[i].kind == KIND_LEDGER && strcmp(p->v[i].rel, ledger) == 0;
+			if (!has_ledger) /* nothing could show it superseded: refused before anything is
+			                    written */
+				return kiln_error_set(
+				    KILN_EINVALID,
+				    "%s: the local repository %s holds %s as %.12s, the target as %.12s: "
+				    "a tag is never overwritten",
+				    spec, p->dir, e->rel, local, e->id);
+			/* judged once the ledger is pulled (supersedes) */
 			e->replace = e->write = true;
 			snprintf(e->local, sizeof(e->local), "%.40s", local);
 		}

@@ -122,8 +122,9 @@ typedef struct kiln_pull_result {
  * refs (tags and erasure ledgers, refs/erasures/<dataset>). A local tag
  * that differs from the target's is overwritten only when the pulled
  * ledger shows the local one superseded by the target's through an
- * erasure; else KILN_EINVALID naming it (objects and ledgers fetched by
- * then stay, no tag is written). on_file (may be NULL) is called for each file
+ * erasure; else KILN_EINVALID naming it (before anything is written when
+ * the target has no ledger for the dataset; else objects and ledgers
+ * fetched by then stay, no tag is written). on_file (may be NULL) is called for each file
  * fetched. */
 int kiln_pull(const kiln_push_target *target, const char *dir,
               void (*on_file)(void *ctx, const char *key, uint64_t bytes), void *ctx, kiln_pull_result *out);

@@ -6,7 +6,9 @@
 # answers 410 (JSON) for a superseded shard, GET and HEAD, and serves the
 # rewritten version's shards; the views show the rewritten versions, hard
 # links into shards/; an independent scan (python3, not kiln) of the whole
-# cache directory finds nothing of the subject.
+# cache directory finds nothing of the subject. Node B fetches the manifest
+# by URL: its next sync takes the ledger, the replaced tag and the rewritten
+# branch (never rebased) and drops the superseded shards too.
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -79,6 +81,10 @@ listen: 127.0.0.1:0
 sync_seconds: 3600
 EOF
 check "sync before the erasure" status_is 0 "$kiln" cache sync "$tmp/A.yaml" --once
+# node B fetches the manifest from a remote (the origin's repository by URL)
+B=$tmp/cacheB
+sed -e "s|^manifest: .*|manifest: file://$tmp/m.git|" -e "s|^dir: .*|dir: $B|" "$tmp/A.yaml" >"$tmp/B.yaml"
+check "B: sync before the erasure" status_is 0 "$kiln" cache sync "$tmp/B.yaml" --once
 tok=$("$py" "$check_py" tokens "$tmp/hmac.key" user=subject-42)
 mapfile -t before < <(shards_of "$ds/v1")
 mapfile -t old < <(holding "$tok" "${before[@]}")
@@ -91,6 +97,14 @@ check "sync after the erasure" status_is 0 "$kiln" cache sync "$tmp/A.yaml" --on
 for h in "${old[@]}"; do
 	check "the superseded shard ${h:0:12} left shards/" test ! -e "$A/shards/${h:0:2}/$h.jsonl.zst"
 	check "it is listed in erased" grep -qx "$h" "$A/erased"
+done
+check "B: sync after the erasure (the fetch takes the ledger, the replaced tag and the rewritten branch)" \
+	status_is 0 "$kiln" cache sync "$tmp/B.yaml" --once
+check "B fetched the ledger" git --git-dir="$B/manifest.git" cat-file -e refs/erasures/$ds
+check "B's v1 is the rewritten one" test "$(git --git-dir="$B/manifest.git" rev-parse "$ds/v1")" = "$(git --git-dir="$tmp/m.git" rev-parse "$ds/v1")"
+check "B's main is the rewritten one" test "$(git --git-dir="$B/manifest.git" rev-parse "refs/heads/$ds/main")" = "$(git --git-dir="$tmp/m.git" rev-parse "refs/heads/$ds/main")"
+for h in "${old[@]}"; do
+	check "B: the superseded shard ${h:0:12} left shards/" test ! -e "$B/shards/${h:0:2}/$h.jsonl.zst"
 done
 mapfile -t after < <(shards_of "$ds/v1")
 v1=$(git --git-dir="$tmp/m.git" rev-parse "$ds/v1^{commit}")
