@@ -540,11 +540,21 @@ cleanup:
 	return rc;
 }
 
+/* A shard an erasure superseded is never fetched again, from anywhere. */
+static int refuse_erased(kiln_cache *c, const char *hash)
+{
+	return kiln_cache_is_erased(c, hash)
+	           ? kiln_error_set(KILN_ENOTFOUND, "shard %s was erased (docs/ERASURE.md)", hash)
+	           : 0;
+}
+
 int kiln_cache_fill(kiln_cache *c, const char *hash, uint64_t bytes, bool from_peer)
 {
 	cache_flight *f, **pp;
 	int rc;
 
+	if ((rc = refuse_erased(c, hash)) < 0)
+		return rc;
 	pthread_mutex_lock(&c->lock);
 	for (f = c->flights; f; f = f->next)
 		if (strcmp(f->hash, hash) == 0)
@@ -730,6 +740,8 @@ int kiln_cache_open_shard(kiln_cache *c, const char *hash, bool fill, bool from_
 	*out_size = 0;
 	if (!kiln_shard_hash_valid(hash))
 		return kiln_error_set(KILN_EINVALID, "a shard hash is 64 lower-case hex digits");
+	if ((rc = refuse_erased(c, hash)) < 0)
+		return rc;
 	kiln_cache_refresh_lag(c);
 	/* a fill can lose its file to an eviction before we open it: try again */
 	for (int attempt = 0; attempt < 3; attempt++) {

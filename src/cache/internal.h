@@ -108,6 +108,14 @@ struct kiln_cache {
 	_Atomic uint64_t n_fills_peer, n_fills_origin, n_bytes_peer, n_bytes_origin, n_evicted,
 	    n_evicted_bytes, n_corrupt, n_scrubbed_bytes;
 
+	/* shards an erasure superseded (<dir>/erased, read again when it
+	 * changes): never served nor fetched; under `lock` */
+	char (*erased)[65];
+	size_t nerased;
+	struct timespec erased_mtime;
+	off_t erased_size;
+	ino_t erased_ino;
+
 	/* the background scrub (kiln_cache_scrub_start) */
 	pthread_t scrub_thread;
 	bool scrub_running, scrub_stop; /* scrub_stop under `lock`, signalled on scrub_cond */
@@ -144,6 +152,15 @@ uint64_t kiln_cache_pinned_bytes(kiln_cache *cache, const char *hash);
 
 /* bytes_used and its gauge; called with `lock` held (or before the cache is shared). */
 void kiln_cache_set_used(kiln_cache *cache, uint64_t used);
+
+/* Erasures (erased.c). The file <dir>/erased lists, one per line, the
+ * hashes of the shards the erasure ledgers of the manifest name as
+ * superseded. is_erased reads it again when it changed (another process's
+ * sync): true when hash is listed. apply (sync, under sync.lock) rewrites
+ * the list from the ledgers, removes those shards' files and the views of
+ * superseded commits; *out_dropped counts the files removed. */
+bool kiln_cache_is_erased(kiln_cache *cache, const char *hash);
+int kiln_cache_apply_erasures(kiln_cache *cache, uint64_t *out_dropped);
 
 /* "<dir>/shards/<hh>/<hash>.jsonl.zst" into out (PATH_MAX). */
 void kiln_cache_shard_path(const kiln_cache *cache, const char *hash, char *out);

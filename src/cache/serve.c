@@ -46,7 +46,7 @@
 #define MISSES_DEFAULT      100u
 #define PER_ADDRESS_DEFAULT 256u
 
-static const int tracked_codes[] = {200, 206, 304, 400, 401, 404, 405, 416, 500, 503, 507};
+static const int tracked_codes[] = {200, 206, 304, 400, 401, 404, 405, 410, 416, 500, 503, 507};
 #define NCODES (sizeof(tracked_codes) / sizeof(tracked_codes[0]))
 
 struct kiln_cache_server {
@@ -367,6 +367,12 @@ static int on_shard(void *ctx, const kiln_http_request *req, kiln_http_response 
 		return unauthorized(res);
 	if (!shard_name(hash, req->path + strlen(SHARDS_PREFIX)))
 		return text(res, 400, "bad shard name: expected 64 lower-case hex digits\n");
+	/* superseded by an erasure: gone for good, never served or fetched */
+	if (kiln_cache_is_erased(s->cache, hash)) {
+		res->content_type = "application/json";
+		return text(res, 410,
+		            "{\"error\":\"gone\",\"message\":\"this shard was erased (docs/ERASURE.md)\"}\n");
+	}
 	/* content-addressed: a client holding the tag holds the bytes; "*"
 	 * matches only a shard that exists, so that one is looked up */
 	if ((inm = kiln_http_request_header(req, "If-None-Match")))

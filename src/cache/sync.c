@@ -908,6 +908,7 @@ int kiln_cache_sync(kiln_cache *c, void (*progress)(void *ctx, const kiln_cache_
 	kiln_cache_sync_stats st = {.pins = np};
 	outcome o = {0};
 	counters start;
+	uint64_t erased = 0;
 	const char *msg = "";
 	char m[768];
 	int rc = 0;
@@ -926,6 +927,12 @@ int kiln_cache_sync(kiln_cache *c, void (*progress)(void *ctx, const kiln_cache_
 	start = read_counters(c);
 	fetch_manifests(c, &o);
 	resolve_pins(c, cur, shown, &o);
+	/* what erasures superseded leaves before anything is filled */
+	if ((rc = kiln_cache_apply_erasures(c, &erased)) < 0)
+		goto cleanup;
+	if (erased)
+		KILN_LOG(KILN_LOG_INFO, "cache_erased", "shards superseded by erasures were removed",
+		         KILN_F_INT("shards", erased));
 	if ((rc = publish_pinned(c, cur, shown, true)) < 0 ||
 	    (rc = fill_pins(c, cur, shown, &o, &st, progress, ctx)) < 0)
 		goto cleanup;

@@ -202,6 +202,18 @@ int kiln_cmd_push(int argc, char **argv)
 		                false);
 		printf("sent %" PRIu64 " objects (%s) in %.1f s (%s/s); %s@%s is at %s as %s\n",
 		       res.totals.sent, sent, s, rate, res.dataset, res.version, target->name, res.ref);
+		if (res.replaced)
+			printf(
+			    "replaced %.12s at %s: superseded by erasure (refs/erasures/%s pushed with it)\n",
+			    res.replaced_id, target->name, res.dataset);
+		if (res.deletion_deferred)
+			printf(
+			    "superseded shards and objects kept at %s: a ref there still names a superseded "
+			    "version or one this repository does not hold (push it too)\n",
+			    target->name);
+		else if (res.deleted_shards || res.deleted_objects)
+			printf("deleted at %s: %" PRIu64 " superseded shards, %" PRIu64 " git objects\n",
+			       target->name, res.deleted_shards, res.deleted_objects);
 	}
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		kiln_cli_fail("push", "stdout: write error");

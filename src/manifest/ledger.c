@@ -472,6 +472,24 @@ static int ledger_tip(kiln_manifest *m, const char *ref, git_oid *tip, git_tree 
 	return gerr < 0 ? kiln_manifest_git_fail(m, gerr, ref) : 0;
 }
 
+int kiln_ledger_tip(kiln_manifest *m, const char *dataset, char out[41])
+{
+	char ref[KILN_MFMT_NAME_MAX + 32];
+	git_oid tip;
+	int gerr, rc;
+
+	out[0] = '\0';
+	if ((rc = ledger_ref(ref, sizeof(ref), dataset)) < 0)
+		return rc;
+	gerr = git_reference_name_to_id(&tip, kiln_manifest_repo(m), ref);
+	if (gerr == GIT_ENOTFOUND)
+		return 0;
+	if (gerr < 0)
+		return kiln_manifest_git_fail(m, gerr, ref);
+	git_oid_tostr(out, 41, &tip);
+	return 1;
+}
+
 /* Whether an entry file "<seq>-<id>.json" is named for id. */
 static bool names_id(const char *file, const char *id)
 {
@@ -661,23 +679,6 @@ cleanup:
 	free(names);
 	git_tree_free(dir);
 	return rc;
-}
-
-int kiln_ledger_tip(kiln_manifest *m, const char *dataset, char out[41])
-{
-	char ref[sizeof(KILN_LEDGER_REF_PREFIX) + KILN_MFMT_NAME_MAX];
-	git_oid tip;
-	int rc, gerr;
-
-	if ((rc = ledger_ref(ref, sizeof(ref), dataset)) < 0)
-		return rc;
-	gerr = git_reference_name_to_id(&tip, kiln_manifest_repo(m), ref);
-	if (gerr == GIT_ENOTFOUND)
-		return 0;
-	if (gerr < 0)
-		return kiln_manifest_git_fail(m, gerr, ref);
-	git_oid_tostr(out, 41, &tip);
-	return 1;
 }
 
 int kiln_ledger_datasets(kiln_manifest *m, int (*cb)(void *ctx, const char *dataset), void *ctx)

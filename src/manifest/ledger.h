@@ -74,8 +74,8 @@ int kiln_ledger_append(kiln_manifest *manifest, const kiln_ledger_entry *entry,
 int kiln_ledger_each(kiln_manifest *manifest, const char *dataset,
                      int (*cb)(void *ctx, const kiln_ledger_entry *entry), void *ctx);
 
-/* The ledger's tip commit: 1 with 40 hex in out, 0 when the dataset has no
- * ledger. */
+/* The tip of refs/erasures/<dataset>: 1 with its commit id in out, 0 when
+ * the dataset has no ledger. */
 int kiln_ledger_tip(kiln_manifest *manifest, const char *dataset, char out[41]);
 
 /* Every dataset that has a ledger: cb(ctx, dataset). */

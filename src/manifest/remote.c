@@ -25,6 +25,7 @@ static const git_oid absent = {{0}};
 
 #include "core/error.h"
 #include "manifest/format.h"
+#include "manifest/ledger.h"
 #include "core/json.h"
 
 int kiln_remote_oom(void)
@@ -444,7 +445,7 @@ cleanup:
 /* ---- fetch ----------------------------------------------------------------- */
 
 typedef struct dataset_refs {
-	char heads[KILN_REMOTE_REF_CAP], tags[KILN_REMOTE_REF_CAP];
+	char heads[KILN_REMOTE_REF_CAP], tags[KILN_REMOTE_REF_CAP], ledger[KILN_REMOTE_REF_CAP];
 } dataset_refs;
 
 static bool match_dataset(const char *name, const void *arg)
@@ -452,11 +453,74 @@ static bool match_dataset(const char *name, const void *arg)
 	const dataset_refs *d = arg;
 	const char *rest = NULL;
 
+	if (strcmp(name, d->ledger) == 0)
+		return true;
 	if (strncmp(name, d->heads, strlen(d->heads)) == 0)
 		rest = name + strlen(d->heads);
 	else if (strncmp(name, d->tags, strlen(d->tags)) == 0)
 		rest = name + strlen(d->tags);
 	return rest && kiln_mfmt_name_valid_n(rest, strlen(rest));
+}
+
+typedef struct chain {
+	char cur[41];
+} chain;
+
+static int follow(void *ctx, const kiln_ledger_entry *e)
+{
+	chain *c = ctx;
+
+	for (size_t i = 0; i < e->ref_count; i++)
+		if (strcmp(e->refs[i].old_id, c->cur) == 0) {
+			memcpy(c->cur, e->refs[i].new_id, 41);
+			break;
+		}
+	return 0;
+}
+
+/* 1 when the dataset's ledger (as fetched) shows old superseded by new
+ * through one erasure or several, 0 when not. */
+static int erased_successor(kiln_manifest *m, const char *dataset, const git_oid *old, const git_oid *new)
+{
+	char want[41];
+	chain c;
+	int rc;
+
+	git_oid_tostr(c.cur, sizeof(c.cur), old);
+	git_oid_tostr(want, sizeof(want), new);
+	if ((rc = kiln_ledger_each(m, dataset, follow, &c)) < 0)
+		return rc;
+	return strcmp(c.cur, want) == 0 ? 1 : 0;
+}
+
+/* A local branch whose tip the ledger names superseded by a commit the
+ * remote's tip is or descends from: set to the remote's tip (never rebased, which would bring erased commits
+ * back). 1 when taken so, 0 when the branch is integrated as usual. */
+static int take_erased_branch(kiln_manifest *m, const kiln_ref_parts *parts, const char *name,
+                              const git_oid *id)
+{
+	git_reference *made = NULL;
+	git_oid local;
+	int gerr, rc;
+
+	if (git_reference_name_to_id(&local, kiln_manifest_repo(m), name) < 0 || git_oid_equal(&local, id))
+		return 0;
+	char hex[41];
+	chain c;
+	git_oid succ;
+
+	git_oid_tostr(c.cur, sizeof(c.cur), &local);
+	memcpy(hex, c.cur, sizeof(hex));
+	if ((rc = kiln_ledger_each(m, parts->dataset, follow, &c)) < 0)
+		return rc;
+	/* not superseded, or the remote's tip neither is its successor nor descends from it */
+	if (strcmp(c.cur, hex) == 0 || git_oid_fromstr(&succ, c.cur) < 0 ||
+	    (!git_oid_equal(&succ, id) && git_graph_descendant_of(kiln_manifest_repo(m), id, &succ) != 1))
+		return 0;
+	gerr = git_reference_create_matching(&made, kiln_manifest_repo(m), name, id, 1, &local,
+	                                     "kiln: fetched (erasure)");
+	git_reference_free(made);
+	return gerr < 0 ? kiln_manifest_git_fail(m, gerr, name) : 1;
 }
 
 int kiln_manifest_fetch(kiln_manifest *m, const char *url, const char *dataset)
@@ -473,16 +537,37 @@ int kiln_manifest_fetch(kiln_manifest *m, const char *url, const char *dataset)
 		                      "remote: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
 	snprintf(d.heads, sizeof(d.heads), "refs/heads/%s/", dataset);
 	snprintf(d.tags, sizeof(d.tags), "refs/tags/%s/", dataset);
+	snprintf(d.ledger, sizeof(d.ledger), KILN_LEDGER_REF_PREFIX "%s", dataset);
 	if ((rc = remote_download(m, url, match_dataset, &d, &h)) < 0)
 		return rc;
+	/* the erasure ledger first: the remote's, as it is (it only grows there) */
+	for (size_t i = 0; i < h.n; i++) {
+		git_reference *made = NULL;
+		int gerr;
+
+		if (strcmp(h.v[i].name, d.ledger) != 0)
+			continue;
+		gerr = git_reference_create(&made, repo, d.ledger, &h.v[i].id, 1, "kiln: fetched");
+		git_reference_free(made);
+		if (gerr < 0) {
+			rc = kiln_manifest_git_fail(m, gerr, d.ledger);
+			goto cleanup;
+		}
+	}
 	for (size_t i = 0; i < h.n; i++) {
 		kiln_ref_parts parts;
 		git_reference *made = NULL;
 		git_oid local;
 		int gerr;
 
+		if (strcmp(h.v[i].name, d.ledger) == 0)
+			continue;
 		if ((rc = parse_ref(h.v[i].name, &parts)) < 0)
 			goto next;
+		if (!parts.tag && (rc = take_erased_branch(m, &parts, h.v[i].name, &h.v[i].id)) != 0) {
+			rc = rc < 0 ? rc : 0;
+			goto next;
+		}
 		if (!parts.tag) {
 			/* a branch that moves while we integrate it: read it again */
 			for (int attempt = 0; attempt < KILN_REMOTE_RETRIES; attempt++)
@@ -499,6 +584,17 @@ int kiln_manifest_fetch(kiln_manifest *m, const char *url, const char *dataset)
 				gerr = 0;
 			else if (gerr == 0)
 				git_oid_cpy(&local, &h.v[i].id);
+		}
+		if (gerr == 0 && !git_oid_equal(&local, &h.v[i].id) &&
+		    (rc = erased_successor(m, parts.dataset, &local, &h.v[i].id)) != 0) {
+			if (rc == 1) { /* superseded by an erasure: the remote's replaces it */
+				gerr = git_reference_create(&made, repo, h.v[i].name, &h.v[i].id, 1,
+				                            "kiln: fetched (erasure)");
+				git_reference_free(made);
+				git_oid_cpy(&local, &h.v[i].id);
+			}
+			if (rc < 0)
+				goto next;
 		}
 		if (gerr < 0)
 			rc = kiln_manifest_git_fail(m, gerr, h.v[i].name);

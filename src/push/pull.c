@@ -1,8 +1,10 @@
 /* kiln pull (see push.h): a target's manifest prefix mirrored into a local
  * bare repository, taking from the bucket only what kiln push writes and
  * nothing it could run: loose objects that inflate (bounded) and hash to
- * their names, and refs/tags/<dataset>/<version> holding the id of an object
- * the repository then holds. HEAD and config are the local repository's own
+ * their names, refs/tags/<dataset>/<version> holding the id of an object
+ * the repository then holds, and the erasure ledgers refs/erasures/<dataset>
+ * (a tag that differs from the local one replaces it only when the pulled
+ * ledger shows the local one superseded by it). HEAD and config are the local repository's own
  * (libgit2 writes them when it creates it); any other file there stops the
  * pull before anything is written. Every file is written to a temporary
  * name and renamed into place; a pull's temporaries left by a killed pull
@@ -24,6 +26,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "manifest/format.h"
+#include "manifest/ledger.h"
 #include "manifest/loose.h"
 #include "manifest/manifest.h"
 #include "manifest/version.h"
@@ -35,14 +38,17 @@ typedef enum kind {
 	KIND_OBJECT,  /* objects/xx/<38 hex> */
 	KIND_TAG,     /* refs/tags/<dataset>/<version> */
 	KIND_BRANCH,  /* refs/heads/<dataset>/<branch>: kiln pushes tags only; not installed */
+	KIND_LEDGER,  /* refs/erasures/<dataset>: an erasure ledger's tip commit */
 } kind;
 
 typedef struct entry {
 	char *rel; /* under the prefix: "objects/ab/...", "refs/tags/ds/v1" */
 	uint64_t size;
 	kind kind;
-	char id[41]; /* a tag's object id */
-	bool write;  /* a tag the local repository lacks */
+	char id[41];    /* a tag's object id */
+	bool write;     /* a tag the local repository lacks */
+	bool replace;   /* a tag that differs from the local one: written when the ledger says so */
+	char local[41]; /* then the local one */
 } entry;
 
 typedef struct puller {
@@ -127,10 +133,14 @@ static int classify(puller *p, entry *e)
 		e->kind = KIND_TAG;
 	else if (strncmp(r, "refs/heads/", 11) == 0 && ref_name_valid(r, "refs/heads/"))
 		e->kind = KIND_BRANCH;
+	else if (strncmp(r, KILN_LEDGER_REF_PREFIX, strlen(KILN_LEDGER_REF_PREFIX)) == 0 &&
+	         kiln_mfmt_name_valid(r + strlen(KILN_LEDGER_REF_PREFIX)))
+		e->kind = KIND_LEDGER;
 	else
 		return kiln_error_set(KILN_EINVALID,
 		                      "%s: %s/%s: not a file kiln push writes (a pull takes loose objects "
-		                      "objects/xx/<38 hex> and refs/tags/<dataset>/<version>): refused",
+		                      "objects/xx/<38 hex>, refs/tags/<dataset>/<version> and "
+		                      "refs/erasures/<dataset>): refused",
 		                      p->t->url, p->t->manifest_prefix, shown(key, r));
 	if (e->kind == KIND_OBJECT && e->size > KILN_GIT_LOOSE_MAX)
 		return kiln_error_set(KILN_EINVALID,
@@ -249,12 +259,25 @@ static int compare_tag(puller *p, entry *e)
 	if ((rc = kiln_version_lookup(p->m, spec, &v)) == 0) {
 		const char *local = v.tag[0] ? v.tag : v.commit;
 
-		if (memcmp(local, e->id, 40) != 0)
-			return kiln_error_set(
-			    KILN_EINVALID,
-			    "%s: the local repository %s holds %s as %.12s, the target as %.12s: "
-			    "a tag is never overwritten",
-			    spec, p->dir, e->rel, local, e->id);
+		if (memcmp(local, e->id, 40) != 0) {
+			char ledger[KILN_MFMT_NAME_MAX + 32];
+			bool has_ledger = false;
+
+			snprintf(ledger, sizeof(ledger), KILN_LEDGER_REF_PREFIX "%.*s", (int)(slash - name),
+			         name);
+			for (size_t i = 0; !has_ledger && i < p->n; i++)
+				has_ledger = p->v[i].kind == KIND_LEDGER && strcmp(p->v[i].rel, ledger) == 0;
+			if (!has_ledger) /* nothing could show it superseded: refused before anything is
+			                    written */
+				return kiln_error_set(
+				    KILN_EINVALID,
+				    "%s: the local repository %s holds %s as %.12s, the target as %.12s: "
+				    "a tag is never overwritten",
+				    spec, p->dir, e->rel, local, e->id);
+			/* judged once the ledger is pulled (supersedes) */
+			e->replace = e->write = true;
+			snprintf(e->local, sizeof(e->local), "%.40s", local);
+		}
 		return 0; /* the same: nothing to write */
 	}
 	if (rc != KILN_ENOTFOUND)
@@ -330,6 +353,67 @@ static int check_held(puller *p, const entry *e)
 	return 0;
 }
 
+typedef struct chain {
+	char cur[41];
+} chain;
+
+static int follow(void *ctx, const kiln_ledger_entry *le)
+{
+	chain *c = ctx;
+
+	for (size_t i = 0; i < le->ref_count; i++)
+		if (strcmp(le->refs[i].old_id, c->cur) == 0) {
+			memcpy(c->cur, le->refs[i].new_id, 41);
+			break;
+		}
+	return 0;
+}
+
+/* A tag that differs from the local one: only when the dataset's ledger,
+ * as pulled, shows the local object superseded by the target's through
+ * one erasure or several; else refused, a tag is never overwritten. */
+static int supersedes(puller *p, const entry *e)
+{
+	const char *name = e->rel + strlen("refs/tags/"), *slash = strchr(name, '/');
+	char dataset[KILN_MFMT_NAME_MAX + 1];
+	chain c;
+	int rc;
+
+	snprintf(dataset, sizeof(dataset), "%.*s", (int)(slash - name), name);
+	memcpy(c.cur, e->local, 41);
+	if ((rc = kiln_ledger_each(p->m, dataset, follow, &c)) < 0)
+		return rc;
+	if (strcmp(c.cur, e->id) != 0)
+		return kiln_error_set(
+		    KILN_EINVALID,
+		    "%s@%s: the local repository %s holds %s as %.12s, the target as %.12s: "
+		    "a tag is never overwritten (unless the erasure ledger shows it superseded)",
+		    dataset, slash + 1, p->dir, e->rel, e->local, e->id);
+	return 0;
+}
+
+/* A ledger's tip (its commit is there by then): written when it differs. */
+static int write_ledger(puller *p, const entry *e)
+{
+	char key[1200], path[4200], line[42], have[41];
+	int rc;
+
+	if ((rc = kiln_ledger_tip(p->m, e->rel + strlen(KILN_LEDGER_REF_PREFIX), have)) < 0)
+		return rc;
+	if (rc == 1 && strncmp(have, e->id, 40) == 0)
+		return 0;
+	snprintf(key, sizeof(key), "%s/%s", p->t->manifest_prefix, e->rel);
+	snprintf(path, sizeof(path), "%s/%s", p->dir, e->rel);
+	snprintf(line, sizeof(line), "%.40s\n", e->id);
+	if ((rc = write_file(path, line, 41)) < 0)
+		return rc;
+	if (p->on_file)
+		p->on_file(p->ctx, key, 41);
+	p->out->files++;
+	p->out->bytes += 41;
+	return 0;
+}
+
 /* A tag the local repository lacks (its object is there: checked, then
  * pulled). */
 static int write_tag(puller *p, const entry *e)
@@ -370,7 +454,7 @@ int kiln_pull(const kiln_push_target *t, const char *dir,
 		out->refs += p.v[i].kind == KIND_TAG || p.v[i].kind == KIND_BRANCH;
 	}
 	for (size_t i = 0; rc == 0 && i < p.n; i++)
-		if (p.v[i].kind == KIND_TAG)
+		if (p.v[i].kind == KIND_TAG || p.v[i].kind == KIND_LEDGER)
 			rc = fetch_tag(&p, &p.v[i]);
 	if (rc < 0)
 		goto cleanup;
@@ -383,7 +467,8 @@ int kiln_pull(const kiln_push_target *t, const char *dir,
 	if ((rc = kiln_manifest_open(&p.m, dir)) < 0)
 		goto cleanup;
 	for (size_t i = 0; rc == 0 && i < p.n; i++)
-		if (p.v[i].kind == KIND_TAG && (rc = compare_tag(&p, &p.v[i])) == 0 && p.v[i].write)
+		if ((p.v[i].kind == KIND_TAG && (rc = compare_tag(&p, &p.v[i])) == 0 && p.v[i].write) ||
+		    p.v[i].kind == KIND_LEDGER)
 			rc = check_held(&p, &p.v[i]);
 	if (rc < 0)
 		goto cleanup;
@@ -391,10 +476,19 @@ int kiln_pull(const kiln_push_target *t, const char *dir,
 	sweep(path, 1);
 	snprintf(path, sizeof(path), "%s/refs/tags", dir);
 	sweep(path, 2);
+	snprintf(path, sizeof(path), "%s/" KILN_LEDGER_REF_PREFIX, dir);
+	sweep(path, 0);
 	/* the objects, then the tags that name them */
 	for (size_t i = 0; rc == 0 && i < p.n; i++)
 		if (p.v[i].kind == KIND_OBJECT)
 			rc = pull_object(&p, &p.v[i]);
+	/* the ledgers, then the tags (a replaced one judged by them) */
+	for (size_t i = 0; rc == 0 && i < p.n; i++)
+		if (p.v[i].kind == KIND_LEDGER)
+			rc = write_ledger(&p, &p.v[i]);
+	for (size_t i = 0; rc == 0 && i < p.n; i++)
+		if (p.v[i].kind == KIND_TAG && p.v[i].replace)
+			rc = supersedes(&p, &p.v[i]);
 	for (size_t i = 0; rc == 0 && i < p.n; i++)
 		if (p.v[i].kind == KIND_TAG && p.v[i].write)
 			rc = write_tag(&p, &p.v[i]);

@@ -20,6 +20,9 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "manifest/export.h"
+#include "manifest/ledger.h"
+#include "manifest/loose.h"
+#include "manifest/oidset.h"
 #include "manifest/verify.h"
 #include "manifest/version.h"
 #include "shard/fetch.h"
@@ -57,7 +60,8 @@ typedef struct pusher {
 	pthread_mutex_t lock;
 	int err_code;
 	char err[1024];
-	bool ref_there; /* the target holds the version's ref already (the same object) */
+	bool ref_there;      /* the target holds the version's ref already (the same object) */
+	char ledger_tip[41]; /* refs/erasures/<dataset> here, "" when none */
 } pusher;
 
 static int oom(void)
@@ -207,6 +211,18 @@ static int wrote_object(void *ctx, const char *name, uint64_t size)
 	p->out->totals.git_objects_to_send++;
 	p->out->totals.git_bytes_to_send += size;
 	return add_task(p, key, "manifest", size, NULL, path);
+}
+
+/* An object the staging folder holds already (the ledger's walk meeting
+ * one the version's wrote): not written or counted twice. */
+static bool staged(void *ctx, const char *id)
+{
+	const pusher *p = ctx;
+	char path[4096 + 64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/objects/%.2s/%.38s", p->staging, id, id + 2);
+	return stat(path, &st) == 0;
 }
 
 /* ---- sending ------------------------------------------------------------------------ */
@@ -380,7 +396,46 @@ static const char *ref_id(const pusher *p)
 	return p->v.tag[0] ? p->v.tag : p->v.commit;
 }
 
-/* The ref's file at the target: absent, the same, or another object (refused). */
+static bool kiln_push_hex40(const char *s)
+{
+	for (int i = 0; i < 40; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+typedef struct chain {
+	char cur[41];
+} chain;
+
+static int follow(void *ctx, const kiln_ledger_entry *e)
+{
+	chain *c = ctx;
+
+	for (size_t i = 0; i < e->ref_count; i++)
+		if (strcmp(e->refs[i].old_id, c->cur) == 0) {
+			memcpy(c->cur, e->refs[i].new_id, 41);
+			break;
+		}
+	return 0;
+}
+
+/* 1 when the local ledger shows old (40 hex) superseded by the version's
+ * object through one erasure or several, 0 when it does not. */
+static int superseded_by_erasure(pusher *p, const char *old)
+{
+	chain c;
+	int rc;
+
+	snprintf(c.cur, sizeof(c.cur), "%.40s", old);
+	if ((rc = kiln_ledger_each(p->m, p->out->dataset, follow, &c)) < 0)
+		return rc;
+	return strcmp(c.cur, ref_id(p)) == 0 && strncmp(old, ref_id(p), 40) != 0 ? 1 : 0;
+}
+
+/* The ref's file at the target: absent, the same, another object the
+ * erasure ledger shows superseded by this one (replaced), or another
+ * object (refused). */
 static int check_target_ref(pusher *p)
 {
 	kiln_buf have = KILN_BUF_INIT(4096);
@@ -394,10 +449,18 @@ static int check_target_ref(pusher *p)
 		rc = 0;
 	} else if (rc == 0 && have.len >= 40 && memcmp(have.ptr, ref_id(p), 40) == 0) {
 		p->ref_there = true;
+	} else if (rc == 0 && have.len >= 40 && kiln_push_hex40(have.ptr) &&
+	           (rc = superseded_by_erasure(p, have.ptr)) != 0) {
+		if (rc == 1) {
+			p->out->replaced = true;
+			snprintf(p->out->replaced_id, sizeof(p->out->replaced_id), "%.40s", have.ptr);
+			rc = 0;
+		}
 	} else if (rc == 0) {
 		rc = kiln_error_set(KILN_EINVALID,
 		                    "%s@%s: the target %s already holds this version as another object "
-		                    "(%.12s, this one is %.12s): a pushed version is never replaced",
+		                    "(%.12s, this one is %.12s): a pushed version is never replaced "
+		                    "(unless the erasure ledger shows it superseded)",
 		                    p->out->dataset, p->out->version, p->target->name,
 		                    have.len >= 12 ? have.ptr : "?", ref_id(p));
 	}
@@ -417,6 +480,10 @@ static int write_ref(pusher *p)
 		return 0;
 	snprintf(key, sizeof(key), "%s/%s", p->target->manifest_prefix, p->out->ref);
 	snprintf(line, sizeof(line), "%s\n", ref_id(p));
+	if (p->out->replaced) /* judged again just before: still the superseded object */
+		return (rc = check_target_ref(p)) < 0 || p->ref_there
+		           ? rc
+		           : put_bytes(p->dst, key, line, strlen(line), false);
 	if ((rc = put_bytes(p->dst, key, line, strlen(line), true)) != KILN_EMODIFIED)
 		return rc;
 	kiln_error_clear(); /* written meanwhile: the same object, or refused */
@@ -470,6 +537,289 @@ static int write_record(pusher *p)
 	if (rc == 0)
 		rc = put_bytes(p->dst, key, rec.ptr, rec.len, false);
 	kiln_buf_free(&rec);
+	return rc;
+}
+
+/* ---- after an erasure ------------------------------------------------------------- */
+
+/* refs/erasures/<dataset> at the target, written before the version's ref
+ * so that a reader who sees a replaced tag finds what replaced it. */
+static int write_ledger_ref(pusher *p)
+{
+	char key[512], line[48];
+
+	if (!p->ledger_tip[0])
+		return 0;
+	snprintf(key, sizeof(key), "%s/" KILN_LEDGER_REF_PREFIX "%s", p->target->manifest_prefix,
+	         p->out->dataset);
+	snprintf(line, sizeof(line), "%s\n", p->ledger_tip);
+	return put_bytes(p->dst, key, line, strlen(line), false);
+}
+
+typedef struct sweep {
+	pusher *p;
+	kiln_oidset keep; /* objects the target's refs reach */
+	char (*need)[65]; /* shards the target's refs list */
+	size_t nneed, need_cap;
+	char **gone; /* superseded commits and tags (sorted) */
+	size_t ngone;
+	bool deferred;
+	size_t skip; /* "<prefix>/" */
+} sweep;
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_gone(const sweep *w, const char *id)
+{
+	const char *k = id;
+
+	return w->ngone && bsearch(&k, w->gone, w->ngone, sizeof(*w->gone), str_cmp);
+}
+
+static bool keep_id(void *ctx, const char *id)
+{
+	sweep *w = ctx;
+	git_oid oid;
+
+	if (git_oid_fromstr(&oid, id) == 0 && kiln_oidset_add(&w->keep, &oid) < 0)
+		w->deferred = true; /* out of memory: delete nothing */
+	return true;                /* nothing written; its objects still visited */
+}
+
+static int need_shard(void *ctx, const kiln_shard_entry *e)
+{
+	sweep *w = ctx;
+
+	if (w->nneed == w->need_cap) {
+		size_t ncap = w->need_cap ? w->need_cap * 2 : 256;
+		char(*nv)[65] = realloc(w->need, ncap * sizeof(*nv));
+
+		if (!nv)
+			return oom();
+		w->need = nv;
+		w->need_cap = ncap;
+	}
+	snprintf(w->need[w->nneed++], 65, "%s", e->hash);
+	return 0;
+}
+
+/* One ref at the target: what it reaches is kept. A ref naming a
+ * superseded version, or one this repository does not hold as it is
+ * there, defers the deletion (what it needs is not known here). */
+static int on_target_ref(void *ctx, const char *key, uint64_t size, int64_t mtime)
+{
+	sweep *w = ctx;
+	pusher *p = w->p;
+	const char *rel = key + w->skip;
+	kiln_buf id = KILN_BUF_INIT(64);
+	kiln_version v = {0};
+	kiln_export_sink sink = {.have = keep_id, .ctx = w};
+	char spec[400], objects[4096 + 16];
+	int rc;
+
+	(void)mtime;
+	if (size > 64 || w->deferred)
+		return 0;
+	if ((rc = kiln_store_get(p->dst, key, kiln_buf_sink, &id)) < 0)
+		goto cleanup;
+	if (id.len < 40 || !kiln_push_hex40(id.ptr) ||
+	    is_gone(w, (snprintf(spec, 41, "%.40s", id.ptr), spec))) {
+		w->deferred = true;
+		goto cleanup;
+	}
+	if (strncmp(rel, KILN_LEDGER_REF_PREFIX, strlen(KILN_LEDGER_REF_PREFIX)) == 0) {
+		if ((rc = kiln_manifest_has_object(p->m, spec)) < 0)
+			goto cleanup;
+		if (rc == 0) {
+			w->deferred = true;
+			goto cleanup;
+		}
+		snprintf(v.commit, sizeof(v.commit), "%.40s", spec);
+	} else {
+		const char *name = strncmp(rel, "refs/tags/", 10) == 0 ? rel + 10 : NULL;
+		const char *slash = name ? strchr(name, '/') : NULL;
+
+		snprintf(spec, sizeof(spec), "%.*s@%s", slash ? (int)(slash - name) : 0, name ? name : "",
+		         slash ? slash + 1 : "");
+		rc = slash ? kiln_version_lookup(p->m, spec, &v) : KILN_ENOTFOUND;
+		if (rc == KILN_ENOTFOUND ||
+		    (rc == 0 && strncmp(v.tag[0] ? v.tag : v.commit, id.ptr, 40) != 0)) {
+			kiln_error_clear();
+			w->deferred = true;
+			rc = 0;
+			goto cleanup;
+		}
+		if (rc < 0)
+			goto cleanup;
+		for (int s = 0; rc == 0 && s < KILN_SPLIT_COUNT; s++)
+			rc = kiln_version_shards(p->m, &v, (kiln_split)s, need_shard, w);
+		if (rc < 0)
+			goto cleanup;
+	}
+	snprintf(objects, sizeof(objects), "%s/objects", p->staging);
+	rc = kiln_manifest_export(p->m, &v, objects, &sink, NULL);
+cleanup:
+	kiln_buf_free(&id);
+	return rc;
+}
+
+static int need_cmp(const void *a, const void *b)
+{
+	return strcmp((const char *)a, (const char *)b);
+}
+
+/* The ids a git object names: a tag's object, a commit's tree and
+ * parents, a tree's entries (submodules skipped); pushed on the stack. */
+static int children(const kiln_buf *body, git_object_t type, char (**stack)[41], size_t *n, size_t *cap)
+{
+	const char *c = body->ptr, *end = body->ptr + body->len;
+
+	while (c < end) {
+		char id[41] = "";
+
+		if (type == GIT_OBJECT_TREE) {
+			const char *sp = memchr(c, ' ', (size_t)(end - c));
+			const char *nul = sp ? memchr(sp, '\0', (size_t)(end - sp)) : NULL;
+
+			if (!nul || end - nul < 21)
+				break;
+			if (!(sp - c == 6 && memcmp(c, "160000", 6) == 0))
+				for (int i = 0; i < 20; i++)
+					snprintf(id + 2 * i, 3, "%02x", (unsigned char)nul[1 + i]);
+			c = nul + 21;
+		} else {
+			const char *nl = memchr(c, '\n', (size_t)(end - c));
+
+			if (!nl || nl == c)
+				break; /* the header ends at the first empty line */
+			if ((type == GIT_OBJECT_TAG && nl - c == 47 && memcmp(c, "object ", 7) == 0) ||
+			    (type == GIT_OBJECT_COMMIT && nl - c == 45 && memcmp(c, "tree ", 5) == 0) ||
+			    (type == GIT_OBJECT_COMMIT && nl - c == 47 && memcmp(c, "parent ", 7) == 0))
+				snprintf(id, sizeof(id), "%.40s", nl - 40);
+			c = nl + 1;
+		}
+		if (!id[0] || !kiln_push_hex40(id))
+			continue;
+		if (*n == *cap) {
+			size_t ncap = *cap ? *cap * 2 : 256;
+			char(*nv)[41] = realloc(*stack, ncap * sizeof(*nv));
+
+			if (!nv)
+				return oom();
+			*stack = nv;
+			*cap = ncap;
+		}
+		memcpy((*stack)[(*n)++], id, 41);
+	}
+	return 0;
+}
+
+/* Deletes at the target the objects the superseded commits and tags reach
+ * that no ref there reaches: walked through the target's own loose
+ * objects (this repository may have purged them), each read checked
+ * against its name. */
+static int delete_objects(sweep *w)
+{
+	pusher *p = w->p;
+	kiln_oidset seen = KILN_OIDSET_INIT;
+	char(*stack)[41] = NULL;
+	size_t n = 0, cap = 0;
+	kiln_buf z = KILN_BUF_INIT(KILN_GIT_LOOSE_MAX), body = KILN_BUF_INIT(KILN_GIT_LOOSE_MAX);
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < w->ngone; i++) {
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 256;
+			char(*nv)[41] = realloc(stack, ncap * sizeof(*nv));
+
+			if (!nv) {
+				rc = oom();
+				break;
+			}
+			stack = nv;
+			cap = ncap;
+		}
+		snprintf(stack[n++], 41, "%.40s", w->gone[i]);
+	}
+	while (rc == 0 && n > 0) {
+		char id[41], key[600];
+		git_object_t type;
+		git_oid oid;
+
+		memcpy(id, stack[--n], 41);
+		snprintf(key, sizeof(key), "%s/objects/%.2s/%.38s", p->target->manifest_prefix, id, id + 2);
+		if (git_oid_fromstr(&oid, id) < 0 || kiln_oidset_has(&w->keep, &oid) ||
+		    target_size(p, key) < 0)
+			continue;
+		if ((rc = kiln_oidset_add(&seen, &oid)) <= 0)
+			continue; /* visited (0), or out of memory */
+		kiln_buf_reset(&z);
+		if ((rc = kiln_store_get(p->dst, key, kiln_buf_sink, &z)) == KILN_ENOTFOUND) {
+			kiln_error_clear(); /* deleted by an earlier push */
+			rc = 0;
+			continue;
+		}
+		if (rc < 0 || (rc = kiln_git_loose_decode(&body, &type, z.ptr, z.len, id)) < 0 ||
+		    (rc = children(&body, type, &stack, &n, &cap)) < 0 ||
+		    (rc = kiln_store_remove(p->dst, key)) < 0)
+			break;
+		p->out->deleted_objects++;
+	}
+	kiln_oidset_free(&seen);
+	free(stack);
+	kiln_buf_free(&z);
+	kiln_buf_free(&body);
+	return rc < 0 ? rc : 0;
+}
+
+/* What an erasure superseded, deleted at the target once no ref there
+ * needs it: the superseded shards, then the git objects only superseded
+ * versions reached. */
+static int delete_superseded(pusher *p)
+{
+	sweep w = {.p = p, .keep = KILN_OIDSET_INIT};
+	char prefix[512], **shards = NULL;
+	size_t nshards = 0;
+	int rc;
+
+	if ((rc = kiln_ledger_superseded(p->m, &w.gone, &w.ngone)) < 0 ||
+	    (rc = kiln_ledger_superseded_shards(p->m, &shards, &nshards)) < 0)
+		goto cleanup;
+	snprintf(prefix, sizeof(prefix), "%s/refs/", p->target->manifest_prefix);
+	w.skip = strlen(p->target->manifest_prefix) + 1;
+	if ((rc = kiln_store_list(p->dst, prefix, on_target_ref, &w)) < 0)
+		goto cleanup;
+	if (w.deferred) {
+		p->out->deletion_deferred = true;
+		goto cleanup;
+	}
+	if (w.nneed)
+		qsort(w.need, w.nneed, sizeof(*w.need), need_cmp);
+	for (size_t i = 0; rc == 0 && i < nshards; i++) {
+		char key[KILN_SHARD_KEY_CAP];
+
+		if (w.nneed && bsearch(shards[i], w.need, w.nneed, sizeof(*w.need), need_cmp))
+			continue;
+		if ((rc = kiln_shard_name(key, sizeof(key), NULL, shards[i], NULL)) < 0 ||
+		    target_size(p, key) < 0)
+			continue;
+		if ((rc = kiln_store_remove(p->dst, key)) == KILN_ENOTFOUND) {
+			kiln_error_clear();
+			rc = 0;
+		} else if (rc == 0) {
+			p->out->deleted_shards++;
+		}
+	}
+	if (rc == 0)
+		rc = delete_objects(&w);
+cleanup:
+	kiln_ledger_ids_free(w.gone, w.ngone);
+	kiln_ledger_ids_free(shards, nshards);
+	kiln_oidset_free(&w.keep);
+	free(w.need);
 	return rc;
 }
 
@@ -578,7 +928,18 @@ static int plan(pusher *p)
 		return rc;
 	}
 	snprintf(objects, sizeof(objects), "%s/objects", p->staging);
-	return kiln_manifest_export(p->m, &p->v, objects, &sink, &reachable);
+	if ((rc = kiln_manifest_export(p->m, &p->v, objects, &sink, &reachable)) < 0)
+		return rc;
+	/* the erasure ledger goes with every version of a dataset that has one */
+	if ((rc = kiln_ledger_tip(p->m, p->out->dataset, p->ledger_tip)) <= 0)
+		return rc;
+	kiln_version lv = {0};
+
+	snprintf(lv.dataset, sizeof(lv.dataset), "%s", p->out->dataset);
+	snprintf(lv.commit, sizeof(lv.commit), "%s", p->ledger_tip);
+	sink.have = staged;
+	p->out->ledger = true;
+	return kiln_manifest_export(p->m, &lv, objects, &sink, &reachable);
 }
 
 int kiln_push(const kiln_push_request *req, kiln_push_result *out)
@@ -603,13 +964,15 @@ int kiln_push(const kiln_push_request *req, kiln_push_result *out)
 	/* the version appears last, once everything it names is there; a push
 	 * resumed after the ref was written still writes what follows it */
 	had_ref = p.ref_there;
-	if ((rc = write_repo_files(&p)) < 0 || (rc = write_ref(&p)) < 0)
+	if ((rc = write_repo_files(&p)) < 0 || (rc = write_ledger_ref(&p)) < 0 || (rc = write_ref(&p)) < 0)
 		goto cleanup;
 	if ((rc = had_ref ? info_refs_names(&p) : 0) < 0 || (rc == 0 && (rc = write_info_refs(&p)) < 0))
 		goto cleanup;
 	snprintf(key, sizeof(key), "pushes/%s/%s.json", out->dataset, out->version);
 	if ((rc = had_ref ? kiln_store_stat(p.dst, key, NULL) : 0) < 0 ||
 	    (rc == 0 && (rc = write_record(&p)) < 0))
+		goto cleanup;
+	if (p.ledger_tip[0] && (rc = delete_superseded(&p)) < 0)
 		goto cleanup;
 	rc = 0;
 cleanup:

@@ -87,11 +87,26 @@ typedef struct kiln_push_result {
 	bool promoted, signed_by_key;
 	char signer[64]; /* the signature's key, "SHA256:..." ("" unsigned) */
 	kiln_push_totals totals;
+	/* an erasure (docs/ERASURE.md): the target held the version as
+	 * replaced_id, which the local ledger shows superseded by this one */
+	bool replaced;
+	char replaced_id[41];
+	bool ledger; /* refs/erasures/<dataset> went with it */
+	/* after a replacement: superseded shards and git objects deleted at the
+	 * target; deferred when a ref there still names a superseded version
+	 * or one this repository does not hold (the push that replaces the
+	 * last of them deletes them) */
+	uint64_t deleted_shards, deleted_objects;
+	bool deletion_deferred;
 } kiln_push_result;
 
 /* Plans the push (what the target has, what to send); with dry_run stops
  * there, else sends. The version must be a vN tag with a good signature
- * (by a key of keys_file when given) unless allow_unpromoted. Returns 0
+ * (by a key of keys_file when given) unless allow_unpromoted. A target
+ * that holds the version's ref as another object is refused, unless the
+ * local erasure ledger shows that object superseded (through one or more
+ * erasures) by this one: the ref is then replaced, the ledger ref pushed
+ * with it, and what only the superseded versions used deleted there. Returns 0
  * with *out filled, or an error, one line naming the version, the object
  * or the endpoint. */
 int kiln_push(const kiln_push_request *req, kiln_push_result *out);
@@ -104,8 +119,12 @@ typedef struct kiln_pull_result {
 
 /* Mirrors the target's manifest (its manifest_prefix) into the bare
  * repository at dir (created when missing): objects not there yet, then
- * refs. A local tag that differs from the target's is never overwritten
- * (KILN_EINVALID naming it). on_file (may be NULL) is called for each file
+ * refs (tags and erasure ledgers, refs/erasures/<dataset>). A local tag
+ * that differs from the target's is overwritten only when the pulled
+ * ledger shows the local one superseded by the target's through an
+ * erasure; else KILN_EINVALID naming it (before anything is written when
+ * the target has no ledger for the dataset; else objects and ledgers
+ * fetched by then stay, no tag is written). on_file (may be NULL) is called for each file
  * fetched. */
 int kiln_pull(const kiln_push_target *target, const char *dir,
               void (*on_file)(void *ctx, const char *key, uint64_t bytes), void *ctx, kiln_pull_result *out);
