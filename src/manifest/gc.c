@@ -666,8 +666,10 @@ static int list_cb(void *ctx, const char *key, uint64_t size, int64_t mtime)
 		g->st->live_bytes += size;
 		return 0;
 	}
-	bool young =
-	    g->policy->grace > 0 && (mtime <= 0 || mtime > g->young_after) && !erased(g->policy, hash);
+	/* a shard an erasure superseded is never young: it goes at once */
+	bool young = g->policy->grace > 0 && (mtime <= 0 || mtime > g->young_after);
+
+	young = young && !erased(g->policy, hash);
 
 	if (young) {
 		g->st->young++;

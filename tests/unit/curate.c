@@ -275,7 +275,7 @@ static void test_pii_array_items(void **state)
 	assert_int_equal(kiln_validate_hook(v, "{\"id\":\"a\",\"emails\":[\"x@y.com\",\"z\"]}", 35, &report,
 	                                    kiln_curate_token, cur),
 	                 0);
-	assert_int_equal(kiln_curate_end(cur, &split, &split_len), KILN_ENOTFOUND); /* no split key */
+	assert_int_equal(kiln_curate_end(cur, &split, &split_len), 0); /* no split field asked for */
 	token(f, a, "emails", "x@y.com");
 	token(f, b, "emails", "z");
 	snprintf(want, sizeof(want), "{\"id\":\"a\",\"emails\":[\"%s\",\"%s\"]}", a, b);
