@@ -29,8 +29,9 @@ struct kiln_profile;
  * its split, and contract_cb once for every distinct contract.yaml of those
  * commits (either may be NULL). An entry's filter is the one the first
  * commit listing it holds (filters/<hh>/<hash>.bloom, shard/filter.h), or
- * NULL. Entries and texts live until the call returns; a non-zero return stops the walk and is returned. KILN_ENOTFOUND
- * when the dataset has no ref. */
+ * NULL. Entries and texts live until the call returns; a non-zero return
+ * stops the walk and is returned. KILN_ENOTFOUND when the dataset has no
+ * ref. */
 int kiln_rewrite_scan(kiln_manifest *manifest, const char *dataset,
                       int (*shard_cb)(void *ctx, kiln_split split, const kiln_shard_entry *entry),
                       int (*contract_cb)(void *ctx, const char *text, size_t len), void *ctx);
