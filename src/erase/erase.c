@@ -23,6 +23,7 @@
 #include "manifest/version.h"
 #include "quality/profile.h"
 #include "shard/fetch.h"
+#include "shard/filter.h"
 #include "shard/writer.h"
 
 #define PLAN_ATTEMPTS 10
@@ -30,9 +31,10 @@
 /* One shard of the dataset and what the erasure makes of it. */
 typedef struct shard_info {
 	kiln_split split;
-	kiln_shard_entry entry; /* sources owned */
-	bool read;              /* looked into */
-	kiln_rewrite_shard change;
+	kiln_shard_entry entry;    /* sources owned */
+	bool read;                 /* looked into */
+	bool skip;                 /* its filter says it holds no needle: never read */
+	kiln_rewrite_shard change; /* change.entry.filter owned */
 	bool changed;
 } shard_info;
 
@@ -56,6 +58,7 @@ typedef struct erase_state {
 	char **topics;
 	size_t topic_count;
 	kiln_buf zst, raw;
+	bool no_filter; /* KILN_ERASE_NO_FILTER: read every shard (a benchmark switch) */
 } erase_state;
 
 static int oom(void)
@@ -83,6 +86,8 @@ static int copy_entry(kiln_shard_entry *dst, const kiln_shard_entry *src)
 		}
 	}
 	dst->sources = s;
+	dst->filter = NULL; /* the scan's; read by on_shard */
+	dst->filter_len = 0;
 	return 0;
 }
 
@@ -123,6 +128,27 @@ static int add_topic(erase_state *st, const char *topic)
 	return 0;
 }
 
+/* Whether a shard's filter (shard/filter.h) says it holds none of the
+ * subject's needles, so it need not be read: a keep-domain needle
+ * "p1_<token>@<domain>" is tested by its token part. No filter, one that
+ * does not decode, a needle that is not a token, or KILN_ERASE_NO_FILTER:
+ * false (the shard is read). */
+static bool filter_excludes(const erase_state *st, const kiln_shard_entry *e)
+{
+	kiln_filter f;
+
+	if (!e->filter || st->no_filter || kiln_filter_decode(&f, e->filter, e->filter_len, e->hash) < 0)
+		return false;
+	for (size_t i = 0, n = kiln_subject_token_count(st->o->subject); i < n; i++) {
+		size_t len, tl;
+		const char *t = kiln_subject_token(st->o->subject, i, &len);
+
+		if (!(tl = kiln_filter_token_part(t, len)) || kiln_filter_may_hold(&f, t, tl))
+			return false;
+	}
+	return true;
+}
+
 static int on_shard(void *ctx, kiln_split split, const kiln_shard_entry *entry)
 {
 	erase_state *st = ctx;
@@ -151,6 +177,7 @@ static int on_shard(void *ctx, kiln_split split, const kiln_shard_entry *entry)
 	s->split = split;
 	if ((rc = copy_entry(&s->entry, entry)) < 0)
 		return rc;
+	s->skip = filter_excludes(st, entry);
 	st->shard_count++;
 	for (size_t i = 0; i < entry->source_count; i++)
 		if ((rc = add_topic(st, entry->sources[i].topic)) < 0)
@@ -283,6 +310,20 @@ static int erase_shard(erase_state *st, shard_info *s)
 		s->change.entry = made[0];
 		s->change.entry.sources = s->entry.sources; /* the old line's */
 		s->change.entry.source_count = s->entry.source_count;
+		/* the successor's own filter (recomputed from the records kept) */
+		s->change.entry.filter = NULL;
+		s->change.entry.filter_len = 0;
+		if (made[0].filter) {
+			unsigned char *copy = malloc(made[0].filter_len);
+
+			if (!copy) {
+				rc = oom();
+				goto cleanup;
+			}
+			memcpy(copy, made[0].filter, made[0].filter_len);
+			s->change.entry.filter = copy;
+			s->change.entry.filter_len = made[0].filter_len;
+		}
 	}
 cleanup:
 	kiln_shard_writer_free(w);
@@ -647,8 +688,10 @@ int kiln_erase_resume(kiln_manifest *m, const char *dataset, const kiln_signing_
 
 static void state_free(erase_state *st)
 {
-	for (size_t i = 0; i < st->shard_count; i++)
+	for (size_t i = 0; i < st->shard_count; i++) {
 		free_entry(&st->shards[i].entry);
+		free((void *)st->shards[i].change.entry.filter);
+	}
 	free(st->shards);
 	for (size_t i = 0; i < st->contract_count; i++) {
 		kiln_profile_schema_free(st->contracts[i].schema);
@@ -676,7 +719,13 @@ void kiln_erase_report_free(kiln_erase_report *r)
 
 int kiln_erase(const kiln_erase_options *o, kiln_erase_report *out)
 {
-	erase_state st = {.o = o, .out = out, .level = 3, .zst = KILN_BUF_INIT(0), .raw = KILN_BUF_INIT(0)};
+	const char *no_filter = getenv("KILN_ERASE_NO_FILTER");
+	erase_state st = {.o = o,
+	                  .out = out,
+	                  .level = 3,
+	                  .zst = KILN_BUF_INIT(0),
+	                  .raw = KILN_BUF_INIT(0),
+	                  .no_filter = no_filter && strcmp(no_filter, "1") == 0};
 	kiln_rewrite_shard *changes = NULL;
 	kiln_rewrite_result plan = {0};
 	kiln_ledger_entry entry = {0};
@@ -710,7 +759,8 @@ int kiln_erase(const kiln_erase_options *o, kiln_erase_report *out)
 		st.sorted_count = st.shard_count;
 		out->shards = st.shard_count;
 		for (size_t i = 0; i < st.shard_count; i++)
-			if (!st.shards[i].read && (rc = erase_shard(&st, &st.shards[i])) < 0)
+			if (!st.shards[i].read && !st.shards[i].skip &&
+			    (rc = erase_shard(&st, &st.shards[i])) < 0)
 				goto cleanup;
 		free(changes);
 		changes = NULL;

@@ -23,6 +23,7 @@
 #include "core/json.h"
 #include "manifest/sshsig.h"
 #include "quality/profile.h"
+#include "shard/filter.h"
 
 #define HASH_LEN 64
 
@@ -512,6 +513,58 @@ static int insert_blob(kiln_manifest *m, git_treebuilder *bld, const char *name,
 	return gerr < 0 ? kiln_manifest_git_fail(m, gerr, name) : 0;
 }
 
+/* filters/<hh>/<hash>.bloom for every new shard that has a filter
+ * (shard/filter.h): one blob per shard under a fan-out by the hash's first
+ * two digits, so a commit rewrites only the <hh> trees of its new shards
+ * (small trees, local diffs) and a filter, named by its shard, is shared by
+ * every version listing that shard. */
+static int write_filters(kiln_manifest *m, const char *ref, const kiln_snapshot *snap, git_treebuilder *root)
+{
+	git_treebuilder *filters = NULL, *hh_bld = NULL;
+	const kiln_shard_entry **sorted = NULL;
+	size_t n = 0;
+	int rc = 0;
+
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+		for (size_t i = 0; i < snap->shard_count[s]; i++)
+			n += snap->shards[s][i].filter != NULL;
+	if (n == 0)
+		return 0;
+	if (!(sorted = malloc(n * sizeof(*sorted))))
+		return kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+	n = 0;
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+		for (size_t i = 0; i < snap->shard_count[s]; i++)
+			if (snap->shards[s][i].filter)
+				sorted[n++] = &snap->shards[s][i];
+	qsort(sorted, n, sizeof(*sorted), shard_ptr_cmp);
+	if ((rc = sub_builder(m, root, KILN_FILTER_DIR, ref, KILN_FILTER_DIR, &filters)) < 0)
+		goto cleanup;
+	for (size_t i = 0, j; i < n; i = j) {
+		char hh[3] = {sorted[i]->hash[0], sorted[i]->hash[1], '\0'}, path[16], name[80];
+
+		snprintf(path, sizeof(path), "%s/%s", KILN_FILTER_DIR, hh);
+		if ((rc = sub_builder(m, filters, hh, ref, path, &hh_bld)) < 0)
+			goto cleanup;
+		for (j = i; j < n && memcmp(sorted[j]->hash, sorted[i]->hash, 2) == 0; j++) {
+			snprintf(name, sizeof(name), "%s%s", sorted[j]->hash, KILN_FILTER_EXTENSION);
+			if ((rc = insert_blob(m, hh_bld, name, (const char *)sorted[j]->filter,
+			                      sorted[j]->filter_len)) < 0)
+				goto cleanup;
+		}
+		if ((rc = insert_subtree(m, filters, hh, hh_bld, path)) < 0)
+			goto cleanup;
+		git_treebuilder_free(hh_bld);
+		hh_bld = NULL;
+	}
+	rc = insert_subtree(m, root, KILN_FILTER_DIR, filters, KILN_FILTER_DIR);
+cleanup:
+	free(sorted);
+	git_treebuilder_free(hh_bld);
+	git_treebuilder_free(filters);
+	return rc;
+}
+
 /* The branch's lock file exists. A writer holds a ref lock for the moment
  * of one rename, so a young lock is a peer committing now (KILN_ERETRY: try
  * again). One older than KILN_MANIFEST_STALE_LOCK_S was left by a process
@@ -754,9 +807,11 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 		goto cleanup;
 	}
 
-	/* dataset.json, splits/<split>/<hh>.jsonl, lineage.json, stats.json, profile.json */
+	/* dataset.json, splits/<split>/<hh>.jsonl, filters/<hh>/<hash>.bloom,
+	 * lineage.json, stats.json, profile.json */
 	if ((rc = write_dataset_json(m, root, snap, &text)) < 0 ||
 	    (rc = write_splits(m, scanner, ref, snap, root)) < 0 ||
+	    (rc = write_filters(m, ref, snap, root)) < 0 ||
 	    (rc = write_lineage(m, scanner, ref, tip_tree, snap, root, &text, &before)) < 0 ||
 	    (rc = write_stats(m, scanner, ref, tip_tree, snap, root, &text)) < 0 ||
 	    (rc = write_profile(m, ref, tip_tree, snap, root, &text)) < 0 ||

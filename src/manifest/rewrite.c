@@ -14,6 +14,7 @@
 #include "manifest/internal.h"
 #include "manifest/sshsig.h"
 #include "quality/profile.h"
+#include "shard/filter.h"
 
 #define SIG_BEGIN "-----BEGIN SSH SIGNATURE-----"
 
@@ -226,7 +227,23 @@ static void hash_key(git_oid *out, const char *hex)
 	git_oid_fromstrn(out, hex, 40);
 }
 
-static int scan_blob(scan_state *s, kiln_split split, const git_oid *id, const char *path)
+/* The shard's filter in the commit's tree (filters/<hh>/<hash>.bloom), or
+ * NULL when it has none. */
+static git_blob *filter_blob(git_repository *repo, git_tree *root, const char *hash)
+{
+	git_tree_entry *te = NULL;
+	git_blob *blob = NULL;
+	char path[96];
+
+	snprintf(path, sizeof(path), "%s/%.2s/%s%s", KILN_FILTER_DIR, hash, hash, KILN_FILTER_EXTENSION);
+	if (git_tree_entry_bypath(&te, root, path) == 0 && git_tree_entry_type(te) == GIT_OBJECT_BLOB &&
+	    git_blob_lookup(&blob, repo, git_tree_entry_id(te)) < 0)
+		blob = NULL;
+	git_tree_entry_free(te);
+	return blob;
+}
+
+static int scan_blob(scan_state *s, git_tree *root, kiln_split split, const git_oid *id, const char *path)
 {
 	git_blob *blob = NULL;
 	oid_slot *slot;
@@ -253,8 +270,17 @@ static int scan_blob(scan_state *s, kiln_split split, const git_oid *id, const c
 			if (!oid_map_get(&s->seen_hashes, &key)) {
 				oid_slot *h;
 
-				if ((rc = oid_map_add(&s->seen_hashes, &key, &h)) == 0 && s->shard_cb)
+				if ((rc = oid_map_add(&s->seen_hashes, &key, &h)) == 0 && s->shard_cb) {
+					git_blob *filter =
+					    filter_blob(kiln_manifest_repo(s->m), root, e.hash);
+
+					if (filter) {
+						e.filter = git_blob_rawcontent(filter);
+						e.filter_len = (size_t)git_blob_rawsize(filter);
+					}
 					rc = s->shard_cb(s->ctx, split, &e);
+					git_blob_free(filter);
+				}
 			}
 		}
 		p += len + (nl != NULL);
@@ -323,7 +349,7 @@ static int scan_tree(scan_state *s, git_tree *root, const char *commit_hex)
 				continue;
 			snprintf(path, sizeof(path), "%.40s:splits/%s/%s", commit_hex, kiln_split_name(split),
 			         git_tree_entry_name(be));
-			rc = scan_blob(s, split, git_tree_entry_id(be), path);
+			rc = scan_blob(s, root, split, git_tree_entry_id(be), path);
 		}
 		git_tree_free(split_tree);
 	}
@@ -1052,6 +1078,89 @@ static int add_pair(kiln_rewrite_result *r, const git_oid *old, const git_oid *n
 	return 0;
 }
 
+/* One edit of filters/<hh>/: the filter of `hash` set to blob, or removed
+ * (blob NULL); a <hh> tree left empty goes. */
+static int filter_edit(plan_state *p, git_treebuilder *fb, const char *hash, const git_oid *blob)
+{
+	char hh[3] = {hash[0], hash[1], '\0'}, name[80];
+	const git_tree_entry *e = git_treebuilder_get(fb, hh);
+	git_treebuilder *hb = NULL;
+	git_tree *t = NULL;
+	git_oid id;
+	int gerr = 0;
+
+	snprintf(name, sizeof(name), "%s%s", hash, KILN_FILTER_EXTENSION);
+	if (e && git_tree_entry_type(e) != GIT_OBJECT_TREE)
+		return 0;
+	if (e && (gerr = git_tree_lookup(&t, p->repo, git_tree_entry_id(e))) < 0)
+		goto cleanup;
+	if ((gerr = git_treebuilder_new(&hb, p->repo, t)) < 0)
+		goto cleanup;
+	if (!blob)
+		gerr = git_treebuilder_get(hb, name) ? git_treebuilder_remove(hb, name) : 0;
+	else
+		gerr = git_treebuilder_insert(NULL, hb, name, blob, GIT_FILEMODE_BLOB);
+	if (gerr < 0)
+		goto cleanup;
+	if (git_treebuilder_entrycount(hb) == 0)
+		gerr = git_treebuilder_get(fb, hh) ? git_treebuilder_remove(fb, hh) : 0;
+	else if ((gerr = git_treebuilder_write(&id, hb)) == 0)
+		gerr = git_treebuilder_insert(NULL, fb, hh, &id, GIT_FILEMODE_TREE);
+cleanup:
+	git_treebuilder_free(hb);
+	git_tree_free(t);
+	return gerr < 0 ? kiln_manifest_git_fail(p->m, gerr, KILN_FILTER_DIR) : 0;
+}
+
+/* filters/ of a rewritten commit: each changed shard's filter the tree
+ * holds goes, and its successor's filter (when it has one) comes in. */
+static int rewrite_filters(plan_state *p, git_tree *root, git_treebuilder *bld)
+{
+	git_tree_entry *fe = NULL, *old = NULL;
+	git_tree *filters = NULL;
+	git_treebuilder *fb = NULL;
+	bool changed = false;
+	char path[96];
+	git_oid id;
+	int gerr = 0, rc = 0;
+
+	if (git_tree_entry_bypath(&fe, root, KILN_FILTER_DIR) < 0 ||
+	    git_tree_entry_type(fe) != GIT_OBJECT_TREE)
+		goto cleanup;
+	if ((gerr = git_tree_lookup(&filters, p->repo, git_tree_entry_id(fe))) < 0 ||
+	    (gerr = git_treebuilder_new(&fb, p->repo, filters)) < 0)
+		goto cleanup;
+	for (size_t i = 0; i < p->o->shard_count && rc == 0; i++) {
+		const kiln_rewrite_shard *c = &p->o->shards[i];
+
+		snprintf(path, sizeof(path), "%.2s/%s%s", c->old_hash, c->old_hash, KILN_FILTER_EXTENSION);
+		if (git_tree_entry_bypath(&old, filters, path) < 0)
+			continue;
+		git_tree_entry_free(old);
+		old = NULL;
+		changed = true;
+		if ((rc = filter_edit(p, fb, c->old_hash, NULL)) < 0 || c->drop || !c->entry.filter)
+			continue;
+		if ((gerr = git_blob_create_from_buffer(&id, p->repo, c->entry.filter, c->entry.filter_len)) <
+		    0)
+			goto cleanup;
+		rc = filter_edit(p, fb, c->entry.hash, &id);
+	}
+	if (rc < 0 || !changed)
+		goto cleanup;
+	if (git_treebuilder_entrycount(fb) == 0)
+		gerr = git_treebuilder_remove(bld, KILN_FILTER_DIR);
+	else if ((gerr = git_treebuilder_write(&id, fb)) == 0)
+		gerr = git_treebuilder_insert(NULL, bld, KILN_FILTER_DIR, &id, GIT_FILEMODE_TREE);
+cleanup:
+	if (gerr < 0)
+		rc = kiln_manifest_git_fail(p->m, gerr, KILN_FILTER_DIR);
+	git_treebuilder_free(fb);
+	git_tree_free(filters);
+	git_tree_entry_free(fe);
+	return rc;
+}
+
 static int rewrite_commit(plan_state *p, const git_oid *id)
 {
 	git_commit *commit = NULL, *old_parent = NULL, *new_parent = NULL;
@@ -1135,6 +1244,8 @@ static int rewrite_commit(plan_state *p, const git_oid *id)
 		if ((rc = rewrite_stats(p, root, &tc, hex, bld)) < 0)
 			goto cleanup;
 	}
+	if ((rc = rewrite_filters(p, root, bld)) < 0)
+		goto cleanup;
 	if ((rc = rewrite_profile(p, root, old_parent_tree, new_parent_tree, &tc, hex, bld)) < 0)
 		goto cleanup;
 	if ((gerr = git_treebuilder_write(&tree_id, bld)) < 0 ||

@@ -27,15 +27,19 @@ struct kiln_profile;
 /* Calls shard_cb once for every distinct shard (by hash) that a commit
  * reachable from refs/heads/<dataset>/ and refs/tags/<dataset>/ lists, with
  * its split, and contract_cb once for every distinct contract.yaml of those
- * commits (either may be NULL). Entries and texts live until the call
- * returns; a non-zero return stops the walk and is returned. KILN_ENOTFOUND
- * when the dataset has no ref. */
+ * commits (either may be NULL). An entry's filter is the one the first
+ * commit listing it holds (filters/<hh>/<hash>.bloom, shard/filter.h), or
+ * NULL. Entries and texts live until the call returns; a non-zero return
+ * stops the walk and is returned. KILN_ENOTFOUND when the dataset has no
+ * ref. */
 int kiln_rewrite_scan(kiln_manifest *manifest, const char *dataset,
                       int (*shard_cb)(void *ctx, kiln_split split, const kiln_shard_entry *entry),
                       int (*contract_cb)(void *ctx, const char *text, size_t len), void *ctx);
 
 /* One shard that changes: every commit listing old_hash lists `entry`
- * instead (its sources are the old line's), or nothing when `drop`. */
+ * instead (its sources are the old line's), or nothing when `drop`. A
+ * rewritten commit whose tree holds the old shard's filter holds
+ * entry.filter (when not NULL) in its place instead. */
 typedef struct kiln_rewrite_shard {
 	char old_hash[65];
 	bool drop;

@@ -25,6 +25,11 @@ typedef struct kiln_shard_entry {
 	uint64_t records;
 	const kiln_source_range *sources;
 	size_t source_count;
+	/* the shard's token filter (shard/filter.h, stored in the manifest
+	 * beside the shard lists), or NULL: none known, a reader must look
+	 * into the shard. Owned by whoever made the entry. */
+	const unsigned char *filter;
+	size_t filter_len;
 } kiln_shard_entry;
 
 /* A shard format: how its records are laid out and compressed, and the

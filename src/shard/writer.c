@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "shard/filter.h"
 #include "shard/spool.h"
 #include "shard/zstd_pool.h"
 #include "core/error.h"
@@ -27,6 +28,7 @@ struct job {
 	uint64_t records;
 	struct range *ranges;
 	size_t range_count, range_cap;
+	kiln_filter_set tokens; /* of its records, for its filter */
 };
 
 struct kiln_shard_writer {
@@ -57,6 +59,7 @@ static void job_free(struct job *j)
 {
 	free_ranges(j->ranges, j->range_count);
 	free(j->ranges);
+	kiln_filter_set_free(&j->tokens);
 	kiln_spool_close(&j->spool);
 }
 
@@ -81,17 +84,21 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 {
 	kiln_shard_entry e = {0};
 	kiln_source_range *sources;
+	kiln_buf filter = KILN_BUF_INIT(0);
 	int rc;
 
 	sources = calloc(j->range_count ? j->range_count : 1, sizeof(*sources));
 	if (!sources)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	e.raw_bytes = j->spool.size;
-	rc = kiln_spool_store(&j->spool, w->store, w->cctx, w->opt.level, NULL, e.hash, &e.bytes);
-	if (rc < 0) {
+	if ((rc = kiln_filter_encode(&filter, &j->tokens)) < 0 ||
+	    (rc = kiln_spool_store(&j->spool, w->store, w->cctx, w->opt.level, NULL, e.hash, &e.bytes)) < 0) {
+		kiln_buf_free(&filter);
 		free(sources);
 		return rc;
 	}
+	e.filter = (const unsigned char *)filter.ptr; /* now owned by the entry */
+	e.filter_len = filter.len;
 	for (size_t i = 0; i < j->range_count; i++) {
 		sources[i] = (kiln_source_range){.topic = j->ranges[i].topic,
 		                                 .partition = j->ranges[i].partition,
@@ -109,6 +116,7 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 		if (!grown) {
 			pthread_mutex_unlock(&w->lock);
 			free(sources);
+			free((void *)e.filter);
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
 		}
 		w->closed = grown;
@@ -118,6 +126,7 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 	pthread_mutex_unlock(&w->lock);
 	j->range_count = 0;
 	j->records = 0;
+	kiln_filter_set_clear(&j->tokens);
 	return 0;
 }
 
@@ -209,6 +218,7 @@ void kiln_shard_writer_free(kiln_shard_writer *w)
 		for (size_t j = 0; j < w->closed[i].source_count; j++)
 			free((char *)w->closed[i].sources[j].topic);
 		free((void *)w->closed[i].sources);
+		free((void *)w->closed[i].filter);
 	}
 	free(w->closed);
 	job_free(&w->open);
@@ -258,6 +268,7 @@ int kiln_shard_writer_append(kiln_shard_writer *w, const char *line, size_t len,
 	int rc;
 
 	if ((rc = note_source(j, topic, partition, offset)) < 0 ||
+	    (rc = kiln_filter_scan(&j->tokens, line, len)) < 0 ||
 	    (rc = kiln_spool_write(&j->spool, line, len)) < 0 ||
 	    (rc = kiln_spool_write(&j->spool, "\n", 1)) < 0)
 		return rc;
@@ -285,6 +296,7 @@ int kiln_shard_writer_append_run(kiln_shard_writer *w, const char *lines, size_t
 		return 0;
 	if ((rc = note_source(j, topic, partition, first)) < 0 ||
 	    (rc = note_source(j, topic, partition, last)) < 0 ||
+	    (rc = kiln_filter_scan(&j->tokens, lines, len)) < 0 ||
 	    (rc = kiln_spool_write(&j->spool, lines, len)) < 0)
 		return rc;
 	j->records += count;

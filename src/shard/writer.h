@@ -12,7 +12,9 @@
  * caller's thread), then hashed and stored on the writer's own thread while
  * the next one fills (two spools, one zstd context, at most one shard in
  * flight). Shards are spooled on disk, so memory does
- * not depend on target_bytes. */
+ * not depend on target_bytes. Each closed shard's entry carries its token
+ * filter (shard/filter.h: the tokens its records hold), owned by the
+ * writer; the snapshot commit stores it beside the shard lists. */
 #ifndef KILN_SHARD_WRITER_H
 #define KILN_SHARD_WRITER_H
 
