@@ -105,7 +105,7 @@ static int report_json(kiln_buf *b, const char *dataset, const kiln_erase_report
 			                      (unsigned long long)r->move_erased[i][KILN_SPLIT_TEST]);
 		rc |= kiln_buf_puts(b, "}");
 	}
-	rc |= kiln_buf_puts(b, "],\"shards\":[");
+	rc |= kiln_buf_puts(b, "],\"changed_shards\":[");
 	for (size_t i = 0; i < r->changed_count; i++) {
 		const kiln_ledger_shard *c = &r->changed[i];
 
