@@ -272,6 +272,7 @@ void kiln_cache_close(kiln_cache *c)
 	pthread_mutex_destroy(&c->list_lock);
 	pthread_cond_destroy(&c->cond);
 	pthread_cond_destroy(&c->scrub_cond);
+	free(c->erased);
 	free(c->pinned);
 	free(c->pins);
 	free(c->manifest_path);

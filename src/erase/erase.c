@@ -109,6 +109,8 @@ static shard_info *find_shard(erase_state *st, const char *hash)
 	shard_info key;
 
 	memcpy(key.entry.hash, hash, 65);
+	if (st->shard_count == 0)
+		return NULL;
 	return bsearch(&key, st->shards, st->shard_count, sizeof(*st->shards), shard_info_cmp);
 }
 
@@ -755,7 +757,8 @@ int kiln_erase(const kiln_erase_options *o, kiln_erase_report *out)
 		out->attempts = attempt + 1;
 		if ((rc = kiln_rewrite_scan(o->manifest, o->dataset, on_shard, NULL, &st)) < 0)
 			goto cleanup;
-		qsort(st.shards, st.shard_count, sizeof(*st.shards), shard_info_cmp);
+		if (st.shard_count > 1)
+			qsort(st.shards, st.shard_count, sizeof(*st.shards), shard_info_cmp);
 		st.sorted_count = st.shard_count;
 		out->shards = st.shard_count;
 		for (size_t i = 0; i < st.shard_count; i++)

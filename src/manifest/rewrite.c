@@ -171,7 +171,7 @@ static int dataset_refs(kiln_manifest *m, const char *dataset, ref_list *out)
 		git_reference_iterator_free(it);
 		it = NULL;
 	}
-	if (rc == 0)
+	if (rc == 0 && out->count > 1)
 		qsort(out->names, out->count, sizeof(*out->names), name_cmp);
 	return rc;
 }
@@ -669,7 +669,8 @@ static int rewrite_split(plan_state *p, const git_oid *tree_id, kiln_split split
 		if (!touched[hh])
 			continue;
 		snprintf(name, sizeof(name), "%02x.jsonl", hh);
-		qsort(lines[hh].v, lines[hh].n, sizeof(*lines[hh].v), line_cmp);
+		if (lines[hh].n > 1)
+			qsort(lines[hh].v, lines[hh].n, sizeof(*lines[hh].v), line_cmp);
 		for (size_t i = 0; i < lines[hh].n; i++) {
 			if (i > 0 && memcmp(lines[hh].v[i].hash, lines[hh].v[i - 1].hash, 64) == 0)
 				continue; /* the same bytes: one shard */
