@@ -830,6 +830,36 @@ int kiln_ledger_successor(kiln_manifest *m, const char *dataset, const char *hex
 	return 1;
 }
 
+typedef struct chain {
+	char cur[41];
+} chain;
+
+static int follow(void *ctx, const kiln_ledger_entry *e)
+{
+	chain *c = ctx;
+
+	for (size_t i = 0; i < e->ref_count; i++)
+		if (strcmp(e->refs[i].old_id, c->cur) == 0) {
+			memcpy(c->cur, e->refs[i].new_id, 41);
+			break;
+		}
+	return 0;
+}
+
+int kiln_ledger_ref_successor(kiln_manifest *m, const char *dataset, const char *old_id, char out[41])
+{
+	chain c;
+	int rc;
+
+	snprintf(c.cur, sizeof(c.cur), "%.40s", old_id);
+	if ((rc = kiln_ledger_each(m, dataset, follow, &c)) < 0)
+		return rc;
+	if (strncmp(c.cur, old_id, 40) == 0)
+		return 0;
+	memcpy(out, c.cur, 41);
+	return 1;
+}
+
 /* ---- the journal -------------------------------------------------------- */
 
 static int journal_path(kiln_manifest *m, const char *dataset, char *out, size_t cap)

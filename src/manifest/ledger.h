@@ -96,6 +96,12 @@ void kiln_ledger_ids_free(char **ids, size_t n);
 int kiln_ledger_successor(kiln_manifest *manifest, const char *dataset, const char *hex, size_t n,
                           char out_erasure[17], int64_t *out_time, char out_commit[41]);
 
+/* What the dataset's ledger makes of a ref target old_id (40 hex: a tag
+ * object, or a branch's commit): 1 with the id that superseded it, through
+ * one erasure or several (the newest), in out; 0 when no erasure superseded
+ * it. The one rule push, pull and fetch apply before a ref may be replaced. */
+int kiln_ledger_ref_successor(kiln_manifest *manifest, const char *dataset, const char *old_id, char out[41]);
+
 /* The journal of an erasure in progress: <repository>/kiln-erase-<dataset>.journal,
  * the rendered entry, written whole (temporary file, fsync, rename). read:
  * 1 with the text appended to out, 0 when there is none. */

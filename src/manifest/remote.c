@@ -462,35 +462,18 @@ static bool match_dataset(const char *name, const void *arg)
 	return rest && kiln_mfmt_name_valid_n(rest, strlen(rest));
 }
 
-typedef struct chain {
-	char cur[41];
-} chain;
-
-static int follow(void *ctx, const kiln_ledger_entry *e)
-{
-	chain *c = ctx;
-
-	for (size_t i = 0; i < e->ref_count; i++)
-		if (strcmp(e->refs[i].old_id, c->cur) == 0) {
-			memcpy(c->cur, e->refs[i].new_id, 41);
-			break;
-		}
-	return 0;
-}
-
 /* 1 when the dataset's ledger (as fetched) shows old superseded by new
  * through one erasure or several, 0 when not. */
 static int erased_successor(kiln_manifest *m, const char *dataset, const git_oid *old, const git_oid *new)
 {
-	char want[41];
-	chain c;
+	char from[41], to[41], succ[41];
 	int rc;
 
-	git_oid_tostr(c.cur, sizeof(c.cur), old);
-	git_oid_tostr(want, sizeof(want), new);
-	if ((rc = kiln_ledger_each(m, dataset, follow, &c)) < 0)
+	git_oid_tostr(from, sizeof(from), old);
+	git_oid_tostr(to, sizeof(to), new);
+	if ((rc = kiln_ledger_ref_successor(m, dataset, from, succ)) <= 0)
 		return rc;
-	return strcmp(c.cur, want) == 0 ? 1 : 0;
+	return strcmp(succ, to) == 0 ? 1 : 0;
 }
 
 /* A local branch whose tip the ledger names superseded by a commit the
@@ -505,16 +488,14 @@ static int take_erased_branch(kiln_manifest *m, const kiln_ref_parts *parts, con
 
 	if (git_reference_name_to_id(&local, kiln_manifest_repo(m), name) < 0 || git_oid_equal(&local, id))
 		return 0;
-	char hex[41];
-	chain c;
+	char hex[41], next[41];
 	git_oid succ;
 
-	git_oid_tostr(c.cur, sizeof(c.cur), &local);
-	memcpy(hex, c.cur, sizeof(hex));
-	if ((rc = kiln_ledger_each(m, parts->dataset, follow, &c)) < 0)
+	git_oid_tostr(hex, sizeof(hex), &local);
+	if ((rc = kiln_ledger_ref_successor(m, parts->dataset, hex, next)) <= 0)
 		return rc;
-	/* not superseded, or the remote's tip neither is its successor nor descends from it */
-	if (strcmp(c.cur, hex) == 0 || git_oid_fromstr(&succ, c.cur) < 0 ||
+	/* the remote's tip neither is its successor nor descends from it */
+	if (git_oid_fromstr(&succ, next) < 0 ||
 	    (!git_oid_equal(&succ, id) && git_graph_descendant_of(kiln_manifest_repo(m), id, &succ) != 1))
 		return 0;
 	gerr = git_reference_create_matching(&made, kiln_manifest_repo(m), name, id, 1, &local,

@@ -353,22 +353,6 @@ static int check_held(puller *p, const entry *e)
 	return 0;
 }
 
-typedef struct chain {
-	char cur[41];
-} chain;
-
-static int follow(void *ctx, const kiln_ledger_entry *le)
-{
-	chain *c = ctx;
-
-	for (size_t i = 0; i < le->ref_count; i++)
-		if (strcmp(le->refs[i].old_id, c->cur) == 0) {
-			memcpy(c->cur, le->refs[i].new_id, 41);
-			break;
-		}
-	return 0;
-}
-
 /* A tag that differs from the local one: only when the dataset's ledger,
  * as pulled, shows the local object superseded by the target's through
  * one erasure or several; else refused, a tag is never overwritten. */
@@ -376,14 +360,13 @@ static int supersedes(puller *p, const entry *e)
 {
 	const char *name = e->rel + strlen("refs/tags/"), *slash = strchr(name, '/');
 	char dataset[KILN_MFMT_NAME_MAX + 1];
-	chain c;
+	char succ[41];
 	int rc;
 
 	snprintf(dataset, sizeof(dataset), "%.*s", (int)(slash - name), name);
-	memcpy(c.cur, e->local, 41);
-	if ((rc = kiln_ledger_each(p->m, dataset, follow, &c)) < 0)
+	if ((rc = kiln_ledger_ref_successor(p->m, dataset, e->local, succ)) < 0)
 		return rc;
-	if (strcmp(c.cur, e->id) != 0)
+	if (rc == 0 || strcmp(succ, e->id) != 0)
 		return kiln_error_set(
 		    KILN_EINVALID,
 		    "%s@%s: the local repository %s holds %s as %.12s, the target as %.12s: "

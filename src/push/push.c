@@ -404,33 +404,14 @@ static bool kiln_push_hex40(const char *s)
 	return true;
 }
 
-typedef struct chain {
-	char cur[41];
-} chain;
-
-static int follow(void *ctx, const kiln_ledger_entry *e)
-{
-	chain *c = ctx;
-
-	for (size_t i = 0; i < e->ref_count; i++)
-		if (strcmp(e->refs[i].old_id, c->cur) == 0) {
-			memcpy(c->cur, e->refs[i].new_id, 41);
-			break;
-		}
-	return 0;
-}
-
 /* 1 when the local ledger shows old (40 hex) superseded by the version's
  * object through one erasure or several, 0 when it does not. */
 static int superseded_by_erasure(pusher *p, const char *old)
 {
-	chain c;
-	int rc;
+	char succ[41];
+	int rc = kiln_ledger_ref_successor(p->m, p->out->dataset, old, succ);
 
-	snprintf(c.cur, sizeof(c.cur), "%.40s", old);
-	if ((rc = kiln_ledger_each(p->m, p->out->dataset, follow, &c)) < 0)
-		return rc;
-	return strcmp(c.cur, ref_id(p)) == 0 && strncmp(old, ref_id(p), 40) != 0 ? 1 : 0;
+	return rc <= 0 ? rc : strncmp(succ, ref_id(p), 40) == 0 ? 1 : 0;
 }
 
 /* The ref's file at the target: absent, the same, another object the
