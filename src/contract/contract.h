@@ -179,6 +179,22 @@ static inline const kiln_field *kiln_field_child(const kiln_field *object, const
 	return NULL;
 }
 
+/* The field a dotted path names, the way a pipeline's split.key names it:
+ * "customer.customer_id" is the property customer_id of the top-level
+ * object property customer. A top-level property whose name is the whole
+ * path, dots and all, is that field. Every step but the last must be an
+ * object with properties: a path through an array or a scalar is refused.
+ * *out: the field (static storage of the contract); *out_hidden (may be
+ * NULL): the first field along the path, the last included, that curated
+ * records drop or redact, else NULL. Errors, *out NULL, the last error one
+ * line without the caller's position (callers prefix theirs):
+ * KILN_ENOTFOUND when a step names no property ("the contract C has no
+ * top-level field \"x\"", "\"customer\" (C:L:C) has no property \"x\""),
+ * KILN_EINVALID when a step goes through an array or a scalar (naming it
+ * with its contract file:line:col). */
+int kiln_contract_field_at(const kiln_field **out, const kiln_field **out_hidden,
+                           const kiln_contract *contract, const char *path);
+
 const char *kiln_ltype_name(kiln_ltype type);
 
 #endif

@@ -477,6 +477,7 @@ static int load_split(loader *l, const kiln_yaml_node *root)
 	    (rc = kiln_config_string(&l->cfg, sp, "split", "key", true, &p->split_key)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, sp, "split", "salt", true, &p->split_salt)) < 0)
 		return rc;
+	p->split_key_node = kiln_yaml_get(sp, "key");
 	ratios = kiln_yaml_get(sp, "ratios");
 	if (!ratios || kiln_yaml_is_null(ratios))
 		return kiln_yaml_fail(l->doc, sp, "split.ratios",

@@ -74,7 +74,8 @@ typedef struct kiln_pipeline {
 	const char *key_env;
 	unsigned key_version; /* default 1 */
 
-	const char *split_key;
+	const char *split_key;                       /* a field path: "user_id", "customer.customer_id" */
+	const struct kiln_yaml_node *split_key_node; /* where it was set, for messages */
 	const char *split_salt;
 	double ratios[KILN_SPLIT_COUNT];
 

@@ -10,6 +10,7 @@
 #include "contract/compat.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/yaml_doc.h"
 #include "ingest/source.h"
 #include "manifest/compact.h"
 #include "manifest/format.h"
@@ -161,26 +162,24 @@ cleanup:
 	return rc < 0 ? rc : 0;
 }
 
-/* The split key must be a scalar field at the top level that keeps a value
- * in the curated record. (A record without a value for it cannot be placed:
- * it is quarantined as missing_required, whether or not the contract
- * requires the field.) */
+/* The split key must name (kiln_contract_field_at: a dotted path through
+ * objects, never into an array) a scalar field that keeps a value in the
+ * curated record: neither it nor an object above it dropped or redacted.
+ * (A record without a value for it cannot be placed: it is quarantined as
+ * missing_required with the key's path, whether or not the contract
+ * requires the field.) Errors name split.key's file:line:col. */
 static int check_split_key(const kiln_pipeline *p, const kiln_contract *k, const kiln_field **out)
 {
-	const kiln_field *f = kiln_field_child(k->root, p->split_key, strlen(p->split_key),
-	                                       kiln_json_hash(p->split_key, strlen(p->split_key)));
+	const kiln_field *f, *hidden;
 
-	if (!f)
-		return kiln_error_set(KILN_EINVALID,
-		                      "%s: split.key: the contract %s has no top-level field \"%s\"", p->file,
-		                      k->file, p->split_key);
+	if (kiln_contract_field_at(&f, &hidden, k, p->split_key) < 0)
+		return kiln_yaml_fail(p->doc, p->split_key_node, "split.key", "%s", kiln_error_last());
 	if (f->type == KILN_LTYPE_OBJECT || f->type == KILN_LTYPE_ARRAY)
-		return kiln_error_set(KILN_EINVALID, "%s: split.key: field \"%s\" must be a scalar", p->file,
+		return kiln_yaml_fail(p->doc, p->split_key_node, "split.key", "field \"%s\" must be a scalar",
 		                      p->split_key);
-	if (f->pseudo_mode == KILN_PSEUDO_DROP || f->pseudo_mode == KILN_PSEUDO_REDACT)
-		return kiln_error_set(KILN_EINVALID,
-		                      "%s: split.key: field \"%s\" is dropped or redacted in curated records",
-		                      p->file, p->split_key);
+	if (hidden)
+		return kiln_yaml_fail(p->doc, p->split_key_node, "split.key",
+		                      "field \"%s\" is dropped or redacted in curated records", hidden->path);
 	*out = f;
 	return 0;
 }

@@ -477,7 +477,9 @@ static int curate_token(kiln_curator *c, const kiln_json_token *t, const kiln_fi
 		return rc;
 	if (c->opt.observe && (rc = observe(c, f, t->type, t->flags, from)) < 0)
 		return rc;
-	if (c->depth == 1 && f && f == c->opt.split_field && t->type != KILN_JSON_NULL) {
+	/* the split field is reached through objects only (kiln_contract_field_at),
+	 * so it holds at most one value per record (duplicate keys are invalid) */
+	if (f && f == c->opt.split_field && t->type != KILN_JSON_NULL) {
 		if ((rc = note_split(c, out, from)) < 0)
 			return rc;
 		c->have_split = true;
@@ -508,7 +510,7 @@ int kiln_curate_end(kiln_curator *c, const char **out_split, size_t *out_split_l
 		return kiln_error_set(c->rc, "%s", c->error);
 	if (c->opt.split_field && !c->have_split)
 		return kiln_error_set(KILN_ENOTFOUND, "record has no value for the split key %s",
-		                      c->opt.split_field->name);
+		                      c->opt.split_field->path);
 	*out_split = c->split.ptr ? c->split.ptr : "";
 	*out_split_len = c->split.len;
 	return 0;

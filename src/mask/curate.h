@@ -21,7 +21,7 @@ typedef struct kiln_curator kiln_curator;
 typedef struct kiln_curator_options {
 	const kiln_contract *contract;
 	const kiln_key *key;
-	const kiln_field *split_field; /* a direct child of contract->root; NULL: none */
+	const kiln_field *split_field; /* kiln_contract_field_at's answer (no array above it); NULL: none */
 	kiln_json_limits limits;       /* as the validator's */
 	bool observe;                  /* keep the record's curated values (kiln_curate_values) */
 } kiln_curator_options;

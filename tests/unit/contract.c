@@ -989,6 +989,69 @@ static void test_nested_paths(void **state)
 	           "t.yaml:14:13: schema[0].properties[0].properties[0].bogus: ", "unknown key");
 }
 
+/* kiln_contract_field_at: the dotted paths split.key takes. Steps go
+ * through objects only; a path into an array or a scalar is refused naming
+ * the field where it stopped with its file:line:col; a top-level name that
+ * holds the whole path wins; the first dropped or redacted field on the way
+ * is reported. The properties: customer (line 9) with customer_id and a
+ * dropped secret, items (line 20, an array of objects with id), "a.b",
+ * plain (an integer, line 29), gone (a redacted object holding inner). */
+static void test_field_at(void **state)
+{
+	kiln_contract *k;
+	const kiln_field *f, *hidden;
+
+	(void)state;
+	k = props_ok("      - name: customer\n        logicalType: object\n        properties:\n"
+	             "          - name: customer_id\n            logicalType: string\n"
+	             "            classification: pii\n"
+	             "          - name: secret\n            logicalType: string\n"
+	             "            customProperties:\n              - property: pseudonymisation\n"
+	             "                value: drop\n"
+	             "      - name: items\n        logicalType: array\n        items:\n"
+	             "          logicalType: object\n          properties:\n"
+	             "            - name: id\n              logicalType: string\n"
+	             "      - name: a.b\n        logicalType: string\n"
+	             "      - name: plain\n        logicalType: integer\n"
+	             "      - name: gone\n        logicalType: object\n        customProperties:\n"
+	             "          - property: pseudonymisation\n            value: redact\n"
+	             "        properties:\n          - name: inner\n            logicalType: string\n");
+
+	assert_int_equal(kiln_contract_field_at(&f, &hidden, k, "customer.customer_id"), 0);
+	assert_ptr_equal(f, child(child(k->root, "customer"), "customer_id"));
+	assert_string_equal(f->path, "customer.customer_id");
+	assert_null(hidden);
+	assert_int_equal(kiln_contract_field_at(&f, NULL, k, "plain"), 0);
+	assert_ptr_equal(f, child(k->root, "plain"));
+	assert_int_equal(kiln_contract_field_at(&f, &hidden, k, "a.b"), 0); /* the whole name */
+	assert_ptr_equal(f, child(k->root, "a.b"));
+	assert_null(hidden);
+
+	assert_int_equal(kiln_contract_field_at(&f, &hidden, k, "customer.secret"), 0);
+	assert_ptr_equal(hidden, f);
+	assert_int_equal(kiln_contract_field_at(&f, &hidden, k, "gone.inner"), 0);
+	assert_ptr_equal(hidden, child(k->root, "gone"));
+	assert_string_equal(f->path, "gone.inner");
+
+	assert_int_equal(kiln_contract_field_at(&f, &hidden, k, "items.id"), KILN_EINVALID);
+	assert_null(f);
+	assert_string_equal(kiln_error_last(), "\"items.id\" goes through the array \"items\" (t.yaml:20:9): "
+	                                       "a path cannot step into an array");
+	assert_int_equal(kiln_contract_field_at(&f, NULL, k, "plain.x"), KILN_EINVALID);
+	assert_string_equal(kiln_error_last(),
+	                    "\"plain.x\" goes through \"plain\" (t.yaml:29:9), which has no properties "
+	                    "(logicalType integer)");
+	assert_int_equal(kiln_contract_field_at(&f, NULL, k, "customer.customer_id.x"), KILN_EINVALID);
+	assert_non_null(strstr(kiln_error_last(), "through \"customer.customer_id\" (t.yaml:12:13)"));
+	assert_int_equal(kiln_contract_field_at(&f, NULL, k, "nope.x"), KILN_ENOTFOUND);
+	assert_string_equal(kiln_error_last(), "the contract t.yaml has no top-level field \"nope\"");
+	assert_int_equal(kiln_contract_field_at(&f, NULL, k, "customer.nope"), KILN_ENOTFOUND);
+	assert_string_equal(kiln_error_last(), "\"customer\" (t.yaml:9:9) has no property \"nope\"");
+	assert_int_equal(kiln_contract_field_at(&f, NULL, k, "customer."), KILN_ENOTFOUND);
+	assert_int_equal(kiln_contract_field_at(&f, NULL, k, ""), KILN_ENOTFOUND);
+	kiln_contract_free(k);
+}
+
 static void test_yaml_syntax_error(void **state)
 {
 	(void)state;
@@ -1105,6 +1168,7 @@ int main(void)
 	    cmocka_unit_test(test_exclusive_bounds),
 	    cmocka_unit_test(test_temporal_bounds),
 	    cmocka_unit_test(test_nested_paths),
+	    cmocka_unit_test(test_field_at),
 	    cmocka_unit_test(test_yaml_syntax_error),
 	    cmocka_unit_test(test_load_missing_file),
 	    cmocka_unit_test(test_alias_fan_out),

@@ -287,6 +287,84 @@ static void test_pii_array_items(void **state)
 	kiln_contract_free(c);
 }
 
+/* A nested split key (split.key: customer.customer_id): the split value is
+ * that field's curated value (its token in its domain: pseudonymDomain
+ * "customer"); a record without customer, or a customer without
+ * customer_id, has none (KILN_ENOTFOUND: quarantined as missing_required),
+ * even when a top-level customer_id or another object's customer_id holds
+ * a value. A nested pii field without pseudonymDomain takes its own name
+ * as its domain (contact.customer_id: "customer_id"), not its path. */
+static void test_nested_split_key(void **state)
+{
+	static const char contract[] =
+	    "apiVersion: v3.0.2\nkind: DataContract\nid: nest\nversion: 1.0.0\n"
+	    "status: active\nschema:\n  - name: rec\n    logicalType: object\n"
+	    "    properties:\n      - name: id\n        logicalType: string\n"
+	    "      - name: customer_id\n        logicalType: string\n"
+	    "      - name: customer\n        logicalType: object\n        properties:\n"
+	    "          - name: customer_id\n            logicalType: string\n"
+	    "            classification: pii\n            customProperties:\n"
+	    "              - property: pseudonymDomain\n                value: customer\n"
+	    "          - name: name\n            logicalType: string\n"
+	    "      - name: contact\n        logicalType: object\n        properties:\n"
+	    "          - name: customer_id\n            logicalType: string\n"
+	    "            classification: pii\n";
+	static const char *const without[] = {
+	    "{\"id\":\"2\"}",
+	    "{\"id\":\"3\",\"customer\":{\"name\":\"x\"}}",
+	    "{\"id\":\"4\",\"customer_id\":\"c-1\",\"customer\":{},\"contact\":{\"customer_id\":\"c-1\"}}",
+	};
+	fixture *f = *state;
+	kiln_contract *c = NULL;
+	kiln_validator *v;
+	kiln_curator *cur = NULL;
+	kiln_buf out = KILN_BUF_INIT(0);
+	kiln_report report;
+	char a[KILN_TOKEN_MAX], b[KILN_TOKEN_MAX], want[256];
+	const char *split, *rec;
+	size_t split_len;
+	const kiln_field *key;
+
+	assert_int_equal(kiln_contract_load_buffer(&c, "nest.yaml", contract, sizeof(contract) - 1, NULL), 0);
+	assert_int_equal(kiln_contract_field_at(&key, NULL, c, "customer.customer_id"), 0);
+	v = kiln_validator_new(c, NULL);
+	assert_non_null(v);
+	assert_int_equal(
+	    kiln_curator_new(&cur,
+	                     &(kiln_curator_options){.contract = c, .key = &f->key, .split_field = key}),
+	    0);
+
+	rec = "{\"id\":\"1\",\"customer\":{\"customer_id\":\"c-1\",\"name\":\"x\"},"
+	      "\"contact\":{\"customer_id\":\"c-1\"}}";
+	kiln_curate_begin(cur, &out);
+	assert_int_equal(kiln_validate_hook(v, rec, strlen(rec), &report, kiln_curate_token, cur), 0);
+	assert_int_equal(kiln_curate_end(cur, &split, &split_len), 0);
+	token(f, a, "customer", "c-1");
+	token(f, b, "customer_id", "c-1");
+	snprintf(want, sizeof(want),
+	         "{\"id\":\"1\",\"customer\":{\"customer_id\":\"%s\",\"name\":\"x\"},"
+	         "\"contact\":{\"customer_id\":\"%s\"}}",
+	         a, b);
+	assert_int_equal(out.len, strlen(want));
+	assert_memory_equal(out.ptr, want, out.len);
+	assert_int_equal(split_len, strlen(a));
+	assert_memory_equal(split, a, split_len);
+
+	for (size_t i = 0; i < sizeof(without) / sizeof(without[0]); i++) {
+		kiln_buf_reset(&out);
+		kiln_curate_begin(cur, &out);
+		assert_int_equal(
+		    kiln_validate_hook(v, without[i], strlen(without[i]), &report, kiln_curate_token, cur),
+		    0);
+		assert_int_equal(kiln_curate_end(cur, &split, &split_len), KILN_ENOTFOUND);
+		assert_non_null(strstr(kiln_error_last(), "customer.customer_id"));
+	}
+	kiln_buf_free(&out);
+	kiln_curator_free(cur);
+	kiln_validator_free(v);
+	kiln_contract_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -295,6 +373,7 @@ int main(void)
 	    cmocka_unit_test(test_no_value_in_errors_or_paths),
 	    cmocka_unit_test(test_no_value_in_logs),
 	    cmocka_unit_test(test_pii_array_items),
+	    cmocka_unit_test(test_nested_split_key),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
