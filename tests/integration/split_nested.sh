@@ -11,6 +11,8 @@
 # missing_required with the path customer.customer_id; a split.key through
 # an array (items.id) or into a scalar is refused before anything is
 # written, in one line naming the pipeline's file:line:col and the array.
+# kiln trace --subject customer.customer_id=VALUE (the nested path as the
+# subject's field) finds that customer's records.
 # Needs git and Debian's python3-zstandard; skips (exit 77) without them.
 set -uo pipefail
 
@@ -181,6 +183,7 @@ for c in range(12):
         splits.add(split)
     assert len(splits) == 1, "customer %d in %s" % (c, sorted(splits))
     per_customer[c] = splits.pop()
+json.dump(per_customer, open(os.path.join(tmp, "customer-splits.json"), "w"))
 used = set(per_customer.values())
 assert len(used) >= 2, "every customer in one split (%s): the test shows nothing" % used
 
@@ -201,6 +204,21 @@ PY
 	return 1
 }
 check "every customer in one split, by the rule; the two without customer_id quarantined" verify
+# a subject named by the nested path: its tokens in the field's domain find
+# the customer's 5 records, all in the customer's split
+traced() {
+	(cd "$tmp" && "$kiln" trace tickets --subject customer.customer_id=cust-003 --pipeline tickets.yaml \
+		--json >trace.out 2>trace.err) || { sed 's/^/  | /' "$tmp/trace.err" | head -5; return 1; }
+	"$py" - "$tmp" <<'PY'
+import json, os, sys
+tmp = sys.argv[1]
+t = json.load(open(os.path.join(tmp, "trace.out")))
+want = json.load(open(os.path.join(tmp, "customer-splits.json")))["3"]
+erased = t["erased"]
+assert erased[want] == 5 and sum(erased.values()) == 5, (erased, want)
+PY
+}
+check "kiln trace --subject customer.customer_id=... finds the customer's 5 records in its split" traced
 check "git fsck --strict" git --git-dir="$tmp/m.git" fsck --strict --no-progress
 check "no raw customer id in a log" bash -c "! grep -l 'cust-0' '$tmp'/*.out '$tmp'/*.err"
 
