@@ -201,6 +201,63 @@ int kiln_replayed_merge(kiln_replayed *set, const kiln_replayed *from, bool *ove
 	return 0;
 }
 
+/* Appends [first, last] to out, whose offsets so far all lie before it. */
+static int append_range(kiln_replayed *out, const char *topic, int32_t partition, int64_t first, int64_t last)
+{
+	kiln_replayed_part *p = NULL;
+	int rc;
+
+	if ((rc = part_get(out, topic, partition, &p)) < 0)
+		return rc;
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? 2 * p->cap : 8;
+		kiln_replayed_range *v = realloc(p->v, cap * sizeof(*v));
+
+		if (!v)
+			return oom();
+		p->v = v;
+		p->cap = cap;
+	}
+	p->v[p->n++] = (kiln_replayed_range){first, last};
+	out->count += (uint64_t)(last - first) + 1;
+	return 0;
+}
+
+int kiln_replayed_subtract(kiln_replayed *out, const kiln_replayed *a, const kiln_replayed *b)
+{
+	for (size_t i = 0; i < a->n; i++) {
+		const kiln_replayed_part *pa = &a->parts[i];
+		bool found;
+		size_t at = part_find(b, pa->topic, pa->partition, &found);
+		const kiln_replayed_part *pb = found ? &b->parts[at] : NULL;
+		size_t j = 0;
+
+		for (size_t k = 0; k < pa->n; k++) {
+			int64_t lo = pa->v[k].first, hi = pa->v[k].last;
+			bool left = true; /* [lo, hi] is still to place */
+			int rc;
+
+			/* b's ranges that end before lo do not matter any more */
+			while (pb && j < pb->n && pb->v[j].last < lo)
+				j++;
+			while (pb && j < pb->n && pb->v[j].first <= hi) {
+				if (pb->v[j].first > lo && (rc = append_range(out, pa->topic, pa->partition,
+				                                              lo, pb->v[j].first - 1)) < 0)
+					return rc;
+				if (pb->v[j].last >= hi) {
+					left = false;
+					break;
+				}
+				lo = pb->v[j].last + 1;
+				j++;
+			}
+			if (left && (rc = append_range(out, pa->topic, pa->partition, lo, hi)) < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
 int kiln_replayed_render(kiln_buf *out, const kiln_replayed *set)
 {
 	int rc = kiln_buf_puts(out, "{\n  \"partitions\": [");

@@ -48,6 +48,9 @@ bool kiln_replayed_has(const kiln_replayed *set, const char *topic, int32_t part
  * whether any of them was there already. */
 int kiln_replayed_merge(kiln_replayed *set, const kiln_replayed *from, bool *overlap);
 
+/* out (empty) = the offsets of a that b does not hold, range by range. */
+int kiln_replayed_subtract(kiln_replayed *out, const kiln_replayed *a, const kiln_replayed *b);
+
 /* The file's text (empty set: "partitions": []). */
 int kiln_replayed_render(kiln_buf *out, const kiln_replayed *set);
 

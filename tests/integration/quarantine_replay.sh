@@ -16,7 +16,8 @@
 # and replays killed with SIGKILL at several points both end, after a rerun,
 # in the same state with one replay commit; --dry-run and --json; a later
 # kiln run goes on at the next offset (lineage.json unchanged by the replay)
-# and kiln verify --deep passes; no personal value in any output.
+# and kiln verify --deep passes; with manifest.remote, a replay commit is
+# rebased on another host's run; no personal value in any output.
 # Needs git, zstd and Debian's python3-zstandard (skips, exit 77, without them).
 set -uo pipefail
 
@@ -52,12 +53,15 @@ sed -e 's/value: \[page_view, click, search/value: [page_view, search/' -e 's/^v
 sed "s|^contract: .*|contract: $tmp/strict.yaml|" "$src/pipelines/user-events.yaml" >"$tmp/strict-p.yaml"
 sed "s|^contract: .*|contract: $src/contracts/user-events.yaml|" "$src/pipelines/user-events.yaml" >"$tmp/fixed-p.yaml"
 size=(--set source.max_record_bytes=16384)
-clicks=$("$py" -c '
+count_clicks() { # the valid clicks of the input so far: what the strict contract wrongly quarantines
+	"$py" -c '
 import json, sys
 lines = open(sys.argv[2], "rb").read().split(b"\n")
 facts = [json.loads(l) for l in open(sys.argv[1])]
-print(sum(1 for f in facts if f["outcome"] == "valid" and json.loads(lines[f["line"]])["event_type"] == "click"))' \
-	"$tmp/in.expect" "$tmp/in.jsonl")
+print(sum(1 for i, f in enumerate(facts) if f["outcome"] == "valid" and json.loads(lines[i])["event_type"] == "click"))' \
+		"$tmp/in.expect" "$tmp/in.jsonl"
+}
+clicks=$(count_clicks)
 
 git_m() { git --git-dir="$tmp/m.git" "$@"; }
 tip() { git_m rev-parse -q --verify refs/heads/user-events/main; }
@@ -156,8 +160,8 @@ if problems:
 sys.exit(1 if problems else 0)
 EOF
 fails() { ! "$@" >/dev/null 2>&1; }
-state_ok() { # REPLAYED: the store and the branch tip hold every record once
-	"$py" "$tmp/check.py" "$tmp/store" "$tmp/m.git" refs/heads/user-events/main "$tmp/in.expect" "$1"
+state_ok() { # REPLAYED [STORE REPO]: the store and the branch tip hold every record once
+	"$py" "$tmp/check.py" "${2:-$tmp/store}" "${3:-$tmp/m.git}" refs/heads/user-events/main "$tmp/in.expect" "$1"
 }
 
 # ---- the strict run
@@ -238,6 +242,26 @@ check "a kiln run after the replay commits" status_is 0 "$kiln" run "$tmp/fixed-
 check "  exactly the new records" grep -q '^user-events@[0-9a-f]*: +40 records .*offsets 300-339 of user-events' "$tmp/out"
 check "every record of both runs once, stats.json balances" state_ok "$clicks"
 check "kiln verify --deep passes" status_is 0 "$kiln" verify user-events@main --deep
+
+# ---- with manifest.remote: a replay committed here while another host's
+# run reached the remote first is rebased on it by the next run here
+r=$tmp/r
+mkdir -p "$r" && git init -q --bare "$r/R.git"
+at() { # HOST ARGS...: with that host's repository, the shared remote and store
+	local host=$1
+	shift
+	KILN_STORE=file://$r/store "$@" "${size[@]}" --set manifest.repo="$r/$host.git" --set manifest.remote="$r/R.git"
+}
+rclicks=$(count_clicks)
+check "remote: the strict run on host A" status_is 0 at A "$kiln" run "$tmp/strict-p.yaml"
+check "remote: a replay on host A, not pushed" status_is 0 env KILN_STORE=file://$r/store \
+	"$kiln" quarantine replay user-events --pipeline "$tmp/fixed-p.yaml" "${size[@]}" --set manifest.repo="$r/A.git"
+"$py" "$gen" --records 40 --invalid-rate 0.2 --seed 7 --max-record-bytes 16384 -o "$tmp/in.jsonl" --expect "$tmp/in.expect" --append
+check "remote: host B's run reaches the remote first" status_is 0 at B "$kiln" run "$tmp/fixed-p.yaml"
+check "remote: host A's next run rebases the replay on it" status_is 0 at A "$kiln" run "$tmp/fixed-p.yaml"
+check "  the replay commit is on the remote, on top of B's" \
+	test "$(git --git-dir="$r/R.git" log -1 --format=%s refs/heads/user-events/main)" = "user-events: $rclicks records replayed from the quarantine, 3 shards"
+check "  every record once, stats.json balances" state_ok "$rclicks" "$r/store" "$r/R.git"
 
 check "no personal data in any output" pii_scan_logs
 
