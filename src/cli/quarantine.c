@@ -22,6 +22,7 @@
 #include "erase/zones.h"
 #include "ingest/quarantine_replay.h"
 #include "manifest/format.h"
+#include "manifest/version.h"
 #include "mask/key.h"
 #include "shard/quarantine.h"
 #include "store/store.h"
@@ -41,6 +42,9 @@ static const char usage_text[] =
     "(docs/FORMATS.md). Objects of every branch of DATASET are read, or of\n"
     "BRANCH only; objects named before datasets were (no dataset or branch in\n"
     "the name) are read for any DATASET without @BRANCH.\n"
+    "Records that the branch's quarantine-replayed.json lists (moved into its\n"
+    "shards by a replay whose cleanup did not finish) are left out, when the\n"
+    "manifest repository is known (--pipeline's, else $KILN_MANIFEST).\n"
     "\n"
     "ls prints one line per rejected record, never the record:\n"
     "  TOPIC PARTITION OFFSET CODE PATH COUNT KEY\n"
@@ -128,6 +132,11 @@ typedef struct q_cmd {
 	q_day *days;
 	size_t day_n, day_cap;
 	kiln_buf by_object; /* stats: the text or JSON of the objects so far */
+	/* the replay list of the object's branch: records it holds are in a
+	 * shard (a replay's cleanup did not finish) and are not shown */
+	kiln_manifest *manifest; /* NULL: no repository known, nothing hidden */
+	char *list_branch;       /* the branch `listed` is of, NULL: none loaded */
+	kiln_replayed listed;
 } q_cmd;
 
 /* ---- writing -------------------------------------------------------------- */
@@ -363,6 +372,8 @@ static int on_line(void *ctx, const kiln_quarantine_line *l)
 
 	if ((c->code >= 0 && (int)l->code != c->code) || (c->topic && strcmp(l->topic, c->topic) != 0))
 		return 0;
+	if (c->obj->branch && kiln_replayed_has(&c->listed, l->topic, l->partition, l->offset))
+		return 0;
 	switch (c->mode) {
 	case Q_LS:
 		rc = ls_line(c, l);
@@ -389,6 +400,14 @@ static int on_object(void *ctx, const kiln_quarantine_object *o)
 
 	if (c->branch && (!o->branch || strcmp(o->branch, c->branch) != 0))
 		return 0;
+	if (c->manifest && o->branch && (!c->list_branch || strcmp(c->list_branch, o->branch) != 0)) {
+		free(c->list_branch);
+		kiln_replayed_free(&c->listed);
+		if (!(c->list_branch = strdup(o->branch)))
+			return kiln_error_set(KILN_ENOMEM, "out of memory");
+		if ((rc = kiln_manifest_replayed(c->manifest, c->dataset, o->branch, &c->listed)) < 0)
+			return rc;
+	}
 	c->obj = o;
 	c->obj_records = 0;
 	if ((rc = kiln_quarantine_read(c->store, o->key, on_line, c)) != 0)
@@ -730,6 +749,10 @@ int kiln_cmd_quarantine(int argc, char **argv)
 		kiln_cli_fail(c.cmd, "%s", kiln_error_last());
 		goto cleanup;
 	}
+	/* the repository, when one is known, for the branches' replay lists */
+	const char *repo = src.pipeline ? src.pipeline->manifest_repo : getenv("KILN_MANIFEST");
+	if (repo && *repo && kiln_version_open(&c.manifest, repo) < 0)
+		c.manifest = NULL; /* none there: no branch has replayed anything */
 	if (c.json && (rc = open_document(&c)) != 0)
 		goto write_error;
 	if ((rc = kiln_quarantine_list(c.store, c.topic, c.dataset, on_object, &c)) != 0) {
@@ -750,6 +773,9 @@ int kiln_cmd_quarantine(int argc, char **argv)
 write_error:
 	kiln_cli_fail(c.cmd, "%s", rc < 0 ? kiln_error_last() : "stdout: write error");
 cleanup:
+	kiln_manifest_close(c.manifest);
+	free(c.list_branch);
+	kiln_replayed_free(&c.listed);
 	kiln_store_close(c.store);
 	kiln_cli_source_free(&src);
 	kiln_buf_free(&c.out);

@@ -14,7 +14,8 @@
 # rerun does nothing (same tip, exit 0); the state a replay killed after its
 # commit and before its cleanup leaves (the quarantine objects restored)
 # and replays killed with SIGKILL at several points both end, after a rerun,
-# in the same state with one replay commit; --dry-run and --json; a later
+# in the same state with one replay commit (kiln quarantine stats shows each
+# record once meanwhile); --dry-run and --json; a later
 # kiln run goes on at the next offset (lineage.json unchanged by the replay)
 # and kiln verify --deep passes; with manifest.remote, a replay commit is
 # rebased on another host's run; no personal value in any output.
@@ -210,6 +211,11 @@ assert d["dataset"] == "user-events" and d["branch"] == "main" and d["dry_run"] 
 # are those from before the replay while the branch lists the records
 rm -rf "$tmp/store/quarantine" && cp -a "$tmp/store.before/quarantine" "$tmp/store/quarantine"
 check "after a crash between commit and cleanup the records are twice" fails state_ok "$clicks"
+stays=$(grep -c '"outcome": "quarantined"' "$tmp/in.expect")
+check "  kiln quarantine stats counts each record once even so" status_is 0 "$kiln" quarantine stats user-events@main --json
+check "  (the listed ones left out)" "$py" -c 'import json, sys; assert json.load(open(sys.argv[1]))["total"] == int(sys.argv[2])' "$tmp/out" "$stays"
+check "  and without the repository, every line" status_is 0 env -u KILN_MANIFEST "$kiln" quarantine stats user-events@main --json
+check "  (the listed ones too)" "$py" -c 'import json, sys; assert json.load(open(sys.argv[1]))["total"] == int(sys.argv[2])' "$tmp/out" "$((stays + clicks))"
 check "a rerun exits 0" status_is 0 replay
 cp "$tmp/out" "$tmp/repair.out"
 check "  commits nothing" test "$(tip)" = "$c2"
