@@ -56,21 +56,11 @@ typedef struct qreplay {
 
 /* ---- collecting ------------------------------------------------------------- */
 
-static bool pipeline_topic(const kiln_pipeline *p, const char *topic)
-{
-	if (!kiln_pipeline_is_kafka(p))
-		return p->source_name && strcmp(p->source_name, topic) == 0;
-	for (size_t i = 0; i < p->topic_count; i++)
-		if (strcmp(p->topics[i], topic) == 0)
-			return true;
-	return false;
-}
-
 bool kiln_quarantine_replay_reads(const kiln_pipeline *p, const kiln_quarantine_object *obj)
 {
 	if (obj->dataset)
 		return strcmp(obj->dataset, p->dataset) == 0 && strcmp(obj->branch, p->branch) == 0;
-	return pipeline_topic(p, obj->topic);
+	return kiln_source_reads_name(p, obj->topic);
 }
 
 static int on_line(void *ctx, const kiln_quarantine_line *l)
