@@ -555,7 +555,7 @@ static int replay_report(const kiln_pipeline *p, const kiln_quarantine_replay_re
 		rc |= kiln_buf_printf(&b,
 		                      ",\"objects_rewritten\":%" PRIu64 ",\"objects_deleted\":%" PRIu64 "}\n",
 		                      z->rewritten, z->deleted);
-		return kiln_cli_put_buf(&b, rc);
+		goto done;
 	}
 	if (dry_run) {
 		rc |= kiln_buf_printf(&b,
@@ -591,7 +591,10 @@ static int replay_report(const kiln_pipeline *p, const kiln_quarantine_replay_re
 		                      " object%s rewritten, %" PRIu64 " deleted)\n",
 		                      z->records, z->records == 1 ? "" : "s", z->rewritten,
 		                      z->rewritten == 1 ? "" : "s", z->deleted);
-	return kiln_cli_put_buf(&b, rc);
+done:
+	rc = kiln_cli_put_buf(&b, rc);
+	kiln_buf_free(&b);
+	return rc;
 }
 
 /* `kiln quarantine replay`: argv[0] is "replay". */
