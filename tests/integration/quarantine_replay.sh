@@ -68,6 +68,7 @@ git_m() { git --git-dir="$tmp/m.git" "$@"; }
 tip() { git_m rev-parse -q --verify refs/heads/user-events/main; }
 replay() { "$kiln" quarantine replay user-events --pipeline "$tmp/fixed-p.yaml" "${size[@]}" "$@"; }
 qsum() { (cd "$tmp/store" && find quarantine -type f -name '*.jsonl.zst' | sort | xargs -r sha256sum); }
+allsum() { (cd "$tmp" && find store m.git -type f | sort | xargs -r sha256sum); }
 
 # The one checker: python3 + zstandard over the store and the manifest.
 cat >"$tmp/check.py" <<'EOF'
@@ -173,7 +174,7 @@ check "some valid clicks were quarantined" test "$clicks" -gt 20
 check "before the replay the checker sees the clicks quarantined, not curated" \
 	test "$(state_ok 0 | tail -1)" = "  $clicks problems"
 cp -a "$tmp/store" "$tmp/store.before" && cp -a "$tmp/m.git" "$tmp/m.before"
-q_before=$(qsum)
+q_before=$(qsum) all_before=$(allsum)
 
 # ---- --dry-run writes nothing
 check "--dry-run exits 0" status_is 0 replay --dry-run
@@ -182,6 +183,7 @@ check "  counts what would pass" grep -q "^user-events@main: $clicks quarantined
 check "  per code" grep -Eq "^  enum +$clicks +[0-9]+$" "$tmp/dry.out"
 check "  commits nothing" test "$(tip)" = "$c1"
 check "  leaves the quarantine as it was" test "$(qsum)" = "$q_before"
+check "  and writes no file in the store or the manifest repository" test "$(allsum)" = "$all_before"
 
 # ---- the replay
 check "the replay exits 0" status_is 0 replay
