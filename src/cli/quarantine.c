@@ -1,8 +1,11 @@
-/* `kiln quarantine ls|stats|cat`: the quarantine (src/shard/quarantine.h)
- * of one dataset from the command line: one line per rejected record with
- * its reasons (ls), counts per code, path, object and day (stats), and the
- * records themselves (cat), which hold personal data and are shown only to
- * a caller who can load the pipeline's pseudonymisation key. */
+/* `kiln quarantine ls|stats|cat|replay`: the quarantine
+ * (src/shard/quarantine.h) of one dataset from the command line: one line
+ * per rejected record with its reasons (ls), counts per code, path, object
+ * and day (stats), the records themselves (cat), which hold personal data
+ * and are shown only to a caller who can load the pipeline's
+ * pseudonymisation key, and the records that pass the pipeline's contract
+ * now committed and dropped from the quarantine (replay, with
+ * ingest/quarantine_replay.h and erase/zones.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +19,10 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "erase/zones.h"
+#include "ingest/quarantine_replay.h"
 #include "manifest/format.h"
+#include "manifest/version.h"
 #include "mask/key.h"
 #include "shard/quarantine.h"
 #include "store/store.h"
@@ -28,12 +34,17 @@ static const char usage_text[] =
     "                          [--json] [--pipeline FILE | --store URL]\n"
     "       kiln quarantine cat DATASET[@BRANCH] --pipeline FILE [--code CODE]\n"
     "                          [--topic T] [--json]\n"
+    "       kiln quarantine replay DATASET[@BRANCH] --pipeline FILE [--set K=V]...\n"
+    "                          [--code CODE] [--dry-run] [--json]\n"
     "\n"
     "The quarantine holds every record a run rejected with its reasons, in\n"
     "objects under quarantine/<topic>/<partition>/<dataset>/<branch>/\n"
     "(docs/FORMATS.md). Objects of every branch of DATASET are read, or of\n"
     "BRANCH only; objects named before datasets were (no dataset or branch in\n"
     "the name) are read for any DATASET without @BRANCH.\n"
+    "Records that the branch's quarantine-replayed.json lists (moved into its\n"
+    "shards by a replay whose cleanup did not finish) are left out, when the\n"
+    "manifest repository is known (--pipeline's, else $KILN_MANIFEST).\n"
     "\n"
     "ls prints one line per rejected record, never the record:\n"
     "  TOPIC PARTITION OFFSET CODE PATH COUNT KEY\n"
@@ -46,6 +57,18 @@ static const char usage_text[] =
     "shows them only when the pipeline's key loads (its key file readable by\n"
     "you and by no one else, or its key_env variable set), and says so on\n"
     "stderr.\n"
+    "replay runs the quarantined records of DATASET@BRANCH (default: the\n"
+    "pipeline's branch) through the pipeline as it is now, after a contract fix:\n"
+    "those that pass are pseudonymised, split and sharded as a run would and\n"
+    "committed on the branch in one snapshot, whose quarantine-replayed.json\n"
+    "lists them so that none is replayed twice; then their lines are dropped\n"
+    "from the quarantine objects (an object left empty is deleted). Records that\n"
+    "still fail, and records kept without their bytes, stay as they are. A rerun\n"
+    "first drops the lines of records the branch lists (a replay killed after\n"
+    "its commit), then replays only what is not listed; with nothing that\n"
+    "passes it commits nothing and says \"nothing to replay\". --dry-run counts\n"
+    "per code what would pass and what would stay, and writes nothing. See\n"
+    "docs/REPLAY.md.\n"
     "\n"
     "With --json, one JSON document on stdout (docs/JSON.md), with \"dataset\"\n"
     "and \"branch\" (null without @BRANCH):\n"
@@ -55,19 +78,27 @@ static const char usage_text[] =
     "         \"by_object\": [{\"key\", \"records\", \"bytes\", \"mtime\",\n"
     "         \"mtime_unix\"}, ...], \"by_day\": {\"YYYY-MM-DD\": N}\n"
     "  cat:   \"records\": [LINE, ...], \"total\", \"objects\"\n"
+    "  replay: \"commit\" (null: none), \"dry_run\", \"replayed\", \"stayed\",\n"
+    "         \"replayed_by_code\": {CODE: N}, \"stayed_by_code\": {CODE: N},\n"
+    "         \"listed\", \"objects_rewritten\", \"objects_deleted\"\n"
     "\n"
     "Options:\n"
     "  -c, --code CODE       only records whose first violation has this code\n"
     "                        (json_syntax, type, pattern, missing_required, ...)\n"
     "  -t, --topic T         only this topic (a file source's source.name)\n"
-    "  -p, --pipeline FILE   the store (with its S3 options) and, for cat, the key\n"
+    "  -p, --pipeline FILE   the store (with its S3 options) and, for cat, the key;\n"
+    "                        for replay the whole pipeline (contract, key, manifest)\n"
+    "      --set KEY=VALUE   replay: override a pipeline value\n"
+    "  -n, --dry-run         replay: count what would pass and stay, write nothing\n"
     "  -s, --store URL       the object store (default: $KILN_STORE)\n"
     "  -j, --json            one JSON document\n"
     "  -h, --help            show this help\n"
     "\n"
-    "Exit status: 0 on success, 2 on a usage error, a key that does not load\n"
-    "(cat), a store error or a corrupt object (the message names the key and\n"
-    "line).\n";
+    "Exit status: 0 on success (replay: also when nothing passes), 1 when a\n"
+    "concurrent replay committed some of the same records first (replay: nothing\n"
+    "committed; run it again), 2 on a usage error, a key that does not load\n"
+    "(cat, replay), a store or manifest error or a corrupt object (the message\n"
+    "names the key and line).\n";
 
 typedef enum q_mode { Q_LS, Q_STATS, Q_CAT } q_mode;
 
@@ -101,6 +132,11 @@ typedef struct q_cmd {
 	q_day *days;
 	size_t day_n, day_cap;
 	kiln_buf by_object; /* stats: the text or JSON of the objects so far */
+	/* the replay list of the object's branch: records it holds are in a
+	 * shard (a replay's cleanup did not finish) and are not shown */
+	kiln_manifest *manifest; /* NULL: no repository known, nothing hidden */
+	char *list_branch;       /* the branch `listed` is of, NULL: none loaded */
+	kiln_replayed listed;
 } q_cmd;
 
 /* ---- writing -------------------------------------------------------------- */
@@ -336,6 +372,8 @@ static int on_line(void *ctx, const kiln_quarantine_line *l)
 
 	if ((c->code >= 0 && (int)l->code != c->code) || (c->topic && strcmp(l->topic, c->topic) != 0))
 		return 0;
+	if (c->obj->branch && kiln_replayed_has(&c->listed, l->topic, l->partition, l->offset))
+		return 0;
 	switch (c->mode) {
 	case Q_LS:
 		rc = ls_line(c, l);
@@ -362,6 +400,14 @@ static int on_object(void *ctx, const kiln_quarantine_object *o)
 
 	if (c->branch && (!o->branch || strcmp(o->branch, c->branch) != 0))
 		return 0;
+	if (c->manifest && o->branch && (!c->list_branch || strcmp(c->list_branch, o->branch) != 0)) {
+		free(c->list_branch);
+		kiln_replayed_free(&c->listed);
+		if (!(c->list_branch = strdup(o->branch)))
+			return kiln_error_set(KILN_ENOMEM, "out of memory");
+		if ((rc = kiln_manifest_replayed(c->manifest, c->dataset, o->branch, &c->listed)) < 0)
+			return rc;
+	}
 	c->obj = o;
 	c->obj_records = 0;
 	if ((rc = kiln_quarantine_read(c->store, o->key, on_line, c)) != 0)
@@ -457,6 +503,197 @@ static int open_document(q_cmd *c)
 	return kiln_cli_put_buf(&c->out, rc);
 }
 
+/* ---- replay ----------------------------------------------------------------- */
+
+typedef struct replay_drop {
+	const kiln_pipeline *p;
+	const kiln_replayed *listed;
+} replay_drop;
+
+/* The lines the branch's replay list holds go from the objects a replay reads. */
+static bool drop_replayed(void *ctx, const kiln_quarantine_object *obj, const kiln_quarantine_line *line)
+{
+	const replay_drop *d = ctx;
+
+	if (!line)
+		return kiln_quarantine_replay_reads(d->p, obj);
+	return kiln_replayed_has(d->listed, line->topic, line->partition, line->offset);
+}
+
+static int put_codes(kiln_buf *b, const char *name, const uint64_t by_code[KILN_REJECT_COUNT_])
+{
+	int rc = kiln_buf_printf(b, ",\"%s\":{", name);
+	bool first = true;
+
+	for (int k = 1; k < KILN_REJECT_COUNT_; k++)
+		if (by_code[k]) {
+			rc |= kiln_buf_printf(b, "%s\"%s\":%" PRIu64, first ? "" : ",",
+			                      kiln_reject_name((kiln_reject)k), by_code[k]);
+			first = false;
+		}
+	return rc | kiln_buf_putc(b, '}');
+}
+
+static int replay_report(const kiln_pipeline *p, const kiln_quarantine_replay_result *r, bool dry_run,
+                         bool json, const kiln_zone_stats *z)
+{
+	kiln_buf b = KILN_BUF_INIT(0);
+	int rc = 0;
+
+	if (json) {
+		rc |= kiln_buf_puts(&b, "{\"dataset\":");
+		rc |= kiln_cli_json_string(&b, p->dataset);
+		rc |= kiln_buf_puts(&b, ",\"branch\":");
+		rc |= kiln_cli_json_string(&b, p->branch);
+		rc |= kiln_buf_puts(&b, ",\"commit\":");
+		rc |= kiln_cli_json_string_or_null(&b, r->run.commit[0] ? r->run.commit : NULL);
+		rc |= kiln_buf_printf(
+		    &b, ",\"dry_run\":%s,\"replayed\":%" PRIu64 ",\"stayed\":%" PRIu64 ",\"listed\":%" PRIu64,
+		    dry_run ? "true" : "false", r->passed_total, r->stay_total, r->listed.count);
+		rc |= put_codes(&b, "replayed_by_code", r->passed);
+		rc |= put_codes(&b, "stayed_by_code", r->stay);
+		rc |= kiln_buf_printf(&b,
+		                      ",\"objects_rewritten\":%" PRIu64 ",\"objects_deleted\":%" PRIu64 "}\n",
+		                      z->rewritten, z->deleted);
+		goto done;
+	}
+	if (dry_run) {
+		rc |= kiln_buf_printf(&b,
+		                      "%s@%s: %" PRIu64 " quarantined record%s would pass, %" PRIu64
+		                      " would stay (dry run: nothing written)\n",
+		                      p->dataset, p->branch, r->passed_total, r->passed_total == 1 ? "" : "s",
+		                      r->stay_total);
+	} else if (r->run.commit[0]) {
+		rc |= kiln_buf_printf(&b,
+		                      "%s@%.12s: %" PRIu64 " record%s replayed from the quarantine in %zu "
+		                      "shard%s, %" PRIu64 " stay quarantined\n",
+		                      p->dataset, r->run.commit, r->passed_total,
+		                      r->passed_total == 1 ? "" : "s", r->run.shards,
+		                      r->run.shards == 1 ? "" : "s", r->stay_total);
+		rc |= kiln_buf_printf(&b, "version: %s (refs/heads/%s/%s)\n", r->run.commit, p->dataset,
+		                      p->branch);
+	} else {
+		rc |= kiln_buf_printf(
+		    &b, "%s@%s: nothing to replay (%" PRIu64 " quarantined record%s still fail)\n",
+		    p->dataset, p->branch, r->stay_total, r->stay_total == 1 ? "" : "s");
+	}
+	if (r->passed_total || r->stay_total) {
+		rc |= kiln_buf_puts(&b, "by code (as quarantined): pass stay\n");
+		for (int k = 1; k < KILN_REJECT_COUNT_; k++)
+			if (r->passed[k] || r->stay[k])
+				rc |= kiln_buf_printf(&b, "  %-20s %-10" PRIu64 " %" PRIu64 "\n",
+				                      kiln_reject_name((kiln_reject)k), r->passed[k],
+				                      r->stay[k]);
+	}
+	if (z->rewritten || z->deleted)
+		rc |= kiln_buf_printf(&b,
+		                      "quarantine: %" PRIu64 " replayed line%s dropped (%" PRIu64
+		                      " object%s rewritten, %" PRIu64 " deleted)\n",
+		                      z->records, z->records == 1 ? "" : "s", z->rewritten,
+		                      z->rewritten == 1 ? "" : "s", z->deleted);
+done:
+	rc = kiln_cli_put_buf(&b, rc);
+	kiln_buf_free(&b);
+	return rc;
+}
+
+/* `kiln quarantine replay`: argv[0] is "replay". */
+static int replay_cmd(int argc, char **argv)
+{
+	static const char cmd[] = "quarantine replay";
+	q_cmd c = {.cmd = cmd, .code = -1};
+	kiln_cli_sets sets = {0};
+	const char *pipeline_file = NULL;
+	kiln_quarantine_replay_options o = {.code = -1};
+	const kiln_cli_option rows[] = {
+	    {.name = "code", .letter = 'c', .kind = KILN_CLI_CUSTOM, .out = &o.code, .parse = parse_code},
+	    {.name = "pipeline", .letter = 'p', .kind = KILN_CLI_STRING, .out = &pipeline_file},
+	    {.name = "set", .kind = KILN_CLI_SETS, .out = &sets},
+	    {.name = "dry-run", .letter = 'n', .kind = KILN_CLI_FLAG, .out = &o.dry_run},
+	    {.name = "json", .letter = 'j', .kind = KILN_CLI_FLAG, .out = &c.json},
+	    KILN_CLI_END,
+	};
+	const kiln_cli_spec spec = {.cmd = cmd,
+	                            .usage = usage_text,
+	                            .rows = rows,
+	                            .min_args = 1,
+	                            .max_args = 1,
+	                            .args_error =
+	                                "expected one DATASET[@BRANCH] (see kiln quarantine --help)"};
+	kiln_pipeline *p = NULL;
+	kiln_store *store = NULL;
+	kiln_quarantine_replay_result r = {0};
+	kiln_zone_stats z = {0};
+	char **setv = NULL, *branch_set = NULL;
+	int first, status, rc;
+
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
+	if (parse_target(&c, argv[first]) != 0)
+		goto cleanup;
+	if (!pipeline_file) {
+		kiln_cli_fail(cmd, "--pipeline FILE is required: its contract decides what passes now");
+		goto cleanup;
+	}
+	/* @BRANCH is the pipeline's branch, as --set branch=BRANCH would make it */
+	if (!(setv = calloc(sets.n + 2, sizeof(*setv))) ||
+	    (c.branch && !(branch_set = malloc(strlen(c.branch) + sizeof("branch="))))) {
+		kiln_cli_fail(cmd, "out of memory");
+		goto cleanup;
+	}
+	if (branch_set)
+		sprintf(branch_set, "branch=%s", c.branch);
+	for (size_t i = 0; i < sets.n; i++)
+		setv[i] = sets.v[i];
+	if (branch_set)
+		setv[sets.n] = branch_set;
+	if (kiln_pipeline_load(&p, pipeline_file, setv, sets.n + (branch_set ? 1 : 0)) < 0) {
+		kiln_cli_fail(cmd, "%s", kiln_error_last());
+		goto cleanup;
+	}
+	if (strcmp(p->dataset, c.dataset) != 0) {
+		kiln_cli_fail(cmd, "%s: the pipeline's dataset is %s, not %s", pipeline_file, p->dataset,
+		              c.dataset);
+		goto cleanup;
+	}
+	if ((rc = kiln_quarantine_replay_run(p, &o, &r)) < 0) {
+		kiln_cli_fail(cmd, "%s", kiln_error_last());
+		if (rc == KILN_EFENCED)
+			status = KILN_EXIT_INVALID;
+		goto cleanup;
+	}
+	/* the lines of every record the branch lists go, this run's and those a
+	 * killed run committed without dropping them */
+	if (!o.dry_run && r.listed.count) {
+		replay_drop d = {.p = p, .listed = &r.listed};
+
+		if (kiln_store_open(&store, p->store_url, &p->store) < 0 ||
+		    kiln_zone_drop_quarantine_lines(store, p->dataset, drop_replayed, &d, false, &z) < 0) {
+			kiln_cli_fail(
+			    cmd, "%s%s",
+			    r.run.commit[0]
+			        ? "committed, but the quarantine was not cleaned up (run it again): "
+			        : "",
+			    kiln_error_last());
+			goto cleanup;
+		}
+	}
+	if (replay_report(p, &r, o.dry_run, c.json, &z) != 0 || fflush(stdout) != 0 || ferror(stdout)) {
+		kiln_cli_fail(cmd, "stdout: write error");
+		goto cleanup;
+	}
+	status = KILN_EXIT_OK;
+cleanup:
+	kiln_store_close(store);
+	kiln_quarantine_replay_result_free(&r);
+	kiln_pipeline_free(p);
+	free(branch_set);
+	free(setv);
+	free(sets.v);
+	return status;
+}
+
 int kiln_cmd_quarantine(int argc, char **argv)
 {
 	q_cmd c = {.code = -1, .out = KILN_BUF_INIT(0), .by_object = KILN_BUF_INIT(0)};
@@ -478,11 +715,14 @@ int kiln_cmd_quarantine(int argc, char **argv)
 	int first, rc = 0, status;
 
 	if (argc < 2)
-		return kiln_cli_fail("quarantine", "expected ls, stats or cat (see kiln quarantine --help)");
+		return kiln_cli_fail("quarantine",
+		                     "expected ls, stats, cat or replay (see kiln quarantine --help)");
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		fputs(usage_text, stdout);
 		return KILN_EXIT_OK;
 	}
+	if (strcmp(argv[1], "replay") == 0)
+		return replay_cmd(argc - 1, argv + 1);
 	if (strcmp(argv[1], "ls") == 0) {
 		c.mode = Q_LS;
 		spec.cmd = "quarantine ls";
@@ -494,7 +734,8 @@ int kiln_cmd_quarantine(int argc, char **argv)
 		spec.cmd = "quarantine cat";
 	} else {
 		return kiln_cli_fail("quarantine",
-		                     "'%s' is not ls, stats or cat (see kiln quarantine --help)", argv[1]);
+		                     "'%s' is not ls, stats, cat or replay (see kiln quarantine --help)",
+		                     argv[1]);
 	}
 	c.cmd = spec.cmd;
 	if ((status = kiln_cli_parse(&first, &spec, argc - 1, argv + 1)) != KILN_CLI_GO_ON)
@@ -511,6 +752,10 @@ int kiln_cmd_quarantine(int argc, char **argv)
 		kiln_cli_fail(c.cmd, "%s", kiln_error_last());
 		goto cleanup;
 	}
+	/* the repository, when one is known, for the branches' replay lists */
+	const char *repo = src.pipeline ? src.pipeline->manifest_repo : getenv("KILN_MANIFEST");
+	if (repo && *repo && kiln_version_open(&c.manifest, repo) < 0)
+		c.manifest = NULL; /* none there: no branch has replayed anything */
 	if (c.json && (rc = open_document(&c)) != 0)
 		goto write_error;
 	if ((rc = kiln_quarantine_list(c.store, c.topic, c.dataset, on_object, &c)) != 0) {
@@ -531,6 +776,9 @@ int kiln_cmd_quarantine(int argc, char **argv)
 write_error:
 	kiln_cli_fail(c.cmd, "%s", rc < 0 ? kiln_error_last() : "stdout: write error");
 cleanup:
+	kiln_manifest_close(c.manifest);
+	free(c.list_branch);
+	kiln_replayed_free(&c.listed);
 	kiln_store_close(c.store);
 	kiln_cli_source_free(&src);
 	kiln_buf_free(&c.out);

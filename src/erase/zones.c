@@ -34,6 +34,9 @@ typedef struct zone_run {
 	int rc; /* an error of ours inside a decoder's callback */
 	/* quarantine */
 	const char *dataset;
+	kiln_zone_line_drop drop; /* NULL: the subject's lines go */
+	void *drop_ctx;
+	const kiln_quarantine_object *qobj; /* the object being read */
 } zone_run;
 
 static void wipe_buf(kiln_buf *b)
@@ -170,8 +173,9 @@ static int object_end(zone_run *z, const char *key, int decode_rc)
 	if (decode_rc != 0 && decode_rc != KILN_EINVALID)
 		return decode_rc;
 	if (decode_rc == KILN_EINVALID) {
-		/* not an object of its zone: searched as bytes, deleted whole on a match */
-		if (!kiln_zone_bytes_hold(z->s, z->obj.ptr, z->obj.len))
+		/* not an object of its zone: searched as bytes, deleted whole on a
+		 * match (without a subject: left as it is) */
+		if (!z->s || !kiln_zone_bytes_hold(z->s, z->obj.ptr, z->obj.len))
 			return 0;
 		z->st.deleted++;
 		z->st.records++;
@@ -264,8 +268,9 @@ cleanup:
 static int quarantine_line(void *ctx, const kiln_quarantine_line *line)
 {
 	zone_run *z = ctx;
-	bool match =
-	    line->record && !line->record_null && kiln_subject_in_raw(z->s, line->record, line->record_len);
+	bool match = z->drop ? z->drop(z->drop_ctx, z->qobj, line)
+	                     : line->record && !line->record_null &&
+	                           kiln_subject_in_raw(z->s, line->record, line->record_len);
 	int rc;
 
 	if (!match) {
@@ -281,10 +286,13 @@ static int quarantine_object(void *ctx, const kiln_quarantine_object *obj)
 	zone_run *z = ctx;
 	int rc;
 
+	if (z->drop && !z->drop(z->drop_ctx, obj, NULL))
+		return 0;
 	if ((rc = kiln_zone_load(z->store, obj->key, &z->obj)) < 0)
 		return rc == KILN_ENOTFOUND ? 0 : rc; /* gone since the listing */
 	if ((rc = object_begin(z)) < 0)
 		return rc;
+	z->qobj = obj;
 	rc = kiln_quarantine_decode(z->obj.ptr ? z->obj.ptr : "", z->obj.len, obj->key, quarantine_line, z);
 	return object_end(z, obj->key, rc);
 }
@@ -304,6 +312,26 @@ int kiln_zone_erase_quarantine(kiln_store *store, kiln_subject *s, const char *d
 			continue; /* names no quarantine object */
 		rc = kiln_quarantine_list(store, topics[i], dataset, quarantine_object, &z);
 	}
+	if (out)
+		*out = z.st;
+cleanup:
+	run_free(&z);
+	return rc;
+}
+
+int kiln_zone_drop_quarantine_lines(kiln_store *store, const char *dataset, kiln_zone_line_drop drop,
+                                    void *ctx, bool dry_run, kiln_zone_stats *out)
+{
+	zone_run z;
+	int rc;
+
+	if (out)
+		memset(out, 0, sizeof(*out));
+	if ((rc = run_init(&z, store, NULL, dry_run)) < 0)
+		goto cleanup;
+	z.drop = drop;
+	z.drop_ctx = ctx;
+	rc = kiln_quarantine_list(store, NULL, dataset, quarantine_object, &z);
 	if (out)
 		*out = z.st;
 cleanup:

@@ -14,6 +14,7 @@
 #include "core/buf.h"
 #include "erase/subject.h"
 #include "manifest/ledger.h"
+#include "shard/quarantine.h"
 #include "shard/raw.h"
 #include "store/store.h"
 
@@ -43,6 +44,19 @@ int kiln_zone_erase_raw(kiln_store *store, kiln_subject *s, const char *const *t
  * "record_base64"; a line whose record is null does not match). */
 int kiln_zone_erase_quarantine(kiln_store *store, kiln_subject *s, const char *dataset,
                                const char *const *topics, size_t n, bool dry_run, kiln_zone_stats *out);
+
+/* Whether a quarantine line goes: called first with line NULL for each
+ * object (false: the object is not read), then per line of the objects it
+ * took (true: the line goes). */
+typedef bool (*kiln_zone_line_drop)(void *ctx, const kiln_quarantine_object *obj,
+                                    const kiln_quarantine_line *line);
+
+/* The same rewrite of the quarantine objects of dataset (and the older
+ * objects without a dataset) with another rule: the lines `drop` says go
+ * (kiln quarantine replay drops the lines it moved into shards). An object
+ * that does not decode is left as it is. */
+int kiln_zone_drop_quarantine_lines(kiln_store *store, const char *dataset, kiln_zone_line_drop drop,
+                                    void *ctx, bool dry_run, kiln_zone_stats *out);
 
 /* Whether one raw-zone record holds the subject: its value, its key or a
  * header's value (kiln_subject_in_raw). The one rule both the erasure and

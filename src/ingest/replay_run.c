@@ -100,20 +100,12 @@ static void parts_free(struct replay *r)
 
 /* ---- what to replay ------------------------------------------------------- */
 
-static bool pipeline_topic(const kiln_pipeline *p, const char *topic)
-{
-	for (size_t i = 0; i < p->topic_count; i++)
-		if (strcmp(p->topics[i], topic) == 0)
-			return true;
-	return false;
-}
-
 static int note_lineage(void *ctx, const kiln_lineage_entry *e)
 {
 	struct replay *r = ctx;
 	struct part *pt;
 
-	if (!pipeline_topic(r->p, e->topic))
+	if (!kiln_source_reads_name(r->p, e->topic))
 		return 0;
 	if (r->part_count == r->part_cap) {
 		size_t cap = r->part_cap ? r->part_cap * 2 : 16;

@@ -49,7 +49,7 @@ struct kind_check {
 	const char *branch;
 };
 
-static bool reads_name(const kiln_pipeline *p, const char *name)
+bool kiln_source_reads_name(const kiln_pipeline *p, const char *name)
 {
 	if (!kiln_pipeline_is_kafka(p))
 		return p->source_name && strcmp(p->source_name, name) == 0;
@@ -64,7 +64,7 @@ static int refuse_other_kind(void *ctx, const kiln_lineage_entry *e)
 	const struct kind_check *k = ctx;
 	const char *was = kiln_source_entry_kind(e);
 
-	if (!reads_name(k->p, e->topic) || strcmp(was, k->kind) == 0)
+	if (!kiln_source_reads_name(k->p, e->topic) || strcmp(was, k->kind) == 0)
 		return 0;
 	return kiln_error_set(
 	    KILN_EINVALID,

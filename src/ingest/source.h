@@ -73,6 +73,10 @@ extern const kiln_source kiln_source_replay;
  * path; stdin entries of a kiln before issue 25 look the same). Static. */
 const char *kiln_source_entry_kind(const kiln_lineage_entry *entry);
 
+/* Whether the pipeline reads the topic `name`: one of its source.topics
+ * (Kafka), or its source.name (file, stdin). */
+bool kiln_source_reads_name(const kiln_pipeline *pipeline, const char *name);
+
 /* A position is never shared across source kinds: KILN_EINVALID when
  * `branch`'s lineage.json has an entry for a name the pipeline reads (its
  * topics, or its source.name) that another kind of source wrote; 0 when

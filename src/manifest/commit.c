@@ -21,6 +21,7 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "manifest/replayed.h"
 #include "manifest/sshsig.h"
 #include "quality/profile.h"
 #include "shard/filter.h"
@@ -359,9 +360,15 @@ static void render_message(buf *b, const kiln_snapshot *snap, const kiln_mfmt_li
 
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
 		shards += d->splits[s].shards;
-	buf_printf(b, "%s: +%" PRIu64 " %s (%" PRIu64 " valid, %" PRIu64 " quarantined), %" PRIu64 " %s\n\n",
-	           snap->dataset, d->records_in, plural(d->records_in, "record", "records"), d->valid,
-	           d->quarantined, shards, plural(shards, "shard", "shards"));
+	if (snap->replayed)
+		buf_printf(b, "%s: %" PRIu64 " %s replayed from the quarantine, %" PRIu64 " %s\n\n",
+		           snap->dataset, d->valid, plural(d->valid, "record", "records"), shards,
+		           plural(shards, "shard", "shards"));
+	else
+		buf_printf(
+		    b, "%s: +%" PRIu64 " %s (%" PRIu64 " valid, %" PRIu64 " quarantined), %" PRIu64 " %s\n\n",
+		    snap->dataset, d->records_in, plural(d->records_in, "record", "records"), d->valid,
+		    d->quarantined, shards, plural(shards, "shard", "shards"));
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
 		const kiln_split_stats *p = &d->splits[s];
 
@@ -669,10 +676,53 @@ static int write_stats(kiln_manifest *m, kiln_json_scanner *scanner, const char 
 		return rc;
 	if ((rc = stats_add(&stats, &snap->delta)) < 0)
 		return rc;
+	for (int c = 0; c < KILN_REJECT_COUNT_; c++) {
+		uint64_t n = snap->unquarantined[c];
+
+		if (stats.quarantined_by_code[c] < n || stats.quarantined < n)
+			return kiln_error_set(
+			    KILN_EINVALID,
+			    "manifest: %s: stats.json holds fewer quarantined %s records than "
+			    "the quarantine replay takes",
+			    ref, kiln_reject_name((kiln_reject)c));
+		stats.quarantined_by_code[c] -= n;
+		stats.quarantined -= n;
+	}
 	text->k.len = 0;
 	if ((rc = kiln_mfmt_stats_render(&text->k, &stats)) < 0)
 		return rc;
 	return insert_blob(m, root, "stats.json", text->k.ptr, text->k.len);
+}
+
+/* quarantine-replayed.json: the tip's list with the snapshot's offsets
+ * added; none of them may be listed already (another replay took it). */
+static int write_replayed(kiln_manifest *m, const char *ref, git_tree *tip_tree, const kiln_snapshot *snap,
+                          git_treebuilder *root, buf *text)
+{
+	kiln_replayed list;
+	bool overlap = false;
+	int rc;
+
+	if (!snap->replayed)
+		return 0;
+	if ((rc = kiln_manifest_load_replayed(m, tip_tree, ref, &list)) < 0)
+		return rc;
+	if ((rc = kiln_replayed_merge(&list, snap->replayed, &overlap)) < 0)
+		goto done;
+	if (overlap) {
+		rc = kiln_error_set(KILN_EFENCED,
+		                    "manifest: %s: another quarantine replay committed some of these records "
+		                    "first",
+		                    ref);
+		goto done;
+	}
+	text->k.len = 0;
+	if ((rc = kiln_replayed_render(&text->k, &list)) < 0)
+		goto done;
+	rc = insert_blob(m, root, KILN_REPLAYED_FILE, text->k.ptr, text->k.len);
+done:
+	kiln_replayed_free(&list);
+	return rc;
 }
 
 /* profile.json: the tip's total merged with what the snapshot added, and
@@ -808,11 +858,12 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	}
 
 	/* dataset.json, splits/<split>/<hh>.jsonl, filters/<hh>/<hash>.bloom,
-	 * lineage.json, stats.json, profile.json */
+	 * lineage.json, quarantine-replayed.json, stats.json, profile.json */
 	if ((rc = write_dataset_json(m, root, snap, &text)) < 0 ||
 	    (rc = write_splits(m, scanner, ref, snap, root)) < 0 ||
 	    (rc = write_filters(m, ref, snap, root)) < 0 ||
 	    (rc = write_lineage(m, scanner, ref, tip_tree, snap, root, &text, &before)) < 0 ||
+	    (rc = write_replayed(m, ref, tip_tree, snap, root, &text)) < 0 ||
 	    (rc = write_stats(m, scanner, ref, tip_tree, snap, root, &text)) < 0 ||
 	    (rc = write_profile(m, ref, tip_tree, snap, root, &text)) < 0 ||
 	    (snap->contract_text &&

@@ -1,4 +1,4 @@
-/* What the manifest codec's files (format.c, format_dataset.c) share: the
+/* What the manifest codec's files (format.c, format_dataset.c, replayed.c) share: the
  * reader of one manifest file over the JSON scanner. Every error it sets is
  * KILN_EINVALID with the message "WHERE: WHAT" (a scanner error names its
  * rejection code and byte offset). Nothing outside the codec includes it. */

@@ -54,6 +54,12 @@ struct kiln_profile;
 int kiln_manifest_load_profile(kiln_manifest *manifest, git_tree *tree, const char *ref,
                                struct kiln_profile *out);
 
+/* quarantine-replayed.json of the tip's tree into an empty *out (empty
+ * without a tip or the file; manifest/replayed.h). */
+struct kiln_replayed;
+int kiln_manifest_load_replayed(kiln_manifest *manifest, git_tree *tree, const char *ref,
+                                struct kiln_replayed *out);
+
 /* ---- shared by manifest.c and rewrite.c ----------------------------------- */
 /* Writes the annotated tag object "<dataset>/<name>" on commit_hex (it must
  * exist) as kiln_manifest_tag does, without creating or moving a ref. */

@@ -28,6 +28,7 @@
 #include "core/fs.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "manifest/replayed.h"
 #include "manifest/sshsig.h"
 #include "quality/profile.h"
 
@@ -353,6 +354,22 @@ int kiln_manifest_load_stats(kiln_manifest *m, kiln_json_scanner *scanner, git_t
 		return rc;
 	rc = kiln_mfmt_stats_parse(scanner, kiln_manifest_where(w, ref, "stats.json"),
 	                           git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), out);
+	git_blob_free(blob);
+	return rc;
+}
+
+int kiln_manifest_load_replayed(kiln_manifest *m, git_tree *tree, const char *ref, kiln_replayed *out)
+{
+	char w[KILN_MANIFEST_WHERE_CAP];
+	git_blob *blob = NULL;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = read_blob(m, tree, ref, KILN_REPLAYED_FILE, &blob);
+	if (rc < 0 || !blob)
+		return rc;
+	rc = kiln_replayed_parse(out, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob),
+	                         kiln_manifest_where(w, ref, KILN_REPLAYED_FILE));
 	git_blob_free(blob);
 	return rc;
 }

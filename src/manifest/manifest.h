@@ -50,6 +50,7 @@ typedef struct kiln_stats {
 
 struct kiln_signing_key; /* manifest/sshsig.h */
 struct kiln_profile;     /* quality/profile.h */
+struct kiln_replayed;    /* manifest/replayed.h */
 
 typedef struct kiln_snapshot {
 	const char *dataset;       /* [a-z0-9][a-z0-9._-]{0,127} */
@@ -63,6 +64,13 @@ typedef struct kiln_snapshot {
 	size_t lineage_count;
 	kiln_stats delta;                   /* added to the branch's stats.json */
 	const struct kiln_profile *profile; /* what the snapshot's records add to profile.json; NULL: none */
+	/* `kiln quarantine replay` only (NULL/zero otherwise): the quarantined
+	 * offsets this commit curates, added to quarantine-replayed.json
+	 * (KILN_EFENCED, nothing changed, when the tip lists one already), and
+	 * their first-violation codes, subtracted from stats.json's quarantined
+	 * and quarantined_by_code (manifest/replayed.h) */
+	const struct kiln_replayed *replayed;
+	uint64_t unquarantined[KILN_REJECT_COUNT_];
 	const char *author_name, *author_email;
 	const struct kiln_signing_key *signing_key; /* NULL: unsigned commit */
 } kiln_snapshot;

@@ -1,7 +1,7 @@
 /* Rebasing a dataset branch on a remote tip (see rebase.h), for push and
  * fetch: each local commit the remote lacks becomes a kiln snapshot (the
- * shard lines it added, the lineage entries it moved, its stats delta, its
- * dataset.json) committed with kiln_manifest_commit on a temporary branch
+ * shard lines it added, the lineage entries it moved, its stats delta, the
+ * quarantine records it replayed, its dataset.json) committed with kiln_manifest_commit on a temporary branch
  * that starts at the remote tip; the local branch then moves to the result
  * with a compare-and-swap. Everything parsed here lives for one call. */
 #include "manifest/rebase.h"
@@ -20,6 +20,7 @@ static const git_oid absent = {{0}};
 #include "core/error.h"
 #include "core/json.h"
 #include "manifest/format.h"
+#include "manifest/replayed.h"
 #include "quality/profile.h"
 
 /* ---- files of a commit ------------------------------------------------------ */
@@ -123,6 +124,39 @@ static int stats_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *co
 	rc = kiln_mfmt_stats_parse(sc, where, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), out);
 	git_blob_free(blob);
 	return rc;
+}
+
+/* quarantine-replayed.json of a commit into an empty *out (empty without one). */
+static int replayed_read(kiln_manifest *m, const git_oid *commit_id, kiln_replayed *out)
+{
+	git_blob *blob = NULL;
+	char where[512];
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = file_at(m, commit_id, KILN_REPLAYED_FILE, &blob, where)) < 0 || !blob)
+		return rc;
+	rc = kiln_replayed_parse(out, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), where);
+	git_blob_free(blob);
+	return rc;
+}
+
+/* A quarantine replay commit lowers its parent's quarantined counts by
+ * what it replayed: those go to snap->unquarantined and come off *before,
+ * so that the rest is a plain delta. */
+static void stats_unquarantine(kiln_snapshot *snap, const kiln_stats *after, kiln_stats *before)
+{
+	for (int c = 0; c < KILN_REJECT_COUNT_; c++) {
+		uint64_t u = before->quarantined_by_code[c] > after->quarantined_by_code[c]
+		                 ? before->quarantined_by_code[c] - after->quarantined_by_code[c]
+		                 : 0;
+
+		if (u > before->quarantined)
+			u = before->quarantined;
+		snap->unquarantined[c] = u;
+		before->quarantined_by_code[c] -= u;
+		before->quarantined -= u;
+	}
 }
 
 /* *d = a - b, false when some count went down. */
@@ -464,6 +498,7 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 	kiln_profile added = {0};
 	replay r = {0};
 	kiln_mfmt_lineage lc = {0}, lp = {0}, lt = {0};
+	kiln_replayed rc_ = {0}, rp = {0}, radded = {0};
 	kiln_stats sc_, sp;
 	kiln_snapshot snap = {0};
 	char *ds_text = NULL, *author_name = NULL, *author_email = NULL, id[41];
@@ -521,9 +556,16 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 		r.moved[r.nmoved++] = *e;
 	}
 
-	/* stats: the commit's delta */
+	/* stats: the commit's delta; a quarantine replay's records, listed */
 	if ((rc = stats_read(m, x->sc, commit, &sc_)) < 0 || (rc = stats_read(m, x->sc, parent, &sp)) < 0)
 		goto cleanup;
+	if ((rc = replayed_read(m, commit, &rc_)) < 0 || (rc = replayed_read(m, parent, &rp)) < 0 ||
+	    (rc = kiln_replayed_subtract(&radded, &rc_, &rp)) < 0)
+		goto cleanup;
+	if (radded.count) {
+		stats_unquarantine(&snap, &sc_, &sp);
+		snap.replayed = &radded;
+	}
 	if (!stats_delta(&snap.delta, &sc_, &sp)) {
 		rc = bad_file(m, commit, "stats.json",
 		              "counts lower than its parent's: not a kiln snapshot commit");
@@ -576,6 +618,9 @@ cleanup:
 	kiln_mfmt_lineage_free(&lc);
 	kiln_mfmt_lineage_free(&lp);
 	kiln_mfmt_lineage_free(&lt);
+	kiln_replayed_free(&rc_);
+	kiln_replayed_free(&rp);
+	kiln_replayed_free(&radded);
 	replay_free(&r);
 	git_blob_free(ds);
 	git_blob_free(pj);
