@@ -84,7 +84,7 @@ check "promote v4 (main)" status_is 0 "$kiln" promote user-events@main --pipelin
 
 # ---- the Kafka branch: the same dataset, the raw zone ------------------------------------
 "$kiln" broker --partitions 2 --topics ev --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
-pids+=($!)
+pids+=("$!")
 poll 10 test -s "$tmp/pf"
 bs=$(head -1 "$tmp/pf" 2>/dev/null)
 check "kiln broker started" test -n "$bs"
@@ -115,7 +115,7 @@ check "the raw zone holds the subject" not "$py" "$check_py" scan --store "$tmp/
 ak=ASIAKILNAUDIT sk='kiln/audit+secret' st='kiln-audit-session/token=='
 "$py" "$src/tests/integration/s3v4_server.py" --root "$tmp/bucket" --port-file "$tmp/s3port" --region eu-west-3 \
 	--access-key "$ak" --secret-key "$sk" --session-token "$st" --bucket kiln-burst --log "$tmp/s3.log" &
-pids+=($!)
+pids+=("$!")
 poll 10 test -s "$tmp/s3port"
 export AWS_ACCESS_KEY_ID=$ak AWS_SECRET_ACCESS_KEY=$sk AWS_SESSION_TOKEN=$st
 cat >"$tmp/targets.yaml" <<EOF
@@ -156,7 +156,7 @@ cat_all() { # REF -> every curated record of it, split by split
 	local s
 	for s in train dev test; do "$kiln" cat "user-events@$1" --split $s || return 1; done
 }
-for r in $refs; do cat_all $r >"$tmp/before.$r" 2>"$tmp/cat.err" || echo "  cat $r failed"; done
+for r in $refs; do cat_all "$r" >"$tmp/before.$r" 2>"$tmp/cat.err" || echo "  cat $r failed"; done
 check "every version holds the subject" sh -c "for r in $refs; do grep -q '$tok_user' '$tmp/before.'\$r || exit 1; done"
 
 # ---- the erasure, while file runs and a Kafka run commit, killed twice --------------------
@@ -174,10 +174,10 @@ file_loop() {
 }
 file_loop &
 file_pid=$!
-pids+=($file_pid)
+pids+=("$file_pid")
 "$kiln" run "$tmp/k.yaml" >"$tmp/conc.kafka.out" 2>&1 &
 kafka_pid=$!
-pids+=($kafka_pid)
+pids+=("$kafka_pid")
 check "the Kafka member got its partitions" poll 30 grep -q 'assigned topic=ev partition=1' "$tmp/conc.kafka.out"
 : >"$tmp/k2.jsonl"
 gen 200 12 "$tmp/k2.jsonl"
@@ -221,7 +221,7 @@ check "no journal left" test ! -e "$tmp/m.git/kiln-erase-user-events.journal"
 check "erase output names no personal value" not grep -qi 'subject.42\|alice' "$tmp/erase.json" "$tmp/err" "$tmp"/kill*.out
 
 # ---- every other record once, byte-identical ----------------------------------------------
-for r in $refs; do cat_all $r >"$tmp/after.$r" 2>"$tmp/cat.err" || echo "  cat $r failed"; done
+for r in $refs; do cat_all "$r" >"$tmp/after.$r" 2>"$tmp/cat.err" || echo "  cat $r failed"; done
 for r in v1 v2 v3 v4 exp hotfix; do
 	check "$r: every other record kept, byte-identical, and only those" \
 		"$py" "$check_py" kept "$tmp/before.$r" "$tmp/after.$r" "${toks[@]}"
@@ -273,7 +273,7 @@ for h in "${cached_old[@]}"; do
 	check "the superseded shard ${h:0:12} left the cache" test ! -e "$tmp/cache/shards/${h:0:2}/$h.jsonl.zst"
 done
 "$kiln" cache serve "$tmp/cache.yaml" >"$tmp/serve.out" 2>"$tmp/serve.log" &
-pids+=($!)
+pids+=("$!")
 port=
 for _ in $(seq 100); do
 	port=$(grep -o '"event":"listening"[^}]*"port":[0-9]*' "$tmp/serve.log" | grep -o '[0-9]*$' | head -1)
