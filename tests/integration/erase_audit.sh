@@ -13,13 +13,15 @@
 # cache directory finds nothing; every other record is still there once,
 # byte-identical; git verify-tag accepts the new tags; kiln verify and
 # kiln erase --verify pass; later runs continue without gap or duplicate.
+# Last, gdb holds an erasure inside its plan while a file run commits on
+# main: the erasure still takes main in.
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$src/tests/integration/lib.sh"
 kiln=${KILN:-$src/build/kiln}
 py=/usr/bin/python3
-need git zstd ssh-keygen kcat curl
+need git zstd ssh-keygen kcat curl gdb
 $py -c 'import botocore' 2>/dev/null || { echo "FAIL: python3-botocore missing (run scripts/bootstrap)"; echo "0 passed, 1 failed"; exit 1; }
 tmp=$(mktemp -d)
 pids=()
@@ -303,6 +305,24 @@ kcat -P -b "$bs" -t ev -l "$tmp/k5.jsonl"
 check "a later Kafka run" status_is 0 timeout 60 "$kiln" run "$tmp/k.yaml" --stop-at-end
 cat_all stream >"$tmp/after.stream" 2>"$tmp/cat.err"
 check "  stream: no gap, no duplicate" once stream "$((k_fed + 100))"
+
+# ---- a run's commit between the plan's walk and its ref moves ----------------------------
+# gdb holds the erasure inside its plan (the first profile it recomputes,
+# after the walk read the refs) while a file run commits on main: the
+# erasure must still take main in (a compare-and-swap that fails, a new plan).
+plant 9
+check "the subject arrives again on main" status_is 0 "$kiln" run "$pipeline" "${sign[@]}"
+gen 50 31
+gdb -batch -nx -q -ex 'set breakpoint pending on' -ex 'tbreak kiln_profile_init' -ex run \
+	-ex "shell '$kiln' run '$pipeline' --set manifest.signing_key='$tmp/sign.key' >'$tmp/held.run.out' 2>&1" -ex continue \
+	--args "$kiln" erase user-events "${subject[@]}" --pipeline "$pipeline" "${sign[@]}" >"$tmp/held.gdb.out" 2>&1
+check "  the held erasure stopped in its plan" grep -q 'kiln_profile_init' "$tmp/held.gdb.out"
+check "  the run committed while it was held" grep -q '^version: ' "$tmp/held.run.out"
+check "  the erasure finished" grep -q 'exited normally' "$tmp/held.gdb.out"
+cat_all main >"$tmp/held.main" 2>"$tmp/cat.err"
+check "  main holds nothing of the subject" not grep -q "$tok_user\|$tok_free\|$tok_mail" "$tmp/held.main"
+check "  gc --apply" status_is 0 "$kiln" gc --apply --pipeline "$pipeline"
+check "  kiln erase --verify: exit 0" status_is 0 "$kiln" erase user-events --verify "${subject[@]}" --pipeline "$pipeline"
 
 check "no personal value in any log or output" pii_scan_logs
 
