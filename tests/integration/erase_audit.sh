@@ -321,8 +321,26 @@ check "  the run committed while it was held" grep -q '^version: ' "$tmp/held.ru
 check "  the erasure finished" grep -q 'exited normally' "$tmp/held.gdb.out"
 cat_all main >"$tmp/held.main" 2>"$tmp/cat.err"
 check "  main holds nothing of the subject" not grep -q "$tok_user\|$tok_free\|$tok_mail" "$tmp/held.main"
+last_entry() { # the newest ledger entry's JSON
+	gitm show "refs/erasures/user-events:erasures/$(gitm ls-tree --name-only refs/erasures/user-events:erasures | sort -n | tail -1)"
+}
+check "  its ledger entry counts the quarantined records it erased" "$py" -c "
+import json, sys; d = json.loads(sys.argv[1]); assert d['quarantine']['records'] == 3, d['quarantine']" "$(last_entry)"
 check "  gc --apply" status_is 0 "$kiln" gc --apply --pipeline "$pipeline"
 check "  kiln erase --verify: exit 0" status_is 0 "$kiln" erase user-events --verify "${subject[@]}" --pipeline "$pipeline"
+# ... and between the scan of the shards and the plan: the run's new shards
+# hold the subject (it commits while the erasure works: taken in)
+plant 5
+check "the subject arrives on main once more" status_is 0 "$kiln" run "$pipeline" "${sign[@]}"
+plant 6
+gdb -batch -nx -q -ex 'set breakpoint pending on' -ex 'tbreak kiln_rewrite_plan' -ex run \
+	-ex "shell '$kiln' run '$pipeline' --set manifest.signing_key='$tmp/sign.key' >'$tmp/held2.run.out' 2>&1" -ex continue \
+	--args "$kiln" erase user-events "${subject[@]}" --pipeline "$pipeline" "${sign[@]}" >"$tmp/held2.gdb.out" 2>&1
+check "  the held erasure stopped before its plan" grep -q 'kiln_rewrite_plan' "$tmp/held2.gdb.out"
+check "  the run committed the subject's records while it was held" grep -q '^version: ' "$tmp/held2.run.out"
+check "  the erasure finished" grep -q 'exited normally' "$tmp/held2.gdb.out"
+cat_all main >"$tmp/held2.main" 2>"$tmp/cat.err"
+check "  main holds nothing of the subject" not grep -q "$tok_user\|$tok_free\|$tok_mail" "$tmp/held2.main"
 
 check "no personal value in any log or output" pii_scan_logs
 
