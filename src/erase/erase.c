@@ -623,6 +623,29 @@ static int report_changed(erase_state *st)
 	return 0;
 }
 
+/* Reads the shards a commit made since the last scan lists (a run that
+ * committed between the scan and the plan's walk: the plan kept them
+ * unread); *out_late when one holds a needle. */
+static int read_late_shards(erase_state *st, bool *out_late)
+{
+	size_t before = st->shard_count;
+	int rc;
+
+	*out_late = false;
+	if ((rc = kiln_rewrite_scan(st->o->manifest, st->o->dataset, on_shard, NULL, st)) < 0)
+		return rc;
+	for (size_t i = before; i < st->shard_count; i++) {
+		if (!st->shards[i].skip && (rc = erase_shard(st, &st->shards[i])) < 0)
+			return rc;
+		*out_late = *out_late || st->shards[i].changed;
+	}
+	if (st->shard_count > 1)
+		qsort(st->shards, st->shard_count, sizeof(*st->shards), shard_info_cmp);
+	st->sorted_count = st->shard_count;
+	st->out->shards = st->shard_count;
+	return 0;
+}
+
 /* ---- resume ------------------------------------------------------------- */
 
 /* Finishes the journal's erasure; with st (the same subject's erasure
@@ -733,7 +756,7 @@ int kiln_erase(const kiln_erase_options *o, kiln_erase_report *out)
 	kiln_ledger_entry entry = {0};
 	kiln_buf journal = KILN_BUF_INIT(0);
 	size_t change_count = 0;
-	bool found = false;
+	bool found = false, zones_cleaned = false, late;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -802,8 +825,19 @@ int kiln_erase(const kiln_erase_options *o, kiln_erase_report *out)
 			                           .profile = profile_added,
 			                           .profile_ctx = &st};
 
-			if ((rc = kiln_rewrite_plan(o->manifest, &ro, &plan)) < 0)
+			if ((rc = kiln_rewrite_plan(o->manifest, &ro, &plan)) < 0 ||
+			    (rc = read_late_shards(&st, &late)) < 0)
 				goto cleanup;
+			if (late && attempt + 1 < PLAN_ATTEMPTS)
+				continue; /* a run committed the subject's records meanwhile: plan again */
+			if (late) {
+				rc = kiln_error_set(
+				    KILN_EMODIFIED,
+				    "erase: %s: runs kept committing records of the subject while "
+				    "the erasure planned (%d attempts); run it again",
+				    o->dataset, PLAN_ATTEMPTS);
+				goto cleanup;
+			}
 		}
 		if ((rc = merge_done(&st, &plan)) < 0)
 			goto cleanup;
@@ -814,7 +848,8 @@ int kiln_erase(const kiln_erase_options *o, kiln_erase_report *out)
 		if ((rc = kiln_ledger_render(&journal, &entry)) < 0 ||
 		    (rc = kiln_ledger_journal_write(o->manifest, o->dataset, &journal)) < 0)
 			goto cleanup;
-		if (attempt == 0) {
+		if (!zones_cleaned) {
+			zones_cleaned = true;
 			if ((rc = erase_zones(&st, false)) < 0)
 				goto cleanup;
 			entry.raw = out->raw;

@@ -177,7 +177,9 @@ static int dataset_refs(kiln_manifest *m, const char *dataset, ref_list *out)
 }
 
 /* A walk over every commit of the refs, parents before children. */
-static int walk_new(kiln_manifest *m, const ref_list *refs, git_revwalk **out)
+/* A walk from every ref of the list; out_targets (may be NULL, else one
+ * slot per ref) receives the object each ref named when the walk began. */
+static int walk_new(kiln_manifest *m, const ref_list *refs, git_revwalk **out, git_oid *out_targets)
 {
 	git_revwalk *walk = NULL;
 	int gerr;
@@ -187,14 +189,19 @@ static int walk_new(kiln_manifest *m, const ref_list *refs, git_revwalk **out)
 	git_revwalk_sorting(walk, GIT_SORT_TOPOLOGICAL | GIT_SORT_REVERSE);
 	for (size_t i = 0; i < refs->count; i++) {
 		git_object *peeled = NULL;
-		git_reference *ref = NULL;
+		git_reference *ref = NULL, *resolved = NULL;
 
 		gerr = git_reference_lookup(&ref, kiln_manifest_repo(m), refs->names[i]);
 		if (gerr == 0)
-			gerr = git_reference_peel(&peeled, ref, GIT_OBJECT_COMMIT);
+			gerr = git_reference_resolve(&resolved, ref);
+		if (gerr == 0)
+			gerr = git_reference_peel(&peeled, resolved, GIT_OBJECT_COMMIT);
 		if (gerr == 0)
 			gerr = git_revwalk_push(walk, git_object_id(peeled));
+		if (gerr == 0 && out_targets)
+			git_oid_cpy(&out_targets[i], git_reference_target(resolved));
 		git_object_free(peeled);
+		git_reference_free(resolved);
 		git_reference_free(ref);
 		if (gerr < 0) {
 			git_revwalk_free(walk);
@@ -388,7 +395,7 @@ int kiln_rewrite_scan(kiln_manifest *m, const char *dataset,
 		rc = kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
 		goto cleanup;
 	}
-	if ((rc = walk_new(m, &refs, &walk)) < 0)
+	if ((rc = walk_new(m, &refs, &walk, NULL)) < 0)
 		goto cleanup;
 	while (rc == 0 && (gerr = git_revwalk_next(&id, walk)) == 0) {
 		git_commit *commit = NULL;
@@ -1344,9 +1351,12 @@ static int tag_message(git_tag *tag, kiln_buf *out, bool *out_signed)
 	return kiln_buf_put(out, msg, sig ? (size_t)(sig - msg) : strlen(msg));
 }
 
-static int plan_ref(plan_state *p, const char *name)
+/* Plans the move of the ref name from target, what it named when the walk
+ * began: a ref moved since then is left to the compare-and-swap of
+ * kiln_rewrite_apply (KILN_EMODIFIED, plan again), never planned from a
+ * commit the walk did not see. */
+static int plan_ref(plan_state *p, const char *name, const git_oid *target_id)
 {
-	git_reference *ref = NULL, *direct = NULL;
 	git_object *target = NULL;
 	kiln_buf message = KILN_BUF_INIT(0);
 	const oid_slot *slot;
@@ -1354,9 +1364,7 @@ static int plan_ref(plan_state *p, const char *name)
 	char new_hex[41], old_hex[41], tag_hex[41];
 	int rc = 0, gerr;
 
-	if ((gerr = git_reference_lookup(&direct, p->repo, name)) < 0 ||
-	    (gerr = git_reference_resolve(&ref, direct)) < 0 ||
-	    (gerr = git_object_lookup(&target, p->repo, git_reference_target(ref), GIT_OBJECT_ANY)) < 0) {
+	if ((gerr = git_object_lookup(&target, p->repo, target_id, GIT_OBJECT_ANY)) < 0) {
 		rc = kiln_manifest_git_fail(p->m, gerr, name);
 		goto cleanup;
 	}
@@ -1403,8 +1411,6 @@ static int plan_ref(plan_state *p, const char *name)
 cleanup:
 	kiln_buf_free(&message);
 	git_object_free(target);
-	git_reference_free(ref);
-	git_reference_free(direct);
 	return rc;
 }
 
@@ -1423,7 +1429,7 @@ int kiln_rewrite_plan(kiln_manifest *m, const kiln_rewrite_options *o, kiln_rewr
 	    .m = m, .repo = kiln_manifest_repo(m), .o = o, .out = out, .strings = KILN_BUF_INIT(0)};
 	ref_list refs = {0};
 	git_revwalk *walk = NULL;
-	git_oid id;
+	git_oid id, *targets = NULL;
 	int rc, gerr = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -1436,15 +1442,20 @@ int kiln_rewrite_plan(kiln_manifest *m, const kiln_rewrite_options *o, kiln_rewr
 	}
 	if ((rc = dataset_refs(m, o->dataset, &refs)) < 0 || refs.count == 0 || o->shard_count == 0)
 		goto cleanup;
-	if ((rc = walk_new(m, &refs, &walk)) < 0)
+	if (!(targets = calloc(refs.count, sizeof(*targets)))) {
+		rc = kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+		goto cleanup;
+	}
+	if ((rc = walk_new(m, &refs, &walk, targets)) < 0)
 		goto cleanup;
 	while (rc == 0 && (gerr = git_revwalk_next(&id, walk)) == 0)
 		rc = rewrite_commit(&p, &id);
 	if (rc == 0 && gerr != GIT_ITEROVER)
 		rc = kiln_manifest_git_fail(m, gerr, "walking the history");
 	for (size_t i = 0; i < refs.count && rc == 0; i++)
-		rc = plan_ref(&p, refs.names[i]);
+		rc = plan_ref(&p, refs.names[i], &targets[i]);
 cleanup:
+	free(targets);
 	if (rc < 0)
 		kiln_rewrite_result_free(out);
 	git_revwalk_free(walk);

@@ -5,11 +5,12 @@ python3-zstandard only; nothing here is kiln's code).
   erase_check.py tokens KEYFILE DOMAIN=VALUE...      the tokens (docs/FORMATS.md)
   erase_check.py keep-domain KEYFILE DOMAIN EMAIL     a keep-domain needle
   erase_check.py scan --store DIR --repo DIR [--cache DIR] [--token T]... [--value V]...
-        every byte kiln wrote: store objects (zstd frames decompressed, JSON
+        every byte kiln wrote: store objects (zstd frames and zlib streams,
+        such as a pushed manifest's loose git objects, decompressed, JSON
         lines decoded, *_base64 members decoded), every object the git
         repository holds (git cat-file --batch-all-objects) and every other
         file of the repository; prints where each needle is found (never the
-        needle) and exits 1 when one is
+        needle) and exits 1 when one is. --store, --cache and --repo repeat
   erase_check.py kept OLD NEW TOKEN...                NEW holds exactly OLD's
         lines without those holding a token, each as many times
 """
@@ -20,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import zlib
 
 import zstandard
 
@@ -89,28 +91,31 @@ def inflate(data):
             return zstandard.ZstdDecompressor().decompressobj().decompress(data)
         except zstandard.ZstdError:
             return data
+    if data[:1] == b"\x78":
+        try:
+            return zlib.decompress(data)
+        except zlib.error:
+            return data
     return data
 
 
 def scan(argv):
-    store = repo = cache = None
+    roots, repos = [], []
     tokens, values = [], []
     i = 0
     while i < len(argv):
         opt, arg = argv[i], argv[i + 1]
-        if opt == "--store":
-            store = arg
+        if opt in ("--store", "--cache"):
+            roots.append(arg)
         elif opt == "--repo":
-            repo = arg
-        elif opt == "--cache":
-            cache = arg
+            repos.append(arg)
         elif opt == "--token":
             tokens.append(arg)
         elif opt == "--value":
             values.append(arg)
         i += 2
     found = 0
-    for root in [d for d in (store, cache) if d]:
+    for root in roots:
         for dirpath, _, files in os.walk(root):
             for name in files:
                 path = os.path.join(dirpath, name)
@@ -119,26 +124,28 @@ def scan(argv):
                 if holds(inflate(data), tokens, values) or holds(data, tokens, values):
                     print("found in", os.path.relpath(path, root))
                     found += 1
-    out = subprocess.run(["git", "--git-dir", repo, "cat-file", "--batch-all-objects", "--batch"],
-                         check=True, capture_output=True).stdout
-    pos, objects = 0, 0
-    while pos < len(out):
-        nl = out.index(b"\n", pos)
-        oid, kind, size = out[pos:nl].split(b" ")
-        body = out[nl + 1:nl + 1 + int(size)]
-        pos = nl + 1 + int(size) + 1
-        objects += 1
-        if holds(body, tokens, values):
-            print("found in git", kind.decode(), oid.decode())
-            found += 1
-    for dirpath, _, files in os.walk(repo):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            with open(path, "rb") as f:
-                data = f.read()
-            if holds(data, tokens, values):
-                print("found in", os.path.relpath(path, repo))
+    objects = 0
+    for repo in repos:
+        out = subprocess.run(["git", "--git-dir", repo, "cat-file", "--batch-all-objects", "--batch"],
+                             check=True, capture_output=True).stdout
+        pos = 0
+        while pos < len(out):
+            nl = out.index(b"\n", pos)
+            oid, kind, size = out[pos:nl].split(b" ")
+            body = out[nl + 1:nl + 1 + int(size)]
+            pos = nl + 1 + int(size) + 1
+            objects += 1
+            if holds(body, tokens, values):
+                print("found in git", kind.decode(), oid.decode())
                 found += 1
+        for dirpath, _, files in os.walk(repo):
+            for name in files:
+                path = os.path.join(dirpath, name)
+                with open(path, "rb") as f:
+                    data = f.read()
+                if holds(data, tokens, values):
+                    print("found in", os.path.relpath(path, repo))
+                    found += 1
     print(f"{objects} git objects scanned, {found} found")
     return 1 if found else 0
 
