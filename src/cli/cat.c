@@ -69,67 +69,23 @@ typedef struct cursor_opts {
 	bool epoch_seen, buffer_seen;
 } cursor_opts;
 
-/* Removes the temporary files that save_state of a process killed before
- * its rename left beside path ("PATH.tmp-PID" of a PID that no longer
- * runs); once per process, before its first save. */
-static void remove_stale_temps(const char *path)
-{
-	static bool done;
-	const char *slash = strrchr(path, '/');
-	const char *base = slash ? slash + 1 : path;
-	size_t blen = strlen(base);
-	char dir[4096];
-	struct dirent *e;
-	DIR *d;
-
-	if (done)
-		return;
-	done = true;
-	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
-	if (!(d = opendir(dir)))
-		return;
-	while ((e = readdir(d))) {
-		const char *p = e->d_name + blen;
-		char *end;
-		long pid;
-
-		if (strncmp(e->d_name, base, blen) != 0 || strncmp(p, ".tmp-", 5) != 0 ||
-		    !isdigit((unsigned char)p[5]))
-			continue;
-		errno = 0;
-		pid = strtol(p + 5, &end, 10);
-		if (*end || errno || pid <= 0 || pid > INT_MAX || pid == (long)getpid())
-			continue;
-		if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
-			(void)unlinkat(dirfd(d), e->d_name, 0);
-	}
-	closedir(d);
-}
-
 /* The state in state_file, atomically (a temporary file beside it, renamed). */
 static int save_state(const kiln_cursor *c, const char *path)
 {
-	char st[KILN_CURSOR_STATE_SIZE + 1], tmp[4200];
+	static bool swept;
+	char st[KILN_CURSOR_STATE_SIZE + 1];
 	size_t n;
-	int fd, rc;
+	int rc;
 
-	remove_stale_temps(path);
+	if (!swept) { /* temporaries of a killed reader, once */
+		kiln_fs_remove_stale_temps(path);
+		swept = true;
+	}
 	if ((rc = kiln_cursor_state(c, st, sizeof(st) - 1)) < 0)
 		return rc;
 	n = strlen(st);
 	st[n++] = '\n';
-	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, (int)getpid());
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
-		return kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
-	rc = kiln_fs_write_all(fd, st, n, tmp);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = kiln_error_set(KILN_EIO, "%s: fsync: %s", tmp, strerror(errno));
-	close(fd);
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = kiln_error_set(KILN_EIO, "rename %s: %s", tmp, strerror(errno));
-	if (rc < 0)
-		unlink(tmp);
-	return rc;
+	return kiln_fs_write_atomic(path, st, n, 0644);
 }
 
 /* --resume: the state's JSON, or a file holding it (all of it: the cursor

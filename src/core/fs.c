@@ -1,9 +1,12 @@
 /* Local file-system helpers (see fs.h). */
 #include "core/fs.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +86,67 @@ int kiln_fs_write_all(int fd, const void *data, size_t len, const char *what)
 			return kiln_error_set(KILN_EIO, "%s: write: %s", what, strerror(errno));
 		p += w;
 		len -= (size_t)w;
+	}
+	return 0;
+}
+
+void kiln_fs_remove_stale_temps(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	size_t blen = strlen(base);
+	char dir[4096];
+	struct dirent *e;
+	DIR *d;
+
+	if ((size_t)snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) + 1 : 1,
+	                     slash ? path : ".") >= sizeof(dir))
+		return;
+	if (!(d = opendir(dir)))
+		return;
+	while ((e = readdir(d))) {
+		const char *p = e->d_name + blen;
+		char *end;
+		long pid;
+
+		if (strncmp(e->d_name, base, blen) != 0 || strncmp(p, ".tmp-", 5) != 0 ||
+		    !isdigit((unsigned char)p[5]))
+			continue;
+		errno = 0;
+		pid = strtol(p + 5, &end, 10);
+		if (*end || errno || pid <= 0 || pid > INT_MAX || pid == (long)getpid())
+			continue;
+		if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+			(void)unlinkat(dirfd(d), e->d_name, 0);
+	}
+	closedir(d);
+}
+
+int kiln_fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+	const char *slash = strrchr(path, '/');
+	char tmp[4200], dir[4096];
+	int fd, dfd, rc;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp-%ld", path, (long)getpid()) >= sizeof(tmp))
+		return kiln_error_set(KILN_EINVALID, "%s: the path is too long", path);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)) < 0)
+		return kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
+	rc = kiln_fs_write_all(fd, data, len, tmp);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = kiln_error_set(KILN_EIO, "%s: fsync: %s", tmp, strerror(errno));
+	if (close(fd) < 0 && rc == 0)
+		rc = kiln_error_set(KILN_EIO, "%s: close: %s", tmp, strerror(errno));
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = kiln_error_set(KILN_EIO, "%s: rename: %s", path, strerror(errno));
+	if (rc < 0) {
+		unlink(tmp);
+		return rc;
+	}
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		(void)fsync(dfd); /* the rename is done; a folder that cannot be synced loses nothing more */
+		close(dfd);
 	}
 	return 0;
 }

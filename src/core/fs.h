@@ -1,10 +1,11 @@
 /* Local file-system helpers shared by modules that manage directories of
  * their own (the manifest repository, cache nodes): removing a tree without
- * following links, anonymous temporary files. */
+ * following links, anonymous temporary files, files replaced atomically. */
 #ifndef KILN_CORE_FS_H
 #define KILN_CORE_FS_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Removes path and, when it is a directory, everything below it; symbolic
  * links are removed, never followed. A missing path is fine. KILN_EIO with
@@ -19,6 +20,17 @@ int kiln_fs_temp_file(const char *dir, const char *what);
 /* Writes all len bytes to fd (again after a short write or EINTR);
  * KILN_EIO "WHAT: write: reason" when it cannot. */
 int kiln_fs_write_all(int fd, const void *data, size_t len, const char *what);
+
+/* Replaces path with data, all or nothing: writes path.tmp-<pid> (mode),
+ * fsyncs it, renames it over path and fsyncs the folder, so a crash leaves
+ * the old file or the new one, never a part (a kill -9 can leave the
+ * temporary: callers sweep with kiln_fs_remove_stale_temps when they start).
+ * KILN_EIO naming the file on failure (the temporary is then removed). */
+int kiln_fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
+
+/* Removes "<path>.tmp-<pid>" files beside path whose process is gone (a
+ * kill -9 during a write): a running process's temporary is left alone. */
+void kiln_fs_remove_stale_temps(const char *path);
 
 /* The folder kiln_fs_temp_file uses for dir: dir, else $TMPDIR, else /tmp. */
 const char *kiln_fs_temp_dir(const char *dir);

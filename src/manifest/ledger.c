@@ -874,40 +874,13 @@ static int journal_path(kiln_manifest *m, const char *dataset, char *out, size_t
 
 int kiln_ledger_journal_write(kiln_manifest *m, const char *dataset, const kiln_buf *text)
 {
-	char path[4096], tmp[4200];
-	int fd = -1, rc;
+	char path[4096];
+	int rc;
 
 	if ((rc = journal_path(m, dataset, path, sizeof(path))) < 0)
 		return rc;
-	snprintf(tmp, sizeof(tmp), "%s.tmp-%ld", path, (long)getpid());
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
-		return kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
-	if ((rc = kiln_fs_write_all(fd, text->ptr, text->len, tmp)) < 0)
-		goto fail;
-	if (fsync(fd) < 0 || close(fd) < 0) {
-		fd = -1;
-		rc = kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
-		goto fail;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0) {
-		rc = kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
-		goto fail;
-	}
-	{
-		int dfd = open(kiln_manifest_path(m), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-		if (dfd >= 0) {
-			fsync(dfd);
-			close(dfd);
-		}
-	}
-	return 0;
-fail:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	return rc;
+	kiln_fs_remove_stale_temps(path);
+	return kiln_fs_write_atomic(path, text->ptr ? text->ptr : "", text->len, 0600);
 }
 
 int kiln_ledger_journal_read(kiln_manifest *m, const char *dataset, kiln_buf *out)
@@ -949,5 +922,6 @@ int kiln_ledger_journal_remove(kiln_manifest *m, const char *dataset)
 		return rc;
 	if (unlink(path) < 0 && errno != ENOENT)
 		return kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
+	kiln_fs_remove_stale_temps(path); /* a kill -9 during a journal write */
 	return 0;
 }

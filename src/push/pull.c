@@ -166,26 +166,17 @@ static int mkdirs(char *path)
 	return 0;
 }
 
-/* Writes data to path through path.tmp-<pid>, fsync and a rename. */
+/* Writes data to path (its folders made) atomically: path.tmp-<pid>, fsync, rename. */
 static int write_file(const char *path, const void *data, size_t len)
 {
-	char tmp[4200];
-	int fd, rc;
+	char dirs[4200];
+	int rc;
 
-	snprintf(tmp, sizeof(tmp), "%s" PULL_TMP "%d", path, (int)getpid());
-	if ((rc = mkdirs(tmp)) < 0)
+	if ((size_t)snprintf(dirs, sizeof(dirs), "%s", path) >= sizeof(dirs))
+		return kiln_error_set(KILN_EINVALID, "%s: the path is too long", path);
+	if ((rc = mkdirs(dirs)) < 0)
 		return rc;
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
-		return kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
-	rc = kiln_fs_write_all(fd, data, len, tmp);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = kiln_error_set(KILN_EIO, "%s: fsync: %s", tmp, strerror(errno));
-	close(fd);
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = kiln_error_set(KILN_EIO, "rename %s: %s", tmp, strerror(errno));
-	if (rc < 0)
-		unlink(tmp);
-	return rc;
+	return kiln_fs_write_atomic(path, data, len, 0644);
 }
 
 /* Removes the temporaries of pulls that are gone (a kill -9) from dir and,

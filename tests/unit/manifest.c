@@ -21,10 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fixture.h"
 #include "core/error.h"
+#include "manifest/ledger.h"
 #include "manifest/manifest.h"
 
 static char tmpdir[64];
@@ -951,6 +953,50 @@ static void test_concurrent_create(void **state)
 	}
 }
 
+/* An erasure's journal is replaced atomically, and the temporary a kill -9
+ * left beside it is swept by the next write, unless its process still runs. */
+static void test_journal_stale_temps(void **state)
+{
+	char *path = kiln_test_path(tmpdir, "journal.git"), dead[4200], live[4200], jpath[4200];
+	kiln_buf text = KILN_BUF_INIT(0), back = KILN_BUF_INIT(0);
+	kiln_manifest *m = NULL;
+	struct stat st;
+	pid_t child;
+	int fd;
+
+	(void)state;
+	assert_int_equal(kiln_manifest_open(&m, path), 0);
+	child = fork(); /* a process that is gone: its pid names the stale temporary */
+	assert_true(child >= 0);
+	if (child == 0)
+		_exit(0);
+	assert_int_equal(waitpid(child, NULL, 0), child);
+	snprintf(jpath, sizeof(jpath), "%s/kiln-erase-ds.journal", path);
+	snprintf(dead, sizeof(dead), "%s.tmp-%ld", jpath, (long)child);
+	snprintf(live, sizeof(live), "%s.tmp-%ld", jpath, (long)getppid());
+	assert_true((fd = open(dead, O_WRONLY | O_CREAT, 0600)) >= 0);
+	close(fd);
+	assert_true((fd = open(live, O_WRONLY | O_CREAT, 0600)) >= 0);
+	close(fd);
+	assert_int_equal(kiln_buf_put(&text, "{\"a\":1}\n", 8), 0);
+	assert_int_equal(kiln_ledger_journal_write(m, "ds", &text), 0);
+	assert_int_equal(stat(jpath, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(kiln_ledger_journal_read(m, "ds", &back), 1);
+	assert_int_equal(back.len, 8);
+	assert_memory_equal(back.ptr, text.ptr, 8);
+	assert_true(stat(dead, &st) < 0);     /* swept */
+	assert_int_equal(stat(live, &st), 0); /* a running process's: kept */
+	assert_int_equal(kiln_ledger_journal_remove(m, "ds"), 0);
+	assert_true(stat(jpath, &st) < 0);
+	assert_int_equal(kiln_ledger_journal_read(m, "ds", &back), 0);
+	unlink(live);
+	kiln_buf_free(&text);
+	kiln_buf_free(&back);
+	kiln_manifest_close(m);
+	free(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -963,6 +1009,7 @@ int main(void)
 	    cmocka_unit_test(test_ref_lock),
 	    cmocka_unit_test(test_concurrent_create),
 	    cmocka_unit_test(test_malformed_files),
+	    cmocka_unit_test(test_journal_stale_temps),
 	};
 
 	return kiln_test_git_main(tests, tmpdir, "manifest", NULL, NULL);
