@@ -673,8 +673,13 @@ static int resume(kiln_manifest *m, const char *dataset, const kiln_signing_key 
 	plan.moves = e.refs;
 	plan.move_count = e.ref_count;
 	rc = kiln_rewrite_apply(m, &plan, "kiln erase (resumed)", NULL);
-	if (rc == KILN_EMODIFIED)
-		rc = 0; /* a run moved it since: the rerun's own plan rewrites what it added */
+	if (rc == KILN_EMODIFIED) {
+		/* a run moved a ref since the journal was written: the entry
+		 * records only the moves made; the rerun's own plan rewrites the
+		 * rest (and what the run added) as an entry of its own */
+		e.ref_count = kiln_rewrite_keep_applied(m, e.refs, e.ref_count);
+		rc = 0;
+	}
 	if (rc < 0)
 		goto cleanup;
 	if (st && kiln_subject_ledger_id(st->o->subject, subject) == 0 && strcmp(subject, e.subject) == 0) {

@@ -1507,3 +1507,21 @@ int kiln_rewrite_apply(kiln_manifest *m, const kiln_rewrite_result *r, const cha
 		                    kiln_manifest_path(m), moved_ref);
 	return rc;
 }
+
+size_t kiln_rewrite_keep_applied(kiln_manifest *m, kiln_rewrite_move *moves, size_t count)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < count; i++) {
+		git_oid new_id, now;
+
+		git_oid_fromstr(&new_id, moves[i].new_id);
+		if (git_reference_name_to_id(&now, kiln_manifest_repo(m), moves[i].ref) != 0 ||
+		    !git_oid_equal(&now, &new_id))
+			continue;
+		if (kept != i)
+			moves[kept] = moves[i];
+		kept++;
+	}
+	return kept;
+}

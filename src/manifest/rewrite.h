@@ -100,4 +100,9 @@ int kiln_rewrite_plan(kiln_manifest *manifest, const kiln_rewrite_options *optio
 int kiln_rewrite_apply(kiln_manifest *manifest, const kiln_rewrite_result *result, const char *reflog_message,
                        size_t *out_moved);
 
+/* Keeps, in order, the moves whose ref names new_id now (the ones applied,
+ * by this process or a killed one) and returns how many: after
+ * KILN_EMODIFIED, what a record of the moves may claim. */
+size_t kiln_rewrite_keep_applied(kiln_manifest *manifest, kiln_rewrite_move *moves, size_t count);
+
 #endif

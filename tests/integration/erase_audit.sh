@@ -14,7 +14,9 @@
 # byte-identical; git verify-tag accepts the new tags; kiln verify and
 # kiln erase --verify pass; later runs continue without gap or duplicate.
 # Last, gdb holds an erasure inside its plan while a file run commits on
-# main: the erasure still takes main in.
+# main: the erasure still takes main in; and gdb kills one between its
+# journal and its ref moves while a run moves main: the rerun finishes it
+# and the ledger records only moves that were made.
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -341,6 +343,43 @@ check "  the run committed the subject's records while it was held" grep -q '^ve
 check "  the erasure finished" grep -q 'exited normally' "$tmp/held2.gdb.out"
 cat_all main >"$tmp/held2.main" 2>"$tmp/cat.err"
 check "  main holds nothing of the subject" not grep -q "$tok_user\|$tok_free\|$tok_mail" "$tmp/held2.main"
+
+# ... and killed between its journal and its ref moves while a run moves main:
+# the rerun finishes it, and no ledger entry claims a move that never happened
+plant 7
+check "the subject arrives on main yet again" status_is 0 "$kiln" run "$pipeline" "${sign[@]}"
+gen 40 41
+entries_before=$(gitm ls-tree --name-only refs/erasures/user-events:erasures | wc -l)
+gdb -batch -nx -q -ex 'set breakpoint pending on' -ex 'tbreak kiln_rewrite_apply' -ex run \
+	-ex "shell '$kiln' run '$pipeline' --set manifest.signing_key='$tmp/sign.key' >'$tmp/held3.run.out' 2>&1" -ex kill \
+	--args "$kiln" erase user-events "${subject[@]}" --pipeline "$pipeline" "${sign[@]}" >"$tmp/held3.gdb.out" 2>&1
+check "  the erasure was killed at its ref moves" grep -q 'kiln_rewrite_apply' "$tmp/held3.gdb.out"
+check "  the run committed meanwhile" grep -q '^version: ' "$tmp/held3.run.out"
+check "  its journal is left" test -e "$tmp/m.git/kiln-erase-user-events.journal"
+check "  the rerun finishes it" status_is 0 "$kiln" erase user-events "${subject[@]}" --pipeline "$pipeline" "${sign[@]}"
+cat_all main >"$tmp/held3.main" 2>"$tmp/cat.err"
+check "  main holds nothing of the subject" not grep -q "$tok_user\|$tok_free\|$tok_mail" "$tmp/held3.main"
+check "  no journal left" test ! -e "$tmp/m.git/kiln-erase-user-events.journal"
+new_entries() {
+	gitm ls-tree --name-only refs/erasures/user-events:erasures | sort -n | tail -n "+$((entries_before + 1))" |
+		while read -r f; do gitm show "refs/erasures/user-events:erasures/$f"; echo; done
+}
+# every move a new entry records happened: the ref names its new id, a
+# descendant of it, or it is where the ref's move in a later entry started
+check "  every ref move the new entries record was made" "$py" -c '
+import json, subprocess, sys
+git = ["git", "--git-dir=" + sys.argv[1]]
+moves = [m for d in sys.stdin.read().split("\n\n") if d.strip() for m in json.loads(d)["refs"]]
+assert moves, "no moves"
+def desc(a, b): # b is a or descends from it
+    return subprocess.run(git + ["merge-base", "--is-ancestor", a, b]).returncode == 0
+for i, m in enumerate(moves):
+    tip = subprocess.run(git + ["rev-parse", m["ref"]], capture_output=True, text=True).stdout.strip()
+    later = [n["old"] for n in moves[i + 1:] if n["ref"] == m["ref"]]
+    ok = m["new"] == tip or (not m["ref"].startswith("refs/tags/") and desc(m["new"], tip)) or \
+        any(m["new"] == o or desc(m["new"], o) for o in later)
+    assert ok, m["ref"] + ": " + m["new"] + " was never its target"
+' "$tmp/m.git" < <(new_entries)
 
 check "no personal value in any log or output" pii_scan_logs
 
