@@ -200,7 +200,10 @@ static void print_quarantine_lineage(const files *f)
 	for (size_t i = 0; i < f->lin.n; i++) {
 		const kiln_lineage_entry *e = &f->lin.v[i];
 
-		printf("  %s/%" PRId32 " next %" PRId64, e->topic, e->partition, e->next);
+		if (kiln_mfmt_lineage_shared(&f->lin, i))
+			printf("  %s:%s/%" PRId32 " next %" PRId64, e->source, e->topic, e->partition, e->next);
+		else
+			printf("  %s/%" PRId32 " next %" PRId64, e->topic, e->partition, e->next);
 		if (e->path)
 			printf(" (file %s, %" PRIu64 " bytes read)", e->path, e->bytes);
 		printf("\n");
@@ -313,7 +316,9 @@ static int put_lineage(kiln_buf *b, const files *f)
 	for (size_t i = 0; i < f->lin.n; i++) {
 		const kiln_lineage_entry *e = &f->lin.v[i];
 
-		rc |= kiln_buf_puts(b, i ? ",{\"topic\":" : "{\"topic\":");
+		rc |= kiln_buf_puts(b, i ? ",{\"source\":" : "{\"source\":");
+		rc |= kiln_cli_json_string(b, e->source);
+		rc |= kiln_buf_puts(b, ",\"topic\":");
 		rc |= kiln_cli_json_string(b, e->topic);
 		rc |= kiln_buf_printf(
 		    b, ",\"partition\":%" PRId32 ",\"next\":%" PRId64 ",\"path\":", e->partition, e->next);

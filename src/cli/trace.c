@@ -420,8 +420,9 @@ done:
 	return rc;
 }
 
-/* The file a file source read, from the version's lineage.json (NULL for
- * Kafka and stdin), into *out (the caller frees it). */
+/* The file a file source of that name read, from the version's
+ * lineage.json (NULL when no file source wrote one), into *out (the caller
+ * frees it). */
 static int source_file(trace *t, const char *topic, int32_t partition, char **out)
 {
 	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
@@ -437,8 +438,8 @@ static int source_file(trace *t, const char *topic, int32_t partition, char **ou
 	snprintf(where, sizeof(where), "manifest: %s:lineage.json", t->spec);
 	if ((rc = kiln_version_read(t->m, &t->v, "lineage.json", &text)) == 1 &&
 	    (rc = kiln_mfmt_lineage_parse(scanner, where, text.ptr, text.len, &lin)) == 0 &&
-	    (i = kiln_mfmt_lineage_find(&lin, topic, partition)) >= 0 && lin.v[i].path &&
-	    strcmp(lin.v[i].path, "-") != 0 && !(*out = strdup(lin.v[i].path)))
+	    (i = kiln_mfmt_lineage_find(&lin, KILN_LINEAGE_FILE, topic, partition)) >= 0 &&
+	    !(*out = strdup(lin.v[i].path)))
 		rc = oom();
 	kiln_mfmt_lineage_free(&lin);
 	kiln_buf_free(&text);
@@ -518,7 +519,9 @@ static int find_origin(trace *t, const kiln_pipeline *p, kiln_store *store)
 		}
 		if (file)
 			rc = search_file(&o, file, p->max_record_bytes);
-		else
+		/* a shard source range does not say its kind: a Kafka topic of the
+		 * file's name on the branch (lineage.json keeps both) is in the raw zone */
+		if (rc == 0)
 			rc = kiln_raw_list(store, o.range->topic, o.range->partition, on_raw_object, &o);
 		free(file);
 	}

@@ -366,9 +366,6 @@ int kiln_check_pipeline(const kiln_pipeline *p, const kiln_check_options *o)
 		say(&c, "branch", KILN_CHECK_SKIPPED, "needs the contract and the keys");
 	else
 		check_definition(&c);
-	/* a position another kind of source wrote: the run would refuse it */
-	if (manifest == 1 && kiln_run_setup_positions(&c.s) < 0)
-		say(&c, "branch", KILN_CHECK_PROBLEM, "%s", kiln_error_last());
 	check_source(&c);
 	check_zones(&c);
 	if (o->sample_path) {

@@ -26,7 +26,7 @@
 #include "ingest/run_setup.h"
 
 struct resume {
-	const char *topic;
+	const char *topic, *kind; /* the entry of this source's kind and name */
 	bool found;
 	int64_t next;
 	uint64_t bytes;
@@ -38,7 +38,7 @@ static int find_lineage(void *ctx, const kiln_lineage_entry *e)
 {
 	struct resume *r = ctx;
 
-	if (e->partition != 0 || strcmp(e->topic, r->topic) != 0)
+	if (e->partition != 0 || strcmp(e->topic, r->topic) != 0 || strcmp(e->source, r->kind) != 0)
 		return 0;
 	r->found = true;
 	r->next = e->next;
@@ -182,6 +182,7 @@ static int file_open(void **out, kiln_ingest *in, const void *args)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	fs->fd = -1;
 	fs->resume.topic = p->source_name;
+	fs->resume.kind = p->source->kind;
 	if ((rc = kiln_manifest_lineage(in->setup.manifest, p->dataset, p->branch, find_lineage,
 	                                &fs->resume)) < 0)
 		return rc;
@@ -240,7 +241,8 @@ static int file_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 	const kiln_pipeline *p = in->p;
 	int rc;
 
-	fs->lineage = (kiln_lineage_entry){.topic = p->source_name,
+	fs->lineage = (kiln_lineage_entry){.source = p->source->kind,
+	                                   .topic = p->source_name,
 	                                   .partition = 0,
 	                                   .next = (int64_t)in->out->next_offset,
 	                                   .fenced = true,

@@ -100,7 +100,8 @@ static bool listed(const rd_kafka_topic_partition_list_t *list, const struct par
 static int note_lineage(void *ctx, const kiln_lineage_entry *e)
 {
 	struct lineage_seen *s = ctx;
-	struct part *pt = part_find(s->r, e->topic, e->partition);
+	struct part *pt = strcmp(e->source, KILN_LINEAGE_KAFKA) == 0 ? part_find(s->r, e->topic, e->partition)
+	                                                             : NULL; /* a file's, say, of that name */
 
 	if (pt && (!s->only || listed(s->only, pt))) {
 		pt->committed = e->next;
@@ -448,6 +449,7 @@ static int snapshot(struct krun *r, const char *why)
 		if (pt->consumed < 0 && !pt->move_pending)
 			continue;
 		lineage[n++] = (kiln_lineage_entry){
+		    .source = KILN_LINEAGE_KAFKA,
 		    .topic = pt->topic,
 		    .partition = pt->partition,
 		    .next = pt->consumed >= 0 ? pt->consumed : pt->position,

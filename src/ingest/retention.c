@@ -19,7 +19,7 @@ typedef struct position {
 	char *dataset, *branch, *topic;
 	int32_t partition;
 	int64_t next;
-	bool kafka; /* written by a Kafka source (no path) */
+	bool kafka; /* written by a Kafka source ("source": "kafka") */
 } position;
 
 typedef struct retention {
@@ -67,7 +67,7 @@ static int on_entry(void *ctx, const kiln_lineage_entry *e)
 	}
 	p->partition = e->partition;
 	p->next = e->next;
-	p->kafka = e->path == NULL;
+	p->kafka = strcmp(e->source, KILN_LINEAGE_KAFKA) == 0;
 	r->n++;
 	return 0;
 }

@@ -268,11 +268,6 @@ int kiln_run_setup_definition(kiln_run_setup *s)
 	return kiln_buf_putc(&s->dataset_json, '\0');
 }
 
-int kiln_run_setup_positions(kiln_run_setup *s)
-{
-	return kiln_source_check_lineage(s->manifest, s->p, s->p->branch);
-}
-
 int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
 {
 	int rc;
@@ -282,8 +277,7 @@ int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
 	/* settings first: a refused one creates no store folder or repository */
 	if ((rc = kiln_source_check_settings(p)) < 0 || (rc = kiln_run_setup_contract(s)) < 0 ||
 	    (rc = kiln_run_setup_keys(s)) < 0 || (rc = kiln_run_setup_store(s)) < 0 ||
-	    (rc = kiln_run_setup_manifest(s)) < 0 || (rc = kiln_run_setup_positions(s)) < 0 ||
-	    (rc = kiln_run_setup_definition(s)) < 0) {
+	    (rc = kiln_run_setup_manifest(s)) < 0 || (rc = kiln_run_setup_definition(s)) < 0) {
 		kiln_run_setup_close(s);
 		return rc;
 	}

@@ -48,9 +48,6 @@ int kiln_run_setup_keys(kiln_run_setup *s);     /* the pseudonymisation and sign
 int kiln_run_setup_store(kiln_run_setup *s);    /* the store opened */
 /* the manifest repository opened (created when missing), fetched from manifest.remote */
 int kiln_run_setup_manifest(kiln_run_setup *s);
-/* no lineage.json entry of the branch for a name the pipeline reads was written by another kind
- * of source (kiln_source_check_lineage; needs the manifest) */
-int kiln_run_setup_positions(kiln_run_setup *s);
 /* dataset.json rendered and compared with the branch's; a contract change checked against the
  * branch tip's contract.yaml (needs the contract, the key and the manifest) */
 int kiln_run_setup_definition(kiln_run_setup *s);

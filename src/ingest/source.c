@@ -36,19 +36,6 @@ const kiln_source *kiln_source_find(const char *kind)
 	return NULL;
 }
 
-const char *kiln_source_entry_kind(const kiln_lineage_entry *e)
-{
-	if (!e->path)
-		return KILN_SOURCE_KAFKA_KIND;
-	return strcmp(e->path, KILN_SOURCE_STDIN_PATH) == 0 ? kiln_source_stdin.kind : kiln_source_file.kind;
-}
-
-struct kind_check {
-	const kiln_pipeline *p;
-	const char *kind; /* the pipeline's */
-	const char *branch;
-};
-
 bool kiln_source_reads_name(const kiln_pipeline *p, const char *name)
 {
 	if (!kiln_pipeline_is_kafka(p))
@@ -57,36 +44,6 @@ bool kiln_source_reads_name(const kiln_pipeline *p, const char *name)
 		if (strcmp(p->topics[i], name) == 0)
 			return true;
 	return false;
-}
-
-static int refuse_other_kind(void *ctx, const kiln_lineage_entry *e)
-{
-	const struct kind_check *k = ctx;
-	const char *was = kiln_source_entry_kind(e);
-
-	if (!kiln_source_reads_name(k->p, e->topic) || strcmp(was, k->kind) == 0)
-		return 0;
-	return kiln_error_set(
-	    KILN_EINVALID,
-	    "%s@%s: lineage.json holds the position of %s (partition %d) that a %s source%s wrote; "
-	    "this %s source of the same name would resume from it: give one of them another name "
-	    "or run on another branch (--set branch=NAME)",
-	    k->p->dataset, k->branch, e->topic, (int)e->partition, was,
-	    strcmp(was, KILN_SOURCE_KAFKA_KIND) == 0
-	        ? " (or a stdin source of an older kiln: they look the same)"
-	        : "",
-	    k->kind);
-}
-
-int kiln_source_check_lineage(kiln_manifest *m, const kiln_pipeline *p, const char *branch)
-{
-	struct kind_check k = {
-	    .p = p,
-	    .kind = kiln_pipeline_is_kafka(p) ? KILN_SOURCE_KAFKA_KIND : p->source->kind,
-	    .branch = branch,
-	};
-
-	return kiln_manifest_lineage(m, p->dataset, branch, refuse_other_kind, &k);
 }
 
 int kiln_source_check_settings(const kiln_pipeline *p)

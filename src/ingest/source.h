@@ -60,28 +60,19 @@ extern const kiln_source kiln_source_file;
 extern const kiln_source kiln_source_stdin;
 extern const kiln_source kiln_source_replay;
 
-/* The source.kind of a Kafka source, the one kind that is not a row. */
-#define KILN_SOURCE_KAFKA_KIND "kafka"
+/* The source.kind of a Kafka source, the one kind that is not a row (and
+ * the "source" of its lineage.json entries, like each row's kind). */
+#define KILN_SOURCE_KAFKA_KIND KILN_LINEAGE_KAFKA
 
 /* The path a stdin source's lineage.json entries carry (with "bytes" 0 and
- * the fingerprint of no bytes): it tells them from a Kafka partition's. A
- * file source is never named "-" (that path is stdin). */
-#define KILN_SOURCE_STDIN_PATH "-"
-
-/* The kind of source that wrote a lineage.json entry: "file" (it has a
- * path), "stdin" (KILN_SOURCE_STDIN_PATH) or KILN_SOURCE_KAFKA_KIND (no
- * path; stdin entries of a kiln before issue 25 look the same). Static. */
-const char *kiln_source_entry_kind(const kiln_lineage_entry *entry);
+ * the fingerprint of no bytes): entries written before "source" existed
+ * tell stdin from a Kafka partition by it. A file source is never named
+ * "-" (that path is stdin). */
+#define KILN_SOURCE_STDIN_PATH KILN_LINEAGE_STDIN_PATH
 
 /* Whether the pipeline reads the topic `name`: one of its source.topics
  * (Kafka), or its source.name (file, stdin). */
 bool kiln_source_reads_name(const kiln_pipeline *pipeline, const char *name);
-
-/* A position is never shared across source kinds: KILN_EINVALID when
- * `branch`'s lineage.json has an entry for a name the pipeline reads (its
- * topics, or its source.name) that another kind of source wrote; 0 when
- * none (or the branch does not exist). Runs check it before they read. */
-int kiln_source_check_lineage(kiln_manifest *manifest, const kiln_pipeline *pipeline, const char *branch);
 
 /* Settings a run would trip on late or leak: KILN_EINVALID when a file
  * source's path (lineage.json records it, a JSON string) is not valid

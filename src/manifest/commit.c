@@ -405,7 +405,7 @@ static void render_message(buf *b, const kiln_snapshot *snap, const kiln_mfmt_li
 	buf_puts(b, "sources: ");
 	for (size_t i = 0; i < snap->lineage_count; i++) {
 		const kiln_lineage_entry *e = &snap->lineage[i];
-		ptrdiff_t old = kiln_mfmt_lineage_find(before, e->topic, e->partition);
+		ptrdiff_t old = kiln_mfmt_lineage_find(before, e->source, e->topic, e->partition);
 		bool known = old >= 0, found = false;
 		int64_t start = known ? before->v[old].next : 0;
 
@@ -629,21 +629,30 @@ static int write_lineage(kiln_manifest *m, kiln_json_scanner *scanner, const cha
 			goto cleanup;
 	for (size_t i = 0; i < snap->lineage_count; i++) {
 		const kiln_lineage_entry *e = &snap->lineage[i];
-		ptrdiff_t was = kiln_mfmt_lineage_find(before, e->topic, e->partition);
-		int64_t now = was >= 0 ? before->v[was].next : -1;
+		const char *wrong = kiln_mfmt_lineage_source_wrong(e);
+		ptrdiff_t was;
+		int64_t now;
 
+		if (wrong) {
+			rc = kiln_error_set(KILN_EINVALID, "manifest: %s: lineage entry %s/%" PRId32 ": %s", ref,
+			                    e->topic, e->partition, wrong);
+			goto cleanup;
+		}
+		was = kiln_mfmt_lineage_find(before, e->source, e->topic, e->partition);
+		now = was >= 0 ? before->v[was].next : -1;
 		if (e->fenced && now != e->expect_next) {
 			rc = kiln_error_set(KILN_EFENCED,
-			                    "manifest: %s: %s/%" PRId32 " moved to %" PRId64
+			                    "manifest: %s: %s:%s/%" PRId32 " moved to %" PRId64
 			                    " (expected %" PRId64
 			                    "): another writer committed those offsets first",
-			                    ref, e->topic, e->partition, now, e->expect_next);
+			                    ref, e->source, e->topic, e->partition, now, e->expect_next);
 			goto cleanup;
 		}
 	}
 	for (size_t i = 0; i < snap->lineage_count; i++) {
 		ptrdiff_t at =
-		    kiln_mfmt_lineage_find(&merged, snap->lineage[i].topic, snap->lineage[i].partition);
+		    kiln_mfmt_lineage_find(&merged, snap->lineage[i].source, snap->lineage[i].topic,
+		                           snap->lineage[i].partition);
 
 		if (at >= 0)
 			merged.v[at] = snap->lineage[i];

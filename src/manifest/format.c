@@ -422,6 +422,7 @@ int kiln_mfmt_stats_render(kiln_buf *out, const kiln_stats *s)
 
 static void lineage_entry_free_strings(kiln_lineage_entry *e)
 {
+	free((char *)e->source);
 	free((char *)e->topic);
 	free((char *)e->path);
 	free((char *)e->prefix_blake2b);
@@ -459,12 +460,23 @@ int kiln_mfmt_lineage_push(kiln_mfmt_lineage *l, const kiln_lineage_entry *e, bo
 	return 0;
 }
 
-ptrdiff_t kiln_mfmt_lineage_find(const kiln_mfmt_lineage *l, const char *topic, int32_t partition)
+ptrdiff_t kiln_mfmt_lineage_find(const kiln_mfmt_lineage *l, const char *source, const char *topic,
+                                 int32_t partition)
 {
 	for (size_t i = 0; i < l->n; i++)
-		if (l->v[i].partition == partition && strcmp(l->v[i].topic, topic) == 0)
+		if (l->v[i].partition == partition && strcmp(l->v[i].topic, topic) == 0 &&
+		    strcmp(l->v[i].source, source) == 0)
 			return (ptrdiff_t)i;
 	return -1;
+}
+
+bool kiln_mfmt_lineage_shared(const kiln_mfmt_lineage *l, size_t i)
+{
+	for (size_t j = 0; j < l->n; j++)
+		if (j != i && l->v[j].partition == l->v[i].partition &&
+		    strcmp(l->v[j].topic, l->v[i].topic) == 0)
+			return true;
+	return false;
 }
 
 static int lineage_cmp(const void *a, const void *b)
@@ -474,7 +486,9 @@ static int lineage_cmp(const void *a, const void *b)
 
 	if (c)
 		return c;
-	return (x->partition > y->partition) - (x->partition < y->partition);
+	if (x->partition != y->partition)
+		return (x->partition > y->partition) - (x->partition < y->partition);
+	return strcmp(x->source, y->source);
 }
 
 void kiln_mfmt_lineage_sort(kiln_mfmt_lineage *l)
@@ -496,17 +510,58 @@ void kiln_mfmt_lineage_sort(kiln_mfmt_lineage *l)
 	}
 }
 
-static int parse_lineage_entry(kiln_mfmt_jreader *r, kiln_mfmt_lineage *out)
+const char *kiln_mfmt_lineage_kind_of_shape(const char *path)
+{
+	if (!path)
+		return KILN_LINEAGE_KAFKA;
+	return strcmp(path, KILN_LINEAGE_STDIN_PATH) == 0 ? KILN_LINEAGE_STDIN : KILN_LINEAGE_FILE;
+}
+
+/* A kind name: [a-z][a-z0-9_-]{0,31}. */
+static bool lineage_kind_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 32 || !(s[0] >= 'a' && s[0] <= 'z'))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+		      s[i] == '-'))
+			return false;
+	return true;
+}
+
+const char *kiln_mfmt_lineage_source_wrong(const kiln_lineage_entry *e)
+{
+	bool is_stdin = e->path && strcmp(e->path, KILN_LINEAGE_STDIN_PATH) == 0;
+
+	if (!e->source || !lineage_kind_valid(e->source))
+		return "\"source\" is not a source kind ([a-z][a-z0-9_-]{0,31})";
+
+	if (strcmp(e->source, KILN_LINEAGE_KAFKA) == 0 && e->path)
+		return "a \"kafka\" entry has no \"path\"";
+	if (strcmp(e->source, KILN_LINEAGE_FILE) == 0 && (!e->path || is_stdin))
+		return "a \"file\" entry needs the file's \"path\" (\"-\" is stdin)";
+	if (strcmp(e->source, KILN_LINEAGE_STDIN) == 0 && !is_stdin)
+		return "a \"stdin\" entry has \"path\" \"-\"";
+	return NULL;
+}
+
+/* The index'th entry (from 1) of "partitions". */
+static int parse_lineage_entry(kiln_mfmt_jreader *r, kiln_mfmt_lineage *out, size_t index)
 {
 	kiln_lineage_entry e = {0};
 	kiln_json_token t;
 	bool have_partition = false, have_next = false, have_bytes = false;
+	const char *wrong;
 	int rc;
 
 	while ((rc = jr_next_key(r, &t)) > 0) {
 		int64_t v;
 
-		if (jr_key_is(&t, "topic") && !e.topic) {
+		if (jr_key_is(&t, "source") && !e.source) {
+			rc = jr_string(r, "source", (char **)&e.source);
+		} else if (jr_key_is(&t, "topic") && !e.topic) {
 			rc = jr_string(r, "topic", (char **)&e.topic);
 		} else if (jr_key_is(&t, "partition")) {
 			rc = jr_i64(r, "partition", INT32_MIN, INT32_MAX, &v);
@@ -550,8 +605,17 @@ static int parse_lineage_entry(kiln_mfmt_jreader *r, kiln_mfmt_lineage *out)
 		rc = kiln_mfmt_jr_bad(r, "\"path\", \"bytes\" and \"prefix_blake2b\" come together");
 		goto fail;
 	}
-	if (kiln_mfmt_lineage_find(out, e.topic, e.partition) >= 0) {
-		rc = kiln_mfmt_jr_bad(r, "two entries for one topic and partition");
+	if (!e.source && !(e.source = strdup(kiln_mfmt_lineage_kind_of_shape(e.path)))) {
+		rc = oom();
+		goto fail;
+	}
+	if ((wrong = kiln_mfmt_lineage_source_wrong(&e))) {
+		rc = kiln_error_set(KILN_EINVALID, "%s: partitions entry %zu (partition %" PRId32 "): %s",
+		                    r->where, index, e.partition, wrong);
+		goto fail;
+	}
+	if (kiln_mfmt_lineage_find(out, e.source, e.topic, e.partition) >= 0) {
+		rc = kiln_mfmt_jr_bad(r, "two entries for one source, topic and partition");
 		goto fail;
 	}
 	if ((rc = kiln_mfmt_lineage_push(out, &e, true)) < 0)
@@ -568,6 +632,7 @@ int kiln_mfmt_lineage_parse(kiln_json_scanner *scanner, const char *where, const
 	kiln_mfmt_jreader r = {scanner, where};
 	kiln_json_token t;
 	bool have_partitions = false;
+	size_t index = 0;
 	int rc;
 
 	if ((rc = kiln_mfmt_jr_begin(&r, text, len, "must be an object")) < 0)
@@ -579,7 +644,7 @@ int kiln_mfmt_lineage_parse(kiln_json_scanner *scanner, const char *where, const
 		if ((rc = jr_expect(&r, &t, KILN_JSON_ARRAY_BEGIN, "\"partitions\" must be an array")) < 0)
 			return rc;
 		while ((rc = jr_next_object(&r, &t, "\"partitions\" entries must be objects")) > 0)
-			if ((rc = parse_lineage_entry(&r, out)) < 0)
+			if ((rc = parse_lineage_entry(&r, out, ++index)) < 0)
 				return rc;
 		if (rc < 0)
 			return rc;
@@ -598,7 +663,11 @@ int kiln_mfmt_lineage_render(kiln_buf *out, const kiln_mfmt_lineage *l)
 	for (size_t i = 0; rc == 0 && i < l->n; i++) {
 		const kiln_lineage_entry *e = &l->v[i];
 
-		rc = kiln_buf_puts(out, i ? ",\n    {\"topic\":" : "\n    {\"topic\":");
+		rc = kiln_buf_puts(out, i ? ",\n    {\"source\":" : "\n    {\"source\":");
+		if (rc == 0)
+			rc = kiln_buf_put_json_string(out, e->source, strlen(e->source));
+		if (rc == 0)
+			rc = kiln_buf_puts(out, ",\"topic\":");
 		if (rc == 0)
 			rc = kiln_buf_put_json_string(out, e->topic, strlen(e->topic));
 		if (rc == 0)

@@ -53,9 +53,9 @@ int kiln_mfmt_stats_render(kiln_buf *out, const kiln_stats *s);
 
 /* ---- lineage.json --------------------------------------------------------- */
 
-/* A list of lineage entries; owned[i] says whether v[i]'s strings (topic,
- * path, prefix_blake2b) were allocated by the list and are freed with it,
- * else they are borrowed from the caller. */
+/* A list of lineage entries; owned[i] says whether v[i]'s strings (source,
+ * topic, path, prefix_blake2b) were allocated by the list and are freed with
+ * it, else they are borrowed from the caller. */
 typedef struct kiln_mfmt_lineage {
 	kiln_lineage_entry *v;
 	bool *owned;
@@ -68,16 +68,38 @@ void kiln_mfmt_lineage_free(kiln_mfmt_lineage *l);
 /* Appends a copy of *e (its strings borrowed, or owned when `owned`). */
 int kiln_mfmt_lineage_push(kiln_mfmt_lineage *l, const kiln_lineage_entry *e, bool owned);
 
-/* The index of the entry for topic/partition, or -1. */
-ptrdiff_t kiln_mfmt_lineage_find(const kiln_mfmt_lineage *l, const char *topic, int32_t partition);
+/* The index of the entry for source/topic/partition, or -1. */
+ptrdiff_t kiln_mfmt_lineage_find(const kiln_mfmt_lineage *l, const char *source, const char *topic,
+                                 int32_t partition);
 
-/* Sorts the entries by topic (byte order) then partition, the file's order. */
+/* Whether another entry of l has l->v[i]'s topic and partition (another
+ * source kind wrote it): listings then name the kind ("file:tickets/0"). */
+bool kiln_mfmt_lineage_shared(const kiln_mfmt_lineage *l, size_t i);
+
+/* Sorts the entries by topic (byte order), partition, then source (byte
+ * order), the file's order. */
 void kiln_mfmt_lineage_sort(kiln_mfmt_lineage *l);
 
-/* Parses a lineage.json text, appending its entries (owned) to *out. Two
- * entries for one topic and partition, an unknown key, a missing "topic",
- * "partition" or "next", or a file entry without all of "path", "bytes" and
- * "prefix_blake2b" are KILN_EINVALID "WHERE: what". */
+/* The kind of source an entry without "source" (written before it
+ * existed) was written by, from its shape: KILN_LINEAGE_KAFKA without a
+ * path, KILN_LINEAGE_STDIN with KILN_LINEAGE_STDIN_PATH, else
+ * KILN_LINEAGE_FILE (static). The migration of older lineage.json files. */
+const char *kiln_mfmt_lineage_kind_of_shape(const char *path);
+
+/* NULL when e's "source" is a kind name ([a-z][a-z0-9_-]{0,31}) that
+ * agrees with its shape ("kafka" without a path, "file" with one other
+ * than "-", "stdin" with "-"; a kind the manifest does not know the shape
+ * of with any), else what is wrong (static). */
+const char *kiln_mfmt_lineage_source_wrong(const kiln_lineage_entry *e);
+
+/* Parses a lineage.json text, appending its entries (owned) to *out; an
+ * entry without "source" gets kiln_mfmt_lineage_kind_of_shape's. Two
+ * entries for one source, topic and partition, an unknown key, a missing
+ * "topic", "partition" or "next", a file entry without all of "path",
+ * "bytes" and "prefix_blake2b", a "source" that is not a kind name
+ * ([a-z][a-z0-9_-]{0,31}) or one that contradicts the entry's shape
+ * ("kafka" with a path, "file" without one or with "-", "stdin" without
+ * "-") are KILN_EINVALID "WHERE: what". */
 int kiln_mfmt_lineage_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
                             kiln_mfmt_lineage *out);
 

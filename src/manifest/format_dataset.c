@@ -244,7 +244,9 @@ int kiln_mfmt_governance_render(kiln_buf *b, const kiln_mfmt_governance *g)
 	for (size_t i = 0; i < g->lineage->n; i++) {
 		const kiln_lineage_entry *e = &g->lineage->v[i];
 
-		rc |= kiln_buf_printf(b, "%s%s/%" PRId32 " next %" PRId64, i ? ", " : "", e->topic,
+		rc |= kiln_buf_printf(b, "%s%s%s%s/%" PRId32 " next %" PRId64, i ? ", " : "",
+		                      kiln_mfmt_lineage_shared(g->lineage, i) ? e->source : "",
+		                      kiln_mfmt_lineage_shared(g->lineage, i) ? ":" : "", e->topic,
 		                      e->partition, e->next);
 	}
 	if (g->lineage->n == 0)

@@ -15,7 +15,20 @@
 #include "shard/object.h"
 #include "shard/split.h"
 
+/* The kinds of source a lineage.json entry names in "source" that the
+ * manifest knows the shape of (a later source writes its own row's kind):
+ * a Kafka partition (no path), a file (its path) and stdin (path
+ * KILN_LINEAGE_STDIN_PATH). An entry written before "source" existed has
+ * the kind its shape tells (docs/FORMATS.md, "lineage.json"). */
+#define KILN_LINEAGE_KAFKA      "kafka"
+#define KILN_LINEAGE_FILE       "file"
+#define KILN_LINEAGE_STDIN      "stdin"
+#define KILN_LINEAGE_STDIN_PATH "-"
+
+/* An entry is keyed by (source, topic, partition): a file and a Kafka topic
+ * of one name on one branch keep two positions, neither read by the other. */
 typedef struct kiln_lineage_entry {
+	const char *source; /* the kind of source that wrote it ("kafka", "file", ...) */
 	const char *topic;
 	int32_t partition;
 	int64_t next; /* the next offset not yet covered (curated or quarantined) */
@@ -28,9 +41,9 @@ typedef struct kiln_lineage_entry {
 	 * they were read): how many in all, in how many gaps (0: never) */
 	uint64_t skipped, gaps;
 	/* commits only: when fenced, the commit is refused (KILN_EMODIFIED,
-	 * nothing changes) unless the tip's entry for this topic/partition has
-	 * next == expect_next (-1: the tip has no entry for it). A worker that
-	 * lost the partition to another one cannot move it. */
+	 * nothing changes) unless the tip's entry for this source, topic and
+	 * partition has next == expect_next (-1: the tip has no entry for it).
+	 * A worker that lost the partition to another one cannot move it. */
 	bool fenced;
 	int64_t expect_next;
 } kiln_lineage_entry;
@@ -60,7 +73,7 @@ typedef struct kiln_snapshot {
 	size_t contract_len;
 	const kiln_shard_entry *shards[KILN_SPLIT_COUNT];
 	size_t shard_count[KILN_SPLIT_COUNT];
-	const kiln_lineage_entry *lineage; /* replace the entries with the same topic/partition */
+	const kiln_lineage_entry *lineage; /* replace the entries with the same source/topic/partition */
 	size_t lineage_count;
 	kiln_stats delta;                   /* added to the branch's stats.json */
 	const struct kiln_profile *profile; /* what the snapshot's records add to profile.json; NULL: none */

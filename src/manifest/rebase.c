@@ -93,10 +93,9 @@ static int lineage_read(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *
 	return rc;
 }
 
-static const kiln_lineage_entry *lineage_find(const kiln_mfmt_lineage *l, const char *topic,
-                                              int32_t partition)
+static const kiln_lineage_entry *lineage_find(const kiln_mfmt_lineage *l, const kiln_lineage_entry *e)
 {
-	ptrdiff_t i = kiln_mfmt_lineage_find(l, topic, partition);
+	ptrdiff_t i = kiln_mfmt_lineage_find(l, e->source, e->topic, e->partition);
 
 	return i >= 0 ? &l->v[i] : NULL;
 }
@@ -534,8 +533,8 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 	}
 	for (size_t i = 0; i < lc.n; i++) {
 		const kiln_lineage_entry *e = &lc.v[i];
-		const kiln_lineage_entry *base = lineage_find(&lp, e->topic, e->partition);
-		const kiln_lineage_entry *now = lineage_find(&lt, e->topic, e->partition);
+		const kiln_lineage_entry *base = lineage_find(&lp, e);
+		const kiln_lineage_entry *now = lineage_find(&lt, e);
 
 		if (base && lineage_equal(base, e))
 			continue;
@@ -547,9 +546,9 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 			kiln_remote_safe_url(u, sizeof(u), x->url);
 			rc = kiln_error_set(
 			    KILN_EINVALID,
-			    "manifest %s: %s: %s/%d was advanced both here (to %lld) and at %s (to %lld): "
+			    "manifest %s: %s: %s:%s/%d was advanced both here (to %lld) and at %s (to %lld): "
 			    "the same offsets would be curated twice; not combined",
-			    kiln_manifest_path(m), x->ref, e->topic, (int)e->partition, (long long)e->next, u,
+			    kiln_manifest_path(m), x->ref, e->source, e->topic, (int)e->partition, (long long)e->next, u,
 			    now ? (long long)now->next : 0LL);
 			goto cleanup;
 		}

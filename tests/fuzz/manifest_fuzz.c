@@ -46,21 +46,27 @@ static void check_lineage(kiln_json_scanner *s, const char *text, size_t len)
 	for (size_t i = 0; i < a.n; i++) {
 		const kiln_lineage_entry *x = &a.v[i], *y = &b.v[i];
 
-		if (!x->topic || !str_eq(x->topic, y->topic) || x->partition != y->partition ||
+		if (!x->topic || !x->source || !str_eq(x->source, y->source) ||
+		    kiln_mfmt_lineage_source_wrong(x) || !str_eq(x->topic, y->topic) || x->partition != y->partition ||
 		    x->next != y->next || !str_eq(x->path, y->path) || x->bytes != y->bytes ||
 		    !str_eq(x->prefix_blake2b, y->prefix_blake2b) || x->skipped != y->skipped ||
 		    x->gaps != y->gaps)
 			abort();
-		if (kiln_mfmt_lineage_find(&a, x->topic, x->partition) != (ptrdiff_t)i)
+		if (kiln_mfmt_lineage_find(&a, x->source, x->topic, x->partition) != (ptrdiff_t)i)
 			abort();
 	}
 	if (kiln_mfmt_lineage_render(&r2, &b) < 0 || r1.len != r2.len || memcmp(r1.ptr, r2.ptr, r1.len) != 0)
 		abort();
 	kiln_mfmt_lineage_sort(&b);
 	for (size_t i = 1; i < b.n; i++) {
-		int c = strcmp(b.v[i - 1].topic, b.v[i].topic);
+		const kiln_lineage_entry *x = &b.v[i - 1], *y = &b.v[i];
+		int c = strcmp(x->topic, y->topic);
 
-		if (c > 0 || (c == 0 && b.v[i - 1].partition >= b.v[i].partition))
+		if (c == 0 && x->partition == y->partition)
+			c = strcmp(x->source, y->source) < 0 ? -1 : 1; /* never equal: one entry per key */
+		else if (c == 0)
+			c = x->partition < y->partition ? -1 : 1;
+		if (c > 0)
 			abort();
 	}
 done:

@@ -46,7 +46,7 @@ static int commit_one(kiln_manifest *m, const char *prefix, int32_t partition, i
 	kiln_source_range src = {"t", partition, next - 10, next - 1};
 	kiln_shard_entry e = {
 	    .bytes = 100, .raw_bytes = 400, .records = 10, .sources = &src, .source_count = 1};
-	kiln_lineage_entry lin = {.topic = "t", .partition = partition, .next = next};
+	kiln_lineage_entry lin = {.source = "kafka", .topic = "t", .partition = partition, .next = next};
 	kiln_snapshot snap = {0};
 	char commit[41];
 

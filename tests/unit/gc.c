@@ -77,7 +77,7 @@ static void commit_shards(kiln_manifest *m, const char *branch, const char *cons
 	static int64_t next;
 	kiln_shard_entry *e = calloc(n ? n : 1, sizeof(*e));
 	kiln_source_range src = {"t", 0, next, next + 9};
-	kiln_lineage_entry lin = {.topic = "t", .partition = 0};
+	kiln_lineage_entry lin = {.source = "kafka", .topic = "t", .partition = 0};
 	kiln_snapshot snap = {0};
 
 	assert_non_null(e);

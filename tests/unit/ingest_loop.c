@@ -131,8 +131,9 @@ static int fake_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 	(void)src;
 	called('l');
 	/* a file source's entry (path, bytes and their fingerprint: none), as
-	 * the pipeline's source is a file: a run refuses another kind's */
+	 * the pipeline's source is a file */
 	fake.lineage = (kiln_lineage_entry){
+	    .source = "file",
 	    .topic = "mem",
 	    .partition = 0,
 	    .next = (int64_t)in->out->next_offset,

@@ -324,8 +324,8 @@ static void test_two_commits(void **state)
 		                             .records = 119,
 		                             .sources = src_d,
 		                             .source_count = 2}};
-		const kiln_lineage_entry lineage[] = {{.topic = "user-events", .partition = 0, .next = 1200},
-		                                      {.topic = "user-events", .partition = 10, .next = 40}};
+		const kiln_lineage_entry lineage[] = {{.source = "kafka", .topic = "user-events", .partition = 0, .next = 1200},
+		                                      {.source = "kafka", .topic = "user-events", .partition = 10, .next = 40}};
 		kiln_snapshot snap = {
 		    .dataset = "ds",
 		    .branch = "main",
@@ -374,8 +374,8 @@ static void test_two_commits(void **state)
 	assert_spec(path, "refs/heads/ds/main:lineage.json",
 	            "{\n"
 	            "  \"partitions\": [\n"
-	            "    {\"topic\":\"user-events\",\"partition\":0,\"next\":1200},\n"
-	            "    {\"topic\":\"user-events\",\"partition\":10,\"next\":40}\n"
+	            "    {\"source\":\"kafka\",\"topic\":\"user-events\",\"partition\":0,\"next\":1200},\n"
+	            "    {\"source\":\"kafka\",\"topic\":\"user-events\",\"partition\":10,\"next\":40}\n"
 	            "  ]\n"
 	            "}\n");
 	assert_spec(path, "refs/heads/ds/main:stats.json",
@@ -409,15 +409,16 @@ static void test_two_commits(void **state)
 		    {.bytes = 999, .raw_bytes = 9999, .records = 3, .sources = src_f, .source_count = 1},
 		};
 		const kiln_lineage_entry lineage[] = {
-		    {.topic = "user-events", .partition = 0, .next = 1300},
-		    {.topic = "files",
+		    {.source = "kafka", .topic = "user-events", .partition = 0, .next = 1300},
+		    {.source = "file",
+		     .topic = "files",
 		     .partition = 0,
 		     .next = 7,
 		     .path = "samples/a.jsonl",
 		     .bytes = 1234,
 		     .prefix_blake2b = PREFIX_HEX},
-		    {.topic = "we\"ird\t", .partition = 3, .next = 5},
-		    {.topic = "user-events", .partition = 2, .next = 3},
+		    {.source = "kafka", .topic = "we\"ird\t", .partition = 3, .next = 5},
+		    {.source = "kafka", .topic = "user-events", .partition = 2, .next = 3},
 		};
 		kiln_snapshot snap = {
 		    .dataset = "ds",
@@ -469,12 +470,12 @@ static void test_two_commits(void **state)
 	    path, "refs/heads/ds/main:lineage.json",
 	    "{\n"
 	    "  \"partitions\": [\n"
-	    "    {\"topic\":\"files\",\"partition\":0,\"next\":7,\"path\":\"samples/a.jsonl\",\"bytes\":1234,"
+	    "    {\"source\":\"file\",\"topic\":\"files\",\"partition\":0,\"next\":7,\"path\":\"samples/a.jsonl\",\"bytes\":1234,"
 	    "\"prefix_blake2b\":\"" PREFIX_HEX "\"},\n"
-	    "    {\"topic\":\"user-events\",\"partition\":0,\"next\":1300},\n"
-	    "    {\"topic\":\"user-events\",\"partition\":2,\"next\":3},\n"
-	    "    {\"topic\":\"user-events\",\"partition\":10,\"next\":40},\n"
-	    "    {\"topic\":\"we\\\"ird\\t\",\"partition\":3,\"next\":5}\n"
+	    "    {\"source\":\"kafka\",\"topic\":\"user-events\",\"partition\":0,\"next\":1300},\n"
+	    "    {\"source\":\"kafka\",\"topic\":\"user-events\",\"partition\":2,\"next\":3},\n"
+	    "    {\"source\":\"kafka\",\"topic\":\"user-events\",\"partition\":10,\"next\":40},\n"
+	    "    {\"source\":\"kafka\",\"topic\":\"we\\\"ird\\t\",\"partition\":3,\"next\":5}\n"
 	    "  ]\n"
 	    "}\n");
 	assert_spec(
@@ -571,7 +572,7 @@ static char concurrent_commit[41];
 
 static void commit_elsewhere(void)
 {
-	const kiln_lineage_entry lineage[] = {{.topic = "t", .partition = 0, .next = 500}};
+	const kiln_lineage_entry lineage[] = {{.source = "kafka", .topic = "t", .partition = 0, .next = 500}};
 	kiln_snapshot snap = {
 	    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage, .lineage_count = 1};
 	kiln_manifest *other;
@@ -595,7 +596,7 @@ static void assert_tip_is_concurrent(kiln_manifest *m)
 
 static void test_compare_and_swap(void **state)
 {
-	const kiln_lineage_entry lineage[] = {{.topic = "t", .partition = 0, .next = 100}};
+	const kiln_lineage_entry lineage[] = {{.source = "kafka", .topic = "t", .partition = 0, .next = 100}};
 	kiln_snapshot snap = {
 	    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage, .lineage_count = 1};
 	kiln_manifest *m;
@@ -643,7 +644,7 @@ static void test_compare_and_swap(void **state)
 static void test_fenced_lineage(void **state)
 {
 	kiln_lineage_entry lineage[] = {
-	    {.topic = "t", .partition = 0, .next = 100, .fenced = true, .expect_next = -1}};
+	    {.source = "kafka", .topic = "t", .partition = 0, .next = 100, .fenced = true, .expect_next = -1}};
 	kiln_snapshot snap = {
 	    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage, .lineage_count = 1};
 	char *path = kiln_test_path(tmpdir, "fence.git");
@@ -669,13 +670,53 @@ static void test_fenced_lineage(void **state)
 	assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
 	assert_spec(path, "refs/heads/ds/main:lineage.json",
 	            "{\n  \"partitions\": [\n    "
-	            "{\"topic\":\"t\",\"partition\":0,\"next\":900,\"gaps\":1,\"skipped\":700}\n  ]\n}\n");
+	            "{\"source\":\"kafka\",\"topic\":\"t\",\"partition\":0,\"next\":900,\"gaps\":1,\"skipped\":700}\n  ]\n}\n");
 	assert_int_equal(kiln_manifest_lineage(m, "ds", "main", collect, &got), 0);
 	assert_string_equal(got.text, "[t|0|900|-|0|-]");
 	/* an unfenced entry (a file source) is not compared */
 	lineage[0].fenced = false;
 	lineage[0].next = 901;
 	assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
+	/* a file source of the topic's name has a position of its own: fenced on
+	 * its own absence, not on the Kafka partition's 901, which it leaves */
+	{
+		kiln_lineage_entry file = {.source = "file",
+		                           .topic = "t",
+		                           .partition = 0,
+		                           .next = 3,
+		                           .path = "/in/t.jsonl",
+		                           .bytes = 30,
+		                           .prefix_blake2b = PREFIX_HEX,
+		                           .fenced = true,
+		                           .expect_next = -1};
+		kiln_lineage_entry no_kind = {.topic = "t", .partition = 0, .next = 1};
+		kiln_snapshot fs = {
+		    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = &file, .lineage_count = 1};
+
+		assert_int_equal(kiln_manifest_commit(m, &fs, commit), 0);
+		assert_spec(path, "refs/heads/ds/main:lineage.json",
+		            "{\n  \"partitions\": [\n    "
+		            "{\"source\":\"file\",\"topic\":\"t\",\"partition\":0,\"next\":3,"
+		            "\"path\":\"/in/t.jsonl\",\"bytes\":30,\"prefix_blake2b\":\"" PREFIX_HEX "\"},\n    "
+		            "{\"source\":\"kafka\",\"topic\":\"t\",\"partition\":0,\"next\":901,\"gaps\":1,"
+		            "\"skipped\":700}\n  ]\n}\n");
+		/* the Kafka partition's fence reads its own entry, not the file's 3 */
+		lineage[0].fenced = true;
+		lineage[0].expect_next = 901;
+		lineage[0].next = 950;
+		assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
+		file.expect_next = 3;
+		file.next = 5;
+		assert_int_equal(kiln_manifest_commit(m, &fs, commit), 0);
+		got.text[0] = '\0';
+		got.count = 0;
+		assert_int_equal(kiln_manifest_lineage(m, "ds", "main", collect, &got), 0);
+		assert_string_equal(got.text, "[t|0|5|/in/t.jsonl|30|" PREFIX_HEX "][t|0|950|-|0|-]");
+		/* an entry without its kind is not committed */
+		fs.lineage = &no_kind;
+		assert_int_equal(kiln_manifest_commit(m, &fs, tip), KILN_EINVALID);
+		assert_non_null(strstr(kiln_error_last(), "is not a source kind"));
+	}
 	kiln_manifest_close(m);
 	free(path);
 }
@@ -828,15 +869,16 @@ static void test_malformed_files(void **state)
 	shard.hash[5] = '7';
 	{
 		const kiln_source_range src[] = {{"bad\xff", 0, 0, 0}};
-		const kiln_lineage_entry twice[] = {{.topic = "t", .partition = 0, .next = 1},
-		                                    {.topic = "t", .partition = 0, .next = 2}};
-		const kiln_lineage_entry no_prefix[] = {{.topic = "t",
+		const kiln_lineage_entry twice[] = {{.source = "kafka", .topic = "t", .partition = 0, .next = 1},
+		                                    {.source = "kafka", .topic = "t", .partition = 0, .next = 2}};
+		const kiln_lineage_entry no_prefix[] = {{.source = "file",
+		                                         .topic = "t",
 		                                         .partition = 0,
 		                                         .next = 1,
 		                                         .path = "p",
 		                                         .bytes = 3,
 		                                         .prefix_blake2b = "abc"}};
-		const kiln_lineage_entry bad_utf8[] = {{.topic = "t\xc3", .partition = 0, .next = 1}};
+		const kiln_lineage_entry bad_utf8[] = {{.source = "kafka", .topic = "t\xc3", .partition = 0, .next = 1}};
 
 		shard.sources = src;
 		shard.source_count = 1;
@@ -873,7 +915,7 @@ static void test_malformed_files(void **state)
  * process and is reported with its path (KILN_EIO). Nothing moves. */
 static void test_ref_lock(void **state)
 {
-	kiln_lineage_entry lineage[] = {{.topic = "t", .partition = 0, .next = 10}};
+	kiln_lineage_entry lineage[] = {{.source = "kafka", .topic = "t", .partition = 0, .next = 10}};
 	kiln_snapshot snap = {
 	    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage, .lineage_count = 1};
 	char *path = kiln_test_path(tmpdir, "locked.git"), lock[4096], commit[41], tip[41];

@@ -294,6 +294,41 @@ static const char golden_lineage_kafka[] =
 
 static const char golden_lineage_empty[] = "{\n  \"partitions\": []\n}\n";
 
+/* The same two files as this kiln renders them: each entry opens with the
+ * kind of source that wrote it, which the parser reads from the shape of
+ * main's entries (a path: "file"; none: "kafka"): the migration */
+static const char golden_lineage_file_v2[] =
+    "{\n"
+    "  \"partitions\": [\n"
+    "    {\"source\":\"file\",\"topic\":\"user-events\",\"partition\":0,\"next\":4000,"
+    "\"path\":\"/data/in.jsonl\",\"bytes\":1835038,\"prefix_blake2b\":"
+    "\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"}\n"
+    "  ]\n"
+    "}\n";
+static const char golden_lineage_kafka_v2[] =
+    "{\n"
+    "  \"partitions\": [\n"
+    "    {\"source\":\"kafka\",\"topic\":\"clicks\",\"partition\":0,\"next\":5000,\"gaps\":1,"
+    "\"skipped\":1200},\n"
+    "    {\"source\":\"kafka\",\"topic\":\"clicks\",\"partition\":1,\"next\":4870},\n"
+    "    {\"source\":\"kafka\",\"topic\":\"q\\\"\\\\\\n\",\"partition\":-1,"
+    "\"next\":-9223372036854775808}\n"
+    "  ]\n"
+    "}\n";
+
+/* One name read by three kinds of source on one branch (the stdin entry
+ * written before "source" existed, recognised by its path "-"), and a kind
+ * the manifest does not know the shape of: sorted by topic, partition,
+ * then source, each its own entry. */
+static const char mixed_lineage[] =
+    "{\"partitions\":[{\"source\":\"kafka\",\"topic\":\"tickets\",\"partition\":0,\"next\":6466},"
+    "{\"topic\":\"tickets\",\"partition\":0,\"next\":12,\"path\":\"-\",\"bytes\":0,"
+    "\"prefix_blake2b\":\"0e5751c026e543b2e8ab2eb06099daa1d1e5df47778f7787faab45cdf12fe3a8\"},"
+    "{\"source\":\"file\",\"topic\":\"tickets\",\"partition\":0,\"next\":4000,\"path\":\"/t\","
+    "\"bytes\":9,\"prefix_blake2b\":\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"},"
+    "{\"source\":\"dir\",\"topic\":\"a\",\"partition\":0,\"next\":1,\"path\":\"/l/a\",\"bytes\":9,"
+    "\"prefix_blake2b\":\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"}]}";
+
 static void render_lineage_equal(const kiln_mfmt_lineage *l, const char *want)
 {
 	kiln_buf b = KILN_BUF_INIT(0);
@@ -316,7 +351,13 @@ static void test_lineage_round_trip(void **state)
 	assert_string_equal(l.v[0].path, "/data/in.jsonl");
 	assert_int_equal(l.v[0].bytes, 1835038);
 	assert_int_equal(l.v[0].next, 4000);
-	render_lineage_equal(&l, golden_lineage_file);
+	assert_string_equal(l.v[0].source, "file");
+	render_lineage_equal(&l, golden_lineage_file_v2);
+	kiln_mfmt_lineage_free(&l);
+	assert_int_equal(kiln_mfmt_lineage_parse(scanner, "t", golden_lineage_file_v2,
+	                                         strlen(golden_lineage_file_v2), &l),
+	                 0);
+	render_lineage_equal(&l, golden_lineage_file_v2);
 	kiln_mfmt_lineage_free(&l);
 
 	assert_int_equal(
@@ -328,7 +369,41 @@ static void test_lineage_round_trip(void **state)
 	assert_string_equal(l.v[2].topic, "q\"\\\n");
 	assert_int_equal(l.v[2].partition, -1);
 	assert_true(l.v[2].next == INT64_MIN);
-	render_lineage_equal(&l, golden_lineage_kafka);
+	for (size_t i = 0; i < 3; i++)
+		assert_string_equal(l.v[i].source, "kafka");
+	render_lineage_equal(&l, golden_lineage_kafka_v2);
+	kiln_mfmt_lineage_free(&l);
+	assert_int_equal(kiln_mfmt_lineage_parse(scanner, "t", golden_lineage_kafka_v2,
+	                                         strlen(golden_lineage_kafka_v2), &l),
+	                 0);
+	render_lineage_equal(&l, golden_lineage_kafka_v2);
+	kiln_mfmt_lineage_free(&l);
+
+	assert_int_equal(kiln_mfmt_lineage_parse(scanner, "t", mixed_lineage, strlen(mixed_lineage), &l), 0);
+	assert_int_equal(l.n, 4);
+	assert_int_equal(kiln_mfmt_lineage_find(&l, "kafka", "tickets", 0), 0);
+	assert_int_equal(kiln_mfmt_lineage_find(&l, "stdin", "tickets", 0), 1);
+	assert_int_equal(kiln_mfmt_lineage_find(&l, "file", "tickets", 0), 2);
+	assert_int_equal(kiln_mfmt_lineage_find(&l, "dir", "a", 0), 3);
+	assert_int_equal(kiln_mfmt_lineage_find(&l, "file", "a", 0), -1);
+	assert_int_equal(l.v[0].next, 6466);
+	assert_int_equal(l.v[1].next, 12);
+	assert_int_equal(l.v[2].next, 4000);
+	assert_true(kiln_mfmt_lineage_shared(&l, 0) && kiln_mfmt_lineage_shared(&l, 2));
+	assert_false(kiln_mfmt_lineage_shared(&l, 3));
+	kiln_mfmt_lineage_sort(&l);
+	render_lineage_equal(
+	    &l, "{\n  \"partitions\": [\n"
+	        "    {\"source\":\"dir\",\"topic\":\"a\",\"partition\":0,\"next\":1,\"path\":\"/l/a\",\"bytes\":9,"
+	        "\"prefix_blake2b\":\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"},\n"
+	        "    {\"source\":\"file\",\"topic\":\"tickets\",\"partition\":0,\"next\":4000,\"path\":\"/t\","
+	        "\"bytes\":9,\"prefix_blake2b\":"
+	        "\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"},\n"
+	        "    {\"source\":\"kafka\",\"topic\":\"tickets\",\"partition\":0,\"next\":6466},\n"
+	        "    {\"source\":\"stdin\",\"topic\":\"tickets\",\"partition\":0,\"next\":12,\"path\":\"-\","
+	        "\"bytes\":0,\"prefix_blake2b\":"
+	        "\"0e5751c026e543b2e8ab2eb06099daa1d1e5df47778f7787faab45cdf12fe3a8\"}\n"
+	        "  ]\n}\n");
 	kiln_mfmt_lineage_free(&l);
 
 	assert_int_equal(
@@ -340,28 +415,31 @@ static void test_lineage_round_trip(void **state)
 
 static void test_lineage_list(void **state)
 {
-	kiln_lineage_entry b1 = {.topic = "b", .partition = 1, .next = 3},
-	                   a2 = {.topic = "a", .partition = 2, .next = 2},
-	                   b0 = {.topic = "b", .partition = 0, .next = 1};
+	kiln_lineage_entry b1 = {.source = "kafka", .topic = "b", .partition = 1, .next = 3},
+	                   a2 = {.source = "kafka", .topic = "a", .partition = 2, .next = 2},
+	                   b0 = {.source = "kafka", .topic = "b", .partition = 0, .next = 1};
 	kiln_mfmt_lineage l = {0};
-	char *owned = strdup("a");
+	char *owned = strdup("a"), *owned_kind = strdup("kafka");
 
 	(void)state;
 	assert_non_null(owned);
+	assert_non_null(owned_kind);
 	assert_int_equal(kiln_mfmt_lineage_push(&l, &b1, false), 0);
 	assert_int_equal(kiln_mfmt_lineage_push(&l, &a2, false), 0);
 	a2.topic = owned; /* an owned entry is freed with the list, wherever sorting moves it */
+	a2.source = owned_kind;
 	a2.partition = 0;
 	assert_int_equal(kiln_mfmt_lineage_push(&l, &a2, true), 0);
 	assert_int_equal(kiln_mfmt_lineage_push(&l, &b0, false), 0);
-	assert_int_equal(kiln_mfmt_lineage_find(&l, "b", 0), 3);
-	assert_int_equal(kiln_mfmt_lineage_find(&l, "c", 0), -1);
+	assert_int_equal(kiln_mfmt_lineage_find(&l, "kafka", "b", 0), 3);
+	assert_int_equal(kiln_mfmt_lineage_find(&l, "file", "b", 0), -1);
+	assert_int_equal(kiln_mfmt_lineage_find(&l, "kafka", "c", 0), -1);
 	kiln_mfmt_lineage_sort(&l);
 	render_lineage_equal(&l, "{\n  \"partitions\": [\n"
-	                         "    {\"topic\":\"a\",\"partition\":0,\"next\":2},\n"
-	                         "    {\"topic\":\"a\",\"partition\":2,\"next\":2},\n"
-	                         "    {\"topic\":\"b\",\"partition\":0,\"next\":1},\n"
-	                         "    {\"topic\":\"b\",\"partition\":1,\"next\":3}\n"
+	                         "    {\"source\":\"kafka\",\"topic\":\"a\",\"partition\":0,\"next\":2},\n"
+	                         "    {\"source\":\"kafka\",\"topic\":\"a\",\"partition\":2,\"next\":2},\n"
+	                         "    {\"source\":\"kafka\",\"topic\":\"b\",\"partition\":0,\"next\":1},\n"
+	                         "    {\"source\":\"kafka\",\"topic\":\"b\",\"partition\":1,\"next\":3}\n"
 	                         "  ]\n}\n");
 	assert_true(l.owned[0] && !l.owned[1] && !l.owned[2] && !l.owned[3]);
 	kiln_mfmt_lineage_free(&l);
@@ -393,7 +471,27 @@ static void test_lineage_errors(void **state)
 	     "W: unexpected key in a partitions entry"},
 	    {"{\"partitions\":[{\"topic\":\"t\",\"partition\":0,\"next\":0},{\"topic\":\"t\",\"partition\":0,"
 	     "\"next\":1}]}",
-	     "W: two entries for one topic and partition"},
+	     "W: two entries for one source, topic and partition"},
+	    {"{\"partitions\":[{\"topic\":\"t\",\"partition\":0,\"next\":0},{\"source\":\"kafka\",\"topic\":"
+	     "\"t\",\"partition\":0,\"next\":1}]}",
+	     "W: two entries for one source, topic and partition"},
+	    {"{\"partitions\":[{\"source\":\"kafka\",\"topic\":\"t\",\"partition\":0,\"next\":0},"
+	     "{\"source\":\"kafka\",\"topic\":\"t\",\"partition\":3,\"next\":1,\"path\":\"/p\",\"bytes\":1,"
+	     "\"prefix_blake2b\":\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"}]}",
+	     "W: partitions entry 2 (partition 3): a \"kafka\" entry has no \"path\""},
+	    {"{\"partitions\":[{\"source\":\"file\",\"topic\":\"t\",\"partition\":0,\"next\":0}]}",
+	     "W: partitions entry 1 (partition 0): a \"file\" entry needs the file's \"path\""},
+	    {"{\"partitions\":[{\"source\":\"file\",\"topic\":\"t\",\"partition\":0,\"next\":0,\"path\":\"-\","
+	     "\"bytes\":0,\"prefix_blake2b\":\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"}]}",
+	     "W: partitions entry 1 (partition 0): a \"file\" entry needs the file's \"path\""},
+	    {"{\"partitions\":[{\"source\":\"stdin\",\"topic\":\"t\",\"partition\":0,\"next\":0}]}",
+	     "W: partitions entry 1 (partition 0): a \"stdin\" entry has \"path\" \"-\""},
+	    {"{\"partitions\":[{\"source\":\"Kafka\",\"topic\":\"t\",\"partition\":0,\"next\":0}]}",
+	     "W: partitions entry 1 (partition 0): \"source\" is not a source kind"},
+	    {"{\"partitions\":[{\"source\":\"\",\"topic\":\"t\",\"partition\":0,\"next\":0}]}",
+	     "W: partitions entry 1 (partition 0): \"source\" is not a source kind"},
+	    {"{\"partitions\":[{\"source\":7,\"topic\":\"t\",\"partition\":0,\"next\":0}]}",
+	     "W: \"source\" must be a string"},
 	    {"{\"partitions\":[],\"x\":1}", "W: unexpected key at the top level"},
 	};
 	kiln_mfmt_lineage l = {0};

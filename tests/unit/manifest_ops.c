@@ -88,7 +88,7 @@ static const kiln_shard_entry *store_shard(world *x, const char *const *lines, i
 static void commit_shards(world *x, const char *branch, const kiln_shard_entry *train, size_t n_train,
                           const kiln_shard_entry *test, size_t n_test, int64_t next, char out[41])
 {
-	kiln_lineage_entry lineage = {.topic = "t", .partition = 0, .next = next};
+	kiln_lineage_entry lineage = {.source = "kafka", .topic = "t", .partition = 0, .next = next};
 	kiln_snapshot snap = {.dataset = "ds",
 	                      .branch = branch,
 	                      .dataset_json = DATASET_JSON,

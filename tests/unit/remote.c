@@ -84,7 +84,7 @@ static void commit_on(kiln_manifest *m, const char *branch, const char *topic, i
 {
 	kiln_shard_entry e[8];
 	kiln_source_range src = {topic, 0, first, next - 1};
-	kiln_lineage_entry lin = {.topic = topic, .partition = 0, .next = next};
+	kiln_lineage_entry lin = {.source = "kafka", .topic = topic, .partition = 0, .next = next};
 	kiln_snapshot snap = {0};
 	char ds[256];
 
