@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# A position is never shared across source kinds (docs/PIPELINES.md,
-# "Sources"): a file source and a Kafka topic (or stdin) of the same name on
-# one branch would read each other's lineage.json offsets. On `kiln broker`:
+# Sources of one name and different kinds share a branch, each with its own
+# position (docs/PIPELINES.md, "Sources"; docs/FORMATS.md, "lineage.json":
+# entries keyed by source kind, topic and partition). The bug this guards: a
+# file source and a Kafka topic of one name on one branch shared an entry,
+# and the Kafka run started at the file's line count and skipped records
+# (exit 0). Later, kiln refused the second kind instead. On `kiln broker`:
 #  - a file run of `tickets`, then a Kafka run of topic `tickets` on the same
-#    branch: refused before reading, one line naming the branch, the name and
-#    the kind that wrote the entry, exit 2, nothing curated (the branch tip
-#    and the store's shards unchanged); `kiln check` reports it as a problem;
-#  - the reverse order (Kafka first, then the file), and stdin after Kafka,
-#    Kafka after stdin, a file after stdin and stdin after a file;
-#  - `kiln replay` of a branch whose entry a file run wrote;
-#  - the same name on another branch, and another name on the same branch,
-#    run as before.
+#    branch: every Kafka message curated (the run's count, stats.json and
+#    `kiln cat` all equal what was produced), both entries in lineage.json,
+#    each with its own "source"; later runs of each go on from their own
+#    position (no gap, no duplicate); `kiln check` finds 0 problems;
+#  - the reverse order (Kafka, then a file of the topic's name);
+#  - stdin, a file and Kafka of one name mixed on one branch, twice each;
+#  - `kiln replay` of a branch that holds both: the Kafka partition only.
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -29,7 +31,7 @@ cleanup() {
 trap cleanup EXIT
 unset KILN_BRANCH KILN_SPLIT_SALT KILN_INPUT KILN_STORE KILN_MANIFEST KILN_KEY_FILE
 
-"$kiln" broker --partitions 1 --topics tickets,orders --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
+"$kiln" broker --partitions 1 --topics tickets,orders,mixed --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
 pids+=($!)
 poll 10 test -s "$tmp/pf"
 bs=$(head -1 "$tmp/pf" 2>/dev/null)
@@ -37,8 +39,14 @@ bs=$(head -1 "$tmp/pf" 2>/dev/null)
 (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$tmp/key")
 "$py" "$src/bench/gen-user-events.py" --records 60 --invalid-rate 0 --seed 5 -o "$tmp/a.jsonl"
 "$py" "$src/bench/gen-user-events.py" --records 90 --invalid-rate 0 --seed 6 -o "$tmp/k.jsonl"
-check "kcat produced 90 records to tickets" kcat -P -b "$bs" -t tickets -p 0 -l "$tmp/k.jsonl"
-check "kcat produced 90 records to orders" kcat -P -b "$bs" -t orders -p 0 -l "$tmp/k.jsonl"
+"$py" "$src/bench/gen-user-events.py" --records 40 --invalid-rate 0 --seed 7 -o "$tmp/k2.jsonl"
+"$py" "$src/bench/gen-user-events.py" --records 30 --invalid-rate 0 --seed 8 -o "$tmp/a2.jsonl"
+# stdin's own records (records alike curate into one shard, whichever source read them)
+"$py" "$src/bench/gen-user-events.py" --records 60 --invalid-rate 0 --seed 9 -o "$tmp/s.jsonl"
+"$py" "$src/bench/gen-user-events.py" --records 30 --invalid-rate 0 --seed 10 -o "$tmp/s2.jsonl"
+for t in tickets orders mixed; do
+	check "kcat produced 90 records to $t" kcat -P -b "$bs" -t $t -p 0 -l "$tmp/k.jsonl"
+done
 
 common() { # the pipeline's shared part: REPO
 	cat <<EOF
@@ -50,8 +58,8 @@ store: {url: file://$tmp/store}
 manifest: {repo: $1}
 EOF
 }
-file_pipeline() { # FILE REPO NAME
-	{ common "$2"; printf 'source: {kind: file, path: %s, name: %s}\n' "$tmp/a.jsonl" "$3"; } >"$1"
+file_pipeline() { # FILE REPO NAME INPUT
+	{ common "$2"; printf 'source: {kind: file, path: %s, name: %s}\n' "$4" "$3"; } >"$1"
 }
 stdin_pipeline() { # FILE REPO NAME
 	{ common "$2"; printf 'source: {kind: stdin, name: %s}\n' "$3"; } >"$1"
@@ -63,85 +71,116 @@ kafka_pipeline() { # FILE REPO TOPIC
 			"$bs" "$3" "$3" "$RANDOM"
 	} >"$1"
 }
-tip() { git --git-dir "$1" rev-parse -q --verify "refs/heads/ds/${2:-main}" 2>/dev/null; }
-shards() { find "$tmp/store/shards" -type f 2>/dev/null | sort; }
 kafka_run() { status_is "$1" timeout 60 "$kiln" run "${@:2}" --stop-at-end; }
-refused() { # KIND-THAT-WROTE NAME [BRANCH]: the one-line refusal in $tmp/err
-	[ "$(wc -l <"$tmp/err")" -eq 1 ] &&
-		grep -Eq "ds@${3:-main}: lineage.json holds the position of $2 \(partition 0\) that a $1 source.* wrote" "$tmp/err" ||
-		{ echo "  stderr:"; sed 's/^/  | /' "$tmp/err" | head -5; return 1; }
+stdin_run() { # PIPELINE INPUT
+	"$kiln" run "$1" <"$2" >"$tmp/out" 2>"$tmp/err" || { tail -3 "$tmp/err"; return 1; }
 }
-unchanged() { # REPO TIP SHARDS-BEFORE: the branch and the store as they were
-	[ "$(tip "$1")" = "$2" ] && [ "$(shards)" = "$3" ] || { echo "  the branch or the store changed"; return 1; }
+added() { grep -q "+$1 records" "$tmp/out" || { echo "  run said:"; sed 's/^/  | /' "$tmp/out" | head -5; return 1; }; }
+lineage() { # REPO [BRANCH]: "source topic/partition next" per entry, in the file's order
+	git --git-dir "$1" show "refs/heads/ds/${2:-main}:lineage.json" |
+		"$py" -c 'import json,sys
+for e in json.load(sys.stdin)["partitions"]: print("%s %s/%d %d" % (e.get("source", "-"), e["topic"], e["partition"], e["next"]))'
 }
-problem() { # the PROBLEM line of kiln check in $tmp/out
-	grep -Eq "^PROBLEM +branch +ds@main: lineage.json holds the position of $1 .*a $2 source" "$tmp/out" ||
+lineage_is() { # REPO WANT [BRANCH]
+	local got
+	got=$(lineage "$1" "${3:-}")
+	[ "$got" = "$2" ] || { echo "  lineage.json:"; echo "$got" | sed 's/^/  | /'; return 1; }
+}
+counted() { # REPO N: stats.json's valid and records_in, and `kiln cat` of the three splits, all N
+	local valid rin n=0 s
+	valid=$(git --git-dir "$1" show refs/heads/ds/main:stats.json | "$py" -c 'import json,sys; d=json.load(sys.stdin); print(d["valid"], d["records_in"])')
+	for s in train dev test; do
+		n=$((n + $("$kiln" cat ds --split $s --manifest "$1" --store "file://$tmp/store" | wc -l)))
+	done
+	[ "$valid" = "$2 $2" ] && [ "$n" -eq "$2" ] || { echo "  stats valid/records_in $valid, kiln cat $n, want $2"; return 1; }
+}
+clean() { # PIPELINE: kiln check finds nothing
+	status_is 0 "$kiln" check "$1" && grep -qx '0 problems found' "$tmp/out" ||
 		{ echo "  kiln check said:"; sed 's/^/  | /' "$tmp/out" | head -12; return 1; }
 }
 
 # --- a file run, then a Kafka run of the same name on the branch --------------------------
 m=$tmp/fk.git
-file_pipeline "$tmp/fk-file.yaml" "$m" tickets
+cp "$tmp/a.jsonl" "$tmp/fk.jsonl"
+file_pipeline "$tmp/fk-file.yaml" "$m" tickets "$tmp/fk.jsonl"
 kafka_pipeline "$tmp/fk-kafka.yaml" "$m" tickets
 check "file then kafka: the file run commits" status_is 0 "$kiln" run "$tmp/fk-file.yaml"
-before=$(tip "$m") sb=$(shards)
-check "  the Kafka run of the same name is refused (exit 2)" kafka_run 2 "$tmp/fk-kafka.yaml"
-check "  one line naming the branch, the name and the kind that wrote it" refused file tickets
-check "  nothing curated: the branch and the store unchanged" unchanged "$m" "$before" "$sb"
-check "  kiln check: exit 1" status_is 1 "$kiln" check "$tmp/fk-kafka.yaml"
-check "  ... reporting it" problem tickets file
-check "  the file pipeline itself still checks clean" status_is 0 "$kiln" check "$tmp/fk-file.yaml"
-check "  kiln replay of the branch is refused too (exit 2)" status_is 2 "$kiln" replay "$tmp/fk-kafka.yaml" --from main \
+check "  +60 records" added 60
+check "  the Kafka run of the same name commits (exit 0)" kafka_run 0 "$tmp/fk-kafka.yaml"
+check "  every message produced is curated: +90 records" added 90
+check "  stats.json and kiln cat: 150 records" counted "$m" 150
+check "  lineage.json: the file's and the partition's entries, each its kind" lineage_is "$m" \
+	"file tickets/0 60
+kafka tickets/0 90"
+check "  kiln check of the Kafka pipeline: 0 problems" clean "$tmp/fk-kafka.yaml"
+check "  kiln check of the file pipeline: 0 problems" clean "$tmp/fk-file.yaml"
+check "  40 more messages produced" kcat -P -b "$bs" -t tickets -p 0 -l "$tmp/k2.jsonl"
+check "  the next Kafka run goes on from its own offset 90: +40" kafka_run 0 "$tmp/fk-kafka.yaml"
+check "  ... +40 records" added 40
+cat "$tmp/a2.jsonl" >>"$tmp/fk.jsonl"
+check "  the file grown by 30 lines: the next file run goes on from its line 60" status_is 0 "$kiln" run "$tmp/fk-file.yaml"
+check "  ... +30 records" added 30
+check "  lineage.json: file 90, kafka 130" lineage_is "$m" \
+	"file tickets/0 90
+kafka tickets/0 130"
+check "  no gap, no duplicate: 220 records in stats.json and kiln cat" counted "$m" 220
+check "  kiln show names each kind where they share a name" sh -c \
+	"'$kiln' show ds --manifest '$m' | grep -q '^  kafka:tickets/0 next 130\$'"
+check "  a run with nothing new of either commits nothing" kafka_run 0 "$tmp/fk-kafka.yaml"
+check "  ... and the file's neither" status_is 0 "$kiln" run "$tmp/fk-file.yaml"
+check "  ... still 220" counted "$m" 220
+
+# --- kiln replay of that branch: the raw zone holds the Kafka partition only ---------------
+check "kiln replay of the branch commits (exit 0)" status_is 0 "$kiln" replay "$tmp/fk-kafka.yaml" --from main \
 	--set branch=replayed
-check "  ... with the same line" refused file tickets main
-kafka_pipeline "$tmp/fk-orders.yaml" "$m" orders
-check "  another topic on the same branch runs (exit 0)" kafka_run 0 "$tmp/fk-orders.yaml"
-check "  ... and is curated" grep -q '+90 records' "$tmp/out"
-check "  the same topic on another branch runs (exit 0)" kafka_run 0 "$tmp/fk-kafka.yaml" --set branch=stream
-check "  ... all of it" grep -q '+90 records' "$tmp/out"
+check "  its lineage.json: the Kafka partition alone, where main has it" lineage_is "$m" "kafka tickets/0 130" replayed
 
 # --- a Kafka run, then a file run of the same name -------------------------------------
 m=$tmp/kf.git
-file_pipeline "$tmp/kf-file.yaml" "$m" tickets
-kafka_pipeline "$tmp/kf-kafka.yaml" "$m" tickets
+file_pipeline "$tmp/kf-file.yaml" "$m" orders "$tmp/a.jsonl"
+kafka_pipeline "$tmp/kf-kafka.yaml" "$m" orders
 check "kafka then file: the Kafka run commits" kafka_run 0 "$tmp/kf-kafka.yaml"
-before=$(tip "$m") sb=$(shards)
-check "  the file run of the same name is refused (exit 2)" status_is 2 "$kiln" run "$tmp/kf-file.yaml"
-check "  one line naming the branch, the name and the kind that wrote it" refused kafka tickets
-check "  nothing curated" unchanged "$m" "$before" "$sb"
-check "  kiln check: exit 1, reporting it" sh -c "'$kiln' check '$tmp/kf-file.yaml' >'$tmp/out' 2>'$tmp/err'; test \$? -eq 1"
-check "  ... as a problem" problem tickets kafka
-stdin_pipeline "$tmp/kf-stdin.yaml" "$m" tickets
-check "  a stdin run of the same name is refused (exit 2)" sh -c "'$kiln' run '$tmp/kf-stdin.yaml' <'$tmp/a.jsonl' >'$tmp/out' 2>'$tmp/err'; test \$? -eq 2"
-check "  ... in one line" refused kafka tickets
-check "  nothing curated" unchanged "$m" "$before" "$sb"
+check "  +90 records" added 90
+check "  the file run of the same name reads its file from line 0 (exit 0)" status_is 0 "$kiln" run "$tmp/kf-file.yaml"
+check "  ... +60 records" added 60
+check "  stats.json and kiln cat: 150 records" counted "$m" 150
+check "  lineage.json: both entries" lineage_is "$m" \
+	"file orders/0 60
+kafka orders/0 90"
+check "  kiln check: 0 problems" clean "$tmp/kf-kafka.yaml"
 
-# --- stdin, then Kafka and a file of the same name ---------------------------------------
-m=$tmp/sk.git
-stdin_pipeline "$tmp/sk-stdin.yaml" "$m" tickets
-kafka_pipeline "$tmp/sk-kafka.yaml" "$m" tickets
-file_pipeline "$tmp/sk-file.yaml" "$m" tickets
-check "stdin then kafka: the stdin run commits" sh -c "'$kiln' run '$tmp/sk-stdin.yaml' <'$tmp/a.jsonl' >'$tmp/out' 2>'$tmp/err'"
-check "  its lineage entry says stdin (path \"-\")" sh -c \
-	"git --git-dir '$m' show refs/heads/ds/main:lineage.json | grep -q '\"topic\":\"tickets\",\"partition\":0,\"next\":60,\"path\":\"-\",\"bytes\":0,'"
-check "  a second stdin run goes on from there" sh -c "'$kiln' run '$tmp/sk-stdin.yaml' <'$tmp/a.jsonl' >'$tmp/out' 2>'$tmp/err'"
-check "  ... to offset 120" sh -c "git --git-dir '$m' show refs/heads/ds/main:lineage.json | grep -q '\"next\":120,\"path\":\"-\"'"
-before=$(tip "$m") sb=$(shards)
-check "  the Kafka run of the same name is refused (exit 2)" kafka_run 2 "$tmp/sk-kafka.yaml"
-check "  ... in one line" refused stdin tickets
-check "  the file run of the same name is refused (exit 2)" status_is 2 "$kiln" run "$tmp/sk-file.yaml"
-check "  ... in one line" refused stdin tickets
-check "  nothing curated" unchanged "$m" "$before" "$sb"
-
-# --- a file, then stdin of the same name ------------------------------------------------
-m=$tmp/fs.git
-file_pipeline "$tmp/fs-file.yaml" "$m" tickets
-stdin_pipeline "$tmp/fs-stdin.yaml" "$m" tickets
-check "file then stdin: the file run commits" status_is 0 "$kiln" run "$tmp/fs-file.yaml"
-before=$(tip "$m") sb=$(shards)
-check "  the stdin run of the same name is refused (exit 2)" sh -c "'$kiln' run '$tmp/fs-stdin.yaml' <'$tmp/a.jsonl' >'$tmp/out' 2>'$tmp/err'; test \$? -eq 2"
-check "  ... in one line" refused file tickets
-check "  nothing curated" unchanged "$m" "$before" "$sb"
+# --- stdin, a file and Kafka of one name on one branch --------------------------------
+m=$tmp/mix.git
+cp "$tmp/a.jsonl" "$tmp/mix.jsonl"
+stdin_pipeline "$tmp/mix-stdin.yaml" "$m" mixed
+file_pipeline "$tmp/mix-file.yaml" "$m" mixed "$tmp/mix.jsonl"
+kafka_pipeline "$tmp/mix-kafka.yaml" "$m" mixed
+check "stdin, file, kafka: the stdin run commits" stdin_run "$tmp/mix-stdin.yaml" "$tmp/s.jsonl"
+check "  +60 records" added 60
+check "  the file run of the same name from line 0" status_is 0 "$kiln" run "$tmp/mix-file.yaml"
+check "  ... +60 records" added 60
+check "  the Kafka run of the same name from offset 0" kafka_run 0 "$tmp/mix-kafka.yaml"
+check "  ... +90 records" added 90
+check "  three entries, sorted by kind" lineage_is "$m" \
+	"file mixed/0 60
+kafka mixed/0 90
+stdin mixed/0 60"
+check "  a second stdin run goes on from offset 60" stdin_run "$tmp/mix-stdin.yaml" "$tmp/s2.jsonl"
+check "  ... +30 records" added 30
+cat "$tmp/a2.jsonl" >>"$tmp/mix.jsonl"
+check "  a second file run from line 60" status_is 0 "$kiln" run "$tmp/mix-file.yaml"
+check "  ... +30 records" added 30
+check "  40 more messages produced" kcat -P -b "$bs" -t mixed -p 0 -l "$tmp/k2.jsonl"
+check "  a second Kafka run from offset 90" kafka_run 0 "$tmp/mix-kafka.yaml"
+check "  ... +40 records" added 40
+check "  each entry moved by its own run only" lineage_is "$m" \
+	"file mixed/0 90
+kafka mixed/0 130
+stdin mixed/0 90"
+check "  no gap, no duplicate: 310 records in stats.json and kiln cat" counted "$m" 310
+for k in stdin file kafka; do
+	check "  kiln check of the $k pipeline: 0 problems" clean "$tmp/mix-$k.yaml"
+done
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
