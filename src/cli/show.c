@@ -201,7 +201,8 @@ static void print_quarantine_lineage(const files *f)
 		const kiln_lineage_entry *e = &f->lin.v[i];
 
 		if (kiln_mfmt_lineage_shared(&f->lin, i))
-			printf("  %s:%s/%" PRId32 " next %" PRId64, e->source, e->topic, e->partition, e->next);
+			printf("  %s:%s/%" PRId32 " next %" PRId64, e->source, e->topic, e->partition,
+			       e->next);
 		else
 			printf("  %s/%" PRId32 " next %" PRId64, e->topic, e->partition, e->next);
 		if (e->path)

@@ -634,8 +634,8 @@ static int write_lineage(kiln_manifest *m, kiln_json_scanner *scanner, const cha
 		int64_t now;
 
 		if (wrong) {
-			rc = kiln_error_set(KILN_EINVALID, "manifest: %s: lineage entry %s/%" PRId32 ": %s", ref,
-			                    e->topic, e->partition, wrong);
+			rc = kiln_error_set(KILN_EINVALID, "manifest: %s: lineage entry %s/%" PRId32 ": %s",
+			                    ref, e->topic, e->partition, wrong);
 			goto cleanup;
 		}
 		was = kiln_mfmt_lineage_find(before, e->source, e->topic, e->partition);
@@ -650,9 +650,8 @@ static int write_lineage(kiln_manifest *m, kiln_json_scanner *scanner, const cha
 		}
 	}
 	for (size_t i = 0; i < snap->lineage_count; i++) {
-		ptrdiff_t at =
-		    kiln_mfmt_lineage_find(&merged, snap->lineage[i].source, snap->lineage[i].topic,
-		                           snap->lineage[i].partition);
+		ptrdiff_t at = kiln_mfmt_lineage_find(&merged, snap->lineage[i].source,
+		                                      snap->lineage[i].topic, snap->lineage[i].partition);
 
 		if (at >= 0)
 			merged.v[at] = snap->lineage[i];

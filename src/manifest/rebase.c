@@ -548,8 +548,8 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 			    KILN_EINVALID,
 			    "manifest %s: %s: %s:%s/%d was advanced both here (to %lld) and at %s (to %lld): "
 			    "the same offsets would be curated twice; not combined",
-			    kiln_manifest_path(m), x->ref, e->source, e->topic, (int)e->partition, (long long)e->next, u,
-			    now ? (long long)now->next : 0LL);
+			    kiln_manifest_path(m), x->ref, e->source, e->topic, (int)e->partition,
+			    (long long)e->next, u, now ? (long long)now->next : 0LL);
 			goto cleanup;
 		}
 		r.moved[r.nmoved++] = *e;

@@ -47,10 +47,10 @@ static void check_lineage(kiln_json_scanner *s, const char *text, size_t len)
 		const kiln_lineage_entry *x = &a.v[i], *y = &b.v[i];
 
 		if (!x->topic || !x->source || !str_eq(x->source, y->source) ||
-		    kiln_mfmt_lineage_source_wrong(x) || !str_eq(x->topic, y->topic) || x->partition != y->partition ||
-		    x->next != y->next || !str_eq(x->path, y->path) || x->bytes != y->bytes ||
-		    !str_eq(x->prefix_blake2b, y->prefix_blake2b) || x->skipped != y->skipped ||
-		    x->gaps != y->gaps)
+		    kiln_mfmt_lineage_source_wrong(x) || !str_eq(x->topic, y->topic) ||
+		    x->partition != y->partition || x->next != y->next || !str_eq(x->path, y->path) ||
+		    x->bytes != y->bytes || !str_eq(x->prefix_blake2b, y->prefix_blake2b) ||
+		    x->skipped != y->skipped || x->gaps != y->gaps)
 			abort();
 		if (kiln_mfmt_lineage_find(&a, x->source, x->topic, x->partition) != (ptrdiff_t)i)
 			abort();

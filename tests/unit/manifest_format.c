@@ -354,9 +354,9 @@ static void test_lineage_round_trip(void **state)
 	assert_string_equal(l.v[0].source, "file");
 	render_lineage_equal(&l, golden_lineage_file_v2);
 	kiln_mfmt_lineage_free(&l);
-	assert_int_equal(kiln_mfmt_lineage_parse(scanner, "t", golden_lineage_file_v2,
-	                                         strlen(golden_lineage_file_v2), &l),
-	                 0);
+	assert_int_equal(
+	    kiln_mfmt_lineage_parse(scanner, "t", golden_lineage_file_v2, strlen(golden_lineage_file_v2), &l),
+	    0);
 	render_lineage_equal(&l, golden_lineage_file_v2);
 	kiln_mfmt_lineage_free(&l);
 
@@ -393,17 +393,19 @@ static void test_lineage_round_trip(void **state)
 	assert_false(kiln_mfmt_lineage_shared(&l, 3));
 	kiln_mfmt_lineage_sort(&l);
 	render_lineage_equal(
-	    &l, "{\n  \"partitions\": [\n"
-	        "    {\"source\":\"dir\",\"topic\":\"a\",\"partition\":0,\"next\":1,\"path\":\"/l/a\",\"bytes\":9,"
-	        "\"prefix_blake2b\":\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"},\n"
-	        "    {\"source\":\"file\",\"topic\":\"tickets\",\"partition\":0,\"next\":4000,\"path\":\"/t\","
-	        "\"bytes\":9,\"prefix_blake2b\":"
-	        "\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"},\n"
-	        "    {\"source\":\"kafka\",\"topic\":\"tickets\",\"partition\":0,\"next\":6466},\n"
-	        "    {\"source\":\"stdin\",\"topic\":\"tickets\",\"partition\":0,\"next\":12,\"path\":\"-\","
-	        "\"bytes\":0,\"prefix_blake2b\":"
-	        "\"0e5751c026e543b2e8ab2eb06099daa1d1e5df47778f7787faab45cdf12fe3a8\"}\n"
-	        "  ]\n}\n");
+	    &l,
+	    "{\n  \"partitions\": [\n"
+	    "    "
+	    "{\"source\":\"dir\",\"topic\":\"a\",\"partition\":0,\"next\":1,\"path\":\"/l/a\",\"bytes\":9,"
+	    "\"prefix_blake2b\":\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"},\n"
+	    "    {\"source\":\"file\",\"topic\":\"tickets\",\"partition\":0,\"next\":4000,\"path\":\"/t\","
+	    "\"bytes\":9,\"prefix_blake2b\":"
+	    "\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"},\n"
+	    "    {\"source\":\"kafka\",\"topic\":\"tickets\",\"partition\":0,\"next\":6466},\n"
+	    "    {\"source\":\"stdin\",\"topic\":\"tickets\",\"partition\":0,\"next\":12,\"path\":\"-\","
+	    "\"bytes\":0,\"prefix_blake2b\":"
+	    "\"0e5751c026e543b2e8ab2eb06099daa1d1e5df47778f7787faab45cdf12fe3a8\"}\n"
+	    "  ]\n}\n");
 	kiln_mfmt_lineage_free(&l);
 
 	assert_int_equal(
@@ -481,8 +483,10 @@ static void test_lineage_errors(void **state)
 	     "W: partitions entry 2 (partition 3): a \"kafka\" entry has no \"path\""},
 	    {"{\"partitions\":[{\"source\":\"file\",\"topic\":\"t\",\"partition\":0,\"next\":0}]}",
 	     "W: partitions entry 1 (partition 0): a \"file\" entry needs the file's \"path\""},
-	    {"{\"partitions\":[{\"source\":\"file\",\"topic\":\"t\",\"partition\":0,\"next\":0,\"path\":\"-\","
-	     "\"bytes\":0,\"prefix_blake2b\":\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"}]}",
+	    {"{\"partitions\":[{\"source\":\"file\",\"topic\":\"t\",\"partition\":0,\"next\":0,\"path\":\"-"
+	     "\","
+	     "\"bytes\":0,\"prefix_blake2b\":"
+	     "\"ee6fa67962a107c49afa2a76718be6e63b6967b096e1e60c3a655a9ec843863b\"}]}",
 	     "W: partitions entry 1 (partition 0): a \"file\" entry needs the file's \"path\""},
 	    {"{\"partitions\":[{\"source\":\"stdin\",\"topic\":\"t\",\"partition\":0,\"next\":0}]}",
 	     "W: partitions entry 1 (partition 0): a \"stdin\" entry has \"path\" \"-\""},
