@@ -414,7 +414,11 @@ cleanup:
 	return rc;
 }
 
-/* The topics (and file source names) the dataset's branches read. */
+/* The topics (and file and stdin source names) the dataset's branches read,
+ * whatever kind of source wrote the entry: the quarantine holds every
+ * kind's records under the name; the raw zone only Kafka's (a file's name
+ * finds nothing there unless a topic has it, whose records of the subject
+ * go too). */
 static int lineage_topic(void *ctx, const kiln_lineage_entry *e)
 {
 	return add_topic(ctx, e->topic);
