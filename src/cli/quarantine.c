@@ -372,7 +372,8 @@ static int on_line(void *ctx, const kiln_quarantine_line *l)
 
 	if ((c->code >= 0 && (int)l->code != c->code) || (c->topic && strcmp(l->topic, c->topic) != 0))
 		return 0;
-	if (c->obj->branch && kiln_replayed_has(&c->listed, l->topic, l->partition, l->offset))
+	if (c->obj->branch &&
+	    kiln_replayed_has(&c->listed, c->obj->source, l->topic, l->partition, l->offset))
 		return 0;
 	switch (c->mode) {
 	case Q_LS:
@@ -517,7 +518,7 @@ static bool drop_replayed(void *ctx, const kiln_quarantine_object *obj, const ki
 
 	if (!line)
 		return kiln_quarantine_replay_reads(d->p, obj);
-	return kiln_replayed_has(d->listed, line->topic, line->partition, line->offset);
+	return kiln_replayed_has(d->listed, obj->source, line->topic, line->partition, line->offset);
 }
 
 static int put_codes(kiln_buf *b, const char *name, const uint64_t by_code[KILN_REJECT_COUNT_])

@@ -5,7 +5,9 @@
  * dataset/branch is decoded; lines the list holds, lines of another code
  * (--code), lines seen already in another object and lines without their
  * bytes are left; the others' records are copied into one buffer and
- * sorted by topic, partition and offset. read: batches of one partition
+ * sorted by topic, partition, source kind and offset. A line is known by
+ * its object's source kind with its topic, partition and offset: a file and
+ * a Kafka topic of one name quarantine records at the same offsets. read: batches of one partition
  * each go to the curate pool. prepare: a curated record is counted and
  * noted for the list; a rejected one is dropped from the batch, so the
  * sink writes no quarantine line for it (its old line stays where it is).
@@ -29,7 +31,8 @@
 
 /* One record to replay: its bytes at data[at, at+len). */
 struct qrec {
-	const char *topic; /* a part topic of `seen` (stable: parts never free their topic) */
+	const char *source; /* a part source of `seen`, or NULL (an object named without one) */
+	const char *topic;  /* a part topic of `seen` (stable: parts never free their topic) */
 	int32_t partition;
 	int64_t offset;
 	kiln_reject code; /* its first violation when quarantined */
@@ -51,7 +54,8 @@ typedef struct qreplay {
 	kiln_buf data;       /* the records' bytes */
 	struct qrec *recs;
 	size_t n, cap;
-	int rc; /* an error of ours inside a decode callback */
+	const char *obj_source; /* the kind of the object being read (NULL: none in its name) */
+	int rc;                 /* an error of ours inside a decode callback */
 } qreplay;
 
 /* ---- collecting ------------------------------------------------------------- */
@@ -70,13 +74,13 @@ static int on_line(void *ctx, const kiln_quarantine_line *l)
 
 	if (r->o->code >= 0 && (int)l->code != r->o->code)
 		return 0;
-	if (kiln_replayed_has(&r->out->listed, l->topic, l->partition, l->offset)) {
+	if (kiln_replayed_has(&r->out->listed, r->obj_source, l->topic, l->partition, l->offset)) {
 		r->out->listed_lines++;
 		return 0;
 	}
-	if (kiln_replayed_has(&r->seen, l->topic, l->partition, l->offset))
+	if (kiln_replayed_has(&r->seen, r->obj_source, l->topic, l->partition, l->offset))
 		return 0;
-	if ((r->rc = kiln_replayed_add(&r->seen, l->topic, l->partition, l->offset)) < 0)
+	if ((r->rc = kiln_replayed_add(&r->seen, r->obj_source, l->topic, l->partition, l->offset)) < 0)
 		return r->rc;
 	if (l->record_null) {
 		r->out->stay[l->code]++;
@@ -98,11 +102,17 @@ static int on_line(void *ctx, const kiln_quarantine_line *l)
 	                   .code = l->code,
 	                   .at = r->data.len,
 	                   .len = l->record_len};
-	/* the topic string `seen` keeps (its part was just made or found) */
-	for (size_t i = 0; i < r->seen.n; i++)
-		if (r->seen.parts[i].partition == l->partition &&
-		    strcmp(r->seen.parts[i].topic, l->topic) == 0)
-			q->topic = r->seen.parts[i].topic;
+	/* the strings `seen` keeps (its part was just made or found) */
+	for (size_t i = 0; i < r->seen.n; i++) {
+		const kiln_replayed_part *sp = &r->seen.parts[i];
+
+		if (sp->partition == l->partition && strcmp(sp->topic, l->topic) == 0 &&
+		    (sp->source && r->obj_source ? strcmp(sp->source, r->obj_source) == 0
+		                                 : sp->source == r->obj_source)) {
+			q->topic = sp->topic;
+			q->source = sp->source;
+		}
+	}
 	if (l->record_len && (r->rc = kiln_buf_put(&r->data, l->record, l->record_len)) < 0)
 		return r->rc;
 	r->n++;
@@ -117,7 +127,9 @@ static int on_object(void *ctx, const kiln_quarantine_object *obj)
 	if (!kiln_quarantine_replay_reads(r->p, obj))
 		return 0;
 	r->out->objects++;
+	r->obj_source = obj->source;
 	rc = kiln_quarantine_read(r->in->setup.store, obj->key, on_line, r);
+	r->obj_source = NULL;
 	if (r->rc < 0)
 		return r->rc;
 	return rc == KILN_ENOTFOUND ? 0 : rc; /* gone since the listing: a concurrent cleanup */
@@ -132,6 +144,10 @@ static int qrec_cmp(const void *a, const void *b)
 		return c;
 	if (x->partition != y->partition)
 		return (x->partition > y->partition) - (x->partition < y->partition);
+	if (x->source != y->source && (!x->source || !y->source))
+		return (x->source != NULL) - (y->source != NULL);
+	if (x->source && (c = strcmp(x->source, y->source)) != 0)
+		return c;
 	return (x->offset > y->offset) - (x->offset < y->offset);
 }
 
@@ -176,7 +192,9 @@ static int qreplay_read(void *src, kiln_ingest *in)
 		const struct qrec *q = &r->recs[i];
 		size_t k;
 
+		/* one batch, one source kind: offsets ascend within it */
 		if (b && (b->partition != q->partition || strcmp(b->topic, q->topic) != 0 ||
+		          ((const struct qrec *)b->source_ctx)->source != q->source ||
 		          b->count >= BATCH_RECORDS || b->bytes >= BATCH_BYTES)) {
 			rc = kiln_curate_pool_submit(r->in->sink.pool, b);
 			b = NULL;
@@ -220,7 +238,8 @@ static void qreplay_prepare(void *src, kiln_batch *b)
 			r->out->passed[x->code]++;
 			r->out->passed_total++;
 			if (!r->o->dry_run && r->rc == 0)
-				r->rc = kiln_replayed_add(&r->taken, x->topic, x->partition, x->offset);
+				r->rc = kiln_replayed_add(&r->taken, x->source, x->topic, x->partition,
+				                          x->offset);
 		}
 		if (r->o->dry_run) {
 			b->out_count[s] = 0;

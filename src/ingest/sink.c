@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "ingest/curate_run.h"
+#include "ingest/source.h"
 
 unsigned kiln_zstd_thread_count(const kiln_pipeline *p)
 {
@@ -36,8 +37,9 @@ int kiln_sink_renew(kiln_sink *s)
 
 	writers_free(s);
 	kiln_profile_clear(&s->profile);
-	if ((rc = kiln_quarantine_new(&s->quarantine, s->setup->store, p->dataset, p->branch, p->target_bytes,
-	                              p->zstd_level, NULL)) < 0)
+	if ((rc = kiln_quarantine_new(&s->quarantine, s->setup->store, p->dataset, p->branch,
+	                              kiln_pipeline_is_kafka(p) ? KILN_SOURCE_KAFKA_KIND : p->source->kind,
+	                              p->target_bytes, p->zstd_level, NULL)) < 0)
 		return rc;
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
 		if ((rc = kiln_shard_writer_new(&s->writers[i], s->setup->store, &wopt)) < 0)

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/reject.h"
 #include "manifest/format_internal.h"
+#include "shard/quarantine.h"
 
 #define HASH_LEN 64
 
@@ -517,27 +518,12 @@ const char *kiln_mfmt_lineage_kind_of_shape(const char *path)
 	return strcmp(path, KILN_LINEAGE_STDIN_PATH) == 0 ? KILN_LINEAGE_STDIN : KILN_LINEAGE_FILE;
 }
 
-/* A kind name: [a-z][a-z0-9_-]{0,31}. */
-static bool lineage_kind_valid(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 32 || !(s[0] >= 'a' && s[0] <= 'z'))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
-		      s[i] == '-'))
-			return false;
-	return true;
-}
-
 const char *kiln_mfmt_lineage_source_wrong(const kiln_lineage_entry *e)
 {
 	bool is_stdin = e->path && strcmp(e->path, KILN_LINEAGE_STDIN_PATH) == 0;
 
-	if (!e->source || !lineage_kind_valid(e->source))
+	if (!e->source || !kiln_quarantine_kind_valid(e->source, strlen(e->source)))
 		return "\"source\" is not a source kind ([a-z][a-z0-9_-]{0,31})";
-
 	if (strcmp(e->source, KILN_LINEAGE_KAFKA) == 0 && e->path)
 		return "a \"kafka\" entry has no \"path\"";
 	if (strcmp(e->source, KILN_LINEAGE_FILE) == 0 && (!e->path || is_stdin))

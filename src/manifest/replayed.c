@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "manifest/format.h"
 #include "manifest/format_internal.h"
+#include "shard/quarantine.h"
 
 static int oom(void)
 {
@@ -22,6 +23,7 @@ void kiln_replayed_free(kiln_replayed *set)
 	if (!set)
 		return;
 	for (size_t i = 0; i < set->n; i++) {
+		free(set->parts[i].source);
 		free(set->parts[i].topic);
 		free(set->parts[i].v);
 	}
@@ -29,23 +31,28 @@ void kiln_replayed_free(kiln_replayed *set)
 	memset(set, 0, sizeof(*set));
 }
 
-static int part_cmp(const char *topic, int32_t partition, const kiln_replayed_part *p)
+static int part_cmp(const char *source, const char *topic, int32_t partition, const kiln_replayed_part *p)
 {
 	int c = strcmp(topic, p->topic);
 
 	if (c)
 		return c;
-	return (partition > p->partition) - (partition < p->partition);
+	if (partition != p->partition)
+		return (partition > p->partition) - (partition < p->partition);
+	if (!source || !p->source)
+		return (source != NULL) - (p->source != NULL);
+	return strcmp(source, p->source);
 }
 
 /* The index of the part, or where it would go (*found false). */
-static size_t part_find(const kiln_replayed *set, const char *topic, int32_t partition, bool *found)
+static size_t part_find(const kiln_replayed *set, const char *source, const char *topic, int32_t partition,
+                        bool *found)
 {
 	size_t lo = 0, hi = set->n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = part_cmp(topic, partition, &set->parts[mid]);
+		int c = part_cmp(source, topic, partition, &set->parts[mid]);
 
 		if (c == 0) {
 			*found = true;
@@ -76,10 +83,11 @@ static size_t range_find(const kiln_replayed_part *p, int64_t offset)
 	return lo;
 }
 
-bool kiln_replayed_has(const kiln_replayed *set, const char *topic, int32_t partition, int64_t offset)
+bool kiln_replayed_has(const kiln_replayed *set, const char *source, const char *topic, int32_t partition,
+                       int64_t offset)
 {
 	bool found;
-	size_t at = part_find(set, topic, partition, &found);
+	size_t at = part_find(set, source, topic, partition, &found);
 	const kiln_replayed_part *p;
 	size_t i;
 
@@ -90,10 +98,11 @@ bool kiln_replayed_has(const kiln_replayed *set, const char *topic, int32_t part
 	return i < p->n && p->v[i].first <= offset;
 }
 
-static int part_get(kiln_replayed *set, const char *topic, int32_t partition, kiln_replayed_part **out)
+static int part_get(kiln_replayed *set, const char *source, const char *topic, int32_t partition,
+                    kiln_replayed_part **out)
 {
 	bool found;
-	size_t at = part_find(set, topic, partition, &found);
+	size_t at = part_find(set, source, topic, partition, &found);
 
 	if (!found) {
 		if (set->n == set->cap) {
@@ -109,7 +118,9 @@ static int part_get(kiln_replayed *set, const char *topic, int32_t partition, ki
 		memset(&set->parts[at], 0, sizeof(*set->parts));
 		set->n++;
 		set->parts[at].partition = partition;
-		if (!(set->parts[at].topic = strdup(topic))) {
+		if (!(set->parts[at].topic = strdup(topic)) ||
+		    (source && !(set->parts[at].source = strdup(source)))) {
+			free(set->parts[at].topic);
 			memmove(&set->parts[at], &set->parts[at + 1],
 			        (set->n - at - 1) * sizeof(*set->parts));
 			set->n--;
@@ -120,13 +131,14 @@ static int part_get(kiln_replayed *set, const char *topic, int32_t partition, ki
 	return 0;
 }
 
-int kiln_replayed_add(kiln_replayed *set, const char *topic, int32_t partition, int64_t offset)
+int kiln_replayed_add(kiln_replayed *set, const char *source, const char *topic, int32_t partition,
+                      int64_t offset)
 {
 	kiln_replayed_part *p = NULL;
 	size_t i;
 	int rc;
 
-	if ((rc = part_get(set, topic, partition, &p)) < 0)
+	if ((rc = part_get(set, source, topic, partition, &p)) < 0)
 		return rc;
 	i = range_find(p, offset);
 	if (i < p->n && p->v[i].first <= offset)
@@ -168,15 +180,15 @@ int kiln_replayed_add(kiln_replayed *set, const char *topic, int32_t partition, 
 }
 
 /* Adds [first, last] offset by offset where it is not there yet. */
-static int add_range(kiln_replayed *set, const char *topic, int32_t partition, int64_t first, int64_t last,
+static int add_range(kiln_replayed *set, const kiln_replayed_part *p, int64_t first, int64_t last,
                      bool *overlap)
 {
 	for (int64_t o = first;; o++) {
 		int rc;
 
-		if (kiln_replayed_has(set, topic, partition, o)) {
+		if (kiln_replayed_has(set, p->source, p->topic, p->partition, o)) {
 			*overlap = true;
-		} else if ((rc = kiln_replayed_add(set, topic, partition, o)) < 0) {
+		} else if ((rc = kiln_replayed_add(set, p->source, p->topic, p->partition, o)) < 0) {
 			return rc;
 		}
 		if (o == last)
@@ -191,7 +203,7 @@ int kiln_replayed_merge(kiln_replayed *set, const kiln_replayed *from, bool *ove
 	for (size_t i = 0; i < from->n; i++)
 		for (size_t j = 0; j < from->parts[i].n; j++) {
 			const kiln_replayed_part *p = &from->parts[i];
-			int rc = add_range(set, p->topic, p->partition, p->v[j].first, p->v[j].last, &any);
+			int rc = add_range(set, p, p->v[j].first, p->v[j].last, &any);
 
 			if (rc < 0)
 				return rc;
@@ -202,12 +214,12 @@ int kiln_replayed_merge(kiln_replayed *set, const kiln_replayed *from, bool *ove
 }
 
 /* Appends [first, last] to out, whose offsets so far all lie before it. */
-static int append_range(kiln_replayed *out, const char *topic, int32_t partition, int64_t first, int64_t last)
+static int append_range(kiln_replayed *out, const kiln_replayed_part *of, int64_t first, int64_t last)
 {
 	kiln_replayed_part *p = NULL;
 	int rc;
 
-	if ((rc = part_get(out, topic, partition, &p)) < 0)
+	if ((rc = part_get(out, of->source, of->topic, of->partition, &p)) < 0)
 		return rc;
 	if (p->n == p->cap) {
 		size_t cap = p->cap ? 2 * p->cap : 8;
@@ -228,7 +240,7 @@ int kiln_replayed_subtract(kiln_replayed *out, const kiln_replayed *a, const kil
 	for (size_t i = 0; i < a->n; i++) {
 		const kiln_replayed_part *pa = &a->parts[i];
 		bool found;
-		size_t at = part_find(b, pa->topic, pa->partition, &found);
+		size_t at = part_find(b, pa->source, pa->topic, pa->partition, &found);
 		const kiln_replayed_part *pb = found ? &b->parts[at] : NULL;
 		size_t j = 0;
 
@@ -241,8 +253,8 @@ int kiln_replayed_subtract(kiln_replayed *out, const kiln_replayed *a, const kil
 			while (pb && j < pb->n && pb->v[j].last < lo)
 				j++;
 			while (pb && j < pb->n && pb->v[j].first <= hi) {
-				if (pb->v[j].first > lo && (rc = append_range(out, pa->topic, pa->partition,
-				                                              lo, pb->v[j].first - 1)) < 0)
+				if (pb->v[j].first > lo &&
+				    (rc = append_range(out, pa, lo, pb->v[j].first - 1)) < 0)
 					return rc;
 				if (pb->v[j].last >= hi) {
 					left = false;
@@ -251,7 +263,7 @@ int kiln_replayed_subtract(kiln_replayed *out, const kiln_replayed *a, const kil
 				lo = pb->v[j].last + 1;
 				j++;
 			}
-			if (left && (rc = append_range(out, pa->topic, pa->partition, lo, hi)) < 0)
+			if (left && (rc = append_range(out, pa, lo, hi)) < 0)
 				return rc;
 		}
 	}
@@ -265,7 +277,13 @@ int kiln_replayed_render(kiln_buf *out, const kiln_replayed *set)
 	for (size_t i = 0; rc == 0 && i < set->n; i++) {
 		const kiln_replayed_part *p = &set->parts[i];
 
-		rc |= kiln_buf_puts(out, i ? ",\n    {\"topic\":" : "\n    {\"topic\":");
+		rc |= kiln_buf_puts(out, i ? ",\n    {" : "\n    {");
+		if (p->source) {
+			rc |= kiln_buf_puts(out, "\"source\":");
+			rc |= kiln_buf_put_json_string(out, p->source, strlen(p->source));
+			rc |= kiln_buf_putc(out, ',');
+		}
+		rc |= kiln_buf_puts(out, "\"topic\":");
 		rc |= kiln_buf_put_json_string(out, p->topic, strlen(p->topic));
 		rc |= kiln_buf_printf(out, ",\"partition\":%" PRId32 ",\"offsets\":[", p->partition);
 		for (size_t j = 0; rc == 0 && j < p->n; j++)
@@ -360,7 +378,23 @@ static int parse_part(kiln_mfmt_jreader *r, kiln_replayed *out)
 	while ((rc = kiln_mfmt_jr_next(r, &t)) == 0 && t.type != KILN_JSON_OBJECT_END) {
 		int64_t v;
 
-		if (key_is(&t, "topic") && !p.topic) {
+		if (key_is(&t, "source") && !p.source) {
+			size_t n;
+
+			if ((rc = expect(r, &t, KILN_JSON_STRING, "\"source\" must be a string")) < 0)
+				goto fail;
+			if (!(p.source = malloc(t.len + 1))) {
+				rc = oom();
+				goto fail;
+			}
+			n = kiln_json_unescape(p.source, t.len + 1, &t);
+			p.source[n] = '\0';
+			if (n != strlen(p.source) || !kiln_quarantine_kind_valid(p.source, n)) {
+				rc = kiln_mfmt_jr_bad(
+				    r, "\"source\" must be a source kind ([a-z][a-z0-9_-]{0,31})");
+				goto fail;
+			}
+		} else if (key_is(&t, "topic") && !p.topic) {
 			size_t n;
 
 			if ((rc = expect(r, &t, KILN_JSON_STRING, "\"topic\" must be a string")) < 0)
@@ -397,10 +431,11 @@ static int parse_part(kiln_mfmt_jreader *r, kiln_replayed *out)
 		goto fail;
 	}
 	bool found;
-	size_t at = part_find(out, p.topic, p.partition, &found);
+	size_t at = part_find(out, p.source, p.topic, p.partition, &found);
 
 	if (found || at != out->n) {
-		rc = kiln_mfmt_jr_bad(r, "partitions entries must ascend by topic and partition, once each");
+		rc = kiln_mfmt_jr_bad(
+		    r, "partitions entries must ascend by topic, partition and source, once each");
 		goto fail;
 	}
 	if (out->n == out->cap) {
@@ -418,6 +453,7 @@ static int parse_part(kiln_mfmt_jreader *r, kiln_replayed *out)
 	out->count += count;
 	return 0;
 fail:
+	free(p.source);
 	free(p.topic);
 	free(p.v);
 	return rc;

@@ -22,14 +22,17 @@ typedef struct kiln_replayed_range {
 } kiln_replayed_range;
 
 typedef struct kiln_replayed_part {
-	char *topic; /* owned */
+	char *source; /* owned: the kind of source whose quarantine held them; NULL: an object
+	                 named without one (written before objects named their kind) */
+	char *topic;  /* owned */
 	int32_t partition;
 	kiln_replayed_range *v; /* sorted, disjoint, not adjacent */
 	size_t n, cap;
 } kiln_replayed_part;
 
-/* A set of topic/partition/offset; zeroed is empty. Parts sorted by topic
- * (bytewise), then partition. */
+/* A set of source/topic/partition/offset; zeroed is empty. Parts sorted by
+ * topic (bytewise), partition, then source (none first, then bytewise): a
+ * file and a Kafka topic of one name each have their own offsets. */
 typedef struct kiln_replayed {
 	kiln_replayed_part *parts;
 	size_t n, cap;
@@ -38,11 +41,14 @@ typedef struct kiln_replayed {
 
 void kiln_replayed_free(kiln_replayed *set);
 
-/* Adds one offset (any order; already there: nothing changes). */
-int kiln_replayed_add(kiln_replayed *set, const char *topic, int32_t partition, int64_t offset);
+/* Adds one offset (any order; already there: nothing changes). source: the
+ * kind, or NULL (kiln_quarantine_object's source). */
+int kiln_replayed_add(kiln_replayed *set, const char *source, const char *topic, int32_t partition,
+                      int64_t offset);
 
-/* Whether the set holds the offset. */
-bool kiln_replayed_has(const kiln_replayed *set, const char *topic, int32_t partition, int64_t offset);
+/* Whether the set holds the offset of that source kind (NULL: none). */
+bool kiln_replayed_has(const kiln_replayed *set, const char *source, const char *topic, int32_t partition,
+                       int64_t offset);
 
 /* Adds every offset of `from` to `set`; with overlap (may be NULL) set to
  * whether any of them was there already. */

@@ -26,7 +26,7 @@
 
 struct kiln_quarantine {
 	kiln_store *store;
-	const char *dataset, *branch;
+	const char *dataset, *branch, *kind;
 	ZSTD_CCtx *cctx;
 	size_t target;
 	int level;
@@ -40,7 +40,7 @@ struct kiln_quarantine {
 };
 
 int kiln_quarantine_new(kiln_quarantine **out, kiln_store *store, const char *dataset, const char *branch,
-                        size_t target, int level, const char *spool_dir)
+                        const char *kind, size_t target, int level, const char *spool_dir)
 {
 	kiln_quarantine *q = calloc(1, sizeof(*q));
 
@@ -59,6 +59,7 @@ int kiln_quarantine_new(kiln_quarantine **out, kiln_store *store, const char *da
 	q->store = store;
 	q->dataset = dataset;
 	q->branch = branch;
+	q->kind = kind;
 	q->target = target ? target : (64u << 20);
 	q->level = level ? level : 3;
 	q->spool_dir = spool_dir;
@@ -85,9 +86,9 @@ int kiln_quarantine_flush(kiln_quarantine *q)
 
 	if (!q->lines.size)
 		return 0;
-	if ((size_t)snprintf(key, sizeof(key), "quarantine/%s/%d/%s/%s/%lld-%lld.jsonl.zst", q->topic,
+	if ((size_t)snprintf(key, sizeof(key), "quarantine/%s/%d/%s/%s/%lld-%lld%s%s.jsonl.zst", q->topic,
 	                     (int)q->partition, q->dataset, q->branch, (long long)q->first,
-	                     (long long)q->last) >= sizeof(key))
+	                     (long long)q->last, q->kind ? "." : "", q->kind ? q->kind : "") >= sizeof(key))
 		return kiln_error_set(KILN_EINVALID, "quarantine: topic %s: object name too long", q->topic);
 	rc = kiln_spool_store(&q->lines, q->store, q->cctx, q->level, key, hash, &bytes);
 	if (rc < 0)
@@ -539,7 +540,7 @@ int kiln_quarantine_put(kiln_store *store, const char *key, const kiln_buf *line
 typedef struct q_entry {
 	char *key;
 	kiln_quarantine_object obj; /* strings point into names */
-	char *names;                /* topic\0[dataset\0branch\0] */
+	char *names;                /* topic\0[dataset\0branch\0[kind\0]] */
 } q_entry;
 
 typedef struct q_listing {
@@ -566,13 +567,25 @@ static bool parse_decimal(const char *s, size_t n, int64_t max, int64_t *out)
 	return true;
 }
 
-/* quarantine/<topic>/<partition>/[<dataset>/<branch>/]<first>-<last>.jsonl.zst:
- * fills e (names allocated) or returns false (0 with names NULL on OOM). */
+bool kiln_quarantine_kind_valid(const char *s, size_t n)
+{
+	if (n == 0 || n > 32 || !(s[0] >= 'a' && s[0] <= 'z'))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+		      s[i] == '-'))
+			return false;
+	return true;
+}
+
+/* quarantine/<topic>/<partition>/[<dataset>/<branch>/]<first>-<last>[.<kind>].jsonl.zst
+ * (a kind only with a dataset and branch): fills e (names allocated) or
+ * returns false (0 with names NULL on OOM). */
 static bool parse_key(const char *key, q_entry *e)
 {
 	const char *seg[5];
-	size_t len[5], n = 0;
-	const char *p = key + strlen("quarantine/"), *dash, *name;
+	size_t len[5], n = 0, kind_len = 0;
+	const char *p = key + strlen("quarantine/"), *dash, *name, *kind = NULL;
 	int64_t part;
 	char *w;
 
@@ -595,16 +608,28 @@ static bool parse_key(const char *key, q_entry *e)
 	if (n != 3 && n != 5)
 		return false;
 	name = seg[n - 1];
+	if (n == 5 && len[4] > strlen(SUFFIX) && strcmp(name + len[4] - strlen(SUFFIX), SUFFIX) == 0) {
+		/* <first>-<last>.<kind>.jsonl.zst: the kind after the first '.' */
+		const char *dot = memchr(name, '.', len[4] - strlen(SUFFIX));
+
+		if (dot) {
+			kind = dot + 1;
+			kind_len = (size_t)(name + len[4] - strlen(SUFFIX) - kind);
+			if (!kiln_quarantine_kind_valid(kind, kind_len))
+				return false;
+			len[4] = (size_t)(dot - name) + strlen(SUFFIX); /* the rest reads as an unnamed one */
+		}
+	}
 	if (!parse_decimal(seg[1], len[1], INT32_MAX, &part) || !(dash = strchr(name, '-')) ||
 	    !parse_decimal(name, (size_t)(dash - name), INT64_MAX, &e->obj.first) ||
 	    len[n - 1] <= (size_t)(dash + 1 - name) + strlen(SUFFIX) ||
-	    strcmp(name + len[n - 1] - strlen(SUFFIX), SUFFIX) != 0 ||
+	    (!kind && strcmp(name + len[n - 1] - strlen(SUFFIX), SUFFIX) != 0) ||
 	    !parse_decimal(dash + 1, len[n - 1] - (size_t)(dash + 1 - name) - strlen(SUFFIX), INT64_MAX,
 	                   &e->obj.last) ||
 	    e->obj.first > e->obj.last)
 		return false;
 	e->obj.partition = (int32_t)part;
-	if (!(w = e->names = malloc(len[0] + (n == 5 ? len[2] + len[3] + 2 : 0) + 1)))
+	if (!(w = e->names = malloc(len[0] + (n == 5 ? len[2] + len[3] + 2 : 0) + kind_len + 2)))
 		return true;
 	e->obj.topic = memcpy(w, seg[0], len[0]);
 	w[len[0]] = '\0';
@@ -615,6 +640,11 @@ static bool parse_key(const char *key, q_entry *e)
 		w += len[2] + 1;
 		e->obj.branch = memcpy(w, seg[3], len[3]);
 		w[len[3]] = '\0';
+		w += len[3] + 1;
+	}
+	if (kind) {
+		e->obj.source = memcpy(w, kind, kind_len);
+		w[kind_len] = '\0';
 	}
 	return true;
 }

@@ -1,8 +1,9 @@
 /* The quarantine: rejected records with their reasons, one zstd-compressed
  * JSON Lines object per topic/partition and flush, at
- * quarantine/<topic>/<partition>/<dataset>/<branch>/<first>-<last>.jsonl.zst
+ * quarantine/<topic>/<partition>/<dataset>/<branch>/<first>-<last>.<kind>.jsonl.zst
  * (deterministic names: a rerun overwrites the same object; two datasets or
- * branches reading one topic into one store never share one). Each line:
+ * branches reading one topic into one store, or two kinds of source of one
+ * name on one branch, never share one). Each line:
  *   {"topic":"t","partition":0,"offset":17,"code":"type","path":"age",
  *    "violations":[{"code":"type","path":"age"}],"record":"<raw record>"}
  * where "record" holds the raw bytes as a JSON string when they are UTF-8,
@@ -38,9 +39,12 @@ typedef struct kiln_quarantine_line {
 } kiln_quarantine_line;
 
 /* One quarantine object as the store lists it. dataset and branch are NULL
- * for the older names quarantine/<topic>/<partition>/<first>-<last>.jsonl.zst. */
+ * for the older names quarantine/<topic>/<partition>/<first>-<last>.jsonl.zst;
+ * source (the kind of source that wrote it, "kafka", "file", ...) is NULL
+ * for names without it (<first>-<last>.jsonl.zst: written before objects
+ * named their kind, when one name on a branch had one kind). */
 typedef struct kiln_quarantine_object {
-	const char *key, *topic, *dataset, *branch;
+	const char *key, *topic, *dataset, *branch, *source;
 	int32_t partition;
 	int64_t first, last;
 	uint64_t size;
@@ -49,10 +53,17 @@ typedef struct kiln_quarantine_object {
 
 typedef struct kiln_quarantine kiln_quarantine;
 
-/* dataset, branch: name the objects (borrowed: they must outlive q).
- * target_bytes: an object closes when its lines reach this size (0 = 64 MiB). */
+/* Whether s[0..n) is a source kind ([a-z][a-z0-9_-]{0,31}: "kafka",
+ * "file", "stdin", ...), as quarantine object names, lineage.json and
+ * quarantine-replayed.json carry it. */
+bool kiln_quarantine_kind_valid(const char *s, size_t n);
+
+/* dataset, branch and kind (the source's kind, [a-z][a-z0-9_-]{0,31}; NULL:
+ * names without it, as before) name the objects (borrowed: they must
+ * outlive q). target_bytes: an object closes when its lines reach this size
+ * (0 = 64 MiB). */
 int kiln_quarantine_new(kiln_quarantine **out, kiln_store *store, const char *dataset, const char *branch,
-                        size_t target_bytes, int level, const char *spool_dir);
+                        const char *kind, size_t target_bytes, int level, const char *spool_dir);
 void kiln_quarantine_free(kiln_quarantine *q);
 
 /* One rejected record (raw bytes may be NULL when it was too large to keep:

@@ -28,10 +28,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			for (size_t j = 0; j < a.parts[i].n; j++) {
 				const kiln_replayed_part *p = &a.parts[i];
 
-				if (!kiln_replayed_has(&b, p->topic, p->partition, p->v[j].first) ||
-				    !kiln_replayed_has(&b, p->topic, p->partition, p->v[j].last) ||
-				    (p->v[j].first > 0 &&
-				     kiln_replayed_has(&b, p->topic, p->partition, p->v[j].first - 1)))
+				if (!kiln_replayed_has(&b, p->source, p->topic, p->partition,
+				                       p->v[j].first) ||
+				    !kiln_replayed_has(&b, p->source, p->topic, p->partition, p->v[j].last) ||
+				    (p->v[j].first > 0 && kiln_replayed_has(&b, p->source, p->topic,
+				                                            p->partition, p->v[j].first - 1)))
 					abort();
 			}
 		/* a - a is empty; a - (empty) renders as a */

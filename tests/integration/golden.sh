@@ -10,8 +10,9 @@
 # (KILN_GOLDEN_UPDATE=1 rewrites it) and says so in docs/FORMATS.md (the
 # changes so far: shards in libzstd's multithreaded framing, issue 12;
 # profile.json and contract.yaml added to each commit's tree, issue 15;
-# filters/<hh>/<hash>.bloom, each shard's token filter, issue 26; the
-# tokens, splits, shard contents and quarantine objects did not change).
+# filters/<hh>/<hash>.bloom, each shard's token filter, issue 26;
+# quarantine object names end in .<kind>.jsonl.zst, issue 27; the tokens,
+# splits, shard contents and quarantine objects' bytes did not change).
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}

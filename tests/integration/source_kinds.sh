@@ -12,7 +12,13 @@
 #    position (no gap, no duplicate); `kiln check` finds 0 problems;
 #  - the reverse order (Kafka, then a file of the topic's name);
 #  - stdin, a file and Kafka of one name mixed on one branch, twice each;
-#  - `kiln replay` of a branch that holds both: the Kafka partition only.
+#  - `kiln replay` of a branch that holds both: the Kafka partition only;
+#  - the quarantine: a file and a Kafka topic of one name quarantine records
+#    at the same offsets (0-2, one flush each): two objects, each named with
+#    its kind (one name used to hold both: the later replaced the earlier),
+#    and `kiln quarantine replay` takes all six records into the branch, each
+#    listed under its kind in quarantine-replayed.json (one list used to take
+#    one of two lines at one offset for the other and drop it).
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -31,7 +37,7 @@ cleanup() {
 trap cleanup EXIT
 unset KILN_BRANCH KILN_SPLIT_SALT KILN_INPUT KILN_STORE KILN_MANIFEST KILN_KEY_FILE
 
-"$kiln" broker --partitions 1 --topics tickets,orders,mixed --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
+"$kiln" broker --partitions 1 --topics tickets,orders,mixed,clicks --port-file "$tmp/pf" >"$tmp/broker.out" 2>&1 &
 pids+=($!)
 poll 10 test -s "$tmp/pf"
 bs=$(head -1 "$tmp/pf" 2>/dev/null)
@@ -48,10 +54,10 @@ for t in tickets orders mixed; do
 	check "kcat produced 90 records to $t" kcat -P -b "$bs" -t $t -p 0 -l "$tmp/k.jsonl"
 done
 
-common() { # the pipeline's shared part: REPO
+common() { # the pipeline's shared part: REPO [CONTRACT]
 	cat <<EOF
 dataset: ds
-contract: $src/contracts/user-events.yaml
+contract: ${2:-$src/contracts/user-events.yaml}
 pseudonymise: {key_file: $tmp/key}
 split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}
 store: {url: file://$tmp/store}
@@ -181,6 +187,45 @@ check "  no gap, no duplicate: 310 records in stats.json and kiln cat" counted "
 for k in stdin file kafka; do
 	check "  kiln check of the $k pipeline: 0 problems" clean "$tmp/mix-$k.yaml"
 done
+
+# --- the quarantine: records of both kinds at the same offsets -----------------------------
+# the strict contract (an older version without "click") quarantines clicks; the fixed one takes them
+sed -e 's/value: \[page_view, click, search/value: [page_view, search/' -e 's/^version: 1\.2\.0$/version: 1.1.0/' \
+	"$src/contracts/user-events.yaml" >"$tmp/strict.yaml"
+clicks() { # IN OUT: 5 records, the first 3 clicks
+	"$py" -c 'import json,sys
+for i, l in enumerate(open(sys.argv[1]).read().splitlines()[:5]):
+    r = json.loads(l); r["event_type"] = "click" if i < 3 else "page_view"; print(json.dumps(r))' "$1" >"$2"
+}
+clicks "$tmp/a.jsonl" "$tmp/qf.jsonl"
+clicks "$tmp/k.jsonl" "$tmp/qk.jsonl"
+check "kcat produced 5 records to clicks" kcat -P -b "$bs" -t clicks -p 0 -l "$tmp/qk.jsonl"
+m=$tmp/q.git
+strict() { # FILE KIND: the pipeline of that kind under the strict contract
+	case $2 in
+	file) { common "$m" "$tmp/strict.yaml"; printf 'source: {kind: file, path: %s, name: clicks}\n' "$tmp/qf.jsonl"; } >"$1" ;;
+	kafka) {
+		common "$m" "$tmp/strict.yaml"
+		printf 'source: {kind: kafka, brokers: "%s", topics: [clicks], group: g-q-%s, options: {session.timeout.ms: "6000"}}\n' "$bs" "$RANDOM"
+	} >"$1" ;;
+	esac
+}
+strict "$tmp/q-file.yaml" file
+strict "$tmp/q-kafka.yaml" kafka
+file_pipeline "$tmp/q-fixed.yaml" "$m" clicks "$tmp/qf.jsonl"
+qobjects() { (cd "$tmp/store" && find quarantine/clicks -type f -path '*/ds/main/*' | sort); }
+check "quarantine: the file run quarantines its 3 clicks" status_is 0 "$kiln" run "$tmp/q-file.yaml"
+check "  ... (5 records, 2 valid, 3 quarantined)" grep -q '+5 records (2 valid, 3 quarantined)' "$tmp/out"
+check "  the Kafka run of the same name quarantines its 3, at the same offsets" kafka_run 0 "$tmp/q-kafka.yaml"
+check "  ... (5 records, 2 valid, 3 quarantined)" grep -q '+5 records (2 valid, 3 quarantined)' "$tmp/out"
+check "  two objects, each named with its kind" test "$(qobjects)" = "quarantine/clicks/0/ds/main/0-2.file.jsonl.zst
+quarantine/clicks/0/ds/main/0-2.kafka.jsonl.zst"
+check "  kiln quarantine ls: all 6 lines" test "$("$kiln" quarantine ls ds@main --store "file://$tmp/store" | grep -c '^clicks ')" = 6
+check "kiln quarantine replay under the fixed contract (exit 0)" status_is 0 "$kiln" quarantine replay ds --pipeline "$tmp/q-fixed.yaml"
+check "  stats.json and kiln cat: all 10 records curated" counted "$m" 10
+check "  quarantine-replayed.json lists 0-2 under each kind" sh -c \
+	"git --git-dir '$m' show refs/heads/ds/main:quarantine-replayed.json | tr -d ' \n' | grep -qF '{\"source\":\"file\",\"topic\":\"clicks\",\"partition\":0,\"offsets\":[[0,2]]},{\"source\":\"kafka\",\"topic\":\"clicks\",\"partition\":0,\"offsets\":[[0,2]]}'"
+check "  no quarantine object left" test -z "$(qobjects)"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -548,7 +548,7 @@ static void write_quarantine(kiln_store *store)
 	            pattern = report_of(KILN_REJECT_PATTERN, "n");
 	static const char bin[] = "\xff\xfe ALICE@example.com \xff";
 
-	assert_int_equal(kiln_quarantine_new(&q, store, "ds", "main", 0, 0, NULL), 0);
+	assert_int_equal(kiln_quarantine_new(&q, store, "ds", "main", NULL, 0, 0, NULL), 0);
 	assert_int_equal(kiln_quarantine_add(q, "orders", 0, 5, &type, "{\"email\":1}", 11), 0);
 	assert_int_equal(kiln_quarantine_add(q, "orders", 0, 6, &type, bin, sizeof(bin) - 1), 0);
 	assert_int_equal(kiln_quarantine_add(q, "orders", 0, 7, &pattern, NULL, 0), 0);
@@ -559,12 +559,12 @@ static void write_quarantine(kiln_store *store)
 	    kiln_quarantine_add(q, "orders", 1, 9, &type, "{\"email\":\"Alice@example.com\"}", 29), 0);
 	assert_int_equal(kiln_quarantine_flush(q), 0);
 	kiln_quarantine_free(q);
-	assert_int_equal(kiln_quarantine_new(&q, store, "other", "main", 0, 0, NULL), 0);
+	assert_int_equal(kiln_quarantine_new(&q, store, "other", "main", NULL, 0, 0, NULL), 0);
 	assert_int_equal(
 	    kiln_quarantine_add(q, "orders", 2, 1, &type, "{\"email\":\"alice@example.com\"}", 29), 0);
 	assert_int_equal(kiln_quarantine_flush(q), 0);
 	kiln_quarantine_free(q);
-	assert_int_equal(kiln_quarantine_new(&q, store, "ds", "dev", 0, 0, NULL), 0);
+	assert_int_equal(kiln_quarantine_new(&q, store, "ds", "dev", NULL, 0, 0, NULL), 0);
 	assert_int_equal(kiln_quarantine_add(q, "orders", 3, 1, &type, "{\"email\":\"eve@example.com\"}", 27),
 	                 0);
 	assert_int_equal(kiln_quarantine_flush(q), 0);

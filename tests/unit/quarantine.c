@@ -84,13 +84,13 @@ static void test_round_trip(void **state)
 	kiln_buf direct = KILN_BUF_INIT(0), object = KILN_BUF_INIT(0);
 	got g = {.rendered = KILN_BUF_INIT(0)};
 	const char bin[] = {'{', (char)0xff, 0, 'a'};
-	const char *key = "quarantine/t/3/ds/main/10-14.jsonl.zst";
+	const char *key = "quarantine/t/3/ds/main/10-14.file.jsonl.zst"; /* named with its kind */
 
 	(void)state;
 	report_of(&one, 1);
 	report_of(&many, 11);
 	assert_int_equal(kiln_store_open(&store, url, NULL), 0);
-	assert_int_equal(kiln_quarantine_new(&q, store, "ds", "main", 0, 1, tmp), 0);
+	assert_int_equal(kiln_quarantine_new(&q, store, "ds", "main", "file", 0, 1, tmp), 0);
 	assert_int_equal(kiln_quarantine_add(q, "t", 3, 10, &one, "{\"a\":\"é\\n\"}", 13), 0);
 	assert_int_equal(kiln_quarantine_add(q, "t", 3, 11, &many, bin, sizeof(bin)), 0);
 	assert_int_equal(kiln_quarantine_add(q, "t", 3, 12, &one, NULL, 0), 0);
@@ -254,20 +254,31 @@ static int on_listed(void *ctx, const kiln_quarantine_object *o)
 	listed *l = ctx;
 
 	assert_true(l->n < 16);
-	snprintf(l->lines[l->n++], 200, "%s %s %d %s %s %lld %lld %d", o->key, o->topic, (int)o->partition,
-	         o->dataset ? o->dataset : "-", o->branch ? o->branch : "-", (long long)o->first,
-	         (long long)o->last, o->size > 0 && o->mtime > 0);
+	snprintf(l->lines[l->n++], 200, "%s %s %d %s %s %s %lld %lld %d", o->key, o->topic, (int)o->partition,
+	         o->dataset ? o->dataset : "-", o->branch ? o->branch : "-", o->source ? o->source : "-",
+	         (long long)o->first, (long long)o->last, o->size > 0 && o->mtime > 0);
 	return 0;
 }
 
 static void test_list(void **state)
 {
 	static const char *const keys[] = {
-	    "quarantine/l/0/ds/main/5-9.jsonl.zst", "quarantine/l/0/0-4.jsonl.zst",
-	    "quarantine/l/0/other/b/0-1.jsonl.zst", "quarantine/m/1/ds/dev/3-3.jsonl.zst",
-	    "quarantine/l/0/ds/main/9-5.jsonl.zst", "quarantine/l/x/0-4.jsonl.zst",
-	    "quarantine/l/0/ds/0-4.jsonl.zst",      "quarantine/l/0/ds/main/01-4.jsonl.zst",
+	    "quarantine/l/0/ds/main/5-9.jsonl.zst",
+	    "quarantine/l/0/0-4.jsonl.zst",
+	    "quarantine/l/0/other/b/0-1.jsonl.zst",
+	    "quarantine/m/1/ds/dev/3-3.jsonl.zst",
+	    "quarantine/l/0/ds/main/9-5.jsonl.zst",
+	    "quarantine/l/x/0-4.jsonl.zst",
+	    "quarantine/l/0/ds/0-4.jsonl.zst",
+	    "quarantine/l/0/ds/main/01-4.jsonl.zst",
 	    "quarantine/l/0/ds/main/1-4.jsonl",
+	    /* named with the kind of source that wrote it: a file source and a
+	     * Kafka topic of one name on one branch write two objects */
+	    "quarantine/l/0/ds/main/5-9.file.jsonl.zst",
+	    "quarantine/l/0/ds/main/5-9.Kafka.jsonl.zst",
+	    "quarantine/l/0/0-4.file.jsonl.zst",
+	    "quarantine/l/0/ds/main/5-9..jsonl.zst",
+	    "quarantine/l/0/ds/main/5-9.file.x.jsonl.zst",
 	};
 	kiln_store *store;
 	kiln_buf lines = KILN_BUF_INIT(0);
@@ -279,15 +290,18 @@ static void test_list(void **state)
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		assert_int_equal(kiln_quarantine_put(store, keys[i], &lines, 1), 0);
 	assert_int_equal(kiln_quarantine_list(store, "l", "ds", on_listed, &l), 0);
-	assert_int_equal(l.n, 2);
-	assert_string_equal(l.lines[0], "quarantine/l/0/0-4.jsonl.zst l 0 - - 0 4 1");
-	assert_string_equal(l.lines[1], "quarantine/l/0/ds/main/5-9.jsonl.zst l 0 ds main 5 9 1");
+	assert_int_equal(l.n, 3);
+	assert_string_equal(l.lines[0], "quarantine/l/0/0-4.jsonl.zst l 0 - - - 0 4 1");
+	assert_string_equal(l.lines[1], "quarantine/l/0/ds/main/5-9.file.jsonl.zst l 0 ds main file 5 9 1");
+	assert_string_equal(l.lines[2], "quarantine/l/0/ds/main/5-9.jsonl.zst l 0 ds main - 5 9 1");
 	l.n = 0;
 	assert_int_equal(kiln_quarantine_list(store, NULL, NULL, on_listed, &l), 0);
-	assert_int_equal(l.n, 6); /* and test_round_trip's two */
-	assert_string_equal(l.lines[1], "quarantine/l/0/ds/main/5-9.jsonl.zst l 0 ds main 5 9 1");
-	assert_string_equal(l.lines[2], "quarantine/l/0/other/b/0-1.jsonl.zst l 0 other b 0 1 1");
-	assert_string_equal(l.lines[3], "quarantine/m/1/ds/dev/3-3.jsonl.zst m 1 ds dev 3 3 1");
+	assert_int_equal(l.n, 7); /* and test_round_trip's two */
+	assert_string_equal(l.lines[2], "quarantine/l/0/ds/main/5-9.jsonl.zst l 0 ds main - 5 9 1");
+	assert_string_equal(l.lines[3], "quarantine/l/0/other/b/0-1.jsonl.zst l 0 other b - 0 1 1");
+	assert_string_equal(l.lines[4], "quarantine/m/1/ds/dev/3-3.jsonl.zst m 1 ds dev - 3 3 1");
+	assert_string_equal(l.lines[5],
+	                    "quarantine/t/3/ds/main/10-14.file.jsonl.zst t 3 ds main file 10 14 1");
 	assert_int_equal(kiln_quarantine_list(store, "a/b", NULL, on_listed, &l), KILN_EINVALID);
 	kiln_buf_free(&lines);
 	kiln_store_close(store);
