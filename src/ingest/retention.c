@@ -16,10 +16,9 @@
 
 /* One lineage entry of one branch. */
 typedef struct position {
-	char *dataset, *branch, *topic;
+	char *dataset, *branch, *topic, *source; /* source: the kind that wrote the entry */
 	int32_t partition;
 	int64_t next;
-	bool kafka; /* written by a Kafka source ("source": "kafka") */
 } position;
 
 typedef struct retention {
@@ -59,15 +58,16 @@ static int on_entry(void *ctx, const kiln_lineage_entry *e)
 	p->dataset = strdup(r->dataset);
 	p->branch = strdup(r->branch);
 	p->topic = strdup(e->topic);
-	if (!p->dataset || !p->branch || !p->topic) {
+	p->source = strdup(e->source);
+	if (!p->dataset || !p->branch || !p->topic || !p->source) {
 		free(p->dataset);
 		free(p->branch);
 		free(p->topic);
+		free(p->source);
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	}
 	p->partition = e->partition;
 	p->next = e->next;
-	p->kafka = strcmp(e->source, KILN_LINEAGE_KAFKA) == 0;
 	r->n++;
 	return 0;
 }
@@ -82,10 +82,10 @@ static int on_branch(void *ctx, const char *dataset, const char *branch)
 }
 
 /* Whether every branch that reads topic/partition (of dataset/branch when
- * given; Kafka entries only when kafka_only) covers offsets up to last:
- * UNREAD, UNCOMMITTED (r->why says which branch) or DELETE. */
+ * given; entries of source kind `kind` only, when given) covers offsets up
+ * to last: UNREAD, UNCOMMITTED (r->why says which branch) or DELETE. */
 static kiln_retention_verdict committed(retention *r, const char *topic, int32_t partition,
-                                        const char *dataset, const char *branch, bool kafka_only,
+                                        const char *dataset, const char *branch, const char *kind,
                                         int64_t last)
 {
 	bool read = false;
@@ -93,7 +93,8 @@ static kiln_retention_verdict committed(retention *r, const char *topic, int32_t
 	for (size_t i = 0; i < r->n; i++) {
 		const position *p = &r->v[i];
 
-		if (p->partition != partition || strcmp(p->topic, topic) != 0 || (kafka_only && !p->kafka) ||
+		if (p->partition != partition || strcmp(p->topic, topic) != 0 ||
+		    (kind && strcmp(p->source, kind) != 0) ||
 		    (dataset && (strcmp(p->dataset, dataset) != 0 || strcmp(p->branch, branch) != 0)))
 			continue;
 		read = true;
@@ -108,7 +109,8 @@ static kiln_retention_verdict committed(retention *r, const char *topic, int32_t
 
 /* Decides, reports and (apply) deletes one object. */
 static int decide(retention *r, kiln_retention_zone zone, const char *key, uint64_t size, int64_t mtime,
-                  const char *topic, int32_t partition, const char *dataset, const char *branch, int64_t last)
+                  const char *topic, int32_t partition, const char *dataset, const char *branch,
+                  const char *kind, int64_t last)
 {
 	kiln_retention_object o = {
 	    .zone = zone, .key = key, .size = size, .age = mtime > 0 ? r->now - mtime : -1};
@@ -123,7 +125,7 @@ static int decide(retention *r, kiln_retention_zone zone, const char *key, uint6
 	else if (o.age < keep)
 		o.verdict = KILN_RETENTION_YOUNG;
 	else
-		o.verdict = committed(r, topic, partition, dataset, branch, zone == KILN_RETENTION_RAW, last);
+		o.verdict = committed(r, topic, partition, dataset, branch, kind, last);
 	if (o.verdict == KILN_RETENTION_UNCOMMITTED)
 		o.why = r->why;
 	if (o.verdict != KILN_RETENTION_DELETE) {
@@ -139,14 +141,16 @@ static int decide(retention *r, kiln_retention_zone zone, const char *key, uint6
 
 static int on_raw(void *ctx, const kiln_raw_object *o)
 {
+	/* the raw zone holds Kafka records only */
 	return decide(ctx, KILN_RETENTION_RAW, o->key, o->size, o->mtime, o->topic, o->partition, NULL, NULL,
-	              o->last);
+	              KILN_LINEAGE_KAFKA, o->last);
 }
 
 static int on_quarantine(void *ctx, const kiln_quarantine_object *o)
 {
+	/* an object named with its kind: that kind's entry (else any kind's of the name) */
 	return decide(ctx, KILN_RETENTION_QUARANTINE, o->key, o->size, o->mtime, o->topic, o->partition,
-	              o->dataset, o->branch, o->last);
+	              o->dataset, o->branch, o->source, o->last);
 }
 
 int kiln_retention_collect(kiln_manifest *manifest, kiln_store *store, const kiln_retention_policy *policy,
@@ -170,6 +174,7 @@ int kiln_retention_collect(kiln_manifest *manifest, kiln_store *store, const kil
 		free(r.v[i].dataset);
 		free(r.v[i].branch);
 		free(r.v[i].topic);
+		free(r.v[i].source);
 	}
 	free(r.v);
 	return rc;

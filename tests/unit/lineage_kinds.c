@@ -1,8 +1,9 @@
 /* Unit tests for lineage entries keyed by source kind (docs/FORMATS.md,
  * "lineage.json"): a file source and a Kafka topic of one name on one
  * branch keep two entries, each commit is fenced on its own kind's entry
- * only, an entry without a kind is never committed, and the listings name
- * the kind where two entries share a topic and partition. */
+ * only, an entry without a kind is never committed, the listings name the
+ * kind where two entries share a topic and partition, and
+ * quarantine-replayed.json keeps each kind's offsets apart. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,6 +18,7 @@
 #include "core/error.h"
 #include "manifest/format.h"
 #include "manifest/manifest.h"
+#include "manifest/replayed.h"
 
 #define PREFIX_HEX "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
@@ -133,11 +135,68 @@ static void test_governance_names_kinds(void **state)
 	kiln_json_scanner_free(sc);
 }
 
+/* A file's and a Kafka topic's records at one offset, and an entry of an
+ * older list (no kind), are three different records. */
+static void test_replayed_kinds(void **state)
+{
+	static const char text[] =
+	    "{\n  \"partitions\": [\n"
+	    "    {\"topic\":\"t\",\"partition\":0,\"offsets\":[[1,1]]},\n"
+	    "    {\"source\":\"file\",\"topic\":\"t\",\"partition\":0,\"offsets\":[[3,5]]},\n"
+	    "    {\"source\":\"kafka\",\"topic\":\"t\",\"partition\":0,\"offsets\":[[3,3]]}\n"
+	    "  ]\n}\n";
+	static const char *const bad[][2] = {
+	    {"{\"partitions\":[{\"source\":\"kafka\",\"topic\":\"t\",\"partition\":0,\"offsets\":[[1,1]]},"
+	     "{\"source\":\"file\",\"topic\":\"t\",\"partition\":0,\"offsets\":[[1,1]]}]}",
+	     "W: partitions entries must ascend by topic, partition and source, once each"},
+	    {"{\"partitions\":[{\"source\":\"file\",\"topic\":\"t\",\"partition\":0,\"offsets\":[[1,1]]},"
+	     "{\"topic\":\"t\",\"partition\":0,\"offsets\":[[2,2]]}]}",
+	     "W: partitions entries must ascend by topic, partition and source, once each"},
+	    {"{\"partitions\":[{\"source\":\"Kafka\",\"topic\":\"t\",\"partition\":0,\"offsets\":[[1,1]]}]}",
+	     "W: \"source\" must be a source kind"},
+	};
+	kiln_replayed a, more = {0}, d = {0};
+	kiln_buf b = KILN_BUF_INIT(0);
+
+	(void)state;
+	assert_int_equal(kiln_replayed_parse(&a, text, strlen(text), "W"), 0);
+	assert_int_equal(a.count, 5);
+	assert_true(kiln_replayed_has(&a, "file", "t", 0, 4));
+	assert_false(kiln_replayed_has(&a, "kafka", "t", 0, 4));
+	assert_true(kiln_replayed_has(&a, "kafka", "t", 0, 3));
+	assert_false(kiln_replayed_has(&a, NULL, "t", 0, 3));
+	assert_true(kiln_replayed_has(&a, NULL, "t", 0, 1));
+	assert_false(kiln_replayed_has(&a, "file", "t", 0, 1));
+	assert_int_equal(kiln_replayed_render(&b, &a), 0);
+	assert_int_equal(b.len, strlen(text));
+	assert_memory_equal(b.ptr, text, b.len);
+	/* stdin's offset 4 is new: merged beside the others, subtracted alone */
+	assert_int_equal(kiln_replayed_add(&more, "stdin", "t", 0, 4), 0);
+	assert_int_equal(kiln_replayed_add(&more, "file", "t", 0, 4), 0);
+	assert_int_equal(kiln_replayed_subtract(&d, &more, &a), 0);
+	assert_int_equal(d.count, 1);
+	assert_true(kiln_replayed_has(&d, "stdin", "t", 0, 4));
+	assert_int_equal(kiln_replayed_merge(&a, &more, NULL), 0);
+	assert_int_equal(a.count, 6);
+	assert_string_equal(a.parts[3].source, "stdin");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		kiln_replayed x;
+
+		assert_int_equal(kiln_replayed_parse(&x, bad[i][0], strlen(bad[i][0]), "W"), KILN_EINVALID);
+		assert_non_null(strstr(kiln_error_last(), bad[i][1]));
+	}
+	kiln_buf_free(&b);
+	kiln_replayed_free(&a);
+	kiln_replayed_free(&more);
+	kiln_replayed_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_fence_per_kind),
 	    cmocka_unit_test(test_governance_names_kinds),
+	    cmocka_unit_test(test_replayed_kinds),
 	};
 
 	return kiln_test_git_main(tests, tmpdir, "lineage-kinds", NULL, NULL);
