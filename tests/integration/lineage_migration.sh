@@ -4,14 +4,17 @@
 # kind its shape tells). tests/fixtures/lineage-v1.tar.gz is a repository, its
 # store, key and inputs as a kiln of commit d7fced1 left them
 # (tests/fixtures/make-lineage-v1.sh): a file run of `events`, a Kafka run of
-# topic `clicks` and a stdin run of `feed`, 20 records each. This kiln:
+# topic `clicks` and a stdin run of `feed`, 20 records each, a quarter of
+# them invalid (quarantine objects named without their kind). This kiln:
 #  - reads the old entries with their kinds (kiln show --json) and checks
 #    each pipeline clean;
 #  - resumes each source from its own position: the file at line 20 of the
 #    grown file, Kafka at offset 20, stdin at offset 20, 20 records each, no
 #    gap and no duplicate (stats.json, kiln cat);
 #  - writes "source" into every entry on its first commit, the ones that
-#    commit did not move included.
+#    commit did not move included;
+#  - reads the old quarantine objects as they are beside the new ones, named
+#    with their kind (kiln quarantine ls counts every quarantined record).
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -51,9 +54,9 @@ store: {url: file://$d/store}
 manifest: {repo: $m}
 EOF
 }
-{ common; echo "source: {kind: file, path: $d/in/events.jsonl, name: events}"; } >"$tmp/file.yaml"
-{ common; echo "source: {kind: stdin, name: feed}"; } >"$tmp/stdin.yaml"
-{ common; echo "source: {kind: kafka, brokers: \"$bs\", topics: [clicks], group: g-mig, options: {session.timeout.ms: \"6000\"}}"; } >"$tmp/kafka.yaml"
+{ common; echo "source: {kind: file, path: $d/in/events.jsonl, name: events, max_record_bytes: 4096}"; } >"$tmp/file.yaml"
+{ common; echo "source: {kind: stdin, name: feed, max_record_bytes: 4096}"; } >"$tmp/stdin.yaml"
+{ common; echo "source: {kind: kafka, brokers: \"$bs\", topics: [clicks], group: g-mig, max_record_bytes: 4096, options: {session.timeout.ms: \"6000\"}}"; } >"$tmp/kafka.yaml"
 
 lineage_raw() { git --git-dir "$m" show refs/heads/ds/main:lineage.json; }
 kinds() { # "source topic/partition next" per lineage.json entry, "-" where it names none
@@ -66,19 +69,36 @@ kinds_are() {
 	[ "$got" = "$1" ] || { echo "  lineage.json:"; echo "$got" | sed 's/^/  | /'; return 1; }
 }
 added() { grep -q "$1" "$tmp/out" || { echo "  run said:"; sed 's/^/  | /' "$tmp/out" | head -5; return 1; }; }
-counted() { # N: stats.json's valid and records_in, and `kiln cat` of the three splits
-	local valid n=0 s
-	valid=$(git --git-dir "$m" show refs/heads/ds/main:stats.json | "$py" -c 'import json,sys; d=json.load(sys.stdin); print(d["valid"], d["records_in"])')
+counted() { # N: stats.json's records_in N, its valid what `kiln cat` of the three splits reads,
+	# its quarantined what `kiln quarantine ls` lists, the two adding up to N
+	local st n=0 q s
+	st=$(git --git-dir "$m" show refs/heads/ds/main:stats.json | "$py" -c 'import json,sys; d=json.load(sys.stdin); print(d["records_in"], d["valid"], d["quarantined"])')
 	for s in train dev test; do
 		n=$((n + $("$kiln" cat ds --split $s --manifest "$m" --store "file://$d/store" | wc -l)))
 	done
-	[ "$valid" = "$1 $1" ] && [ "$n" -eq "$1" ] || { echo "  stats valid/records_in $valid, kiln cat $n, want $1"; return 1; }
+	q=$("$kiln" quarantine ls ds@main --store "file://$d/store" | grep -cE '^(clicks|events|feed) ')
+	[ "$st" = "$1 $n $q" ] && [ $((n + q)) -eq "$1" ] ||
+		{ echo "  stats records_in/valid/quarantined $st, kiln cat $n, quarantine ls $q, want $1 in all"; return 1; }
+}
+qobjects() { (cd "$d/store" && find quarantine -type f | sort); }
+unnamed() { # the objects are named without a kind
+	[ -n "$1" ] && ! grep -qE '\.(file|kafka|stdin)\.jsonl\.zst$' <<<"$1"
+}
+kept() { # OBJECTS: each still there
+	local now o
+	now=$(qobjects)
+	for o in $1; do grep -qxF "$o" <<<"$now" || { echo "  $o is gone"; return 1; }; done
+}
+new_kinds() { # OLD-OBJECTS: the kinds the other objects' names end with
+	qobjects | grep -vxF "$1" | sed -E 's/.*\.([a-z]+)\.jsonl\.zst$/\1/' | sort -u | tr '\n' ' '
 }
 
 check "the fixture's lineage.json names no kind" kinds_are "- clicks/0 20
 - events/0 20
 - feed/0 20"
 check "the fixture holds 60 records" counted 60
+old_objects=$(qobjects)
+check "  its quarantine objects are named without a kind" unnamed "$old_objects"
 check "kiln show --json reads each old entry with its kind" sh -c \
 	"'$kiln' show ds --manifest '$m' --json | '$py' -c 'import json,sys; l=json.load(sys.stdin)[\"lineage\"]; assert [(e[\"source\"], e[\"topic\"]) for e in l] == [(\"kafka\",\"clicks\"),(\"file\",\"events\"),(\"stdin\",\"feed\")], l'"
 for k in file stdin kafka; do
@@ -99,7 +119,9 @@ check "  +20 records, offsets 20-39" added '+20 records .*offsets 20-39 of feed'
 check "each entry where its own runs left it" kinds_are "kafka clicks/0 40
 file events/0 40
 stdin feed/0 40"
-check "no gap, no duplicate: 120 records in stats.json and kiln cat" counted 120
+check "no gap, no duplicate: 120 records in stats.json, kiln cat and the quarantine" counted 120
+check "  the old quarantine objects are as they were" kept "$old_objects"
+check "  the new ones are named with their kind, each kind its own" test "$(new_kinds "$old_objects")" = "file kafka stdin "
 check "a Kafka run with nothing new commits nothing" status_is 0 timeout 60 "$kiln" run "$tmp/kafka.yaml" --stop-at-end
 check "  still 120" counted 120
 
