@@ -7,8 +7,8 @@
  * bytes are left; the others' records are copied into one buffer and
  * sorted by topic, partition, source kind and offset. A line is known by
  * its object's source kind with its topic, partition and offset: a file and
- * a Kafka topic of one name quarantine records at the same offsets. read: batches of one partition
- * each go to the curate pool. prepare: a curated record is counted and
+ * a Kafka topic of one name quarantine records at the same offsets. read:
+ * batches of one partition and kind each go to the curate pool. prepare: a curated record is counted and
  * noted for the list; a rejected one is dropped from the batch, so the
  * sink writes no quarantine line for it (its old line stays where it is).
  * The commit adds the noted offsets to quarantine-replayed.json, moves
