@@ -16,11 +16,13 @@
 #include "ingest/curate_run.h"
 #include "ingest/kafka_run.h"
 #include "ingest/pipeline.h"
+#include "ingest/source.h"
 
 static const char usage_text[] =
     "usage: kiln run PIPELINE [--set dotted.key=value]... [--stop-at-end]\n"
     "\n"
-    "Reads the pipeline's source (a JSON Lines file, stdin, or Kafka topics),\n"
+    "Reads the pipeline's source (a JSON Lines file, a folder of them, stdin,\n"
+    "or Kafka topics),\n"
     "validates each record against the contract, pseudonymises personal data,\n"
     "assigns train/dev/test, packs zstd shards into the store, puts rejected\n"
     "records in quarantine, and commits snapshots to refs/heads/<dataset>/<branch>\n"
@@ -94,6 +96,30 @@ static int run_kafka(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_se
 	return kiln_kafka_run(p, &o, r);
 }
 
+/* A directory run: the files read and those that changed after their
+ * commit (each also logged as a warning), then the version. */
+static void print_directory(const kiln_pipeline *p, const kiln_run_result *r)
+{
+	if (!r->commit[0])
+		printf("%s@%s: nothing new in %s", p->dataset, p->branch, p->source_path);
+	else
+		printf("%s@%.12s: +%llu records (%llu valid, %llu quarantined) in %zu shards from %llu file%s of %s",
+		       p->dataset, r->commit, (unsigned long long)r->delta.records_in,
+		       (unsigned long long)r->delta.valid, (unsigned long long)r->delta.quarantined, r->shards,
+		       (unsigned long long)r->files_read, r->files_read == 1 ? "" : "s", p->source_path);
+	if (r->files_changed)
+		printf("; %llu file%s changed after %s committed, not read again: %s",
+		       (unsigned long long)r->files_changed, r->files_changed == 1 ? "" : "s",
+		       r->files_changed == 1 ? "it was" : "they were", r->changed);
+	printf("\n");
+	if (r->commit[0]) {
+		char *repo = realpath(p->manifest_repo, NULL);
+		printf("version: %s (refs/heads/%s/%s in %s)\n", r->commit, p->dataset, p->branch,
+		       repo ? repo : p->manifest_repo);
+		free(repo);
+	}
+}
+
 int kiln_cmd_run(int argc, char **argv)
 {
 	kiln_cli_sets sets = {0};
@@ -123,9 +149,11 @@ int kiln_cmd_run(int argc, char **argv)
 		goto cleanup;
 	}
 	kiln_log_setup(pipeline->log_json, pipeline->log_level);
-	if (stop_at_end && !kiln_pipeline_is_kafka(pipeline)) {
+	/* a directory source reads what its folder holds and stops: the same */
+	if (stop_at_end && !kiln_pipeline_is_kafka(pipeline) && pipeline->source != &kiln_source_directory) {
 		kiln_cli_fail("run",
-		              "--stop-at-end is for kafka sources (a file source always stops at its end)");
+		              "--stop-at-end is for kafka and directory sources (a file source always stops "
+		              "at its end)");
 		goto cleanup;
 	}
 	if ((kiln_pipeline_is_kafka(pipeline) ? run_kafka(pipeline, stop_at_end, &sets, &r)
@@ -143,6 +171,8 @@ int kiln_cmd_run(int argc, char **argv)
 			       pipeline->branch, repo ? repo : pipeline->manifest_repo);
 			free(repo);
 		}
+	} else if (pipeline->source == &kiln_source_directory) {
+		print_directory(pipeline, &r);
 	} else if (!r.commit[0]) {
 		printf("%s@%s: nothing new in %s (already read up to offset %llu)\n", pipeline->dataset,
 		       pipeline->branch, pipeline->source_name, (unsigned long long)r.next_offset);

@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -19,6 +18,7 @@
 
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/line_reader.h"
 #include "core/log.h"
 #include "ingest/curate_pool.h"
@@ -45,51 +45,6 @@ static int find_lineage(void *ctx, const kiln_lineage_entry *e)
 	r->bytes = e->bytes;
 	snprintf(r->prefix, sizeof(r->prefix), "%s", e->prefix_blake2b ? e->prefix_blake2b : "");
 	snprintf(r->path, sizeof(r->path), "%s", e->path ? e->path : "");
-	return 0;
-}
-
-/* The fingerprint of the first `bytes` bytes of a file (docs/FORMATS.md,
- * lineage.json): BLAKE2b-256 of those bytes when there are at most 2 MiB,
- * else of their first MiB followed by their last MiB. It tells a replaced
- * file from a grown one without reading all of it again. */
-#define FINGERPRINT_PART (1u << 20)
-
-static int hash_range(int fd, const char *path, uint64_t from, uint64_t to, crypto_generichash_state *st)
-{
-	static _Thread_local char block[1 << 16];
-
-	while (from < to) {
-		size_t want = to - from < sizeof(block) ? (size_t)(to - from) : sizeof(block);
-		ssize_t n = pread(fd, block, want, (off_t)from);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return kiln_error_set(KILN_EIO, "%s: read: %s", path, strerror(errno));
-		if (n == 0)
-			return kiln_error_set(
-			    KILN_EINVALID, "%s: shorter (%llu bytes) than the %llu bytes an earlier run read",
-			    path, (unsigned long long)from, (unsigned long long)to);
-		crypto_generichash_update(st, (const unsigned char *)block, (size_t)n);
-		from += (uint64_t)n;
-	}
-	return 0;
-}
-
-static int fingerprint(int fd, const char *path, uint64_t bytes, char out[65])
-{
-	crypto_generichash_state st;
-	unsigned char digest[32];
-	int rc;
-
-	crypto_generichash_init(&st, NULL, 0, sizeof(digest));
-	if (bytes <= 2 * (uint64_t)FINGERPRINT_PART)
-		rc = hash_range(fd, path, 0, bytes, &st);
-	else if ((rc = hash_range(fd, path, 0, FINGERPRINT_PART, &st)) == 0)
-		rc = hash_range(fd, path, bytes - FINGERPRINT_PART, bytes, &st);
-	if (rc < 0)
-		return rc;
-	crypto_generichash_final(&st, digest, sizeof(digest));
-	sodium_bin2hex(out, 65, digest, sizeof(digest));
 	return 0;
 }
 
@@ -157,7 +112,7 @@ static int open_file(struct file_source *fs, const kiln_pipeline *p)
 		                      p->source_path, strerror(errno));
 	if (!resume->found || !resume->bytes)
 		return 0;
-	if ((rc = fingerprint(fs->fd, p->source_path, resume->bytes, now)) < 0)
+	if ((rc = kiln_fs_fingerprint(fs->fd, p->source_path, resume->bytes, now)) < 0)
 		return rc;
 	if (strcmp(now, resume->prefix) != 0)
 		return kiln_error_set(KILN_EINVALID,
@@ -248,7 +203,7 @@ static int file_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 	/* stdin: the marker path, none of its bytes to check (the fingerprint of no bytes) */
 	fs->lineage.path = p->source == &kiln_source_file ? p->source_path : KILN_SOURCE_STDIN_PATH;
 	fs->lineage.bytes = p->source == &kiln_source_file ? fs->resume.bytes + fs->bytes_read : 0;
-	if ((rc = fingerprint(fs->fd, p->source_path, fs->lineage.bytes, fs->prefix_hex)) < 0)
+	if ((rc = kiln_fs_fingerprint(fs->fd, p->source_path, fs->lineage.bytes, fs->prefix_hex)) < 0)
 		return rc;
 	fs->lineage.prefix_blake2b = fs->prefix_hex;
 	snap->lineage = &fs->lineage;
@@ -305,7 +260,7 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 
 	for (int attempt = 1;; attempt++) {
 		rc = kiln_ingest_run(p->source, NULL, p, out);
-		if (rc != KILN_EFENCED || p->source != &kiln_source_file || attempt == RERUNS)
+		if (rc != KILN_EFENCED || p->source == &kiln_source_stdin || attempt == RERUNS)
 			break;
 		KILN_LOG(KILN_LOG_INFO, "rerun",
 		         "another run of this source committed first; reading on from there",
@@ -316,7 +271,7 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 		    KILN_EFENCED,
 		    "%s@%s: another run of source %s committed first%s; nothing of this run was committed",
 		    p->dataset, p->branch, p->source_name,
-		    p->source == &kiln_source_file ? " every time it was read again"
-		                                   : " (stdin cannot be read again: send this input again)");
+		    p->source != &kiln_source_stdin ? " every time it was read again"
+		                                    : " (stdin cannot be read again: send this input again)");
 	return rc;
 }

@@ -374,6 +374,46 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 	return 0;
 }
 
+/* path without trailing '/'s (a folder's base name is its last part). */
+static const char *without_slash(loader *l, const char *path)
+{
+	size_t n = strlen(path);
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	return kiln_arena_printf(l->p->arena, "%.*s", (int)n, path);
+}
+
+/* A directory source: path (a folder), glob (a file name pattern), done (a
+ * folder, relative to path, to move committed files to). */
+static int load_directory(loader *l, const kiln_yaml_node *src)
+{
+	kiln_pipeline *p = l->p;
+	const char *done = NULL;
+	int rc;
+
+	p->source_glob = "*.jsonl";
+	if ((rc = kiln_config_string(&l->cfg, src, "source", "path", true, &p->source_path)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, src, "source", "glob", false, &p->source_glob)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, src, "source", "done", false, &done)) < 0)
+		return rc;
+	p->source_path = without_slash(l, kiln_config_resolve(&l->cfg, p->source_path));
+	if (!*p->source_glob || strchr(p->source_glob, '/'))
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "glob"), "source.glob",
+		                      "a pattern of file names (no '/': subfolders are not read)");
+	if (!done)
+		return 0;
+	if (!*done || strcmp(without_slash(l, done), ".") == 0)
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "done"), "source.done",
+		                      "must be a folder other than source.path");
+	p->source_done = without_slash(
+	    l, done[0] == '/' ? done : kiln_arena_printf(p->arena, "%s/%s", p->source_path, done));
+	if (strcmp(p->source_done, p->source_path) == 0)
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "done"), "source.done",
+		                      "must be a folder other than source.path");
+	return 0;
+}
+
 static int load_source(loader *l, const kiln_yaml_node *root)
 {
 	const kiln_yaml_node *src = kiln_yaml_get(root, "source");
@@ -411,6 +451,8 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 		} else {
 			p->source_path = kiln_config_resolve(&l->cfg, p->source_path);
 		}
+	} else if (p->source == &kiln_source_directory && (rc = load_directory(l, src)) < 0) {
+		return rc;
 	}
 	/* the keys it has are its row's */
 	for (const char *const *k = keys; *k; k++) {
@@ -436,7 +478,7 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 		p->source_name = name;
 	} else {
 		p->source_name =
-		    p->source == &kiln_source_stdin ? "stdin" : name_from_path(l, p->source_path);
+		    p->source == &kiln_source_stdin ? "stdin" : name_from_path(l, without_slash(l, p->source_path));
 	}
 	return 0;
 }

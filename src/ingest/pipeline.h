@@ -41,7 +41,9 @@ typedef struct kiln_pipeline {
 	/* the row that reads it (kiln_source_find, ingest/source.h); NULL for a
 	 * kafka source, which is not a row (kiln_pipeline_is_kafka) */
 	const struct kiln_source *source;
-	const char *source_path; /* file sources */
+	const char *source_path; /* file sources; directory sources: the folder */
+	const char *source_glob; /* directory sources: the names read (fnmatch) */
+	const char *source_done; /* directory sources: committed files move here; NULL: they stay */
 	const char *source_name; /* file/stdin: the topic name in lineage, quarantine and shard sources */
 	/* kafka sources */
 	const char *brokers;

@@ -17,6 +17,7 @@
 static const kiln_source *const sources[] = {
     &kiln_source_file,
     &kiln_source_stdin,
+    &kiln_source_directory,
 };
 
 #define SOURCE_COUNT (sizeof(sources) / sizeof(sources[0]))
@@ -40,6 +41,8 @@ const char *kiln_source_entry_kind(const kiln_lineage_entry *e)
 {
 	if (!e->path)
 		return KILN_SOURCE_KAFKA_KIND;
+	if (strchr(e->topic, KILN_SOURCE_DIR_SEP))
+		return kiln_source_directory.kind;
 	return strcmp(e->path, KILN_SOURCE_STDIN_PATH) == 0 ? kiln_source_stdin.kind : kiln_source_file.kind;
 }
 
@@ -51,6 +54,10 @@ struct kind_check {
 
 bool kiln_source_reads_name(const kiln_pipeline *p, const char *name)
 {
+	if (p->source == &kiln_source_directory) {
+		size_t n = strlen(p->source_name);
+		return strncmp(name, p->source_name, n) == 0 && name[n] == KILN_SOURCE_DIR_SEP;
+	}
 	if (!kiln_pipeline_is_kafka(p))
 		return p->source_name && strcmp(p->source_name, name) == 0;
 	for (size_t i = 0; i < p->topic_count; i++)
@@ -94,7 +101,8 @@ int kiln_source_check_settings(const kiln_pipeline *p)
 	kiln_buf shown = KILN_BUF_INIT(0);
 	int rc = 0;
 
-	if (p->source == &kiln_source_file && !kiln_utf8_valid(p->source_path, strlen(p->source_path)))
+	if ((p->source == &kiln_source_file || p->source == &kiln_source_directory) &&
+	    !kiln_utf8_valid(p->source_path, strlen(p->source_path)))
 		return kiln_error_set(KILN_EINVALID,
 		                      "%s: source.path is not valid UTF-8, and lineage.json records it: "
 		                      "give the file (or a link to it) a UTF-8 name",

@@ -55,9 +55,10 @@ typedef struct kiln_source {
 	void (*close)(void *src, struct kiln_ingest *in);
 } kiln_source;
 
-/* The rows (curate_run.c, replay_run.c). */
+/* The rows (curate_run.c, dir_source.c, replay_run.c). */
 extern const kiln_source kiln_source_file;
 extern const kiln_source kiln_source_stdin;
+extern const kiln_source kiln_source_directory;
 extern const kiln_source kiln_source_replay;
 
 /* The source.kind of a Kafka source, the one kind that is not a row. */
@@ -68,13 +69,20 @@ extern const kiln_source kiln_source_replay;
  * file source is never named "-" (that path is stdin). */
 #define KILN_SOURCE_STDIN_PATH "-"
 
-/* The kind of source that wrote a lineage.json entry: "file" (it has a
- * path), "stdin" (KILN_SOURCE_STDIN_PATH) or KILN_SOURCE_KAFKA_KIND (no
- * path; stdin entries of a kiln before issue 25 look the same). Static. */
+/* The topic of a directory source's file: <source.name>=<file name>, the
+ * name's bytes outside [A-Za-z0-9._-] written =XX (docs/FORMATS.md). No
+ * other source's names hold '=' (source.name and Kafka topics refuse it). */
+#define KILN_SOURCE_DIR_SEP '='
+
+/* The kind of source that wrote a lineage.json entry: "directory" (a path,
+ * and a topic with KILN_SOURCE_DIR_SEP), "file" (a path), "stdin"
+ * (KILN_SOURCE_STDIN_PATH) or KILN_SOURCE_KAFKA_KIND (no path; stdin
+ * entries of a kiln before issue 25 look the same). Static. */
 const char *kiln_source_entry_kind(const kiln_lineage_entry *entry);
 
 /* Whether the pipeline reads the topic `name`: one of its source.topics
- * (Kafka), or its source.name (file, stdin). */
+ * (Kafka), its source.name (file, stdin), or a file of its folder
+ * (directory: <source.name>=...). */
 bool kiln_source_reads_name(const kiln_pipeline *pipeline, const char *name);
 
 /* A position is never shared across source kinds: KILN_EINVALID when
@@ -84,12 +92,12 @@ bool kiln_source_reads_name(const kiln_pipeline *pipeline, const char *name);
 int kiln_source_check_lineage(kiln_manifest *manifest, const kiln_pipeline *pipeline, const char *branch);
 
 /* Settings a run would trip on late or leak: KILN_EINVALID when a file
- * source's path (lineage.json records it, a JSON string) is not valid
+ * or directory source's path (lineage.json records it, a JSON string) is not valid
  * UTF-8, or when a Kafka source's brokers hold user:password@ (shown
  * redacted); else 0. */
 int kiln_source_check_settings(const kiln_pipeline *pipeline);
 
-/* The row a pipeline's source.kind names ("file", "stdin"), or NULL for
+/* The row a pipeline's source.kind names ("file", "stdin", "directory"), or NULL for
  * any other kind (KILN_SOURCE_KAFKA_KIND included). The rows are static. */
 const kiln_source *kiln_source_find(const char *kind);
 /* The registry in order: row number i, NULL past the last one. */
