@@ -290,9 +290,7 @@ int kiln_dir_read_file(kiln_dir *d, kiln_dir_file *f, kiln_curate_pool *pool, ui
 			if (rc != KILN_EINVALID)
 				goto done;
 			f->state = KILN_DIR_BAD;
-			f->error = strdup(kiln_error_last());
-			KILN_LOG(KILN_LOG_ERROR, "file_unreadable", "the file is skipped: it does not decompress whole",
-			         KILN_F_STR("source", d->p->source_name), KILN_F_STR("file", f->path));
+			f->error = strdup(kiln_error_last()); /* the run's error names it, once */
 			rc = 0;
 			goto done;
 		}
