@@ -103,10 +103,12 @@ static void print_directory(const kiln_pipeline *p, const kiln_run_result *r)
 	if (!r->commit[0])
 		printf("%s@%s: nothing new in %s", p->dataset, p->branch, p->source_path);
 	else
-		printf("%s@%.12s: +%llu records (%llu valid, %llu quarantined) in %zu shards from %llu file%s of %s",
+		printf("%s@%.12s: +%llu records (%llu valid, %llu quarantined) in %zu shards from %llu "
+		       "file%s of %s",
 		       p->dataset, r->commit, (unsigned long long)r->delta.records_in,
-		       (unsigned long long)r->delta.valid, (unsigned long long)r->delta.quarantined, r->shards,
-		       (unsigned long long)r->files_read, r->files_read == 1 ? "" : "s", p->source_path);
+		       (unsigned long long)r->delta.valid, (unsigned long long)r->delta.quarantined,
+		       r->shards, (unsigned long long)r->files_read, r->files_read == 1 ? "" : "s",
+		       p->source_path);
 	if (r->files_changed)
 		printf("; %llu file%s changed after %s committed, not read again: %s",
 		       (unsigned long long)r->files_changed, r->files_changed == 1 ? "" : "s",

@@ -94,8 +94,9 @@ static ptrdiff_t read_raw(kiln_instream *s, void *buf, size_t cap)
 	if (n < 0)
 		return kiln_error_set(KILN_EIO, "%s: read: %s", s->name, strerror(errno));
 	if (n == 0)
-		return kiln_error_set(KILN_EINVALID, "%s: shorter (%llu bytes) than when it was opened (%llu)",
-		                      s->name, (unsigned long long)s->pos, (unsigned long long)s->size);
+		return kiln_error_set(KILN_EINVALID,
+		                      "%s: shorter (%llu bytes) than when it was opened (%llu)", s->name,
+		                      (unsigned long long)s->pos, (unsigned long long)s->size);
 	s->pos += (uint64_t)n;
 	return n;
 }
@@ -144,8 +145,8 @@ static ptrdiff_t decode(kiln_instream *s, void *buf, size_t cap)
 		if (zr == Z_STREAM_END)
 			s->in_frame = false;
 		else if (zr != Z_OK && zr != Z_BUF_ERROR)
-			return kiln_error_set(KILN_EINVALID, "%s: corrupt gzip data at byte %llu (%s)", s->name,
-			                      (unsigned long long)(s->pos - (s->in_len - s->in_pos)),
+			return kiln_error_set(KILN_EINVALID, "%s: corrupt gzip data at byte %llu (%s)",
+			                      s->name, (unsigned long long)(s->pos - (s->in_len - s->in_pos)),
 			                      s->z.msg ? s->z.msg : "inflate failed");
 		return (ptrdiff_t)((cap > UINT32_MAX ? UINT32_MAX : cap) - s->z.avail_out);
 	}
@@ -183,10 +184,9 @@ ptrdiff_t kiln_instream_read(void *stream, void *buf, size_t cap)
 			return n;
 		if (s->in_end && s->in_pos == s->in_len) {
 			if (s->in_frame)
-				return kiln_error_set(KILN_EINVALID,
-				                      "%s: truncated: the file ends inside a %s %s", s->name,
-				                      kind_name(s),
-				                      s->kind == KILN_INSTREAM_GZIP ? "member" : "frame");
+				return kiln_error_set(
+				    KILN_EINVALID, "%s: truncated: the file ends inside a %s %s", s->name,
+				    kind_name(s), s->kind == KILN_INSTREAM_GZIP ? "member" : "frame");
 			return 0;
 		}
 	}

@@ -25,8 +25,7 @@ typedef struct kiln_instream kiln_instream;
 kiln_instream_kind kiln_instream_kind_of(const char *name);
 
 /* `fd` stays the caller's; `name` (copied) names the file in messages. */
-int kiln_instream_open(kiln_instream **out, int fd, uint64_t size, kiln_instream_kind kind,
-                       const char *name);
+int kiln_instream_open(kiln_instream **out, int fd, uint64_t size, kiln_instream_kind kind, const char *name);
 void kiln_instream_free(kiln_instream *stream);
 
 /* Up to cap decompressed bytes into buf: how many (0 at the end), or a

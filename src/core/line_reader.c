@@ -42,8 +42,7 @@ int kiln_line_reader_new(kiln_line_reader **out, int fd, size_t max_line)
 	return 0;
 }
 
-int kiln_line_reader_new_stream(kiln_line_reader **out, kiln_line_read_fn read_fn, void *ctx,
-                                size_t max_line)
+int kiln_line_reader_new_stream(kiln_line_reader **out, kiln_line_read_fn read_fn, void *ctx, size_t max_line)
 {
 	int rc = kiln_line_reader_new(out, -1, max_line);
 

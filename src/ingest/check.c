@@ -2,6 +2,7 @@
  * probes, and the sample through the curate pool. */
 #include "ingest/check.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -222,6 +223,18 @@ static void check_source(checker *c)
 			say(c, "brokers", KILN_CHECK_PROBLEM, "%s", kiln_error_last());
 		else
 			say(c, "brokers", KILN_CHECK_OK, "%s: %d brokers answered", p->brokers, brokers);
+		return;
+	}
+	if (p->source == &kiln_source_directory) {
+		DIR *dir = opendir(p->source_path);
+		if (!dir) {
+			say(c, "source", KILN_CHECK_PROBLEM, "%s: cannot open the folder: %s", p->source_path,
+			    strerror(errno));
+			return;
+		}
+		closedir(dir);
+		say(c, "source", KILN_CHECK_OK, "%s is a readable folder (source %s, files %s)",
+		    p->source_path, p->source_name, p->source_glob);
 		return;
 	}
 	if (p->source != &kiln_source_file) {

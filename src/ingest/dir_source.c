@@ -125,8 +125,8 @@ static int list_folder(kiln_dir *d)
 	int rc = 0;
 
 	if (!dir)
-		return kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO, "%s: cannot open the folder: %s",
-		                      p->source_path, strerror(errno));
+		return kiln_error_set(errno == ENOENT ? KILN_ENOTFOUND : KILN_EIO,
+		                      "%s: cannot open the folder: %s", p->source_path, strerror(errno));
 	while ((errno = 0, e = readdir(dir))) {
 		struct stat st;
 		kiln_dir_file *f;
@@ -156,7 +156,8 @@ static int list_folder(kiln_dir *d)
 		sprintf(f->path, "%s/%s", p->source_path, f->name);
 	}
 	if (!rc && errno)
-		rc = kiln_error_set(KILN_EIO, "%s: cannot list the folder: %s", p->source_path, strerror(errno));
+		rc = kiln_error_set(KILN_EIO, "%s: cannot list the folder: %s", p->source_path,
+		                    strerror(errno));
 	closedir(dir);
 	if (!rc && d->count)
 		qsort(d->files, d->count, sizeof(*d->files), by_name);
@@ -172,7 +173,9 @@ static int matches(const kiln_dir_file *f, const kiln_dir_entry *e)
 	int fd = open(f->path, O_RDONLY | O_CLOEXEC), rc;
 
 	if (fd < 0)
-		return errno == ENOENT ? 0 : kiln_error_set(KILN_EIO, "%s: cannot open: %s", f->path, strerror(errno));
+		return errno == ENOENT
+		           ? 0
+		           : kiln_error_set(KILN_EIO, "%s: cannot open: %s", f->path, strerror(errno));
 	if (fstat(fd, &st) < 0)
 		rc = kiln_error_set(KILN_EIO, "%s: stat: %s", f->path, strerror(errno));
 	else if ((uint64_t)st.st_size != e->bytes)
@@ -193,7 +196,8 @@ int kiln_dir_scan(kiln_dir *d, kiln_manifest *m)
 	int rc;
 
 	kiln_dir_clear(d);
-	if ((rc = kiln_manifest_lineage(m, p->dataset, p->branch, add_entry, &l)) < 0 || (rc = list_folder(d)) < 0)
+	if ((rc = kiln_manifest_lineage(m, p->dataset, p->branch, add_entry, &l)) < 0 ||
+	    (rc = list_folder(d)) < 0)
 		return rc;
 	if (d->entry_count)
 		qsort(d->entries, d->entry_count, sizeof(*d->entries), by_topic);
@@ -201,13 +205,15 @@ int kiln_dir_scan(kiln_dir *d, kiln_manifest *m)
 		kiln_dir_file *f = &d->files[i];
 		const kiln_dir_entry *e;
 
-		if ((rc = kiln_dir_topic(&topic, p->source_name, f->name)) < 0 || !(f->topic = strdup(topic.ptr))) {
+		if ((rc = kiln_dir_topic(&topic, p->source_name, f->name)) < 0 ||
+		    !(f->topic = strdup(topic.ptr))) {
 			rc = rc < 0 ? rc : kiln_error_set(KILN_ENOMEM, "out of memory");
 			break;
 		}
 		if (strlen(f->topic) > KILN_DIR_TOPIC_MAX) {
 			f->state = KILN_DIR_BAD;
-			if (asprintf(&f->error, "%s: the name is too long for a topic (%zu bytes encoded, at most %d)",
+			if (asprintf(&f->error,
+			             "%s: the name is too long for a topic (%zu bytes encoded, at most %d)",
 			             f->path, strlen(f->topic), KILN_DIR_TOPIC_MAX) < 0)
 				f->error = NULL;
 			continue;
@@ -245,7 +251,8 @@ static int submit_lines(kiln_dir_file *f, kiln_line_reader *reader, kiln_curate_
 
 		if (!b)
 			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		if ((rc = kiln_batch_fill_lines(b, reader, f->topic, f->lines, READ_BATCH_LINES, &bytes_read)) <= 0) {
+		if ((rc = kiln_batch_fill_lines(b, reader, f->topic, f->lines, READ_BATCH_LINES,
+		                                &bytes_read)) <= 0) {
 			kiln_curate_pool_recycle(pool, b);
 			return rc;
 		}
@@ -298,7 +305,8 @@ int kiln_dir_read_file(kiln_dir *d, kiln_dir_file *f, kiln_curate_pool *pool, ui
 		stream = NULL;
 	}
 	if ((rc = kiln_instream_open(&stream, fd, f->size, kind, f->path)) < 0 ||
-	    (rc = kiln_line_reader_new_stream(&reader, kiln_instream_read, stream, d->p->max_record_bytes)) < 0 ||
+	    (rc = kiln_line_reader_new_stream(&reader, kiln_instream_read, stream, d->p->max_record_bytes)) <
+	        0 ||
 	    (rc = submit_lines(f, reader, pool, records)) < 0 ||
 	    (rc = kiln_fs_fingerprint(fd, f->path, f->size, f->prefix)) < 0)
 		goto done;
@@ -325,7 +333,8 @@ void kiln_dir_move_done(kiln_dir *d, kiln_dir_file *f)
 	if (rename(f->path, to) < 0 && errno != ENOENT)
 		KILN_LOG(KILN_LOG_WARN, "file_not_moved",
 		         "a committed file could not be moved to source.done; the next run moves it",
-		         KILN_F_STR("file", f->path), KILN_F_STR("to", to), KILN_F_STR("reason", strerror(errno)));
+		         KILN_F_STR("file", f->path), KILN_F_STR("to", to),
+		         KILN_F_STR("reason", strerror(errno)));
 	free(to);
 }
 
@@ -337,11 +346,14 @@ static int prepare_done(const kiln_pipeline *p)
 	if (!p->source_done)
 		return 0;
 	if (mkdir(p->source_done, 0700) < 0 && errno != EEXIST)
-		return kiln_error_set(KILN_EIO, "source.done %s: cannot make it: %s", p->source_done, strerror(errno));
+		return kiln_error_set(KILN_EIO, "source.done %s: cannot make it: %s", p->source_done,
+		                      strerror(errno));
 	if (stat(p->source_done, &done) < 0 || !S_ISDIR(done.st_mode))
 		return kiln_error_set(KILN_EINVALID, "source.done %s: not a folder", p->source_done);
-	if (stat(p->source_path, &folder) == 0 && folder.st_dev == done.st_dev && folder.st_ino == done.st_ino)
-		return kiln_error_set(KILN_EINVALID, "source.done %s is source.path itself: name another folder",
+	if (stat(p->source_path, &folder) == 0 && folder.st_dev == done.st_dev &&
+	    folder.st_ino == done.st_ino)
+		return kiln_error_set(KILN_EINVALID,
+		                      "source.done %s is source.path itself: name another folder",
 		                      p->source_done);
 	return 0;
 }
@@ -392,7 +404,8 @@ static int dir_open(void **out, kiln_ingest *in, const void *args)
 	for (size_t i = 0; i < r->dir.count; i++)
 		if (r->dir.files[i].state == KILN_DIR_DONE)
 			kiln_dir_move_done(&r->dir, &r->dir.files[i]);
-	list_names(&r->dir, KILN_DIR_CHANGED, in->out->changed, sizeof(in->out->changed), &in->out->files_changed);
+	list_names(&r->dir, KILN_DIR_CHANGED, in->out->changed, sizeof(in->out->changed),
+	           &in->out->files_changed);
 	return KILN_SOURCE_GO;
 }
 
@@ -405,7 +418,8 @@ static int dir_read(void *src, kiln_ingest *in)
 		uint64_t records;
 		int rc;
 
-		if (f->state == KILN_DIR_NEW && (rc = kiln_dir_read_file(&r->dir, f, in->sink.pool, &records)) < 0)
+		if (f->state == KILN_DIR_NEW &&
+		    (rc = kiln_dir_read_file(&r->dir, f, in->sink.pool, &records)) < 0)
 			return rc;
 		if (f->state == KILN_DIR_READ) {
 			in->out->files_read++;
@@ -466,7 +480,8 @@ static int dir_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 			char *path = malloc(strlen(r->dir.p->source_path) + strlen(f->topic) + 2);
 			if (!path)
 				return kiln_error_set(KILN_ENOMEM, "out of memory");
-			sprintf(path, "%s/%s", r->dir.p->source_path, strchr(f->topic, KILN_SOURCE_DIR_SEP) + 1);
+			sprintf(path, "%s/%s", r->dir.p->source_path,
+			        strchr(f->topic, KILN_SOURCE_DIR_SEP) + 1);
 			free(f->path);
 			f->path = path;
 		}
@@ -509,7 +524,8 @@ static void dir_close(void *src, kiln_ingest *in)
 	free(r);
 }
 
-static const char *const dir_keys[] = {"kind", "path", "glob", "name", "done", "max_record_bytes", "max_depth", NULL};
+static const char *const dir_keys[] = {"kind",      "path", "glob", "name", "done", "max_record_bytes",
+                                       "max_depth", NULL};
 
 const kiln_source kiln_source_directory = {
     .version = KILN_SOURCE_VERSION,

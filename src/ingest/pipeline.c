@@ -477,8 +477,9 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 			                      "must not be empty or start with '.'");
 		p->source_name = name;
 	} else {
-		p->source_name =
-		    p->source == &kiln_source_stdin ? "stdin" : name_from_path(l, without_slash(l, p->source_path));
+		p->source_name = p->source == &kiln_source_stdin
+		                     ? "stdin"
+		                     : name_from_path(l, without_slash(l, p->source_path));
 	}
 	return 0;
 }

@@ -24,7 +24,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define LINE_MAX_BYTES 512
-#define NAME "fuzz/input.jsonl"
+#define NAME           "fuzz/input.jsonl"
 
 static int file_of(const void *p, size_t n)
 {
@@ -152,7 +152,8 @@ static void round_trip(const uint8_t *p, size_t n)
 		zlen = k == 0 ? gzip_twice(p, n, &z) : zstd_twice(p, n, &z);
 		fd = file_of(z, zlen);
 		/* the halves split a line in two: compare the bytes, not the lines */
-		if (lines_of(fd, zlen, k == 0 ? KILN_INSTREAM_GZIP : KILN_INSTREAM_ZSTD, &got, &got_len) < 0 ||
+		if (lines_of(fd, zlen, k == 0 ? KILN_INSTREAM_GZIP : KILN_INSTREAM_ZSTD, &got, &got_len) <
+		        0 ||
 		    got_len != want_len || (want_len && memcmp(got, want, want_len) != 0))
 			abort();
 		free(got);

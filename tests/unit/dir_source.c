@@ -164,9 +164,12 @@ static void test_kind_of(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_topic),          cmocka_unit_test(test_entry_kind),
-	    cmocka_unit_test(test_plain_reads_its_size), cmocka_unit_test(test_gzip_members),
-	    cmocka_unit_test(test_zstd_frames),    cmocka_unit_test(test_kind_of),
+	    cmocka_unit_test(test_topic),
+	    cmocka_unit_test(test_entry_kind),
+	    cmocka_unit_test(test_plain_reads_its_size),
+	    cmocka_unit_test(test_gzip_members),
+	    cmocka_unit_test(test_zstd_frames),
+	    cmocka_unit_test(test_kind_of),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
