@@ -375,8 +375,10 @@ static int search_file(origin *o, const char *path, size_t max_line)
 	while ((rc = kiln_line_reader_next(reader, &line)) > 0) {
 		int64_t offset = (int64_t)line.number - 1;
 
-		if (offset > o->range->last)
+		if (offset > o->range->last) {
+			rc = 0; /* past the range, not found: the shard's next source is searched */
 			break;
+		}
 		if (offset < o->range->first || line.too_long || !curates_to_line(o, line.ptr, line.len))
 			continue;
 		rc = found_at(o, o->range->topic, o->range->partition, offset, path);

@@ -41,7 +41,7 @@ if [ ! -x "$kiln" ]; then
 fi
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap "rm -rf \"$tmp\"" EXIT; [ -n "${KILN_IT_KEEP:-}" ] && trap - EXIT && echo "tmp: $tmp"
 unset KILN_BRANCH KILN_SPLIT_SALT KILN_INPUT
 limit=16384
 (umask 077 && printf '%064x\n' 0x5eed1e55 >"$tmp/hmac.key")
@@ -110,6 +110,29 @@ check "run 1 reads 3600 records from 3 files" contains "$tmp/a1.out" "+3600 reco
 check "run 1 names 3 files" contains "$tmp/a1.out" "from 3 files of $w/in"
 check "run 1 is checked (store, lineage, stats)" checked a1
 check "run 1 made one commit" test "$(commits)" = 1
+check "kiln check names the folder" status_is 0 "$kiln" check "$pipeline"
+check "... as a readable folder with its glob" grep -qF "$w/in is a readable folder (source user-events, files *.jsonl*)" "$tmp/out"
+traced_to_gz() { # kiln trace finds a record of day2.jsonl.gz at its line of the decompressed file
+	local idx
+	"$kiln" cat user-events@main --split train >"$tmp/a-train.jsonl" || return 1
+	idx=$("$py" -c 'import json, sys
+ids = {json.loads(l)["event_id"] for l in open(sys.argv[2]) if json.loads(l)["outcome"] == "valid"}
+for i, l in enumerate(open(sys.argv[1])):
+    if json.loads(l)["event_id"] in ids:
+        print(i); break' "$tmp/a-train.jsonl" "$w/day2.jsonl.expect") || return 1
+	"$kiln" trace user-events@main --split train --record "$idx" --json --pipeline "$pipeline" \
+		>"$tmp/a-trace.json" 2>"$tmp/a-trace.err" || return 1
+	"$py" - "$tmp/a-trace.json" "$tmp/a-train.jsonl" "$idx" <<'PY'
+import gzip, json, sys
+doc = json.load(open(sys.argv[1]))
+o = doc["origin"]
+record = json.loads(open(sys.argv[2]).read().split("\n")[int(sys.argv[3])])
+assert o["topic"] == "user-events=day2.jsonl.gz" and o["file"].endswith("/day2.jsonl.gz"), o
+line = gzip.open(o["file"]).read().split(b"\n")[o["offset"]]
+assert json.loads(line)["event_id"] == record["event_id"], o
+PY
+}
+check "kiln trace reads a record's line out of its .gz file" traced_to_gz
 
 # ---- a new file: only it is read
 gen_file day4.jsonl 4 700
