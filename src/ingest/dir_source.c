@@ -50,6 +50,7 @@ static void file_free(kiln_dir_file *f)
 	free(f->path);
 	free(f->topic);
 	free(f->error);
+	free(f->entry_path);
 }
 
 void kiln_dir_clear(kiln_dir *d)
@@ -476,19 +477,16 @@ static int dir_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 		if (f->state != KILN_DIR_READ)
 			continue;
 		/* lineage.json holds UTF-8: a name that is not keeps its topic's spelling */
-		if (!kiln_utf8_valid(f->path, strlen(f->path))) {
-			char *path = malloc(strlen(r->dir.p->source_path) + strlen(f->topic) + 2);
-			if (!path)
+		if (!kiln_utf8_valid(f->path, strlen(f->path)) && !f->entry_path) {
+			if (!(f->entry_path = malloc(strlen(r->dir.p->source_path) + strlen(f->topic) + 2)))
 				return kiln_error_set(KILN_ENOMEM, "out of memory");
-			sprintf(path, "%s/%s", r->dir.p->source_path,
+			sprintf(f->entry_path, "%s/%s", r->dir.p->source_path,
 			        strchr(f->topic, KILN_SOURCE_DIR_SEP) + 1);
-			free(f->path);
-			f->path = path;
 		}
 		r->lineage[n++] = (kiln_lineage_entry){.topic = f->topic,
 		                                       .partition = 0,
 		                                       .next = f->lines,
-		                                       .path = f->path,
+		                                       .path = f->entry_path ? f->entry_path : f->path,
 		                                       .bytes = f->size,
 		                                       .prefix_blake2b = f->prefix,
 		                                       .fenced = true,

@@ -38,10 +38,11 @@ typedef enum kiln_dir_state {
 } kiln_dir_state;
 
 typedef struct kiln_dir_file {
-	char *name;  /* in the folder */
-	char *path;  /* the folder / name */
-	char *topic; /* <source.name>=<encoded name>: stable while the file is listed */
-	char *error; /* KILN_DIR_BAD: the one-line reason */
+	char *name;       /* in the folder */
+	char *path;       /* the folder / name */
+	char *topic;      /* <source.name>=<encoded name>: stable while the file is listed */
+	char *error;      /* KILN_DIR_BAD: the one-line reason */
+	char *entry_path; /* lineage.json's path when `path` is not UTF-8 (the folder / encoded name) */
 	kiln_dir_state state;
 	uint64_t size;   /* KILN_DIR_READ: the bytes read (the file's, compressed) */
 	int64_t lines;   /* KILN_DIR_READ: the records read */

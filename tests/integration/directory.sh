@@ -66,8 +66,8 @@ gen_file() { # NAME SEED RECORDS [gz|zst]: generated into $w (its expect beside)
 }
 
 topic_of() { # FILE NAME: its topic, encoded by docs/FORMATS.md's rule
-	"$py" -c 'import sys
-n = sys.argv[1].encode()
+	"$py" -c 'import os, sys
+n = os.fsencode(sys.argv[1])
 print("user-events=" + "".join(chr(b) if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "._-") else "=%02X" % b for b in n))' "$1"
 }
 
@@ -200,6 +200,12 @@ check "run 6 (a name with a space and é) exits 0" runs a6 0
 check "its topic is encoded" test "$(topic_of "day 8 é.jsonl")" = "user-events=day=208=20=C3=A9.jsonl"
 check "its quarantine is under the encoded topic" test -d "$w/store/quarantine/user-events=day=208=20=C3=A9.jsonl"
 check "run 6 is checked" checked a6
+gen_file "day9 "$'\xe9'".jsonl" 9 200 gz # not UTF-8: lineage.json gets the encoded name
+check "run 7 (a name that is not UTF-8) exits 0" runs a7 0 --set source.done=done
+check "its entry's path is the folder and the encoded name" \
+	grep -qF "\"path\":\"$w/in/day9=20=E9.jsonl.gz\"" <(git --git-dir="$w/m.git" show "$ref:lineage.json")
+check "it was moved to done/ all the same" test -f "$w/in/done/day9 "$'\xe9'".jsonl.gz"
+check "run 7 is checked" checked a7 "$w/in/done"
 
 # ---- source.done: committed files move (and a committed one put back moves again)
 world d
