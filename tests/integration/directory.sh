@@ -257,6 +257,20 @@ check "two runs at once: every record once" checked c
 check "two runs at once: 9000 records in all" \
 	test "$(git --git-dir="$w/m.git" show "$ref:stats.json" | "$py" -c 'import json,sys; print(json.load(sys.stdin)["records_in"])')" = 9000
 
+# ---- the same with source.done: the first to commit moves the files away
+world c2
+for i in 1 2 3 4 5 6; do gen_file "c$i.jsonl" $((300 + i)) 1500; done
+"$kiln" run "$pipeline" --set source.max_record_bytes="$limit" --set source.done=done >"$tmp/cd1.out" 2>"$tmp/cd1.err" &
+p1=$!
+"$kiln" run "$pipeline" --set source.max_record_bytes="$limit" --set source.done=done >"$tmp/cd2.out" 2>"$tmp/cd2.err" &
+p2=$!
+rc1=0 rc2=0
+wait "$p1" || rc1=$?
+wait "$p2" || rc2=$?
+check "both concurrent runs with source.done exit 0" test "$rc1" = 0 -a "$rc2" = 0
+check "every file is in done/" test "$(find "$w/in/done" -type f | wc -l)" = 6 -a -z "$(find "$w/in" -maxdepth 1 -type f)"
+check "two runs at once with source.done: every record once" checked c2 "$w/in/done"
+
 # ---- config errors: one line with file:line:col (or --set) and the key
 world e
 check "a glob with / is refused" runs e1 2 --set source.glob=a/b
