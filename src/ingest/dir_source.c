@@ -166,7 +166,10 @@ static int list_folder(kiln_dir *d)
 }
 
 /* Whether the file still is the one its entry covers: same size, same
- * fingerprint. 1 yes, 0 no (or gone), or an error. */
+ * fingerprint. 1 yes, 0 no, GONE (moved away since it was listed: another
+ * run's source.done), or an error. */
+#define GONE 2
+
 static int matches(const kiln_dir_file *f, const kiln_dir_entry *e)
 {
 	char now[65];
@@ -175,7 +178,7 @@ static int matches(const kiln_dir_file *f, const kiln_dir_entry *e)
 
 	if (fd < 0)
 		return errno == ENOENT
-		           ? 0
+		           ? GONE
 		           : kiln_error_set(KILN_EIO, "%s: cannot open: %s", f->path, strerror(errno));
 	if (fstat(fd, &st) < 0)
 		rc = kiln_error_set(KILN_EIO, "%s: stat: %s", f->path, strerror(errno));
@@ -225,7 +228,7 @@ int kiln_dir_scan(kiln_dir *d, kiln_manifest *m)
 		}
 		if ((rc = matches(f, e)) < 0)
 			break;
-		f->state = rc ? KILN_DIR_DONE : KILN_DIR_CHANGED;
+		f->state = rc == GONE ? KILN_DIR_GONE : rc ? KILN_DIR_DONE : KILN_DIR_CHANGED;
 		if (f->state == KILN_DIR_CHANGED)
 			KILN_LOG(KILN_LOG_WARN, "file_changed",
 			         "the file changed after it was committed: it is not read again (write new "
