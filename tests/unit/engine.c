@@ -278,7 +278,7 @@ static const kiln_source fake_source = {
 
 static void write_file(const char *name, const char *text, mode_t mode)
 {
-	char path[PATH_MAX + 64];
+	char path[2 * PATH_MAX + 2];
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
