@@ -1,19 +1,9 @@
-/* The run engine (see engine.h): the loop of a streaming row, the snapshot
- * policy (records, seconds, on request, on the drain), the commit
- * (compare-and-swap on the branch, fenced on the row's positions), backoff
- * after a failure, and the drain.
- *
- * Threads: the calling thread polls the row, consumes the curate pool's
- * results and commits snapshots; a row's own callbacks (Kafka's
- * rebalances) run on it too, inside its poll. The HTTP server's threads
- * only read metrics and ask for snapshots (engine_http.c); the watchdog
- * thread kicks the service manager and bounds the drain
- * (engine_watchdog.c).
- *
- * The records land through the sink every source shares (ingest/sink.h).
- * Any failure abandons everything since the last snapshot and has the row
- * seek back to its last commit, so nothing is lost and nothing is
- * committed twice. */
+/* The run engine (see engine.h): a streaming row's loop, the snapshot
+ * policy (records, seconds, on request, on the drain), the commit fenced on
+ * the row's positions, backoff and the drain. The calling thread polls the
+ * row (its callbacks, Kafka's rebalances, run inside the poll), consumes
+ * the pool and commits; any failure abandons everything since the last
+ * commit and the row seeks back to it: nothing lost, nothing twice. */
 #include "ingest/engine.h"
 
 #include <assert.h>

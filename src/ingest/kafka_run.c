@@ -145,12 +145,13 @@ static int kafka_delivered(void *src, kiln_engine *e, kiln_batch *b)
 {
 	struct krun *r = src;
 	struct part *pt = b->source_ctx;
-	int rc;
 
 	(void)e;
-	for (size_t i = 0; r->dlq && i < b->reject_count; i++)
-		if ((rc = kiln_kafka_dead_letter_send(r, b, &b->rejects[i])) < 0)
+	for (size_t i = 0; r->dlq && i < b->reject_count; i++) {
+		int rc = kiln_kafka_dead_letter_send(r, b, &b->rejects[i]);
+		if (rc < 0)
 			return rc;
+	}
 	pt->consumed = b->offset[b->count - 1] + 1;
 	return 0;
 }
@@ -680,11 +681,11 @@ static int kafka_poll(void *src, kiln_engine *e, int timeout_ms)
 {
 	struct krun *r = src;
 	rd_kafka_message_t *m = rd_kafka_consumer_poll(r->rk, timeout_ms);
-	int rc;
 
 	(void)e;
 	for (int k = 1; m; k++) {
-		if ((rc = handle(r, m)) < 0)
+		int rc = handle(r, m);
+		if (rc < 0)
 			return rc;
 		m = k < POLL_RUN ? rd_kafka_consumer_poll(r->rk, 0) : NULL;
 	}
