@@ -92,6 +92,15 @@ int kiln_engine_failed(kiln_engine *e, const char *event, const char *why, int64
 
 /* ---- snapshots ------------------------------------------------------------ */
 
+int kiln_engine_land(kiln_sink *sink, kiln_snapshot *snap)
+{
+	int rc;
+
+	if ((rc = kiln_sink_finish_shards(sink)) < 0 || (rc = kiln_sink_flush_quarantine(sink)) < 0)
+		return rc;
+	return (int)kiln_sink_shards(sink, snap);
+}
+
 /* Adds a snapshot's delta to the run's totals. */
 static void add_delta(kiln_run_result *o, const kiln_stats *d)
 {
@@ -128,11 +137,11 @@ int kiln_engine_snapshot(kiln_engine *e, const char *why)
 		free(lineage);
 		return 0;
 	}
-	if ((rc = kiln_sink_finish_shards(&e->sink)) < 0 || (rc = kiln_sink_flush_quarantine(&e->sink)) < 0)
+	if ((rc = kiln_engine_land(&e->sink, &snap)) < 0)
 		goto done;
+	shards = (size_t)rc;
 	if (s->seal && (rc = s->seal(e->src, e)) < 0)
 		goto done;
-	shards = kiln_sink_shards(&e->sink, &snap);
 	snap.lineage = lineage;
 	snap.lineage_count = n;
 	/* another member moving the branch or holding its lock is retried in

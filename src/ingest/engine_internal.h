@@ -81,6 +81,10 @@ static inline int64_t now_ms(void)
 
 /* ---- engine.c: what a row calls ------------------------------------------ */
 
+/* What was read is durable before a commit, in either mode: the shards
+ * finished, the quarantine flushed, and the shards listed in snap. The
+ * number of shards, or an error. */
+int kiln_engine_land(kiln_sink *sink, kiln_snapshot *snap);
 /* Commits what was consumed since the last snapshot (flush, drain the
  * pool, the row's positions, seal, commit, the row's committed). 1:
  * committed, 0: nothing to commit, < 0: failed (the caller abandons). */
