@@ -28,8 +28,8 @@
  *   snapshot: stream.flush -> [pool drained] -> stream.positions (fenced
  *         lineage; none: nothing to commit) -> [shards, quarantine] ->
  *         stream.seal -> [commit] -> stream.committed
- *   failure (a batch or a snapshot): [pool abandoned] -> stream.abandon
- *         (seek back to the last commit) -> [sink renewed] -> [backoff]
+ *   failure (a batch or a snapshot): [pool abandoned, sink renewed] ->
+ *         stream.abandon (seek back to the last commit) -> [backoff]
  *   drain: [last snapshot] -> stream.stop (leave) -> stream.close
  *
  * A row may also call into the engine from inside its poll
@@ -40,7 +40,8 @@
  * registry, where the pipeline loader finds it by source.kind, checks the
  * source.* keys against its option_keys and has it read them (configure,
  * with file:line:col errors); kiln check asks it (check). Nothing outside
- * the row asks which kind a source is. */
+ * the rows and this registry asks which kind a source is (the registry
+ * tells which kind wrote a lineage.json entry: kiln_source_entry_kind). */
 #ifndef KILN_INGEST_SOURCE_H
 #define KILN_INGEST_SOURCE_H
 
