@@ -6,11 +6,13 @@
  * (a file's lines, the raw zone's Kafka records) curated again with the
  * version's contract and the key until one gives the line byte for byte.
  * The record itself is never printed: it is personal data. */
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zstd.h>
@@ -23,6 +25,7 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "core/instream.h"
 #include "core/line_reader.h"
 #include "ingest/pipeline.h"
 #include "manifest/format.h"
@@ -354,18 +357,28 @@ static int on_raw_object(void *ctx, const char *key, const char *topic, int32_t 
 static int search_file(origin *o, const char *path, size_t max_line)
 {
 	kiln_line_reader *reader = NULL;
+	kiln_instream *stream = NULL;
 	kiln_line line;
+	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
 
 	if (fd < 0)
 		return kiln_error_set(KILN_EIO, "%s: cannot be opened, the origin is not known", path);
-	if ((rc = kiln_line_reader_new(&reader, fd, max_line)) < 0)
+	/* a directory source's file may be NAME.gz or NAME.zst: read as the run did */
+	if (fstat(fd, &st) < 0)
+		rc = kiln_error_set(KILN_EIO, "%s: stat: %s", path, strerror(errno));
+	else if ((rc = kiln_instream_open(&stream, fd, (uint64_t)st.st_size, kiln_instream_kind_of(path),
+	                                  path)) == 0)
+		rc = kiln_line_reader_new_stream(&reader, kiln_instream_read, stream, max_line);
+	if (rc < 0)
 		goto done;
 	while ((rc = kiln_line_reader_next(reader, &line)) > 0) {
 		int64_t offset = (int64_t)line.number - 1;
 
-		if (offset > o->range->last)
+		if (offset > o->range->last) {
+			rc = 0; /* past the range, not found: the shard's next source is searched */
 			break;
+		}
 		if (offset < o->range->first || line.too_long || !curates_to_line(o, line.ptr, line.len))
 			continue;
 		rc = found_at(o, o->range->topic, o->range->partition, offset, path);
@@ -373,6 +386,7 @@ static int search_file(origin *o, const char *path, size_t max_line)
 	}
 done:
 	kiln_line_reader_free(reader);
+	kiln_instream_free(stream);
 	close(fd);
 	return rc < 0 ? rc : rc > 0;
 }
@@ -630,7 +644,7 @@ static int trace_subject(int argc, char **argv)
 	for (int i = 0; i < argc; i++)
 		args[i] = argv[i];
 	args[argc] = "--dry-run";
-	status = kiln_cmd_erase(argc + 1, args);
+	status = kiln_cmd_erase_as("trace", argc + 1, args);
 	free(args);
 	return status;
 }

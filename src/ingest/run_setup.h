@@ -2,8 +2,7 @@
  * settings checked (kiln_source_check_settings), the contract
  * and split key checked, the pseudonymisation key and signing key loaded,
  * the store and the manifest repository opened (fetched from
- * manifest.remote), the source checked against the branch's positions
- * (never another kind of source's), dataset.json rendered and checked against the branch
+ * manifest.remote), dataset.json rendered and checked against the branch
  * (a branch keeps one key and one split definition), and at the end the
  * snapshot committed and pushed. */
 #ifndef KILN_INGEST_RUN_SETUP_H

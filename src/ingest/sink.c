@@ -37,8 +37,7 @@ int kiln_sink_renew(kiln_sink *s)
 
 	writers_free(s);
 	kiln_profile_clear(&s->profile);
-	if ((rc = kiln_quarantine_new(&s->quarantine, s->setup->store, p->dataset, p->branch,
-	                              kiln_pipeline_is_kafka(p) ? KILN_SOURCE_KAFKA_KIND : p->source->kind,
+	if ((rc = kiln_quarantine_new(&s->quarantine, s->setup->store, p->dataset, p->branch, p->source->kind,
 	                              p->target_bytes, p->zstd_level, NULL)) < 0)
 		return rc;
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)

@@ -511,16 +511,19 @@ void kiln_mfmt_lineage_sort(kiln_mfmt_lineage *l)
 	}
 }
 
-const char *kiln_mfmt_lineage_kind_of_shape(const char *path)
+const char *kiln_mfmt_lineage_kind_of_shape(const char *topic, const char *path)
 {
 	if (!path)
 		return KILN_LINEAGE_KAFKA;
+	if (strchr(topic, KILN_LINEAGE_DIR_SEP))
+		return KILN_LINEAGE_DIRECTORY;
 	return strcmp(path, KILN_LINEAGE_STDIN_PATH) == 0 ? KILN_LINEAGE_STDIN : KILN_LINEAGE_FILE;
 }
 
 const char *kiln_mfmt_lineage_source_wrong(const kiln_lineage_entry *e)
 {
 	bool is_stdin = e->path && strcmp(e->path, KILN_LINEAGE_STDIN_PATH) == 0;
+	bool dir_topic = e->topic && strchr(e->topic, KILN_LINEAGE_DIR_SEP);
 
 	if (!e->source || !kiln_quarantine_kind_valid(e->source, strlen(e->source)))
 		return "\"source\" is not a source kind ([a-z][a-z0-9_-]{0,31})";
@@ -528,8 +531,12 @@ const char *kiln_mfmt_lineage_source_wrong(const kiln_lineage_entry *e)
 		return "a \"kafka\" entry has no \"path\"";
 	if (strcmp(e->source, KILN_LINEAGE_FILE) == 0 && (!e->path || is_stdin))
 		return "a \"file\" entry needs the file's \"path\" (\"-\" is stdin)";
+	if (strcmp(e->source, KILN_LINEAGE_FILE) == 0 && dir_topic)
+		return "a \"file\" entry's topic holds no '=' (a directory's does)";
 	if (strcmp(e->source, KILN_LINEAGE_STDIN) == 0 && !is_stdin)
 		return "a \"stdin\" entry has \"path\" \"-\"";
+	if (strcmp(e->source, KILN_LINEAGE_DIRECTORY) == 0 && (!e->path || is_stdin || !dir_topic))
+		return "a \"directory\" entry needs its file's \"path\" and a topic NAME=FILE";
 	return NULL;
 }
 
@@ -591,7 +598,7 @@ static int parse_lineage_entry(kiln_mfmt_jreader *r, kiln_mfmt_lineage *out, siz
 		rc = kiln_mfmt_jr_bad(r, "\"path\", \"bytes\" and \"prefix_blake2b\" come together");
 		goto fail;
 	}
-	if (!e.source && !(e.source = strdup(kiln_mfmt_lineage_kind_of_shape(e.path)))) {
+	if (!e.source && !(e.source = strdup(kiln_mfmt_lineage_kind_of_shape(e.topic, e.path)))) {
 		rc = oom();
 		goto fail;
 	}

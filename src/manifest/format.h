@@ -82,13 +82,16 @@ void kiln_mfmt_lineage_sort(kiln_mfmt_lineage *l);
 
 /* The kind of source an entry without "source" (written before it
  * existed) was written by, from its shape: KILN_LINEAGE_KAFKA without a
- * path, KILN_LINEAGE_STDIN with KILN_LINEAGE_STDIN_PATH, else
- * KILN_LINEAGE_FILE (static). The migration of older lineage.json files. */
-const char *kiln_mfmt_lineage_kind_of_shape(const char *path);
+ * path, KILN_LINEAGE_STDIN with KILN_LINEAGE_STDIN_PATH,
+ * KILN_LINEAGE_DIRECTORY with a path and a topic holding
+ * KILN_LINEAGE_DIR_SEP, else KILN_LINEAGE_FILE (static). The migration of
+ * older lineage.json files. */
+const char *kiln_mfmt_lineage_kind_of_shape(const char *topic, const char *path);
 
 /* NULL when e's "source" is a kind name ([a-z][a-z0-9_-]{0,31}) that
  * agrees with its shape ("kafka" without a path, "file" with one other
- * than "-", "stdin" with "-"; a kind the manifest does not know the shape
+ * than "-" and a topic without '=', "stdin" with "-", "directory" with a
+ * path and a topic with '='; a kind the manifest does not know the shape
  * of with any), else what is wrong (static). */
 const char *kiln_mfmt_lineage_source_wrong(const kiln_lineage_entry *e);
 
@@ -98,8 +101,7 @@ const char *kiln_mfmt_lineage_source_wrong(const kiln_lineage_entry *e);
  * "topic", "partition" or "next", a file entry without all of "path",
  * "bytes" and "prefix_blake2b", a "source" that is not a kind name
  * ([a-z][a-z0-9_-]{0,31}) or one that contradicts the entry's shape
- * ("kafka" with a path, "file" without one or with "-", "stdin" without
- * "-") are KILN_EINVALID "WHERE: what". */
+ * (kiln_mfmt_lineage_source_wrong) are KILN_EINVALID "WHERE: what". */
 int kiln_mfmt_lineage_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
                             kiln_mfmt_lineage *out);
 

@@ -17,13 +17,17 @@
 
 /* The kinds of source a lineage.json entry names in "source" that the
  * manifest knows the shape of (a later source writes its own row's kind):
- * a Kafka partition (no path), a file (its path) and stdin (path
- * KILN_LINEAGE_STDIN_PATH). An entry written before "source" existed has
- * the kind its shape tells (docs/FORMATS.md, "lineage.json"). */
+ * a Kafka partition (no path), a file (its path), stdin (path
+ * KILN_LINEAGE_STDIN_PATH) and a directory's file (its path, and a topic
+ * <source.name>=<file name>: no other kind's names hold
+ * KILN_LINEAGE_DIR_SEP). An entry written before "source" existed has the
+ * kind its shape tells (docs/FORMATS.md, "lineage.json"). */
 #define KILN_LINEAGE_KAFKA      "kafka"
 #define KILN_LINEAGE_FILE       "file"
 #define KILN_LINEAGE_STDIN      "stdin"
+#define KILN_LINEAGE_DIRECTORY  "directory"
 #define KILN_LINEAGE_STDIN_PATH "-"
+#define KILN_LINEAGE_DIR_SEP    '='
 
 /* An entry is keyed by (source, topic, partition): a file and a Kafka topic
  * of one name on one branch keep two positions, neither read by the other. */
