@@ -434,9 +434,9 @@ done:
 	return rc;
 }
 
-/* The file a file source of that name read, from the version's
- * lineage.json (NULL when no file source wrote one), into *out (the caller
- * frees it). */
+/* The file a file source of that name read (or a directory source's file,
+ * whose topic is NAME=FILE), from the version's lineage.json (NULL when no
+ * such source wrote one), into *out (the caller frees it). */
 static int source_file(trace *t, const char *topic, int32_t partition, char **out)
 {
 	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
@@ -452,7 +452,8 @@ static int source_file(trace *t, const char *topic, int32_t partition, char **ou
 	snprintf(where, sizeof(where), "manifest: %s:lineage.json", t->spec);
 	if ((rc = kiln_version_read(t->m, &t->v, "lineage.json", &text)) == 1 &&
 	    (rc = kiln_mfmt_lineage_parse(scanner, where, text.ptr, text.len, &lin)) == 0 &&
-	    (i = kiln_mfmt_lineage_find(&lin, KILN_LINEAGE_FILE, topic, partition)) >= 0 &&
+	    ((i = kiln_mfmt_lineage_find(&lin, KILN_LINEAGE_FILE, topic, partition)) >= 0 ||
+	     (i = kiln_mfmt_lineage_find(&lin, KILN_LINEAGE_DIRECTORY, topic, partition)) >= 0) &&
 	    !(*out = strdup(lin.v[i].path)))
 		rc = oom();
 	kiln_mfmt_lineage_free(&lin);
