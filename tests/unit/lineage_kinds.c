@@ -191,12 +191,47 @@ static void test_replayed_kinds(void **state)
 	kiln_replayed_free(&d);
 }
 
+/* A directory source's entries written before "source" existed (a path and
+ * a topic NAME=FILE) are read as "directory"; a kind their shape
+ * contradicts is refused. */
+static void test_directory_entries(void **state)
+{
+	static const char legacy[] =
+	    "{\"partitions\":[{\"topic\":\"ev=a.jsonl\",\"partition\":0,\"next\":3,"
+	    "\"path\":\"/in/a.jsonl\",\"bytes\":9,\"prefix_blake2b\":\"" PREFIX_HEX "\"},"
+	    "{\"topic\":\"ev\",\"partition\":0,\"next\":5,\"path\":\"/in/ev.jsonl\","
+	    "\"bytes\":9,\"prefix_blake2b\":\"" PREFIX_HEX "\"}]}";
+	static const char file_eq[] =
+	    "{\"partitions\":[{\"source\":\"file\",\"topic\":\"ev=a.jsonl\",\"partition\":0,"
+	    "\"next\":3,\"path\":\"/in/a.jsonl\",\"bytes\":9,\"prefix_blake2b\":\"" PREFIX_HEX "\"}]}";
+	static const char dir_plain[] =
+	    "{\"partitions\":[{\"source\":\"directory\",\"topic\":\"ev\",\"partition\":0,"
+	    "\"next\":3,\"path\":\"/in/a.jsonl\",\"bytes\":9,\"prefix_blake2b\":\"" PREFIX_HEX "\"}]}";
+	kiln_json_scanner *sc = kiln_json_scanner_new(NULL);
+	kiln_mfmt_lineage l = {0};
+
+	(void)state;
+	assert_non_null(sc);
+	assert_int_equal(kiln_mfmt_lineage_parse(sc, "W", legacy, strlen(legacy), &l), 0);
+	assert_string_equal(l.v[0].source, "directory");
+	assert_string_equal(l.v[1].source, "file");
+	kiln_mfmt_lineage_free(&l);
+	assert_int_equal(kiln_mfmt_lineage_parse(sc, "W", file_eq, strlen(file_eq), &l), KILN_EINVALID);
+	assert_non_null(strstr(kiln_error_last(), "a \"file\" entry's topic holds no '='"));
+	kiln_mfmt_lineage_free(&l);
+	assert_int_equal(kiln_mfmt_lineage_parse(sc, "W", dir_plain, strlen(dir_plain), &l), KILN_EINVALID);
+	assert_non_null(strstr(kiln_error_last(), "a \"directory\" entry needs"));
+	kiln_mfmt_lineage_free(&l);
+	kiln_json_scanner_free(sc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_fence_per_kind),
 	    cmocka_unit_test(test_governance_names_kinds),
 	    cmocka_unit_test(test_replayed_kinds),
+	    cmocka_unit_test(test_directory_entries),
 	};
 
 	return kiln_test_git_main(tests, tmpdir, "lineage-kinds", NULL, NULL);
