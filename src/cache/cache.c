@@ -27,11 +27,6 @@
 
 #define CHUNK (1u << 20)
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "cache: out of memory");
-}
-
 bool kiln_cache_published(const struct stat *st)
 {
 	return st->st_mtim.tv_sec == KILN_CACHE_MTIME && st->st_mtim.tv_nsec == 0;
@@ -63,7 +58,7 @@ int kiln_cache_hash_matches(int fd, const char *hash, const char *path)
 	char *buf = malloc(CHUNK);
 
 	if (!buf)
-		return oom();
+		return kiln_error_oom("cache");
 	kiln_shard_check_init(&check);
 	for (;;) {
 		ssize_t got = pread(fd, buf, CHUNK, (off_t)check.size);
@@ -143,7 +138,7 @@ int kiln_cache_set_pinned(kiln_cache *c, const cache_entry *const *entries, size
 	size_t k = 0;
 
 	if (n && !v)
-		return oom();
+		return kiln_error_oom("cache");
 	for (size_t i = 0; i < n; i++)
 		if (sodium_hex2bin(v[k].key, 32, entries[i]->hash, 64, NULL, NULL, NULL) == 0)
 			v[k++].bytes = entries[i]->bytes;
@@ -238,7 +233,7 @@ static int victim_cb(void *ctx, const char *hash, int at, const char *name, cons
 		victim *v = realloc(vs->v, cap * sizeof(*v));
 
 		if (!v)
-			return oom();
+			return kiln_error_oom("cache");
 		vs->v = v;
 		vs->cap = cap;
 	}
@@ -573,7 +568,7 @@ int kiln_cache_fill(kiln_cache *c, const char *hash, uint64_t bytes, bool from_p
 	}
 	if (!(f = calloc(1, sizeof(*f)))) {
 		pthread_mutex_unlock(&c->lock);
-		return oom();
+		return kiln_error_oom("cache");
 	}
 	memcpy(f->hash, hash, 64);
 	f->refs = 1;

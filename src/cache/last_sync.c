@@ -18,11 +18,6 @@
 
 #define STATE_NAME "last-sync"
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "cache: out of memory");
-}
-
 /* ---- reports ---------------------------------------------------------------------- */
 
 void kiln_cache_last_sync(kiln_cache *c, kiln_cache_sync_stats *out)
@@ -91,7 +86,7 @@ int kiln_cache_state_save(kiln_cache *c)
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (!b.ptr)
-		return oom();
+		return kiln_error_oom("cache");
 	snprintf(path, sizeof(path), "%s/" STATE_NAME, c->dir);
 	kiln_cache_tmp_name(c, tmp, "state");
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 ||

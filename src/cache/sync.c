@@ -28,11 +28,6 @@
 
 static _Atomic unsigned long tmp_counter;
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "cache: out of memory");
-}
-
 bool kiln_cache_hex40(const char *s)
 {
 	for (int i = 0; i < 40; i++)
@@ -65,7 +60,7 @@ static int listing_cb(void *ctx, const kiln_shard_entry *e)
 		cache_entry *v = realloc(l->v, cap * sizeof(*v));
 
 		if (!v)
-			return oom();
+			return kiln_error_oom("cache");
 		l->v = v;
 		x->cap = cap;
 	}
@@ -122,7 +117,7 @@ static int set_add(hash_set *s, const cache_listing *l)
 		const cache_entry **v = realloc(s->v, cap * sizeof(*v));
 
 		if (!v)
-			return oom();
+			return kiln_error_oom("cache");
 		s->v = v;
 		s->cap = cap;
 	}
@@ -443,7 +438,7 @@ int kiln_cache_pins_init(kiln_cache *c)
 	int rc = 0;
 
 	if (!ls)
-		return oom();
+		return kiln_error_oom("cache");
 	for (size_t i = 0; i < np; i++) {
 		cache_pin *p = &c->pins[i];
 		kiln_version v;
@@ -916,7 +911,7 @@ int kiln_cache_sync(kiln_cache *c, void (*progress)(void *ctx, const kiln_cache_
 	if (!cur || !shown) {
 		free(cur);
 		free(shown);
-		return oom();
+		return kiln_error_oom("cache");
 	}
 	while (flock(c->sync_fd, LOCK_EX) < 0)
 		if (errno != EINTR) {

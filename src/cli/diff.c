@@ -79,7 +79,7 @@ static int on_change(void *ctx, kiln_split split, const kiln_shard_entry *e, boo
 		change *v = realloc(d->list[split], cap * sizeof(*v));
 
 		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		d->list[split] = v;
 		d->cap[split] = cap;
 	}

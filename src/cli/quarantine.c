@@ -208,7 +208,7 @@ static int count_path(q_cmd *c, const char *path)
 		q_path *v = calloc(cap, sizeof(*v));
 
 		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		for (size_t j = 0; j < c->path_cap; j++) {
 			if (!c->paths[j].path)
 				continue;
@@ -228,7 +228,7 @@ static int count_path(q_cmd *c, const char *path)
 			return 0;
 		}
 	if (!(c->paths[i].path = strdup(path)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	c->paths[i].records = 1;
 	c->path_n++;
 	return 0;
@@ -271,7 +271,7 @@ static int count_object(q_cmd *c)
 			q_day *v = realloc(c->days, cap * sizeof(*v));
 
 			if (!v)
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
+				return kiln_error_oom(NULL);
 			c->days = v;
 			c->day_cap = cap;
 		}
@@ -404,7 +404,7 @@ static int on_object(void *ctx, const kiln_quarantine_object *o)
 		free(c->list_branch);
 		kiln_replayed_free(&c->listed);
 		if (!(c->list_branch = strdup(o->branch)))
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		if ((rc = kiln_manifest_replayed(c->manifest, c->dataset, o->branch, &c->listed)) < 0)
 			return rc;
 	}

@@ -748,7 +748,7 @@ static int map_append(kiln_yaml_doc *doc, kiln_yaml_node *map, kiln_yaml_node *k
 	kiln_yaml_node **items = kiln_arena_alloc(doc->arena, (map->count + 1) * sizeof(*items));
 
 	if (!keys || !items)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if (map->count) {
 		memcpy(keys, map->keys, map->count * sizeof(*keys));
 		memcpy(items, map->items, map->count * sizeof(*items));
@@ -822,7 +822,7 @@ int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value)
 	if (!doc->root) {
 		doc->root = set_node(doc, KILN_YAML_MAPPING, NULL, 0);
 		if (!doc->root)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 	}
 	map = doc->root;
 	for (;;) {
@@ -846,19 +846,19 @@ int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value)
 		if (last) {
 			kiln_yaml_node *v = set_node(doc, KILN_YAML_SCALAR, value, strlen(value));
 			if (!v)
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
+				return kiln_error_oom(NULL);
 			if (i < map->count) {
 				map->items[i] = v;
 				return 0;
 			}
 			kiln_yaml_node *k = set_node(doc, KILN_YAML_SCALAR, key, n);
-			return k ? map_append(doc, map, k, v) : kiln_error_set(KILN_ENOMEM, "out of memory");
+			return k ? map_append(doc, map, k, v) : kiln_error_oom(NULL);
 		}
 		if (!child) {
 			kiln_yaml_node *k = set_node(doc, KILN_YAML_SCALAR, key, n);
 			child = set_node(doc, KILN_YAML_MAPPING, NULL, 0);
 			if (!k || !child || map_append(doc, map, k, child) < 0)
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
+				return kiln_error_oom(NULL);
 		}
 		map = child;
 	}
@@ -888,7 +888,7 @@ int kiln_yaml_load_config(kiln_yaml_doc **out, const char *path, char *const *se
 			break;
 		}
 		if (!(key = strndup(sets[i], (size_t)(eq - sets[i])))) {
-			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			rc = kiln_error_oom(NULL);
 			break;
 		}
 		rc = kiln_yaml_set(doc, key, eq + 1);

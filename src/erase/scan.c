@@ -39,12 +39,12 @@ static int on_key(void *ctx, const char *key, uint64_t size, int64_t mtime)
 		size_t cap = l->cap ? 2 * l->cap : 256;
 		char **v = realloc(l->v, cap * sizeof(*v));
 		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		l->v = v;
 		l->cap = cap;
 	}
 	if (!(l->v[l->n] = strdup(key)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	l->n++;
 	return 0;
 }

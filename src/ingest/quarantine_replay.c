@@ -88,7 +88,7 @@ static int on_line(void *ctx, const kiln_quarantine_line *l)
 		struct qrec *v = realloc(r->recs, cap * sizeof(*v));
 
 		if (!v)
-			return r->rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			return r->rc = kiln_error_oom(NULL);
 		r->recs = v;
 		r->cap = cap;
 	}
@@ -146,7 +146,7 @@ static int qreplay_open(void **out, kiln_ingest *in, const void *args)
 
 	*out = r;
 	if (!r)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	*r = (qreplay){.p = p, .o = a->o, .out = a->out, .in = in, .data = KILN_BUF_INIT(0)};
 	rc = kiln_manifest_read(in->setup.manifest, p->dataset, p->branch, "dataset.json", &probe);
 	kiln_buf_free(&probe);
@@ -185,7 +185,7 @@ static int qreplay_read(void *src, kiln_ingest *in)
 		}
 		if (!b) {
 			if (!(b = kiln_curate_pool_batch(r->in->sink.pool)))
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
+				return kiln_error_oom(NULL);
 			b->topic = q->topic;
 			b->partition = q->partition;
 			b->keep_raw = false;

@@ -51,7 +51,7 @@ static int on_entry(void *ctx, const kiln_lineage_entry *e)
 		position *v = realloc(r->v, cap * sizeof(*v));
 
 		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		r->v = v;
 		r->cap = cap;
 	}
@@ -63,7 +63,7 @@ static int on_entry(void *ctx, const kiln_lineage_entry *e)
 		free(p->dataset);
 		free(p->branch);
 		free(p->topic);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	p->partition = e->partition;
 	p->next = e->next;

@@ -88,7 +88,7 @@ static int check_same_definition(const kiln_pipeline *p, kiln_manifest *m, const
 	if (rc <= 0)
 		goto cleanup;
 	if (!(scanner = kiln_json_scanner_new(NULL))) {
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 		goto cleanup;
 	}
 	snprintf(where, sizeof(where), "manifest: %s/%s:dataset.json", p->dataset, p->branch);

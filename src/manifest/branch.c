@@ -93,7 +93,7 @@ int kiln_branch_each(kiln_manifest *m, int (*cb)(void *ctx, const char *dataset,
 
 			if (!v) {
 				git_reference_free(ref);
-				rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+				rc = kiln_error_oom(NULL);
 				goto cleanup;
 			}
 			names = v;
@@ -102,7 +102,7 @@ int kiln_branch_each(kiln_manifest *m, int (*cb)(void *ctx, const char *dataset,
 		copy = strdup(full);
 		git_reference_free(ref);
 		if (!copy) {
-			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			rc = kiln_error_oom(NULL);
 			goto cleanup;
 		}
 		names[n++] = copy;

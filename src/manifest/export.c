@@ -46,7 +46,7 @@ static int oid_set_add(oid_set *s, const git_oid *id)
 		if (!nv || !nused) {
 			free(nv);
 			free(nused);
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		}
 		for (size_t j = 0; j < s->cap; j++) {
 			if (s->used[j]) {
@@ -94,7 +94,7 @@ static int push_oid(walk *w, const git_oid *id)
 		git_oid *ns = realloc(w->stack, ncap * sizeof(*ns));
 
 		if (!ns)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		w->stack = ns;
 		w->cap = ncap;
 	}

@@ -26,11 +26,6 @@
 
 #define HASH_HEX 64
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "gc: out of memory");
-}
-
 /* ---- hex ------------------------------------------------------------------ */
 
 static int hex_val(char c)
@@ -132,7 +127,7 @@ static int shard_table_grow(shard_table *t)
 	shard_slot *v = calloc(cap, sizeof(*v));
 
 	if (!v)
-		return oom();
+		return kiln_error_oom("gc");
 	for (size_t i = 0; i < t->cap; i++)
 		if (t->v[i].used)
 			*shard_probe(v, cap, t->v[i].hash) = t->v[i];
@@ -226,7 +221,7 @@ static int oid_map_add(oid_map *m, const git_oid *id, oid_slot **out)
 		oid_slot *v = calloc(cap, sizeof(*v));
 
 		if (!v)
-			return oom();
+			return kiln_error_oom("gc");
 		for (size_t i = 0; i < m->cap; i++)
 			if (!git_oid_is_zero(&m->v[i].id))
 				*oid_probe(v, cap, &m->v[i].id) = m->v[i];
@@ -265,7 +260,7 @@ static int reader_init(reader *r, kiln_manifest *m)
 	r->m = m;
 	r->repo = kiln_manifest_repo(m);
 	r->scanner = kiln_json_scanner_new(NULL);
-	return r->scanner ? 0 : oom();
+	return r->scanner ? 0 : kiln_error_oom("gc");
 }
 
 static void reader_free(reader *r)
@@ -352,7 +347,7 @@ static int cache_line(void *ctx, const line_rec *rec)
 		line_rec *v = realloc(*w->recs, cap * sizeof(*v));
 
 		if (!v)
-			return oom();
+			return kiln_error_oom("gc");
 		*w->recs = v;
 		*w->caprecs = cap;
 	}
@@ -680,12 +675,12 @@ static int list_cb(void *ctx, const char *key, uint64_t size, int64_t mtime)
 		candidate *v = realloc(g->cands, cap * sizeof(*v));
 
 		if (!v)
-			return oom();
+			return kiln_error_oom("gc");
 		g->cands = v;
 		g->capcands = cap;
 	}
 	if (!(g->cands[g->ncands].key = strdup(key)))
-		return oom();
+		return kiln_error_oom("gc");
 	memcpy(g->cands[g->ncands].hash, hash, 32);
 	g->cands[g->ncands].size = size;
 	g->cands[g->ncands].young = young;
@@ -962,7 +957,7 @@ static int du_collect(kiln_manifest *m, const char *prefix, bool tag, kiln_du_re
 			if (!v) {
 				git_object_free(peeled);
 				git_reference_free(ref);
-				rc = oom();
+				rc = kiln_error_oom("gc");
 				break;
 			}
 			out->rows = v;

@@ -70,7 +70,7 @@ int kiln_ledger_render(kiln_buf *out, const kiln_ledger_entry *e)
 	}
 	if (rc == 0)
 		rc = kiln_buf_puts(out, "]}\n");
-	return rc < 0 ? kiln_error_set(KILN_ENOMEM, "ledger: out of memory") : 0;
+	return rc < 0 ? kiln_error_oom("ledger") : 0;
 }
 
 void kiln_ledger_entry_free(kiln_ledger_entry *e)
@@ -190,7 +190,7 @@ static int grow(void **v, size_t *cap, size_t n, size_t size)
 	void *nv = realloc(*v, c * size);
 
 	if (!nv)
-		return kiln_error_set(KILN_ENOMEM, "ledger: out of memory");
+		return kiln_error_oom("ledger");
 	*v = nv;
 	*cap = c;
 	return 0;
@@ -543,7 +543,7 @@ int kiln_ledger_append(kiln_manifest *m, const kiln_ledger_entry *e, const kiln_
 			        e->dataset, e->ref_count, e->ref_count == 1 ? "" : "s", e->commit_count,
 			        e->commit_count == 1 ? "" : "s") < 0 ||
 			    kiln_buf_putc(&message, '\0') < 0) {
-				rc = kiln_error_set(KILN_ENOMEM, "ledger: out of memory");
+				rc = kiln_error_oom("ledger");
 				goto attempt_done;
 			}
 			if ((gerr = git_blob_create_from_buffer(&blob_id, repo, text.ptr, text.len)) < 0 ||
@@ -641,7 +641,7 @@ int kiln_ledger_each(kiln_manifest *m, const char *dataset,
 		return rc;
 	n = git_tree_entrycount(dir);
 	if (!(names = calloc(n + 1, sizeof(*names))) || !(sc = kiln_json_scanner_new(NULL))) {
-		rc = kiln_error_set(KILN_ENOMEM, "ledger: out of memory");
+		rc = kiln_error_oom("ledger");
 		goto cleanup;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -717,7 +717,7 @@ static int id_push(id_list *l, const char *id)
 	if ((rc = grow((void **)&l->v, &l->cap, l->n, sizeof(*l->v))) < 0)
 		return rc;
 	if (!(l->v[l->n] = strdup(id)))
-		return kiln_error_set(KILN_ENOMEM, "ledger: out of memory");
+		return kiln_error_oom("ledger");
 	l->n++;
 	return 0;
 }
@@ -904,7 +904,7 @@ int kiln_ledger_journal_read(kiln_manifest *m, const char *dataset, kiln_buf *ou
 	rc = 1;
 	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
 		if (kiln_buf_put(out, chunk, (size_t)n) < 0) {
-			rc = kiln_error_set(KILN_ENOMEM, "ledger: out of memory");
+			rc = kiln_error_oom("ledger");
 			break;
 		}
 	if (n < 0)

@@ -224,7 +224,7 @@ int kiln_remote_grow(void **v, size_t *cap, size_t n, size_t size)
 		return 0;
 	ncap = *cap ? *cap * 2 : 16;
 	if (!(nv = realloc(*v, ncap * size)))
-		return kiln_remote_oom();
+		return kiln_error_oom("remote");
 	*v = nv;
 	*cap = ncap;
 	return 0;
@@ -316,12 +316,12 @@ static int add_line(void *ctx, const kiln_shard_entry *line)
 		                           sizeof(*r->topics))) < 0)
 			return rc;
 	if (n && !(ranges = calloc(n, sizeof(*ranges))))
-		return kiln_remote_oom();
+		return kiln_error_oom("remote");
 	r->sources[r->nsources++] = ranges;
 	for (size_t i = 0; i < n; i++) {
 		ranges[i] = line->sources[i];
 		if (!(ranges[i].topic = r->topics[r->ntopics] = strdup(line->sources[i].topic)))
-			return kiln_remote_oom();
+			return kiln_error_oom("remote");
 		r->ntopics++;
 	}
 	e = &r->shards[a->split][r->nshards[a->split]++];
@@ -520,7 +520,7 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 	author_name = strdup(git_commit_author(c)->name);
 	author_email = strdup(git_commit_author(c)->email);
 	if (!ds_text || !author_name || !author_email) {
-		rc = kiln_remote_oom();
+		rc = kiln_error_oom("remote");
 		goto cleanup;
 	}
 
@@ -529,7 +529,7 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 	    (rc = lineage_read(m, x->sc, parent, &lp)) < 0 || (rc = lineage_read(m, x->sc, tip, &lt)) < 0)
 		goto cleanup;
 	if (lc.n && !(r.moved = calloc(lc.n, sizeof(*r.moved)))) {
-		rc = kiln_remote_oom();
+		rc = kiln_error_oom("remote");
 		goto cleanup;
 	}
 	for (size_t i = 0; i < lc.n; i++) {
@@ -666,7 +666,7 @@ static int rebase(kiln_manifest *m, const char *url, const char *ref, const kiln
 		goto cleanup;
 
 	if (!(x.sc = kiln_json_scanner_new(NULL))) {
-		rc = kiln_remote_oom();
+		rc = kiln_error_oom("remote");
 		goto cleanup;
 	}
 	snprintf(x.tmp_branch, sizeof(x.tmp_branch), "kiln-rebase-%ld-%u", (long)getpid(), serial);

@@ -28,11 +28,6 @@ static const git_oid absent = {{0}};
 #include "manifest/ledger.h"
 #include "core/json.h"
 
-int kiln_remote_oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "remote: out of memory");
-}
-
 static const char *git_message(void)
 {
 	const git_error *e = git_error_last();
@@ -195,7 +190,7 @@ static int remote_download(kiln_manifest *m, const char *url,
 		if ((rc = kiln_remote_grow((void **)&out->v, &out->cap, out->n, sizeof(*out->v))) < 0)
 			goto cleanup;
 		if (!(out->v[out->n].name = strdup(ls[i]->name))) {
-			rc = kiln_remote_oom();
+			rc = kiln_error_oom("remote");
 			goto cleanup;
 		}
 		git_oid_cpy(&out->v[out->n++].id, &ls[i]->oid);
@@ -203,7 +198,7 @@ static int remote_download(kiln_manifest *m, const char *url,
 	if (out->n == 0)
 		goto cleanup;
 	if (!(specs.strings = calloc(out->n, sizeof(char *)))) {
-		rc = kiln_remote_oom();
+		rc = kiln_error_oom("remote");
 		goto cleanup;
 	}
 	for (size_t i = 0; i < out->n; i++)
@@ -314,7 +309,7 @@ static int push_local(kiln_manifest *m, const char *path, const char *url, const
 		    asprintf(&pack_dir, "%s%spack", dir.ptr,
 		             dir.size && dir.ptr[dir.size - 1] == '/' ? "" : "/") < 0) {
 			pack_dir = NULL;
-			rc = gerr < 0 ? remote_fail(KILN_EIO, url, "objects") : kiln_remote_oom();
+			rc = gerr < 0 ? remote_fail(KILN_EIO, url, "objects") : kiln_error_oom("remote");
 			goto cleanup;
 		}
 		if ((gerr = git_packbuilder_write(pb, pack_dir, 0, NULL, NULL)) < 0) {

@@ -12,11 +12,6 @@
 #include "manifest/format.h"
 #include "manifest/format_internal.h"
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory");
-}
-
 void kiln_replayed_free(kiln_replayed *set)
 {
 	if (!set)
@@ -101,7 +96,7 @@ static int part_get(kiln_replayed *set, const char *topic, int32_t partition, ki
 			kiln_replayed_part *v = realloc(set->parts, cap * sizeof(*v));
 
 			if (!v)
-				return oom();
+				return kiln_error_oom(NULL);
 			set->parts = v;
 			set->cap = cap;
 		}
@@ -113,7 +108,7 @@ static int part_get(kiln_replayed *set, const char *topic, int32_t partition, ki
 			memmove(&set->parts[at], &set->parts[at + 1],
 			        (set->n - at - 1) * sizeof(*set->parts));
 			set->n--;
-			return oom();
+			return kiln_error_oom(NULL);
 		}
 	}
 	*out = &set->parts[at];
@@ -156,7 +151,7 @@ int kiln_replayed_add(kiln_replayed *set, const char *topic, int32_t partition, 
 
 		if (!v) {
 			set->count--;
-			return oom();
+			return kiln_error_oom(NULL);
 		}
 		p->v = v;
 		p->cap = cap;
@@ -214,7 +209,7 @@ static int append_range(kiln_replayed *out, const char *topic, int32_t partition
 		kiln_replayed_range *v = realloc(p->v, cap * sizeof(*v));
 
 		if (!v)
-			return oom();
+			return kiln_error_oom(NULL);
 		p->v = v;
 		p->cap = cap;
 	}
@@ -275,7 +270,7 @@ int kiln_replayed_render(kiln_buf *out, const kiln_replayed *set)
 	}
 	if (rc == 0)
 		rc = kiln_buf_puts(out, set->n ? "\n  ]\n}\n" : "]\n}\n");
-	return rc < 0 ? oom() : 0;
+	return rc < 0 ? kiln_error_oom(NULL) : 0;
 }
 
 /* ---- parsing ---------------------------------------------------------------- */
@@ -340,7 +335,7 @@ static int parse_offsets(kiln_mfmt_jreader *r, kiln_replayed_part *p, uint64_t *
 			kiln_replayed_range *v = realloc(p->v, cap * sizeof(*v));
 
 			if (!v)
-				return oom();
+				return kiln_error_oom(NULL);
 			p->v = v;
 			p->cap = cap;
 		}
@@ -366,7 +361,7 @@ static int parse_part(kiln_mfmt_jreader *r, kiln_replayed *out)
 			if ((rc = expect(r, &t, KILN_JSON_STRING, "\"topic\" must be a string")) < 0)
 				goto fail;
 			if (!(p.topic = malloc(t.len + 1))) {
-				rc = oom();
+				rc = kiln_error_oom(NULL);
 				goto fail;
 			}
 			n = kiln_json_unescape(p.topic, t.len + 1, &t);
@@ -408,7 +403,7 @@ static int parse_part(kiln_mfmt_jreader *r, kiln_replayed *out)
 		kiln_replayed_part *v = realloc(out->parts, cap * sizeof(*v));
 
 		if (!v) {
-			rc = oom();
+			rc = kiln_error_oom(NULL);
 			goto fail;
 		}
 		out->parts = v;
@@ -433,7 +428,7 @@ int kiln_replayed_parse(kiln_replayed *out, const char *text, size_t len, const 
 
 	memset(out, 0, sizeof(*out));
 	if (!scanner)
-		return oom();
+		return kiln_error_oom(NULL);
 	if ((rc = kiln_mfmt_jr_begin(&r, text, len, "must be an object")) < 0)
 		goto cleanup;
 	while ((rc = kiln_mfmt_jr_next(&r, &t)) == 0 && t.type != KILN_JSON_OBJECT_END) {

@@ -73,7 +73,7 @@ static int oid_map_grow(oid_map *m)
 
 	bigger.slots = calloc(bigger.cap, sizeof(*bigger.slots));
 	if (!bigger.slots)
-		return kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+		return kiln_error_oom("rewrite");
 	for (size_t i = 0; i < m->cap; i++) {
 		if (!m->slots[i].used)
 			continue;
@@ -149,14 +149,14 @@ static int dataset_refs(kiln_manifest *m, const char *dataset, ref_list *out)
 					char **v = realloc(out->names, cap * sizeof(*v));
 
 					if (!v) {
-						rc = kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+						rc = kiln_error_oom("rewrite");
 						break;
 					}
 					out->names = v;
 					out->cap = cap;
 				}
 				if (!(out->names[out->count] = strdup(name))) {
-					rc = kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+					rc = kiln_error_oom("rewrite");
 					break;
 				}
 				out->count++;
@@ -392,7 +392,7 @@ int kiln_rewrite_scan(kiln_manifest *m, const char *dataset,
 		goto cleanup;
 	}
 	if (!(s.scanner = kiln_json_scanner_new(NULL))) {
-		rc = kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+		rc = kiln_error_oom("rewrite");
 		goto cleanup;
 	}
 	if ((rc = walk_new(m, &refs, &walk, NULL)) < 0)
@@ -470,7 +470,7 @@ static int line_push(line_vec *l, const char *text, size_t len, const char *hash
 
 		if (!v) {
 			free(owned);
-			return kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+			return kiln_error_oom("rewrite");
 		}
 		l->v = v;
 		l->cap = cap;
@@ -523,10 +523,10 @@ static int add_affected(oid_slot *slot, const char *hash)
 	char **v = realloc(slot->affected, (slot->affected_count + 1) * sizeof(*v));
 
 	if (!v)
-		return kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+		return kiln_error_oom("rewrite");
 	slot->affected = v;
 	if (!(v[slot->affected_count] = strndup(hash, 64)))
-		return kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+		return kiln_error_oom("rewrite");
 	slot->affected_count++;
 	return 0;
 }
@@ -684,7 +684,7 @@ static int rewrite_split(plan_state *p, const git_oid *tree_id, kiln_split split
 			if (kiln_buf_put(&out, lines[hh].v[i].text, lines[hh].v[i].len) < 0 ||
 			    kiln_buf_putc(&out, '\n') < 0) {
 				kiln_buf_free(&out);
-				rc = kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+				rc = kiln_error_oom("rewrite");
 				goto cleanup;
 			}
 		}
@@ -898,19 +898,19 @@ static int entry_push(entry_vec *e, const kiln_shard_entry *src)
 		kiln_shard_entry *v = realloc(e->v, cap * sizeof(*v));
 
 		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+			return kiln_error_oom("rewrite");
 		e->v = v;
 		e->cap = cap;
 	}
 	if (src->source_count && !(sources = calloc(src->source_count, sizeof(*sources))))
-		return kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+		return kiln_error_oom("rewrite");
 	for (size_t j = 0; j < src->source_count; j++) {
 		sources[j] = src->sources[j];
 		if (!(sources[j].topic = strdup(src->sources[j].topic))) {
 			for (size_t k = 0; k < j; k++)
 				free((char *)sources[k].topic);
 			free(sources);
-			return kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+			return kiln_error_oom("rewrite");
 		}
 	}
 	e->v[e->n] = *src;
@@ -1078,7 +1078,7 @@ static int add_pair(kiln_rewrite_result *r, const git_oid *old, const git_oid *n
 	kiln_rewrite_pair *v = realloc(r->commits, (r->commit_count + 1) * sizeof(*v));
 
 	if (!v)
-		return kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+		return kiln_error_oom("rewrite");
 	r->commits = v;
 	git_oid_tostr(v[r->commit_count].old_id, 41, old);
 	git_oid_tostr(v[r->commit_count].new_id, 41, new);
@@ -1196,7 +1196,7 @@ static int rewrite_commit(plan_state *p, const git_oid *id)
 	parents = calloc(n_parents + 1, sizeof(*parents));
 	owned = calloc(n_parents + 1, sizeof(*owned));
 	if (!parents || !owned) {
-		rc = kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+		rc = kiln_error_oom("rewrite");
 		goto cleanup;
 	}
 	for (unsigned i = 0; i < n_parents; i++) {
@@ -1271,7 +1271,7 @@ static int rewrite_commit(plan_state *p, const git_oid *id)
 		                    len && raw[len - 1] != '\n' ? "\n" : "", p->o->erasure, hex,
 		                    (unsigned long long)tc.erased, tc.erased == 1 ? "" : "s") < 0 ||
 		    kiln_buf_putc(&message, '\0') < 0) {
-			rc = kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+			rc = kiln_error_oom("rewrite");
 			goto cleanup;
 		}
 	}
@@ -1323,7 +1323,7 @@ static int add_move(kiln_rewrite_result *r, const char *ref, const git_oid *old_
 	kiln_rewrite_move *v = realloc(r->moves, (r->move_count + 1) * sizeof(*v)), *mv;
 
 	if (!v)
-		return kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+		return kiln_error_oom("rewrite");
 	r->moves = v;
 	mv = &v[r->move_count++];
 	memset(mv, 0, sizeof(*mv));
@@ -1437,13 +1437,13 @@ int kiln_rewrite_plan(kiln_manifest *m, const kiln_rewrite_options *o, kiln_rewr
 		return kiln_error_set(KILN_EINVALID,
 		                      "rewrite: dataset name must match [a-z0-9][a-z0-9._-]{0,127}");
 	if (!(p.scanner = kiln_json_scanner_new(NULL))) {
-		rc = kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+		rc = kiln_error_oom("rewrite");
 		goto cleanup;
 	}
 	if ((rc = dataset_refs(m, o->dataset, &refs)) < 0 || refs.count == 0 || o->shard_count == 0)
 		goto cleanup;
 	if (!(targets = calloc(refs.count, sizeof(*targets)))) {
-		rc = kiln_error_set(KILN_ENOMEM, "rewrite: out of memory");
+		rc = kiln_error_oom("rewrite");
 		goto cleanup;
 	}
 	if ((rc = walk_new(m, &refs, &walk, targets)) < 0)

@@ -423,7 +423,7 @@ static int line_state_init(line_state *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->scanner = kiln_json_scanner_new(NULL);
-	return s->scanner ? 0 : kiln_error_set(KILN_ENOMEM, "out of memory");
+	return s->scanner ? 0 : kiln_error_oom(NULL);
 }
 
 static void line_state_free(line_state *s)
@@ -608,7 +608,7 @@ static int load_vtags(kiln_manifest *m, const char *dataset, vtag **out, size_t 
 			if (!v) {
 				git_object_free(obj);
 				git_reference_free(ref);
-				rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+				rc = kiln_error_oom(NULL);
 				goto cleanup;
 			}
 			tags = v;

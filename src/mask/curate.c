@@ -84,7 +84,7 @@ int kiln_curator_new(kiln_curator **out, const kiln_curator_options *opt)
 
 	*out = NULL;
 	if (!c)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	c->opt = *opt;
 	if (!c->opt.limits.max_depth)
 		c->opt.limits.max_depth = KILN_JSON_DEFAULT_DEPTH;
@@ -92,7 +92,7 @@ int kiln_curator_new(kiln_curator **out, const kiln_curator_options *opt)
 	c->cache = calloc(CACHE_SLOTS, sizeof(*c->cache));
 	if (!c->frames || !c->cache) {
 		kiln_curator_free(c);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	if ((rc = kiln_detector_new(&c->detector)) < 0) {
 		kiln_curator_free(c);
@@ -269,7 +269,7 @@ static int put_scanned(kiln_curator *c, kiln_buf *out, const kiln_field *f, cons
 		size_t nn;
 
 		if (m->len > sizeof(norm) && !(nb = big = malloc(m->len)))
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		nn = kiln_detect_normalise(m->kind, s + m->start, m->len, nb,
 		                           m->len > sizeof(norm) ? m->len : sizeof(norm));
 		size_t tn = token_of(c, token, domain, nb, nn);
@@ -363,7 +363,7 @@ static int observe(kiln_curator *c, const kiln_field *f, kiln_json_type type, ui
 		size_t cap = c->value_cap ? c->value_cap * 2 : 64;
 		kiln_curate_value *grown = realloc(c->values, cap * sizeof(*grown));
 		if (!grown)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		c->values = grown;
 		c->value_cap = cap;
 	}

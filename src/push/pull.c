@@ -76,13 +76,13 @@ static int on_key(void *ctx, const char *key, uint64_t size, int64_t mtime)
 		entry *nv = realloc(p->v, ncap * sizeof(*nv));
 
 		if (!nv)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		p->v = nv;
 		p->cap = ncap;
 	}
 	memset(&p->v[p->n], 0, sizeof(p->v[p->n]));
 	if (!(p->v[p->n].rel = strdup(key + p->skip)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	p->v[p->n++].size = size;
 	return 0;
 }

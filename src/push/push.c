@@ -64,11 +64,6 @@ typedef struct pusher {
 	char ledger_tip[41]; /* refs/erasures/<dataset> here, "" when none */
 } pusher;
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory");
-}
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -89,12 +84,12 @@ static int on_listed(void *ctx, const char *key, uint64_t size, int64_t mtime)
 		listed *nv = realloc(p->have, ncap * sizeof(*nv));
 
 		if (!nv)
-			return oom();
+			return kiln_error_oom(NULL);
 		p->have = nv;
 		p->have_cap = ncap;
 	}
 	if (!(p->have[p->nhave].key = strdup(key)))
-		return oom();
+		return kiln_error_oom(NULL);
 	p->have[p->nhave++].size = size;
 	return 0;
 }
@@ -147,7 +142,7 @@ static int add_task(pusher *p, const char *key, const char *kind, uint64_t bytes
 		task *nv = realloc(p->tasks, ncap * sizeof(*nv));
 
 		if (!nv)
-			return oom();
+			return kiln_error_oom(NULL);
 		p->tasks = nv;
 		p->task_cap = ncap;
 	}
@@ -159,7 +154,7 @@ static int add_task(pusher *p, const char *key, const char *kind, uint64_t bytes
 		snprintf(t->hash, sizeof(t->hash), "%s", hash);
 	if (!(t->key = strdup(key)) || (path && !(t->path = strdup(path)))) {
 		free(t->key);
-		return oom();
+		return kiln_error_oom(NULL);
 	}
 	p->ntasks++;
 	p->out->totals.objects++;
@@ -579,7 +574,7 @@ static int need_shard(void *ctx, const kiln_shard_entry *e)
 		char(*nv)[65] = realloc(w->need, ncap * sizeof(*nv));
 
 		if (!nv)
-			return oom();
+			return kiln_error_oom(NULL);
 		w->need = nv;
 		w->need_cap = ncap;
 	}
@@ -689,7 +684,7 @@ static int children(const kiln_buf *body, git_object_t type, char (**stack)[41],
 			char(*nv)[41] = realloc(*stack, ncap * sizeof(*nv));
 
 			if (!nv)
-				return oom();
+				return kiln_error_oom(NULL);
 			*stack = nv;
 			*cap = ncap;
 		}
@@ -717,7 +712,7 @@ static int delete_objects(sweep *w)
 			char(*nv)[41] = realloc(stack, ncap * sizeof(*nv));
 
 			if (!nv) {
-				rc = oom();
+				rc = kiln_error_oom(NULL);
 				break;
 			}
 			stack = nv;
@@ -846,7 +841,7 @@ static int judge(pusher *p)
 	out->promoted = p->v.tag[0] && tag_prefix && vn_name(tag_prefix);
 	if (req->keys_file) {
 		if (!(keys = calloc(1, sizeof(*keys))))
-			return oom();
+			return kiln_error_oom(NULL);
 		if ((rc = kiln_verify_keys_load(keys, req->keys_file)) < 0)
 			goto cleanup;
 	}

@@ -25,11 +25,6 @@ const char *kiln_ptype_name(kiln_ptype t)
 	return t < KILN_PTYPE_COUNT_ ? PTYPE_NAMES[t] : "?";
 }
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory");
-}
-
 /* ---- schema ---- */
 
 /* A field's enum values sorted for lookup: strings and booleans by (kind,
@@ -76,7 +71,7 @@ static int schema_walk(kiln_profile_schema *s, const kiln_field *f, const char *
 		size_t cap = s->cap ? s->cap * 2 : 32;
 		struct schema_field *v = realloc(s->v, cap * sizeof(*v));
 		if (!v)
-			return oom();
+			return kiln_error_oom(NULL);
 		s->v = v;
 		s->cap = cap;
 	}
@@ -131,7 +126,7 @@ static int sort_enum(struct schema_field *sf)
 		return 0;
 	if (!(sf->by_text = malloc(f->enum_count * sizeof(uint32_t))) ||
 	    !(sf->by_number = malloc(f->enum_count * sizeof(uint32_t))))
-		return oom();
+		return kiln_error_oom(NULL);
 	for (uint32_t e = 0; e < f->enum_count; e++)
 		if (f->enum_kinds[e] == KILN_ENUM_NUMBER)
 			sf->by_number[sf->number_count++] = e;
@@ -151,7 +146,7 @@ int kiln_profile_schema_new(kiln_profile_schema **out, const kiln_contract *cont
 
 	*out = NULL;
 	if (!s)
-		return oom();
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < contract->root->child_count; i++)
 		if ((rc = schema_walk(s, contract->root->children[i], NULL, false, false)) < 0) {
 			kiln_profile_schema_free(s);
@@ -165,7 +160,7 @@ int kiln_profile_schema_new(kiln_profile_schema **out, const kiln_contract *cont
 	s->ids = contract->field_count + 1;
 	if (!(s->slot_of_id = malloc(s->ids * sizeof(*s->slot_of_id)))) {
 		kiln_profile_schema_free(s);
-		return oom();
+		return kiln_error_oom(NULL);
 	}
 	memset(s->slot_of_id, 0xff, s->ids * sizeof(*s->slot_of_id));
 	for (size_t i = 0; i < s->count; i++)
@@ -230,17 +225,17 @@ static int add_category(kiln_profile_field *f, const char *name, size_t len, uin
 		uint64_t *counts;
 
 		if (!names)
-			return oom();
+			return kiln_error_oom(NULL);
 		f->cat_names = names;
 		if (!(counts = realloc(f->cat_counts, cap * sizeof(*counts))))
-			return oom();
+			return kiln_error_oom(NULL);
 		f->cat_counts = counts;
 		f->cat_cap = cap;
 	}
 	if (f->cat_count >= UINT32_MAX)
 		return kiln_error_set(KILN_EINVALID, "profile: more than 2^32 categories");
 	if (!(f->cat_names[f->cat_count] = strndup(name, len)))
-		return oom();
+		return kiln_error_oom(NULL);
 	f->cat_counts[f->cat_count++] = count;
 	free(f->cat_index);
 	f->cat_index = NULL;
@@ -306,7 +301,7 @@ static int append_field(kiln_profile *p, const char *path, const char *parent, k
 		size_t cap = p->cap ? p->cap * 2 : 16;
 		kiln_profile_field *v = realloc(p->fields, cap * sizeof(*v));
 		if (!v)
-			return oom();
+			return kiln_error_oom(NULL);
 		p->fields = v;
 		p->cap = cap;
 	}
@@ -314,7 +309,7 @@ static int append_field(kiln_profile *p, const char *path, const char *parent, k
 	memset(f, 0, sizeof(*f));
 	if (!(f->path = strdup(path)) || (parent && !(f->parent = strdup(parent)))) {
 		field_free(f);
-		return oom();
+		return kiln_error_oom(NULL);
 	}
 	p->count++;
 	*out = f;
@@ -489,7 +484,7 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 			    .type = KILN_JSON_STRING, .flags = KILN_JSON_ESCAPED, .ptr = text, .len = len};
 			char *d = len <= sizeof(small) ? small : (big = malloc(len));
 			if (!d)
-				return oom();
+				return kiln_error_oom(NULL);
 			n = kiln_json_unescape(d, len, &t);
 			v = d;
 		}
@@ -549,11 +544,11 @@ static int merge_categories(kiln_profile_field *a, const kiln_profile_field *b)
 	if (!b->cat_count)
 		return 0;
 	if (!(at = malloc(b->cat_count * sizeof(*at))))
-		return oom();
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < b->cat_count; i++)
 		if ((at[i] = kiln_profile_category(a, b->cat_names[i], strlen(b->cat_names[i]))) < 0 &&
 		    known && !a->cat_index) {
-			rc = oom();
+			rc = kiln_error_oom(NULL);
 			goto done;
 		}
 	for (size_t i = 0; i < b->cat_count; i++) {
@@ -885,7 +880,7 @@ static int read_string(preader *r, char **out)
 	if ((rc = expect(r, KILN_JSON_STRING, "a name is not a string")) < 0)
 		return rc;
 	if (!(*out = malloc(r->t.len + 1)))
-		return oom();
+		return kiln_error_oom(NULL);
 	(*out)[kiln_json_unescape(*out, r->t.len, &r->t)] = '\0';
 	return 0;
 }
@@ -1017,7 +1012,7 @@ static int distinct_key(preader *r, void *ctx)
 	if ((rc = expect(r, KILN_JSON_STRING, "distinct registers are not a string")) < 0)
 		return rc;
 	if (!f->distinct.reg && !(f->distinct.reg = calloc(KILN_HLL_REGISTERS, 1)))
-		return oom();
+		return kiln_error_oom(NULL);
 	if (kiln_base64_decode(bin, sizeof(bin), r->t.ptr, r->t.len, NULL, &bin_len) != 0 ||
 	    (sparse ? bin_len % 3 != 0 : bin_len != KILN_HLL_REGISTERS))
 		return bad(r, sparse ? "sparse registers are not base64 of 3-byte entries"
@@ -1053,7 +1048,7 @@ static int category_key(preader *r, void *ctx)
 	int rc;
 
 	if (!name)
-		return oom();
+		return kiln_error_oom(NULL);
 	name[kiln_json_unescape(name, r->t.len, &r->t)] = '\0';
 	if ((rc = read_u64(r, &n)) == 0)
 		rc = add_category(f, name, strlen(name), n);
@@ -1135,7 +1130,7 @@ static int profile_key(preader *r, void *ctx)
 			size_t cap = p->cap ? p->cap * 2 : 16;
 			kiln_profile_field *v = realloc(p->fields, cap * sizeof(*v));
 			if (!v)
-				rc = oom();
+				rc = kiln_error_oom(NULL);
 			else {
 				p->fields = v;
 				p->cap = cap;
@@ -1191,7 +1186,7 @@ int kiln_profile_parse_file(const char *text, size_t len, const char *where, kil
 	if (added)
 		memset(added, 0, sizeof(*added));
 	if (!(r.sc = kiln_json_scanner_new(&limits)))
-		return oom();
+		return kiln_error_oom(NULL);
 	kiln_json_scanner_reset(r.sc, text, len);
 	rc = read_object(&r, file_key, &c);
 	if (rc == 0 && !c.format)

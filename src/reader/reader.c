@@ -37,12 +37,12 @@ int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *s
 		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
 	r = calloc(1, sizeof(*r));
 	if (!r)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	atomic_init(&r->refs, 1);
 	atomic_init(&r->closed, false);
 	if (!(r->spec = strdup(spec ? spec : ""))) {
 		free(r);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	if ((rc = kiln_version_open(&r->manifest, manifest_path)) < 0 ||
 	    (rc = kiln_version_resolve(r->manifest, spec, &r->version)) < 0)
@@ -53,7 +53,7 @@ int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *s
 		while (n > 0 && store_url[n - 1] == '/')
 			n--;
 		if (!(r->store_url = strndup(store_url, n))) {
-			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			rc = kiln_error_oom(NULL);
 			goto fail;
 		}
 		if ((rc = kiln_store_open(&r->store, store_url, opt)) < 0)
@@ -130,7 +130,7 @@ static int collect(void *ctx, const kiln_shard_entry *e)
 		kiln_reader_shard *v = realloc(l->v, cap * sizeof(*v));
 
 		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		l->v = v;
 		l->cap = cap;
 	}
@@ -164,7 +164,7 @@ int kiln_reader_shards(kiln_reader *r, kiln_split split, kiln_reader_shard **out
 
 			if (!block) {
 				free(l.v);
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
+				return kiln_error_oom(NULL);
 			}
 			for (size_t i = 0; i < l.n; i++) {
 				kiln_shard_name(block + i * each, each, r->store_url, l.v[i].hash, NULL);
@@ -240,7 +240,7 @@ int kiln_reader_assign(const kiln_reader_shard *in, size_t n, unsigned rank, uns
 	if (n == 0)
 		return 0;
 	if (!(keys = malloc(n * sizeof(*keys))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < n; i++) {
 		keys[i].key = shuffle_key(shuffle_seed, in[i].hash);
 		keys[i].hash = in[i].hash;
@@ -343,10 +343,10 @@ int kiln_reader_stream(kiln_reader *r, const kiln_reader_shard *s, kiln_store_si
 	if (!kiln_shard_hash_valid(s->hash))
 		return kiln_error_set(KILN_EINVALID, "a shard hash must be 64 lower-case hex digits");
 	if (!r->dctx && !(r->dctx = ZSTD_createDCtx()))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if ((!r->in_chunk && !(r->in_chunk = malloc(CHUNK))) ||
 	    (!r->out_chunk && !(r->out_chunk = malloc(CHUNK))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if ((sp.fd = kiln_fs_temp_file(NULL, "read")) < 0)
 		return sp.fd;
 	if ((rc = kiln_shard_fetch(r->store, &f)) == 0)

@@ -43,7 +43,7 @@ int kiln_raw_writer_new(kiln_raw_writer **out, kiln_store *store, int level, con
 	*out = NULL;
 	if (!w || !(w->cctx = ZSTD_createCCtx())) {
 		free(w);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	if ((rc = kiln_spool_open(&w->lines, spool_dir)) < 0) {
 		ZSTD_freeCCtx(w->cctx);
@@ -396,7 +396,7 @@ static int decode_headers(raw_decoder *d, size_t *out_n)
 			size_t cap = d->headers_cap ? 2 * d->headers_cap : 8;
 			kiln_raw_header *v = realloc(d->headers, cap * sizeof(*v));
 			if (!v)
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
+				return kiln_error_oom(NULL);
 			d->headers = v;
 			d->headers_cap = cap;
 		}
@@ -539,7 +539,7 @@ int kiln_raw_decode(const void *zst, size_t len, const char *where,
 	int rc;
 
 	if (!(d.scanner = kiln_json_scanner_new(NULL)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	rc = kiln_zst_lines(zst, len, where, RAW_LINE_MAX, on_line, &d);
 	kiln_json_scanner_free(d.scanner);
 	kiln_buf_free(&d.scratch);
@@ -632,7 +632,7 @@ static int on_key(void *ctx, const char *key, uint64_t size, int64_t mtime)
 	e.mtime = mtime;
 	if (!e.topic || !(e.key = strdup(key))) {
 		free(e.topic);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	if (l->partition >= 0 && e.partition != l->partition) {
 		free(e.topic);
@@ -645,7 +645,7 @@ static int on_key(void *ctx, const char *key, uint64_t size, int64_t mtime)
 		if (!v) {
 			free(e.topic);
 			free(e.key);
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		}
 		l->v = v;
 		l->cap = cap;
