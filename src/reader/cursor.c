@@ -118,6 +118,12 @@ int kiln_cursor_open(kiln_cursor **out, kiln_reader *r, const kiln_cursor_option
 	*out = NULL;
 	if (!r || !o || (unsigned)o->split >= KILN_SPLIT_COUNT)
 		return kiln_error_set(KILN_EINVALID, "kiln_cursor_open: a reader and a split are needed");
+	if (o->version != KILN_CURSOR_OPTIONS_VERSION)
+		return kiln_error_set(
+		    KILN_EINVALID,
+		    "kiln_cursor_open: kiln_cursor_options version %u, this libkiln %s knows %d "
+		    "(start from KILN_CURSOR_OPTIONS_INIT)",
+		    o->version, kiln_library_version(), KILN_CURSOR_OPTIONS_VERSION);
 	if (!(c = calloc(1, sizeof(*c))))
 		return kiln_error_oom(NULL);
 	c->r = r;

@@ -33,6 +33,12 @@ int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *s
 	int rc;
 
 	*out = NULL;
+	if (opt && opt->version != KILN_STORE_OPTIONS_VERSION)
+		return kiln_error_set(
+		    KILN_EINVALID,
+		    "kiln_reader_open: kiln_store_options version %u, this libkiln %s knows %d "
+		    "(start from KILN_STORE_OPTIONS_INIT)",
+		    opt->version, kiln_library_version(), KILN_STORE_OPTIONS_VERSION);
 	if (sodium_init() < 0)
 		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
 	r = calloc(1, sizeof(*r));
