@@ -4,6 +4,7 @@
  * least-recently-used eviction of unpinned shards. open.c opens and closes
  * a cache directory, scrub.c checks what is cached (verify, the background
  * scrub), status.c reports it (list, status); sync.c owns pins and views. */
+#include "core/array.h"
 #include "core/units.h"
 #include "cache/internal.h"
 
@@ -228,15 +229,8 @@ static int victim_cb(void *ctx, const char *hash, int at, const char *name, cons
 	(void)at;
 	(void)name;
 	vs->total += (uint64_t)st->st_size;
-	if (vs->n == vs->cap) {
-		size_t cap = vs->cap ? vs->cap * 2 : 1024;
-		victim *v = realloc(vs->v, cap * sizeof(*v));
-
-		if (!v)
-			return kiln_error_oom("cache");
-		vs->v = v;
-		vs->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(vs->v, vs->cap, vs->n, "cache") < 0)
+		return KILN_ENOMEM;
 	memcpy(vs->v[vs->n].hash, hash, 64);
 	vs->v[vs->n].hash[64] = '\0';
 	vs->v[vs->n].atime = st->st_atim;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cache/internal.h"
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -62,17 +63,10 @@ static void reload(kiln_cache *c)
 		line[len] = '\0';
 		if (!kiln_shard_hash_valid(line))
 			continue; /* kiln writes only hashes: anything else is not one */
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 64;
-			char(*nv)[65] = realloc(v, ncap * sizeof(*nv));
-
-			if (!nv) {
-				free(v);
-				fclose(f);
-				return;
-			}
-			v = nv;
-			cap = ncap;
+		if (KILN_ARRAY_GROW(v, cap, n, "cache") < 0) {
+			free(v);
+			fclose(f);
+			return;
 		}
 		memcpy(v[n++], line, 65);
 	}

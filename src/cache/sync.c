@@ -5,6 +5,7 @@
  * and rename it into place, move the pin's link to it, drop views no pin
  * shows, evict. What a pass leaves behind (the last-sync file, the
  * report) is in last_sync.c. */
+#include "core/array.h"
 #include "core/units.h"
 #include "cache/internal.h"
 
@@ -55,15 +56,8 @@ static int listing_cb(void *ctx, const kiln_shard_entry *e)
 	listing_ctx *x = ctx;
 	cache_listing *l = x->l;
 
-	if (l->n == x->cap) {
-		size_t cap = x->cap ? x->cap * 2 : 256;
-		cache_entry *v = realloc(l->v, cap * sizeof(*v));
-
-		if (!v)
-			return kiln_error_oom("cache");
-		l->v = v;
-		x->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(l->v, x->cap, l->n, "cache") < 0)
+		return KILN_ENOMEM;
 	memcpy(l->v[l->n].hash, e->hash, sizeof(l->v[l->n].hash));
 	l->v[l->n].bytes = e->bytes;
 	l->n++;

@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "cli/json_out.h"
 #include "cli/source.h"
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -266,15 +267,8 @@ static int count_object(q_cmd *c)
 	for (i = 0; i < c->day_n && c->days[i].day != day; i++)
 		;
 	if (i == c->day_n) {
-		if (c->day_n == c->day_cap) {
-			size_t cap = c->day_cap ? 2 * c->day_cap : 16;
-			q_day *v = realloc(c->days, cap * sizeof(*v));
-
-			if (!v)
-				return kiln_error_oom(NULL);
-			c->days = v;
-			c->day_cap = cap;
-		}
+		if (KILN_ARRAY_GROW(c->days, c->day_cap, c->day_n, NULL) < 0)
+			return KILN_ENOMEM;
 		c->days[c->day_n++] = (q_day){day, 0};
 	}
 	c->days[i].records += c->obj_records;

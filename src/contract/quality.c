@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/yaml_doc.h"
 
@@ -144,14 +145,8 @@ static int read_rule(loader *l, const kiln_yaml_node *node, const char *ypath, c
 
 	if (node->kind != KILN_YAML_MAPPING)
 		return kiln_yaml_fail(l->doc, node, ypath, "a quality rule is a mapping");
-	if (l->out->count == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 8;
-		kiln_quality_rule *v = realloc(l->out->v, cap * sizeof(*v));
-		if (!v)
-			return kiln_error_oom(NULL);
-		l->out->v = v;
-		l->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(l->out->v, l->cap, l->out->count, NULL) < 0)
+		return KILN_ENOMEM;
 	r = &l->out->v[l->out->count++];
 	memset(r, 0, sizeof(*r));
 	r->id = scalar(kiln_yaml_get(node, "id")) ? scalar(kiln_yaml_get(node, "id")) : "";

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -201,14 +202,8 @@ static int needle_add(kiln_subject *s, const char *p, size_t n)
 
 	if (i < s->n_needles && s->needles[i].n == n && memcmp(s->needles[i].p, p, n) == 0)
 		return 0;
-	if (s->n_needles == s->cap_needles) {
-		size_t cap = s->cap_needles ? 2 * s->cap_needles : 8;
-		struct needle *v = realloc(s->needles, cap * sizeof(*v));
-		if (!v)
-			return kiln_error_oom(NULL);
-		s->needles = v;
-		s->cap_needles = cap;
-	}
+	if (KILN_ARRAY_GROW(s->needles, s->cap_needles, s->n_needles, NULL) < 0)
+		return KILN_ENOMEM;
 	if (!(copy = dup_bytes(p, n)))
 		return kiln_error_oom(NULL);
 	memmove(&s->needles[i + 1], &s->needles[i], (s->n_needles - i) * sizeof(*s->needles));
@@ -257,17 +252,11 @@ int kiln_subject_add(kiln_subject *s, const char *arg, const char *where)
 		id.norm_len = kiln_token_email_normal(id.norm, id.value, id.len);
 		id.norm[id.norm_len] = '\0';
 	}
-	if (s->n_ids == s->cap_ids) {
-		size_t cap = s->cap_ids ? 2 * s->cap_ids : 4;
-		struct ident *v = realloc(s->ids, cap * sizeof(*v));
-		if (!v) {
-			free(id.field);
-			wipe_free(id.value, id.len);
-			wipe_free(id.norm, id.norm_len);
-			return kiln_error_oom(NULL);
-		}
-		s->ids = v;
-		s->cap_ids = cap;
+	if (KILN_ARRAY_GROW(s->ids, s->cap_ids, s->n_ids, NULL) < 0) {
+		free(id.field);
+		wipe_free(id.value, id.len);
+		wipe_free(id.norm, id.norm_len);
+		return KILN_ENOMEM;
 	}
 	s->ids[s->n_ids++] = id;
 	return 0;
@@ -314,16 +303,8 @@ int kiln_subjects_parse(const char *text, size_t len, const char *file, kiln_sub
 		if (p[0] == '#')
 			continue;
 		if (!cur) {
-			if (n == cap) {
-				size_t nc = cap ? 2 * cap : 8;
-				kiln_subject **nv = realloc(v, nc * sizeof(*nv));
-				if (!nv) {
-					rc = kiln_error_oom(NULL);
-					goto cleanup;
-				}
-				v = nv;
-				cap = nc;
-			}
+			if ((rc = KILN_ARRAY_GROW(v, cap, n, NULL)) < 0)
+				goto cleanup;
 			if ((rc = kiln_subject_new(&cur)) < 0)
 				goto cleanup;
 			v[n++] = cur;
@@ -360,14 +341,8 @@ static int domain_note(kiln_subject *s, const char *name, bool plain, bool email
 		if (strcmp(s->domains[i].name, name) == 0)
 			d = &s->domains[i];
 	if (!d) {
-		if (s->n_domains == s->cap_domains) {
-			size_t cap = s->cap_domains ? 2 * s->cap_domains : 8;
-			struct domain *v = realloc(s->domains, cap * sizeof(*v));
-			if (!v)
-				return kiln_error_oom(NULL);
-			s->domains = v;
-			s->cap_domains = cap;
-		}
+		if (KILN_ARRAY_GROW(s->domains, s->cap_domains, s->n_domains, NULL) < 0)
+			return KILN_ENOMEM;
 		d = &s->domains[s->n_domains];
 		*d = (struct domain){0};
 		if (!(d->name = strdup(name)))

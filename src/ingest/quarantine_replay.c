@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "ingest/curate_pool.h"
@@ -83,15 +84,8 @@ static int on_line(void *ctx, const kiln_quarantine_line *l)
 		r->out->stay_total++;
 		return 0;
 	}
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? 2 * r->cap : 1024;
-		struct qrec *v = realloc(r->recs, cap * sizeof(*v));
-
-		if (!v)
-			return r->rc = kiln_error_oom(NULL);
-		r->recs = v;
-		r->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(r->recs, r->cap, r->n, NULL) < 0)
+		return r->rc = KILN_ENOMEM;
 	q = &r->recs[r->n];
 	*q = (struct qrec){.partition = l->partition,
 	                   .offset = l->offset,

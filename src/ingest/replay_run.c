@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "ingest/curate_pool.h"
@@ -107,14 +108,8 @@ static int note_lineage(void *ctx, const kiln_lineage_entry *e)
 
 	if (!kiln_source_reads_name(r->p, e->topic))
 		return 0;
-	if (r->part_count == r->part_cap) {
-		size_t cap = r->part_cap ? r->part_cap * 2 : 16;
-		struct part *v = realloc(r->parts, cap * sizeof(*v));
-		if (!v)
-			return kiln_error_oom(NULL);
-		r->parts = v;
-		r->part_cap = cap;
-	}
+	if (KILN_ARRAY_GROW(r->parts, r->part_cap, r->part_count, NULL) < 0)
+		return KILN_ENOMEM;
 	pt = &r->parts[r->part_count];
 	memset(pt, 0, sizeof(*pt));
 	if (!(pt->topic = strdup(e->topic)))
@@ -168,14 +163,8 @@ static int note_object(void *ctx, const char *key, const char *topic, int32_t pa
 	(void)partition;
 	if (first >= pt->next)
 		return 0; /* read by a run that did not commit it */
-	if (pt->object_count == pt->object_cap) {
-		size_t cap = pt->object_cap ? pt->object_cap * 2 : 64;
-		struct object *v = realloc(pt->objects, cap * sizeof(*v));
-		if (!v)
-			return kiln_error_oom(NULL);
-		pt->objects = v;
-		pt->object_cap = cap;
-	}
+	if (KILN_ARRAY_GROW(pt->objects, pt->object_cap, pt->object_count, NULL) < 0)
+		return KILN_ENOMEM;
 	o = &pt->objects[pt->object_count];
 	if (!(o->key = strdup(key)))
 		return kiln_error_oom(NULL);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "manifest/internal.h"
 #include "manifest/loose.h"
@@ -66,16 +67,9 @@ static int scan_object(const git_oid *id, void *payload)
 	c->all_packed = false;
 	if (!c->plan)
 		return 1; /* stop: one is missing */
-	if (c->n_rest == c->cap_rest) {
-		size_t cap = c->cap_rest ? c->cap_rest * 2 : 64;
-		git_oid *v = realloc(c->rest, cap * sizeof(*v));
-
-		if (!v) {
-			c->nomem = true;
-			return 1;
-		}
-		c->rest = v;
-		c->cap_rest = cap;
+	if (KILN_ARRAY_GROW(c->rest, c->cap_rest, c->n_rest, NULL) < 0) {
+		c->nomem = true;
+		return 1;
 	}
 	git_oid_cpy(&c->rest[c->n_rest++], id);
 	return 0;
@@ -149,13 +143,8 @@ static int list_packs(kiln_manifest *m, const char *dir, const char *keep_name, 
 		    strcmp(e->d_name + len - 5, ".pack") != 0 ||
 		    (len - 10 == strlen(keep_name) && strncmp(e->d_name + 5, keep_name, len - 10) == 0))
 			continue;
-		if (n == cap) {
-			char **w = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof(*w));
-
-			if (!w)
-				goto nomem;
-			v = w;
-		}
+		if (KILN_ARRAY_GROW(v, cap, n, NULL) < 0)
+			goto nomem;
 		if (!(v[n] = strndup(e->d_name, len - 5)))
 			goto nomem;
 		n++;

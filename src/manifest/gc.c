@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "manifest/format.h"
@@ -342,15 +343,8 @@ static int cache_line(void *ctx, const line_rec *rec)
 {
 	splits_walk *w = ctx;
 
-	if (*w->nrecs == *w->caprecs) {
-		size_t cap = *w->caprecs ? *w->caprecs * 2 : 4096;
-		line_rec *v = realloc(*w->recs, cap * sizeof(*v));
-
-		if (!v)
-			return kiln_error_oom("gc");
-		*w->recs = v;
-		*w->caprecs = cap;
-	}
+	if (KILN_ARRAY_GROW(*w->recs, *w->caprecs, *w->nrecs, "gc") < 0)
+		return KILN_ENOMEM;
 	(*w->recs)[(*w->nrecs)++] = *rec;
 	return 0;
 }
@@ -670,15 +664,8 @@ static int list_cb(void *ctx, const char *key, uint64_t size, int64_t mtime)
 		g->st->young++;
 		g->st->young_bytes += size;
 	}
-	if (g->ncands == g->capcands) {
-		size_t cap = g->capcands ? g->capcands * 2 : 256;
-		candidate *v = realloc(g->cands, cap * sizeof(*v));
-
-		if (!v)
-			return kiln_error_oom("gc");
-		g->cands = v;
-		g->capcands = cap;
-	}
+	if (KILN_ARRAY_GROW(g->cands, g->capcands, g->ncands, "gc") < 0)
+		return KILN_ENOMEM;
 	if (!(g->cands[g->ncands].key = strdup(key)))
 		return kiln_error_oom("gc");
 	memcpy(g->cands[g->ncands].hash, hash, 32);
@@ -892,18 +879,10 @@ static int du_collect(kiln_manifest *m, const char *prefix, bool tag, kiln_du_re
 			git_reference_free(ref);
 			continue;
 		}
-		if (out->count == *cap) {
-			size_t ncap = *cap ? *cap * 2 : 16;
-			kiln_du_row *v = realloc(out->rows, ncap * sizeof(*v));
-
-			if (!v) {
-				git_object_free(peeled);
-				git_reference_free(ref);
-				rc = kiln_error_oom("gc");
-				break;
-			}
-			out->rows = v;
-			*cap = ncap;
+		if ((rc = KILN_ARRAY_GROW(out->rows, *cap, out->count, "gc")) < 0) {
+			git_object_free(peeled);
+			git_reference_free(ref);
+			break;
 		}
 		row = &out->rows[out->count++];
 		memset(row, 0, sizeof(*row));

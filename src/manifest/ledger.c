@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "manifest/format.h"
@@ -182,20 +183,6 @@ static int parse_zone(parser *p, kiln_ledger_zone *z)
 	}
 }
 
-static int grow(void **v, size_t *cap, size_t n, size_t size)
-{
-	if (n < *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 16;
-	void *nv = realloc(*v, c * size);
-
-	if (!nv)
-		return kiln_error_oom("ledger");
-	*v = nv;
-	*cap = c;
-	return 0;
-}
-
 static int parse_ref(parser *p, kiln_rewrite_move *r)
 {
 	int rc, seen = 0;
@@ -318,18 +305,17 @@ static int parse_array(parser *p, kiln_ledger_entry *e, int kind)
 		if (p->t.type != KILN_JSON_OBJECT_BEGIN)
 			return bad(p, "refs, commits and shards hold objects");
 		if (kind == 0) {
-			if ((rc = grow((void **)&e->refs, &cap, e->ref_count, sizeof(*e->refs))) < 0 ||
+			if ((rc = KILN_ARRAY_GROW(e->refs, cap, e->ref_count, "ledger")) < 0 ||
 			    (rc = parse_ref(p, &e->refs[e->ref_count])) < 0)
 				return rc;
 			e->ref_count++;
 		} else if (kind == 1) {
-			if ((rc = grow((void **)&e->commits, &cap, e->commit_count, sizeof(*e->commits))) <
-			        0 ||
+			if ((rc = KILN_ARRAY_GROW(e->commits, cap, e->commit_count, "ledger")) < 0 ||
 			    (rc = parse_pair(p, &e->commits[e->commit_count])) < 0)
 				return rc;
 			e->commit_count++;
 		} else {
-			if ((rc = grow((void **)&e->shards, &cap, e->shard_count, sizeof(*e->shards))) < 0 ||
+			if ((rc = KILN_ARRAY_GROW(e->shards, cap, e->shard_count, "ledger")) < 0 ||
 			    (rc = parse_shard(p, &e->shards[e->shard_count])) < 0)
 				return rc;
 			e->shard_count++;
@@ -714,7 +700,7 @@ static int id_push(id_list *l, const char *id)
 {
 	int rc;
 
-	if ((rc = grow((void **)&l->v, &l->cap, l->n, sizeof(*l->v))) < 0)
+	if ((rc = KILN_ARRAY_GROW(l->v, l->cap, l->n, "ledger")) < 0)
 		return rc;
 	if (!(l->v[l->n] = strdup(id)))
 		return kiln_error_oom("ledger");

@@ -29,8 +29,4 @@ int kiln_remote_integrate_branch(kiln_manifest *manifest, const char *url, const
 /* The URL for messages into out: no "user:password@" in it. */
 void kiln_remote_safe_url(char *out, size_t cap, const char *url);
 
-/* Grows the array *v of *cap elements of `size` bytes so that element n
- * fits (doubling, 16 first). */
-int kiln_remote_grow(void **v, size_t *cap, size_t n, size_t size);
-
 #endif

@@ -23,6 +23,7 @@ static const git_oid absent = {{0}};
 #include <time.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "manifest/format.h"
 #include "manifest/ledger.h"
@@ -187,7 +188,7 @@ static int remote_download(kiln_manifest *m, const char *url,
 
 		if ((len > 3 && strcmp(ls[i]->name + len - 3, "^{}") == 0) || !match(ls[i]->name, arg))
 			continue;
-		if ((rc = kiln_remote_grow((void **)&out->v, &out->cap, out->n, sizeof(*out->v))) < 0)
+		if ((rc = KILN_ARRAY_GROW(out->v, out->cap, out->n, "remote")) < 0)
 			goto cleanup;
 		if (!(out->v[out->n].name = strdup(ls[i]->name))) {
 			rc = kiln_error_oom("remote");

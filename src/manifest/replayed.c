@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "manifest/format.h"
@@ -91,15 +92,8 @@ static int part_get(kiln_replayed *set, const char *topic, int32_t partition, ki
 	size_t at = part_find(set, topic, partition, &found);
 
 	if (!found) {
-		if (set->n == set->cap) {
-			size_t cap = set->cap ? 2 * set->cap : 8;
-			kiln_replayed_part *v = realloc(set->parts, cap * sizeof(*v));
-
-			if (!v)
-				return kiln_error_oom(NULL);
-			set->parts = v;
-			set->cap = cap;
-		}
+		if (KILN_ARRAY_GROW(set->parts, set->cap, set->n, NULL) < 0)
+			return KILN_ENOMEM;
 		memmove(&set->parts[at + 1], &set->parts[at], (set->n - at) * sizeof(*set->parts));
 		memset(&set->parts[at], 0, sizeof(*set->parts));
 		set->n++;
@@ -145,16 +139,9 @@ int kiln_replayed_add(kiln_replayed *set, const char *topic, int32_t partition, 
 		p->v[i].first = offset;
 		return 0;
 	}
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 8;
-		kiln_replayed_range *v = realloc(p->v, cap * sizeof(*v));
-
-		if (!v) {
-			set->count--;
-			return kiln_error_oom(NULL);
-		}
-		p->v = v;
-		p->cap = cap;
+	if (KILN_ARRAY_GROW(p->v, p->cap, p->n, NULL) < 0) {
+		set->count--;
+		return KILN_ENOMEM;
 	}
 	memmove(&p->v[i + 1], &p->v[i], (p->n - i) * sizeof(*p->v));
 	p->v[i] = (kiln_replayed_range){offset, offset};
@@ -204,15 +191,8 @@ static int append_range(kiln_replayed *out, const char *topic, int32_t partition
 
 	if ((rc = part_get(out, topic, partition, &p)) < 0)
 		return rc;
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 8;
-		kiln_replayed_range *v = realloc(p->v, cap * sizeof(*v));
-
-		if (!v)
-			return kiln_error_oom(NULL);
-		p->v = v;
-		p->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(p->v, p->cap, p->n, NULL) < 0)
+		return KILN_ENOMEM;
 	p->v[p->n++] = (kiln_replayed_range){first, last};
 	out->count += (uint64_t)(last - first) + 1;
 	return 0;
@@ -330,15 +310,8 @@ static int parse_offsets(kiln_mfmt_jreader *r, kiln_replayed_part *p, uint64_t *
 			return rc;
 		if (g.last < g.first || (p->n && g.first <= p->v[p->n - 1].last + 1))
 			return kiln_mfmt_jr_bad(r, "\"offsets\" ranges must ascend, apart, first <= last");
-		if (p->n == p->cap) {
-			size_t cap = p->cap ? 2 * p->cap : 8;
-			kiln_replayed_range *v = realloc(p->v, cap * sizeof(*v));
-
-			if (!v)
-				return kiln_error_oom(NULL);
-			p->v = v;
-			p->cap = cap;
-		}
+		if (KILN_ARRAY_GROW(p->v, p->cap, p->n, NULL) < 0)
+			return KILN_ENOMEM;
 		p->v[p->n++] = g;
 		*count += (uint64_t)(g.last - g.first) + 1;
 	}
@@ -398,17 +371,8 @@ static int parse_part(kiln_mfmt_jreader *r, kiln_replayed *out)
 		rc = kiln_mfmt_jr_bad(r, "partitions entries must ascend by topic and partition, once each");
 		goto fail;
 	}
-	if (out->n == out->cap) {
-		size_t cap = out->cap ? 2 * out->cap : 8;
-		kiln_replayed_part *v = realloc(out->parts, cap * sizeof(*v));
-
-		if (!v) {
-			rc = kiln_error_oom(NULL);
-			goto fail;
-		}
-		out->parts = v;
-		out->cap = cap;
-	}
+	if ((rc = KILN_ARRAY_GROW(out->parts, out->cap, out->n, NULL)) < 0)
+		goto fail;
 	out->parts[out->n++] = p;
 	out->count += count;
 	return 0;

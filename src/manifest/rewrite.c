@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "manifest/format.h"
 #include "manifest/internal.h"
@@ -128,17 +129,8 @@ static int dataset_refs(kiln_manifest *m, const char *dataset, ref_list *out)
 			const char *name = git_reference_name(ref);
 
 			if (strchr(name + strlen(kinds[k]) + strlen(dataset) + 1, '/') == NULL) {
-				if (out->count == out->cap) {
-					size_t cap = out->cap ? out->cap * 2 : 16;
-					char **v = realloc(out->names, cap * sizeof(*v));
-
-					if (!v) {
-						rc = kiln_error_oom("rewrite");
-						break;
-					}
-					out->names = v;
-					out->cap = cap;
-				}
+				if ((rc = KILN_ARRAY_GROW(out->names, out->cap, out->count, "rewrite")) < 0)
+					break;
 				if (!(out->names[out->count] = strdup(name))) {
 					rc = kiln_error_oom("rewrite");
 					break;

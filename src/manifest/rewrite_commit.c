@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "manifest/format.h"
 #include "manifest/sshsig.h"
@@ -39,16 +40,9 @@ typedef struct line_vec {
 
 static int line_push(line_vec *l, const char *text, size_t len, const char *hash, char *owned)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		line_ref *v = realloc(l->v, cap * sizeof(*v));
-
-		if (!v) {
-			free(owned);
-			return kiln_error_oom("rewrite");
-		}
-		l->v = v;
-		l->cap = cap;
+	if (KILN_ARRAY_GROW(l->v, l->cap, l->n, "rewrite") < 0) {
+		free(owned);
+		return KILN_ENOMEM;
 	}
 	l->v[l->n].text = text;
 	l->v[l->n].len = len;
@@ -468,15 +462,8 @@ static int entry_push(entry_vec *e, const kiln_shard_entry *src)
 {
 	kiln_source_range *sources = NULL;
 
-	if (e->n == e->cap) {
-		size_t cap = e->cap ? e->cap * 2 : 16;
-		kiln_shard_entry *v = realloc(e->v, cap * sizeof(*v));
-
-		if (!v)
-			return kiln_error_oom("rewrite");
-		e->v = v;
-		e->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(e->v, e->cap, e->n, "rewrite") < 0)
+		return KILN_ENOMEM;
 	if (src->source_count && !(sources = calloc(src->source_count, sizeof(*sources))))
 		return kiln_error_oom("rewrite");
 	for (size_t j = 0; j < src->source_count; j++) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 
 /* ---- history -------------------------------------------------------------- */
@@ -54,18 +55,10 @@ static int load_vtags(kiln_manifest *m, const char *dataset, vtag **out, size_t 
 			git_reference_free(ref);
 			continue; /* not a version tag, or not on a commit */
 		}
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			vtag *v = realloc(tags, ncap * sizeof(*v));
-
-			if (!v) {
-				git_object_free(obj);
-				git_reference_free(ref);
-				rc = kiln_error_oom(NULL);
-				goto cleanup;
-			}
-			tags = v;
-			cap = ncap;
+		if ((rc = KILN_ARRAY_GROW(tags, cap, n, NULL)) < 0) {
+			git_object_free(obj);
+			git_reference_free(ref);
+			goto cleanup;
 		}
 		git_oid_cpy(&tags[n].commit, git_object_id(obj));
 		tags[n].n = num;

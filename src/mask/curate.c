@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "mask/detect.h"
 #include "mask/token.h"
@@ -359,14 +360,8 @@ static int observe(kiln_curator *c, const kiln_field *f, kiln_json_type type, ui
 	kiln_curate_value *v;
 	size_t end = c->out->len;
 
-	if (c->value_count == c->value_cap) {
-		size_t cap = c->value_cap ? c->value_cap * 2 : 64;
-		kiln_curate_value *grown = realloc(c->values, cap * sizeof(*grown));
-		if (!grown)
-			return kiln_error_oom(NULL);
-		c->values = grown;
-		c->value_cap = cap;
-	}
+	if (KILN_ARRAY_GROW(c->values, c->value_cap, c->value_count, NULL) < 0)
+		return KILN_ENOMEM;
 	v = &c->values[c->value_count++];
 	if (end - from >= 2 && c->out->ptr[from] == '"') {
 		/* a string (a token or a redaction of any value is one too) */

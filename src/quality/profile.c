@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "core/base64.h"
+#include "core/array.h"
 #include "core/error.h"
 #include "quality/profile_internal.h"
 
@@ -68,14 +69,8 @@ static int schema_walk(kiln_profile_schema *s, const kiln_field *f, const char *
 		s->omitted++;
 		goto children;
 	}
-	if (s->count == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 32;
-		struct schema_field *v = realloc(s->v, cap * sizeof(*v));
-		if (!v)
-			return kiln_error_oom(NULL);
-		s->v = v;
-		s->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(s->v, s->cap, s->count, NULL) < 0)
+		return KILN_ENOMEM;
 	tokens = tokens || personal(f);
 	s->v[s->count++] = (struct schema_field){f, f->path, parent, tokens, item, NULL, NULL, 0, 0};
 children:
@@ -298,14 +293,8 @@ static int append_field(kiln_profile *p, const char *path, const char *parent, k
 {
 	kiln_profile_field *f;
 
-	if (p->count == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 16;
-		kiln_profile_field *v = realloc(p->fields, cap * sizeof(*v));
-		if (!v)
-			return kiln_error_oom(NULL);
-		p->fields = v;
-		p->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(p->fields, p->cap, p->count, NULL) < 0)
+		return KILN_ENOMEM;
 	f = &p->fields[p->count];
 	memset(f, 0, sizeof(*f));
 	if (!(f->path = strdup(path)) || (parent && !(f->parent = strdup(parent)))) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/base64.h"
+#include "core/array.h"
 #include "core/error.h"
 
 /* ---- parse ---- */
@@ -351,16 +352,8 @@ static int profile_key(preader *r, void *ctx)
 		}
 		if (rc == 0 && !f.path)
 			rc = bad(r, "a field has no path");
-		if (rc == 0 && p->count == p->cap) {
-			size_t cap = p->cap ? p->cap * 2 : 16;
-			kiln_profile_field *v = realloc(p->fields, cap * sizeof(*v));
-			if (!v)
-				rc = kiln_error_oom(NULL);
-			else {
-				p->fields = v;
-				p->cap = cap;
-			}
-		}
+		if (rc == 0)
+			rc = KILN_ARRAY_GROW(p->fields, p->cap, p->count, NULL);
 		if (rc < 0) {
 			kiln_profile_field_free(&f);
 			return rc;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "manifest/version.h"
@@ -131,15 +132,8 @@ static int collect(void *ctx, const kiln_shard_entry *e)
 	list_ctx *l = ctx;
 	kiln_reader_shard *s;
 
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		kiln_reader_shard *v = realloc(l->v, cap * sizeof(*v));
-
-		if (!v)
-			return kiln_error_oom(NULL);
-		l->v = v;
-		l->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(l->v, l->cap, l->n, NULL) < 0)
+		return KILN_ENOMEM;
 	s = &l->v[l->n++];
 	memset(s, 0, sizeof(*s));
 	memcpy(s->hash, e->hash, sizeof(s->hash));

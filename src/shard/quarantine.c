@@ -14,6 +14,7 @@
 #include <zstd.h>
 
 #include "core/base64.h"
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -637,16 +638,10 @@ static int on_key(void *ctx, const char *key, uint64_t size, int64_t mtime)
 	}
 	e.obj.size = size;
 	e.obj.mtime = mtime;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		q_entry *v = realloc(l->v, cap * sizeof(*v));
-		if (!v) {
-			free(e.names);
-			free(e.key);
-			return kiln_error_oom(NULL);
-		}
-		l->v = v;
-		l->cap = cap;
+	if (KILN_ARRAY_GROW(l->v, l->cap, l->n, NULL) < 0) {
+		free(e.names);
+		free(e.key);
+		return KILN_ENOMEM;
 	}
 	l->v[l->n++] = e;
 	return 0;

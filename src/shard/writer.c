@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/buf.h"
 #include "shard/filter.h"
 #include "shard/spool.h"
@@ -110,17 +111,11 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 	e.sources = sources;
 	e.source_count = j->range_count;
 	pthread_mutex_lock(&w->lock);
-	if (w->closed_count == w->closed_cap) {
-		size_t cap = w->closed_cap ? w->closed_cap * 2 : 8;
-		kiln_shard_entry *grown = realloc(w->closed, cap * sizeof(*grown));
-		if (!grown) {
-			pthread_mutex_unlock(&w->lock);
-			free(sources);
-			free((void *)e.filter);
-			return kiln_error_oom(NULL);
-		}
-		w->closed = grown;
-		w->closed_cap = cap;
+	if (KILN_ARRAY_GROW(w->closed, w->closed_cap, w->closed_count, NULL) < 0) {
+		pthread_mutex_unlock(&w->lock);
+		free(sources);
+		free((void *)e.filter);
+		return KILN_ENOMEM;
 	}
 	w->closed[w->closed_count++] = e;
 	pthread_mutex_unlock(&w->lock);

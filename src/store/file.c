@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 
 #define CHUNK   (1u << 20)
@@ -581,17 +582,8 @@ static int walk_dir(walk *w, const char *rel)
 		}
 		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
 			continue;
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 32;
-			entry *nv = realloc(v, ncap * sizeof(*v));
-
-			if (!nv) {
-				rc = kiln_error_oom(NULL);
-				goto cleanup;
-			}
-			v = nv;
-			cap = ncap;
-		}
+		if ((rc = KILN_ARRAY_GROW(v, cap, n, NULL)) < 0)
+			goto cleanup;
 		v[n].name = strdup(de->d_name);
 		if (!v[n].name) {
 			rc = kiln_error_oom(NULL);
