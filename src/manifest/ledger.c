@@ -484,6 +484,8 @@ static bool names_id(const char *file, const char *id)
 	return dash && strncmp(dash + 1, id, 16) == 0 && strcmp(dash + 17, ".json") == 0;
 }
 
+const kiln_retry_policy kiln_ledger_retry = {.first_us = 20000, .linear = true};
+
 int kiln_ledger_append(kiln_manifest *m, const kiln_ledger_entry *e, const kiln_signing_key *key,
                        char out_commit[41])
 {
@@ -591,7 +593,7 @@ int kiln_ledger_append(kiln_manifest *m, const kiln_ledger_entry *e, const kiln_
 		git_tree_free(dir);
 		if (rc != KILN_ERETRY)
 			break;
-		usleep(20000u * (unsigned)(attempt + 1));
+		kiln_retry_sleep(&kiln_ledger_retry, (unsigned)attempt + 1);
 	}
 	if (rc == KILN_ERETRY)
 		rc = kiln_error_set(KILN_ERETRY, "ledger: %s kept moving; try again", ref);

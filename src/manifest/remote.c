@@ -29,6 +29,9 @@ static const git_oid absent = {{0}};
 #include "manifest/ledger.h"
 #include "core/json.h"
 
+const kiln_retry_policy kiln_remote_push_retry = {
+    .first_us = 20000, .linear = true, .jitter = KILN_RETRY_STEP};
+
 static const char *git_message(void)
 {
 	const git_error *e = git_error_last();
@@ -424,8 +427,7 @@ int kiln_manifest_push(kiln_manifest *m, const char *url, const char *ref)
 		}
 		/* fetch the remote branch, rebase onto it, try again, after a short
 		 * randomised pause so that racing pushers do not collide again */
-		struct timespec pause = {0, (long)(20000000L * attempt + randombytes_uniform(20000000))};
-		nanosleep(&pause, NULL);
+		kiln_retry_sleep(&kiln_remote_push_retry, (unsigned)attempt);
 		if ((rc = remote_download(m, url, match_exact, ref, &h)) < 0)
 			goto cleanup;
 		rc = h.n ? kiln_remote_integrate_branch(m, url, ref, &parts, &h.v[0].id) : 0;

@@ -401,7 +401,7 @@ static int run(http_call *c, bool get)
 			kiln_curl_give(&c->s->pool, c->curl);
 			return rc;
 		}
-		kiln_store_backoff(n);
+		kiln_retry_sleep(&kiln_store_retry, (unsigned)n + 1);
 	}
 	kiln_curl_give(&c->s->pool, c->curl);
 	return 0;
@@ -472,7 +472,7 @@ static int http_stat(kiln_store *store, const char *key, uint64_t *out_size)
 			rc = fail(&c, n + 1);
 			break;
 		}
-		kiln_store_backoff(n);
+		kiln_retry_sleep(&kiln_store_retry, (unsigned)n + 1);
 	}
 	kiln_curl_give(&c.s->pool, c.curl);
 	return rc;

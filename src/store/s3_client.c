@@ -490,7 +490,7 @@ static int run(struct call *c)
 			rc = fail(c, n + 1);
 			break;
 		}
-		kiln_store_backoff(n);
+		kiln_retry_sleep(&kiln_store_retry, (unsigned)n + 1);
 	}
 	kiln_curl_give(&c->s->pool, c->curl);
 	return rc;

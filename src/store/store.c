@@ -240,23 +240,8 @@ int kiln_store_list(kiln_store *store, const char *prefix, kiln_store_key_cb cb,
 	return store->backend->list(store, prefix, cb, ctx);
 }
 
-void kiln_store_backoff(int attempt)
-{
-	long ms = 100;
-	uint16_t jitter = 0;
-	struct timespec ts;
-
-	for (int i = 0; i < attempt && ms < 5000; i++)
-		ms *= 2;
-	if (ms > 5000)
-		ms = 5000;
-	if (getrandom(&jitter, sizeof(jitter), GRND_NONBLOCK) == sizeof(jitter))
-		ms += (long)(jitter % (unsigned)(ms / 4 + 1));
-	ts.tv_sec = ms / 1000;
-	ts.tv_nsec = (ms % 1000) * 1000000L;
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
+const kiln_retry_policy kiln_store_retry = {
+    .first_us = 100000, .max_us = 5000000, .jitter = KILN_RETRY_QUARTER};
 
 int kiln_store_check_upload(int fd, const char *path, uint64_t size)
 {
