@@ -1,6 +1,6 @@
 /* YAML documents as position-carrying trees (see yaml_doc.h): loading,
- * the tree's accessors and --set overrides (yaml_scalar.c reads scalars as
- * typed values and words located errors). The first document of a stream
+ * the tree's accessors, --set overrides and kiln_yaml_fail's located errors
+ * (yaml_scalar.c reads scalars as typed values). The first document of a stream
  * is built from libyaml's event parser with an explicit stack (no
  * recursion, at most KILN_YAML_MAX_DEPTH collections deep). The doc owns
  * one arena holding every node, item array and string; kiln_yaml_free()
@@ -723,6 +723,29 @@ const kiln_yaml_node *kiln_yaml_root(const kiln_yaml_doc *doc)
 const char *kiln_yaml_name(const kiln_yaml_doc *doc)
 {
 	return doc ? doc->name : NULL;
+}
+
+/* The one place that words an error at a node's file, line and column (or
+ * its --set path). */
+int kiln_yaml_fail(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, const char *fmt,
+                   ...)
+{
+	const char *name = kiln_yaml_name(doc) ? kiln_yaml_name(doc) : "<yaml>";
+	const char *sep = path && *path ? ": " : "";
+	char msg[400];
+	va_list ap;
+
+	if (!path)
+		path = "";
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (!node)
+		return kiln_error_set(KILN_EINVALID, "%s: %s%s%s", name, path, sep, msg);
+	if (node->line == 0) /* set with kiln_yaml_set(): from the command line */
+		return kiln_error_set(KILN_EINVALID, "--set %s%s%s", path, sep, msg);
+	return kiln_error_set(KILN_EINVALID, "%s:%u:%u: %s%s%s", name, node->line, node->column, path, sep,
+	                      msg);
 }
 
 const kiln_yaml_node *kiln_yaml_get(const kiln_yaml_node *map, const char *key)

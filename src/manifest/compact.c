@@ -275,14 +275,6 @@ static size_t hex_run(const char *s, size_t n)
 	return i;
 }
 
-/* Whether id goes in the purge (plan may be NULL: a plain compaction);
- * `packed`, the new pack, is checked too: what it holds is never removed. */
-bool kiln_compact_doomed(const purge_plan *p, git_odb *packed, const git_oid *id)
-{
-	return p && kiln_oidset_has(&p->superseded, id) && !kiln_oidset_has(&p->live, id) &&
-	       !(packed && git_odb_exists(packed, id));
-}
-
 static int keep_root(purge_plan *p, const git_oid *id)
 {
 	if (p->n_kept == p->cap_kept) {

@@ -33,7 +33,11 @@ typedef struct purge_plan {
 
 /* Whether id goes in the purge (plan may be NULL: a plain compaction);
  * `packed`, the new pack, is checked too: what it holds is never removed. */
-bool kiln_compact_doomed(const purge_plan *p, git_odb *packed, const git_oid *id);
+static inline bool kiln_compact_doomed(const purge_plan *p, git_odb *packed, const git_oid *id)
+{
+	return p && kiln_oidset_has(&p->superseded, id) && !kiln_oidset_has(&p->live, id) &&
+	       !(packed && git_odb_exists(packed, id));
+}
 
 /* The pack whose index is idx_path, alone in an object database. */
 int kiln_compact_open_pack(git_odb **out, const char *idx_path);

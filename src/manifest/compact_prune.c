@@ -47,9 +47,9 @@ fail:
 struct pack_scan {
 	git_odb *packed;
 	const purge_plan *plan;
-	bool all_packed;              /* every object is in the new pack (or goes) */
-	uint64_t kiln_compact_doomed; /* objects the purge removes */
-	git_oid *rest;                /* with a plan: the others the new pack lacks */
+	bool all_packed; /* every object is in the new pack (or goes) */
+	uint64_t doomed; /* objects the purge removes */
+	git_oid *rest;   /* with a plan: the others the new pack lacks */
 	size_t n_rest, cap_rest;
 	bool nomem;
 };
@@ -59,7 +59,7 @@ static int scan_object(const git_oid *id, void *payload)
 	struct pack_scan *c = payload;
 
 	if (kiln_compact_doomed(c->plan, c->packed, id)) {
-		c->kiln_compact_doomed++;
+		c->doomed++;
 		return 0;
 	}
 	if (git_odb_exists(c->packed, id))
@@ -206,12 +206,12 @@ int kiln_compact_prune_packs(kiln_manifest *m, const char *objects, const char *
 			rc = kiln_error_set(KILN_EIO,
 			                    "manifest %s: %s/%s.pack has a .keep file and cannot be read",
 			                    kiln_manifest_path(m), dir, bases[i]);
-		else if (c.kiln_compact_doomed)
+		else if (c.doomed)
 			rc = kiln_error_set(
 			    KILN_EINVALID,
 			    "manifest %s: %s/%s.pack has a .keep file and holds %" PRIu64
 			    " objects of superseded versions: remove its .keep file, then run again",
-			    kiln_manifest_path(m), dir, bases[i], c.kiln_compact_doomed);
+			    kiln_manifest_path(m), dir, bases[i], c.doomed);
 		free(c.rest);
 		if (rc < 0)
 			goto cleanup;
@@ -240,14 +240,14 @@ int kiln_compact_prune_packs(kiln_manifest *m, const char *objects, const char *
 					out->packs_kept++;
 					continue;
 				}
-			} else if (c.kiln_compact_doomed && !old && c.n_rest) {
+			} else if (c.doomed && !old && c.n_rest) {
 				rc = repack_rest(m, objects, c.rest, c.n_rest, &st);
 				free(c.rest);
 				if (rc < 0)
 					goto cleanup;
 			} else {
 				free(c.rest);
-				if (!c.kiln_compact_doomed && !old && !c.all_packed) {
+				if (!c.doomed && !old && !c.all_packed) {
 					out->packs_kept++;
 					continue;
 				}

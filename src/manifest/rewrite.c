@@ -20,78 +20,6 @@
 
 #define SIG_BEGIN "-----BEGIN SSH SIGNATURE-----"
 
-static size_t oid_hash(const git_oid *id)
-{
-	size_t h;
-
-	memcpy(&h, id->id, sizeof(h));
-	return h;
-}
-
-static void oid_map_free(oid_map *m)
-{
-	for (size_t i = 0; i < m->cap; i++)
-		if (m->slots[i].used) {
-			for (size_t j = 0; j < m->slots[i].affected_count; j++)
-				free(m->slots[i].affected[j]);
-			free(m->slots[i].affected);
-		}
-	free(m->slots);
-	memset(m, 0, sizeof(*m));
-}
-
-oid_slot *kiln_rewrite_map_get(const oid_map *m, const git_oid *key)
-{
-	if (m->cap == 0)
-		return NULL;
-	for (size_t i = oid_hash(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (!m->slots[i].used)
-			return NULL;
-		if (git_oid_equal(&m->slots[i].key, key))
-			return &m->slots[i];
-	}
-}
-
-static int oid_map_grow(oid_map *m)
-{
-	oid_map bigger = {.cap = m->cap ? m->cap * 2 : 256};
-
-	bigger.slots = calloc(bigger.cap, sizeof(*bigger.slots));
-	if (!bigger.slots)
-		return kiln_error_oom("rewrite");
-	for (size_t i = 0; i < m->cap; i++) {
-		if (!m->slots[i].used)
-			continue;
-		for (size_t j = oid_hash(&m->slots[i].key) & (bigger.cap - 1);;
-		     j = (j + 1) & (bigger.cap - 1))
-			if (!bigger.slots[j].used) {
-				bigger.slots[j] = m->slots[i];
-				break;
-			}
-	}
-	free(m->slots);
-	bigger.count = m->count;
-	*m = bigger;
-	return 0;
-}
-
-/* A new slot for key (which must not be there yet). */
-int kiln_rewrite_map_add(oid_map *m, const git_oid *key, oid_slot **out)
-{
-	int rc;
-
-	if ((m->count + 1) * 2 > m->cap && (rc = oid_map_grow(m)) < 0)
-		return rc;
-	for (size_t i = oid_hash(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1))
-		if (!m->slots[i].used) {
-			m->slots[i].used = true;
-			git_oid_cpy(&m->slots[i].key, key);
-			m->count++;
-			*out = &m->slots[i];
-			return 0;
-		}
-}
-
 /* ---- the dataset's refs and commits ----------------------------------- */
 
 typedef struct ref_list {
@@ -393,9 +321,9 @@ int kiln_rewrite_scan(kiln_manifest *m, const char *dataset,
 cleanup:
 	git_revwalk_free(walk);
 	ref_list_free(&refs);
-	oid_map_free(&s.seen_trees);
-	oid_map_free(&s.seen_blobs);
-	oid_map_free(&s.seen_hashes);
+	kiln_rewrite_map_free(&s.seen_trees);
+	kiln_rewrite_map_free(&s.seen_blobs);
+	kiln_rewrite_map_free(&s.seen_hashes);
 	kiln_buf_free(&s.strings);
 	free(s.sources);
 	kiln_json_scanner_free(s.scanner);
@@ -547,8 +475,8 @@ cleanup:
 		kiln_rewrite_result_free(out);
 	git_revwalk_free(walk);
 	ref_list_free(&refs);
-	oid_map_free(&p.commits);
-	oid_map_free(&p.split_trees);
+	kiln_rewrite_map_free(&p.commits);
+	kiln_rewrite_map_free(&p.split_trees);
 	kiln_buf_free(&p.strings);
 	free(p.sources);
 	kiln_json_scanner_free(p.scanner);

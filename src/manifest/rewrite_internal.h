@@ -1,5 +1,6 @@
-/* What rewrite.c (the walk, the scan, the refs) and rewrite_commit.c (one
- * commit's rewrite) share: the object-id memos and the plan's state. */
+/* What rewrite.c (the walk, the scan, the refs), rewrite_commit.c (one
+ * commit's rewrite) and rewrite_map.c (the object-id memos) share: the
+ * memos and the plan's state. */
 #ifndef KILN_MANIFEST_REWRITE_INTERNAL_H
 #define KILN_MANIFEST_REWRITE_INTERNAL_H
 
@@ -43,6 +44,9 @@ typedef struct plan_state {
 	kiln_source_range *sources;
 	size_t sources_cap;
 } plan_state;
+
+/* Frees what the map holds (the slots' affected hashes too) and zeroes it. */
+void kiln_rewrite_map_free(oid_map *m);
 
 /* The slot of key, or NULL. */
 oid_slot *kiln_rewrite_map_get(const oid_map *m, const git_oid *key);

@@ -114,4 +114,8 @@ int kiln_store_check_upload(int fd, const char *path, uint64_t size);
  * "..", or empty segment, at most 1024 bytes. */
 bool kiln_store_key_valid(const char *key);
 
+/* A list prefix is "" or a key, a key and '/', or a key whose last segment
+ * is cut short (so "shards/a" matches "shards/ab/..."). */
+bool kiln_store_prefix_valid(const char *prefix);
+
 #endif
