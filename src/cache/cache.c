@@ -33,11 +33,6 @@ bool kiln_cache_published(const struct stat *st)
 	return st->st_mtim.tv_sec == KILN_CACHE_MTIME && st->st_mtim.tv_nsec == 0;
 }
 
-void kiln_cache_shard_path(const kiln_cache *cache, const char *hash, char *out)
-{
-	kiln_shard_name(out, PATH_MAX, cache->dir, hash, NULL);
-}
-
 static bool disk_full(int err)
 {
 	return err == ENOSPC || err == EDQUOT;
@@ -199,12 +194,6 @@ int kiln_cache_scan(kiln_cache *c, kiln_cache_scan_cb cb, void *ctx)
 		closedir(d);
 	}
 	return 0;
-}
-
-void kiln_cache_set_used(kiln_cache *c, uint64_t used)
-{
-	c->bytes_used = used;
-	kiln_gauge_set(c->m_bytes_used, (double)used);
 }
 
 /* ---- eviction ----------------------------------------------------------------- */

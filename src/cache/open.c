@@ -88,18 +88,6 @@ static void register_metrics(kiln_cache *c, kiln_metrics *m)
 	                         "Background scrub passes over every cached shard completed", NULL);
 }
 
-void kiln_cache_refresh_lag(kiln_cache *c)
-{
-	int64_t since;
-
-	if (!c->m_sync_lag)
-		return;
-	pthread_mutex_lock(&c->lock);
-	since = c->last_ok ? c->last_ok : c->opened;
-	pthread_mutex_unlock(&c->lock);
-	kiln_gauge_set(c->m_sync_lag, (double)(time(NULL) - since));
-}
-
 void kiln_cache_refresh_metrics(kiln_cache *c)
 {
 	kiln_cache_refresh_lag(c);

@@ -27,22 +27,6 @@
 #include "manifest/remote.h"
 #include "shard/object.h"
 
-static _Atomic unsigned long tmp_counter;
-
-bool kiln_cache_hex40(const char *s)
-{
-	for (int i = 0; i < 40; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return s[40] == '\0';
-}
-
-void kiln_cache_tmp_name(const kiln_cache *c, char *out, const char *what)
-{
-	snprintf(out, PATH_MAX, "%s/tmp/%s-%ld-%lu", c->dir, what, (long)getpid(),
-	         (unsigned long)atomic_fetch_add(&tmp_counter, 1));
-}
-
 /* ---- listings -------------------------------------------------------------------- */
 
 typedef struct listing_ctx {

@@ -39,23 +39,6 @@ static const char *git_message(void)
 	return e && e->message ? e->message : "unknown libgit2 error";
 }
 
-/* The URL for messages: no "user:password@" in it. */
-void kiln_remote_safe_url(char *out, size_t cap, const char *url)
-{
-	const char *scheme = strstr(url, "://"), *at, *slash;
-
-	if (!scheme) {
-		snprintf(out, cap, "%s", url);
-		return;
-	}
-	slash = strchr(scheme + 3, '/');
-	at = memchr(scheme + 3, '@', slash ? (size_t)(slash - scheme - 3) : strlen(scheme + 3));
-	if (!at)
-		snprintf(out, cap, "%s", url);
-	else
-		snprintf(out, cap, "%.*s%s", (int)(scheme + 3 - url), url, at + 1);
-}
-
 static int remote_fail(int code, const char *url, const char *what)
 {
 	char u[512];

@@ -427,19 +427,3 @@ cleanup:
 		kiln_replayed_free(out);
 	return rc;
 }
-
-int kiln_manifest_replayed(kiln_manifest *m, const char *dataset, const char *branch, kiln_replayed *out)
-{
-	kiln_buf text = KILN_BUF_INIT(0);
-	char where[512];
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	rc = kiln_manifest_read(m, dataset, branch, KILN_REPLAYED_FILE, &text);
-	if (rc > 0) {
-		snprintf(where, sizeof(where), "%s@%s:%s", dataset, branch, KILN_REPLAYED_FILE);
-		rc = kiln_replayed_parse(out, text.ptr ? text.ptr : "", text.len, where);
-	}
-	kiln_buf_free(&text);
-	return rc < 0 ? rc : 0;
-}
