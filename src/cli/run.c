@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "ingest/curate_run.h"
-#include "ingest/kafka_run.h"
+#include "ingest/engine.h"
 #include "ingest/pipeline.h"
 
 static const char usage_text[] =
@@ -68,18 +68,22 @@ static void on_reload(int sig)
 	reload_requested = 1;
 }
 
-static int run_kafka(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_sets *sets, kiln_run_result *r)
+/* A streaming source runs until SIGTERM/SIGINT, snapshots on SIGUSR1 and
+ * reloads on SIGHUP; a one-shot one commits at its end. */
+static int run(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_sets *sets, kiln_run_result *r)
 {
 	struct sigaction sa = {0};
 	kiln_build_info build;
-	kiln_kafka_run_options o = {.stop_at_end = stop_at_end,
-	                            .stop = &stop_requested,
-	                            .snapshot = &snapshot_requested,
-	                            .reload = &reload_requested,
-	                            .sets = sets->v,
-	                            .set_count = sets->n,
-	                            .build_info = &build};
+	kiln_engine_options o = {.stop_at_end = stop_at_end,
+	                         .stop = &stop_requested,
+	                         .snapshot = &snapshot_requested,
+	                         .reload = &reload_requested,
+	                         .sets = sets->v,
+	                         .set_count = sets->n,
+	                         .build_info = &build};
 
+	if (!kiln_engine_streams(p))
+		return kiln_engine_run(p, &o, r);
 	kiln_cli_build_info(&build);
 
 	sigemptyset(&sa.sa_mask);
@@ -91,7 +95,7 @@ static int run_kafka(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_se
 	sa.sa_handler = on_reload;
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	return kiln_kafka_run(p, &o, r);
+	return kiln_engine_run(p, &o, r);
 }
 
 int kiln_cmd_run(int argc, char **argv)
@@ -123,17 +127,16 @@ int kiln_cmd_run(int argc, char **argv)
 		goto cleanup;
 	}
 	kiln_log_setup(pipeline->log_json, pipeline->log_level);
-	if (stop_at_end && !kiln_pipeline_is_kafka(pipeline)) {
+	if (stop_at_end && !kiln_engine_stops_at_end(pipeline)) {
 		kiln_cli_fail("run",
 		              "--stop-at-end is for kafka sources (a file source always stops at its end)");
 		goto cleanup;
 	}
-	if ((kiln_pipeline_is_kafka(pipeline) ? run_kafka(pipeline, stop_at_end, &sets, &r)
-	                                      : kiln_curate_run(pipeline, &r)) < 0) {
+	if (run(pipeline, stop_at_end, &sets, &r) < 0) {
 		kiln_cli_fail("run", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	if (kiln_pipeline_is_kafka(pipeline)) {
+	if (kiln_engine_streams(pipeline)) {
 		printf("%s@%s: +%llu records (%llu valid, %llu quarantined) in %zu shards this run\n",
 		       pipeline->dataset, pipeline->branch, (unsigned long long)r.delta.records_in,
 		       (unsigned long long)r.delta.valid, (unsigned long long)r.delta.quarantined, r.shards);

@@ -622,7 +622,7 @@ static int trace_subject(int argc, char **argv)
 	for (int i = 0; i < argc; i++)
 		args[i] = argv[i];
 	args[argc] = "--dry-run";
-	status = kiln_cmd_erase(argc + 1, args);
+	status = kiln_cmd_erase_as("trace", argc + 1, args);
 	free(args);
 	return status;
 }

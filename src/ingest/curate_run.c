@@ -18,9 +18,12 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/config.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "core/line_reader.h"
 #include "core/log.h"
+#include "core/yaml_doc.h"
 #include "ingest/curate_pool.h"
 #include "ingest/ingest_loop.h"
 #include "ingest/run_setup.h"
@@ -271,6 +274,58 @@ static void file_close(void *src, kiln_ingest *in)
 
 static const char *const file_keys[] = {"kind", "path", "name", "max_record_bytes", "max_depth", NULL};
 
+/* A file source reads path, and path "-" is stdin. */
+static int file_configure(kiln_pipeline *p, kiln_config *cfg, const kiln_yaml_node *src)
+{
+	int rc;
+
+	if ((rc = kiln_config_string(cfg, src, "source", "path", true, &p->source_path)) < 0)
+		return rc;
+	if (strcmp(p->source_path, "-") == 0) {
+		p->source = &kiln_source_stdin;
+		p->source_path = NULL;
+	} else {
+		p->source_path = kiln_config_resolve(cfg, p->source_path);
+	}
+	return 0;
+}
+
+/* lineage.json records the path, a JSON string. */
+static int file_settings(const kiln_pipeline *p)
+{
+	if (!kiln_utf8_valid(p->source_path, strlen(p->source_path)))
+		return kiln_error_set(KILN_EINVALID,
+		                      "%s: source.path is not valid UTF-8, and lineage.json records it: "
+		                      "give the file (or a link to it) a UTF-8 name",
+		                      p->file);
+	return 0;
+}
+
+static void file_check(const kiln_pipeline *p, int timeout_ms, kiln_source_say say, void *ctx)
+{
+	char msg[1024];
+	int fd;
+
+	(void)timeout_ms;
+	if ((fd = open(p->source_path, O_RDONLY | O_CLOEXEC)) < 0) {
+		snprintf(msg, sizeof(msg), "%s: cannot open: %s", p->source_path, strerror(errno));
+		say(ctx, "source", false, msg);
+		return;
+	}
+	close(fd);
+	snprintf(msg, sizeof(msg), "%s is readable (source %s)", p->source_path, p->source_name);
+	say(ctx, "source", true, msg);
+}
+
+static void stdin_check(const kiln_pipeline *p, int timeout_ms, kiln_source_say say, void *ctx)
+{
+	char msg[600];
+
+	(void)timeout_ms;
+	snprintf(msg, sizeof(msg), "stdin (source %s)", p->source_name);
+	say(ctx, "source", true, msg);
+}
+
 const kiln_source kiln_source_file = {
     .version = KILN_SOURCE_VERSION,
     .kind = "file",
@@ -280,6 +335,10 @@ const kiln_source kiln_source_file = {
     .end = file_end,
     .lineage = file_lineage,
     .close = file_close,
+    .configure = file_configure,
+    .settings = file_settings,
+    .check_name = "source",
+    .check = file_check,
 };
 
 /* stdin: path "-" or kind stdin; the same source, read once. */
@@ -292,6 +351,8 @@ const kiln_source kiln_source_stdin = {
     .end = file_end,
     .lineage = file_lineage,
     .close = file_close,
+    .check_name = "source",
+    .check = stdin_check,
 };
 
 /* Another run of the same source committed first (the fence refused this

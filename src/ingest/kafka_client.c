@@ -202,8 +202,8 @@ bool kiln_kafka_client_unreachable(struct krun *r, int64_t started)
 	}
 	if (now_ms() - started < (int64_t)r->p->connect_timeout * 1000)
 		return false;
-	r->fatal = KILN_EIO;
-	snprintf(r->fatal_msg, sizeof(r->fatal_msg),
+	r->e->fatal = KILN_EIO;
+	snprintf(r->e->fatal_msg, sizeof(r->e->fatal_msg),
 	         "%s: no broker answered within source.connect_timeout (%u s); nothing was read",
 	         r->p->brokers, r->p->connect_timeout);
 	return true;

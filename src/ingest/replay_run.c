@@ -461,7 +461,7 @@ int kiln_replay_run(const kiln_pipeline *p, const kiln_replay_options *o, kiln_r
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!kiln_pipeline_is_kafka(p))
+	if (!p->source->raw_zone)
 		return kiln_error_set(
 		    KILN_EINVALID,
 		    "%s: source.kind is not kafka; a replay rebuilds a Kafka source's branch from "

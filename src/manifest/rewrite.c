@@ -438,7 +438,8 @@ void kiln_rewrite_result_free(kiln_rewrite_result *r)
 	memset(r, 0, sizeof(*r));
 }
 
-int kiln_rewrite_plan(kiln_manifest *m, const kiln_rewrite_options *o, kiln_rewrite_result *out)
+KILN_REWRITE_STEP int kiln_rewrite_plan(kiln_manifest *m, const kiln_rewrite_options *o,
+                                        kiln_rewrite_result *out)
 {
 	plan_state p = {
 	    .m = m, .repo = kiln_manifest_repo(m), .o = o, .out = out, .strings = KILN_BUF_INIT(0)};
@@ -483,8 +484,8 @@ cleanup:
 	return rc;
 }
 
-int kiln_rewrite_apply(kiln_manifest *m, const kiln_rewrite_result *r, const char *reflog_message,
-                       size_t *out_moved)
+KILN_REWRITE_STEP int kiln_rewrite_apply(kiln_manifest *m, const kiln_rewrite_result *r,
+                                         const char *reflog_message, size_t *out_moved)
 {
 	const char *moved_ref = NULL;
 	size_t moved = 0;
