@@ -97,7 +97,9 @@ fail:
 	return rc;
 }
 
-int kiln_kafka_client_open(struct krun *r)
+int kiln_kafka_client_open(struct krun *r,
+                           void (*rebalance)(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                             rd_kafka_topic_partition_list_t *list, void *opaque))
 {
 	const kiln_pipeline *p = r->p;
 	rd_kafka_conf_t *conf = NULL;
@@ -109,7 +111,7 @@ int kiln_kafka_client_open(struct krun *r)
 	if ((rc = kafka_conf(&conf, p, true)) < 0)
 		return rc;
 	rd_kafka_conf_set_opaque(conf, r);
-	rd_kafka_conf_set_rebalance_cb(conf, kiln_kafka_rebalance);
+	rd_kafka_conf_set_rebalance_cb(conf, rebalance);
 	rd_kafka_conf_set_consume_cb(conf,
 	                             drop_unread); /* only kiln_kafka_client_close serves with callbacks */
 	rd_kafka_conf_set_error_cb(conf, kafka_error);

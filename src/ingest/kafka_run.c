@@ -720,7 +720,7 @@ static int kafka_start(void *src, kiln_engine *e)
 	const kiln_pipeline *p = e->p;
 	int rc;
 
-	if ((rc = kiln_kafka_client_open(src)) < 0)
+	if ((rc = kiln_kafka_client_open(src, kiln_kafka_rebalance)) < 0)
 		return rc;
 	KILN_LOG(KILN_LOG_INFO, "started", NULL, KILN_F_STR("dataset", p->dataset),
 	         KILN_F_STR("branch", p->branch), KILN_F_STR("brokers", p->brokers),

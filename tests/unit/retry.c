@@ -2,13 +2,15 @@
  * the tree against the formula its loop used before the policies became one
  * type (store requests: 100 ms << n capped at 5 s, plus up to a quarter;
  * the commit race: 2 ms + a draw below 2 ms << min(n, 8); a remote push:
- * 20 ms * n + a draw below 20 ms; the ledger: 20 ms * n), and the edges
+ * 20 ms * n + a draw below 20 ms; the ledger: 20 ms * n; the run engine:
+ * 500 ms, doubling each failure in a row, 30 s at most), and the edges
  * (retry 0, caps, overflow). */
 #include "fixture.h"
 
 #include <stdint.h>
 
 #include "core/retry.h"
+#include "ingest/engine.h"
 #include "ingest/run_setup.h"
 #include "manifest/ledger.h"
 #include "manifest/remote.h"
@@ -77,6 +79,20 @@ static void test_ledger(void **state)
 			assert_int_equal(
 			    kiln_retry_delay_us(&kiln_ledger_retry, (unsigned)attempt + 1, draws[d]),
 			    20000u * (unsigned)(attempt + 1));
+}
+
+static void test_engine(void **state)
+{
+	int64_t backoff_ms = 0;
+
+	(void)state;
+	for (unsigned n = 1; n < 40; n++) {
+		/* the engine's old next_backoff() */
+		backoff_ms = backoff_ms ? (backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2) : 500;
+		for (size_t d = 0; d < NDRAWS; d++)
+			assert_int_equal(kiln_retry_delay_us(&kiln_engine_retry, n, draws[d]),
+			                 (uint64_t)backoff_ms * 1000);
+	}
 }
 
 static void test_edges(void **state)
