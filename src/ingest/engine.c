@@ -303,7 +303,7 @@ static int run_stream(const kiln_source *source, const kiln_pipeline *p, const k
 	int rc;
 
 	if (!e)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if (!opts.stop)
 		opts.stop = &never;
 	e->p = p;

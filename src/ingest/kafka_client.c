@@ -132,7 +132,7 @@ int kiln_kafka_client_open(struct krun *r,
 	 * librdkafka first learns of the topic from the assignment, finds no
 	 * leader and retries the lookup only after about 500 ms */
 	if (!(r->topics = calloc(p->topic_count, sizeof(*r->topics))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	for (; r->topic_count < p->topic_count; r->topic_count++)
 		if (!(r->topics[r->topic_count] = rd_kafka_topic_new(r->rk, p->topics[r->topic_count], NULL)))
 			return kiln_error_set(KILN_EINVALID, "%s: %s: %s", p->brokers,
