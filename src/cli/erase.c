@@ -283,7 +283,7 @@ static int load_subjects(const erase_opts *o, kiln_subject ***out, size_t *n)
 
 	if (!o->subjects_file) {
 		if (!(*out = calloc(1, sizeof(**out))))
-			return kiln_error_set(KILN_ENOMEM, "erase: out of memory");
+			return kiln_error_oom("erase");
 		(*out)[0] = o->subject;
 		*n = 1;
 		return 0;

@@ -127,11 +127,6 @@ static void trace_free(trace *t)
 	kiln_json_scanner_free(t->scanner);
 }
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory");
-}
-
 /* ---- the shard and line ---------------------------------------------------- */
 
 static int keep_shard(trace *t, const kiln_shard_entry *e)
@@ -141,11 +136,11 @@ static int keep_shard(trace *t, const kiln_shard_entry *e)
 	t->raw_bytes = e->raw_bytes;
 	t->records = e->records;
 	if (e->source_count && !(t->sources = calloc(e->source_count, sizeof(*t->sources))))
-		return oom();
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < e->source_count; i++) {
 		t->sources[i] = e->sources[i];
 		if (!(t->sources[i].topic = strdup(e->sources[i].topic)))
-			return oom();
+			return kiln_error_oom(NULL);
 		t->source_count = i + 1;
 	}
 	t->found = true;
@@ -258,7 +253,7 @@ static int find_versions(trace *t)
 	int rc;
 
 	if (!t->scanner && !(t->scanner = kiln_json_scanner_new(NULL)))
-		return oom();
+		return kiln_error_oom(NULL);
 	if ((rc = kiln_version_log(t->m, &t->v, 0, on_commit, t)) < 0 ||
 	    (rc = kiln_promote_last_version(last, t->m, t->v.dataset)) <= 0)
 		return rc;
@@ -276,10 +271,10 @@ static int find_versions(trace *t)
 		if (!listed)
 			continue;
 		if (!(grown = realloc(t->versions, (t->version_count + 1) * sizeof(*grown))))
-			return oom();
+			return kiln_error_oom(NULL);
 		t->versions = grown;
 		if (!(t->versions[t->version_count] = strdup(spec + strlen(t->v.dataset) + 1)))
-			return oom();
+			return kiln_error_oom(NULL);
 		t->version_count++;
 	}
 	return 0;
@@ -322,7 +317,7 @@ static int found_at(origin *o, const char *topic, int32_t partition, int64_t off
 	t->origin_offset = offset;
 	if (!(t->origin_topic = strdup(topic)) || (file && !(t->origin_file = strdup(file))) ||
 	    (o->key && !(t->origin_key = strdup(o->key))))
-		return oom();
+		return kiln_error_oom(NULL);
 	return 1;
 }
 
@@ -448,14 +443,14 @@ static int source_file(trace *t, const char *topic, int32_t partition, char **ou
 
 	*out = NULL;
 	if (!scanner)
-		return oom();
+		return kiln_error_oom(NULL);
 	snprintf(where, sizeof(where), "manifest: %s:lineage.json", t->spec);
 	if ((rc = kiln_version_read(t->m, &t->v, "lineage.json", &text)) == 1 &&
 	    (rc = kiln_mfmt_lineage_parse(scanner, where, text.ptr, text.len, &lin)) == 0 &&
 	    ((i = kiln_mfmt_lineage_find(&lin, KILN_LINEAGE_FILE, topic, partition)) >= 0 ||
 	     (i = kiln_mfmt_lineage_find(&lin, KILN_LINEAGE_DIRECTORY, topic, partition)) >= 0) &&
 	    !(*out = strdup(lin.v[i].path)))
-		rc = oom();
+		rc = kiln_error_oom(NULL);
 	kiln_mfmt_lineage_free(&lin);
 	kiln_buf_free(&text);
 	kiln_json_scanner_free(scanner);
@@ -479,7 +474,7 @@ static int find_origin(trace *t, const kiln_pipeline *p, kiln_store *store)
 	int rc;
 
 	if (!scanner)
-		return oom();
+		return kiln_error_oom(NULL);
 	snprintf(where, sizeof(where), "manifest: %s:dataset.json", t->spec);
 	if ((rc = read_line(t, store)) < 0 ||
 	    (rc = kiln_version_read(t->m, &t->v, "dataset.json", &text)) < 0 ||
@@ -509,7 +504,7 @@ static int find_origin(trace *t, const kiln_pipeline *p, kiln_store *store)
 
 		if (!(o.validator = kiln_validator_new(contract, &vo)) ||
 		    (rc = kiln_curator_new(&o.curator, &co)) < 0) {
-			rc = o.validator ? rc : oom();
+			rc = o.validator ? rc : kiln_error_oom(NULL);
 			goto done;
 		}
 	}
@@ -528,7 +523,7 @@ static int find_origin(trace *t, const kiln_pipeline *p, kiln_store *store)
 		    strcmp(p->source_name, o.range->topic) == 0) {
 			free(file);
 			if (!(file = strdup(p->source_path))) {
-				rc = oom();
+				rc = kiln_error_oom(NULL);
 				break;
 			}
 		}

@@ -125,12 +125,19 @@ void kiln_fs_remove_stale_temps(const char *path)
 
 int kiln_fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
 {
-	const char *slash = strrchr(path, '/');
-	char tmp[4200], dir[4096];
-	int fd, dfd, rc;
+	char tmp[4200];
 
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp-%ld", path, (long)getpid()) >= sizeof(tmp))
 		return kiln_error_set(KILN_EINVALID, "%s: the path is too long", path);
+	return kiln_fs_write_atomic_via(path, tmp, data, len, mode);
+}
+
+int kiln_fs_write_atomic_via(const char *path, const char *tmp, const void *data, size_t len, mode_t mode)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+	int fd, dfd, rc;
+
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)) < 0)
 		return kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
 	rc = kiln_fs_write_all(fd, data, len, tmp);

@@ -29,6 +29,12 @@ int kiln_fs_write_all(int fd, const void *data, size_t len, const char *what);
  * KILN_EIO naming the file on failure (the temporary is then removed). */
 int kiln_fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
 
+/* kiln_fs_write_atomic through the temporary tmp the caller named (on
+ * path's file system; a name no other writer uses, e.g. one with a counter
+ * for writers in one process): what a folder of temporaries swept whole
+ * uses. */
+int kiln_fs_write_atomic_via(const char *path, const char *tmp, const void *data, size_t len, mode_t mode);
+
 /* Removes "<path>.tmp-<pid>" files beside path whose process is gone (a
  * kill -9 during a write): a running process's temporary is left alone. */
 void kiln_fs_remove_stale_temps(const char *path);

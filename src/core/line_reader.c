@@ -29,14 +29,14 @@ int kiln_line_reader_new(kiln_line_reader **out, int fd, size_t max_line)
 
 	*out = NULL;
 	if (!r)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	r->fd = fd;
 	r->max_line = max_line ? max_line : (1u << 20);
 	r->cap = r->max_line + 1 + 4 * BLOCK;
 	r->buf = malloc(r->cap);
 	if (!r->buf) {
 		free(r);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	*out = r;
 	return 0;

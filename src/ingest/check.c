@@ -277,7 +277,7 @@ static void check_sample(checker *c)
 	    (rc = kiln_curate_pool_new(&pool, &po)) < 0)
 		goto done;
 	if (!(b = kiln_curate_pool_batch(pool))) {
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 		goto done;
 	}
 	if ((rc = kiln_batch_fill_lines(b, reader, p->source_name ? p->source_name : "sample", 0, max,

@@ -137,7 +137,7 @@ static int file_open(void **out, kiln_ingest *in, const void *args)
 	(void)args;
 	*out = fs;
 	if (!fs)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	fs->fd = -1;
 	fs->resume.topic = p->source_name;
 	fs->resume.kind = p->source->kind;
@@ -169,7 +169,7 @@ static int file_read(void *src, kiln_ingest *in)
 		int rc;
 
 		if (!b)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		if ((rc = kiln_batch_fill_lines(b, fs->reader, in->p->source_name,
 		                                (int64_t)in->out->next_offset, BATCH_LINES,
 		                                &fs->bytes_read)) <= 0) {

@@ -15,6 +15,7 @@
 
 #include "core/arena.h"
 #include "core/config.h"
+#include "core/array.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/instream.h"
@@ -76,26 +77,22 @@ struct entry_list {
 	size_t cap;
 };
 
+static bool dir_reads_name(const kiln_pipeline *p, const char *name);
+
 static int add_entry(void *ctx, const kiln_lineage_entry *e)
 {
 	struct entry_list *l = ctx;
 	kiln_dir *d = l->d;
 	kiln_dir_entry *x;
 
-	if (e->partition != 0 || strcmp(e->source, kiln_source_directory.kind) != 0 ||
-	    !kiln_source_reads_name(d->p, e->topic))
+	if (e->partition != 0 || strcmp(e->source, KILN_LINEAGE_DIRECTORY) != 0 ||
+	    !dir_reads_name(d->p, e->topic))
 		return 0;
-	if (d->entry_count == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		kiln_dir_entry *more = realloc(d->entries, cap * sizeof(*more));
-		if (!more)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		d->entries = more;
-		l->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(d->entries, l->cap, d->entry_count, NULL) < 0)
+		return KILN_ENOMEM;
 	x = &d->entries[d->entry_count];
 	if (!(x->topic = strdup(e->topic)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	x->bytes = e->bytes;
 	snprintf(x->prefix, sizeof(x->prefix), "%s", e->prefix_blake2b ? e->prefix_blake2b : "");
 	d->entry_count++;
@@ -141,21 +138,13 @@ static int list_folder(kiln_dir *d)
 			continue;
 		if (fstatat(dirfd(dir), e->d_name, &st, 0) < 0 || !S_ISREG(st.st_mode))
 			continue; /* gone, a folder, a socket: only regular files are read */
-		if (d->count == cap) {
-			size_t more_cap = cap ? 2 * cap : 64;
-			kiln_dir_file *more = realloc(d->files, more_cap * sizeof(*more));
-			if (!more) {
-				rc = kiln_error_set(KILN_ENOMEM, "out of memory");
-				break;
-			}
-			d->files = more;
-			cap = more_cap;
-		}
+		if ((rc = KILN_ARRAY_GROW(d->files, cap, d->count, NULL)) < 0)
+			break;
 		f = &d->files[d->count];
 		*f = (kiln_dir_file){.name = strdup(e->d_name), .size = (uint64_t)st.st_size};
 		d->count++;
 		if (!f->name || !(f->path = malloc(strlen(p->source_path) + strlen(f->name) + 2))) {
-			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			rc = kiln_error_oom(NULL);
 			break;
 		}
 		sprintf(f->path, "%s/%s", p->source_path, f->name);
@@ -215,7 +204,7 @@ int kiln_dir_scan(kiln_dir *d, kiln_manifest *m)
 
 		if ((rc = kiln_dir_topic(&topic, p->source_name, f->name)) < 0 ||
 		    !(f->topic = strdup(topic.ptr))) {
-			rc = rc < 0 ? rc : kiln_error_set(KILN_ENOMEM, "out of memory");
+			rc = rc < 0 ? rc : kiln_error_oom(NULL);
 			break;
 		}
 		if (strlen(f->topic) > KILN_DIR_TOPIC_MAX) {
@@ -258,7 +247,7 @@ static int submit_lines(kiln_dir_file *f, kiln_line_reader *reader, kiln_curate_
 		int rc;
 
 		if (!b)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		if ((rc = kiln_batch_fill_lines(b, reader, f->topic, f->lines, READ_BATCH_LINES,
 		                                &bytes_read)) <= 0) {
 			kiln_curate_pool_recycle(pool, b);
@@ -403,7 +392,7 @@ static int dir_open(void **out, kiln_ingest *in, const void *args)
 	(void)args;
 	*out = r;
 	if (!r)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	r->dir.p = in->p;
 	r->note = (kiln_buf)KILN_BUF_INIT(4096);
 	if ((rc = prepare_done(in->p)) < 0 || (rc = kiln_dir_scan(&r->dir, in->setup.manifest)) < 0)
@@ -477,7 +466,7 @@ static int dir_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 
 	(void)in;
 	if (!(r->lineage = calloc(r->dir.count ? r->dir.count : 1, sizeof(*r->lineage))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < r->dir.count; i++) {
 		kiln_dir_file *f = &r->dir.files[i];
 
@@ -486,11 +475,11 @@ static int dir_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 		/* lineage.json holds UTF-8: a name that is not keeps its topic's spelling */
 		if (!kiln_utf8_valid(f->path, strlen(f->path)) && !f->entry_path) {
 			if (!(f->entry_path = malloc(strlen(r->dir.p->source_path) + strlen(f->topic) + 2)))
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
+				return kiln_error_oom(NULL);
 			sprintf(f->entry_path, "%s/%s", r->dir.p->source_path,
 			        strchr(f->topic, KILN_SOURCE_DIR_SEP) + 1);
 		}
-		r->lineage[n++] = (kiln_lineage_entry){.source = kiln_source_directory.kind,
+		r->lineage[n++] = (kiln_lineage_entry){.source = KILN_LINEAGE_DIRECTORY,
 		                                       .topic = f->topic,
 		                                       .partition = 0,
 		                                       .next = f->lines,
@@ -553,7 +542,7 @@ static int dir_configure(kiln_pipeline *p, kiln_config *cfg, const kiln_yaml_nod
 	    (rc = kiln_config_string(cfg, src, "source", "done", false, &done)) < 0)
 		return rc;
 	if (!(p->source_path = without_slash(cfg->arena, kiln_config_resolve(cfg, p->source_path))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if (!*p->source_glob || strchr(p->source_glob, '/'))
 		return kiln_yaml_fail(cfg->doc, kiln_yaml_get(src, "glob"), "source.glob",
 		                      "a pattern of file names (no '/': subfolders are not read)");

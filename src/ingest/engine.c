@@ -195,15 +195,13 @@ static void back_off(kiln_engine *e, int64_t backoff_ms)
 	}
 }
 
-static int64_t next_backoff(int64_t backoff_ms)
-{
-	return backoff_ms ? (backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2) : 500;
-}
+const kiln_retry_policy kiln_engine_retry = {.first_us = 500000, .max_us = 30000000};
 
 static int loop(kiln_engine *e)
 {
 	const kiln_source_stream *s = e->source->stream;
-	int64_t backoff_ms = 0;
+	int64_t backoff_ms;
+	unsigned failures = 0; /* in a row: until a snapshot lands */
 	int rc;
 
 	e->started_ms = now_ms();
@@ -232,7 +230,8 @@ static int loop(kiln_engine *e)
 			if (ticket)
 				kiln_engine_snapshot_answered(e, ticket, rc);
 			if (rc < 0) {
-				backoff_ms = next_backoff(backoff_ms);
+				backoff_ms =
+				    (int64_t)(kiln_retry_delay_us(&kiln_engine_retry, ++failures, 0) / 1000);
 				if ((rc = kiln_engine_failed(
 				         e, "snapshot_failed",
 				         "the snapshot failed; reading again from the last commit",
@@ -241,7 +240,7 @@ static int loop(kiln_engine *e)
 				back_off(e, backoff_ms);
 				continue;
 			}
-			backoff_ms = 0;
+			failures = 0;
 		}
 		/* what has arrived, then the periodic work */
 		if ((rc = s->poll(e->src, e, 20)) < 0 || (rc = kiln_curate_pool_poll(e->sink.pool)) < 0)
@@ -254,7 +253,7 @@ static int loop(kiln_engine *e)
 	fail:
 		if (rc == KILN_EINVALID || rc == KILN_ENOMEM)
 			return rc;
-		backoff_ms = next_backoff(backoff_ms);
+		backoff_ms = (int64_t)(kiln_retry_delay_us(&kiln_engine_retry, ++failures, 0) / 1000);
 		if ((rc = kiln_engine_failed(
 		         e, "batch_failed", "a batch could not be landed; reading again from the last commit",
 		         backoff_ms)) < 0)
@@ -304,7 +303,7 @@ static int run_stream(const kiln_source *source, const kiln_pipeline *p, const k
 	int rc;
 
 	if (!e)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if (!opts.stop)
 		opts.stop = &never;
 	e->p = p;

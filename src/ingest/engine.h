@@ -14,6 +14,7 @@
 #include <stdbool.h>
 
 #include "core/daemon_metrics.h"
+#include "core/retry.h"
 #include "ingest/curate_run.h"
 #include "ingest/pipeline.h"
 
@@ -48,5 +49,9 @@ bool kiln_engine_stops_at_end(const kiln_pipeline *pipeline);
  * row's fatal error, a config or key error, a drain that could not
  * commit). A one-shot row is kiln_curate_run (o is not used). */
 int kiln_engine_run(const kiln_pipeline *pipeline, const kiln_engine_options *options, kiln_run_result *out);
+
+/* The wait after the n-th failed snapshot or batch in a row (a landed
+ * snapshot resets n): 500 ms, doubling, 30 s at most. */
+extern const kiln_retry_policy kiln_engine_retry;
 
 #endif

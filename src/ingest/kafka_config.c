@@ -54,7 +54,7 @@ static int add_topic(loader *l, const kiln_yaml_node *at, const char *name, size
 		                      "\"%s\" is not a topic name (letters, digits, '.', '_', '-')", t);
 	v = kiln_arena_alloc(p->arena, (p->topic_count + 1) * sizeof(*v));
 	if (!v)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if (p->topic_count)
 		memcpy(v, p->topics, p->topic_count * sizeof(*v));
 	v[p->topic_count++] = t;
@@ -109,7 +109,7 @@ static int read_secret_option(loader *l, const kiln_yaml_node *at, const char *w
 		rc = kiln_yaml_fail(l->doc, at, where,
 		                    "%s: the secret file must hold the value (no NUL byte)", path);
 	else if (!(out->value = kiln_arena_strndup(l->p->arena, text, len)))
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 	else
 		out->secret = true;
 	kiln_secret_free(text, len);
@@ -148,7 +148,7 @@ static int load_kafka_option(loader *l, const kiln_yaml_node *opts, size_t i, ki
 		int rc;
 
 		if (!prop)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		if (!is_secret_option(name, base))
 			return kiln_yaml_fail(l->doc, opts->keys[i], where,
 			                      "only a secret property takes a _file (see docs/PIPELINES.md)");
@@ -238,7 +238,7 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 			                      "expected a mapping of librdkafka properties");
 		o = kiln_arena_alloc(p->arena, (opts->count + 1) * sizeof(*o));
 		if (!o)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		memset(o, 0, (opts->count + 1) * sizeof(*o));
 		p->kafka_options = o;
 		for (size_t i = 0; i < opts->count; i++) {

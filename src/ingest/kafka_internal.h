@@ -70,8 +70,12 @@ void kiln_kafka_check(const kiln_pipeline *p, int timeout_ms, kiln_source_say sa
 
 /* kafka_client.c: the consumer (subscribed to the pipeline's topics) and,
  * with a dead-letter topic, its producer, with kiln's settings and the
- * pipeline's source.options. */
-int kiln_kafka_client_open(struct krun *r);
+ * pipeline's source.options; rebalance is the consumer's rebalance callback
+ * (the run's, kiln_kafka_rebalance: handed in, so the client never calls
+ * into kafka_run.c). */
+int kiln_kafka_client_open(struct krun *r,
+                           void (*rebalance)(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                             rd_kafka_topic_partition_list_t *list, void *opaque));
 void kiln_kafka_client_free_topics(struct krun *r);
 bool kiln_kafka_client_close(struct krun *r, int64_t deadline);
 bool kiln_kafka_client_unreachable(struct krun *r, int64_t started);

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/notify.h"
@@ -62,14 +63,8 @@ static struct part *part_get(struct krun *r, const char *topic, int32_t partitio
 
 	if (pt)
 		return pt;
-	if (r->nparts == r->parts_cap) {
-		size_t cap = r->parts_cap ? r->parts_cap * 2 : 16;
-		struct part **v = realloc(r->parts, cap * sizeof(*v));
-		if (!v)
-			return NULL;
-		r->parts = v;
-		r->parts_cap = cap;
-	}
+	if (KILN_ARRAY_GROW(r->parts, r->parts_cap, r->nparts, NULL) < 0)
+		return NULL;
 	if (!(pt = calloc(1, sizeof(*pt))) || !(pt->topic = strdup(topic))) {
 		free(pt);
 		return NULL;
@@ -192,7 +187,7 @@ static int add_message(struct krun *r, struct part *pt, rd_kafka_message_t *m)
 	if (!b) {
 		if (!(b = kiln_curate_pool_batch(r->e->sink.pool))) {
 			rd_kafka_message_destroy(m);
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		}
 		b->topic = pt->topic;
 		b->partition = pt->partition;
@@ -204,7 +199,7 @@ static int add_message(struct krun *r, struct part *pt, rd_kafka_message_t *m)
 	}
 	if ((rc = kiln_batch_reserve(b)) < 0 || (b->keep_raw && b->raw_cap <= b->count)) {
 		rd_kafka_message_destroy(m);
-		return rc < 0 ? rc : kiln_error_set(KILN_ENOMEM, "out of memory");
+		return rc < 0 ? rc : kiln_error_oom(NULL);
 	}
 	i = b->count++;
 	b->borrowed[i] = m;
@@ -445,7 +440,7 @@ static int kafka_positions(void *src, kiln_engine *e, kiln_lineage_entry **out, 
 	*out = NULL;
 	*count = 0;
 	if (!(lineage = calloc(r->nparts ? r->nparts : 1, sizeof(*lineage))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < r->nparts; i++) {
 		struct part *pt = r->parts[i];
 		if (pt->consumed < 0 && !pt->move_pending)
@@ -711,7 +706,7 @@ static int kafka_open(void **out, kiln_engine *e, kiln_metrics *m)
 
 	*out = r;
 	if (!r)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	r->e = e;
 	r->p = e->p;
 	return kiln_kafka_metrics_new(&r->mx, m);
@@ -722,7 +717,7 @@ static int kafka_start(void *src, kiln_engine *e)
 	const kiln_pipeline *p = e->p;
 	int rc;
 
-	if ((rc = kiln_kafka_client_open(src)) < 0)
+	if ((rc = kiln_kafka_client_open(src, kiln_kafka_rebalance)) < 0)
 		return rc;
 	KILN_LOG(KILN_LOG_INFO, "started", NULL, KILN_F_STR("dataset", p->dataset),
 	         KILN_F_STR("branch", p->branch), KILN_F_STR("brokers", p->brokers),

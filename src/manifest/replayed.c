@@ -7,16 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "manifest/format.h"
 #include "manifest/format_internal.h"
 #include "shard/quarantine.h"
-
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory");
-}
 
 void kiln_replayed_free(kiln_replayed *set)
 {
@@ -105,15 +101,8 @@ static int part_get(kiln_replayed *set, const char *source, const char *topic, i
 	size_t at = part_find(set, source, topic, partition, &found);
 
 	if (!found) {
-		if (set->n == set->cap) {
-			size_t cap = set->cap ? 2 * set->cap : 8;
-			kiln_replayed_part *v = realloc(set->parts, cap * sizeof(*v));
-
-			if (!v)
-				return oom();
-			set->parts = v;
-			set->cap = cap;
-		}
+		if (KILN_ARRAY_GROW(set->parts, set->cap, set->n, NULL) < 0)
+			return KILN_ENOMEM;
 		memmove(&set->parts[at + 1], &set->parts[at], (set->n - at) * sizeof(*set->parts));
 		memset(&set->parts[at], 0, sizeof(*set->parts));
 		set->n++;
@@ -124,7 +113,7 @@ static int part_get(kiln_replayed *set, const char *source, const char *topic, i
 			memmove(&set->parts[at], &set->parts[at + 1],
 			        (set->n - at - 1) * sizeof(*set->parts));
 			set->n--;
-			return oom();
+			return kiln_error_oom(NULL);
 		}
 	}
 	*out = &set->parts[at];
@@ -162,16 +151,9 @@ int kiln_replayed_add(kiln_replayed *set, const char *source, const char *topic,
 		p->v[i].first = offset;
 		return 0;
 	}
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 8;
-		kiln_replayed_range *v = realloc(p->v, cap * sizeof(*v));
-
-		if (!v) {
-			set->count--;
-			return oom();
-		}
-		p->v = v;
-		p->cap = cap;
+	if (KILN_ARRAY_GROW(p->v, p->cap, p->n, NULL) < 0) {
+		set->count--;
+		return KILN_ENOMEM;
 	}
 	memmove(&p->v[i + 1], &p->v[i], (p->n - i) * sizeof(*p->v));
 	p->v[i] = (kiln_replayed_range){offset, offset};
@@ -221,15 +203,8 @@ static int append_range(kiln_replayed *out, const kiln_replayed_part *of, int64_
 
 	if ((rc = part_get(out, of->source, of->topic, of->partition, &p)) < 0)
 		return rc;
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 8;
-		kiln_replayed_range *v = realloc(p->v, cap * sizeof(*v));
-
-		if (!v)
-			return oom();
-		p->v = v;
-		p->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(p->v, p->cap, p->n, NULL) < 0)
+		return KILN_ENOMEM;
 	p->v[p->n++] = (kiln_replayed_range){first, last};
 	out->count += (uint64_t)(last - first) + 1;
 	return 0;
@@ -293,7 +268,7 @@ int kiln_replayed_render(kiln_buf *out, const kiln_replayed *set)
 	}
 	if (rc == 0)
 		rc = kiln_buf_puts(out, set->n ? "\n  ]\n}\n" : "]\n}\n");
-	return rc < 0 ? oom() : 0;
+	return rc < 0 ? kiln_error_oom(NULL) : 0;
 }
 
 /* ---- parsing ---------------------------------------------------------------- */
@@ -353,15 +328,8 @@ static int parse_offsets(kiln_mfmt_jreader *r, kiln_replayed_part *p, uint64_t *
 			return rc;
 		if (g.last < g.first || (p->n && g.first <= p->v[p->n - 1].last + 1))
 			return kiln_mfmt_jr_bad(r, "\"offsets\" ranges must ascend, apart, first <= last");
-		if (p->n == p->cap) {
-			size_t cap = p->cap ? 2 * p->cap : 8;
-			kiln_replayed_range *v = realloc(p->v, cap * sizeof(*v));
-
-			if (!v)
-				return oom();
-			p->v = v;
-			p->cap = cap;
-		}
+		if (KILN_ARRAY_GROW(p->v, p->cap, p->n, NULL) < 0)
+			return KILN_ENOMEM;
 		p->v[p->n++] = g;
 		*count += (uint64_t)(g.last - g.first) + 1;
 	}
@@ -384,7 +352,7 @@ static int parse_part(kiln_mfmt_jreader *r, kiln_replayed *out)
 			if ((rc = expect(r, &t, KILN_JSON_STRING, "\"source\" must be a string")) < 0)
 				goto fail;
 			if (!(p.source = malloc(t.len + 1))) {
-				rc = oom();
+				rc = kiln_error_oom(NULL);
 				goto fail;
 			}
 			n = kiln_json_unescape(p.source, t.len + 1, &t);
@@ -400,7 +368,7 @@ static int parse_part(kiln_mfmt_jreader *r, kiln_replayed *out)
 			if ((rc = expect(r, &t, KILN_JSON_STRING, "\"topic\" must be a string")) < 0)
 				goto fail;
 			if (!(p.topic = malloc(t.len + 1))) {
-				rc = oom();
+				rc = kiln_error_oom(NULL);
 				goto fail;
 			}
 			n = kiln_json_unescape(p.topic, t.len + 1, &t);
@@ -438,17 +406,8 @@ static int parse_part(kiln_mfmt_jreader *r, kiln_replayed *out)
 		    r, "partitions entries must ascend by topic, partition and source, once each");
 		goto fail;
 	}
-	if (out->n == out->cap) {
-		size_t cap = out->cap ? 2 * out->cap : 8;
-		kiln_replayed_part *v = realloc(out->parts, cap * sizeof(*v));
-
-		if (!v) {
-			rc = oom();
-			goto fail;
-		}
-		out->parts = v;
-		out->cap = cap;
-	}
+	if ((rc = KILN_ARRAY_GROW(out->parts, out->cap, out->n, NULL)) < 0)
+		goto fail;
 	out->parts[out->n++] = p;
 	out->count += count;
 	return 0;
@@ -469,7 +428,7 @@ int kiln_replayed_parse(kiln_replayed *out, const char *text, size_t len, const 
 
 	memset(out, 0, sizeof(*out));
 	if (!scanner)
-		return oom();
+		return kiln_error_oom(NULL);
 	if ((rc = kiln_mfmt_jr_begin(&r, text, len, "must be an object")) < 0)
 		goto cleanup;
 	while ((rc = kiln_mfmt_jr_next(&r, &t)) == 0 && t.type != KILN_JSON_OBJECT_END) {
@@ -503,20 +462,4 @@ cleanup:
 	if (rc < 0)
 		kiln_replayed_free(out);
 	return rc;
-}
-
-int kiln_manifest_replayed(kiln_manifest *m, const char *dataset, const char *branch, kiln_replayed *out)
-{
-	kiln_buf text = KILN_BUF_INIT(0);
-	char where[512];
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	rc = kiln_manifest_read(m, dataset, branch, KILN_REPLAYED_FILE, &text);
-	if (rc > 0) {
-		snprintf(where, sizeof(where), "%s@%s:%s", dataset, branch, KILN_REPLAYED_FILE);
-		rc = kiln_replayed_parse(out, text.ptr ? text.ptr : "", text.len, where);
-	}
-	kiln_buf_free(&text);
-	return rc < 0 ? rc : 0;
 }
