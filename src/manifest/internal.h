@@ -60,6 +60,11 @@ struct kiln_replayed;
 int kiln_manifest_load_replayed(kiln_manifest *manifest, git_tree *tree, const char *ref,
                                 struct kiln_replayed *out);
 
+/* dedup/ of the commit being built on tip_tree (dedup_tree.c): nothing
+ * without snap->dedup. */
+int kiln_manifest_write_dedup(kiln_manifest *manifest, const char *ref, git_tree *tip_tree,
+                              const kiln_snapshot *snap, git_treebuilder *root);
+
 /* ---- shared by manifest.c and rewrite.c ----------------------------------- */
 /* Writes the annotated tag object "<dataset>/<name>" on commit_hex (it must
  * exist) as kiln_manifest_tag does, without creating or moving a ref. */
