@@ -149,3 +149,68 @@ cleanup:
 		kiln_dedup_clear(dedup);
 	return rc;
 }
+
+/* The dedup/ tree of a commit (*out NULL when it has none). */
+static int commit_dedup_tree(kiln_manifest *m, const git_oid *commit_id, git_tree **out)
+{
+	git_commit *c = NULL;
+	git_tree *tree = NULL;
+	char hex[41];
+	int gerr, rc;
+
+	*out = NULL;
+	if ((gerr = git_commit_lookup(&c, kiln_manifest_repo(m), commit_id)) < 0 ||
+	    (gerr = git_commit_tree(&tree, c)) < 0) {
+		git_commit_free(c);
+		return kiln_manifest_git_fail(m, gerr, "reading a commit");
+	}
+	rc = dedup_tree(m, tree, git_oid_tostr(hex, sizeof(hex), commit_id), out);
+	git_tree_free(tree);
+	git_commit_free(c);
+	return rc;
+}
+
+int kiln_manifest_dedup_added(kiln_manifest *m, const git_oid *commit, const git_oid *parent, git_blob **out_blob,
+                              kiln_snapshot *snap)
+{
+	git_tree *now = NULL, *before = NULL;
+	const git_tree_entry *added = NULL;
+	char where[KILN_MANIFEST_WHERE_CAP + 64], hex[41];
+	int rc, gerr;
+
+	*out_blob = NULL;
+	if ((rc = commit_dedup_tree(m, commit, &now)) < 0 || !now ||
+	    (rc = commit_dedup_tree(m, parent, &before)) < 0)
+		goto cleanup;
+	for (size_t i = 0; i < git_tree_entrycount(now); i++) {
+		const git_tree_entry *e = git_tree_entry_byindex(now, i);
+
+		if (before && git_tree_entry_byname(before, git_tree_entry_name(e)))
+			continue;
+		snprintf(where, sizeof(where), "manifest %s: %s:%s/%s", kiln_manifest_path(m),
+		         git_oid_tostr(hex, sizeof(hex), commit), KILN_DEDUP_DIR, git_tree_entry_name(e));
+		if (added || git_tree_entry_type(e) != GIT_OBJECT_BLOB ||
+		    kiln_dedup_segment_name_ms(git_tree_entry_name(e)) < 0) {
+			rc = kiln_error_set(KILN_EINVALID, "%s: a second new segment, or not a segment: not a kiln "
+			                                   "snapshot commit",
+			                    where);
+			goto cleanup;
+		}
+		added = e;
+	}
+	if (!added)
+		goto cleanup;
+	if ((gerr = git_blob_lookup(out_blob, kiln_manifest_repo(m), git_tree_entry_id(added))) < 0) {
+		rc = kiln_manifest_git_fail(m, gerr, where);
+		goto cleanup;
+	}
+	if ((rc = kiln_dedup_segment_decode(git_blob_rawcontent(*out_blob), (size_t)git_blob_rawsize(*out_blob),
+	                                    where, &snap->dedup_ms, &snap->dedup_keys, &snap->dedup_count)) < 0)
+		goto cleanup;
+	snap->dedup = true;
+	snap->dedup_window_ms = snap->dedup_ms; /* nothing pruned here: the next snapshot prunes */
+cleanup:
+	git_tree_free(now);
+	git_tree_free(before);
+	return rc;
+}
