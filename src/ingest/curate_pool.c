@@ -238,7 +238,8 @@ static int dedup_hash(struct worker *wk, unsigned char out[16], const char **mis
 		text = wk->line.ptr + x->offset;
 		len = x->len;
 		if (x->type == KILN_JSON_STRING && (x->flags & KILN_JSON_ESCAPED)) {
-			kiln_json_token t = {.type = KILN_JSON_STRING, .flags = x->flags, .ptr = text, .len = len};
+			kiln_json_token t = {
+			    .type = KILN_JSON_STRING, .flags = x->flags, .ptr = text, .len = len};
 			int rc;
 
 			kiln_buf_reset(&wk->unescaped);

@@ -113,7 +113,7 @@ typedef struct kiln_curate_pool_options {
 	const char *const *dedup_paths;
 	size_t dedup_field_count;
 	const unsigned char *dedup_key; /* 32 bytes */
-	kiln_batch_consume consume;         /* called in submission order on the owner's thread */
+	kiln_batch_consume consume;     /* called in submission order on the owner's thread */
 	void *ctx;
 } kiln_curate_pool_options;
 

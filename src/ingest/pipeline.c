@@ -28,9 +28,9 @@ typedef struct loader {
 } loader;
 
 static const char *const top_keys[] = {
-    "dataset", "branch",  "contract", "schema",   "unknown_fields", "source",    "pseudonymise",
-    "split",   "shards",  "store",    "manifest", "workers",        "promote",   "snapshot",
-    "raw",     "metrics", "log",      "profile",  "quarantine",     "retention", "dedup", NULL};
+    "dataset", "branch",  "contract",   "schema",    "unknown_fields", "source",   "pseudonymise", "split",
+    "shards",  "store",   "manifest",   "workers",   "promote",        "snapshot", "raw",          "metrics",
+    "log",     "profile", "quarantine", "retention", "dedup",          NULL};
 /* The source.* keys of a Kafka source, which is not a row (ingest/source.h):
  * the loader reads them itself (load_kafka). A row's keys are its
  * option_keys. */
@@ -616,7 +616,8 @@ static int load_dedup(loader *l, const kiln_yaml_node *root)
 		                      "expected a positive age such as 7d, 12h, 90m, 2w or 3600s");
 	p->dedup_window_ms *= 1000;
 	if (!(keys = kiln_yaml_get(n, "key")) || kiln_yaml_is_null(keys))
-		return kiln_yaml_fail(l->doc, n, "dedup.key", "required key is missing (a list of field paths)");
+		return kiln_yaml_fail(l->doc, n, "dedup.key",
+		                      "required key is missing (a list of field paths)");
 	single[0] = keys;
 	if (keys->kind == KILN_YAML_SEQUENCE) {
 		items = (const kiln_yaml_node *const *)keys->items;

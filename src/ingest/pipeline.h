@@ -82,7 +82,7 @@ typedef struct kiln_pipeline {
 	/* dedup: (docs/PIPELINES.md): a record whose key fields' values were
 	 * committed on the branch within dedup_window_ms, or came earlier in
 	 * the run, is quarantined as duplicate. dedup_key_count 0: no dedup. */
-	const char **dedup_keys; /* field paths, as split.key's */
+	const char **dedup_keys;                             /* field paths, as split.key's */
 	const struct kiln_yaml_node *const *dedup_key_nodes; /* where each was set, for messages */
 	size_t dedup_key_count;
 	int64_t dedup_window_ms;

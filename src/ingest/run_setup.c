@@ -225,7 +225,8 @@ static int check_dedup_keys(kiln_run_setup *s)
 
 	for (size_t i = 0; i < p->dedup_key_count; i++) {
 		if (kiln_contract_field_at(&f, &hidden, s->contract, p->dedup_keys[i]) < 0)
-			return kiln_yaml_fail(p->doc, p->dedup_key_nodes[i], "dedup.key", "%s", kiln_error_last());
+			return kiln_yaml_fail(p->doc, p->dedup_key_nodes[i], "dedup.key", "%s",
+			                      kiln_error_last());
 		if (f->type == KILN_LTYPE_OBJECT || f->type == KILN_LTYPE_ARRAY)
 			return kiln_yaml_fail(p->doc, p->dedup_key_nodes[i], "dedup.key",
 			                      "field \"%s\" must be a scalar", p->dedup_keys[i]);
@@ -314,8 +315,8 @@ int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
 	    (rc = kiln_run_setup_keys(s)) < 0 || (rc = kiln_run_setup_store(s)) < 0 ||
 	    (rc = kiln_run_setup_manifest(s)) < 0 || (rc = kiln_run_setup_positions(s)) < 0 ||
 	    (rc = kiln_run_setup_definition(s)) < 0 ||
-	    (p->dedup_key_count &&
-	     ((rc = kiln_dedup_new(&s->dedup, p->dedup_window_ms)) < 0 || (rc = kiln_run_setup_dedup_load(s)) < 0))) {
+	    (p->dedup_key_count && ((rc = kiln_dedup_new(&s->dedup, p->dedup_window_ms)) < 0 ||
+	                            (rc = kiln_run_setup_dedup_load(s)) < 0))) {
 		kiln_run_setup_close(s);
 		return rc;
 	}

@@ -109,8 +109,8 @@ int kiln_sink_deliver(kiln_sink *s, kiln_batch *b)
 	if (dedup) {
 		clock_gettime(CLOCK_REALTIME, &now);
 		if ((rc = kiln_dedup_filter(b, dedup, (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
-		                            s->setup->p->dedup_keys[0], s->profile_schema ? &s->profile : NULL,
-		                            s->profile_schema)) < 0)
+		                            s->setup->p->dedup_keys[0],
+		                            s->profile_schema ? &s->profile : NULL, s->profile_schema)) < 0)
 			return rc;
 	}
 	return kiln_batch_deliver(b, s->writers, s->quarantine, s->delta,

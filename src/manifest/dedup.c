@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 
-#define MAGIC "KILNDDP1"
+#define MAGIC   "KILNDDP1"
 #define MIN_CAP 1024
 
 typedef struct slot {
@@ -293,14 +293,15 @@ int kiln_dedup_segment_decode(const void *bytes, size_t len, const char *where, 
 	if (count != (len - KILN_DEDUP_SEGMENT_HEADER) / KILN_DEDUP_HASH_LEN ||
 	    (len - KILN_DEDUP_SEGMENT_HEADER) % KILN_DEDUP_HASH_LEN)
 		return kiln_error_set(KILN_EINVALID,
-		                      "%s: %zu bytes after the header do not hold the %" PRIu64 " keys it counts",
+		                      "%s: %zu bytes after the header do not hold the %" PRIu64
+		                      " keys it counts",
 		                      where, len - KILN_DEDUP_SEGMENT_HEADER, count);
 	p += KILN_DEDUP_SEGMENT_HEADER;
 	for (uint64_t i = 1; i < count; i++)
-		if (memcmp(p + (i - 1) * KILN_DEDUP_HASH_LEN, p + i * KILN_DEDUP_HASH_LEN, KILN_DEDUP_HASH_LEN) >=
-		    0)
-			return kiln_error_set(KILN_EINVALID, "%s: key %" PRIu64 " is not above the one before it",
-			                      where, i);
+		if (memcmp(p + (i - 1) * KILN_DEDUP_HASH_LEN, p + i * KILN_DEDUP_HASH_LEN,
+		           KILN_DEDUP_HASH_LEN) >= 0)
+			return kiln_error_set(KILN_EINVALID,
+			                      "%s: key %" PRIu64 " is not above the one before it", where, i);
 	*out_ms = (int64_t)ms;
 	*out_keys = (const unsigned char(*)[KILN_DEDUP_HASH_LEN])p;
 	*out_count = (size_t)count;

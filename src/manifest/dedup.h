@@ -20,8 +20,8 @@
 
 #include "core/buf.h"
 
-#define KILN_DEDUP_HASH_LEN 16
-#define KILN_DEDUP_DIR "dedup"
+#define KILN_DEDUP_HASH_LEN  16
+#define KILN_DEDUP_DIR       "dedup"
 #define KILN_DEDUP_EXTENSION ".keys"
 
 typedef struct kiln_dedup kiln_dedup;

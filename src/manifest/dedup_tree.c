@@ -23,14 +23,14 @@ static int dedup_tree(kiln_manifest *m, git_tree *tree, const char *ref, git_tre
 	if (!e)
 		return 0;
 	if (git_tree_entry_type(e) != GIT_OBJECT_TREE)
-		return kiln_error_set(KILN_EINVALID, "manifest %s: %s:%s is not a folder", kiln_manifest_path(m),
-		                      ref, KILN_DEDUP_DIR);
+		return kiln_error_set(KILN_EINVALID, "manifest %s: %s:%s is not a folder",
+		                      kiln_manifest_path(m), ref, KILN_DEDUP_DIR);
 	gerr = git_tree_lookup(out, kiln_manifest_repo(m), git_tree_entry_id(e));
 	return gerr < 0 ? kiln_manifest_git_fail(m, gerr, KILN_DEDUP_DIR) : 0;
 }
 
-int kiln_manifest_write_dedup(kiln_manifest *m, const char *ref, git_tree *tip_tree, const kiln_snapshot *snap,
-                              git_treebuilder *root)
+int kiln_manifest_write_dedup(kiln_manifest *m, const char *ref, git_tree *tip_tree,
+                              const kiln_snapshot *snap, git_treebuilder *root)
 {
 	git_tree *old = NULL;
 	git_treebuilder *bld = NULL;
@@ -61,8 +61,8 @@ int kiln_manifest_write_dedup(kiln_manifest *m, const char *ref, git_tree *tip_t
 	if (snap->dedup_count) {
 		char name[64];
 
-		if ((rc = kiln_dedup_segment_encode(&seg, snap->dedup_keys, snap->dedup_count, snap->dedup_ms)) <
-		    0)
+		if ((rc = kiln_dedup_segment_encode(&seg, snap->dedup_keys, snap->dedup_count,
+		                                    snap->dedup_ms)) < 0)
 			goto cleanup;
 		if ((gerr = git_blob_create_from_buffer(&id, kiln_manifest_repo(m), seg.ptr, seg.len)) < 0) {
 			rc = kiln_manifest_git_fail(m, gerr, KILN_DEDUP_DIR);
@@ -75,7 +75,9 @@ int kiln_manifest_write_dedup(kiln_manifest *m, const char *ref, git_tree *tip_t
 		}
 	}
 	if (git_treebuilder_entrycount(bld) == 0) {
-		gerr = git_treebuilder_get(root, KILN_DEDUP_DIR) ? git_treebuilder_remove(root, KILN_DEDUP_DIR) : 0;
+		gerr = git_treebuilder_get(root, KILN_DEDUP_DIR)
+		           ? git_treebuilder_remove(root, KILN_DEDUP_DIR)
+		           : 0;
 	} else if ((gerr = git_treebuilder_write(&id, bld)) == 0) {
 		gerr = git_treebuilder_insert(NULL, root, KILN_DEDUP_DIR, &id, GIT_FILEMODE_TREE);
 	}
@@ -107,8 +109,8 @@ static int load_segment(kiln_manifest *m, const char *ref, const git_tree_entry 
 	rc = kiln_dedup_segment_decode(git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), where, &ms,
 	                               &keys, &count);
 	if (rc == 0 && ms != name_ms)
-		rc = kiln_error_set(KILN_EINVALID, "%s: holds commit time %" PRId64 ", its name %" PRId64, where,
-		                    ms, name_ms);
+		rc = kiln_error_set(KILN_EINVALID, "%s: holds commit time %" PRId64 ", its name %" PRId64,
+		                    where, ms, name_ms);
 	for (size_t i = 0; rc == 0 && i < count; i++)
 		rc = kiln_dedup_add(dedup, keys[i], ms);
 	git_blob_free(blob);
@@ -133,8 +135,8 @@ int kiln_manifest_dedup_load(kiln_manifest *m, const char *dataset, const char *
 		int64_t ms = kiln_dedup_segment_name_ms(git_tree_entry_name(e));
 
 		if (ms < 0) {
-			rc = kiln_error_set(KILN_EINVALID, "manifest: %s:%s/%s: not a dedup segment name", ref,
-			                    KILN_DEDUP_DIR, git_tree_entry_name(e));
+			rc = kiln_error_set(KILN_EINVALID, "manifest: %s:%s/%s: not a dedup segment name",
+			                    ref, KILN_DEDUP_DIR, git_tree_entry_name(e));
 			goto cleanup;
 		}
 		if (ms < now_ms - kiln_dedup_window_ms(dedup))
@@ -170,8 +172,8 @@ static int commit_dedup_tree(kiln_manifest *m, const git_oid *commit_id, git_tre
 	return rc;
 }
 
-int kiln_manifest_dedup_added(kiln_manifest *m, const git_oid *commit, const git_oid *parent, git_blob **out_blob,
-                              kiln_snapshot *snap)
+int kiln_manifest_dedup_added(kiln_manifest *m, const git_oid *commit, const git_oid *parent,
+                              git_blob **out_blob, kiln_snapshot *snap)
 {
 	git_tree *now = NULL, *before = NULL;
 	const git_tree_entry *added = NULL;
@@ -191,8 +193,9 @@ int kiln_manifest_dedup_added(kiln_manifest *m, const git_oid *commit, const git
 		         git_oid_tostr(hex, sizeof(hex), commit), KILN_DEDUP_DIR, git_tree_entry_name(e));
 		if (added || git_tree_entry_type(e) != GIT_OBJECT_BLOB ||
 		    kiln_dedup_segment_name_ms(git_tree_entry_name(e)) < 0) {
-			rc = kiln_error_set(KILN_EINVALID, "%s: a second new segment, or not a segment: not a kiln "
-			                                   "snapshot commit",
+			rc = kiln_error_set(KILN_EINVALID,
+			                    "%s: a second new segment, or not a segment: not a kiln "
+			                    "snapshot commit",
 			                    where);
 			goto cleanup;
 		}
@@ -204,8 +207,9 @@ int kiln_manifest_dedup_added(kiln_manifest *m, const git_oid *commit, const git
 		rc = kiln_manifest_git_fail(m, gerr, where);
 		goto cleanup;
 	}
-	if ((rc = kiln_dedup_segment_decode(git_blob_rawcontent(*out_blob), (size_t)git_blob_rawsize(*out_blob),
-	                                    where, &snap->dedup_ms, &snap->dedup_keys, &snap->dedup_count)) < 0)
+	if ((rc = kiln_dedup_segment_decode(git_blob_rawcontent(*out_blob),
+	                                    (size_t)git_blob_rawsize(*out_blob), where, &snap->dedup_ms,
+	                                    &snap->dedup_keys, &snap->dedup_count)) < 0)
 		goto cleanup;
 	snap->dedup = true;
 	snap->dedup_window_ms = snap->dedup_ms; /* nothing pruned here: the next snapshot prunes */

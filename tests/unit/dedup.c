@@ -16,7 +16,7 @@
 #include "manifest/dedup.h"
 
 #define DAY (86400 * 1000LL)
-#define T0 1796597690731LL /* 2026-12-06, ms */
+#define T0  1796597690731LL /* 2026-12-06, ms */
 
 /* A key made from i (distinct i, distinct keys; not sorted). */
 static void make_key(unsigned char k[16], uint64_t i)
@@ -129,7 +129,8 @@ static void segment_round_trip(void **state)
 	keys[0][15] = 1;
 	keys[1][0] = 1;
 	keys[2][0] = 0xff;
-	assert_int_equal(kiln_dedup_segment_encode(&b, (const unsigned char(*)[16])keys, 3, 0x0102030405LL), 0);
+	assert_int_equal(kiln_dedup_segment_encode(&b, (const unsigned char(*)[16])keys, 3, 0x0102030405LL),
+	                 0);
 	/* "KILNDDP1", the time and the count little-endian, then the keys */
 	assert_int_equal(b.len, 24 + 48);
 	assert_memory_equal(b.ptr, "KILNDDP1\x05\x04\x03\x02\x01\0\0\0\x03\0\0\0\0\0\0\0", 24);
