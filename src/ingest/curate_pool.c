@@ -210,10 +210,11 @@ static int profile_record(struct worker *wk, kiln_batch *b)
 	return 0;
 }
 
-/* The dedup key hash of the record just curated into out (its values
- * from the curator): KILN_ENOTFOUND, *missing set, when a key field has no
- * value (absent or null). Each field adds its JSON type, its length (u32
- * LE) and its bytes, strings decoded, to a keyed BLAKE2b-128. */
+/* The dedup key hash of the record just curated (its values from the
+ * curator): KILN_ENOTFOUND, *missing set, when a key field has no value
+ * (absent or null). Each field adds its type ('s', 'n', 't', 'f'), its
+ * length (u32 LE) and its bytes, strings decoded, to a keyed BLAKE2b-128
+ * (docs/FORMATS.md, "dedup/"). */
 static int dedup_hash(struct worker *wk, unsigned char out[16], const char **missing)
 {
 	const kiln_curate_pool_options *o = &wk->pool->o;
@@ -248,7 +249,10 @@ static int dedup_hash(struct worker *wk, unsigned char out[16], const char **mis
 			len = kiln_json_unescape(wk->unescaped.ptr, len + 1, &t);
 			text = wk->unescaped.ptr;
 		}
-		head[0] = (unsigned char)x->type;
+		head[0] = x->type == KILN_JSON_STRING   ? 's'
+		          : x->type == KILN_JSON_NUMBER ? 'n'
+		          : x->type == KILN_JSON_TRUE   ? 't'
+		                                        : 'f';
 		for (int i = 0; i < 4; i++)
 			head[1 + i] = (unsigned char)((uint64_t)len >> (8 * i));
 		crypto_generichash_update(&st, head, sizeof(head));
@@ -309,6 +313,7 @@ static int process(struct worker *wk, kiln_batch *b)
 	}
 	b->reject_count = 0;
 	b->value_count = 0;
+	b->deduped = false;
 	if (dedup && (rc = dedup_reserve(b)) < 0)
 		return rc;
 	if (wk->pool->o.profile && !dedup) {

@@ -71,6 +71,7 @@ typedef struct kiln_batch {
 	 * each curated record, values[value_first[i] .. + value_n[i]), for the
 	 * sink to profile the records that are not duplicates */
 	unsigned char (*dedup_hash)[16];
+	bool deduped; /* the sink ran it through the index (kiln_sink_dedup) */
 	size_t *value_first, *value_n;
 	size_t dedup_cap;
 	kiln_curate_value *values;

@@ -100,19 +100,29 @@ void kiln_sink_close(kiln_sink *s)
 	s->profile_schema = NULL;
 }
 
-int kiln_sink_deliver(kiln_sink *s, kiln_batch *b)
+int kiln_sink_dedup(kiln_sink *s, kiln_batch *b)
 {
 	kiln_dedup *dedup = s->setup->dedup;
 	struct timespec now;
 	int rc;
 
-	if (dedup) {
-		clock_gettime(CLOCK_REALTIME, &now);
-		if ((rc = kiln_dedup_filter(b, dedup, (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
-		                            s->setup->p->dedup_keys[0],
-		                            s->profile_schema ? &s->profile : NULL, s->profile_schema)) < 0)
-			return rc;
-	}
+	if (!dedup || b->deduped)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &now);
+	if ((rc = kiln_dedup_filter(b, dedup, (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
+	                            s->setup->p->dedup_keys[0], s->profile_schema ? &s->profile : NULL,
+	                            s->profile_schema)) < 0)
+		return rc;
+	b->deduped = true;
+	return 0;
+}
+
+int kiln_sink_deliver(kiln_sink *s, kiln_batch *b)
+{
+	int rc;
+
+	if ((rc = kiln_sink_dedup(s, b)) < 0)
+		return rc;
 	return kiln_batch_deliver(b, s->writers, s->quarantine, s->delta,
 	                          s->profile_schema ? &s->profile : NULL);
 }

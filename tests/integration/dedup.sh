@@ -176,6 +176,24 @@ check "kiln quarantine stats shows the duplicate code" sh -c \
 check "the commit tree holds one dedup segment" test "$(git --git-dir "$tmp/m.git" ls-tree --name-only refs/heads/one/main dedup/ | wc -l)" -eq 1
 check "the segment holds the 120 keys (24-byte header, 16 bytes a key)" test \
 	"$(git --git-dir "$tmp/m.git" cat-file -s "$(git --git-dir "$tmp/m.git" ls-tree refs/heads/one/main dedup/ | awk '{print $3}')")" -eq $((24 + 120 * 16))
+segment_keys() { # the keys of run 1's segment are the keyed BLAKE2b-128 of docs/FORMATS.md of o0..o119
+	git --git-dir "$tmp/m.git" show "refs/heads/one/main:$(git --git-dir "$tmp/m.git" ls-tree --name-only refs/heads/one/main dedup/)" >"$tmp/seg1"
+	"$py" - "$tmp" <<'PY'
+import hashlib, os, struct, sys
+tmp = sys.argv[1]
+hmac_key = bytes.fromhex(open(os.path.join(tmp, "hmac.key")).read().strip())
+key = hashlib.blake2b(b"kiln dedup index key v1", key=hmac_key, digest_size=32).digest()
+def h(v):
+    v = v.encode()
+    return hashlib.blake2b(b"s" + struct.pack("<I", len(v)) + v, key=key, digest_size=16).digest()
+seg = open(os.path.join(tmp, "seg1"), "rb").read()
+magic, ms, n = struct.unpack("<8sQQ", seg[:24])
+assert magic == b"KILNDDP1" and n == 120 and len(seg) == 24 + 16 * n, (magic, n, len(seg))
+keys = [seg[24 + 16 * i:40 + 16 * i] for i in range(n)]
+assert keys == sorted(h("o%d" % i) for i in range(120)), "the keys are not those of docs/FORMATS.md"
+PY
+}
+check "the segment's keys are the keyed hashes docs/FORMATS.md defines" segment_keys
 check "the segment holds no key value" sh -c "! git --git-dir '$tmp/m.git' show refs/heads/one/main:dedup/\$(git --git-dir '$tmp/m.git' ls-tree --name-only refs/heads/one/main dedup/ | cut -d/ -f2) | grep -aq 'o1'"
 
 # ---- a second run: 60 re-sent (seq 300.. with keys o0..o59) and 40 new keys
