@@ -152,7 +152,8 @@ cleanup:
 	return rc;
 }
 
-/* The dedup/ tree of a commit (*out NULL when it has none). */
+/* The dedup/ tree of a commit (*out NULL when it has none, or for a NULL
+ * commit: the parent of a first commit). */
 static int commit_dedup_tree(kiln_manifest *m, const git_oid *commit_id, git_tree **out)
 {
 	git_commit *c = NULL;
@@ -161,6 +162,8 @@ static int commit_dedup_tree(kiln_manifest *m, const git_oid *commit_id, git_tre
 	int gerr, rc;
 
 	*out = NULL;
+	if (!commit_id)
+		return 0;
 	if ((gerr = git_commit_lookup(&c, kiln_manifest_repo(m), commit_id)) < 0 ||
 	    (gerr = git_commit_tree(&tree, c)) < 0) {
 		git_commit_free(c);

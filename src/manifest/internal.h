@@ -65,7 +65,8 @@ int kiln_manifest_load_replayed(kiln_manifest *manifest, git_tree *tree, const c
 int kiln_manifest_write_dedup(kiln_manifest *manifest, const char *ref, git_tree *tip_tree,
                               const kiln_snapshot *snap, git_treebuilder *root);
 
-/* For a rebase (rebase.c): the dedup/ segment commit added over parent,
+/* For a rebase (rebase.c): the dedup/ segment commit added over parent
+ * (NULL for a first commit),
  * set in snap (its keys point into *out_blob, the caller's to free); no
  * new segment: snap unchanged, *out_blob NULL. The replayed commit prunes
  * nothing. */

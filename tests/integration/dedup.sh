@@ -126,9 +126,11 @@ with open(out, "a") as f:
 PY
 }
 
-run() { # PIPELINE NAME: kiln run, its output in $tmp/NAME.{out,err}
-	(cd "$tmp" && "$kiln" run "$1" >"$2.out" 2>"$2.err" </dev/null) && return 0
-	sed 's/^/  | /' "$tmp/$2.err" | head -5
+run() { # PIPELINE NAME [ARG...]: kiln run, its output in $tmp/NAME.{out,err}
+	local p=$1 n=$2
+	shift 2
+	(cd "$tmp" && "$kiln" run "$p" "$@" >"$n.out" 2>"$n.err" </dev/null) && return 0
+	sed 's/^/  | /' "$tmp/$n.err" | head -5
 	return 1
 }
 
@@ -246,6 +248,27 @@ PY
 check "nested run exits 0" run nest.yaml nest1
 check "nested key: one record per (customer_id, tier), the two without customer_id missing_required" \
 	check_ds nest --key customer.customer_id --key customer.tier "$tmp/nest.jsonl"
+
+# ---- manifest.remote: host b commits locally (o0..o99), host a commits and
+# pushes (o50..o149: the hosts did not share an index, both commit
+# o50..o99), then b runs with the remote: its commit is rebased onto a's
+# with its segment, and its index, loaded from the rebased tip, holds a's keys
+git init -q --bare "$tmp/remote.git"
+for h in a b; do
+	pipeline "$tmp/h$h.yaml" hosts '[order_id]' 7d "source: {kind: file, path: h$h.jsonl, name: h$h}"
+	sed -i "s|repo: $tmp/m.git|repo: $tmp/h$h.git|" "$tmp/h$h.yaml"
+done
+gen "$tmp/hb.jsonl" 0 100 100000
+gen "$tmp/ha.jsonl" 100 100 100000 -50
+check "host b commits locally" run hb.yaml hb1
+check "host a commits and pushes" run ha.yaml ha1 --set manifest.remote="$tmp/remote.git"
+gen "$tmp/hb.jsonl" 200 100 100000 -100
+check "host b again, with the remote: rebased, then its run" run hb.yaml hb2 --set manifest.remote="$tmp/remote.git"
+check "... quarantines a's keys o100..o149 as duplicate" grep -q "+100 records (50 valid, 50 quarantined)" "$tmp/hb2.out"
+check "the remote's tip holds the three segments (b's first carried by the rebase)" \
+	test "$(git --git-dir "$tmp/remote.git" ls-tree --name-only refs/heads/hosts/main dedup/ | wc -l)" -eq 3
+check "the remote counts 50 duplicates" sh -c \
+	"git --git-dir '$tmp/remote.git' show refs/heads/hosts/main:stats.json | grep -q '\"quarantined_by_code\": {\"duplicate\":50}'"
 
 # ---- Kafka on `kiln broker`: a daemon commits 300 orders; a second one
 # (no snapshot due) reads kcat's retry of those 300 and 300 more orders (100
