@@ -207,6 +207,17 @@ check "run 2: the re-sent records are quarantined as duplicate, the new ones cur
 check "run 2 says 40 valid, 60 quarantined" grep -q "+100 records (40 valid, 60 quarantined)" "$tmp/one2.out"
 check "dedup/ holds a segment per run" test "$(git --git-dir "$tmp/m.git" ls-tree --name-only refs/heads/one/main dedup/ | wc -l)" -eq 2
 
+# ---- kiln erase rewrites the commits: dedup/ is carried through as it was
+git --git-dir "$tmp/m.git" ls-tree refs/heads/one/main dedup/ >"$tmp/dedup.before"
+check "kiln erase of a customer exits 0" sh -c \
+	"cd '$tmp' && '$kiln' erase one --subject customer.customer_id=cust-003 --pipeline one.yaml >erase.out 2>erase.err"
+check "the erasure rewrote the branch" sh -c "[ \"\$(git --git-dir '$tmp/m.git' show refs/heads/one/main:stats.json | grep -c erased)\" -eq 1 ]"
+check "dedup/ is the same after the erasure" sh -c \
+	"git --git-dir '$tmp/m.git' ls-tree refs/heads/one/main dedup/ | cmp -s - '$tmp/dedup.before'"
+gen "$tmp/one.jsonl" 400 10 1000 -400 n
+check "a run after the erasure exits 0" run one.yaml one3
+check "... and still knows the keys: 10 re-sent, 10 duplicates" grep -q "+10 records (0 valid, 10 quarantined)" "$tmp/one3.out"
+
 # ---- kill -9 in the middle of a run, then run again: every record once
 pipeline "$tmp/kill.yaml" kill '[order_id]' 7d
 gen "$tmp/kill.jsonl" 0 1000 700
