@@ -246,6 +246,18 @@ check "after the window: the re-sent keys are curated again (once each)" check_d
 check "the expired segment was pruned from dedup/" sh -c \
 	"git --git-dir '$tmp/m.git' ls-tree --name-only refs/heads/win/main dedup/ >'$tmp/segs' && [ \$(wc -l <'$tmp/segs') -eq 1 ] && ! grep -qx '$old_segment' '$tmp/segs'"
 
+# a segment whose bytes were altered (a hostile manifest) stops the run at
+# open, in one line naming the file of the tip
+g() { git --git-dir "$tmp/m.git" "$@"; }
+seg=$(g ls-tree --name-only refs/heads/win/main dedup/ | head -1)
+bad=$(printf 'KILNDDP1 not a segment' | g hash-object -w --stdin)
+dtree=$(printf '100644 blob %s\t%s\n' "$bad" "${seg#dedup/}" | g mktree)
+root=$({ g ls-tree refs/heads/win/main | grep -v "	dedup\$"; printf '040000 tree %s\tdedup\n' "$dtree"; } | g mktree)
+g update-ref refs/heads/win/main "$(g commit-tree "$root" -p refs/heads/win/main -m hostile)"
+check "a hostile segment stops the run (exit 2)" status_is 2 sh -c "cd '$tmp' && '$kiln' run win.yaml"
+check "... in one line naming the segment" sh -c \
+	"[ \$(wc -l <'$tmp/err') -eq 1 ] && grep -q 'refs/heads/win/main:$seg: not a dedup segment' '$tmp/err'"
+
 # ---- a nested key path, with a second key; a record without it is missing_required
 pipeline "$tmp/nest.yaml" nest '[customer.customer_id, customer.tier]' 7d
 gen "$tmp/nest.jsonl" 0 40 40
