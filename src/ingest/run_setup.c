@@ -337,7 +337,8 @@ int kiln_run_setup_dedup_load(kiln_run_setup *s)
 
 	if (!s->dedup)
 		return 0;
-	rc = kiln_manifest_dedup_load(s->manifest, s->p->dataset, s->p->branch, wall_ms(), s->dedup);
+	rc = kiln_manifest_dedup_load(s->manifest, s->p->dataset, s->p->branch, wall_ms(), s->dedup,
+	                              s->dedup_base);
 	if (rc == 0)
 		KILN_LOG(KILN_LOG_DEBUG, "dedup_loaded", "",
 		         KILN_F_INT("keys", (int64_t)kiln_dedup_committed_count(s->dedup)));
@@ -463,6 +464,7 @@ int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commi
 		snap->dedup_keys = kiln_dedup_pending(s->dedup, &snap->dedup_count);
 		snap->dedup_ms = wall_ms();
 		snap->dedup_window_ms = p->dedup_window_ms;
+		snap->dedup_base = s->dedup_base;
 	}
 	for (int attempt = 1;; attempt++) {
 		rc = kiln_manifest_commit(s->manifest, snap, out_commit);
@@ -478,8 +480,11 @@ int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commi
 		return rc;
 	char local[41];
 	memcpy(local, out_commit, sizeof(local));
-	if (s->dedup && (rc = kiln_dedup_commit(s->dedup, snap->dedup_ms)) < 0)
-		return rc;
+	if (s->dedup) {
+		if ((rc = kiln_dedup_commit(s->dedup, snap->dedup_ms)) < 0)
+			return rc;
+		memcpy(s->dedup_base, local, sizeof(local));
+	}
 	if ((rc = push_branch(p, s->manifest, out_commit)) < 0)
 		return rc;
 	/* the branch moved under this commit: the index takes the keys others committed */

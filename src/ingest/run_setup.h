@@ -28,6 +28,7 @@ typedef struct kiln_run_setup {
 	const kiln_field *dedup_fields[16]; /* the pipeline's dedup.key fields */
 	unsigned char dedup_key[32];        /* the dedup hash key, derived from key */
 	kiln_dedup *dedup;                  /* the branch's dedup index; NULL: no dedup */
+	char dedup_base[41];                /* the commit the index is of ("" before the first) */
 	kiln_key key;
 	bool key_loaded;
 	kiln_signing_key signing_key;
@@ -78,7 +79,9 @@ void kiln_run_setup_close(kiln_run_setup *s);
  * failure there is logged and leaves the commit as it is). With dedup the
  * index's pending keys go in the commit (dedup/) and become committed once
  * it is on the branch; when the branch had moved (a retry on a new tip, a
- * rebased push) the index is loaded again from the new tip. */
+ * rebased push) the index is loaded again from the new tip. A key another
+ * writer committed since the index was loaded gives KILN_EFENCED (nothing
+ * committed: read again, the record is a duplicate). */
 int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commit[41]);
 /* Pushes the branch as it is (when a run had nothing new to commit). */
 int kiln_run_setup_push(kiln_run_setup *s, char out_commit[41]);

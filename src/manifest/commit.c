@@ -867,7 +867,7 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	    (rc = write_replayed(m, ref, tip_tree, snap, root, &text)) < 0 ||
 	    (rc = write_stats(m, scanner, ref, tip_tree, snap, root, &text)) < 0 ||
 	    (rc = write_profile(m, ref, tip_tree, snap, root, &text)) < 0 ||
-	    (rc = kiln_manifest_write_dedup(m, ref, tip_tree, snap, root)) < 0 ||
+	    (rc = kiln_manifest_write_dedup(m, ref, have_tip ? &tip_id : NULL, tip_tree, snap, root)) < 0 ||
 	    (snap->contract_text &&
 	     (rc = insert_blob(m, root, "contract.yaml", snap->contract_text, snap->contract_len)) < 0))
 		goto cleanup;

@@ -82,8 +82,9 @@ struct kiln_manifest;
 
 /* Clears dedup and loads the committed keys of the tip of dataset/branch
  * whose segments are no older than now_ms - window (none without a tip or
- * a dedup/ tree). Errors name the segment (manifest: REF:dedup/NAME). */
+ * a dedup/ tree); out_tip: the tip's id, "" without a tip (the snapshot's
+ * dedup_base). Errors name the segment (manifest: REF:dedup/NAME). */
 int kiln_manifest_dedup_load(struct kiln_manifest *manifest, const char *dataset, const char *branch,
-                             int64_t now_ms, kiln_dedup *dedup);
+                             int64_t now_ms, kiln_dedup *dedup, char out_tip[41]);
 
 #endif

@@ -4,6 +4,7 @@
  * back into an index at run start. Owns nothing beyond one call. */
 #include <git2.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,82 @@ static int dedup_tree(kiln_manifest *m, git_tree *tree, const char *ref, git_tre
 	return gerr < 0 ? kiln_manifest_git_fail(m, gerr, KILN_DEDUP_DIR) : 0;
 }
 
-int kiln_manifest_write_dedup(kiln_manifest *m, const char *ref, git_tree *tip_tree,
+static int commit_dedup_tree(kiln_manifest *m, const git_oid *commit_id, git_tree **out);
+
+/* Whether two sorted key lists share a key. */
+static bool overlap(const unsigned char (*a)[KILN_DEDUP_HASH_LEN], size_t na,
+                    const unsigned char (*b)[KILN_DEDUP_HASH_LEN], size_t nb)
+{
+	size_t i = 0, j = 0;
+
+	while (i < na && j < nb) {
+		int c = memcmp(a[i], b[j], KILN_DEDUP_HASH_LEN);
+
+		if (c == 0)
+			return true;
+		if (c < 0)
+			i++;
+		else
+			j++;
+	}
+	return false;
+}
+
+/* The tip moved past the commit the writer's index came from: the
+ * segments the tip holds that base does not (another writer's) must share
+ * no key with the snapshot's (KILN_EFENCED). A base that cannot be read
+ * (gone after a compaction) counts as holding nothing. */
+static int check_moved(kiln_manifest *m, const char *ref, const git_oid *tip_id, git_tree *tip_dir,
+                       const kiln_snapshot *snap)
+{
+	git_oid base_id;
+	git_tree *base = NULL;
+	int rc = 0;
+
+	if (!snap->dedup_base || !snap->dedup_count || !tip_dir)
+		return 0;
+	if (snap->dedup_base[0]) {
+		if (git_oid_fromstr(&base_id, snap->dedup_base) < 0)
+			return kiln_error_set(KILN_EINVALID, "manifest: dedup base %.40s is not a commit id",
+			                      snap->dedup_base);
+		if (git_oid_equal(&base_id, tip_id))
+			return 0;
+		if (commit_dedup_tree(m, &base_id, &base) < 0)
+			base = NULL;
+	}
+	for (size_t i = 0; rc == 0 && i < git_tree_entrycount(tip_dir); i++) {
+		const git_tree_entry *e = git_tree_entry_byindex(tip_dir, i);
+		const unsigned char(*keys)[KILN_DEDUP_HASH_LEN];
+		char where[KILN_MANIFEST_WHERE_CAP + 64];
+		git_blob *blob = NULL;
+		size_t count;
+		int64_t ms;
+
+		if ((base && git_tree_entry_byname(base, git_tree_entry_name(e))) ||
+		    git_tree_entry_type(e) != GIT_OBJECT_BLOB)
+			continue;
+		snprintf(where, sizeof(where), "manifest: %s:%s/%s", ref, KILN_DEDUP_DIR,
+		         git_tree_entry_name(e));
+		if (git_blob_lookup(&blob, kiln_manifest_repo(m), git_tree_entry_id(e)) < 0) {
+			rc = kiln_manifest_git_fail(m, -1, where);
+			break;
+		}
+		rc = kiln_dedup_segment_decode(git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob),
+		                               where, &ms, &keys, &count);
+		if (rc == 0 && ms >= snap->dedup_ms - snap->dedup_window_ms &&
+		    overlap(keys, count, snap->dedup_keys, snap->dedup_count))
+			rc = kiln_error_set(
+			    KILN_EFENCED,
+			    "manifest: %s: another writer committed some of these dedup keys first "
+			    "(%s)",
+			    ref, git_tree_entry_name(e));
+		git_blob_free(blob);
+	}
+	git_tree_free(base);
+	return rc;
+}
+
+int kiln_manifest_write_dedup(kiln_manifest *m, const char *ref, const git_oid *tip_id, git_tree *tip_tree,
                               const kiln_snapshot *snap, git_treebuilder *root)
 {
 	git_tree *old = NULL;
@@ -43,6 +119,8 @@ int kiln_manifest_write_dedup(kiln_manifest *m, const char *ref, git_tree *tip_t
 		return 0;
 	if ((rc = dedup_tree(m, tip_tree, ref, &old)) < 0)
 		return rc;
+	if (tip_id && (rc = check_moved(m, ref, tip_id, old, snap)) < 0)
+		goto cleanup;
 	if ((gerr = git_treebuilder_new(&bld, kiln_manifest_repo(m), old)) < 0) {
 		rc = kiln_manifest_git_fail(m, gerr, KILN_DEDUP_DIR);
 		goto cleanup;
@@ -118,18 +196,22 @@ static int load_segment(kiln_manifest *m, const char *ref, const git_tree_entry 
 }
 
 int kiln_manifest_dedup_load(kiln_manifest *m, const char *dataset, const char *branch, int64_t now_ms,
-                             kiln_dedup *dedup)
+                             kiln_dedup *dedup, char out_tip[41])
 {
 	char ref[KILN_MANIFEST_REF_CAP];
 	git_tree *tip = NULL, *dir = NULL;
+	git_oid tip_id;
 	bool exists;
 	int rc;
 
 	kiln_dedup_clear(dedup);
+	out_tip[0] = '\0';
 	if ((rc = kiln_manifest_branch_ref(ref, sizeof(ref), dataset, branch)) < 0 ||
-	    (rc = kiln_manifest_read_tip(m, ref, NULL, &exists, &tip)) < 0 ||
+	    (rc = kiln_manifest_read_tip(m, ref, &tip_id, &exists, &tip)) < 0 ||
 	    (rc = dedup_tree(m, tip, ref, &dir)) < 0)
 		goto cleanup;
+	if (exists)
+		git_oid_tostr(out_tip, 41, &tip_id);
 	for (size_t i = 0; dir && i < git_tree_entrycount(dir); i++) {
 		const git_tree_entry *e = git_tree_entry_byindex(dir, i);
 		int64_t ms = kiln_dedup_segment_name_ms(git_tree_entry_name(e));
@@ -147,8 +229,10 @@ int kiln_manifest_dedup_load(kiln_manifest *m, const char *dataset, const char *
 cleanup:
 	git_tree_free(dir);
 	git_tree_free(tip);
-	if (rc < 0)
+	if (rc < 0) {
 		kiln_dedup_clear(dedup);
+		out_tip[0] = '\0';
+	}
 	return rc;
 }
 

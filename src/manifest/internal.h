@@ -60,10 +60,10 @@ struct kiln_replayed;
 int kiln_manifest_load_replayed(kiln_manifest *manifest, git_tree *tree, const char *ref,
                                 struct kiln_replayed *out);
 
-/* dedup/ of the commit being built on tip_tree (dedup_tree.c): nothing
- * without snap->dedup. */
-int kiln_manifest_write_dedup(kiln_manifest *manifest, const char *ref, git_tree *tip_tree,
-                              const kiln_snapshot *snap, git_treebuilder *root);
+/* dedup/ of the commit being built on the tip (tip_id NULL: none yet;
+ * dedup_tree.c): nothing without snap->dedup. */
+int kiln_manifest_write_dedup(kiln_manifest *manifest, const char *ref, const git_oid *tip_id,
+                              git_tree *tip_tree, const kiln_snapshot *snap, git_treebuilder *root);
 
 /* For a rebase (rebase.c): the dedup/ segment commit added over parent
  * (NULL for a first commit),

@@ -79,6 +79,12 @@ typedef struct kiln_snapshot {
 	const unsigned char (*dedup_keys)[16];
 	size_t dedup_count;
 	int64_t dedup_ms, dedup_window_ms;
+	/* the commit (40 hex; "" for no branch yet) whose dedup/ the writer's
+	 * index was checked against, NULL: none. When the tip is another one,
+	 * a key that a segment the tip holds and that commit does not also
+	 * holds refuses the commit with KILN_EFENCED (nothing changed): another
+	 * writer committed it first */
+	const char *dedup_base;
 	const char *author_name, *author_email;
 	const struct kiln_signing_key *signing_key; /* NULL: unsigned commit */
 } kiln_snapshot;

@@ -272,6 +272,34 @@ check "nested run exits 0" run nest.yaml nest1
 check "nested key: one record per (customer_id, tier), the two without customer_id missing_required" \
 	check_ds nest --key customer.customer_id --key customer.tier "$tmp/nest.jsonl"
 
+# ---- two writers on one branch: a stdin run holds o0..o49 uncommitted
+# (its input still open) while a file run commits o25..o74; the stdin run's
+# commit then finds another writer's keys in the tip and is refused
+# (KILN_EFENCED, which a stdin run reports as another run having committed
+# first; nothing committed); run again, its overlap is quarantined as
+# duplicate
+pipeline "$tmp/wf.yaml" writers '[order_id]' 7d "source: {kind: file, path: wf.jsonl, name: wf}"
+pipeline "$tmp/ws.yaml" writers '[order_id]' 7d "source: {kind: stdin, name: ws}"
+gen "$tmp/ws.jsonl" 0 50 100000
+gen "$tmp/wf.jsonl" 50 50 100000 -25
+mkfifo "$tmp/ws.fifo"
+(cd "$tmp" && exec "$kiln" run ws.yaml <ws.fifo >ws1.out 2>ws1.err) &
+writer=$!
+pids+=($writer)
+exec 3>"$tmp/ws.fifo"
+cat "$tmp/ws.jsonl" >&3
+check "the file run commits meanwhile" run wf.yaml wf1
+exec 3>&-
+rc=0
+wait "$writer" || rc=$?
+check "the stdin run's commit is refused (exit 2)" test "$rc" -eq 2
+check "... in one line: another run committed first, nothing of this one was" sh -c \
+	"[ \$(wc -l <'$tmp/ws1.err') -eq 1 ] && grep -q 'committed first.*nothing of this run was committed' '$tmp/ws1.err'"
+check "the stdin run again" sh -c "cd '$tmp' && '$kiln' run ws.yaml <ws.jsonl >ws2.out 2>ws2.err"
+check "... quarantines the 25 keys the file run committed" grep -q "+50 records (25 valid, 25 quarantined)" "$tmp/ws2.out"
+check "the branch holds each key once" sh -c \
+	"git --git-dir '$tmp/m.git' show refs/heads/writers/main:stats.json | grep -q '\"valid\": 75,'"
+
 # ---- manifest.remote: host b commits locally (o0..o99), host a commits and
 # pushes (o50..o149: the hosts did not share an index, both commit
 # o50..o99), then b runs with the remote: its commit is rebased onto a's
