@@ -197,7 +197,7 @@ static int prune(kiln_dedup *d, int64_t cutoff)
 		return 0;
 	for (size_t i = 0; i < d->committed.cap; i++)
 		keep += d->committed.v[i].ms >= cutoff;
-	while (keep * 4 > cap * 3 / 2)
+	while ((keep + 1) * 4 > cap * 3) /* 3/8 to 3/4 full, as growth keeps it */
 		cap *= 2;
 	if (!(n.v = calloc(cap, sizeof(slot))))
 		return kiln_error_set(KILN_ENOMEM, "dedup index: out of memory");
