@@ -175,6 +175,8 @@ check "run 1: first occurrences curated, the rest quarantined as duplicate (stat
 check "run 1 says 120 valid, 180 quarantined" grep -q "+300 records (120 valid, 180 quarantined)" "$tmp/one1.out"
 check "kiln quarantine stats shows the duplicate code" sh -c \
 	"cd '$tmp' && '$kiln' quarantine stats one --pipeline one.yaml | grep -Eq '^ +180 +duplicate\$'"
+check "kiln quarantine replay keeps the duplicates quarantined (the index still holds their keys)" sh -c \
+	"cd '$tmp' && '$kiln' quarantine replay one --pipeline one.yaml 2>&1 | grep -q 'nothing to replay (180 quarantined records still fail)'"
 check "the commit tree holds one dedup segment" test "$(git --git-dir "$tmp/m.git" ls-tree --name-only refs/heads/one/main dedup/ | wc -l)" -eq 1
 check "the segment holds the 120 keys (24-byte header, 16 bytes a key)" test \
 	"$(git --git-dir "$tmp/m.git" cat-file -s "$(git --git-dir "$tmp/m.git" ls-tree refs/heads/one/main dedup/ | awk '{print $3}')")" -eq $((24 + 120 * 16))
