@@ -2,7 +2,9 @@
  * insert and lookup (pending, committed, across the window), rollback,
  * commit and prune, 200,000 keys through table growth with no false
  * answer, the segment bytes known-answer and round trip, names, and
- * decoding refuses cut, grown, unsorted or altered bytes. */
+ * decoding refuses cut, grown, unsorted or altered bytes; dedup/ in commit
+ * trees (dedup_tree.c): committed, loaded back, pruned to the window, a
+ * commit fenced by another writer's key, kept by a commit without dedup. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -10,10 +12,13 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "fixture.h"
 #include "manifest/dedup.h"
+#include "manifest/manifest.h"
 
 #define DAY (86400 * 1000LL)
 #define T0  1796597690731LL /* 2026-12-06, ms */
@@ -175,6 +180,93 @@ static void segment_round_trip(void **state)
 	assert_int_equal(kiln_dedup_segment_name_ms(""), -1);
 }
 
+/* ---- dedup/ in commit trees ------------------------------------------------- */
+
+static char tmpdir[64];
+
+/* Commits keys[0..n) (sorted) at ms on ds/main with base; the commit id in out. */
+static int commit_keys(kiln_manifest *m, const unsigned char (*keys)[16], size_t n, int64_t ms,
+                       const char *base, char out[41])
+{
+	const kiln_lineage_entry lineage[] = {{.topic = "t", .partition = 0, .next = (int64_t)ms}};
+	kiln_snapshot snap = {.dataset = "ds",
+	                      .branch = "main",
+	                      .dataset_json = "{}",
+	                      .lineage = lineage,
+	                      .lineage_count = 1,
+	                      .dedup = true,
+	                      .dedup_keys = keys,
+	                      .dedup_count = n,
+	                      .dedup_ms = ms,
+	                      .dedup_window_ms = DAY,
+	                      .dedup_base = base};
+
+	return kiln_manifest_commit(m, &snap, out);
+}
+
+static void tree_commit_load_prune_fence(void **state)
+{
+	char *repo = kiln_test_path(tmpdir, "m.git"), c1[41], c2[41], c3[41], base[41];
+	unsigned char a[3][16], b[2][16], probe[16];
+	kiln_manifest *m;
+	kiln_dedup *d;
+
+	(void)state;
+	memset(a, 0, sizeof(a));
+	memset(b, 0, sizeof(b));
+	a[0][0] = 1, a[1][0] = 2, a[2][0] = 3;
+	b[0][0] = 4, b[1][0] = 5;
+	assert_int_equal(kiln_manifest_open(&m, repo), 0);
+	assert_int_equal(kiln_dedup_new(&d, DAY), 0);
+
+	/* no branch yet: an empty index, base "" */
+	assert_int_equal(kiln_manifest_dedup_load(m, "ds", "main", T0, d, base), 0);
+	assert_int_equal(kiln_dedup_committed_count(d), 0);
+	assert_string_equal(base, "");
+
+	/* one segment, loaded back with its time */
+	assert_int_equal(commit_keys(m, (const unsigned char(*)[16])a, 3, T0, "", c1), 0);
+	assert_int_equal(kiln_manifest_dedup_load(m, "ds", "main", T0 + 1, d, base), 0);
+	assert_string_equal(base, c1);
+	assert_int_equal(kiln_dedup_committed_count(d), 3);
+	assert_int_equal(kiln_dedup_seen(d, a[1], T0 + DAY), 1);
+	assert_int_equal(kiln_dedup_seen(d, a[1], T0 + DAY + 1), 0);
+	/* loaded after the window: the segment is skipped */
+	assert_int_equal(kiln_manifest_dedup_load(m, "ds", "main", T0 + DAY + 1, d, base), 0);
+	assert_int_equal(kiln_dedup_committed_count(d), 0);
+
+	/* a commit a window later prunes the first segment */
+	assert_int_equal(commit_keys(m, (const unsigned char(*)[16])b, 2, T0 + DAY + 1, c1, c2), 0);
+	assert_int_equal(kiln_manifest_dedup_load(m, "ds", "main", T0, d, base), 0);
+	assert_int_equal(kiln_dedup_committed_count(d), 2);
+	assert_int_equal(kiln_dedup_seen(d, a[0], T0), 0);
+
+	/* a writer whose index is of c1 commits a key c2 added: fenced, nothing
+	 * changed; one without such a key commits; one whose base is the tip
+	 * is not checked */
+	memcpy(probe, b[1], 16);
+	assert_int_equal(commit_keys(m, (const unsigned char(*)[16])probe, 1, T0 + DAY + 2, c1, c3),
+	                 KILN_EFENCED);
+	assert_non_null(strstr(kiln_error_last(), "another writer committed some of these dedup keys first"));
+	probe[0] = 9;
+	assert_int_equal(commit_keys(m, (const unsigned char(*)[16])probe, 1, T0 + DAY + 2, c1, c3), 0);
+	memcpy(base, c3, sizeof(base));
+	assert_int_equal(commit_keys(m, (const unsigned char(*)[16])b, 2, T0 + DAY + 3, base, c3), 0);
+
+	/* a commit without dedup leaves dedup/ as it was */
+	const kiln_lineage_entry lineage[] = {{.topic = "t", .partition = 0, .next = 1}};
+	kiln_snapshot plain = {
+	    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage, .lineage_count = 1};
+	assert_int_equal(kiln_manifest_commit(m, &plain, c3), 0);
+	assert_int_equal(kiln_manifest_dedup_load(m, "ds", "main", T0 + DAY + 3, d, base), 0);
+	assert_int_equal(kiln_dedup_committed_count(d), 3); /* b (again: once) and probe */
+	assert_string_equal(base, c3);
+
+	kiln_dedup_free(d);
+	kiln_manifest_close(m);
+	free(repo);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -182,6 +274,7 @@ int main(void)
 	    cmocka_unit_test(prune_drops_old),
 	    cmocka_unit_test(many_keys_exact),
 	    cmocka_unit_test(segment_round_trip),
+	    cmocka_unit_test(tree_commit_load_prune_fence),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return kiln_test_git_main(tests, tmpdir, "dedup", NULL, NULL);
 }
