@@ -458,13 +458,14 @@ int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commi
 	snap->signing_key = p->signing_key_file ? &s->signing_key : NULL;
 	if ((rc = check_shards_stored(s, snap)) < 0)
 		return rc;
-	uint64_t retries_before = s->commit_retries;
+	bool moved = false;
 	if (s->dedup) {
 		snap->dedup = true;
 		snap->dedup_keys = kiln_dedup_pending(s->dedup, &snap->dedup_count);
 		snap->dedup_ms = wall_ms();
 		snap->dedup_window_ms = p->dedup_window_ms;
 		snap->dedup_base = s->dedup_base;
+		snap->dedup_moved = &moved;
 	}
 	for (int attempt = 1;; attempt++) {
 		rc = kiln_manifest_commit(s->manifest, snap, out_commit);
@@ -487,9 +488,9 @@ int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commi
 	}
 	if ((rc = push_branch(p, s->manifest, out_commit)) < 0)
 		return rc;
-	/* the branch moved under this commit: the index takes the keys others committed */
-	if (s->dedup && (s->commit_retries != retries_before || strcmp(local, out_commit) != 0) &&
-	    (rc = kiln_run_setup_dedup_load(s)) < 0)
+	/* the branch had moved since the index was loaded (another writer), or
+	 * the push rebased this commit: the index takes the keys others committed */
+	if (s->dedup && (moved || strcmp(local, out_commit) != 0) && (rc = kiln_run_setup_dedup_load(s)) < 0)
 		return rc;
 	auto_compact(s);
 	return 0;

@@ -78,8 +78,9 @@ void kiln_run_setup_close(kiln_run_setup *s);
  * when manifest.compact_loose_objects says so (counted in compactions; a
  * failure there is logged and leaves the commit as it is). With dedup the
  * index's pending keys go in the commit (dedup/) and become committed once
- * it is on the branch; when the branch had moved (a retry on a new tip, a
- * rebased push) the index is loaded again from the new tip. A key another
+ * it is on the branch; when the branch had moved since the index was
+ * loaded (another writer's commit, a rebased push) the index is loaded
+ * again from the new tip. A key another
  * writer committed since the index was loaded gives KILN_EFENCED (nothing
  * committed: read again, the record is a duplicate). */
 int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commit[41]);

@@ -51,10 +51,11 @@ static bool overlap(const unsigned char (*a)[KILN_DEDUP_HASH_LEN], size_t na,
 	return false;
 }
 
-/* The tip moved past the commit the writer's index came from: the
- * segments the tip holds that base does not (another writer's) must share
- * no key with the snapshot's (KILN_EFENCED). A base that cannot be read
- * (gone after a compaction) counts as holding nothing. */
+/* The tip moved past the commit the writer's index came from (noted in
+ * *snap->dedup_moved): the segments the tip holds that base does not
+ * (another writer's) must share no key with the snapshot's (KILN_EFENCED).
+ * A base that cannot be read (gone after a compaction) counts as holding
+ * nothing. */
 static int check_moved(kiln_manifest *m, const char *ref, const git_oid *tip_id, git_tree *tip_dir,
                        const kiln_snapshot *snap)
 {
@@ -62,7 +63,7 @@ static int check_moved(kiln_manifest *m, const char *ref, const git_oid *tip_id,
 	git_tree *base = NULL;
 	int rc = 0;
 
-	if (!snap->dedup_base || !snap->dedup_count || !tip_dir)
+	if (!snap->dedup_base)
 		return 0;
 	if (snap->dedup_base[0]) {
 		if (git_oid_fromstr(&base_id, snap->dedup_base) < 0)
@@ -70,9 +71,13 @@ static int check_moved(kiln_manifest *m, const char *ref, const git_oid *tip_id,
 			                      snap->dedup_base);
 		if (git_oid_equal(&base_id, tip_id))
 			return 0;
-		if (commit_dedup_tree(m, &base_id, &base) < 0)
-			base = NULL;
 	}
+	if (snap->dedup_moved)
+		*snap->dedup_moved = true;
+	if (!snap->dedup_count || !tip_dir)
+		return 0;
+	if (snap->dedup_base[0] && commit_dedup_tree(m, &base_id, &base) < 0)
+		base = NULL;
 	for (size_t i = 0; rc == 0 && i < git_tree_entrycount(tip_dir); i++) {
 		const git_tree_entry *e = git_tree_entry_byindex(tip_dir, i);
 		const unsigned char(*keys)[KILN_DEDUP_HASH_LEN];

@@ -85,6 +85,7 @@ typedef struct kiln_snapshot {
 	 * holds refuses the commit with KILN_EFENCED (nothing changed): another
 	 * writer committed it first */
 	const char *dedup_base;
+	bool *dedup_moved; /* NULL, or set when the commit went on a tip other than dedup_base */
 	const char *author_name, *author_email;
 	const struct kiln_signing_key *signing_key; /* NULL: unsigned commit */
 } kiln_snapshot;
