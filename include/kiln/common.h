@@ -38,6 +38,13 @@ enum {
 	                      * those offsets first (retrying the same work cannot help) */
 };
 
+/* The library's version, "MAJOR.MINOR.PATCH" (configure.ac's AC_INIT), a
+ * static string; kiln_library_version_number() is the same as
+ * MAJOR * 10000 + MINOR * 100 + PATCH (0.1.0: 100). A binding loaded at run
+ * time (python/kiln) checks it before it trusts its declarations. */
+KILN_API const char *kiln_library_version(void);
+KILN_API unsigned kiln_library_version_number(void);
+
 /* The last message set on this thread; never NULL ("" when none). The
  * string belongs to the library and changes with the next failure. */
 KILN_API const char *kiln_error_last(void);
@@ -62,9 +69,19 @@ KILN_API const char *kiln_split_name(kiln_split split);
 /* The split a name means into *out; -1 for any other name. */
 KILN_API int kiln_split_from_name(const char *name, kiln_split *out);
 
-/* Options a store URL cannot carry. Every field may be zero/NULL; strings
- * are borrowed for the call that takes them. */
+/* Options a store URL cannot carry. `version` comes first and is
+ * KILN_STORE_OPTIONS_VERSION: start from KILN_STORE_OPTIONS_INIT and set the
+ * fields you need; a call given another version refuses it (KILN_EINVALID),
+ * so a program built against another layout fails instead of misreading.
+ * Every other field may be zero/NULL; strings are borrowed for the call
+ * that takes them. */
+#define KILN_STORE_OPTIONS_VERSION 1
+#define KILN_STORE_OPTIONS_INIT                                                                              \
+	{                                                                                                    \
+		.version = KILN_STORE_OPTIONS_VERSION                                                        \
+	}
 typedef struct kiln_store_options {
+	unsigned version; /* KILN_STORE_OPTIONS_VERSION */
 	/* s3 */
 	const char *endpoint; /* host[:port]; NULL = AWS's for the region (s3.REGION.amazonaws.com) */
 	const char *region;   /* signed into every request (Signature V4); NULL = us-east-1 */

@@ -43,7 +43,8 @@ typedef struct kiln_reader_shard {
  * of the existing bare manifest repository at manifest_path (never created
  * here) and the store at store_url ("file:///data/store", "s3://bucket/p").
  * store_url may be NULL: listing works (urls are NULL), streaming fails
- * with KILN_EINVALID. opt: store options (may be NULL). On success *out owns
+ * with KILN_EINVALID. opt: store options (may be NULL; KILN_EINVALID when
+ * opt->version is not KILN_STORE_OPTIONS_VERSION). On success *out owns
  * the repository and store handles until kiln_reader_close; on failure *out
  * is NULL. */
 KILN_API int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *spec,
@@ -100,7 +101,16 @@ KILN_API int kiln_reader_stream(kiln_reader *r, const kiln_reader_shard *s, kiln
  * from splitmix64 seeded with the epoch's seed XOR (rank * 0x9E3779B97F4A7C15)). */
 typedef struct kiln_cursor kiln_cursor;
 
+/* `version` comes first and is KILN_CURSOR_OPTIONS_VERSION: start from
+ * KILN_CURSOR_OPTIONS_INIT; kiln_cursor_open refuses another version
+ * (KILN_EINVALID). */
+#define KILN_CURSOR_OPTIONS_VERSION 1
+#define KILN_CURSOR_OPTIONS_INIT                                                                             \
+	{                                                                                                    \
+		.version = KILN_CURSOR_OPTIONS_VERSION                                                       \
+	}
 typedef struct kiln_cursor_options {
+	unsigned version; /* KILN_CURSOR_OPTIONS_VERSION */
 	kiln_split split;
 	unsigned rank, world; /* world 0 is taken as 1 */
 	uint64_t seed;

@@ -19,8 +19,8 @@ import operator
 import os
 import weakref
 
-from ._lib import (SPLITS, DEFINITION_FIELDS, CursorOptions, Definition, Error, InvalidError,
-                   NotFoundError, REPORT, RetryError, Shard, Stats, Trust, check, lib, text)
+from ._lib import (SPLITS, DEFINITION_FIELDS, CURSOR_OPTIONS_VERSION, CursorOptions, Definition, Error,
+                   InvalidError, NotFoundError, REPORT, RetryError, Shard, Stats, Trust, check, lib, text)
 
 __all__ = ["open", "locate", "Version", "Records", "ShardInfo", "Error", "InvalidError", "NotFoundError",
            "RetryError", "SPLITS"]
@@ -231,8 +231,8 @@ class Records:
             raise InvalidError(-1, "rank %r of world_size %r: 0 <= rank < world_size" % (rank, world_size))
         self.version = version
         self.decode = decode
-        opts = CursorOptions(split=_split_index(split), rank=rank, world=world_size,
-                             seed=seed or 0, shuffle=seed is not None, epoch=epoch,
+        opts = CursorOptions(version=CURSOR_OPTIONS_VERSION, split=_split_index(split), rank=rank,
+                             world=world_size, seed=seed or 0, shuffle=seed is not None, epoch=epoch,
                              shuffle_buffer=shuffle_buffer)
         self._c = ctypes.c_void_p()
         check(lib.kiln_cursor_open(ctypes.byref(self._c), version._handle(), ctypes.byref(opts)))

@@ -3,8 +3,12 @@
 Only declarations live here: every rule (which version a name means, which
 shards a worker reads, hash verification, decompression, the cursor state)
 is libkiln's C code. The library is found through $KILN_LIBRARY (a path),
-else the dynamic linker's search for libkiln.so.0 (`make install` puts it
-in $(libdir); run ldconfig after installing under /usr/local).
+else the dynamic linker's search for libkiln.so.1 (`make install` puts it
+in $(libdir); run ldconfig after installing under /usr/local). At import
+the library's kiln_library_version_number() must name LIBRARY_VERSION's
+major and minor (the patch may differ): the declarations below are that
+release's layouts, and a library of another release is an ImportError,
+never a misread structure.
 """
 
 import ctypes
@@ -12,6 +16,11 @@ import ctypes.util
 import os
 
 SPLITS = ("train", "dev", "test")
+
+# The libkiln release these declarations match (configure.ac's AC_INIT
+# version, major and minor), and the option layouts (KILN_*_OPTIONS_VERSION).
+LIBRARY_VERSION = (0, 1)
+CURSOR_OPTIONS_VERSION = 1
 
 
 class Error(Exception):
@@ -86,6 +95,7 @@ class Trust(ctypes.Structure):
 
 class CursorOptions(ctypes.Structure):
     _fields_ = [
+        ("version", ctypes.c_uint),
         ("split", ctypes.c_int),
         ("rank", ctypes.c_uint),
         ("world", ctypes.c_uint),
@@ -125,14 +135,34 @@ _SIGNATURES = [
 ]
 
 
+def _check_version(lib, path):
+    want = "%d.%d" % LIBRARY_VERSION
+    try:
+        number = lib.kiln_library_version_number
+        number.restype, number.argtypes = ctypes.c_uint, []
+        name = lib.kiln_library_version
+        name.restype, name.argtypes = ctypes.c_char_p, []
+    except AttributeError:
+        raise ImportError(
+            "kiln: %s has no kiln_library_version_number (a libkiln from before the version "
+            "query, or not libkiln): this binding needs libkiln %s.x" % (path, want)) from None
+    got = number()
+    if (got // 10000, got // 100 % 100) != LIBRARY_VERSION:
+        raise ImportError(
+            "kiln: %s is libkiln %s, this binding needs libkiln %s.x: install the python/kiln of "
+            "the same kiln release, or point KILN_LIBRARY at its libkiln.so.1"
+            % (path, (name() or b"?").decode("ascii", "replace"), want))
+
+
 def _load():
-    path = os.environ.get("KILN_LIBRARY") or ctypes.util.find_library("kiln") or "libkiln.so.0"
+    path = os.environ.get("KILN_LIBRARY") or ctypes.util.find_library("kiln") or "libkiln.so.1"
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:
         raise ImportError(
             "kiln: cannot load libkiln (%s): install kiln (make install; ldconfig) "
-            "or set KILN_LIBRARY to the path of libkiln.so.0" % e) from None
+            "or set KILN_LIBRARY to the path of libkiln.so.1" % e) from None
+    _check_version(lib, path)
     for name, restype, argtypes in _SIGNATURES:
         fn = getattr(lib, name)
         fn.restype = restype

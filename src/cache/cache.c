@@ -4,6 +4,7 @@
  * least-recently-used eviction of unpinned shards. open.c opens and closes
  * a cache directory, scrub.c checks what is cached (verify, the background
  * scrub), status.c reports it (list, status); sync.c owns pins and views. */
+#include "core/array.h"
 #include "core/units.h"
 #include "cache/internal.h"
 
@@ -27,19 +28,9 @@
 
 #define CHUNK (1u << 20)
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "cache: out of memory");
-}
-
 bool kiln_cache_published(const struct stat *st)
 {
 	return st->st_mtim.tv_sec == KILN_CACHE_MTIME && st->st_mtim.tv_nsec == 0;
-}
-
-void kiln_cache_shard_path(const kiln_cache *cache, const char *hash, char *out)
-{
-	kiln_shard_name(out, PATH_MAX, cache->dir, hash, NULL);
 }
 
 static bool disk_full(int err)
@@ -63,7 +54,7 @@ int kiln_cache_hash_matches(int fd, const char *hash, const char *path)
 	char *buf = malloc(CHUNK);
 
 	if (!buf)
-		return oom();
+		return kiln_error_oom("cache");
 	kiln_shard_check_init(&check);
 	for (;;) {
 		ssize_t got = pread(fd, buf, CHUNK, (off_t)check.size);
@@ -143,7 +134,7 @@ int kiln_cache_set_pinned(kiln_cache *c, const cache_entry *const *entries, size
 	size_t k = 0;
 
 	if (n && !v)
-		return oom();
+		return kiln_error_oom("cache");
 	for (size_t i = 0; i < n; i++)
 		if (sodium_hex2bin(v[k].key, 32, entries[i]->hash, 64, NULL, NULL, NULL) == 0)
 			v[k++].bytes = entries[i]->bytes;
@@ -205,12 +196,6 @@ int kiln_cache_scan(kiln_cache *c, kiln_cache_scan_cb cb, void *ctx)
 	return 0;
 }
 
-void kiln_cache_set_used(kiln_cache *c, uint64_t used)
-{
-	c->bytes_used = used;
-	kiln_gauge_set(c->m_bytes_used, (double)used);
-}
-
 /* ---- eviction ----------------------------------------------------------------- */
 
 typedef struct victim {
@@ -233,15 +218,8 @@ static int victim_cb(void *ctx, const char *hash, int at, const char *name, cons
 	(void)at;
 	(void)name;
 	vs->total += (uint64_t)st->st_size;
-	if (vs->n == vs->cap) {
-		size_t cap = vs->cap ? vs->cap * 2 : 1024;
-		victim *v = realloc(vs->v, cap * sizeof(*v));
-
-		if (!v)
-			return oom();
-		vs->v = v;
-		vs->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(vs->v, vs->cap, vs->n, "cache") < 0)
+		return KILN_ENOMEM;
 	memcpy(vs->v[vs->n].hash, hash, 64);
 	vs->v[vs->n].hash[64] = '\0';
 	vs->v[vs->n].atime = st->st_atim;
@@ -573,7 +551,7 @@ int kiln_cache_fill(kiln_cache *c, const char *hash, uint64_t bytes, bool from_p
 	}
 	if (!(f = calloc(1, sizeof(*f)))) {
 		pthread_mutex_unlock(&c->lock);
-		return oom();
+		return kiln_error_oom("cache");
 	}
 	memcpy(f->hash, hash, 64);
 	f->refs = 1;

@@ -109,7 +109,7 @@ static int push(loader *l, const char ***v, size_t *n, const char *s)
 	const char **grown = kiln_arena_alloc(l->c->arena, (*n + 1) * sizeof(*grown));
 
 	if (!grown)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if (*n)
 		memcpy(grown, *v, *n * sizeof(*grown));
 	grown[(*n)++] = s;
@@ -189,7 +189,7 @@ static int read_token_file(loader *l, const kiln_yaml_node *at, const char *path
 		goto cleanup;
 	}
 	if (!(*out = strndup(text + start, end - start)))
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 cleanup:
 	kiln_secret_free(text, len);
 	return rc;
@@ -224,7 +224,7 @@ static int load_token(loader *l, const kiln_yaml_node *root)
 			                      "(128 bits: openssl rand -hex 16)",
 			                      env, strlen(v), TOKEN_MIN);
 		if (!(token = strdup(v)))
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 	}
 	l->c->token = token;
 	return 0;
@@ -364,7 +364,7 @@ int kiln_cache_config_load(kiln_cache_config **out, const char *path, char *cons
 	*out = NULL;
 	if (!c || !(c->arena = kiln_arena_new())) {
 		free(c);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	if ((rc = kiln_yaml_load_config(&doc, path, sets, n)) < 0)
 		goto fail;
@@ -373,7 +373,7 @@ int kiln_cache_config_load(kiln_cache_config **out, const char *path, char *cons
 	l.c = c;
 	l.doc = doc;
 	if (!c->file || !(l.dir = kiln_arena_dirname(c->arena, path))) {
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 		goto fail;
 	}
 	l.cfg = (kiln_config){.doc = doc, .arena = c->arena, .dir = l.dir, .docs = "docs/CACHE.md"};

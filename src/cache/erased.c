@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cache/internal.h"
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -62,17 +63,10 @@ static void reload(kiln_cache *c)
 		line[len] = '\0';
 		if (!kiln_shard_hash_valid(line))
 			continue; /* kiln writes only hashes: anything else is not one */
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 64;
-			char(*nv)[65] = realloc(v, ncap * sizeof(*nv));
-
-			if (!nv) {
-				free(v);
-				fclose(f);
-				return;
-			}
-			v = nv;
-			cap = ncap;
+		if (KILN_ARRAY_GROW(v, cap, n, "cache") < 0) {
+			free(v);
+			fclose(f);
+			return;
 		}
 		memcpy(v[n++], line, 65);
 	}
@@ -98,31 +92,20 @@ bool kiln_cache_is_erased(kiln_cache *c, const char *hash)
 	return hit;
 }
 
-/* The list, written whole (temporary file, fsync, rename). */
+/* The list, written whole (kiln_fs_write_atomic_via a temporary in tmp/). */
 static int write_list(kiln_cache *c, char **hashes, size_t n)
 {
 	char path[PATH_MAX], tmp[PATH_MAX];
 	kiln_buf text = KILN_BUF_INIT(0);
-	int fd = -1, rc = 0;
+	int rc = 0;
 
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		rc = kiln_buf_printf(&text, "%s\n", hashes[i]);
-	if (rc < 0)
-		goto cleanup;
-	erased_path(c, path);
-	kiln_cache_tmp_name(c, tmp, "erased");
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0) {
-		rc = kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
-		goto cleanup;
+	if (rc == 0) {
+		erased_path(c, path);
+		kiln_cache_tmp_name(c, tmp, "erased");
+		rc = kiln_fs_write_atomic_via(path, tmp, text.ptr ? text.ptr : "", text.len, 0644);
 	}
-	if ((rc = kiln_fs_write_all(fd, text.ptr ? text.ptr : "", text.len, tmp)) == 0 && fsync(fd) < 0)
-		rc = kiln_error_set(KILN_EIO, "%s: fsync: %s", tmp, strerror(errno));
-	close(fd);
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
-	if (rc < 0)
-		unlink(tmp);
-cleanup:
 	kiln_buf_free(&text);
 	return rc;
 }

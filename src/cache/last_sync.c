@@ -15,13 +15,9 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fs.h"
 
 #define STATE_NAME "last-sync"
-
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "cache: out of memory");
-}
 
 /* ---- reports ---------------------------------------------------------------------- */
 
@@ -68,7 +64,7 @@ int kiln_cache_state_save(kiln_cache *c)
 {
 	char path[PATH_MAX], tmp[PATH_MAX];
 	kiln_buf b = KILN_BUF_INIT(1u << 20);
-	int fd, rc = 0;
+	int rc;
 
 	pthread_mutex_lock(&c->lock);
 	one_line(c->last_msg);
@@ -91,14 +87,10 @@ int kiln_cache_state_save(kiln_cache *c)
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (!b.ptr)
-		return oom();
+		return kiln_error_oom("cache");
 	snprintf(path, sizeof(path), "%s/" STATE_NAME, c->dir);
 	kiln_cache_tmp_name(c, tmp, "state");
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 ||
-	    write(fd, b.ptr, b.len) != (ssize_t)b.len || close(fd) < 0 || rename(tmp, path) < 0) {
-		rc = kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
-		unlink(tmp);
-	}
+	rc = kiln_fs_write_atomic_via(path, tmp, b.ptr, b.len, 0644);
 	kiln_buf_free(&b);
 	return rc;
 }

@@ -21,11 +21,6 @@
 #include "core/error.h"
 #include "core/fs.h"
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "cache: out of memory");
-}
-
 static int mkdir_p(const char *path)
 {
 	char buf[PATH_MAX];
@@ -93,18 +88,6 @@ static void register_metrics(kiln_cache *c, kiln_metrics *m)
 	                         "Background scrub passes over every cached shard completed", NULL);
 }
 
-void kiln_cache_refresh_lag(kiln_cache *c)
-{
-	int64_t since;
-
-	if (!c->m_sync_lag)
-		return;
-	pthread_mutex_lock(&c->lock);
-	since = c->last_ok ? c->last_ok : c->opened;
-	pthread_mutex_unlock(&c->lock);
-	kiln_gauge_set(c->m_sync_lag, (double)(time(NULL) - since));
-}
-
 void kiln_cache_refresh_metrics(kiln_cache *c)
 {
 	kiln_cache_refresh_lag(c);
@@ -159,7 +142,7 @@ int kiln_cache_open(kiln_cache **out, const kiln_cache_config *config, kiln_metr
 		return kiln_error_set(KILN_EINVALID,
 		                      "cache: bad config (dir, size_limit and watermarks are required)");
 	if (!(c = calloc(1, sizeof(*c))))
-		return oom();
+		return kiln_error_oom("cache");
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->evict_lock, NULL);
 	pthread_mutex_init(&c->list_lock, NULL);
@@ -182,7 +165,7 @@ int kiln_cache_open(kiln_cache **out, const kiln_cache_config *config, kiln_metr
 		n--;
 	if (!(c->dir = strndup(config->dir, n)) ||
 	    !(c->pins = calloc(config->pin_count ? config->pin_count : 1, sizeof(*c->pins)))) {
-		rc = oom();
+		rc = kiln_error_oom("cache");
 		goto fail;
 	}
 	if (strlen(c->dir) > PATH_MAX - 256) {
@@ -200,7 +183,7 @@ int kiln_cache_open(kiln_cache **out, const kiln_cache_config *config, kiln_metr
 	if ((rc = kiln_store_open(&c->store, config->store_url, &config->store)) < 0)
 		goto fail;
 	if (config->peer_count && !(c->peers = calloc(config->peer_count, sizeof(*c->peers)))) {
-		rc = oom();
+		rc = kiln_error_oom("cache");
 		goto fail;
 	}
 	for (size_t i = 0; i < config->peer_count; i++) {
@@ -214,7 +197,7 @@ int kiln_cache_open(kiln_cache **out, const kiln_cache_config *config, kiln_metr
 	if (c->remote) {
 		snprintf(path, sizeof(path), "%s/manifest.git", c->dir);
 		if (!(c->manifest_path = strdup(path))) {
-			rc = oom();
+			rc = kiln_error_oom("cache");
 			goto fail;
 		}
 		if ((rc = kiln_manifest_open(&c->manifest, path)) < 0 ||
@@ -222,7 +205,7 @@ int kiln_cache_open(kiln_cache **out, const kiln_cache_config *config, kiln_metr
 			goto fail;
 	} else {
 		if (!(c->manifest_path = strdup(config->manifest))) {
-			rc = oom();
+			rc = kiln_error_oom("cache");
 			goto fail;
 		}
 		if ((rc = kiln_version_open(&c->manifest, config->manifest)) < 0 ||

@@ -532,7 +532,7 @@ int kiln_cache_serve_start(kiln_cache_server **out, kiln_cache *cache, const kil
 	if (sodium_init() < 0)
 		return kiln_error_set(KILN_EIO, "libsodium cannot start");
 	if (!(s = calloc(1, sizeof(*s))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	s->cache = cache;
 	s->metrics = metrics;
 	pthread_mutex_init(&s->miss_lock, NULL);

@@ -181,7 +181,7 @@ int kiln_cache_status_json(kiln_cache *c, kiln_buf *out)
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0)
 		out->len = len;
-	return rc < 0 ? kiln_error_set(KILN_ENOMEM, "out of memory") : 0;
+	return rc < 0 ? kiln_error_oom(NULL) : 0;
 }
 
 int kiln_cache_status(kiln_cache *c, kiln_buf *out)

@@ -5,6 +5,7 @@
  * and rename it into place, move the pin's link to it, drop views no pin
  * shows, evict. What a pass leaves behind (the last-sync file, the
  * report) is in last_sync.c. */
+#include "core/array.h"
 #include "core/units.h"
 #include "cache/internal.h"
 
@@ -26,27 +27,6 @@
 #include "manifest/remote.h"
 #include "shard/object.h"
 
-static _Atomic unsigned long tmp_counter;
-
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "cache: out of memory");
-}
-
-bool kiln_cache_hex40(const char *s)
-{
-	for (int i = 0; i < 40; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return s[40] == '\0';
-}
-
-void kiln_cache_tmp_name(const kiln_cache *c, char *out, const char *what)
-{
-	snprintf(out, PATH_MAX, "%s/tmp/%s-%ld-%lu", c->dir, what, (long)getpid(),
-	         (unsigned long)atomic_fetch_add(&tmp_counter, 1));
-}
-
 /* ---- listings -------------------------------------------------------------------- */
 
 typedef struct listing_ctx {
@@ -60,15 +40,8 @@ static int listing_cb(void *ctx, const kiln_shard_entry *e)
 	listing_ctx *x = ctx;
 	cache_listing *l = x->l;
 
-	if (l->n == x->cap) {
-		size_t cap = x->cap ? x->cap * 2 : 256;
-		cache_entry *v = realloc(l->v, cap * sizeof(*v));
-
-		if (!v)
-			return oom();
-		l->v = v;
-		x->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(l->v, x->cap, l->n, "cache") < 0)
+		return KILN_ENOMEM;
 	memcpy(l->v[l->n].hash, e->hash, sizeof(l->v[l->n].hash));
 	l->v[l->n].bytes = e->bytes;
 	l->n++;
@@ -122,7 +95,7 @@ static int set_add(hash_set *s, const cache_listing *l)
 		const cache_entry **v = realloc(s->v, cap * sizeof(*v));
 
 		if (!v)
-			return oom();
+			return kiln_error_oom("cache");
 		s->v = v;
 		s->cap = cap;
 	}
@@ -443,7 +416,7 @@ int kiln_cache_pins_init(kiln_cache *c)
 	int rc = 0;
 
 	if (!ls)
-		return oom();
+		return kiln_error_oom("cache");
 	for (size_t i = 0; i < np; i++) {
 		cache_pin *p = &c->pins[i];
 		kiln_version v;
@@ -916,7 +889,7 @@ int kiln_cache_sync(kiln_cache *c, void (*progress)(void *ctx, const kiln_cache_
 	if (!cur || !shown) {
 		free(cur);
 		free(shown);
-		return oom();
+		return kiln_error_oom("cache");
 	}
 	while (flock(c->sync_fd, LOCK_EX) < 0)
 		if (errno != EINTR) {

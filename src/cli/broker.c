@@ -17,6 +17,8 @@
 #include "cli/args.h"
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "core/error.h"
+#include "core/fs.h"
 
 #define BROKER_DEFAULT_TOPIC      "user-events"
 #define BROKER_DEFAULT_PARTITIONS 4
@@ -89,31 +91,17 @@ static int parse_brokers(const char *cmd, const char *arg, void *out)
 	return 0;
 }
 
-/* Writes "BOOTSTRAP\n" to a temporary file beside path, then renames it. */
+/* Writes "BOOTSTRAP\n" to path atomically (kiln_fs_write_atomic). */
 static int write_port_file(const char *path, const char *bootstraps)
 {
-	char tmp[PATH_MAX];
-	FILE *f;
+	char line[4096];
 	int n;
 
-	n = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-	if (n < 0 || (size_t)n >= sizeof(tmp))
-		return kiln_cli_fail("broker", "--port-file: path too long");
-	f = fopen(tmp, "w");
-	if (!f)
-		return kiln_cli_fail("broker", "%s: %s", tmp, strerror(errno));
-	if (fprintf(f, "%s\n", bootstraps) < 0 || fclose(f) != 0) {
-		int err = errno;
-
-		unlink(tmp);
-		return kiln_cli_fail("broker", "%s: %s", tmp, strerror(err));
-	}
-	if (rename(tmp, path) != 0) {
-		int err = errno;
-
-		unlink(tmp);
-		return kiln_cli_fail("broker", "%s: %s", path, strerror(err));
-	}
+	n = snprintf(line, sizeof(line), "%s\n", bootstraps);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return kiln_cli_fail("broker", "--port-file: the bootstrap list is too long");
+	if (kiln_fs_write_atomic(path, line, (size_t)n, 0644) < 0)
+		return kiln_cli_fail("broker", "%s", kiln_error_last());
 	return 0;
 }
 

@@ -133,7 +133,8 @@ static int read_resume(const char *arg, char *out)
 /* The records through a cursor: epochs, the shuffle buffer, resume and state. */
 static int cat_cursor(kiln_reader *r, const kiln_share *share, const cursor_opts *co)
 {
-	kiln_cursor_options o = {.split = share->split,
+	kiln_cursor_options o = {.version = KILN_CURSOR_OPTIONS_VERSION,
+	                         .split = share->split,
 	                         .rank = (unsigned)share->rank,
 	                         .world = (unsigned)share->world,
 	                         .seed = share->seed,

@@ -40,6 +40,8 @@ int kiln_cmd_cache(int argc, char **argv);
 int kiln_cmd_push(int argc, char **argv);
 int kiln_cmd_pull(int argc, char **argv);
 int kiln_cmd_erase(int argc, char **argv);
+/* kiln erase, its messages naming cmd (kiln trace --subject runs it as "trace"). */
+int kiln_cmd_erase_as(const char *cmd, int argc, char **argv);
 /* `kiln cache serve`, reached through `kiln cache` (src/cli/cache_serve.c). */
 int kiln_cmd_cache_serve(int argc, char **argv);
 

@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/json_out.h"
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "manifest/version.h"
@@ -74,15 +75,8 @@ static int on_change(void *ctx, kiln_split split, const kiln_shard_entry *e, boo
 	s->bytes += e->bytes;
 	if (!d->keep)
 		return 0;
-	if (d->n[split] == d->cap[split]) {
-		size_t cap = d->cap[split] ? d->cap[split] * 2 : 64;
-		change *v = realloc(d->list[split], cap * sizeof(*v));
-
-		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		d->list[split] = v;
-		d->cap[split] = cap;
-	}
+	if (KILN_ARRAY_GROW(d->list[split], d->cap[split], d->n[split], NULL) < 0)
+		return KILN_ENOMEM;
 	c = &d->list[split][d->n[split]++];
 	memcpy(c->hash, e->hash, sizeof(c->hash));
 	c->records = e->records;

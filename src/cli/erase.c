@@ -283,7 +283,7 @@ static int load_subjects(const erase_opts *o, kiln_subject ***out, size_t *n)
 
 	if (!o->subjects_file) {
 		if (!(*out = calloc(1, sizeof(**out))))
-			return kiln_error_set(KILN_ENOMEM, "erase: out of memory");
+			return kiln_error_oom("erase");
 		(*out)[0] = o->subject;
 		*n = 1;
 		return 0;
@@ -297,7 +297,9 @@ static int load_subjects(const erase_opts *o, kiln_subject ***out, size_t *n)
 	return rc;
 }
 
-int kiln_cmd_erase(int argc, char **argv)
+/* The command, named cmd in its messages ("erase", or "trace" for
+ * kiln trace --subject, which is the dry run). */
+int kiln_cmd_erase_as(const char *cmd, int argc, char **argv)
 {
 	erase_opts o = {0};
 	const kiln_cli_option rows[] = {
@@ -311,12 +313,12 @@ int kiln_cmd_erase(int argc, char **argv)
 	    KILN_CLI_END,
 	};
 	const kiln_cli_spec spec = {
-	    .cmd = "erase",
+	    .cmd = cmd,
 	    .usage = usage_text,
 	    .rows = rows,
 	    .min_args = 1,
 	    .max_args = 1,
-	    .args_error = "expected one DATASET (see kiln erase --help)",
+	    .args_error = "expected one DATASET",
 	};
 	kiln_pipeline *p = NULL;
 	kiln_run_setup s = {0};
@@ -330,32 +332,31 @@ int kiln_cmd_erase(int argc, char **argv)
 	status = KILN_EXIT_USAGE;
 	dataset = argv[first];
 	if (!o.pipeline_path) {
-		kiln_cli_fail("erase",
-		              "--pipeline FILE is needed: it names the key, the store and the manifest");
+		kiln_cli_fail(cmd, "--pipeline FILE is needed: it names the key, the store and the manifest");
 		goto cleanup;
 	}
 	if (!!o.subject == !!o.subjects_file) {
-		kiln_cli_fail("erase",
+		kiln_cli_fail(cmd,
 		              "name the person with --subject FIELD=VALUE (repeatable) or --subjects FILE");
 		goto cleanup;
 	}
 	if (o.verify && o.dry_run) {
-		kiln_cli_fail("erase", "--verify and --dry-run do not go together");
+		kiln_cli_fail(cmd, "--verify and --dry-run do not go together");
 		goto cleanup;
 	}
 	if (kiln_pipeline_load(&p, o.pipeline_path, o.sets.v, o.sets.n) < 0) {
-		kiln_cli_fail("erase", "%s", kiln_error_last());
+		kiln_cli_fail(cmd, "%s", kiln_error_last());
 		goto cleanup;
 	}
 	if (strcmp(p->dataset, dataset) != 0) {
-		kiln_cli_fail("erase", "%s: the pipeline %s is for dataset %s", dataset, o.pipeline_path,
+		kiln_cli_fail(cmd, "%s: the pipeline %s is for dataset %s", dataset, o.pipeline_path,
 		              p->dataset);
 		goto cleanup;
 	}
 	if (p->manifest_remote) {
 		/* the next run would fetch the remote's old history back and rebase onto it */
 		kiln_cli_fail(
-		    "erase",
+		    cmd,
 		    "%s: the pipeline shares its manifest through manifest.remote: erasing a shared "
 		    "manifest is not supported yet (docs/ERASURE.md, \"Limits\")",
 		    o.pipeline_path);
@@ -364,7 +365,7 @@ int kiln_cmd_erase(int argc, char **argv)
 	s.p = p;
 	if (kiln_run_setup_contract(&s) < 0 || kiln_run_setup_keys(&s) < 0 || kiln_run_setup_store(&s) < 0 ||
 	    kiln_run_setup_manifest(&s) < 0 || load_subjects(&o, &subjects, &subject_count) < 0) {
-		kiln_cli_fail("erase", "%s", kiln_error_last());
+		kiln_cli_fail(cmd, "%s", kiln_error_last());
 		goto cleanup;
 	}
 	o.subject = NULL; /* owned by subjects now */
@@ -386,12 +387,12 @@ int kiln_cmd_erase(int argc, char **argv)
 			continue;
 		}
 		if (kiln_erase(&eo, &r) < 0) {
-			status = kiln_cli_fail("erase", "%s", kiln_error_last());
+			status = kiln_cli_fail(cmd, "%s", kiln_error_last());
 			kiln_erase_report_free(&r);
 			break;
 		}
 		if (o.json)
-			status = kiln_cli_write_buf("erase", &b, report_json(&b, dataset, &r, o.dry_run));
+			status = kiln_cli_write_buf(cmd, &b, report_json(&b, dataset, &r, o.dry_run));
 		else
 			report_text(dataset, &r, o.dry_run);
 		kiln_buf_free(&b);
@@ -406,4 +407,9 @@ cleanup:
 	kiln_pipeline_free(p);
 	free(o.sets.v);
 	return status;
+}
+
+int kiln_cmd_erase(int argc, char **argv)
+{
+	return kiln_cmd_erase_as("erase", argc, argv);
 }

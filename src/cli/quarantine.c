@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "cli/json_out.h"
 #include "cli/source.h"
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -208,7 +209,7 @@ static int count_path(q_cmd *c, const char *path)
 		q_path *v = calloc(cap, sizeof(*v));
 
 		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		for (size_t j = 0; j < c->path_cap; j++) {
 			if (!c->paths[j].path)
 				continue;
@@ -228,7 +229,7 @@ static int count_path(q_cmd *c, const char *path)
 			return 0;
 		}
 	if (!(c->paths[i].path = strdup(path)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	c->paths[i].records = 1;
 	c->path_n++;
 	return 0;
@@ -266,15 +267,8 @@ static int count_object(q_cmd *c)
 	for (i = 0; i < c->day_n && c->days[i].day != day; i++)
 		;
 	if (i == c->day_n) {
-		if (c->day_n == c->day_cap) {
-			size_t cap = c->day_cap ? 2 * c->day_cap : 16;
-			q_day *v = realloc(c->days, cap * sizeof(*v));
-
-			if (!v)
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
-			c->days = v;
-			c->day_cap = cap;
-		}
+		if (KILN_ARRAY_GROW(c->days, c->day_cap, c->day_n, NULL) < 0)
+			return KILN_ENOMEM;
 		c->days[c->day_n++] = (q_day){day, 0};
 	}
 	c->days[i].records += c->obj_records;
@@ -404,7 +398,7 @@ static int on_object(void *ctx, const kiln_quarantine_object *o)
 		free(c->list_branch);
 		kiln_replayed_free(&c->listed);
 		if (!(c->list_branch = strdup(o->branch)))
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		if ((rc = kiln_manifest_replayed(c->manifest, c->dataset, o->branch, &c->listed)) < 0)
 			return rc;
 	}

@@ -103,7 +103,7 @@ static int on_object(void *ctx, const char *key, const char *topic, int32_t part
 	if (!c->cur_topic || strcmp(c->cur_topic, topic) != 0 || c->cur_partition != partition) {
 		free(c->cur_topic);
 		if (!(c->cur_topic = strdup(topic)))
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		c->cur_partition = partition;
 		c->printed = -1;
 	}

@@ -14,20 +14,23 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "ingest/curate_run.h"
-#include "ingest/kafka_run.h"
+#include "ingest/engine.h"
 #include "ingest/pipeline.h"
 
 static const char usage_text[] =
     "usage: kiln run PIPELINE [--set dotted.key=value]... [--stop-at-end]\n"
     "\n"
-    "Reads the pipeline's source (a JSON Lines file, stdin, or Kafka topics),\n"
-    "validates each record against the contract, pseudonymises personal data,\n"
-    "assigns train/dev/test, packs zstd shards into the store, puts rejected\n"
-    "records in quarantine, and commits snapshots to refs/heads/<dataset>/<branch>\n"
-    "of the manifest repository. Every key is described in docs/PIPELINES.md.\n"
+    "Reads the pipeline's source (a JSON Lines file, a folder of them, stdin,\n"
+    "or Kafka topics), validates each record against the contract,\n"
+    "pseudonymises personal data, assigns train/dev/test, packs zstd shards into\n"
+    "the store, puts rejected records in quarantine, and commits snapshots to\n"
+    "refs/heads/<dataset>/<branch> of the manifest repository. Every key is\n"
+    "described in docs/PIPELINES.md.\n"
     "\n"
     "A file source is read to its end and committed once; it resumes after the\n"
-    "records earlier runs read. A Kafka source runs as a member of its consumer\n"
+    "records earlier runs read. A directory source reads each file of its folder\n"
+    "that no earlier run committed (.gz and .zst decompressed), in name order,\n"
+    "and commits them once. A Kafka source runs as a member of its consumer\n"
     "group, lands every batch in the raw zone, and commits a snapshot every\n"
     "snapshot.records records, every snapshot.seconds seconds, on SIGUSR1 or\n"
     "`kiln snapshot`, and on SIGTERM/SIGINT (then it exits 0). It resumes from\n"
@@ -41,12 +44,14 @@ static const char usage_text[] =
     "      --stop-at-end     kafka: commit and exit once every assigned partition\n"
     "                        is read to its end (for batch jobs, tests, benchmarks);\n"
     "                        exit 2 when no broker answers within\n"
-    "                        source.connect_timeout seconds (default 30)\n"
+    "                        source.connect_timeout seconds (default 30);\n"
+    "                        a directory source stops at its end either way\n"
     "  -h, --help            show this help\n"
     "\n"
     "Exit status: 0 on a commit (or nothing new to read), 2 on a config, key,\n"
-    "store or manifest error, a gap under source.on_gap: stop, or (--stop-at-end)\n"
-    "no broker answering within source.connect_timeout.\n";
+    "store or manifest error, a gap under source.on_gap: stop, (--stop-at-end)\n"
+    "no broker answering within source.connect_timeout, or a directory's file\n"
+    "that does not decompress whole (the other files are committed).\n";
 
 static volatile sig_atomic_t stop_requested, snapshot_requested, reload_requested;
 
@@ -68,18 +73,22 @@ static void on_reload(int sig)
 	reload_requested = 1;
 }
 
-static int run_kafka(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_sets *sets, kiln_run_result *r)
+/* A streaming source runs until SIGTERM/SIGINT, snapshots on SIGUSR1 and
+ * reloads on SIGHUP; a one-shot one commits at its end. */
+static int run(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_sets *sets, kiln_run_result *r)
 {
 	struct sigaction sa = {0};
 	kiln_build_info build;
-	kiln_kafka_run_options o = {.stop_at_end = stop_at_end,
-	                            .stop = &stop_requested,
-	                            .snapshot = &snapshot_requested,
-	                            .reload = &reload_requested,
-	                            .sets = sets->v,
-	                            .set_count = sets->n,
-	                            .build_info = &build};
+	kiln_engine_options o = {.stop_at_end = stop_at_end,
+	                         .stop = &stop_requested,
+	                         .snapshot = &snapshot_requested,
+	                         .reload = &reload_requested,
+	                         .sets = sets->v,
+	                         .set_count = sets->n,
+	                         .build_info = &build};
 
+	if (!kiln_engine_streams(p))
+		return kiln_engine_run(p, &o, r);
 	kiln_cli_build_info(&build);
 
 	sigemptyset(&sa.sa_mask);
@@ -91,7 +100,33 @@ static int run_kafka(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_se
 	sa.sa_handler = on_reload;
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	return kiln_kafka_run(p, &o, r);
+	return kiln_engine_run(p, &o, r);
+}
+
+/* A directory run: the files read and those that changed after their
+ * commit (each also logged as a warning), then the version. */
+static void print_folder(const kiln_pipeline *p, const kiln_run_result *r)
+{
+	if (!r->commit[0])
+		printf("%s@%s: nothing new in %s", p->dataset, p->branch, p->source_path);
+	else
+		printf("%s@%.12s: +%llu records (%llu valid, %llu quarantined) in %zu shards from %llu "
+		       "file%s of %s",
+		       p->dataset, r->commit, (unsigned long long)r->delta.records_in,
+		       (unsigned long long)r->delta.valid, (unsigned long long)r->delta.quarantined,
+		       r->shards, (unsigned long long)r->files_read, r->files_read == 1 ? "" : "s",
+		       p->source_path);
+	if (r->files_changed)
+		printf("; %llu file%s changed after %s committed, not read again: %s",
+		       (unsigned long long)r->files_changed, r->files_changed == 1 ? "" : "s",
+		       r->files_changed == 1 ? "it was" : "they were", r->changed);
+	printf("\n");
+	if (r->commit[0]) {
+		char *repo = realpath(p->manifest_repo, NULL);
+		printf("version: %s (refs/heads/%s/%s in %s)\n", r->commit, p->dataset, p->branch,
+		       repo ? repo : p->manifest_repo);
+		free(repo);
+	}
 }
 
 int kiln_cmd_run(int argc, char **argv)
@@ -123,17 +158,18 @@ int kiln_cmd_run(int argc, char **argv)
 		goto cleanup;
 	}
 	kiln_log_setup(pipeline->log_json, pipeline->log_level);
-	if (stop_at_end && !kiln_pipeline_is_kafka(pipeline)) {
+	/* a folder source (directory) reads what its folder holds and stops: the same */
+	if (stop_at_end && !kiln_engine_stops_at_end(pipeline) && !pipeline->source_glob) {
 		kiln_cli_fail("run",
-		              "--stop-at-end is for kafka sources (a file source always stops at its end)");
+		              "--stop-at-end is for kafka and directory sources (a file source always stops "
+		              "at its end)");
 		goto cleanup;
 	}
-	if ((kiln_pipeline_is_kafka(pipeline) ? run_kafka(pipeline, stop_at_end, &sets, &r)
-	                                      : kiln_curate_run(pipeline, &r)) < 0) {
+	if (run(pipeline, stop_at_end, &sets, &r) < 0) {
 		kiln_cli_fail("run", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	if (kiln_pipeline_is_kafka(pipeline)) {
+	if (kiln_engine_streams(pipeline)) {
 		printf("%s@%s: +%llu records (%llu valid, %llu quarantined) in %zu shards this run\n",
 		       pipeline->dataset, pipeline->branch, (unsigned long long)r.delta.records_in,
 		       (unsigned long long)r.delta.valid, (unsigned long long)r.delta.quarantined, r.shards);
@@ -143,6 +179,8 @@ int kiln_cmd_run(int argc, char **argv)
 			       pipeline->branch, repo ? repo : pipeline->manifest_repo);
 			free(repo);
 		}
+	} else if (pipeline->source_glob) {
+		print_folder(pipeline, &r);
 	} else if (!r.commit[0]) {
 		printf("%s@%s: nothing new in %s (already read up to offset %llu)\n", pipeline->dataset,
 		       pipeline->branch, pipeline->source_name, (unsigned long long)r.next_offset);

@@ -70,7 +70,7 @@ int kiln_share_open(const char *cmd, const kiln_share *s, const char *spec, kiln
 	    kiln_reader_shards(*out_reader, s->split, out_shards, &n) < 0)
 		goto fail;
 	if (!(*out_idx = malloc((n / s->world + 1) * sizeof(**out_idx)))) {
-		kiln_error_set(KILN_ENOMEM, "out of memory");
+		kiln_error_oom(NULL);
 		goto fail;
 	}
 	if (kiln_reader_assign(*out_shards, n, (unsigned)s->rank, (unsigned)s->world, s->seed, s->shuffle,

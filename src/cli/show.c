@@ -67,7 +67,7 @@ static int load(kiln_manifest *m, const kiln_version *v, const char *spec, files
 	int rc = 0;
 
 	if (!(f->scanner = kiln_json_scanner_new(NULL)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	for (int i = 0; i < 3 && rc >= 0; i++) {
 		kiln_buf_reset(&text);
 		snprintf(where, sizeof(where), "manifest: %s:%s", spec, names[i]);

@@ -6,11 +6,13 @@
  * (a file's lines, the raw zone's Kafka records) curated again with the
  * version's contract and the key until one gives the line byte for byte.
  * The record itself is never printed: it is personal data. */
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zstd.h>
@@ -23,6 +25,7 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "core/instream.h"
 #include "core/line_reader.h"
 #include "ingest/pipeline.h"
 #include "manifest/format.h"
@@ -124,11 +127,6 @@ static void trace_free(trace *t)
 	kiln_json_scanner_free(t->scanner);
 }
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory");
-}
-
 /* ---- the shard and line ---------------------------------------------------- */
 
 static int keep_shard(trace *t, const kiln_shard_entry *e)
@@ -138,11 +136,11 @@ static int keep_shard(trace *t, const kiln_shard_entry *e)
 	t->raw_bytes = e->raw_bytes;
 	t->records = e->records;
 	if (e->source_count && !(t->sources = calloc(e->source_count, sizeof(*t->sources))))
-		return oom();
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < e->source_count; i++) {
 		t->sources[i] = e->sources[i];
 		if (!(t->sources[i].topic = strdup(e->sources[i].topic)))
-			return oom();
+			return kiln_error_oom(NULL);
 		t->source_count = i + 1;
 	}
 	t->found = true;
@@ -255,7 +253,7 @@ static int find_versions(trace *t)
 	int rc;
 
 	if (!t->scanner && !(t->scanner = kiln_json_scanner_new(NULL)))
-		return oom();
+		return kiln_error_oom(NULL);
 	if ((rc = kiln_version_log(t->m, &t->v, 0, on_commit, t)) < 0 ||
 	    (rc = kiln_promote_last_version(last, t->m, t->v.dataset)) <= 0)
 		return rc;
@@ -273,10 +271,10 @@ static int find_versions(trace *t)
 		if (!listed)
 			continue;
 		if (!(grown = realloc(t->versions, (t->version_count + 1) * sizeof(*grown))))
-			return oom();
+			return kiln_error_oom(NULL);
 		t->versions = grown;
 		if (!(t->versions[t->version_count] = strdup(spec + strlen(t->v.dataset) + 1)))
-			return oom();
+			return kiln_error_oom(NULL);
 		t->version_count++;
 	}
 	return 0;
@@ -319,7 +317,7 @@ static int found_at(origin *o, const char *topic, int32_t partition, int64_t off
 	t->origin_offset = offset;
 	if (!(t->origin_topic = strdup(topic)) || (file && !(t->origin_file = strdup(file))) ||
 	    (o->key && !(t->origin_key = strdup(o->key))))
-		return oom();
+		return kiln_error_oom(NULL);
 	return 1;
 }
 
@@ -354,18 +352,28 @@ static int on_raw_object(void *ctx, const char *key, const char *topic, int32_t 
 static int search_file(origin *o, const char *path, size_t max_line)
 {
 	kiln_line_reader *reader = NULL;
+	kiln_instream *stream = NULL;
 	kiln_line line;
+	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
 
 	if (fd < 0)
 		return kiln_error_set(KILN_EIO, "%s: cannot be opened, the origin is not known", path);
-	if ((rc = kiln_line_reader_new(&reader, fd, max_line)) < 0)
+	/* a directory source's file may be NAME.gz or NAME.zst: read as the run did */
+	if (fstat(fd, &st) < 0)
+		rc = kiln_error_set(KILN_EIO, "%s: stat: %s", path, strerror(errno));
+	else if ((rc = kiln_instream_open(&stream, fd, (uint64_t)st.st_size, kiln_instream_kind_of(path),
+	                                  path)) == 0)
+		rc = kiln_line_reader_new_stream(&reader, kiln_instream_read, stream, max_line);
+	if (rc < 0)
 		goto done;
 	while ((rc = kiln_line_reader_next(reader, &line)) > 0) {
 		int64_t offset = (int64_t)line.number - 1;
 
-		if (offset > o->range->last)
+		if (offset > o->range->last) {
+			rc = 0; /* past the range, not found: the shard's next source is searched */
 			break;
+		}
 		if (offset < o->range->first || line.too_long || !curates_to_line(o, line.ptr, line.len))
 			continue;
 		rc = found_at(o, o->range->topic, o->range->partition, offset, path);
@@ -373,6 +381,7 @@ static int search_file(origin *o, const char *path, size_t max_line)
 	}
 done:
 	kiln_line_reader_free(reader);
+	kiln_instream_free(stream);
 	close(fd);
 	return rc < 0 ? rc : rc > 0;
 }
@@ -433,13 +442,13 @@ static int source_file(trace *t, const char *topic, int32_t partition, char **ou
 
 	*out = NULL;
 	if (!scanner)
-		return oom();
+		return kiln_error_oom(NULL);
 	snprintf(where, sizeof(where), "manifest: %s:lineage.json", t->spec);
 	if ((rc = kiln_version_read(t->m, &t->v, "lineage.json", &text)) == 1 &&
 	    (rc = kiln_mfmt_lineage_parse(scanner, where, text.ptr, text.len, &lin)) == 0 &&
 	    (i = kiln_mfmt_lineage_find(&lin, topic, partition)) >= 0 && lin.v[i].path &&
 	    strcmp(lin.v[i].path, "-") != 0 && !(*out = strdup(lin.v[i].path)))
-		rc = oom();
+		rc = kiln_error_oom(NULL);
 	kiln_mfmt_lineage_free(&lin);
 	kiln_buf_free(&text);
 	kiln_json_scanner_free(scanner);
@@ -463,7 +472,7 @@ static int find_origin(trace *t, const kiln_pipeline *p, kiln_store *store)
 	int rc;
 
 	if (!scanner)
-		return oom();
+		return kiln_error_oom(NULL);
 	snprintf(where, sizeof(where), "manifest: %s:dataset.json", t->spec);
 	if ((rc = read_line(t, store)) < 0 ||
 	    (rc = kiln_version_read(t->m, &t->v, "dataset.json", &text)) < 0 ||
@@ -493,7 +502,7 @@ static int find_origin(trace *t, const kiln_pipeline *p, kiln_store *store)
 
 		if (!(o.validator = kiln_validator_new(contract, &vo)) ||
 		    (rc = kiln_curator_new(&o.curator, &co)) < 0) {
-			rc = o.validator ? rc : oom();
+			rc = o.validator ? rc : kiln_error_oom(NULL);
 			goto done;
 		}
 	}
@@ -512,7 +521,7 @@ static int find_origin(trace *t, const kiln_pipeline *p, kiln_store *store)
 		    strcmp(p->source_name, o.range->topic) == 0) {
 			free(file);
 			if (!(file = strdup(p->source_path))) {
-				rc = oom();
+				rc = kiln_error_oom(NULL);
 				break;
 			}
 		}
@@ -627,7 +636,7 @@ static int trace_subject(int argc, char **argv)
 	for (int i = 0; i < argc; i++)
 		args[i] = argv[i];
 	args[argc] = "--dry-run";
-	status = kiln_cmd_erase(argc + 1, args);
+	status = kiln_cmd_erase_as("trace", argc + 1, args);
 	free(args);
 	return status;
 }

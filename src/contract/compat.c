@@ -18,6 +18,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "core/array.h"
 #include "core/arena.h"
 #include "core/buf.h"
 #include "core/error.h"
@@ -166,16 +167,10 @@ static void add(differ *d, const char *path, compat_code code, const char *fmt, 
 		d->rc = KILN_ENOMEM;
 		return;
 	}
-	if (c->count == d->cap) {
-		size_t cap = d->cap ? d->cap * 2 : 16;
-		kiln_contract_change *v = realloc(c->changes, cap * sizeof(*v));
-		if (!v) {
-			free(msg);
-			d->rc = KILN_ENOMEM;
-			return;
-		}
-		c->changes = v;
-		d->cap = cap;
+	if (KILN_ARRAY_GROW(c->changes, d->cap, c->count, NULL) < 0) {
+		free(msg);
+		d->rc = KILN_ENOMEM;
+		return;
 	}
 	kiln_contract_change *ch = &c->changes[c->count];
 	ch->path = kiln_arena_strndup(d->arena, path ? path : "", path ? strlen(path) : 0);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/yaml_doc.h"
 
@@ -62,11 +63,6 @@ typedef struct loader {
 	char path[512];
 } loader;
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory");
-}
-
 static const char *scalar(const kiln_yaml_node *n)
 {
 	return n && n->kind == KILN_YAML_SCALAR && !kiln_yaml_is_null(n) ? n->value : NULL;
@@ -78,7 +74,7 @@ static int value_list(loader *l, const kiln_yaml_node *n, const char *path, kiln
 	if (n->kind != KILN_YAML_SEQUENCE)
 		return kiln_yaml_fail(l->doc, n, path, "expected a list of values");
 	if (!(*out = calloc(n->count + 1, sizeof(**out))))
-		return oom();
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < n->count; i++) {
 		const kiln_yaml_node *v = n->items[i];
 		if (v->kind != KILN_YAML_SCALAR)
@@ -149,14 +145,8 @@ static int read_rule(loader *l, const kiln_yaml_node *node, const char *ypath, c
 
 	if (node->kind != KILN_YAML_MAPPING)
 		return kiln_yaml_fail(l->doc, node, ypath, "a quality rule is a mapping");
-	if (l->out->count == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 8;
-		kiln_quality_rule *v = realloc(l->out->v, cap * sizeof(*v));
-		if (!v)
-			return oom();
-		l->out->v = v;
-		l->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(l->out->v, l->cap, l->out->count, NULL) < 0)
+		return KILN_ENOMEM;
 	r = &l->out->v[l->out->count++];
 	memset(r, 0, sizeof(*r));
 	r->id = scalar(kiln_yaml_get(node, "id")) ? scalar(kiln_yaml_get(node, "id")) : "";

@@ -18,6 +18,13 @@ int kiln_error_set(int code, const char *fmt, ...)
 	return code;
 }
 
+int kiln_error_oom(const char *area)
+{
+	if (area)
+		return kiln_error_set(KILN_ENOMEM, "%s: out of memory", area);
+	return kiln_error_set(KILN_ENOMEM, "out of memory");
+}
+
 const char *kiln_error_last(void)
 {
 	return last_message;

@@ -13,4 +13,8 @@
  * `return kiln_error_set(KILN_EINVALID, "...")`. */
 int kiln_error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Sets "<area>: out of memory" ("out of memory" when area is NULL) and
+ * returns KILN_ENOMEM: the one out-of-memory error. */
+int kiln_error_oom(const char *area);
+
 #endif

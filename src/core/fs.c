@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,12 +125,19 @@ void kiln_fs_remove_stale_temps(const char *path)
 
 int kiln_fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
 {
-	const char *slash = strrchr(path, '/');
-	char tmp[4200], dir[4096];
-	int fd, dfd, rc;
+	char tmp[4200];
 
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp-%ld", path, (long)getpid()) >= sizeof(tmp))
 		return kiln_error_set(KILN_EINVALID, "%s: the path is too long", path);
+	return kiln_fs_write_atomic_via(path, tmp, data, len, mode);
+}
+
+int kiln_fs_write_atomic_via(const char *path, const char *tmp, const void *data, size_t len, mode_t mode)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+	int fd, dfd, rc;
+
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)) < 0)
 		return kiln_error_set(KILN_EIO, "%s: %s", tmp, strerror(errno));
 	rc = kiln_fs_write_all(fd, data, len, tmp);
@@ -148,5 +156,48 @@ int kiln_fs_write_atomic(const char *path, const void *data, size_t len, mode_t 
 		(void)fsync(dfd); /* the rename is done; a folder that cannot be synced loses nothing more */
 		close(dfd);
 	}
+	return 0;
+}
+
+/* The fingerprint (see fs.h): 2 MiB or less whole, else the first and
+ * last MiB. */
+#define FINGERPRINT_PART (1u << 20)
+
+static int hash_range(int fd, const char *path, uint64_t from, uint64_t to, crypto_generichash_state *st)
+{
+	static _Thread_local char block[1 << 16];
+
+	while (from < to) {
+		size_t want = to - from < sizeof(block) ? (size_t)(to - from) : sizeof(block);
+		ssize_t n = pread(fd, block, want, (off_t)from);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return kiln_error_set(KILN_EIO, "%s: read: %s", path, strerror(errno));
+		if (n == 0)
+			return kiln_error_set(
+			    KILN_EINVALID, "%s: shorter (%llu bytes) than the %llu bytes an earlier run read",
+			    path, (unsigned long long)from, (unsigned long long)to);
+		crypto_generichash_update(st, (const unsigned char *)block, (size_t)n);
+		from += (uint64_t)n;
+	}
+	return 0;
+}
+
+int kiln_fs_fingerprint(int fd, const char *path, uint64_t bytes, char out[65])
+{
+	crypto_generichash_state st;
+	unsigned char digest[32];
+	int rc;
+
+	crypto_generichash_init(&st, NULL, 0, sizeof(digest));
+	if (bytes <= 2 * (uint64_t)FINGERPRINT_PART)
+		rc = hash_range(fd, path, 0, bytes, &st);
+	else if ((rc = hash_range(fd, path, 0, FINGERPRINT_PART, &st)) == 0)
+		rc = hash_range(fd, path, bytes - FINGERPRINT_PART, bytes, &st);
+	if (rc < 0)
+		return rc;
+	crypto_generichash_final(&st, digest, sizeof(digest));
+	sodium_bin2hex(out, 65, digest, sizeof(digest));
 	return 0;
 }

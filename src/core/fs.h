@@ -5,6 +5,7 @@
 #define KILN_CORE_FS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Removes path and, when it is a directory, everything below it; symbolic
@@ -28,11 +29,25 @@ int kiln_fs_write_all(int fd, const void *data, size_t len, const char *what);
  * KILN_EIO naming the file on failure (the temporary is then removed). */
 int kiln_fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
 
+/* kiln_fs_write_atomic through the temporary tmp the caller named (on
+ * path's file system; a name no other writer uses, e.g. one with a counter
+ * for writers in one process): what a folder of temporaries swept whole
+ * uses. */
+int kiln_fs_write_atomic_via(const char *path, const char *tmp, const void *data, size_t len, mode_t mode);
+
 /* Removes "<path>.tmp-<pid>" files beside path whose process is gone (a
  * kill -9 during a write): a running process's temporary is left alone. */
 void kiln_fs_remove_stale_temps(const char *path);
 
 /* The folder kiln_fs_temp_file uses for dir: dir, else $TMPDIR, else /tmp. */
 const char *kiln_fs_temp_dir(const char *dir);
+
+/* The fingerprint of the first `bytes` bytes of the file open as fd
+ * (docs/FORMATS.md, lineage.json): BLAKE2b-256 (hex, out[65]) of those
+ * bytes when there are at most 2 MiB, else of their first MiB followed by
+ * their last MiB. It tells a replaced file from a grown one without reading
+ * all of it again (the file and directory sources). KILN_EINVALID naming
+ * path when the file is shorter, KILN_EIO on a read error. */
+int kiln_fs_fingerprint(int fd, const char *path, uint64_t bytes, char out[65]);
 
 #endif

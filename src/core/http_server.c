@@ -219,11 +219,11 @@ static int sweeper_start(kiln_http_server *s)
 	pthread_condattr_t attr;
 
 	if (pthread_mutex_init(&s->track_lock, NULL) != 0)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if (pthread_condattr_init(&attr) != 0 || pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) != 0 ||
 	    pthread_cond_init(&s->track_cond, &attr) != 0) {
 		pthread_mutex_destroy(&s->track_lock);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	pthread_condattr_destroy(&attr);
 	s->track_ready = true;
@@ -735,7 +735,7 @@ static void server_free(kiln_http_server *s)
 static int start_workers(kiln_http_server *s, unsigned n)
 {
 	if (!(s->workers = calloc(n, sizeof(*s->workers))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	for (unsigned i = 0; i < n; i++) {
 		if (pthread_create(&s->workers[i], NULL, worker_main, s) != 0) {
 			workers_stop(s);
@@ -771,7 +771,7 @@ int kiln_http_server_start_ex(kiln_http_server **out, const char *listen, const 
 	if ((rc = parse_listen(&sa, listen)) < 0)
 		return rc;
 	if (!(s = calloc(1, sizeof(*s))) || (n && !(s->routes = calloc(n, sizeof(*s->routes))))) {
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 		goto cleanup;
 	}
 	s->mode = o->mode;
@@ -785,7 +785,7 @@ int kiln_http_server_start_ex(kiln_http_server **out, const char *listen, const 
 		s->routes[i].path = strdup(routes[i].path);
 		s->n = i + 1;
 		if (!s->routes[i].method || !s->routes[i].path) {
-			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			rc = kiln_error_oom(NULL);
 			goto cleanup;
 		}
 	}
@@ -793,7 +793,7 @@ int kiln_http_server_start_ex(kiln_http_server **out, const char *listen, const 
 		goto cleanup;
 	if (loop) {
 		if (pthread_mutex_init(&s->lock, NULL) != 0) {
-			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			rc = kiln_error_oom(NULL);
 			goto cleanup;
 		}
 		pthread_cond_init(&s->cond, NULL);

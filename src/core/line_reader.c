@@ -13,6 +13,8 @@
 
 struct kiln_line_reader {
 	int fd;
+	kiln_line_read_fn read; /* NULL: read(2) on fd */
+	void *ctx;
 	size_t max_line;
 	char *buf;
 	size_t cap, start, fill;
@@ -27,17 +29,28 @@ int kiln_line_reader_new(kiln_line_reader **out, int fd, size_t max_line)
 
 	*out = NULL;
 	if (!r)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	r->fd = fd;
 	r->max_line = max_line ? max_line : (1u << 20);
 	r->cap = r->max_line + 1 + 4 * BLOCK;
 	r->buf = malloc(r->cap);
 	if (!r->buf) {
 		free(r);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	*out = r;
 	return 0;
+}
+
+int kiln_line_reader_new_stream(kiln_line_reader **out, kiln_line_read_fn read_fn, void *ctx, size_t max_line)
+{
+	int rc = kiln_line_reader_new(out, -1, max_line);
+
+	if (rc == 0) {
+		(*out)->read = read_fn;
+		(*out)->ctx = ctx;
+	}
+	return rc;
 }
 
 void kiln_line_reader_free(kiln_line_reader *r)
@@ -61,11 +74,16 @@ static ssize_t refill(kiln_line_reader *r)
 	}
 	if (r->eof || r->fill == r->cap)
 		return 0;
-	do
-		n = read(r->fd, r->buf + r->fill, r->cap - r->fill);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return kiln_error_set(KILN_EIO, "read: %s", strerror(errno));
+	if (r->read) {
+		if ((n = r->read(r->ctx, r->buf + r->fill, r->cap - r->fill)) < 0)
+			return n;
+	} else {
+		do
+			n = read(r->fd, r->buf + r->fill, r->cap - r->fill);
+		while (n < 0 && errno == EINTR);
+		if (n < 0)
+			return kiln_error_set(KILN_EIO, "read: %s", strerror(errno));
+	}
 	if (n == 0)
 		r->eof = true;
 	r->fill += (size_t)n;

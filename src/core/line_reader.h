@@ -21,6 +21,12 @@ typedef struct kiln_line_reader kiln_line_reader;
 
 /* `fd` stays the caller's. max_line 0 means 1 MiB. */
 int kiln_line_reader_new(kiln_line_reader **out, int fd, size_t max_line);
+/* The same over a stream: read_fn(ctx, buf, cap) returns the bytes it put
+ * in buf (at most cap), 0 at the end, or a negative error code (with the
+ * error set), which kiln_line_reader_next returns. */
+typedef ptrdiff_t (*kiln_line_read_fn)(void *ctx, void *buf, size_t cap);
+int kiln_line_reader_new_stream(kiln_line_reader **out, kiln_line_read_fn read_fn, void *ctx,
+                                size_t max_line);
 void kiln_line_reader_free(kiln_line_reader *reader);
 
 /* 1 with a line in *out, 0 at end of input, KILN_EIO on a read error. A last

@@ -92,7 +92,7 @@ int kiln_metrics_new(kiln_metrics **out)
 
 	*out = NULL;
 	if (!m)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if (pthread_mutex_init(&m->lock, NULL) != 0) {
 		free(m);
 		return kiln_error_set(KILN_ENOMEM, "cannot create a mutex");
@@ -182,7 +182,7 @@ static family *find_or_add_family(kiln_metrics *m, const char *name, const char 
 	return f;
 oom:
 	family_free(f);
-	kiln_error_set(KILN_ENOMEM, "out of memory");
+	kiln_error_oom(NULL);
 	return NULL;
 }
 
@@ -205,7 +205,7 @@ static series *new_series(const char *labels, kind k, const double *bounds, size
 	return s;
 fail:
 	series_free(s, k);
-	kiln_error_set(KILN_ENOMEM, "out of memory");
+	kiln_error_oom(NULL);
 	return NULL;
 }
 
@@ -240,7 +240,7 @@ static series *register_series(kiln_metrics *m, const char *name, const char *he
 		series **grown = realloc(f->series, next_cap(f->cap) * sizeof(*grown));
 
 		if (!grown) {
-			kiln_error_set(KILN_ENOMEM, "out of memory");
+			kiln_error_oom(NULL);
 			goto done;
 		}
 		f->series = grown;

@@ -1,6 +1,6 @@
 /* YAML documents as position-carrying trees (see yaml_doc.h): loading,
- * the tree's accessors and --set overrides (yaml_scalar.c reads scalars as
- * typed values and words located errors). The first document of a stream
+ * the tree's accessors, --set overrides and kiln_yaml_fail's located errors
+ * (yaml_scalar.c reads scalars as typed values). The first document of a stream
  * is built from libyaml's event parser with an explicit stack (no
  * recursion, at most KILN_YAML_MAX_DEPTH collections deep). The doc owns
  * one arena holding every node, item array and string; kiln_yaml_free()
@@ -725,6 +725,29 @@ const char *kiln_yaml_name(const kiln_yaml_doc *doc)
 	return doc ? doc->name : NULL;
 }
 
+/* The one place that words an error at a node's file, line and column (or
+ * its --set path). */
+int kiln_yaml_fail(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, const char *fmt,
+                   ...)
+{
+	const char *name = kiln_yaml_name(doc) ? kiln_yaml_name(doc) : "<yaml>";
+	const char *sep = path && *path ? ": " : "";
+	char msg[400];
+	va_list ap;
+
+	if (!path)
+		path = "";
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (!node)
+		return kiln_error_set(KILN_EINVALID, "%s: %s%s%s", name, path, sep, msg);
+	if (node->line == 0) /* set with kiln_yaml_set(): from the command line */
+		return kiln_error_set(KILN_EINVALID, "--set %s%s%s", path, sep, msg);
+	return kiln_error_set(KILN_EINVALID, "%s:%u:%u: %s%s%s", name, node->line, node->column, path, sep,
+	                      msg);
+}
+
 const kiln_yaml_node *kiln_yaml_get(const kiln_yaml_node *map, const char *key)
 {
 	size_t i, len;
@@ -748,7 +771,7 @@ static int map_append(kiln_yaml_doc *doc, kiln_yaml_node *map, kiln_yaml_node *k
 	kiln_yaml_node **items = kiln_arena_alloc(doc->arena, (map->count + 1) * sizeof(*items));
 
 	if (!keys || !items)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if (map->count) {
 		memcpy(keys, map->keys, map->count * sizeof(*keys));
 		memcpy(items, map->items, map->count * sizeof(*items));
@@ -822,7 +845,7 @@ int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value)
 	if (!doc->root) {
 		doc->root = set_node(doc, KILN_YAML_MAPPING, NULL, 0);
 		if (!doc->root)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 	}
 	map = doc->root;
 	for (;;) {
@@ -846,19 +869,19 @@ int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value)
 		if (last) {
 			kiln_yaml_node *v = set_node(doc, KILN_YAML_SCALAR, value, strlen(value));
 			if (!v)
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
+				return kiln_error_oom(NULL);
 			if (i < map->count) {
 				map->items[i] = v;
 				return 0;
 			}
 			kiln_yaml_node *k = set_node(doc, KILN_YAML_SCALAR, key, n);
-			return k ? map_append(doc, map, k, v) : kiln_error_set(KILN_ENOMEM, "out of memory");
+			return k ? map_append(doc, map, k, v) : kiln_error_oom(NULL);
 		}
 		if (!child) {
 			kiln_yaml_node *k = set_node(doc, KILN_YAML_SCALAR, key, n);
 			child = set_node(doc, KILN_YAML_MAPPING, NULL, 0);
 			if (!k || !child || map_append(doc, map, k, child) < 0)
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
+				return kiln_error_oom(NULL);
 		}
 		map = child;
 	}
@@ -888,7 +911,7 @@ int kiln_yaml_load_config(kiln_yaml_doc **out, const char *path, char *const *se
 			break;
 		}
 		if (!(key = strndup(sets[i], (size_t)(eq - sets[i])))) {
-			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			rc = kiln_error_oom(NULL);
 			break;
 		}
 		rc = kiln_yaml_set(doc, key, eq + 1);

@@ -1,7 +1,7 @@
 /* Typed reads of YAML scalars (see yaml_doc.h): null, booleans, integers,
  * numbers and strings by the rules yaml_doc.h states (plain scalars only
- * for all but strings), and kiln_yaml_fail(), the one place that words an
- * error at a node's file, line and column (or its --set path). */
+ * for all but strings); their errors are worded by yaml_doc.c's
+ * kiln_yaml_fail(). */
 #include "core/yaml_doc.h"
 
 #include "core/error.h"
@@ -30,27 +30,6 @@ bool kiln_yaml_is_null(const kiln_yaml_node *node)
 			return true;
 	}
 	return false;
-}
-
-int kiln_yaml_fail(const kiln_yaml_doc *doc, const kiln_yaml_node *node, const char *path, const char *fmt,
-                   ...)
-{
-	const char *name = kiln_yaml_name(doc) ? kiln_yaml_name(doc) : "<yaml>";
-	const char *sep = path && *path ? ": " : "";
-	char msg[400];
-	va_list ap;
-
-	if (!path)
-		path = "";
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (!node)
-		return kiln_error_set(KILN_EINVALID, "%s: %s%s%s", name, path, sep, msg);
-	if (node->line == 0) /* set with kiln_yaml_set(): from the command line */
-		return kiln_error_set(KILN_EINVALID, "--set %s%s%s", path, sep, msg);
-	return kiln_error_set(KILN_EINVALID, "%s:%u:%u: %s%s%s", name, node->line, node->column, path, sep,
-	                      msg);
 }
 
 static const char *kind_name(kiln_yaml_kind kind)

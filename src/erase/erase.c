@@ -61,11 +61,6 @@ typedef struct erase_state {
 	bool no_filter; /* KILN_ERASE_NO_FILTER: read every shard (a benchmark switch) */
 } erase_state;
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "erase: out of memory");
-}
-
 /* ---- what the history holds --------------------------------------------- */
 
 static int copy_entry(kiln_shard_entry *dst, const kiln_shard_entry *src)
@@ -75,14 +70,14 @@ static int copy_entry(kiln_shard_entry *dst, const kiln_shard_entry *src)
 	*dst = *src;
 	dst->sources = NULL;
 	if (src->source_count && !(s = calloc(src->source_count, sizeof(*s))))
-		return oom();
+		return kiln_error_oom("erase");
 	for (size_t i = 0; i < src->source_count; i++) {
 		s[i] = src->sources[i];
 		if (!(s[i].topic = strdup(src->sources[i].topic))) {
 			for (size_t j = 0; j < i; j++)
 				free((char *)s[j].topic);
 			free(s);
-			return oom();
+			return kiln_error_oom("erase");
 		}
 	}
 	dst->sources = s;
@@ -122,10 +117,10 @@ static int add_topic(erase_state *st, const char *topic)
 		if (strcmp(st->topics[i], topic) == 0)
 			return 0;
 	if (!(v = realloc(st->topics, (st->topic_count + 1) * sizeof(*v))))
-		return oom();
+		return kiln_error_oom("erase");
 	st->topics = v;
 	if (!(v[st->topic_count] = strdup(topic)))
-		return oom();
+		return kiln_error_oom("erase");
 	st->topic_count++;
 	return 0;
 }
@@ -170,7 +165,7 @@ static int on_shard(void *ctx, kiln_split split, const kiln_shard_entry *entry)
 		shard_info *v = realloc(st->shards, cap * sizeof(*v));
 
 		if (!v)
-			return oom();
+			return kiln_error_oom("erase");
 		st->shards = v;
 		st->shard_cap = cap;
 	}
@@ -199,7 +194,7 @@ static int on_contract(void *ctx, const char *text, size_t len)
 		if (memcmp(st->contracts[i].digest, digest, 32) == 0)
 			return 0;
 	if (!(v = realloc(st->contracts, (st->contract_count + 1) * sizeof(*v))))
-		return oom();
+		return kiln_error_oom("erase");
 	st->contracts = v;
 	c = &v[st->contract_count];
 	memset(c, 0, sizeof(*c));
@@ -208,7 +203,7 @@ static int on_contract(void *ctx, const char *text, size_t len)
 		return rc;
 	st->contract_count++;
 	if (!(c->validator = kiln_validator_new(c->contract, NULL)))
-		return oom();
+		return kiln_error_oom("erase");
 	if ((rc = kiln_profile_schema_new(&c->schema, c->contract)) < 0)
 		return rc;
 	return kiln_subject_resolve(st->o->subject, c->contract, st->o->key);
@@ -264,7 +259,7 @@ static int erase_shard(erase_state *st, shard_info *s)
 			erased++;
 		} else {
 			if (kiln_buf_put(&kept, p, len) < 0 || kiln_buf_putc(&kept, '\n') < 0) {
-				rc = oom();
+				rc = kiln_error_oom("erase");
 				goto cleanup;
 			}
 			records++;
@@ -319,7 +314,7 @@ static int erase_shard(erase_state *st, shard_info *s)
 			unsigned char *copy = malloc(made[0].filter_len);
 
 			if (!copy) {
-				rc = oom();
+				rc = kiln_error_oom("erase");
 				goto cleanup;
 			}
 			memcpy(copy, made[0].filter, made[0].filter_len);
@@ -378,7 +373,7 @@ static int check_keys(erase_state *st)
 	int rc;
 
 	if (!sc)
-		return oom();
+		return kiln_error_oom("erase");
 	if ((rc = kiln_gc_du(st->o->manifest, st->o->dataset, &du)) < 0)
 		goto cleanup;
 	for (size_t i = 0; i < du.count && rc == 0; i++) {
@@ -482,7 +477,7 @@ static int dry_refs(erase_state *st)
 			if (per)
 				st->out->move_erased = per;
 			if (!mv || !per) {
-				rc = oom();
+				rc = kiln_error_oom("erase");
 				break;
 			}
 			memcpy(per[st->out->move_count], d.erased, sizeof(d.erased));
@@ -531,7 +526,7 @@ static int fill_entry(erase_state *st, const kiln_rewrite_result *plan, kiln_led
 	for (size_t i = 0; i < st->shard_count; i++)
 		n += st->shards[i].changed;
 	if (n && !(e->shards = calloc(n, sizeof(*e->shards))))
-		return oom();
+		return kiln_error_oom("erase");
 	for (size_t i = 0; i < st->shard_count; i++) {
 		const shard_info *s = &st->shards[i];
 		kiln_ledger_shard *ls;
@@ -579,7 +574,7 @@ static int merge_done(erase_state *st, const kiln_rewrite_result *plan)
 		kiln_rewrite_move *v = realloc(st->done.moves, (st->done.move_count + 1) * sizeof(*v));
 
 		if (!v)
-			return oom();
+			return kiln_error_oom("erase");
 		st->done.moves = v;
 		v[st->done.move_count++] = plan->moves[j];
 	}
@@ -588,7 +583,7 @@ static int merge_done(erase_state *st, const kiln_rewrite_result *plan)
 		    realloc(st->done.commits, (st->done.commit_count + plan->commit_count) * sizeof(*v));
 
 		if (!v)
-			return oom();
+			return kiln_error_oom("erase");
 		st->done.commits = v;
 		memcpy(v + st->done.commit_count, plan->commits, plan->commit_count * sizeof(*v));
 		st->done.commit_count += plan->commit_count;
@@ -606,7 +601,7 @@ static int report_changed(erase_state *st)
 	if (n == 0)
 		return 0;
 	if (!(st->out->changed = calloc(n, sizeof(*st->out->changed))))
-		return oom();
+		return kiln_error_oom("erase");
 	for (size_t i = 0; i < st->shard_count; i++) {
 		const shard_info *s = &st->shards[i];
 		kiln_ledger_shard *c;
@@ -665,7 +660,7 @@ static int resume(kiln_manifest *m, const char *dataset, const kiln_signing_key 
 	if ((rc = kiln_ledger_journal_read(m, dataset, &text)) <= 0)
 		goto cleanup;
 	if (!(sc = kiln_json_scanner_new(NULL))) {
-		rc = oom();
+		rc = kiln_error_oom("erase");
 		goto cleanup;
 	}
 	if ((rc = kiln_ledger_parse(sc, "erase: the journal", text.ptr, text.len, &e)) < 0)
@@ -799,7 +794,7 @@ int kiln_erase(const kiln_erase_options *o, kiln_erase_report *out)
 		for (size_t i = 0; i < st.shard_count; i++)
 			change_count += st.shards[i].changed;
 		if (change_count && !(changes = calloc(change_count, sizeof(*changes)))) {
-			rc = oom();
+			rc = kiln_error_oom("erase");
 			goto cleanup;
 		}
 		change_count = 0;

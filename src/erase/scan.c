@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "erase/zones.h"
@@ -35,16 +36,10 @@ static int on_key(void *ctx, const char *key, uint64_t size, int64_t mtime)
 
 	(void)size;
 	(void)mtime;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 256;
-		char **v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		l->v = v;
-		l->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(l->v, l->cap, l->n, NULL) < 0)
+		return KILN_ENOMEM;
 	if (!(l->v[l->n] = strdup(key)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	l->n++;
 	return 0;
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -90,7 +91,7 @@ int kiln_subject_new(kiln_subject **out)
 	*out = NULL;
 	if (!s || !(s->scanner = kiln_json_scanner_new(NULL))) {
 		free(s);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	s->lit = (kiln_buf)KILN_BUF_INIT(0);
 	s->norm = (kiln_buf)KILN_BUF_INIT(0);
@@ -201,16 +202,10 @@ static int needle_add(kiln_subject *s, const char *p, size_t n)
 
 	if (i < s->n_needles && s->needles[i].n == n && memcmp(s->needles[i].p, p, n) == 0)
 		return 0;
-	if (s->n_needles == s->cap_needles) {
-		size_t cap = s->cap_needles ? 2 * s->cap_needles : 8;
-		struct needle *v = realloc(s->needles, cap * sizeof(*v));
-		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		s->needles = v;
-		s->cap_needles = cap;
-	}
+	if (KILN_ARRAY_GROW(s->needles, s->cap_needles, s->n_needles, NULL) < 0)
+		return KILN_ENOMEM;
 	if (!(copy = dup_bytes(p, n)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	memmove(&s->needles[i + 1], &s->needles[i], (s->n_needles - i) * sizeof(*s->needles));
 	s->needles[i] = (struct needle){copy, n};
 	s->n_needles++;
@@ -224,7 +219,7 @@ int kiln_subject_add(kiln_subject *s, const char *arg, const char *where)
 
 	if (is_token(arg)) {
 		if (!(id.value = strdup(arg)))
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		id.len = strlen(arg);
 	} else if (!(eq = strchr(arg, '='))) {
 		if (arg[0] == 'p' && is_digit((unsigned char)arg[1]))
@@ -252,22 +247,16 @@ int kiln_subject_add(kiln_subject *s, const char *arg, const char *where)
 		    !(id.value = dup_bytes(eq + 1, id.len)) || !(id.norm = malloc(id.len + 1))) {
 			free(id.field);
 			wipe_free(id.value, id.len);
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		}
 		id.norm_len = kiln_token_email_normal(id.norm, id.value, id.len);
 		id.norm[id.norm_len] = '\0';
 	}
-	if (s->n_ids == s->cap_ids) {
-		size_t cap = s->cap_ids ? 2 * s->cap_ids : 4;
-		struct ident *v = realloc(s->ids, cap * sizeof(*v));
-		if (!v) {
-			free(id.field);
-			wipe_free(id.value, id.len);
-			wipe_free(id.norm, id.norm_len);
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		}
-		s->ids = v;
-		s->cap_ids = cap;
+	if (KILN_ARRAY_GROW(s->ids, s->cap_ids, s->n_ids, NULL) < 0) {
+		free(id.field);
+		wipe_free(id.value, id.len);
+		wipe_free(id.norm, id.norm_len);
+		return KILN_ENOMEM;
 	}
 	s->ids[s->n_ids++] = id;
 	return 0;
@@ -314,22 +303,14 @@ int kiln_subjects_parse(const char *text, size_t len, const char *file, kiln_sub
 		if (p[0] == '#')
 			continue;
 		if (!cur) {
-			if (n == cap) {
-				size_t nc = cap ? 2 * cap : 8;
-				kiln_subject **nv = realloc(v, nc * sizeof(*nv));
-				if (!nv) {
-					rc = kiln_error_set(KILN_ENOMEM, "out of memory");
-					goto cleanup;
-				}
-				v = nv;
-				cap = nc;
-			}
+			if ((rc = KILN_ARRAY_GROW(v, cap, n, NULL)) < 0)
+				goto cleanup;
 			if ((rc = kiln_subject_new(&cur)) < 0)
 				goto cleanup;
 			v[n++] = cur;
 		}
 		if (!(line = dup_bytes(p, ll))) {
-			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			rc = kiln_error_oom(NULL);
 			goto cleanup;
 		}
 		rc = kiln_subject_add(cur, line, where);
@@ -360,18 +341,12 @@ static int domain_note(kiln_subject *s, const char *name, bool plain, bool email
 		if (strcmp(s->domains[i].name, name) == 0)
 			d = &s->domains[i];
 	if (!d) {
-		if (s->n_domains == s->cap_domains) {
-			size_t cap = s->cap_domains ? 2 * s->cap_domains : 8;
-			struct domain *v = realloc(s->domains, cap * sizeof(*v));
-			if (!v)
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
-			s->domains = v;
-			s->cap_domains = cap;
-		}
+		if (KILN_ARRAY_GROW(s->domains, s->cap_domains, s->n_domains, NULL) < 0)
+			return KILN_ENOMEM;
 		d = &s->domains[s->n_domains];
 		*d = (struct domain){0};
 		if (!(d->name = strdup(name)))
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		s->n_domains++;
 	}
 	d->plain |= plain;
@@ -447,7 +422,7 @@ static int resolve_field(kiln_subject *s, const kiln_field *f)
 			}
 			id->email |= email;
 			if (!(tn = token_norm(s, token, domain, id->value, id->len, email)))
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
+				return kiln_error_oom(NULL);
 			if ((rc = needle_add(s, token, tn)) < 0)
 				return rc;
 		}
@@ -501,7 +476,7 @@ int kiln_subject_resolve(kiln_subject *s, const kiln_contract *contract, const k
 		if (count != 1 || s->matches[0].start != 0 || s->matches[0].len != id->len)
 			continue;
 		if (!(tn = detector_token(s, token, &s->matches[0], id->value)))
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		if ((rc = needle_add(s, token, tn)) < 0)
 			return rc;
 	}

@@ -67,7 +67,7 @@ int kiln_zone_inflate(const void *zst, size_t len, kiln_buf *out)
 	kiln_buf_reset(out);
 	out->max = OBJ_MAX;
 	if (!dctx)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	for (;;) {
 		ZSTD_outBuffer o;
 		size_t ret;
@@ -124,7 +124,7 @@ static int run_init(zone_run *z, kiln_store *store, kiln_subject *s, bool dry_ru
 	z->line = (kiln_buf)KILN_BUF_INIT(0);
 	z->kept_lines.fd = -1;
 	if (!(z->cctx = ZSTD_createCCtx()))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	return 0;
 }
 

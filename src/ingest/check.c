@@ -17,7 +17,6 @@
 #include "core/line_reader.h"
 #include "ingest/curate_pool.h"
 #include "ingest/curate_run.h"
-#include "ingest/kafka_run.h"
 #include "ingest/run_setup.h"
 #include "ingest/source.h"
 #include "mask/key.h"
@@ -190,50 +189,24 @@ static void check_definition(checker *c)
 	step(c, "branch", kiln_run_setup_definition(&c->s), msg);
 }
 
-static int report_topic(void *ctx, const char *topic, int partitions, const char *error)
+static void source_said(void *ctx, const char *check, bool ok, const char *message)
 {
-	checker *c = ctx;
-	bool dead_letter = c->p->dead_letter_topic && strcmp(topic, c->p->dead_letter_topic) == 0;
-
-	if (partitions < 0)
-		say(c, "topic", KILN_CHECK_PROBLEM, "%s%s: %s", topic, dead_letter ? " (dead letters)" : "",
-		    error);
-	else
-		say(c, "topic", KILN_CHECK_OK, "%s%s: %d partitions", topic,
-		    dead_letter ? " (dead letters)" : "", partitions);
-	return 0;
+	say(ctx, check, ok ? KILN_CHECK_OK : KILN_CHECK_PROBLEM, "%s", message);
 }
 
+/* The row's settings, then its probe (a file is readable, the brokers
+ * answer and list the topics). */
 static void check_source(checker *c)
 {
 	const kiln_pipeline *p = c->p;
-	int brokers, rc, fd;
 
 	if (kiln_source_check_settings(p) < 0) {
-		say(c, kiln_pipeline_is_kafka(p) ? "brokers" : "source", KILN_CHECK_PROBLEM, "%s",
+		say(c, p->source->check_name ? p->source->check_name : "source", KILN_CHECK_PROBLEM, "%s",
 		    kiln_error_last());
 		return;
 	}
-	if (kiln_pipeline_is_kafka(p)) {
-		int timeout =
-		    c->o->broker_timeout_ms > 0 ? c->o->broker_timeout_ms : (int)p->connect_timeout * 1000;
-
-		if ((rc = kiln_kafka_probe(p, timeout, &brokers, report_topic, c)) < 0)
-			say(c, "brokers", KILN_CHECK_PROBLEM, "%s", kiln_error_last());
-		else
-			say(c, "brokers", KILN_CHECK_OK, "%s: %d brokers answered", p->brokers, brokers);
-		return;
-	}
-	if (p->source != &kiln_source_file) {
-		say(c, "source", KILN_CHECK_OK, "stdin (source %s)", p->source_name);
-		return;
-	}
-	if ((fd = open(p->source_path, O_RDONLY | O_CLOEXEC)) < 0) {
-		say(c, "source", KILN_CHECK_PROBLEM, "%s: cannot open: %s", p->source_path, strerror(errno));
-		return;
-	}
-	close(fd);
-	say(c, "source", KILN_CHECK_OK, "%s is readable (source %s)", p->source_path, p->source_name);
+	if (p->source->check)
+		p->source->check(p, c->o->broker_timeout_ms, source_said, c);
 }
 
 /* ---- the sample ------------------------------------------------------------ */
@@ -304,7 +277,7 @@ static void check_sample(checker *c)
 	    (rc = kiln_curate_pool_new(&pool, &po)) < 0)
 		goto done;
 	if (!(b = kiln_curate_pool_batch(pool))) {
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 		goto done;
 	}
 	if ((rc = kiln_batch_fill_lines(b, reader, p->source_name ? p->source_name : "sample", 0, max,

@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -18,9 +17,13 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/config.h"
 #include "core/error.h"
+#include "core/fs.h"
+#include "core/json.h"
 #include "core/line_reader.h"
 #include "core/log.h"
+#include "core/yaml_doc.h"
 #include "ingest/curate_pool.h"
 #include "ingest/ingest_loop.h"
 #include "ingest/run_setup.h"
@@ -45,51 +48,6 @@ static int find_lineage(void *ctx, const kiln_lineage_entry *e)
 	r->bytes = e->bytes;
 	snprintf(r->prefix, sizeof(r->prefix), "%s", e->prefix_blake2b ? e->prefix_blake2b : "");
 	snprintf(r->path, sizeof(r->path), "%s", e->path ? e->path : "");
-	return 0;
-}
-
-/* The fingerprint of the first `bytes` bytes of a file (docs/FORMATS.md,
- * lineage.json): BLAKE2b-256 of those bytes when there are at most 2 MiB,
- * else of their first MiB followed by their last MiB. It tells a replaced
- * file from a grown one without reading all of it again. */
-#define FINGERPRINT_PART (1u << 20)
-
-static int hash_range(int fd, const char *path, uint64_t from, uint64_t to, crypto_generichash_state *st)
-{
-	static _Thread_local char block[1 << 16];
-
-	while (from < to) {
-		size_t want = to - from < sizeof(block) ? (size_t)(to - from) : sizeof(block);
-		ssize_t n = pread(fd, block, want, (off_t)from);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return kiln_error_set(KILN_EIO, "%s: read: %s", path, strerror(errno));
-		if (n == 0)
-			return kiln_error_set(
-			    KILN_EINVALID, "%s: shorter (%llu bytes) than the %llu bytes an earlier run read",
-			    path, (unsigned long long)from, (unsigned long long)to);
-		crypto_generichash_update(st, (const unsigned char *)block, (size_t)n);
-		from += (uint64_t)n;
-	}
-	return 0;
-}
-
-static int fingerprint(int fd, const char *path, uint64_t bytes, char out[65])
-{
-	crypto_generichash_state st;
-	unsigned char digest[32];
-	int rc;
-
-	crypto_generichash_init(&st, NULL, 0, sizeof(digest));
-	if (bytes <= 2 * (uint64_t)FINGERPRINT_PART)
-		rc = hash_range(fd, path, 0, bytes, &st);
-	else if ((rc = hash_range(fd, path, 0, FINGERPRINT_PART, &st)) == 0)
-		rc = hash_range(fd, path, bytes - FINGERPRINT_PART, bytes, &st);
-	if (rc < 0)
-		return rc;
-	crypto_generichash_final(&st, digest, sizeof(digest));
-	sodium_bin2hex(out, 65, digest, sizeof(digest));
 	return 0;
 }
 
@@ -157,7 +115,7 @@ static int open_file(struct file_source *fs, const kiln_pipeline *p)
 		                      p->source_path, strerror(errno));
 	if (!resume->found || !resume->bytes)
 		return 0;
-	if ((rc = fingerprint(fs->fd, p->source_path, resume->bytes, now)) < 0)
+	if ((rc = kiln_fs_fingerprint(fs->fd, p->source_path, resume->bytes, now)) < 0)
 		return rc;
 	if (strcmp(now, resume->prefix) != 0)
 		return kiln_error_set(KILN_EINVALID,
@@ -179,7 +137,7 @@ static int file_open(void **out, kiln_ingest *in, const void *args)
 	(void)args;
 	*out = fs;
 	if (!fs)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	fs->fd = -1;
 	fs->resume.topic = p->source_name;
 	if ((rc = kiln_manifest_lineage(in->setup.manifest, p->dataset, p->branch, find_lineage,
@@ -210,7 +168,7 @@ static int file_read(void *src, kiln_ingest *in)
 		int rc;
 
 		if (!b)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		if ((rc = kiln_batch_fill_lines(b, fs->reader, in->p->source_name,
 		                                (int64_t)in->out->next_offset, BATCH_LINES,
 		                                &fs->bytes_read)) <= 0) {
@@ -248,7 +206,7 @@ static int file_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 	/* stdin: the marker path, none of its bytes to check (the fingerprint of no bytes) */
 	fs->lineage.path = p->source == &kiln_source_file ? p->source_path : KILN_SOURCE_STDIN_PATH;
 	fs->lineage.bytes = p->source == &kiln_source_file ? fs->resume.bytes + fs->bytes_read : 0;
-	if ((rc = fingerprint(fs->fd, p->source_path, fs->lineage.bytes, fs->prefix_hex)) < 0)
+	if ((rc = kiln_fs_fingerprint(fs->fd, p->source_path, fs->lineage.bytes, fs->prefix_hex)) < 0)
 		return rc;
 	fs->lineage.prefix_blake2b = fs->prefix_hex;
 	snap->lineage = &fs->lineage;
@@ -271,6 +229,58 @@ static void file_close(void *src, kiln_ingest *in)
 
 static const char *const file_keys[] = {"kind", "path", "name", "max_record_bytes", "max_depth", NULL};
 
+/* A file source reads path, and path "-" is stdin. */
+static int file_configure(kiln_pipeline *p, kiln_config *cfg, const kiln_yaml_node *src)
+{
+	int rc;
+
+	if ((rc = kiln_config_string(cfg, src, "source", "path", true, &p->source_path)) < 0)
+		return rc;
+	if (strcmp(p->source_path, "-") == 0) {
+		p->source = &kiln_source_stdin;
+		p->source_path = NULL;
+	} else {
+		p->source_path = kiln_config_resolve(cfg, p->source_path);
+	}
+	return 0;
+}
+
+/* lineage.json records the path, a JSON string. */
+static int file_settings(const kiln_pipeline *p)
+{
+	if (!kiln_utf8_valid(p->source_path, strlen(p->source_path)))
+		return kiln_error_set(KILN_EINVALID,
+		                      "%s: source.path is not valid UTF-8, and lineage.json records it: "
+		                      "give the file (or a link to it) a UTF-8 name",
+		                      p->file);
+	return 0;
+}
+
+static void file_check(const kiln_pipeline *p, int timeout_ms, kiln_source_say say, void *ctx)
+{
+	char msg[1024];
+	int fd;
+
+	(void)timeout_ms;
+	if ((fd = open(p->source_path, O_RDONLY | O_CLOEXEC)) < 0) {
+		snprintf(msg, sizeof(msg), "%s: cannot open: %s", p->source_path, strerror(errno));
+		say(ctx, "source", false, msg);
+		return;
+	}
+	close(fd);
+	snprintf(msg, sizeof(msg), "%s is readable (source %s)", p->source_path, p->source_name);
+	say(ctx, "source", true, msg);
+}
+
+static void stdin_check(const kiln_pipeline *p, int timeout_ms, kiln_source_say say, void *ctx)
+{
+	char msg[600];
+
+	(void)timeout_ms;
+	snprintf(msg, sizeof(msg), "stdin (source %s)", p->source_name);
+	say(ctx, "source", true, msg);
+}
+
 const kiln_source kiln_source_file = {
     .version = KILN_SOURCE_VERSION,
     .kind = "file",
@@ -280,6 +290,10 @@ const kiln_source kiln_source_file = {
     .end = file_end,
     .lineage = file_lineage,
     .close = file_close,
+    .configure = file_configure,
+    .settings = file_settings,
+    .check_name = "source",
+    .check = file_check,
 };
 
 /* stdin: path "-" or kind stdin; the same source, read once. */
@@ -292,6 +306,8 @@ const kiln_source kiln_source_stdin = {
     .end = file_end,
     .lineage = file_lineage,
     .close = file_close,
+    .check_name = "source",
+    .check = stdin_check,
 };
 
 /* Another run of the same source committed first (the fence refused this
@@ -305,7 +321,7 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 
 	for (int attempt = 1;; attempt++) {
 		rc = kiln_ingest_run(p->source, NULL, p, out);
-		if (rc != KILN_EFENCED || p->source != &kiln_source_file || attempt == RERUNS)
+		if (rc != KILN_EFENCED || p->source == &kiln_source_stdin || attempt == RERUNS)
 			break;
 		KILN_LOG(KILN_LOG_INFO, "rerun",
 		         "another run of this source committed first; reading on from there",
@@ -316,7 +332,7 @@ int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
 		    KILN_EFENCED,
 		    "%s@%s: another run of source %s committed first%s; nothing of this run was committed",
 		    p->dataset, p->branch, p->source_name,
-		    p->source == &kiln_source_file ? " every time it was read again"
-		                                   : " (stdin cannot be read again: send this input again)");
+		    p->source != &kiln_source_stdin ? " every time it was read again"
+		                                    : " (stdin cannot be read again: send this input again)");
 	return rc;
 }

@@ -17,6 +17,10 @@ typedef struct kiln_run_result {
 	uint64_t first_offset, next_offset;
 	uint64_t quarantine_objects;
 	size_t shards;
+	/* directory sources: the files read, and those that changed after they
+	 * were committed (not read again; `changed` names them, cut with "...") */
+	uint64_t files_read, files_changed;
+	char changed[1024];
 } kiln_run_result;
 
 int kiln_curate_run(const kiln_pipeline *pipeline, kiln_run_result *out);

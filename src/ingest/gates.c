@@ -155,7 +155,7 @@ static int invalid_count(const kiln_quality_rule *r, const kiln_profile_field *f
 	bool *valid = calloc(f->cat_count, sizeof(*valid));
 
 	if (!valid)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	for (size_t j = 0; j < r->valid_count; j++) {
 		long i = r->valid_values[j].text
 		             ? kiln_profile_category(f, r->valid_values[j].text, r->valid_values[j].len)

@@ -1,10 +1,14 @@
-/* The one ingest loop (see ingest_loop.h and the stages in source.h). */
+/* The run engine's one-shot mode, the one ingest loop (see ingest_loop.h
+ * and the stages in source.h): a row read once, committed at the end of
+ * its input. The streaming mode is engine.c; both land through
+ * kiln_engine_land. */
 #include "ingest/ingest_loop.h"
 
 #include <assert.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "ingest/engine_internal.h"
 
 struct loop {
 	const kiln_source *source;
@@ -31,10 +35,10 @@ static int commit(struct loop *l)
 	kiln_snapshot snap = {0};
 	int rc;
 
-	if ((rc = kiln_sink_finish_shards(&in->sink)) < 0 || (rc = kiln_sink_flush_quarantine(&in->sink)) < 0)
+	if ((rc = kiln_engine_land(&in->sink, &snap)) < 0)
 		return rc;
 	in->out->quarantine_objects = kiln_quarantine_objects(in->sink.quarantine);
-	in->out->shards += kiln_sink_shards(&in->sink, &snap);
+	in->out->shards += (size_t)rc;
 	if ((rc = l->source->lineage(l->src, in, &snap)) < 0)
 		return rc;
 	rc = kiln_run_setup_commit(&in->setup, &snap, in->out->commit);

@@ -1,5 +1,6 @@
-/* The one ingest loop: a run of a source (ingest/source.h) from open to
- * its snapshot commit, through the sink every run shares. The loop owns
+/* The one ingest loop, the run engine's one-shot mode (ingest/engine.h):
+ * a run of a source (ingest/source.h) from open to its snapshot commit at
+ * the end of its input, through the sink every run shares. The loop owns
  * the run setup (keys, store, manifest) and the sink; the source owns its
  * input and decides what lineage.json records. */
 #ifndef KILN_INGEST_INGEST_LOOP_H

@@ -97,7 +97,9 @@ fail:
 	return rc;
 }
 
-int kiln_kafka_client_open(struct krun *r)
+int kiln_kafka_client_open(struct krun *r,
+                           void (*rebalance)(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                             rd_kafka_topic_partition_list_t *list, void *opaque))
 {
 	const kiln_pipeline *p = r->p;
 	rd_kafka_conf_t *conf = NULL;
@@ -109,7 +111,7 @@ int kiln_kafka_client_open(struct krun *r)
 	if ((rc = kafka_conf(&conf, p, true)) < 0)
 		return rc;
 	rd_kafka_conf_set_opaque(conf, r);
-	rd_kafka_conf_set_rebalance_cb(conf, kiln_kafka_rebalance);
+	rd_kafka_conf_set_rebalance_cb(conf, rebalance);
 	rd_kafka_conf_set_consume_cb(conf,
 	                             drop_unread); /* only kiln_kafka_client_close serves with callbacks */
 	rd_kafka_conf_set_error_cb(conf, kafka_error);
@@ -130,7 +132,7 @@ int kiln_kafka_client_open(struct krun *r)
 	 * librdkafka first learns of the topic from the assignment, finds no
 	 * leader and retries the lookup only after about 500 ms */
 	if (!(r->topics = calloc(p->topic_count, sizeof(*r->topics))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	for (; r->topic_count < p->topic_count; r->topic_count++)
 		if (!(r->topics[r->topic_count] = rd_kafka_topic_new(r->rk, p->topics[r->topic_count], NULL)))
 			return kiln_error_set(KILN_EINVALID, "%s: %s: %s", p->brokers,
@@ -202,8 +204,8 @@ bool kiln_kafka_client_unreachable(struct krun *r, int64_t started)
 	}
 	if (now_ms() - started < (int64_t)r->p->connect_timeout * 1000)
 		return false;
-	r->fatal = KILN_EIO;
-	snprintf(r->fatal_msg, sizeof(r->fatal_msg),
+	r->e->fatal = KILN_EIO;
+	snprintf(r->e->fatal_msg, sizeof(r->e->fatal_msg),
 	         "%s: no broker answered within source.connect_timeout (%u s); nothing was read",
 	         r->p->brokers, r->p->connect_timeout);
 	return true;

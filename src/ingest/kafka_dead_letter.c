@@ -70,8 +70,8 @@ int kiln_kafka_dead_letter_flush(struct krun *r)
 {
 	int64_t flush_ms = 30000;
 
-	if (r->drain_until_ms && r->drain_until_ms - now_ms() - 1000 < flush_ms)
-		flush_ms = r->drain_until_ms - now_ms() - 1000;
+	if (r->e->drain_until_ms && r->e->drain_until_ms - now_ms() - 1000 < flush_ms)
+		flush_ms = r->e->drain_until_ms - now_ms() - 1000;
 	rd_kafka_flush(r->dlq, flush_ms > 0 ? (int)flush_ms : 0);
 	if (rd_kafka_outq_len(r->dlq) > 0 || r->dlq_failed) {
 		r->dlq_failed = 0;

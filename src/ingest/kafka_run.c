@@ -1,11 +1,16 @@
-/* The Kafka source (see kafka_run.h).
+/* The Kafka source: a streaming row of the run engine (ingest/engine.h,
+ * kiln_source_kafka below; see kafka_run.h). The engine owns the snapshot
+ * policy, the commit, backoff, the HTTP listener, notify, reload and the
+ * drain; this row owns the consumer group, rebalances, where each
+ * partition resumes (gaps, start: latest), the fenced lineage per
+ * snapshot, seeking back after a failed one, dead letters and lag.
  *
- * Threads: the calling thread polls the consumer, fills one open batch per
- * partition with borrowed messages (rd_kafka_message_destroy when the batch
- * has been consumed into spooled shards and quarantine), submits batches to
- * the curate pool, consumes its results, and commits snapshots; librdkafka's
- * rebalance callback runs on it too, inside rd_kafka_consumer_poll. The HTTP
- * server's threads only read metrics and ask for snapshots.
+ * Threads: the engine's thread polls the consumer (the row's poll), fills
+ * one open batch per partition with borrowed messages
+ * (rd_kafka_message_destroy when the batch has been consumed into spooled
+ * shards and quarantine) and submits batches to the curate pool;
+ * librdkafka's rebalance callback runs on it too, inside
+ * rd_kafka_consumer_poll.
  *
  * Per partition: `committed` is lineage.json's next at the branch tip as
  * this run last saw it (-1: no entry); `consumed` is the offset after the
@@ -18,9 +23,9 @@
  * committed twice.
  *
  * The records land through the sink every source shares (ingest/sink.h);
- * the librdkafka clients, the dead-letter producer, watermark queries,
- * metrics, HTTP endpoints and the drain watchdog are kafka_<part>.c
- * beside this file (kafka_internal.h). */
+ * the librdkafka clients, the dead-letter producer, watermark queries and
+ * the row's metrics are kafka_<part>.c beside this file
+ * (kafka_internal.h). */
 #include "ingest/kafka_run.h"
 
 #include <errno.h>
@@ -34,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/notify.h"
@@ -57,14 +63,8 @@ static struct part *part_get(struct krun *r, const char *topic, int32_t partitio
 
 	if (pt)
 		return pt;
-	if (r->nparts == r->parts_cap) {
-		size_t cap = r->parts_cap ? r->parts_cap * 2 : 16;
-		struct part **v = realloc(r->parts, cap * sizeof(*v));
-		if (!v)
-			return NULL;
-		r->parts = v;
-		r->parts_cap = cap;
-	}
+	if (KILN_ARRAY_GROW(r->parts, r->parts_cap, r->nparts, NULL) < 0)
+		return NULL;
 	if (!(pt = calloc(1, sizeof(*pt))) || !(pt->topic = strdup(topic))) {
 		free(pt);
 		return NULL;
@@ -77,7 +77,7 @@ static struct part *part_get(struct krun *r, const char *topic, int32_t partitio
 	kiln_buf_putc(&labels, '\0');
 	if (labels.ptr)
 		pt->lag = kiln_metrics_gauge(
-		    r->mx.m, "kiln_consumer_lag",
+		    r->e->mx.m, "kiln_consumer_lag",
 		    "Records in the partition not yet consumed (high watermark - position)", labels.ptr);
 	kiln_buf_free(&labels);
 	r->parts[r->nparts++] = pt;
@@ -121,35 +121,33 @@ static int read_lineage(struct krun *r, const rd_kafka_topic_partition_list_t *o
 			r->parts[i]->committed = -1;
 			r->parts[i]->gaps = r->parts[i]->skipped = 0;
 		}
-	return kiln_manifest_lineage(r->setup.manifest, r->p->dataset, r->p->branch, note_lineage, &s);
+	return kiln_manifest_lineage(r->e->setup.manifest, r->p->dataset, r->p->branch, note_lineage, &s);
 }
 
-/* ---- consuming curated batches (the pool's callback) ---------------------- */
+/* ---- consuming curated batches (the engine's consume) --------------------- */
 
-static int consume(void *ctx, kiln_batch *b)
+/* A tombstone (null value) was validated as no bytes; its quarantine line
+ * says null, an empty value "". */
+static void kafka_prepare(void *src, kiln_batch *b)
 {
-	struct krun *r = ctx;
-	struct part *pt = b->source_ctx;
-	int rc;
-
-	/* a tombstone (null value) was validated as no bytes; its quarantine
-	 * line says null, an empty value "" */
+	(void)src;
 	for (size_t i = 0; i < b->reject_count; i++)
 		if (!((const rd_kafka_message_t *)b->borrowed[b->rejects[i].index])->payload)
 			b->rec[b->rejects[i].index] = NULL;
-	if ((rc = kiln_sink_deliver(&r->sink, b)) < 0)
-		return rc;
-	for (size_t i = 0; i < b->reject_count; i++) {
-		kiln_counter_add(r->mx.quarantined[b->rejects[i].report.v[0].code], 1);
-		if (r->dlq && (rc = kiln_kafka_dead_letter_send(r, b, &b->rejects[i])) < 0)
+}
+
+static int kafka_delivered(void *src, kiln_engine *e, kiln_batch *b)
+{
+	struct krun *r = src;
+	struct part *pt = b->source_ctx;
+
+	(void)e;
+	for (size_t i = 0; r->dlq && i < b->reject_count; i++) {
+		int rc = kiln_kafka_dead_letter_send(r, b, &b->rejects[i]);
+		if (rc < 0)
 			return rc;
 	}
-	r->pending += b->count;
 	pt->consumed = b->offset[b->count - 1] + 1;
-	kiln_counter_add(r->mx.in, b->count);
-	kiln_counter_add(r->mx.valid, b->count - b->reject_count);
-	kiln_counter_add(r->mx.bytes, b->bytes);
-	kiln_histogram_observe(r->mx.batch_seconds, (double)(now_ms() - b->opened_ms) / 1000.0);
 	return 0;
 }
 
@@ -171,7 +169,7 @@ static int submit(struct krun *r, struct part *pt)
 	for (size_t i = 0; b->keep_raw && i < b->count; i++)
 		if (b->raw[i].header_count)
 			b->raw[i].headers = (const kiln_raw_header *)(base + (uintptr_t)b->raw[i].headers);
-	return kiln_curate_pool_submit(r->sink.pool, b);
+	return kiln_curate_pool_submit(r->e->sink.pool, b);
 }
 
 /* Adds a message to its partition's open batch (taking ownership). */
@@ -186,9 +184,9 @@ static int add_message(struct krun *r, struct part *pt, rd_kafka_message_t *m)
 	int rc;
 
 	if (!b) {
-		if (!(b = kiln_curate_pool_batch(r->sink.pool))) {
+		if (!(b = kiln_curate_pool_batch(r->e->sink.pool))) {
 			rd_kafka_message_destroy(m);
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		}
 		b->topic = pt->topic;
 		b->partition = pt->partition;
@@ -200,7 +198,7 @@ static int add_message(struct krun *r, struct part *pt, rd_kafka_message_t *m)
 	}
 	if ((rc = kiln_batch_reserve(b)) < 0 || (b->keep_raw && b->raw_cap <= b->count)) {
 		rd_kafka_message_destroy(m);
-		return rc < 0 ? rc : kiln_error_set(KILN_ENOMEM, "out of memory");
+		return rc < 0 ? rc : kiln_error_oom(NULL);
 	}
 	i = b->count++;
 	b->borrowed[i] = m;
@@ -286,7 +284,7 @@ static int submit_due(struct krun *r, bool force)
 		struct part *pt = r->parts[i];
 		if (pt->open &&
 		    (force || now - pt->open->opened_ms >= (int64_t)r->p->batch_ms ||
-		     (r->o->stop_at_end && at_end(r, pt))) &&
+		     (r->e->o->stop_at_end && at_end(r, pt))) &&
 		    (rc = submit(r, pt)) < 0)
 			return rc;
 	}
@@ -338,8 +336,8 @@ static void plan_resume(struct krun *r, struct part *pt)
 		KILN_LOG(KILN_LOG_ERROR, "behind_lineage", "the partition ends before the resume offset",
 		         KILN_F_STR("topic", pt->topic), KILN_F_INT("partition", pt->partition),
 		         KILN_F_INT("resume", pt->committed), KILN_F_INT("end", hi));
-		r->fatal = KILN_EINVALID;
-		snprintf(r->fatal_msg, sizeof(r->fatal_msg),
+		r->e->fatal = KILN_EINVALID;
+		snprintf(r->e->fatal_msg, sizeof(r->e->fatal_msg),
 		         "%s: %s/%" PRId32 " ends at offset %" PRId64 ", before %" PRId64
 		         " where lineage.json on %s/%s resumes: the topic was recreated or truncated; "
 		         "curate it onto a new branch or dataset",
@@ -356,9 +354,9 @@ static void plan_resume(struct krun *r, struct part *pt)
 	         KILN_F_INT("first", pt->committed), KILN_F_INT("last", lo - 1),
 	         KILN_F_STR("policy", r->p->on_gap == KILN_GAP_SKIP ? "skip" : "stop"));
 	if (r->p->on_gap != KILN_GAP_SKIP) {
-		r->fatal = KILN_EINVALID;
+		r->e->fatal = KILN_EINVALID;
 		snprintf(
-		    r->fatal_msg, sizeof(r->fatal_msg),
+		    r->e->fatal_msg, sizeof(r->e->fatal_msg),
 		    "%s: %s/%" PRId32 ": offsets %" PRId64 "-%" PRId64
 		    " expired before they were read (source.on_gap: stop; set skip to go on from %" PRId64
 		    ", recorded in lineage.json)",
@@ -398,24 +396,20 @@ static void seek_back(struct krun *r)
 	rd_kafka_topic_partition_list_destroy(list);
 }
 
-/* Drops everything since the last snapshot and reads it again. */
-static int abandon(struct krun *r, const char *why)
+/* The engine dropped everything since the last snapshot: the open batches
+ * go too, and every owned partition is read again from the last commit. */
+static int kafka_abandon(void *src, kiln_engine *e)
 {
+	struct krun *r = src;
 	int rc;
 
-	kiln_counter_add(r->mx.abandoned, 1);
-	KILN_LOG(KILN_LOG_WARN, "abandoned", why, KILN_F_INT("records", r->pending));
-	kiln_curate_pool_abandon(r->sink.pool);
 	for (size_t i = 0; i < r->nparts; i++) {
-		kiln_curate_pool_recycle(r->sink.pool, r->parts[i]->open);
+		kiln_curate_pool_recycle(e->sink.pool, r->parts[i]->open);
 		r->parts[i]->open = NULL;
 		r->parts[i]->consumed = -1;
 		r->parts[i]->move_pending = false;
 	}
-	memset(&r->delta, 0, sizeof(r->delta));
-	r->pending = 0;
-	r->last_snapshot_ms = now_ms();
-	if ((rc = kiln_sink_renew(&r->sink)) < 0 || (rc = read_lineage(r, NULL)) < 0)
+	if ((rc = read_lineage(r, NULL)) < 0)
 		return rc;
 	for (size_t i = 0; i < r->nparts; i++)
 		if (r->parts[i]->assigned)
@@ -426,23 +420,26 @@ static int abandon(struct krun *r, const char *why)
 
 /* ---- snapshots ------------------------------------------------------------ */
 
-/* Commits what was consumed since the last snapshot. 1: committed, 0:
- * nothing to commit, < 0: failed (the caller abandons). */
-static int snapshot(struct krun *r, const char *why)
+/* Every open batch submitted (a snapshot drains the pool next). */
+static int kafka_flush(void *src, kiln_engine *e)
 {
-	kiln_snapshot snap = {0};
-	kiln_lineage_entry *lineage = NULL;
-	kiln_stats *d = &r->delta;
-	size_t n = 0, shards = 0;
-	int64_t started = now_ms();
-	char commit[41] = "";
-	int rc;
+	(void)e;
+	return submit_due(src, true);
+}
 
-	if ((rc = submit_due(r, true)) < 0 || (rc = kiln_curate_pool_drain(r->sink.pool)) < 0)
-		return rc;
-	r->last_snapshot_ms = now_ms();
+/* A snapshot commits every partition with consumed >= 0 (or a skipped gap,
+ * a start at the end), fenced on committed. */
+static int kafka_positions(void *src, kiln_engine *e, kiln_lineage_entry **out, size_t *count)
+{
+	struct krun *r = src;
+	kiln_lineage_entry *lineage;
+	size_t n = 0;
+
+	(void)e;
+	*out = NULL;
+	*count = 0;
 	if (!(lineage = calloc(r->nparts ? r->nparts : 1, sizeof(*lineage))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < r->nparts; i++) {
 		struct part *pt = r->parts[i];
 		if (pt->consumed < 0 && !pt->move_pending)
@@ -457,29 +454,27 @@ static int snapshot(struct krun *r, const char *why)
 		    .expect_next = pt->committed,
 		};
 	}
-	if (n == 0) {
-		free(lineage);
-		return 0;
-	}
-	if ((rc = kiln_sink_finish_shards(&r->sink)) < 0 || (rc = kiln_sink_flush_quarantine(&r->sink)) < 0)
-		goto done;
-	if (r->dlq && (rc = kiln_kafka_dead_letter_flush(r)) < 0)
-		goto done;
-	shards = kiln_sink_shards(&r->sink, &snap);
-	snap.lineage = lineage;
-	snap.lineage_count = n;
-	/* another member moving the branch or holding its lock is retried in
-	 * there, on the new tip, where the fence is checked again */
-	uint64_t retries_before = r->setup.commit_retries, compactions_before = r->setup.compactions;
-	rc = kiln_run_setup_commit(&r->setup, &snap, commit);
-	kiln_counter_add(r->mx.commit_retries, r->setup.commit_retries - retries_before);
-	kiln_counter_add(r->mx.compactions, r->setup.compactions - compactions_before);
-	kiln_gauge_set(r->mx.loose_objects, (double)r->setup.loose_objects);
-	if (rc < 0)
-		goto done;
+	*out = lineage;
+	*count = n;
+	return 0;
+}
 
-	/* on the branch: move on, and tell Kafka (for lag monitoring only) */
+/* Before the commit: every dead letter delivered. */
+static int kafka_seal(void *src, kiln_engine *e)
+{
+	struct krun *r = src;
+
+	(void)e;
+	return r->dlq ? kiln_kafka_dead_letter_flush(r) : 0;
+}
+
+/* On the branch: move on, and tell Kafka (for lag monitoring only). */
+static void kafka_committed(void *src, kiln_engine *e, const kiln_lineage_entry *lineage, size_t n)
+{
+	struct krun *r = src;
 	rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new((int)n);
+
+	(void)e;
 	for (size_t i = 0; i < n; i++) {
 		struct part *pt = part_find(r, lineage[i].topic, lineage[i].partition);
 		pt->committed = lineage[i].next;
@@ -492,55 +487,6 @@ static int snapshot(struct krun *r, const char *why)
 	if (offsets->cnt)
 		rd_kafka_commit(r->rk, offsets, 1);
 	rd_kafka_topic_partition_list_destroy(offsets);
-	kiln_run_result *o = r->out;
-	o->delta.records_in += d->records_in;
-	o->delta.valid += d->valid;
-	o->delta.quarantined += d->quarantined;
-	for (int c = 0; c < KILN_REJECT_COUNT_; c++)
-		o->delta.quarantined_by_code[c] += d->quarantined_by_code[c];
-	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
-		o->delta.splits[s].records += d->splits[s].records;
-		o->delta.splits[s].shards += d->splits[s].shards;
-		o->delta.splits[s].bytes += d->splits[s].bytes;
-		o->delta.splits[s].raw_bytes += d->splits[s].raw_bytes;
-	}
-	o->shards += shards;
-	o->quarantine_objects += kiln_quarantine_objects(r->sink.quarantine);
-	memcpy(o->commit, commit, sizeof(commit));
-	kiln_counter_add(r->mx.commits, 1);
-	kiln_histogram_observe(r->mx.snapshot_seconds, (double)(now_ms() - started) / 1000.0);
-	kiln_kafka_metrics_update_drift(r);
-	kiln_notifyf("STATUS=consuming: snapshot %.12s committed %llu record(s) (%s)", commit,
-	             (unsigned long long)d->records_in, why);
-	KILN_LOG(KILN_LOG_INFO, "snapshot", why, KILN_F_STR("commit", commit),
-	         KILN_F_INT("records", d->records_in), KILN_F_INT("valid", d->valid),
-	         KILN_F_INT("quarantined", d->quarantined), KILN_F_INT("shards", shards),
-	         KILN_F_INT("partitions", n));
-	memset(d, 0, sizeof(*d));
-	r->pending = 0;
-	r->failing[0] = '\0';
-	rc = kiln_sink_renew(&r->sink);
-	if (rc == 0)
-		rc = 1;
-done:
-	if (rc < 0)
-		kiln_counter_add(r->mx.commit_failures, 1);
-	kiln_kafka_metrics_update_lag(r);
-	free(lineage);
-	return rc;
-}
-
-/* After a snapshot or a batch failed (kiln_error_last() says why): logs
- * EVENT, keeps the reason for `kiln snapshot` until the next commit, and
- * reads again from the last commit. < 0 only for a fatal error. */
-static int failed(struct krun *r, const char *event, const char *why, int64_t retry_ms)
-{
-	snprintf(r->failing, sizeof(r->failing), "%s", kiln_error_last());
-	if (retry_ms >= 0)
-		KILN_LOG(KILN_LOG_WARN, event, r->failing, KILN_F_INT("retry_ms", retry_ms));
-	else
-		KILN_LOG(KILN_LOG_WARN, event, r->failing);
-	return abandon(r, why);
 }
 
 /* ---- rebalances ----------------------------------------------------------- */
@@ -551,18 +497,18 @@ static void on_assign(struct krun *r, rd_kafka_topic_partition_list_t *list)
 
 	for (int i = 0; i < list->cnt; i++)
 		if (!part_get(r, list->elems[i].topic, list->elems[i].partition)) {
-			r->fatal = KILN_ENOMEM;
-			snprintf(r->fatal_msg, sizeof(r->fatal_msg), "out of memory");
+			r->e->fatal = KILN_ENOMEM;
+			snprintf(r->e->fatal_msg, sizeof(r->e->fatal_msg), "out of memory");
 		}
 	/* partitions this run already owns keep their state; the lineage of
 	 * new ones is read at the tip (another member may have moved them,
 	 * here or, with manifest.remote, there) */
 	if (r->p->manifest_remote &&
-	    kiln_manifest_fetch(r->setup.manifest, r->p->manifest_remote, r->p->dataset) < 0)
+	    kiln_manifest_fetch(r->e->setup.manifest, r->p->manifest_remote, r->p->dataset) < 0)
 		KILN_LOG(KILN_LOG_WARN, "fetch_failed", kiln_error_last());
 	if ((rc = read_lineage(r, list)) < 0) {
-		r->fatal = rc;
-		snprintf(r->fatal_msg, sizeof(r->fatal_msg), "%s", kiln_error_last());
+		r->e->fatal = rc;
+		snprintf(r->e->fatal_msg, sizeof(r->e->fatal_msg), "%s", kiln_error_last());
 	}
 	for (int i = 0; i < list->cnt; i++) {
 		struct part *pt = part_find(r, list->elems[i].topic, list->elems[i].partition);
@@ -589,12 +535,12 @@ static void on_revoke(struct krun *r, rd_kafka_topic_partition_list_t *list, boo
 	 * run stopped. A lost assignment cannot be committed (another member may
 	 * own it already): abandon, the fence would refuse it anyway. */
 	if (!lost)
-		rc = snapshot(r, "rebalance");
+		rc = kiln_engine_snapshot(r->e, "rebalance");
 	for (int i = 0; i < list->cnt; i++) {
 		struct part *pt = part_find(r, list->elems[i].topic, list->elems[i].partition);
 		if (!pt)
 			continue;
-		kiln_curate_pool_recycle(r->sink.pool, pt->open);
+		kiln_curate_pool_recycle(r->e->sink.pool, pt->open);
 		pt->open = NULL;
 		pt->assigned = false;
 		pt->consumed = -1;
@@ -607,13 +553,13 @@ static void on_revoke(struct krun *r, rd_kafka_topic_partition_list_t *list, boo
 	 * those revoked are neither asked for watermarks nor sought (with the
 	 * broker gone, the query would hold the callback) */
 	if (lost)
-		rc = abandon(r, "the assignment was lost");
+		rc = kiln_engine_abandon(r->e, "the assignment was lost");
 	else if (rc < 0 && rc != KILN_EINVALID && rc != KILN_ENOMEM)
-		rc = failed(r, "snapshot_failed", "the snapshot failed; reading again from the last commit",
-		            -1);
-	if (rc < 0 && !r->fatal) {
-		r->fatal = rc;
-		snprintf(r->fatal_msg, sizeof(r->fatal_msg), "%s", kiln_error_last());
+		rc = kiln_engine_failed(r->e, "snapshot_failed",
+		                        "the snapshot failed; reading again from the last commit", -1);
+	if (rc < 0 && !r->e->fatal) {
+		r->e->fatal = rc;
+		snprintf(r->e->fatal_msg, sizeof(r->e->fatal_msg), "%s", kiln_error_last());
 	}
 	kiln_gauge_add(r->mx.partitions, -(double)list->cnt);
 }
@@ -635,8 +581,8 @@ void kiln_kafka_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topi
 			rd_kafka_assign(rk, list);
 		/* ready once the group has given this member its share (maybe none) */
 		kiln_notifyf("%sSTATUS=consuming: %d partition(s) assigned by the last rebalance",
-		             r->ready ? "" : "READY=1\n", list->cnt);
-		r->ready = true;
+		             r->e->ready ? "" : "READY=1\n", list->cnt);
+		r->e->ready = true;
 	} else {
 		on_revoke(r, list, rd_kafka_assignment_lost(rk));
 		if (cooperative)
@@ -670,7 +616,7 @@ static int handle(struct krun *r, rd_kafka_message_t *m)
 		rd_kafka_message_destroy(m);
 		if (!pt)
 			return 0;
-		return abandon(r, "a partition's position expired from the topic");
+		return kiln_engine_abandon(r->e, "a partition's position expired from the topic");
 	}
 	if (m->err) {
 		if (kiln_log_limiter_allow(&lim, 10, &suppressed))
@@ -689,8 +635,10 @@ static int handle(struct krun *r, rd_kafka_message_t *m)
 	return add_message(r, pt, m);
 }
 
-static bool moves_pending(const struct krun *r)
+static bool kafka_moves_pending(void *src)
 {
+	const struct krun *r = src;
+
 	for (size_t i = 0; i < r->nparts; i++)
 		if (r->parts[i]->assigned && r->parts[i]->move_pending)
 			return true;
@@ -712,148 +660,80 @@ static bool caught_up(const struct krun *r)
 	return assigned > 0;
 }
 
+/* With --stop-at-end: every assigned partition read to its end, or no
+ * broker answered within source.connect_timeout (the run is fatal). */
+static bool kafka_at_end(void *src, kiln_engine *e)
+{
+	struct krun *r = src;
+
+	return caught_up(r) || (!r->reached && kiln_kafka_client_unreachable(r, e->started_ms));
+}
+
 #define POLL_RUN 1024
 
-static int loop(struct krun *r)
+/* What is queued now, up to POLL_RUN messages, then the batches due. */
+static int kafka_poll(void *src, kiln_engine *e, int timeout_ms)
 {
-	int64_t backoff_ms = 0, started = now_ms();
-	int rc;
+	struct krun *r = src;
+	rd_kafka_message_t *m = rd_kafka_consumer_poll(r->rk, timeout_ms);
 
-	r->last_snapshot_ms = started;
-	while (!*r->o->stop && !r->fatal) {
-		uint64_t ticket = 0;
-		bool asked = kiln_kafka_snapshot_requested(r, &ticket) || (r->o->snapshot && *r->o->snapshot);
-		int64_t now = now_ms();
-		bool waiting = r->pending || moves_pending(r);
-		bool due = (r->snapshot_records && r->pending >= r->snapshot_records) ||
-		           (r->snapshot_seconds && waiting &&
-		            now - r->last_snapshot_ms >= (int64_t)r->snapshot_seconds * 1000);
-
-		r->heartbeat_ms = now; /* the watchdog thread kicks while this moves */
-		if (r->o->reload && *r->o->reload) {
-			*r->o->reload = 0;
-			kiln_kafka_reload(r);
-		}
-		if (asked || due) {
-			if (r->o->snapshot)
-				*r->o->snapshot = 0;
-			rc = snapshot(r, asked ? "requested" : "policy");
-			if (rc < 0 && (rc == KILN_EINVALID || rc == KILN_ENOMEM))
-				return rc;
-			if (ticket)
-				kiln_kafka_snapshot_answered(r, ticket, rc);
-			if (rc < 0) {
-				backoff_ms =
-				    backoff_ms ? (backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2) : 500;
-				if ((rc = failed(r, "snapshot_failed",
-				                 "the snapshot failed; reading again from the last commit",
-				                 backoff_ms)) < 0)
-					return rc;
-				for (int64_t t = 0; t < backoff_ms && !*r->o->stop; t += 100) {
-					r->heartbeat_ms = now_ms();
-					usleep(100000);
-				}
-				continue;
-			}
-			backoff_ms = 0;
-		}
-		/* what is queued now, up to POLL_RUN messages, then the periodic work */
-		rd_kafka_message_t *m = rd_kafka_consumer_poll(r->rk, 20);
-		for (int k = 1; m; k++) {
-			if ((rc = handle(r, m)) < 0)
-				goto fail;
-			m = k < POLL_RUN ? rd_kafka_consumer_poll(r->rk, 0) : NULL;
-		}
-		if ((rc = submit_due(r, false)) < 0 || (rc = kiln_curate_pool_poll(r->sink.pool)) < 0)
-			goto fail;
-		if (r->o->stop_at_end && caught_up(r))
-			break; /* the last snapshot follows */
-		if (r->o->stop_at_end && !r->reached && kiln_kafka_client_unreachable(r, started))
-			break;
-		if (now / 1000 != now_ms() / 1000)
-			kiln_kafka_metrics_update_lag(r);
-		continue;
-	fail:
-		if (rc == KILN_EINVALID || rc == KILN_ENOMEM)
+	(void)e;
+	for (int k = 1; m; k++) {
+		int rc = handle(r, m);
+		if (rc < 0)
 			return rc;
-		backoff_ms = backoff_ms ? (backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2) : 500;
-		if ((rc = failed(r, "batch_failed",
-		                 "a batch could not be landed; reading again from the last commit",
-		                 backoff_ms)) < 0)
-			return rc;
-		for (int64_t t = 0; t < backoff_ms && !*r->o->stop; t += 100) {
-			r->heartbeat_ms = now_ms();
-			usleep(100000);
-		}
+		m = k < POLL_RUN ? rd_kafka_consumer_poll(r->rk, 0) : NULL;
 	}
-	return 0;
+	return submit_due(r, false);
 }
+
+static void kafka_tick(void *src, kiln_engine *e)
+{
+	(void)e;
+	kiln_kafka_metrics_update_lag(src);
+}
+
+/* ---- the row -------------------------------------------------------------- */
 
 /* A consumer kiln may not close (librdkafka issue #4312, below). */
 static rd_kafka_t *volatile left_open; /* volatile: the store must stay, for leak checkers */
 
-int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln_run_result *out)
+static int kafka_open(void **out, kiln_engine *e, kiln_metrics *m)
 {
 	struct krun *r = calloc(1, sizeof(*r));
-	static volatile sig_atomic_t never;
-	kiln_kafka_run_options opts = *o;
-	struct kiln_kafka_watchdog dog = {.seconds = p->drain_seconds, .deadline_ms = -1};
-	pthread_t dog_thread;
-	bool dog_started = false;
-	uint64_t ticket;
-	int rc, final;
 
-	memset(out, 0, sizeof(*out));
+	*out = r;
 	if (!r)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
-	if (!opts.stop)
-		opts.stop = &never;
-	r->p = p;
-	r->o = &opts;
-	r->out = out;
-	dog.stop = opts.stop;
-	r->heartbeat_ms = now_ms();
-	dog.heartbeat_ms = &r->heartbeat_ms;
-	kiln_notify_watchdog_init(&dog.notify);
-	dog_started = pthread_create(&dog_thread, NULL, kiln_kafka_watchdog, &dog) == 0;
-	pthread_mutex_init(&r->req_lock, NULL);
-	pthread_cond_init(&r->req_cond, NULL);
-	r->snapshot_records = p->snapshot_records;
-	r->snapshot_seconds = p->snapshot_seconds;
-	r->drain = &dog;
-	kiln_sink_options sopt = {.delta = &r->delta, .consume = consume, .ctx = r, .raw_zone = p->raw_zone};
-	if ((rc = kiln_kafka_metrics_new(&r->mx, opts.build_info)) < 0 ||
-	    (rc = kiln_run_setup_open(&r->setup, p)) < 0 ||
-	    (rc = kiln_sink_open(&r->sink, &r->setup, &sopt)) < 0 || (rc = kiln_kafka_http_start(r)) < 0 ||
-	    (rc = kiln_kafka_client_open(r)) < 0)
-		goto cleanup;
-	kiln_gauge_set(r->mx.up, 1);
+		return kiln_error_oom(NULL);
+	r->e = e;
+	r->p = e->p;
+	return kiln_kafka_metrics_new(&r->mx, m);
+}
+
+static int kafka_start(void *src, kiln_engine *e)
+{
+	const kiln_pipeline *p = e->p;
+	int rc;
+
+	if ((rc = kiln_kafka_client_open(src, kiln_kafka_rebalance)) < 0)
+		return rc;
 	KILN_LOG(KILN_LOG_INFO, "started", NULL, KILN_F_STR("dataset", p->dataset),
 	         KILN_F_STR("branch", p->branch), KILN_F_STR("brokers", p->brokers),
 	         KILN_F_STR("group", p->group));
+	return 0;
+}
 
-	rc = loop(r);
+/* After the drain's snapshot: closing the consumer revokes, but nothing is
+ * pending, so nothing commits. librdkafka before 2.3 aborts closing a
+ * cooperative-sticky member that never had an assignment (librdkafka issue
+ * #4312): such a member holds nothing, so it leaves without closing (the
+ * coordinator drops it after session.timeout.ms). The same for a close the
+ * group does not answer in time, and for a consumer a watermark query
+ * still holds. */
+static void kafka_stop(void *src, kiln_engine *e)
+{
+	struct krun *r = src;
 
-	/* the drain: commit what was consumed, then leave the group */
-	kiln_notify("STOPPING=1\nSTATUS=draining: committing the last snapshot");
-	dog.draining = true;
-	r->drain_until_ms = kiln_kafka_watchdog_deadline(&dog);
-	final = snapshot(r, *opts.stop ? "stopping" : "finished");
-	if (final < 0) {
-		KILN_LOG(KILN_LOG_ERROR, "snapshot_failed", kiln_error_last());
-		if (rc == 0)
-			rc = final;
-	}
-	if (kiln_kafka_snapshot_requested(r,
-	                                  &ticket)) /* asked for during the loop's last turn or the drain */
-		kiln_kafka_snapshot_answered(r, ticket, final);
-	kiln_gauge_set(r->mx.up, 0);
-	/* closing the consumer revokes: nothing is pending, so nothing commits.
-	 * librdkafka before 2.3 aborts closing a cooperative-sticky member that
-	 * never had an assignment (librdkafka issue #4312): such a member holds
-	 * nothing, so it leaves without closing (the coordinator drops it after
-	 * session.timeout.ms). The same for a close the group does not answer
-	 * in time, and for a consumer a watermark query still holds. */
 	if (!r->ever_assigned && rd_kafka_version() < 0x020300ff) {
 		KILN_LOG(KILN_LOG_INFO, "left_unclosed",
 		         "never assigned; librdkafka < 2.3 cannot close such a member");
@@ -864,29 +744,27 @@ int kiln_kafka_run(const kiln_pipeline *p, const kiln_kafka_run_options *o, kiln
 		         "a watermark query still waits for the broker; leaving without closing");
 		left_open = r->rk;
 		r->rk = NULL;
-	} else if (!kiln_kafka_client_close(r, r->drain_until_ms)) {
+	} else if (!kiln_kafka_client_close(r, e->drain_until_ms)) {
 		KILN_LOG(KILN_LOG_INFO, "left_unclosed",
 		         "the group did not answer in time; leaving without closing");
 		left_open = r->rk;
 		r->rk = NULL;
 	}
-	if (r->fatal && rc == 0)
-		rc = kiln_error_set(r->fatal, "%s", r->fatal_msg);
-	KILN_LOG(KILN_LOG_INFO, "stopped", rc < 0 ? kiln_error_last() : NULL,
-	         KILN_F_INT("records", out->delta.records_in), KILN_F_STR("commit", out->commit));
+}
 
-cleanup:
-	kiln_kafka_http_stop(r);
-	if (r->sink.pool)
-		kiln_curate_pool_abandon(r->sink.pool);
+static void kafka_close(void *src, kiln_engine *e)
+{
+	struct krun *r = src;
+
+	if (!r)
+		return;
 	for (size_t i = 0; i < r->nparts; i++) {
-		if (r->sink.pool)
-			kiln_curate_pool_recycle(r->sink.pool, r->parts[i]->open);
+		if (e->sink.pool)
+			kiln_curate_pool_recycle(e->sink.pool, r->parts[i]->open);
 		free(r->parts[i]->topic);
 		free(r->parts[i]);
 	}
 	free(r->parts);
-	kiln_sink_close(&r->sink);
 	kiln_kafka_client_free_topics(r);
 	if (r->rk)
 		rd_kafka_destroy(r->rk);
@@ -896,15 +774,36 @@ cleanup:
 		rd_kafka_destroy(r->dlq);
 	}
 	kiln_kafka_watermarks_unref(r->wm_stuck);
-	kiln_run_setup_close(&r->setup);
-	kiln_metrics_free(r->mx.m);
-	kiln_pipeline_free(r->reloaded);
-	pthread_mutex_destroy(&r->req_lock);
-	pthread_cond_destroy(&r->req_cond);
 	free(r);
-	if (dog_started) {
-		dog.done = true;
-		pthread_join(dog_thread, NULL);
-	}
-	return rc;
 }
+
+static const kiln_source_stream kafka_stream = {
+    .open = kafka_open,
+    .start = kafka_start,
+    .poll = kafka_poll,
+    .at_end = kafka_at_end,
+    .flush = kafka_flush,
+    .moves_pending = kafka_moves_pending,
+    .delivered = kafka_delivered,
+    .positions = kafka_positions,
+    .seal = kafka_seal,
+    .committed = kafka_committed,
+    .abandon = kafka_abandon,
+    .tick = kafka_tick,
+    .stop = kafka_stop,
+    .close = kafka_close,
+};
+
+const kiln_source kiln_source_kafka = {
+    .version = KILN_SOURCE_VERSION,
+    .kind = "kafka",
+    .option_keys = kiln_kafka_option_keys,
+    .prepare = kafka_prepare,
+    .stream = &kafka_stream,
+    .raw_zone = true,
+    .configure = kiln_kafka_configure,
+    .reads_name = kiln_kafka_reads_name,
+    .settings = kiln_kafka_settings,
+    .check_name = "brokers",
+    .check = kiln_kafka_check,
+};

@@ -92,7 +92,7 @@ rd_kafka_resp_err_t kiln_kafka_watermarks_query(struct krun *r, const struct par
 	rd_kafka_resp_err_t err;
 	bool stuck;
 
-	if (*r->o->stop || !kiln_kafka_watermarks_free_to_ask(r))
+	if (*r->e->o->stop || !kiln_kafka_watermarks_free_to_ask(r))
 		return RD_KAFKA_RESP_ERR__TIMED_OUT;
 	if (!(w = calloc(1, sizeof(*w))) || !(w->topic = strdup(pt->topic))) {
 		free(w);
@@ -110,7 +110,7 @@ rd_kafka_resp_err_t kiln_kafka_watermarks_query(struct krun *r, const struct par
 	}
 	pthread_detach(thread);
 	pthread_mutex_lock(&w->lock);
-	while (!w->done && !*r->o->stop && now_ms() < until) {
+	while (!w->done && !*r->e->o->stop && now_ms() < until) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 100 * 1000000L; /* a stop is seen within 0.1 s */

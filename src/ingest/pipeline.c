@@ -28,16 +28,9 @@ typedef struct loader {
 } loader;
 
 static const char *const top_keys[] = {
-    "dataset", "branch",  "contract",   "schema",    "unknown_fields", "source",   "pseudonymise", "split",
-    "shards",  "store",   "manifest",   "workers",   "promote",        "snapshot", "raw",          "metrics",
-    "log",     "profile", "quarantine", "retention", "dedup",          NULL};
-/* The source.* keys of a Kafka source, which is not a row (ingest/source.h):
- * the loader reads them itself (load_kafka). A row's keys are its
- * option_keys. */
-static const char *const kafka_keys[] = {
-    "kind",    "name",  "max_record_bytes", "max_depth", "brokers",           "topics",          "group",
-    "options", "start", "on_gap",           "batch",     "dead_letter_topic", "connect_timeout", NULL};
-static const char *const batch_keys[] = {"records", "bytes", "ms", NULL};
+    "dataset", "branch",  "contract", "schema",   "unknown_fields", "source",    "pseudonymise",
+    "split",   "shards",  "store",    "manifest", "workers",        "promote",   "snapshot",
+    "raw",     "metrics", "log",      "profile",  "quarantine",     "retention", "dedup", NULL};
 static const char *const snapshot_keys[] = {"records", "seconds", "drain_seconds", NULL};
 static const char *const raw_keys[] = {"enabled", NULL};
 static const char *const profile_keys[] = {"enabled", NULL};
@@ -101,7 +94,7 @@ static void add_key(const char **keys, size_t *n, const char *key)
 }
 
 /* Every source.* key some source reads, NULL-terminated: the rows' keys in
- * registry order, then the Kafka source's. NULL when out of memory. */
+ * registry order. NULL when out of memory. */
 static const char *const *source_keys(loader *l)
 {
 	size_t n = 0, i = 0;
@@ -111,16 +104,12 @@ static const char *const *source_keys(loader *l)
 	for (size_t j = 0; (s = kiln_source_at(j)); j++)
 		for (const char *const *k = s->option_keys; *k; k++)
 			n++;
-	for (const char *const *k = kafka_keys; *k; k++)
-		n++;
 	if (!(keys = kiln_arena_alloc(l->p->arena, (n + 1) * sizeof(*keys))))
 		return NULL;
 	keys[0] = NULL;
 	for (size_t j = 0; (s = kiln_source_at(j)); j++)
 		for (const char *const *k = s->option_keys; *k; k++)
 			add_key(keys, &i, *k);
-	for (const char *const *k = kafka_keys; *k; k++)
-		add_key(keys, &i, *k);
 	return keys;
 }
 
@@ -131,248 +120,38 @@ static const char *source_kinds(loader *l)
 	const char *text = NULL;
 
 	for (size_t j = 0; (s = kiln_source_at(j)); j++)
-		text = text ? kiln_arena_printf(l->p->arena, "%s, %s", text, s->kind) : s->kind;
-	return text ? kiln_arena_printf(l->p->arena, "%s or %s", text, KILN_SOURCE_KAFKA_KIND)
-	            : KILN_SOURCE_KAFKA_KIND;
+		text = !text                   ? s->kind
+		       : kiln_source_at(j + 1) ? kiln_arena_printf(l->p->arena, "%s, %s", text, s->kind)
+		                               : kiln_arena_printf(l->p->arena, "%s or %s", text, s->kind);
+	return text;
 }
 
-/* A Kafka topic name: [A-Za-z0-9._-], at most 249 characters. */
-static bool topic_ok(const char *s)
+/* "kafka": the kinds of the rows that land in the raw zone. */
+static const char *raw_zone_kinds(loader *l)
 {
-	size_t n = strlen(s);
+	const kiln_source *s;
+	const char *text = NULL;
 
-	if (n == 0 || n > 249 || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-		      *s == '.' || *s == '_' || *s == '-'))
-			return false;
-	return true;
+	for (size_t j = 0; (s = kiln_source_at(j)); j++)
+		if (s->raw_zone)
+			text = text ? kiln_arena_printf(l->p->arena, "%s or %s", text, s->kind) : s->kind;
+	return text ? text : "streaming";
 }
 
-static int add_topic(loader *l, const kiln_yaml_node *at, const char *name, size_t len)
+/* The one other row that reads the source.* key `key`, or NULL (none, or
+ * more than one). */
+static const kiln_source *only_row_with(const char *key)
 {
-	kiln_pipeline *p = l->p;
-	char *t = kiln_arena_printf(p->arena, "%.*s", (int)len, name);
-	const char **v;
+	const kiln_source *s, *found = NULL;
 
-	if (!topic_ok(t))
-		return kiln_yaml_fail(l->doc, at, "source.topics",
-		                      "\"%s\" is not a topic name (letters, digits, '.', '_', '-')", t);
-	v = kiln_arena_alloc(p->arena, (p->topic_count + 1) * sizeof(*v));
-	if (!v)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
-	if (p->topic_count)
-		memcpy(v, p->topics, p->topic_count * sizeof(*v));
-	v[p->topic_count++] = t;
-	p->topics = v;
-	return 0;
-}
-
-/* librdkafka 2.0.2 properties that hold a secret (its _RK_SENSITIVE ones,
- * less sasl.username, a path and a public CA certificate): never written
- * in a config, only ${NAME} or NAME_file: PATH. */
-static const char *const secret_options[] = {"sasl.password",
-                                             "sasl.oauthbearer.client.secret",
-                                             "sasl.oauthbearer.config",
-                                             "ssl.key.password",
-                                             "ssl.key.pem",
-                                             "ssl.keystore.password",
-                                             "ssl_key",
-                                             NULL};
-#define SECRET_OPTION_MAX (64u << 10) /* a PEM key with its chain fits */
-
-static bool is_secret_option(const char *name, size_t len)
-{
-	for (const char *const *k = secret_options; *k; k++)
-		if (strlen(*k) == len && memcmp(*k, name, len) == 0)
-			return true;
-	return false;
-}
-
-bool kiln_pipeline_secret_option(const char *name)
-{
-	return is_secret_option(name, strlen(name));
-}
-
-/* A secret option's value from NAME_file: PATH (through the secret file
- * reader: owner-only regular file), trailing CR/LF removed. The value goes
- * in the arena and is wiped when the pipeline is freed. */
-static int read_secret_option(loader *l, const kiln_yaml_node *at, const char *where, const char *path,
-                              kiln_kafka_option *out)
-{
-	char *text = NULL, reason[512];
-	size_t len = 0;
-	int rc;
-
-	if ((rc = kiln_secret_read_file(&text, &len, kiln_config_resolve(&l->cfg, path), "secret file",
-	                                SECRET_OPTION_MAX)) < 0) {
-		snprintf(reason, sizeof(reason), "%s", kiln_error_last());
-		return kiln_yaml_fail(l->doc, at, where, "%s", reason);
+	for (size_t j = 0; (s = kiln_source_at(j)); j++) {
+		if (!listed(s->option_keys, key))
+			continue;
+		if (found && s->option_keys != found->option_keys)
+			return NULL;
+		found = s;
 	}
-	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
-		len--;
-	if (len == 0 || memchr(text, '\0', len))
-		rc = kiln_yaml_fail(l->doc, at, where,
-		                    "%s: the secret file must hold the value (no NUL byte)", path);
-	else if (!(out->value = kiln_arena_strndup(l->p->arena, text, len)))
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
-	else
-		out->secret = true;
-	kiln_secret_free(text, len);
-	return rc;
-}
-
-/* source.options entry i: a librdkafka property passed through, unless kiln
- * owns it; a secret property only as ${NAME} or from NAME_file. */
-static int load_kafka_option(loader *l, const kiln_yaml_node *opts, size_t i, kiln_kafka_option *out)
-{
-	static const char *const owned[] = {"bootstrap.servers",
-	                                    "group.id",
-	                                    "enable.auto.commit",
-	                                    "enable.auto.offset.store",
-	                                    "partition.assignment.strategy",
-	                                    "auto.offset.reset",
-	                                    "enable.partition.eof",
-	                                    NULL};
-	static const char file_suffix[] = "_file";
-	const char *name = opts->keys[i]->value;
-	const kiln_yaml_node *value = opts->items[i];
-	const char *where = kiln_config_path(&l->cfg, "source.options", name);
-	size_t len = strlen(name), base = len;
-
-	for (const char *const *k = owned; *k; k++)
-		if (strcmp(name, *k) == 0)
-			return kiln_yaml_fail(l->doc, opts->keys[i], where,
-			                      "kiln sets this property itself (see docs/PIPELINES.md)");
-	if (value->kind != KILN_YAML_SCALAR)
-		return kiln_yaml_fail(l->doc, value, where, "expected a scalar value");
-	if (len > sizeof(file_suffix) - 1 && strcmp(name + len - (sizeof(file_suffix) - 1), file_suffix) == 0)
-		base = len - (sizeof(file_suffix) - 1);
-	if (base != len) {
-		char *prop = kiln_arena_strndup(l->p->arena, name, base);
-		const char *path = NULL;
-		int rc;
-
-		if (!prop)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		if (!is_secret_option(name, base))
-			return kiln_yaml_fail(l->doc, opts->keys[i], where,
-			                      "only a secret property takes a _file (see docs/PIPELINES.md)");
-		if (kiln_yaml_get(opts, prop))
-			return kiln_yaml_fail(l->doc, opts->keys[i], where, "set either %s or %s, not both",
-			                      prop, name);
-		if ((rc = kiln_yaml_string(l->doc, value, where, &path)) < 0)
-			return rc;
-		out->name = prop;
-		return read_secret_option(l, value, where, path, out);
-	}
-	if (is_secret_option(name, len) && !value->from_env)
-		return kiln_yaml_fail(
-		    l->doc, value, where,
-		    "a secret is never written in the config: use ${NAME} (an environment variable) "
-		    "or %s_file: PATH (a file only its owner can read)",
-		    name);
-	out->name = name;
-	out->value = value->value;
-	return 0;
-}
-
-static int load_kafka(loader *l, const kiln_yaml_node *src)
-{
-	kiln_pipeline *p = l->p;
-	const kiln_yaml_node *topics = kiln_yaml_get(src, "topics"), *opts = kiln_yaml_get(src, "options"),
-	                     *n;
-	const char *start = NULL, *gap = NULL;
-	int64_t v = 0;
-	int rc;
-
-	if (kiln_yaml_get(src, "path"))
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "path"), "source.path",
-		                      "a kafka source has no path");
-	if ((rc = kiln_config_string(&l->cfg, src, "source", "brokers", true, &p->brokers)) < 0 ||
-	    (rc = kiln_config_string(&l->cfg, src, "source", "group", true, &p->group)) < 0 ||
-	    (rc = kiln_config_string(&l->cfg, src, "source", "start", false, &start)) < 0 ||
-	    (rc = kiln_config_string(&l->cfg, src, "source", "on_gap", false, &gap)) < 0 ||
-	    (rc = kiln_config_string(&l->cfg, src, "source", "dead_letter_topic", false,
-	                             &p->dead_letter_topic)) < 0)
-		return rc;
-	if (!topics || kiln_yaml_is_null(topics))
-		return kiln_yaml_fail(l->doc, src, "source.topics", "required key is missing");
-	if (topics->kind == KILN_YAML_SEQUENCE) {
-		for (size_t i = 0; i < topics->count; i++) {
-			const char *t;
-			if ((rc = kiln_yaml_string(l->doc, topics->items[i], "source.topics", &t)) < 0 ||
-			    (rc = add_topic(l, topics->items[i], t, strlen(t))) < 0)
-				return rc;
-		}
-	} else {
-		const char *list, *c;
-		if ((rc = kiln_yaml_string(l->doc, topics, "source.topics", &list)) < 0)
-			return rc;
-		for (c = list; *c;) {
-			size_t len = strcspn(c, ", ");
-			if (len && (rc = add_topic(l, topics, c, len)) < 0)
-				return rc;
-			c += len;
-			c += strspn(c, ", ");
-		}
-	}
-	if (p->topic_count == 0)
-		return kiln_yaml_fail(l->doc, topics, "source.topics", "name at least one topic");
-	if (p->dead_letter_topic && !topic_ok(p->dead_letter_topic))
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "dead_letter_topic"),
-		                      "source.dead_letter_topic",
-		                      "not a topic name (letters, digits, '.', '_', '-')");
-	for (size_t i = 0; p->dead_letter_topic && i < p->topic_count; i++)
-		if (strcmp(p->topics[i], p->dead_letter_topic) == 0)
-			return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "dead_letter_topic"),
-			                      "source.dead_letter_topic", "must not be one of source.topics");
-	if (start && strcmp(start, "latest") == 0)
-		p->start_latest = true;
-	else if (start && strcmp(start, "earliest") != 0)
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "start"), "source.start",
-		                      "expected earliest or latest");
-	if (gap && strcmp(gap, "skip") == 0)
-		p->on_gap = KILN_GAP_SKIP;
-	else if (gap && strcmp(gap, "stop") != 0)
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "on_gap"), "source.on_gap",
-		                      "expected stop or skip");
-	if (opts && !kiln_yaml_is_null(opts)) {
-		kiln_kafka_option *o;
-		if (opts->kind != KILN_YAML_MAPPING)
-			return kiln_yaml_fail(l->doc, opts, "source.options",
-			                      "expected a mapping of librdkafka properties");
-		o = kiln_arena_alloc(p->arena, (opts->count + 1) * sizeof(*o));
-		if (!o)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		memset(o, 0, (opts->count + 1) * sizeof(*o));
-		p->kafka_options = o;
-		for (size_t i = 0; i < opts->count; i++) {
-			if ((rc = load_kafka_option(l, opts, i, &o[i])) < 0)
-				return rc;
-			p->kafka_option_count++;
-		}
-	}
-	n = kiln_yaml_get(src, "batch");
-	if (n && !kiln_yaml_is_null(n)) {
-		if ((rc = kiln_config_check_keys(&l->cfg, n, "source.batch", batch_keys)) < 0 ||
-		    (rc = kiln_config_int(&l->cfg, n, "source.batch", "records", 1, 1000000, &v)) < 0)
-			return rc;
-		p->batch_records = (size_t)v;
-		v = 0;
-		if ((rc = kiln_config_size(&l->cfg, n, "source.batch", "bytes", 1024, &p->batch_bytes)) < 0 ||
-		    (rc = kiln_config_int(&l->cfg, n, "source.batch", "ms", 1, 60000, &v)) < 0)
-			return rc;
-		p->batch_ms = (unsigned)v;
-	}
-	v = 30;
-	if ((rc = kiln_config_int(&l->cfg, src, "source", "connect_timeout", 1, 3600, &v)) < 0)
-		return rc;
-	p->connect_timeout = (unsigned)v;
-	p->source_name = p->topics[0];
-	p->raw_zone = true;
-	return 0;
+	return found;
 }
 
 static int load_source(loader *l, const kiln_yaml_node *root)
@@ -396,23 +175,13 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 	    (rc = kiln_config_int(&l->cfg, src, "source", "max_depth", 1, 100000, &depth)) < 0)
 		return rc;
 	p->max_depth = (uint32_t)depth;
-	/* Kafka is not a row (ingest/source.h): its keys are read here */
-	if (strcmp(kind, KILN_SOURCE_KAFKA_KIND) == 0)
-		return load_kafka(l, src);
 	if (!(p->source = kiln_source_find(kind)))
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "kind"), "source.kind",
 		                      "unknown source kind \"%s\" (expected %s)", kind, source_kinds(l));
-	/* a file source reads path, and path "-" is stdin */
-	if (p->source == &kiln_source_file) {
-		if ((rc = kiln_config_string(&l->cfg, src, "source", "path", true, &p->source_path)) < 0)
-			return rc;
-		if (strcmp(p->source_path, "-") == 0) {
-			p->source = &kiln_source_stdin;
-			p->source_path = NULL;
-		} else {
-			p->source_path = kiln_config_resolve(&l->cfg, p->source_path);
-		}
-	}
+	/* the row reads its own keys (a file source's path, Kafka's brokers,
+	 * topics, ...); it may name its input itself (Kafka: its first topic) */
+	if (p->source->configure && (rc = p->source->configure(p, &l->cfg, src)) < 0)
+		return rc;
 	/* the keys it has are its row's */
 	for (const char *const *k = keys; *k; k++) {
 		const kiln_yaml_node *at = kiln_yaml_get(src, *k);
@@ -421,11 +190,14 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 		if (!at || listed(p->source->option_keys, *k))
 			continue;
 		where = kiln_config_path(&l->cfg, "source", *k);
-		if (listed(kafka_keys, *k))
-			return kiln_yaml_fail(l->doc, at, where, "only a kafka source has this key");
+		if (only_row_with(*k))
+			return kiln_yaml_fail(l->doc, at, where, "only a %s source has this key",
+			                      only_row_with(*k)->kind);
 		return kiln_yaml_fail(l->doc, at, where, "not a key of a %s source", p->source->kind);
 	}
-	if (name) {
+	if (p->source_name) {
+		/* named by its row */
+	} else if (name) {
 		for (const char *c = name; *c; c++)
 			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
 			      (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-'))
@@ -436,8 +208,7 @@ static int load_source(loader *l, const kiln_yaml_node *root)
 			                      "must not be empty or start with '.'");
 		p->source_name = name;
 	} else {
-		p->source_name =
-		    p->source == &kiln_source_stdin ? "stdin" : name_from_path(l, p->source_path);
+		p->source_name = p->source_path ? name_from_path(l, p->source_path) : p->source->kind;
 	}
 	return 0;
 }
@@ -720,9 +491,9 @@ static int load_operations(loader *l, const kiln_yaml_node *root)
 		if ((e = kiln_yaml_get(n, "enabled")) &&
 		    (rc = kiln_yaml_bool(l->doc, e, "raw.enabled", &p->raw_zone)) < 0)
 			return rc;
-		if (p->raw_zone && !kiln_pipeline_is_kafka(p))
+		if (p->raw_zone && !p->source->raw_zone)
 			return kiln_yaml_fail(l->doc, e ? e : n, "raw.enabled",
-			                      "only a kafka source has a raw zone");
+			                      "only a %s source has a raw zone", raw_zone_kinds(l));
 	}
 	p->profile = true;
 	if ((n = kiln_yaml_get(root, "profile")) && !kiln_yaml_is_null(n)) {
@@ -885,11 +656,6 @@ int kiln_pipeline_load(kiln_pipeline **out, const char *path, char *const *sets,
 fail:
 	kiln_pipeline_free(p);
 	return rc;
-}
-
-bool kiln_pipeline_is_kafka(const kiln_pipeline *p)
-{
-	return p->source == NULL;
 }
 
 void kiln_pipeline_free(kiln_pipeline *p)

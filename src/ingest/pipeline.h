@@ -38,11 +38,13 @@ typedef struct kiln_pipeline {
 	const char *schema;   /* schema object name or NULL */
 	int unknown_fields;   /* -1: the contract's setting; else kiln_unknown_policy */
 
-	/* the row that reads it (kiln_source_find, ingest/source.h); NULL for a
-	 * kafka source, which is not a row (kiln_pipeline_is_kafka) */
+	/* the row that reads it (kiln_source_find, ingest/source.h) */
 	const struct kiln_source *source;
-	const char *source_path; /* file sources */
-	const char *source_name; /* file/stdin: the topic name in lineage, quarantine and shard sources */
+	const char *source_path; /* file sources; directory sources: the folder */
+	const char *source_glob; /* directory sources: the names read (fnmatch); set: a folder source */
+	const char *source_done; /* directory sources: committed files move here; NULL: they stay */
+	const char *source_name; /* the topic name in lineage, quarantine and shard sources (Kafka: its first
+	                            topic) */
 	/* kafka sources */
 	const char *brokers;
 	const char **topics;
@@ -130,8 +132,5 @@ void kiln_pipeline_free(kiln_pipeline *pipeline);
 /* Whether a source.options property holds a secret (librdkafka's sensitive
  * properties): its value is never printed (kiln check redacts it). */
 bool kiln_pipeline_secret_option(const char *name);
-
-/* Whether its source is Kafka's (run by kiln_kafka_run, not a row). */
-bool kiln_pipeline_is_kafka(const kiln_pipeline *pipeline);
 
 #endif

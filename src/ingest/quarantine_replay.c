@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "ingest/curate_pool.h"
@@ -83,15 +84,8 @@ static int on_line(void *ctx, const kiln_quarantine_line *l)
 		r->out->stay_total++;
 		return 0;
 	}
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? 2 * r->cap : 1024;
-		struct qrec *v = realloc(r->recs, cap * sizeof(*v));
-
-		if (!v)
-			return r->rc = kiln_error_set(KILN_ENOMEM, "out of memory");
-		r->recs = v;
-		r->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(r->recs, r->cap, r->n, NULL) < 0)
+		return r->rc = KILN_ENOMEM;
 	q = &r->recs[r->n];
 	*q = (struct qrec){.partition = l->partition,
 	                   .offset = l->offset,
@@ -146,7 +140,7 @@ static int qreplay_open(void **out, kiln_ingest *in, const void *args)
 
 	*out = r;
 	if (!r)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	*r = (qreplay){.p = p, .o = a->o, .out = a->out, .in = in, .data = KILN_BUF_INIT(0)};
 	rc = kiln_manifest_read(in->setup.manifest, p->dataset, p->branch, "dataset.json", &probe);
 	kiln_buf_free(&probe);
@@ -185,7 +179,7 @@ static int qreplay_read(void *src, kiln_ingest *in)
 		}
 		if (!b) {
 			if (!(b = kiln_curate_pool_batch(r->in->sink.pool)))
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
+				return kiln_error_oom(NULL);
 			b->topic = q->topic;
 			b->partition = q->partition;
 			b->keep_raw = false;

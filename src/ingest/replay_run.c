@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "ingest/curate_pool.h"
@@ -107,18 +108,12 @@ static int note_lineage(void *ctx, const kiln_lineage_entry *e)
 
 	if (!kiln_source_reads_name(r->p, e->topic))
 		return 0;
-	if (r->part_count == r->part_cap) {
-		size_t cap = r->part_cap ? r->part_cap * 2 : 16;
-		struct part *v = realloc(r->parts, cap * sizeof(*v));
-		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		r->parts = v;
-		r->part_cap = cap;
-	}
+	if (KILN_ARRAY_GROW(r->parts, r->part_cap, r->part_count, NULL) < 0)
+		return KILN_ENOMEM;
 	pt = &r->parts[r->part_count];
 	memset(pt, 0, sizeof(*pt));
 	if (!(pt->topic = strdup(e->topic)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	pt->partition = e->partition;
 	pt->next = e->next;
 	pt->skipped = e->skipped;
@@ -168,17 +163,11 @@ static int note_object(void *ctx, const char *key, const char *topic, int32_t pa
 	(void)partition;
 	if (first >= pt->next)
 		return 0; /* read by a run that did not commit it */
-	if (pt->object_count == pt->object_cap) {
-		size_t cap = pt->object_cap ? pt->object_cap * 2 : 64;
-		struct object *v = realloc(pt->objects, cap * sizeof(*v));
-		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		pt->objects = v;
-		pt->object_cap = cap;
-	}
+	if (KILN_ARRAY_GROW(pt->objects, pt->object_cap, pt->object_count, NULL) < 0)
+		return KILN_ENOMEM;
 	o = &pt->objects[pt->object_count];
 	if (!(o->key = strdup(key)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	o->first = first;
 	o->last = last;
 	pt->object_count++;
@@ -243,7 +232,7 @@ static int feed(struct replay *r, const kiln_raw_record *rec)
 
 	if (!b) {
 		if (!(b = kiln_curate_pool_batch(r->in->sink.pool)))
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		b->topic = pt->topic;
 		b->partition = pt->partition;
 		b->keep_raw = false; /* the raw zone already holds these bytes */
@@ -362,7 +351,7 @@ static int replay_open(void **out, kiln_ingest *in, const void *args)
 
 	*out = r;
 	if (!r)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	*r = (struct replay){.p = p, .o = a->o, .out = a->out, .in = in};
 	if ((rc = check_branches(in->setup.manifest, p, r->o->from)) < 0 ||
 	    (rc = kiln_source_check_lineage(in->setup.manifest, p, r->o->from)) < 0 ||
@@ -411,7 +400,7 @@ static int replay_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 
 	(void)in;
 	if (!(r->lineage = calloc(r->part_count, sizeof(*r->lineage))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < r->part_count; i++) {
 		const struct part *pt = &r->parts[i];
 		r->lineage[i] = (kiln_lineage_entry){.topic = pt->topic,
@@ -472,7 +461,7 @@ int kiln_replay_run(const kiln_pipeline *p, const kiln_replay_options *o, kiln_r
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!kiln_pipeline_is_kafka(p))
+	if (!p->source->raw_zone)
 		return kiln_error_set(
 		    KILN_EINVALID,
 		    "%s: source.kind is not kafka; a replay rebuilds a Kafka source's branch from "

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "manifest/branch.h"
 #include "shard/quarantine.h"
@@ -46,15 +47,8 @@ static int on_entry(void *ctx, const kiln_lineage_entry *e)
 	retention *r = ctx;
 	position *p;
 
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? 2 * r->cap : 64;
-		position *v = realloc(r->v, cap * sizeof(*v));
-
-		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		r->v = v;
-		r->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(r->v, r->cap, r->n, NULL) < 0)
+		return KILN_ENOMEM;
 	p = &r->v[r->n];
 	p->dataset = strdup(r->dataset);
 	p->branch = strdup(r->branch);
@@ -63,7 +57,7 @@ static int on_entry(void *ctx, const kiln_lineage_entry *e)
 		free(p->dataset);
 		free(p->branch);
 		free(p->topic);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	p->partition = e->partition;
 	p->next = e->next;

@@ -89,7 +89,7 @@ static int check_same_definition(const kiln_pipeline *p, kiln_manifest *m, const
 	if (rc <= 0)
 		goto cleanup;
 	if (!(scanner = kiln_json_scanner_new(NULL))) {
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 		goto cleanup;
 	}
 	snprintf(where, sizeof(where), "manifest: %s/%s:dataset.json", p->dataset, p->branch);
@@ -423,6 +423,9 @@ static void auto_compact(kiln_run_setup *s)
  * fence refusal (KILN_EFENCED) is final. */
 #define COMMIT_ATTEMPTS 40
 
+const kiln_retry_policy kiln_commit_retry = {
+    .first_us = 4000, .max_us = 512000, .jitter = KILN_RETRY_FULL, .floor_us = 2000};
+
 /* quarantine.max_ratio: the one place a snapshot's quarantined share is
  * held to it (file and Kafka runs alike), counts only in the message. */
 static int check_quarantine_ratio(const kiln_pipeline *p, const kiln_stats *d)
@@ -473,9 +476,7 @@ int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commi
 			break;
 		s->commit_retries++;
 		KILN_LOG(KILN_LOG_DEBUG, "commit_retry", kiln_error_last(), KILN_F_INT("attempt", attempt));
-		/* 2 ms to 2^min(attempt,8) * 2 ms, uniformly: peers spread out */
-		unsigned cap_us = 2000u << (attempt < 8 ? attempt : 8);
-		usleep(2000 + randombytes_uniform(cap_us));
+		kiln_retry_sleep(&kiln_commit_retry, (unsigned)attempt);
 	}
 	if (rc < 0)
 		return rc;

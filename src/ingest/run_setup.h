@@ -13,6 +13,7 @@
 
 #include "contract/contract.h"
 #include "core/buf.h"
+#include "core/retry.h"
 #include "ingest/pipeline.h"
 #include "manifest/dedup.h"
 #include "manifest/manifest.h"
@@ -84,6 +85,10 @@ void kiln_run_setup_close(kiln_run_setup *s);
  * writer committed since the index was loaded gives KILN_EFENCED (nothing
  * committed: read again, the record is a duplicate). */
 int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commit[41]);
+
+/* The pause before commit attempt n + 1: 2 ms plus a uniform draw below
+ * 2 ms * 2^min(n, 8), so peers racing for the branch spread out. */
+extern const kiln_retry_policy kiln_commit_retry;
 /* Pushes the branch as it is (when a run had nothing new to commit). */
 int kiln_run_setup_push(kiln_run_setup *s, char out_commit[41]);
 

@@ -8,15 +8,14 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/json.h"
-#include "core/secret.h"
 
 /* Not here: kiln_source_replay, which no pipeline names (kiln replay runs
- * it over a Kafka pipeline's raw zone), and Kafka, which is not a row
- * (KILN_SOURCE_KAFKA_KIND; the pipeline loader reads its keys itself). */
+ * it over a pipeline's raw zone). */
 static const kiln_source *const sources[] = {
     &kiln_source_file,
     &kiln_source_stdin,
+    &kiln_source_directory,
+    &kiln_source_kafka,
 };
 
 #define SOURCE_COUNT (sizeof(sources) / sizeof(sources[0]))
@@ -39,7 +38,9 @@ const kiln_source *kiln_source_find(const char *kind)
 const char *kiln_source_entry_kind(const kiln_lineage_entry *e)
 {
 	if (!e->path)
-		return KILN_SOURCE_KAFKA_KIND;
+		return kiln_source_kafka.kind;
+	if (strchr(e->topic, KILN_SOURCE_DIR_SEP))
+		return kiln_source_directory.kind;
 	return strcmp(e->path, KILN_SOURCE_STDIN_PATH) == 0 ? kiln_source_stdin.kind : kiln_source_file.kind;
 }
 
@@ -51,12 +52,9 @@ struct kind_check {
 
 bool kiln_source_reads_name(const kiln_pipeline *p, const char *name)
 {
-	if (!kiln_pipeline_is_kafka(p))
-		return p->source_name && strcmp(p->source_name, name) == 0;
-	for (size_t i = 0; i < p->topic_count; i++)
-		if (strcmp(p->topics[i], name) == 0)
-			return true;
-	return false;
+	if (p->source->reads_name)
+		return p->source->reads_name(p, name);
+	return p->source_name && strcmp(p->source_name, name) == 0;
 }
 
 static int refuse_other_kind(void *ctx, const kiln_lineage_entry *e)
@@ -72,17 +70,14 @@ static int refuse_other_kind(void *ctx, const kiln_lineage_entry *e)
 	    "this %s source of the same name would resume from it: give one of them another name "
 	    "or run on another branch (--set branch=NAME)",
 	    k->p->dataset, k->branch, e->topic, (int)e->partition, was,
-	    strcmp(was, KILN_SOURCE_KAFKA_KIND) == 0
-	        ? " (or a stdin source of an older kiln: they look the same)"
-	        : "",
-	    k->kind);
+	    !e->path ? " (or a stdin source of an older kiln: they look the same)" : "", k->kind);
 }
 
 int kiln_source_check_lineage(kiln_manifest *m, const kiln_pipeline *p, const char *branch)
 {
 	struct kind_check k = {
 	    .p = p,
-	    .kind = kiln_pipeline_is_kafka(p) ? KILN_SOURCE_KAFKA_KIND : p->source->kind,
+	    .kind = p->source->kind,
 	    .branch = branch,
 	};
 
@@ -91,24 +86,5 @@ int kiln_source_check_lineage(kiln_manifest *m, const kiln_pipeline *p, const ch
 
 int kiln_source_check_settings(const kiln_pipeline *p)
 {
-	kiln_buf shown = KILN_BUF_INIT(0);
-	int rc = 0;
-
-	if (p->source == &kiln_source_file && !kiln_utf8_valid(p->source_path, strlen(p->source_path)))
-		return kiln_error_set(KILN_EINVALID,
-		                      "%s: source.path is not valid UTF-8, and lineage.json records it: "
-		                      "give the file (or a link to it) a UTF-8 name",
-		                      p->file);
-	if (!kiln_pipeline_is_kafka(p) || !p->brokers)
-		return 0;
-	rc = kiln_secret_redact_userinfo(&shown, p->brokers, strlen(p->brokers));
-	if (rc > 0 && kiln_buf_putc(&shown, '\0') == 0)
-		rc = kiln_error_set(KILN_EINVALID,
-		                    "%s: source.brokers: %s holds credentials, which Kafka clients do not "
-		                    "read there: set source.options sasl.username and sasl.password: ${NAME}",
-		                    p->file, shown.ptr);
-	else if (rc > 0)
-		rc = kiln_error_set(KILN_EINVALID, "%s: source.brokers holds credentials", p->file);
-	kiln_buf_free(&shown);
-	return rc < 0 ? rc : 0;
+	return p->source->settings ? p->source->settings(p) : 0;
 }

@@ -1,18 +1,47 @@
 /* A source: where a run's records come from, as one row of function
  * pointers with the pipeline keys it owns (like a Fluent Bit input plugin
- * and its config map). kiln_ingest_run (ingest/ingest_loop.h) drives a
- * source into the one sink every run shares (ingest/sink.h):
+ * and its config map). Every row delivers into the one sink every run
+ * shares (ingest/sink.h); the run engine (ingest/engine.h) drives it in
+ * one of two modes.
+ *
+ * One-shot (file, stdin, replay): kiln_ingest_run (ingest/ingest_loop.h)
+ * reads the input once and commits at its end:
  *
  *   open -> read (batches into the curate pool) -> [pool drained] -> end
  *        -> [shards finished, quarantine flushed] -> lineage -> [commit]
  *        -> committed -> close
  *
+ * Streaming (Kafka; next a directory source that picks up new files until
+ * SIGTERM, an HTTP source that acknowledges POSTed batches after their
+ * snapshot): the row sets `stream`, and the engine runs it until stopped.
+ * The engine owns what every long-running source needs: the snapshot
+ * policy (snapshot.records, snapshot.seconds, on request by SIGUSR1 or
+ * POST /v1/snapshot, on the drain), the commit (compare-and-swap on the
+ * branch, fenced on the positions the row gives), backoff after a failure,
+ * the control listener (/metrics, /healthz, /v1/snapshot), notify and the
+ * watchdog, SIGHUP reloads (log.*, snapshot.*) and the SIGTERM drain:
+ *
+ *   stream.open (state, metrics) -> [setup, sink, listener] -> stream.start
+ *   loop: [policy: snapshot] -> stream.poll (batches submitted) -> [pool
+ *         polled: prepare, deliver, stream.delivered] -> stream.at_end
+ *         (--stop-at-end) -> stream.tick
+ *   snapshot: stream.flush -> [pool drained] -> stream.positions (fenced
+ *         lineage; none: nothing to commit) -> [shards, quarantine] ->
+ *         stream.seal -> [commit] -> stream.committed
+ *   failure (a batch or a snapshot): [pool abandoned, sink renewed] ->
+ *         stream.abandon (seek back to the last commit) -> [backoff]
+ *   drain: [last snapshot] -> stream.stop (leave) -> stream.close
+ *
+ * A row may also call into the engine from inside its poll
+ * (engine_internal.h): kiln_engine_snapshot (Kafka, before a rebalance
+ * hands partitions over), kiln_engine_abandon, kiln_engine_fatal.
+ *
  * Adding a source is one new file with its row and one line in source.c's
- * registry, where the pipeline loader finds it by source.kind and checks
- * the source.* keys against its option_keys. The Kafka source
- * (ingest/kafka_run.h) is not a row yet: it runs for ever, commits many
- * snapshots and is driven by rebalances; it shares the sink, not the loop,
- * and the pipeline loader reads its keys itself (KILN_SOURCE_KAFKA_KIND). */
+ * registry, where the pipeline loader finds it by source.kind, checks the
+ * source.* keys against its option_keys and has it read them (configure,
+ * with file:line:col errors); kiln check asks it (check). Nothing outside
+ * the rows and this registry asks which kind a source is (the registry
+ * tells which kind wrote a lineage.json entry: kiln_source_entry_kind). */
 #ifndef KILN_INGEST_SOURCE_H
 #define KILN_INGEST_SOURCE_H
 
@@ -20,13 +49,70 @@
 #include "ingest/pipeline.h"
 #include "manifest/manifest.h"
 
-#define KILN_SOURCE_VERSION 1
+#define KILN_SOURCE_VERSION 2
 
 struct kiln_ingest;
+struct kiln_config;
+struct kiln_yaml_node;
+typedef struct kiln_engine kiln_engine; /* ingest/engine_internal.h */
+typedef struct kiln_metrics kiln_metrics;
 
 /* What `open` and `end` return besides errors. */
 #define KILN_SOURCE_GO   1 /* go on: read (open), commit what was read (end) */
 #define KILN_SOURCE_DONE 0 /* the run ends here, successfully, nothing (more) committed */
+
+/* A streaming row's callbacks (kiln_source.stream); those marked optional
+ * may be NULL. `src` is the row's state from open. A negative return is an
+ * error (kiln_error_set): KILN_EINVALID and KILN_ENOMEM end the run, any
+ * other abandons what was read since the last commit and backs off. */
+typedef struct kiln_source_stream {
+	/* The row's state (*out, set even when open fails) and its metrics,
+	 * registered on m, where /metrics lists them; no I/O yet. */
+	int (*open)(void **out, kiln_engine *e, kiln_metrics *m);
+	/* Connects, once the run's setup, sink and listener are up. */
+	int (*start)(void *src, kiln_engine *e);
+	/* Reads what arrives within timeout_ms into batches
+	 * (kiln_curate_pool_batch on e->sink.pool) and submits those that are
+	 * due (full, or older than source.batch.ms), in offset order per
+	 * position. */
+	int (*poll)(void *src, kiln_engine *e, int timeout_ms);
+	/* Optional (--stop-at-end): everything there is has been read; the
+	 * last snapshot follows. Without it --stop-at-end is refused. */
+	bool (*at_end)(void *src, kiln_engine *e);
+	/* Submits every open batch (a snapshot drains the pool next). */
+	int (*flush)(void *src, kiln_engine *e);
+	/* Optional: lineage moves without records wait (snapshot.seconds
+	 * commits them, as it commits records). */
+	bool (*moves_pending)(void *src);
+	/* A curated batch reached the sink: the row's position moves past it
+	 * (and, say, its rejects go to a dead-letter topic). */
+	int (*delivered)(void *src, kiln_engine *e, kiln_batch *b);
+	/* The snapshot's lineage: one entry per position that moved since the
+	 * last commit, fenced (expect_next: the branch's as the row last saw
+	 * it). *out: calloc'ed, the engine frees it; *n 0: nothing to commit. */
+	int (*positions)(void *src, kiln_engine *e, kiln_lineage_entry **out, size_t *n);
+	/* Optional: just before the commit, what the row sent elsewhere is
+	 * delivered (dead letters); an error fails the snapshot. */
+	int (*seal)(void *src, kiln_engine *e);
+	/* The commit landed with these entries: they fence the next one (an
+	 * HTTP source acknowledges its batches here). */
+	void (*committed)(void *src, kiln_engine *e, const kiln_lineage_entry *lineage, size_t n);
+	/* The engine dropped what was read since the last commit (the pool is
+	 * abandoned): the row drops its open batches, reads the lineage again
+	 * and seeks back to it. */
+	int (*abandon)(void *src, kiln_engine *e);
+	/* Optional: about once a second and after each snapshot (gauges). */
+	void (*tick)(void *src, kiln_engine *e);
+	/* Optional: after the drain's last snapshot, leaves (a consumer group)
+	 * by e->drain_until_ms. */
+	void (*stop)(void *src, kiln_engine *e);
+	/* Frees the state (NULL is fine); the pool is still open. */
+	void (*close)(void *src, kiln_engine *e);
+} kiln_source_stream;
+
+/* What kiln check is told about a source: check ("source", "brokers",
+ * "topic"), whether it passed, and a one-line message (no secret). */
+typedef void (*kiln_source_say)(void *ctx, const char *check, bool ok, const char *message);
 
 typedef struct kiln_source {
 	unsigned version;               /* KILN_SOURCE_VERSION */
@@ -53,28 +139,60 @@ typedef struct kiln_source {
 	int (*committed)(void *src, struct kiln_ingest *in, int rc);
 	/* Frees the state (NULL is fine); the pool is still open. */
 	void (*close)(void *src, struct kiln_ingest *in);
+
+	/* Version 2. */
+	/* NULL: one-shot (open ... close above, driven by kiln_ingest_run);
+	 * else the row streams and the engine drives it (open, read, end,
+	 * lineage, committed and close above are NULL; prepare is used). */
+	const kiln_source_stream *stream;
+	/* It can land what it reads in the raw zone (raw.enabled, on by
+	 * default), which kiln replay rebuilds a branch from. */
+	bool raw_zone;
+	/* Optional: reads its source.* keys beyond kind, name,
+	 * max_record_bytes and max_depth (which the loader reads) into the
+	 * pipeline, each error at file:line:col with the key's path; sets
+	 * source_name (the loader sets it from source.name after). It may pick
+	 * another row (a file source with path "-" is stdin). */
+	int (*configure)(kiln_pipeline *p, struct kiln_config *cfg, const struct kiln_yaml_node *src);
+	/* Optional: the names it reads (lineage.json's topic); NULL: source_name. */
+	bool (*reads_name)(const kiln_pipeline *p, const char *name);
+	/* Optional: settings a run would trip on late or leak (credentials
+	 * where they would be logged): KILN_EINVALID, shown redacted. */
+	int (*settings)(const kiln_pipeline *p);
+	/* What kiln check calls a problem with its settings ("source"). */
+	const char *check_name;
+	/* For kiln check, after settings passed: probes the input (a file is
+	 * readable, brokers answer within timeout_ms and list the topics)
+	 * and says what it found, once or more. */
+	void (*check)(const kiln_pipeline *p, int timeout_ms, kiln_source_say say, void *ctx);
 } kiln_source;
 
-/* The rows (curate_run.c, replay_run.c). */
+/* The rows (curate_run.c, dir_source.c, replay_run.c, kafka_run.c). */
 extern const kiln_source kiln_source_file;
 extern const kiln_source kiln_source_stdin;
+extern const kiln_source kiln_source_directory;
 extern const kiln_source kiln_source_replay;
-
-/* The source.kind of a Kafka source, the one kind that is not a row. */
-#define KILN_SOURCE_KAFKA_KIND "kafka"
+extern const kiln_source kiln_source_kafka;
 
 /* The path a stdin source's lineage.json entries carry (with "bytes" 0 and
  * the fingerprint of no bytes): it tells them from a Kafka partition's. A
  * file source is never named "-" (that path is stdin). */
 #define KILN_SOURCE_STDIN_PATH "-"
 
-/* The kind of source that wrote a lineage.json entry: "file" (it has a
- * path), "stdin" (KILN_SOURCE_STDIN_PATH) or KILN_SOURCE_KAFKA_KIND (no
- * path; stdin entries of a kiln before issue 25 look the same). Static. */
+/* The topic of a directory source's file: <source.name>=<file name>, the
+ * name's bytes outside [A-Za-z0-9._-] written =XX (docs/FORMATS.md). No
+ * other source's names hold '=' (source.name and Kafka topics refuse it). */
+#define KILN_SOURCE_DIR_SEP '='
+
+/* The kind of source that wrote a lineage.json entry: "directory" (a path
+ * and a topic with KILN_SOURCE_DIR_SEP), "file" (a path), "stdin"
+ * (KILN_SOURCE_STDIN_PATH) or "kafka" (no path; stdin entries of a kiln
+ * before issue 25 look the same). Static. */
 const char *kiln_source_entry_kind(const kiln_lineage_entry *entry);
 
-/* Whether the pipeline reads the topic `name`: one of its source.topics
- * (Kafka), or its source.name (file, stdin). */
+/* Whether the pipeline reads the topic `name`: its row's reads_name (Kafka:
+ * one of its source.topics; directory: <source.name>=...), else its
+ * source.name (file, stdin). */
 bool kiln_source_reads_name(const kiln_pipeline *pipeline, const char *name);
 
 /* A position is never shared across source kinds: KILN_EINVALID when
@@ -83,14 +201,14 @@ bool kiln_source_reads_name(const kiln_pipeline *pipeline, const char *name);
  * none (or the branch does not exist). Runs check it before they read. */
 int kiln_source_check_lineage(kiln_manifest *manifest, const kiln_pipeline *pipeline, const char *branch);
 
-/* Settings a run would trip on late or leak: KILN_EINVALID when a file
- * source's path (lineage.json records it, a JSON string) is not valid
- * UTF-8, or when a Kafka source's brokers hold user:password@ (shown
- * redacted); else 0. */
+/* Settings a run would trip on late or leak, the row's settings:
+ * KILN_EINVALID when a file or directory source's path (lineage.json records it, a JSON
+ * string) is not valid UTF-8, or when a Kafka source's brokers hold
+ * user:password@ (shown redacted); else 0. */
 int kiln_source_check_settings(const kiln_pipeline *pipeline);
 
-/* The row a pipeline's source.kind names ("file", "stdin"), or NULL for
- * any other kind (KILN_SOURCE_KAFKA_KIND included). The rows are static. */
+/* The row a pipeline's source.kind names ("file", "stdin", "directory", "kafka"), or
+ * NULL for any other kind. The rows are static. */
 const kiln_source *kiln_source_find(const char *kind);
 /* The registry in order: row number i, NULL past the last one. */
 const kiln_source *kiln_source_at(size_t i);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "manifest/format.h"
 #include "manifest/internal.h"
@@ -87,22 +88,14 @@ int kiln_branch_each(kiln_manifest *m, int (*cb)(void *ctx, const char *dataset,
 			git_reference_free(ref);
 			continue;
 		}
-		if (n == cap) {
-			size_t ncap = cap ? 2 * cap : 16;
-			char **v = realloc(names, ncap * sizeof(*v));
-
-			if (!v) {
-				git_reference_free(ref);
-				rc = kiln_error_set(KILN_ENOMEM, "out of memory");
-				goto cleanup;
-			}
-			names = v;
-			cap = ncap;
+		if ((rc = KILN_ARRAY_GROW(names, cap, n, NULL)) < 0) {
+			git_reference_free(ref);
+			goto cleanup;
 		}
 		copy = strdup(full);
 		git_reference_free(ref);
 		if (!copy) {
-			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			rc = kiln_error_oom(NULL);
 			goto cleanup;
 		}
 		names[n++] = copy;

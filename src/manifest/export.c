@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "manifest/internal.h"
 
@@ -46,7 +47,7 @@ static int oid_set_add(oid_set *s, const git_oid *id)
 		if (!nv || !nused) {
 			free(nv);
 			free(nused);
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		}
 		for (size_t j = 0; j < s->cap; j++) {
 			if (s->used[j]) {
@@ -89,15 +90,8 @@ static int push_oid(walk *w, const git_oid *id)
 
 	if (added <= 0)
 		return added;
-	if (w->depth == w->cap) {
-		size_t ncap = w->cap ? w->cap * 2 : 256;
-		git_oid *ns = realloc(w->stack, ncap * sizeof(*ns));
-
-		if (!ns)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		w->stack = ns;
-		w->cap = ncap;
-	}
+	if (KILN_ARRAY_GROW(w->stack, w->cap, w->depth, NULL) < 0)
+		return KILN_ENOMEM;
 	w->stack[w->depth++] = *id;
 	return 0;
 }

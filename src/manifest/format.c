@@ -17,11 +17,6 @@
 
 #define HASH_LEN 64
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
-}
-
 static bool hex_valid(const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -240,7 +235,7 @@ static int jr_string(kiln_mfmt_jreader *r, const char *field, char **out)
 		return kiln_mfmt_jr_bad(r, msg);
 	s = malloc(t.len + 1);
 	if (!s)
-		return oom();
+		return kiln_error_oom("manifest");
 	n = kiln_json_unescape(s, t.len + 1, &t);
 	s[n] = '\0';
 	if (memchr(s, '\0', n)) {
@@ -415,7 +410,7 @@ int kiln_mfmt_stats_render(kiln_buf *out, const kiln_stats *s)
 	}
 	if (rc == 0)
 		rc = kiln_buf_puts(out, "  }\n}\n");
-	return rc < 0 ? oom() : 0;
+	return rc < 0 ? kiln_error_oom("manifest") : 0;
 }
 
 /* ---- lineage.json --------------------------------------------------------- */
@@ -445,11 +440,11 @@ int kiln_mfmt_lineage_push(kiln_mfmt_lineage *l, const kiln_lineage_entry *e, bo
 		bool *o;
 
 		if (!v)
-			return oom();
+			return kiln_error_oom("manifest");
 		l->v = v;
 		o = realloc(l->owned, cap * sizeof(*o));
 		if (!o)
-			return oom();
+			return kiln_error_oom("manifest");
 		l->owned = o;
 		l->cap = cap;
 	}
@@ -620,7 +615,7 @@ int kiln_mfmt_lineage_render(kiln_buf *out, const kiln_mfmt_lineage *l)
 	}
 	if (rc == 0)
 		rc = kiln_buf_puts(out, l->n ? "\n  ]\n}\n" : "]\n}\n");
-	return rc < 0 ? oom() : 0;
+	return rc < 0 ? kiln_error_oom("manifest") : 0;
 }
 
 /* ---- splits/<split>/<hh>.jsonl -------------------------------------------- */
@@ -675,7 +670,7 @@ int kiln_mfmt_shard_line_render(kiln_buf *out, const kiln_shard_entry *e)
 	}
 	if (rc == 0)
 		rc = kiln_buf_puts(out, "]}");
-	return rc < 0 ? oom() : 0;
+	return rc < 0 ? kiln_error_oom("manifest") : 0;
 }
 
 #define CANON_PREFIX     "{\"shard\":\""
@@ -759,7 +754,7 @@ static int parse_sources(kiln_mfmt_jreader *r, kiln_buf *strings, kiln_source_ra
 			kiln_source_range *v = realloc(*sources, cap * sizeof(*v));
 
 			if (!v)
-				return oom();
+				return kiln_error_oom("manifest");
 			*sources = v;
 			*sources_cap = cap;
 		}

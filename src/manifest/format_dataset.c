@@ -13,11 +13,6 @@
 #include "core/error.h"
 #include "manifest/format_internal.h"
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
-}
-
 /* ---- dataset.json --------------------------------------------------------- */
 
 /* Where each member lives: its dotted path. */
@@ -126,7 +121,7 @@ int kiln_mfmt_dataset_parse(kiln_json_scanner *scanner, const char *where, const
 			goto fail;
 		}
 		if (!(s = malloc(t.len + 1))) {
-			rc = oom();
+			rc = kiln_error_oom("manifest");
 			goto fail;
 		}
 		if (t.type == KILN_JSON_STRING) {
@@ -202,7 +197,7 @@ int kiln_mfmt_dataset_render(kiln_buf *b, const kiln_mfmt_dataset *d)
 	rc |= kiln_buf_puts(b, ",\"key\":");
 	rc |= put_string(b, d->shard_key);
 	rc |= kiln_buf_puts(b, "}\n}\n");
-	return rc ? oom() : 0;
+	return rc ? kiln_error_oom("manifest") : 0;
 }
 
 static bool text_equal(const char *a, const char *b)
@@ -267,5 +262,5 @@ int kiln_mfmt_governance_render(kiln_buf *b, const kiln_mfmt_governance *g)
 		rc |= kiln_buf_puts(b, "  none configured\n");
 	for (size_t i = 0; i < g->gate_count; i++)
 		rc |= kiln_buf_printf(b, "  %s\n", g->gates[i]);
-	return rc ? oom() : 0;
+	return rc ? kiln_error_oom("manifest") : 0;
 }

@@ -19,17 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "manifest/format.h"
 #include "shard/object.h"
 
 #define HASH_HEX 64
-
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "gc: out of memory");
-}
 
 /* ---- hex ------------------------------------------------------------------ */
 
@@ -132,7 +128,7 @@ static int shard_table_grow(shard_table *t)
 	shard_slot *v = calloc(cap, sizeof(*v));
 
 	if (!v)
-		return oom();
+		return kiln_error_oom("gc");
 	for (size_t i = 0; i < t->cap; i++)
 		if (t->v[i].used)
 			*shard_probe(v, cap, t->v[i].hash) = t->v[i];
@@ -226,7 +222,7 @@ static int oid_map_add(oid_map *m, const git_oid *id, oid_slot **out)
 		oid_slot *v = calloc(cap, sizeof(*v));
 
 		if (!v)
-			return oom();
+			return kiln_error_oom("gc");
 		for (size_t i = 0; i < m->cap; i++)
 			if (!git_oid_is_zero(&m->v[i].id))
 				*oid_probe(v, cap, &m->v[i].id) = m->v[i];
@@ -265,7 +261,7 @@ static int reader_init(reader *r, kiln_manifest *m)
 	r->m = m;
 	r->repo = kiln_manifest_repo(m);
 	r->scanner = kiln_json_scanner_new(NULL);
-	return r->scanner ? 0 : oom();
+	return r->scanner ? 0 : kiln_error_oom("gc");
 }
 
 static void reader_free(reader *r)
@@ -347,15 +343,8 @@ static int cache_line(void *ctx, const line_rec *rec)
 {
 	splits_walk *w = ctx;
 
-	if (*w->nrecs == *w->caprecs) {
-		size_t cap = *w->caprecs ? *w->caprecs * 2 : 4096;
-		line_rec *v = realloc(*w->recs, cap * sizeof(*v));
-
-		if (!v)
-			return oom();
-		*w->recs = v;
-		*w->caprecs = cap;
-	}
+	if (KILN_ARRAY_GROW(*w->recs, *w->caprecs, *w->nrecs, "gc") < 0)
+		return KILN_ENOMEM;
 	(*w->recs)[(*w->nrecs)++] = *rec;
 	return 0;
 }
@@ -675,79 +664,14 @@ static int list_cb(void *ctx, const char *key, uint64_t size, int64_t mtime)
 		g->st->young++;
 		g->st->young_bytes += size;
 	}
-	if (g->ncands == g->capcands) {
-		size_t cap = g->capcands ? g->capcands * 2 : 256;
-		candidate *v = realloc(g->cands, cap * sizeof(*v));
-
-		if (!v)
-			return oom();
-		g->cands = v;
-		g->capcands = cap;
-	}
+	if (KILN_ARRAY_GROW(g->cands, g->capcands, g->ncands, "gc") < 0)
+		return KILN_ENOMEM;
 	if (!(g->cands[g->ncands].key = strdup(key)))
-		return oom();
+		return kiln_error_oom("gc");
 	memcpy(g->cands[g->ncands].hash, hash, 32);
 	g->cands[g->ncands].size = size;
 	g->cands[g->ncands].young = young;
 	g->ncands++;
-	return 0;
-}
-
-/* ---- temporaries of killed writers ----------------------------------------- */
-
-/* Whether name is a temporary file a writer of the repository renames into
- * place when done: libgit2's loose objects (objects/tmp_object_git2_*) and
- * kiln pull's (objects/<hh>/<name>.tmp-<pid>). */
-static bool temp_name(const char *name)
-{
-	return strncmp(name, "tmp_object_git2_", 16) == 0 || strstr(name, ".tmp-") != NULL;
-}
-
-/* Removes the temporaries in dir (regular files, not links) written before
- * young_after: a writer killed midway (kill -9) leaves them and nothing else
- * ever would. Younger ones may belong to a live writer and stay. */
-static int remove_temps(const char *dir, int64_t young_after, uint64_t *removed)
-{
-	char path[4200];
-	struct dirent *e;
-	DIR *d = opendir(dir);
-
-	if (!d)
-		return 0;
-	while ((e = readdir(d))) {
-		struct stat st;
-
-		if (!temp_name(e->d_name))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || (int64_t)st.st_mtime >= young_after)
-			continue;
-		if (unlink(path) < 0 && errno != ENOENT) {
-			int err = errno;
-
-			closedir(d);
-			return kiln_error_set(KILN_EIO, "gc: %s: %s", path, strerror(err));
-		}
-		(*removed)++;
-	}
-	closedir(d);
-	return 0;
-}
-
-/* objects/ and its 256 fan-out directories. */
-static int remove_object_temps(kiln_manifest *m, int64_t young_after, uint64_t *removed)
-{
-	char objects[4096], dir[4200];
-	int rc;
-
-	snprintf(objects, sizeof(objects), "%sobjects", git_repository_path(kiln_manifest_repo(m)));
-	if ((rc = remove_temps(objects, young_after, removed)) < 0)
-		return rc;
-	for (int hh = 0; hh < 256; hh++) {
-		snprintf(dir, sizeof(dir), "%s/%02x", objects, hh);
-		if ((rc = remove_temps(dir, young_after, removed)) < 0)
-			return rc;
-	}
 	return 0;
 }
 
@@ -854,7 +778,7 @@ int kiln_gc(kiln_manifest *m, kiln_store *store, const kiln_gc_policy *policy, k
 		if (cb && (rc = cb(ctx, KILN_GC_ORPHAN, c->key, c->size)) != 0)
 			goto cleanup;
 	}
-	if (policy->apply && (rc = remove_object_temps(m, g.young_after, &out->temps)) < 0)
+	if (policy->apply && (rc = kiln_gc_remove_object_temps(m, g.young_after, &out->temps)) < 0)
 		goto cleanup;
 	rc = 0;
 cleanup:
@@ -955,18 +879,10 @@ static int du_collect(kiln_manifest *m, const char *prefix, bool tag, kiln_du_re
 			git_reference_free(ref);
 			continue;
 		}
-		if (out->count == *cap) {
-			size_t ncap = *cap ? *cap * 2 : 16;
-			kiln_du_row *v = realloc(out->rows, ncap * sizeof(*v));
-
-			if (!v) {
-				git_object_free(peeled);
-				git_reference_free(ref);
-				rc = oom();
-				break;
-			}
-			out->rows = v;
-			*cap = ncap;
+		if ((rc = KILN_ARRAY_GROW(out->rows, *cap, out->count, "gc")) < 0) {
+			git_object_free(peeled);
+			git_reference_free(ref);
+			break;
 		}
 		row = &out->rows[out->count++];
 		memset(row, 0, sizeof(*row));

@@ -94,4 +94,10 @@ typedef struct kiln_du_report {
 int kiln_gc_du(kiln_manifest *manifest, const char *dataset, kiln_du_report *out);
 void kiln_du_report_free(kiln_du_report *report);
 
+/* Removes the temporaries of killed writers (libgit2's tmp_object_git2_*,
+ * kiln pull's <name>.tmp-<pid>) in the repository's objects/ and its
+ * fan-out folders, those written before young_after (a younger one may be a
+ * live writer's); *removed counts them. KILN_EIO. (gc_temps.c) */
+int kiln_gc_remove_object_temps(kiln_manifest *m, int64_t young_after, uint64_t *removed);
+
 #endif

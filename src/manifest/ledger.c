@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "manifest/format.h"
@@ -70,7 +71,7 @@ int kiln_ledger_render(kiln_buf *out, const kiln_ledger_entry *e)
 	}
 	if (rc == 0)
 		rc = kiln_buf_puts(out, "]}\n");
-	return rc < 0 ? kiln_error_set(KILN_ENOMEM, "ledger: out of memory") : 0;
+	return rc < 0 ? kiln_error_oom("ledger") : 0;
 }
 
 void kiln_ledger_entry_free(kiln_ledger_entry *e)
@@ -180,20 +181,6 @@ static int parse_zone(parser *p, kiln_ledger_zone *z)
 		if ((rc = take_u64(p, v, "a zone count is a non-negative integer")) < 0)
 			return rc;
 	}
-}
-
-static int grow(void **v, size_t *cap, size_t n, size_t size)
-{
-	if (n < *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 16;
-	void *nv = realloc(*v, c * size);
-
-	if (!nv)
-		return kiln_error_set(KILN_ENOMEM, "ledger: out of memory");
-	*v = nv;
-	*cap = c;
-	return 0;
 }
 
 static int parse_ref(parser *p, kiln_rewrite_move *r)
@@ -318,18 +305,17 @@ static int parse_array(parser *p, kiln_ledger_entry *e, int kind)
 		if (p->t.type != KILN_JSON_OBJECT_BEGIN)
 			return bad(p, "refs, commits and shards hold objects");
 		if (kind == 0) {
-			if ((rc = grow((void **)&e->refs, &cap, e->ref_count, sizeof(*e->refs))) < 0 ||
+			if ((rc = KILN_ARRAY_GROW(e->refs, cap, e->ref_count, "ledger")) < 0 ||
 			    (rc = parse_ref(p, &e->refs[e->ref_count])) < 0)
 				return rc;
 			e->ref_count++;
 		} else if (kind == 1) {
-			if ((rc = grow((void **)&e->commits, &cap, e->commit_count, sizeof(*e->commits))) <
-			        0 ||
+			if ((rc = KILN_ARRAY_GROW(e->commits, cap, e->commit_count, "ledger")) < 0 ||
 			    (rc = parse_pair(p, &e->commits[e->commit_count])) < 0)
 				return rc;
 			e->commit_count++;
 		} else {
-			if ((rc = grow((void **)&e->shards, &cap, e->shard_count, sizeof(*e->shards))) < 0 ||
+			if ((rc = KILN_ARRAY_GROW(e->shards, cap, e->shard_count, "ledger")) < 0 ||
 			    (rc = parse_shard(p, &e->shards[e->shard_count])) < 0)
 				return rc;
 			e->shard_count++;
@@ -498,6 +484,8 @@ static bool names_id(const char *file, const char *id)
 	return dash && strncmp(dash + 1, id, 16) == 0 && strcmp(dash + 17, ".json") == 0;
 }
 
+const kiln_retry_policy kiln_ledger_retry = {.first_us = 20000, .linear = true};
+
 int kiln_ledger_append(kiln_manifest *m, const kiln_ledger_entry *e, const kiln_signing_key *key,
                        char out_commit[41])
 {
@@ -543,7 +531,7 @@ int kiln_ledger_append(kiln_manifest *m, const kiln_ledger_entry *e, const kiln_
 			        e->dataset, e->ref_count, e->ref_count == 1 ? "" : "s", e->commit_count,
 			        e->commit_count == 1 ? "" : "s") < 0 ||
 			    kiln_buf_putc(&message, '\0') < 0) {
-				rc = kiln_error_set(KILN_ENOMEM, "ledger: out of memory");
+				rc = kiln_error_oom("ledger");
 				goto attempt_done;
 			}
 			if ((gerr = git_blob_create_from_buffer(&blob_id, repo, text.ptr, text.len)) < 0 ||
@@ -605,7 +593,7 @@ int kiln_ledger_append(kiln_manifest *m, const kiln_ledger_entry *e, const kiln_
 		git_tree_free(dir);
 		if (rc != KILN_ERETRY)
 			break;
-		usleep(20000u * (unsigned)(attempt + 1));
+		kiln_retry_sleep(&kiln_ledger_retry, (unsigned)attempt + 1);
 	}
 	if (rc == KILN_ERETRY)
 		rc = kiln_error_set(KILN_ERETRY, "ledger: %s kept moving; try again", ref);
@@ -641,7 +629,7 @@ int kiln_ledger_each(kiln_manifest *m, const char *dataset,
 		return rc;
 	n = git_tree_entrycount(dir);
 	if (!(names = calloc(n + 1, sizeof(*names))) || !(sc = kiln_json_scanner_new(NULL))) {
-		rc = kiln_error_set(KILN_ENOMEM, "ledger: out of memory");
+		rc = kiln_error_oom("ledger");
 		goto cleanup;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -714,10 +702,10 @@ static int id_push(id_list *l, const char *id)
 {
 	int rc;
 
-	if ((rc = grow((void **)&l->v, &l->cap, l->n, sizeof(*l->v))) < 0)
+	if ((rc = KILN_ARRAY_GROW(l->v, l->cap, l->n, "ledger")) < 0)
 		return rc;
 	if (!(l->v[l->n] = strdup(id)))
-		return kiln_error_set(KILN_ENOMEM, "ledger: out of memory");
+		return kiln_error_oom("ledger");
 	l->n++;
 	return 0;
 }
@@ -904,7 +892,7 @@ int kiln_ledger_journal_read(kiln_manifest *m, const char *dataset, kiln_buf *ou
 	rc = 1;
 	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
 		if (kiln_buf_put(out, chunk, (size_t)n) < 0) {
-			rc = kiln_error_set(KILN_ENOMEM, "ledger: out of memory");
+			rc = kiln_error_oom("ledger");
 			break;
 		}
 	if (n < 0)

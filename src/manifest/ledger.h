@@ -17,6 +17,7 @@
 
 #include "core/buf.h"
 #include "core/json.h"
+#include "core/retry.h"
 #include "manifest/format.h"
 #include "manifest/manifest.h"
 #include "manifest/rewrite.h"
@@ -60,6 +61,9 @@ int kiln_ledger_render(kiln_buf *out, const kiln_ledger_entry *entry);
  * KILN_EINVALID "WHERE: what" for anything the format does not allow. */
 int kiln_ledger_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
                       kiln_ledger_entry *out);
+
+/* The pause before ledger append attempt n + 1 when the ref moved: 20 ms * n. */
+extern const kiln_retry_policy kiln_ledger_retry;
 
 /* Adds the entry to refs/erasures/<dataset> (compare-and-swap; tried again
  * when another erasure moved it). An entry with the same id already there

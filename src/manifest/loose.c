@@ -367,7 +367,7 @@ int kiln_git_loose_guard(git_repository *repo)
 	    asprintf(&g->objects, "%sobjects/", dir) < 0) {
 		if (g)
 			g->objects = NULL;
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 		goto cleanup;
 	}
 	g->parent.read = guard_read;

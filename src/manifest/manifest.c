@@ -374,6 +374,22 @@ int kiln_manifest_load_replayed(kiln_manifest *m, git_tree *tree, const char *re
 	return rc;
 }
 
+int kiln_manifest_replayed(kiln_manifest *m, const char *dataset, const char *branch, kiln_replayed *out)
+{
+	kiln_buf text = KILN_BUF_INIT(0);
+	char where[512];
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = kiln_manifest_read(m, dataset, branch, KILN_REPLAYED_FILE, &text);
+	if (rc > 0) {
+		snprintf(where, sizeof(where), "%s@%s:%s", dataset, branch, KILN_REPLAYED_FILE);
+		rc = kiln_replayed_parse(out, text.ptr ? text.ptr : "", text.len, where);
+	}
+	kiln_buf_free(&text);
+	return rc < 0 ? rc : 0;
+}
+
 int kiln_manifest_load_profile(kiln_manifest *m, git_tree *tree, const char *ref, kiln_profile *out)
 {
 	char w[KILN_MANIFEST_WHERE_CAP];
@@ -439,7 +455,7 @@ int kiln_manifest_tag_object(kiln_manifest *m, const char *dataset, const char *
 		goto cleanup;
 	}
 	if (kiln_buf_put(&text, armour.ptr, armour.len) < 0) {
-		rc = kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+		rc = kiln_error_oom("manifest");
 		goto cleanup;
 	}
 	if ((gerr = git_repository_odb(&odb, m->repo)) < 0 ||
@@ -521,7 +537,7 @@ int kiln_manifest_lineage(kiln_manifest *m, const char *dataset, const char *bra
 		goto cleanup;
 	scanner = kiln_json_scanner_new(NULL);
 	if (!scanner) {
-		rc = kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+		rc = kiln_error_oom("manifest");
 		goto cleanup;
 	}
 	if ((rc = kiln_manifest_load_lineage(m, scanner, tree, ref, &list)) < 0)
@@ -551,7 +567,7 @@ int kiln_manifest_stats(kiln_manifest *m, const char *dataset, const char *branc
 		goto cleanup;
 	scanner = kiln_json_scanner_new(NULL);
 	if (!scanner) {
-		rc = kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+		rc = kiln_error_oom("manifest");
 		goto cleanup;
 	}
 	rc = kiln_manifest_load_stats(m, scanner, tree, ref, out);
@@ -611,7 +627,7 @@ int kiln_stats_parse(const char *text, size_t len, const char *where, kiln_stats
 	int rc;
 
 	if (!scanner)
-		return kiln_error_set(KILN_ENOMEM, "manifest: out of memory");
+		return kiln_error_oom("manifest");
 	snprintf(w, sizeof(w), "manifest: %s:stats.json", where);
 	rc = kiln_mfmt_stats_parse(scanner, w, text, len, out);
 	kiln_json_scanner_free(scanner);

@@ -46,7 +46,7 @@ int kiln_promote_inputs_read(kiln_promote_inputs *out, kiln_manifest *manifest, 
 
 	memset(out, 0, sizeof(*out));
 	if (!(scanner = kiln_json_scanner_new(NULL)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	rc = read_files(out, manifest, version, spec, scanner, &stats, &dataset, &lineage);
 	kiln_json_scanner_free(scanner);
 	kiln_buf_free(&stats);

@@ -17,6 +17,7 @@ static const git_oid absent = {{0}};
 #include <string.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "manifest/format.h"
@@ -215,21 +216,6 @@ static void replay_free(replay *r)
 	memset(r, 0, sizeof(*r));
 }
 
-int kiln_remote_grow(void **v, size_t *cap, size_t n, size_t size)
-{
-	void *nv;
-	size_t ncap;
-
-	if (n < *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 16;
-	if (!(nv = realloc(*v, ncap * size)))
-		return kiln_remote_oom();
-	*v = nv;
-	*cap = ncap;
-	return 0;
-}
-
 /* The "shard" hash of each line of a blob, sorted (for set difference). */
 typedef struct hash_list {
 	char (*v)[65];
@@ -279,7 +265,7 @@ static int blob_lines(kiln_manifest *m, kiln_json_scanner *sc, const git_oid *bl
 static int collect_hash(void *ctx, const kiln_shard_entry *e)
 {
 	hash_list *l = ctx;
-	int rc = kiln_remote_grow((void **)&l->v, &l->cap, l->n, sizeof(*l->v));
+	int rc = KILN_ARRAY_GROW(l->v, l->cap, l->n, "remote");
 
 	if (rc < 0)
 		return rc;
@@ -306,22 +292,19 @@ static int add_line(void *ctx, const kiln_shard_entry *line)
 
 	if (a->before->n && bsearch(line->hash, a->before->v, a->before->n, sizeof(*a->before->v), hash_cmp))
 		return 0;
-	if ((rc = kiln_remote_grow((void **)&r->sources, &r->capsources, r->nsources, sizeof(*r->sources))) <
-	        0 ||
-	    (rc = kiln_remote_grow((void **)&r->shards[a->split], &r->capshards[a->split],
-	                           r->nshards[a->split], sizeof(**r->shards))) < 0)
+	if ((rc = KILN_ARRAY_GROW(r->sources, r->capsources, r->nsources, "remote")) < 0 ||
+	    (rc = KILN_ARRAY_GROW(r->shards[a->split], r->capshards[a->split], r->nshards[a->split],
+	                          "remote")) < 0)
 		return rc;
-	while (r->ntopics + n > r->captopics)
-		if ((rc = kiln_remote_grow((void **)&r->topics, &r->captopics, r->captopics,
-		                           sizeof(*r->topics))) < 0)
-			return rc;
+	if (n && (rc = KILN_ARRAY_GROW(r->topics, r->captopics, r->ntopics + n - 1, "remote")) < 0)
+		return rc;
 	if (n && !(ranges = calloc(n, sizeof(*ranges))))
-		return kiln_remote_oom();
+		return kiln_error_oom("remote");
 	r->sources[r->nsources++] = ranges;
 	for (size_t i = 0; i < n; i++) {
 		ranges[i] = line->sources[i];
 		if (!(ranges[i].topic = r->topics[r->ntopics] = strdup(line->sources[i].topic)))
-			return kiln_remote_oom();
+			return kiln_error_oom("remote");
 		r->ntopics++;
 	}
 	e = &r->shards[a->split][r->nshards[a->split]++];
@@ -520,7 +503,7 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 	author_name = strdup(git_commit_author(c)->name);
 	author_email = strdup(git_commit_author(c)->email);
 	if (!ds_text || !author_name || !author_email) {
-		rc = kiln_remote_oom();
+		rc = kiln_error_oom("remote");
 		goto cleanup;
 	}
 
@@ -529,7 +512,7 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 	    (rc = lineage_read(m, x->sc, parent, &lp)) < 0 || (rc = lineage_read(m, x->sc, tip, &lt)) < 0)
 		goto cleanup;
 	if (lc.n && !(r.moved = calloc(lc.n, sizeof(*r.moved)))) {
-		rc = kiln_remote_oom();
+		rc = kiln_error_oom("remote");
 		goto cleanup;
 	}
 	for (size_t i = 0; i < lc.n; i++) {
@@ -658,7 +641,7 @@ static int rebase(kiln_manifest *m, const char *url, const char *ref, const kiln
 		goto cleanup;
 	}
 	while ((gerr = git_revwalk_next(&id, walk)) == 0) {
-		if ((rc = kiln_remote_grow((void **)&list, &cap, n, sizeof(*list))) < 0)
+		if ((rc = KILN_ARRAY_GROW(list, cap, n, "remote")) < 0)
 			goto cleanup;
 		list[n++] = id;
 	}
@@ -671,7 +654,7 @@ static int rebase(kiln_manifest *m, const char *url, const char *ref, const kiln
 		goto cleanup;
 
 	if (!(x.sc = kiln_json_scanner_new(NULL))) {
-		rc = kiln_remote_oom();
+		rc = kiln_error_oom("remote");
 		goto cleanup;
 	}
 	snprintf(x.tmp_branch, sizeof(x.tmp_branch), "kiln-rebase-%ld-%u", (long)getpid(), serial);

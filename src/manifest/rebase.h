@@ -26,14 +26,7 @@ typedef struct kiln_ref_parts {
 int kiln_remote_integrate_branch(kiln_manifest *manifest, const char *url, const char *ref,
                                  const kiln_ref_parts *parts, const git_oid *remote);
 
-/* Sets "remote: out of memory"; returns KILN_ENOMEM. */
-int kiln_remote_oom(void);
-
 /* The URL for messages into out: no "user:password@" in it. */
 void kiln_remote_safe_url(char *out, size_t cap, const char *url);
-
-/* Grows the array *v of *cap elements of `size` bytes so that element n
- * fits (doubling, 16 first). */
-int kiln_remote_grow(void **v, size_t *cap, size_t n, size_t size);
 
 #endif

@@ -23,38 +23,20 @@ static const git_oid absent = {{0}};
 #include <time.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "manifest/format.h"
 #include "manifest/ledger.h"
 #include "core/json.h"
 
-int kiln_remote_oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "remote: out of memory");
-}
+const kiln_retry_policy kiln_remote_push_retry = {
+    .first_us = 20000, .linear = true, .jitter = KILN_RETRY_STEP};
 
 static const char *git_message(void)
 {
 	const git_error *e = git_error_last();
 
 	return e && e->message ? e->message : "unknown libgit2 error";
-}
-
-/* The URL for messages: no "user:password@" in it. */
-void kiln_remote_safe_url(char *out, size_t cap, const char *url)
-{
-	const char *scheme = strstr(url, "://"), *at, *slash;
-
-	if (!scheme) {
-		snprintf(out, cap, "%s", url);
-		return;
-	}
-	slash = strchr(scheme + 3, '/');
-	at = memchr(scheme + 3, '@', slash ? (size_t)(slash - scheme - 3) : strlen(scheme + 3));
-	if (!at)
-		snprintf(out, cap, "%s", url);
-	else
-		snprintf(out, cap, "%.*s%s", (int)(scheme + 3 - url), url, at + 1);
 }
 
 static int remote_fail(int code, const char *url, const char *what)
@@ -192,10 +174,10 @@ static int remote_download(kiln_manifest *m, const char *url,
 
 		if ((len > 3 && strcmp(ls[i]->name + len - 3, "^{}") == 0) || !match(ls[i]->name, arg))
 			continue;
-		if ((rc = kiln_remote_grow((void **)&out->v, &out->cap, out->n, sizeof(*out->v))) < 0)
+		if ((rc = KILN_ARRAY_GROW(out->v, out->cap, out->n, "remote")) < 0)
 			goto cleanup;
 		if (!(out->v[out->n].name = strdup(ls[i]->name))) {
-			rc = kiln_remote_oom();
+			rc = kiln_error_oom("remote");
 			goto cleanup;
 		}
 		git_oid_cpy(&out->v[out->n++].id, &ls[i]->oid);
@@ -203,7 +185,7 @@ static int remote_download(kiln_manifest *m, const char *url,
 	if (out->n == 0)
 		goto cleanup;
 	if (!(specs.strings = calloc(out->n, sizeof(char *)))) {
-		rc = kiln_remote_oom();
+		rc = kiln_error_oom("remote");
 		goto cleanup;
 	}
 	for (size_t i = 0; i < out->n; i++)
@@ -314,7 +296,7 @@ static int push_local(kiln_manifest *m, const char *path, const char *url, const
 		    asprintf(&pack_dir, "%s%spack", dir.ptr,
 		             dir.size && dir.ptr[dir.size - 1] == '/' ? "" : "/") < 0) {
 			pack_dir = NULL;
-			rc = gerr < 0 ? remote_fail(KILN_EIO, url, "objects") : kiln_remote_oom();
+			rc = gerr < 0 ? remote_fail(KILN_EIO, url, "objects") : kiln_error_oom("remote");
 			goto cleanup;
 		}
 		if ((gerr = git_packbuilder_write(pb, pack_dir, 0, NULL, NULL)) < 0) {
@@ -428,8 +410,7 @@ int kiln_manifest_push(kiln_manifest *m, const char *url, const char *ref)
 		}
 		/* fetch the remote branch, rebase onto it, try again, after a short
 		 * randomised pause so that racing pushers do not collide again */
-		struct timespec pause = {0, (long)(20000000L * attempt + randombytes_uniform(20000000))};
-		nanosleep(&pause, NULL);
+		kiln_retry_sleep(&kiln_remote_push_retry, (unsigned)attempt);
 		if ((rc = remote_download(m, url, match_exact, ref, &h)) < 0)
 			goto cleanup;
 		rc = h.n ? kiln_remote_integrate_branch(m, url, ref, &parts, &h.v[0].id) : 0;

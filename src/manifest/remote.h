@@ -9,10 +9,14 @@
 #ifndef KILN_MANIFEST_REMOTE_H
 #define KILN_MANIFEST_REMOTE_H
 
+#include "core/retry.h"
 #include "manifest/manifest.h"
 
-/* Push attempts before giving up on a remote that keeps moving. */
+/* Push attempts before giving up on a remote that keeps moving, and the
+ * pause before push attempt n + 1: 20 ms * n plus a uniform draw below
+ * 20 ms, so racing pushers do not collide again. */
 #define KILN_REMOTE_RETRIES 5
+extern const kiln_retry_policy kiln_remote_push_retry;
 
 /* Pushes `ref` ("refs/heads/<ds>/<branch>" or "refs/tags/<ds>/<tag>") to the
  * repository at remote_url: a local path or file:// URL (a bare repository;

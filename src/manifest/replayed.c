@@ -7,15 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "manifest/format.h"
 #include "manifest/format_internal.h"
-
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory");
-}
 
 void kiln_replayed_free(kiln_replayed *set)
 {
@@ -96,15 +92,8 @@ static int part_get(kiln_replayed *set, const char *topic, int32_t partition, ki
 	size_t at = part_find(set, topic, partition, &found);
 
 	if (!found) {
-		if (set->n == set->cap) {
-			size_t cap = set->cap ? 2 * set->cap : 8;
-			kiln_replayed_part *v = realloc(set->parts, cap * sizeof(*v));
-
-			if (!v)
-				return oom();
-			set->parts = v;
-			set->cap = cap;
-		}
+		if (KILN_ARRAY_GROW(set->parts, set->cap, set->n, NULL) < 0)
+			return KILN_ENOMEM;
 		memmove(&set->parts[at + 1], &set->parts[at], (set->n - at) * sizeof(*set->parts));
 		memset(&set->parts[at], 0, sizeof(*set->parts));
 		set->n++;
@@ -113,7 +102,7 @@ static int part_get(kiln_replayed *set, const char *topic, int32_t partition, ki
 			memmove(&set->parts[at], &set->parts[at + 1],
 			        (set->n - at - 1) * sizeof(*set->parts));
 			set->n--;
-			return oom();
+			return kiln_error_oom(NULL);
 		}
 	}
 	*out = &set->parts[at];
@@ -150,16 +139,9 @@ int kiln_replayed_add(kiln_replayed *set, const char *topic, int32_t partition, 
 		p->v[i].first = offset;
 		return 0;
 	}
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 8;
-		kiln_replayed_range *v = realloc(p->v, cap * sizeof(*v));
-
-		if (!v) {
-			set->count--;
-			return oom();
-		}
-		p->v = v;
-		p->cap = cap;
+	if (KILN_ARRAY_GROW(p->v, p->cap, p->n, NULL) < 0) {
+		set->count--;
+		return KILN_ENOMEM;
 	}
 	memmove(&p->v[i + 1], &p->v[i], (p->n - i) * sizeof(*p->v));
 	p->v[i] = (kiln_replayed_range){offset, offset};
@@ -209,15 +191,8 @@ static int append_range(kiln_replayed *out, const char *topic, int32_t partition
 
 	if ((rc = part_get(out, topic, partition, &p)) < 0)
 		return rc;
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 8;
-		kiln_replayed_range *v = realloc(p->v, cap * sizeof(*v));
-
-		if (!v)
-			return oom();
-		p->v = v;
-		p->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(p->v, p->cap, p->n, NULL) < 0)
+		return KILN_ENOMEM;
 	p->v[p->n++] = (kiln_replayed_range){first, last};
 	out->count += (uint64_t)(last - first) + 1;
 	return 0;
@@ -275,7 +250,7 @@ int kiln_replayed_render(kiln_buf *out, const kiln_replayed *set)
 	}
 	if (rc == 0)
 		rc = kiln_buf_puts(out, set->n ? "\n  ]\n}\n" : "]\n}\n");
-	return rc < 0 ? oom() : 0;
+	return rc < 0 ? kiln_error_oom(NULL) : 0;
 }
 
 /* ---- parsing ---------------------------------------------------------------- */
@@ -335,15 +310,8 @@ static int parse_offsets(kiln_mfmt_jreader *r, kiln_replayed_part *p, uint64_t *
 			return rc;
 		if (g.last < g.first || (p->n && g.first <= p->v[p->n - 1].last + 1))
 			return kiln_mfmt_jr_bad(r, "\"offsets\" ranges must ascend, apart, first <= last");
-		if (p->n == p->cap) {
-			size_t cap = p->cap ? 2 * p->cap : 8;
-			kiln_replayed_range *v = realloc(p->v, cap * sizeof(*v));
-
-			if (!v)
-				return oom();
-			p->v = v;
-			p->cap = cap;
-		}
+		if (KILN_ARRAY_GROW(p->v, p->cap, p->n, NULL) < 0)
+			return KILN_ENOMEM;
 		p->v[p->n++] = g;
 		*count += (uint64_t)(g.last - g.first) + 1;
 	}
@@ -366,7 +334,7 @@ static int parse_part(kiln_mfmt_jreader *r, kiln_replayed *out)
 			if ((rc = expect(r, &t, KILN_JSON_STRING, "\"topic\" must be a string")) < 0)
 				goto fail;
 			if (!(p.topic = malloc(t.len + 1))) {
-				rc = oom();
+				rc = kiln_error_oom(NULL);
 				goto fail;
 			}
 			n = kiln_json_unescape(p.topic, t.len + 1, &t);
@@ -403,17 +371,8 @@ static int parse_part(kiln_mfmt_jreader *r, kiln_replayed *out)
 		rc = kiln_mfmt_jr_bad(r, "partitions entries must ascend by topic and partition, once each");
 		goto fail;
 	}
-	if (out->n == out->cap) {
-		size_t cap = out->cap ? 2 * out->cap : 8;
-		kiln_replayed_part *v = realloc(out->parts, cap * sizeof(*v));
-
-		if (!v) {
-			rc = oom();
-			goto fail;
-		}
-		out->parts = v;
-		out->cap = cap;
-	}
+	if ((rc = KILN_ARRAY_GROW(out->parts, out->cap, out->n, NULL)) < 0)
+		goto fail;
 	out->parts[out->n++] = p;
 	out->count += count;
 	return 0;
@@ -433,7 +392,7 @@ int kiln_replayed_parse(kiln_replayed *out, const char *text, size_t len, const 
 
 	memset(out, 0, sizeof(*out));
 	if (!scanner)
-		return oom();
+		return kiln_error_oom(NULL);
 	if ((rc = kiln_mfmt_jr_begin(&r, text, len, "must be an object")) < 0)
 		goto cleanup;
 	while ((rc = kiln_mfmt_jr_next(&r, &t)) == 0 && t.type != KILN_JSON_OBJECT_END) {
@@ -467,20 +426,4 @@ cleanup:
 	if (rc < 0)
 		kiln_replayed_free(out);
 	return rc;
-}
-
-int kiln_manifest_replayed(kiln_manifest *m, const char *dataset, const char *branch, kiln_replayed *out)
-{
-	kiln_buf text = KILN_BUF_INIT(0);
-	char where[512];
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	rc = kiln_manifest_read(m, dataset, branch, KILN_REPLAYED_FILE, &text);
-	if (rc > 0) {
-		snprintf(where, sizeof(where), "%s@%s:%s", dataset, branch, KILN_REPLAYED_FILE);
-		rc = kiln_replayed_parse(out, text.ptr ? text.ptr : "", text.len, where);
-	}
-	kiln_buf_free(&text);
-	return rc < 0 ? rc : 0;
 }

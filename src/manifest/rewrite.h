@@ -88,17 +88,24 @@ typedef struct kiln_rewrite_result {
 
 void kiln_rewrite_result_free(kiln_rewrite_result *result);
 
+/* kiln_rewrite_plan and kiln_rewrite_apply stay functions of their own in
+ * optimised (LTO) builds, never inlined or cloned: a test stops an erasure
+ * on them with gdb between its walk, its plan and its ref moves
+ * (tests/integration/erase_audit.sh). */
+#define KILN_REWRITE_STEP __attribute__((noipa))
+
 /* Writes every new object and fills *out (zeroed first) with the ref moves
  * and the commits rewritten; no ref changes. Nothing to rewrite: 0 with no
  * moves. */
-int kiln_rewrite_plan(kiln_manifest *manifest, const kiln_rewrite_options *options, kiln_rewrite_result *out);
+KILN_REWRITE_STEP int kiln_rewrite_plan(kiln_manifest *manifest, const kiln_rewrite_options *options,
+                                        kiln_rewrite_result *out);
 
 /* Moves each ref from old_id to new_id by compare-and-swap (a ref already
  * at new_id is left). KILN_EMODIFIED, naming the first such ref, when one
  * moved elsewhere meanwhile (the others are still moved): plan again.
  * *out_moved (may be NULL) counts the refs moved by this call. */
-int kiln_rewrite_apply(kiln_manifest *manifest, const kiln_rewrite_result *result, const char *reflog_message,
-                       size_t *out_moved);
+KILN_REWRITE_STEP int kiln_rewrite_apply(kiln_manifest *manifest, const kiln_rewrite_result *result,
+                                         const char *reflog_message, size_t *out_moved);
 
 /* Keeps, in order, the moves whose ref names new_id now (the ones applied,
  * by this process or a killed one) and returns how many: after

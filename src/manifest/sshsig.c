@@ -47,7 +47,7 @@ static int put_string(kiln_buf *b, const void *p, size_t n)
 	if (n > UINT32_MAX)
 		return kiln_error_set(KILN_ELIMIT, "signature: a field is too long");
 	if (put_u32(b, (uint32_t)n) < 0 || kiln_buf_put(b, p, n) < 0)
-		return kiln_error_set(KILN_ENOMEM, "signature: out of memory");
+		return kiln_error_oom("signature");
 	return 0;
 }
 
@@ -122,7 +122,7 @@ static int signed_data(kiln_buf *out, const char *ns, size_t ns_len, const void 
 	int rc;
 
 	if (kiln_buf_put(out, "SSHSIG", 6) < 0)
-		return kiln_error_set(KILN_ENOMEM, "signature: out of memory");
+		return kiln_error_oom("signature");
 	if ((rc = put_string(out, ns, ns_len)) < 0 || (rc = put_string(out, reserved, reserved_len)) < 0 ||
 	    (rc = put_cstring(out, hash_alg)) < 0 || (rc = put_string(out, digest, digest_len)) < 0)
 		return rc;
@@ -156,7 +156,7 @@ int kiln_sshsig_sign(const kiln_signing_key *key, const char *namespace, const v
 
 	/* "SSHSIG" uint32(1) s(pubkey) s(ns) s("") s("sha512") s(s("ssh-ed25519") s(sig)) */
 	if (kiln_buf_put(&blob, "SSHSIG", 6) < 0 || put_u32(&blob, 1) < 0) {
-		rc = kiln_error_set(KILN_ENOMEM, "signature: out of memory");
+		rc = kiln_error_oom("signature");
 		goto cleanup;
 	}
 	if ((rc = put_ed25519(&blob, key->pk, 32)) < 0 || (rc = put_cstring(&blob, namespace)) < 0 ||
@@ -166,7 +166,7 @@ int kiln_sshsig_sign(const kiln_signing_key *key, const char *namespace, const v
 
 	b64_len = sodium_base64_ENCODED_LEN(blob.len, sodium_base64_VARIANT_ORIGINAL);
 	if (!(b64 = malloc(b64_len))) {
-		rc = kiln_error_set(KILN_ENOMEM, "signature: out of memory");
+		rc = kiln_error_oom("signature");
 		goto cleanup;
 	}
 	sodium_bin2base64(b64, b64_len, (const unsigned char *)blob.ptr, blob.len,
@@ -233,7 +233,7 @@ int kiln_sshsig_verify(const char *armoured, size_t len, const char *namespace, 
 	armoured += begin_len;
 	len -= begin_len + end_len;
 	if (!(bin = malloc(len + 1)))
-		return kiln_error_set(KILN_ENOMEM, "signature: out of memory");
+		return kiln_error_oom("signature");
 	if (kiln_base64_decode(bin, len + 1, armoured, len, " \t\r\n", &bin_len) != 0) {
 		rc = bad("the armour is not base64");
 		goto cleanup;
@@ -433,7 +433,7 @@ int kiln_signing_key_generate(const char *private_path, const char *public_path,
 	crypto_sign_ed25519_keypair(key.pk, key.sk);
 	snprintf(key.comment, sizeof(key.comment), "%s", comment);
 	if ((rc = kiln_signing_key_public_line(&key, &pub)) < 0 || (rc = kiln_buf_putc(&pub, '\n')) < 0) {
-		rc = kiln_error_set(KILN_ENOMEM, "signature: out of memory");
+		rc = kiln_error_oom("signature");
 		goto cleanup;
 	}
 	n = snprintf(text, sizeof(text), KEY_MAGIC "\n");

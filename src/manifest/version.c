@@ -8,6 +8,7 @@
 #include "manifest/version.h"
 #include "manifest/internal.h"
 #include "manifest/ledger.h"
+#include "manifest/version_internal.h"
 
 #include <errno.h>
 #include <git2.h>
@@ -120,7 +121,7 @@ int kiln_version_open(kiln_manifest **out, const char *path)
 
 /* ---- trees and blobs ------------------------------------------------------ */
 
-static int commit_of(kiln_manifest *m, const kiln_version *v, git_commit **out)
+int kiln_version_commit(kiln_manifest *m, const kiln_version *v, git_commit **out)
 {
 	git_oid id;
 	int gerr;
@@ -136,7 +137,7 @@ static int commit_of(kiln_manifest *m, const kiln_version *v, git_commit **out)
 static int tree_of(kiln_manifest *m, const kiln_version *v, git_tree **out)
 {
 	git_commit *commit;
-	int rc = commit_of(m, v, &commit), gerr;
+	int rc = kiln_version_commit(m, v, &commit), gerr;
 
 	*out = NULL;
 	if (rc < 0)
@@ -423,7 +424,7 @@ static int line_state_init(line_state *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->scanner = kiln_json_scanner_new(NULL);
-	return s->scanner ? 0 : kiln_error_set(KILN_ENOMEM, "out of memory");
+	return s->scanner ? 0 : kiln_error_oom(NULL);
 }
 
 static void line_state_free(line_state *s)
@@ -554,143 +555,6 @@ cleanup:
 	git_tree_free(dir);
 	git_tree_free(tree);
 	line_state_free(&ls);
-	return rc;
-}
-
-/* ---- history -------------------------------------------------------------- */
-
-typedef struct vtag {
-	git_oid commit;
-	uint64_t n;
-	char name[24];
-} vtag;
-
-static int vtag_cmp(const void *a, const void *b)
-{
-	const vtag *x = a, *y = b;
-
-	return (x->n > y->n) - (x->n < y->n);
-}
-
-/* The dataset's vN tags peeled to commits, ascending by N. */
-static int load_vtags(kiln_manifest *m, const char *dataset, vtag **out, size_t *out_n)
-{
-	char glob[KILN_MFMT_NAME_MAX + 32];
-	size_t prefix_len, n = 0, cap = 0;
-	git_reference_iterator *it = NULL;
-	git_reference *ref;
-	vtag *tags = NULL;
-	int gerr, rc = 0;
-
-	*out = NULL;
-	*out_n = 0;
-	snprintf(glob, sizeof(glob), "refs/tags/%s/v*", dataset);
-	prefix_len = strlen(glob) - 2;
-	if ((gerr = git_reference_iterator_glob_new(&it, kiln_manifest_repo(m), glob)) < 0)
-		return kiln_manifest_git_fail(m, gerr, glob);
-	while ((gerr = git_reference_next(&ref, it)) == 0) {
-		const char *name = git_reference_name(ref) + prefix_len;
-		size_t len = strlen(name), d;
-		git_object *obj = NULL;
-		uint64_t num = 0;
-
-		for (d = 1; d < len && name[d] >= '0' && name[d] <= '9'; d++)
-			num = num * 10 + (uint64_t)(name[d] - '0');
-		if (name[0] != 'v' || len < 2 || len > 19 || d != len ||
-		    git_reference_peel(&obj, ref, GIT_OBJECT_COMMIT) < 0) {
-			git_reference_free(ref);
-			continue; /* not a version tag, or not on a commit */
-		}
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			vtag *v = realloc(tags, ncap * sizeof(*v));
-
-			if (!v) {
-				git_object_free(obj);
-				git_reference_free(ref);
-				rc = kiln_error_set(KILN_ENOMEM, "out of memory");
-				goto cleanup;
-			}
-			tags = v;
-			cap = ncap;
-		}
-		git_oid_cpy(&tags[n].commit, git_object_id(obj));
-		tags[n].n = num;
-		snprintf(tags[n].name, sizeof(tags[n].name), "%s", name);
-		n++;
-		git_object_free(obj);
-		git_reference_free(ref);
-	}
-	if (gerr != GIT_ITEROVER) {
-		rc = kiln_manifest_git_fail(m, gerr, glob);
-		goto cleanup;
-	}
-	if (n > 1)
-		qsort(tags, n, sizeof(*tags), vtag_cmp);
-	*out = tags;
-	*out_n = n;
-	tags = NULL;
-cleanup:
-	free(tags);
-	git_reference_iterator_free(it);
-	return rc;
-}
-
-int kiln_version_log(kiln_manifest *m, const kiln_version *v, size_t max,
-                     int (*cb)(void *ctx, const char *commit, int64_t time, const char *summary,
-                               const char *tags),
-                     void *ctx)
-{
-	git_commit *commit = NULL, *parent = NULL;
-	vtag *tags = NULL;
-	size_t ntags = 0, count = 0;
-	kiln_buf names = KILN_BUF_INIT(0), line = KILN_BUF_INIT(0);
-	int rc, gerr;
-
-	if ((rc = load_vtags(m, v->dataset, &tags, &ntags)) < 0 || (rc = commit_of(m, v, &commit)) < 0)
-		goto cleanup;
-	while (commit && (max == 0 || count < max)) {
-		char hex[41];
-		const char *summary = git_commit_summary(commit);
-		kiln_version this = {0};
-		kiln_version_erasure er;
-
-		kiln_buf_reset(&names);
-		for (size_t i = 0; i < ntags; i++)
-			if (git_oid_equal(&tags[i].commit, git_commit_id(commit)) &&
-			    ((names.len && (rc = kiln_buf_putc(&names, ',')) < 0) ||
-			     (rc = kiln_buf_puts(&names, tags[i].name)) < 0))
-				goto cleanup;
-		if ((rc = kiln_buf_putc(&names, '\0')) < 0)
-			goto cleanup;
-		git_oid_tostr(hex, sizeof(hex), git_commit_id(commit));
-		/* a version an erasure rewrote says so after its summary */
-		memcpy(this.commit, hex, sizeof(hex));
-		kiln_buf_reset(&line);
-		if ((rc = kiln_version_erasure_of(m, &this, &er)) < 0 ||
-		    (rc = kiln_buf_puts(&line, summary ? summary : "")) < 0 ||
-		    (er.id[0] && (rc = kiln_buf_printf(&line, " [rewritten by erasure %s]", er.id)) < 0) ||
-		    (rc = kiln_buf_putc(&line, '\0')) < 0)
-			goto cleanup;
-		if ((rc = cb(ctx, hex, (int64_t)git_commit_time(commit), line.ptr, names.ptr)) != 0)
-			goto cleanup;
-		count++;
-		if (git_commit_parentcount(commit) == 0)
-			break;
-		if ((gerr = git_commit_parent(&parent, commit, 0)) < 0) {
-			rc = kiln_manifest_git_fail(m, gerr, hex);
-			goto cleanup;
-		}
-		git_commit_free(commit);
-		commit = parent;
-		parent = NULL;
-	}
-	rc = 0;
-cleanup:
-	git_commit_free(commit);
-	free(tags);
-	kiln_buf_free(&names);
-	kiln_buf_free(&line);
 	return rc;
 }
 
@@ -1028,7 +892,7 @@ int kiln_version_erasure_of(kiln_manifest *m, const kiln_version *v, kiln_versio
 	int rc, gerr;
 
 	memset(out, 0, sizeof(*out));
-	if ((rc = commit_of(m, v, &commit)) < 0)
+	if ((rc = kiln_version_commit(m, v, &commit)) < 0)
 		return rc;
 	rc = last_erasure_line(git_commit_message(commit), ": rewritten from commit ", out->id,
 	                       out->old_commit);

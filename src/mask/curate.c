@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "mask/detect.h"
 #include "mask/token.h"
@@ -84,7 +85,7 @@ int kiln_curator_new(kiln_curator **out, const kiln_curator_options *opt)
 
 	*out = NULL;
 	if (!c)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	c->opt = *opt;
 	if (!c->opt.limits.max_depth)
 		c->opt.limits.max_depth = KILN_JSON_DEFAULT_DEPTH;
@@ -92,7 +93,7 @@ int kiln_curator_new(kiln_curator **out, const kiln_curator_options *opt)
 	c->cache = calloc(CACHE_SLOTS, sizeof(*c->cache));
 	if (!c->frames || !c->cache) {
 		kiln_curator_free(c);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	if ((rc = kiln_detector_new(&c->detector)) < 0) {
 		kiln_curator_free(c);
@@ -269,7 +270,7 @@ static int put_scanned(kiln_curator *c, kiln_buf *out, const kiln_field *f, cons
 		size_t nn;
 
 		if (m->len > sizeof(norm) && !(nb = big = malloc(m->len)))
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		nn = kiln_detect_normalise(m->kind, s + m->start, m->len, nb,
 		                           m->len > sizeof(norm) ? m->len : sizeof(norm));
 		size_t tn = token_of(c, token, domain, nb, nn);
@@ -359,14 +360,8 @@ static int observe(kiln_curator *c, const kiln_field *f, kiln_json_type type, ui
 	kiln_curate_value *v;
 	size_t end = c->out->len;
 
-	if (c->value_count == c->value_cap) {
-		size_t cap = c->value_cap ? c->value_cap * 2 : 64;
-		kiln_curate_value *grown = realloc(c->values, cap * sizeof(*grown));
-		if (!grown)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		c->values = grown;
-		c->value_cap = cap;
-	}
+	if (KILN_ARRAY_GROW(c->values, c->value_cap, c->value_count, NULL) < 0)
+		return KILN_ENOMEM;
 	v = &c->values[c->value_count++];
 	if (end - from >= 2 && c->out->ptr[from] == '"') {
 		/* a string (a token or a redaction of any value is one too) */

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -71,18 +72,11 @@ static int on_key(void *ctx, const char *key, uint64_t size, int64_t mtime)
 	puller *p = ctx;
 
 	(void)mtime;
-	if (p->n == p->cap) {
-		size_t ncap = p->cap ? p->cap * 2 : 1024;
-		entry *nv = realloc(p->v, ncap * sizeof(*nv));
-
-		if (!nv)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		p->v = nv;
-		p->cap = ncap;
-	}
+	if (KILN_ARRAY_GROW(p->v, p->cap, p->n, NULL) < 0)
+		return KILN_ENOMEM;
 	memset(&p->v[p->n], 0, sizeof(p->v[p->n]));
 	if (!(p->v[p->n].rel = strdup(key + p->skip)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	p->v[p->n++].size = size;
 	return 0;
 }

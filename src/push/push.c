@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -64,11 +65,6 @@ typedef struct pusher {
 	char ledger_tip[41]; /* refs/erasures/<dataset> here, "" when none */
 } pusher;
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory");
-}
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -84,17 +80,10 @@ static int on_listed(void *ctx, const char *key, uint64_t size, int64_t mtime)
 	pusher *p = ctx;
 
 	(void)mtime;
-	if (p->nhave == p->have_cap) {
-		size_t ncap = p->have_cap ? p->have_cap * 2 : 1024;
-		listed *nv = realloc(p->have, ncap * sizeof(*nv));
-
-		if (!nv)
-			return oom();
-		p->have = nv;
-		p->have_cap = ncap;
-	}
+	if (KILN_ARRAY_GROW(p->have, p->have_cap, p->nhave, NULL) < 0)
+		return KILN_ENOMEM;
 	if (!(p->have[p->nhave].key = strdup(key)))
-		return oom();
+		return kiln_error_oom(NULL);
 	p->have[p->nhave++].size = size;
 	return 0;
 }
@@ -142,15 +131,8 @@ static int add_task(pusher *p, const char *key, const char *kind, uint64_t bytes
 {
 	task *t;
 
-	if (p->ntasks == p->task_cap) {
-		size_t ncap = p->task_cap ? p->task_cap * 2 : 256;
-		task *nv = realloc(p->tasks, ncap * sizeof(*nv));
-
-		if (!nv)
-			return oom();
-		p->tasks = nv;
-		p->task_cap = ncap;
-	}
+	if (KILN_ARRAY_GROW(p->tasks, p->task_cap, p->ntasks, NULL) < 0)
+		return KILN_ENOMEM;
 	t = &p->tasks[p->ntasks];
 	memset(t, 0, sizeof(*t));
 	t->kind = kind;
@@ -159,7 +141,7 @@ static int add_task(pusher *p, const char *key, const char *kind, uint64_t bytes
 		snprintf(t->hash, sizeof(t->hash), "%s", hash);
 	if (!(t->key = strdup(key)) || (path && !(t->path = strdup(path)))) {
 		free(t->key);
-		return oom();
+		return kiln_error_oom(NULL);
 	}
 	p->ntasks++;
 	p->out->totals.objects++;
@@ -574,15 +556,8 @@ static int need_shard(void *ctx, const kiln_shard_entry *e)
 {
 	sweep *w = ctx;
 
-	if (w->nneed == w->need_cap) {
-		size_t ncap = w->need_cap ? w->need_cap * 2 : 256;
-		char(*nv)[65] = realloc(w->need, ncap * sizeof(*nv));
-
-		if (!nv)
-			return oom();
-		w->need = nv;
-		w->need_cap = ncap;
-	}
+	if (KILN_ARRAY_GROW(w->need, w->need_cap, w->nneed, NULL) < 0)
+		return KILN_ENOMEM;
 	snprintf(w->need[w->nneed++], 65, "%s", e->hash);
 	return 0;
 }
@@ -684,15 +659,8 @@ static int children(const kiln_buf *body, git_object_t type, char (**stack)[41],
 		}
 		if (!id[0] || !kiln_push_hex40(id))
 			continue;
-		if (*n == *cap) {
-			size_t ncap = *cap ? *cap * 2 : 256;
-			char(*nv)[41] = realloc(*stack, ncap * sizeof(*nv));
-
-			if (!nv)
-				return oom();
-			*stack = nv;
-			*cap = ncap;
-		}
+		if (KILN_ARRAY_GROW(*stack, *cap, *n, NULL) < 0)
+			return KILN_ENOMEM;
 		memcpy((*stack)[(*n)++], id, 41);
 	}
 	return 0;
@@ -712,17 +680,8 @@ static int delete_objects(sweep *w)
 	int rc = 0;
 
 	for (size_t i = 0; rc == 0 && i < w->ngone; i++) {
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 256;
-			char(*nv)[41] = realloc(stack, ncap * sizeof(*nv));
-
-			if (!nv) {
-				rc = oom();
-				break;
-			}
-			stack = nv;
-			cap = ncap;
-		}
+		if ((rc = KILN_ARRAY_GROW(stack, cap, n, NULL)) < 0)
+			break;
 		snprintf(stack[n++], 41, "%.40s", w->gone[i]);
 	}
 	while (rc == 0 && n > 0) {
@@ -846,7 +805,7 @@ static int judge(pusher *p)
 	out->promoted = p->v.tag[0] && tag_prefix && vn_name(tag_prefix);
 	if (req->keys_file) {
 		if (!(keys = calloc(1, sizeof(*keys))))
-			return oom();
+			return kiln_error_oom(NULL);
 		if ((rc = kiln_verify_keys_load(keys, req->keys_file)) < 0)
 			goto cleanup;
 	}

@@ -49,7 +49,7 @@ static int load_target(kiln_push_target *t, const kiln_config *cfg, const kiln_y
 	int rc;
 
 	if (!src.path)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if ((rc = kiln_config_check_keys(cfg, node, section, target_keys)) < 0 ||
 	    (rc = kiln_store_config_load(&src, node, "store", &t->url, &t->store)) < 0 ||
 	    (rc = kiln_config_string(cfg, node, section, "manifest_prefix", false, &t->manifest_prefix)) <
@@ -88,7 +88,7 @@ int kiln_push_target_load(kiln_push_target **out, const char *path, const char *
 	*out = NULL;
 	if (!t || !(t->owned = calloc(1, sizeof(*t->owned))) || !(t->owned->arena = kiln_arena_new())) {
 		kiln_push_target_free(t);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	t->name = name;
 	t->manifest_prefix = KILN_PUSH_MANIFEST_PREFIX;
@@ -116,7 +116,7 @@ int kiln_push_target_load(kiln_push_target **out, const char *path, const char *
 	cfg.doc = t->owned->doc;
 	cfg.arena = t->owned->arena;
 	if (!(cfg.dir = kiln_arena_dirname(cfg.arena, path))) {
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 		goto fail;
 	}
 	root = kiln_yaml_root(cfg.doc);
@@ -139,7 +139,7 @@ int kiln_push_target_load(kiln_push_target **out, const char *path, const char *
 		goto fail;
 	}
 	if (!(section = kiln_arena_printf(cfg.arena, "targets.%s", name))) {
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 		goto fail;
 	}
 	if ((rc = load_target(t, &cfg, node, section)) < 0)

@@ -193,7 +193,7 @@ int kiln_drift_compare(kiln_drift *out, const kiln_profile *base, const kiln_pro
 	out->records_base = base->records;
 	out->records_now = now->records;
 	if (!(out->fields = calloc(base->count + now->count + 1, sizeof(*out->fields))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < base->count; i++) {
 		kiln_field_drift *d = &out->fields[n++];
 		d->path = base->fields[i].path;

@@ -10,7 +10,9 @@
 #include <strings.h>
 
 #include "core/base64.h"
+#include "core/array.h"
 #include "core/error.h"
+#include "quality/profile_internal.h"
 
 /* the quantiles profile.json lists (the sketch answers any other) */
 static const double QUANTILES[] = {0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99};
@@ -23,11 +25,6 @@ static const char *const PTYPE_NAMES[KILN_PTYPE_COUNT_] = {"null",   "boolean", 
 const char *kiln_ptype_name(kiln_ptype t)
 {
 	return t < KILN_PTYPE_COUNT_ ? PTYPE_NAMES[t] : "?";
-}
-
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory");
 }
 
 /* ---- schema ---- */
@@ -72,14 +69,8 @@ static int schema_walk(kiln_profile_schema *s, const kiln_field *f, const char *
 		s->omitted++;
 		goto children;
 	}
-	if (s->count == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 32;
-		struct schema_field *v = realloc(s->v, cap * sizeof(*v));
-		if (!v)
-			return oom();
-		s->v = v;
-		s->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(s->v, s->cap, s->count, NULL) < 0)
+		return KILN_ENOMEM;
 	tokens = tokens || personal(f);
 	s->v[s->count++] = (struct schema_field){f, f->path, parent, tokens, item, NULL, NULL, 0, 0};
 children:
@@ -131,7 +122,7 @@ static int sort_enum(struct schema_field *sf)
 		return 0;
 	if (!(sf->by_text = malloc(f->enum_count * sizeof(uint32_t))) ||
 	    !(sf->by_number = malloc(f->enum_count * sizeof(uint32_t))))
-		return oom();
+		return kiln_error_oom(NULL);
 	for (uint32_t e = 0; e < f->enum_count; e++)
 		if (f->enum_kinds[e] == KILN_ENUM_NUMBER)
 			sf->by_number[sf->number_count++] = e;
@@ -151,7 +142,7 @@ int kiln_profile_schema_new(kiln_profile_schema **out, const kiln_contract *cont
 
 	*out = NULL;
 	if (!s)
-		return oom();
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < contract->root->child_count; i++)
 		if ((rc = schema_walk(s, contract->root->children[i], NULL, false, false)) < 0) {
 			kiln_profile_schema_free(s);
@@ -165,7 +156,7 @@ int kiln_profile_schema_new(kiln_profile_schema **out, const kiln_contract *cont
 	s->ids = contract->field_count + 1;
 	if (!(s->slot_of_id = malloc(s->ids * sizeof(*s->slot_of_id)))) {
 		kiln_profile_schema_free(s);
-		return oom();
+		return kiln_error_oom(NULL);
 	}
 	memset(s->slot_of_id, 0xff, s->ids * sizeof(*s->slot_of_id));
 	for (size_t i = 0; i < s->count; i++)
@@ -195,7 +186,7 @@ static long schema_index(const kiln_profile_schema *s, const kiln_field *f)
 
 /* ---- profiles ---- */
 
-static void field_free(kiln_profile_field *f)
+void kiln_profile_field_free(kiln_profile_field *f)
 {
 	free(f->path);
 	free(f->parent);
@@ -222,7 +213,7 @@ static void field_clear(kiln_profile_field *f)
 		memset(f->cat_counts, 0, f->cat_count * sizeof(*f->cat_counts));
 }
 
-static int add_category(kiln_profile_field *f, const char *name, size_t len, uint64_t count)
+int kiln_profile_add_category(kiln_profile_field *f, const char *name, size_t len, uint64_t count)
 {
 	if (f->cat_count == f->cat_cap) {
 		size_t cap = f->cat_cap ? f->cat_cap * 2 : 4;
@@ -230,17 +221,17 @@ static int add_category(kiln_profile_field *f, const char *name, size_t len, uin
 		uint64_t *counts;
 
 		if (!names)
-			return oom();
+			return kiln_error_oom(NULL);
 		f->cat_names = names;
 		if (!(counts = realloc(f->cat_counts, cap * sizeof(*counts))))
-			return oom();
+			return kiln_error_oom(NULL);
 		f->cat_counts = counts;
 		f->cat_cap = cap;
 	}
 	if (f->cat_count >= UINT32_MAX)
 		return kiln_error_set(KILN_EINVALID, "profile: more than 2^32 categories");
 	if (!(f->cat_names[f->cat_count] = strndup(name, len)))
-		return oom();
+		return kiln_error_oom(NULL);
 	f->cat_counts[f->cat_count++] = count;
 	free(f->cat_index);
 	f->cat_index = NULL;
@@ -302,19 +293,13 @@ static int append_field(kiln_profile *p, const char *path, const char *parent, k
 {
 	kiln_profile_field *f;
 
-	if (p->count == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 16;
-		kiln_profile_field *v = realloc(p->fields, cap * sizeof(*v));
-		if (!v)
-			return oom();
-		p->fields = v;
-		p->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(p->fields, p->cap, p->count, NULL) < 0)
+		return KILN_ENOMEM;
 	f = &p->fields[p->count];
 	memset(f, 0, sizeof(*f));
 	if (!(f->path = strdup(path)) || (parent && !(f->parent = strdup(parent)))) {
-		field_free(f);
-		return oom();
+		kiln_profile_field_free(f);
+		return kiln_error_oom(NULL);
 	}
 	p->count++;
 	*out = f;
@@ -338,10 +323,12 @@ int kiln_profile_init(kiln_profile *p, const kiln_profile_schema *s)
 		if (f->tokens)
 			continue;
 		for (size_t e = 0; e < sf->field->enum_count; e++)
-			if ((rc = add_category(f, sf->field->enum_values[e], sf->field->enum_lens[e], 0)) < 0)
+			if ((rc = kiln_profile_add_category(f, sf->field->enum_values[e],
+			                                    sf->field->enum_lens[e], 0)) < 0)
 				goto fail;
 		if (!sf->field->enum_count && sf->field->type == KILN_LTYPE_BOOLEAN &&
-		    ((rc = add_category(f, "false", 5, 0)) < 0 || (rc = add_category(f, "true", 4, 0)) < 0))
+		    ((rc = kiln_profile_add_category(f, "false", 5, 0)) < 0 ||
+		     (rc = kiln_profile_add_category(f, "true", 4, 0)) < 0))
 			goto fail;
 	}
 	return 0;
@@ -355,7 +342,7 @@ void kiln_profile_free(kiln_profile *p)
 	if (!p)
 		return;
 	for (size_t i = 0; i < p->count; i++)
-		field_free(&p->fields[i]);
+		kiln_profile_field_free(&p->fields[i]);
 	free(p->fields);
 	memset(p, 0, sizeof(*p));
 }
@@ -489,7 +476,7 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 			    .type = KILN_JSON_STRING, .flags = KILN_JSON_ESCAPED, .ptr = text, .len = len};
 			char *d = len <= sizeof(small) ? small : (big = malloc(len));
 			if (!d)
-				return oom();
+				return kiln_error_oom(NULL);
 			n = kiln_json_unescape(d, len, &t);
 			v = d;
 		}
@@ -549,17 +536,18 @@ static int merge_categories(kiln_profile_field *a, const kiln_profile_field *b)
 	if (!b->cat_count)
 		return 0;
 	if (!(at = malloc(b->cat_count * sizeof(*at))))
-		return oom();
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < b->cat_count; i++)
 		if ((at[i] = kiln_profile_category(a, b->cat_names[i], strlen(b->cat_names[i]))) < 0 &&
 		    known && !a->cat_index) {
-			rc = oom();
+			rc = kiln_error_oom(NULL);
 			goto done;
 		}
 	for (size_t i = 0; i < b->cat_count; i++) {
 		if (at[i] < 0) {
 			at[i] = (long)a->cat_count;
-			if ((rc = add_category(a, b->cat_names[i], strlen(b->cat_names[i]), 0)) < 0)
+			if ((rc = kiln_profile_add_category(a, b->cat_names[i], strlen(b->cat_names[i]), 0)) <
+			    0)
 				goto done;
 		}
 		a->cat_counts[at[i]] += b->cat_counts[i];
@@ -789,507 +777,4 @@ int kiln_profile_render_file(kiln_buf *out, const kiln_profile *total, const kil
 	    (rc = kiln_profile_render(out, added)) < 0)
 		return rc;
 	return kiln_buf_puts(out, "}\n");
-}
-
-/* ---- parse ---- */
-
-typedef struct preader {
-	kiln_json_scanner *sc;
-	const char *where;
-	kiln_json_token t;
-} preader;
-
-static int bad(preader *r, const char *what)
-{
-	return kiln_error_set(KILN_EINVALID, "%s: %s", r->where, what);
-}
-
-static int next(preader *r)
-{
-	int rc = kiln_json_next(r->sc, &r->t);
-
-	if (rc < 0 || r->t.type == KILN_JSON_NONE) {
-		size_t at = 0;
-		kiln_reject code = kiln_json_scanner_error(r->sc, &at, NULL);
-		return kiln_error_set(KILN_EINVALID, "%s: not JSON (%s at byte %zu)", r->where,
-		                      code ? kiln_reject_name(code) : "end of text", at);
-	}
-	return 0;
-}
-
-static int skip(preader *r)
-{
-	uint32_t depth = 0;
-	int rc;
-
-	do {
-		if ((rc = next(r)) < 0)
-			return rc;
-		if (r->t.type == KILN_JSON_OBJECT_BEGIN || r->t.type == KILN_JSON_ARRAY_BEGIN)
-			depth++;
-		else if (r->t.type == KILN_JSON_OBJECT_END || r->t.type == KILN_JSON_ARRAY_END)
-			depth--;
-	} while (depth);
-	return 0;
-}
-
-static bool key_is(const preader *r, const char *k)
-{
-	return r->t.len == strlen(k) && memcmp(r->t.ptr, k, r->t.len) == 0;
-}
-
-static int expect(preader *r, kiln_json_type type, const char *what)
-{
-	int rc = next(r);
-
-	if (rc < 0)
-		return rc;
-	return r->t.type == type ? 0 : bad(r, what);
-}
-
-static int read_u64(preader *r, uint64_t *out)
-{
-	char *end;
-	char text[32];
-	int rc;
-
-	if ((rc = expect(r, KILN_JSON_NUMBER, "a count is not a number")) < 0)
-		return rc;
-	if (!(r->t.flags & KILN_JSON_INTEGER) || r->t.ptr[0] == '-' || r->t.len >= sizeof(text))
-		return bad(r, "a count is not a non-negative integer");
-	memcpy(text, r->t.ptr, r->t.len);
-	text[r->t.len] = '\0';
-	*out = strtoull(text, &end, 10);
-	return 0;
-}
-
-static int read_double(preader *r, double *out)
-{
-	char text[64];
-	int rc;
-
-	if ((rc = expect(r, KILN_JSON_NUMBER, "a figure is not a number")) < 0)
-		return rc;
-	if (r->t.len >= sizeof(text))
-		return bad(r, "a figure is too long");
-	memcpy(text, r->t.ptr, r->t.len);
-	text[r->t.len] = '\0';
-	*out = strtod(text, NULL);
-	return 0;
-}
-
-static int read_string(preader *r, char **out)
-{
-	int rc;
-
-	if ((rc = expect(r, KILN_JSON_STRING, "a name is not a string")) < 0)
-		return rc;
-	if (!(*out = malloc(r->t.len + 1)))
-		return oom();
-	(*out)[kiln_json_unescape(*out, r->t.len, &r->t)] = '\0';
-	return 0;
-}
-
-/* The object after a key: calls each(r, ctx) on every key token. */
-static int read_object(preader *r, int (*each)(preader *r, void *ctx), void *ctx)
-{
-	int rc;
-
-	if ((rc = expect(r, KILN_JSON_OBJECT_BEGIN, "expected an object")) < 0)
-		return rc;
-	for (;;) {
-		if ((rc = next(r)) < 0)
-			return rc;
-		if (r->t.type == KILN_JSON_OBJECT_END)
-			return 0;
-		if ((rc = each(r, ctx)) < 0)
-			return rc;
-	}
-}
-
-struct store_ctx {
-	kiln_ddsketch *dd;
-	bool negative;
-	int32_t offset; /* rendered before "counts" */
-};
-
-static int store_key(preader *r, void *ctx)
-{
-	struct store_ctx *c = ctx;
-	int rc;
-
-	if (key_is(r, "offset")) {
-		double v;
-		if ((rc = read_double(r, &v)) < 0)
-			return rc;
-		if (v < -100000 || v > 100000)
-			return bad(r, "a sketch bucket offset is out of range");
-		c->offset = (int32_t)v;
-		return 0;
-	}
-	if (!key_is(r, "counts"))
-		return skip(r);
-	if ((rc = expect(r, KILN_JSON_ARRAY_BEGIN, "sketch counts are not an array")) < 0)
-		return rc;
-	for (int32_t i = 0;; i++) {
-		uint64_t n;
-		char text[32];
-
-		if ((rc = next(r)) < 0)
-			return rc;
-		if (r->t.type == KILN_JSON_ARRAY_END)
-			return 0;
-		if (r->t.type != KILN_JSON_NUMBER || !(r->t.flags & KILN_JSON_INTEGER) ||
-		    r->t.len >= sizeof(text))
-			return bad(r, "a sketch count is not an integer");
-		memcpy(text, r->t.ptr, r->t.len);
-		text[r->t.len] = '\0';
-		n = strtoull(text, NULL, 10);
-		if ((rc = kiln_dd_add_bucket(c->dd, c->negative, c->offset + i, n)) < 0)
-			return rc;
-	}
-}
-
-static int sketch_key(preader *r, void *ctx)
-{
-	kiln_ddsketch *dd = ctx;
-	struct store_ctx sc = {dd, false, 0};
-
-	if (key_is(r, "zero"))
-		return read_u64(r, &dd->zero);
-	if (key_is(r, "positive") || key_is(r, "negative")) {
-		sc.negative = key_is(r, "negative");
-		return read_object(r, store_key, &sc);
-	}
-	return skip(r);
-}
-
-static int number_key(preader *r, void *ctx)
-{
-	kiln_profile_field *f = ctx;
-	double variance;
-	int rc;
-
-	if (key_is(r, "count"))
-		return read_u64(r, &f->num.count);
-	if (key_is(r, "min"))
-		return read_double(r, &f->num.min);
-	if (key_is(r, "max"))
-		return read_double(r, &f->num.max);
-	if (key_is(r, "mean"))
-		return read_double(r, &f->num.mean);
-	if (key_is(r, "variance")) {
-		if ((rc = read_double(r, &variance)) < 0)
-			return rc;
-		f->num.m2 = variance * (double)f->num.count; /* count comes first */
-		return 0;
-	}
-	if (key_is(r, "sketch"))
-		return read_object(r, sketch_key, &f->dd);
-	return skip(r);
-}
-
-static int string_key(preader *r, void *ctx)
-{
-	kiln_profile_field *f = ctx;
-
-	if (key_is(r, "length_min"))
-		return read_u64(r, &f->len_min);
-	if (key_is(r, "length_max"))
-		return read_u64(r, &f->len_max);
-	if (key_is(r, "length_sum"))
-		return read_u64(r, &f->len_sum);
-	if (key_is(r, "empty"))
-		return read_u64(r, &f->empty);
-	return skip(r);
-}
-
-static int distinct_key(preader *r, void *ctx)
-{
-	kiln_profile_field *f = ctx;
-	uint8_t bin[KILN_HLL_REGISTERS];
-	size_t bin_len = 0;
-	bool sparse = key_is(r, "sparse");
-	int rc;
-
-	if (!sparse && !key_is(r, "registers"))
-		return skip(r);
-	if ((rc = expect(r, KILN_JSON_STRING, "distinct registers are not a string")) < 0)
-		return rc;
-	if (!f->distinct.reg && !(f->distinct.reg = calloc(KILN_HLL_REGISTERS, 1)))
-		return oom();
-	if (kiln_base64_decode(bin, sizeof(bin), r->t.ptr, r->t.len, NULL, &bin_len) != 0 ||
-	    (sparse ? bin_len % 3 != 0 : bin_len != KILN_HLL_REGISTERS))
-		return bad(r, sparse ? "sparse registers are not base64 of 3-byte entries"
-		                     : "registers are not base64 of 4096 bytes");
-	if (!sparse) {
-		memcpy(f->distinct.reg, bin, KILN_HLL_REGISTERS);
-		return 0;
-	}
-	for (size_t i = 0; i < bin_len; i += 3) {
-		uint32_t at = (uint32_t)bin[i] << 8 | bin[i + 1];
-		if (at >= KILN_HLL_REGISTERS)
-			return bad(r, "a sparse register index is out of range");
-		f->distinct.reg[at] = bin[i + 2];
-	}
-	return 0;
-}
-
-static int types_key(preader *r, void *ctx)
-{
-	kiln_profile_field *f = ctx;
-
-	for (int t = 0; t < KILN_PTYPE_COUNT_; t++)
-		if (key_is(r, PTYPE_NAMES[t]))
-			return read_u64(r, &f->types[t]);
-	return skip(r);
-}
-
-static int category_key(preader *r, void *ctx)
-{
-	kiln_profile_field *f = ctx;
-	char *name = malloc(r->t.len + 1);
-	uint64_t n;
-	int rc;
-
-	if (!name)
-		return oom();
-	name[kiln_json_unescape(name, r->t.len, &r->t)] = '\0';
-	if ((rc = read_u64(r, &n)) == 0)
-		rc = add_category(f, name, strlen(name), n);
-	free(name);
-	return rc;
-}
-
-static int field_key(preader *r, void *ctx)
-{
-	kiln_profile_field *f = ctx;
-	int rc;
-
-	if (key_is(r, "path")) {
-		free(f->path);
-		return read_string(r, &f->path);
-	}
-	if (key_is(r, "parent")) {
-		free(f->parent);
-		return read_string(r, &f->parent);
-	}
-	if (key_is(r, "profiled")) {
-		if ((rc = expect(r, KILN_JSON_STRING, "profiled is not a string")) < 0)
-			return rc;
-		f->tokens = r->t.len == 6 && memcmp(r->t.ptr, "tokens", 6) == 0;
-		return 0;
-	}
-	if (key_is(r, "item")) {
-		if ((rc = next(r)) < 0)
-			return rc;
-		f->item = r->t.type == KILN_JSON_TRUE;
-		return 0;
-	}
-	if (key_is(r, "present"))
-		return read_u64(r, &f->present);
-	if (key_is(r, "types"))
-		return read_object(r, types_key, f);
-	if (key_is(r, "number"))
-		return read_object(r, number_key, f);
-	if (key_is(r, "string"))
-		return read_object(r, string_key, f);
-	if (key_is(r, "distinct"))
-		return read_object(r, distinct_key, f);
-	if (key_is(r, "categories"))
-		return read_object(r, category_key, f);
-	return skip(r);
-}
-
-static int profile_key(preader *r, void *ctx)
-{
-	kiln_profile *p = ctx;
-	int rc;
-
-	if (key_is(r, "records"))
-		return read_u64(r, &p->records);
-	if (key_is(r, "omitted"))
-		return read_u64(r, &p->omitted);
-	if (!key_is(r, "fields"))
-		return skip(r);
-	if ((rc = expect(r, KILN_JSON_ARRAY_BEGIN, "fields is not an array")) < 0)
-		return rc;
-	for (;;) {
-		kiln_profile_field f = {0};
-
-		if ((rc = next(r)) < 0)
-			return rc;
-		if (r->t.type == KILN_JSON_ARRAY_END)
-			return 0;
-		if (r->t.type != KILN_JSON_OBJECT_BEGIN)
-			return bad(r, "a field is not an object");
-		for (;;) {
-			if ((rc = next(r)) < 0 || r->t.type == KILN_JSON_OBJECT_END)
-				break;
-			if ((rc = field_key(r, &f)) < 0)
-				break;
-		}
-		if (rc == 0 && !f.path)
-			rc = bad(r, "a field has no path");
-		if (rc == 0 && p->count == p->cap) {
-			size_t cap = p->cap ? p->cap * 2 : 16;
-			kiln_profile_field *v = realloc(p->fields, cap * sizeof(*v));
-			if (!v)
-				rc = oom();
-			else {
-				p->fields = v;
-				p->cap = cap;
-			}
-		}
-		if (rc < 0) {
-			field_free(&f);
-			return rc;
-		}
-		p->fields[p->count++] = f;
-	}
-}
-
-struct file_ctx {
-	kiln_profile *total, *added;
-	bool format;
-};
-
-static int file_key(preader *r, void *ctx)
-{
-	struct file_ctx *c = ctx;
-	kiln_profile scratch = {0};
-	int rc;
-
-	if (key_is(r, "format")) {
-		if ((rc = expect(r, KILN_JSON_STRING, "format is not a string")) < 0)
-			return rc;
-		if (r->t.len != strlen(KILN_PROFILE_FORMAT) ||
-		    memcmp(r->t.ptr, KILN_PROFILE_FORMAT, r->t.len) != 0)
-			return bad(r, "format is not " KILN_PROFILE_FORMAT);
-		c->format = true;
-		return 0;
-	}
-	if (key_is(r, "total") || key_is(r, "added")) {
-		kiln_profile *p = key_is(r, "total") ? c->total : c->added;
-		rc = read_object(r, profile_key, p ? p : &scratch);
-		kiln_profile_free(&scratch);
-		return rc;
-	}
-	return skip(r);
-}
-
-int kiln_profile_parse_file(const char *text, size_t len, const char *where, kiln_profile *total,
-                            kiln_profile *added)
-{
-	kiln_json_limits limits = {0};
-	preader r = {.where = where};
-	struct file_ctx c = {total, added, false};
-	int rc;
-
-	if (total)
-		memset(total, 0, sizeof(*total));
-	if (added)
-		memset(added, 0, sizeof(*added));
-	if (!(r.sc = kiln_json_scanner_new(&limits)))
-		return oom();
-	kiln_json_scanner_reset(r.sc, text, len);
-	rc = read_object(&r, file_key, &c);
-	if (rc == 0 && !c.format)
-		rc = bad(&r, "no format");
-	kiln_json_scanner_free(r.sc);
-	if (rc < 0) {
-		kiln_profile_free(total);
-		kiln_profile_free(added);
-	}
-	return rc;
-}
-
-/* ---- checks ---- */
-
-static int insane(const char *where, const char *part, const kiln_profile_field *f, const char *what)
-{
-	return kiln_error_set(KILN_EINVALID, "%s: %s: field %s: %s", where, part, f->path, what);
-}
-
-/* The value of the sketch's lowest or highest non-empty bucket. */
-static double sketch_end(const kiln_ddsketch *dd, bool highest)
-{
-	return kiln_dd_quantile(dd, highest ? 1.0 : 0.0);
-}
-
-static int check_field(const kiln_profile *p, const kiln_profile_field *f, const char *where,
-                       const char *part)
-{
-	uint64_t types = 0, strings = f->types[KILN_PTYPE_STRING], cats = 0, base;
-	uint64_t numbers = f->types[KILN_PTYPE_INTEGER] + f->types[KILN_PTYPE_NUMBER], most;
-
-	for (int t = 0; t < KILN_PTYPE_COUNT_; t++) {
-		if (f->types[t] > f->present || types + f->types[t] < types)
-			return insane(where, part, f, "its types do not sum to its values");
-		types += f->types[t];
-	}
-	if (types != f->present)
-		return insane(where, part, f, "its types do not sum to its values");
-	if (!f->item) {
-		const kiln_profile_field *parent = f->parent ? kiln_profile_find(p, f->parent) : NULL;
-		base = !f->parent ? p->records : parent ? parent->types[KILN_PTYPE_OBJECT] : UINT64_MAX;
-		if (f->present > base)
-			return insane(where, part, f, "more values than records (or enclosing objects)");
-	}
-	if (f->tokens &&
-	    (f->num.count || kiln_dd_count(&f->dd) || f->len_max || f->len_sum || f->empty || f->cat_count))
-		return insane(where, part, f, "profiled by tokens, yet it has figures of values");
-	if (f->num.count > numbers || kiln_dd_count(&f->dd) != f->num.count)
-		return insane(where, part, f, "its number sketch does not count its numbers");
-	if (f->num.count) {
-		double slack_lo = KILN_DD_ALPHA * fabs(f->num.min) + KILN_DD_MIN_ABS,
-		       slack_hi = KILN_DD_ALPHA * fabs(f->num.max) + KILN_DD_MIN_ABS;
-		if (!isfinite(f->num.min) || !isfinite(f->num.max) || !isfinite(f->num.mean) ||
-		    !(f->num.m2 >= 0) || f->num.min > f->num.max || f->num.mean < f->num.min - slack_lo ||
-		    f->num.mean > f->num.max + slack_hi)
-			return insane(where, part, f, "its numbers' min, mean, max or variance disagree");
-		if (sketch_end(&f->dd, false) < f->num.min - slack_lo ||
-		    sketch_end(&f->dd, true) > f->num.max + slack_hi)
-			return insane(where, part, f, "its quantiles fall outside [min, max]");
-	}
-	if (strings == 0 && (f->len_min || f->len_max || f->len_sum || f->empty))
-		return insane(where, part, f, "string figures without strings");
-	if (strings && (f->empty > strings || f->len_min > f->len_max || f->len_sum < f->len_min ||
-	                (f->len_max && f->len_sum / f->len_max > strings) || (f->empty && f->len_min) ||
-	                (f->empty == strings && f->len_max)))
-		return insane(where, part, f, "its string lengths disagree with its string count");
-	most = f->present - f->types[KILN_PTYPE_NULL];
-	for (size_t i = 0; i < f->cat_count; i++) {
-		if (f->cat_counts[i] > most || cats + f->cat_counts[i] > most)
-			return insane(where, part, f, "its categories count more than its values");
-		cats += f->cat_counts[i];
-	}
-	return 0;
-}
-
-static int check_profile(const kiln_profile *p, const char *where, const char *part)
-{
-	int rc;
-
-	for (size_t i = 0; i < p->count; i++)
-		if ((rc = check_field(p, &p->fields[i], where, part)) < 0)
-			return rc;
-	return 0;
-}
-
-int kiln_profile_check(const kiln_profile *total, const kiln_profile *added, uint64_t valid,
-                       const char *where)
-{
-	int rc;
-
-	if (total->records > valid)
-		return kiln_error_set(KILN_EINVALID,
-		                      "%s: total holds %llu records, stats.json %llu valid ones", where,
-		                      (unsigned long long)total->records, (unsigned long long)valid);
-	if (added && added->records > total->records)
-		return kiln_error_set(KILN_EINVALID, "%s: added holds %llu records, total only %llu", where,
-		                      (unsigned long long)added->records, (unsigned long long)total->records);
-	if ((rc = check_profile(total, where, "total")) < 0)
-		return rc;
-	return added ? check_profile(added, where, "added") : 0;
 }

@@ -57,7 +57,7 @@ static int collect(void *ctx, const kiln_json_token *t, const kiln_field *field)
 		    c->v == c->inline_v ? malloc(cap * sizeof(*grown)) : realloc(c->v, cap * sizeof(*grown));
 
 		if (!grown)
-			return c->rc = kiln_error_set(KILN_ENOMEM, "profile: out of memory");
+			return c->rc = kiln_error_oom("profile");
 		if (c->v == c->inline_v)
 			memcpy(grown, c->inline_v, sizeof(c->inline_v));
 		c->v = grown;

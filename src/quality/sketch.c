@@ -79,7 +79,7 @@ static int store_slot(kiln_dd_store *st, int32_t index, uint64_t **out)
 		if (!st->counts) {
 			st->cap = 64;
 			if (!(st->counts = calloc(st->cap, sizeof(*st->counts))))
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
+				return kiln_error_oom(NULL);
 		}
 		st->offset = index;
 		st->len = 1;
@@ -103,7 +103,7 @@ static int store_slot(kiln_dd_store *st, int32_t index, uint64_t **out)
 		while (cap < len)
 			cap *= 2;
 		if (!(counts = calloc(cap, sizeof(*counts))))
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		for (int64_t i = lo; i <= hi; i++) {
 			int64_t at = i < nlo ? nlo : i; /* collapsed into the lowest kept */
 			counts[at - nlo] += st->counts[i - lo];
@@ -232,7 +232,7 @@ uint64_t kiln_hll_hash(const char *v, size_t n)
 static int hll_ready(kiln_hll *h)
 {
 	if (!h->reg && !(h->reg = calloc(KILN_HLL_REGISTERS, 1)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	return 0;
 }
 

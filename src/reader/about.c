@@ -63,7 +63,7 @@ int kiln_reader_read_definition(kiln_reader *r, kiln_reader_definition *out)
 
 		snprintf(where, sizeof(where), "%s:dataset.json", r->spec);
 		if (!scanner)
-			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			rc = kiln_error_oom(NULL);
 		else if ((rc = read_file(r, "dataset.json", &text)) == 0)
 			rc = kiln_mfmt_dataset_parse(scanner, where, text.ptr, text.len, &r->definition);
 		kiln_json_scanner_free(scanner);

@@ -118,8 +118,14 @@ int kiln_cursor_open(kiln_cursor **out, kiln_reader *r, const kiln_cursor_option
 	*out = NULL;
 	if (!r || !o || (unsigned)o->split >= KILN_SPLIT_COUNT)
 		return kiln_error_set(KILN_EINVALID, "kiln_cursor_open: a reader and a split are needed");
+	if (o->version != KILN_CURSOR_OPTIONS_VERSION)
+		return kiln_error_set(
+		    KILN_EINVALID,
+		    "kiln_cursor_open: kiln_cursor_options version %u, this libkiln %s knows %d "
+		    "(start from KILN_CURSOR_OPTIONS_INIT)",
+		    o->version, kiln_library_version(), KILN_CURSOR_OPTIONS_VERSION);
 	if (!(c = calloc(1, sizeof(*c))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	c->r = r;
 	kiln_reader_hold(r);
 	c->o = *o;
@@ -129,7 +135,7 @@ int kiln_cursor_open(kiln_cursor **out, kiln_reader *r, const kiln_cursor_option
 	if ((rc = kiln_reader_shards(r, o->split, &c->shards, &n)) < 0)
 		goto fail;
 	if (!(c->idx = malloc((n / c->o.world + 1) * sizeof(*c->idx)))) {
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 		goto fail;
 	}
 	if ((rc = kiln_reader_assign(c->shards, n, c->o.rank, c->o.world, c->epoch_seed, c->o.shuffle, c->idx,
@@ -141,7 +147,7 @@ int kiln_cursor_open(kiln_cursor **out, kiln_reader *r, const kiln_cursor_option
 		if ((rc = kiln_loader_new(&c->loader[i], r->store)) < 0)
 			goto fail;
 	if (c->o.shuffle_buffer && !(c->buf = calloc(c->o.shuffle_buffer, sizeof(*c->buf)))) {
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 		goto fail;
 	}
 	rewind_cursor(c);
@@ -215,7 +221,7 @@ static int next_line(kiln_cursor *c, const char **p, size_t *len)
 static int hold(held *h, const char *p, size_t len)
 {
 	if (!(h->p = malloc(len ? len : 1)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	memcpy(h->p, p, len);
 	h->len = len;
 	return 0;
@@ -470,7 +476,7 @@ int kiln_cursor_state_decode(kiln_cursor_fields *out, const char *text, size_t l
 
 	memset(out, 0, sizeof(*out));
 	if (!sc)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	kiln_json_scanner_reset(sc, text, len);
 	while ((more = kiln_json_next(sc, &t)) == 1) {
 		if (t.depth == 0 && t.type != KILN_JSON_OBJECT_BEGIN && t.type != KILN_JSON_OBJECT_END) {

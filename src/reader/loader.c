@@ -86,7 +86,7 @@ static int load(kiln_loader *l)
 
 	kiln_buf_reset(&l->z);
 	if (!l->dctx && !(l->dctx = ZSTD_createDCtx()))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if ((rc = kiln_buf_reserve(&l->z, l->shard.bytes)) < 0 || (rc = kiln_shard_fetch(l->store, &f)) < 0)
 		return rc;
 	return inflate(l);
@@ -126,7 +126,7 @@ int kiln_loader_new(kiln_loader **out, kiln_store *store)
 
 	*out = NULL;
 	if (!(l = calloc(1, sizeof(*l))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	l->store = store;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->cond, NULL);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "manifest/version.h"
@@ -33,16 +34,22 @@ int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *s
 	int rc;
 
 	*out = NULL;
+	if (opt && opt->version != KILN_STORE_OPTIONS_VERSION)
+		return kiln_error_set(
+		    KILN_EINVALID,
+		    "kiln_reader_open: kiln_store_options version %u, this libkiln %s knows %d "
+		    "(start from KILN_STORE_OPTIONS_INIT)",
+		    opt->version, kiln_library_version(), KILN_STORE_OPTIONS_VERSION);
 	if (sodium_init() < 0)
 		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
 	r = calloc(1, sizeof(*r));
 	if (!r)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	atomic_init(&r->refs, 1);
 	atomic_init(&r->closed, false);
 	if (!(r->spec = strdup(spec ? spec : ""))) {
 		free(r);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	if ((rc = kiln_version_open(&r->manifest, manifest_path)) < 0 ||
 	    (rc = kiln_version_resolve(r->manifest, spec, &r->version)) < 0)
@@ -53,7 +60,7 @@ int kiln_reader_open(kiln_reader **out, const char *manifest_path, const char *s
 		while (n > 0 && store_url[n - 1] == '/')
 			n--;
 		if (!(r->store_url = strndup(store_url, n))) {
-			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			rc = kiln_error_oom(NULL);
 			goto fail;
 		}
 		if ((rc = kiln_store_open(&r->store, store_url, opt)) < 0)
@@ -125,15 +132,8 @@ static int collect(void *ctx, const kiln_shard_entry *e)
 	list_ctx *l = ctx;
 	kiln_reader_shard *s;
 
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		kiln_reader_shard *v = realloc(l->v, cap * sizeof(*v));
-
-		if (!v)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		l->v = v;
-		l->cap = cap;
-	}
+	if (KILN_ARRAY_GROW(l->v, l->cap, l->n, NULL) < 0)
+		return KILN_ENOMEM;
 	s = &l->v[l->n++];
 	memset(s, 0, sizeof(*s));
 	memcpy(s->hash, e->hash, sizeof(s->hash));
@@ -164,7 +164,7 @@ int kiln_reader_shards(kiln_reader *r, kiln_split split, kiln_reader_shard **out
 
 			if (!block) {
 				free(l.v);
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
+				return kiln_error_oom(NULL);
 			}
 			for (size_t i = 0; i < l.n; i++) {
 				kiln_shard_name(block + i * each, each, r->store_url, l.v[i].hash, NULL);
@@ -240,7 +240,7 @@ int kiln_reader_assign(const kiln_reader_shard *in, size_t n, unsigned rank, uns
 	if (n == 0)
 		return 0;
 	if (!(keys = malloc(n * sizeof(*keys))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < n; i++) {
 		keys[i].key = shuffle_key(shuffle_seed, in[i].hash);
 		keys[i].hash = in[i].hash;
@@ -343,10 +343,10 @@ int kiln_reader_stream(kiln_reader *r, const kiln_reader_shard *s, kiln_store_si
 	if (!kiln_shard_hash_valid(s->hash))
 		return kiln_error_set(KILN_EINVALID, "a shard hash must be 64 lower-case hex digits");
 	if (!r->dctx && !(r->dctx = ZSTD_createDCtx()))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if ((!r->in_chunk && !(r->in_chunk = malloc(CHUNK))) ||
 	    (!r->out_chunk && !(r->out_chunk = malloc(CHUNK))))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if ((sp.fd = kiln_fs_temp_file(NULL, "read")) < 0)
 		return sp.fd;
 	if ((rc = kiln_shard_fetch(r->store, &f)) == 0)

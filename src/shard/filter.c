@@ -84,7 +84,7 @@ int kiln_filter_add(kiln_filter_set *set, const char *token, size_t len)
 			uint64_t(*v)[2] = realloc(set->v, cap * sizeof(*v));
 
 			if (!v)
-				return kiln_error_set(KILN_ENOMEM, "filter: out of memory");
+				return kiln_error_oom("filter");
 			set->v = v;
 			set->cap = cap;
 		}

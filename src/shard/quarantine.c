@@ -14,6 +14,7 @@
 #include <zstd.h>
 
 #include "core/base64.h"
+#include "core/array.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -49,7 +50,7 @@ int kiln_quarantine_new(kiln_quarantine **out, kiln_store *store, const char *da
 
 	if (!q || !(q->cctx = ZSTD_createCCtx())) {
 		free(q);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	if ((rc = kiln_spool_open(&q->lines, spool_dir)) < 0) {
 		ZSTD_freeCCtx(q->cctx);
@@ -169,7 +170,7 @@ int kiln_quarantine_add(kiln_quarantine *q, const char *topic, int32_t partition
 	if (!q->lines.size) {
 		char *t = strdup(topic);
 		if (!t)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		free(q->topic);
 		q->topic = t;
 		q->partition = partition;
@@ -495,7 +496,7 @@ int kiln_quarantine_decode(const void *zst, size_t len, const char *where,
 	int rc;
 
 	if (!(d.scanner = kiln_json_scanner_new(NULL)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	rc = kiln_zst_lines(zst, len, where, LINE_MAX_, decode_line, &d);
 	kiln_json_scanner_free(d.scanner);
 	kiln_buf_free(&d.scratch);
@@ -525,7 +526,7 @@ int kiln_quarantine_put(kiln_store *store, const char *key, const kiln_buf *line
 	int rc;
 
 	if (!cctx)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if ((rc = kiln_spool_open(&spool, NULL)) == 0 &&
 	    (rc = kiln_spool_write(&spool, lines->ptr, lines->len)) == 0)
 		rc = kiln_spool_store(&spool, store, cctx, level ? level : 3, key, hash, &bytes);
@@ -628,7 +629,7 @@ static int on_key(void *ctx, const char *key, uint64_t size, int64_t mtime)
 		return 0;
 	if (!e.names || !(e.key = strdup(key))) {
 		free(e.names);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	if (l->dataset && e.obj.dataset && strcmp(l->dataset, e.obj.dataset) != 0) {
 		free(e.names);
@@ -637,16 +638,10 @@ static int on_key(void *ctx, const char *key, uint64_t size, int64_t mtime)
 	}
 	e.obj.size = size;
 	e.obj.mtime = mtime;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		q_entry *v = realloc(l->v, cap * sizeof(*v));
-		if (!v) {
-			free(e.names);
-			free(e.key);
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		}
-		l->v = v;
-		l->cap = cap;
+	if (KILN_ARRAY_GROW(l->v, l->cap, l->n, NULL) < 0) {
+		free(e.names);
+		free(e.key);
+		return KILN_ENOMEM;
 	}
 	l->v[l->n++] = e;
 	return 0;

@@ -13,6 +13,7 @@
 #include <zstd.h>
 
 #include "core/base64.h"
+#include "core/array.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "shard/spool.h"
@@ -43,7 +44,7 @@ int kiln_raw_writer_new(kiln_raw_writer **out, kiln_store *store, int level, con
 	*out = NULL;
 	if (!w || !(w->cctx = ZSTD_createCCtx())) {
 		free(w);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	if ((rc = kiln_spool_open(&w->lines, spool_dir)) < 0) {
 		ZSTD_freeCCtx(w->cctx);
@@ -392,14 +393,8 @@ static int decode_headers(raw_decoder *d, size_t *out_n)
 			break;
 		if (t.type != KILN_JSON_OBJECT_BEGIN)
 			return bad(d, "header %zu is not an object", n);
-		if (n == d->headers_cap) {
-			size_t cap = d->headers_cap ? 2 * d->headers_cap : 8;
-			kiln_raw_header *v = realloc(d->headers, cap * sizeof(*v));
-			if (!v)
-				return kiln_error_set(KILN_ENOMEM, "out of memory");
-			d->headers = v;
-			d->headers_cap = cap;
-		}
+		if (KILN_ARRAY_GROW(d->headers, d->headers_cap, n, NULL) < 0)
+			return KILN_ENOMEM;
 		if ((rc = decode_header(d, &d->headers[n], n)) < 0)
 			return rc;
 		n++;
@@ -539,7 +534,7 @@ int kiln_raw_decode(const void *zst, size_t len, const char *where,
 	int rc;
 
 	if (!(d.scanner = kiln_json_scanner_new(NULL)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	rc = kiln_zst_lines(zst, len, where, RAW_LINE_MAX, on_line, &d);
 	kiln_json_scanner_free(d.scanner);
 	kiln_buf_free(&d.scratch);
@@ -632,23 +627,17 @@ static int on_key(void *ctx, const char *key, uint64_t size, int64_t mtime)
 	e.mtime = mtime;
 	if (!e.topic || !(e.key = strdup(key))) {
 		free(e.topic);
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	}
 	if (l->partition >= 0 && e.partition != l->partition) {
 		free(e.topic);
 		free(e.key);
 		return 0;
 	}
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		raw_entry *v = realloc(l->v, cap * sizeof(*v));
-		if (!v) {
-			free(e.topic);
-			free(e.key);
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		}
-		l->v = v;
-		l->cap = cap;
+	if (KILN_ARRAY_GROW(l->v, l->cap, l->n, NULL) < 0) {
+		free(e.topic);
+		free(e.key);
+		return KILN_ENOMEM;
 	}
 	l->v[l->n++] = e;
 	return 0;

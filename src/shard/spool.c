@@ -118,7 +118,7 @@ static int feed(kiln_spool *s, const void *data, size_t len, ZSTD_EndDirective m
 static int frame_start(kiln_spool *s, bool streamed)
 {
 	if (!s->chunk && !(s->chunk = malloc(CHUNK)))
-		return broken(s, kiln_error_set(KILN_ENOMEM, "out of memory"));
+		return broken(s, kiln_error_oom(NULL));
 	if (ftruncate(s->fd, 0) < 0 || lseek(s->fd, streamed ? KILN_SPOOL_ROOM : 0, SEEK_SET) < 0)
 		return broken(s, spool_fail(s, "", errno));
 	frame_begin(s->stream, s->level, streamed ? ZSTD_CONTENTSIZE_UNKNOWN : s->size);
@@ -309,7 +309,7 @@ int kiln_spool_store(kiln_spool *s, kiln_store *store, ZSTD_CCtx *cctx, int leve
 	in_chunk = malloc(CHUNK);
 	out_chunk = malloc(CHUNK);
 	if (!in_chunk || !out_chunk) {
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 		goto cleanup;
 	}
 	/* the store opens it through /proc: it has no name */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/buf.h"
 #include "shard/filter.h"
 #include "shard/spool.h"
@@ -89,7 +90,7 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 
 	sources = calloc(j->range_count ? j->range_count : 1, sizeof(*sources));
 	if (!sources)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	e.raw_bytes = j->spool.size;
 	if ((rc = kiln_filter_encode(&filter, &j->tokens)) < 0 ||
 	    (rc = kiln_spool_store(&j->spool, w->store, w->cctx, w->opt.level, NULL, e.hash, &e.bytes)) < 0) {
@@ -110,17 +111,11 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 	e.sources = sources;
 	e.source_count = j->range_count;
 	pthread_mutex_lock(&w->lock);
-	if (w->closed_count == w->closed_cap) {
-		size_t cap = w->closed_cap ? w->closed_cap * 2 : 8;
-		kiln_shard_entry *grown = realloc(w->closed, cap * sizeof(*grown));
-		if (!grown) {
-			pthread_mutex_unlock(&w->lock);
-			free(sources);
-			free((void *)e.filter);
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		}
-		w->closed = grown;
-		w->closed_cap = cap;
+	if (KILN_ARRAY_GROW(w->closed, w->closed_cap, w->closed_count, NULL) < 0) {
+		pthread_mutex_unlock(&w->lock);
+		free(sources);
+		free((void *)e.filter);
+		return KILN_ENOMEM;
 	}
 	w->closed[w->closed_count++] = e;
 	pthread_mutex_unlock(&w->lock);
@@ -160,7 +155,7 @@ int kiln_shard_writer_new(kiln_shard_writer **out, kiln_store *store, const kiln
 
 	*out = NULL;
 	if (!w)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if (opt)
 		w->opt = *opt;
 	if (!w->opt.target_bytes)
@@ -173,7 +168,7 @@ int kiln_shard_writer_new(kiln_shard_writer **out, kiln_store *store, const kiln
 	w->open.spool.fd = w->flight.spool.fd = -1;
 	int rc = 0;
 	if (!(w->cctx = ZSTD_createCCtx()))
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 	else if (w->opt.zstd_threads)
 		rc = kiln_zstd_multithread(w->cctx, w->opt.zstd_threads, w->opt.zstd_pool);
 	if (rc == 0)
@@ -247,14 +242,14 @@ static int note_source(struct job *j, const char *topic, int32_t partition, int6
 		size_t cap = j->range_cap ? j->range_cap * 2 : 4;
 		r = realloc(j->ranges, cap * sizeof(*r));
 		if (!r)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
+			return kiln_error_oom(NULL);
 		j->ranges = r;
 		j->range_cap = cap;
 	}
 	r = &j->ranges[j->range_count];
 	r->topic = strdup(topic);
 	if (!r->topic)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	r->partition = partition;
 	r->first = r->last = offset;
 	j->range_count++;

@@ -52,7 +52,7 @@ int kiln_zst_lines(const void *zst, size_t len, const char *where, size_t line_m
 	int rc;
 
 	if (!dctx || !chunk) {
-		rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+		rc = kiln_error_oom(NULL);
 		goto cleanup;
 	}
 	if ((rc = check_frame(dctx, zst, len, where, chunk)) < 0)

@@ -18,7 +18,7 @@ int kiln_zstd_pool_new(kiln_zstd_pool **out, unsigned threads)
 
 	*out = NULL;
 	if (!p)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if (!(p->threads = ZSTD_createThreadPool(threads ? threads : 1))) {
 		free(p);
 		return kiln_error_set(KILN_ENOMEM, "zstd: cannot start %u compression threads", threads);

@@ -143,7 +143,7 @@ int kiln_store_config_load(const kiln_store_config_src *src, const kiln_yaml_nod
 	if (!st || kiln_yaml_is_null(st))
 		return kiln_yaml_fail(src->doc, parent, path, "required key is missing");
 	if (!(keys = accepted_keys(src->arena)))
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	if ((rc = kiln_config_check_keys(&cfg, st, path, keys)) < 0 ||
 	    (rc = kiln_config_string(&cfg, st, path, "url", true, &url)) < 0)
 		return rc;

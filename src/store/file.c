@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/array.h"
 #include "core/error.h"
 
 #define CHUNK   (1u << 20)
@@ -30,11 +31,6 @@ typedef struct file_store {
 } file_store;
 
 extern const kiln_store_backend kiln_store_file_backend;
-
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory");
-}
 
 static char *join(const char *a, const char *b)
 {
@@ -136,7 +132,7 @@ static int file_open(kiln_store **out, const char *url, const kiln_store_options
 		                      "store URL '%s' names no directory (file:///abs or file://rel)", url);
 	path = strdup(dir);
 	if (!path)
-		return oom();
+		return kiln_error_oom(NULL);
 	len = strlen(path);
 	while (len > 1 && path[len - 1] == '/')
 		path[--len] = '\0';
@@ -144,7 +140,7 @@ static int file_open(kiln_store **out, const char *url, const kiln_store_options
 		goto cleanup;
 	s = calloc(1, sizeof(*s));
 	if (!s) {
-		rc = oom();
+		rc = kiln_error_oom(NULL);
 		goto cleanup;
 	}
 	s->root = realpath(path, NULL);
@@ -154,7 +150,7 @@ static int file_open(kiln_store **out, const char *url, const kiln_store_options
 	}
 	tmp = join(s->root, TMP_DIR);
 	if (!tmp) {
-		rc = oom();
+		rc = kiln_error_oom(NULL);
 		goto cleanup;
 	}
 	/* A reader may open a store it cannot write (a read-only mount, a
@@ -165,7 +161,7 @@ static int file_open(kiln_store **out, const char *url, const kiln_store_options
 	s->base.backend = &kiln_store_file_backend;
 	s->base.url = strdup(url);
 	if (!s->base.url) {
-		rc = oom();
+		rc = kiln_error_oom(NULL);
 		goto cleanup;
 	}
 	*out = &s->base;
@@ -229,7 +225,7 @@ static int copy_fd(int in, int out, uint64_t size, const char *src, const char *
 			}
 		} else {
 			if (!buf && !(buf = malloc(CHUNK))) {
-				rc = oom();
+				rc = kiln_error_oom(NULL);
 				break;
 			}
 			n = read(in, buf, want);
@@ -276,7 +272,7 @@ static int make_temp(file_store *s, bool restricted, char **out_path, int *out_f
 		if (getrandom(&r, sizeof(r), 0) != sizeof(r))
 			return kiln_error_set(KILN_EIO, "getrandom: %s", strerror(errno));
 		if (asprintf(&path, "%s/%s/put-%016" PRIx64, s->root, TMP_DIR, r) < 0)
-			return oom();
+			return kiln_error_oom(NULL);
 		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, restricted ? 0600 : 0666);
 		if (fd >= 0 && restricted && fchmod(fd, 0600) < 0) {
 			int rc = kiln_error_set(KILN_EIO, "chmod %s: %s", path, strerror(errno));
@@ -311,7 +307,7 @@ static int tighten_zone(file_store *s, const char *key)
 	int rc = 0;
 
 	if (asprintf(&zone, "%s/%.*s", s->root, (int)strcspn(key, "/"), key) < 0)
-		return oom();
+		return kiln_error_oom(NULL);
 	if (stat(zone, &st) < 0 || ((st.st_mode & 077) && chmod(zone, 0700) < 0))
 		rc = kiln_error_set(KILN_EIO, "chmod %s: %s", zone, strerror(errno));
 	free(zone);
@@ -339,7 +335,7 @@ static int put_file(kiln_store *store, const char *key, const char *path, uint64
 		goto cleanup;
 	dest = join(s->root, key);
 	if (!dest) {
-		rc = oom();
+		rc = kiln_error_oom(NULL);
 		goto cleanup;
 	}
 	if ((rc = make_temp(s, restricted, &tmp, &out)) < 0)
@@ -412,7 +408,7 @@ static int file_get(kiln_store *store, const char *key, kiln_store_sink sink, vo
 	if ((rc = check_key(s, key)) < 0)
 		return rc;
 	if (!(path = join(s->root, key)))
-		return oom();
+		return kiln_error_oom(NULL);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
@@ -432,7 +428,7 @@ static int file_get(kiln_store *store, const char *key, kiln_store_sink sink, vo
 		goto cleanup;
 	}
 	if (!(buf = malloc(CHUNK))) {
-		rc = oom();
+		rc = kiln_error_oom(NULL);
 		goto cleanup;
 	}
 	for (;;) {
@@ -469,7 +465,7 @@ static int file_stat(kiln_store *store, const char *key, uint64_t *out_size)
 	if ((rc = check_key(s, key)) < 0)
 		return rc;
 	if (!(path = join(s->root, key)))
-		return oom();
+		return kiln_error_oom(NULL);
 	if (stat(path, &st) < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			rc = 0;
@@ -495,7 +491,7 @@ static int file_remove(kiln_store *store, const char *key)
 	if ((rc = check_key(s, key)) < 0)
 		return rc;
 	if (!(path = join(s->root, key)))
-		return oom();
+		return kiln_error_oom(NULL);
 	if (unlink(path) < 0) {
 		if (errno == ENOENT || errno == ENOTDIR || errno == EISDIR)
 			rc =
@@ -563,7 +559,7 @@ static int walk_dir(walk *w, const char *rel)
 	int rc = 0;
 
 	if (asprintf(&dirpath, "%s/%s", w->s->root, rel) < 0)
-		return oom();
+		return kiln_error_oom(NULL);
 	d = opendir(dirpath);
 	if (!d) {
 		if (errno != ENOENT && errno != ENOTDIR)
@@ -586,20 +582,11 @@ static int walk_dir(walk *w, const char *rel)
 		}
 		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
 			continue;
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 32;
-			entry *nv = realloc(v, ncap * sizeof(*v));
-
-			if (!nv) {
-				rc = oom();
-				goto cleanup;
-			}
-			v = nv;
-			cap = ncap;
-		}
+		if ((rc = KILN_ARRAY_GROW(v, cap, n, NULL)) < 0)
+			goto cleanup;
 		v[n].name = strdup(de->d_name);
 		if (!v[n].name) {
-			rc = oom();
+			rc = kiln_error_oom(NULL);
 			goto cleanup;
 		}
 		v[n].dir = S_ISDIR(st.st_mode);
@@ -621,7 +608,7 @@ static int walk_dir(walk *w, const char *rel)
 		free(key);
 		if (asprintf(&key, "%s%s%s", rel, v[i].name, v[i].dir ? "/" : "") < 0) {
 			key = NULL;
-			rc = oom();
+			rc = kiln_error_oom(NULL);
 			break;
 		}
 		len = strlen(key);
@@ -658,7 +645,7 @@ static int file_list(kiln_store *store, const char *prefix, kiln_store_key_cb cb
 		return walk_dir(&w, "");
 	start = strndup(prefix, (size_t)(slash - prefix) + 1);
 	if (!start)
-		return oom();
+		return kiln_error_oom(NULL);
 	rc = walk_dir(&w, start);
 	free(start);
 	return rc;

@@ -65,11 +65,6 @@ typedef struct http_call {
 extern const kiln_store_backend kiln_store_http_backend;
 extern const kiln_store_backend kiln_store_https_backend;
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory");
-}
-
 static int read_only(const kiln_store *store)
 {
 	return kiln_error_set(KILN_EINVALID, "%s: a cache node is read-only", store->url);
@@ -120,13 +115,13 @@ static int open_scheme(kiln_store **out, const char *url, const kiln_store_optio
 			    url, backend->scheme);
 	s = calloc(1, sizeof(*s));
 	if (!s)
-		return oom();
+		return kiln_error_oom(NULL);
 	kiln_curl_pool_init(&s->pool);
 	s->base.backend = backend;
 	s->base.url = strdup(url);
 	s->root = strdup(url);
 	if (!s->base.url || !s->root) {
-		rc = oom();
+		rc = kiln_error_oom(NULL);
 		goto cleanup;
 	}
 	len = strlen(s->root);
@@ -156,7 +151,7 @@ static int open_scheme(kiln_store **out, const char *url, const kiln_store_optio
 		}
 		if (asprintf(&s->auth, "Authorization: Bearer %s", token) < 0) {
 			s->auth = NULL;
-			rc = oom();
+			rc = kiln_error_oom(NULL);
 			goto cleanup;
 		}
 	}
@@ -385,7 +380,7 @@ static int run(http_call *c, bool get)
 
 	c->curl = kiln_curl_take(&c->s->pool);
 	if (!c->curl)
-		return oom();
+		return kiln_error_oom(NULL);
 	for (n = 0;; n++) {
 		attempt(c, get ? c->delivered : 0);
 		if (c->aborted) {
@@ -394,7 +389,7 @@ static int run(http_call *c, bool get)
 		}
 		if (c->cc == CURLE_OUT_OF_MEMORY) {
 			curl_easy_cleanup(c->curl);
-			return oom();
+			return kiln_error_oom(NULL);
 		}
 		if (c->cc == CURLE_OK && ok_status(c->status))
 			break;
@@ -406,7 +401,7 @@ static int run(http_call *c, bool get)
 			kiln_curl_give(&c->s->pool, c->curl);
 			return rc;
 		}
-		kiln_store_backoff(n);
+		kiln_retry_sleep(&kiln_store_retry, (unsigned)n + 1);
 	}
 	kiln_curl_give(&c->s->pool, c->curl);
 	return 0;
@@ -449,12 +444,12 @@ static int http_stat(kiln_store *store, const char *key, uint64_t *out_size)
 		return rc;
 	c.curl = kiln_curl_take(&c.s->pool);
 	if (!c.curl)
-		return oom();
+		return kiln_error_oom(NULL);
 	for (int n = 0;; n++) {
 		attempt(&c, 0);
 		if (c.cc == CURLE_OUT_OF_MEMORY) {
 			curl_easy_cleanup(c.curl);
-			return oom();
+			return kiln_error_oom(NULL);
 		}
 		if (c.cc == CURLE_OK && c.status == 404) {
 			rc = 0;
@@ -477,7 +472,7 @@ static int http_stat(kiln_store *store, const char *key, uint64_t *out_size)
 			rc = fail(&c, n + 1);
 			break;
 		}
-		kiln_store_backoff(n);
+		kiln_retry_sleep(&kiln_store_retry, (unsigned)n + 1);
 	}
 	kiln_curl_give(&c.s->pool, c.curl);
 	return rc;

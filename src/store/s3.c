@@ -28,11 +28,6 @@ typedef struct s3_store {
 
 extern const kiln_store_backend kiln_store_s3_backend;
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory");
-}
-
 /* --- credentials --------------------------------------------------------- */
 
 typedef struct credentials {
@@ -103,7 +98,7 @@ static int read_credentials_file(credentials *cr, const char *file)
 			continue;
 		free_secret(*slot);
 		if (!(*slot = strdup(value))) {
-			rc = oom();
+			rc = kiln_error_oom(NULL);
 			goto cleanup;
 		}
 	}
@@ -135,7 +130,7 @@ static int load_credentials(credentials *cr, const char *url, const kiln_store_o
 	cr->secret_key = strdup(secret);
 	cr->session_token = token && *token ? strdup(token) : NULL;
 	if (!cr->access_key || !cr->secret_key || (token && *token && !cr->session_token))
-		return oom();
+		return kiln_error_oom(NULL);
 	return 0;
 }
 
@@ -218,7 +213,7 @@ static int endpoint_of(char **out, bool *http, const char *url, const kiln_store
 			if (e[n] && e[n + 1])
 				return kiln_error_set(KILN_EINVALID, "%s: %s must name no path", url, from);
 			if (!(*out = strndup(e, n)))
-				return oom();
+				return kiln_error_oom(NULL);
 			e = *out;
 			goto check;
 		}
@@ -230,10 +225,10 @@ static int endpoint_of(char **out, bool *http, const char *url, const kiln_store
 			*out = strdup("s3.amazonaws.com");
 		else if (asprintf(out, "s3.%s.amazonaws.com", region) < 0)
 			*out = NULL;
-		return *out ? 0 : oom();
+		return *out ? 0 : kiln_error_oom(NULL);
 	}
 	if (!(*out = strdup(e)))
-		return oom();
+		return kiln_error_oom(NULL);
 check:
 	if (!**out || strchr(*out, '/') || strchr(*out, '@') || strchr(*out, '?') || strchr(*out, '#'))
 		return kiln_error_set(
@@ -254,13 +249,13 @@ static int s3_open(kiln_store **out, const char *url, const kiln_store_options *
 
 	*out = NULL;
 	if (!(s = calloc(1, sizeof(*s))))
-		return oom();
+		return kiln_error_oom(NULL);
 	s->base.backend = &kiln_store_s3_backend;
 	s->base.url = strdup(url);
 	s->bucket = slash ? strndup(rest, (size_t)(slash - rest)) : strdup(rest);
 	s->prefix = strdup(slash ? slash + 1 : "");
 	if (!s->base.url || !s->bucket || !s->prefix) {
-		rc = oom();
+		rc = kiln_error_oom(NULL);
 		goto cleanup;
 	}
 	if (!*s->bucket) {
@@ -285,7 +280,7 @@ static int s3_open(kiln_store **out, const char *url, const kiln_store_options *
 			goto cleanup;
 		}
 		if (asprintf(&p, "%s/", s->prefix) < 0) {
-			rc = oom();
+			rc = kiln_error_oom(NULL);
 			goto cleanup;
 		}
 		free(s->prefix);
@@ -330,7 +325,7 @@ static int s3_put_file(kiln_store *store, const char *key, const char *path, uin
 	int rc;
 
 	if (!name)
-		return oom();
+		return kiln_error_oom(NULL);
 	rc = kiln_s3_put_file(s->client, name, path, size);
 	free(name);
 	return rc;
@@ -343,7 +338,7 @@ static int s3_put_file_new(kiln_store *store, const char *key, const char *path,
 	int rc;
 
 	if (!name)
-		return oom();
+		return kiln_error_oom(NULL);
 	rc = kiln_s3_put_file_new(s->client, name, path, size);
 	free(name);
 	return rc;
@@ -356,7 +351,7 @@ static int s3_get(kiln_store *store, const char *key, kiln_store_sink sink, void
 	int rc;
 
 	if (!name)
-		return oom();
+		return kiln_error_oom(NULL);
 	rc = kiln_s3_get(s->client, name, sink, ctx);
 	free(name);
 	return rc;
@@ -385,7 +380,7 @@ static int s3_stat(kiln_store *store, const char *key, uint64_t *out_size)
 	int rc;
 
 	if (!name)
-		return oom();
+		return kiln_error_oom(NULL);
 	rc = stat_object(s, name, out_size);
 	free(name);
 	return rc;
@@ -400,7 +395,7 @@ static int s3_remove(kiln_store *store, const char *key)
 	int rc;
 
 	if (!name)
-		return oom();
+		return kiln_error_oom(NULL);
 	rc = stat_object(s, name, NULL);
 	if (rc == 0)
 		rc = kiln_error_set(KILN_ENOTFOUND, "s3://%s/%s at %s: no such object", s->bucket, name,
@@ -436,7 +431,7 @@ static int s3_list(kiln_store *store, const char *prefix, kiln_store_key_cb cb, 
 	int rc;
 
 	if (!full)
-		return oom();
+		return kiln_error_oom(NULL);
 	rc = kiln_s3_list(s->client, full, list_one, &l);
 	free(full);
 	return rc;

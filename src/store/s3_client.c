@@ -69,11 +69,6 @@ struct call {
 	curl_off_t length; /* Content-Length of the answer, -1 unknown */
 };
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory");
-}
-
 static void free_secret(char *p)
 {
 	if (p)
@@ -95,7 +90,7 @@ int kiln_s3_client_new(kiln_s3_client **out, const kiln_s3_config *cfg)
 	if (!cr->access_key || !*cr->access_key || !cr->secret_key || !*cr->secret_key)
 		return kiln_error_set(KILN_EINVALID, "S3: no credentials for %s", cfg->endpoint);
 	if (!(s = calloc(1, sizeof(*s))))
-		return oom();
+		return kiln_error_oom(NULL);
 	kiln_curl_pool_init(&s->pool);
 	s->endpoint = strdup(cfg->endpoint);
 	s->bucket = strdup(cfg->bucket);
@@ -115,7 +110,7 @@ int kiln_s3_client_new(kiln_s3_client **out, const kiln_s3_config *cfg)
 	if (!s->endpoint || !s->bucket || !s->region || !s->access_key || !s->secret_key || !s->host ||
 	    (cr->session_token && *cr->session_token && !s->token)) {
 		kiln_s3_client_free(s);
-		return oom();
+		return kiln_error_oom(NULL);
 	}
 	*out = s;
 	return 0;
@@ -469,7 +464,7 @@ static int run(struct call *c)
 	int n, rc = 0;
 
 	if (!(c->curl = kiln_curl_take(&c->s->pool)))
-		return oom();
+		return kiln_error_oom(NULL);
 	for (n = 0;; n++) {
 		attempt(c);
 		if (c->aborted) {
@@ -477,7 +472,7 @@ static int run(struct call *c)
 			break;
 		}
 		if (c->cc == CURLE_OUT_OF_MEMORY) {
-			rc = oom();
+			rc = kiln_error_oom(NULL);
 			break;
 		}
 		if (done_ok(c))
@@ -495,7 +490,7 @@ static int run(struct call *c)
 			rc = fail(c, n + 1);
 			break;
 		}
-		kiln_store_backoff(n);
+		kiln_retry_sleep(&kiln_store_retry, (unsigned)n + 1);
 	}
 	kiln_curl_give(&c->s->pool, c->curl);
 	return rc;

@@ -78,11 +78,11 @@ int kiln_sigv4_query(kiln_buf *out, const kiln_sigv4_pair *query, size_t count)
 	int rc = 0;
 
 	if (count && !e)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < count && rc == 0; i++)
 		if (!(e[i].name = encoded_copy(query[i].name)) ||
 		    !(e[i].value = encoded_copy(query[i].value ? query[i].value : "")))
-			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
+			rc = kiln_error_oom(NULL);
 	if (rc == 0 && count > 1)
 		qsort(e, count, sizeof(*e), by_name_then_value);
 	for (size_t i = 0; i < count && rc == 0; i++)

@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -24,74 +23,6 @@ static const kiln_store_backend *const backends[] = {
     &kiln_store_file_backend, &kiln_store_s3_backend, &kiln_store_http_backend,
     &kiln_store_https_backend, /* a cache node, read-only */
 };
-
-#define KEY_MAX 1024
-
-static bool key_char(char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-	       c == '_' || c == '=' || c == '-';
-}
-
-bool kiln_store_key_valid(const char *key)
-{
-	const char *seg;
-	size_t len;
-
-	if (!key)
-		return false;
-	len = strlen(key);
-	if (len == 0 || len > KEY_MAX)
-		return false;
-	seg = key;
-	for (const char *p = key;; p++) {
-		if (*p == '/' || *p == '\0') {
-			size_t n = (size_t)(p - seg);
-
-			if (n == 0 || (n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
-				return false;
-			if (*p == '\0')
-				return true;
-			seg = p + 1;
-		} else if (!key_char(*p)) {
-			return false;
-		}
-	}
-}
-
-/* A list prefix is "" or a key, a key and '/', or a key whose last segment
- * is cut short (so "shards/a" matches "shards/ab/..."). */
-static bool prefix_valid(const char *prefix)
-{
-	size_t len = strlen(prefix);
-	const char *last;
-
-	if (len == 0)
-		return true;
-	if (len > KEY_MAX)
-		return false;
-	if (prefix[len - 1] == '/') {
-		char copy[KEY_MAX + 1];
-
-		memcpy(copy, prefix, len - 1);
-		copy[len - 1] = '\0';
-		return kiln_store_key_valid(copy);
-	}
-	/* complete segments must be keys; the last may be any run of key chars */
-	last = strrchr(prefix, '/');
-	for (const char *p = last ? last + 1 : prefix; *p; p++)
-		if (!key_char(*p))
-			return false;
-	if (last) {
-		char copy[KEY_MAX + 1];
-		size_t n = (size_t)(last - prefix);
-
-		memcpy(copy, prefix, n);
-		copy[n] = '\0';
-		return kiln_store_key_valid(copy);
-	}
-	return true;
-}
 
 /* Copies at most 80 bytes of s for a message, '?' for anything unprintable,
  * so a bad key cannot break the one-line error. */
@@ -235,39 +166,7 @@ int kiln_store_list(kiln_store *store, const char *prefix, kiln_store_key_cb cb,
 	assert(store && cb);
 	if (!prefix)
 		prefix = "";
-	if (!prefix_valid(prefix))
+	if (!kiln_store_prefix_valid(prefix))
 		return invalid_key(store, "prefix", prefix);
 	return store->backend->list(store, prefix, cb, ctx);
-}
-
-void kiln_store_backoff(int attempt)
-{
-	long ms = 100;
-	uint16_t jitter = 0;
-	struct timespec ts;
-
-	for (int i = 0; i < attempt && ms < 5000; i++)
-		ms *= 2;
-	if (ms > 5000)
-		ms = 5000;
-	if (getrandom(&jitter, sizeof(jitter), GRND_NONBLOCK) == sizeof(jitter))
-		ms += (long)(jitter % (unsigned)(ms / 4 + 1));
-	ts.tv_sec = ms / 1000;
-	ts.tv_nsec = (ms % 1000) * 1000000L;
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-int kiln_store_check_upload(int fd, const char *path, uint64_t size)
-{
-	struct stat st;
-
-	if (fstat(fd, &st) < 0)
-		return kiln_error_set(KILN_EIO, "%s: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return kiln_error_set(KILN_EINVALID, "%s: not a regular file", path);
-	if ((uint64_t)st.st_size != size)
-		return kiln_error_set(KILN_EINVALID, "%s: is %" PRIu64 " bytes, expected %" PRIu64, path,
-		                      (uint64_t)st.st_size, size);
-	return 0;
 }

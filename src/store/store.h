@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/retry.h"
 #include "kiln/common.h" /* kiln_store_options, kiln_store_sink */
 
 typedef struct kiln_store kiln_store;
@@ -101,9 +102,9 @@ int kiln_store_list(kiln_store *store, const char *prefix, kiln_store_key_cb cb,
  * KILN_EINVALID when the backend cannot tell atomically. */
 int kiln_store_put_file_new(kiln_store *store, const char *key, const char *path, uint64_t size);
 
-/* For backends: sleeps before retry number `attempt` (0-based): 100 ms,
- * doubling up to 5 s, plus up to a quarter more of random jitter. */
-void kiln_store_backoff(int attempt);
+/* For backends: the wait before retry n of a request (kiln_retry_sleep):
+ * 100 ms, doubling up to 5 s, plus up to a quarter more of random jitter. */
+extern const kiln_retry_policy kiln_store_retry;
 
 /* For backends' put_file: the open file fd (named path in messages) is a
  * regular file of exactly size bytes. 0, KILN_EIO or KILN_EINVALID. */
@@ -112,5 +113,9 @@ int kiln_store_check_upload(int fd, const char *path, uint64_t size);
 /* Keys are relative, '/'-separated, of [A-Za-z0-9._=-] segments, no ".",
  * "..", or empty segment, at most 1024 bytes. */
 bool kiln_store_key_valid(const char *key);
+
+/* A list prefix is "" or a key, a key and '/', or a key whose last segment
+ * is cut short (so "shards/a" matches "shards/ab/..."). */
+bool kiln_store_prefix_valid(const char *prefix);
 
 #endif

@@ -96,6 +96,8 @@ check "dry run moves no ref" cmp -s "$tmp/refs.before" "$tmp/refs.dry"
 check "dry run prints no personal value" not grep -qi 'subject-42\|alice' "$tmp/out" "$tmp/err"
 
 check "kiln trace --subject: where the subject is" status_is 0 "$kiln" trace user-events "${subject[@]}" --pipeline "$pipeline"
+"$kiln" trace user-events "${subject[@]}" >"$tmp/trace.noppl.out" 2>&1
+check "kiln trace --subject's errors name kiln trace" grep -q '^kiln trace: --pipeline FILE is needed' "$tmp/trace.noppl.out"
 check "  every version that holds them, with counts" sh -c "grep -q '^would rewrite refs/tags/user-events/v1 ([0-9a-f]*): train [0-9]*, dev [0-9]*, test [0-9]*' '$tmp/out' && grep -q '^shard [0-9a-f]\{16\} (' '$tmp/out'"
 
 # --- the erasure ---------------------------------------------------------

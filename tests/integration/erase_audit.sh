@@ -318,7 +318,7 @@ gen 50 31
 gdb -batch -nx -q -ex 'set breakpoint pending on' -ex 'tbreak kiln_profile_init' -ex run \
 	-ex "shell '$kiln' run '$pipeline' --set manifest.signing_key='$tmp/sign.key' >'$tmp/held.run.out' 2>&1" -ex continue \
 	--args "$kiln" erase user-events "${subject[@]}" --pipeline "$pipeline" "${sign[@]}" >"$tmp/held.gdb.out" 2>&1
-check "  the held erasure stopped in its plan" grep -q 'kiln_profile_init' "$tmp/held.gdb.out"
+check "  the held erasure stopped in its plan" grep -q 'breakpoint 1, kiln_profile_init ' "$tmp/held.gdb.out"
 check "  the run committed while it was held" grep -q '^version: ' "$tmp/held.run.out"
 check "  the erasure finished" grep -q 'exited normally' "$tmp/held.gdb.out"
 cat_all main >"$tmp/held.main" 2>"$tmp/cat.err"
@@ -338,7 +338,7 @@ plant 6
 gdb -batch -nx -q -ex 'set breakpoint pending on' -ex 'tbreak kiln_rewrite_plan' -ex run \
 	-ex "shell '$kiln' run '$pipeline' --set manifest.signing_key='$tmp/sign.key' >'$tmp/held2.run.out' 2>&1" -ex continue \
 	--args "$kiln" erase user-events "${subject[@]}" --pipeline "$pipeline" "${sign[@]}" >"$tmp/held2.gdb.out" 2>&1
-check "  the held erasure stopped before its plan" grep -q 'kiln_rewrite_plan' "$tmp/held2.gdb.out"
+check "  the held erasure stopped before its plan" grep -q 'breakpoint 1, kiln_rewrite_plan ' "$tmp/held2.gdb.out"
 check "  the run committed the subject's records while it was held" grep -q '^version: ' "$tmp/held2.run.out"
 check "  the erasure finished" grep -q 'exited normally' "$tmp/held2.gdb.out"
 cat_all main >"$tmp/held2.main" 2>"$tmp/cat.err"
@@ -353,7 +353,7 @@ entries_before=$(gitm ls-tree --name-only refs/erasures/user-events:erasures | w
 gdb -batch -nx -q -ex 'set breakpoint pending on' -ex 'tbreak kiln_rewrite_apply' -ex run \
 	-ex "shell '$kiln' run '$pipeline' --set manifest.signing_key='$tmp/sign.key' >'$tmp/held3.run.out' 2>&1" -ex kill \
 	--args "$kiln" erase user-events "${subject[@]}" --pipeline "$pipeline" "${sign[@]}" >"$tmp/held3.gdb.out" 2>&1
-check "  the erasure was killed at its ref moves" grep -q 'kiln_rewrite_apply' "$tmp/held3.gdb.out"
+check "  the erasure was killed at its ref moves" grep -q 'breakpoint 1, kiln_rewrite_apply ' "$tmp/held3.gdb.out"
 check "  the run committed meanwhile" grep -q '^version: ' "$tmp/held3.run.out"
 check "  its journal is left" test -e "$tmp/m.git/kiln-erase-user-events.journal"
 check "  the rerun finishes it" status_is 0 "$kiln" erase user-events "${subject[@]}" --pipeline "$pipeline" "${sign[@]}"

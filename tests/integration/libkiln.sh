@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The installed libkiln as a program outside the tree sees it: `make
-# install DESTDIR=...` puts libkiln.so.0 (soname libkiln.so.0), include/kiln/
-# and kiln.pc there; the library exports exactly the KILN_API functions of
+# install DESTDIR=...` puts libkiln.so.1 (soname libkiln.so.1), include/kiln/
+# and kiln.pc there; kiln_library_version() is kiln.pc's version; the library exports exactly the KILN_API functions of
 # the installed headers (all kiln_) and nothing else; each header compiles
 # alone as C and as C++ with only the installed include directory; and
 # tests/libkiln/read_version.c, compiled with nothing but
@@ -39,10 +39,10 @@ install_into() {
 	return 1
 }
 check "make install DESTDIR" install_into "$root"
-so=$(find "$root" -name 'libkiln.so.0' | head -1)
+so=$(find "$root" -name 'libkiln.so.1' | head -1)
 pc=$(find "$root" -name 'kiln.pc' | head -1)
 inc=$(find "$root" -type d -path '*/include/kiln' | head -1)
-check "libkiln.so.0 installed" test -n "$so"
+check "libkiln.so.1 installed" test -n "$so"
 check "kiln.pc installed" test -n "$pc"
 check "include/kiln installed" test -n "$inc"
 if [ -z "$so" ] || [ -z "$pc" ] || [ -z "$inc" ]; then
@@ -51,9 +51,9 @@ if [ -z "$so" ] || [ -z "$pc" ] || [ -z "$inc" ]; then
 fi
 libdir=$(dirname "$so")
 inc=$(dirname "$inc")
-check "libkiln.so links to libkiln.so.0" test "$(readlink "$libdir/libkiln.so")" = libkiln.so.0.0.0
+check "libkiln.so links to libkiln.so.1" test "$(readlink "$libdir/libkiln.so")" = libkiln.so.1.0.0
 check "no static library" test ! -e "$libdir/libkiln.a"
-check "soname libkiln.so.0" sh -c "readelf -d '$so' | grep -q 'SONAME.*\\[libkiln\\.so\\.0\\]'"
+check "soname libkiln.so.1" sh -c "readelf -d '$so' | grep -q 'SONAME.*\\[libkiln\\.so\\.1\\]'"
 
 # --- exports ---------------------------------------------------------------------
 nm -D --defined-only "$so" | awk '{ print $NF }' | sed 's/@.*//' | sort -u >"$tmp/exported"
@@ -98,8 +98,18 @@ check "read_version.c builds with the pkg-config flags alone" \
 # shellcheck disable=SC2086 # the flags are words
 check "verify_version.c builds with the pkg-config flags alone" \
 	"$cc" -o "$tmp/verify_version" "$src/tests/libkiln/verify_version.c" $flags ${KILN_SAN_CFLAGS:-}
-check "read_version loads the installed libkiln.so.0" \
-	sh -c "LD_LIBRARY_PATH='$libdir' ldd '$tmp/read_version' | grep -q 'libkiln\\.so\\.0 => $libdir/libkiln\\.so\\.0'"
+check "read_version loads the installed libkiln.so.1" \
+	sh -c "LD_LIBRARY_PATH='$libdir' ldd '$tmp/read_version' | grep -q 'libkiln\\.so\\.1 => $libdir/libkiln\\.so\\.1'"
+
+
+# the version query: kiln.pc's version, as a string and as one number
+printf '#include <kiln/kiln.h>\n#include <stdio.h>\nint main(void) { printf("%%s %%u\\n", kiln_library_version(), kiln_library_version_number()); return 0; }\n' >"$tmp/ver.c"
+# shellcheck disable=SC2086 # the flags are words
+check "a program asking the version builds" "$cc" -o "$tmp/ver" "$tmp/ver.c" $flags ${KILN_SAN_CFLAGS:-}
+modversion=$(pkg-config --modversion kiln)
+want_number=$(echo "$modversion" | awk -F. '{ print $1 * 10000 + $2 * 100 + $3 }')
+check "kiln_library_version is kiln.pc's ($modversion $want_number)" \
+	test "$(LD_LIBRARY_PATH="$libdir" "$tmp/ver")" = "$modversion $want_number"
 
 (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$tmp/hmac.key")
 "$py" "$src/bench/gen-user-events.py" --records 400 --seed 7 >"$tmp/in.jsonl"

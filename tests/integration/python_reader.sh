@@ -81,14 +81,38 @@ poll 20 test -n "$(port_of)"
 port=$(port_of)
 check "the cache node listens" test -n "$port"
 
-export KILN_LIBRARY=$builddir/.libs/libkiln.so.0 PYTHONPATH=$src/python
+export KILN_LIBRARY=$builddir/.libs/libkiln.so.1 PYTHONPATH=$src/python
 export KILN_TEST_CACHE_URL=http://127.0.0.1:$port KILN_TEST_CACHE_DIR=$tmp/cache
+
 preload=
 if ldd "$KILN_LIBRARY" | grep -q libasan; then
 	preload=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)
 	export ASAN_OPTIONS=detect_leaks=0:handle_segv=0 # python's own allocations are not kiln's leaks
 	export KILN_TEST_MP_CONTEXT=forkserver
 fi
+
+# the binding checks the library's version at import: its own LIBRARY_VERSION
+# is configure.ac's major.minor; another release, or a library without the
+# query, is an ImportError that names what was found and what is needed
+want=$(sed -n 's/^AC_INIT(\[kiln\], \[\([0-9]*\.[0-9]*\)\..*/\1/p' "$src/configure.ac")
+check "python/kiln's LIBRARY_VERSION is configure.ac's ($want)" \
+	env LD_PRELOAD="$preload" $py -c "import sys, kiln._lib as l; sys.exit('%d.%d' % l.LIBRARY_VERSION != sys.argv[1])" "$want"
+printf 'const char *kiln_library_version(void) { return "9.9.9"; }\nunsigned kiln_library_version_number(void) { return 90909; }\n' >"$tmp/fake.c"
+${CC:-cc} -shared -fPIC -o "$tmp/libfake.so" "$tmp/fake.c"
+import_fails() { # LIBRARY OUT: import kiln raises ImportError; its message in OUT
+	KILN_LIBRARY=$1 $py -c '
+try:
+    import kiln
+except ImportError as e:
+    print(e)
+else:
+    raise SystemExit("imported")' >"$2"
+}
+check "libkiln 9.9.9: ImportError" import_fails "$tmp/libfake.so" "$tmp/fake.out"
+check "... naming both releases" grep -q "is libkiln 9.9.9, this binding needs libkiln $want.x" "$tmp/fake.out"
+check "a library without the version query: ImportError" import_fails libc.so.6 "$tmp/old.out"
+check "... saying so" grep -q "has no kiln_library_version_number" "$tmp/old.out"
+check "this build's libkiln imports" env LD_PRELOAD="$preload" $py -c "import kiln"
 for part in reader torch edges; do
 	out=$(timeout -k 10 1200 env LD_PRELOAD="$preload" $py "$src/tests/python/reader_test.py" "$kiln" "$tmp" "$part" 2>"$tmp/$part.err")
 	rc=$?

@@ -219,12 +219,68 @@ static void test_set_dotted_option(void **state)
 	           "use ${NAME}");
 }
 
+/* A directory pipeline whose source block (after kind) is `source`. */
+static void write_directory(const char *source)
+{
+	char text[4096];
+
+	snprintf(text, sizeof(text),
+	         "dataset: ev\n"
+	         "contract: c.yaml\n"
+	         "source:\n"
+	         "  kind: directory\n"
+	         "%s"
+	         "pseudonymise: {key_file: key}\n"
+	         "split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}\n"
+	         "store: {url: file://store}\n"
+	         "manifest: {repo: m.git}\n",
+	         source);
+	kiln_test_write_file(pipeline_path, text, 0600);
+}
+
+/* kind: directory: path relative to the pipeline, glob *.jsonl, the
+ * folder's name, done relative to path; a glob with '/', done the folder
+ * itself and a key of another kind are refused at their line. */
+static void test_directory_source(void **state)
+{
+	char want[PATH_MAX + 64];
+	kiln_pipeline *p;
+
+	(void)state;
+	write_directory("  path: in.d/\n");
+	p = load_ok(NULL, 0);
+	snprintf(want, sizeof(want), "%s/in.d", tmpdir);
+	assert_string_equal(p->source_path, want);
+	assert_string_equal(p->source_glob, "*.jsonl");
+	assert_string_equal(p->source_name, "in.d");
+	assert_null(p->source_done);
+	kiln_pipeline_free(p);
+
+	write_directory("  path: /data/in\n  glob: \"*.jsonl*\"\n  name: ev\n  done: done/\n");
+	p = load_ok(NULL, 0);
+	assert_string_equal(p->source_glob, "*.jsonl*");
+	assert_string_equal(p->source_name, "ev");
+	assert_string_equal(p->source_done, "/data/in/done");
+	kiln_pipeline_free(p);
+
+	write_directory("  path: /data/in\n  done: /data/in/\n");
+	load_fails(NULL, 0, true, ":6:", "source.done: must be a folder other than source.path");
+	write_directory("  path: /data/in\n  done: ./\n");
+	load_fails(NULL, 0, true, ":6:", "source.done: must be a folder other than source.path");
+	write_directory("  path: /data/in\n  glob: a/*.jsonl\n");
+	load_fails(NULL, 0, true, ":6:", "source.glob: a pattern of file names");
+	write_directory("  path: /data/in\n  topics: [a]\n");
+	load_fails(NULL, 0, true, ":6:", "only a kafka source has this key");
+	write_directory("  glob: \"*\"\n");
+	load_fails(NULL, 0, true, ":", "source.path");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_plain_options),       cmocka_unit_test(test_literal_secret_refused),
 	    cmocka_unit_test(test_env_secret_accepted), cmocka_unit_test(test_file_secret),
-	    cmocka_unit_test(test_set_dotted_option),
+	    cmocka_unit_test(test_set_dotted_option),   cmocka_unit_test(test_directory_source),
 	};
 
 	return kiln_test_main(tests, tmpdir, "pipeline", setup, NULL);

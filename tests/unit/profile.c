@@ -711,7 +711,7 @@ static void recompute(const kiln_contract *contract, const kiln_profile_schema *
 	assert_int_equal(kiln_profile_init(out, schema), 0);
 	*records = 0;
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++) {
-		kiln_cursor_options o = {.split = (kiln_split)s};
+		kiln_cursor_options o = {.version = KILN_CURSOR_OPTIONS_VERSION, .split = (kiln_split)s};
 		kiln_cursor *c = NULL;
 		const char *line;
 		size_t len;

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "fixture.h"
 #include "core/buf.h"
 #include "core/error.h"
@@ -191,6 +192,19 @@ static void test_open_errors(void **state)
 	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", "ftp://example.com/x", NULL),
 	                 KILN_EINVALID);
 	assert_null(r);
+
+	/* options of another layout are refused; KILN_STORE_OPTIONS_INIT's are taken */
+	{
+		kiln_store_options zero = {0}, next = {.version = KILN_STORE_OPTIONS_VERSION + 1};
+		kiln_store_options init = KILN_STORE_OPTIONS_INIT;
+
+		assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, &zero), KILN_EINVALID);
+		assert_null(r);
+		assert_non_null(strstr(kiln_error_last(), "kiln_store_options version 0"));
+		assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, &next), KILN_EINVALID);
+		assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, &init), 0);
+		kiln_reader_close(r);
+	}
 
 	/* no store: listing works, streaming does not */
 	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", NULL, NULL), 0);
@@ -533,7 +547,8 @@ static int drain(kiln_cursor *c, kiln_buf *out, size_t max)
 static void epoch_of(kiln_reader *r, unsigned world, uint64_t epoch, size_t buffer, kiln_buf *all)
 {
 	for (unsigned rank = 0; rank < world; rank++) {
-		kiln_cursor_options o = {.split = KILN_SPLIT_TRAIN,
+		kiln_cursor_options o = {.version = KILN_CURSOR_OPTIONS_VERSION,
+		                         .split = KILN_SPLIT_TRAIN,
 		                         .rank = rank,
 		                         .world = world,
 		                         .seed = 42,
@@ -619,8 +634,12 @@ static void test_cursor_epoch0_is_the_seed_order(void **state)
 	kiln_reader_shard *list;
 	size_t n, idx[NTRAIN], nidx;
 	kiln_buf want = KILN_BUF_INIT(0), got = KILN_BUF_INIT(0);
-	kiln_cursor_options o = {
-	    .split = KILN_SPLIT_TRAIN, .rank = 1, .world = 2, .seed = 7, .shuffle = true};
+	kiln_cursor_options o = {.version = KILN_CURSOR_OPTIONS_VERSION,
+	                         .split = KILN_SPLIT_TRAIN,
+	                         .rank = 1,
+	                         .world = 2,
+	                         .seed = 7,
+	                         .shuffle = true};
 	kiln_cursor *c;
 
 	(void)state;
@@ -632,6 +651,11 @@ static void test_cursor_epoch0_is_the_seed_order(void **state)
 
 		assert_int_equal(kiln_buf_put(&want, f->text.ptr, f->text.len), 0);
 	}
+	o.version = 0; /* a program built against another layout */
+	assert_int_equal(kiln_cursor_open(&c, r, &o), KILN_EINVALID);
+	assert_null(c);
+	assert_non_null(strstr(kiln_error_last(), "kiln_cursor_options version 0"));
+	o.version = KILN_CURSOR_OPTIONS_VERSION;
 	assert_int_equal(kiln_cursor_open(&c, r, &o), 0);
 	assert_int_equal(drain(c, &got, SIZE_MAX), 0);
 	assert_int_equal(got.len, want.len);
@@ -650,7 +674,8 @@ static void test_cursor_resume(void **state)
 	(void)state;
 	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, NULL), 0);
 	for (size_t b = 0; b < 2; b++) {
-		kiln_cursor_options o = {.split = KILN_SPLIT_TRAIN,
+		kiln_cursor_options o = {.version = KILN_CURSOR_OPTIONS_VERSION,
+		                         .split = KILN_SPLIT_TRAIN,
 		                         .world = 1,
 		                         .seed = 9,
 		                         .shuffle = true,
@@ -724,7 +749,8 @@ static void test_cursor_batches(void **state)
 	(void)state;
 	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, NULL), 0);
 	for (size_t b = 0; b < 2; b++) {
-		kiln_cursor_options o = {.split = KILN_SPLIT_TRAIN,
+		kiln_cursor_options o = {.version = KILN_CURSOR_OPTIONS_VERSION,
+		                         .split = KILN_SPLIT_TRAIN,
 		                         .rank = 1,
 		                         .world = 2,
 		                         .seed = 5,
@@ -785,8 +811,12 @@ static void test_cursor_batches(void **state)
 static void test_cursor_restore_refuses_another_reading(void **state)
 {
 	kiln_reader *r;
-	kiln_cursor_options o = {
-	    .split = KILN_SPLIT_TRAIN, .world = 2, .seed = 1, .shuffle = true, .epoch = 1};
+	kiln_cursor_options o = {.version = KILN_CURSOR_OPTIONS_VERSION,
+	                         .split = KILN_SPLIT_TRAIN,
+	                         .world = 2,
+	                         .seed = 1,
+	                         .shuffle = true,
+	                         .epoch = 1};
 	kiln_cursor *c, *d;
 	char st[256];
 	const char *rec;
@@ -822,7 +852,11 @@ static void test_cursor_restore_refuses_another_reading(void **state)
  * either order; the ASan build sees no use after free. */
 static void test_cursor_outlives_reader(void **state)
 {
-	kiln_cursor_options o = {.split = KILN_SPLIT_TRAIN, .world = 1, .seed = 4, .shuffle = true};
+	kiln_cursor_options o = {.version = KILN_CURSOR_OPTIONS_VERSION,
+	                         .split = KILN_SPLIT_TRAIN,
+	                         .world = 1,
+	                         .seed = 4,
+	                         .shuffle = true};
 
 	(void)state;
 	for (int round = 0; round < 3; round++) {
@@ -908,7 +942,11 @@ static void test_cursor_state_strict(void **state)
 	    {"{\"kiln_cursor\":1,", "{\"kiln_cursor\":2,", "not a kiln cursor state"},
 	    {"{\"kiln_cursor\":1,", "[{\"kiln_cursor\":1,", "not a kiln cursor state"},
 	};
-	kiln_cursor_options o = {.split = KILN_SPLIT_TRAIN, .world = 1, .seed = 4, .shuffle = true};
+	kiln_cursor_options o = {.version = KILN_CURSOR_OPTIONS_VERSION,
+	                         .split = KILN_SPLIT_TRAIN,
+	                         .world = 1,
+	                         .seed = 4,
+	                         .shuffle = true};
 	char st[KILN_CURSOR_STATE_SIZE], ed[KILN_CURSOR_STATE_MAX];
 	kiln_cursor_fields f, g;
 	const char *rec;
@@ -968,6 +1006,18 @@ static void test_cursor_state_strict(void **state)
 	assert_memory_equal(&f, &g, sizeof(f));
 }
 
+/* kiln_library_version is configure.ac's version, kiln_library_version_number the same as
+ * MAJOR * 10000 + MINOR * 100 + PATCH. */
+static void test_version(void **state)
+{
+	unsigned major, minor, patch;
+
+	(void)state;
+	assert_string_equal(kiln_library_version(), PACKAGE_VERSION);
+	assert_int_equal(sscanf(kiln_library_version(), "%u.%u.%u", &major, &minor, &patch), 3);
+	assert_int_equal(kiln_library_version_number(), major * 10000 + minor * 100 + patch);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -985,6 +1035,7 @@ int main(void)
 	    cmocka_unit_test(test_tampered_shards),
 	    cmocka_unit_test(test_cursor_outlives_reader),
 	    cmocka_unit_test(test_cursor_state_strict),
+	    cmocka_unit_test(test_version),
 	};
 
 	return kiln_test_git_main(tests, tmpdir, "reader", setup, teardown);

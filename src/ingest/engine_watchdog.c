@@ -1,14 +1,14 @@
-/* The watchdog thread of a Kafka run: it ends the process once
+/* The watchdog thread of a streaming run: it ends the process once
  * drain_seconds have passed since a stop was asked for, and feeds the
  * service manager's watchdog while the main loop makes progress (struct
- * kiln_kafka_watchdog in kafka_internal.h). */
-#include "ingest/kafka_internal.h"
+ * kiln_engine_watchdog in engine_internal.h). */
+#include "ingest/engine_internal.h"
 
 #include <unistd.h>
 
 #include "core/log.h"
 
-int64_t kiln_kafka_watchdog_deadline(struct kiln_kafka_watchdog *w)
+int64_t kiln_engine_watchdog_deadline(struct kiln_engine_watchdog *w)
 {
 	int64_t none = -1;
 
@@ -17,12 +17,12 @@ int64_t kiln_kafka_watchdog_deadline(struct kiln_kafka_watchdog *w)
 }
 
 /* WATCHDOG=1 when due, unless the main loop has not turned for
- * KILN_KAFKA_STUCK_SECONDS (said once in the log). */
-static void feed(struct kiln_kafka_watchdog *w, bool *stuck)
+ * KILN_ENGINE_STUCK_SECONDS (said once in the log). */
+static void feed(struct kiln_engine_watchdog *w, bool *stuck)
 {
 	int64_t idle_ms = now_ms() - *w->heartbeat_ms;
 
-	if (idle_ms < (int64_t)KILN_KAFKA_STUCK_SECONDS * 1000) {
+	if (idle_ms < (int64_t)KILN_ENGINE_STUCK_SECONDS * 1000) {
 		*stuck = false;
 		kiln_notify_watchdog_kick(&w->notify);
 		return;
@@ -34,14 +34,14 @@ static void feed(struct kiln_kafka_watchdog *w, bool *stuck)
 	*stuck = true;
 }
 
-void *kiln_kafka_watchdog(void *arg)
+void *kiln_engine_watchdog(void *arg)
 {
-	struct kiln_kafka_watchdog *w = arg;
+	struct kiln_engine_watchdog *w = arg;
 	bool stuck = false;
 
 	while (!w->done) {
 		feed(w, &stuck);
-		if ((*w->stop || w->draining) && now_ms() >= kiln_kafka_watchdog_deadline(w)) {
+		if ((*w->stop || w->draining) && now_ms() >= kiln_engine_watchdog_deadline(w)) {
 			KILN_LOG(KILN_LOG_ERROR, "drain_timeout",
 			         "the last snapshot did not finish in time; exiting without it",
 			         KILN_F_INT("drain_seconds", w->seconds));
