@@ -28,9 +28,9 @@ typedef struct loader {
 } loader;
 
 static const char *const top_keys[] = {
-    "dataset", "branch",  "contract", "schema",   "unknown_fields", "source",    "pseudonymise",
-    "split",   "shards",  "store",    "manifest", "workers",        "promote",   "snapshot",
-    "raw",     "metrics", "log",      "profile",  "quarantine",     "retention", "dedup", NULL};
+    "dataset", "branch",  "contract",   "schema",    "unknown_fields", "source",   "pseudonymise", "split",
+    "shards",  "store",   "manifest",   "workers",   "promote",        "snapshot", "raw",          "metrics",
+    "log",     "profile", "quarantine", "retention", "dedup",          NULL};
 static const char *const snapshot_keys[] = {"records", "seconds", "drain_seconds", NULL};
 static const char *const raw_keys[] = {"enabled", NULL};
 static const char *const profile_keys[] = {"enabled", NULL};
