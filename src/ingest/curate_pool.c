@@ -277,7 +277,7 @@ static int dedup_reserve(kiln_batch *b)
 		b->value_first = f;
 	void *c = f ? realloc(b->value_n, cap * sizeof(size_t)) : NULL;
 	if (!c)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom(NULL);
 	b->value_n = c;
 	b->dedup_cap = cap;
 	return 0;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 
 /* The split whose next curated record comes first in input order, -1 when
@@ -70,7 +71,7 @@ int kiln_dedup_filter(kiln_batch *b, kiln_dedup *dedup, int64_t now_ms, const ch
 	int s, rc = 0;
 
 	if (!drop)
-		return kiln_error_set(KILN_ENOMEM, "out of memory");
+		return kiln_error_oom("dedup");
 	if (!b->values)
 		profile = NULL;
 	while ((s = next_split(b, at)) >= 0) {
@@ -90,15 +91,8 @@ int kiln_dedup_filter(kiln_batch *b, kiln_dedup *dedup, int64_t now_ms, const ch
 
 	/* the duplicates join the rejects, all in input order (merged from the back) */
 	size_t need = b->reject_count + dups;
-	if (need > b->reject_cap) {
-		kiln_batch_reject *r = realloc(b->rejects, need * sizeof(*r));
-		if (!r) {
-			rc = kiln_error_set(KILN_ENOMEM, "out of memory");
-			goto done;
-		}
-		b->rejects = r;
-		b->reject_cap = need;
-	}
+	if ((rc = KILN_ARRAY_GROW(b->rejects, b->reject_cap, need - 1, "dedup")) < 0)
+		goto done;
 	size_t old = b->reject_count, put = need;
 	for (size_t i = b->count; i-- > 0 && put > 0;) {
 		kiln_batch_reject *x = &b->rejects[put - 1];

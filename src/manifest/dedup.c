@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 
 #define MAGIC   "KILNDDP1"
@@ -68,7 +69,7 @@ static int table_resize(table *t, size_t cap)
 	table n = {calloc(cap, sizeof(slot)), cap, 0};
 
 	if (!n.v)
-		return kiln_error_set(KILN_ENOMEM, "dedup index: out of memory");
+		return kiln_error_oom("dedup index");
 	for (size_t i = 0; i < t->cap; i++)
 		if (t->v[i].ms) {
 			*table_find(&n, t->v[i].key) = t->v[i];
@@ -104,7 +105,7 @@ int kiln_dedup_new(kiln_dedup **out, int64_t window_ms)
 	if (window_ms <= 0)
 		return kiln_error_set(KILN_EINVALID, "dedup index: the window must be positive");
 	if (!(d = calloc(1, sizeof(*d))))
-		return kiln_error_set(KILN_ENOMEM, "dedup index: out of memory");
+		return kiln_error_oom("dedup index");
 	d->window_ms = window_ms;
 	d->oldest_ms = INT64_MAX;
 	*out = d;
@@ -133,15 +134,8 @@ int kiln_dedup_seen(kiln_dedup *d, const unsigned char key[KILN_DEDUP_HASH_LEN],
 		return rc;
 	if (p->ms)
 		return 1;
-	if (d->pending.count >= d->list_cap) {
-		size_t cap = d->list_cap ? d->list_cap * 2 : MIN_CAP;
-		void *n = realloc(d->list, cap * KILN_DEDUP_HASH_LEN);
-
-		if (!n)
-			return kiln_error_set(KILN_ENOMEM, "dedup index: out of memory");
-		d->list = n;
-		d->list_cap = cap;
-	}
+	if ((rc = KILN_ARRAY_GROW(d->list, d->list_cap, d->pending.count, "dedup index")) < 0)
+		return rc;
 	memcpy(p->key, key, KILN_DEDUP_HASH_LEN);
 	p->ms = 1;
 	memcpy(d->list[d->pending.count++], key, KILN_DEDUP_HASH_LEN);
@@ -200,7 +194,7 @@ static int prune(kiln_dedup *d, int64_t cutoff)
 	while ((keep + 1) * 4 > cap * 3) /* 3/8 to 3/4 full, as growth keeps it */
 		cap *= 2;
 	if (!(n.v = calloc(cap, sizeof(slot))))
-		return kiln_error_set(KILN_ENOMEM, "dedup index: out of memory");
+		return kiln_error_oom("dedup index");
 	n.cap = cap;
 	for (size_t i = 0; i < d->committed.cap; i++) {
 		const slot *s = &d->committed.v[i];
