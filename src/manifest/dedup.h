@@ -12,8 +12,7 @@
  * between 3/8 and 3/4 full (at least 1024 slots), so 32 to 64 bytes per
  * key; a pending key takes a slot in a second such table and 16 to 32
  * bytes in the doubling list its segment is made from (48 to 96 bytes).
- * Not thread-safe: one
- * owner. */
+ * Not thread-safe: one owner. */
 #ifndef KILN_MANIFEST_DEDUP_H
 #define KILN_MANIFEST_DEDUP_H
 
