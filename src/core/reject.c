@@ -20,6 +20,7 @@ static const char *const names[KILN_REJECT_COUNT_] = {
     [KILN_REJECT_FORMAT] = "format",
     [KILN_REJECT_UNKNOWN_FIELD] = "unknown_field",
     [KILN_REJECT_PATTERN_LIMIT] = "pattern_limit",
+    [KILN_REJECT_DUPLICATE] = "duplicate",
 };
 
 const char *kiln_reject_name(kiln_reject code)

@@ -22,6 +22,7 @@ typedef enum kiln_reject {
 	KILN_REJECT_FORMAT,
 	KILN_REJECT_UNKNOWN_FIELD,
 	KILN_REJECT_PATTERN_LIMIT, /* a pattern or PII detector could not decide within its PCRE2 limits */
+	KILN_REJECT_DUPLICATE,     /* dedup: its key was committed within the window, or came earlier */
 	KILN_REJECT_COUNT_         /* number of codes, not a code */
 } kiln_reject;
 

@@ -4,6 +4,7 @@
 #include "ingest/curate_pool.h"
 
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ struct worker {
 	kiln_curator *curator;
 	kiln_raw_writer *raw;
 	kiln_buf line;
+	kiln_buf unescaped; /* a dedup key string's decoded bytes */
 };
 
 struct kiln_curate_pool {
@@ -178,6 +180,10 @@ static void batch_destroy(kiln_batch *b)
 	}
 	free(b->rejects);
 	kiln_profile_free(&b->profile);
+	free(b->dedup_hash);
+	free(b->value_first);
+	free(b->value_n);
+	free(b->values);
 	free(b);
 }
 
@@ -204,10 +210,101 @@ static int profile_record(struct worker *wk, kiln_batch *b)
 	return 0;
 }
 
+/* The dedup key hash of the record just curated (its values from the
+ * curator): KILN_ENOTFOUND, *missing set, when a key field has no value
+ * (absent or null). Each field adds its type ('s', 'n', 't', 'f'), its
+ * length (u32 LE) and its bytes, strings decoded, to a keyed BLAKE2b-128
+ * (docs/FORMATS.md, "dedup/"). */
+static int dedup_hash(struct worker *wk, unsigned char out[16], const char **missing)
+{
+	const kiln_curate_pool_options *o = &wk->pool->o;
+	crypto_generichash_state st;
+	size_t n;
+	const kiln_curate_value *v = kiln_curate_values(wk->curator, &n);
+
+	crypto_generichash_init(&st, o->dedup_key, 32, 16);
+	for (size_t k = 0; k < o->dedup_field_count; k++) {
+		const kiln_curate_value *x = NULL;
+		const char *text;
+		size_t len;
+		unsigned char head[5];
+
+		for (size_t i = 0; i < n && !x; i++)
+			if (v[i].field == o->dedup_fields[k])
+				x = &v[i];
+		if (!x || x->type == KILN_JSON_NULL) {
+			*missing = o->dedup_paths[k];
+			return KILN_ENOTFOUND;
+		}
+		text = wk->line.ptr + x->offset;
+		len = x->len;
+		if (x->type == KILN_JSON_STRING && (x->flags & KILN_JSON_ESCAPED)) {
+			kiln_json_token t = {
+			    .type = KILN_JSON_STRING, .flags = x->flags, .ptr = text, .len = len};
+			int rc;
+
+			kiln_buf_reset(&wk->unescaped);
+			if ((rc = kiln_buf_reserve(&wk->unescaped, len + 1)) < 0)
+				return rc;
+			len = kiln_json_unescape(wk->unescaped.ptr, len + 1, &t);
+			text = wk->unescaped.ptr;
+		}
+		head[0] = x->type == KILN_JSON_STRING   ? 's'
+		          : x->type == KILN_JSON_NUMBER ? 'n'
+		          : x->type == KILN_JSON_TRUE   ? 't'
+		                                        : 'f';
+		for (int i = 0; i < 4; i++)
+			head[1 + i] = (unsigned char)((uint64_t)len >> (8 * i));
+		crypto_generichash_update(&st, head, sizeof(head));
+		crypto_generichash_update(&st, (const unsigned char *)text, len);
+	}
+	crypto_generichash_final(&st, out, 16);
+	return 0;
+}
+
+/* Room for the dedup results of every record of b. */
+static int dedup_reserve(kiln_batch *b)
+{
+	size_t cap = b->count ? b->count : 1;
+
+	if (b->dedup_cap >= cap)
+		return 0;
+	void *h = realloc(b->dedup_hash, cap * sizeof(*b->dedup_hash));
+	if (h)
+		b->dedup_hash = h;
+	void *f = h ? realloc(b->value_first, cap * sizeof(size_t)) : NULL;
+	if (f)
+		b->value_first = f;
+	void *c = f ? realloc(b->value_n, cap * sizeof(size_t)) : NULL;
+	if (!c)
+		return kiln_error_oom(NULL);
+	b->value_n = c;
+	b->dedup_cap = cap;
+	return 0;
+}
+
+/* Keeps the record's curated values (dedup with a profile: the sink
+ * profiles the records that are not duplicates). */
+static int keep_values(struct worker *wk, kiln_batch *b, size_t i)
+{
+	size_t n;
+	const kiln_curate_value *v = kiln_curate_values(wk->curator, &n);
+	int rc;
+
+	if ((rc = grow((void **)&b->values, &b->value_cap, b->value_count + n, sizeof(*v))) < 0)
+		return rc;
+	memcpy(b->values + b->value_count, v, n * sizeof(*v));
+	b->value_first[i] = b->value_count;
+	b->value_n[i] = n;
+	b->value_count += n;
+	return 0;
+}
+
 /* Validates and curates every record of a batch (on a worker thread). */
 static int process(struct worker *wk, kiln_batch *b)
 {
 	const kiln_pipeline *p = wk->pool->o.pipeline;
+	bool dedup = wk->pool->o.dedup_field_count > 0;
 	int rc;
 
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
@@ -215,7 +312,11 @@ static int process(struct worker *wk, kiln_batch *b)
 		b->out_count[i] = 0;
 	}
 	b->reject_count = 0;
-	if (wk->pool->o.profile) {
+	b->value_count = 0;
+	b->deduped = false;
+	if (dedup && (rc = dedup_reserve(b)) < 0)
+		return rc;
+	if (wk->pool->o.profile && !dedup) {
 		if (!b->profiled && (rc = kiln_profile_init(&b->profile, wk->pool->o.profile)) < 0)
 			return rc;
 		b->profiled = true;
@@ -259,6 +360,16 @@ static int process(struct worker *wk, kiln_batch *b)
 		}
 		if (rc < 0)
 			return rc;
+		const char *missing = NULL;
+		if (dedup && (rc = dedup_hash(wk, b->dedup_hash[i], &missing)) == KILN_ENOTFOUND) {
+			/* nothing to tell a duplicate by */
+			kiln_report_single(report, KILN_REJECT_MISSING_REQUIRED, 0);
+			snprintf(report->v[0].path, sizeof(report->v[0].path), "%s", missing);
+			b->rejects[b->reject_count++].index = i;
+			continue;
+		}
+		if (rc < 0)
+			return rc;
 		kiln_split s = kiln_split_assign(wk->pool->o.splitter, split_value, split_len);
 		if (b->out_count[s] == b->out_cap[s]) {
 			size_t cap = b->out_cap[s];
@@ -276,7 +387,9 @@ static int process(struct worker *wk, kiln_batch *b)
 			return rc;
 		b->out_index[s][b->out_count[s]] = i;
 		b->out_len[s][b->out_count[s]++] = wk->line.len + 1;
-		if (b->profiled && (rc = profile_record(wk, b)) < 0)
+		if (b->profiled && !dedup && (rc = profile_record(wk, b)) < 0)
+			return rc;
+		if (dedup && wk->pool->o.profile && (rc = keep_values(wk, b, i)) < 0)
 			return rc;
 	}
 	return 0;
@@ -346,7 +459,7 @@ int kiln_curate_pool_new(kiln_curate_pool **out, const kiln_curate_pool_options 
 	                              .key = o->key,
 	                              .split_field = o->split_field,
 	                              .limits = vopts.limits,
-	                              .observe = o->profile != NULL};
+	                              .observe = o->profile != NULL || o->dedup_field_count > 0};
 	int rc;
 
 	*out = NULL;
@@ -390,6 +503,7 @@ void kiln_curate_pool_free(kiln_curate_pool *pool)
 		kiln_curator_free(pool->workers[i].curator);
 		kiln_raw_writer_free(pool->workers[i].raw);
 		kiln_buf_free(&pool->workers[i].line);
+		kiln_buf_free(&pool->workers[i].unescaped);
 	}
 	while (pool->free_list) {
 		kiln_batch *b = pool->free_list;

@@ -22,6 +22,7 @@
 #include "core/buf.h"
 #include "ingest/pipeline.h"
 #include "manifest/manifest.h"
+#include "mask/curate.h"
 #include "mask/key.h"
 #include "quality/profile.h"
 #include "shard/quarantine.h"
@@ -63,8 +64,18 @@ typedef struct kiln_batch {
 	kiln_batch_reject *rejects;
 	size_t reject_count, reject_cap;
 	char raw_key[512];    /* the raw object written, "" when none */
-	kiln_profile profile; /* of the curated records (when the pool profiles) */
+	kiln_profile profile; /* of the curated records (when the pool profiles without dedup) */
 	bool profiled;
+	/* when the pool dedups: per input record, a curated one's key hash
+	 * (ingest/dedup_filter.h); when it also profiles, the curated values of
+	 * each curated record, values[value_first[i] .. + value_n[i]), for the
+	 * sink to profile the records that are not duplicates */
+	unsigned char (*dedup_hash)[16];
+	bool deduped; /* the sink ran it through the index (kiln_sink_dedup) */
+	size_t *value_first, *value_n;
+	size_t dedup_cap;
+	kiln_curate_value *values;
+	size_t value_count, value_cap;
 
 	/* the pool's */
 	int state;
@@ -95,7 +106,15 @@ typedef struct kiln_curate_pool_options {
 	const kiln_profile_schema *profile; /* profile the curated records; NULL: no profile */
 	unsigned workers;                   /* >= 1 */
 	kiln_store *raw_store;              /* where batches with raw records are written; NULL: nowhere */
-	kiln_batch_consume consume;         /* called in submission order on the owner's thread */
+	/* dedup (dedup_field_count 0: none): each curated record's key hash, a
+	 * keyed BLAKE2b-128 (key: dedup_key) of the values of these fields;
+	 * a record without a value for one is quarantined as missing_required
+	 * with its path */
+	const kiln_field *const *dedup_fields;
+	const char *const *dedup_paths;
+	size_t dedup_field_count;
+	const unsigned char *dedup_key; /* 32 bytes */
+	kiln_batch_consume consume;     /* called in submission order on the owner's thread */
 	void *ctx;
 } kiln_curate_pool_options;
 

@@ -47,6 +47,8 @@ static int consume(void *ctx, kiln_batch *b)
 	kiln_engine *e = ctx;
 	int rc;
 
+	if ((rc = kiln_sink_dedup(&e->sink, b)) < 0)
+		return rc;
 	if (e->source->prepare)
 		e->source->prepare(e->src, b);
 	if ((rc = kiln_sink_deliver(&e->sink, b)) < 0)

@@ -19,7 +19,10 @@ struct loop {
 static int consume(void *ctx, kiln_batch *b)
 {
 	struct loop *l = ctx;
+	int rc;
 
+	if ((rc = kiln_sink_dedup(&l->in.sink, b)) < 0)
+		return rc;
 	if (l->source->prepare)
 		l->source->prepare(l->src, b);
 	return kiln_sink_deliver(&l->in.sink, b);

@@ -28,13 +28,14 @@ typedef struct loader {
 } loader;
 
 static const char *const top_keys[] = {
-    "dataset", "branch",  "contract", "schema",   "unknown_fields", "source",    "pseudonymise",
-    "split",   "shards",  "store",    "manifest", "workers",        "promote",   "snapshot",
-    "raw",     "metrics", "log",      "profile",  "quarantine",     "retention", NULL};
+    "dataset", "branch",  "contract",   "schema",    "unknown_fields", "source",   "pseudonymise", "split",
+    "shards",  "store",   "manifest",   "workers",   "promote",        "snapshot", "raw",          "metrics",
+    "log",     "profile", "quarantine", "retention", "dedup",          NULL};
 static const char *const snapshot_keys[] = {"records", "seconds", "drain_seconds", NULL};
 static const char *const raw_keys[] = {"enabled", NULL};
 static const char *const profile_keys[] = {"enabled", NULL};
 static const char *const quarantine_keys[] = {"max_ratio", NULL};
+static const char *const dedup_keys[] = {"key", "window", NULL};
 static const char *const retention_keys[] = {"raw", "quarantine", NULL};
 static const char *const metrics_keys[] = {"listen", NULL};
 static const char *const log_keys[] = {"format", "level", NULL};
@@ -365,6 +366,60 @@ static int get_retention(loader *l, const kiln_yaml_node *map, const char *zone,
 	return 0;
 }
 
+/* dedup: {key: [field, ...], window: AGE}. The fields are checked against
+ * the contract when the run opens it (run_setup.c). */
+static int load_dedup(loader *l, const kiln_yaml_node *root)
+{
+	const kiln_yaml_node *n = kiln_yaml_get(root, "dedup"), *keys, *single[1];
+	const kiln_yaml_node *const *items = single;
+	kiln_pipeline *p = l->p;
+	const char *window = NULL;
+	size_t count = 1;
+	int rc;
+
+	if (!n || kiln_yaml_is_null(n))
+		return 0;
+	if ((rc = kiln_config_check_keys(&l->cfg, n, "dedup", dedup_keys)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, n, "dedup", "window", true, &window)) < 0)
+		return rc;
+	if ((p->dedup_window_ms = kiln_parse_age(window)) <= 0)
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(n, "window"), "dedup.window",
+		                      "expected a positive age such as 7d, 12h, 90m, 2w or 3600s");
+	p->dedup_window_ms *= 1000;
+	if (!(keys = kiln_yaml_get(n, "key")) || kiln_yaml_is_null(keys))
+		return kiln_yaml_fail(l->doc, n, "dedup.key",
+		                      "required key is missing (a list of field paths)");
+	single[0] = keys;
+	if (keys->kind == KILN_YAML_SEQUENCE) {
+		items = (const kiln_yaml_node *const *)keys->items;
+		count = keys->count;
+	}
+	if (count == 0 || count > 16)
+		return kiln_yaml_fail(l->doc, keys, "dedup.key", "name 1 to 16 field paths");
+	const char **paths = kiln_arena_alloc(p->arena, count * sizeof(*paths));
+	if (!paths)
+		return kiln_error_set(KILN_ENOMEM, "out of memory");
+	for (size_t i = 0; i < count; i++) {
+		if ((rc = kiln_yaml_string(l->doc, items[i], "dedup.key", &paths[i])) < 0)
+			return rc;
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(paths[i], paths[j]) == 0)
+				return kiln_yaml_fail(l->doc, items[i], "dedup.key", "\"%s\" is named twice",
+				                      paths[i]);
+	}
+	if (items == single) {
+		const kiln_yaml_node **one = kiln_arena_alloc(p->arena, sizeof(*one));
+		if (!one)
+			return kiln_error_set(KILN_ENOMEM, "out of memory");
+		one[0] = keys;
+		items = one;
+	}
+	p->dedup_keys = paths;
+	p->dedup_key_nodes = items;
+	p->dedup_key_count = count;
+	return 0;
+}
+
 /* quarantine.max_ratio and retention (the restricted zones over time). */
 static int load_zones(loader *l, const kiln_yaml_node *root)
 {
@@ -530,7 +585,8 @@ static int load(loader *l)
 	p->zstd_level = level ? (int)level : 3;
 	p->zstd_threads = (unsigned)zstd_threads;
 
-	if ((rc = load_operations(l, root)) < 0 || (rc = load_zones(l, root)) < 0)
+	if ((rc = load_operations(l, root)) < 0 || (rc = load_zones(l, root)) < 0 ||
+	    (rc = load_dedup(l, root)) < 0)
 		return rc;
 
 	n = kiln_yaml_get(root, "manifest");

@@ -81,6 +81,14 @@ typedef struct kiln_pipeline {
 	const char *split_salt;
 	double ratios[KILN_SPLIT_COUNT];
 
+	/* dedup: (docs/PIPELINES.md): a record whose key fields' values were
+	 * committed on the branch within dedup_window_ms, or came earlier in
+	 * the run, is quarantined as duplicate. dedup_key_count 0: no dedup. */
+	const char **dedup_keys;                             /* field paths, as split.key's */
+	const struct kiln_yaml_node *const *dedup_key_nodes; /* where each was set, for messages */
+	size_t dedup_key_count;
+	int64_t dedup_window_ms;
+
 	size_t target_bytes;   /* default 64 MiB */
 	int zstd_level;        /* default 3 */
 	unsigned zstd_threads; /* shards.zstd_threads; 0: one per CPU (the bytes do not depend on it) */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "contract/compat.h"
@@ -214,14 +215,39 @@ static int push_branch(const kiln_pipeline *p, kiln_manifest *manifest, char com
 	return 0;
 }
 
+/* Each dedup.key path names a scalar field of the contract the way
+ * split.key does (a record without a value for one is quarantined as
+ * missing_required). Errors name the path's file:line:col. */
+static int check_dedup_keys(kiln_run_setup *s)
+{
+	const kiln_pipeline *p = s->p;
+	const kiln_field *f, *hidden;
+
+	for (size_t i = 0; i < p->dedup_key_count; i++) {
+		if (kiln_contract_field_at(&f, &hidden, s->contract, p->dedup_keys[i]) < 0)
+			return kiln_yaml_fail(p->doc, p->dedup_key_nodes[i], "dedup.key", "%s",
+			                      kiln_error_last());
+		if (f->type == KILN_LTYPE_OBJECT || f->type == KILN_LTYPE_ARRAY)
+			return kiln_yaml_fail(p->doc, p->dedup_key_nodes[i], "dedup.key",
+			                      "field \"%s\" must be a scalar", p->dedup_keys[i]);
+		if (hidden)
+			return kiln_yaml_fail(p->doc, p->dedup_key_nodes[i], "dedup.key",
+			                      "field \"%s\" is dropped or redacted in curated records",
+			                      hidden->path);
+		s->dedup_fields[i] = f;
+	}
+	return 0;
+}
+
 int kiln_run_setup_contract(kiln_run_setup *s)
 {
 	kiln_contract_options copts = {.schema = s->p->schema};
 	int rc;
 
-	if ((rc = kiln_contract_load(&s->contract, s->p->contract, &copts)) < 0)
+	if ((rc = kiln_contract_load(&s->contract, s->p->contract, &copts)) < 0 ||
+	    (rc = check_split_key(s->p, s->contract, &s->split_field)) < 0)
 		return rc;
-	return check_split_key(s->p, s->contract, &s->split_field);
+	return check_dedup_keys(s);
 }
 
 int kiln_run_setup_keys(kiln_run_setup *s)
@@ -236,6 +262,11 @@ int kiln_run_setup_keys(kiln_run_setup *s)
 	if (rc < 0)
 		return rc;
 	s->key_loaded = true;
+	/* the dedup index's hash key: the index reveals nothing without the
+	 * pseudonymisation key, and no token can be told from it */
+	static const char context[] = "kiln dedup index key v1";
+	crypto_generichash(s->dedup_key, sizeof(s->dedup_key), (const unsigned char *)context,
+	                   sizeof(context) - 1, s->key.bytes, sizeof(s->key.bytes));
 	if (p->signing_key_file && (rc = kiln_signing_key_load(&s->signing_key, p->signing_key_file)) < 0)
 		return rc;
 	return kiln_splitter_init(&s->splitter, p->split_salt, p->ratios);
@@ -277,15 +308,42 @@ int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
 	/* settings first: a refused one creates no store folder or repository */
 	if ((rc = kiln_source_check_settings(p)) < 0 || (rc = kiln_run_setup_contract(s)) < 0 ||
 	    (rc = kiln_run_setup_keys(s)) < 0 || (rc = kiln_run_setup_store(s)) < 0 ||
-	    (rc = kiln_run_setup_manifest(s)) < 0 || (rc = kiln_run_setup_definition(s)) < 0) {
+	    (rc = kiln_run_setup_manifest(s)) < 0 || (rc = kiln_run_setup_definition(s)) < 0 ||
+	    (p->dedup_key_count && ((rc = kiln_dedup_new(&s->dedup, p->dedup_window_ms)) < 0 ||
+	                            (rc = kiln_run_setup_dedup_load(s)) < 0))) {
 		kiln_run_setup_close(s);
 		return rc;
 	}
 	return 0;
 }
 
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int kiln_run_setup_dedup_load(kiln_run_setup *s)
+{
+	int rc;
+
+	if (!s->dedup)
+		return 0;
+	rc = kiln_manifest_dedup_load(s->manifest, s->p->dataset, s->p->branch, wall_ms(), s->dedup,
+	                              s->dedup_base);
+	if (rc == 0)
+		KILN_LOG(KILN_LOG_DEBUG, "dedup_loaded", "",
+		         KILN_F_INT("keys", (int64_t)kiln_dedup_committed_count(s->dedup)));
+	return rc;
+}
+
 void kiln_run_setup_close(kiln_run_setup *s)
 {
+	kiln_dedup_free(s->dedup);
+	s->dedup = NULL;
+	sodium_memzero(s->dedup_key, sizeof(s->dedup_key));
 	kiln_manifest_close(s->manifest);
 	kiln_store_close(s->store);
 	kiln_contract_free(s->contract);
@@ -397,6 +455,15 @@ int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commi
 	snap->signing_key = p->signing_key_file ? &s->signing_key : NULL;
 	if ((rc = check_shards_stored(s, snap)) < 0)
 		return rc;
+	bool moved = false;
+	if (s->dedup) {
+		snap->dedup = true;
+		snap->dedup_keys = kiln_dedup_pending(s->dedup, &snap->dedup_count);
+		snap->dedup_ms = wall_ms();
+		snap->dedup_window_ms = p->dedup_window_ms;
+		snap->dedup_base = s->dedup_base;
+		snap->dedup_moved = &moved;
+	}
 	for (int attempt = 1;; attempt++) {
 		rc = kiln_manifest_commit(s->manifest, snap, out_commit);
 		if ((rc != KILN_EMODIFIED && rc != KILN_ERETRY) || attempt == COMMIT_ATTEMPTS)
@@ -407,7 +474,18 @@ int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commi
 	}
 	if (rc < 0)
 		return rc;
+	char local[41];
+	memcpy(local, out_commit, sizeof(local));
+	if (s->dedup) {
+		if ((rc = kiln_dedup_commit(s->dedup, snap->dedup_ms)) < 0)
+			return rc;
+		memcpy(s->dedup_base, local, sizeof(local));
+	}
 	if ((rc = push_branch(p, s->manifest, out_commit)) < 0)
+		return rc;
+	/* the branch had moved since the index was loaded (another writer), or
+	 * the push rebased this commit: the index takes the keys others committed */
+	if (s->dedup && (moved || strcmp(local, out_commit) != 0) && (rc = kiln_run_setup_dedup_load(s)) < 0)
 		return rc;
 	auto_compact(s);
 	return 0;

@@ -14,6 +14,7 @@
 #include "core/buf.h"
 #include "core/retry.h"
 #include "ingest/pipeline.h"
+#include "manifest/dedup.h"
 #include "manifest/manifest.h"
 #include "manifest/sshsig.h"
 #include "mask/key.h"
@@ -24,6 +25,10 @@ typedef struct kiln_run_setup {
 	const kiln_pipeline *p;
 	kiln_contract *contract;
 	const kiln_field *split_field;
+	const kiln_field *dedup_fields[16]; /* the pipeline's dedup.key fields */
+	unsigned char dedup_key[32];        /* the dedup hash key, derived from key */
+	kiln_dedup *dedup;                  /* the branch's dedup index; NULL: no dedup */
+	char dedup_base[41];                /* the commit the index is of ("" before the first) */
 	kiln_key key;
 	bool key_loaded;
 	kiln_signing_key signing_key;
@@ -51,6 +56,8 @@ int kiln_run_setup_manifest(kiln_run_setup *s);
 /* dataset.json rendered and compared with the branch's; a contract change checked against the
  * branch tip's contract.yaml (needs the contract, the key and the manifest) */
 int kiln_run_setup_definition(kiln_run_setup *s);
+/* With dedup: the index set to the branch tip's (pending keys dropped). */
+int kiln_run_setup_dedup_load(kiln_run_setup *s);
 /* Wipes the keys and closes everything; a zeroed setup is fine. */
 void kiln_run_setup_close(kiln_run_setup *s);
 
@@ -66,7 +73,13 @@ void kiln_run_setup_close(kiln_run_setup *s);
  * that moved gives KILN_EFENCED: another writer covered those offsets. out_commit: the commit on the branch
  * after the push (a rebased push replaces ours). Then compacts the manifest
  * when manifest.compact_loose_objects says so (counted in compactions; a
- * failure there is logged and leaves the commit as it is). */
+ * failure there is logged and leaves the commit as it is). With dedup the
+ * index's pending keys go in the commit (dedup/) and become committed once
+ * it is on the branch; when the branch had moved since the index was
+ * loaded (another writer's commit, a rebased push) the index is loaded
+ * again from the new tip. A key another
+ * writer committed since the index was loaded gives KILN_EFENCED (nothing
+ * committed: read again, the record is a duplicate). */
 int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commit[41]);
 
 /* The pause before commit attempt n + 1: 2 ms plus a uniform draw below

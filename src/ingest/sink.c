@@ -2,10 +2,12 @@
 #include "ingest/sink.h"
 
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "ingest/curate_run.h"
+#include "ingest/dedup_filter.h"
 #include "ingest/source.h"
 
 unsigned kiln_zstd_thread_count(const kiln_pipeline *p)
@@ -37,6 +39,11 @@ int kiln_sink_renew(kiln_sink *s)
 
 	writers_free(s);
 	kiln_profile_clear(&s->profile);
+	/* what was delivered is dropped: so are its keys (the index goes back
+	 * to the branch tip's, which may hold another writer's since) */
+	if (s->setup->dedup && kiln_dedup_pending_count(s->setup->dedup) &&
+	    (rc = kiln_run_setup_dedup_load(s->setup)) < 0)
+		return rc;
 	if ((rc = kiln_quarantine_new(&s->quarantine, s->setup->store, p->dataset, p->branch, p->source->kind,
 	                              p->target_bytes, p->zstd_level, NULL)) < 0)
 		return rc;
@@ -73,6 +80,10 @@ int kiln_sink_open(kiln_sink *out, kiln_run_setup *setup, const kiln_sink_option
 	                                 .profile = out->profile_schema,
 	                                 .workers = kiln_curate_worker_count(p),
 	                                 .raw_store = o->raw_zone ? setup->store : NULL,
+	                                 .dedup_fields = setup->dedup_fields,
+	                                 .dedup_paths = p->dedup_keys,
+	                                 .dedup_field_count = setup->dedup ? p->dedup_key_count : 0,
+	                                 .dedup_key = setup->dedup_key,
 	                                 .consume = o->consume ? o->consume : deliver,
 	                                 .ctx = o->consume ? o->ctx : out};
 	return kiln_curate_pool_new(&out->pool, &popt);
@@ -90,8 +101,29 @@ void kiln_sink_close(kiln_sink *s)
 	s->profile_schema = NULL;
 }
 
+int kiln_sink_dedup(kiln_sink *s, kiln_batch *b)
+{
+	kiln_dedup *dedup = s->setup->dedup;
+	struct timespec now;
+	int rc;
+
+	if (!dedup || b->deduped)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &now);
+	if ((rc = kiln_dedup_filter(b, dedup, (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
+	                            s->setup->p->dedup_keys[0], s->profile_schema ? &s->profile : NULL,
+	                            s->profile_schema)) < 0)
+		return rc;
+	b->deduped = true;
+	return 0;
+}
+
 int kiln_sink_deliver(kiln_sink *s, kiln_batch *b)
 {
+	int rc;
+
+	if ((rc = kiln_sink_dedup(s, b)) < 0)
+		return rc;
 	return kiln_batch_deliver(b, s->writers, s->quarantine, s->delta,
 	                          s->profile_schema ? &s->profile : NULL);
 }

@@ -47,9 +47,16 @@ void kiln_sink_close(kiln_sink *s);
 unsigned kiln_zstd_thread_count(const kiln_pipeline *p);
 
 /* New, empty writers and quarantine: what the old ones held is dropped
- * (after a snapshot committed it, or to read it again). */
+ * (after a snapshot committed it, or to read it again); with dedup, keys
+ * delivered but not committed are dropped too (the index loaded again from
+ * the branch tip). */
 int kiln_sink_renew(kiln_sink *s);
-/* Hands a curated batch to the quarantine and the writers (counts to delta). */
+/* With dedup, moves a curated batch's duplicates from its splits to its
+ * rejects (ingest/dedup_filter.h), once; before a source's prepare sees the
+ * batch (a quarantine replay then keeps a duplicate in the quarantine). */
+int kiln_sink_dedup(kiln_sink *s, kiln_batch *b);
+/* Hands a curated batch to the quarantine and the writers (counts to delta),
+ * after kiln_sink_dedup. */
 int kiln_sink_deliver(kiln_sink *s, kiln_batch *b);
 /* Finishes every split's shards (uploaded once this returns 0). */
 int kiln_sink_finish_shards(kiln_sink *s);

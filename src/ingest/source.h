@@ -127,7 +127,8 @@ typedef struct kiln_source {
 	/* Reads every record into batches (kiln_curate_pool_batch on
 	 * in->sink.pool) and submits them in offset order. */
 	int (*read)(void *src, struct kiln_ingest *in);
-	/* Optional: called on each curated batch before the sink gets it. */
+	/* Optional: called on each curated batch before the sink gets it
+	 * (after kiln_sink_dedup: with dedup, duplicates are rejects already). */
 	void (*prepare)(void *src, kiln_batch *b);
 	/* Everything read was delivered: KILN_SOURCE_GO, or
 	 * KILN_SOURCE_DONE (e.g. nothing new; the source pushed or reported). */

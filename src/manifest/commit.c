@@ -866,7 +866,8 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	}
 
 	/* dataset.json, splits/<split>/<hh>.jsonl, filters/<hh>/<hash>.bloom,
-	 * lineage.json, quarantine-replayed.json, stats.json, profile.json */
+	 * lineage.json, quarantine-replayed.json, stats.json, profile.json,
+	 * dedup/ */
 	if ((rc = write_dataset_json(m, root, snap, &text)) < 0 ||
 	    (rc = write_splits(m, scanner, ref, snap, root)) < 0 ||
 	    (rc = write_filters(m, ref, snap, root)) < 0 ||
@@ -874,6 +875,7 @@ int kiln_manifest_commit(kiln_manifest *m, const kiln_snapshot *snap, char out_c
 	    (rc = write_replayed(m, ref, tip_tree, snap, root, &text)) < 0 ||
 	    (rc = write_stats(m, scanner, ref, tip_tree, snap, root, &text)) < 0 ||
 	    (rc = write_profile(m, ref, tip_tree, snap, root, &text)) < 0 ||
+	    (rc = kiln_manifest_write_dedup(m, ref, have_tip ? &tip_id : NULL, tip_tree, snap, root)) < 0 ||
 	    (snap->contract_text &&
 	     (rc = insert_blob(m, root, "contract.yaml", snap->contract_text, snap->contract_len)) < 0))
 		goto cleanup;

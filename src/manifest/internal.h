@@ -60,6 +60,19 @@ struct kiln_replayed;
 int kiln_manifest_load_replayed(kiln_manifest *manifest, git_tree *tree, const char *ref,
                                 struct kiln_replayed *out);
 
+/* dedup/ of the commit being built on the tip (tip_id NULL: none yet;
+ * dedup_tree.c): nothing without snap->dedup. */
+int kiln_manifest_write_dedup(kiln_manifest *manifest, const char *ref, const git_oid *tip_id,
+                              git_tree *tip_tree, const kiln_snapshot *snap, git_treebuilder *root);
+
+/* For a rebase (rebase.c): the dedup/ segment commit added over parent
+ * (NULL for a first commit),
+ * set in snap (its keys point into *out_blob, the caller's to free); no
+ * new segment: snap unchanged, *out_blob NULL. The replayed commit prunes
+ * nothing. */
+int kiln_manifest_dedup_added(kiln_manifest *manifest, const git_oid *commit, const git_oid *parent,
+                              git_blob **out_blob, kiln_snapshot *snap);
+
 /* ---- shared by manifest.c and rewrite.c ----------------------------------- */
 /* Writes the annotated tag object "<dataset>/<name>" on commit_hex (it must
  * exist) as kiln_manifest_tag does, without creating or moving a ref. */

@@ -88,6 +88,21 @@ typedef struct kiln_snapshot {
 	 * and quarantined_by_code (manifest/replayed.h) */
 	const struct kiln_replayed *replayed;
 	uint64_t unquarantined[KILN_REJECT_COUNT_];
+	/* pipeline dedup only (dedup false: the tip's dedup/ stays as it is):
+	 * the keys the snapshot commits (sorted ascending, manifest/dedup.h),
+	 * written as one segment of dedup/ stamped dedup_ms, and the segments
+	 * stamped before dedup_ms - dedup_window_ms dropped */
+	bool dedup;
+	const unsigned char (*dedup_keys)[16];
+	size_t dedup_count;
+	int64_t dedup_ms, dedup_window_ms;
+	/* the commit (40 hex; "" for no branch yet) whose dedup/ the writer's
+	 * index was checked against, NULL: none. When the tip is another one,
+	 * a key that a segment the tip holds and that commit does not also
+	 * holds refuses the commit with KILN_EFENCED (nothing changed): another
+	 * writer committed it first */
+	const char *dedup_base;
+	bool *dedup_moved; /* NULL, or set when the commit went on a tip other than dedup_base */
 	const char *author_name, *author_email;
 	const struct kiln_signing_key *signing_key; /* NULL: unsigned commit */
 } kiln_snapshot;

@@ -476,7 +476,7 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 {
 	kiln_manifest *m = x->m;
 	git_commit *c = NULL;
-	git_blob *ds = NULL, *pj = NULL, *cy = NULL;
+	git_blob *ds = NULL, *pj = NULL, *cy = NULL, *dd = NULL;
 	kiln_profile added = {0};
 	replay r = {0};
 	kiln_mfmt_lineage lc = {0}, lp = {0}, lt = {0};
@@ -579,6 +579,10 @@ static int replay_commit(rebase_ctx *x, const git_oid *commit, const git_oid *pa
 		snap.profile = &added;
 	}
 
+	/* dedup: the segment of keys the commit added */
+	if ((rc = kiln_manifest_dedup_added(m, commit, parent, &dd, &snap)) < 0)
+		goto cleanup;
+
 	snap.dataset = x->parts->dataset;
 	snap.branch = x->tmp_branch;
 	snap.dataset_json = ds_text;
@@ -607,6 +611,7 @@ cleanup:
 	git_blob_free(ds);
 	git_blob_free(pj);
 	git_blob_free(cy);
+	git_blob_free(dd);
 	kiln_profile_free(&added);
 	git_commit_free(c);
 	return rc;
