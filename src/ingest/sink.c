@@ -44,7 +44,11 @@ int kiln_sink_renew(kiln_sink *s)
 	if (s->setup->dedup && kiln_dedup_pending_count(s->setup->dedup) &&
 	    (rc = kiln_run_setup_dedup_load(s->setup)) < 0)
 		return rc;
-	if ((rc = kiln_quarantine_new(&s->quarantine, s->setup->store, p->dataset, p->branch, p->source->kind,
+	/* a file source's objects keep the name they had before kinds were
+	 * named (docs/FORMATS.md, "Quarantine objects"); every other kind's
+	 * names end in its kind */
+	if ((rc = kiln_quarantine_new(&s->quarantine, s->setup->store, p->dataset, p->branch,
+	                              p->source == &kiln_source_file ? NULL : p->source->kind,
 	                              p->target_bytes, p->zstd_level, NULL)) < 0)
 		return rc;
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)

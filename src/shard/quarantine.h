@@ -1,7 +1,7 @@
 /* The quarantine: rejected records with their reasons, one zstd-compressed
  * JSON Lines object per topic/partition and flush, at
- * quarantine/<topic>/<partition>/<dataset>/<branch>/<first>-<last>.<kind>.jsonl.zst
- * (deterministic names: a rerun overwrites the same object; two datasets or
+ * quarantine/<topic>/<partition>/<dataset>/<branch>/<first>-<last>[.<kind>].jsonl.zst
+ * (a file source's without the kind; deterministic names: a rerun overwrites the same object; two datasets or
  * branches reading one topic into one store, or two kinds of source of one
  * name on one branch, never share one). Each line:
  *   {"topic":"t","partition":0,"offset":17,"code":"type","path":"age",

@@ -702,11 +702,11 @@ def main(argv=None):
     n_qlines = 0
     qdir = os.path.join(a.store, "quarantine", topic or "", "0", a.dataset, a.branch)
     qnames = sorted(os.listdir(qdir)) if topic and os.path.isdir(qdir) else []
-    qname_re = re.compile(r"^([0-9]+)-([0-9]+)\.(file|stdin)\.jsonl\.zst$")  # the source's kind
+    qname_re = re.compile(r"^([0-9]+)-([0-9]+)(\.stdin)?\.jsonl\.zst$")  # stdin names its kind, a file source not
     for qn in qnames:
         label = "quarantine/%s/0/%s/%s/%s" % (topic, a.dataset, a.branch, qn)
         m = qname_re.match(qn)
-        if not R.check("quarantine object names <first>-<last>.<kind>.jsonl.zst", m is not None, label):
+        if not R.check("quarantine object names <first>-<last>[.stdin].jsonl.zst", m is not None, label):
             continue
         content = zstd_object(R, "quarantine object is one zstd frame with content size and checksum", label,
                               open(os.path.join(qdir, qn), "rb").read())

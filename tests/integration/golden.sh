@@ -11,8 +11,9 @@
 # changes so far: shards in libzstd's multithreaded framing, issue 12;
 # profile.json and contract.yaml added to each commit's tree, issue 15;
 # filters/<hh>/<hash>.bloom, each shard's token filter, issue 26;
-# quarantine object names end in .<kind>.jsonl.zst, issue 27; the tokens,
-# splits, shard contents and quarantine objects' bytes did not change).
+# the tokens, splits, shard contents and quarantine objects did not change;
+# issue 27 names other kinds' quarantine objects with their kind, not the
+# file source's, so this listing is the same).
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}

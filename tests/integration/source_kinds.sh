@@ -218,13 +218,13 @@ check "quarantine: the file run quarantines its 3 clicks" status_is 0 "$kiln" ru
 check "  ... (5 records, 2 valid, 3 quarantined)" grep -q '+5 records (2 valid, 3 quarantined)' "$tmp/out"
 check "  the Kafka run of the same name quarantines its 3, at the same offsets" kafka_run 0 "$tmp/q-kafka.yaml"
 check "  ... (5 records, 2 valid, 3 quarantined)" grep -q '+5 records (2 valid, 3 quarantined)' "$tmp/out"
-check "  two objects, each named with its kind" test "$(qobjects)" = "quarantine/clicks/0/ds/main/0-2.file.jsonl.zst
+check "  two objects, each named with its kind" test "$(qobjects)" = "quarantine/clicks/0/ds/main/0-2.jsonl.zst
 quarantine/clicks/0/ds/main/0-2.kafka.jsonl.zst"
 check "  kiln quarantine ls: all 6 lines" test "$("$kiln" quarantine ls ds@main --store "file://$tmp/store" | grep -c '^clicks ')" = 6
 check "kiln quarantine replay under the fixed contract (exit 0)" status_is 0 "$kiln" quarantine replay ds --pipeline "$tmp/q-fixed.yaml"
 check "  stats.json and kiln cat: all 10 records curated" counted "$m" 10
-check "  quarantine-replayed.json lists 0-2 under each kind" sh -c \
-	"git --git-dir '$m' show refs/heads/ds/main:quarantine-replayed.json | tr -d ' \n' | grep -qF '{\"source\":\"file\",\"topic\":\"clicks\",\"partition\":0,\"offsets\":[[0,2]]},{\"source\":\"kafka\",\"topic\":\"clicks\",\"partition\":0,\"offsets\":[[0,2]]}'"
+check "  quarantine-replayed.json lists 0-2 under each kind (the file's: no source, as its objects)" sh -c \
+	"git --git-dir '$m' show refs/heads/ds/main:quarantine-replayed.json | tr -d ' \n' | grep -qF '{\"topic\":\"clicks\",\"partition\":0,\"offsets\":[[0,2]]},{\"source\":\"kafka\",\"topic\":\"clicks\",\"partition\":0,\"offsets\":[[0,2]]}'"
 check "  no quarantine object left" test -z "$(qobjects)"
 
 echo "$passed passed, $failed failed"
