@@ -1,6 +1,7 @@
 /* HTTP server on libmicrohttpd (see http_server.h). libmicrohttpd calls
  * on_request at least twice per request: once when the headers are in
- * (state->started set, nothing answered), once per chunk of body (dropped),
+ * (state->started set, nothing answered), once per chunk of body (dropped,
+ * or kept up to body_max),
  * and once more with no data, when the answer is queued. The raw query
  * string comes from the URI log callback, the first hook of a request.
  *
@@ -82,6 +83,7 @@ struct kiln_http_server {
 	kiln_http_mode mode;
 	void (*on_answered)(void *ctx, const char *route, int status, uint64_t body_bytes);
 	void *on_answered_ctx;
+	size_t body_max; /* request bodies kept up to this (0: dropped) */
 
 	/* event loop: the workers and their queue, under lock */
 	pthread_t *workers;
@@ -109,6 +111,8 @@ struct request_state {
 	bool started;        /* the headers' call has been answered with MHD_YES */
 	bool bad_target;     /* the request target holds %00 */
 	size_t dropped;      /* request body bytes read and thrown away */
+	kiln_buf body;       /* with body_max: the request body kept */
+	bool too_large;      /* with body_max: the body was over it */
 	int status;          /* the status queued, 0 before */
 	uint64_t body_bytes; /* the body queued (0 for HEAD, 304...) */
 
@@ -301,6 +305,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		if (st->ready)
 			response_drop(&st->res);
 		free(st->query);
+		kiln_buf_free(&st->body);
 		free(st);
 	}
 	*con_cls = NULL;
@@ -458,13 +463,16 @@ static void settle(const kiln_http_route *route, int rc, kiln_http_response *res
 	}
 }
 
-static int call(const kiln_http_route *route, struct MHD_Connection *conn, const char *method,
-                const char *path, const char *query, bool can_block, kiln_http_response *res)
+static int call(const kiln_http_route *route, struct MHD_Connection *conn, const request_state *st,
+                const char *method, const char *path, bool can_block, kiln_http_response *res)
 {
 	kiln_http_request req = {
 	    .method = method,
 	    .path = path,
-	    .query = query,
+	    .query = st->query,
+	    .body = st->too_large || !st->body.len ? NULL : st->body.ptr,
+	    .body_len = st->too_large ? 0 : st->body.len,
+	    .body_too_large = st->too_large,
 	    .authorization =
 	        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
 	    .can_block = can_block,
@@ -493,7 +501,7 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&s->lock);
 		if (!st)
 			return NULL;
-		rc = call(st->route, st->conn, st->method, st->path, st->query, true, &st->res);
+		rc = call(st->route, st->conn, st, st->method, st->path, true, &st->res);
 		settle(st->route, rc, &st->res);
 		st->ready = true;
 		MHD_resume_connection(st->conn); /* st is libmicrohttpd's again */
@@ -596,12 +604,12 @@ static enum MHD_Result dispatch(kiln_http_server *s, struct MHD_Connection *conn
 		return not_allowed(s, conn, st, pattern, head);
 
 	st->route = route;
-	rc = call(route, conn, method, path, st->query, can_block, &res);
+	rc = call(route, conn, st, method, path, can_block, &res);
 	if (rc == KILN_HTTP_BLOCKING && !can_block) {
 		response_drop(&res);
 		if (defer(s, conn, st, route, method, path))
 			return MHD_YES;
-		rc = call(route, conn, method, path, st->query, true, &res);
+		rc = call(route, conn, st, method, path, true, &res);
 	}
 	settle(route, rc, &res);
 	return answer(conn, st, &res, head);
@@ -620,16 +628,40 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*con_cls = st;
 	}
 	if (!st->started) {
+		kiln_http_server *s = cls;
+		const char *length =
+		    s->body_max ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH)
+		                : NULL;
+
 		head_deadline(cls, conn, false);
 		st->started = true;
-		atomic_fetch_add(&((kiln_http_server *)cls)->inflight, 1);
+		atomic_fetch_add(&s->inflight, 1);
+		st->body.max = s->body_max;
+		/* a body announced over the limit is answered before it is read */
+		if (length && strtoull(length, NULL, 10) > s->body_max) {
+			st->too_large = true;
+			return dispatch(cls, conn, url, method, st);
+		}
 		return MHD_YES;
 	}
 	if (*upload_data_size > 0) {
+		kiln_http_server *s = cls;
+
+		if (s->body_max && !st->too_large && !st->status &&
+		    kiln_buf_put(&st->body, upload_data, *upload_data_size) < 0) {
+			st->too_large = true;
+			kiln_buf_free(&st->body);
+		}
+		if (s->body_max && !st->too_large && !st->status) {
+			*upload_data_size = 0;
+			return MHD_YES;
+		}
 		st->dropped += *upload_data_size;
 		*upload_data_size = 0;
 		return st->dropped > REQUEST_BODY_MAX ? MHD_NO : MHD_YES;
 	}
+	if (st->status) /* answered before the body was read */
+		return MHD_YES;
 	if (st->ready) { /* back from a worker */
 		st->ready = false;
 		return answer(conn, st, &st->res, strcmp(method, "HEAD") == 0);
@@ -777,6 +809,7 @@ int kiln_http_server_start_ex(kiln_http_server **out, const char *listen, const 
 	s->mode = o->mode;
 	s->on_answered = o->on_answered;
 	s->on_answered_ctx = o->on_answered_ctx;
+	s->body_max = o->body_max;
 	s->head_timeout_ms = 1000 * (int64_t)(o->head_timeout_s ? o->head_timeout_s : HEAD_TIMEOUT_S);
 	for (size_t i = 0; i < n; i++) {
 		assert(routes[i].method && routes[i].path && routes[i].handler);

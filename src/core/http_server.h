@@ -1,7 +1,8 @@
 /* A small HTTP/1.1 server (libmicrohttpd) for /metrics, /healthz, control
- * endpoints and the cache's file serving: exact-path and prefix routes,
- * request headers by name, response headers, bodies built in memory or sent
- * zero-copy from a file descriptor, request bodies read and dropped. Two
+ * endpoints, the http source and the cache's file serving: exact-path and
+ * prefix routes, request headers by name, response headers, bodies built in
+ * memory or sent zero-copy from a file descriptor, request bodies read and
+ * dropped, or kept for the handler up to a limit (options.body_max). Two
  * threading modes: one thread per connection (kiln_http_server_start, so a
  * slow handler never holds up a scrape), or an epoll event loop on a pool
  * of threads with a few worker threads for blocking calls (for throughput).
@@ -22,6 +23,14 @@ typedef struct kiln_http_request {
 	const char *query;         /* as sent, after '?'; NULL when none */
 	const char *authorization; /* the Authorization header, or NULL */
 	bool can_block;            /* false on an event-loop thread: see KILN_HTTP_BLOCKING */
+	/* With options.body_max: the request body (NULL when empty), and
+	 * whether it was over body_max (its Content-Length, or the bytes as
+	 * they came: body is then NULL, the rest was dropped, and an answer to
+	 * a Content-Length over the limit goes out before the body is read,
+	 * the connection closed after it). */
+	const char *body;
+	size_t body_len;
+	bool body_too_large;
 	void *conn_;               /* the server's: read headers with kiln_http_request_header */
 } kiln_http_request;
 
@@ -125,6 +134,10 @@ typedef struct kiln_http_server_options {
 	 * HEAD, 304, or a client that hung up first). */
 	void (*on_answered)(void *ctx, const char *route, int status, uint64_t body_bytes);
 	void *on_answered_ctx;
+	/* Request bodies up to this many bytes are kept for the handler
+	 * (kiln_http_request.body); 0: read and dropped (up to 1 MiB, then the
+	 * connection is closed). */
+	size_t body_max;
 } kiln_http_server_options;
 
 /* Listens on "HOST:PORT" (HOST dotted IPv4 or "localhost"; PORT 0 takes a

@@ -156,12 +156,12 @@ int kiln_engine_snapshot(kiln_engine *e, const char *why)
 	if (rc < 0)
 		goto done;
 
-	/* on the branch: the row moves on */
+	/* on the branch: the row moves on (e->out->commit is the commit) */
+	memcpy(e->out->commit, commit, sizeof(commit));
 	s->committed(e->src, e, lineage, n);
 	add_delta(e->out, d);
 	e->out->shards += shards;
 	e->out->quarantine_objects += kiln_quarantine_objects(e->sink.quarantine);
-	memcpy(e->out->commit, commit, sizeof(commit));
 	kiln_counter_add(e->mx.commits, 1);
 	kiln_histogram_observe(e->mx.snapshot_seconds, (double)(now_ms() - started) / 1000.0);
 	kiln_engine_metrics_update_drift(e);

@@ -78,6 +78,14 @@ bool kiln_engine_snapshot_requested(kiln_engine *e, uint64_t *ticket)
 	return *ticket > e->req_done;
 }
 
+void kiln_engine_request_snapshot(kiln_engine *e)
+{
+	pthread_mutex_lock(&e->req_lock);
+	if (e->req_asked == e->req_done)
+		e->req_asked++;
+	pthread_mutex_unlock(&e->req_lock);
+}
+
 /* Answers the requests up to TICKET with what the snapshot did (RC, and
  * kiln_error_last() when it failed). Nothing new while what was read since
  * the last commit could not be committed (e->failing) is a failure too: the

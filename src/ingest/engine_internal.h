@@ -117,6 +117,9 @@ void kiln_engine_metrics_update_drift(kiln_engine *e);
 int kiln_engine_http_start(kiln_engine *e);
 void kiln_engine_http_stop(kiln_engine *e);
 bool kiln_engine_snapshot_requested(kiln_engine *e, uint64_t *ticket);
+/* Asks the loop for a snapshot, as POST /v1/snapshot does, without waiting
+ * for it (a row: an HTTP source with POSTs waiting for their commit). */
+void kiln_engine_request_snapshot(kiln_engine *e);
 void kiln_engine_snapshot_answered(kiln_engine *e, uint64_t ticket, int rc);
 
 /* ---- engine_watchdog.c: the drain's deadline and the manager's watchdog --- */

@@ -16,6 +16,7 @@ static const kiln_source *const sources[] = {
     &kiln_source_stdin,
     &kiln_source_directory,
     &kiln_source_kafka,
+    &kiln_source_http,
 };
 
 #define SOURCE_COUNT (sizeof(sources) / sizeof(sources[0]))

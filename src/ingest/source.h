@@ -95,7 +95,8 @@ typedef struct kiln_source_stream {
 	 * delivered (dead letters); an error fails the snapshot. */
 	int (*seal)(void *src, kiln_engine *e);
 	/* The commit landed with these entries: they fence the next one (an
-	 * HTTP source acknowledges its batches here). */
+	 * HTTP source acknowledges its batches here; e->out->commit holds the
+	 * commit's id). */
 	void (*committed)(void *src, kiln_engine *e, const kiln_lineage_entry *lineage, size_t n);
 	/* The engine dropped what was read since the last commit (the pool is
 	 * abandoned): the row drops its open batches, reads the lineage again
@@ -168,12 +169,13 @@ typedef struct kiln_source {
 	void (*check)(const kiln_pipeline *p, int timeout_ms, kiln_source_say say, void *ctx);
 } kiln_source;
 
-/* The rows (curate_run.c, dir_source.c, replay_run.c, kafka_run.c). */
+/* The rows (curate_run.c, dir_source.c, replay_run.c, kafka_run.c, http_source.c). */
 extern const kiln_source kiln_source_file;
 extern const kiln_source kiln_source_stdin;
 extern const kiln_source kiln_source_directory;
 extern const kiln_source kiln_source_replay;
 extern const kiln_source kiln_source_kafka;
+extern const kiln_source kiln_source_http;
 
 /* The source.kind of a Kafka source, the "source" of its lineage.json
  * entries (as each row's kind is its entries'). */
@@ -202,7 +204,7 @@ bool kiln_source_reads_name(const kiln_pipeline *pipeline, const char *name);
  * brokers hold user:password@ (shown redacted); else 0. */
 int kiln_source_check_settings(const kiln_pipeline *pipeline);
 
-/* The row a pipeline's source.kind names ("file", "stdin", "directory", "kafka"), or
+/* The row a pipeline's source.kind names ("file", "stdin", "directory", "kafka", "http"), or
  * NULL for any other kind. The rows are static. */
 const kiln_source *kiln_source_find(const char *kind);
 /* The registry in order: row number i, NULL past the last one. */
