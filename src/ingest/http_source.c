@@ -47,7 +47,6 @@
 
 #define HTTP_KIND          "http"
 #define TOKEN_MAX          4096
-#define ACK_WAIT_MAX_MS    1000 /* a waiting POST asks for a snapshot after this at the latest */
 #define RETRY_AFTER_S      1
 
 enum post_state {
@@ -66,7 +65,6 @@ struct post {
 	size_t batches;   /* submitted and not yet delivered */
 	bool received;    /* every batch reached the sink (ack received answers) */
 	bool gone;        /* its request's thread let go */
-	int64_t taken_ms; /* when the engine took it */
 	enum post_state state;
 	char commit[41];
 };
@@ -342,7 +340,6 @@ static int take(struct hrun *r)
 	for (po = list; po; po = po->next) {
 		po->state = POST_TAKEN;
 		po->first = r->next;
-		po->taken_ms = now_ms();
 		r->next += (int64_t)po->count;
 	}
 	if (list) {
@@ -383,11 +380,11 @@ static int http_poll(void *src, kiln_engine *e, int timeout_ms)
 	if ((rc = take(r)) < 0)
 		return rc;
 	/* a POST waits for its commit: ask for a snapshot once no more arrive
-	 * within source.batch.ms, or the oldest has waited ACK_WAIT_MAX_MS */
+	 * within source.batch.ms (while they keep arriving, snapshot.records
+	 * and snapshot.seconds bound the wait) */
 	now = now_ms();
 	pthread_mutex_lock(&r->lock);
-	ask = !r->p->http_ack_received && r->taken &&
-	      (now - r->last_arrival_ms >= (int64_t)r->p->batch_ms || now - r->taken->taken_ms >= ACK_WAIT_MAX_MS);
+	ask = !r->p->http_ack_received && r->taken && now - r->last_arrival_ms >= (int64_t)r->p->batch_ms;
 	pthread_mutex_unlock(&r->lock);
 	if (ask)
 		kiln_engine_request_snapshot(e);
