@@ -629,9 +629,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (!st->started) {
 		kiln_http_server *s = cls;
-		const char *length =
-		    s->body_max ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH)
-		                : NULL;
+		const char *length = s->body_max ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+		                                                               MHD_HTTP_HEADER_CONTENT_LENGTH)
+		                                 : NULL;
 
 		head_deadline(cls, conn, false);
 		st->started = true;

@@ -31,7 +31,7 @@ typedef struct kiln_http_request {
 	const char *body;
 	size_t body_len;
 	bool body_too_large;
-	void *conn_;               /* the server's: read headers with kiln_http_request_header */
+	void *conn_; /* the server's: read headers with kiln_http_request_header */
 } kiln_http_request;
 
 /* The value of request header `name` (case-insensitive), or NULL when the

@@ -45,9 +45,9 @@
 #include "core/yaml_doc.h"
 #include "ingest/engine_internal.h"
 
-#define HTTP_KIND          "http"
-#define TOKEN_MAX          4096
-#define RETRY_AFTER_S      1
+#define HTTP_KIND     "http"
+#define TOKEN_MAX     4096
+#define RETRY_AFTER_S 1
 
 enum post_state {
 	POST_QUEUED,    /* in r->queue, no offsets */
@@ -60,11 +60,11 @@ struct post {
 	struct post *next;
 	char *body;
 	size_t len;
-	uint64_t count;   /* lines */
-	int64_t first;    /* offset of the first line (taken) */
-	size_t batches;   /* submitted and not yet delivered */
-	bool received;    /* every batch reached the sink (ack received answers) */
-	bool gone;        /* its request's thread let go */
+	uint64_t count; /* lines */
+	int64_t first;  /* offset of the first line (taken) */
+	size_t batches; /* submitted and not yet delivered */
+	bool received;  /* every batch reached the sink (ack received answers) */
+	bool gone;      /* its request's thread let go */
 	enum post_state state;
 	char commit[41];
 };
@@ -76,8 +76,8 @@ struct hrun {
 	char *token;
 	size_t token_len;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;    /* posts answered */
-	pthread_cond_t arrived; /* a post queued */
+	pthread_cond_t cond;             /* posts answered */
+	pthread_cond_t arrived;          /* a post queued */
 	struct post *queue, *queue_tail; /* arrived, not taken */
 	struct post *taken, *taken_tail; /* taken since the last commit, in offset order */
 	uint64_t waiting;                /* records queued or taken */
@@ -193,7 +193,8 @@ static int http_post(void *ctx, const kiln_http_request *req, kiln_http_response
 	if (req->body_too_large) {
 		kiln_counter_add(r->refused, 1);
 		char msg[128];
-		snprintf(msg, sizeof(msg), "the body is over source.max_body_bytes (%zu)", r->p->http_max_body_bytes);
+		snprintf(msg, sizeof(msg), "the body is over source.max_body_bytes (%zu)",
+		         r->p->http_max_body_bytes);
 		return answer(res, 413, msg);
 	}
 	if (req->body_len == 0) {
@@ -236,14 +237,17 @@ static int http_post(void *ctx, const kiln_http_request *req, kiln_http_response
 	kiln_counter_add(r->posts, 1);
 	res->content_type = "application/json";
 	if (po->state == POST_FAILED) {
-		answer(res, 503, "the records were not committed (the snapshot failed or the run stopped); post them again");
+		answer(res, 503,
+		       "the records were not committed (the snapshot failed or the run stopped); post them "
+		       "again");
 	} else if (r->p->http_ack_received && po->state != POST_COMMITTED) {
 		res->status = 202;
-		kiln_buf_printf(&res->body, "{\"records\":%" PRIu64 ",\"first_offset\":%" PRId64 "}\n", po->count,
-		                po->first);
+		kiln_buf_printf(&res->body, "{\"records\":%" PRIu64 ",\"first_offset\":%" PRId64 "}\n",
+		                po->count, po->first);
 	} else {
 		kiln_counter_add(r->records, po->count);
-		kiln_buf_printf(&res->body, "{\"records\":%" PRIu64 ",\"first_offset\":%" PRId64 ",\"commit\":\"%s\"}\n",
+		kiln_buf_printf(&res->body,
+		                "{\"records\":%" PRIu64 ",\"first_offset\":%" PRId64 ",\"commit\":\"%s\"}\n",
 		                po->count, po->first, po->commit);
 	}
 	if (po->state >= POST_COMMITTED)
@@ -260,7 +264,8 @@ static int note_lineage(void *ctx, const kiln_lineage_entry *le)
 {
 	struct hrun *r = ctx;
 
-	if (strcmp(le->source, HTTP_KIND) == 0 && strcmp(le->topic, r->p->source_name) == 0 && le->partition == 0)
+	if (strcmp(le->source, HTTP_KIND) == 0 && strcmp(le->topic, r->p->source_name) == 0 &&
+	    le->partition == 0)
 		r->committed = le->next;
 	return 0;
 }
@@ -530,10 +535,16 @@ static int http_open(void **out, kiln_engine *e, kiln_metrics *m)
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
 	pthread_cond_init(&r->arrived, NULL);
-	if (!(r->posts = kiln_metrics_counter(m, "kiln_http_posts_total", "POSTs to /v1/records answered 200 or 202 or 503 after queueing", NULL)) ||
-	    !(r->records = kiln_metrics_counter(m, "kiln_http_records_acknowledged_total", "Records acknowledged committed", NULL)) ||
-	    !(r->refused = kiln_metrics_counter(m, "kiln_http_refused_total", "POSTs refused before queueing (401, 413, 415, 503)", NULL)) ||
-	    !(r->waiting_gauge = kiln_metrics_gauge(m, "kiln_http_waiting_records", "Records received and not yet committed", NULL)))
+	if (!(r->posts = kiln_metrics_counter(
+	          m, "kiln_http_posts_total",
+	          "POSTs to /v1/records answered 200 or 202 or 503 after queueing", NULL)) ||
+	    !(r->records = kiln_metrics_counter(m, "kiln_http_records_acknowledged_total",
+	                                        "Records acknowledged committed", NULL)) ||
+	    !(r->refused =
+	          kiln_metrics_counter(m, "kiln_http_refused_total",
+	                               "POSTs refused before queueing (401, 413, 415, 503)", NULL)) ||
+	    !(r->waiting_gauge = kiln_metrics_gauge(m, "kiln_http_waiting_records",
+	                                            "Records received and not yet committed", NULL)))
 		return kiln_error_oom(NULL);
 	return 0;
 }
@@ -571,11 +582,12 @@ static int http_start(void *src, kiln_engine *e)
 	r->next = r->committed > 0 ? r->committed : 0;
 	if ((rc = kiln_http_server_start_ex(&r->server, p->http_listen, routes, 1, &opts)) < 0)
 		return rc;
-	if (p->http_port_file && (rc = write_port_file(p->http_port_file, kiln_http_server_port(r->server))) < 0)
+	if (p->http_port_file &&
+	    (rc = write_port_file(p->http_port_file, kiln_http_server_port(r->server))) < 0)
 		return rc;
-	KILN_LOG(KILN_LOG_INFO, "started", NULL, KILN_F_STR("dataset", p->dataset), KILN_F_STR("branch", p->branch),
-	         KILN_F_STR("listen", p->http_listen), KILN_F_INT("port", kiln_http_server_port(r->server)),
-	         KILN_F_INT("resume", r->next));
+	KILN_LOG(KILN_LOG_INFO, "started", NULL, KILN_F_STR("dataset", p->dataset),
+	         KILN_F_STR("branch", p->branch), KILN_F_STR("listen", p->http_listen),
+	         KILN_F_INT("port", kiln_http_server_port(r->server)), KILN_F_INT("resume", r->next));
 	kiln_notifyf("READY=1\nSTATUS=listening on %s", p->http_listen);
 	e->ready = true;
 	return 0;
@@ -627,9 +639,9 @@ static const kiln_source_stream http_stream = {
 
 /* ---- configuration -------------------------------------------------------- */
 
-static const char *const http_option_keys[] = {"kind",     "name",       "max_record_bytes", "max_depth",
-                                               "listen",   "token_file", "port_file",        "max_body_bytes",
-                                               "max_waiting_records", "ack", "batch",         NULL};
+static const char *const http_option_keys[] = {
+    "kind",      "name",           "max_record_bytes",    "max_depth", "listen", "token_file",
+    "port_file", "max_body_bytes", "max_waiting_records", "ack",       "batch",  NULL};
 static const char *const batch_keys[] = {"records", "bytes", "ms", NULL};
 
 static int http_configure(kiln_pipeline *p, struct kiln_config *cfg, const struct kiln_yaml_node *src)
@@ -643,7 +655,8 @@ static int http_configure(kiln_pipeline *p, struct kiln_config *cfg, const struc
 	int rc;
 
 	if (kiln_yaml_get(src, "path"))
-		return kiln_yaml_fail(doc, kiln_yaml_get(src, "path"), "source.path", "an http source has no path");
+		return kiln_yaml_fail(doc, kiln_yaml_get(src, "path"), "source.path",
+		                      "an http source has no path");
 	if ((rc = kiln_config_string(cfg, src, "source", "listen", true, &p->http_listen)) < 0 ||
 	    (rc = kiln_config_string(cfg, src, "source", "token_file", true, &token)) < 0 ||
 	    (rc = kiln_config_string(cfg, src, "source", "port_file", false, &port_file)) < 0 ||
@@ -659,13 +672,15 @@ static int http_configure(kiln_pipeline *p, struct kiln_config *cfg, const struc
 	if (ack && strcmp(ack, "received") == 0)
 		p->http_ack_received = true;
 	else if (ack && strcmp(ack, "committed") != 0)
-		return kiln_yaml_fail(doc, kiln_yaml_get(src, "ack"), "source.ack", "expected committed or received");
+		return kiln_yaml_fail(doc, kiln_yaml_get(src, "ack"), "source.ack",
+		                      "expected committed or received");
 	p->http_token_file = kiln_config_resolve(cfg, token);
 	p->http_port_file = port_file ? kiln_config_resolve(cfg, port_file) : NULL;
 	/* the token file is checked here (owner-only, not empty), read again by the run */
 	if ((rc = kiln_secret_read_file(&text, &len, p->http_token_file, "token file", TOKEN_MAX)) < 0) {
 		snprintf(reason, sizeof(reason), "%s", kiln_error_last());
-		return kiln_yaml_fail(doc, kiln_yaml_get(src, "token_file"), "source.token_file", "%s", reason);
+		return kiln_yaml_fail(doc, kiln_yaml_get(src, "token_file"), "source.token_file", "%s",
+		                      reason);
 	}
 	while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
 		len--;
@@ -696,7 +711,8 @@ static int http_settings(const kiln_pipeline *p)
 {
 	if (p->http_ack_received && !p->raw_zone)
 		return kiln_error_set(KILN_EINVALID,
-		                      "%s: source.ack: received needs the raw zone (raw.enabled: true)", p->file);
+		                      "%s: source.ack: received needs the raw zone (raw.enabled: true)",
+		                      p->file);
 	return 0;
 }
 

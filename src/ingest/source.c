@@ -12,11 +12,7 @@
 /* Not here: kiln_source_replay, which no pipeline names (kiln replay runs
  * it over a pipeline's raw zone). */
 static const kiln_source *const sources[] = {
-    &kiln_source_file,
-    &kiln_source_stdin,
-    &kiln_source_directory,
-    &kiln_source_kafka,
-    &kiln_source_http,
+    &kiln_source_file, &kiln_source_stdin, &kiln_source_directory, &kiln_source_kafka, &kiln_source_http,
 };
 
 #define SOURCE_COUNT (sizeof(sources) / sizeof(sources[0]))
