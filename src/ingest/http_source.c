@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "core/arena.h"
+#include "core/array.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -44,6 +45,8 @@
 #include "core/secret.h"
 #include "core/yaml_doc.h"
 #include "ingest/engine_internal.h"
+#include "shard/raw.h"
+#include "store/store.h"
 
 #define HTTP_KIND     "http"
 #define TOKEN_MAX     4096
@@ -274,6 +277,141 @@ static int read_lineage(struct hrun *r)
 {
 	r->committed = -1;
 	return kiln_manifest_lineage(r->e->setup.manifest, r->p->dataset, r->p->branch, note_lineage, r);
+}
+
+/* ---- what a run left beyond the last commit ------------------------------------ */
+
+struct stale {
+	struct hrun *r;
+	char **keys;
+	size_t n, cap;
+	kiln_buf body; /* ack received: the records of the object being read */
+	int64_t seen;  /* the offset after the last record taken (each offset once) */
+};
+
+static int note_stale_raw(void *ctx, const kiln_raw_object *o)
+{
+	struct stale *st = ctx;
+	char *key;
+
+	if (o->first < (st->r->committed > 0 ? st->r->committed : 0))
+		return 0;
+	if (KILN_ARRAY_GROW(st->keys, st->cap, st->n, NULL) < 0 || !(key = strdup(o->key)))
+		return kiln_error_oom(NULL);
+	st->keys[st->n++] = key;
+	return 0;
+}
+
+static int note_stale_quarantine(void *ctx, const char *key, uint64_t size, int64_t mtime)
+{
+	struct stale *st = ctx;
+	const char *name = strrchr(key, '/');
+	char *end, *copy;
+	long long first;
+
+	(void)size;
+	(void)mtime;
+	name = name ? name + 1 : key;
+	errno = 0;
+	first = strtoll(name, &end, 10);
+	if (errno || end == name || *end != '-' || first < (st->r->committed > 0 ? st->r->committed : 0))
+		return 0;
+	if (KILN_ARRAY_GROW(st->keys, st->cap, st->n, NULL) < 0 || !(copy = strdup(key)))
+		return kiln_error_oom(NULL);
+	st->keys[st->n++] = copy;
+	return 0;
+}
+
+static int take_raw_record(void *ctx, const kiln_raw_record *rec)
+{
+	struct stale *st = ctx;
+	int rc;
+
+	if (rec->offset < st->seen || rec->null_value)
+		return 0;
+	st->seen = rec->offset + 1;
+	if ((rc = kiln_buf_put(&st->body, rec->value, rec->value_len)) < 0 ||
+	    (rc = kiln_buf_putc(&st->body, '\n')) < 0)
+		return rc;
+	return 0;
+}
+
+/* Queues the records of raw object `key` past st->seen as one post nobody
+ * waits for (ack received: they were acknowledged, not committed). */
+static int recover_object(struct stale *st, const char *key)
+{
+	struct hrun *r = st->r;
+	struct post *po;
+	int rc;
+
+	st->body.len = 0;
+	if ((rc = kiln_raw_read(r->e->setup.store, key, take_raw_record, st)) < 0)
+		return rc;
+	if (!st->body.len)
+		return 0;
+	if (!(po = calloc(1, sizeof(*po))))
+		return kiln_error_oom(NULL);
+	po->body = st->body.ptr;
+	po->len = st->body.len;
+	po->count = count_lines(po->body, po->len);
+	po->first = -1;
+	po->gone = true;
+	st->body = (kiln_buf)KILN_BUF_INIT(0);
+	pthread_mutex_lock(&r->lock);
+	r->waiting += po->count;
+	if (r->queue_tail)
+		r->queue_tail->next = po;
+	else
+		r->queue = po;
+	r->queue_tail = po;
+	pthread_mutex_unlock(&r->lock);
+	return 0;
+}
+
+/* Offsets at or past lineage's next are given again, to other records: a
+ * run that stopped before its commit (kill -9, a failed snapshot) leaves
+ * raw and quarantine objects there that no commit covers. Its quarantine
+ * objects go; its raw objects go too (their POSTs were never acknowledged)
+ * unless ack is received: then their records were acknowledged, and are
+ * queued again (once per offset) to be curated and committed first. */
+static int settle_stale(struct hrun *r, bool recover)
+{
+	const kiln_pipeline *p = r->p;
+	struct stale st = {.r = r, .body = KILN_BUF_INIT(0), .seen = r->committed > 0 ? r->committed : 0};
+	kiln_store *store = r->e->setup.store;
+	kiln_buf prefix = KILN_BUF_INIT(0);
+	size_t raw_count = 0, removed = 0;
+	int rc = 0;
+
+	if (p->raw_zone && (rc = kiln_raw_list_objects(store, p->source_name, 0, note_stale_raw, &st)) < 0)
+		goto done;
+	raw_count = st.n;
+	if ((rc = kiln_buf_printf(&prefix, "quarantine/%s/0/%s/%s/", p->source_name, p->dataset, p->branch)) <
+	        0 ||
+	    (rc = kiln_store_list(store, prefix.ptr, note_stale_quarantine, &st)) < 0)
+		goto done;
+	for (size_t i = 0; i < st.n; i++) {
+		if (i < raw_count && p->http_ack_received) {
+			if (recover && (rc = recover_object(&st, st.keys[i])) < 0)
+				goto done;
+			continue; /* after an abandon its posts are queued again, as they were */
+		}
+		if ((rc = kiln_store_remove(store, st.keys[i])) < 0 && rc != KILN_ENOTFOUND)
+			goto done;
+		removed++;
+		rc = 0;
+	}
+	if (st.n)
+		KILN_LOG(KILN_LOG_INFO, "uncommitted_objects", NULL,
+		         KILN_F_INT("from", r->committed > 0 ? r->committed : 0),
+		         KILN_F_INT("removed", removed), KILN_F_INT("kept", st.n - removed));
+done:
+	for (size_t i = 0; i < st.n; i++)
+		free(st.keys[i]);
+	free(st.keys);
+	kiln_buf_free(&st.body);
+	kiln_buf_free(&prefix);
+	return rc;
 }
 
 /* Submits po's lines as batches (offsets from po->first), each at most
@@ -509,7 +647,7 @@ static int http_abandon(void *src, kiln_engine *e)
 	if ((rc = read_lineage(r)) < 0)
 		return rc;
 	r->next = r->committed > 0 ? r->committed : 0;
-	return 0;
+	return settle_stale(r, false);
 }
 
 static void http_tick(void *src, kiln_engine *e)
@@ -577,7 +715,7 @@ static int http_start(void *src, kiln_engine *e)
 	r->token_len = len;
 	if (len == 0)
 		return kiln_error_set(KILN_EINVALID, "%s: the token file is empty", p->http_token_file);
-	if ((rc = read_lineage(r)) < 0)
+	if ((rc = read_lineage(r)) < 0 || (rc = settle_stale(r, true)) < 0)
 		return rc;
 	r->next = r->committed > 0 ? r->committed : 0;
 	if ((rc = kiln_http_server_start_ex(&r->server, p->http_listen, routes, 1, &opts)) < 0)

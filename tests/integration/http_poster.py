@@ -137,12 +137,11 @@ def check(a):
                 shard_records += 1
 
     # the quarantine, by offset below lineage's next: a run killed before
-    # its commit may have left an object whose offsets a later run gave to
-    # other records (docs/PIPELINES.md); the latest object written for an
-    # offset is the committed one
+    # its commit leaves objects whose offsets a later run gives to other
+    # records, and which that run removes (docs/PIPELINES.md): no offset
+    # may hold two different records
     quarantined = {}
-    objects = glob.glob(os.path.join(a.store, "quarantine", a.topic, "*", a.dataset, a.branch, "*.jsonl.zst"))
-    for fn in sorted(objects, key=os.path.getmtime):
+    for fn in glob.glob(os.path.join(a.store, "quarantine", a.topic, "*", a.dataset, a.branch, "*.jsonl.zst")):
         with open(fn, "rb") as f:
             text = zstandard.ZstdDecompressor().decompress(f.read())
         for line in text.splitlines():
@@ -155,6 +154,8 @@ def check(a):
                 raw = base64.b64decode(q["record_base64"])
             else:
                 raw = None
+            if q["offset"] in quarantined and quarantined[q["offset"]] != raw:
+                fail("quarantine: offset %d holds two different records" % q["offset"])
             quarantined[q["offset"]] = raw
     q_records = collections.Counter(r for r in quarantined.values() if r is not None)
 
