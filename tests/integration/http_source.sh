@@ -149,7 +149,10 @@ start_daemon "$tmp/pd.yaml" hs
 "$py" "$poster" post --port "$port" --token-file "$tmp/token" --input "$tmp/in4.jsonl" --posters 50 --batches 1 \
 	--acked "$tmp/acked4.log" --sent "$tmp/sent4.log" >"$tmp/post4.out" 2>&1 &
 pp=$!
-ms_sleep 1500
+all_waiting() { # every record of the 50 POSTs waits for its commit
+	curl -sf "http://127.0.0.1:$mport/metrics" 2>/dev/null | grep -qx 'kiln_http_waiting_records 1000'
+}
+check "SIGTERM: the 50 POSTs wait for their commit" poll 60 all_waiting
 kill -TERM "$daemon"
 rc=0
 wait "$daemon" || rc=$?
