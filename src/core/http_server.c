@@ -15,7 +15,9 @@
  * refuses to stop with connections suspended; a handler that asks to block
  * after that runs on the event-loop thread), then gives the requests in
  * flight up to DRAIN_MS to go out (answers carry "Connection: close" by
- * then) before the daemon stops.
+ * then) before the daemon stops. A thread-per-connection server gives them
+ * the same DRAIN_MS (a handler that a stop has just answered, like an http
+ * source's POST waiting for its commit, gets its answer out).
  *
  * Both modes: libmicrohttpd caps connections in all and per client address
  * (MHD_OPTION_PER_IP_CONNECTION_LIMIT), and its timeout restarts on every
@@ -61,7 +63,7 @@
 #define WORKERS_DEFAULT  16u
 #define LISTEN_BACKLOG   1024u
 #define IDLE_TIMEOUT_S   30u
-#define DRAIN_MS         2000u       /* event loop: stopping waits this long for answers in flight */
+#define DRAIN_MS         2000u       /* stopping waits this long for answers in flight */
 #define SMALL_FILE       (16u << 10) /* a file body this small is read and sent from memory */
 #define TEXT_PLAIN       "text/plain; charset=utf-8"
 
@@ -891,13 +893,11 @@ void kiln_http_server_stop(kiln_http_server *s)
 
 	if (!s)
 		return;
-	if (s->mode == KILN_HTTP_EVENT_LOOP) {
-		atomic_store(&s->draining, true);
+	atomic_store(&s->draining, true);
+	if (s->mode == KILN_HTTP_EVENT_LOOP)
 		listener = MHD_quiesce_daemon(s->daemon);
-	}
 	workers_stop(s);
-	for (unsigned ms = 0;
-	     s->mode == KILN_HTTP_EVENT_LOOP && ms < DRAIN_MS && atomic_load(&s->inflight) > 0; ms += 10)
+	for (unsigned ms = 0; ms < DRAIN_MS && atomic_load(&s->inflight) > 0; ms += 10)
 		usleep(10 * 1000);
 	sweeper_stop(s);
 	MHD_stop_daemon(s->daemon);

@@ -156,7 +156,9 @@ int kiln_http_server_start(kiln_http_server **out, const char *listen, const kil
 /* The port bound (the one chosen when PORT was 0). */
 uint16_t kiln_http_server_port(const kiln_http_server *server);
 
-/* Stops listening and waits for running handlers to return. NULL is fine. */
+/* Gives the answers in flight up to 2 s to go out (they carry "Connection:
+ * close"), then stops listening and waits for running handlers to return.
+ * NULL is fine. */
 void kiln_http_server_stop(kiln_http_server *server);
 
 #endif

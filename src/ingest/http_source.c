@@ -65,7 +65,6 @@ struct post {
 	size_t len;
 	uint64_t count; /* lines */
 	int64_t first;  /* offset of the first line (taken) */
-	size_t batches; /* submitted and not yet delivered */
 	bool received;  /* every batch reached the sink (ack received answers) */
 	bool gone;      /* its request's thread let go */
 	enum post_state state;
@@ -243,7 +242,7 @@ static int http_post(void *ctx, const kiln_http_request *req, kiln_http_response
 		answer(res, 503,
 		       "the records were not committed (the snapshot failed or the run stopped); post them "
 		       "again");
-	} else if (r->p->http_ack_received && po->state != POST_COMMITTED) {
+	} else if (r->p->http_ack_received) {
 		res->status = 202;
 		kiln_buf_printf(&res->body, "{\"records\":%" PRIu64 ",\"first_offset\":%" PRId64 "}\n",
 		                po->count, po->first);
@@ -458,9 +457,6 @@ static int submit_post(struct hrun *r, struct post *po)
 			                              .value_len = len};
 		at = nl ? nl + 1 : end;
 		if (at >= end || b->count >= p->batch_records || b->bytes >= p->batch_bytes) {
-			pthread_mutex_lock(&r->lock);
-			po->batches++;
-			pthread_mutex_unlock(&r->lock);
 			rc = kiln_curate_pool_submit(r->e->sink.pool, b);
 			b = NULL;
 			if (rc < 0)
@@ -554,7 +550,7 @@ static int http_delivered(void *src, kiln_engine *e, kiln_batch *b)
 	(void)e;
 	r->consumed = b->offset[b->count - 1] + 1;
 	pthread_mutex_lock(&r->lock);
-	if (--po->batches == 0 && po->first + (int64_t)po->count == r->consumed) {
+	if (po->first + (int64_t)po->count == r->consumed) { /* its last batch */
 		po->received = true;
 		if (r->p->http_ack_received)
 			pthread_cond_broadcast(&r->cond);
@@ -620,7 +616,6 @@ static int http_abandon(void *src, kiln_engine *e)
 	pthread_mutex_lock(&r->lock);
 	for (po = r->taken; po; po = next) {
 		next = po->next;
-		po->batches = 0;
 		po->next = NULL;
 		if (r->p->http_ack_received) {
 			po->state = POST_QUEUED;

@@ -45,7 +45,7 @@ sed -n '10001,11000p' "$tmp/all.jsonl" >"$tmp/in4.jsonl"
 sed -n '11001,12000p' "$tmp/all.jsonl" >"$tmp/in5.jsonl"
 pii_exempt=(sent*.log acked*.log)
 
-pipeline() { # FILE DATASET [ACK] [BATCH MS] [SNAPSHOT SECONDS]
+pipeline() { # FILE DATASET [ACK] [BATCH MS] [SNAPSHOT SECONDS] [SNAPSHOT RECORDS] [BATCH RECORDS]
 	cat >"$1" <<EOF
 dataset: $2
 contract: $src/contracts/user-events.yaml
@@ -57,7 +57,7 @@ source:
   token_file: $tmp/token
   max_body_bytes: 200000
   ack: ${3:-committed}
-  batch: {ms: ${4:-20}}
+  batch: {ms: ${4:-20}, records: ${7:-8192}}
 pseudonymise: {key_file: $tmp/key}
 split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}
 store: {url: file://$tmp/store}
@@ -174,7 +174,7 @@ sys.exit(0 if len(raw) == nxt and len(set(raw)) == nxt and acked <= set(raw) els
 ' "$tmp/raw-hs.values" "$tmp/m.git" "$tmp"/acked[0-4].log
 
 # --- ack: received ---------------------------------------------------------------------
-pipeline "$tmp/r.yaml" hr received 20 3600 0 # no commit before the kill below
+pipeline "$tmp/r.yaml" hr received 20 3600 0 10 # no commit before the kill below; 3 batches per POST
 start_daemon "$tmp/r.yaml" hr
 "$py" "$poster" post --port "$port" --token-file "$tmp/token" --input "$tmp/in5.jsonl" --posters 20 --batches 2 \
 	--expect-status 202 --acked "$tmp/acked5.log" --sent "$tmp/sent5.log" >"$tmp/post5.out" 2>&1
