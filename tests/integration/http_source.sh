@@ -96,6 +96,14 @@ code() { # EXPECTED CURL-ARGS...: the status of a request to the source
 
 # --- refusals ------------------------------------------------------------------
 pipeline "$tmp/p.yaml" hs
+chmod 644 "$tmp/token"
+check "a token file others can read is refused at file:line:col" status_is 2 "$kiln" run "$tmp/p.yaml"
+check "... naming source.token_file" grep -q "p.yaml:[0-9]*:[0-9]*: source.token_file: .*0644" "$tmp/err"
+cp "$tmp/err" "$tmp/mode.err"
+chmod 600 "$tmp/token"
+check "ack: received without the raw zone is refused" status_is 2 "$kiln" run "$tmp/p.yaml" --set source.ack=received \
+	--set raw.enabled=false
+check "an unknown ack is refused" status_is 2 "$kiln" run "$tmp/p.yaml" --set source.ack=maybe
 start_daemon "$tmp/p.yaml" hs
 url=http://127.0.0.1:$port/v1/records
 nd=(-H 'Content-Type: application/x-ndjson')
