@@ -182,6 +182,7 @@ static int http_post(void *ctx, const kiln_http_request *req, kiln_http_response
 	struct hrun *r = ctx;
 	kiln_engine *e = r->e;
 	struct post *po;
+	char msg[128];
 	uint64_t n;
 
 	if (!authorized(r, req->authorization)) {
@@ -194,7 +195,6 @@ static int http_post(void *ctx, const kiln_http_request *req, kiln_http_response
 	}
 	if (req->body_too_large) {
 		kiln_counter_add(r->refused, 1);
-		char msg[128];
 		snprintf(msg, sizeof(msg), "the body is over source.max_body_bytes (%zu)",
 		         r->p->http_max_body_bytes);
 		return answer(res, 413, msg);

@@ -11,9 +11,9 @@
  *        -> [shards finished, quarantine flushed] -> lineage -> [commit]
  *        -> committed -> close
  *
- * Streaming (Kafka; next a directory source that picks up new files until
- * SIGTERM, an HTTP source that acknowledges POSTed batches after their
- * snapshot): the row sets `stream`, and the engine runs it until stopped.
+ * Streaming (Kafka; http, which acknowledges POSTed batches after their
+ * snapshot; next a directory source that picks up new files until
+ * SIGTERM): the row sets `stream`, and the engine runs it until stopped.
  * The engine owns what every long-running source needs: the snapshot
  * policy (snapshot.records, snapshot.seconds, on request by SIGUSR1 or
  * POST /v1/snapshot, on the drain), the commit (compare-and-swap on the
