@@ -137,7 +137,8 @@ check "200 posters: every acknowledged record exactly once" "$py" "$poster" chec
 "$py" "$poster" post --port "$port" --token-file "$tmp/token" --input "$tmp/in2.jsonl" --posters 200 --batches 20 \
 	--acked "$tmp/acked2.log" --sent "$tmp/sent2.log" >"$tmp/post2.out" 2>&1 &
 pp=$!
-ms_sleep $((300 + RANDOM % 300))
+poll 60 test -s "$tmp/acked2.log" # the kill comes after the first acknowledgements
+ms_sleep $((RANDOM % 300))
 kill -KILL "$daemon"
 wait "$daemon" 2>/dev/null
 wait "$pp"
