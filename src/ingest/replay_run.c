@@ -106,8 +106,9 @@ static int note_lineage(void *ctx, const kiln_lineage_entry *e)
 	struct replay *r = ctx;
 	struct part *pt;
 
-	/* the raw zone holds Kafka records only: a file's entry of a topic's name is not replayed */
-	if (strcmp(e->source, KILN_SOURCE_KAFKA_KIND) != 0 || !kiln_source_reads_name(r->p, e->topic))
+	/* the raw zone holds the records of the pipeline's kind (Kafka, http) only: a file's entry of
+	 * a topic's name is not replayed */
+	if (strcmp(e->source, r->p->source->kind) != 0 || !kiln_source_reads_name(r->p, e->topic))
 		return 0;
 	if (KILN_ARRAY_GROW(r->parts, r->part_cap, r->part_count, NULL) < 0)
 		return KILN_ENOMEM;
@@ -403,7 +404,7 @@ static int replay_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
 		return kiln_error_oom(NULL);
 	for (size_t i = 0; i < r->part_count; i++) {
 		const struct part *pt = &r->parts[i];
-		r->lineage[i] = (kiln_lineage_entry){.source = KILN_SOURCE_KAFKA_KIND,
+		r->lineage[i] = (kiln_lineage_entry){.source = r->p->source->kind,
 		                                     .topic = pt->topic,
 		                                     .partition = pt->partition,
 		                                     .next = pt->next,
@@ -465,9 +466,9 @@ int kiln_replay_run(const kiln_pipeline *p, const kiln_replay_options *o, kiln_r
 	if (!p->source->raw_zone)
 		return kiln_error_set(
 		    KILN_EINVALID,
-		    "%s: source.kind is not kafka; a replay rebuilds a Kafka source's branch from "
-		    "its raw zone",
-		    p->file);
+		    "%s: source.kind %s has no raw zone; a replay rebuilds a Kafka or http source's "
+		    "branch from its raw zone",
+		    p->file, p->source->kind);
 	if (!o->from || !*o->from)
 		return kiln_error_set(KILN_EINVALID, "replay: no source branch (--from BRANCH)");
 	if (strcmp(o->from, p->branch) == 0)

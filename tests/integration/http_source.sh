@@ -182,6 +182,12 @@ nxt = [e["next"] for e in lineage["partitions"] if e["source"] == "http"][0]
 sys.exit(0 if len(raw) == nxt and len(set(raw)) == nxt and acked <= set(raw) else 1)
 ' "$tmp/raw-hs.values" "$tmp/m.git" "$tmp"/acked[0-4].log
 
+# kiln replay rebuilds the branch from the raw zone: the same records
+check "kiln replay of the http branch exits 0" status_is 0 "$kiln" replay "$tmp/p.yaml" --from main --set branch=replayed
+check "the replayed branch: every acknowledged record exactly once" "$py" "$poster" check --repo "$tmp/m.git" \
+	--dataset hs --branch replayed --store "$tmp/store" --topic in-hs --acked "$tmp"/acked[0-4].log --sent "$tmp"/sent[1-4].log
+check "the replayed branch has the records of main" sh -c "test \"\$(git --git-dir '$tmp/m.git' show refs/heads/hs/replayed:stats.json | grep records_in)\" = \"\$(git --git-dir '$tmp/m.git' show refs/heads/hs/main:stats.json | grep records_in)\""
+
 # --- ack: received ---------------------------------------------------------------------
 pipeline "$tmp/r.yaml" hr received 20 3600 0 10 # no commit before the kill below; 3 batches per POST
 start_daemon "$tmp/r.yaml" hr
