@@ -466,8 +466,8 @@ int kiln_replay_run(const kiln_pipeline *p, const kiln_replay_options *o, kiln_r
 	if (!p->source->raw_zone)
 		return kiln_error_set(
 		    KILN_EINVALID,
-		    "%s: source.kind %s has no raw zone; a replay rebuilds a Kafka or http source's "
-		    "branch from its raw zone",
+		    "%s: source.kind %s has no raw zone; a replay rebuilds the branch of a kafka or "
+		    "http source from its raw zone",
 		    p->file, p->source->kind);
 	if (!o->from || !*o->from)
 		return kiln_error_set(KILN_EINVALID, "replay: no source branch (--from BRANCH)");
