@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -195,11 +196,18 @@ static int dir_start(void *src, kiln_engine *e)
 }
 
 /* Whether f may be read now: --stop-at-end reads what is there; else
- * inotify named it, or nobody has written to it for source.poll_ms. */
+ * inotify named it, or nobody has written to it for source.poll_ms (as it
+ * is now, not as the scan listed it). */
 static bool ready(const struct dir_run *r, const kiln_dir_file *f)
 {
-	return r->e->o->stop_at_end || was_closed(r, f->name) ||
-	       wall_ms() - f->mtime_ms >= (int64_t)r->e->p->source_poll_ms;
+	struct stat st;
+
+	if (r->e->o->stop_at_end || was_closed(r, f->name))
+		return true;
+	if (stat(f->path, &st) < 0)
+		return true; /* gone: the read says so */
+	return wall_ms() - ((int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000) >=
+	       (int64_t)r->e->p->source_poll_ms;
 }
 
 static void unreadable(struct dir_run *r, kiln_dir_file *f)

@@ -176,9 +176,7 @@ static int list_folder(kiln_dir *d)
 		if ((rc = KILN_ARRAY_GROW(d->files, cap, d->count, NULL)) < 0)
 			break;
 		f = &d->files[d->count];
-		*f = (kiln_dir_file){.name = strdup(e->d_name),
-		                     .size = (uint64_t)st.st_size,
-		                     .mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000};
+		*f = (kiln_dir_file){.name = strdup(e->d_name), .size = (uint64_t)st.st_size};
 		d->count++;
 		if (!f->name || !(f->path = malloc(strlen(p->source_path) + strlen(f->name) + 2))) {
 			rc = kiln_error_oom(NULL);

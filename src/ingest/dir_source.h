@@ -46,7 +46,6 @@ typedef struct kiln_dir_file {
 	char *entry_path; /* lineage.json's path when `path` is not UTF-8 (the folder / encoded name) */
 	kiln_dir_state state;
 	bool fresh;      /* CHANGED, BAD: reported by this scan or read, first time this run */
-	int64_t mtime_ms; /* the last modification as listed (CLOCK_REALTIME ms) */
 	uint64_t size;   /* KILN_DIR_READ: the bytes read (the file's, compressed) */
 	int64_t lines;   /* KILN_DIR_READ: the records read */
 	char prefix[65]; /* KILN_DIR_READ: the fingerprint of those bytes */
