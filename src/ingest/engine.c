@@ -262,8 +262,10 @@ static int loop(kiln_engine *e)
 		if (e->o->stop_at_end && s->at_end && s->at_end(e->src, e)) {
 			/* the last snapshot; one another writer fenced (it committed
 			 * some of it first) is read again from the new tip */
-			if ((rc = kiln_engine_snapshot(e, "finished")) >= 0)
+			if ((rc = kiln_engine_snapshot(e, "finished")) >= 0) {
+				e->finished = true;
 				return 0;
+			}
 			if (rc != KILN_EFENCED)
 				return last_failed(e, rc);
 			backoff_ms = (int64_t)(kiln_retry_delay_us(&kiln_engine_retry, ++failures, 0) / 1000);
@@ -299,7 +301,7 @@ static int drain(kiln_engine *e, struct kiln_engine_watchdog *dog, int rc)
 	kiln_notify("STOPPING=1\nSTATUS=draining: committing the last snapshot");
 	dog->draining = true;
 	e->drain_until_ms = kiln_engine_watchdog_deadline(dog);
-	final = kiln_engine_snapshot(e, *e->o->stop ? "stopping" : "finished");
+	final = e->finished ? 0 : kiln_engine_snapshot(e, *e->o->stop ? "stopping" : "finished");
 	if (final < 0) {
 		KILN_LOG(KILN_LOG_ERROR, "snapshot_failed", kiln_error_last());
 		if (rc == 0)
