@@ -43,13 +43,13 @@
 struct dir_run {
 	kiln_dir dir;
 	kiln_engine *e;
-	int inotify;          /* -1: none (scans every source.poll_ms only) */
-	char **closed;        /* names inotify reported closed after writing or moved in */
+	int inotify;   /* -1: none (scans every source.poll_ms only) */
+	char **closed; /* names inotify reported closed after writing or moved in */
 	size_t closed_count, closed_cap;
-	bool rescan;          /* an event (or an overflow) arrived since the last scan */
-	int64_t scanned_ms;   /* the last scan (now_ms) */
-	uint64_t bad;         /* files that could not be read whole, this run */
-	kiln_buf note;        /* their reasons, for --stop-at-end's error */
+	bool rescan;        /* an event (or an overflow) arrived since the last scan */
+	int64_t scanned_ms; /* the last scan (now_ms) */
+	uint64_t bad;       /* files that could not be read whole, this run */
+	kiln_buf note;      /* their reasons, for --stop-at-end's error */
 	kiln_counter *files, *changed, *unreadable;
 };
 
@@ -94,7 +94,8 @@ static void read_events(struct dir_run *r)
 
 			at += sizeof(*ev) + ev->len;
 			r->rescan = true;
-			if (!ev->len || ev->name[0] == '.' || was_closed(r, ev->name) || r->closed_count >= 4096 ||
+			if (!ev->len || ev->name[0] == '.' || was_closed(r, ev->name) ||
+			    r->closed_count >= 4096 ||
 			    KILN_ARRAY_GROW(r->closed, r->closed_cap, r->closed_count, NULL) < 0 ||
 			    !(r->closed[r->closed_count] = strdup(ev->name)))
 				continue;
@@ -108,7 +109,8 @@ static void watch(struct dir_run *r)
 	const kiln_pipeline *p = r->e->p;
 
 	r->inotify = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (r->inotify >= 0 && inotify_add_watch(r->inotify, p->source_path, IN_CLOSE_WRITE | IN_MOVED_TO) >= 0)
+	if (r->inotify >= 0 &&
+	    inotify_add_watch(r->inotify, p->source_path, IN_CLOSE_WRITE | IN_MOVED_TO) >= 0)
 		return;
 	KILN_LOG(KILN_LOG_INFO, "polling", "no inotify on the folder: it is scanned every source.poll_ms",
 	         KILN_F_STR("folder", p->source_path), KILN_F_STR("reason", strerror(errno)),
@@ -231,8 +233,7 @@ static int dir_poll(void *src, kiln_engine *e, int timeout_ms)
 	int rc;
 
 	read_events(r);
-	if (!e->o->stop_at_end &&
-	    (r->rescan || now_ms() - r->scanned_ms >= (int64_t)e->p->source_poll_ms))
+	if (!e->o->stop_at_end && (r->rescan || now_ms() - r->scanned_ms >= (int64_t)e->p->source_poll_ms))
 		return scan(r);
 	for (size_t i = 0; i < r->dir.count; i++) {
 		kiln_dir_file *f = &r->dir.files[i];
@@ -309,7 +310,8 @@ static int dir_positions(void *src, kiln_engine *e, kiln_lineage_entry **out, si
 				free(lineage);
 				return kiln_error_oom(NULL);
 			}
-			sprintf(f->entry_path, "%s/%s", p->source_path, strchr(f->topic, KILN_SOURCE_DIR_SEP) + 1);
+			sprintf(f->entry_path, "%s/%s", p->source_path,
+			        strchr(f->topic, KILN_SOURCE_DIR_SEP) + 1);
 		}
 		lineage[n++] = (kiln_lineage_entry){.source = KILN_LINEAGE_DIRECTORY,
 		                                    .topic = f->topic,

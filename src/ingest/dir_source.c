@@ -102,7 +102,8 @@ static void note(kiln_dir *d, kiln_dir_file *f)
 	f->fresh = true;
 	if (KILN_ARRAY_GROW(d->notes, d->note_cap, d->note_count, NULL) < 0)
 		return;
-	d->notes[d->note_count] = (kiln_dir_note){.name = strdup(f->name), .size = f->size, .state = f->state};
+	d->notes[d->note_count] =
+	    (kiln_dir_note){.name = strdup(f->name), .size = f->size, .state = f->state};
 	if (d->notes[d->note_count].name)
 		d->note_count++;
 }
@@ -493,8 +494,8 @@ static void dir_check(const kiln_pipeline *p, int timeout_ms, kiln_source_say sa
 	say(ctx, "source", true, msg);
 }
 
-static const char *const dir_keys[] = {"kind", "path",    "glob",      "name", "done",
-                                       "poll_ms", "max_record_bytes", "max_depth", NULL};
+static const char *const dir_keys[] = {
+    "kind", "path", "glob", "name", "done", "poll_ms", "max_record_bytes", "max_depth", NULL};
 
 const kiln_source kiln_source_directory = {
     .version = KILN_SOURCE_VERSION,

@@ -269,9 +269,9 @@ static int loop(kiln_engine *e)
 			if (rc != KILN_EFENCED)
 				return last_failed(e, rc);
 			backoff_ms = (int64_t)(kiln_retry_delay_us(&kiln_engine_retry, ++failures, 0) / 1000);
-			if ((rc = kiln_engine_failed(e, "snapshot_failed",
-			                             "the snapshot was fenced; reading again from the new tip",
-			                             backoff_ms)) < 0)
+			if ((rc = kiln_engine_failed(
+			         e, "snapshot_failed",
+			         "the snapshot was fenced; reading again from the new tip", backoff_ms)) < 0)
 				return rc;
 			back_off(e, backoff_ms);
 			continue;
