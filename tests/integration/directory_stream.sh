@@ -2,8 +2,9 @@
 # The directory source's long-running mode (docs/PIPELINES.md, "Sources: a
 # directory"): `kiln run` without --stop-at-end runs until SIGTERM and
 # picks up files as they arrive, written aside as dot-files and renamed in
-# (inotify IN_MOVED_TO), and one written in place slowly (read only once it
-# is closed, IN_CLOSE_WRITE: never half of it). POST /v1/snapshot (kiln
+# (inotify IN_MOVED_TO), one written in place slowly (read only once it is
+# closed, IN_CLOSE_WRITE: never half of it), and one hard-linked in (no
+# event: the rescan every source.poll_ms finds it). POST /v1/snapshot (kiln
 # snapshot) commits them, SIGTERM drains and exits 0, and
 # tests/integration/directory_check.py finds every record curated or
 # quarantined exactly once. Then: source.done while running
@@ -154,12 +155,15 @@ check "the slow file's entry holds all its 1000 lines" test "$(lineage_next user
 check "snapshot 1 is checked" checked s1
 gen_file s5.jsonl 5 800
 check "it read the file that arrived after the snapshot" poll 20 records_in 5400
+# a hard link makes no event of the watched kinds: the rescan finds it
+gen_aside s6.jsonl 6 600 >/dev/null && ln "$w/.s6.jsonl" "$w/in/s6.jsonl" && files+=(s6.jsonl)
+check "the rescan (source.poll_ms) found a file no event named" poll 20 records_in 6000
 c1=$(tip)
 stop
 check "SIGTERM: drains and exits 0" test "$rc" = 0
-check "the drain committed the last file" test "$(tip)" != "$c1"
-check "it says the records and files of the run" grep -qF "+5400 records" "$tmp/s.out"
-check "... from 5 files" grep -qF "from 5 files of $w/in" "$tmp/s.out"
+check "the drain committed the last files" test "$(tip)" != "$c1"
+check "it says the records and files of the run" grep -qF "+6000 records" "$tmp/s.out"
+check "... from 6 files" grep -qF "from 6 files of $w/in" "$tmp/s.out"
 check "no file was reported changed" test "$(grep -c file_changed "$tmp/s.log")" = 0
 check "the run is checked: every record once" checked s2
 check "a --stop-at-end run after it has nothing new" status_is 0 "$kiln" run "$pipeline" --stop-at-end \
