@@ -1,6 +1,6 @@
 /* The directory source (see dir_source.h): the scan, the read of one file,
- * the move to source.done, and the row's keys (its streaming callbacks are
- * dir_run.c). */
+ * the move to source.done and the names it reads; the row (its keys and its
+ * streaming callbacks) is dir_run.c, which calls into this file. */
 #include "ingest/dir_source.h"
 
 #include <dirent.h>
@@ -413,51 +413,6 @@ int kiln_dir_prepare_done(const kiln_pipeline *p)
 	return 0;
 }
 
-/* ---- the row's keys */
-
-/* path (a folder, relative to the pipeline file), glob (file names, no
- * '/'), done (a folder, relative to path; never path itself). The loader
- * names it after the folder unless source.name is set. */
-static const char *without_slash(kiln_arena *arena, const char *path)
-{
-	size_t n = strlen(path);
-
-	while (n > 1 && path[n - 1] == '/')
-		n--;
-	return kiln_arena_printf(arena, "%.*s", (int)n, path);
-}
-
-static int dir_configure(kiln_pipeline *p, kiln_config *cfg, const kiln_yaml_node *src)
-{
-	const char *done = NULL;
-	int64_t poll_ms = 1000;
-	int rc;
-
-	p->source_glob = "*.jsonl";
-	if ((rc = kiln_config_int(cfg, src, "source", "poll_ms", 10, 3600000, &poll_ms)) < 0)
-		return rc;
-	p->source_poll_ms = (unsigned)poll_ms;
-	if ((rc = kiln_config_string(cfg, src, "source", "path", true, &p->source_path)) < 0 ||
-	    (rc = kiln_config_string(cfg, src, "source", "glob", false, &p->source_glob)) < 0 ||
-	    (rc = kiln_config_string(cfg, src, "source", "done", false, &done)) < 0)
-		return rc;
-	if (!(p->source_path = without_slash(cfg->arena, kiln_config_resolve(cfg, p->source_path))))
-		return kiln_error_oom(NULL);
-	if (!*p->source_glob || strchr(p->source_glob, '/'))
-		return kiln_yaml_fail(cfg->doc, kiln_yaml_get(src, "glob"), "source.glob",
-		                      "a pattern of file names (no '/': subfolders are not read)");
-	if (!done)
-		return 0;
-	if (!*done || strcmp(without_slash(cfg->arena, done), ".") == 0 ||
-	    !(p->source_done = without_slash(
-	          cfg->arena,
-	          done[0] == '/' ? done : kiln_arena_printf(cfg->arena, "%s/%s", p->source_path, done))) ||
-	    strcmp(p->source_done, p->source_path) == 0)
-		return kiln_yaml_fail(cfg->doc, kiln_yaml_get(src, "done"), "source.done",
-		                      "must be a folder other than source.path");
-	return 0;
-}
-
 /* The files of its folder: <source.name>=... */
 bool kiln_dir_reads_name(const kiln_pipeline *p, const char *name)
 {
@@ -465,46 +420,3 @@ bool kiln_dir_reads_name(const kiln_pipeline *p, const char *name)
 
 	return strncmp(name, p->source_name, n) == 0 && name[n] == KILN_SOURCE_DIR_SEP;
 }
-
-/* lineage.json records the folder in each path, a JSON string. */
-static int dir_settings(const kiln_pipeline *p)
-{
-	if (!kiln_utf8_valid(p->source_path, strlen(p->source_path)))
-		return kiln_error_set(KILN_EINVALID,
-		                      "%s: source.path is not valid UTF-8, and lineage.json records it: "
-		                      "give the folder (or a link to it) a UTF-8 name",
-		                      p->file);
-	return 0;
-}
-
-static void dir_check(const kiln_pipeline *p, int timeout_ms, kiln_source_say say, void *ctx)
-{
-	char msg[1024];
-	DIR *dir = opendir(p->source_path);
-
-	(void)timeout_ms;
-	if (!dir) {
-		snprintf(msg, sizeof(msg), "%s: cannot open the folder: %s", p->source_path, strerror(errno));
-		say(ctx, "source", false, msg);
-		return;
-	}
-	closedir(dir);
-	snprintf(msg, sizeof(msg), "%s is a readable folder (source %s, files %s)", p->source_path,
-	         p->source_name, p->source_glob);
-	say(ctx, "source", true, msg);
-}
-
-static const char *const dir_keys[] = {
-    "kind", "path", "glob", "name", "done", "poll_ms", "max_record_bytes", "max_depth", NULL};
-
-const kiln_source kiln_source_directory = {
-    .version = KILN_SOURCE_VERSION,
-    .kind = KILN_LINEAGE_DIRECTORY,
-    .option_keys = dir_keys,
-    .stream = &kiln_dir_stream,
-    .configure = dir_configure,
-    .reads_name = kiln_dir_reads_name,
-    .settings = dir_settings,
-    .check_name = "source",
-    .check = dir_check,
-};

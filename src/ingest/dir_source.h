@@ -75,9 +75,6 @@ typedef struct kiln_dir {
 	size_t note_count, note_cap;
 } kiln_dir;
 
-/* The streaming callbacks of the row (dir_run.c). */
-extern const struct kiln_source_stream kiln_dir_stream;
-
 /* name's topic under source_name into out (cleared first). */
 int kiln_dir_topic(kiln_buf *out, const char *source_name, const char *name);
 
