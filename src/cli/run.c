@@ -1,6 +1,7 @@
 /* `kiln run PIPELINE`: the curate path. A file or stdin source ends in one
- * snapshot commit; a Kafka source runs as a consumer-group member until
- * SIGTERM (or, with --stop-at-end, until it has read every partition),
+ * snapshot commit; a Kafka source runs as a consumer-group member, a
+ * directory source picks up new files, until SIGTERM (or, with
+ * --stop-at-end, until it has read every partition or file there is),
  * committing snapshots as it goes. Prints the dataset version it made. */
 #include <signal.h>
 #include <stdbool.h>
@@ -30,10 +31,11 @@ static const char usage_text[] =
     "A file source is read to its end and committed once; it resumes after the\n"
     "records earlier runs read. A directory source reads each file of its folder\n"
     "that no earlier run committed (.gz and .zst decompressed), in name order,\n"
-    "and commits them once. A Kafka source runs as a member of its consumer\n"
-    "group, lands every batch in the raw zone, and commits a snapshot every\n"
-    "snapshot.records records, every snapshot.seconds seconds, on SIGUSR1 or\n"
-    "`kiln snapshot`, and on SIGTERM/SIGINT (then it exits 0). It resumes from\n"
+    "and keeps picking up new ones (write a file aside, then rename it in).\n"
+    "A Kafka source runs as a member of its consumer group and lands every\n"
+    "batch in the raw zone. Both commit a snapshot every snapshot.records\n"
+    "records, every snapshot.seconds seconds, on SIGUSR1 or `kiln snapshot`,\n"
+    "and on SIGTERM/SIGINT (then they exit 0). Each resumes from\n"
     "lineage.json, so every record is committed exactly once (docs/STREAMING.md).\n"
     "SIGHUP reads the pipeline file again and applies log.* and snapshot.*;\n"
     "under systemd it speaks the notify protocol (docs/OPERATIONS.md).\n"
@@ -45,13 +47,14 @@ static const char usage_text[] =
     "                        is read to its end (for batch jobs, tests, benchmarks);\n"
     "                        exit 2 when no broker answers within\n"
     "                        source.connect_timeout seconds (default 30);\n"
-    "                        a directory source stops at its end either way\n"
+    "                        directory: read the files there are, commit, exit\n"
     "  -h, --help            show this help\n"
     "\n"
     "Exit status: 0 on a commit (or nothing new to read), 2 on a config, key,\n"
     "store or manifest error, a gap under source.on_gap: stop, (--stop-at-end)\n"
-    "no broker answering within source.connect_timeout, or a directory's file\n"
-    "that does not decompress whole (the other files are committed).\n";
+    "no broker answering within source.connect_timeout, or (--stop-at-end) a\n"
+    "directory's file that does not decompress whole (the other files are\n"
+    "committed).\n";
 
 static volatile sig_atomic_t stop_requested, snapshot_requested, reload_requested;
 
@@ -103,8 +106,9 @@ static int run(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_sets *se
 	return kiln_engine_run(p, &o, r);
 }
 
-/* A directory run: the files read and those that changed after their
- * commit (each also logged as a warning), then the version. */
+/* A directory run: the files it committed (over all its snapshots) and
+ * those that changed after their commit (each also logged as a warning),
+ * then the last version. */
 static void print_folder(const kiln_pipeline *p, const kiln_run_result *r)
 {
 	if (!r->commit[0])
@@ -158,8 +162,7 @@ int kiln_cmd_run(int argc, char **argv)
 		goto cleanup;
 	}
 	kiln_log_setup(pipeline->log_json, pipeline->log_level);
-	/* a folder source (directory) reads what its folder holds and stops: the same */
-	if (stop_at_end && !kiln_engine_stops_at_end(pipeline) && !pipeline->source_glob) {
+	if (stop_at_end && !kiln_engine_stops_at_end(pipeline)) {
 		kiln_cli_fail("run",
 		              "--stop-at-end is for kafka and directory sources (a file source always stops "
 		              "at its end)");
@@ -169,7 +172,9 @@ int kiln_cmd_run(int argc, char **argv)
 		kiln_cli_fail("run", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	if (kiln_engine_streams(pipeline)) {
+	if (pipeline->source_glob) {
+		print_folder(pipeline, &r);
+	} else if (kiln_engine_streams(pipeline)) {
 		printf("%s@%s: +%llu records (%llu valid, %llu quarantined) in %zu shards this run\n",
 		       pipeline->dataset, pipeline->branch, (unsigned long long)r.delta.records_in,
 		       (unsigned long long)r.delta.valid, (unsigned long long)r.delta.quarantined, r.shards);
@@ -179,8 +184,6 @@ int kiln_cmd_run(int argc, char **argv)
 			       pipeline->branch, repo ? repo : pipeline->manifest_repo);
 			free(repo);
 		}
-	} else if (pipeline->source_glob) {
-		print_folder(pipeline, &r);
 	} else if (!r.commit[0]) {
 		printf("%s@%s: nothing new in %s (already read up to offset %llu)\n", pipeline->dataset,
 		       pipeline->branch, pipeline->source_name, (unsigned long long)r.next_offset);

@@ -1,6 +1,6 @@
 /* The directory source (see dir_source.h): the scan, the read of one file,
- * the move to source.done, and the row that reads a folder once and
- * commits one snapshot. */
+ * the move to source.done and the names it reads; the row (its keys and its
+ * streaming callbacks) is dir_run.c, which calls into this file. */
 #include "ingest/dir_source.h"
 
 #include <dirent.h>
@@ -23,7 +23,7 @@
 #include "core/line_reader.h"
 #include "core/log.h"
 #include "core/yaml_doc.h"
-#include "ingest/ingest_loop.h"
+#include "ingest/curate_run.h"
 #include "ingest/source.h"
 
 static bool plain_char(unsigned char c)
@@ -57,17 +57,55 @@ static void file_free(kiln_dir_file *f)
 	free(f->entry_path);
 }
 
-void kiln_dir_clear(kiln_dir *d)
+static void free_files(kiln_dir_file *files, size_t count)
 {
-	for (size_t i = 0; i < d->count; i++)
-		file_free(&d->files[i]);
+	for (size_t i = 0; i < count; i++)
+		file_free(&files[i]);
+	free(files);
+}
+
+/* What a scan lists (the notes stay). */
+static void clear_listing(kiln_dir *d)
+{
+	free_files(d->files, d->count);
 	for (size_t i = 0; i < d->entry_count; i++)
 		free(d->entries[i].topic);
-	free(d->files);
 	free(d->entries);
 	d->files = NULL;
 	d->entries = NULL;
 	d->count = d->entry_count = 0;
+}
+
+void kiln_dir_clear(kiln_dir *d)
+{
+	clear_listing(d);
+	for (size_t i = 0; i < d->note_count; i++)
+		free(d->notes[i].name);
+	free(d->notes);
+	d->notes = NULL;
+	d->note_count = d->note_cap = 0;
+}
+
+/* ---- what was reported this run */
+
+static const kiln_dir_note *noted(const kiln_dir *d, const char *name, kiln_dir_state state)
+{
+	for (size_t i = 0; i < d->note_count; i++)
+		if (d->notes[i].state == state && strcmp(d->notes[i].name, name) == 0)
+			return &d->notes[i];
+	return NULL;
+}
+
+/* f is reported now (fresh), once per run; no memory: reported again later. */
+static void note(kiln_dir *d, kiln_dir_file *f)
+{
+	f->fresh = true;
+	if (KILN_ARRAY_GROW(d->notes, d->note_cap, d->note_count, NULL) < 0)
+		return;
+	d->notes[d->note_count] =
+	    (kiln_dir_note){.name = strdup(f->name), .size = f->size, .state = f->state};
+	if (d->notes[d->note_count].name)
+		d->note_count++;
 }
 
 /* ---- the branch's entries for this folder */
@@ -77,8 +115,6 @@ struct entry_list {
 	size_t cap;
 };
 
-static bool dir_reads_name(const kiln_pipeline *p, const char *name);
-
 static int add_entry(void *ctx, const kiln_lineage_entry *e)
 {
 	struct entry_list *l = ctx;
@@ -86,7 +122,7 @@ static int add_entry(void *ctx, const kiln_lineage_entry *e)
 	kiln_dir_entry *x;
 
 	if (e->partition != 0 || strcmp(e->source, KILN_LINEAGE_DIRECTORY) != 0 ||
-	    !dir_reads_name(d->p, e->topic))
+	    !kiln_dir_reads_name(d->p, e->topic))
 		return 0;
 	if (KILN_ARRAY_GROW(d->entries, l->cap, d->entry_count, NULL) < 0)
 		return KILN_ENOMEM;
@@ -190,17 +226,22 @@ int kiln_dir_scan(kiln_dir *d, kiln_manifest *m)
 	const kiln_pipeline *p = d->p;
 	struct entry_list l = {.d = d};
 	kiln_buf topic = KILN_BUF_INIT(0);
+	kiln_dir_file *was = d->files; /* READ files stay READ */
+	size_t was_count = d->count;
 	int rc;
 
-	kiln_dir_clear(d);
+	d->files = NULL;
+	d->count = 0;
+	clear_listing(d);
 	if ((rc = kiln_manifest_lineage(m, p->dataset, p->branch, add_entry, &l)) < 0 ||
 	    (rc = list_folder(d)) < 0)
-		return rc;
+		goto done;
 	if (d->entry_count)
 		qsort(d->entries, d->entry_count, sizeof(*d->entries), by_topic);
 	for (size_t i = 0; i < d->count && rc >= 0; i++) {
-		kiln_dir_file *f = &d->files[i];
+		kiln_dir_file *f = &d->files[i], *old;
 		const kiln_dir_entry *e;
+		const kiln_dir_note *bad;
 
 		if ((rc = kiln_dir_topic(&topic, p->source_name, f->name)) < 0 ||
 		    !(f->topic = strdup(topic.ptr))) {
@@ -215,21 +256,38 @@ int kiln_dir_scan(kiln_dir *d, kiln_manifest *m)
 				f->error = NULL;
 			continue;
 		}
+		if (was_count && (old = bsearch(f, was, was_count, sizeof(*was), by_name)) &&
+		    old->state == KILN_DIR_READ) {
+			f->state = KILN_DIR_READ; /* as it was read: its entry says so */
+			f->size = old->size;
+			f->lines = old->lines;
+			memcpy(f->prefix, old->prefix, sizeof(f->prefix));
+			f->entry_path = old->entry_path;
+			old->entry_path = NULL;
+			continue;
+		}
 		if (!(e = find_entry(d, f->topic))) {
-			f->state = f->size ? KILN_DIR_NEW : KILN_DIR_GONE; /* empty: left for later */
+			/* empty: left for later; BAD at this size already: not again */
+			f->state = !f->size ? KILN_DIR_GONE : KILN_DIR_NEW;
+			if (f->size && (bad = noted(d, f->name, KILN_DIR_BAD)) && bad->size == f->size)
+				f->state = KILN_DIR_BAD;
 			continue;
 		}
 		if ((rc = matches(f, e)) < 0)
 			break;
 		f->state = rc == GONE ? KILN_DIR_GONE : rc ? KILN_DIR_DONE : KILN_DIR_CHANGED;
-		if (f->state == KILN_DIR_CHANGED)
+		if (f->state == KILN_DIR_CHANGED && !noted(d, f->name, KILN_DIR_CHANGED)) {
+			note(d, f);
 			KILN_LOG(KILN_LOG_WARN, "file_changed",
 			         "the file changed after it was committed: it is not read again (write new "
 			         "records to a new file)",
 			         KILN_F_STR("source", p->source_name), KILN_F_STR("file", f->path),
 			         KILN_F_INT("committed_bytes", e->bytes), KILN_F_INT("bytes", f->size));
+		}
 		rc = 0;
 	}
+done:
+	free_files(was, was_count);
 	kiln_buf_free(&topic);
 	return rc < 0 ? rc : 0;
 }
@@ -295,6 +353,7 @@ int kiln_dir_read_file(kiln_dir *d, kiln_dir_file *f, kiln_curate_pool *pool, ui
 				goto done;
 			f->state = KILN_DIR_BAD;
 			f->error = strdup(kiln_error_last()); /* the run's error names it, once */
+			note(d, f);
 			rc = 0;
 			goto done;
 		}
@@ -335,8 +394,7 @@ void kiln_dir_move_done(kiln_dir *d, kiln_dir_file *f)
 	free(to);
 }
 
-/* source.done exists (made 0700 when missing) and is not the folder. */
-static int prepare_done(const kiln_pipeline *p)
+int kiln_dir_prepare_done(const kiln_pipeline *p)
 {
 	struct stat folder, done;
 
@@ -355,261 +413,10 @@ static int prepare_done(const kiln_pipeline *p)
 	return 0;
 }
 
-/* ---- the row: what the folder holds, read once, one commit */
-
-struct dir_run {
-	kiln_dir dir;
-	kiln_lineage_entry *lineage;
-	uint64_t bad;
-	kiln_buf note; /* the bad files' reasons, for the run's error */
-};
-
-/* "a, b, c" into out (at most its size), the names of files in `state`. */
-static void list_names(const kiln_dir *d, kiln_dir_state state, char *out, size_t size, uint64_t *count)
-{
-	size_t at = 0;
-
-	*count = 0;
-	out[0] = '\0';
-	for (size_t i = 0; i < d->count; i++) {
-		if (d->files[i].state != state)
-			continue;
-		(*count)++;
-		if (at < size) {
-			int n = snprintf(out + at, size - at, "%s%s", at ? ", " : "", d->files[i].name);
-			at += n > 0 ? (size_t)n : 0;
-		}
-	}
-	if (at >= size && size > 4)
-		memcpy(out + size - 4, "...", 4);
-}
-
-static int dir_open(void **out, kiln_ingest *in, const void *args)
-{
-	struct dir_run *r = calloc(1, sizeof(*r));
-	int rc;
-
-	(void)args;
-	*out = r;
-	if (!r)
-		return kiln_error_oom(NULL);
-	r->dir.p = in->p;
-	r->note = (kiln_buf)KILN_BUF_INIT(4096);
-	if ((rc = prepare_done(in->p)) < 0 || (rc = kiln_dir_scan(&r->dir, in->setup.manifest)) < 0)
-		return rc;
-	/* committed, then killed before the move: move it now */
-	for (size_t i = 0; i < r->dir.count; i++)
-		if (r->dir.files[i].state == KILN_DIR_DONE)
-			kiln_dir_move_done(&r->dir, &r->dir.files[i]);
-	list_names(&r->dir, KILN_DIR_CHANGED, in->out->changed, sizeof(in->out->changed),
-	           &in->out->files_changed);
-	return KILN_SOURCE_GO;
-}
-
-static int dir_read(void *src, kiln_ingest *in)
-{
-	struct dir_run *r = src;
-
-	for (size_t i = 0; i < r->dir.count; i++) {
-		kiln_dir_file *f = &r->dir.files[i];
-		uint64_t records;
-		int rc;
-
-		if (f->state == KILN_DIR_NEW &&
-		    (rc = kiln_dir_read_file(&r->dir, f, in->sink.pool, &records)) < 0)
-			return rc;
-		if (f->state == KILN_DIR_READ) {
-			in->out->files_read++;
-			in->out->next_offset += records;
-		} else if (f->state == KILN_DIR_BAD) {
-			/* one line in the end: "a.gz: why; b.zst: why" (capped) */
-			if (r->bad++)
-				(void)kiln_buf_puts(&r->note, "; ");
-			(void)kiln_buf_puts(&r->note, f->error ? f->error : f->name);
-		}
-	}
-	return 0;
-}
-
-static int bad_files(struct dir_run *r, const char *committed)
-{
-	const kiln_pipeline *p = r->dir.p;
-
-	return kiln_error_set(KILN_EINVALID,
-	                      "%s: %llu file%s skipped and not committed (%.*s)%s%s; fix or remove %s and "
-	                      "run again",
-	                      p->source_path, (unsigned long long)r->bad, r->bad == 1 ? "" : "s",
-	                      (int)r->note.len, r->note.ptr ? r->note.ptr : "",
-	                      committed ? "; the other files were committed as version " : "",
-	                      committed ? committed : "", r->bad == 1 ? "it" : "them");
-}
-
-static int dir_end(void *src, kiln_ingest *in)
-{
-	struct dir_run *r = src;
-	int rc;
-
-	if (in->out->files_read > 0)
-		return KILN_SOURCE_GO;
-	/* nothing new: no commit (an earlier one may still need pushing) */
-	if ((rc = kiln_run_setup_push(&in->setup, in->out->commit)) < 0)
-		return rc;
-	return r->bad ? bad_files(r, NULL) : KILN_SOURCE_DONE;
-}
-
-/* One entry per file read, fenced on "no entry yet": of two runs over one
- * folder, only the first to commit a file does. */
-static int dir_lineage(void *src, kiln_ingest *in, kiln_snapshot *snap)
-{
-	struct dir_run *r = src;
-	size_t n = 0;
-
-	(void)in;
-	if (!(r->lineage = calloc(r->dir.count ? r->dir.count : 1, sizeof(*r->lineage))))
-		return kiln_error_oom(NULL);
-	for (size_t i = 0; i < r->dir.count; i++) {
-		kiln_dir_file *f = &r->dir.files[i];
-
-		if (f->state != KILN_DIR_READ)
-			continue;
-		/* lineage.json holds UTF-8: a name that is not keeps its topic's spelling */
-		if (!kiln_utf8_valid(f->path, strlen(f->path)) && !f->entry_path) {
-			if (!(f->entry_path = malloc(strlen(r->dir.p->source_path) + strlen(f->topic) + 2)))
-				return kiln_error_oom(NULL);
-			sprintf(f->entry_path, "%s/%s", r->dir.p->source_path,
-			        strchr(f->topic, KILN_SOURCE_DIR_SEP) + 1);
-		}
-		r->lineage[n++] = (kiln_lineage_entry){.source = KILN_LINEAGE_DIRECTORY,
-		                                       .topic = f->topic,
-		                                       .partition = 0,
-		                                       .next = f->lines,
-		                                       .path = f->entry_path ? f->entry_path : f->path,
-		                                       .bytes = f->size,
-		                                       .prefix_blake2b = f->prefix,
-		                                       .fenced = true,
-		                                       .expect_next = -1};
-	}
-	snap->lineage = r->lineage;
-	snap->lineage_count = n;
-	return 0;
-}
-
-static int dir_committed(void *src, kiln_ingest *in, int rc)
-{
-	struct dir_run *r = src;
-
-	if (rc < 0)
-		return rc;
-	for (size_t i = 0; i < r->dir.count; i++)
-		if (r->dir.files[i].state == KILN_DIR_READ)
-			kiln_dir_move_done(&r->dir, &r->dir.files[i]);
-	return r->bad ? bad_files(r, in->out->commit) : rc;
-}
-
-static void dir_close(void *src, kiln_ingest *in)
-{
-	struct dir_run *r = src;
-
-	(void)in;
-	if (!r)
-		return;
-	kiln_dir_clear(&r->dir);
-	kiln_buf_free(&r->note);
-	free(r->lineage);
-	free(r);
-}
-
-/* path (a folder, relative to the pipeline file), glob (file names, no
- * '/'), done (a folder, relative to path; never path itself). The loader
- * names it after the folder unless source.name is set. */
-static const char *without_slash(kiln_arena *arena, const char *path)
-{
-	size_t n = strlen(path);
-
-	while (n > 1 && path[n - 1] == '/')
-		n--;
-	return kiln_arena_printf(arena, "%.*s", (int)n, path);
-}
-
-static int dir_configure(kiln_pipeline *p, kiln_config *cfg, const kiln_yaml_node *src)
-{
-	const char *done = NULL;
-	int rc;
-
-	p->source_glob = "*.jsonl";
-	if ((rc = kiln_config_string(cfg, src, "source", "path", true, &p->source_path)) < 0 ||
-	    (rc = kiln_config_string(cfg, src, "source", "glob", false, &p->source_glob)) < 0 ||
-	    (rc = kiln_config_string(cfg, src, "source", "done", false, &done)) < 0)
-		return rc;
-	if (!(p->source_path = without_slash(cfg->arena, kiln_config_resolve(cfg, p->source_path))))
-		return kiln_error_oom(NULL);
-	if (!*p->source_glob || strchr(p->source_glob, '/'))
-		return kiln_yaml_fail(cfg->doc, kiln_yaml_get(src, "glob"), "source.glob",
-		                      "a pattern of file names (no '/': subfolders are not read)");
-	if (!done)
-		return 0;
-	if (!*done || strcmp(without_slash(cfg->arena, done), ".") == 0 ||
-	    !(p->source_done = without_slash(
-	          cfg->arena,
-	          done[0] == '/' ? done : kiln_arena_printf(cfg->arena, "%s/%s", p->source_path, done))) ||
-	    strcmp(p->source_done, p->source_path) == 0)
-		return kiln_yaml_fail(cfg->doc, kiln_yaml_get(src, "done"), "source.done",
-		                      "must be a folder other than source.path");
-	return 0;
-}
-
 /* The files of its folder: <source.name>=... */
-static bool dir_reads_name(const kiln_pipeline *p, const char *name)
+bool kiln_dir_reads_name(const kiln_pipeline *p, const char *name)
 {
 	size_t n = strlen(p->source_name);
 
 	return strncmp(name, p->source_name, n) == 0 && name[n] == KILN_SOURCE_DIR_SEP;
 }
-
-/* lineage.json records the folder in each path, a JSON string. */
-static int dir_settings(const kiln_pipeline *p)
-{
-	if (!kiln_utf8_valid(p->source_path, strlen(p->source_path)))
-		return kiln_error_set(KILN_EINVALID,
-		                      "%s: source.path is not valid UTF-8, and lineage.json records it: "
-		                      "give the folder (or a link to it) a UTF-8 name",
-		                      p->file);
-	return 0;
-}
-
-static void dir_check(const kiln_pipeline *p, int timeout_ms, kiln_source_say say, void *ctx)
-{
-	char msg[1024];
-	DIR *dir = opendir(p->source_path);
-
-	(void)timeout_ms;
-	if (!dir) {
-		snprintf(msg, sizeof(msg), "%s: cannot open the folder: %s", p->source_path, strerror(errno));
-		say(ctx, "source", false, msg);
-		return;
-	}
-	closedir(dir);
-	snprintf(msg, sizeof(msg), "%s is a readable folder (source %s, files %s)", p->source_path,
-	         p->source_name, p->source_glob);
-	say(ctx, "source", true, msg);
-}
-
-static const char *const dir_keys[] = {"kind",      "path", "glob", "name", "done", "max_record_bytes",
-                                       "max_depth", NULL};
-
-const kiln_source kiln_source_directory = {
-    .version = KILN_SOURCE_VERSION,
-    .kind = KILN_LINEAGE_DIRECTORY,
-    .option_keys = dir_keys,
-    .open = dir_open,
-    .read = dir_read,
-    .end = dir_end,
-    .lineage = dir_lineage,
-    .committed = dir_committed,
-    .close = dir_close,
-    .configure = dir_configure,
-    .reads_name = dir_reads_name,
-    .settings = dir_settings,
-    .check_name = "source",
-    .check = dir_check,
-};

@@ -199,6 +199,18 @@ static void back_off(kiln_engine *e, int64_t backoff_ms)
 
 const kiln_retry_policy kiln_engine_retry = {.first_us = 500000, .max_us = 30000000};
 
+/* The last snapshot (--stop-at-end) failed with rc: the run ends with it,
+ * what was read since the last commit dropped (the drain finds nothing). */
+static int last_failed(kiln_engine *e, int rc)
+{
+	char why[512];
+
+	snprintf(why, sizeof(why), "%s", kiln_error_last());
+	KILN_LOG(KILN_LOG_ERROR, "snapshot_failed", why);
+	(void)kiln_engine_abandon(e, "the last snapshot failed");
+	return kiln_error_set(rc, "%s", why);
+}
+
 static int loop(kiln_engine *e)
 {
 	const kiln_source_stream *s = e->source->stream;
@@ -247,8 +259,23 @@ static int loop(kiln_engine *e)
 		/* what has arrived, then the periodic work */
 		if ((rc = s->poll(e->src, e, 20)) < 0 || (rc = kiln_curate_pool_poll(e->sink.pool)) < 0)
 			goto fail;
-		if (e->o->stop_at_end && s->at_end && s->at_end(e->src, e))
-			break; /* the last snapshot follows */
+		if (e->o->stop_at_end && s->at_end && s->at_end(e->src, e)) {
+			/* the last snapshot; one another writer fenced (it committed
+			 * some of it first) is read again from the new tip */
+			if ((rc = kiln_engine_snapshot(e, "finished")) >= 0) {
+				e->finished = true;
+				return 0;
+			}
+			if (rc != KILN_EFENCED)
+				return last_failed(e, rc);
+			backoff_ms = (int64_t)(kiln_retry_delay_us(&kiln_engine_retry, ++failures, 0) / 1000);
+			if ((rc = kiln_engine_failed(
+			         e, "snapshot_failed",
+			         "the snapshot was fenced; reading again from the new tip", backoff_ms)) < 0)
+				return rc;
+			back_off(e, backoff_ms);
+			continue;
+		}
 		if (s->tick && now / 1000 != now_ms() / 1000)
 			s->tick(e->src, e);
 		continue;
@@ -274,7 +301,7 @@ static int drain(kiln_engine *e, struct kiln_engine_watchdog *dog, int rc)
 	kiln_notify("STOPPING=1\nSTATUS=draining: committing the last snapshot");
 	dog->draining = true;
 	e->drain_until_ms = kiln_engine_watchdog_deadline(dog);
-	final = kiln_engine_snapshot(e, *e->o->stop ? "stopping" : "finished");
+	final = e->finished ? 0 : kiln_engine_snapshot(e, *e->o->stop ? "stopping" : "finished");
 	if (final < 0) {
 		KILN_LOG(KILN_LOG_ERROR, "snapshot_failed", kiln_error_last());
 		if (rc == 0)

@@ -1,5 +1,5 @@
 /* The run engine: `kiln run` over any source row (ingest/source.h). A row
- * with streaming callbacks (Kafka) runs until stopped, committing a
+ * with streaming callbacks (Kafka, directory) runs until stopped, committing a
  * snapshot every N records, every T seconds, on request (SIGUSR1, POST
  * /v1/snapshot) and on the drain (SIGTERM), each compare-and-swap on the
  * branch with the lineage the row fences; a one-shot row (file, stdin)

@@ -51,6 +51,7 @@ struct kiln_engine {
 	int64_t drain_until_ms; /* when the watchdog ends the drain (0: not draining) */
 	int fatal;              /* a reason to end the run (the row's: a gap under on_gap: stop, ...) */
 	bool ready;             /* READY=1 sent (the row says when: Kafka on its first assignment) */
+	bool finished;          /* --stop-at-end: the last snapshot landed in the loop (none in the drain) */
 	char fatal_msg[512];
 	char failing[512]; /* why the last snapshot or batch failed, until a commit ("": none) */
 	kiln_run_result *out;

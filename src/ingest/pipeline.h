@@ -43,6 +43,7 @@ typedef struct kiln_pipeline {
 	const char *source_path; /* file sources; directory sources: the folder */
 	const char *source_glob; /* directory sources: the names read (fnmatch); set: a folder source */
 	const char *source_done; /* directory sources: committed files move here; NULL: they stay */
+	unsigned source_poll_ms; /* directory sources: scan the folder again this often (default 1000) */
 	const char *source_name; /* the topic name in lineage, quarantine and shard sources (Kafka: its first
 	                            topic) */
 	/* kafka sources */
@@ -68,7 +69,7 @@ typedef struct kiln_pipeline {
 	size_t http_max_body_bytes;  /* a larger POST body is refused (413; default 16 MiB) */
 	uint64_t http_max_waiting;   /* records received and not yet committed, at most (503 above) */
 	bool http_ack_received;      /* ack: received (202 once in the raw zone), not committed */
-	/* snapshot policy (kafka): commit after this many records, at least this
+	/* snapshot policy (streaming sources): commit after this many records, at least this
 	 * often while records arrive, and drain within drain_seconds on SIGTERM */
 	uint64_t snapshot_records;  /* default 100000; 0 = no count trigger */
 	unsigned snapshot_seconds;  /* default 60; 0 = no time trigger */

@@ -11,9 +11,9 @@
  *        -> [shards finished, quarantine flushed] -> lineage -> [commit]
  *        -> committed -> close
  *
- * Streaming (Kafka; http, which acknowledges POSTed batches after their
- * snapshot; next a directory source that picks up new files until
- * SIGTERM): the row sets `stream`, and the engine runs it until stopped.
+ * Streaming (Kafka; a directory source that picks up new files until
+ * SIGTERM; http, which acknowledges POSTed batches after their snapshot):
+ * the row sets `stream`, and the engine runs it until stopped.
  * The engine owns what every long-running source needs: the snapshot
  * policy (snapshot.records, snapshot.seconds, on request by SIGUSR1 or
  * POST /v1/snapshot, on the drain), the commit (compare-and-swap on the
@@ -31,6 +31,9 @@
  *   failure (a batch or a snapshot): [pool abandoned, sink renewed] ->
  *         stream.abandon (seek back to the last commit) -> [backoff]
  *   drain: [last snapshot] -> stream.stop (leave) -> stream.close
+ *   --stop-at-end: once at_end, the last snapshot is taken in the loop
+ *         (one another writer fenced is abandoned and read again) and
+ *         the drain has nothing left to commit
  *
  * A row may also call into the engine from inside its poll
  * (engine_internal.h): kiln_engine_snapshot (Kafka, before a rebalance
@@ -169,7 +172,8 @@ typedef struct kiln_source {
 	void (*check)(const kiln_pipeline *p, int timeout_ms, kiln_source_say say, void *ctx);
 } kiln_source;
 
-/* The rows (curate_run.c, dir_source.c, replay_run.c, kafka_run.c, http_source.c). */
+/* The rows (curate_run.c, dir_source.c with dir_run.c, replay_run.c, kafka_run.c,
+ * http_source.c). */
 extern const kiln_source kiln_source_file;
 extern const kiln_source kiln_source_stdin;
 extern const kiln_source kiln_source_directory;

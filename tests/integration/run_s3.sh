@@ -218,9 +218,9 @@ check "every listed shard is in the bucket, BLAKE2b-256 = its name" shards_ok
 bucket_listed() { s3py ls kiln/ >"$tmp/bucket.ls" 2>"$tmp/bucket.ls.err" && test -s "$tmp/bucket.ls"; }
 check "bucket listing (boto3)" bucket_listed
 check "quarantine object in the bucket" \
-	grep -Eq '^kiln/quarantine/user-events/0/user-events/main/[0-9]+-[0-9]+\.file\.jsonl\.zst [1-9][0-9]* *$' "$tmp/bucket.ls"
+	grep -Eq '^kiln/quarantine/user-events/0/user-events/main/[0-9]+-[0-9]+\.jsonl\.zst [1-9][0-9]* *$' "$tmp/bucket.ls"
 check "nothing outside shards/ and quarantine/" \
-	test -z "$(grep -Ev '^kiln/(shards/[0-9a-f]{2}/[0-9a-f]{64}\.jsonl\.zst|quarantine/user-events/0/user-events/main/[0-9]+-[0-9]+\.file\.jsonl\.zst) ' "$tmp/bucket.ls")"
+	test -z "$(grep -Ev '^kiln/(shards/[0-9a-f]{2}/[0-9a-f]{64}\.jsonl\.zst|quarantine/user-events/0/user-events/main/[0-9]+-[0-9]+\.jsonl\.zst) ' "$tmp/bucket.ls")"
 downloaded() {
 	mkdir -p "$tmp/dl" && n=$(s3py download kiln/ "$tmp/dl") && [ "$n" -eq "$(wc -l <"$tmp/bucket.ls")" ] && [ "$n" -ge 2 ]
 }

@@ -188,7 +188,8 @@ static char tmpdir[64];
 static int commit_keys(kiln_manifest *m, const unsigned char (*keys)[16], size_t n, int64_t ms,
                        const char *base, char out[41])
 {
-	const kiln_lineage_entry lineage[] = {{.topic = "t", .partition = 0, .next = (int64_t)ms}};
+	const kiln_lineage_entry lineage[] = {
+	    {.source = KILN_LINEAGE_KAFKA, .topic = "t", .partition = 0, .next = (int64_t)ms}};
 	kiln_snapshot snap = {.dataset = "ds",
 	                      .branch = "main",
 	                      .dataset_json = "{}",
@@ -254,7 +255,8 @@ static void tree_commit_load_prune_fence(void **state)
 	assert_int_equal(commit_keys(m, (const unsigned char(*)[16])b, 2, T0 + DAY + 3, base, c3), 0);
 
 	/* a commit without dedup leaves dedup/ as it was */
-	const kiln_lineage_entry lineage[] = {{.topic = "t", .partition = 0, .next = 1}};
+	const kiln_lineage_entry lineage[] = {
+	    {.source = KILN_LINEAGE_KAFKA, .topic = "t", .partition = 0, .next = 1}};
 	kiln_snapshot plain = {
 	    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = lineage, .lineage_count = 1};
 	assert_int_equal(kiln_manifest_commit(m, &plain, c3), 0);

@@ -3,20 +3,26 @@
  * which names a directory pipeline reads (ingest/source.c), and the
  * decompressing stream it reads files through (core/instream.c): only the
  * bytes the file had when opened, gzip members and zstd frames one after
- * another, and truncated or corrupt input as one error naming the file. */
+ * another, and truncated or corrupt input as one error naming the file;
+ * the scan the long-running mode repeats: a file read and not yet
+ * committed stays READ across scans (never read twice), a changed file is
+ * reported once per run (`fresh` once). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
 
+#include "fixture.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/instream.h"
@@ -162,6 +168,90 @@ static void test_kind_of(void **state)
 	assert_int_equal(kiln_instream_kind_of("gz"), KILN_INSTREAM_PLAIN);
 }
 
+static char tmpdir[64];
+
+static const kiln_dir_file *listed(const kiln_dir *d, const char *name)
+{
+	for (size_t i = 0; i < d->count; i++)
+		if (strcmp(d->files[i].name, name) == 0)
+			return &d->files[i];
+	fail_msg("%s is not listed", name);
+	return NULL;
+}
+
+/* Three scans of one folder, as a running source makes them: a.jsonl read
+ * (READ) stays READ with what was read, though the branch has no entry for
+ * it; b.jsonl, committed at another size, is CHANGED every time but fresh
+ * (reported) only the first; a dot-file is never listed. */
+static void test_rescan_keeps_read_reports_once(void **state)
+{
+	char *in = kiln_test_path(tmpdir, "in"), *git = kiln_test_path(tmpdir, "scan.git");
+	char *a = kiln_test_path(in, "a.jsonl"), *b = kiln_test_path(in, "b.jsonl"),
+	     *dot = kiln_test_path(in, ".c.jsonl");
+	kiln_pipeline p = {.dataset = "ds",
+	                   .branch = "main",
+	                   .source_path = in,
+	                   .source_glob = "*.jsonl",
+	                   .source_name = "ev"};
+	kiln_lineage_entry entry = {.source = KILN_LINEAGE_DIRECTORY,
+	                            .topic = "ev=b.jsonl",
+	                            .next = 1,
+	                            .path = b,
+	                            .bytes = 1,
+	                            .fenced = true,
+	                            .expect_next = -1};
+	kiln_snapshot snap = {
+	    .dataset = "ds", .branch = "main", .dataset_json = "{}", .lineage = &entry, .lineage_count = 1};
+	char prefix[65], commit[41];
+	kiln_dir d = {.p = &p};
+	kiln_manifest *m;
+	kiln_dir_file *f;
+
+	(void)state;
+	assert_int_equal(mkdir(in, 0700), 0);
+	kiln_test_write_file(a, "{}\n{}\n", 0600);
+	kiln_test_write_file(b, "{}\n", 0600);
+	kiln_test_write_file(dot, "{}\n", 0600);
+	kiln_test_hash(prefix, "ab", '1');
+	entry.prefix_blake2b = prefix;
+	assert_int_equal(kiln_manifest_open(&m, git), 0);
+	assert_int_equal(kiln_manifest_commit(m, &snap, commit), 0);
+
+	assert_int_equal(kiln_dir_scan(&d, m), 0);
+	assert_int_equal(d.count, 2);
+	assert_int_equal(listed(&d, "a.jsonl")->state, KILN_DIR_NEW);
+	assert_int_equal(listed(&d, "b.jsonl")->state, KILN_DIR_CHANGED);
+	assert_true(listed(&d, "b.jsonl")->fresh);
+	/* a.jsonl read, not committed */
+	f = (kiln_dir_file *)listed(&d, "a.jsonl");
+	f->state = KILN_DIR_READ;
+	f->lines = 2;
+	f->size = 6;
+	memcpy(f->prefix, prefix, sizeof(prefix));
+
+	for (int scan = 2; scan <= 3; scan++) {
+		assert_int_equal(kiln_dir_scan(&d, m), 0);
+		f = (kiln_dir_file *)listed(&d, "a.jsonl");
+		assert_int_equal(f->state, KILN_DIR_READ);
+		assert_int_equal(f->lines, 2);
+		assert_string_equal(f->prefix, prefix);
+		assert_int_equal(listed(&d, "b.jsonl")->state, KILN_DIR_CHANGED);
+		assert_false(listed(&d, "b.jsonl")->fresh);
+	}
+	/* forgotten (abandon): NEW again on the next scan */
+	f->state = KILN_DIR_NEW;
+	assert_int_equal(kiln_dir_scan(&d, m), 0);
+	assert_int_equal(listed(&d, "a.jsonl")->state, KILN_DIR_NEW);
+
+	kiln_dir_clear(&d);
+	kiln_manifest_close(m);
+	free(in);
+	free(git);
+	free(a);
+	free(b);
+	free(dot);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -171,6 +261,7 @@ int main(void)
 	    cmocka_unit_test(test_gzip_members),
 	    cmocka_unit_test(test_zstd_frames),
 	    cmocka_unit_test(test_kind_of),
+	    cmocka_unit_test(test_rescan_keeps_read_reports_once),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return kiln_test_git_main(tests, tmpdir, "dir-source", NULL, NULL);
 }
