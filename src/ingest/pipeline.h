@@ -40,10 +40,11 @@ typedef struct kiln_pipeline {
 
 	/* the row that reads it (kiln_source_find, ingest/source.h) */
 	const struct kiln_source *source;
-	const char *source_path; /* file sources; directory sources: the folder */
-	const char *source_glob; /* directory sources: the names read (fnmatch); set: a folder source */
-	const char *source_done; /* directory sources: committed files move here; NULL: they stay */
-	unsigned source_poll_ms; /* directory sources: scan the folder again this often (default 1000) */
+	/* the row's own typed settings, made by its configure on the arena (the
+	 * directory's kiln_dir_config, Kafka's kiln_kafka_config, http's
+	 * kiln_http_config); NULL for a row without keys of its own */
+	const void *source_config;
+	const char *source_path; /* file and stdin sources; directory sources: the folder */
 	const char *source_name; /* the topic name in lineage, quarantine and shard sources (Kafka: its first
 	                            topic) */
 	/* kafka sources */

@@ -170,6 +170,9 @@ typedef struct kiln_source {
 	 * readable, brokers answer within timeout_ms and list the topics)
 	 * and says what it found, once or more. */
 	void (*check)(const kiln_pipeline *p, int timeout_ms, kiln_source_say say, void *ctx);
+	/* It reads a folder of files (source_path): kiln run reports the files
+	 * it read (kiln_run_result.files_read, files_changed). */
+	bool reads_files;
 } kiln_source;
 
 /* The rows (curate_run.c, dir_source.c with dir_run.c, replay_run.c, kafka_run.c,

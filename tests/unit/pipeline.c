@@ -19,6 +19,7 @@
 
 #include "fixture.h"
 #include "core/error.h"
+#include "ingest/dir_source.h"
 #include "ingest/pipeline.h"
 
 static char tmpdir[PATH_MAX];
@@ -62,6 +63,12 @@ static kiln_pipeline *load_ok(char *const *sets, size_t n)
 	if (kiln_pipeline_load(&p, pipeline_path, sets, n) != 0)
 		fail_msg("unexpected failure: %s", kiln_error_last());
 	return p;
+}
+
+/* The directory row's settings (the pipeline's source_config). */
+static const kiln_dir_config *dir(const kiln_pipeline *p)
+{
+	return p->source_config;
 }
 
 static const kiln_kafka_option *option(const kiln_pipeline *p, const char *name)
@@ -251,16 +258,16 @@ static void test_directory_source(void **state)
 	p = load_ok(NULL, 0);
 	snprintf(want, sizeof(want), "%s/in.d", tmpdir);
 	assert_string_equal(p->source_path, want);
-	assert_string_equal(p->source_glob, "*.jsonl");
+	assert_string_equal(dir(p)->glob, "*.jsonl");
 	assert_string_equal(p->source_name, "in.d");
-	assert_null(p->source_done);
+	assert_null(dir(p)->done);
 	kiln_pipeline_free(p);
 
 	write_directory("  path: /data/in\n  glob: \"*.jsonl*\"\n  name: ev\n  done: done/\n");
 	p = load_ok(NULL, 0);
-	assert_string_equal(p->source_glob, "*.jsonl*");
+	assert_string_equal(dir(p)->glob, "*.jsonl*");
 	assert_string_equal(p->source_name, "ev");
-	assert_string_equal(p->source_done, "/data/in/done");
+	assert_string_equal(dir(p)->done, "/data/in/done");
 	kiln_pipeline_free(p);
 
 	write_directory("  path: /data/in\n  done: /data/in/\n");
