@@ -63,13 +63,6 @@ typedef struct kiln_pipeline {
 	unsigned connect_timeout;      /* --stop-at-end: give up when no broker answered in this many seconds
 	                                  (default 30) */
 	bool raw_zone;                 /* write consumed batches to raw/ (default true for kafka, http) */
-	/* http sources (docs/PIPELINES.md, "Sources: http") */
-	const char *http_listen;     /* HOST:PORT the row listens on for POST /v1/records */
-	const char *http_token_file; /* the bearer token's file (owner-only) */
-	const char *http_port_file;  /* the port bound is written here (NULL: not written) */
-	size_t http_max_body_bytes;  /* a larger POST body is refused (413; default 16 MiB) */
-	uint64_t http_max_waiting;   /* records received and not yet committed, at most (503 above) */
-	bool http_ack_received;      /* ack: received (202 once in the raw zone), not committed */
 	/* snapshot policy (streaming sources): commit after this many records, at least this
 	 * often while records arrive, and drain within drain_seconds on SIGTERM */
 	uint64_t snapshot_records;  /* default 100000; 0 = no count trigger */
