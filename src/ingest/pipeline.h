@@ -19,16 +19,6 @@
 
 struct kiln_source;
 
-typedef enum kiln_gap_policy {
-	KILN_GAP_STOP, /* log, count, exit non-zero: an operator decides */
-	KILN_GAP_SKIP, /* log, count, record in lineage.json, go on from the oldest offset left */
-} kiln_gap_policy;
-
-typedef struct kiln_kafka_option {
-	const char *name, *value;
-	bool secret; /* value read from NAME_file: wiped by kiln_pipeline_free() */
-} kiln_kafka_option;
-
 typedef struct kiln_pipeline {
 	const char *file;    /* the pipeline file, as given */
 	const char *dataset; /* [a-z0-9][a-z0-9._-]* */
@@ -47,22 +37,12 @@ typedef struct kiln_pipeline {
 	const char *source_path; /* file and stdin sources; directory sources: the folder */
 	const char *source_name; /* the topic name in lineage, quarantine and shard sources (Kafka: its first
 	                            topic) */
-	/* kafka sources */
-	const char *brokers;
-	const char **topics;
-	size_t topic_count;
-	const char *group;
-	const kiln_kafka_option *kafka_options; /* passed to librdkafka as they are */
-	size_t kafka_option_count;
-	bool start_latest; /* a partition without lineage starts at its end, not its beginning */
-	kiln_gap_policy on_gap;
-	size_t batch_records;          /* a batch closes at this many records (default 8192), */
-	size_t batch_bytes;            /* or bytes (default 1 MiB), */
-	unsigned batch_ms;             /* or this long after its first record (default 100) */
-	const char *dead_letter_topic; /* NULL: none */
-	unsigned connect_timeout;      /* --stop-at-end: give up when no broker answered in this many seconds
-	                                  (default 30) */
-	bool raw_zone;                 /* write consumed batches to raw/ (default true for kafka, http) */
+	/* the streaming rows that batch what arrives (kafka, http: source.batch,
+	 * read by each row's configure; the loader sets the defaults after) */
+	size_t batch_records; /* a batch closes at this many records (default 8192), */
+	size_t batch_bytes;   /* or bytes (default 1 MiB), */
+	unsigned batch_ms;    /* or this long after its first record (default 100) */
+	bool raw_zone;        /* write consumed batches to raw/ (default true for kafka, http) */
 	/* snapshot policy (streaming sources): commit after this many records, at least this
 	 * often while records arrive, and drain within drain_seconds on SIGTERM */
 	uint64_t snapshot_records;  /* default 100000; 0 = no count trigger */

@@ -20,6 +20,7 @@
 #include "fixture.h"
 #include "core/error.h"
 #include "ingest/dir_source.h"
+#include "ingest/kafka_run.h"
 #include "ingest/pipeline.h"
 
 static char tmpdir[PATH_MAX];
@@ -65,7 +66,13 @@ static kiln_pipeline *load_ok(char *const *sets, size_t n)
 	return p;
 }
 
-/* The directory row's settings (the pipeline's source_config). */
+/* The Kafka row's settings (the pipeline's source_config). */
+static const kiln_kafka_config *kafka(const kiln_pipeline *p)
+{
+	return p->source_config;
+}
+
+/* The directory row's settings. */
 static const kiln_dir_config *dir(const kiln_pipeline *p)
 {
 	return p->source_config;
@@ -73,9 +80,9 @@ static const kiln_dir_config *dir(const kiln_pipeline *p)
 
 static const kiln_kafka_option *option(const kiln_pipeline *p, const char *name)
 {
-	for (size_t i = 0; i < p->kafka_option_count; i++)
-		if (strcmp(p->kafka_options[i].name, name) == 0)
-			return &p->kafka_options[i];
+	for (size_t i = 0; i < kafka(p)->option_count; i++)
+		if (strcmp(kafka(p)->options[i].name, name) == 0)
+			return &kafka(p)->options[i];
 	return NULL;
 }
 
@@ -103,7 +110,7 @@ static void test_plain_options(void **state)
 	(void)state;
 	write_pipeline("    session.timeout.ms: \"6000\"\n    sasl.username: kiln\n");
 	p = load_ok(NULL, 0);
-	assert_int_equal(p->kafka_option_count, 2);
+	assert_int_equal(kafka(p)->option_count, 2);
 	assert_string_equal(option(p, "session.timeout.ms")->value, "6000");
 	assert_string_equal(option(p, "sasl.username")->value, "kiln");
 	assert_false(option(p, "sasl.username")->secret);
@@ -171,7 +178,7 @@ static void test_file_secret(void **state)
 	/* relative to the pipeline's folder */
 	write_pipeline("    sasl.password_file: kafka-pw\n");
 	p = load_ok(NULL, 0);
-	assert_int_equal(p->kafka_option_count, 1);
+	assert_int_equal(kafka(p)->option_count, 1);
 	assert_string_equal(option(p, "sasl.password")->value, "s3cret");
 	assert_true(option(p, "sasl.password")->secret);
 	assert_null(option(p, "sasl.password_file"));
@@ -218,7 +225,7 @@ static void test_set_dotted_option(void **state)
 	(void)state;
 	write_pipeline("    sasl.mechanism: GSSAPI\n");
 	p = load_ok(sets, 2);
-	assert_int_equal(p->kafka_option_count, 2);
+	assert_int_equal(kafka(p)->option_count, 2);
 	assert_string_equal(option(p, "sasl.mechanism")->value, "PLAIN");
 	assert_string_equal(option(p, "sasl.username")->value, "kiln");
 	kiln_pipeline_free(p);
