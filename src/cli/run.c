@@ -17,6 +17,7 @@
 #include "ingest/curate_run.h"
 #include "ingest/engine.h"
 #include "ingest/pipeline.h"
+#include "ingest/source.h"
 
 static const char usage_text[] =
     "usage: kiln run PIPELINE [--set dotted.key=value]... [--stop-at-end]\n"
@@ -172,7 +173,7 @@ int kiln_cmd_run(int argc, char **argv)
 		kiln_cli_fail("run", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	if (pipeline->source_glob) {
+	if (pipeline->source->reads_files) {
 		print_folder(pipeline, &r);
 	} else if (kiln_engine_streams(pipeline)) {
 		printf("%s@%s: +%llu records (%llu valid, %llu quarantined) in %zu shards this run\n",

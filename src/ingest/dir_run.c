@@ -48,8 +48,9 @@
 struct dir_run {
 	kiln_dir dir;
 	kiln_engine *e;
-	int inotify;   /* -1: none (scans every source.poll_ms only) */
-	char **closed; /* names inotify reported closed after writing or moved in */
+	const kiln_dir_config *c; /* e->p's, the row's settings */
+	int inotify;              /* -1: none (scans every source.poll_ms only) */
+	char **closed;            /* names inotify reported closed after writing or moved in */
 	size_t closed_count, closed_cap;
 	bool rescan;        /* an event (or an overflow) arrived since the last scan */
 	int64_t scanned_ms; /* the last scan (now_ms) */
@@ -119,7 +120,7 @@ static void watch(struct dir_run *r)
 		return;
 	KILN_LOG(KILN_LOG_INFO, "polling", "no inotify on the folder: it is scanned every source.poll_ms",
 	         KILN_F_STR("folder", p->source_path), KILN_F_STR("reason", strerror(errno)),
-	         KILN_F_INT("poll_ms", p->source_poll_ms));
+	         KILN_F_INT("poll_ms", r->c->poll_ms));
 	if (r->inotify >= 0)
 		close(r->inotify);
 	r->inotify = -1;
@@ -172,6 +173,7 @@ static int dir_open(void **out, kiln_engine *e, kiln_metrics *m)
 	if (!r)
 		return kiln_error_oom(NULL);
 	r->e = e;
+	r->c = e->p->source_config;
 	r->dir.p = e->p;
 	r->inotify = -1;
 	r->note = (kiln_buf)KILN_BUF_INIT(4096);
@@ -214,7 +216,7 @@ static bool ready(const struct dir_run *r, const kiln_dir_file *f)
 	if (stat(f->path, &st) < 0)
 		return true; /* gone: the read says so */
 	return wall_ms() - ((int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000) >=
-	       (int64_t)r->e->p->source_poll_ms;
+	       (int64_t)r->c->poll_ms;
 }
 
 static void unreadable(struct dir_run *r, kiln_dir_file *f)
@@ -238,7 +240,7 @@ static int dir_poll(void *src, kiln_engine *e, int timeout_ms)
 	int rc;
 
 	read_events(r);
-	if (!e->o->stop_at_end && (r->rescan || now_ms() - r->scanned_ms >= (int64_t)e->p->source_poll_ms))
+	if (!e->o->stop_at_end && (r->rescan || now_ms() - r->scanned_ms >= (int64_t)r->c->poll_ms))
 		return scan(r);
 	for (size_t i = 0; i < r->dir.count; i++) {
 		kiln_dir_file *f = &r->dir.files[i];
@@ -433,30 +435,34 @@ static const char *without_slash(kiln_arena *arena, const char *path)
 
 static int dir_configure(kiln_pipeline *p, kiln_config *cfg, const kiln_yaml_node *src)
 {
+	kiln_dir_config *c = kiln_arena_alloc(cfg->arena, sizeof(*c));
 	const char *done = NULL;
 	int64_t poll_ms = 1000;
 	int rc;
 
-	p->source_glob = "*.jsonl";
+	if (!c)
+		return kiln_error_oom(NULL);
+	p->source_config = c;
+	c->glob = "*.jsonl";
 	if ((rc = kiln_config_int(cfg, src, "source", "poll_ms", 10, 3600000, &poll_ms)) < 0)
 		return rc;
-	p->source_poll_ms = (unsigned)poll_ms;
+	c->poll_ms = (unsigned)poll_ms;
 	if ((rc = kiln_config_string(cfg, src, "source", "path", true, &p->source_path)) < 0 ||
-	    (rc = kiln_config_string(cfg, src, "source", "glob", false, &p->source_glob)) < 0 ||
+	    (rc = kiln_config_string(cfg, src, "source", "glob", false, &c->glob)) < 0 ||
 	    (rc = kiln_config_string(cfg, src, "source", "done", false, &done)) < 0)
 		return rc;
 	if (!(p->source_path = without_slash(cfg->arena, kiln_config_resolve(cfg, p->source_path))))
 		return kiln_error_oom(NULL);
-	if (!*p->source_glob || strchr(p->source_glob, '/'))
+	if (!*c->glob || strchr(c->glob, '/'))
 		return kiln_yaml_fail(cfg->doc, kiln_yaml_get(src, "glob"), "source.glob",
 		                      "a pattern of file names (no '/': subfolders are not read)");
 	if (!done)
 		return 0;
 	if (!*done || strcmp(without_slash(cfg->arena, done), ".") == 0 ||
-	    !(p->source_done = without_slash(
+	    !(c->done = without_slash(
 	          cfg->arena,
 	          done[0] == '/' ? done : kiln_arena_printf(cfg->arena, "%s/%s", p->source_path, done))) ||
-	    strcmp(p->source_done, p->source_path) == 0)
+	    strcmp(c->done, p->source_path) == 0)
 		return kiln_yaml_fail(cfg->doc, kiln_yaml_get(src, "done"), "source.done",
 		                      "must be a folder other than source.path");
 	return 0;
@@ -475,6 +481,7 @@ static int dir_settings(const kiln_pipeline *p)
 
 static void dir_check(const kiln_pipeline *p, int timeout_ms, kiln_source_say say, void *ctx)
 {
+	const kiln_dir_config *c = p->source_config;
 	char msg[1024];
 	DIR *dir = opendir(p->source_path);
 
@@ -486,7 +493,7 @@ static void dir_check(const kiln_pipeline *p, int timeout_ms, kiln_source_say sa
 	}
 	closedir(dir);
 	snprintf(msg, sizeof(msg), "%s is a readable folder (source %s, files %s)", p->source_path,
-	         p->source_name, p->source_glob);
+	         p->source_name, c->glob);
 	say(ctx, "source", true, msg);
 }
 
@@ -503,4 +510,5 @@ const kiln_source kiln_source_directory = {
     .settings = dir_settings,
     .check_name = "source",
     .check = dir_check,
+    .reads_files = true,
 };

@@ -157,6 +157,7 @@ static const kiln_dir_entry *find_entry(const kiln_dir *d, const char *topic)
 static int list_folder(kiln_dir *d)
 {
 	const kiln_pipeline *p = d->p;
+	const kiln_dir_config *c = p->source_config;
 	DIR *dir = opendir(p->source_path);
 	size_t cap = 0;
 	struct dirent *e;
@@ -170,7 +171,7 @@ static int list_folder(kiln_dir *d)
 		kiln_dir_file *f;
 
 		/* dot-files are a writer's temporaries (and . and ..) */
-		if (e->d_name[0] == '.' || fnmatch(p->source_glob, e->d_name, 0) != 0)
+		if (e->d_name[0] == '.' || fnmatch(c->glob, e->d_name, 0) != 0)
 			continue;
 		if (fstatat(dirfd(dir), e->d_name, &st, 0) < 0 || !S_ISREG(st.st_mode))
 			continue; /* gone, a folder, a socket: only regular files are read */
@@ -379,13 +380,14 @@ done:
 
 void kiln_dir_move_done(kiln_dir *d, kiln_dir_file *f)
 {
+	const kiln_dir_config *c = d->p->source_config;
 	char *to;
 
-	if (!d->p->source_done)
+	if (!c->done)
 		return;
-	if (!(to = malloc(strlen(d->p->source_done) + strlen(f->name) + 2)))
+	if (!(to = malloc(strlen(c->done) + strlen(f->name) + 2)))
 		return;
-	sprintf(to, "%s/%s", d->p->source_done, f->name);
+	sprintf(to, "%s/%s", c->done, f->name);
 	if (rename(f->path, to) < 0 && errno != ENOENT)
 		KILN_LOG(KILN_LOG_WARN, "file_not_moved",
 		         "a committed file could not be moved to source.done; the next run moves it",
@@ -396,20 +398,20 @@ void kiln_dir_move_done(kiln_dir *d, kiln_dir_file *f)
 
 int kiln_dir_prepare_done(const kiln_pipeline *p)
 {
+	const kiln_dir_config *c = p->source_config;
 	struct stat folder, done;
 
-	if (!p->source_done)
+	if (!c->done)
 		return 0;
-	if (mkdir(p->source_done, 0700) < 0 && errno != EEXIST)
-		return kiln_error_set(KILN_EIO, "source.done %s: cannot make it: %s", p->source_done,
+	if (mkdir(c->done, 0700) < 0 && errno != EEXIST)
+		return kiln_error_set(KILN_EIO, "source.done %s: cannot make it: %s", c->done,
 		                      strerror(errno));
-	if (stat(p->source_done, &done) < 0 || !S_ISDIR(done.st_mode))
-		return kiln_error_set(KILN_EINVALID, "source.done %s: not a folder", p->source_done);
+	if (stat(c->done, &done) < 0 || !S_ISDIR(done.st_mode))
+		return kiln_error_set(KILN_EINVALID, "source.done %s: not a folder", c->done);
 	if (stat(p->source_path, &folder) == 0 && folder.st_dev == done.st_dev &&
 	    folder.st_ino == done.st_ino)
 		return kiln_error_set(KILN_EINVALID,
-		                      "source.done %s is source.path itself: name another folder",
-		                      p->source_done);
+		                      "source.done %s is source.path itself: name another folder", c->done);
 	return 0;
 }
 

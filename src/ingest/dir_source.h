@@ -25,6 +25,15 @@
 #include "ingest/pipeline.h"
 #include "manifest/manifest.h"
 
+/* The directory row's own settings (kiln_pipeline.source_config, made by
+ * its configure from source.glob, source.done and source.poll_ms; the
+ * folder is the pipeline's source_path). */
+typedef struct kiln_dir_config {
+	const char *glob; /* the names read (fnmatch), default "*.jsonl" */
+	const char *done; /* committed files move here; NULL: they stay */
+	unsigned poll_ms; /* scan the folder again this often (default 1000) */
+} kiln_dir_config;
+
 /* The longest topic a file gets (its quarantine objects are named by it);
  * a file whose name encodes longer is refused (KILN_DIR_BAD). */
 #define KILN_DIR_TOPIC_MAX 400

@@ -45,6 +45,7 @@
 #include "core/secret.h"
 #include "core/yaml_doc.h"
 #include "ingest/engine_internal.h"
+#include "ingest/http_source.h"
 #include "shard/raw.h"
 #include "store/store.h"
 
@@ -74,6 +75,7 @@ struct post {
 struct hrun {
 	kiln_engine *e;
 	const kiln_pipeline *p;
+	const kiln_http_config *c; /* p's, the row's settings */
 	kiln_http_server *server;
 	char *token;
 	size_t token_len;
@@ -196,7 +198,7 @@ static int http_post(void *ctx, const kiln_http_request *req, kiln_http_response
 	if (req->body_too_large) {
 		kiln_counter_add(r->refused, 1);
 		snprintf(msg, sizeof(msg), "the body is over source.max_body_bytes (%zu)",
-		         r->p->http_max_body_bytes);
+		         r->c->max_body_bytes);
 		return answer(res, 413, msg);
 	}
 	if (req->body_len == 0) {
@@ -220,7 +222,7 @@ static int http_post(void *ctx, const kiln_http_request *req, kiln_http_response
 		kiln_counter_add(r->refused, 1);
 		return answer(res, 503, "the run is stopping");
 	}
-	if (r->waiting + n > r->p->http_max_waiting && r->waiting > 0) {
+	if (r->waiting + n > r->c->max_waiting && r->waiting > 0) {
 		pthread_mutex_unlock(&r->lock);
 		post_free(po);
 		kiln_counter_add(r->refused, 1);
@@ -234,7 +236,7 @@ static int http_post(void *ctx, const kiln_http_request *req, kiln_http_response
 	r->queue_tail = po;
 	r->last_arrival_ms = now_ms();
 	pthread_cond_signal(&r->arrived);
-	while (po->state < POST_COMMITTED && !(r->p->http_ack_received && po->received))
+	while (po->state < POST_COMMITTED && !(r->c->ack_received && po->received))
 		pthread_cond_wait(&r->cond, &r->lock);
 	kiln_counter_add(r->posts, 1);
 	res->content_type = "application/json";
@@ -242,7 +244,7 @@ static int http_post(void *ctx, const kiln_http_request *req, kiln_http_response
 		answer(res, 503,
 		       "the records were not committed (the snapshot failed or the run stopped); post them "
 		       "again");
-	} else if (r->p->http_ack_received) {
+	} else if (r->c->ack_received) {
 		res->status = 202;
 		kiln_buf_printf(&res->body, "{\"records\":%" PRIu64 ",\"first_offset\":%" PRId64 "}\n",
 		                po->count, po->first);
@@ -390,7 +392,7 @@ static int settle_stale(struct hrun *r, bool recover)
 	    (rc = kiln_store_list(store, prefix.ptr, note_stale_quarantine, &st)) < 0)
 		goto done;
 	for (size_t i = 0; i < st.n; i++) {
-		if (i < raw_count && p->http_ack_received) {
+		if (i < raw_count && r->c->ack_received) {
 			if (recover && (rc = recover_object(&st, st.keys[i])) < 0)
 				goto done;
 			continue; /* after an abandon its posts are queued again, as they were */
@@ -523,7 +525,7 @@ static int http_poll(void *src, kiln_engine *e, int timeout_ms)
 	 * and snapshot.seconds bound the wait) */
 	now = now_ms();
 	pthread_mutex_lock(&r->lock);
-	ask = !r->p->http_ack_received && r->taken && now - r->last_arrival_ms >= (int64_t)r->p->batch_ms;
+	ask = !r->c->ack_received && r->taken && now - r->last_arrival_ms >= (int64_t)r->p->batch_ms;
 	pthread_mutex_unlock(&r->lock);
 	if (ask)
 		kiln_engine_request_snapshot(e);
@@ -552,7 +554,7 @@ static int http_delivered(void *src, kiln_engine *e, kiln_batch *b)
 	pthread_mutex_lock(&r->lock);
 	if (po->first + (int64_t)po->count == r->consumed) { /* its last batch */
 		po->received = true;
-		if (r->p->http_ack_received)
+		if (r->c->ack_received)
 			pthread_cond_broadcast(&r->cond);
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -617,7 +619,7 @@ static int http_abandon(void *src, kiln_engine *e)
 	for (po = r->taken; po; po = next) {
 		next = po->next;
 		po->next = NULL;
-		if (r->p->http_ack_received) {
+		if (r->c->ack_received) {
 			po->state = POST_QUEUED;
 			po->received = false;
 			if (last)
@@ -664,6 +666,7 @@ static int http_open(void **out, kiln_engine *e, kiln_metrics *m)
 		return kiln_error_oom(NULL);
 	r->e = e;
 	r->p = e->p;
+	r->c = e->p->source_config;
 	r->committed = r->consumed = -1;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
@@ -694,34 +697,34 @@ static int http_start(void *src, kiln_engine *e)
 {
 	struct hrun *r = src;
 	const kiln_pipeline *p = r->p;
+	const kiln_http_config *c = r->c;
 	const kiln_http_route routes[] = {{"POST", "/v1/records", http_post, r}};
 	kiln_http_server_options opts = {
 	    .connection_limit = 1024,
 	    .per_address_limit = 1024,
-	    .body_max = p->http_max_body_bytes,
+	    .body_max = c->max_body_bytes,
 	};
 	size_t len = 0;
 	int rc;
 
-	if ((rc = kiln_secret_read_file(&r->token, &len, p->http_token_file, "token file", TOKEN_MAX)) < 0)
+	if ((rc = kiln_secret_read_file(&r->token, &len, c->token_file, "token file", TOKEN_MAX)) < 0)
 		return rc;
 	while (len && (r->token[len - 1] == '\n' || r->token[len - 1] == '\r'))
 		r->token[--len] = '\0';
 	r->token_len = len;
 	if (len == 0)
-		return kiln_error_set(KILN_EINVALID, "%s: the token file is empty", p->http_token_file);
+		return kiln_error_set(KILN_EINVALID, "%s: the token file is empty", c->token_file);
 	if ((rc = read_lineage(r)) < 0 || (rc = settle_stale(r, true)) < 0)
 		return rc;
 	r->next = r->committed > 0 ? r->committed : 0;
-	if ((rc = kiln_http_server_start_ex(&r->server, p->http_listen, routes, 1, &opts)) < 0)
+	if ((rc = kiln_http_server_start_ex(&r->server, c->listen, routes, 1, &opts)) < 0)
 		return rc;
-	if (p->http_port_file &&
-	    (rc = write_port_file(p->http_port_file, kiln_http_server_port(r->server))) < 0)
+	if (c->port_file && (rc = write_port_file(c->port_file, kiln_http_server_port(r->server))) < 0)
 		return rc;
 	KILN_LOG(KILN_LOG_INFO, "started", NULL, KILN_F_STR("dataset", p->dataset),
-	         KILN_F_STR("branch", p->branch), KILN_F_STR("listen", p->http_listen),
+	         KILN_F_STR("branch", p->branch), KILN_F_STR("listen", c->listen),
 	         KILN_F_INT("port", kiln_http_server_port(r->server)), KILN_F_INT("resume", r->next));
-	kiln_notifyf("READY=1\nSTATUS=listening on %s", p->http_listen);
+	kiln_notifyf("READY=1\nSTATUS=listening on %s", c->listen);
 	e->ready = true;
 	return 0;
 }
@@ -782,35 +785,39 @@ static int http_configure(kiln_pipeline *p, struct kiln_config *cfg, const struc
 	const kiln_yaml_doc *doc = cfg->doc;
 	const kiln_yaml_node *n;
 	const char *ack = NULL, *token = NULL, *port_file = NULL;
+	kiln_http_config *c = kiln_arena_alloc(cfg->arena, sizeof(*c));
 	char *text = NULL, reason[512];
 	size_t len = 0;
 	int64_t v = 0;
 	int rc;
 
+	if (!c)
+		return kiln_error_oom(NULL);
+	p->source_config = c;
 	if (kiln_yaml_get(src, "path"))
 		return kiln_yaml_fail(doc, kiln_yaml_get(src, "path"), "source.path",
 		                      "an http source has no path");
-	if ((rc = kiln_config_string(cfg, src, "source", "listen", true, &p->http_listen)) < 0 ||
+	if ((rc = kiln_config_string(cfg, src, "source", "listen", true, &c->listen)) < 0 ||
 	    (rc = kiln_config_string(cfg, src, "source", "token_file", true, &token)) < 0 ||
 	    (rc = kiln_config_string(cfg, src, "source", "port_file", false, &port_file)) < 0 ||
 	    (rc = kiln_config_string(cfg, src, "source", "ack", false, &ack)) < 0)
 		return rc;
-	p->http_max_body_bytes = 16u << 20;
-	if ((rc = kiln_config_size(cfg, src, "source", "max_body_bytes", 1, &p->http_max_body_bytes)) < 0)
+	c->max_body_bytes = 16u << 20;
+	if ((rc = kiln_config_size(cfg, src, "source", "max_body_bytes", 1, &c->max_body_bytes)) < 0)
 		return rc;
 	v = 1000000;
 	if ((rc = kiln_config_int(cfg, src, "source", "max_waiting_records", 1, INT64_MAX, &v)) < 0)
 		return rc;
-	p->http_max_waiting = (uint64_t)v;
+	c->max_waiting = (uint64_t)v;
 	if (ack && strcmp(ack, "received") == 0)
-		p->http_ack_received = true;
+		c->ack_received = true;
 	else if (ack && strcmp(ack, "committed") != 0)
 		return kiln_yaml_fail(doc, kiln_yaml_get(src, "ack"), "source.ack",
 		                      "expected committed or received");
-	p->http_token_file = kiln_config_resolve(cfg, token);
-	p->http_port_file = port_file ? kiln_config_resolve(cfg, port_file) : NULL;
+	c->token_file = kiln_config_resolve(cfg, token);
+	c->port_file = port_file ? kiln_config_resolve(cfg, port_file) : NULL;
 	/* the token file is checked here (owner-only, not empty), read again by the run */
-	if ((rc = kiln_secret_read_file(&text, &len, p->http_token_file, "token file", TOKEN_MAX)) < 0) {
+	if ((rc = kiln_secret_read_file(&text, &len, c->token_file, "token file", TOKEN_MAX)) < 0) {
 		snprintf(reason, sizeof(reason), "%s", kiln_error_last());
 		return kiln_yaml_fail(doc, kiln_yaml_get(src, "token_file"), "source.token_file", "%s",
 		                      reason);
@@ -842,7 +849,9 @@ static int http_configure(kiln_pipeline *p, struct kiln_config *cfg, const struc
  * would promise nothing. */
 static int http_settings(const kiln_pipeline *p)
 {
-	if (p->http_ack_received && !p->raw_zone)
+	const kiln_http_config *c = p->source_config;
+
+	if (c->ack_received && !p->raw_zone)
 		return kiln_error_set(KILN_EINVALID,
 		                      "%s: source.ack: received needs the raw zone (raw.enabled: true)",
 		                      p->file);

@@ -30,7 +30,7 @@ static void kafka_error(rd_kafka_t *rk, int err, const char *reason, void *opaqu
 	(void)rk;
 	if (kiln_log_limiter_allow(&lim, 10, &suppressed))
 		KILN_LOG(err == RD_KAFKA_RESP_ERR__FATAL ? KILN_LOG_ERROR : KILN_LOG_WARN, "broker_error",
-		         reason, KILN_F_STR("brokers", r->p->brokers),
+		         reason, KILN_F_STR("brokers", r->c->brokers),
 		         KILN_F_STR("code", rd_kafka_err2name(err)), KILN_F_INT("suppressed", suppressed));
 }
 
@@ -58,15 +58,16 @@ static int kafka_set(rd_kafka_conf_t *conf, const kiln_pipeline *p, const char *
 
 static int kafka_conf(rd_kafka_conf_t **out, const kiln_pipeline *p, bool consumer)
 {
+	const kiln_kafka_config *c = p->source_config;
 	rd_kafka_conf_t *conf = rd_kafka_conf_new();
 	int rc;
 
 	*out = NULL;
-	if ((rc = kafka_set(conf, p, "bootstrap.servers", p->brokers)) < 0 ||
+	if ((rc = kafka_set(conf, p, "bootstrap.servers", c->brokers)) < 0 ||
 	    (rc = kafka_set(conf, p, "client.id", "kiln")) < 0)
 		goto fail;
 	if (consumer &&
-	    ((rc = kafka_set(conf, p, "group.id", p->group)) < 0 ||
+	    ((rc = kafka_set(conf, p, "group.id", c->group)) < 0 ||
 	     (rc = kafka_set(conf, p, "enable.auto.commit", "false")) < 0 ||
 	     (rc = kafka_set(conf, p, "enable.auto.offset.store", "false")) < 0 ||
 	     (rc = kafka_set(conf, p, "partition.assignment.strategy", "cooperative-sticky")) < 0 ||
@@ -79,14 +80,14 @@ static int kafka_conf(rd_kafka_conf_t **out, const kiln_pipeline *p, bool consum
 	 * the fetch buffers they live in) until their records are spooled */
 	if (consumer && (rc = kafka_set(conf, p, "queued.max.messages.kbytes", "16384")) < 0)
 		goto fail;
-	for (size_t i = 0; i < p->kafka_option_count; i++) {
+	for (size_t i = 0; i < c->option_count; i++) {
 		/* consumer-only or producer-only properties are warnings for the other */
 		char err[512];
-		rd_kafka_conf_res_t res = rd_kafka_conf_set(conf, p->kafka_options[i].name,
-		                                            p->kafka_options[i].value, err, sizeof(err));
+		rd_kafka_conf_res_t res =
+		    rd_kafka_conf_set(conf, c->options[i].name, c->options[i].value, err, sizeof(err));
 		if (res != RD_KAFKA_CONF_OK) {
 			rc = kiln_error_set(KILN_EINVALID, "%s: source.options.%s: %s", p->file,
-			                    p->kafka_options[i].name, err);
+			                    c->options[i].name, err);
 			goto fail;
 		}
 	}
@@ -102,6 +103,7 @@ int kiln_kafka_client_open(struct krun *r,
                                              rd_kafka_topic_partition_list_t *list, void *opaque))
 {
 	const kiln_pipeline *p = r->p;
+	const kiln_kafka_config *c = r->c;
 	rd_kafka_conf_t *conf = NULL;
 	rd_kafka_topic_partition_list_t *topics;
 	rd_kafka_resp_err_t err;
@@ -118,27 +120,27 @@ int kiln_kafka_client_open(struct krun *r,
 	rd_kafka_conf_set_log_cb(conf, kafka_log);
 	if (!(r->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr)))) {
 		rd_kafka_conf_destroy(conf);
-		return kiln_error_set(KILN_EINVALID, "%s: %s", p->brokers, errstr);
+		return kiln_error_set(KILN_EINVALID, "%s: %s", c->brokers, errstr);
 	}
 	rd_kafka_poll_set_consumer(r->rk);
-	topics = rd_kafka_topic_partition_list_new((int)p->topic_count);
-	for (size_t i = 0; i < p->topic_count; i++)
-		rd_kafka_topic_partition_list_add(topics, p->topics[i], RD_KAFKA_PARTITION_UA);
+	topics = rd_kafka_topic_partition_list_new((int)c->topic_count);
+	for (size_t i = 0; i < c->topic_count; i++)
+		rd_kafka_topic_partition_list_add(topics, c->topics[i], RD_KAFKA_PARTITION_UA);
 	err = rd_kafka_subscribe(r->rk, topics);
 	rd_kafka_topic_partition_list_destroy(topics);
 	if (err)
-		return kiln_error_set(KILN_EINVALID, "%s: subscribe: %s", p->brokers, rd_kafka_err2str(err));
+		return kiln_error_set(KILN_EINVALID, "%s: subscribe: %s", c->brokers, rd_kafka_err2str(err));
 	/* a topic with a handle has its leaders looked up now: without one,
 	 * librdkafka first learns of the topic from the assignment, finds no
 	 * leader and retries the lookup only after about 500 ms */
-	if (!(r->topics = calloc(p->topic_count, sizeof(*r->topics))))
+	if (!(r->topics = calloc(c->topic_count, sizeof(*r->topics))))
 		return kiln_error_oom(NULL);
-	for (; r->topic_count < p->topic_count; r->topic_count++)
-		if (!(r->topics[r->topic_count] = rd_kafka_topic_new(r->rk, p->topics[r->topic_count], NULL)))
-			return kiln_error_set(KILN_EINVALID, "%s: %s: %s", p->brokers,
-			                      p->topics[r->topic_count],
+	for (; r->topic_count < c->topic_count; r->topic_count++)
+		if (!(r->topics[r->topic_count] = rd_kafka_topic_new(r->rk, c->topics[r->topic_count], NULL)))
+			return kiln_error_set(KILN_EINVALID, "%s: %s: %s", c->brokers,
+			                      c->topics[r->topic_count],
 			                      rd_kafka_err2str(rd_kafka_last_error()));
-	if (p->dead_letter_topic) {
+	if (c->dead_letter_topic) {
 		if ((rc = kafka_conf(&conf, p, false)) < 0)
 			return rc;
 		rd_kafka_conf_set_opaque(conf, r);
@@ -147,7 +149,7 @@ int kiln_kafka_client_open(struct krun *r,
 		rd_kafka_conf_set_log_cb(conf, kafka_log);
 		if (!(r->dlq = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr)))) {
 			rd_kafka_conf_destroy(conf);
-			return kiln_error_set(KILN_EINVALID, "%s: %s", p->brokers, errstr);
+			return kiln_error_set(KILN_EINVALID, "%s: %s", c->brokers, errstr);
 		}
 	}
 	return 0;
@@ -202,12 +204,12 @@ bool kiln_kafka_client_unreachable(struct krun *r, int64_t started)
 		r->reached = true;
 		return false;
 	}
-	if (now_ms() - started < (int64_t)r->p->connect_timeout * 1000)
+	if (now_ms() - started < (int64_t)r->c->connect_timeout * 1000)
 		return false;
 	r->e->fatal = KILN_EIO;
 	snprintf(r->e->fatal_msg, sizeof(r->e->fatal_msg),
 	         "%s: no broker answered within source.connect_timeout (%u s); nothing was read",
-	         r->p->brokers, r->p->connect_timeout);
+	         r->c->brokers, r->c->connect_timeout);
 	return true;
 }
 
@@ -251,6 +253,7 @@ static int report_topic(const rd_kafka_metadata_t *md, const char *name, kiln_ka
 int kiln_kafka_probe(const kiln_pipeline *p, int timeout_ms, int *out_brokers, kiln_kafka_topic_cb cb,
                      void *ctx)
 {
+	const kiln_kafka_config *c = p->source_config;
 	rd_kafka_conf_t *conf = NULL;
 	rd_kafka_t *rk;
 	const rd_kafka_metadata_t *md = NULL;
@@ -265,21 +268,21 @@ int kiln_kafka_probe(const kiln_pipeline *p, int timeout_ms, int *out_brokers, k
 	rd_kafka_conf_set_log_cb(conf, probe_quiet_log);
 	if (!(rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr)))) {
 		rd_kafka_conf_destroy(conf);
-		return kiln_error_set(KILN_EINVALID, "%s: %s", p->brokers, errstr);
+		return kiln_error_set(KILN_EINVALID, "%s: %s", c->brokers, errstr);
 	}
 	/* every topic's metadata: asking for the pipeline's topics by name
 	 * would create them on a broker with auto.create.topics.enable */
 	err = rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms);
 	if (err) {
-		rc = kiln_error_set(KILN_EIO, "%s: no broker answered within %d ms: %s", p->brokers,
+		rc = kiln_error_set(KILN_EIO, "%s: no broker answered within %d ms: %s", c->brokers,
 		                    timeout_ms, rd_kafka_err2str(err));
 		goto done;
 	}
 	*out_brokers = md->broker_cnt;
-	for (size_t i = 0; i < p->topic_count && rc >= 0; i++)
-		rc = report_topic(md, p->topics[i], cb, ctx);
-	if (rc >= 0 && p->dead_letter_topic)
-		rc = report_topic(md, p->dead_letter_topic, cb, ctx);
+	for (size_t i = 0; i < c->topic_count && rc >= 0; i++)
+		rc = report_topic(md, c->topics[i], cb, ctx);
+	if (rc >= 0 && c->dead_letter_topic)
+		rc = report_topic(md, c->dead_letter_topic, cb, ctx);
 done:
 	if (md)
 		rd_kafka_metadata_destroy(md);

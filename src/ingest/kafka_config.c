@@ -7,6 +7,7 @@
  * brokers and topics. */
 #include "ingest/kafka_internal.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 /* What the readers below use of the pipeline loader's state. */
 typedef struct loader {
 	kiln_pipeline *p;
+	kiln_kafka_config *c; /* the row's settings being read */
 	const kiln_yaml_doc *doc;
 	kiln_config cfg;
 } loader;
@@ -46,19 +48,20 @@ static bool topic_ok(const char *s)
 static int add_topic(loader *l, const kiln_yaml_node *at, const char *name, size_t len)
 {
 	kiln_pipeline *p = l->p;
+	kiln_kafka_config *c = l->c;
 	char *t = kiln_arena_printf(p->arena, "%.*s", (int)len, name);
 	const char **v;
 
 	if (!topic_ok(t))
 		return kiln_yaml_fail(l->doc, at, "source.topics",
 		                      "\"%s\" is not a topic name (letters, digits, '.', '_', '-')", t);
-	v = kiln_arena_alloc(p->arena, (p->topic_count + 1) * sizeof(*v));
+	v = kiln_arena_alloc(p->arena, (c->topic_count + 1) * sizeof(*v));
 	if (!v)
 		return kiln_error_oom(NULL);
-	if (p->topic_count)
-		memcpy(v, p->topics, p->topic_count * sizeof(*v));
-	v[p->topic_count++] = t;
-	p->topics = v;
+	if (c->topic_count)
+		memcpy(v, c->topics, c->topic_count * sizeof(*v));
+	v[c->topic_count++] = t;
+	c->topics = v;
 	return 0;
 }
 
@@ -173,6 +176,7 @@ static int load_kafka_option(loader *l, const kiln_yaml_node *opts, size_t i, ki
 
 static int load_kafka(loader *l, const kiln_yaml_node *src)
 {
+	kiln_kafka_config *c = l->c;
 	kiln_pipeline *p = l->p;
 	const kiln_yaml_node *topics = kiln_yaml_get(src, "topics"), *opts = kiln_yaml_get(src, "options"),
 	                     *n;
@@ -183,12 +187,12 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 	if (kiln_yaml_get(src, "path"))
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "path"), "source.path",
 		                      "a kafka source has no path");
-	if ((rc = kiln_config_string(&l->cfg, src, "source", "brokers", true, &p->brokers)) < 0 ||
-	    (rc = kiln_config_string(&l->cfg, src, "source", "group", true, &p->group)) < 0 ||
+	if ((rc = kiln_config_string(&l->cfg, src, "source", "brokers", true, &c->brokers)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, src, "source", "group", true, &c->group)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, src, "source", "start", false, &start)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, src, "source", "on_gap", false, &gap)) < 0 ||
 	    (rc = kiln_config_string(&l->cfg, src, "source", "dead_letter_topic", false,
-	                             &p->dead_letter_topic)) < 0)
+	                             &c->dead_letter_topic)) < 0)
 		return rc;
 	if (!topics || kiln_yaml_is_null(topics))
 		return kiln_yaml_fail(l->doc, src, "source.topics", "required key is missing");
@@ -200,34 +204,34 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 				return rc;
 		}
 	} else {
-		const char *list, *c;
+		const char *list, *at;
 		if ((rc = kiln_yaml_string(l->doc, topics, "source.topics", &list)) < 0)
 			return rc;
-		for (c = list; *c;) {
-			size_t len = strcspn(c, ", ");
-			if (len && (rc = add_topic(l, topics, c, len)) < 0)
+		for (at = list; *at;) {
+			size_t len = strcspn(at, ", ");
+			if (len && (rc = add_topic(l, topics, at, len)) < 0)
 				return rc;
-			c += len;
-			c += strspn(c, ", ");
+			at += len;
+			at += strspn(at, ", ");
 		}
 	}
-	if (p->topic_count == 0)
+	if (c->topic_count == 0)
 		return kiln_yaml_fail(l->doc, topics, "source.topics", "name at least one topic");
-	if (p->dead_letter_topic && !topic_ok(p->dead_letter_topic))
+	if (c->dead_letter_topic && !topic_ok(c->dead_letter_topic))
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "dead_letter_topic"),
 		                      "source.dead_letter_topic",
 		                      "not a topic name (letters, digits, '.', '_', '-')");
-	for (size_t i = 0; p->dead_letter_topic && i < p->topic_count; i++)
-		if (strcmp(p->topics[i], p->dead_letter_topic) == 0)
+	for (size_t i = 0; c->dead_letter_topic && i < c->topic_count; i++)
+		if (strcmp(c->topics[i], c->dead_letter_topic) == 0)
 			return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "dead_letter_topic"),
 			                      "source.dead_letter_topic", "must not be one of source.topics");
 	if (start && strcmp(start, "latest") == 0)
-		p->start_latest = true;
+		c->start_latest = true;
 	else if (start && strcmp(start, "earliest") != 0)
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "start"), "source.start",
 		                      "expected earliest or latest");
 	if (gap && strcmp(gap, "skip") == 0)
-		p->on_gap = KILN_GAP_SKIP;
+		c->on_gap = KILN_GAP_SKIP;
 	else if (gap && strcmp(gap, "stop") != 0)
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "on_gap"), "source.on_gap",
 		                      "expected stop or skip");
@@ -240,11 +244,11 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 		if (!o)
 			return kiln_error_oom(NULL);
 		memset(o, 0, (opts->count + 1) * sizeof(*o));
-		p->kafka_options = o;
+		c->options = o;
 		for (size_t i = 0; i < opts->count; i++) {
 			if ((rc = load_kafka_option(l, opts, i, &o[i])) < 0)
 				return rc;
-			p->kafka_option_count++;
+			c->option_count++;
 		}
 	}
 	n = kiln_yaml_get(src, "batch");
@@ -262,35 +266,65 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 	v = 30;
 	if ((rc = kiln_config_int(&l->cfg, src, "source", "connect_timeout", 1, 3600, &v)) < 0)
 		return rc;
-	p->connect_timeout = (unsigned)v;
-	p->source_name = p->topics[0];
+	c->connect_timeout = (unsigned)v;
+	p->source_name = c->topics[0];
 	p->raw_zone = true;
 	return 0;
 }
 
 int kiln_kafka_configure(kiln_pipeline *p, struct kiln_config *cfg, const struct kiln_yaml_node *src)
 {
-	loader l = {.p = p, .doc = cfg->doc, .cfg = *cfg};
+	loader l = {.p = p, .c = kiln_arena_alloc(p->arena, sizeof(*l.c)), .doc = cfg->doc, .cfg = *cfg};
+
+	if (!l.c)
+		return kiln_error_oom(NULL);
+	p->source_config = l.c;
 
 	return load_kafka(&l, src);
 }
 
 bool kiln_kafka_reads_name(const kiln_pipeline *p, const char *name)
 {
-	for (size_t i = 0; i < p->topic_count; i++)
-		if (strcmp(p->topics[i], name) == 0)
+	const kiln_kafka_config *c = p->source_config;
+	for (size_t i = 0; i < c->topic_count; i++)
+		if (strcmp(c->topics[i], name) == 0)
 			return true;
 	return false;
 }
 
+const char *const *kiln_kafka_names(const kiln_pipeline *p, size_t *n)
+{
+	const kiln_kafka_config *c = p->source_config;
+
+	*n = c->topic_count;
+	return c->topics;
+}
+
+bool kiln_kafka_starts_late(const kiln_pipeline *p)
+{
+	const kiln_kafka_config *c = p->source_config;
+
+	return c->start_latest;
+}
+
+void kiln_kafka_forget(const kiln_pipeline *p)
+{
+	const kiln_kafka_config *c = p->source_config;
+
+	for (size_t i = 0; c && i < c->option_count; i++)
+		if (c->options[i].secret)
+			sodium_memzero((char *)c->options[i].value, strlen(c->options[i].value));
+}
+
 int kiln_kafka_settings(const kiln_pipeline *p)
 {
+	const kiln_kafka_config *c = p->source_config;
 	kiln_buf shown = KILN_BUF_INIT(0);
 	int rc = 0;
 
-	if (!p->brokers)
+	if (!c->brokers)
 		return 0;
-	rc = kiln_secret_redact_userinfo(&shown, p->brokers, strlen(p->brokers));
+	rc = kiln_secret_redact_userinfo(&shown, c->brokers, strlen(c->brokers));
 	if (rc > 0 && kiln_buf_putc(&shown, '\0') == 0)
 		rc = kiln_error_set(KILN_EINVALID,
 		                    "%s: source.brokers: %s holds credentials, which Kafka clients do not "
@@ -303,7 +337,7 @@ int kiln_kafka_settings(const kiln_pipeline *p)
 }
 
 struct check_ctx {
-	const kiln_pipeline *p;
+	const kiln_kafka_config *c;
 	kiln_source_say say;
 	void *ctx;
 };
@@ -311,7 +345,7 @@ struct check_ctx {
 static int report_topic(void *ctx, const char *topic, int partitions, const char *error)
 {
 	struct check_ctx *c = ctx;
-	bool dead_letter = c->p->dead_letter_topic && strcmp(topic, c->p->dead_letter_topic) == 0;
+	bool dead_letter = c->c->dead_letter_topic && strcmp(topic, c->c->dead_letter_topic) == 0;
 	char msg[1024];
 
 	if (partitions < 0)
@@ -325,16 +359,17 @@ static int report_topic(void *ctx, const char *topic, int partitions, const char
 
 void kiln_kafka_check(const kiln_pipeline *p, int timeout_ms, kiln_source_say say, void *ctx)
 {
-	struct check_ctx c = {p, say, ctx};
+	const kiln_kafka_config *c = p->source_config;
+	struct check_ctx cc = {c, say, ctx};
 	char msg[1024];
 	int brokers;
 
 	if (timeout_ms <= 0)
-		timeout_ms = (int)p->connect_timeout * 1000;
-	if (kiln_kafka_probe(p, timeout_ms, &brokers, report_topic, &c) < 0) {
+		timeout_ms = (int)c->connect_timeout * 1000;
+	if (kiln_kafka_probe(p, timeout_ms, &brokers, report_topic, &cc) < 0) {
 		say(ctx, "brokers", false, kiln_error_last());
 		return;
 	}
-	snprintf(msg, sizeof(msg), "%s: %d brokers answered", p->brokers, brokers);
+	snprintf(msg, sizeof(msg), "%s: %d brokers answered", c->brokers, brokers);
 	say(ctx, "brokers", true, msg);
 }

@@ -22,7 +22,7 @@ void kiln_kafka_dead_letter_delivered(rd_kafka_t *rk, const rd_kafka_message_t *
 	r->dlq_failed = 1;
 	if (kiln_log_limiter_allow(&lim, 10, &suppressed))
 		KILN_LOG(KILN_LOG_WARN, "dead_letter_error", rd_kafka_err2str(m->err),
-		         KILN_F_STR("topic", r->p->dead_letter_topic), KILN_F_INT("suppressed", suppressed));
+		         KILN_F_STR("topic", r->c->dead_letter_topic), KILN_F_INT("suppressed", suppressed));
 }
 
 /* The original record, its key and headers, plus kiln.* reason headers. */
@@ -47,7 +47,7 @@ int kiln_kafka_dead_letter_send(struct krun *r, const kiln_batch *b, const kiln_
 	rd_kafka_header_add(h, "kiln.source.offset", -1, num, -1);
 	for (;;) {
 		err = rd_kafka_producev(
-		    r->dlq, RD_KAFKA_V_TOPIC(r->p->dead_letter_topic),
+		    r->dlq, RD_KAFKA_V_TOPIC(r->c->dead_letter_topic),
 		    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_VALUE(m->payload, m->len),
 		    RD_KAFKA_V_KEY(m->key, m->key_len), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
 		if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
@@ -56,8 +56,8 @@ int kiln_kafka_dead_letter_send(struct krun *r, const kiln_batch *b, const kiln_
 	}
 	if (err) {
 		rd_kafka_headers_destroy(h);
-		return kiln_error_set(KILN_ERETRY, "%s: dead-letter topic %s: %s", r->p->brokers,
-		                      r->p->dead_letter_topic, rd_kafka_err2str(err));
+		return kiln_error_set(KILN_ERETRY, "%s: dead-letter topic %s: %s", r->c->brokers,
+		                      r->c->dead_letter_topic, rd_kafka_err2str(err));
 	}
 	kiln_counter_add(r->mx.dead_letters, 1);
 	return 0;
@@ -76,7 +76,7 @@ int kiln_kafka_dead_letter_flush(struct krun *r)
 	if (rd_kafka_outq_len(r->dlq) > 0 || r->dlq_failed) {
 		r->dlq_failed = 0;
 		return kiln_error_set(KILN_ERETRY, "%s: dead-letter topic %s: not every record was delivered",
-		                      r->p->brokers, r->p->dead_letter_topic);
+		                      r->c->brokers, r->c->dead_letter_topic);
 	}
 	return 0;
 }

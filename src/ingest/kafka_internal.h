@@ -43,6 +43,7 @@ struct metrics {
 struct krun {
 	kiln_engine *e; /* the run: its options, setup, sink, fatal error */
 	const kiln_pipeline *p;
+	const kiln_kafka_config *c; /* p's, the row's settings */
 	rd_kafka_t *rk, *dlq;
 	rd_kafka_topic_t **topics; /* a handle per subscribed topic (see kafka_client.c) */
 	size_t topic_count;
@@ -60,13 +61,18 @@ void kiln_kafka_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topi
                           void *opaque);
 
 /* kafka_config.c: the row's keys (kiln_source.option_keys), reading them
- * (configure), refusing brokers with credentials (settings), the topics it
- * reads (reads_name) and kiln check's probe (check). */
+ * into its kiln_kafka_config (configure), refusing brokers with
+ * credentials (settings), the topics it reads (reads_name, names), kiln
+ * check's probe (check), wiping the secret options (forget) and whether
+ * it starts at the end (starts_late). */
 extern const char *const kiln_kafka_option_keys[];
 int kiln_kafka_configure(kiln_pipeline *p, struct kiln_config *cfg, const struct kiln_yaml_node *src);
 bool kiln_kafka_reads_name(const kiln_pipeline *p, const char *name);
 int kiln_kafka_settings(const kiln_pipeline *p);
 void kiln_kafka_check(const kiln_pipeline *p, int timeout_ms, kiln_source_say say, void *ctx);
+void kiln_kafka_forget(const kiln_pipeline *p);
+bool kiln_kafka_starts_late(const kiln_pipeline *p);
+const char *const *kiln_kafka_names(const kiln_pipeline *p, size_t *n);
 
 /* kafka_client.c: the consumer (subscribed to the pipeline's topics) and,
  * with a dead-letter topic, its producer, with kiln's settings and the

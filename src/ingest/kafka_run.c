@@ -298,7 +298,7 @@ static int64_t start_offset(const struct krun *r, const struct part *pt)
 {
 	if (pt->committed >= 0)
 		return pt->committed;
-	return r->p->start_latest ? RD_KAFKA_OFFSET_END : RD_KAFKA_OFFSET_BEGINNING;
+	return r->c->start_latest ? RD_KAFKA_OFFSET_END : RD_KAFKA_OFFSET_BEGINNING;
 }
 
 /* Decides where an assigned partition resumes (pt->position; -1: its
@@ -317,12 +317,12 @@ static void plan_resume(struct krun *r, struct part *pt)
 
 	pt->move_pending = false;
 	pt->position = pt->committed;
-	if (pt->committed < 0 && !r->p->start_latest)
+	if (pt->committed < 0 && !r->c->start_latest)
 		return;
 	err = kiln_kafka_watermarks_query(r, pt, &lo, &hi);
 	if (err) {
 		KILN_LOG(KILN_LOG_WARN, "watermarks_unknown", rd_kafka_err2str(err),
-		         KILN_F_STR("brokers", r->p->brokers), KILN_F_STR("topic", pt->topic),
+		         KILN_F_STR("brokers", r->c->brokers), KILN_F_STR("topic", pt->topic),
 		         KILN_F_INT("partition", pt->partition));
 		return;
 	}
@@ -342,7 +342,7 @@ static void plan_resume(struct krun *r, struct part *pt)
 		         "%s: %s/%" PRId32 " ends at offset %" PRId64 ", before %" PRId64
 		         " where lineage.json on %s/%s resumes: the topic was recreated or truncated; "
 		         "curate it onto a new branch or dataset",
-		         r->p->brokers, pt->topic, pt->partition, hi, pt->committed, r->p->dataset,
+		         r->c->brokers, pt->topic, pt->partition, hi, pt->committed, r->p->dataset,
 		         r->p->branch);
 		return;
 	}
@@ -353,15 +353,15 @@ static void plan_resume(struct krun *r, struct part *pt)
 	KILN_LOG(KILN_LOG_ERROR, "gap", "the resume offset has expired from the topic",
 	         KILN_F_STR("topic", pt->topic), KILN_F_INT("partition", pt->partition),
 	         KILN_F_INT("first", pt->committed), KILN_F_INT("last", lo - 1),
-	         KILN_F_STR("policy", r->p->on_gap == KILN_GAP_SKIP ? "skip" : "stop"));
-	if (r->p->on_gap != KILN_GAP_SKIP) {
+	         KILN_F_STR("policy", r->c->on_gap == KILN_GAP_SKIP ? "skip" : "stop"));
+	if (r->c->on_gap != KILN_GAP_SKIP) {
 		r->e->fatal = KILN_EINVALID;
 		snprintf(
 		    r->e->fatal_msg, sizeof(r->e->fatal_msg),
 		    "%s: %s/%" PRId32 ": offsets %" PRId64 "-%" PRId64
 		    " expired before they were read (source.on_gap: stop; set skip to go on from %" PRId64
 		    ", recorded in lineage.json)",
-		    r->p->brokers, pt->topic, pt->partition, pt->committed, lo - 1, lo);
+		    r->c->brokers, pt->topic, pt->partition, pt->committed, lo - 1, lo);
 		return;
 	}
 	pt->gaps++;
@@ -623,7 +623,7 @@ static int handle(struct krun *r, rd_kafka_message_t *m)
 	if (m->err) {
 		if (kiln_log_limiter_allow(&lim, 10, &suppressed))
 			KILN_LOG(KILN_LOG_WARN, "consume_error", rd_kafka_message_errstr(m),
-			         KILN_F_STR("brokers", r->p->brokers),
+			         KILN_F_STR("brokers", r->c->brokers),
 			         KILN_F_STR("code", rd_kafka_err2name(m->err)),
 			         KILN_F_INT("suppressed", suppressed));
 		rd_kafka_message_destroy(m);
@@ -709,19 +709,21 @@ static int kafka_open(void **out, kiln_engine *e, kiln_metrics *m)
 		return kiln_error_oom(NULL);
 	r->e = e;
 	r->p = e->p;
+	r->c = e->p->source_config;
 	return kiln_kafka_metrics_new(&r->mx, m);
 }
 
 static int kafka_start(void *src, kiln_engine *e)
 {
 	const kiln_pipeline *p = e->p;
+	const kiln_kafka_config *c = p->source_config;
 	int rc;
 
 	if ((rc = kiln_kafka_client_open(src, kiln_kafka_rebalance)) < 0)
 		return rc;
 	KILN_LOG(KILN_LOG_INFO, "started", NULL, KILN_F_STR("dataset", p->dataset),
-	         KILN_F_STR("branch", p->branch), KILN_F_STR("brokers", p->brokers),
-	         KILN_F_STR("group", p->group));
+	         KILN_F_STR("branch", p->branch), KILN_F_STR("brokers", c->brokers),
+	         KILN_F_STR("group", c->group));
 	return 0;
 }
 
@@ -808,4 +810,7 @@ const kiln_source kiln_source_kafka = {
     .settings = kiln_kafka_settings,
     .check_name = "brokers",
     .check = kiln_kafka_check,
+    .forget = kiln_kafka_forget,
+    .starts_late = kiln_kafka_starts_late,
+    .names = kiln_kafka_names,
 };

@@ -9,7 +9,37 @@
 #ifndef KILN_INGEST_KAFKA_RUN_H
 #define KILN_INGEST_KAFKA_RUN_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "ingest/pipeline.h"
+
+typedef enum kiln_gap_policy {
+	KILN_GAP_STOP, /* log, count, exit non-zero: an operator decides */
+	KILN_GAP_SKIP, /* log, count, record in lineage.json, go on from the oldest offset left */
+} kiln_gap_policy;
+
+typedef struct kiln_kafka_option {
+	const char *name, *value;
+	bool secret; /* value read from NAME_file: wiped when the pipeline is freed (the row's forget) */
+} kiln_kafka_option;
+
+/* The Kafka row's own settings (kiln_pipeline.source_config), read by its
+ * configure (kafka_config.c) from source.*; source.batch is the pipeline's
+ * (batch_*), shared with the http row. */
+typedef struct kiln_kafka_config {
+	const char *brokers;
+	const char **topics;
+	size_t topic_count;
+	const char *group;
+	const kiln_kafka_option *options; /* source.options, passed to librdkafka as they are */
+	size_t option_count;
+	bool start_latest; /* a partition without lineage starts at its end, not its beginning */
+	kiln_gap_policy on_gap;
+	const char *dead_letter_topic; /* NULL: none */
+	unsigned connect_timeout;      /* --stop-at-end: give up when no broker answered in this many seconds
+	                                  (default 30) */
+} kiln_kafka_config;
 
 /* The version of the librdkafka loaded at run time ("2.0.2"), static. */
 const char *kiln_kafka_librdkafka_version(void);

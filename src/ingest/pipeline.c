@@ -1,7 +1,6 @@
 /* Pipeline config loading (see pipeline.h; every key in docs/PIPELINES.md). */
 #include "ingest/pipeline.h"
 
-#include <sodium.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -662,9 +661,8 @@ void kiln_pipeline_free(kiln_pipeline *p)
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->kafka_option_count; i++)
-		if (p->kafka_options[i].secret)
-			sodium_memzero((char *)p->kafka_options[i].value, strlen(p->kafka_options[i].value));
+	if (p->source && p->source->forget)
+		p->source->forget(p);
 	kiln_yaml_free(p->doc);
 	kiln_arena_free(p->arena);
 	free(p);

@@ -19,16 +19,6 @@
 
 struct kiln_source;
 
-typedef enum kiln_gap_policy {
-	KILN_GAP_STOP, /* log, count, exit non-zero: an operator decides */
-	KILN_GAP_SKIP, /* log, count, record in lineage.json, go on from the oldest offset left */
-} kiln_gap_policy;
-
-typedef struct kiln_kafka_option {
-	const char *name, *value;
-	bool secret; /* value read from NAME_file: wiped by kiln_pipeline_free() */
-} kiln_kafka_option;
-
 typedef struct kiln_pipeline {
 	const char *file;    /* the pipeline file, as given */
 	const char *dataset; /* [a-z0-9][a-z0-9._-]* */
@@ -40,35 +30,19 @@ typedef struct kiln_pipeline {
 
 	/* the row that reads it (kiln_source_find, ingest/source.h) */
 	const struct kiln_source *source;
-	const char *source_path; /* file sources; directory sources: the folder */
-	const char *source_glob; /* directory sources: the names read (fnmatch); set: a folder source */
-	const char *source_done; /* directory sources: committed files move here; NULL: they stay */
-	unsigned source_poll_ms; /* directory sources: scan the folder again this often (default 1000) */
+	/* the row's own typed settings, made by its configure on the arena (the
+	 * directory's kiln_dir_config, Kafka's kiln_kafka_config, http's
+	 * kiln_http_config); NULL for a row without keys of its own */
+	const void *source_config;
+	const char *source_path; /* file and stdin sources; directory sources: the folder */
 	const char *source_name; /* the topic name in lineage, quarantine and shard sources (Kafka: its first
 	                            topic) */
-	/* kafka sources */
-	const char *brokers;
-	const char **topics;
-	size_t topic_count;
-	const char *group;
-	const kiln_kafka_option *kafka_options; /* passed to librdkafka as they are */
-	size_t kafka_option_count;
-	bool start_latest; /* a partition without lineage starts at its end, not its beginning */
-	kiln_gap_policy on_gap;
-	size_t batch_records;          /* a batch closes at this many records (default 8192), */
-	size_t batch_bytes;            /* or bytes (default 1 MiB), */
-	unsigned batch_ms;             /* or this long after its first record (default 100) */
-	const char *dead_letter_topic; /* NULL: none */
-	unsigned connect_timeout;      /* --stop-at-end: give up when no broker answered in this many seconds
-	                                  (default 30) */
-	bool raw_zone;                 /* write consumed batches to raw/ (default true for kafka, http) */
-	/* http sources (docs/PIPELINES.md, "Sources: http") */
-	const char *http_listen;     /* HOST:PORT the row listens on for POST /v1/records */
-	const char *http_token_file; /* the bearer token's file (owner-only) */
-	const char *http_port_file;  /* the port bound is written here (NULL: not written) */
-	size_t http_max_body_bytes;  /* a larger POST body is refused (413; default 16 MiB) */
-	uint64_t http_max_waiting;   /* records received and not yet committed, at most (503 above) */
-	bool http_ack_received;      /* ack: received (202 once in the raw zone), not committed */
+	/* the streaming rows that batch what arrives (kafka, http: source.batch,
+	 * read by each row's configure; the loader sets the defaults after) */
+	size_t batch_records; /* a batch closes at this many records (default 8192), */
+	size_t batch_bytes;   /* or bytes (default 1 MiB), */
+	unsigned batch_ms;    /* or this long after its first record (default 100) */
+	bool raw_zone;        /* write consumed batches to raw/ (default true for kafka, http) */
 	/* snapshot policy (streaming sources): commit after this many records, at least this
 	 * often while records arrive, and drain within drain_seconds on SIGTERM */
 	uint64_t snapshot_records;  /* default 100000; 0 = no count trigger */

@@ -187,7 +187,9 @@ static int list_part(struct replay *r, struct part *pt)
 
 	if ((rc = kiln_raw_list(r->in->setup.store, pt->topic, pt->partition, note_object, pt)) < 0)
 		return rc;
-	pt->start = r->p->start_latest && pt->object_count ? pt->objects[0].first : 0;
+	pt->start = r->p->source->starts_late && r->p->source->starts_late(r->p) && pt->object_count
+	                ? pt->objects[0].first
+	                : 0;
 	below = (uint64_t)(pt->next - pt->start);
 	pt->expected = below > pt->skipped ? below - pt->skipped : 0;
 	at = pt->start;
@@ -349,6 +351,8 @@ static int replay_open(void **out, kiln_ingest *in, const void *args)
 	const struct replay_args *a = args;
 	const kiln_pipeline *p = in->p;
 	struct replay *r = calloc(1, sizeof(*r));
+	size_t name_count = 0;
+	const char *const *names = p->source->names ? p->source->names(p, &name_count) : NULL;
 	int rc;
 
 	*out = r;
@@ -359,10 +363,9 @@ static int replay_open(void **out, kiln_ingest *in, const void *args)
 	    (rc = kiln_manifest_lineage(in->setup.manifest, p->dataset, r->o->from, note_lineage, r)) < 0)
 		return rc;
 	if (r->part_count == 0)
-		return kiln_error_set(KILN_EINVALID,
-		                      "%s@%s: lineage.json has no offsets of the pipeline's topics (%s%s)",
-		                      p->dataset, r->o->from, p->topic_count ? p->topics[0] : "",
-		                      p->topic_count > 1 ? ", ..." : "");
+		return kiln_error_set(
+		    KILN_EINVALID, "%s@%s: lineage.json has no offsets of the pipeline's topics (%s%s)",
+		    p->dataset, r->o->from, name_count ? names[0] : "", name_count > 1 ? ", ..." : "");
 	r->out->partitions = r->part_count;
 	for (size_t i = 0; i < r->part_count; i++)
 		if ((rc = list_part(r, &r->parts[i])) < 0)

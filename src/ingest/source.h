@@ -39,12 +39,15 @@
  * (engine_internal.h): kiln_engine_snapshot (Kafka, before a rebalance
  * hands partitions over), kiln_engine_abandon, kiln_engine_fatal.
  *
- * Adding a source is one new file with its row and one line in source.c's
- * registry, where the pipeline loader finds it by source.kind, checks the
- * source.* keys against its option_keys and has it read them (configure,
- * with file:line:col errors); kiln check asks it (check). Nothing outside
- * the rows and this registry asks which kind a source is (a lineage.json
- * entry names the kind that wrote it: "source", the row's kind). */
+ * Adding a source is one new file with its row and its settings' struct
+ * (declared in its header) and one line in source.c's registry, where the
+ * pipeline loader finds it by source.kind, checks the source.* keys
+ * against its option_keys and has it read them into that struct
+ * (configure, with file:line:col errors; kiln_pipeline.source_config);
+ * kiln check asks it (check). pipeline.h holds no row's own field.
+ * Nothing outside the rows and this registry asks which kind a source is
+ * (a lineage.json entry names the kind that wrote it: "source", the row's
+ * kind), nor reads another row's source_config. */
 #ifndef KILN_INGEST_SOURCE_H
 #define KILN_INGEST_SOURCE_H
 
@@ -154,10 +157,13 @@ typedef struct kiln_source {
 	 * default), which kiln replay rebuilds a branch from. */
 	bool raw_zone;
 	/* Optional: reads its source.* keys beyond kind, name,
-	 * max_record_bytes and max_depth (which the loader reads) into the
-	 * pipeline, each error at file:line:col with the key's path; sets
-	 * source_name (the loader sets it from source.name after). It may pick
-	 * another row (a file source with path "-" is stdin). */
+	 * max_record_bytes and max_depth (which the loader reads) into its own
+	 * settings, a struct it allocates on p->arena and sets as
+	 * p->source_config (source.path and source.batch, which several rows
+	 * share, into the pipeline's fields), each error at file:line:col with
+	 * the key's path; may set source_name (else the loader sets it from
+	 * source.name after). It may pick another row (a file source with path
+	 * "-" is stdin). */
 	int (*configure)(kiln_pipeline *p, struct kiln_config *cfg, const struct kiln_yaml_node *src);
 	/* Optional: the names it reads (lineage.json's topic); NULL: source_name. */
 	bool (*reads_name)(const kiln_pipeline *p, const char *name);
@@ -170,6 +176,21 @@ typedef struct kiln_source {
 	 * readable, brokers answer within timeout_ms and list the topics)
 	 * and says what it found, once or more. */
 	void (*check)(const kiln_pipeline *p, int timeout_ms, kiln_source_say say, void *ctx);
+	/* It reads a folder of files (source_path): kiln run reports the files
+	 * it read (kiln_run_result.files_read, files_changed). */
+	bool reads_files;
+	/* Optional: wipes the secrets its settings hold (Kafka's source.options
+	 * read from NAME_file); kiln_pipeline_free calls it before the arena
+	 * that holds them goes. */
+	void (*forget)(const kiln_pipeline *p);
+	/* Optional: whether a position without lineage began where its input
+	 * then was, not at offset 0 (Kafka's source.start: latest): kiln replay
+	 * starts such a position at its first raw object. */
+	bool (*starts_late)(const kiln_pipeline *p);
+	/* Optional: the names it reads when they are a fixed list (Kafka's
+	 * source.topics), *n of them; kiln replay names them when the branch's
+	 * lineage.json has none of them. */
+	const char *const *(*names)(const kiln_pipeline *p, size_t *n);
 } kiln_source;
 
 /* The rows (curate_run.c, dir_source.c with dir_run.c, replay_run.c, kafka_run.c,

@@ -191,7 +191,7 @@ static void test_rescan_keeps_read_reports_once(void **state)
 	kiln_pipeline p = {.dataset = "ds",
 	                   .branch = "main",
 	                   .source_path = in,
-	                   .source_glob = "*.jsonl",
+	                   .source_config = &(kiln_dir_config){.glob = "*.jsonl"},
 	                   .source_name = "ev"};
 	kiln_lineage_entry entry = {.source = KILN_LINEAGE_DIRECTORY,
 	                            .topic = "ev=b.jsonl",

@@ -19,6 +19,8 @@
 
 #include "fixture.h"
 #include "core/error.h"
+#include "ingest/dir_source.h"
+#include "ingest/kafka_run.h"
 #include "ingest/pipeline.h"
 
 static char tmpdir[PATH_MAX];
@@ -64,11 +66,23 @@ static kiln_pipeline *load_ok(char *const *sets, size_t n)
 	return p;
 }
 
+/* The Kafka row's settings (the pipeline's source_config). */
+static const kiln_kafka_config *kafka(const kiln_pipeline *p)
+{
+	return p->source_config;
+}
+
+/* The directory row's settings. */
+static const kiln_dir_config *dir(const kiln_pipeline *p)
+{
+	return p->source_config;
+}
+
 static const kiln_kafka_option *option(const kiln_pipeline *p, const char *name)
 {
-	for (size_t i = 0; i < p->kafka_option_count; i++)
-		if (strcmp(p->kafka_options[i].name, name) == 0)
-			return &p->kafka_options[i];
+	for (size_t i = 0; i < kafka(p)->option_count; i++)
+		if (strcmp(kafka(p)->options[i].name, name) == 0)
+			return &kafka(p)->options[i];
 	return NULL;
 }
 
@@ -96,7 +110,7 @@ static void test_plain_options(void **state)
 	(void)state;
 	write_pipeline("    session.timeout.ms: \"6000\"\n    sasl.username: kiln\n");
 	p = load_ok(NULL, 0);
-	assert_int_equal(p->kafka_option_count, 2);
+	assert_int_equal(kafka(p)->option_count, 2);
 	assert_string_equal(option(p, "session.timeout.ms")->value, "6000");
 	assert_string_equal(option(p, "sasl.username")->value, "kiln");
 	assert_false(option(p, "sasl.username")->secret);
@@ -164,7 +178,7 @@ static void test_file_secret(void **state)
 	/* relative to the pipeline's folder */
 	write_pipeline("    sasl.password_file: kafka-pw\n");
 	p = load_ok(NULL, 0);
-	assert_int_equal(p->kafka_option_count, 1);
+	assert_int_equal(kafka(p)->option_count, 1);
 	assert_string_equal(option(p, "sasl.password")->value, "s3cret");
 	assert_true(option(p, "sasl.password")->secret);
 	assert_null(option(p, "sasl.password_file"));
@@ -211,7 +225,7 @@ static void test_set_dotted_option(void **state)
 	(void)state;
 	write_pipeline("    sasl.mechanism: GSSAPI\n");
 	p = load_ok(sets, 2);
-	assert_int_equal(p->kafka_option_count, 2);
+	assert_int_equal(kafka(p)->option_count, 2);
 	assert_string_equal(option(p, "sasl.mechanism")->value, "PLAIN");
 	assert_string_equal(option(p, "sasl.username")->value, "kiln");
 	kiln_pipeline_free(p);
@@ -251,16 +265,16 @@ static void test_directory_source(void **state)
 	p = load_ok(NULL, 0);
 	snprintf(want, sizeof(want), "%s/in.d", tmpdir);
 	assert_string_equal(p->source_path, want);
-	assert_string_equal(p->source_glob, "*.jsonl");
+	assert_string_equal(dir(p)->glob, "*.jsonl");
 	assert_string_equal(p->source_name, "in.d");
-	assert_null(p->source_done);
+	assert_null(dir(p)->done);
 	kiln_pipeline_free(p);
 
 	write_directory("  path: /data/in\n  glob: \"*.jsonl*\"\n  name: ev\n  done: done/\n");
 	p = load_ok(NULL, 0);
-	assert_string_equal(p->source_glob, "*.jsonl*");
+	assert_string_equal(dir(p)->glob, "*.jsonl*");
 	assert_string_equal(p->source_name, "ev");
-	assert_string_equal(p->source_done, "/data/in/done");
+	assert_string_equal(dir(p)->done, "/data/in/done");
 	kiln_pipeline_free(p);
 
 	write_directory("  path: /data/in\n  done: /data/in/\n");
