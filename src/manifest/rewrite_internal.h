@@ -17,7 +17,6 @@
 
 typedef struct oid_slot {
 	git_oid key, value;
-	bool used;
 	/* trees: what the rewrite of the tree changed */
 	int64_t records, shards, bytes, raw_bytes;
 	uint64_t erased;
@@ -25,8 +24,10 @@ typedef struct oid_slot {
 	size_t affected_count;
 } oid_slot;
 
+/* The table holds pointers: a slot stays where it is while the table grows,
+ * so a caller may keep the slots it got (one commit's split trees). */
 typedef struct oid_map {
-	oid_slot *slots;
+	oid_slot **slots;
 	size_t cap, count;
 } oid_map;
 
@@ -48,10 +49,11 @@ typedef struct plan_state {
 /* Frees what the map holds (the slots' affected hashes too) and zeroes it. */
 void kiln_rewrite_map_free(oid_map *m);
 
-/* The slot of key, or NULL. */
+/* The slot of key, or NULL; valid until kiln_rewrite_map_free. */
 oid_slot *kiln_rewrite_map_get(const oid_map *m, const git_oid *key);
 
-/* A new slot for key (which must not be there yet). */
+/* A new slot for key (which must not be there yet), zeroed but for its key;
+ * valid until kiln_rewrite_map_free, however the map grows. */
 int kiln_rewrite_map_add(oid_map *m, const git_oid *key, oid_slot **out);
 
 /* Plans the rewrite of commit id (its parents planned first): its new id

@@ -1,6 +1,9 @@
 /* The object-id memos of a history rewrite (rewrite_internal.h): an open
- * addressing table keyed by git object id, linear probing, kept at most
- * half full. */
+ * addressing table of slot pointers keyed by git object id, linear probing,
+ * kept at most half full. Each slot is allocated once and never moves, so
+ * the pointers callers keep survive the table's growth (they did not when
+ * the table held the slots themselves: a commit's train slot was read after
+ * its test split's add had moved it, a use after free). */
 #include "manifest/rewrite_internal.h"
 
 #include <stdlib.h>
@@ -19,10 +22,11 @@ static size_t oid_hash(const git_oid *id)
 void kiln_rewrite_map_free(oid_map *m)
 {
 	for (size_t i = 0; i < m->cap; i++)
-		if (m->slots[i].used) {
-			for (size_t j = 0; j < m->slots[i].affected_count; j++)
-				free(m->slots[i].affected[j]);
-			free(m->slots[i].affected);
+		if (m->slots[i]) {
+			for (size_t j = 0; j < m->slots[i]->affected_count; j++)
+				free(m->slots[i]->affected[j]);
+			free(m->slots[i]->affected);
+			free(m->slots[i]);
 		}
 	free(m->slots);
 	memset(m, 0, sizeof(*m));
@@ -33,10 +37,10 @@ oid_slot *kiln_rewrite_map_get(const oid_map *m, const git_oid *key)
 	if (m->cap == 0)
 		return NULL;
 	for (size_t i = oid_hash(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (!m->slots[i].used)
+		if (!m->slots[i])
 			return NULL;
-		if (git_oid_equal(&m->slots[i].key, key))
-			return &m->slots[i];
+		if (git_oid_equal(&m->slots[i]->key, key))
+			return m->slots[i];
 	}
 }
 
@@ -48,11 +52,11 @@ static int oid_map_grow(oid_map *m)
 	if (!bigger.slots)
 		return kiln_error_oom("rewrite");
 	for (size_t i = 0; i < m->cap; i++) {
-		if (!m->slots[i].used)
+		if (!m->slots[i])
 			continue;
-		for (size_t j = oid_hash(&m->slots[i].key) & (bigger.cap - 1);;
+		for (size_t j = oid_hash(&m->slots[i]->key) & (bigger.cap - 1);;
 		     j = (j + 1) & (bigger.cap - 1))
-			if (!bigger.slots[j].used) {
+			if (!bigger.slots[j]) {
 				bigger.slots[j] = m->slots[i];
 				break;
 			}
@@ -65,16 +69,19 @@ static int oid_map_grow(oid_map *m)
 
 int kiln_rewrite_map_add(oid_map *m, const git_oid *key, oid_slot **out)
 {
+	oid_slot *slot;
 	int rc;
 
 	if ((m->count + 1) * 2 > m->cap && (rc = oid_map_grow(m)) < 0)
 		return rc;
+	if (!(slot = calloc(1, sizeof(*slot))))
+		return kiln_error_oom("rewrite");
+	git_oid_cpy(&slot->key, key);
 	for (size_t i = oid_hash(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1))
-		if (!m->slots[i].used) {
-			m->slots[i].used = true;
-			git_oid_cpy(&m->slots[i].key, key);
+		if (!m->slots[i]) {
+			m->slots[i] = slot;
 			m->count++;
-			*out = &m->slots[i];
+			*out = slot;
 			return 0;
 		}
 }
