@@ -778,12 +778,10 @@ static const kiln_source_stream http_stream = {
 static const char *const http_option_keys[] = {
     "kind",      "name",           "max_record_bytes",    "max_depth", "listen", "token_file",
     "port_file", "max_body_bytes", "max_waiting_records", "ack",       "batch",  NULL};
-static const char *const batch_keys[] = {"records", "bytes", "ms", NULL};
 
 static int http_configure(kiln_pipeline *p, struct kiln_config *cfg, const struct kiln_yaml_node *src)
 {
 	const kiln_yaml_doc *doc = cfg->doc;
-	const kiln_yaml_node *n;
 	const char *ack = NULL, *token = NULL, *port_file = NULL;
 	kiln_http_config *c = kiln_arena_alloc(cfg->arena, sizeof(*c));
 	char *text = NULL, reason[512];
@@ -828,19 +826,8 @@ static int http_configure(kiln_pipeline *p, struct kiln_config *cfg, const struc
 	if (len == 0)
 		return kiln_yaml_fail(doc, kiln_yaml_get(src, "token_file"), "source.token_file",
 		                      "the token file is empty");
-	n = kiln_yaml_get(src, "batch");
-	if (n && !kiln_yaml_is_null(n)) {
-		v = 0;
-		if ((rc = kiln_config_check_keys(cfg, n, "source.batch", batch_keys)) < 0 ||
-		    (rc = kiln_config_int(cfg, n, "source.batch", "records", 1, 1000000, &v)) < 0)
-			return rc;
-		p->batch_records = (size_t)v;
-		v = 0;
-		if ((rc = kiln_config_size(cfg, n, "source.batch", "bytes", 1024, &p->batch_bytes)) < 0 ||
-		    (rc = kiln_config_int(cfg, n, "source.batch", "ms", 1, 60000, &v)) < 0)
-			return rc;
-		p->batch_ms = (unsigned)v;
-	}
+	if ((rc = kiln_pipeline_read_batch(p, cfg, src)) < 0)
+		return rc;
 	p->raw_zone = true;
 	return 0;
 }

@@ -29,7 +29,6 @@ typedef struct loader {
 const char *const kiln_kafka_option_keys[] = {
     "kind",    "name",  "max_record_bytes", "max_depth", "brokers",           "topics",          "group",
     "options", "start", "on_gap",           "batch",     "dead_letter_topic", "connect_timeout", NULL};
-static const char *const batch_keys[] = {"records", "bytes", "ms", NULL};
 
 /* A Kafka topic name: [A-Za-z0-9._-], at most 249 characters. */
 static bool topic_ok(const char *s)
@@ -178,8 +177,7 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 {
 	kiln_kafka_config *c = l->c;
 	kiln_pipeline *p = l->p;
-	const kiln_yaml_node *topics = kiln_yaml_get(src, "topics"), *opts = kiln_yaml_get(src, "options"),
-	                     *n;
+	const kiln_yaml_node *topics = kiln_yaml_get(src, "topics"), *opts = kiln_yaml_get(src, "options");
 	const char *start = NULL, *gap = NULL;
 	int64_t v = 0;
 	int rc;
@@ -251,18 +249,8 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 			c->option_count++;
 		}
 	}
-	n = kiln_yaml_get(src, "batch");
-	if (n && !kiln_yaml_is_null(n)) {
-		if ((rc = kiln_config_check_keys(&l->cfg, n, "source.batch", batch_keys)) < 0 ||
-		    (rc = kiln_config_int(&l->cfg, n, "source.batch", "records", 1, 1000000, &v)) < 0)
-			return rc;
-		p->batch_records = (size_t)v;
-		v = 0;
-		if ((rc = kiln_config_size(&l->cfg, n, "source.batch", "bytes", 1024, &p->batch_bytes)) < 0 ||
-		    (rc = kiln_config_int(&l->cfg, n, "source.batch", "ms", 1, 60000, &v)) < 0)
-			return rc;
-		p->batch_ms = (unsigned)v;
-	}
+	if ((rc = kiln_pipeline_read_batch(p, &l->cfg, src)) < 0)
+		return rc;
 	v = 30;
 	if ((rc = kiln_config_int(&l->cfg, src, "source", "connect_timeout", 1, 3600, &v)) < 0)
 		return rc;

@@ -625,6 +625,26 @@ static int load(loader *l)
 	return 0;
 }
 
+static const char *const batch_keys[] = {"records", "bytes", "ms", NULL};
+
+int kiln_pipeline_read_batch(kiln_pipeline *p, kiln_config *cfg, const kiln_yaml_node *src)
+{
+	const kiln_yaml_node *n = kiln_yaml_get(src, "batch");
+	int64_t records = 0, ms = 0;
+	int rc;
+
+	if (!n || kiln_yaml_is_null(n))
+		return 0;
+	if ((rc = kiln_config_check_keys(cfg, n, "source.batch", batch_keys)) < 0 ||
+	    (rc = kiln_config_int(cfg, n, "source.batch", "records", 1, 1000000, &records)) < 0 ||
+	    (rc = kiln_config_size(cfg, n, "source.batch", "bytes", 1024, &p->batch_bytes)) < 0 ||
+	    (rc = kiln_config_int(cfg, n, "source.batch", "ms", 1, 60000, &ms)) < 0)
+		return rc;
+	p->batch_records = (size_t)records;
+	p->batch_ms = (unsigned)ms;
+	return 0;
+}
+
 int kiln_pipeline_load(kiln_pipeline **out, const char *path, char *const *sets, size_t nsets)
 {
 	kiln_pipeline *p = calloc(1, sizeof(*p));

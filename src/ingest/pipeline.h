@@ -19,6 +19,8 @@
 
 struct kiln_source;
 
+struct kiln_config;
+
 typedef struct kiln_pipeline {
 	const char *file;    /* the pipeline file, as given */
 	const char *dataset; /* [a-z0-9][a-z0-9._-]* */
@@ -110,6 +112,12 @@ typedef struct kiln_pipeline {
  * expanding the environment. */
 int kiln_pipeline_load(kiln_pipeline **out, const char *path, char *const *sets, size_t n);
 void kiln_pipeline_free(kiln_pipeline *pipeline);
+
+/* For the rows that batch what arrives (Kafka, http): reads src's
+ * source.batch {records, bytes, ms} into the pipeline's batch_* (0 where
+ * unset: the loader's defaults follow), each error at file:line:col. */
+int kiln_pipeline_read_batch(kiln_pipeline *pipeline, struct kiln_config *cfg,
+                             const struct kiln_yaml_node *src);
 
 /* Whether a source.options property holds a secret (librdkafka's sensitive
  * properties): its value is never printed (kiln check redacts it). */
