@@ -73,17 +73,19 @@ static int put_zone(kiln_buf *b, const char *name, const kiln_ledger_zone *z)
 
 static int report_json(kiln_buf *b, const char *dataset, const kiln_erase_report *r, bool dry_run)
 {
-	int rc = kiln_buf_printf(b, "{\"dataset\":") | kiln_cli_json_string(b, dataset) |
-	         kiln_buf_printf(b, ",\"dry_run\":%s,\"erasure\":", dry_run ? "true" : "false") |
-	         kiln_cli_json_string_or_null(b, r->id) | kiln_buf_puts(b, ",\"resumed\":") |
-	         kiln_cli_json_string_or_null(b, r->resumed) | kiln_buf_puts(b, ",\"ledger_commit\":") |
-	         kiln_cli_json_string_or_null(b, r->ledger_commit) |
-	         kiln_buf_printf(b,
-	                         ",\"shards\":%llu,\"shards_read\":%llu,\"shards_rewritten\":%llu,"
-	                         "\"shards_dropped\":%llu,\"commits_rewritten\":%llu,\"erased\":{",
-	                         (unsigned long long)r->shards, (unsigned long long)r->shards_read,
-	                         (unsigned long long)r->shards_rewritten,
-	                         (unsigned long long)r->shards_dropped, (unsigned long long)r->commits);
+	int rc =
+	    kiln_buf_printf(b, "{\"dataset\":") | kiln_cli_json_string(b, dataset) |
+	    kiln_buf_printf(b, ",\"dry_run\":%s,\"erasure\":", dry_run ? "true" : "false") |
+	    kiln_cli_json_string_or_null(b, r->id) | kiln_buf_puts(b, ",\"resumed\":") |
+	    kiln_cli_json_string_or_null(b, r->resumed) | kiln_buf_puts(b, ",\"ledger_commit\":") |
+	    kiln_cli_json_string_or_null(b, r->ledger_commit) |
+	    kiln_buf_printf(b,
+	                    ",\"shards\":%llu,\"shards_read\":%llu,\"shards_rewritten\":%llu,"
+	                    "\"shards_dropped\":%llu,\"commits_rewritten\":%llu,\"attempts\":%u,"
+	                    "\"erased\":{",
+	                    (unsigned long long)r->shards, (unsigned long long)r->shards_read,
+	                    (unsigned long long)r->shards_rewritten, (unsigned long long)r->shards_dropped,
+	                    (unsigned long long)r->commits, r->attempts);
 
 	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
 		rc |= kiln_buf_printf(b, "%s\"%s\":%llu", s ? "," : "", kiln_split_name((kiln_split)s),

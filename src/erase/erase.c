@@ -19,6 +19,7 @@
 #include "erase/zones.h"
 #include "manifest/format.h"
 #include "manifest/gc.h"
+#include "manifest/repo_lock.h"
 #include "manifest/verify.h"
 #include "manifest/version.h"
 #include "quality/profile.h"
@@ -585,12 +586,21 @@ static int merge_done(erase_state *st, const kiln_rewrite_result *plan)
 	if (plan->commit_count) {
 		kiln_rewrite_pair *v =
 		    realloc(st->done.commits, (st->done.commit_count + plan->commit_count) * sizeof(*v));
+		size_t had = st->done.commit_count;
 
 		if (!v)
 			return kiln_error_oom("erase");
 		st->done.commits = v;
-		memcpy(v + st->done.commit_count, plan->commits, plan->commit_count * sizeof(*v));
-		st->done.commit_count += plan->commit_count;
+		/* a ref whose move lost is planned again: each rewrite once */
+		for (size_t j = 0; j < plan->commit_count; j++) {
+			size_t i = 0;
+
+			while (i < had && (strcmp(v[i].old_id, plan->commits[j].old_id) != 0 ||
+			                   strcmp(v[i].new_id, plan->commits[j].new_id) != 0))
+				i++;
+			if (i == had)
+				v[st->done.commit_count++] = plan->commits[j];
+		}
 	}
 	return 0;
 }
@@ -761,7 +771,7 @@ int kiln_erase(const kiln_erase_options *o, kiln_erase_report *out)
 	kiln_buf journal = KILN_BUF_INIT(0);
 	size_t change_count = 0;
 	bool found = false, zones_cleaned = false, late;
-	int rc;
+	int refs_lock = -1, rc;
 
 	memset(out, 0, sizeof(*out));
 	/* the subject's needles under every contract of the history */
@@ -782,6 +792,9 @@ int kiln_erase(const kiln_erase_options *o, kiln_erase_report *out)
 	}
 	for (unsigned attempt = 0;; attempt++) {
 		out->attempts = attempt + 1;
+		if (attempt >= KILN_REFS_EXCLUSIVE_AFTER && refs_lock < 0 && !o->dry_run &&
+		    (rc = kiln_manifest_lock(o->manifest, KILN_REFS_LOCK, true, true, &refs_lock)) < 0)
+			goto cleanup; /* runs outpaced the plans: they wait now (repo_lock.h) */
 		if ((rc = kiln_rewrite_scan(o->manifest, o->dataset, on_shard, NULL, &st)) < 0)
 			goto cleanup;
 		if (st.shard_count > 1)
@@ -870,6 +883,8 @@ int kiln_erase(const kiln_erase_options *o, kiln_erase_report *out)
 			goto cleanup;
 		break;
 	}
+	kiln_manifest_unlock(refs_lock);
+	refs_lock = -1;
 	if ((rc = kiln_ledger_append(o->manifest, &entry, o->signing_key, out->ledger_commit)) < 0 ||
 	    (rc = kiln_ledger_journal_remove(o->manifest, o->dataset)) < 0)
 		goto cleanup;
@@ -879,6 +894,7 @@ int kiln_erase(const kiln_erase_options *o, kiln_erase_report *out)
 	st.done.moves = NULL;
 	st.done.move_count = 0;
 cleanup:
+	kiln_manifest_unlock(refs_lock);
 	if (rc == 0)
 		rc = report_changed(&st);
 	entry_release(&entry);

@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "manifest/replayed.h"
+#include "manifest/repo_lock.h"
 #include "manifest/sshsig.h"
 #include "quality/profile.h"
 #include "shard/filter.h"
@@ -808,10 +809,15 @@ static int move_branch(kiln_manifest *m, const char *ref, bool have_tip, const g
                        const git_oid *commit_id, const char *reflog_msg)
 {
 	git_reference *moved = NULL;
-	int gerr;
+	int lock, gerr, rc;
 
+	/* shared with other commits; an erasure that keeps losing to them
+	 * holds it exclusively for its last attempts (repo_lock.h) */
+	if ((rc = kiln_manifest_lock(m, KILN_REFS_LOCK, false, true, &lock)) < 0)
+		return rc;
 	gerr = git_reference_create_matching(&moved, kiln_manifest_repo(m), ref, commit_id, 1,
 	                                     have_tip ? tip_id : &absent, reflog_msg);
+	kiln_manifest_unlock(lock);
 	git_reference_free(moved);
 	if (gerr == GIT_EMODIFIED || gerr == GIT_EEXISTS)
 		return kiln_error_set(KILN_EMODIFIED, "manifest %s: %s moved since it was read",

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 #include "manifest/loose.h"
 #include "manifest/oidset.h"
 #include "manifest/compact_internal.h"
+#include "manifest/repo_lock.h"
 
 /* Where a walk puts what it reaches: a pack being built (compaction), or a
  * set of ids (purge planning). Commits go to `walk` (a pack) or `stack` (a
@@ -468,34 +468,6 @@ static void plan_free(purge_plan *p)
 
 /* ---- the lock and what the last compaction left --------------------------- */
 
-/* Opens <repository>/kiln-compact.lock and locks it (flock: a killed holder
- * releases it). 1: locked (*out_fd); 0: another process holds it and !wait. */
-static int lock_compaction(kiln_manifest *m, bool wait, int *out_fd)
-{
-	char path[4096 + 32];
-	int fd, r;
-
-	*out_fd = -1;
-	snprintf(path, sizeof(path), "%skiln-compact.lock", git_repository_path(kiln_manifest_repo(m)));
-	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0) {
-		int err = errno;
-		return kiln_error_set(KILN_EIO, "manifest %s: %s: %s", kiln_manifest_path(m), path,
-		                      strerror(err));
-	}
-	while ((r = flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB)) < 0 && errno == EINTR)
-		;
-	if (r < 0) {
-		int err = errno;
-		close(fd);
-		if (err == EWOULDBLOCK)
-			return 0;
-		return kiln_error_set(KILN_EIO, "manifest %s: locking %s: %s", kiln_manifest_path(m), path,
-		                      strerror(err));
-	}
-	*out_fd = fd;
-	return 1;
-}
-
 /* The lock file holds "kept N\n": the loose objects the last compaction had
  * to leave (young, not packed). Anything else reads as 0. */
 static uint64_t read_kept(int fd)
@@ -591,12 +563,12 @@ int kiln_manifest_compact(kiln_manifest *m, int64_t grace_s, kiln_compact_stats 
 	int fd, rc;
 
 	memset(out, 0, sizeof(*out));
-	if ((rc = lock_compaction(m, true, &fd)) < 0)
+	if ((rc = kiln_manifest_lock(m, KILN_COMPACT_LOCK, true, true, &fd)) < 0)
 		return rc;
 	rc = compact_locked(m, grace_s, NULL, out);
 	if (rc == 0)
 		write_kept(fd, out->loose_kept);
-	close(fd); /* and the lock with it */
+	kiln_manifest_unlock(fd);
 	return rc;
 }
 
@@ -613,7 +585,7 @@ int kiln_manifest_purge(kiln_manifest *m, const char *const *superseded, size_t 
 		return kiln_manifest_compact(m, grace_s, out);
 	/* a handle of its own: m's caches may hold objects a purge removed */
 	if ((rc = kiln_manifest_open(&own, kiln_manifest_path(m))) < 0 ||
-	    (rc = lock_compaction(own, true, &fd)) < 0)
+	    (rc = kiln_manifest_lock(own, KILN_COMPACT_LOCK, true, true, &fd)) < 0)
 		goto cleanup;
 	/* reflog entries first: a kill from here on leaves no entry naming a
 	 * missing object, and the new pack is written before anything goes */
@@ -624,8 +596,7 @@ int kiln_manifest_purge(kiln_manifest *m, const char *const *superseded, size_t 
 	out->purged = plan.present > left ? plan.present - left : 0;
 	write_kept(fd, out->loose_kept);
 cleanup:
-	if (fd >= 0)
-		close(fd);
+	kiln_manifest_unlock(fd);
 	plan_free(&plan);
 	kiln_manifest_close(own);
 	return rc;
@@ -662,7 +633,7 @@ int kiln_manifest_compact_auto(kiln_manifest *m, uint64_t threshold, int64_t gra
 	*out_loose = loose;
 	if (threshold == 0 || loose < threshold)
 		return 0;
-	if ((rc = lock_compaction(m, false, &fd)) <= 0)
+	if ((rc = kiln_manifest_lock(m, KILN_COMPACT_LOCK, true, false, &fd)) <= 0)
 		return rc; /* another process is compacting */
 	/* what the last one had to keep does not count: it cannot go before its grace */
 	uint64_t kept = read_kept(fd);
@@ -676,6 +647,6 @@ int kiln_manifest_compact_auto(kiln_manifest *m, uint64_t threshold, int64_t gra
 	*out_ran = true;
 	*out_loose = loose > out->loose_removed ? loose - out->loose_removed : 0;
 cleanup:
-	close(fd);
+	kiln_manifest_unlock(fd);
 	return rc;
 }

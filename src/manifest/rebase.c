@@ -22,6 +22,7 @@ static const git_oid absent = {{0}};
 #include "core/json.h"
 #include "manifest/format.h"
 #include "manifest/replayed.h"
+#include "manifest/repo_lock.h"
 #include "quality/profile.h"
 
 /* ---- files of a commit ------------------------------------------------------ */
@@ -714,11 +715,14 @@ int kiln_remote_integrate_branch(kiln_manifest *m, const char *url, const char *
 	git_repository *repo = kiln_manifest_repo(m);
 	git_reference *moved = NULL;
 	git_oid local, target;
-	int gerr, rc;
+	int lock, gerr, rc;
 
 	gerr = git_reference_name_to_id(&local, repo, ref);
 	if (gerr == GIT_ENOTFOUND) {
+		if ((rc = kiln_manifest_lock(m, KILN_REFS_LOCK, false, true, &lock)) < 0)
+			return rc;
 		gerr = git_reference_create_matching(&moved, repo, ref, remote, 1, &absent, "kiln: fetched");
+		kiln_manifest_unlock(lock);
 		git_reference_free(moved);
 		if (gerr == GIT_EEXISTS)
 			return kiln_error_set(KILN_EMODIFIED, "manifest %s: %s appeared meanwhile",
@@ -735,8 +739,11 @@ int kiln_remote_integrate_branch(kiln_manifest *m, const char *url, const char *
 		git_oid_cpy(&target, remote);
 	else if ((rc = rebase(m, url, ref, parts, &local, remote, &target)) < 0)
 		return rc;
+	if ((rc = kiln_manifest_lock(m, KILN_REFS_LOCK, false, true, &lock)) < 0)
+		return rc;
 	gerr =
 	    git_reference_create_matching(&moved, repo, ref, &target, 1, &local, "kiln: updated from remote");
+	kiln_manifest_unlock(lock);
 	git_reference_free(moved);
 	if (gerr == GIT_EMODIFIED)
 		return kiln_error_set(KILN_EMODIFIED, "manifest %s: %s moved meanwhile",

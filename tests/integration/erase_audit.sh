@@ -383,6 +383,59 @@ for i, m in enumerate(moves):
     assert ok, m["ref"] + ": " + m["new"] + " was never its target"
 ' "$tmp/m.git" < <(new_entries)
 
+# ---- runs that commit faster than the erasure can plan --------------------------------------
+# gdb stops the erasure at each of its ref moves while a file run commits on
+# main: every optimistic attempt loses. After two, the erasure takes
+# kiln-refs.lock exclusively (repo_lock.h): the run started at its third
+# stop waits for its branch move, and the erasure's third plan is its last.
+plant 8
+check "the subject arrives on main for the last time" status_is 0 "$kiln" run "$pipeline" "${sign[@]}"
+: >"$tmp/race.pool"
+gen 200 51 "$tmp/race.pool"
+cat >"$tmp/race.sh" <<EOF
+#!/usr/bin/env bash
+# At a stop of the erasure: 20 new lines and a run on main in the background;
+# back when main moved or after 5 s.
+n=\$(( \$(cat '$tmp/race.n' 2>/dev/null || echo 0) + 1 ))
+echo "\$n" >'$tmp/race.n'
+before=\$(git --git-dir='$tmp/m.git' rev-parse refs/heads/user-events/main)
+sed -n "\$((n * 20 - 19)),\$((n * 20))p" '$tmp/race.pool' >>'$KILN_INPUT'
+'$kiln' run '$pipeline' --set manifest.signing_key='$tmp/sign.key' >'$tmp/race.run.'\$n.out 2>&1 &
+echo \$! >'$tmp/race.pid.'\$n
+for i in \$(seq 50); do
+	[ "\$(git --git-dir='$tmp/m.git' rev-parse refs/heads/user-events/main)" != "\$before" ] && exit 0
+	sleep 0.1
+done
+EOF
+printf '%s\n' 'set breakpoint pending on' 'break kiln_rewrite_apply' 'commands' 'silent' \
+	"shell bash '$tmp/race.sh'" 'continue' 'end' 'run' >"$tmp/race.gdb"
+cat_all main >"$tmp/before.race" 2>"$tmp/cat.err"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" gdb -batch -nx -q -x "$tmp/race.gdb" \
+	--args "$kiln" erase user-events "${subject[@]}" --pipeline "$pipeline" "${sign[@]}" --json >"$tmp/race.gdb.out" 2>&1
+race_runs_done() {
+	local f
+	for f in "$tmp"/race.pid.*; do kill -0 "$(cat "$f")" 2>/dev/null && return 1; done
+	return 0
+}
+check "  the erasure finished" grep -q 'exited normally' "$tmp/race.gdb.out"
+check "  its third plan was its last" "$py" -c '
+import json, sys
+d = [json.JSONDecoder().raw_decode(l)[0] for l in open(sys.argv[1]) if l.startswith("{")][-1]
+assert d["attempts"] == 3 and d["erasure"], (d["attempts"], d["erasure"])' "$tmp/race.gdb.out"
+check "  the runs started at its stops all ended" poll 60 race_runs_done
+check "  each of them committed" sh -c 'n=$(cat "$1"); [ "$n" -eq 3 ] || exit 1; for i in $(seq "$n"); do grep -q "^version: " "$2.$i.out" || exit 1; done' _ "$tmp/race.n" "$tmp/race.run"
+cat_all main >"$tmp/after.race" 2>"$tmp/cat.err"
+check "  main holds nothing of the subject" not grep -q "$tok_user\|$tok_free\|$tok_mail" "$tmp/after.race"
+check "  main: every other record once, and the runs' 60 new ones" "$py" -c '
+import collections, sys
+before, after, *toks = sys.argv[1:]
+old = [l for l in open(before, "rb").read().splitlines() if not any(t.encode() in l for t in toks)]
+new = open(after, "rb").read().splitlines()
+dup = [l for l, c in collections.Counter(new).items() if c > 1]
+assert not dup, "%d duplicated" % len(dup)
+assert set(old) <= set(new), "%d lost" % len(set(old) - set(new))
+assert len(new) - len(old) == 60, len(new) - len(old)' "$tmp/before.race" "$tmp/after.race" "${toks[@]}"
+
 check "no personal value in any log or output" pii_scan_logs
 
 echo "$passed passed, $failed failed"
