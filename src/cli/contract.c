@@ -286,8 +286,8 @@ static int contract_infer(int argc, char **argv)
 	}
 	while ((rc = kiln_line_reader_next(reader, &line)) > 0) {
 		if (line.too_long) {
-			kiln_cli_fail("contract infer", "%s:%llu:1: too_large: a record longer than 1 MiB", sample,
-			              (unsigned long long)line.number);
+			kiln_cli_fail("contract infer", "%s:%llu:1: too_large: a record longer than 1 MiB",
+			              sample, (unsigned long long)line.number);
 			goto cleanup;
 		}
 		if (kiln_infer_add(in, line.ptr, line.len, sample, line.number) < 0) {
@@ -308,8 +308,9 @@ static int contract_infer(int argc, char **argv)
 			kiln_cli_fail("contract infer", "%s", kiln_error_last());
 			goto cleanup;
 		}
-		fprintf(stderr, "kiln contract infer: %s: a contract for %llu records of %s; check it with "
-		                "kiln validate --contract %s %s\n",
+		fprintf(stderr,
+		        "kiln contract infer: %s: a contract for %llu records of %s; check it with "
+		        "kiln validate --contract %s %s\n",
 		        out_path, (unsigned long long)kiln_infer_records(in), sample, out_path, sample);
 	} else {
 		fwrite(out.ptr, 1, out.len, stdout);

@@ -69,7 +69,11 @@ int kiln_cmd_keygen(int argc, char **argv)
 	bool hmac = false, comment_seen = false;
 	const kiln_cli_option rows[] = {
 	    {.name = "out", .letter = 'o', .kind = KILN_CLI_STRING, .out = &path},
-	    {.name = "comment", .letter = 'c', .kind = KILN_CLI_STRING, .out = &comment, .seen = &comment_seen},
+	    {.name = "comment",
+	     .letter = 'c',
+	     .kind = KILN_CLI_STRING,
+	     .out = &comment,
+	     .seen = &comment_seen},
 	    {.name = "hmac", .kind = KILN_CLI_FLAG, .out = &hmac},
 	    KILN_CLI_END,
 	};
@@ -87,7 +91,8 @@ int kiln_cmd_keygen(int argc, char **argv)
 	if (!*path)
 		return kiln_cli_fail("keygen", "--out needs a path");
 	if (hmac && comment_seen)
-		return kiln_cli_fail("keygen", "--comment names a signing key's principal; an --hmac key has none");
+		return kiln_cli_fail("keygen",
+		                     "--comment names a signing key's principal; an --hmac key has none");
 	if (hmac)
 		return keygen_hmac(path);
 	if (kiln_buf_printf(&pub_path, "%s.pub", path) < 0) {

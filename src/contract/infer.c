@@ -33,8 +33,8 @@ enum {
  * several (none of these overlaps in practice). `hostname` and `byte` are
  * left out: most words are host names and many are base64. */
 static const kiln_format candidate_formats[] = {
-    KILN_FORMAT_UUID, KILN_FORMAT_DATE_TIME, KILN_FORMAT_DATE, KILN_FORMAT_TIME,
-    KILN_FORMAT_EMAIL, KILN_FORMAT_IPV4,     KILN_FORMAT_IPV6, KILN_FORMAT_URI,
+    KILN_FORMAT_UUID,  KILN_FORMAT_DATE_TIME, KILN_FORMAT_DATE, KILN_FORMAT_TIME,
+    KILN_FORMAT_EMAIL, KILN_FORMAT_IPV4,      KILN_FORMAT_IPV6, KILN_FORMAT_URI,
 };
 #define NFORMATS         (sizeof(candidate_formats) / sizeof(candidate_formats[0]))
 #define ALL_FORMATS_MASK ((1u << NFORMATS) - 1)
@@ -44,11 +44,11 @@ static const kiln_format candidate_formats[] = {
  * The detectors find what values show; these find identifiers they cannot
  * (`user_id: u-218800`). */
 static const char *const personal_names[] = {
-    "user_id",    "userid",     "user",      "username",      "user_name",   "customer_id",
-    "account_id", "person_id",  "member_id", "patient_id",    "employee_id", "subject_id",
-    "email",      "phone",      "mobile",    "first_name",    "last_name",   "full_name",
-    "surname",    "birthday",   "ip",        "ip_address",    "address",     "street",
-    "postcode",   "zip_code",   "ssn",       "date_of_birth", "birth_date",  "iban",
+    "user_id",    "userid",    "user",      "username",      "user_name",   "customer_id",
+    "account_id", "person_id", "member_id", "patient_id",    "employee_id", "subject_id",
+    "email",      "phone",     "mobile",    "first_name",    "last_name",   "full_name",
+    "surname",    "birthday",  "ip",        "ip_address",    "address",     "street",
+    "postcode",   "zip_code",  "ssn",       "date_of_birth", "birth_date",  "iban",
 };
 
 typedef struct infer_value {
@@ -62,10 +62,10 @@ struct node {
 	char *name; /* decoded key, NUL-terminated (NULL: the root, array items) */
 	size_t name_len;
 	uint64_t hash;
-	uint64_t present; /* values seen that were not null */
-	uint64_t objects; /* object values: the denominator of the children's `required` */
-	unsigned types;   /* T_* of the values seen */
-	unsigned formats; /* candidate_formats bits every string value met so far */
+	uint64_t present;                /* values seen that were not null */
+	uint64_t objects;                /* object values: the denominator of the children's `required` */
+	unsigned types;                  /* T_* of the values seen */
+	unsigned formats;                /* candidate_formats bits every string value met so far */
 	uint64_t strings, whole, inside; /* string values; whole value / part detected personal */
 	bool open;                       /* keys not listed (see the top comment) */
 	bool values_over;                /* more distinct strings than an enum takes */
@@ -77,8 +77,8 @@ struct node {
 };
 
 typedef struct frame {
-	node *n;      /* the container's node; NULL under an open object */
-	node *cur;    /* object: the node of the current key (NULL: not kept) */
+	node *n;   /* the container's node; NULL under an open object */
+	node *cur; /* object: the node of the current key (NULL: not kept) */
 	bool is_object;
 } frame;
 
@@ -150,7 +150,8 @@ static bool name_valid(const char *name)
 		return false;
 	for (size_t i = 0; i < len; i++)
 		if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
-		      (name[i] >= '0' && name[i] <= '9') || name[i] == '.' || name[i] == '_' || name[i] == '-'))
+		      (name[i] >= '0' && name[i] <= '9') || name[i] == '.' || name[i] == '_' ||
+		      name[i] == '-'))
 			return false;
 	return true;
 }
@@ -441,7 +442,8 @@ static bool name_is_personal(const node *n)
 		if (len == plen && memcmp(lower, personal_names[i], plen) == 0)
 			return true;
 		if (len > plen && memcmp(lower + len - plen, personal_names[i], plen) == 0 &&
-		    (lower[len - plen - 1] == '_' || lower[len - plen - 1] == '-' || lower[len - plen - 1] == '.'))
+		    (lower[len - plen - 1] == '_' || lower[len - plen - 1] == '-' ||
+		     lower[len - plen - 1] == '.'))
 			return true;
 	}
 	return false;
@@ -504,7 +506,8 @@ static int put_scalar(kiln_buf *b, const char *s, size_t len)
 			cp = cp << 6 | (p[i + k] & 0x3f);
 		if (cp == '"' || cp == '\\')
 			rc = kiln_buf_printf(b, "\\%c", (char)cp);
-		else if ((cp >= 0x20 && cp < 0x7f) || (cp >= 0xa0 && cp <= 0xd7ff && cp != 0x2028 && cp != 0x2029) ||
+		else if ((cp >= 0x20 && cp < 0x7f) ||
+		         (cp >= 0xa0 && cp <= 0xd7ff && cp != 0x2028 && cp != 0x2029) ||
 		         (cp >= 0xe000 && cp <= 0xfffd && cp != 0xfeff) || cp >= 0x10000)
 			rc = kiln_buf_put(b, s + i, n);
 		else if (cp <= 0xffff)
@@ -565,8 +568,10 @@ static int render_property(const kiln_infer *in, kiln_buf *b, const node *n, uin
 			format = kiln_format_name(candidate_formats[i]);
 			/* digits of ids and times look like phone numbers to the
 			 * detectors: a value of these formats holds nothing personal */
-			if (candidate_formats[i] == KILN_FORMAT_UUID || candidate_formats[i] == KILN_FORMAT_DATE_TIME ||
-			    candidate_formats[i] == KILN_FORMAT_DATE || candidate_formats[i] == KILN_FORMAT_TIME)
+			if (candidate_formats[i] == KILN_FORMAT_UUID ||
+			    candidate_formats[i] == KILN_FORMAT_DATE_TIME ||
+			    candidate_formats[i] == KILN_FORMAT_DATE ||
+			    candidate_formats[i] == KILN_FORMAT_TIME)
 				pii = scan = false;
 			break;
 		}
@@ -589,12 +594,14 @@ static int render_property(const kiln_infer *in, kiln_buf *b, const node *n, uin
 		return rc;
 	if (pii && (rc = kiln_buf_printf(b, "%*sclassification: pii\n", ind, "")) < 0)
 		return rc;
-	if (n->open && (rc = kiln_buf_printf(b, "%*sdescription: \"an object whose keys are not listed (a map, or "
-	                                        "keys that look personal): any value\"\n",
-	                                     ind, "")) < 0)
+	if (n->open &&
+	    (rc = kiln_buf_printf(b,
+	                          "%*sdescription: \"an object whose keys are not listed (a map, or "
+	                          "keys that look personal): any value\"\n",
+	                          ind, "")) < 0)
 		return rc;
-	if (format && (rc = kiln_buf_printf(b, "%*slogicalTypeOptions:\n%*sformat: %s\n", ind, "", ind + 2, "",
-	                                    format)) < 0)
+	if (format && (rc = kiln_buf_printf(b, "%*slogicalTypeOptions:\n%*sformat: %s\n", ind, "", ind + 2,
+	                                    "", format)) < 0)
 		return rc;
 	if ((scan || enumerate) && (rc = kiln_buf_printf(b, "%*scustomProperties:\n", ind, "")) < 0)
 		return rc;
@@ -624,7 +631,8 @@ static int render_property(const kiln_infer *in, kiln_buf *b, const node *n, uin
 			return rc;
 	}
 	/* an items mapping needs one key at least */
-	if (!n->name && !type && !n->open && (rc = kiln_buf_printf(b, "%*sdescription: any JSON value\n", ind, "")) < 0)
+	if (!n->name && !type && !n->open &&
+	    (rc = kiln_buf_printf(b, "%*sdescription: any JSON value\n", ind, "")) < 0)
 		return rc;
 	return 0;
 }
@@ -635,14 +643,15 @@ int kiln_infer_render(const kiln_infer *in, kiln_buf *b)
 
 	if (in->records == 0)
 		return kiln_error_set(KILN_EINVALID, "no record to infer a contract from");
-	if ((rc = kiln_buf_printf(b,
-	                          "# Inferred by `kiln contract infer` from %llu record%s: review it before use.\n"
-	                          "# Types, required fields and formats are what every record showed; enums\n"
-	                          "# list the values of low-cardinality strings; classification: pii and\n"
-	                          "# piiScan are suggested where kiln's PII detectors fired or a field's name\n"
-	                          "# identifies a person (docs/CONTRACTS.md, \"Inferring a contract\").\n"
-	                          "apiVersion: v3.1.0\nkind: DataContract\nid: ",
-	                          (unsigned long long)in->records, in->records == 1 ? "" : "s")) < 0 ||
+	if ((rc = kiln_buf_printf(
+	         b,
+	         "# Inferred by `kiln contract infer` from %llu record%s: review it before use.\n"
+	         "# Types, required fields and formats are what every record showed; enums\n"
+	         "# list the values of low-cardinality strings; classification: pii and\n"
+	         "# piiScan are suggested where kiln's PII detectors fired or a field's name\n"
+	         "# identifies a person (docs/CONTRACTS.md, \"Inferring a contract\").\n"
+	         "apiVersion: v3.1.0\nkind: DataContract\nid: ",
+	         (unsigned long long)in->records, in->records == 1 ? "" : "s")) < 0 ||
 	    (rc = put_scalar(b, in->name, strlen(in->name))) < 0 || (rc = kiln_buf_puts(b, "\nname: ")) < 0 ||
 	    (rc = put_scalar(b, in->name, strlen(in->name))) < 0 ||
 	    (rc = kiln_buf_puts(b, "\nversion: 0.1.0\nstatus: draft\n")) < 0)

@@ -32,7 +32,8 @@ static int detect(void *ctx, const char *s, size_t len)
 		return KILN_INFER_DETECT_INSIDE;
 	if (n == 0)
 		return KILN_INFER_DETECT_NONE;
-	return n == 1 && m[0].start == 0 && m[0].len == len ? KILN_INFER_DETECT_WHOLE : KILN_INFER_DETECT_INSIDE;
+	return n == 1 && m[0].start == 0 && m[0].len == len ? KILN_INFER_DETECT_WHOLE
+	                                                    : KILN_INFER_DETECT_INSIDE;
 }
 
 /* true when s[0..n) is a whole scalar of the YAML (plain or quoted, in a
@@ -71,7 +72,8 @@ static void check_no_personal_value(const char *rec, size_t len, const kiln_buf 
 		if (n == (size_t)-1 || n < 6 || detect(detector, buf, n) == KILN_INFER_DETECT_NONE)
 			continue;
 		if (holds_scalar(yaml, buf, n)) {
-			fprintf(stderr, "a flagged value is in the contract:\n%.*s\n", (int)yaml->len, yaml->ptr);
+			fprintf(stderr, "a flagged value is in the contract:\n%.*s\n", (int)yaml->len,
+			        yaml->ptr);
 			abort();
 		}
 	}
