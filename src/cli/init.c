@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
@@ -434,9 +435,14 @@ int kiln_cmd_init(int argc, char **argv)
 			kiln_cli_fail("init", "%s", kiln_error_last());
 			goto cleanup;
 		}
-		if (mkdir(p.ptr, init_dirs[dirs_made].mode) != 0 ||
-		    chmod(p.ptr, init_dirs[dirs_made].mode) != 0) {
+		if (mkdir(p.ptr, init_dirs[dirs_made].mode) != 0) {
 			kiln_cli_fail("init", "%s: cannot create the folder: %s", p.ptr, strerror(errno));
+			goto cleanup;
+		}
+		/* the mode asked for, whatever the umask (keys/ stays owner-only) */
+		if (chmod(p.ptr, init_dirs[dirs_made].mode) != 0) {
+			kiln_cli_fail("init", "%s: cannot set the folder's mode: %s", p.ptr, strerror(errno));
+			rmdir(p.ptr);
 			goto cleanup;
 		}
 	}

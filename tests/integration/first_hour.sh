@@ -184,7 +184,8 @@ awk '/^```sh$/ { on = 1; next } /^```$/ { on = 0 } on' "$tmp/q/README.md" >"$tmp
 check "the README has its four blocks of commands" [ "$(grep -c '^```sh$' "$tmp/q/README.md")" -eq 4 ]
 check "the README's commands run as written" \
 	sh -c "cd '$tmp/q' && PATH='$tmp/bin':\$PATH timeout 120 bash -e '$tmp/readme.sh' >'$tmp/readme.out' 2>'$tmp/readme.err' || { tail -5 '$tmp/readme.err'; exit 1; }"
-check "... kiln check on the Kafka pipeline was clean" grep -q '^0 problems found' "$tmp/readme.out"
+check "... kiln check was clean on both pipelines" [ "$(grep -c '^0 problems found' "$tmp/readme.out")" -eq 2 ]
+check "... the Kafka check saw the topic and the broker" sh -c "grep -q '^ok  *topic  *tickets: ' '$tmp/readme.out' && grep -q '^ok  *brokers ' '$tmp/readme.out'"
 check "... tickets@main promoted to v1 and verified as trusted" grep -q 'signature: good.*(trusted)' "$tmp/readme.out"
 check "... the cache view of tickets@main is ready" [ -e "$tmp/q/.kiln/cache/views/tickets/main/ready" ]
 check "... v1 pushed to the local target" sh -c "git --git-dir='$tmp/q/.kiln/pushed/manifest.git' rev-parse -q --verify refs/tags/tickets/v1 >/dev/null"
