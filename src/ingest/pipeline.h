@@ -119,8 +119,4 @@ void kiln_pipeline_free(kiln_pipeline *pipeline);
 int kiln_pipeline_read_batch(kiln_pipeline *pipeline, struct kiln_config *cfg,
                              const struct kiln_yaml_node *src);
 
-/* Whether a source.options property holds a secret (librdkafka's sensitive
- * properties): its value is never printed (kiln check redacts it). */
-bool kiln_pipeline_secret_option(const char *name);
-
 #endif
