@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/version.h"
 #include "core/error.h"
@@ -114,6 +115,17 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		if (strcmp(cmd, commands[i].name) == 0)
 			return run_command(&commands[i], argc - 1, argv + 1);
-	fprintf(stderr, "kiln: '%s' is not a kiln command; see 'kiln --help'\n", cmd);
+	{
+		const char *names[NCOMMANDS], *near;
+
+		for (size_t i = 0; i < NCOMMANDS; i++)
+			names[i] = commands[i].name;
+		if ((near = kiln_cli_closest(cmd, strlen(cmd), names, NCOMMANDS)))
+			fprintf(stderr,
+			        "kiln: '%s' is not a kiln command; did you mean '%s'? see 'kiln --help'\n",
+			        cmd, near);
+		else
+			fprintf(stderr, "kiln: '%s' is not a kiln command; see 'kiln --help'\n", cmd);
+	}
 	return KILN_EXIT_USAGE;
 }

@@ -111,5 +111,15 @@ check "no command" status_is 2 "$kiln"
 pii_inputs=("$src/samples/user-events.jsonl" "$src/samples/user-events-invalid.jsonl")
 check "no personal data in any log, stdout or stderr" pii_scan_logs
 
+# mistyped commands and options: one line, the closest name, exit 2
+check "a mistyped command exits 2" status_is 2 "$kiln" valdiate --contract "$contract"
+check "  did you mean validate" grep -qx "kiln: 'valdiate' is not a kiln command; did you mean 'validate'? see 'kiln --help'" "$tmp/err"
+check "a mistyped option exits 2" status_is 2 "$kiln" validate --contarct "$contract" "$src/samples/user-events.jsonl"
+check "  one line: did you mean --contract" sh -c 'test "$(wc -l <"$1")" -eq 1 && grep -qx "kiln validate: unknown option --contarct; did you mean --contract? (see kiln validate --help)" "$1"' _ "$tmp/err"
+check "an option without its value exits 2" status_is 2 "$kiln" validate "$src/samples/user-events.jsonl" --contract
+check "  says it needs a value" grep -qx "kiln validate: option --contract needs a value (see kiln validate --help)" "$tmp/err"
+check "nothing close: no guess" status_is 2 "$kiln" validate --zzzzzzzz "$src/samples/user-events.jsonl"
+check "  unknown, no did you mean" grep -qx "kiln validate: unknown option --zzzzzzzz (see kiln validate --help)" "$tmp/err"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
