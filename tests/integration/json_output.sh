@@ -63,10 +63,23 @@ json_run() {
 check "keygen" status_is 0 "$kiln" keygen --out "$tmp/sign.key" --comment "release@kiln.test"
 grep -o 'release@kiln.test namespaces="git" ssh-ed25519 [A-Za-z0-9+/=]*' "$tmp/out" >"$tmp/allowed_signers"
 sign=(--set "manifest.signing_key=$tmp/sign.key")
-for seed in 1 2 3; do
+for seed in 1 2; do
 	gen 600 "$seed"
 	check "run $seed" status_is 0 "$kiln" run "$pipeline" "${sign[@]}"
 done
+gen 600 3
+json_run "run 3 --json" 0 "$tmp/run.json" "$kiln" run "$pipeline" "${sign[@]}" --json
+check "run --json: one document" json_ok "$tmp/run.json"
+check "run --json: its commit is the branch tip" test "$(q "$tmp/run.json" .commit)" = "$(git_m rev-parse refs/heads/user-events/main)"
+check "run --json: counts add up, offsets of the third 600 lines" "$py" -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["records_in"] == 600 and r["valid"] + r["quarantined"] == 600, r
+assert sum(r["splits"].values()) == r["valid"], r
+assert r["source"] == "file" and r["ref"] == "refs/heads/user-events/main" and r["first_offset"] == 1200 and r["next_offset"] == 1800, r
+' "$tmp/run.json" "$tmp/m.git"
+json_run "run --json, nothing new" 0 "$tmp/run0.json" "$kiln" run "$pipeline" "${sign[@]}" --json
+check "run --json, nothing new: commit null, 0 records" test "$(q "$tmp/run0.json" '[.commit, .records_in, .next_offset] | @text')" = '[null,0,1800]'
 c1=$(git_m rev-list --reverse refs/heads/user-events/main | sed -n 1p)
 c2=$(git_m rev-list --reverse refs/heads/user-events/main | sed -n 2p)
 c3=$(git_m rev-parse refs/heads/user-events/main)
@@ -74,7 +87,7 @@ check "promote v1" status_is 0 "$kiln" promote "user-events@$c1" --pipeline "$pi
 check "promote v2" status_is 0 "$kiln" promote "user-events@$c2" --pipeline "$pipeline" "${gates[@]}" "${sign[@]}"
 
 # --- --help names --json on every command ------------------------------------
-for cmd in log show diff ls du verify gc raw cache; do
+for cmd in run log show diff ls du verify gc raw cache; do
 	check "$cmd --help names --json" status_is 0 "$kiln" $cmd --help
 	check "$cmd --help: the usage block and an option row name --json" \
 		sh -c "sed '/^\$/q' '$tmp/out' | grep -q -- '--json' && grep -Eq '^ +(-j, )?--json ' '$tmp/out'"
