@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "cli/args.h"
-#include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/json_out.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "ingest/gates.h"
@@ -25,6 +25,7 @@
 
 static const char usage_text[] =
     "usage: kiln promote DATASET@REF --pipeline PIPELINE [--version vN] [--set KEY=VALUE]... [--dry-run]\n"
+    "                    [--json]\n"
     "\n"
     "Checks the release gates of the pipeline's `promote:` section (minimum\n"
     "records per split, split-ratio tolerance, quarantine-rate ceiling, contract\n"
@@ -38,6 +39,8 @@ static const char usage_text[] =
     "  -V, --version vN      the version to create (default: one above the highest vN)\n"
     "  -s, --set KEY=VALUE   override a pipeline value (see kiln run --help)\n"
     "  -n, --dry-run         check the gates and print the message, create nothing\n"
+    "  -j, --json            the outcome as one JSON document on stdout: the gates,\n"
+    "                        the tag (docs/JSON.md); the exit status is the same\n"
     "  -h, --help            show this help\n"
     "\n"
     "Exit status: 0 tagged (or, with --dry-run, gates passed), 1 a gate failed,\n"
@@ -46,7 +49,7 @@ static const char usage_text[] =
 typedef struct promote_opts {
 	const char *pipeline_path, *version_name, *spec;
 	kiln_cli_sets sets;
-	bool dry_run;
+	bool dry_run, json;
 } promote_opts;
 
 /* -1 to go on, else the exit status. */
@@ -57,6 +60,7 @@ static int parse_options(promote_opts *o, int argc, char **argv)
 	    {.name = "version", .letter = 'V', .kind = KILN_CLI_STRING, .out = &o->version_name},
 	    {.name = "set", .letter = 's', .kind = KILN_CLI_SETS, .out = &o->sets},
 	    {.name = "dry-run", .letter = 'n', .kind = KILN_CLI_FLAG, .out = &o->dry_run},
+	    {.name = "json", .letter = 'j', .kind = KILN_CLI_FLAG, .out = &o->json},
 	    KILN_CLI_END,
 	};
 	const char *expected = "expected DATASET@REF and --pipeline FILE (see kiln promote --help)";
@@ -234,13 +238,15 @@ done:
 	return rc;
 }
 
-/* Prints every gate's line; the number of gates when all pass, -1 (with
- * the failed ones named on stderr, *status set) otherwise. results has
- * room for KILN_GATES_MAX + rules->count. */
-static int check_gates(const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v,
-                       const kiln_promote_inputs *in, const char *spec, const kiln_quality_rules *rules,
-                       kiln_gate_result *results, int *status)
+/* Prints every gate's line (not with --json); the number of gates when all
+ * pass, -1 (with the failed ones named on stderr, *status set) otherwise;
+ * *out_n: the gates judged (also when one failed). results has room for
+ * KILN_GATES_MAX + rules->count. */
+static int check_gates(const promote_opts *o, const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v,
+                       const kiln_promote_inputs *in, const kiln_quality_rules *rules,
+                       kiln_gate_result *results, int *out_n, int *status)
 {
+	const char *spec = o->spec;
 	bool failed = false;
 	int n;
 
@@ -276,9 +282,11 @@ static int check_gates(const kiln_pipeline *p, kiln_manifest *m, const kiln_vers
 		n += q;
 	}
 	for (int i = 0; i < n; i++) {
-		printf("gate %s\n", results[i].line);
+		if (!o->json)
+			printf("gate %s\n", results[i].line);
 		failed |= !results[i].pass;
 	}
+	*out_n = n;
 	if (failed) {
 		for (int i = 0; i < n; i++)
 			if (!results[i].pass)
@@ -290,13 +298,43 @@ static int check_gates(const kiln_pipeline *p, kiln_manifest *m, const kiln_vers
 	return n;
 }
 
-/* Creates the tag (signed when the pipeline names a key) and prints it. */
-static int tag_version(kiln_manifest *m, const kiln_pipeline *p, const kiln_version *v,
-                       const char *version_name, const char *msg)
+/* --json: the outcome as one document (docs/JSON.md); tag_id NULL: none
+ * made (a dry run, a gate failed). */
+static int print_json(const promote_opts *o, const kiln_version *v, const char *version_name,
+                      const kiln_gate_result *results, int n, const char *tag_id, bool signed_tag, int status)
+{
+	kiln_buf b = KILN_BUF_INIT(0);
+	bool passed = true;
+	int rc;
+
+	for (int i = 0; i < n; i++)
+		passed &= results[i].pass;
+	rc = kiln_buf_puts(&b, "{\"dataset\":") | kiln_cli_json_string(&b, v->dataset) |
+	     kiln_buf_puts(&b, ",\"version\":") | kiln_cli_json_string_or_null(&b, version_name) |
+	     kiln_buf_puts(&b, ",\"commit\":") | kiln_cli_json_string(&b, v->commit) |
+	     kiln_buf_puts(&b, ",\"from\":") | kiln_cli_json_string(&b, v->ref[0] ? v->ref : v->commit) |
+	     kiln_buf_printf(&b, ",\"dry_run\":%s,\"passed\":%s,\"tag\":", o->dry_run ? "true" : "false",
+	                     passed ? "true" : "false") |
+	     kiln_cli_json_string_or_null(&b, tag_id) |
+	     kiln_buf_printf(&b, ",\"signed\":%s,\"gates\":[", signed_tag ? "true" : "false");
+	for (int i = 0; i < n; i++)
+		rc |= kiln_buf_puts(&b, i ? ",{\"line\":" : "{\"line\":") |
+		      kiln_cli_json_string(&b, results[i].line) |
+		      kiln_buf_printf(&b, ",\"pass\":%s,\"not_run\":%s}", results[i].pass ? "true" : "false",
+		                      results[i].not_run ? "true" : "false");
+	rc |= kiln_buf_puts(&b, "]}\n");
+	rc = kiln_cli_write_buf("promote", &b, rc);
+	kiln_buf_free(&b);
+	return rc ? rc : status;
+}
+
+/* Creates the tag (signed when the pipeline names a key) and prints it;
+ * with --json, tag_id and *out_signed say what was made. */
+static int tag_version(const promote_opts *o, kiln_manifest *m, const kiln_pipeline *p, const kiln_version *v,
+                       const char *version_name, const char *msg, char tag_id[41], bool *out_signed)
 {
 	kiln_signing_key key;
 	bool key_loaded = false;
-	char tag_id[41];
 	int status = KILN_EXIT_USAGE;
 
 	if (p->signing_key_file) {
@@ -314,8 +352,11 @@ static int tag_version(kiln_manifest *m, const kiln_pipeline *p, const kiln_vers
 		              version_name, KILN_VERSION_SIGNED_KEY, kiln_error_last());
 		goto cleanup;
 	}
-	printf("%s@%s: tag refs/tags/%s/%s -> %.12s (%s)\n", v->dataset, version_name, v->dataset,
-	       version_name, v->commit, key_loaded ? "signed" : "unsigned: set manifest.signing_key to sign");
+	*out_signed = key_loaded;
+	if (!o->json)
+		printf("%s@%s: tag refs/tags/%s/%s -> %.12s (%s)\n", v->dataset, version_name, v->dataset,
+		       version_name, v->commit,
+		       key_loaded ? "signed" : "unsigned: set manifest.signing_key to sign");
 	status = KILN_EXIT_OK;
 cleanup:
 	if (key_loaded)
@@ -334,8 +375,9 @@ static int promote(const promote_opts *o, const kiln_pipeline *p, kiln_manifest 
 	kiln_buf msg = KILN_BUF_INIT(0);
 	kiln_mfmt_governance record;
 	const char *version_name = o->version_name;
-	char name[32];
-	int n, status = KILN_EXIT_USAGE;
+	char name[32], tag_id[41] = "";
+	bool signed_tag = false;
+	int n = 0, judged = 0, status = KILN_EXIT_USAGE;
 
 	if (kiln_promote_inputs_read(&in, m, v, o->spec) < 0) {
 		kiln_cli_fail("promote", "%s: %s", o->spec, kiln_error_last());
@@ -349,8 +391,11 @@ static int promote(const promote_opts *o, const kiln_pipeline *p, kiln_manifest 
 		kiln_cli_fail("promote", "out of memory");
 		goto cleanup;
 	}
-	if ((n = check_gates(p, m, v, &in, o->spec, &rules, results, &status)) < 0)
+	if ((n = check_gates(o, p, m, v, &in, &rules, results, &judged, &status)) < 0) {
+		if (o->json && status == KILN_EXIT_INVALID)
+			status = print_json(o, v, version_name, results, judged, NULL, false, status);
 		goto cleanup;
+	}
 	if (!version_name) {
 		if (kiln_promote_next_version(name, m, v->dataset) < 0) {
 			kiln_cli_fail("promote", "%s", kiln_error_last());
@@ -376,12 +421,18 @@ static int promote(const promote_opts *o, const kiln_pipeline *p, kiln_manifest 
 		goto cleanup;
 	}
 	if (o->dry_run) {
-		printf("%s@%s would be tagged %s:\n\n%s", v->dataset, v->ref[0] ? v->ref : v->commit,
-		       version_name, msg.ptr);
-		status = KILN_EXIT_OK;
+		if (o->json)
+			status = print_json(o, v, version_name, results, n, NULL, false, KILN_EXIT_OK);
+		else {
+			printf("%s@%s would be tagged %s:\n\n%s", v->dataset, v->ref[0] ? v->ref : v->commit,
+			       version_name, msg.ptr);
+			status = KILN_EXIT_OK;
+		}
 		goto cleanup;
 	}
-	status = tag_version(m, p, v, version_name, msg.ptr);
+	status = tag_version(o, m, p, v, version_name, msg.ptr, tag_id, &signed_tag);
+	if (status == KILN_EXIT_OK && o->json)
+		status = print_json(o, v, version_name, results, n, tag_id, signed_tag, status);
 cleanup:
 	kiln_promote_inputs_free(&in);
 	kiln_quality_rules_free(&rules);

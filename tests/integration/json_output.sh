@@ -352,5 +352,21 @@ check "raw cat --json is refused: exit 2" status_is 2 "$kiln" raw cat --store "f
 check "raw ls --json on a bad store: exit 2, nothing on stdout" \
 	sh -c "'$kiln' raw ls --store 'bogus://x' --json >'$tmp/o' 2>'$tmp/e'; test \$? -eq 2 && test ! -s '$tmp/o' && test \$(wc -l <'$tmp/e') -eq 1"
 
+# --- promote --json (last: v3 changes what log and show say of c3) ------------
+json_run "promote --json, a gate fails" 1 "$tmp/prom-fail.json" "$kiln" promote "user-events@$c3" --pipeline "$pipeline" \
+	"${gates[@]}" --set promote.min_records.train=100000 "${sign[@]}" --json
+check "promote --json, a gate fails: one document, passed false, no tag" \
+	test "$(q "$tmp/prom-fail.json" '[.passed, .tag, ([.gates[] | select(.pass == false)] | length > 0)] | @text')" = '[false,null,true]'
+check "  the failed gate still named on stderr" grep -q 'release gate failed: min_records' "$tmp/err"
+json_run "promote --dry-run --json" 0 "$tmp/prom-dry.json" "$kiln" promote "user-events@$c3" --pipeline "$pipeline" \
+	"${gates[@]}" "${sign[@]}" --dry-run --json
+check "promote --dry-run --json: passed, version v3, no tag" \
+	test "$(q "$tmp/prom-dry.json" '[.passed, .version, .tag, .dry_run, .commit] | @text')" = "[true,\"v3\",null,true,\"$c3\"]"
+check "  nothing tagged" sh -c '! git --git-dir "$1" rev-parse -q --verify refs/tags/user-events/v3' _ "$tmp/m.git"
+json_run "promote --json" 0 "$tmp/prom.json" "$kiln" promote "user-events@$c3" --pipeline "$pipeline" "${gates[@]}" "${sign[@]}" --json
+check "promote --json: the tag object git has, signed, every gate passed" \
+	test "$(q "$tmp/prom.json" '[.tag, .signed, .version, ([.gates[] | .pass] | all)] | @text')" = "[\"$(git_m rev-parse refs/tags/user-events/v3)\",true,\"v3\",true]"
+check "  gates as the text form prints them" test "$(q "$tmp/prom.json" '.gates | length')" -eq "$(git_m cat-file tag refs/tags/user-events/v3 | sed -n '/^gates:$/,/^$/p' | grep -c '^  ')"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
