@@ -83,7 +83,7 @@ int kiln_dedup_filter(kiln_batch *b, kiln_dedup *dedup, int64_t now_ms, const ch
 			    KILN_EINVALID,
 			    "dedup.max_keys: the dedup index holds %zu keys (committed within dedup.window, "
 			    "and read since the last commit), its bound; nothing of this snapshot was "
-			    "committed: raise dedup.max_keys (docs/PIPELINES.md: about 64 bytes a key) or "
+			    "committed: raise dedup.max_keys (10 million keys take about 384 MiB) or "
 			    "shorten dedup.window",
 			    kiln_dedup_max_keys(dedup));
 			goto done;

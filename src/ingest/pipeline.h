@@ -21,8 +21,8 @@ struct kiln_source;
 
 struct kiln_config;
 
-/* dedup.max_keys: its default (docs/PIPELINES.md: 10 million keys take
- * about 610 MiB at most) and the largest value accepted */
+/* dedup.max_keys: its default (10 million committed keys take 384 MiB,
+ * docs/PIPELINES.md "Dedup by key") and the largest value accepted */
 #define KILN_PIPELINE_DEDUP_MAX_KEYS     10000000
 #define KILN_PIPELINE_DEDUP_MAX_KEYS_CAP 4000000000LL
 

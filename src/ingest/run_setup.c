@@ -392,8 +392,8 @@ int kiln_run_setup_dedup_load(kiln_run_setup *s)
 	if (rc == KILN_ELIMIT)
 		rc = kiln_error_set(KILN_EINVALID,
 		                    "%s: dedup.max_keys: %s/%s's index holds more than %zu keys committed "
-		                    "within dedup.window: raise dedup.max_keys (docs/PIPELINES.md: about 64 "
-		                    "bytes a key) or shorten dedup.window",
+		                    "within dedup.window: raise dedup.max_keys (10 million keys take about "
+		                    "384 MiB) or shorten dedup.window",
 		                    s->p->file, s->p->dataset, s->p->branch, s->p->dedup_max_keys);
 	if (rc == 0)
 		KILN_LOG(KILN_LOG_DEBUG, "dedup_loaded", "",

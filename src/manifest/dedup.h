@@ -10,8 +10,10 @@
  * kiln_dedup_commit() makes every pending key committed; kiln_dedup_rollback()
  * forgets them. Memory: every key takes one 24-byte slot in a table kept
  * between 3/8 and 3/4 full (at least 1024 slots), so 32 to 64 bytes per
- * key; a pending key takes a slot in a second such table and 16 to 32
- * bytes in the doubling list its segment is made from (48 to 96 bytes).
+ * key (measured: 10 million keys, 384 MiB; 576 MiB while the table
+ * doubles); a pending key takes a slot in a second such table and 16 to 32
+ * bytes in the doubling list its segment is made from (48 to 96 bytes),
+ * kept for the next snapshot. max_keys bounds committed plus pending keys.
  * Not thread-safe: one owner. */
 #ifndef KILN_MANIFEST_DEDUP_H
 #define KILN_MANIFEST_DEDUP_H

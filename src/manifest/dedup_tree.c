@@ -82,11 +82,11 @@ static int starts_over(kiln_manifest *m, git_tree *tip_tree, const char *ref, co
                        bool *out)
 {
 	char *before = NULL, *now = NULL;
-	int rc;
+	int rc = 0;
 
 	*out = snap->dedup_end;
 	if (*out || (rc = tree_dedup_key(m, tip_tree, ref, &before)) < 0 || !before)
-		return *out ? 0 : rc;
+		goto cleanup;
 	if (snap->dataset_json &&
 	    (rc = text_dedup_key("dataset.json", snap->dataset_json, strlen(snap->dataset_json), &now)) < 0)
 		goto cleanup;
