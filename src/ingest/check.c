@@ -78,10 +78,10 @@ static bool check_contract(checker *c)
 	const kiln_contract *k = c->s.contract;
 
 	if (rc == 0) {
-		size_t n = (size_t)snprintf(msg, sizeof(msg), "%s: %s %s, schema %s, %u fields; split key %s",
-		                            k->file, k->id ? k->id : "?", k->version ? k->version : "?",
-		                            k->schema_name ? k->schema_name : "?", k->field_count,
-		                            c->p->split_key);
+		size_t n =
+		    (size_t)snprintf(msg, sizeof(msg), "%s: %s %s, schema %s, %u fields; split key %s",
+		                     k->file, k->id ? k->id : "?", k->version ? k->version : "?",
+		                     k->schema_name ? k->schema_name : "?", k->field_count, c->p->split_key);
 		dedup_said(c->p, msg, sizeof(msg), n);
 	}
 	return step(c, "contract", rc, msg);

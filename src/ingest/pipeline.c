@@ -391,7 +391,8 @@ static int load_paths(loader *l, const kiln_yaml_node *keys, const char *name, c
 			return rc;
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(paths[i], paths[j]) == 0)
-				return kiln_yaml_fail(l->doc, items[i], name, "\"%s\" is named twice", paths[i]);
+				return kiln_yaml_fail(l->doc, items[i], name, "\"%s\" is named twice",
+				                      paths[i]);
 	}
 	*out_paths = paths;
 	*out_nodes = nodes;
@@ -422,8 +423,8 @@ static int load_dedup(loader *l, const kiln_yaml_node *root)
 	                     &p->dedup_replaces_count)) < 0)
 		return rc;
 	keys = kiln_yaml_get(n, "key");
-	if ((!keys || kiln_yaml_is_null(keys)) && p->dedup_replaces_count &&
-	    !kiln_yaml_get(n, "window") && !kiln_yaml_get(n, "max_keys"))
+	if ((!keys || kiln_yaml_is_null(keys)) && p->dedup_replaces_count && !kiln_yaml_get(n, "window") &&
+	    !kiln_yaml_get(n, "max_keys"))
 		return 0; /* dedup ends on the branch */
 	if ((rc = kiln_config_string(&l->cfg, n, "dedup", "window", true, &window)) < 0)
 		return rc;

@@ -342,8 +342,8 @@ int kiln_run_setup_definition(kiln_run_setup *s)
 	if ((rc = kiln_mfmt_dedup_key_render(&s->dedup_key_text, s->p->dedup_keys, s->p->dedup_key_count)) <
 	        0 ||
 	    (rc = kiln_buf_putc(&s->dedup_key_text, '\0')) < 0 ||
-	    (rc = render_dataset_json(&s->dataset_json, s->p, s->contract, &s->key,
-	                              s->dedup_key_text.ptr)) < 0 ||
+	    (rc = render_dataset_json(&s->dataset_json, s->p, s->contract, &s->key, s->dedup_key_text.ptr)) <
+	        0 ||
 	    (rc = check_same_definition(s->p, s->manifest, &s->dataset_json)) < 0 ||
 	    (rc = check_contract_change(s->p, s->manifest, s->contract)) < 0)
 		return rc;

@@ -8,7 +8,11 @@
 # window expiry (a 2 s window, a sleep: the re-sent keys are curated again
 # and the old segment is pruned from dedup/), a nested key path
 # (customer.customer_id; a record without it is missing_required), keys
-# refused at load with file:line:col, and a Kafka run on `kiln broker` where
+# refused at load with file:line:col, dataset.json's dedup member, a
+# dedup.key change refused naming both keys or replaced (dedup.replaces_key:
+# a new index, the old segments dropped) and dedup ended, dedup.max_keys
+# failing a run (nothing committed) and a run's open, kiln check's dedup
+# problems at file:line:col, and a Kafka run on `kiln broker` where
 # kcat sends records twice (a producer retry), killed with SIGKILL after a
 # snapshot and restarted. Every count is checked by dedup_check.py with
 # python3-zstandard and git, not kiln. Without dedup nothing of this shows

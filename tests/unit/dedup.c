@@ -292,8 +292,8 @@ static void max_keys_bound(void **state)
 	assert_int_equal(kiln_dedup_seen(d, k, T0), 0); /* the third key: at the bound */
 	make_key(k, 3);
 	assert_int_equal(kiln_dedup_seen(d, k, T0), KILN_ELIMIT); /* a fourth is refused, */
-	assert_int_equal(kiln_dedup_pending_count(d), 1);          /* not made pending */
-	for (uint64_t i = 0; i < 3; i++) {                          /* held keys still answer */
+	assert_int_equal(kiln_dedup_pending_count(d), 1);         /* not made pending */
+	for (uint64_t i = 0; i < 3; i++) {                        /* held keys still answer */
 		make_key(k, i);
 		assert_int_equal(kiln_dedup_seen(d, k, T0), 1);
 	}
@@ -320,13 +320,27 @@ static void dataset_dedup_member(void **state)
 	static const char *const paths[] = {"order_id", "customer.\"tier\""};
 	kiln_buf key = KILN_BUF_INIT(0), text = KILN_BUF_INIT(0);
 	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
-	kiln_mfmt_dataset d = {.name = "ds", .contract_id = "c", .contract_version = "1",
-	                       .contract_api_version = "v3", .contract_schema = "s", .contract_digest = "x",
-	                       .token_scheme = "t", .key_id = "k", .key_version = "1", .token_prefix = "p1_",
-	                       .redact_marker = "r", .split_scheme = "s", .split_key = "id",
-	                       .split_salt = "salt", .ratios = {"0.8", "0.1", "0.1"}, .shard_format = "jsonl",
-	                       .shard_compression = "zstd", .zstd_level = "3", .target_bytes = "1",
-	                       .shard_hash = "h", .shard_key = "k"},
+	kiln_mfmt_dataset d = {.name = "ds",
+	                       .contract_id = "c",
+	                       .contract_version = "1",
+	                       .contract_api_version = "v3",
+	                       .contract_schema = "s",
+	                       .contract_digest = "x",
+	                       .token_scheme = "t",
+	                       .key_id = "k",
+	                       .key_version = "1",
+	                       .token_prefix = "p1_",
+	                       .redact_marker = "r",
+	                       .split_scheme = "s",
+	                       .split_key = "id",
+	                       .split_salt = "salt",
+	                       .ratios = {"0.8", "0.1", "0.1"},
+	                       .shard_format = "jsonl",
+	                       .shard_compression = "zstd",
+	                       .zstd_level = "3",
+	                       .target_bytes = "1",
+	                       .shard_hash = "h",
+	                       .shard_key = "k"},
 	                  back;
 
 	(void)state;
@@ -340,8 +354,9 @@ static void dataset_dedup_member(void **state)
 	d.dedup_window_seconds = "604800";
 	assert_int_equal(kiln_mfmt_dataset_render(&text, &d), 0);
 	assert_int_equal(kiln_buf_putc(&text, '\0'), 0);
-	assert_non_null(strstr(text.ptr, ",\"key\":\"k\"},\n  \"dedup\": {\"key\":[\"order_id\",\"customer.\\\"tier\\\"\"],"
-	                                 "\"window_seconds\":604800}\n}\n"));
+	assert_non_null(strstr(
+	    text.ptr, ",\"key\":\"k\"},\n  \"dedup\": {\"key\":[\"order_id\",\"customer.\\\"tier\\\"\"],"
+	              "\"window_seconds\":604800}\n}\n"));
 	assert_int_equal(kiln_mfmt_dataset_parse(scanner, "ds.json", text.ptr, text.len - 1, &back), 0);
 	assert_string_equal(back.dedup_key, key.ptr);
 	assert_string_equal(back.dedup_window_seconds, "604800");
@@ -364,8 +379,8 @@ static void dataset_dedup_member(void **state)
 }
 
 /* A commit whose dataset.json records dedup.key json_key. */
-static int commit_keyed(kiln_manifest *m, const char *dataset_json, const unsigned char (*keys)[16],
-                        size_t n, int64_t ms, bool end, char out[41])
+static int commit_keyed(kiln_manifest *m, const char *dataset_json, const unsigned char (*keys)[16], size_t n,
+                        int64_t ms, bool end, char out[41])
 {
 	const kiln_lineage_entry lineage[] = {
 	    {.source = KILN_LINEAGE_KAFKA, .topic = "k", .partition = 0, .next = (int64_t)ms}};
