@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/json_out.h"
+#include "cli/progress.h"
 #include "cli/version.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -62,6 +64,19 @@ static const char usage_text[] =
 
 static volatile sig_atomic_t stop_requested, snapshot_requested, reload_requested;
 
+/* A one-shot run's progress line on a terminal (stderr). */
+typedef struct progress_line {
+	kiln_cli_rate rate;
+	char label[160];
+} progress_line;
+
+static void on_progress(void *ctx, uint64_t bytes, uint64_t total, uint64_t records)
+{
+	progress_line *l = ctx;
+
+	kiln_cli_rate_draw(&l->rate, bytes, total, records, l->label);
+}
+
 static void on_stop(int sig)
 {
 	(void)sig;
@@ -86,7 +101,10 @@ static int run(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_sets *se
 {
 	struct sigaction sa = {0};
 	kiln_build_info build;
-	kiln_engine_options o = {.stop_at_end = stop_at_end,
+	progress_line line = {.rate = {.tty = isatty(STDERR_FILENO) == 1}};
+	kiln_run_progress progress = {.fn = on_progress, .ctx = &line};
+	kiln_engine_options o = {.progress = &progress,
+	                         .stop_at_end = stop_at_end,
 	                         .stop = &stop_requested,
 	                         .snapshot = &snapshot_requested,
 	                         .reload = &reload_requested,
@@ -94,8 +112,14 @@ static int run(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_sets *se
 	                         .set_count = sets->n,
 	                         .build_info = &build};
 
-	if (!kiln_engine_streams(p))
-		return kiln_engine_run(p, &o, r);
+	if (!kiln_engine_streams(p)) {
+		int rc;
+
+		snprintf(line.label, sizeof(line.label), "kiln run: %s", p->source_name);
+		rc = kiln_engine_run(p, &o, r);
+		kiln_cli_rate_clear(&line.rate);
+		return rc;
+	}
 	kiln_cli_build_info(&build);
 
 	sigemptyset(&sa.sa_mask);
