@@ -13,6 +13,8 @@
 #    and key id, lineage, the drift figures, the quarantine by code and
 #    path and per commit, each gate and quality rule with figure and
 #    threshold, the erasure;
+#  - foreign text escaped: a field named <script>alert(1)</script>, an enum
+#    value that closes an attribute, a record quarantined at that path;
 #  - no personal value in it (curate_check.py scan-pii and a canary).
 # KILN_REPORT_SCREENSHOT=FILE copies the screenshot there (docs/report.png).
 set -uo pipefail
@@ -177,6 +179,53 @@ check "without --pipeline: the version's own quality rules" sh -c "'$kiln' repor
 check "a baseline that does not resolve: exit 2" status_is 2 "$kiln" report user-events@main --baseline v9 -o "$tmp/x"
 check "  one line naming it" grep -q '^kiln report: user-events@v9: ' "$tmp/err"
 check "no -o: exit 2" status_is 2 "$kiln" report user-events@main
+
+# foreign text is escaped: a contract whose field is named <script>...,
+# with an enum value that closes an attribute, and a record quarantined
+# at that path
+mkdir -p "$tmp/h"
+cat >"$tmp/h/c.yaml" <<'YAML'
+apiVersion: v3.1.0
+kind: DataContract
+id: hostile
+name: Hostile names
+version: 1.0.0
+status: active
+schema:
+  - name: rec
+    logicalType: object
+    properties:
+      - name: "<script>alert(1)</script>"
+        logicalType: string
+        required: true
+        customProperties:
+          - property: enum
+            value: ["\"><img src=x onerror=alert(2)>", "b&c"]
+      - name: n
+        logicalType: integer
+YAML
+cat >"$tmp/h/p.yaml" <<YAML
+dataset: hostile
+contract: c.yaml
+source: {kind: file, path: in.jsonl, name: hostile}
+pseudonymise: {key_file: $tmp/hmac.key, key_version: 1}
+split: {key: n, salt: s, ratios: {train: 0.8, dev: 0.1, test: 0.1}}
+store: {url: "file://$tmp/h/store"}
+manifest: {repo: $tmp/h/m.git}
+YAML
+$py -c '
+import json
+for i in range(40):
+    print(json.dumps({"<script>alert(1)</script>": ["\"><img src=x onerror=alert(2)>", "b&c"][i % 2], "n": i}))
+print(json.dumps({"<script>alert(1)</script>": "other", "n": 1}))' >"$tmp/h/in.jsonl"
+check "hostile names: run" status_is 0 "$kiln" run "$tmp/h/p.yaml"
+check "hostile names: report" status_is 0 "$kiln" report hostile@main --pipeline "$tmp/h/p.yaml" -o "$tmp/h/out"
+check "  no tag from the repository in the page" not grep -qE '<script|<img' "$tmp/h/out/index.html"
+check "  the field name as text" grep -qF '&lt;script&gt;alert(1)&lt;/script&gt;' "$tmp/h/out/index.html"
+check "  the category as text" grep -qF '&quot;&gt;&lt;img src=x onerror=alert(2)&gt;' "$tmp/h/out/index.html"
+check "  the quarantined path as text" grep -qF '<td><code>enum</code></td><td><code>&lt;script&gt;alert(1)&lt;/script&gt;</code></td><td class="n">1</td>' "$tmp/h/out/index.html"
+check "  its figure's id" grep -qF 'id="field--3cscript-3ealert-281-29-3c-2fscript-3e"' "$tmp/h/out/index.html"
+check "  html5lib parses it strictly" $py -c 'import sys, html5lib; html5lib.HTMLParser(strict=True, namespaceHTMLElements=False).parse(open(sys.argv[1], "rb"))' "$tmp/h/out/index.html"
 
 # no personal value
 check "no personal value in the page (scan-pii)" $py "$src/tests/integration/curate_check.py" scan-pii \
