@@ -132,10 +132,12 @@ static int version_section(kiln_buf *b, const kiln_report_doc *r)
 	rc |= kiln_buf_printf(b, "%s</span>", r->verify.problems ? "problems" : "consistent");
 	if (r->verify.problems) {
 		rc |= kiln_buf_puts(b, "<ul>");
-		for (const char *p = r->problems.ptr, *e; p && *p; p = e + 1) {
-			e = strchr(p, '\n');
+		for (size_t at = 0, len; at < r->problems.len; at += len + 1) {
+			const char *p = r->problems.ptr + at, *e = memchr(p, '\n', r->problems.len - at);
+
+			len = e ? (size_t)(e - p) : r->problems.len - at;
 			rc |= kiln_buf_puts(b, "<li>");
-			rc |= kiln_report_escape_n(b, p, (size_t)(e - p));
+			rc |= kiln_report_escape_n(b, p, len);
 			rc |= kiln_buf_puts(b, "</li>");
 		}
 		rc |= kiln_buf_puts(b, "</ul>");

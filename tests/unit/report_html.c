@@ -76,7 +76,12 @@ static void test_escapes_foreign_text(void **state)
 	make_profile(&r.profile, HOSTILE_FIELD, "country", HOSTILE_CAT, 1);
 	r.have_profile = true;
 	snprintf(r.qpaths_note, sizeof(r.qpaths_note), "not read");
+	/* verify's problems: lines in a buffer without a NUL after them */
+	r.problems = (kiln_buf)KILN_BUF_INIT(0);
+	assert_int_equal(kiln_buf_puts(&r.problems, "ds@main: <one>\nds@main: two\n"), 0);
+	r.verify.problems = 2;
 	page = render(&b, &r);
+	assert_non_null(strstr(page, "<li>ds@main: &lt;one&gt;</li><li>ds@main: two</li></ul>"));
 	assert_null(strstr(page, "<script"));
 	assert_null(strstr(page, "<img"));
 	assert_non_null(strstr(page, "&lt;script&gt;alert(1)&lt;/script&gt;"));
@@ -87,6 +92,7 @@ static void test_escapes_foreign_text(void **state)
 	assert_non_null(strstr(page, "id=\"field-email\""));
 	assert_non_null(strstr(page, "personal: tokens only"));
 	kiln_buf_free(&b);
+	kiln_buf_free(&r.problems);
 	kiln_profile_free(&r.profile);
 }
 
