@@ -21,6 +21,8 @@ static const kiln_command commands[] = {
     {"diff", "shards added and removed between two versions", kiln_cmd_diff},
     {"profile", "a version's data profile: per field counts, distinct values, quantiles, categories",
      kiln_cmd_profile},
+    {"report", "a version as one static HTML page: profile plots, drift, quarantine, gates, erasures",
+     kiln_cmd_report},
     {"ls", "list a version's shards with their store URLs", kiln_cmd_ls},
     {"cat", "stream a version's records (by rank, shuffled by seed, verified)", kiln_cmd_cat},
     {"promote", "tag a version vN after its release gates pass (signed)", kiln_cmd_promote},
@@ -48,8 +50,8 @@ static const kiln_command commands[] = {
 
 /* Commands that hold a secret in memory (the HMAC key and raw records, a
  * signing key, bearer tokens): their process is made non-dumpable first. */
-static const char *const holds_secrets[] = {"run",   "check", "replay", "promote",
-                                            "cache", "erase", "trace",  "quarantine"};
+static const char *const holds_secrets[] = {"run",   "check", "replay",     "promote", "cache",
+                                            "erase", "trace", "quarantine", "report"};
 
 static int run_command(const kiln_command *c, int argc, char **argv)
 {

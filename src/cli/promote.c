@@ -13,15 +13,13 @@
 #include "core/buf.h"
 #include "core/error.h"
 #include "ingest/gates.h"
+#include "ingest/gates_run.h"
 #include "ingest/pipeline.h"
 #include "manifest/format.h"
 #include "manifest/manifest.h"
 #include "manifest/promote.h"
 #include "manifest/sshsig.h"
 #include "manifest/version.h"
-#include "quality/profile.h"
-#include "contract/compat.h"
-#include "contract/quality.h"
 
 static const char usage_text[] =
     "usage: kiln promote DATASET@REF --pipeline PIPELINE [--version vN] [--set KEY=VALUE]... [--dry-run]\n"
@@ -82,220 +80,36 @@ static int parse_options(promote_opts *o, int argc, char **argv)
 	return KILN_CLI_GO_ON;
 }
 
-/* The version's profile for a gate: read and checked by
- * kiln_version_profile, and whole (its records all that stats.json counts
- * valid: a branch with commits made with profile.enabled: false has a
- * profile of part of its records only). 1, or <= 0 with the error set. */
-static int gate_profile(kiln_manifest *m, const kiln_version *v, const char *spec, kiln_profile *out)
-{
-	kiln_buf text = KILN_BUF_INIT(0);
-	kiln_stats stats;
-	int rc;
-
-	if ((rc = kiln_version_profile(m, v, spec, out, NULL)) <= 0)
-		return rc;
-	if ((rc = kiln_version_read(m, v, "stats.json", &text)) >= 0 &&
-	    (rc = kiln_stats_parse(text.ptr, text.len, spec, &stats)) == 0 && out->records != stats.valid)
-		rc =
-		    kiln_error_set(KILN_EINVALID,
-		                   "%s: its profile covers %llu of its %llu valid records (commits made with "
-		                   "profile.enabled: false): a gate needs a profile of every record",
-		                   spec, (unsigned long long)out->records, (unsigned long long)stats.valid);
-	kiln_buf_free(&text);
-	if (rc < 0) {
-		kiln_profile_free(out);
-		return rc;
-	}
-	return 1;
-}
-
-/* The drift gate's result into *out: the version's profile against the
- * baseline's (the highest vN, or the one the pipeline names). 0, or -1
- * with the error printed. */
-static int drift_gate(const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v, const char *spec,
-                      kiln_gate_result *out)
-{
-	kiln_profile now = {0}, base = {0};
-	kiln_version bv;
-	char base_name[40], base_spec[300];
-	int have_base = 1, rc = -1;
-
-	if (strcmp(p->gates.drift_baseline, "previous") == 0) {
-		if ((have_base = kiln_promote_last_version(base_name, m, v->dataset)) < 0)
-			goto fail;
-	} else {
-		snprintf(base_name, sizeof(base_name), "%s", p->gates.drift_baseline);
-	}
-	if (gate_profile(m, v, spec, &now) <= 0)
-		goto fail;
-	if (have_base) {
-		snprintf(base_spec, sizeof(base_spec), "%s@%s", v->dataset, base_name);
-		if (kiln_version_resolve(m, base_spec, &bv) < 0 ||
-		    gate_profile(m, &bv, base_spec, &base) <= 0)
-			goto fail;
-	}
-	if (kiln_gates_drift(&p->gates, have_base ? &base : NULL, base_name, &now, out) < 0)
-		goto fail;
-	rc = 0;
-	goto done;
-fail:
-	kiln_cli_fail("promote", "drift gate: %s", kiln_error_last());
-done:
-	kiln_profile_free(&now);
-	kiln_profile_free(&base);
-	return rc;
-}
-
-/* The quality rules of the pipeline's contract; when it has any, it must
- * be the contract the version was curated under (its digest in
- * dataset.json). The rules point into *contract (free it after them). 0,
- * or -1 with the error printed. */
-static int load_rules(const kiln_pipeline *p, const kiln_promote_inputs *in, const char *spec,
-                      kiln_contract **contract, kiln_quality_rules *out)
-{
-	kiln_contract_options copt = {.schema = p->schema};
-	char digest[80];
-
-	memset(out, 0, sizeof(*out));
-	if (kiln_contract_load(contract, p->contract, &copt) < 0 ||
-	    kiln_quality_rules_load(out, *contract) < 0) {
-		kiln_cli_fail("promote", "%s", kiln_error_last());
-		return -1;
-	}
-	snprintf(digest, sizeof(digest), "blake2b-256:%s", (*contract)->digest_hex);
-	if (out->count &&
-	    (!in->definition.contract_digest || strcmp(in->definition.contract_digest, digest) != 0)) {
-		kiln_cli_fail(
-		    "promote",
-		    "%s: the pipeline's contract %s (%s) is not the one the version was curated under (%s): "
-		    "its quality rules would not be the version's",
-		    spec, p->contract, digest,
-		    in->definition.contract_digest ? in->definition.contract_digest : "unknown");
-		return -1;
-	}
-	return 0;
-}
-
-/* The contract_compatible gate: the version's contract.yaml against the
- * highest vN's; a breaking change fails it (contract/compat.h). 0, or -1
- * with the error printed. */
-static int compat_gate(const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v, const char *spec,
-                       kiln_gate_result *out)
-{
-	kiln_buf a = KILN_BUF_INIT(0), b = KILN_BUF_INIT(0), list = KILN_BUF_INIT(0);
-	kiln_contract *old = NULL, *now = NULL;
-	kiln_contract_compat *diff = NULL;
-	kiln_version bv;
-	kiln_contract_options copts = {.schema = p->schema};
-	char base_name[32], base_spec[300];
-	int rc = -1, found;
-
-	if ((found = kiln_promote_last_version(base_name, m, v->dataset)) < 0)
-		goto fail;
-	if (!found) {
-		out->pass = true;
-		snprintf(out->line, sizeof(out->line),
-		         "contract_compatible: no promoted version to compare with: pass");
-		return 0;
-	}
-	snprintf(base_spec, sizeof(base_spec), "%s@%s", v->dataset, base_name);
-	if (kiln_version_resolve(m, base_spec, &bv) < 0 ||
-	    (found = kiln_version_read(m, &bv, "contract.yaml", &a)) < 0 ||
-	    (found && (found = kiln_version_read(m, v, "contract.yaml", &b)) < 0))
-		goto fail;
-	if (!found) {
-		kiln_error_set(KILN_ENOTFOUND,
-		               "%s or %s has no contract.yaml (made before kiln kept the contract)", spec,
-		               base_spec);
-		goto fail;
-	}
-	if (kiln_contract_load_buffer(&old, base_spec, a.ptr, a.len, &copts) < 0 ||
-	    kiln_contract_load_buffer(&now, spec, b.ptr, b.len, &copts) < 0 ||
-	    kiln_contract_compat_diff(&diff, old, now) < 0)
-		goto fail;
-	if (kiln_contract_compat_breaking_list(&list, diff, 4) < 0)
-		goto fail;
-	out->pass = diff->breaking == 0;
-	if (out->pass)
-		snprintf(out->line, sizeof(out->line),
-		         "contract_compatible with %s: %zu changes, none breaking: pass", base_name,
-		         diff->count);
-	else
-		snprintf(out->line, sizeof(out->line),
-		         "contract_compatible with %s: %zu of %zu changes breaking (%s): FAIL", base_name,
-		         diff->breaking, diff->count, list.ptr);
-	rc = 0;
-	goto done;
-fail:
-	kiln_cli_fail("promote", "contract_compatible gate: %s", kiln_error_last());
-done:
-	kiln_contract_compat_free(diff);
-	kiln_contract_free(old);
-	kiln_contract_free(now);
-	kiln_buf_free(&a);
-	kiln_buf_free(&b);
-	kiln_buf_free(&list);
-	return rc;
-}
-
-/* Prints every gate's line (not with --json); the number of gates when all
- * pass, -1 (with the failed ones named on stderr, *status set) otherwise;
- * *out_n: the gates judged (also when one failed). results has room for
- * KILN_GATES_MAX + rules->count. */
+/* Runs every gate (ingest/gates_run.h) and prints each line (not with
+ * --json); the number of gates when all pass, -1 (with the failed ones
+ * named on stderr, *status set) otherwise; *out_n: the gates judged (also
+ * when one failed). *results is the caller's to free. */
 static int check_gates(const promote_opts *o, const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v,
-                       const kiln_promote_inputs *in, const kiln_quality_rules *rules,
-                       kiln_gate_result *results, int *out_n, int *status)
+                       const kiln_promote_inputs *in, kiln_gate_result **results, int *out_n, int *status)
 {
 	const char *spec = o->spec;
 	bool failed = false;
-	int n;
+	size_t n;
 
-	if ((n = kiln_gates_check(&p->gates, &in->stats, &in->definition, results)) < 0) {
-		*status = kiln_cli_fail("promote", "%s: %s", spec, kiln_error_last());
+	if (kiln_gates_run(results, &n, p, m, v, in, spec) < 0) {
+		*status = kiln_cli_fail("promote", "%s", kiln_error_last());
 		return -1;
 	}
-	if (p->gates.contract_compatible) {
-		if (compat_gate(p, m, v, spec, &results[n]) < 0) {
-			*status = KILN_EXIT_USAGE;
-			return -1;
-		}
-		n++;
-	}
-	if (p->gates.drift) {
-		if (drift_gate(p, m, v, spec, &results[n]) < 0) {
-			*status = KILN_EXIT_USAGE;
-			return -1;
-		}
-		n++;
-	}
-	if (rules->count) {
-		kiln_profile profile = {0};
-		int q = -1;
-
-		if (gate_profile(m, v, spec, &profile) > 0)
-			q = kiln_gates_quality(rules, &profile, &in->stats, &results[n]);
-		kiln_profile_free(&profile);
-		if (q < 0) {
-			*status = kiln_cli_fail("promote", "quality rules: %s", kiln_error_last());
-			return -1;
-		}
-		n += q;
-	}
-	for (int i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		if (!o->json)
-			printf("gate %s\n", results[i].line);
-		failed |= !results[i].pass;
+			printf("gate %s\n", (*results)[i].line);
+		failed |= !(*results)[i].pass;
 	}
-	*out_n = n;
+	*out_n = (int)n;
 	if (failed) {
-		for (int i = 0; i < n; i++)
-			if (!results[i].pass)
+		for (size_t i = 0; i < n; i++)
+			if (!(*results)[i].pass)
 				fprintf(stderr, "kiln promote: %s: release gate failed: %s\n", spec,
-				        results[i].line);
+				        (*results)[i].line);
 		*status = KILN_EXIT_INVALID;
 		return -1;
 	}
-	return n;
+	return (int)n;
 }
 
 /* --json: the outcome as one document (docs/JSON.md); tag_id NULL: none
@@ -368,8 +182,6 @@ cleanup:
 static int promote(const promote_opts *o, const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v)
 {
 	kiln_promote_inputs in;
-	kiln_quality_rules rules = {0};
-	kiln_contract *contract = NULL;
 	kiln_gate_result *results = NULL;
 	const char **gate_lines = NULL;
 	kiln_buf msg = KILN_BUF_INIT(0);
@@ -383,17 +195,13 @@ static int promote(const promote_opts *o, const kiln_pipeline *p, kiln_manifest 
 		kiln_cli_fail("promote", "%s: %s", o->spec, kiln_error_last());
 		goto cleanup;
 	}
-	if (load_rules(p, &in, o->spec, &contract, &rules) < 0)
-		goto cleanup;
-	results = calloc(KILN_GATES_MAX + rules.count, sizeof(*results));
-	gate_lines = calloc(KILN_GATES_MAX + rules.count, sizeof(*gate_lines));
-	if (!results || !gate_lines) {
-		kiln_cli_fail("promote", "out of memory");
-		goto cleanup;
-	}
-	if ((n = check_gates(o, p, m, v, &in, &rules, results, &judged, &status)) < 0) {
+	if ((n = check_gates(o, p, m, v, &in, &results, &judged, &status)) < 0) {
 		if (o->json && status == KILN_EXIT_INVALID)
 			status = print_json(o, v, version_name, results, judged, NULL, false, status);
+		goto cleanup;
+	}
+	if (!(gate_lines = calloc((size_t)n + 1, sizeof(*gate_lines)))) {
+		kiln_cli_fail("promote", "out of memory");
 		goto cleanup;
 	}
 	if (!version_name) {
@@ -435,8 +243,6 @@ static int promote(const promote_opts *o, const kiln_pipeline *p, kiln_manifest 
 		status = print_json(o, v, version_name, results, n, tag_id, signed_tag, status);
 cleanup:
 	kiln_promote_inputs_free(&in);
-	kiln_quality_rules_free(&rules);
-	kiln_contract_free(contract);
 	free(results);
 	free(gate_lines);
 	kiln_buf_free(&msg);
