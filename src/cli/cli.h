@@ -23,6 +23,7 @@ int kiln_cmd_log(int argc, char **argv);
 int kiln_cmd_show(int argc, char **argv);
 int kiln_cmd_diff(int argc, char **argv);
 int kiln_cmd_profile(int argc, char **argv);
+int kiln_cmd_report(int argc, char **argv);
 int kiln_cmd_ls(int argc, char **argv);
 int kiln_cmd_cat(int argc, char **argv);
 int kiln_cmd_promote(int argc, char **argv);
