@@ -60,7 +60,7 @@ done
 check "... and no library in it" bash -c "! grep -q '\\.so' '$tmp/whl.list'"
 $py -c 'import sys, zipfile; sys.stdout.write(zipfile.ZipFile(sys.argv[1]).read("kiln/_config.py").decode())' "$whl" >"$tmp/config.py"
 check "... _config.py names the libdir given" grep -qxF "LIBDIR = '$builddir/.libs'" "$tmp/config.py"
-check "... the source tree is left as it was" bash -c "! ls -d '$src/python/build' '$src/python/'*.egg-info '$src/python/kiln/_config.py' 2>/dev/null | grep -q ."
+check "... pip built outside the source tree" bash -c "! ls -d '$src/python/build' '$src/python/'*.egg-info 2>/dev/null | grep -q ."
 
 # venv A: the wheel
 check "venv A (--system-site-packages)" status_is 0 $py -m venv --system-site-packages "$tmp/venv-a"
@@ -103,7 +103,7 @@ check "venv A, KILN_LIBRARY=a libkiln 9.9.9: ImportError" \
 check "... naming both releases" grep -q "is libkiln 9.9.9, this binding needs libkiln ${want%.*}.x" "$tmp/a-fake.out"
 
 # venv B: pip install ./python (a copy: pip builds in the tree), no _config.py
-cp -r "$src/python" "$tmp/python-src" && rm -f "$tmp/python-src/kiln/_config.py"
+cp -r "$src/python" "$tmp/python-src" && chmod -R u+w "$tmp/python-src" && rm -f "$tmp/python-src/kiln/_config.py"
 check "venv B (--system-site-packages)" status_is 0 $py -m venv --system-site-packages "$tmp/venv-b"
 check "pip install ./python, offline" status_is 0 "$tmp/venv-b/bin/python" -m pip install -q --no-build-isolation --no-index "$tmp/python-src"
 check "... installs no _config.py" bash -c "! ls '$tmp/venv-b'/lib/python3*/site-packages/kiln/_config.py 2>/dev/null"
