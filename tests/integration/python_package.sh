@@ -59,7 +59,15 @@ for f in __init__ _lib torch _version; do
 done
 check "... and no library in it" bash -c "! grep -q '\\.so' '$tmp/whl.list'"
 $py -c 'import sys, zipfile; sys.stdout.write(zipfile.ZipFile(sys.argv[1]).read("kiln/_config.py").decode())' "$whl" >"$tmp/config.py"
-check "... _config.py names the libdir given" grep -qxF "LIBDIR = '$builddir/.libs'" "$tmp/config.py"
+check "... _config.py names the libdir given" grep -qxF "LIBDIR = \"$builddir/.libs\"" "$tmp/config.py"
+odd="$tmp/a \"quoted\" \\ libdir"
+check "make python-wheel, a libdir with double quotes, a backslash and spaces" status_is 0 mk python-wheel PYTHON3=$py \
+	PYTHON_WHEEL_DIR="$tmp/dist2" PYTHON_WHEEL_LIBDIR="$odd"
+check "... _config.py's LIBDIR is that libdir" $py -c '
+import sys, zipfile
+ns = {}
+exec(zipfile.ZipFile(sys.argv[1]).read("kiln/_config.py"), ns)
+sys.exit(ns["LIBDIR"] != sys.argv[2])' "$tmp/dist2/kiln-$want-py3-none-any.whl" "$odd"
 check "... pip built outside the source tree" bash -c "! ls -d '$src/python/build' '$src/python/'*.egg-info 2>/dev/null | grep -q ."
 
 # venv A: the wheel
@@ -126,7 +134,7 @@ libdir=$(sed -n 's/^libdir=//p' "$builddir/kiln.pc")
 prefix=$(sed -n 's/^prefix=//p' "$builddir/kiln.pc")
 libdir=${libdir/\$\{exec_prefix\}/$prefix}
 check "... kiln/_config.py installed" test -n "$config"
-check "... naming the configured libdir ($libdir)" grep -qxF "LIBDIR = '$libdir'" "${config:-/dev/null}"
+check "... naming the configured libdir ($libdir)" grep -qxF "LIBDIR = \"$libdir\"" "${config:-/dev/null}"
 check "... PYTHONPATH=\$(pkgdatadir)/python imports it (libkiln through LD_LIBRARY_PATH)" \
 	env LD_PRELOAD="$preload" PYTHONPATH="${config%/kiln/_config.py}" LD_LIBRARY_PATH="$builddir/.libs" $py -c '
 import sys, kiln
