@@ -168,19 +168,19 @@ def _configured_libdir():
 
 
 def _candidates():
-    """Where libkiln is looked for, in order (see the module's docstring)."""
+    """Where libkiln is looked for, in order (see the module's docstring);
+    a generator: find_library (it runs ldconfig) only when the others fail."""
     env = os.environ.get("KILN_LIBRARY")
     if env:
-        return [env]  # asked for: no other library is tried
-    found = []
+        yield env  # asked for: no other library is tried
+        return
     libdir = _configured_libdir()
     if libdir and os.path.exists(os.path.join(libdir, "libkiln.so.1")):
-        found.append(os.path.join(libdir, "libkiln.so.1"))
-    found.append("libkiln.so.1")
+        yield os.path.join(libdir, "libkiln.so.1")
+    yield "libkiln.so.1"
     name = ctypes.util.find_library("kiln")
     if name and name != "libkiln.so.1":
-        found.append(name)
-    return found
+        yield name
 
 
 def _load():
