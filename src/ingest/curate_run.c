@@ -44,6 +44,7 @@ struct resume {
 	const char *topic, *kind; /* the entry of this source's kind and name */
 	bool found;
 	int64_t next;
+	int64_t other_next; /* the highest next of this name's entries of other kinds */
 	uint64_t bytes;
 	char prefix[65];
 	char path[4096];
@@ -53,8 +54,13 @@ static int find_lineage(void *ctx, const kiln_lineage_entry *e)
 {
 	struct resume *r = ctx;
 
-	if (e->partition != 0 || strcmp(e->topic, r->topic) != 0 || strcmp(e->source, r->kind) != 0)
+	if (e->partition != 0 || strcmp(e->topic, r->topic) != 0)
 		return 0;
+	if (strcmp(e->source, r->kind) != 0) {
+		if (e->next > r->other_next)
+			r->other_next = e->next;
+		return 0;
+	}
 	r->found = true;
 	r->next = e->next;
 	r->bytes = e->bytes;
@@ -142,11 +148,14 @@ static int open_file(struct file_source *fs, const kiln_pipeline *p)
 }
 
 /* The source's objects (its kind as its names carry it: none for a file)
- * on the branch from `from` on: no commit covers them. */
+ * on the branch from `from` on: no commit covers them. A name without a
+ * kind may also be an object another kind of source of this name wrote
+ * before names carried kinds (docs/FORMATS.md): those below that source's
+ * next (`legacy`) stay. */
 struct uncommitted {
 	const kiln_pipeline *p;
 	const char *kind; /* NULL: names without a kind */
-	int64_t from;
+	int64_t from, legacy;
 	kiln_store *store;
 	size_t removed;
 };
@@ -158,7 +167,8 @@ static int remove_uncommitted(void *ctx, const kiln_quarantine_object *o)
 
 	if (!o->dataset || strcmp(o->dataset, u->p->dataset) != 0 || strcmp(o->branch, u->p->branch) != 0 ||
 	    o->partition != 0 || o->first < u->from ||
-	    (u->kind ? !o->source || strcmp(o->source, u->kind) != 0 : o->source != NULL))
+	    (u->kind ? !o->source || strcmp(o->source, u->kind) != 0
+	             : o->source != NULL || o->first < u->legacy))
 		return 0;
 	if ((rc = kiln_store_remove(u->store, o->key)) < 0 && rc != KILN_ENOTFOUND)
 		return rc;
@@ -198,6 +208,7 @@ static int lock_and_resume(struct file_source *fs, kiln_ingest *in)
 	if (!exclusive)
 		return 0;
 	u.from = fs->resume.found ? fs->resume.next : 0;
+	u.legacy = fs->resume.other_next;
 	if ((rc = kiln_quarantine_list(in->setup.store, p->source_name, p->dataset, remove_uncommitted, &u)) <
 	    0)
 		return rc;
