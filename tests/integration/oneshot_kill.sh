@@ -91,13 +91,15 @@ verified() { # kiln verify --deep of the branch, git fsck
 hold_refs() { exec 9>>"$w/m.git/kiln-refs.lock" && flock -x 9; }
 release_refs() { flock -u 9 && exec 9>&-; }
 
-# random kills: round r's delay falls in band r % 4 of T ([0, 0.4T),
-# [0.4T, 0.8T), [0.8T, 1.2T), [1.2T, 1.6T)), T a clean run's time on this
-# machine for 1000 records scaled to the records the round reads, so that
-# kills land before, during and after the commit whatever the speed
-delay() { # CLEAN_MS ROUND RECORDS: milliseconds
-	local band=$(($1 * $3 * 4 / 10000))
-	echo $(((($2 % 4) * band) + RANDOM % (band + 1)))
+# random kills: a round's delay falls in one band of T (0: [0, 0.4T),
+# 1: [0.4T, 0.8T), 2: [0.8T, 1.2T), 3: [1.2T, 1.6T)), T a clean run's time
+# on this machine for 1000 records, scaled up to the records the round
+# reads, so that kills land before, during and after the commit whatever
+# the speed
+delay() { # CLEAN_MS BAND RECORDS: milliseconds
+	local n=$(($3 > 1000 ? $3 : 1000))
+	local band=$(($1 * n * 4 / 10000))
+	echo $((($2 * band) + RANDOM % (band + 1)))
 }
 kill_after() { # MS: kill -9 $run after MS ms, counted in $killed or $finished
 	ms_sleep "$1"
@@ -165,7 +167,8 @@ for round in 1 2 3 4 5 6 7 8; do
 	*)
 		"$kiln" run "$pipeline" --set source.max_record_bytes="$limit" >"$w/r$round.out" 2>"$w/r$round.err" &
 		run=$!
-		kill_after "$(delay "$clean_ms" "$round" $((lines - before)))"
+		band=$((round == 8 ? RANDOM % 4 : round / 2)) # rounds 1, 3, 5, 7: bands 0 to 3
+		kill_after "$(delay "$clean_ms" "$band" $((lines - before)))"
 		check "file round $round: the branch moved by the whole run or not at all" \
 			whole_or_nothing "$before" "$(fnext)" "$before" "$lines"
 		;;
@@ -254,7 +257,8 @@ for round in 1 2 3 4 5 6 7 8; do
 		;;
 	*)
 		stdin_run "$before" "$sent" $([ $((round % 2)) = 0 ] && echo slow)
-		kill_after "$(delay "$clean_ms" "$round" $((sent - before)))"
+		case $round in 1) band=3 ;; 2) band=1 ;; 4) band=2 ;; 6) band=0 ;; *) band=$((RANDOM % 4)) ;; esac
+		kill_after "$(delay "$clean_ms" "$band" $((sent - before)))"
 		check "stdin round $round: the branch moved by the whole run or not at all" \
 			whole_or_nothing "$before" "$(snext)" "$before" "$sent"
 		;;
