@@ -175,6 +175,37 @@ for round in 1 2 3 4 5 6 7 8; do
 	esac
 done
 echo "  (file: a clean run took ${clean_ms} ms; random kills: ${outcomes[*]}; $in_commit killed in their commit)"
+# two runs at once: the second must not take the first's stored quarantine
+# for a killed run's (it finds the source's run lock held, so removes
+# nothing); the first commits, the second is fenced and reads on from there
+"$py" "$gen" --records 1200 --invalid-rate 0.05 --seed 799 --max-record-bytes "$limit" --append -o "$w/in.jsonl" \
+	--expect "$w/in.expect"
+commits=$(gitw rev-list --count "$ref")
+at_ref_move() { # PID: it has kiln-refs.lock open: it waits to move the branch
+	local f
+	for f in /proc/"$1"/fd/*; do
+		[[ $(readlink "$f" 2>/dev/null) == */kiln-refs.lock ]] && return 0
+	done
+	return 1
+}
+hold_refs
+"$kiln" run "$pipeline" --set source.max_record_bytes="$limit" >"$w/a.out" 2>"$w/a.err" 9>&- &
+run=$!
+check "file, two runs: the first waits to move the branch" poll 30 at_ref_move "$run"
+first=$run
+"$kiln" run "$pipeline" --set source.max_record_bytes="$limit" >"$w/b.out" 2>"$w/b.err" 9>&- &
+second=$!
+check "file, two runs: the second waits to move the branch too" poll 30 at_ref_move "$second"
+check "file, two runs: the second removed nothing of the first's" \
+	sh -c "! grep -q '\"event\":\"uncommitted_objects\"' '$w/b.err'"
+release_refs
+rc=0 rc2=0
+wait "$first" || rc=$?
+wait "$second" || rc2=$?
+run=
+check "file, two runs: both exit 0" test "$rc$rc2" = 00
+check "file, two runs: one commit of the new records" test "$(gitw rev-list --count "$ref")" = $((commits + 1))
+check "file, two runs: the branch covers the file" test "$(fnext)" = "$(wc -l <"$w/in.jsonl")"
 check "file: the last run exits 0" status_is 0 "$kiln" run "$pipeline" --set source.max_record_bytes="$limit"
 cp "$tmp/out" "$w/last.out" && cp "$tmp/err" "$w/last.err"
 check "file: the branch covers every line" test "$(fnext)" = "$(wc -l <"$w/in.jsonl")"
