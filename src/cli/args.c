@@ -7,8 +7,10 @@
 #include <assert.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 #include "core/units.h"
@@ -33,13 +35,93 @@ static int parse_count(const char *s, size_t *out)
 	return 0;
 }
 
+#define TYPO_NAME_MAX 64
+
+/* Optimal string alignment distance (insert, delete, replace, swap of two
+ * neighbours) of a[0..la) and b[0..lb), both at most TYPO_NAME_MAX. */
+static size_t osa_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+	size_t d[TYPO_NAME_MAX + 1][TYPO_NAME_MAX + 1];
+
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= la; i++)
+		for (size_t j = 1; j <= lb; j++) {
+			size_t cost = a[i - 1] != b[j - 1], v = d[i - 1][j - 1] + cost;
+
+			if (d[i - 1][j] + 1 < v)
+				v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	return d[la][lb];
+}
+
+const char *kiln_cli_closest(const char *typed, size_t len, const char *const *names, size_t n)
+{
+	const char *best = NULL;
+	size_t best_d = SIZE_MAX;
+
+	if (len == 0 || len > TYPO_NAME_MAX)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		size_t lb = strlen(names[i]), d, limit = lb <= 4 ? 1 : lb <= 8 ? 2 : 3;
+
+		if (lb > TYPO_NAME_MAX)
+			continue;
+		d = osa_distance(typed, len, names[i], lb);
+		if (d <= limit && d < best_d) {
+			best = names[i];
+			best_d = d;
+		}
+	}
+	return best;
+}
+
+/* One line for an option getopt_long refused (opt '?': unknown or
+ * ambiguous; ':': its value missing), with the closest option's name. */
+static int bad_option(const kiln_cli_spec *spec, char **argv, int opt)
+{
+	const char *names[KILN_CLI_MAX_OPTIONS + 1], *token = argv[optind - 1], *near;
+	size_t n = 0, len;
+
+	if (optopt > 0 && optopt < 128 && (token[0] != '-' || token[1] != '-')) {
+		if (opt == ':')
+			return kiln_cli_fail(spec->cmd, "option -%c needs a value (see kiln %s --help)",
+			                     optopt, spec->cmd);
+		return kiln_cli_fail(spec->cmd, "unknown option -%c (see kiln %s --help)", optopt, spec->cmd);
+	}
+	if (opt == ':')
+		return kiln_cli_fail(spec->cmd, "option %s needs a value (see kiln %s --help)", token,
+		                     spec->cmd);
+	for (const kiln_cli_option *r = spec->rows; r && r->name; r++)
+		names[n++] = r->name;
+	names[n++] = "help";
+	token += strspn(token, "-");
+	len = strcspn(token, "=");
+	if ((near = kiln_cli_closest(token, len, names, n)))
+		return kiln_cli_fail(spec->cmd,
+		                     "unknown option --%.*s; did you mean --%s? (see kiln %s --help)",
+		                     (int)len, token, near, spec->cmd);
+	return kiln_cli_fail(spec->cmd, "unknown option --%.*s (see kiln %s --help)", (int)len, token,
+	                     spec->cmd);
+}
+
 /* getopt_long's long options and short option string for spec's rows, with
- * -h, --help. */
+ * -h, --help; the string starts with ':' (getopt_long prints nothing, it
+ * answers ':' for a missing value). */
 static void build_tables(const kiln_cli_spec *spec, struct option *longs, char *shorts)
 {
 	int n = 0;
 	char *s = shorts;
 
+	*s++ = ':';
 	for (const kiln_cli_option *r = spec->rows; r && r->name; r++, n++) {
 		bool takes_arg = r->kind != KILN_CLI_FLAG && !(r->kind == KILN_CLI_CUSTOM && r->custom_flag);
 
@@ -142,7 +224,7 @@ static const kiln_cli_option *row_of(const kiln_cli_spec *spec, int opt)
 int kiln_cli_parse(int *out_first, const kiln_cli_spec *spec, int argc, char **argv)
 {
 	struct option longs[KILN_CLI_MAX_OPTIONS + 2];
-	char shorts[2 * KILN_CLI_MAX_OPTIONS + 2];
+	char shorts[2 * KILN_CLI_MAX_OPTIONS + 3];
 	const kiln_cli_option *r;
 	int opt, n, status;
 
@@ -154,6 +236,10 @@ int kiln_cli_parse(int *out_first, const kiln_cli_spec *spec, int argc, char **a
 		if (opt == 'h') {
 			fputs(spec->usage, stdout);
 			status = KILN_EXIT_OK;
+			goto fail;
+		}
+		if (opt == '?' || opt == ':') {
+			status = bad_option(spec, argv, opt);
 			goto fail;
 		}
 		if (!(r = row_of(spec, opt))) {

@@ -77,6 +77,12 @@ int kiln_cli_parse(int *out_first, const kiln_cli_spec *spec, int argc, char **a
  * manifest repository: give --manifest REPO or set KILN_MANIFEST" printed. */
 int kiln_cli_need_manifest(const char *cmd, const char *repo);
 
+/* The name among names[0..n) closest to typed (the first n bytes of it,
+ * compared as an optimal-string-alignment edit distance), when it is close
+ * enough to be a typo (at most 1 edit for names up to 4 characters, 2 up
+ * to 8, else 3); NULL otherwise. For "did you mean". */
+const char *kiln_cli_closest(const char *typed, size_t len, const char *const *names, size_t n);
+
 /* 0 when url names a store, else KILN_EXIT_USAGE with "no store: give
  * --store URL or set KILN_STORE" printed. */
 int kiln_cli_need_store(const char *cmd, const char *url);

@@ -16,6 +16,7 @@
 #include "core/yaml_doc.h"
 #include "ingest/check.h"
 #include "ingest/pipeline.h"
+#include "ingest/source.h"
 
 static const char usage_text[] =
     "usage: kiln check PIPELINE [--set dotted.key=value]... [--sample FILE [-n N]] [--json]\n"
@@ -147,7 +148,7 @@ static bool secret_key(const char *key)
 
 	if (!key || ends_with(key, "_file") || ends_with(key, "_env"))
 		return false;
-	if (kiln_pipeline_secret_option(key))
+	if (kiln_source_secret_key(key))
 		return true;
 	for (i = 0; key[i] && i + 1 < sizeof(low); i++)
 		low[i] = (char)tolower((unsigned char)key[i]);

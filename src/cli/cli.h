@@ -14,6 +14,7 @@ typedef struct kiln_command {
 	int (*run)(int argc, char **argv);
 } kiln_command;
 
+int kiln_cmd_init(int argc, char **argv);
 int kiln_cmd_validate(int argc, char **argv);
 int kiln_cmd_contract(int argc, char **argv);
 int kiln_cmd_run(int argc, char **argv);
@@ -22,6 +23,7 @@ int kiln_cmd_log(int argc, char **argv);
 int kiln_cmd_show(int argc, char **argv);
 int kiln_cmd_diff(int argc, char **argv);
 int kiln_cmd_profile(int argc, char **argv);
+int kiln_cmd_report(int argc, char **argv);
 int kiln_cmd_ls(int argc, char **argv);
 int kiln_cmd_cat(int argc, char **argv);
 int kiln_cmd_promote(int argc, char **argv);

@@ -4,14 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/version.h"
 #include "core/error.h"
 #include "mask/key.h"
 
 static const kiln_command commands[] = {
+    {"init", "make a working project in a new folder: contract, pipelines, sample, key, README",
+     kiln_cmd_init},
     {"validate", "check JSON Lines records against an ODCS data contract", kiln_cmd_validate},
-    {"contract", "compare two versions of a data contract: which changes break readers", kiln_cmd_contract},
+    {"contract", "data contracts: infer one from sample records; which changes break readers",
+     kiln_cmd_contract},
     {"run", "curate a source into a versioned dataset (validate, pseudonymise, split, shard, commit)",
      kiln_cmd_run},
     {"check", "find what `kiln run PIPELINE` would refuse, without running it", kiln_cmd_check},
@@ -20,12 +24,16 @@ static const kiln_command commands[] = {
     {"diff", "shards added and removed between two versions", kiln_cmd_diff},
     {"profile", "a version's data profile: per field counts, distinct values, quantiles, categories",
      kiln_cmd_profile},
+    {"report", "a version as one static HTML page: profile plots, drift, quarantine, gates, erasures",
+     kiln_cmd_report},
     {"ls", "list a version's shards with their store URLs", kiln_cmd_ls},
     {"cat", "stream a version's records (by rank, shuffled by seed, verified)", kiln_cmd_cat},
     {"promote", "tag a version vN after its release gates pass (signed)", kiln_cmd_promote},
     {"verify", "check a version's signature and tree, and with --deep every shard", kiln_cmd_verify},
     {"branch", "create a dataset branch", kiln_cmd_branch},
-    {"keygen", "write an ed25519 signing key and its allowed-signers line", kiln_cmd_keygen},
+    {"keygen",
+     "write an ed25519 signing key and its allowed-signers line, or with --hmac a pseudonymisation key",
+     kiln_cmd_keygen},
     {"gc", "delete store objects no kept version references (dry run by default)", kiln_cmd_gc},
     {"du", "bytes per version, unique and shared", kiln_cmd_du},
     {"broker", "start an embedded Kafka broker (librdkafka's mock cluster) for development and tests",
@@ -47,8 +55,8 @@ static const kiln_command commands[] = {
 
 /* Commands that hold a secret in memory (the HMAC key and raw records, a
  * signing key, bearer tokens): their process is made non-dumpable first. */
-static const char *const holds_secrets[] = {"run",   "check", "replay", "promote",
-                                            "cache", "erase", "trace",  "quarantine"};
+static const char *const holds_secrets[] = {"run",   "check", "replay",     "promote", "cache",
+                                            "erase", "trace", "quarantine", "report"};
 
 static int run_command(const kiln_command *c, int argc, char **argv)
 {
@@ -114,6 +122,17 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		if (strcmp(cmd, commands[i].name) == 0)
 			return run_command(&commands[i], argc - 1, argv + 1);
-	fprintf(stderr, "kiln: '%s' is not a kiln command; see 'kiln --help'\n", cmd);
+	{
+		const char *names[NCOMMANDS], *near;
+
+		for (size_t i = 0; i < NCOMMANDS; i++)
+			names[i] = commands[i].name;
+		if ((near = kiln_cli_closest(cmd, strlen(cmd), names, NCOMMANDS)))
+			fprintf(stderr,
+			        "kiln: '%s' is not a kiln command; did you mean '%s'? see 'kiln --help'\n",
+			        cmd, near);
+		else
+			fprintf(stderr, "kiln: '%s' is not a kiln command; see 'kiln --help'\n", cmd);
+	}
 	return KILN_EXIT_USAGE;
 }

@@ -8,23 +8,22 @@
 #include <string.h>
 
 #include "cli/args.h"
-#include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/json_out.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "ingest/gates.h"
+#include "ingest/gates_run.h"
 #include "ingest/pipeline.h"
 #include "manifest/format.h"
 #include "manifest/manifest.h"
 #include "manifest/promote.h"
 #include "manifest/sshsig.h"
 #include "manifest/version.h"
-#include "quality/profile.h"
-#include "contract/compat.h"
-#include "contract/quality.h"
 
 static const char usage_text[] =
     "usage: kiln promote DATASET@REF --pipeline PIPELINE [--version vN] [--set KEY=VALUE]... [--dry-run]\n"
+    "                    [--json]\n"
     "\n"
     "Checks the release gates of the pipeline's `promote:` section (minimum\n"
     "records per split, split-ratio tolerance, quarantine-rate ceiling, contract\n"
@@ -38,6 +37,8 @@ static const char usage_text[] =
     "  -V, --version vN      the version to create (default: one above the highest vN)\n"
     "  -s, --set KEY=VALUE   override a pipeline value (see kiln run --help)\n"
     "  -n, --dry-run         check the gates and print the message, create nothing\n"
+    "  -j, --json            the outcome as one JSON document on stdout: the gates,\n"
+    "                        the tag (docs/JSON.md); the exit status is the same\n"
     "  -h, --help            show this help\n"
     "\n"
     "Exit status: 0 tagged (or, with --dry-run, gates passed), 1 a gate failed,\n"
@@ -46,7 +47,7 @@ static const char usage_text[] =
 typedef struct promote_opts {
 	const char *pipeline_path, *version_name, *spec;
 	kiln_cli_sets sets;
-	bool dry_run;
+	bool dry_run, json;
 } promote_opts;
 
 /* -1 to go on, else the exit status. */
@@ -57,6 +58,7 @@ static int parse_options(promote_opts *o, int argc, char **argv)
 	    {.name = "version", .letter = 'V', .kind = KILN_CLI_STRING, .out = &o->version_name},
 	    {.name = "set", .letter = 's', .kind = KILN_CLI_SETS, .out = &o->sets},
 	    {.name = "dry-run", .letter = 'n', .kind = KILN_CLI_FLAG, .out = &o->dry_run},
+	    {.name = "json", .letter = 'j', .kind = KILN_CLI_FLAG, .out = &o->json},
 	    KILN_CLI_END,
 	};
 	const char *expected = "expected DATASET@REF and --pipeline FILE (see kiln promote --help)";
@@ -78,225 +80,75 @@ static int parse_options(promote_opts *o, int argc, char **argv)
 	return KILN_CLI_GO_ON;
 }
 
-/* The version's profile for a gate: read and checked by
- * kiln_version_profile, and whole (its records all that stats.json counts
- * valid: a branch with commits made with profile.enabled: false has a
- * profile of part of its records only). 1, or <= 0 with the error set. */
-static int gate_profile(kiln_manifest *m, const kiln_version *v, const char *spec, kiln_profile *out)
+/* Runs every gate (ingest/gates_run.h) and prints each line (not with
+ * --json); the number of gates when all pass, -1 (with the failed ones
+ * named on stderr, *status set) otherwise; *out_n: the gates judged (also
+ * when one failed). *results is the caller's to free. */
+static int check_gates(const promote_opts *o, const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v,
+                       const kiln_promote_inputs *in, kiln_gate_result **results, int *out_n, int *status)
 {
-	kiln_buf text = KILN_BUF_INIT(0);
-	kiln_stats stats;
-	int rc;
-
-	if ((rc = kiln_version_profile(m, v, spec, out, NULL)) <= 0)
-		return rc;
-	if ((rc = kiln_version_read(m, v, "stats.json", &text)) >= 0 &&
-	    (rc = kiln_stats_parse(text.ptr, text.len, spec, &stats)) == 0 && out->records != stats.valid)
-		rc =
-		    kiln_error_set(KILN_EINVALID,
-		                   "%s: its profile covers %llu of its %llu valid records (commits made with "
-		                   "profile.enabled: false): a gate needs a profile of every record",
-		                   spec, (unsigned long long)out->records, (unsigned long long)stats.valid);
-	kiln_buf_free(&text);
-	if (rc < 0) {
-		kiln_profile_free(out);
-		return rc;
-	}
-	return 1;
-}
-
-/* The drift gate's result into *out: the version's profile against the
- * baseline's (the highest vN, or the one the pipeline names). 0, or -1
- * with the error printed. */
-static int drift_gate(const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v, const char *spec,
-                      kiln_gate_result *out)
-{
-	kiln_profile now = {0}, base = {0};
-	kiln_version bv;
-	char base_name[40], base_spec[300];
-	int have_base = 1, rc = -1;
-
-	if (strcmp(p->gates.drift_baseline, "previous") == 0) {
-		if ((have_base = kiln_promote_last_version(base_name, m, v->dataset)) < 0)
-			goto fail;
-	} else {
-		snprintf(base_name, sizeof(base_name), "%s", p->gates.drift_baseline);
-	}
-	if (gate_profile(m, v, spec, &now) <= 0)
-		goto fail;
-	if (have_base) {
-		snprintf(base_spec, sizeof(base_spec), "%s@%s", v->dataset, base_name);
-		if (kiln_version_resolve(m, base_spec, &bv) < 0 ||
-		    gate_profile(m, &bv, base_spec, &base) <= 0)
-			goto fail;
-	}
-	if (kiln_gates_drift(&p->gates, have_base ? &base : NULL, base_name, &now, out) < 0)
-		goto fail;
-	rc = 0;
-	goto done;
-fail:
-	kiln_cli_fail("promote", "drift gate: %s", kiln_error_last());
-done:
-	kiln_profile_free(&now);
-	kiln_profile_free(&base);
-	return rc;
-}
-
-/* The quality rules of the pipeline's contract; when it has any, it must
- * be the contract the version was curated under (its digest in
- * dataset.json). The rules point into *contract (free it after them). 0,
- * or -1 with the error printed. */
-static int load_rules(const kiln_pipeline *p, const kiln_promote_inputs *in, const char *spec,
-                      kiln_contract **contract, kiln_quality_rules *out)
-{
-	kiln_contract_options copt = {.schema = p->schema};
-	char digest[80];
-
-	memset(out, 0, sizeof(*out));
-	if (kiln_contract_load(contract, p->contract, &copt) < 0 ||
-	    kiln_quality_rules_load(out, *contract) < 0) {
-		kiln_cli_fail("promote", "%s", kiln_error_last());
-		return -1;
-	}
-	snprintf(digest, sizeof(digest), "blake2b-256:%s", (*contract)->digest_hex);
-	if (out->count &&
-	    (!in->definition.contract_digest || strcmp(in->definition.contract_digest, digest) != 0)) {
-		kiln_cli_fail(
-		    "promote",
-		    "%s: the pipeline's contract %s (%s) is not the one the version was curated under (%s): "
-		    "its quality rules would not be the version's",
-		    spec, p->contract, digest,
-		    in->definition.contract_digest ? in->definition.contract_digest : "unknown");
-		return -1;
-	}
-	return 0;
-}
-
-/* The contract_compatible gate: the version's contract.yaml against the
- * highest vN's; a breaking change fails it (contract/compat.h). 0, or -1
- * with the error printed. */
-static int compat_gate(const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v, const char *spec,
-                       kiln_gate_result *out)
-{
-	kiln_buf a = KILN_BUF_INIT(0), b = KILN_BUF_INIT(0), list = KILN_BUF_INIT(0);
-	kiln_contract *old = NULL, *now = NULL;
-	kiln_contract_compat *diff = NULL;
-	kiln_version bv;
-	kiln_contract_options copts = {.schema = p->schema};
-	char base_name[32], base_spec[300];
-	int rc = -1, found;
-
-	if ((found = kiln_promote_last_version(base_name, m, v->dataset)) < 0)
-		goto fail;
-	if (!found) {
-		out->pass = true;
-		snprintf(out->line, sizeof(out->line),
-		         "contract_compatible: no promoted version to compare with: pass");
-		return 0;
-	}
-	snprintf(base_spec, sizeof(base_spec), "%s@%s", v->dataset, base_name);
-	if (kiln_version_resolve(m, base_spec, &bv) < 0 ||
-	    (found = kiln_version_read(m, &bv, "contract.yaml", &a)) < 0 ||
-	    (found && (found = kiln_version_read(m, v, "contract.yaml", &b)) < 0))
-		goto fail;
-	if (!found) {
-		kiln_error_set(KILN_ENOTFOUND,
-		               "%s or %s has no contract.yaml (made before kiln kept the contract)", spec,
-		               base_spec);
-		goto fail;
-	}
-	if (kiln_contract_load_buffer(&old, base_spec, a.ptr, a.len, &copts) < 0 ||
-	    kiln_contract_load_buffer(&now, spec, b.ptr, b.len, &copts) < 0 ||
-	    kiln_contract_compat_diff(&diff, old, now) < 0)
-		goto fail;
-	if (kiln_contract_compat_breaking_list(&list, diff, 4) < 0)
-		goto fail;
-	out->pass = diff->breaking == 0;
-	if (out->pass)
-		snprintf(out->line, sizeof(out->line),
-		         "contract_compatible with %s: %zu changes, none breaking: pass", base_name,
-		         diff->count);
-	else
-		snprintf(out->line, sizeof(out->line),
-		         "contract_compatible with %s: %zu of %zu changes breaking (%s): FAIL", base_name,
-		         diff->breaking, diff->count, list.ptr);
-	rc = 0;
-	goto done;
-fail:
-	kiln_cli_fail("promote", "contract_compatible gate: %s", kiln_error_last());
-done:
-	kiln_contract_compat_free(diff);
-	kiln_contract_free(old);
-	kiln_contract_free(now);
-	kiln_buf_free(&a);
-	kiln_buf_free(&b);
-	kiln_buf_free(&list);
-	return rc;
-}
-
-/* Prints every gate's line; the number of gates when all pass, -1 (with
- * the failed ones named on stderr, *status set) otherwise. results has
- * room for KILN_GATES_MAX + rules->count. */
-static int check_gates(const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v,
-                       const kiln_promote_inputs *in, const char *spec, const kiln_quality_rules *rules,
-                       kiln_gate_result *results, int *status)
-{
+	const char *spec = o->spec;
 	bool failed = false;
-	int n;
+	size_t n;
 
-	if ((n = kiln_gates_check(&p->gates, &in->stats, &in->definition, results)) < 0) {
-		*status = kiln_cli_fail("promote", "%s: %s", spec, kiln_error_last());
+	if (kiln_gates_run(results, &n, p, m, v, in, spec) < 0) {
+		*status = kiln_cli_fail("promote", "%s", kiln_error_last());
 		return -1;
 	}
-	if (p->gates.contract_compatible) {
-		if (compat_gate(p, m, v, spec, &results[n]) < 0) {
-			*status = KILN_EXIT_USAGE;
-			return -1;
-		}
-		n++;
+	for (size_t i = 0; i < n; i++) {
+		if (!o->json)
+			printf("gate %s\n", (*results)[i].line);
+		failed |= !(*results)[i].pass;
 	}
-	if (p->gates.drift) {
-		if (drift_gate(p, m, v, spec, &results[n]) < 0) {
-			*status = KILN_EXIT_USAGE;
-			return -1;
-		}
-		n++;
-	}
-	if (rules->count) {
-		kiln_profile profile = {0};
-		int q = -1;
-
-		if (gate_profile(m, v, spec, &profile) > 0)
-			q = kiln_gates_quality(rules, &profile, &in->stats, &results[n]);
-		kiln_profile_free(&profile);
-		if (q < 0) {
-			*status = kiln_cli_fail("promote", "quality rules: %s", kiln_error_last());
-			return -1;
-		}
-		n += q;
-	}
-	for (int i = 0; i < n; i++) {
-		printf("gate %s\n", results[i].line);
-		failed |= !results[i].pass;
-	}
+	*out_n = (int)n;
 	if (failed) {
-		for (int i = 0; i < n; i++)
-			if (!results[i].pass)
+		for (size_t i = 0; i < n; i++)
+			if (!(*results)[i].pass)
 				fprintf(stderr, "kiln promote: %s: release gate failed: %s\n", spec,
-				        results[i].line);
+				        (*results)[i].line);
 		*status = KILN_EXIT_INVALID;
 		return -1;
 	}
-	return n;
+	return (int)n;
 }
 
-/* Creates the tag (signed when the pipeline names a key) and prints it. */
-static int tag_version(kiln_manifest *m, const kiln_pipeline *p, const kiln_version *v,
-                       const char *version_name, const char *msg)
+/* --json: the outcome as one document (docs/JSON.md); tag_id NULL: none
+ * made (a dry run, a gate failed). */
+static int print_json(const promote_opts *o, const kiln_version *v, const char *version_name,
+                      const kiln_gate_result *results, int n, const char *tag_id, bool signed_tag, int status)
+{
+	kiln_buf b = KILN_BUF_INIT(0);
+	bool passed = true;
+	int rc;
+
+	for (int i = 0; i < n; i++)
+		passed &= results[i].pass;
+	rc = kiln_buf_puts(&b, "{\"dataset\":") | kiln_cli_json_string(&b, v->dataset) |
+	     kiln_buf_puts(&b, ",\"version\":") | kiln_cli_json_string_or_null(&b, version_name) |
+	     kiln_buf_puts(&b, ",\"commit\":") | kiln_cli_json_string(&b, v->commit) |
+	     kiln_buf_puts(&b, ",\"from\":") | kiln_cli_json_string(&b, v->ref[0] ? v->ref : v->commit) |
+	     kiln_buf_printf(&b, ",\"dry_run\":%s,\"passed\":%s,\"tag\":", o->dry_run ? "true" : "false",
+	                     passed ? "true" : "false") |
+	     kiln_cli_json_string_or_null(&b, tag_id) |
+	     kiln_buf_printf(&b, ",\"signed\":%s,\"gates\":[", signed_tag ? "true" : "false");
+	for (int i = 0; i < n; i++)
+		rc |= kiln_buf_puts(&b, i ? ",{\"line\":" : "{\"line\":") |
+		      kiln_cli_json_string(&b, results[i].line) |
+		      kiln_buf_printf(&b, ",\"pass\":%s,\"not_run\":%s}", results[i].pass ? "true" : "false",
+		                      results[i].not_run ? "true" : "false");
+	rc |= kiln_buf_puts(&b, "]}\n");
+	rc = kiln_cli_write_buf("promote", &b, rc);
+	kiln_buf_free(&b);
+	return rc ? rc : status;
+}
+
+/* Creates the tag (signed when the pipeline names a key) and prints it;
+ * with --json, tag_id and *out_signed say what was made. */
+static int tag_version(const promote_opts *o, kiln_manifest *m, const kiln_pipeline *p, const kiln_version *v,
+                       const char *version_name, const char *msg, char tag_id[41], bool *out_signed)
 {
 	kiln_signing_key key;
 	bool key_loaded = false;
-	char tag_id[41];
 	int status = KILN_EXIT_USAGE;
 
 	if (p->signing_key_file) {
@@ -314,8 +166,11 @@ static int tag_version(kiln_manifest *m, const kiln_pipeline *p, const kiln_vers
 		              version_name, KILN_VERSION_SIGNED_KEY, kiln_error_last());
 		goto cleanup;
 	}
-	printf("%s@%s: tag refs/tags/%s/%s -> %.12s (%s)\n", v->dataset, version_name, v->dataset,
-	       version_name, v->commit, key_loaded ? "signed" : "unsigned: set manifest.signing_key to sign");
+	*out_signed = key_loaded;
+	if (!o->json)
+		printf("%s@%s: tag refs/tags/%s/%s -> %.12s (%s)\n", v->dataset, version_name, v->dataset,
+		       version_name, v->commit,
+		       key_loaded ? "signed" : "unsigned: set manifest.signing_key to sign");
 	status = KILN_EXIT_OK;
 cleanup:
 	if (key_loaded)
@@ -327,30 +182,28 @@ cleanup:
 static int promote(const promote_opts *o, const kiln_pipeline *p, kiln_manifest *m, const kiln_version *v)
 {
 	kiln_promote_inputs in;
-	kiln_quality_rules rules = {0};
-	kiln_contract *contract = NULL;
 	kiln_gate_result *results = NULL;
 	const char **gate_lines = NULL;
 	kiln_buf msg = KILN_BUF_INIT(0);
 	kiln_mfmt_governance record;
 	const char *version_name = o->version_name;
-	char name[32];
-	int n, status = KILN_EXIT_USAGE;
+	char name[32], tag_id[41] = "";
+	bool signed_tag = false;
+	int n = 0, judged = 0, status = KILN_EXIT_USAGE;
 
 	if (kiln_promote_inputs_read(&in, m, v, o->spec) < 0) {
 		kiln_cli_fail("promote", "%s: %s", o->spec, kiln_error_last());
 		goto cleanup;
 	}
-	if (load_rules(p, &in, o->spec, &contract, &rules) < 0)
+	if ((n = check_gates(o, p, m, v, &in, &results, &judged, &status)) < 0) {
+		if (o->json && status == KILN_EXIT_INVALID)
+			status = print_json(o, v, version_name, results, judged, NULL, false, status);
 		goto cleanup;
-	results = calloc(KILN_GATES_MAX + rules.count, sizeof(*results));
-	gate_lines = calloc(KILN_GATES_MAX + rules.count, sizeof(*gate_lines));
-	if (!results || !gate_lines) {
+	}
+	if (!(gate_lines = calloc((size_t)n + 1, sizeof(*gate_lines)))) {
 		kiln_cli_fail("promote", "out of memory");
 		goto cleanup;
 	}
-	if ((n = check_gates(p, m, v, &in, o->spec, &rules, results, &status)) < 0)
-		goto cleanup;
 	if (!version_name) {
 		if (kiln_promote_next_version(name, m, v->dataset) < 0) {
 			kiln_cli_fail("promote", "%s", kiln_error_last());
@@ -376,16 +229,20 @@ static int promote(const promote_opts *o, const kiln_pipeline *p, kiln_manifest 
 		goto cleanup;
 	}
 	if (o->dry_run) {
-		printf("%s@%s would be tagged %s:\n\n%s", v->dataset, v->ref[0] ? v->ref : v->commit,
-		       version_name, msg.ptr);
-		status = KILN_EXIT_OK;
+		if (o->json)
+			status = print_json(o, v, version_name, results, n, NULL, false, KILN_EXIT_OK);
+		else {
+			printf("%s@%s would be tagged %s:\n\n%s", v->dataset, v->ref[0] ? v->ref : v->commit,
+			       version_name, msg.ptr);
+			status = KILN_EXIT_OK;
+		}
 		goto cleanup;
 	}
-	status = tag_version(m, p, v, version_name, msg.ptr);
+	status = tag_version(o, m, p, v, version_name, msg.ptr, tag_id, &signed_tag);
+	if (status == KILN_EXIT_OK && o->json)
+		status = print_json(o, v, version_name, results, n, tag_id, signed_tag, status);
 cleanup:
 	kiln_promote_inputs_free(&in);
-	kiln_quality_rules_free(&rules);
-	kiln_contract_free(contract);
 	free(results);
 	free(gate_lines);
 	kiln_buf_free(&msg);

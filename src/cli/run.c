@@ -8,9 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/json_out.h"
+#include "cli/progress.h"
 #include "cli/version.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -20,7 +23,7 @@
 #include "ingest/source.h"
 
 static const char usage_text[] =
-    "usage: kiln run PIPELINE [--set dotted.key=value]... [--stop-at-end]\n"
+    "usage: kiln run PIPELINE [--set dotted.key=value]... [--stop-at-end] [--json]\n"
     "\n"
     "Reads the pipeline's source (a JSON Lines file, a folder of them, stdin,\n"
     "or Kafka topics), validates each record against the contract,\n"
@@ -49,6 +52,8 @@ static const char usage_text[] =
     "                        exit 2 when no broker answers within\n"
     "                        source.connect_timeout seconds (default 30);\n"
     "                        directory: read the files there are, commit, exit\n"
+    "  -j, --json            the run's summary as one JSON document on stdout\n"
+    "                        (docs/JSON.md) instead of its lines\n"
     "  -h, --help            show this help\n"
     "\n"
     "Exit status: 0 on a commit (or nothing new to read), 2 on a config, key,\n"
@@ -58,6 +63,19 @@ static const char usage_text[] =
     "committed).\n";
 
 static volatile sig_atomic_t stop_requested, snapshot_requested, reload_requested;
+
+/* A one-shot run's progress line on a terminal (stderr). */
+typedef struct progress_line {
+	kiln_cli_rate rate;
+	char label[160];
+} progress_line;
+
+static void on_progress(void *ctx, uint64_t bytes, uint64_t total, uint64_t records)
+{
+	progress_line *l = ctx;
+
+	kiln_cli_rate_draw(&l->rate, bytes, total, records, l->label);
+}
 
 static void on_stop(int sig)
 {
@@ -83,7 +101,10 @@ static int run(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_sets *se
 {
 	struct sigaction sa = {0};
 	kiln_build_info build;
-	kiln_engine_options o = {.stop_at_end = stop_at_end,
+	progress_line line = {.rate = {.tty = isatty(STDERR_FILENO) == 1}};
+	kiln_run_progress progress = {.fn = on_progress, .ctx = &line};
+	kiln_engine_options o = {.progress = &progress,
+	                         .stop_at_end = stop_at_end,
 	                         .stop = &stop_requested,
 	                         .snapshot = &snapshot_requested,
 	                         .reload = &reload_requested,
@@ -91,8 +112,14 @@ static int run(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_sets *se
 	                         .set_count = sets->n,
 	                         .build_info = &build};
 
-	if (!kiln_engine_streams(p))
-		return kiln_engine_run(p, &o, r);
+	if (!kiln_engine_streams(p)) {
+		int rc;
+
+		snprintf(line.label, sizeof(line.label), "kiln run: %s", p->source_name);
+		rc = kiln_engine_run(p, &o, r);
+		kiln_cli_rate_clear(&line.rate);
+		return rc;
+	}
 	kiln_cli_build_info(&build);
 
 	sigemptyset(&sa.sa_mask);
@@ -134,13 +161,55 @@ static void print_folder(const kiln_pipeline *p, const kiln_run_result *r)
 	}
 }
 
+/* --json: the run's summary as one document (docs/JSON.md). */
+static int print_json(const kiln_pipeline *p, const kiln_run_result *r)
+{
+	kiln_buf b = KILN_BUF_INIT(0);
+	char *repo = realpath(p->manifest_repo, NULL);
+	bool one_shot = !kiln_engine_streams(p) && !p->source->reads_files;
+	int rc = kiln_buf_puts(&b, "{\"dataset\":") | kiln_cli_json_string(&b, p->dataset) |
+	         kiln_buf_puts(&b, ",\"branch\":") | kiln_cli_json_string(&b, p->branch) |
+	         kiln_buf_puts(&b, ",\"source\":") | kiln_cli_json_string(&b, p->source->kind) |
+	         kiln_buf_puts(&b, ",\"source_name\":") | kiln_cli_json_string(&b, p->source_name) |
+	         kiln_buf_puts(&b, ",\"commit\":") | kiln_cli_json_string_or_null(&b, r->commit) |
+	         kiln_buf_printf(&b, ",\"ref\":\"refs/heads/%s/%s\",\"manifest\":", p->dataset, p->branch) |
+	         kiln_cli_json_string(&b, repo ? repo : p->manifest_repo) |
+	         kiln_buf_printf(&b,
+	                         ",\"records_in\":%llu,\"valid\":%llu,\"quarantined\":%llu,\"shards\":%zu,"
+	                         "\"splits\":{\"train\":%llu,\"dev\":%llu,\"test\":%llu}",
+	                         (unsigned long long)r->delta.records_in, (unsigned long long)r->delta.valid,
+	                         (unsigned long long)r->delta.quarantined, r->shards,
+	                         (unsigned long long)r->delta.splits[KILN_SPLIT_TRAIN].records,
+	                         (unsigned long long)r->delta.splits[KILN_SPLIT_DEV].records,
+	                         (unsigned long long)r->delta.splits[KILN_SPLIT_TEST].records);
+
+	if (one_shot && r->commit[0])
+		rc |=
+		    kiln_buf_printf(&b, ",\"first_offset\":%llu,\"next_offset\":%llu",
+		                    (unsigned long long)r->first_offset, (unsigned long long)r->next_offset);
+	else if (one_shot)
+		rc |= kiln_buf_printf(&b, ",\"first_offset\":null,\"next_offset\":%llu",
+		                      (unsigned long long)r->next_offset);
+	if (p->source->reads_files)
+		rc |=
+		    kiln_buf_printf(&b, ",\"files_read\":%llu,\"files_changed\":%llu,\"changed\":",
+		                    (unsigned long long)r->files_read, (unsigned long long)r->files_changed) |
+		    kiln_cli_json_string_or_null(&b, r->changed);
+	rc |= kiln_buf_puts(&b, "}\n");
+	free(repo);
+	rc = kiln_cli_write_buf("run", &b, rc);
+	kiln_buf_free(&b);
+	return rc;
+}
+
 int kiln_cmd_run(int argc, char **argv)
 {
 	kiln_cli_sets sets = {0};
-	bool stop_at_end = false;
+	bool stop_at_end = false, json = false;
 	const kiln_cli_option rows[] = {
 	    {.name = "set", .letter = 's', .kind = KILN_CLI_SETS, .out = &sets},
 	    {.name = "stop-at-end", .kind = KILN_CLI_FLAG, .out = &stop_at_end},
+	    {.name = "json", .letter = 'j', .kind = KILN_CLI_FLAG, .out = &json},
 	    KILN_CLI_END,
 	};
 	const kiln_cli_spec spec = {
@@ -173,7 +242,10 @@ int kiln_cmd_run(int argc, char **argv)
 		kiln_cli_fail("run", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	if (pipeline->source->reads_files) {
+	if (json) {
+		if ((status = print_json(pipeline, &r)) != 0)
+			goto cleanup;
+	} else if (pipeline->source->reads_files) {
 		print_folder(pipeline, &r);
 	} else if (kiln_engine_streams(pipeline)) {
 		printf("%s@%s: +%llu records (%llu valid, %llu quarantined) in %zu shards this run\n",

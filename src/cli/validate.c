@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "contract/contract.h"
 #include "contract/validate.h"
 #include "core/error.h"
@@ -101,12 +103,20 @@ static int validate_fd(run_state *st, int fd, const char *name, size_t max_recor
 	kiln_line_reader *reader;
 	kiln_line line;
 	kiln_report report;
+	kiln_cli_rate rate = {.tty = isatty(STDERR_FILENO) == 1};
+	struct stat sb;
+	uint64_t size = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size : 0, read = 0;
+	char label[160];
 	int rc;
 
+	snprintf(label, sizeof(label), "kiln validate: %s", name);
 	if ((rc = kiln_line_reader_new(&reader, fd, max_record)) < 0)
 		return rc;
 	while ((rc = kiln_line_reader_next(reader, &line)) > 0) {
 		st->records++;
+		read = line.offset_end;
+		if ((st->records & 4095) == 0)
+			kiln_cli_rate_draw(&rate, read, size, st->records, label);
 		if (line.too_long)
 			kiln_report_single(&report, KILN_REJECT_TOO_LARGE, max_record);
 		else
@@ -119,10 +129,13 @@ static int validate_fd(run_state *st, int fd, const char *name, size_t max_recor
 		for (size_t i = 0; i < report.kept; i++)
 			st->by_code[report.v[i].code]++;
 		st->unlisted += report.count - report.kept;
-		if (!st->quiet)
+		if (!st->quiet) {
+			kiln_cli_rate_clear(&rate); /* the terminal may show stdout too */
 			print_report(st, name, line.number, &report);
+		}
 	}
 	kiln_line_reader_free(reader);
+	kiln_cli_rate_clear(&rate);
 	if (rc < 0)
 		return kiln_error_set(rc, "%s: %s", name, kiln_error_last());
 	return 0;

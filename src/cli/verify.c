@@ -21,7 +21,7 @@
 
 static const char usage_text[] =
     "usage: kiln verify DATASET@REF [--deep] [--allowed-signers FILE | --public-key FILE]\n"
-    "                   [--manifest REPO] [--store URL] [--json]\n"
+    "                   [--require-trusted] [--manifest REPO] [--store URL] [--json]\n"
     "\n"
     "Checks the version's signature (the tag's for DATASET@vN, else the\n"
     "commit's) against the trusted keys, the consistency of its tree, and with\n"
@@ -30,6 +30,7 @@ static const char usage_text[] =
     "Options:\n"
     "      --allowed-signers FILE  trusted keys, git's allowed-signers format\n"
     "      --public-key FILE       a trusted key, ssh-ed25519 public key line\n"
+    "      --require-trusted       fail unless a trusted key signed the version\n"
     "      --deep                  also read every shard from the store\n"
     "  -m, --manifest REPO         manifest repository (default $KILN_MANIFEST)\n"
     "  -s, --store URL             object store for --deep (default $KILN_STORE)\n"
@@ -37,8 +38,9 @@ static const char usage_text[] =
     "  -h, --help                  show this help\n"
     "\n"
     "For DATASET@vN the tag object must be named DATASET/vN. Without trusted\n"
-    "keys the signature is reported, not checked, and an unsigned version fails\n"
-    "only where the repository's kiln.signed requires it (docs/RELEASES.md).\n"
+    "keys the signature is reported as \"not checked against any key\", and an\n"
+    "unsigned version fails only where the repository's kiln.signed requires it\n"
+    "(docs/RELEASES.md); with --require-trusted both are failed checks.\n"
     "With --json, stdout gets one JSON document: the version (dataset, ref,\n"
     "commit, tag, time), \"verified\", \"signature\", \"deep\", \"shards_verified\"\n"
     "and \"problems\" (each problem's line, also printed on stderr as without\n"
@@ -48,7 +50,7 @@ static const char usage_text[] =
 
 typedef struct verify_opts {
 	const char *manifest_path, *store_url, *spec;
-	bool deep, json;
+	bool deep, json, require_trusted;
 	kiln_verify_keys keys;
 } verify_opts;
 
@@ -67,6 +69,7 @@ static int parse_options(verify_opts *o, int argc, char **argv)
 	    {.name = "deep", .kind = KILN_CLI_FLAG, .out = &o->deep},
 	    {.name = "allowed-signers", .kind = KILN_CLI_CUSTOM, .out = &o->keys, .parse = load_keys},
 	    {.name = "public-key", .kind = KILN_CLI_CUSTOM, .out = &o->keys, .parse = load_keys},
+	    {.name = "require-trusted", .kind = KILN_CLI_FLAG, .out = &o->require_trusted},
 	    KILN_CLI_MANIFEST_ROW(&o->manifest_path),
 	    {.name = "store", .letter = 's', .kind = KILN_CLI_STORE, .out = &o->store_url},
 	    {.name = "json", .letter = 'j', .kind = KILN_CLI_FLAG, .out = &o->json},
@@ -154,9 +157,30 @@ static void print_signature(const verify_opts *o, const kiln_version *v, const k
 		return;
 	if (r->sig.state == KILN_VERIFY_SIG_NONE)
 		printf("signature: none (%s is unsigned)\n", v->ref[0] ? v->ref : v->commit);
+	else if (o->keys.count)
+		printf("signature: good, ssh-ed25519 %s (trusted)\n", r->sig.fingerprint);
 	else
-		printf("signature: good, ssh-ed25519 %s%s\n", r->sig.fingerprint,
-		       o->keys.count ? " (trusted)" : " (no trusted keys given: not checked against any)");
+		printf("signature: not checked against any key (signed by ssh-ed25519 %s; give "
+		       "--allowed-signers or --public-key to check it)\n",
+		       r->sig.fingerprint);
+}
+
+/* --require-trusted: a version no trusted key signed is a failed check. */
+static void require_trusted(const verify_opts *o, kiln_verify_result *r, problems *p)
+{
+	if (!o->require_trusted || !r->name_ok || !r->sig_ok)
+		return; /* off, or the signature is a problem already */
+	if (r->sig.state == KILN_VERIFY_SIG_NONE)
+		print_problem(p, "--require-trusted: the version is unsigned");
+	else if (!o->keys.count)
+		print_problem(p, "--require-trusted: no trusted keys given (--allowed-signers or "
+		                 "--public-key): the signature is not checked against any key");
+	else if (!r->sig.trusted)
+		print_problem(p, "--require-trusted: the signature is not by a trusted key");
+	else
+		return;
+	r->sig_ok = false;
+	r->problems++;
 }
 
 int kiln_cmd_verify(int argc, char **argv)
@@ -178,6 +202,7 @@ int kiln_cmd_verify(int argc, char **argv)
 		kiln_cli_fail("verify", "%s", kiln_error_last());
 		goto cleanup;
 	}
+	require_trusted(&o, &r, &p);
 	if (o.json) {
 		if (print_json(&o, &v, &r, &p) != 0)
 			goto cleanup;

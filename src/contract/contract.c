@@ -157,11 +157,6 @@ static int fail(compiler *c, const kiln_yaml_node *node, const char *path, const
 	return kiln_yaml_fail(c->doc, node, path, "%s", msg);
 }
 
-static int oom(void)
-{
-	return kiln_error_set(KILN_ENOMEM, "out of memory compiling contract");
-}
-
 static const char *join(compiler *c, const char *path, const char *key)
 {
 	return path && *path ? kiln_arena_printf(c->arena, "%s.%s", path, key)
@@ -324,7 +319,7 @@ static int compile_pattern(compiler *c, kiln_field *f, const kiln_yaml_node *n, 
 		void **p = realloc(c->contract->patterns, cap * sizeof(*p));
 		if (!p) {
 			pcre2_code_free(re);
-			return oom();
+			return kiln_error_oom("compiling the contract");
 		}
 		c->contract->patterns = p;
 		c->patterns_cap = cap;
@@ -440,7 +435,7 @@ static int compile_enum(compiler *c, kiln_field *f, const kiln_yaml_node *list, 
 	f->enum_numbers = kiln_arena_alloc(c->arena, list->count * sizeof(*f->enum_numbers));
 	f->enum_kinds = kiln_arena_alloc(c->arena, list->count * sizeof(*f->enum_kinds));
 	if (!f->enum_values || !f->enum_lens || !f->enum_numbers || !f->enum_kinds)
-		return oom();
+		return kiln_error_oom("compiling the contract");
 	for (size_t i = 0; i < list->count; i++) {
 		const kiln_yaml_node *v = list->items[i];
 		const char *ipath = kiln_arena_printf(c->arena, "%s[%zu]", path, i);
@@ -568,14 +563,14 @@ static int compile_children(compiler *c, kiln_field *f, const kiln_yaml_node *li
 	f->child_count = list->count;
 	f->children = kiln_arena_alloc(c->arena, (list->count + 1) * sizeof(*f->children));
 	if (!f->children)
-		return oom();
+		return kiln_error_oom("compiling the contract");
 	for (size_t i = 0; i < list->count; i++) {
 		const char *ipath = kiln_arena_printf(c->arena, "%s[%zu]", ypath, i);
 		const char *name;
 		kiln_field *child = kiln_arena_alloc(c->arena, sizeof(*child));
 
 		if (!child || !ipath)
-			return oom();
+			return kiln_error_oom("compiling the contract");
 		if ((rc = expect_kind(c, list->items[i], ipath, KILN_YAML_MAPPING)) < 0 ||
 		    (rc = get_string(c, list->items[i], "name", ipath, true, &name)) < 0)
 			return rc;
@@ -607,7 +602,7 @@ static int index_children(compiler *c, kiln_field *f)
 	f->child_index = kiln_arena_alloc(c->arena, size * sizeof(*f->child_index));
 	f->required_children = kiln_arena_alloc(c->arena, (f->child_count + 1) * sizeof(uint32_t));
 	if (!f->child_index || !f->required_children)
-		return oom();
+		return kiln_error_oom("compiling the contract");
 	f->child_index_mask = size - 1;
 	f->seen_base = c->contract->seen_slots;
 	c->contract->seen_slots += (uint32_t)f->child_count;
@@ -747,7 +742,7 @@ static int compile_property(compiler *c, kiln_field *f, const kiln_yaml_node *no
 			return fail(c, n, join(c, ypath, "items"), "items need logicalType: array");
 		f->items = kiln_arena_alloc(c->arena, sizeof(*f->items));
 		if (!f->items)
-			return oom();
+			return kiln_error_oom("compiling the contract");
 		/* items have no name: their pseudonym domain is the array's (its
 		 * pseudonymDomain or its name) unless they set their own */
 		f->items->pseudo_domain = f->pseudo_domain;
@@ -796,7 +791,7 @@ static int compile_schema(compiler *c, const kiln_yaml_node *root, const kiln_co
 
 	k->root = kiln_arena_alloc(c->arena, sizeof(*k->root));
 	if (!k->root)
-		return oom();
+		return kiln_error_oom("compiling the contract");
 	k->root->type = KILN_LTYPE_OBJECT;
 	k->root->path = "";
 	k->root->min_length = k->root->max_length = k->root->min_items = k->root->max_items = -1;
@@ -877,7 +872,7 @@ int kiln_contract_load_buffer(kiln_contract **out, const char *name, const char 
 		return rc;
 	k = calloc(1, sizeof(*k));
 	if (!k || !(k->arena = kiln_arena_new())) {
-		rc = oom();
+		rc = kiln_error_oom("compiling the contract");
 		goto cleanup;
 	}
 	c.doc = doc;
@@ -889,7 +884,7 @@ int kiln_contract_load_buffer(kiln_contract **out, const char *name, const char 
 	k->text = kiln_arena_strndup(k->arena, text, len);
 	k->text_len = len;
 	if (!k->file || !k->text) {
-		rc = oom();
+		rc = kiln_error_oom("compiling the contract");
 		goto cleanup;
 	}
 	if ((rc = compile_contract(&c, options)) < 0)
@@ -926,7 +921,7 @@ int kiln_contract_load(kiln_contract **out, const char *path, const kiln_contrac
 	}
 	text = malloc((size_t)st.st_size + 1);
 	if (!text) {
-		rc = oom();
+		rc = kiln_error_oom("compiling the contract");
 		goto cleanup;
 	}
 	while (len < (size_t)st.st_size && (n = read(fd, text + len, (size_t)st.st_size - len)) > 0)

@@ -57,16 +57,33 @@ static bool step(checker *c, const char *check, int rc, const char *ok_msg)
 	return true;
 }
 
+/* With dedup: its keys, window and bound appended to the contract line
+ * (each key path was found in the contract as a scalar). */
+static void dedup_said(const kiln_pipeline *p, char *msg, size_t cap, size_t n)
+{
+	if (!p->dedup_key_count || n >= cap)
+		return;
+	n += (size_t)snprintf(msg + n, cap - n, "; dedup key");
+	for (size_t i = 0; i < p->dedup_key_count && n < cap; i++)
+		n += (size_t)snprintf(msg + n, cap - n, "%s%s", i ? ", " : " ", p->dedup_keys[i]);
+	if (n < cap)
+		snprintf(msg + n, cap - n, ", window %llds, max_keys %zu",
+		         (long long)(p->dedup_window_ms / 1000), p->dedup_max_keys);
+}
+
 static bool check_contract(checker *c)
 {
 	char msg[600];
 	int rc = kiln_run_setup_contract(&c->s);
 	const kiln_contract *k = c->s.contract;
 
-	if (rc == 0)
-		snprintf(msg, sizeof(msg), "%s: %s %s, schema %s, %u fields; split key %s", k->file,
-		         k->id ? k->id : "?", k->version ? k->version : "?",
-		         k->schema_name ? k->schema_name : "?", k->field_count, c->p->split_key);
+	if (rc == 0) {
+		size_t n =
+		    (size_t)snprintf(msg, sizeof(msg), "%s: %s %s, schema %s, %u fields; split key %s",
+		                     k->file, k->id ? k->id : "?", k->version ? k->version : "?",
+		                     k->schema_name ? k->schema_name : "?", k->field_count, c->p->split_key);
+		dedup_said(c->p, msg, sizeof(msg), n);
+	}
 	return step(c, "contract", rc, msg);
 }
 

@@ -77,7 +77,8 @@ struct file_source {
 	struct resume resume;
 	int fd;
 	kiln_line_reader *reader;
-	uint64_t bytes_read;
+	uint64_t bytes_read, size; /* size: at open (0: not a regular file) */
+	const kiln_run_progress *progress;
 	char prefix_hex[65];
 	kiln_lineage_entry lineage;
 	int run_lock; /* the source's run lock, held shared; -1: none */
@@ -228,14 +229,15 @@ static int file_open(void **out, kiln_ingest *in, const void *args)
 {
 	const kiln_pipeline *p = in->p;
 	struct file_source *fs = calloc(1, sizeof(*fs));
+	struct stat st;
 	int rc;
 
-	(void)args;
 	*out = fs;
 	if (!fs)
 		return kiln_error_oom(NULL);
 	fs->fd = -1;
 	fs->run_lock = -1;
+	fs->progress = args;
 	fs->resume.topic = p->source_name;
 	fs->resume.kind = p->source->kind;
 	if ((rc = lock_and_resume(fs, in)) < 0)
@@ -248,6 +250,8 @@ static int file_open(void **out, kiln_ingest *in, const void *args)
 		fs->fd = STDIN_FILENO;
 		fs->resume.bytes = 0; /* stdin: offsets go on, nothing to skip or check */
 	}
+	if (fstat(fs->fd, &st) == 0 && S_ISREG(st.st_mode))
+		fs->size = (uint64_t)st.st_size;
 	in->out->first_offset = in->out->next_offset = fs->resume.found ? (uint64_t)fs->resume.next : 0;
 	if ((rc = kiln_line_reader_new(&fs->reader, fs->fd, p->max_record_bytes)) < 0)
 		return rc;
@@ -275,6 +279,9 @@ static int file_read(void *src, kiln_ingest *in)
 		in->out->next_offset += b->count;
 		if ((rc = kiln_curate_pool_submit(pool, b)) < 0)
 			return rc;
+		if (fs->progress && fs->progress->fn)
+			fs->progress->fn(fs->progress->ctx, fs->resume.bytes + fs->bytes_read, fs->size,
+			                 in->out->next_offset - in->out->first_offset);
 	}
 }
 
@@ -414,12 +421,12 @@ const kiln_source kiln_source_stdin = {
  * run stopped, so nothing is committed twice; stdin cannot be read again. */
 #define RERUNS 20
 
-int kiln_curate_run(const kiln_pipeline *p, kiln_run_result *out)
+int kiln_curate_run(const kiln_pipeline *p, const kiln_run_progress *progress, kiln_run_result *out)
 {
 	int rc;
 
 	for (int attempt = 1;; attempt++) {
-		rc = kiln_ingest_run(p->source, NULL, p, out);
+		rc = kiln_ingest_run(p->source, progress, p, out);
 		if (rc != KILN_EFENCED || p->source == &kiln_source_stdin || attempt == RERUNS)
 			break;
 		KILN_LOG(KILN_LOG_INFO, "rerun",

@@ -23,7 +23,16 @@ typedef struct kiln_run_result {
 	char changed[1024];
 } kiln_run_result;
 
-int kiln_curate_run(const kiln_pipeline *pipeline, kiln_run_result *out);
+/* A one-shot file or stdin run's progress, after each batch read: the
+ * input's bytes read (from its start, earlier runs' included), its size
+ * (0: not known, a pipe) and the records this run read. */
+typedef struct kiln_run_progress {
+	void (*fn)(void *ctx, uint64_t bytes, uint64_t total, uint64_t records);
+	void *ctx;
+} kiln_run_progress;
+
+/* progress may be NULL. */
+int kiln_curate_run(const kiln_pipeline *pipeline, const kiln_run_progress *progress, kiln_run_result *out);
 
 /* Validate/curate threads for a pipeline: its `workers`, else one per CPU. */
 unsigned kiln_curate_worker_count(const kiln_pipeline *pipeline);

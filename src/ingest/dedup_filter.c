@@ -77,7 +77,18 @@ int kiln_dedup_filter(kiln_batch *b, kiln_dedup *dedup, int64_t now_ms, const ch
 	while ((s = next_split(b, at)) >= 0) {
 		size_t i = b->out_index[s][at[s]++];
 
-		if ((rc = kiln_dedup_seen(dedup, b->dedup_hash[i], now_ms)) < 0)
+		if ((rc = kiln_dedup_seen(dedup, b->dedup_hash[i], now_ms)) == KILN_ELIMIT) {
+			/* exactness over memory: the run stops, nothing of it committed */
+			rc = kiln_error_set(
+			    KILN_EINVALID,
+			    "dedup.max_keys: the dedup index holds %zu keys (committed within dedup.window, "
+			    "and read since the last commit), its bound; nothing of this snapshot was "
+			    "committed: raise dedup.max_keys (10 million keys take about 384 MiB) or "
+			    "shorten dedup.window",
+			    kiln_dedup_max_keys(dedup));
+			goto done;
+		}
+		if (rc < 0)
 			goto done;
 		drop[i] = (unsigned char)rc;
 		dups += (size_t)rc;

@@ -16,7 +16,8 @@
  * joins b's rejects (in input order) as duplicate, its path the first key
  * path; the others become pending in dedup. With profile (schema its
  * schema), the records kept are added to it from the values the pool kept.
- * KILN_ENOMEM (b is then abandoned). */
+ * KILN_ENOMEM; KILN_EINVALID naming dedup.max_keys when a new key would take
+ * the index past its bound (b is then abandoned). */
 int kiln_dedup_filter(kiln_batch *b, kiln_dedup *dedup, int64_t now_ms, const char *path,
                       kiln_profile *profile, const kiln_profile_schema *schema);
 

@@ -384,6 +384,6 @@ int kiln_engine_run(const kiln_pipeline *p, const kiln_engine_options *o, kiln_r
 	assert(p->source && p->source->version == KILN_SOURCE_VERSION);
 	memset(out, 0, sizeof(*out));
 	if (!p->source->stream)
-		return kiln_curate_run(p, out);
+		return kiln_curate_run(p, o->progress, out);
 	return run_stream(p->source, p, o, out);
 }

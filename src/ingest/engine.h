@@ -34,6 +34,8 @@ typedef struct kiln_engine_options {
 	size_t set_count;
 	/* kiln_build_info on /metrics (NULL: not served) */
 	const kiln_build_info *build_info;
+	/* a one-shot file or stdin run's progress (NULL: none) */
+	const struct kiln_run_progress *progress;
 } kiln_engine_options;
 
 /* Whether the pipeline's source streams (runs until stopped, committing

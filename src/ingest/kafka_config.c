@@ -67,27 +67,22 @@ static int add_topic(loader *l, const kiln_yaml_node *at, const char *name, size
 /* librdkafka 2.0.2 properties that hold a secret (its _RK_SENSITIVE ones,
  * less sasl.username, a path and a public CA certificate): never written
  * in a config, only ${NAME} or NAME_file: PATH. */
-static const char *const secret_options[] = {"sasl.password",
-                                             "sasl.oauthbearer.client.secret",
-                                             "sasl.oauthbearer.config",
-                                             "ssl.key.password",
-                                             "ssl.key.pem",
-                                             "ssl.keystore.password",
-                                             "ssl_key",
-                                             NULL};
+const char *const kiln_kafka_secret_options[] = {"sasl.password",
+                                                 "sasl.oauthbearer.client.secret",
+                                                 "sasl.oauthbearer.config",
+                                                 "ssl.key.password",
+                                                 "ssl.key.pem",
+                                                 "ssl.keystore.password",
+                                                 "ssl_key",
+                                                 NULL};
 #define SECRET_OPTION_MAX (64u << 10) /* a PEM key with its chain fits */
 
 static bool is_secret_option(const char *name, size_t len)
 {
-	for (const char *const *k = secret_options; *k; k++)
+	for (const char *const *k = kiln_kafka_secret_options; *k; k++)
 		if (strlen(*k) == len && memcmp(*k, name, len) == 0)
 			return true;
 	return false;
-}
-
-bool kiln_pipeline_secret_option(const char *name)
-{
-	return is_secret_option(name, strlen(name));
 }
 
 /* A secret option's value from NAME_file: PATH (through the secret file

@@ -66,6 +66,8 @@ void kiln_kafka_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topi
  * check's probe (check), wiping the secret options (forget) and whether
  * it starts at the end (starts_late). */
 extern const char *const kiln_kafka_option_keys[];
+/* librdkafka's sensitive properties among source.options (the row's secret_keys). */
+extern const char *const kiln_kafka_secret_options[];
 int kiln_kafka_configure(kiln_pipeline *p, struct kiln_config *cfg, const struct kiln_yaml_node *src);
 bool kiln_kafka_reads_name(const kiln_pipeline *p, const char *name);
 int kiln_kafka_settings(const kiln_pipeline *p);

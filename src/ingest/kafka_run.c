@@ -813,4 +813,5 @@ const kiln_source kiln_source_kafka = {
     .forget = kiln_kafka_forget,
     .starts_late = kiln_kafka_starts_late,
     .names = kiln_kafka_names,
+    .secret_keys = kiln_kafka_secret_options,
 };

@@ -34,7 +34,7 @@ static const char *const snapshot_keys[] = {"records", "seconds", "drain_seconds
 static const char *const raw_keys[] = {"enabled", NULL};
 static const char *const profile_keys[] = {"enabled", NULL};
 static const char *const quarantine_keys[] = {"max_ratio", NULL};
-static const char *const dedup_keys[] = {"key", "window", NULL};
+static const char *const dedup_keys[] = {"key", "window", "max_keys", "replaces_key", NULL};
 static const char *const retention_keys[] = {"raw", "quarantine", NULL};
 static const char *const metrics_keys[] = {"listen", NULL};
 static const char *const log_keys[] = {"format", "level", NULL};
@@ -365,58 +365,81 @@ static int get_retention(loader *l, const kiln_yaml_node *map, const char *zone,
 	return 0;
 }
 
-/* dedup: {key: [field, ...], window: AGE}. The fields are checked against
- * the contract when the run opens it (run_setup.c). */
-static int load_dedup(loader *l, const kiln_yaml_node *root)
+/* A list of 1 to 16 distinct field paths at dedup.NAME (a single path
+ * counts as a list of one): the paths and the nodes that set them. */
+static int load_paths(loader *l, const kiln_yaml_node *keys, const char *name, const char ***out_paths,
+                      const kiln_yaml_node *const **out_nodes, size_t *out_count)
 {
-	const kiln_yaml_node *n = kiln_yaml_get(root, "dedup"), *keys, *single[1];
-	const kiln_yaml_node *const *items = single;
+	const kiln_yaml_node *const *items = &keys;
 	kiln_pipeline *p = l->p;
-	const char *window = NULL;
 	size_t count = 1;
 	int rc;
 
-	if (!n || kiln_yaml_is_null(n))
-		return 0;
-	if ((rc = kiln_config_check_keys(&l->cfg, n, "dedup", dedup_keys)) < 0 ||
-	    (rc = kiln_config_string(&l->cfg, n, "dedup", "window", true, &window)) < 0)
-		return rc;
-	if ((p->dedup_window_ms = kiln_parse_age(window)) <= 0)
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(n, "window"), "dedup.window",
-		                      "expected a positive age such as 7d, 12h, 90m, 2w or 3600s");
-	p->dedup_window_ms *= 1000;
-	if (!(keys = kiln_yaml_get(n, "key")) || kiln_yaml_is_null(keys))
-		return kiln_yaml_fail(l->doc, n, "dedup.key",
-		                      "required key is missing (a list of field paths)");
-	single[0] = keys;
 	if (keys->kind == KILN_YAML_SEQUENCE) {
 		items = (const kiln_yaml_node *const *)keys->items;
 		count = keys->count;
 	}
 	if (count == 0 || count > 16)
-		return kiln_yaml_fail(l->doc, keys, "dedup.key", "name 1 to 16 field paths");
+		return kiln_yaml_fail(l->doc, keys, name, "name 1 to 16 field paths");
 	const char **paths = kiln_arena_alloc(p->arena, count * sizeof(*paths));
-	if (!paths)
+	const kiln_yaml_node **nodes = kiln_arena_alloc(p->arena, count * sizeof(*nodes));
+	if (!paths || !nodes)
 		return kiln_error_set(KILN_ENOMEM, "out of memory");
 	for (size_t i = 0; i < count; i++) {
-		if ((rc = kiln_yaml_string(l->doc, items[i], "dedup.key", &paths[i])) < 0)
+		nodes[i] = items[i];
+		if ((rc = kiln_yaml_string(l->doc, items[i], name, &paths[i])) < 0)
 			return rc;
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(paths[i], paths[j]) == 0)
-				return kiln_yaml_fail(l->doc, items[i], "dedup.key", "\"%s\" is named twice",
+				return kiln_yaml_fail(l->doc, items[i], name, "\"%s\" is named twice",
 				                      paths[i]);
 	}
-	if (items == single) {
-		const kiln_yaml_node **one = kiln_arena_alloc(p->arena, sizeof(*one));
-		if (!one)
-			return kiln_error_set(KILN_ENOMEM, "out of memory");
-		one[0] = keys;
-		items = one;
-	}
-	p->dedup_keys = paths;
-	p->dedup_key_nodes = items;
-	p->dedup_key_count = count;
+	*out_paths = paths;
+	*out_nodes = nodes;
+	*out_count = count;
 	return 0;
+}
+
+/* dedup: {key: [field, ...], window: AGE, max_keys: N, replaces_key: [field,
+ * ...]}, or dedup: {replaces_key: [...]} alone (ending dedup on a branch).
+ * The fields are checked against the contract when the run opens it
+ * (run_setup.c). */
+static int load_dedup(loader *l, const kiln_yaml_node *root)
+{
+	const kiln_yaml_node *n = kiln_yaml_get(root, "dedup"), *keys, *replaces;
+	const kiln_yaml_node *const *unused;
+	kiln_pipeline *p = l->p;
+	const char *window = NULL;
+	int64_t max_keys = KILN_PIPELINE_DEDUP_MAX_KEYS;
+	int rc;
+
+	if (!n || kiln_yaml_is_null(n))
+		return 0;
+	if ((rc = kiln_config_check_keys(&l->cfg, n, "dedup", dedup_keys)) < 0)
+		return rc;
+	replaces = kiln_yaml_get(n, "replaces_key");
+	if (replaces && !kiln_yaml_is_null(replaces) &&
+	    (rc = load_paths(l, replaces, "dedup.replaces_key", &p->dedup_replaces, &unused,
+	                     &p->dedup_replaces_count)) < 0)
+		return rc;
+	keys = kiln_yaml_get(n, "key");
+	if ((!keys || kiln_yaml_is_null(keys)) && p->dedup_replaces_count && !kiln_yaml_get(n, "window") &&
+	    !kiln_yaml_get(n, "max_keys"))
+		return 0; /* dedup ends on the branch */
+	if ((rc = kiln_config_string(&l->cfg, n, "dedup", "window", true, &window)) < 0)
+		return rc;
+	if ((p->dedup_window_ms = kiln_parse_age(window)) <= 0)
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(n, "window"), "dedup.window",
+		                      "expected a positive age such as 7d, 12h, 90m, 2w or 3600s");
+	p->dedup_window_ms *= 1000;
+	if ((rc = kiln_config_int(&l->cfg, n, "dedup", "max_keys", 1, KILN_PIPELINE_DEDUP_MAX_KEYS_CAP,
+	                          &max_keys)) < 0)
+		return rc;
+	p->dedup_max_keys = (size_t)max_keys;
+	if (!keys || kiln_yaml_is_null(keys))
+		return kiln_yaml_fail(l->doc, n, "dedup.key",
+		                      "required key is missing (a list of field paths)");
+	return load_paths(l, keys, "dedup.key", &p->dedup_keys, &p->dedup_key_nodes, &p->dedup_key_count);
 }
 
 /* quarantine.max_ratio and retention (the restricted zones over time). */

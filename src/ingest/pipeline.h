@@ -21,6 +21,11 @@ struct kiln_source;
 
 struct kiln_config;
 
+/* dedup.max_keys: its default (10 million committed keys take 384 MiB,
+ * docs/PIPELINES.md "Dedup by key") and the largest value accepted */
+#define KILN_PIPELINE_DEDUP_MAX_KEYS     10000000
+#define KILN_PIPELINE_DEDUP_MAX_KEYS_CAP 4000000000LL
+
 typedef struct kiln_pipeline {
 	const char *file;    /* the pipeline file, as given */
 	const char *dataset; /* [a-z0-9][a-z0-9._-]* */
@@ -72,6 +77,12 @@ typedef struct kiln_pipeline {
 	const struct kiln_yaml_node *const *dedup_key_nodes; /* where each was set, for messages */
 	size_t dedup_key_count;
 	int64_t dedup_window_ms;
+	size_t dedup_max_keys; /* the index's bound, committed and pending keys together */
+	/* dedup.replaces_key: the key of the branch's index that this
+	 * pipeline's dedup.key (or, without one, its end of dedup) replaces;
+	 * without it a branch last committed with another key is refused */
+	const char **dedup_replaces;
+	size_t dedup_replaces_count;
 
 	size_t target_bytes;   /* default 64 MiB */
 	int zstd_level;        /* default 3 */
@@ -118,9 +129,5 @@ void kiln_pipeline_free(kiln_pipeline *pipeline);
  * unset: the loader's defaults follow), each error at file:line:col. */
 int kiln_pipeline_read_batch(kiln_pipeline *pipeline, struct kiln_config *cfg,
                              const struct kiln_yaml_node *src);
-
-/* Whether a source.options property holds a secret (librdkafka's sensitive
- * properties): its value is never printed (kiln check redacts it). */
-bool kiln_pipeline_secret_option(const char *name);
 
 #endif

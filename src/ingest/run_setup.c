@@ -33,10 +33,10 @@ static void fmt_ratio(char out[32], double r)
 
 /* dataset.json: what a reader needs to interpret (and recompute) the data. */
 static int render_dataset_json(kiln_buf *b, const kiln_pipeline *p, const kiln_contract *k,
-                               const kiln_key *key)
+                               const kiln_key *key, const char *dedup_key)
 {
 	char digest[160], key_version[16], prefix[24], ratios[KILN_SPLIT_COUNT][32], zstd_level[16],
-	    target_bytes[24];
+	    target_bytes[24], window[24];
 	kiln_mfmt_dataset d = {
 	    .name = p->dataset,
 	    .contract_id = k->id,
@@ -69,9 +69,53 @@ static int render_dataset_json(kiln_buf *b, const kiln_pipeline *p, const kiln_c
 		fmt_ratio(ratios[i], p->ratios[i]);
 		d.ratios[i] = ratios[i];
 	}
+	if (p->dedup_key_count) {
+		snprintf(window, sizeof(window), "%lld", (long long)(p->dedup_window_ms / 1000));
+		d.dedup_key = dedup_key;
+		d.dedup_window_seconds = window;
+	}
 	snprintf(zstd_level, sizeof(zstd_level), "%d", p->zstd_level);
 	snprintf(target_bytes, sizeof(target_bytes), "%zu", p->target_bytes);
 	return kiln_mfmt_dataset_render(b, &d);
+}
+
+/* The branch's index answers for the dedup.key its last commit recorded
+ * (tip_key; NULL: none, or a branch written before kiln recorded it): a
+ * pipeline with another key, or without dedup:, would let duplicates by
+ * that key through, so it is refused unless its dedup.replaces_key names
+ * tip_key (then the next commit starts a new index, or ends dedup). */
+static int check_same_dedup_key(const kiln_pipeline *p, const char *tip_key, const char *key)
+{
+	kiln_buf replaces = KILN_BUF_INIT(0);
+	bool replaced;
+	int rc;
+
+	if (!tip_key || (key && strcmp(tip_key, key) == 0))
+		return 0;
+	if ((rc = kiln_mfmt_dedup_key_render(&replaces, p->dedup_replaces, p->dedup_replaces_count)) < 0 ||
+	    (rc = kiln_buf_putc(&replaces, '\0')) < 0)
+		goto cleanup;
+	replaced = p->dedup_replaces_count && strcmp(replaces.ptr, tip_key) == 0;
+	if (replaced)
+		KILN_LOG(KILN_LOG_INFO, key ? "dedup_new_index" : "dedup_ended",
+		         key ? "dedup.key replaces the branch's: a new index starts"
+		             : "dedup ends on the branch: its index goes with the next commit",
+		         KILN_F_STR("replaces_key", tip_key));
+	else if (key)
+		rc = kiln_yaml_fail(p->doc, p->dedup_key_nodes[0], "dedup.key",
+		                    "%s differs from %s, the key %s/%s's last commit deduplicated by (its "
+		                    "index cannot answer for another key): to start a new index set "
+		                    "dedup.replaces_key: %s, or run on a new branch (--set branch=NAME)",
+		                    key, tip_key, p->dataset, p->branch, tip_key);
+	else
+		rc = kiln_error_set(KILN_EINVALID,
+		                    "%s: no dedup:, but %s/%s's last commit deduplicated by %s (a run "
+		                    "without it would let duplicates through): to end dedup on the "
+		                    "branch set dedup.replaces_key: %s, or keep dedup: {key: %s, ...}",
+		                    p->file, p->dataset, p->branch, tip_key, tip_key, tip_key);
+cleanup:
+	kiln_buf_free(&replaces);
+	return rc;
 }
 
 /* A branch keeps one pseudonymisation key and one split definition for its
@@ -103,6 +147,8 @@ static int check_same_definition(const kiln_pipeline *p, kiln_manifest *m, const
 		    "split key, salt or ratios is a new dataset version: run on a new branch (--set "
 		    "branch=NAME)",
 		    p->file, part, part[0] == 'p' ? "key" : "key, salt, ratios", p->dataset, p->branch);
+	else
+		rc = check_same_dedup_key(p, a.dedup_key, b.dedup_key);
 cleanup:
 	kiln_mfmt_dataset_free(&a);
 	kiln_mfmt_dataset_free(&b);
@@ -292,7 +338,12 @@ int kiln_run_setup_definition(kiln_run_setup *s)
 	int rc;
 
 	kiln_buf_reset(&s->dataset_json);
-	if ((rc = render_dataset_json(&s->dataset_json, s->p, s->contract, &s->key)) < 0 ||
+	kiln_buf_reset(&s->dedup_key_text);
+	if ((rc = kiln_mfmt_dedup_key_render(&s->dedup_key_text, s->p->dedup_keys, s->p->dedup_key_count)) <
+	        0 ||
+	    (rc = kiln_buf_putc(&s->dedup_key_text, '\0')) < 0 ||
+	    (rc = render_dataset_json(&s->dataset_json, s->p, s->contract, &s->key, s->dedup_key_text.ptr)) <
+	        0 ||
 	    (rc = check_same_definition(s->p, s->manifest, &s->dataset_json)) < 0 ||
 	    (rc = check_contract_change(s->p, s->manifest, s->contract)) < 0)
 		return rc;
@@ -309,8 +360,13 @@ int kiln_run_setup_open(kiln_run_setup *s, const kiln_pipeline *p)
 	if ((rc = kiln_source_check_settings(p)) < 0 || (rc = kiln_run_setup_contract(s)) < 0 ||
 	    (rc = kiln_run_setup_keys(s)) < 0 || (rc = kiln_run_setup_store(s)) < 0 ||
 	    (rc = kiln_run_setup_manifest(s)) < 0 || (rc = kiln_run_setup_definition(s)) < 0 ||
-	    (p->dedup_key_count && ((rc = kiln_dedup_new(&s->dedup, p->dedup_window_ms)) < 0 ||
-	                            (rc = kiln_run_setup_dedup_load(s)) < 0))) {
+	    (p->dedup_key_count && (rc = kiln_dedup_new(&s->dedup, p->dedup_window_ms)) < 0)) {
+		kiln_run_setup_close(s);
+		return rc;
+	}
+	if (s->dedup)
+		kiln_dedup_set_max_keys(s->dedup, p->dedup_max_keys);
+	if ((rc = kiln_run_setup_dedup_load(s)) < 0) {
 		kiln_run_setup_close(s);
 		return rc;
 	}
@@ -331,8 +387,14 @@ int kiln_run_setup_dedup_load(kiln_run_setup *s)
 
 	if (!s->dedup)
 		return 0;
-	rc = kiln_manifest_dedup_load(s->manifest, s->p->dataset, s->p->branch, wall_ms(), s->dedup,
-	                              s->dedup_base);
+	rc = kiln_manifest_dedup_load(s->manifest, s->p->dataset, s->p->branch, wall_ms(),
+	                              s->dedup_key_text.ptr, s->dedup, s->dedup_base);
+	if (rc == KILN_ELIMIT)
+		rc = kiln_error_set(KILN_EINVALID,
+		                    "%s: dedup.max_keys: %s/%s's index holds more than %zu keys committed "
+		                    "within dedup.window: raise dedup.max_keys (10 million keys take about "
+		                    "384 MiB) or shorten dedup.window",
+		                    s->p->file, s->p->dataset, s->p->branch, s->p->dedup_max_keys);
 	if (rc == 0)
 		KILN_LOG(KILN_LOG_DEBUG, "dedup_loaded", "",
 		         KILN_F_INT("keys", (int64_t)kiln_dedup_committed_count(s->dedup)));
@@ -348,6 +410,7 @@ void kiln_run_setup_close(kiln_run_setup *s)
 	kiln_store_close(s->store);
 	kiln_contract_free(s->contract);
 	kiln_buf_free(&s->dataset_json);
+	kiln_buf_free(&s->dedup_key_text);
 	if (s->key_loaded)
 		kiln_key_wipe(&s->key);
 	kiln_signing_key_wipe(&s->signing_key);
@@ -463,6 +526,9 @@ int kiln_run_setup_commit(kiln_run_setup *s, kiln_snapshot *snap, char out_commi
 		snap->dedup_window_ms = p->dedup_window_ms;
 		snap->dedup_base = s->dedup_base;
 		snap->dedup_moved = &moved;
+	} else if (p->dedup_replaces_count) {
+		snap->dedup = snap->dedup_end = true; /* dedup ended: dedup/ goes once the key was replaced */
+		snap->dedup_ms = wall_ms();
 	}
 	for (int attempt = 1;; attempt++) {
 		rc = kiln_manifest_commit(s->manifest, snap, out_commit);

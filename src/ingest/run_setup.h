@@ -29,6 +29,7 @@ typedef struct kiln_run_setup {
 	unsigned char dedup_key[32];        /* the dedup hash key, derived from key */
 	kiln_dedup *dedup;                  /* the branch's dedup index; NULL: no dedup */
 	char dedup_base[41];                /* the commit the index is of ("" before the first) */
+	kiln_buf dedup_key_text; /* dedup.key as dataset.json records it, NUL-terminated ("" without) */
 	kiln_key key;
 	bool key_loaded;
 	kiln_signing_key signing_key;
@@ -53,8 +54,9 @@ int kiln_run_setup_keys(kiln_run_setup *s);     /* the pseudonymisation and sign
 int kiln_run_setup_store(kiln_run_setup *s);    /* the store opened */
 /* the manifest repository opened (created when missing), fetched from manifest.remote */
 int kiln_run_setup_manifest(kiln_run_setup *s);
-/* dataset.json rendered and compared with the branch's; a contract change checked against the
- * branch tip's contract.yaml (needs the contract, the key and the manifest) */
+/* dataset.json rendered and compared with the branch's (the dedup.key too, docs/PIPELINES.md);
+ * a contract change checked against the branch tip's contract.yaml (needs the contract, the key
+ * and the manifest) */
 int kiln_run_setup_definition(kiln_run_setup *s);
 /* With dedup: the index set to the branch tip's (pending keys dropped). */
 int kiln_run_setup_dedup_load(kiln_run_setup *s);

@@ -39,6 +39,15 @@ bool kiln_source_reads_name(const kiln_pipeline *p, const char *name)
 	return p->source_name && strcmp(p->source_name, name) == 0;
 }
 
+bool kiln_source_secret_key(const char *key)
+{
+	for (size_t i = 0; key && i < SOURCE_COUNT; i++)
+		for (const char *const *k = sources[i]->secret_keys; k && *k; k++)
+			if (strcmp(*k, key) == 0)
+				return true;
+	return false;
+}
+
 int kiln_source_check_settings(const kiln_pipeline *p)
 {
 	return p->source->settings ? p->source->settings(p) : 0;

@@ -191,6 +191,10 @@ typedef struct kiln_source {
 	 * source.topics), *n of them; kiln replay names them when the branch's
 	 * lineage.json has none of them. */
 	const char *const *(*names)(const kiln_pipeline *p, size_t *n);
+	/* Optional, NULL-terminated: its keys whose values are secrets
+	 * (Kafka: librdkafka's sensitive source.options properties); kiln
+	 * check never prints them. */
+	const char *const *secret_keys;
 } kiln_source;
 
 /* The rows (curate_run.c, dir_source.c with dir_run.c, replay_run.c, kafka_run.c,
@@ -228,6 +232,10 @@ bool kiln_source_reads_name(const kiln_pipeline *pipeline, const char *name);
  * records it, a JSON string) is not valid UTF-8, or when a Kafka source's
  * brokers hold user:password@ (shown redacted); else 0. */
 int kiln_source_check_settings(const kiln_pipeline *pipeline);
+
+/* Whether some row lists key among its secret_keys: kiln check prints
+ * "<redacted>" for its value. */
+bool kiln_source_secret_key(const char *key);
 
 /* The row a pipeline's source.kind names ("file", "stdin", "directory", "kafka", "http"), or
  * NULL for any other kind. The rows are static. */

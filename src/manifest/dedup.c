@@ -27,6 +27,7 @@ typedef struct table {
 
 struct kiln_dedup {
 	int64_t window_ms;
+	size_t max_keys; /* 0: no bound */
 	table committed;
 	int64_t oldest_ms; /* the least time among committed keys (INT64_MAX: none) */
 	table pending;
@@ -134,6 +135,8 @@ int kiln_dedup_seen(kiln_dedup *d, const unsigned char key[KILN_DEDUP_HASH_LEN],
 		return rc;
 	if (p->ms)
 		return 1;
+	if (d->max_keys && d->committed.count + d->pending.count >= d->max_keys)
+		return kiln_error_set(KILN_ELIMIT, "dedup index: %zu keys held, its bound", d->max_keys);
 	if ((rc = KILN_ARRAY_GROW(d->list, d->list_cap, d->pending.count, "dedup index")) < 0)
 		return rc;
 	memcpy(p->key, key, KILN_DEDUP_HASH_LEN);
@@ -153,6 +156,8 @@ int kiln_dedup_add(kiln_dedup *d, const unsigned char key[KILN_DEDUP_HASH_LEN], 
 		                      committed_ms);
 	if ((rc = table_slot(&d->committed, key, &s)) < 0)
 		return rc;
+	if (!s->ms && d->max_keys && d->committed.count >= d->max_keys)
+		return kiln_error_set(KILN_ELIMIT, "dedup index: %zu keys held, its bound", d->max_keys);
 	if (!s->ms) {
 		memcpy(s->key, key, KILN_DEDUP_HASH_LEN);
 		d->committed.count++;
@@ -241,6 +246,16 @@ void kiln_dedup_clear(kiln_dedup *d)
 int64_t kiln_dedup_window_ms(const kiln_dedup *d)
 {
 	return d->window_ms;
+}
+
+void kiln_dedup_set_max_keys(kiln_dedup *d, size_t max_keys)
+{
+	d->max_keys = max_keys;
+}
+
+size_t kiln_dedup_max_keys(const kiln_dedup *d)
+{
+	return d->max_keys;
 }
 
 size_t kiln_dedup_committed_count(const kiln_dedup *d)

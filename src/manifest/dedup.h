@@ -10,8 +10,10 @@
  * kiln_dedup_commit() makes every pending key committed; kiln_dedup_rollback()
  * forgets them. Memory: every key takes one 24-byte slot in a table kept
  * between 3/8 and 3/4 full (at least 1024 slots), so 32 to 64 bytes per
- * key; a pending key takes a slot in a second such table and 16 to 32
- * bytes in the doubling list its segment is made from (48 to 96 bytes).
+ * key (measured: 10 million keys, 384 MiB; 576 MiB while the table
+ * doubles); a pending key takes a slot in a second such table and 16 to 32
+ * bytes in the doubling list its segment is made from (48 to 96 bytes),
+ * kept for the next snapshot. max_keys bounds committed plus pending keys.
  * Not thread-safe: one owner. */
 #ifndef KILN_MANIFEST_DEDUP_H
 #define KILN_MANIFEST_DEDUP_H
@@ -34,11 +36,13 @@ void kiln_dedup_free(kiln_dedup *dedup);
 
 /* Whether key is a duplicate at now_ms: 1 when it is pending or was
  * committed at or after now_ms - window; else 0 and it is pending now.
- * KILN_ENOMEM. */
+ * KILN_ENOMEM; KILN_ELIMIT when it would be pending while the index holds
+ * max_keys keys already (committed and pending: nothing changed). */
 int kiln_dedup_seen(kiln_dedup *dedup, const unsigned char key[KILN_DEDUP_HASH_LEN], int64_t now_ms);
 
 /* Adds a committed key (loading a segment); a key already there keeps the
- * later time. */
+ * later time. KILN_ELIMIT when a new key would make more than max_keys
+ * committed ones. */
 int kiln_dedup_add(kiln_dedup *dedup, const unsigned char key[KILN_DEDUP_HASH_LEN], int64_t committed_ms);
 
 /* The pending keys, sorted ascending, count in *out_count (borrowed until
@@ -54,6 +58,10 @@ void kiln_dedup_rollback(kiln_dedup *dedup);
 void kiln_dedup_clear(kiln_dedup *dedup);
 
 int64_t kiln_dedup_window_ms(const kiln_dedup *dedup);
+/* The most keys the index holds (0, the default: no bound): a key that
+ * would go past it is refused with KILN_ELIMIT, never dropped. */
+void kiln_dedup_set_max_keys(kiln_dedup *dedup, size_t max_keys);
+size_t kiln_dedup_max_keys(const kiln_dedup *dedup);
 /* Keys held: committed ones (still in memory) and pending ones. */
 size_t kiln_dedup_committed_count(const kiln_dedup *dedup);
 size_t kiln_dedup_pending_count(const kiln_dedup *dedup);
@@ -84,9 +92,12 @@ struct kiln_manifest;
 
 /* Clears dedup and loads the committed keys of the tip of dataset/branch
  * whose segments are no older than now_ms - window (none without a tip or
- * a dedup/ tree); out_tip: the tip's id, "" without a tip (the snapshot's
- * dedup_base). Errors name the segment (manifest: REF:dedup/NAME). */
+ * a dedup/ tree, and none when the tip's dataset.json records a dedup.key
+ * other than key, the text kiln_mfmt_dedup_key_render makes: that index
+ * hashed other fields, and the next commit drops it); out_tip: the tip's
+ * id, "" without a tip (the snapshot's dedup_base). Errors name the segment
+ * (manifest: REF:dedup/NAME). KILN_ELIMIT past the index's max_keys. */
 int kiln_manifest_dedup_load(struct kiln_manifest *manifest, const char *dataset, const char *branch,
-                             int64_t now_ms, kiln_dedup *dedup, char out_tip[41]);
+                             int64_t now_ms, const char *key, kiln_dedup *dedup, char out_tip[41]);
 
 #endif

@@ -11,7 +11,9 @@
 
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "manifest/dedup.h"
+#include "manifest/format.h"
 #include "manifest/internal.h"
 
 /* The dedup/ tree of tree (*out NULL when there is none). */
@@ -31,6 +33,69 @@ static int dedup_tree(kiln_manifest *m, git_tree *tree, const char *ref, git_tre
 }
 
 static int commit_dedup_tree(kiln_manifest *m, const git_oid *commit_id, git_tree **out);
+
+/* The dedup.key text a dataset.json text records (*out malloc'd; NULL when
+ * it records none). */
+static int text_dedup_key(const char *where, const char *text, size_t len, char **out)
+{
+	kiln_json_scanner *scanner = kiln_json_scanner_new(NULL);
+	kiln_mfmt_dataset d;
+	int rc;
+
+	*out = NULL;
+	if (!scanner)
+		return kiln_error_oom("manifest");
+	if ((rc = kiln_mfmt_dataset_parse(scanner, where, text, len, &d)) == 0) {
+		*out = (char *)d.dedup_key;
+		d.dedup_key = NULL;
+		kiln_mfmt_dataset_free(&d);
+	}
+	kiln_json_scanner_free(scanner);
+	return rc;
+}
+
+/* The dedup.key text of tree's dataset.json (*out NULL without a tree, a
+ * dataset.json or a dedup member: a branch written before kiln recorded
+ * it keeps its dedup/ as this key's). */
+static int tree_dedup_key(kiln_manifest *m, git_tree *tree, const char *ref, char **out)
+{
+	const git_tree_entry *e = tree ? git_tree_entry_byname(tree, "dataset.json") : NULL;
+	char where[KILN_MANIFEST_WHERE_CAP];
+	git_blob *blob = NULL;
+	int rc, gerr;
+
+	*out = NULL;
+	if (!e || git_tree_entry_type(e) != GIT_OBJECT_BLOB)
+		return 0;
+	kiln_manifest_where(where, ref, "dataset.json");
+	if ((gerr = git_blob_lookup(&blob, kiln_manifest_repo(m), git_tree_entry_id(e))) < 0)
+		return kiln_manifest_git_fail(m, gerr, where);
+	rc = text_dedup_key(where, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), out);
+	git_blob_free(blob);
+	return rc;
+}
+
+/* Whether the commit being built starts a new index: the tip's dataset.json
+ * records another dedup.key than the snapshot's (or the snapshot ends
+ * dedup), so the tip's segments hash other fields. */
+static int starts_over(kiln_manifest *m, git_tree *tip_tree, const char *ref, const kiln_snapshot *snap,
+                       bool *out)
+{
+	char *before = NULL, *now = NULL;
+	int rc = 0;
+
+	*out = snap->dedup_end;
+	if (*out || (rc = tree_dedup_key(m, tip_tree, ref, &before)) < 0 || !before)
+		goto cleanup;
+	if (snap->dataset_json &&
+	    (rc = text_dedup_key("dataset.json", snap->dataset_json, strlen(snap->dataset_json), &now)) < 0)
+		goto cleanup;
+	*out = !now || strcmp(before, now) != 0;
+cleanup:
+	free(before);
+	free(now);
+	return rc;
+}
 
 /* Whether two sorted key lists share a key. */
 static bool overlap(const unsigned char (*a)[KILN_DEDUP_HASH_LEN], size_t na,
@@ -116,16 +181,23 @@ int kiln_manifest_write_dedup(kiln_manifest *m, const char *ref, const git_oid *
 	git_tree *old = NULL;
 	git_treebuilder *bld = NULL;
 	kiln_buf seg = KILN_BUF_INIT(0);
+	char where_hex[41];
 	int64_t cutoff = snap->dedup_ms - snap->dedup_window_ms;
+	bool fresh;
 	git_oid id;
 	int rc, gerr;
 
 	if (!snap->dedup)
 		return 0;
-	if ((rc = dedup_tree(m, tip_tree, ref, &old)) < 0)
+	if ((rc = starts_over(m, tip_tree, ref, snap, &fresh)) < 0)
 		return rc;
-	if (tip_id && (rc = check_moved(m, ref, tip_id, old, snap)) < 0)
+	if (!fresh && (rc = dedup_tree(m, tip_tree, ref, &old)) < 0)
+		return rc;
+	if (tip_id && !fresh && (rc = check_moved(m, ref, tip_id, old, snap)) < 0)
 		goto cleanup;
+	if (tip_id && fresh && snap->dedup_moved && snap->dedup_base &&
+	    strcmp(snap->dedup_base, git_oid_tostr(where_hex, sizeof(where_hex), tip_id)) != 0)
+		*snap->dedup_moved = true;
 	if ((gerr = git_treebuilder_new(&bld, kiln_manifest_repo(m), old)) < 0) {
 		rc = kiln_manifest_git_fail(m, gerr, KILN_DEDUP_DIR);
 		goto cleanup;
@@ -201,9 +273,9 @@ static int load_segment(kiln_manifest *m, const char *ref, const git_tree_entry 
 }
 
 int kiln_manifest_dedup_load(kiln_manifest *m, const char *dataset, const char *branch, int64_t now_ms,
-                             kiln_dedup *dedup, char out_tip[41])
+                             const char *key, kiln_dedup *dedup, char out_tip[41])
 {
-	char ref[KILN_MANIFEST_REF_CAP];
+	char ref[KILN_MANIFEST_REF_CAP], *tip_key = NULL;
 	git_tree *tip = NULL, *dir = NULL;
 	git_oid tip_id;
 	bool exists;
@@ -213,10 +285,14 @@ int kiln_manifest_dedup_load(kiln_manifest *m, const char *dataset, const char *
 	out_tip[0] = '\0';
 	if ((rc = kiln_manifest_branch_ref(ref, sizeof(ref), dataset, branch)) < 0 ||
 	    (rc = kiln_manifest_read_tip(m, ref, &tip_id, &exists, &tip)) < 0 ||
-	    (rc = dedup_tree(m, tip, ref, &dir)) < 0)
+	    (rc = tree_dedup_key(m, tip, ref, &tip_key)) < 0)
 		goto cleanup;
 	if (exists)
 		git_oid_tostr(out_tip, 41, &tip_id);
+	if (tip_key && strcmp(tip_key, key) != 0)
+		goto cleanup; /* another key's index: this one starts empty */
+	if ((rc = dedup_tree(m, tip, ref, &dir)) < 0)
+		goto cleanup;
 	for (size_t i = 0; dir && i < git_tree_entrycount(dir); i++) {
 		const git_tree_entry *e = git_tree_entry_byindex(dir, i);
 		int64_t ms = kiln_dedup_segment_name_ms(git_tree_entry_name(e));
@@ -232,6 +308,7 @@ int kiln_manifest_dedup_load(kiln_manifest *m, const char *dataset, const char *
 			goto cleanup;
 	}
 cleanup:
+	free(tip_key);
 	git_tree_free(dir);
 	git_tree_free(tip);
 	if (rc < 0) {

@@ -125,8 +125,17 @@ typedef struct kiln_mfmt_dataset {
 	const char *split_scheme, *split_key, *split_salt, *ratios[KILN_SPLIT_COUNT];
 	/* "shards" */
 	const char *shard_format, *shard_compression, *zstd_level, *target_bytes, *shard_hash, *shard_key;
+	/* "dedup", only written by a commit of a pipeline with dedup: its key
+	 * paths as their JSON array (kiln_mfmt_dedup_key_render: parsed back to
+	 * the same text), its window in seconds (NULL both: no dedup) */
+	const char *dedup_key, *dedup_window_seconds;
 	bool owned;
 } kiln_mfmt_dataset;
+
+/* Appends dedup.key's text, a JSON array of the count paths in order
+ * (["order_id","customer.tier"]): what dataset.json holds and what two
+ * definitions compare. */
+int kiln_mfmt_dedup_key_render(kiln_buf *out, const char *const *paths, size_t count);
 
 /* Reads the members above from a dataset.json text (other members are
  * skipped, absent ones left NULL: files written by hand or by tests may hold
@@ -135,8 +144,9 @@ int kiln_mfmt_dataset_parse(kiln_json_scanner *scanner, const char *where, const
                             kiln_mfmt_dataset *out);
 void kiln_mfmt_dataset_free(kiln_mfmt_dataset *d);
 
-/* Appends the dataset.json text of d (every member must be set; the number
- * members' text is written as it is). */
+/* Appends the dataset.json text of d (every member must be set but dedup's,
+ * written only when dedup_key is; the number members' text is written as it
+ * is, dedup_key too). */
 int kiln_mfmt_dataset_render(kiln_buf *out, const kiln_mfmt_dataset *d);
 
 /* The definition rule: a branch keeps one pseudonymisation key and one split

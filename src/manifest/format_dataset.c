@@ -47,6 +47,8 @@ static const struct {
     M("shards.target_bytes", target_bytes),
     M("shards.hash", shard_hash),
     M("shards.key", shard_key),
+    M("dedup.key", dedup_key),
+    M("dedup.window_seconds", dedup_window_seconds),
 #undef M
 };
 
@@ -72,6 +74,56 @@ static const char **dataset_member(kiln_mfmt_dataset *d, char keys[DATASET_DEPTH
 		if (strcmp(path, dataset_members[i].path) == 0)
 			return (const char **)((char *)d + dataset_members[i].offset);
 	return NULL;
+}
+
+int kiln_mfmt_dedup_key_render(kiln_buf *b, const char *const *paths, size_t count)
+{
+	int rc = kiln_buf_putc(b, '[');
+
+	for (size_t i = 0; rc == 0 && i < count; i++)
+		if ((i && (rc = kiln_buf_putc(b, ',')) < 0) ||
+		    (rc = kiln_buf_put_json_string(b, paths[i], strlen(paths[i]))) < 0)
+			break;
+	return rc < 0 ? rc : kiln_buf_putc(b, ']');
+}
+
+/* dedup.key's value (t, its first token): an array of 1 to 16 strings,
+ * rendered again as kiln_mfmt_dedup_key_render writes it (*out malloc'd). */
+static int parse_dedup_key(kiln_mfmt_jreader *r, kiln_json_token *t, char **out)
+{
+	kiln_buf text = KILN_BUF_INIT(0);
+	char path[512];
+	size_t count = 0;
+	int rc = 0;
+
+	*out = NULL;
+	if (t->type != KILN_JSON_ARRAY_BEGIN)
+		return kiln_mfmt_jr_bad(r, "dedup.key is not an array of field paths");
+	rc = kiln_buf_putc(&text, '[');
+	while (rc == 0 && (rc = kiln_mfmt_jr_next(r, t)) == 0 && t->type != KILN_JSON_ARRAY_END) {
+		size_t n;
+
+		if (t->type != KILN_JSON_STRING || t->len >= sizeof(path) || ++count > 16) {
+			rc = kiln_mfmt_jr_bad(r, "dedup.key is not an array of 1 to 16 field paths");
+			break;
+		}
+		n = kiln_json_unescape(path, sizeof(path), t);
+		if (memchr(path, '\0', n)) {
+			rc = kiln_mfmt_jr_bad(r, "a member holds a NUL character");
+			break;
+		}
+		if ((count > 1 && (rc = kiln_buf_putc(&text, ',')) < 0) ||
+		    (rc = kiln_buf_put_json_string(&text, path, n)) < 0)
+			break;
+	}
+	if (rc == 0 && count == 0)
+		rc = kiln_mfmt_jr_bad(r, "dedup.key is not an array of 1 to 16 field paths");
+	if (rc == 0 && (rc = kiln_buf_putc(&text, ']')) == 0 && (rc = kiln_buf_putc(&text, '\0')) == 0) {
+		*out = text.ptr;
+		return 0;
+	}
+	kiln_buf_free(&text);
+	return rc;
 }
 
 int kiln_mfmt_dataset_parse(kiln_json_scanner *scanner, const char *where, const char *text, size_t len,
@@ -116,6 +168,13 @@ int kiln_mfmt_dataset_parse(kiln_json_scanner *scanner, const char *where, const
 			continue; /* a container walks on; another value is skipped below */
 		if ((rc = kiln_mfmt_jr_next(&r, &t)) < 0)
 			goto fail;
+		if (field == &out->dedup_key) {
+			if ((rc = parse_dedup_key(&r, &t, &s)) < 0)
+				goto fail;
+			free((char *)*field);
+			*field = s;
+			continue;
+		}
 		if (t.type == KILN_JSON_OBJECT_BEGIN || t.type == KILN_JSON_ARRAY_BEGIN) {
 			rc = kiln_mfmt_jr_bad(&r, "a member holds a container where a value belongs");
 			goto fail;
@@ -196,6 +255,9 @@ int kiln_mfmt_dataset_render(kiln_buf *b, const kiln_mfmt_dataset *d)
 	rc |= put_string(b, d->shard_hash);
 	rc |= kiln_buf_puts(b, ",\"key\":");
 	rc |= put_string(b, d->shard_key);
+	if (d->dedup_key)
+		rc |= kiln_buf_printf(b, "},\n  \"dedup\": {\"key\":%s,\"window_seconds\":%s", d->dedup_key,
+		                      d->dedup_window_seconds);
 	rc |= kiln_buf_puts(b, "}\n}\n");
 	return rc ? kiln_error_oom("manifest") : 0;
 }

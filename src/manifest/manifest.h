@@ -91,8 +91,11 @@ typedef struct kiln_snapshot {
 	/* pipeline dedup only (dedup false: the tip's dedup/ stays as it is):
 	 * the keys the snapshot commits (sorted ascending, manifest/dedup.h),
 	 * written as one segment of dedup/ stamped dedup_ms, and the segments
-	 * stamped before dedup_ms - dedup_window_ms dropped */
-	bool dedup;
+	 * stamped before dedup_ms - dedup_window_ms dropped; every segment of
+	 * the tip is dropped when its dataset.json records another dedup.key
+	 * than dataset_json does, or with dedup_end (a pipeline that ended
+	 * dedup: no keys, dedup/ goes) */
+	bool dedup, dedup_end;
 	const unsigned char (*dedup_keys)[16];
 	size_t dedup_count;
 	int64_t dedup_ms, dedup_window_ms;

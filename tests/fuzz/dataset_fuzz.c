@@ -1,7 +1,9 @@
 /* libFuzzer target for dataset.json (manifest/format_dataset.c): parses the
  * input; a definition never differs from itself; when every member is set
  * and the number members hold numbers, the rendered text parses back to the
- * same members and renders to the same text. */
+ * same members and renders to the same text (the dedup member too, when
+ * its key is set and its window a number; its key text is the parser's own
+ * rendering, so it comes back the same). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +83,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++)
 		if (!is_number(sc, a.ratios[i]))
 			goto free_a;
+	if (a.dedup_key && (!a.dedup_window_seconds || !is_number(sc, a.dedup_window_seconds)))
+		goto free_a;
 	if (kiln_mfmt_dataset_render(&r1, &a) < 0 ||
 	    kiln_mfmt_dataset_parse(sc, "fuzz", r1.ptr, r1.len, &b) < 0)
 		abort();
@@ -89,6 +93,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!mb[i] || strcmp(ma[i], mb[i]) != 0)
 			abort();
 	if (!b.have_pseudonymisation || !b.have_split || kiln_mfmt_dataset_definition_differs(&a, &b) != NULL)
+		abort();
+	if (!a.dedup_key != !b.dedup_key ||
+	    (a.dedup_key && (strcmp(a.dedup_key, b.dedup_key) != 0 ||
+	                     strcmp(a.dedup_window_seconds, b.dedup_window_seconds) != 0)))
 		abort();
 	if (kiln_mfmt_dataset_render(&r2, &b) < 0 || r1.len != r2.len || memcmp(r1.ptr, r2.ptr, r1.len) != 0)
 		abort();

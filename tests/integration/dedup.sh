@@ -8,7 +8,11 @@
 # window expiry (a 2 s window, a sleep: the re-sent keys are curated again
 # and the old segment is pruned from dedup/), a nested key path
 # (customer.customer_id; a record without it is missing_required), keys
-# refused at load with file:line:col, and a Kafka run on `kiln broker` where
+# refused at load with file:line:col, dataset.json's dedup member, a
+# dedup.key change refused naming both keys or replaced (dedup.replaces_key:
+# a new index, the old segments dropped) and dedup ended, dedup.max_keys
+# failing a run (nothing committed) and a run's open, kiln check's dedup
+# problems at file:line:col, and a Kafka run on `kiln broker` where
 # kcat sends records twice (a producer retry), killed with SIGKILL after a
 # snapshot and restarted. Every count is checked by dedup_check.py with
 # python3-zstandard and git, not kiln. Without dedup nothing of this shows
@@ -273,6 +277,96 @@ PY
 check "nested run exits 0" run nest.yaml nest1
 check "nested key: one record per (customer_id, tier), the two without customer_id missing_required" \
 	check_ds nest --key customer.customer_id --key customer.tier "$tmp/nest.jsonl"
+
+# ---- dataset.json records the dedup settings of the commit that used them
+ds_json() { git --git-dir "$tmp/m.git" show "refs/heads/$1/main:dataset.json"; }
+check "dataset.json records dedup.key and the window in seconds" sh -c \
+	"git --git-dir '$tmp/m.git' show refs/heads/one/main:dataset.json | grep -Fqx '  \"dedup\": {\"key\":[\"order_id\"],\"window_seconds\":604800}'"
+check "... a two-field key as its paths in order" sh -c \
+	"git --git-dir '$tmp/m.git' show refs/heads/nest/main:dataset.json | grep -Fqx '  \"dedup\": {\"key\":[\"customer.customer_id\",\"customer.tier\"],\"window_seconds\":604800}'"
+
+# ---- another dedup.key on a branch: refused naming both, unless
+# dedup.replaces_key names the branch's (then a new index: the old
+# segments go, they hashed other fields); a pipeline without dedup: is
+# refused too, unless it ends dedup with replaces_key alone
+pipeline "$tmp/chg.yaml" chg '[order_id]' 7d
+pipeline "$tmp/chg2.yaml" chg '[customer.customer_id]' 7d
+gen "$tmp/chg.jsonl" 0 40 40
+check "chg run 1 (key order_id) exits 0" run chg.yaml chg1
+check "a run with another dedup.key is refused (exit 2)" status_is 2 sh -c "cd '$tmp' && '$kiln' run chg2.yaml"
+check "... in one line naming both keys, file:line:col and the way out" sh -c \
+	"[ \$(wc -l <'$tmp/err') -eq 1 ] && grep -q 'chg2.yaml:18:9: dedup.key: \[\"customer.customer_id\"\] differs from \[\"order_id\"\], the key chg/main.s last commit deduplicated by .*set dedup.replaces_key: \[\"order_id\"\], or run on a new branch' '$tmp/err'"
+check "... and nothing was committed" test "$(git --git-dir "$tmp/m.git" rev-list --count refs/heads/chg/main)" -eq 1
+gen "$tmp/chg.jsonl" 40 40 1000 -40 n
+check "with dedup.replaces_key naming the branch's key it runs" run chg2.yaml chg2 --set dedup.replaces_key=order_id
+check "... against a new index: one record per customer (17), the rest duplicate" grep -q "+40 records (17 valid, 23 quarantined)" "$tmp/chg2.out"
+check "... dataset.json records the new key" sh -c "git --git-dir '$tmp/m.git' show refs/heads/chg/main:dataset.json | grep -Fq '\"dedup\": {\"key\":[\"customer.customer_id\"],'"
+check "... dedup/ holds the new key's segment only (17 keys; order_id's went)" sh -c \
+	"[ \$(git --git-dir '$tmp/m.git' ls-tree refs/heads/chg/main dedup/ | wc -l) -eq 1 ] && [ \$(git --git-dir '$tmp/m.git' cat-file -s \$(git --git-dir '$tmp/m.git' ls-tree refs/heads/chg/main dedup/ | awk '{print \$3}')) -eq $((24 + 17 * 16)) ]"
+check "the old key again is refused, naming both" sh -c \
+	"cd '$tmp' && ! '$kiln' run chg.yaml >chg3.out 2>chg3.err && grep -q 'dedup.key: \[\"order_id\"\] differs from \[\"customer.customer_id\"\]' chg3.err"
+head -16 "$tmp/chg.yaml" >"$tmp/chg-off.yaml"
+cp "$tmp/chg-off.yaml" "$tmp/chg-end.yaml"
+echo 'dedup: {replaces_key: [customer.customer_id]}' >>"$tmp/chg-end.yaml"
+gen "$tmp/chg.jsonl" 80 10 1000 -80 n
+check "a pipeline without dedup: on the branch is refused (exit 2)" status_is 2 sh -c "cd '$tmp' && '$kiln' run chg-off.yaml"
+check "... in one line naming the branch's key and the way out" sh -c \
+	"[ \$(wc -l <'$tmp/err') -eq 1 ] && grep -q 'chg-off.yaml: no dedup:, but chg/main.s last commit deduplicated by \[\"customer.customer_id\"\].*set dedup.replaces_key' '$tmp/err'"
+check "dedup: {replaces_key} alone ends dedup on the branch" run chg-end.yaml chgend
+check "... its records are not deduplicated" grep -q "+10 records (10 valid, 0 quarantined)" "$tmp/chgend.out"
+check "... dedup/ is gone and dataset.json records no dedup" sh -c \
+	"[ -z \"\$(git --git-dir '$tmp/m.git' ls-tree refs/heads/chg/main dedup)\" ] && ! git --git-dir '$tmp/m.git' show refs/heads/chg/main:dataset.json | grep -q dedup"
+gen "$tmp/chg.jsonl" 90 10 1000 -90 n
+check "... and a pipeline without dedup: runs on it again" run chg-off.yaml chgoff
+
+# ---- dedup.max_keys: an index that would hold more keys fails the run in
+# one line saying what to set (nothing committed), never stops deduplicating
+pipeline "$tmp/cap.yaml" cap '[order_id]' 7d
+echo "  max_keys: 50" >>"$tmp/cap.yaml"
+gen "$tmp/cap.jsonl" 0 80 60
+check "a run with 60 keys and dedup.max_keys 50 fails (exit 2)" status_is 2 sh -c "cd '$tmp' && '$kiln' run cap.yaml"
+check "... in one line naming dedup.max_keys and what to set" sh -c \
+	"[ \$(wc -l <'$tmp/err') -eq 1 ] && grep -q 'dedup.max_keys: the dedup index holds 50 keys .*raise dedup.max_keys .* or shorten dedup.window' '$tmp/err'"
+check "... and committed nothing" test -z "$(git --git-dir "$tmp/m.git" for-each-ref refs/heads/cap/)"
+check "with dedup.max_keys 60 the 60 keys fit" run cap.yaml cap1 --set dedup.max_keys=60
+check "... 60 valid, 20 duplicate" grep -q "+80 records (60 valid, 20 quarantined)" "$tmp/cap1.out"
+gen "$tmp/cap.jsonl" 80 5 1000 -80 n
+check "a new key past the 60 held fails the next run" status_is 2 sh -c "cd '$tmp' && '$kiln' run cap.yaml --set dedup.max_keys=60"
+check "... naming dedup.max_keys" grep -q 'dedup.max_keys: the dedup index holds 60 keys' "$tmp/err"
+check "an index already past dedup.max_keys is refused at open, naming the branch" sh -c \
+	"cd '$tmp' && ! '$kiln' run cap.yaml --set dedup.max_keys=59 >cap3.out 2>cap3.err && [ \$(wc -l <cap3.err) -eq 1 ] && grep -q 'cap.yaml: dedup.max_keys: cap/main.s index holds more than 59 keys committed within dedup.window: raise dedup.max_keys' cap3.err"
+check "... the branch is as the last run left it" test "$(git --git-dir "$tmp/m.git" rev-list --count refs/heads/cap/main)" -eq 1
+check "with room the new keys are curated" run cap.yaml cap4 --set dedup.max_keys=65
+check "... 5 valid" grep -q "+5 records (5 valid, 0 quarantined)" "$tmp/cap4.out"
+
+# ---- kiln check reports a bad dedup config with file:line:col, like
+# other keys, and names the dedup settings when they are good
+kcheck() { # NAME KEYS WINDOW [MAX_KEYS]: kiln check on a new pipeline NAME.yaml
+	pipeline "$tmp/$1.yaml" one "$2" "$3"
+	[ -n "${4:-}" ] && echo "  max_keys: $4" >>"$tmp/$1.yaml"
+	(cd "$tmp" && "$kiln" check "$1.yaml" >"$1.out" 2>&1)
+}
+check_line() { # NAME STATUS CHECK PATTERN
+	grep -Eq "^$2 +$3 +$4" "$tmp/$1.out" && return 0
+	sed 's/^/  | /' "$tmp/$1.out" | head -12
+	return 1
+}
+check "kiln check: a dedup.key through an array is a problem (exit 1)" status_is 1 kcheck kc1 '[items.id]' 7d
+check "... on the contract line, at file:line:col" check_line kc1 PROBLEM contract \
+	'kc1.yaml:18:9: dedup.key: "items.id" goes through the array "items"'
+check "kiln check: a dedup.key naming no field" status_is 1 kcheck kc2 '[order_no]' 7d
+check "... named at file:line:col" check_line kc2 PROBLEM contract 'kc2.yaml:18:9: dedup.key: the contract .* has no top-level field "order_no"'
+check "kiln check: a dedup.window that is not an age" status_is 1 kcheck kc3 '[order_id]' 7x
+check "... named at file:line:col" check_line kc3 PROBLEM pipeline 'kc3.yaml:19:11: dedup.window: expected a positive age'
+check "kiln check: dedup.max_keys 0" status_is 1 kcheck kc4 '[order_id]' 7d 0
+check "... named at file:line:col" check_line kc4 PROBLEM pipeline 'kc4.yaml:20:13: dedup.max_keys: must be between 1 and 4000000000'
+check "kiln check: dedup.max_keys not a count" status_is 1 kcheck kc5 '[order_id]' 7d lots
+check "... named at file:line:col" check_line kc5 PROBLEM pipeline 'kc5.yaml:20:13: dedup.max_keys'
+check "kiln check: another dedup.key than the branch's" status_is 1 kcheck kc6 '[customer.customer_id]' 7d
+check "... on the branch line, naming both" check_line kc6 PROBLEM branch \
+	'kc6.yaml:18:9: dedup.key: \["customer.customer_id"\] differs from \["order_id"\]'
+check "kiln check: good dedup settings are named on the contract line" status_is 0 kcheck kc7 '[order_id]' 2h 5000
+check "... key, window, max_keys" check_line kc7 ok contract '.*; split key order_id; dedup key order_id, window 7200s, max_keys 5000$'
 
 # ---- two writers on one branch: a stdin run holds o0..o49 uncommitted
 # (its input still open) while a file run commits o25..o74; the stdin run's

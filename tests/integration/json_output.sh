@@ -63,10 +63,23 @@ json_run() {
 check "keygen" status_is 0 "$kiln" keygen --out "$tmp/sign.key" --comment "release@kiln.test"
 grep -o 'release@kiln.test namespaces="git" ssh-ed25519 [A-Za-z0-9+/=]*' "$tmp/out" >"$tmp/allowed_signers"
 sign=(--set "manifest.signing_key=$tmp/sign.key")
-for seed in 1 2 3; do
+for seed in 1 2; do
 	gen 600 "$seed"
 	check "run $seed" status_is 0 "$kiln" run "$pipeline" "${sign[@]}"
 done
+gen 600 3
+json_run "run 3 --json" 0 "$tmp/run.json" "$kiln" run "$pipeline" "${sign[@]}" --json
+check "run --json: one document" json_ok "$tmp/run.json"
+check "run --json: its commit is the branch tip" test "$(q "$tmp/run.json" .commit)" = "$(git_m rev-parse refs/heads/user-events/main)"
+check "run --json: counts add up, offsets of the third 600 lines" "$py" -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["records_in"] == 600 and r["valid"] + r["quarantined"] == 600, r
+assert sum(r["splits"].values()) == r["valid"], r
+assert r["source"] == "file" and r["ref"] == "refs/heads/user-events/main" and r["first_offset"] == 1200 and r["next_offset"] == 1800, r
+' "$tmp/run.json" "$tmp/m.git"
+json_run "run --json, nothing new" 0 "$tmp/run0.json" "$kiln" run "$pipeline" "${sign[@]}" --json
+check "run --json, nothing new: commit null, 0 records" test "$(q "$tmp/run0.json" '[.commit, .records_in, .next_offset] | @text')" = '[null,0,1800]'
 c1=$(git_m rev-list --reverse refs/heads/user-events/main | sed -n 1p)
 c2=$(git_m rev-list --reverse refs/heads/user-events/main | sed -n 2p)
 c3=$(git_m rev-parse refs/heads/user-events/main)
@@ -74,7 +87,7 @@ check "promote v1" status_is 0 "$kiln" promote "user-events@$c1" --pipeline "$pi
 check "promote v2" status_is 0 "$kiln" promote "user-events@$c2" --pipeline "$pipeline" "${gates[@]}" "${sign[@]}"
 
 # --- --help names --json on every command ------------------------------------
-for cmd in log show diff ls du verify gc raw cache; do
+for cmd in run log show diff ls du verify gc raw cache; do
 	check "$cmd --help names --json" status_is 0 "$kiln" $cmd --help
 	check "$cmd --help: the usage block and an option row name --json" \
 		sh -c "sed '/^\$/q' '$tmp/out' | grep -q -- '--json' && grep -Eq '^ +(-j, )?--json ' '$tmp/out'"
@@ -338,6 +351,22 @@ check "raw ls --partition 1 --json: partition 1 only" test "$(jq -r .partition "
 check "raw cat --json is refused: exit 2" status_is 2 "$kiln" raw cat --store "file://$tmp/kstore" --json
 check "raw ls --json on a bad store: exit 2, nothing on stdout" \
 	sh -c "'$kiln' raw ls --store 'bogus://x' --json >'$tmp/o' 2>'$tmp/e'; test \$? -eq 2 && test ! -s '$tmp/o' && test \$(wc -l <'$tmp/e') -eq 1"
+
+# --- promote --json (last: v3 changes what log and show say of c3) ------------
+json_run "promote --json, a gate fails" 1 "$tmp/prom-fail.json" "$kiln" promote "user-events@$c3" --pipeline "$pipeline" \
+	"${gates[@]}" --set promote.min_records.train=100000 "${sign[@]}" --json
+check "promote --json, a gate fails: one document, passed false, no tag" \
+	test "$(q "$tmp/prom-fail.json" '[.passed, .tag, ([.gates[] | select(.pass == false)] | length > 0)] | @text')" = '[false,null,true]'
+check "  the failed gate still named on stderr" grep -q 'release gate failed: min_records' "$tmp/err"
+json_run "promote --dry-run --json" 0 "$tmp/prom-dry.json" "$kiln" promote "user-events@$c3" --pipeline "$pipeline" \
+	"${gates[@]}" "${sign[@]}" --dry-run --json
+check "promote --dry-run --json: passed, version v3, no tag" \
+	test "$(q "$tmp/prom-dry.json" '[.passed, .version, .tag, .dry_run, .commit] | @text')" = "[true,\"v3\",null,true,\"$c3\"]"
+check "  nothing tagged" sh -c '! git --git-dir "$1" rev-parse -q --verify refs/tags/user-events/v3' _ "$tmp/m.git"
+json_run "promote --json" 0 "$tmp/prom.json" "$kiln" promote "user-events@$c3" --pipeline "$pipeline" "${gates[@]}" "${sign[@]}" --json
+check "promote --json: the tag object git has, signed, every gate passed" \
+	test "$(q "$tmp/prom.json" '[.tag, .signed, .version, ([.gates[] | .pass] | all)] | @text')" = "[\"$(git_m rev-parse refs/tags/user-events/v3)\",true,\"v3\",true]"
+check "  gates as the text form prints them" test "$(q "$tmp/prom.json" '.gates | length')" -eq "$(git_m cat-file tag refs/tags/user-events/v3 | sed -n '/^gates:$/,/^$/p' | grep -c '^  ')"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

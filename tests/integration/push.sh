@@ -149,7 +149,7 @@ check "dry run with the source from the pipeline file (--pipeline)" runs drypipe
 check "  counts the same shards" has drypipe.out "shards    $(wc -l <"$tmp/v1.keys") to send"
 
 # ---- v1 -----------------------------------------------------------------------------------
-check "push v1" runs push1 0 "$kiln" push user-events@v1 --to burst
+check "push v1" runs push1 0 "$kiln" push user-events@v1 --to burst -v
 n1=$(wc -l <"$tmp/v1.keys")
 check "  sent every shard of v1" has push1.out "shards    $n1 to send"
 json_lines_ok() { # NAME: stderr is JSON lines, one push_object per object, each with key, bytes, action
@@ -207,13 +207,20 @@ sent_shards() { puts | grep -c '/shards/' || true; }
 check "  sent only the shards v1 lacks ($(wc -l <"$tmp/v2-new.keys"))" test "$(sent_shards)" -eq "$(wc -l <"$tmp/v2-new.keys")"
 check "  reports v1's shards as present" has push2.out "shards    $(wc -l <"$tmp/v2-new.keys") to send"
 ctl DELETE /_ctl/log >/dev/null
-check "push v2 again" runs push2b 0 "$kiln" push user-events@v2 --to burst
-check "  sends nothing" has push2b.out "sent 0 objects"
+check "  without -v: no line per object on stderr" sh -c '! grep -q push_object "$1"' _ "$tmp/push2.err"
+check "push v2 again (--json)" runs push2b 0 "$kiln" push user-events@v2 --to burst --json
+check "  sends nothing" $py -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["sent"] == 0 and d["present"] > 0 and d["version"] == "v2" and d["target"] == "burst" and d["promoted"] and not d["dry_run"], d
+assert d["ref"] == "refs/tags/user-events/v2" and len(d["tag"]) == 40 and d["signer"].startswith("SHA256:"), d
+' "$tmp/push2b.out"
 check "  and the server stored nothing" test -z "$(puts)"
 
 # ---- the far side ------------------------------------------------------------------------------
 far() { env -u KILN_MANIFEST -u KILN_STORE AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_REGION=eu-west-3 "$@"; }
-check "kiln pull" runs pull 0 far "$kiln" pull burst -m "$tmp/far.git"
+check "kiln pull -v" runs pull 0 far "$kiln" pull burst -m "$tmp/far.git" -v
+check "  one pull_object line per file" test "$(grep -c '"event":"pull_object"' "$tmp/pull.err")" -eq "$(sed -n 's/^pulled \([0-9]*\) files.*/\1/p' "$tmp/pull.out")"
 check "git fsck --strict on the pulled repository" git --git-dir="$tmp/far.git" fsck --strict --no-progress
 check "kiln verify --deep v2 at the target, trusted signer" runs fv 0 far "$kiln" verify user-events@v2 \
 	-m "$tmp/far.git" --store s3://kiln-burst/prod --deep --allowed-signers "$tmp/allowed_signers"
@@ -246,6 +253,12 @@ check "a cache node fills v2 from the target" runs csync 0 "$kiln" cache sync --
 check "  all of it" has csync.out "synced 1/1 pins: $(wc -l <"$tmp/v2.keys") shards"
 check "pull again fetches no object" runs pull2 0 far "$kiln" pull burst -m "$tmp/far.git"
 check "  0 files" has pull2.out "pulled 0 files"
+check "pull --json" runs pull3 0 far "$kiln" pull burst -m "$tmp/far.git" --json
+check "  one document: 0 files, the refs" $py -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["files"] == 0 and d["bytes"] == 0 and d["refs"] >= 2 and d["target"] == "burst", d
+' "$tmp/pull3.out"
 
 # ---- unpromoted, on purpose; a tag the target holds differently ------------------------------------
 check "push main with --unpromoted" runs unp 0 "$kiln" push user-events@main --to burst --unpromoted

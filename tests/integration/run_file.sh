@@ -282,6 +282,17 @@ check "optional split key: the run succeeds" grep -q "+4 records (3 valid, 1 qua
 check "optional split key: the record without it is quarantined as missing_required" \
 	sh -c "zstd -dc '$tmp'/optional-store/quarantine/*/0/*/*/*.jsonl.zst | grep -q '\"offset\":3,\"code\":\"missing_required\",\"path\":\"user_id\"'"
 
+# ---- the progress line: on a terminal (script(1)), never on a pipe
+need script
+"$py" "$src/bench/gen-user-events.py" --records 20000 --seed 77 >"$tmp/progress.jsonl"
+KILN_INPUT=$tmp/progress.jsonl KILN_STORE=file://$tmp/progress-store KILN_MANIFEST=$tmp/progress.git \
+	script -qec "'$kiln' run '$pipeline'" /dev/null >"$tmp/progress.tty.out" 2>&1
+check "run on a terminal draws a progress line" sh -c 'tr "\r" "\n" <"$1" | grep -aq "^kiln run: user-events: [0-9.]*/[0-9.]* MiB, [0-9]* records"' _ "$tmp/progress.tty.out"
+check "  then the summary" grep -aq "+20000 records" "$tmp/progress.tty.out"
+KILN_INPUT=$tmp/progress.jsonl KILN_STORE=file://$tmp/progress-store2 KILN_MANIFEST=$tmp/progress2.git \
+	"$kiln" run "$pipeline" >"$tmp/progress.out" 2>"$tmp/progress.err"
+check "not on a pipe" sh -c '! grep -q "MiB" "$1"' _ "$tmp/progress.err"
+
 check "no personal data in any log, stdout or stderr" pii_scan_logs
 
 echo "$passed passed, $failed failed"

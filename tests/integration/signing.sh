@@ -194,6 +194,12 @@ t1=$(gitm rev-parse -q --verify "$tags/v1")
 t2=$(gitm rev-parse -q --verify "$tags/v2")
 check "verify v2 with trusted keys exits 0" status_is v2 0 "$kiln" verify user-events@v2 "${trusted[@]}"
 check "  says trusted" grep -q '^signature: good, ssh-ed25519 SHA256:.* (trusted)$' "$tmp/v2.out"
+check "verify v2 without keys exits 0" status_is v2-nokeys 0 "$kiln" verify user-events@v2
+check "  says first that it checked it against no key" grep -q '^signature: not checked against any key (signed by ssh-ed25519 SHA256:' "$tmp/v2-nokeys.out"
+check "  and never 'good'" not grep -q 'good' "$tmp/v2-nokeys.out"
+check "--require-trusted without keys exits 1" status_is v2-require 1 "$kiln" verify user-events@v2 --require-trusted
+check "  naming why" grep -q '^kiln verify: --require-trusted: no trusted keys given' "$tmp/v2-require.err"
+check "--require-trusted with trusted keys exits 0" status_is v2-require-keys 0 "$kiln" verify user-events@v2 --require-trusted "${trusted[@]}"
 if $have_ssh_keygen; then
 	check "git verify-tag accepts v2" gitm -c gpg.format=ssh -c gpg.ssh.allowedSignersFile="$tmp/allowed_signers" \
 		verify-tag user-events/v2
@@ -225,6 +231,7 @@ check "an unsigned annotated v2: verify without keys exits 1" status_is unsigned
 check "  one line" one_reason unsigned-tag "refs/tags/user-events/v2 is not signed, and the repository says it must be"
 gitm config --unset kiln.signed
 check "without kiln.signed an unsigned tag is reported, not refused" status_is unsigned-nopolicy 0 "$kiln" verify user-events@v2
+check "  but refused with --require-trusted" status_is unsigned-require 1 "$kiln" verify user-events@v2 --require-trusted "${trusted[@]}"
 check "  as unsigned" grep -q '^signature: none' "$tmp/unsigned-nopolicy.out"
 gitm config kiln.signed all
 check "kiln.signed=all: the unsigned branch tip fails" status_is unsigned-main 1 "$kiln" verify user-events@main

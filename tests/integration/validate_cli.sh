@@ -7,6 +7,7 @@ set -uo pipefail
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$src/tests/integration/lib.sh"
 kiln=${KILN:-$src/build/kiln}
+py=/usr/bin/python3
 contract=$src/contracts/user-events.yaml
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -110,6 +111,25 @@ check "no command" status_is 2 "$kiln"
 
 pii_inputs=("$src/samples/user-events.jsonl" "$src/samples/user-events-invalid.jsonl")
 check "no personal data in any log, stdout or stderr" pii_scan_logs
+
+# mistyped commands and options: one line, the closest name, exit 2
+check "a mistyped command exits 2" status_is 2 "$kiln" valdiate --contract "$contract"
+check "  did you mean validate" grep -qx "kiln: 'valdiate' is not a kiln command; did you mean 'validate'? see 'kiln --help'" "$tmp/err"
+check "a mistyped option exits 2" status_is 2 "$kiln" validate --contarct "$contract" "$src/samples/user-events.jsonl"
+check "  one line: did you mean --contract" sh -c 'test "$(wc -l <"$1")" -eq 1 && grep -qx "kiln validate: unknown option --contarct; did you mean --contract? (see kiln validate --help)" "$1"' _ "$tmp/err"
+check "an option without its value exits 2" status_is 2 "$kiln" validate "$src/samples/user-events.jsonl" --contract
+check "  says it needs a value" grep -qx "kiln validate: option --contract needs a value (see kiln validate --help)" "$tmp/err"
+check "nothing close: no guess" status_is 2 "$kiln" validate --zzzzzzzz "$src/samples/user-events.jsonl"
+check "  unknown, no did you mean" grep -qx "kiln validate: unknown option --zzzzzzzz (see kiln validate --help)" "$tmp/err"
+
+# the progress line: on a terminal (script(1) gives it one) and never on a pipe
+need script
+"$py" "$src/bench/gen-user-events.py" --records 20000 --seed 5 >"$tmp/big.jsonl"
+check "validate on a terminal draws a progress line" sh -c 'script -qec "$1" /dev/null >"$2"; tr "\r" "\n" <"$2" | grep -aq "^kiln validate: $3: [0-9.]*/[0-9.]* MiB, [0-9]* records"' _ \
+	"'$kiln' validate --contract '$contract' --quiet '$tmp/big.jsonl'" "$tmp/tty.out" "$tmp/big.jsonl"
+check "  and the summary after it" grep -aq "20000 records, 20000 valid, 0 invalid" "$tmp/tty.out"
+check "not on a pipe" status_is 0 "$kiln" validate --contract "$contract" --quiet "$tmp/big.jsonl"
+check "  stderr is the summary alone" sh -c '! grep -q "MiB" "$1" && test "$(wc -l <"$1")" -eq 1' _ "$tmp/err"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

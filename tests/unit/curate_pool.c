@@ -147,7 +147,7 @@ static void test_detector_limit_quarantines_the_record(void **state)
 	if (kiln_pipeline_load(&p, path, NULL, 0) != 0)
 		fail_msg("pipeline: %s", kiln_error_last());
 	memset(&r, 0, sizeof(r));
-	if (kiln_curate_run(p, &r) != 0)
+	if (kiln_curate_run(p, NULL, &r) != 0)
 		fail_msg("run: %s", kiln_error_last());
 	assert_true(atomic_load(&limit_answers) > 0); /* the detectors did meet the limit */
 	assert_int_not_equal(r.commit[0], '\0');

@@ -763,7 +763,7 @@ static void test_profile_recomputed_from_curated(void **state)
 		if (kiln_pipeline_load(&p, path, NULL, 0) != 0)
 			fail_msg("pipeline: %s", kiln_error_last());
 		memset(&r, 0, sizeof(r));
-		if (kiln_curate_run(p, &r) != 0)
+		if (kiln_curate_run(p, NULL, &r) != 0)
 			fail_msg("run %d: %s", run + 1, kiln_error_last());
 		assert_int_equal(r.delta.quarantined, 1); /* kind "zzz" */
 		memcpy(commits[run], r.commit, 41);
