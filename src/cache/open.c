@@ -21,27 +21,6 @@
 #include "core/error.h"
 #include "core/fs.h"
 
-static int mkdir_p(const char *path)
-{
-	char buf[PATH_MAX];
-	size_t n = strlen(path);
-
-	if (n >= sizeof(buf))
-		return kiln_error_set(KILN_EINVALID, "%s: path too long", path);
-	memcpy(buf, path, n + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return kiln_error_set(KILN_EIO, "%s: cannot create: %s", buf, strerror(errno));
-		*p = '/';
-	}
-	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-		return kiln_error_set(KILN_EIO, "%s: cannot create: %s", buf, strerror(errno));
-	return 0;
-}
-
 static int sum_cb(void *ctx, const char *hash, int at, const char *name, const struct stat *st)
 {
 	(void)hash;
@@ -174,7 +153,7 @@ int kiln_cache_open(kiln_cache **out, const kiln_cache_config *config, kiln_metr
 	}
 	for (const char *const *sub = (const char *const[]){"shards", "tmp", "views", NULL}; *sub; sub++) {
 		snprintf(path, sizeof(path), "%s/%s", c->dir, *sub);
-		if ((rc = mkdir_p(path)) < 0)
+		if ((rc = kiln_fs_mkdir_p(path, 0755)) < 0)
 			goto fail;
 	}
 	if ((rc = lock_and_clean(c)) < 0)

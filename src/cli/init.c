@@ -72,6 +72,8 @@ static const char readme_text[] =
     "tickets@main\n"
     "kiln log tickets -m .kiln/manifest.git         # the versions\n"
     "kiln show tickets@main -m .kiln/manifest.git   # splits, shards, contract, key id, lineage\n"
+    "kiln report tickets@main -m .kiln/manifest.git --store file://.kiln/store -o report   # "
+    "report/index.html\n"
     "kiln cat tickets@main -m .kiln/manifest.git --store file://.kiln/store --split train   # customer_email "
     "is a p1_ token\n"
     "```\n"
@@ -363,6 +365,12 @@ static int open_target(const char *dir, bool *out_made)
 
 	*out_made = false;
 	if (mkdir(dir, 0755) == 0) {
+		*out_made = true;
+		return 0;
+	}
+	if (errno == ENOENT) { /* its parent is missing too: mkdir -p, like git init */
+		if (kiln_fs_mkdir_p(dir, 0755) < 0)
+			return kiln_cli_fail("init", "%s", kiln_error_last());
 		*out_made = true;
 		return 0;
 	}

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,5 +220,31 @@ int kiln_fs_fingerprint(int fd, const char *path, uint64_t bytes, char out[65])
 		return rc;
 	crypto_generichash_final(&st, digest, sizeof(digest));
 	sodium_bin2hex(out, 65, digest, sizeof(digest));
+	return 0;
+}
+
+int kiln_fs_mkdir_p(const char *dir, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(dir);
+	struct stat st;
+
+	if (n == 0 || n >= sizeof(buf))
+		return kiln_error_set(KILN_EINVALID, "%s: not a folder name kiln can make", dir);
+	memcpy(buf, dir, n + 1);
+	for (char *p = buf + 1;; p++) {
+		bool last = *p == '\0';
+
+		if (!last && *p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return kiln_error_set(KILN_EIO, "%s: cannot create: %s", buf, strerror(errno));
+		if (last)
+			break;
+		*p = '/';
+	}
+	if (stat(buf, &st) < 0 || !S_ISDIR(st.st_mode))
+		return kiln_error_set(KILN_EIO, "%s: exists and is not a folder", buf);
 	return 0;
 }

@@ -30,6 +30,11 @@ int kiln_fs_write_all(int fd, const void *data, size_t len, const char *what);
  * `kiln init` makes. */
 int kiln_fs_create_new(const char *path, const void *data, size_t len, mode_t mode, const char *what);
 
+/* mkdir -p: the folder dir and each missing folder above it, with mode (a
+ * folder already there is fine; something else there is KILN_EIO naming
+ * it). Nothing is synced: the file store makes its own folders durably. */
+int kiln_fs_mkdir_p(const char *dir, mode_t mode);
+
 /* Replaces path with data, all or nothing: writes path.tmp-<pid> (mode),
  * fsyncs it, renames it over path and fsyncs the folder, so a crash leaves
  * the old file or the new one, never a part (a kill -9 can leave the

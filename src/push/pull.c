@@ -143,33 +143,20 @@ static int classify(puller *p, entry *e)
 	return 0;
 }
 
-static int mkdirs(char *path)
-{
-	for (char *s = path + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(path, 0755) < 0 && errno != EEXIST) {
-			int e = errno;
-
-			*s = '/';
-			return kiln_error_set(KILN_EIO, "%s: mkdir: %s", path, strerror(e));
-		}
-		*s = '/';
-	}
-	return 0;
-}
-
 /* Writes data to path (its folders made) atomically: path.tmp-<pid>, fsync, rename. */
 static int write_file(const char *path, const void *data, size_t len)
 {
 	char dirs[4200];
+	char *slash;
 	int rc;
 
 	if ((size_t)snprintf(dirs, sizeof(dirs), "%s", path) >= sizeof(dirs))
 		return kiln_error_set(KILN_EINVALID, "%s: the path is too long", path);
-	if ((rc = mkdirs(dirs)) < 0)
-		return rc;
+	if ((slash = strrchr(dirs, '/')) && slash != dirs) {
+		*slash = '\0';
+		if ((rc = kiln_fs_mkdir_p(dirs, 0755)) < 0)
+			return rc;
+	}
 	return kiln_fs_write_atomic(path, data, len, 0644);
 }
 

@@ -187,6 +187,8 @@ check "the README's commands run as written" \
 check "... kiln check was clean on both pipelines" [ "$(grep -c '^0 problems found' "$tmp/readme.out")" -eq 2 ]
 check "... the Kafka check saw the topic and the broker" sh -c "grep -q '^ok  *topic  *tickets: ' '$tmp/readme.out' && grep -q '^ok  *brokers ' '$tmp/readme.out'"
 check "... tickets@main promoted to v1 and verified as trusted" grep -q 'signature: good.*(trusted)' "$tmp/readme.out"
+check "... the report page of tickets@main, with its fields" sh -c "grep -q 'id=\"field-customer_email\"' '$tmp/q/report/index.html'"
+check "... and no value of the personal field in it" sh -c "! grep -qF \"\$(head -1 '$tmp/q/data/sample.jsonl' | /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)[\"customer_email\"])')\" '$tmp/q/report/index.html'"
 check "... the cache view of tickets@main is ready" [ -e "$tmp/q/.kiln/cache/views/tickets/main/ready" ]
 check "... v1 pushed to the local target" sh -c "git --git-dir='$tmp/q/.kiln/pushed/manifest.git' rev-parse -q --verify refs/tags/tickets/v1 >/dev/null"
 check "... the Kafka run committed the 8 samples to tickets@stream" grep -q '^tickets@stream: +8 records (8 valid' "$tmp/readme.out"

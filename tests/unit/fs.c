@@ -155,6 +155,33 @@ static void test_create_new(void **state)
 	assert_non_null(strstr(kiln_error_last(), "missing/key: cannot create the key file: "));
 }
 
+static void test_mkdir_p(void **state)
+{
+	char dir[4200], file[4300];
+	struct stat st;
+
+	(void)state;
+	/* every missing folder, then again (already there: fine), a trailing slash too */
+	snprintf(dir, sizeof(dir), "%s/m/a/b/c", tmpdir);
+	assert_int_equal(kiln_fs_mkdir_p(dir, 0755), 0);
+	assert_int_equal(stat(dir, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(kiln_fs_mkdir_p(dir, 0755), 0);
+	snprintf(dir, sizeof(dir), "%s/m/a/d/", tmpdir);
+	assert_int_equal(kiln_fs_mkdir_p(dir, 0755), 0);
+	snprintf(dir, sizeof(dir), "%s/m/a/d", tmpdir);
+	assert_int_equal(stat(dir, &st), 0);
+
+	/* a file in the way: KILN_EIO naming it */
+	snprintf(file, sizeof(file), "%s/m/file", tmpdir);
+	assert_int_equal(kiln_fs_create_new(file, "x", 1, 0600, "the file"), 0);
+	assert_int_equal(kiln_fs_mkdir_p(file, 0755), KILN_EIO);
+	assert_non_null(strstr(kiln_error_last(), "m/file: exists and is not a folder"));
+	snprintf(dir, sizeof(dir), "%s/m/file/below", tmpdir);
+	assert_int_equal(kiln_fs_mkdir_p(dir, 0755), KILN_EIO);
+	assert_int_equal(kiln_fs_mkdir_p("", 0755), KILN_EINVALID);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -162,6 +189,7 @@ int main(void)
 	    cmocka_unit_test(test_write_atomic_via_named_temporary),
 	    cmocka_unit_test(test_write_atomic_failure_keeps_old),
 	    cmocka_unit_test(test_create_new),
+	    cmocka_unit_test(test_mkdir_p),
 	};
 
 	return kiln_test_main(tests, tmpdir, "fs", NULL, NULL);
