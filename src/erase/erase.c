@@ -21,6 +21,7 @@
 #include "manifest/gc.h"
 #include "manifest/repo_lock.h"
 #include "manifest/verify.h"
+#include "mask/screen.h"
 #include "manifest/version.h"
 #include "quality/profile.h"
 #include "shard/fetch.h"
@@ -207,6 +208,15 @@ static int on_contract(void *ctx, const char *text, size_t len)
 		return kiln_error_oom("erase");
 	if ((rc = kiln_profile_schema_new(&c->schema, c->contract)) < 0)
 		return rc;
+	{
+		/* categories from the data as a run counts them (profile.categories.k's default) */
+		kiln_pii_screen *screen = NULL;
+		if ((rc = kiln_pii_screen_new(&screen)) < 0 ||
+		    (rc = kiln_profile_schema_set_categories(c->schema, KILN_PROFILE_CATEGORIES_K,
+		                                             kiln_pii_screen_flags, screen,
+		                                             kiln_pii_screen_free)) < 0)
+			return rc;
+	}
 	return kiln_subject_resolve(st->o->subject, c->contract, st->o->key);
 }
 

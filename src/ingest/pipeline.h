@@ -93,6 +93,7 @@ typedef struct kiln_pipeline {
 
 	unsigned workers; /* validate/curate threads; 0 = one per CPU */
 	bool profile;     /* profile.enabled: a data profile per version (default true) */
+	uint32_t profile_categories_k; /* profile.categories.k: categories from the data (default 20) */
 
 	kiln_gates gates; /* promote: release gates for `kiln promote` */
 
