@@ -320,6 +320,8 @@ int64_t kiln_ts_quantile(const kiln_tsketch *s, double q)
 		return 0;
 	q = q < 0 ? 0 : q > 1 ? 1 : q;
 	rank = (uint64_t)floor(q * (double)(s->count - 1));
+	if (rank == 0 || rank == s->count - 1)
+		return rank ? s->max_ms : s->min_ms; /* the ends are known exactly */
 	for (uint32_t i = 0; i < s->len; i++) {
 		seen += s->counts[i];
 		if (seen > rank) {

@@ -79,8 +79,9 @@ int kiln_ts_add(kiln_tsketch *s, int64_t ms);
  * sketch; min and max set by the caller first). */
 int kiln_ts_add_bucket(kiln_tsketch *s, uint32_t shift, int64_t index, uint64_t count);
 int kiln_ts_merge(kiln_tsketch *into, const kiln_tsketch *from);
-/* The instant at rank floor(q * (count - 1)): its bucket's start (its
- * middle when buckets are wider than a second), within [min, max]. */
+/* The instant at rank floor(q * (count - 1)): min and max at the ends,
+ * else its bucket's start (its middle when buckets are wider than a
+ * second) within [min, max]; 0 when empty. */
 int64_t kiln_ts_quantile(const kiln_tsketch *s, double q);
 void kiln_ts_free(kiln_tsketch *s);
 
