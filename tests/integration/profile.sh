@@ -141,6 +141,53 @@ check "the drift figures name the threshold" grep -q '"why":"psi [0-9.]* >= 0.2"
 check "a stricter --psi flags more" \
 	status_is 1 "$kiln" diff user-events@base user-events@same --profile --psi 0.0001 --manifest "$tmp/d.git"
 
+# categories from the data (issue 28): shipping.address.country has a
+# pattern, no enum; in the shifted orders 2 of 3 records move to "BR", a
+# country the baseline never had. PSI over its categories flags it (before
+# categories from the data it got no PSI, even with --psi 0.0001); an
+# unshifted sample of the same generator does not flag it.
+$py "$src/bench/gen-orders.py" --records 3000 --seed 21 -o "$tmp/o-base.jsonl"
+$py "$src/bench/gen-orders.py" --records 3000 --seed 22 -o "$tmp/o-same.jsonl"
+$py - "$tmp/o-same.jsonl" "$tmp/o-shift.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[2], "w") as out:
+    for i, line in enumerate(open(sys.argv[1])):
+        r = json.loads(line)
+        if i % 3 and isinstance(r.get("shipping", {}).get("address"), dict):
+            r["shipping"]["address"]["country"] = "BR"
+        out.write(json.dumps(r) + "\n")
+PY
+orders=$src/pipelines/bench-orders.yaml
+for b in base same shift; do
+	KILN_STORE=file://$tmp/o KILN_MANIFEST=$tmp/o.git KILN_INPUT=$tmp/o-$b.jsonl "$kiln" run "$orders" --set branch=$b >/dev/null 2>&1
+done
+"$kiln" diff bench-orders@base bench-orders@shift --profile --json --manifest "$tmp/o.git" >"$tmp/o-drift.json"
+"$kiln" diff bench-orders@base bench-orders@same --profile --json --manifest "$tmp/o.git" >"$tmp/o-same.json"
+field_drift() { $py -c 'import json, sys
+for f in json.load(open(sys.argv[1]))["fields"]:
+    if f["path"] == sys.argv[2]:
+        print("flagged" if f["flagged"] else "not-flagged", f["psi"])' "$1" "$2"; }
+check "categories from the data: country shifted to a new category at 66% is flagged" \
+	test "$(field_drift "$tmp/o-drift.json" shipping.address.country | cut -d' ' -f1)" = flagged
+check "  the new category is counted" sh -c "'$kiln' profile bench-orders@shift --manifest '$tmp/o.git' | grep -q '^shipping.address.country .*BR [0-9]'"
+echo "  shipping.address.country: $(field_drift "$tmp/o-drift.json" shipping.address.country)"
+check "  by its PSI (>= 0.2, named in why)" grep -q '"path":"shipping.address.country"[^}]*"why":"psi [0-9.]* >= 0.2"' "$tmp/o-drift.json"
+check "  the unshifted sample: not flagged" test "$(field_drift "$tmp/o-same.json" shipping.address.country | cut -d' ' -f1)" = not-flagged
+opromote() { KILN_STORE=file://$tmp/o KILN_MANIFEST=$tmp/o.git "$kiln" promote "$@" --pipeline "$orders" \
+	--set promote.ratio_tolerance=1 --set promote.max_quarantine_rate=1 --set promote.drift.max_psi=0.2; }
+check "  the drift gate: the baseline promoted" status_is 0 opromote bench-orders@base
+check "  the drift gate refuses the shifted version (exit 1)" status_is 1 opromote bench-orders@shift --dry-run
+check "    naming the field" grep -q 'release gate failed: drift vs v1: shipping.address.country: psi' "$tmp/err"
+"$kiln" profile bench-orders@shift --json --manifest "$tmp/o.git" >"$tmp/o-profile.json"
+for s in train dev test; do "$kiln" ls bench-orders@shift --split $s --format json --manifest "$tmp/o.git"; done >"$tmp/o-all.jsonl"
+$py "$src/tests/integration/profile_check.py" "$tmp/o-profile.json" "$tmp/o-all.jsonl" "$tmp/o" >"$tmp/o-check.out" 2>&1
+check "orders: every figure (categories from the data, times) matches the curated shards" grep -q ' 0 failed$' "$tmp/o-check.out"
+grep FAIL "$tmp/o-check.out" | head -5
+check "  a personal-looking value (terminal_ip) never becomes a category" \
+	test "$($py -c 'import json,sys; print([f.get("categories") for f in json.load(open(sys.argv[1]))["profile"]["fields"] if f["path"] == "terminal_ip"])' "$tmp/o-profile.json")" = "[None]"
+check "profile.categories.k: a bad value is refused with its place" \
+	sh -c "'$kiln' run '$orders' --set profile.categories.k=0 2>&1 | grep -q 'profile.categories.k'"
+
 # the drift gate of kiln promote (promote.drift): v1 from the baseline, then
 # the shifted branch fails naming the field, the figure and the threshold,
 # the unshifted one passes and its tag carries the figures
