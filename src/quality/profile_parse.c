@@ -260,6 +260,7 @@ static int distinct_key(preader *r, void *ctx)
 struct time_ctx {
 	kiln_profile_field *f;
 	bool min, max;
+	uint64_t count; /* as written; the buckets must sum to it */
 };
 
 static int read_instant(preader *r, struct time_ctx *c, int64_t *out)
@@ -285,7 +286,7 @@ static int time_sketch_key(preader *r, void *ctx)
 	if (key_is(r, "shift")) {
 		if ((rc = read_u64(r, &shift)) < 0)
 			return rc;
-		if (shift > 62)
+		if (shift > 40)
 			return bad(r, "a time sketch's shift is out of range");
 		s->shift = (uint32_t)shift;
 		return 0;
@@ -304,10 +305,11 @@ static int time_sketch_key(preader *r, void *ctx)
 		return bad(r, "a time sketch before its min and max");
 	if ((rc = expect(r, KILN_JSON_ARRAY_BEGIN, "time sketch counts are not an array")) < 0)
 		return rc;
+	if (s->counts)
+		return bad(r, "a time sketch has two counts");
 	{
 		uint32_t shift_at = s->shift;
 		int64_t first = s->offset;
-		uint64_t total = s->count;
 
 		s->shift = 0;
 		s->offset = 0;
@@ -329,8 +331,6 @@ static int time_sketch_key(preader *r, void *ctx)
 			if (n && (rc = kiln_ts_add_bucket(s, shift_at, first + i, n)) < 0)
 				return bad(r, "a time sketch bucket lies outside its min and max");
 		}
-		if (s->count != total)
-			return bad(r, "a time sketch does not count its times");
 	}
 	return 0;
 }
@@ -342,7 +342,7 @@ static int time_key(preader *r, void *ctx)
 	int rc;
 
 	if (key_is(r, "count"))
-		return read_u64(r, &f->tm.count);
+		return read_u64(r, &c->count);
 	if (key_is(r, "min")) {
 		c->min = true;
 		return read_instant(r, c, &f->tm.min_ms);
@@ -434,9 +434,15 @@ static int field_key(preader *r, void *ctx)
 		return 0;
 	}
 	if (key_is(r, "time")) {
-		struct time_ctx c = {f, false, false};
+		struct time_ctx c = {f, false, false, 0};
 		f->time = true;
-		return read_object(r, time_key, &c);
+		if (f->tm.count || f->tm.counts)
+			return bad(r, "a field has two times");
+		if ((rc = read_object(r, time_key, &c)) < 0)
+			return rc;
+		if (c.count != f->tm.count)
+			return bad(r, "a time sketch does not count its times");
+		return 0;
 	}
 	return skip(r);
 }

@@ -171,14 +171,18 @@ int kiln_profile_put_time(kiln_buf *out, const kiln_profile_field *f, int64_t ms
 	struct tm tm;
 	char text[48];
 
-	if (!gmtime_r(&t, &tm))
-		return kiln_error_set(KILN_EINVALID, "profile: an instant out of range");
-	if (f->date)
-		strftime(text, sizeof(text), "%Y-%m-%d", &tm);
-	else if (frac)
-		snprintf(text + strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &tm), 16, ".%03dZ", frac);
-	else
-		strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	int n;
+
+	if (!gmtime_r(&t, &tm) || tm.tm_year < -1900 || tm.tm_year > 9999 - 1900)
+		return kiln_error_set(KILN_EINVALID, "profile: an instant outside the years 0000 to 9999");
+	n = snprintf(text, sizeof(text), "%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
+	if (!f->date)
+		n += snprintf(text + n, sizeof(text) - (size_t)n, "T%02d:%02d:%02d", tm.tm_hour, tm.tm_min,
+		              tm.tm_sec);
+	if (!f->date && frac)
+		snprintf(text + n, sizeof(text) - (size_t)n, ".%03dZ", frac);
+	else if (!f->date)
+		snprintf(text + n, sizeof(text) - (size_t)n, "Z");
 	return kiln_buf_printf(out, "\"%s\"", text);
 }
 

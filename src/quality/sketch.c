@@ -266,7 +266,7 @@ int kiln_ts_add_bucket(kiln_tsketch *s, uint32_t shift, int64_t index, uint64_t 
 	int64_t at;
 	int rc;
 
-	if (shift > 62)
+	if (shift > 40) /* 2^40 s: 34,000 years, more than RFC 3339 spans */
 		return kiln_error_set(KILN_EINVALID, "time sketch: bucket width out of range");
 	if ((!s->counts || s->shift < shift) && (rc = ts_layout(s, s->min_ms, s->max_ms, shift)) < 0)
 		return rc;
