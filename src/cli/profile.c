@@ -46,7 +46,8 @@ static void print_time(const kiln_profile_field *f)
 	kiln_buf b = {0};
 
 	if (kiln_buf_puts(&b, "  from ") == 0 && kiln_profile_put_time(&b, f, f->tm.min_ms) == 0 &&
-	    kiln_buf_puts(&b, "  p50 ") == 0 && kiln_profile_put_time(&b, f, kiln_ts_quantile(&f->tm, 0.5)) == 0 &&
+	    kiln_buf_puts(&b, "  p50 ") == 0 &&
+	    kiln_profile_put_time(&b, f, kiln_ts_quantile(&f->tm, 0.5)) == 0 &&
 	    kiln_buf_puts(&b, "  to ") == 0 && kiln_profile_put_time(&b, f, f->tm.max_ms) == 0)
 		for (size_t i = 0; i < b.len; i++)
 			if (b.ptr[i] != '"')

@@ -538,7 +538,8 @@ static int load_operations(loader *l, const kiln_yaml_node *root)
 					return rc;
 				if (kv < 1 || kv > KILN_PROFILE_CATEGORIES_K_MAX)
 					return kiln_yaml_fail(l->doc, k, "profile.categories.k",
-					                      "must be between 1 and %d", KILN_PROFILE_CATEGORIES_K_MAX);
+					                      "must be between 1 and %d",
+					                      KILN_PROFILE_CATEGORIES_K_MAX);
 				p->profile_categories_k = (uint32_t)kv;
 			}
 		}

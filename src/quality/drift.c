@@ -158,11 +158,9 @@ static void compare(kiln_field_drift *d, const kiln_profile *pb, const kiln_prof
 		d->flagged = true;
 		snprintf(d->why, sizeof(d->why), "%s", b ? "no longer in the data" : "new in the data");
 		if (b)
-			d->null_rate_base = null_rate(pb, b),
-			d->distinct_base = kiln_profile_distinct(b);
+			d->null_rate_base = null_rate(pb, b), d->distinct_base = kiln_profile_distinct(b);
 		if (n)
-			d->null_rate_now = null_rate(pn, n),
-			d->distinct_now = kiln_profile_distinct(n);
+			d->null_rate_now = null_rate(pn, n), d->distinct_now = kiln_profile_distinct(n);
 		return;
 	}
 	d->null_rate_base = null_rate(pb, b);

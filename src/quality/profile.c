@@ -79,10 +79,11 @@ static int schema_walk(kiln_profile_schema *s, const kiln_field *f, const char *
 	tokens = tokens || personal(f);
 	{
 		bool date = f->type == KILN_LTYPE_DATE || f->format == KILN_FORMAT_DATE;
-		bool time = !tokens && (date || f->type == KILN_LTYPE_TIMESTAMP || f->format == KILN_FORMAT_DATE_TIME);
+		bool time = !tokens &&
+		            (date || f->type == KILN_LTYPE_TIMESTAMP || f->format == KILN_FORMAT_DATE_TIME);
 		bool infer = !tokens && !time && f->type == KILN_LTYPE_STRING && !f->enum_count;
-		s->v[s->count++] = (struct schema_field){
-		    f, f->path, parent, tokens, item, infer, time, date && time, NULL, NULL, 0, 0};
+		s->v[s->count++] = (struct schema_field){f,    f->path,      parent, tokens, item, infer,
+		                                         time, date && time, NULL,   NULL,   0,    0};
 	}
 children:
 	tokens = tokens || personal(f);

@@ -50,12 +50,12 @@ typedef struct kiln_profile_field {
 	uint64_t *cat_counts;
 	size_t cat_cap;
 	uint32_t *cat_index; /* a cache: category indices sorted by name, NULL until a lookup builds it */
-	uint32_t cat_k; /* categories from the data: a string field without an enum, counted while it
-	                   holds at most cat_k distinct values (0: enum or boolean categories, or none) */
-	bool cat_over;  /* its strings passed cat_k distinct values or held one a PII detector flags
-	                   (or were never counted): no categories, whatever is merged in */
-	bool time;      /* a date or timestamp field: its strings as instants in `tm` */
-	bool date;      /* a date field: rendered as dates, not date-times */
+	uint32_t cat_k;      /* categories from the data: a string field without an enum, counted while it
+	                        holds at most cat_k distinct values (0: enum or boolean categories, or none) */
+	bool cat_over;       /* its strings passed cat_k distinct values or held one a PII detector flags
+	                        (or were never counted): no categories, whatever is merged in */
+	bool time;           /* a date or timestamp field: its strings as instants in `tm` */
+	bool date;           /* a date field: rendered as dates, not date-times */
 	kiln_tsketch tm;
 } kiln_profile_field;
 

@@ -608,7 +608,8 @@ static int check_field(const kiln_profile *p, const kiln_profile_field *f, const
 		for (size_t i = 0; i < f->cat_count; i++)
 			sum += f->cat_counts[i];
 		if (f->cat_count > f->cat_k || sum != strings)
-			return insane(where, part, f, "its categories from the data do not count its strings");
+			return insane(where, part, f,
+			              "its categories from the data do not count its strings");
 	}
 	if (f->tm.count && (f->tokens || f->tm.count > strings || f->tm.min_ms > f->tm.max_ms))
 		return insane(where, part, f, "its times do not count its strings");

@@ -26,7 +26,8 @@ double kiln_profile_quantile(const kiln_profile_field *f, double q)
 
 uint64_t kiln_profile_distinct(const kiln_profile_field *f)
 {
-	uint64_t hashed = f->types[KILN_PTYPE_STRING] + f->types[KILN_PTYPE_INTEGER] + f->types[KILN_PTYPE_NUMBER];
+	uint64_t hashed =
+	    f->types[KILN_PTYPE_STRING] + f->types[KILN_PTYPE_INTEGER] + f->types[KILN_PTYPE_NUMBER];
 	uint64_t est = kiln_hll_estimate(&f->distinct), counted = 0, names = 0;
 
 	for (size_t i = 0; i < f->cat_count; i++) {
@@ -192,8 +193,10 @@ int kiln_profile_render_time(kiln_buf *out, const kiln_profile_field *f, const d
 	const kiln_tsketch *s = &f->tm;
 	int rc;
 
-	if ((rc = kiln_buf_printf(out, ",\"time\":{\"count\":%llu,\"min\":", (unsigned long long)s->count)) < 0 ||
-	    (rc = kiln_profile_put_time(out, f, s->min_ms)) < 0 || (rc = kiln_buf_puts(out, ",\"max\":")) < 0 ||
+	if ((rc = kiln_buf_printf(out, ",\"time\":{\"count\":%llu,\"min\":", (unsigned long long)s->count)) <
+	        0 ||
+	    (rc = kiln_profile_put_time(out, f, s->min_ms)) < 0 ||
+	    (rc = kiln_buf_puts(out, ",\"max\":")) < 0 ||
 	    (rc = kiln_profile_put_time(out, f, s->max_ms)) < 0 ||
 	    (rc = kiln_buf_puts(out, ",\"quantiles\":{")) < 0)
 		return rc;

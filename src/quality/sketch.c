@@ -280,7 +280,8 @@ int kiln_ts_add_bucket(kiln_tsketch *s, uint32_t shift, int64_t index, uint64_t 
 
 int kiln_ts_add(kiln_tsketch *s, int64_t ms)
 {
-	int64_t lo = s->count && s->min_ms < ms ? s->min_ms : ms, hi = s->count && s->max_ms > ms ? s->max_ms : ms;
+	int64_t lo = s->count && s->min_ms < ms ? s->min_ms : ms,
+	        hi = s->count && s->max_ms > ms ? s->max_ms : ms;
 	int rc;
 
 	if ((rc = ts_layout(s, lo, hi, 0)) < 0)

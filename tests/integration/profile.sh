@@ -185,6 +185,44 @@ check "orders: every figure (categories from the data, times) matches the curate
 grep FAIL "$tmp/o-check.out" | head -5
 check "  a personal-looking value (terminal_ip) never becomes a category" \
 	test "$($py -c 'import json,sys; print([f.get("categories") for f in json.load(open(sys.argv[1]))["profile"]["fields"] if f["path"] == "terminal_ip"])' "$tmp/o-profile.json")" = "[None]"
+# a profile.json as kiln wrote it before categories from the data and times
+# (the same figures without categories_k's categories and without time)
+# planted as the root commit of a branch: kiln verify accepts it, a run on
+# top merges it (its strings were never counted: no categories, no times
+# after), and the new commit verifies too
+$py - "$tmp/o.git" <<'PY' >"$tmp/old-profile.json"
+import json, subprocess, sys
+doc = json.loads(subprocess.check_output(["git", "--git-dir", sys.argv[1], "show", "bench-orders/base:profile.json"]))
+for part in ("total", "added"):
+    for f in doc[part]["fields"]:
+        if "categories_k" in f:
+            del f["categories"], f["categories_k"]
+        f.pop("time", None)
+print(json.dumps(doc, separators=(",", ":")))
+PY
+old=$(
+	export GIT_DIR=$tmp/o.git GIT_INDEX_FILE=$tmp/old.index GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com \
+		GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com
+	git read-tree bench-orders/base &&
+		git update-index --add --cacheinfo "100644,$(git hash-object -w "$tmp/old-profile.json"),profile.json" &&
+		git commit-tree "$(git write-tree)" -m "a profile.json from before issue 28"
+)
+git --git-dir "$tmp/o.git" update-ref refs/heads/bench-orders/old "$old"
+check "a profile.json from before categories and times: kiln verify accepts it" \
+	status_is 0 "$kiln" verify bench-orders@old --manifest "$tmp/o.git"
+$py "$src/bench/gen-orders.py" --records 600 --seed 24 -o "$tmp/o-more.jsonl"
+cat "$tmp/o-more.jsonl" >>"$tmp/o-base.jsonl"
+check "  a run on top of it" status_is 0 env KILN_STORE="file://$tmp/o" KILN_MANIFEST="$tmp/o.git" \
+	KILN_INPUT="$tmp/o-base.jsonl" "$kiln" run "$orders" --set branch=old
+check "  kiln verify of the new commit" status_is 0 "$kiln" verify bench-orders@old --manifest "$tmp/o.git"
+check "  its total: 3600 records, no categories from the data nor times (earlier strings never counted)" \
+	test "$("$kiln" profile bench-orders@old --json --manifest "$tmp/o.git" | $py -c 'import json, sys
+p = json.load(sys.stdin)["profile"]
+print(p["records"], sum(1 for f in p["fields"] if "categories_k" in f or "time" in f))')" = "3600 0"
+check "  what it added has them" \
+	test "$("$kiln" profile bench-orders@old --added --json --manifest "$tmp/o.git" | $py -c 'import json, sys
+p = json.load(sys.stdin)["profile"]
+print(any("categories_k" in f for f in p["fields"]), any("time" in f for f in p["fields"]))')" = "True True"
 check "profile.categories.k: a bad value is refused with its place" \
 	sh -c "'$kiln' run '$orders' --set profile.categories.k=0 2>&1 | grep -q 'profile.categories.k'"
 

@@ -111,8 +111,9 @@ static void test_quantiles_within_min_max(void **state)
 	for (double q = 0; q <= 1; q += 0.125)
 		assert_true(kiln_profile_quantile(f, q) == 100);
 	text = render(&p);
-	assert_non_null(strstr(text, "\"quantiles\":{\"p01\":100,\"p05\":100,\"p25\":100,\"p50\":100,\"p75\":100,"
-	                             "\"p95\":100,\"p99\":100}"));
+	assert_non_null(strstr(text,
+	                       "\"quantiles\":{\"p01\":100,\"p05\":100,\"p25\":100,\"p50\":100,\"p75\":100,"
+	                       "\"p95\":100,\"p99\":100}"));
 	free(text);
 	kiln_profile_free(&p);
 	teardown(&fx);
@@ -298,8 +299,9 @@ static void test_times(void **state)
 	add(&p, &fx, "day", KILN_JSON_STRING, "2026-01-31");
 	add(&p, &fx, "day", KILN_JSON_STRING, "2025-02-01");
 	text = render(&p);
-	assert_non_null(strstr(text, "\"time\":{\"count\":3,\"min\":\"2026-11-30T10:00:00Z\",\"max\":"
-	                             "\"2026-12-01T00:00:00Z\",\"quantiles\":{\"p01\":\"2026-11-30T10:00:00Z\""));
+	assert_non_null(strstr(text,
+	                       "\"time\":{\"count\":3,\"min\":\"2026-11-30T10:00:00Z\",\"max\":"
+	                       "\"2026-12-01T00:00:00Z\",\"quantiles\":{\"p01\":\"2026-11-30T10:00:00Z\""));
 	/* 12:00:00.250+02:00 is the median; 14 hours span 2048 buckets of 2^5 s */
 	assert_non_null(strstr(text, "\"p50\":\"2026-11-30T10:00:"));
 	assert_non_null(strstr(text, "\"sketch\":{\"shift\":5,"));
