@@ -303,6 +303,8 @@ static int time_sketch_key(preader *r, void *ctx)
 		return skip(r);
 	if (!c->min || !c->max)
 		return bad(r, "a time sketch before its min and max");
+	if (c->f->tm.min_ms > c->f->tm.max_ms)
+		return bad(r, "a time's min is after its max");
 	if ((rc = expect(r, KILN_JSON_ARRAY_BEGIN, "time sketch counts are not an array")) < 0)
 		return rc;
 	if (s->counts)

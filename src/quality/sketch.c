@@ -239,6 +239,8 @@ static int ts_layout(kiln_tsketch *s, int64_t min_ms, int64_t max_ms, uint32_t m
 	int64_t lo = ts_seconds(min_ms), hi = ts_seconds(max_ms), offset;
 	uint64_t *counts;
 
+	if (min_ms > max_ms)
+		return kiln_error_set(KILN_EINVALID, "time sketch: min after max");
 	while (ts_bucket(hi, shift) - ts_bucket(lo, shift) + 1 > KILN_TS_MAX_BINS)
 		shift++;
 	offset = ts_bucket(lo, shift);
