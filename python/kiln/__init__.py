@@ -9,7 +9,8 @@ A binding of libkiln (ctypes): naming a version, assigning shards to
 workers, verifying every shard's BLAKE2b-256 before any of its records is
 yielded, and the position a reader can be restored to are libkiln's C code,
 the same code `kiln cat` runs. docs/READING.md ("Python and PyTorch") has
-the guarantees; kiln.torch has the PyTorch dataset.
+the guarantees; kiln.torch has the PyTorch dataset, Version.to_pandas a
+pandas DataFrame and Version.dicts the records as dicts.
 """
 
 import collections
@@ -19,11 +20,12 @@ import operator
 import os
 import weakref
 
+from ._version import __version__
 from ._lib import (SPLITS, DEFINITION_FIELDS, CURSOR_OPTIONS_VERSION, CursorOptions, Definition, Error,
                    InvalidError, NotFoundError, REPORT, RetryError, Shard, Stats, Trust, check, lib, text)
 
 __all__ = ["open", "locate", "Version", "Records", "ShardInfo", "Error", "InvalidError", "NotFoundError",
-           "RetryError", "SPLITS"]
+           "RetryError", "SPLITS", "__version__"]
 
 _SIGNATURE_NAMES = {0: "none", 1: "tampered", 2: "good"}
 
@@ -209,6 +211,70 @@ class Version:
         of shuffle_buffer records when > 0. Each record is bytes (one JSON
         line without its newline), or decode(bytes)."""
         return Records(self, split, rank, world_size, seed, epoch, shuffle_buffer, decode)
+
+    def dicts(self, split="train", rank=0, world_size=1, seed=None, epoch=0, shuffle_buffer=0):
+        """records(...) with each record a dict (its JSON object decoded):
+        the same Records, with len(), state_dict() and load_state_dict()."""
+        return self.records(split, rank, world_size, seed, epoch, shuffle_buffer, decode=json.loads)
+
+    def to_pandas(self, split="train", columns=None):
+        """The split as a pandas DataFrame, one row per record in kiln cat's
+        order (shards in hash order). columns=None: every field, nested
+        objects' fields as dotted columns ("device.os"), arrays as lists.
+        columns=[...]: those columns in that order, each a field name or a
+        dotted path into nested objects ("device" is the whole object,
+        "device.os" its field); a record without it has None (NaN) there.
+        Only the asked columns are kept while reading. Needs pandas
+        (python3-pandas), imported here."""
+        pandas = _pandas()
+        if columns is not None:
+            if isinstance(columns, (str, bytes)) or not all(isinstance(c, str) for c in columns):
+                raise InvalidError(-1, "to_pandas: columns is a list of field names or dotted paths, "
+                                   "not %r" % (columns,))
+            columns = list(columns)
+            if len(set(columns)) != len(columns):
+                raise InvalidError(-1, "to_pandas: a column asked for twice in %r" % (columns,))
+        records = self.records(split, decode=json.loads)
+        try:
+            if columns is None:
+                return pandas.DataFrame([_flatten(r) for r in records])
+            return pandas.DataFrame([[_field(r, c) for c in columns] for r in records], columns=columns)
+        finally:
+            records.close()
+
+
+def _pandas():
+    try:
+        import pandas  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        raise ImportError("kiln: Version.to_pandas needs pandas (%s): install python3-pandas "
+                          "(Debian) or pip install pandas" % e) from None
+    return pandas
+
+
+def _field(record, path):
+    """record's value of a field name, else of a dotted path into nested
+    objects; None when the record has neither."""
+    if path in record:
+        return record[path]
+    value = record
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _flatten(record, prefix="", out=None):
+    """A record's fields with nested objects' fields as dotted keys (the
+    order of the record); arrays and scalars as they are."""
+    out = {} if out is None else out
+    for key, value in record.items():
+        if isinstance(value, dict) and value:
+            _flatten(value, prefix + key + ".", out)
+        else:
+            out[prefix + key] = value
+    return out
 
 
 class Records:

@@ -3,8 +3,12 @@
 Only declarations live here: every rule (which version a name means, which
 shards a worker reads, hash verification, decompression, the cursor state)
 is libkiln's C code. The library is found through $KILN_LIBRARY (a path),
-else the dynamic linker's search for libkiln.so.1 (`make install` puts it
-in $(libdir); run ldconfig after installing under /usr/local). At import
+else LIBDIR/libkiln.so.1 when kiln/_config.py names the libdir it was
+configured with (`make install` and `make python-wheel` write it; a
+`pip install ./python` from the source tree has none), else the dynamic
+linker's search for libkiln.so.1 ($LD_LIBRARY_PATH, the ldconfig cache,
+/usr/lib; run ldconfig after installing under /usr/local), else
+ctypes.util.find_library("kiln"). The wheel never bundles the library. At import
 the library's kiln_library_version_number() must name LIBRARY_VERSION's
 major and minor (the patch may differ): the declarations below are that
 release's layouts, and a library of another release is an ImportError,
@@ -154,23 +158,56 @@ def _check_version(lib, path):
             % (path, (name() or b"?").decode("ascii", "replace"), want))
 
 
-def _load():
-    path = os.environ.get("KILN_LIBRARY") or ctypes.util.find_library("kiln") or "libkiln.so.1"
+def _configured_libdir():
+    """The libdir kiln/_config.py names (None when there is no _config.py)."""
     try:
-        lib = ctypes.CDLL(path)
-    except OSError as e:
+        from ._config import LIBDIR  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return None
+    return LIBDIR or None
+
+
+def _candidates():
+    """Where libkiln is looked for, in order (see the module's docstring);
+    a generator: find_library (it runs ldconfig) only when the others fail."""
+    env = os.environ.get("KILN_LIBRARY")
+    if env:
+        yield env  # asked for: no other library is tried
+        return
+    libdir = _configured_libdir()
+    if libdir and os.path.exists(os.path.join(libdir, "libkiln.so.1")):
+        yield os.path.join(libdir, "libkiln.so.1")
+    yield "libkiln.so.1"
+    name = ctypes.util.find_library("kiln")
+    if name and name != "libkiln.so.1":
+        yield name
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(str(e))
+            continue
+        _check_version(lib, path)
+        break
+    else:
+        libdir = _configured_libdir()
         raise ImportError(
-            "kiln: cannot load libkiln (%s): install kiln (make install; ldconfig) "
-            "or set KILN_LIBRARY to the path of libkiln.so.1" % e) from None
-    _check_version(lib, path)
+            "kiln: cannot load libkiln (%s): install kiln (make install; ldconfig), set "
+            "LD_LIBRARY_PATH to the directory of libkiln.so.1, or KILN_LIBRARY to its path%s"
+            % ("; ".join(tried), " (kiln/_config.py names libdir %s)" % libdir if libdir else "")) from None
     for name, restype, argtypes in _SIGNATURES:
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
-    return lib
+    return lib, path
 
 
-lib = _load()
+# the library, and the path (or soname) it was loaded from
+lib, library_path = _load()
 
 
 def check(rc):

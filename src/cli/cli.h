@@ -14,6 +14,7 @@ typedef struct kiln_command {
 	int (*run)(int argc, char **argv);
 } kiln_command;
 
+int kiln_cmd_init(int argc, char **argv);
 int kiln_cmd_validate(int argc, char **argv);
 int kiln_cmd_contract(int argc, char **argv);
 int kiln_cmd_run(int argc, char **argv);

@@ -1,20 +1,30 @@
 /* `kiln contract SUBCOMMAND`: commands on data contract files. diff lists
  * every change between two versions of a contract and whether it breaks
- * readers of curated data (contract/compat.h; docs/QUALITY.md). */
+ * readers of curated data (contract/compat.h; docs/QUALITY.md); infer
+ * writes a contract for sample records (contract/infer.h), with kiln's PII
+ * detectors (mask/detect.h) handed to it. */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "contract/compat.h"
 #include "contract/contract.h"
+#include "contract/infer.h"
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/fs.h"
+#include "core/line_reader.h"
+#include "mask/detect.h"
 
 static const char usage_text[] =
     "usage: kiln contract diff OLD NEW [--json] [--schema NAME]\n"
+    "       kiln contract infer SAMPLE [--pii auto|none] [--name NAME] [-o FILE] [--max-enum N]\n"
     "\n"
     "Commands on ODCS v3 data contracts (docs/CONTRACTS.md):\n"
     "  diff     every change from contract file OLD to NEW, field by field, each\n"
@@ -25,16 +35,35 @@ static const char usage_text[] =
     "             breaking    device.os  type_changed  type string -> integer\n"
     "             1 change: 1 breaking, 0 compatible\n"
     "           The codes and why each breaks or not: docs/QUALITY.md.\n"
+    "  infer    an ODCS v3 contract for the records of SAMPLE (JSON Lines, - for\n"
+    "           stdin), on stdout or in FILE: per field its type (nested objects\n"
+    "           and array items included), required when present and not null in\n"
+    "           every record, a format every value meets (uuid, date-time, date,\n"
+    "           time, email, ipv4, ipv6, uri), an enum for a string of at most N\n"
+    "           distinct values each seen twice; with --pii auto, classification:\n"
+    "           pii where kiln's PII detectors match whole values or the name\n"
+    "           identifies a person (user_id, email, ...) and piiScan where they\n"
+    "           match inside a text. No value of such a field is ever written.\n"
+    "           `kiln validate` accepts every record of SAMPLE against it.\n"
     "\n"
     "Options:\n"
-    "      --json          one JSON document: {\"old\":{...},\"new\":{...},\n"
+    "      --json          diff: one JSON document: {\"old\":{...},\"new\":{...},\n"
     "                      \"compatible\":BOOL,\"changes\":[{\"path\",\"code\",\n"
     "                      \"breaking\",\"message\"}...]}\n"
-    "      --schema NAME   the schema object to compare in both (default: the first)\n"
+    "      --schema NAME   diff: the schema object to compare in both (default: the first)\n"
+    "      --pii auto|none infer: suggest personal fields (default auto); none still\n"
+    "                      keeps values the detectors flag out of enums\n"
+    "      --name NAME     infer: the contract's id and schema name (default: from\n"
+    "                      SAMPLE's file name); A-Z, a-z, 0-9, '.', '_', '-'\n"
+    "  -o, --out FILE      infer: write the contract to FILE (never replaced)\n"
+    "      --max-enum N    infer: most distinct values an enum lists (default 20)\n"
     "  -h, --help          show this help\n"
     "\n"
-    "Exit status: 0 every change compatible (or none), 1 at least one breaking\n"
-    "change, 2 usage error or a contract that cannot be read (file:line:col).\n";
+    "Exit status: diff: 0 every change compatible (or none), 1 at least one\n"
+    "breaking change, 2 usage error or a contract that cannot be read\n"
+    "(file:line:col). infer: 0 with the contract written, 2 on a usage error,\n"
+    "an unreadable sample or a line that is not one JSON object (file:line:col;\n"
+    "nothing written).\n";
 
 /* The path column: the contract's own keys have none. */
 static const char *path_text(const kiln_contract_change *c)
@@ -155,6 +184,152 @@ cleanup:
 	return status;
 }
 
+/* kiln's free-text detectors as contract/infer.h wants them. */
+typedef struct infer_detector {
+	kiln_detector *detector;
+	kiln_detect_match matches[2];
+} infer_detector;
+
+static int detect_pii(void *ctx, const char *s, size_t len)
+{
+	infer_detector *d = ctx;
+	size_t n = kiln_detect(d->detector, s, len, d->matches, 2);
+
+	/* a text the detectors could not finish is treated as holding personal data */
+	if (n == SIZE_MAX)
+		return KILN_INFER_DETECT_INSIDE;
+	if (n == 0)
+		return KILN_INFER_DETECT_NONE;
+	return n == 1 && d->matches[0].start == 0 && d->matches[0].len == len ? KILN_INFER_DETECT_WHOLE
+	                                                                      : KILN_INFER_DETECT_INSIDE;
+}
+
+/* The default contract name: SAMPLE's file name without its extensions,
+ * lower-cased, other characters as '-'. */
+static void name_from_path(char *out, size_t cap, const char *path)
+{
+	const char *base = strrchr(path, '/');
+	size_t n = 0;
+
+	base = base ? base + 1 : path;
+	for (; *base && *base != '.' && n + 1 < cap && n < 64; base++) {
+		char c = *base;
+		if (c >= 'A' && c <= 'Z')
+			c = (char)(c + 32);
+		out[n++] = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ? c : '-';
+	}
+	out[n] = '\0';
+	if (n == 0 || strcmp(path, "-") == 0)
+		snprintf(out, cap, "dataset");
+}
+
+static int contract_infer(int argc, char **argv)
+{
+	const char *pii = "auto", *name = NULL, *out_path = NULL;
+	uint64_t max_enum = 20;
+	const kiln_cli_option rows[] = {
+	    {.name = "pii", .kind = KILN_CLI_STRING, .out = &pii},
+	    {.name = "name", .kind = KILN_CLI_STRING, .out = &name},
+	    {.name = "out", .letter = 'o', .kind = KILN_CLI_STRING, .out = &out_path},
+	    {.name = "max-enum",
+	     .kind = KILN_CLI_U64,
+	     .out = &max_enum,
+	     .bad = "--max-enum wants a number from 0 to 1000",
+	     .min = 0,
+	     .max = 1000},
+	    KILN_CLI_END,
+	};
+	const kiln_cli_spec spec = {
+	    .cmd = "contract infer",
+	    .usage = usage_text,
+	    .rows = rows,
+	    .min_args = 1,
+	    .max_args = 1,
+	    .args_error = "expected one sample file, SAMPLE (see kiln contract --help)",
+	};
+	infer_detector d = {0};
+	kiln_infer *in = NULL;
+	kiln_line_reader *reader = NULL;
+	kiln_line line;
+	kiln_buf out = KILN_BUF_INIT(0);
+	char default_name[65];
+	const char *sample;
+	int first, fd = -1, rc, status;
+
+	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
+		return status;
+	status = KILN_EXIT_USAGE;
+	sample = argv[first];
+	if (strcmp(pii, "auto") != 0 && strcmp(pii, "none") != 0)
+		return kiln_cli_fail("contract infer", "--pii is auto or none, not '%s'", pii);
+	if (!name) {
+		name_from_path(default_name, sizeof(default_name), sample);
+		name = default_name;
+	}
+	if (kiln_detector_new(&d.detector) < 0 ||
+	    kiln_infer_new(&in, &(kiln_infer_options){.name = name,
+	                                              .classify_pii = strcmp(pii, "auto") == 0,
+	                                              .detect = detect_pii,
+	                                              .detect_ctx = &d,
+	                                              .max_enum = (size_t)max_enum}) < 0) {
+		kiln_cli_fail("contract infer", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	fd = strcmp(sample, "-") == 0 ? STDIN_FILENO : open(sample, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		kiln_cli_fail("contract infer", "%s: %s", sample, strerror(errno));
+		goto cleanup;
+	}
+	if (kiln_line_reader_new(&reader, fd, 0) < 0) {
+		kiln_cli_fail("contract infer", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	while ((rc = kiln_line_reader_next(reader, &line)) > 0) {
+		if (line.too_long) {
+			kiln_cli_fail("contract infer", "%s:%llu:1: too_large: a record longer than 1 MiB",
+			              sample, (unsigned long long)line.number);
+			goto cleanup;
+		}
+		if (kiln_infer_add(in, line.ptr, line.len, sample, line.number) < 0) {
+			kiln_cli_fail("contract infer", "%s", kiln_error_last());
+			goto cleanup;
+		}
+	}
+	if (rc < 0) {
+		kiln_cli_fail("contract infer", "%s: %s", sample, kiln_error_last());
+		goto cleanup;
+	}
+	if (kiln_infer_render(in, &out) < 0) {
+		kiln_cli_fail("contract infer", "%s: %s", sample, kiln_error_last());
+		goto cleanup;
+	}
+	if (out_path) {
+		if (kiln_fs_create_new(out_path, out.ptr, out.len, 0644, "the contract") < 0) {
+			kiln_cli_fail("contract infer", "%s", kiln_error_last());
+			goto cleanup;
+		}
+		fprintf(stderr,
+		        "kiln contract infer: %s: a contract for %llu records of %s; check it with "
+		        "kiln validate --contract %s %s\n",
+		        out_path, (unsigned long long)kiln_infer_records(in), sample, out_path, sample);
+	} else {
+		fwrite(out.ptr, 1, out.len, stdout);
+		if (fflush(stdout) != 0 || ferror(stdout)) {
+			kiln_cli_fail("contract infer", "writing output: %s", strerror(errno));
+			goto cleanup;
+		}
+	}
+	status = KILN_EXIT_OK;
+cleanup:
+	kiln_line_reader_free(reader);
+	if (fd > STDIN_FILENO)
+		close(fd);
+	kiln_buf_free(&out);
+	kiln_infer_free(in);
+	kiln_detector_free(d.detector);
+	return status;
+}
+
 int kiln_cmd_contract(int argc, char **argv)
 {
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -163,5 +338,8 @@ int kiln_cmd_contract(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "diff") == 0)
 		return contract_diff(argc - 1, argv + 1);
-	return kiln_cli_fail("contract", "unknown subcommand '%s' (diff; see kiln contract --help)", argv[1]);
+	if (strcmp(argv[1], "infer") == 0)
+		return contract_infer(argc - 1, argv + 1);
+	return kiln_cli_fail("contract", "unknown subcommand '%s' (diff, infer; see kiln contract --help)",
+	                     argv[1]);
 }

@@ -11,8 +11,11 @@
 #include "mask/key.h"
 
 static const kiln_command commands[] = {
+    {"init", "make a working project in a new folder: contract, pipelines, sample, key, README",
+     kiln_cmd_init},
     {"validate", "check JSON Lines records against an ODCS data contract", kiln_cmd_validate},
-    {"contract", "compare two versions of a data contract: which changes break readers", kiln_cmd_contract},
+    {"contract", "data contracts: infer one from sample records; which changes break readers",
+     kiln_cmd_contract},
     {"run", "curate a source into a versioned dataset (validate, pseudonymise, split, shard, commit)",
      kiln_cmd_run},
     {"check", "find what `kiln run PIPELINE` would refuse, without running it", kiln_cmd_check},
@@ -28,7 +31,9 @@ static const kiln_command commands[] = {
     {"promote", "tag a version vN after its release gates pass (signed)", kiln_cmd_promote},
     {"verify", "check a version's signature and tree, and with --deep every shard", kiln_cmd_verify},
     {"branch", "create a dataset branch", kiln_cmd_branch},
-    {"keygen", "write an ed25519 signing key and its allowed-signers line", kiln_cmd_keygen},
+    {"keygen",
+     "write an ed25519 signing key and its allowed-signers line, or with --hmac a pseudonymisation key",
+     kiln_cmd_keygen},
     {"gc", "delete store objects no kept version references (dry run by default)", kiln_cmd_gc},
     {"du", "bytes per version, unique and shared", kiln_cmd_du},
     {"broker", "start an embedded Kafka broker (librdkafka's mock cluster) for development and tests",

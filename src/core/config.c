@@ -77,8 +77,12 @@ int kiln_config_size(const kiln_config *c, const kiln_yaml_node *map, const char
 
 const char *kiln_config_resolve(const kiln_config *c, const char *path)
 {
+	const kiln_yaml_node *n;
+
 	if (!path || path[0] == '/' || !*c->dir)
 		return path;
+	if ((n = kiln_yaml_find_value(c->doc, path)) && n->cwd_relative)
+		return path; /* from the environment or --set: the working directory's */
 	return kiln_arena_printf(c->arena, "%s/%s", c->dir, path);
 }
 

@@ -35,7 +35,10 @@ int kiln_config_int(const kiln_config *c, const kiln_yaml_node *map, const char 
 int kiln_config_size(const kiln_config *c, const kiln_yaml_node *map, const char *section, const char *key,
                      size_t min, size_t *out);
 /* path relative to the config file's folder (absolute paths and NULL as
- * they are). */
+ * they are), unless path is a value of c's document (as kiln_config_string
+ * gave it) that came from an environment variable or --set
+ * (kiln_yaml_node.cwd_relative): then relative to the working directory,
+ * returned as it is. */
 const char *kiln_config_resolve(const kiln_config *c, const char *path);
 
 /* What a reload reports: cb gets the dotted path ("snapshot.records",

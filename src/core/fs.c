@@ -91,6 +91,26 @@ int kiln_fs_write_all(int fd, const void *data, size_t len, const char *what)
 	return 0;
 }
 
+int kiln_fs_create_new(const char *path, const void *data, size_t len, mode_t mode, const char *what)
+{
+	int fd, rc = 0;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0) {
+		if (errno == EEXIST)
+			return kiln_error_set(KILN_EMODIFIED, "%s already exists; not overwriting it", path);
+		return kiln_error_set(KILN_EIO, "%s: cannot create %s: %s", path, what, strerror(errno));
+	}
+	/* the umask may have taken bits away: the mode asked for is the mode */
+	if (fchmod(fd, mode) != 0 || kiln_fs_write_all(fd, data, len, path) != 0 || fsync(fd) != 0)
+		rc = kiln_error_set(KILN_EIO, "%s: cannot write %s: %s", path, what, strerror(errno));
+	if (close(fd) != 0 && rc == 0)
+		rc = kiln_error_set(KILN_EIO, "%s: cannot write %s: %s", path, what, strerror(errno));
+	if (rc < 0)
+		unlink(path);
+	return rc;
+}
+
 void kiln_fs_remove_stale_temps(const char *path)
 {
 	const char *slash = strrchr(path, '/');

@@ -22,6 +22,14 @@ int kiln_fs_temp_file(const char *dir, const char *what);
  * KILN_EIO "WHAT: write: reason" when it cannot. */
 int kiln_fs_write_all(int fd, const void *data, size_t len, const char *what);
 
+/* Creates path with data and mode, never replacing anything there
+ * (O_EXCL, no link followed): KILN_EMODIFIED "PATH already exists; not
+ * overwriting it" when something is; KILN_EIO naming path and `what` ("the
+ * key file") when it cannot be written, and then nothing is left behind.
+ * The file is synced before it is closed. What writes keys and the files
+ * `kiln init` makes. */
+int kiln_fs_create_new(const char *path, const void *data, size_t len, mode_t mode, const char *what);
+
 /* Replaces path with data, all or nothing: writes path.tmp-<pid> (mode),
  * fsyncs it, renames it over path and fsyncs the folder, so a crash leaves
  * the old file or the new one, never a part (a kill -9 can leave the

@@ -438,6 +438,28 @@ static bool is_one_reference(const char *s, size_t len)
 	return true;
 }
 
+/* Whether s starts with ${NAME} or ${NAME:-default} whose variable is set
+ * (the default form: set and not empty), so the value's start is the
+ * environment's. */
+static bool starts_with_set_reference(const char *s, size_t len)
+{
+	char name[128];
+	const char *val;
+	size_t n = 0;
+
+	if (len < 4 || s[0] != '$' || s[1] != '{')
+		return false;
+	while (2 + n < len && (isalnum((unsigned char)s[2 + n]) || s[2 + n] == '_') && n + 1 < sizeof(name)) {
+		name[n] = s[2 + n];
+		n++;
+	}
+	if (n == 0 || 2 + n >= len || (s[2 + n] != '}' && s[2 + n] != ':'))
+		return false;
+	name[n] = '\0';
+	val = getenv(name);
+	return s[2 + n] == '}' ? val != NULL : val && *val;
+}
+
 static int on_scalar(build_ctx *ctx, const yaml_event_t *event)
 {
 	kiln_yaml_node *node = node_new(ctx, KILN_YAML_SCALAR, event->start_mark);
@@ -454,6 +476,7 @@ static int on_scalar(build_ctx *ctx, const yaml_event_t *event)
 	node->quoted = event->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
 	if ((ctx->flags & KILN_YAML_EXPAND_ENV) && memchr(value, '$', node->len)) {
 		node->from_env = is_one_reference(value, node->len);
+		node->cwd_relative = starts_with_set_reference(value, node->len);
 		if ((error = expand_env(ctx, node)) < 0)
 			return error;
 	}
@@ -715,6 +738,26 @@ void kiln_yaml_free(kiln_yaml_doc *doc)
 	free(doc);
 }
 
+static const kiln_yaml_node *find_value(const kiln_yaml_node *n, const char *value, unsigned depth)
+{
+	if (!n || depth > 256)
+		return NULL;
+	if (n->kind == KILN_YAML_SCALAR)
+		return n->value == value ? n : NULL;
+	for (size_t i = 0; i < n->count; i++) {
+		const kiln_yaml_node *hit = find_value(n->items[i], value, depth + 1);
+
+		if (hit)
+			return hit;
+	}
+	return NULL;
+}
+
+const kiln_yaml_node *kiln_yaml_find_value(const kiln_yaml_doc *doc, const char *value)
+{
+	return value ? find_value(kiln_yaml_root(doc), value, 0) : NULL;
+}
+
 const kiln_yaml_node *kiln_yaml_root(const kiln_yaml_doc *doc)
 {
 	return doc ? doc->root : NULL;
@@ -870,6 +913,7 @@ int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value)
 			kiln_yaml_node *v = set_node(doc, KILN_YAML_SCALAR, value, strlen(value));
 			if (!v)
 				return kiln_error_oom(NULL);
+			v->cwd_relative = true; /* typed where the user is */
 			if (i < map->count) {
 				map->items[i] = v;
 				return 0;

@@ -28,6 +28,12 @@ struct kiln_yaml_node {
 	 * environment's, not the file's. Lets a config tell a secret passed by
 	 * reference from one written in the file. */
 	bool from_env;
+	/* Its text starts with the value of a set environment variable (a
+	 * leading ${NAME} or ${NAME:-default} whose variable is set), or was
+	 * given by --set: a relative path in it is relative to the working
+	 * directory, where the user wrote it, not to the file's folder
+	 * (kiln_config_resolve). */
+	bool cwd_relative;
 	/* SEQUENCE: items[0..count). MAPPING: keys[i] (scalars) -> items[i]. */
 	size_t count;
 	kiln_yaml_node **items;
@@ -67,6 +73,8 @@ int kiln_yaml_set(kiln_yaml_doc *doc, const char *dotted, const char *value);
 int kiln_yaml_load_config(kiln_yaml_doc **out, const char *path, char *const *sets, size_t n);
 
 const kiln_yaml_node *kiln_yaml_root(const kiln_yaml_doc *doc);
+/* The scalar node whose value is the pointer value (not a copy), or NULL. */
+const kiln_yaml_node *kiln_yaml_find_value(const kiln_yaml_doc *doc, const char *value);
 const char *kiln_yaml_name(const kiln_yaml_doc *doc);
 
 /* Value of `key` in a mapping, or NULL when absent or `map` is not a mapping. */

@@ -4,11 +4,21 @@
  *
  * The file and stdin sources (ingest/source.h): the calling thread reads
  * lines into batches for the curate pool, and the ingest loop
- * (ingest/ingest_loop.h) lands them and commits one snapshot. */
+ * (ingest/ingest_loop.h) lands them and commits one snapshot.
+ *
+ * A run killed between storing its quarantine object and its commit leaves
+ * an object no commit covers; the next run quarantines those records again,
+ * under another name when it reads further (a grown file, stdin sent again
+ * with more), so they would be in the quarantine twice. Every run of a
+ * source holds its run lock (<git dir>/kiln-run-<hash>.lock, flock) shared
+ * from its lineage read to its end; a run that gets it exclusively (no run
+ * of the source in flight) first removes the source's objects of the branch
+ * at or past lineage's next. */
 #include "ingest/curate_run.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -27,11 +37,14 @@
 #include "ingest/curate_pool.h"
 #include "ingest/ingest_loop.h"
 #include "ingest/run_setup.h"
+#include "manifest/repo_lock.h"
+#include "shard/quarantine.h"
 
 struct resume {
 	const char *topic, *kind; /* the entry of this source's kind and name */
 	bool found;
 	int64_t next;
+	int64_t other_next; /* the highest next of this name's entries of other kinds */
 	uint64_t bytes;
 	char prefix[65];
 	char path[4096];
@@ -41,8 +54,13 @@ static int find_lineage(void *ctx, const kiln_lineage_entry *e)
 {
 	struct resume *r = ctx;
 
-	if (e->partition != 0 || strcmp(e->topic, r->topic) != 0 || strcmp(e->source, r->kind) != 0)
+	if (e->partition != 0 || strcmp(e->topic, r->topic) != 0)
 		return 0;
+	if (strcmp(e->source, r->kind) != 0) {
+		if (e->next > r->other_next)
+			r->other_next = e->next;
+		return 0;
+	}
 	r->found = true;
 	r->next = e->next;
 	r->bytes = e->bytes;
@@ -63,6 +81,7 @@ struct file_source {
 	const kiln_run_progress *progress;
 	char prefix_hex[65];
 	kiln_lineage_entry lineage;
+	int run_lock; /* the source's run lock, held shared; -1: none */
 };
 
 int kiln_batch_fill_lines(kiln_batch *b, kiln_line_reader *reader, const char *topic, int64_t first,
@@ -129,6 +148,83 @@ static int open_file(struct file_source *fs, const kiln_pipeline *p)
 	return 0;
 }
 
+/* The source's objects (its kind as its names carry it: none for a file)
+ * on the branch from `from` on: no commit covers them. A name without a
+ * kind may also be an object another kind of source of this name wrote
+ * before names carried kinds (docs/FORMATS.md): those below that source's
+ * next (`legacy`) stay. */
+struct uncommitted {
+	const kiln_pipeline *p;
+	const char *kind; /* NULL: names without a kind */
+	int64_t from, legacy;
+	kiln_store *store;
+	size_t removed;
+};
+
+static int remove_uncommitted(void *ctx, const kiln_quarantine_object *o)
+{
+	struct uncommitted *u = ctx;
+	int rc;
+
+	if (!o->dataset || strcmp(o->dataset, u->p->dataset) != 0 || strcmp(o->branch, u->p->branch) != 0 ||
+	    o->partition != 0 || o->first < u->from ||
+	    (u->kind ? !o->source || strcmp(o->source, u->kind) != 0
+	             : o->source != NULL || o->first < u->legacy))
+		return 0;
+	if ((rc = kiln_store_remove(u->store, o->key)) < 0 && rc != KILN_ENOTFOUND)
+		return rc;
+	u->removed++;
+	return 0;
+}
+
+/* Takes the source's run lock (see the top of this file) and reads its
+ * lineage entry, first removing what killed runs left past it when no other
+ * run of the source is in flight. */
+static int lock_and_resume(struct file_source *fs, kiln_ingest *in)
+{
+	const kiln_pipeline *p = in->p;
+	struct uncommitted u = {.p = p,
+	                        .kind = p->source == &kiln_source_file ? NULL : p->source->kind,
+	                        .store = in->setup.store};
+	unsigned char hash[8];
+	char name[64], hex[17];
+	crypto_generichash_state st;
+	int rc, exclusive;
+
+	crypto_generichash_init(&st, NULL, 0, sizeof(hash));
+	crypto_generichash_update(&st, (const unsigned char *)p->dataset, strlen(p->dataset) + 1);
+	crypto_generichash_update(&st, (const unsigned char *)p->branch, strlen(p->branch) + 1);
+	crypto_generichash_update(&st, (const unsigned char *)p->source->kind, strlen(p->source->kind) + 1);
+	crypto_generichash_update(&st, (const unsigned char *)p->source_name, strlen(p->source_name));
+	crypto_generichash_final(&st, hash, sizeof(hash));
+	sodium_bin2hex(hex, sizeof(hex), hash, sizeof(hash));
+	snprintf(name, sizeof(name), "kiln-run-%s.lock", hex);
+	if ((exclusive = kiln_manifest_lock(in->setup.manifest, name, true, false, &fs->run_lock)) < 0)
+		return exclusive;
+	if (!exclusive && (rc = kiln_manifest_lock(in->setup.manifest, name, false, true, &fs->run_lock)) < 0)
+		return rc;
+	if ((rc = kiln_manifest_lineage(in->setup.manifest, p->dataset, p->branch, find_lineage,
+	                                &fs->resume)) < 0)
+		return rc;
+	if (!exclusive)
+		return 0;
+	u.from = fs->resume.found ? fs->resume.next : 0;
+	u.legacy = fs->resume.other_next;
+	if ((rc = kiln_quarantine_list(in->setup.store, p->source_name, p->dataset, remove_uncommitted, &u)) <
+	    0)
+		return rc;
+	if (u.removed)
+		KILN_LOG(KILN_LOG_INFO, "uncommitted_objects",
+		         "removed quarantine objects no commit covers (a run killed before its commit)",
+		         KILN_F_STR("source", p->source_name), KILN_F_INT("from", u.from),
+		         KILN_F_INT("removed", (int64_t)u.removed));
+	/* shared from here: this run has written nothing yet, so another may
+	 * take it exclusively in between */
+	kiln_manifest_unlock(fs->run_lock);
+	rc = kiln_manifest_lock(in->setup.manifest, name, false, true, &fs->run_lock);
+	return rc < 0 ? rc : 0;
+}
+
 static int file_open(void **out, kiln_ingest *in, const void *args)
 {
 	const kiln_pipeline *p = in->p;
@@ -140,11 +236,11 @@ static int file_open(void **out, kiln_ingest *in, const void *args)
 	if (!fs)
 		return kiln_error_oom(NULL);
 	fs->fd = -1;
+	fs->run_lock = -1;
 	fs->progress = args;
 	fs->resume.topic = p->source_name;
 	fs->resume.kind = p->source->kind;
-	if ((rc = kiln_manifest_lineage(in->setup.manifest, p->dataset, p->branch, find_lineage,
-	                                &fs->resume)) < 0)
+	if ((rc = lock_and_resume(fs, in)) < 0)
 		return rc;
 	/* the input, resumed after what earlier runs covered */
 	if (p->source == &kiln_source_file) {
@@ -233,6 +329,7 @@ static void file_close(void *src, kiln_ingest *in)
 	kiln_line_reader_free(fs->reader);
 	if (fs->fd >= 0 && fs->fd != STDIN_FILENO)
 		close(fs->fd);
+	kiln_manifest_unlock(fs->run_lock);
 	free(fs);
 }
 

@@ -391,34 +391,13 @@ int kiln_signing_key_load(kiln_signing_key *out, const char *path)
 	return rc;
 }
 
-/* Creates path (never replacing a file), writes text, syncs and closes. */
-static int create_file(const char *path, mode_t mode, const char *what, const char *text, size_t len,
-                       bool *out_created)
-{
-	int fd, rc = 0;
-
-	*out_created = false;
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-	if (fd < 0) {
-		if (errno == EEXIST)
-			return kiln_error_set(KILN_EMODIFIED, "%s already exists; not overwriting it", path);
-		return kiln_error_set(KILN_EIO, "%s: cannot create %s: %s", path, what, strerror(errno));
-	}
-	*out_created = true;
-	if (fchmod(fd, mode) != 0 || kiln_fs_write_all(fd, text, len, path) != 0 || fsync(fd) != 0)
-		rc = kiln_error_set(KILN_EIO, "%s: cannot write %s: %s", path, what, strerror(errno));
-	if (close(fd) != 0 && rc == 0)
-		rc = kiln_error_set(KILN_EIO, "%s: cannot write %s: %s", path, what, strerror(errno));
-	return rc;
-}
-
 int kiln_signing_key_generate(const char *private_path, const char *public_path, const char *comment)
 {
 	kiln_signing_key key;
 	kiln_buf pub = KILN_BUF_INIT(0);
 	/* magic, 128 hex, comment, newlines */
 	char text[sizeof(KEY_MAGIC) + 129 + sizeof(key.comment) + 1];
-	bool private_created = false, public_created = false;
+	bool private_created = false;
 	int n, rc;
 
 	if (!comment)
@@ -441,18 +420,16 @@ int kiln_signing_key_generate(const char *private_path, const char *public_path,
 	n += 128;
 	n += snprintf(text + n, sizeof(text) - (size_t)n, "\n%s\n", key.comment);
 
-	if ((rc = create_file(private_path, 0600, "the signing key file", text, (size_t)n,
-	                      &private_created)) < 0)
+	if ((rc = kiln_fs_create_new(private_path, text, (size_t)n, 0600, "the signing key file")) < 0)
 		goto cleanup;
-	if (public_path && (rc = create_file(public_path, 0644, "the public key file", pub.ptr, pub.len,
-	                                     &public_created)) < 0)
+	private_created = true;
+	if (public_path &&
+	    (rc = kiln_fs_create_new(public_path, pub.ptr, pub.len, 0644, "the public key file")) < 0)
 		goto cleanup;
 	rc = 0;
 cleanup:
 	if (rc < 0 && private_created)
 		unlink(private_path);
-	if (rc < 0 && public_created)
-		unlink(public_path);
 	sodium_memzero(text, sizeof(text));
 	kiln_signing_key_wipe(&key);
 	kiln_buf_free(&pub);

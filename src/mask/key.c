@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/secret.h"
 
 #define KEY_HEX_LEN 64
@@ -126,4 +127,24 @@ int kiln_key_load_env(kiln_key *out, const char *name, unsigned version)
 	lock_key(out);
 	sodium_memzero(bytes, sizeof(bytes));
 	return 0;
+}
+
+int kiln_key_generate_file(kiln_key *out, const char *path, unsigned version)
+{
+	unsigned char bytes[32];
+	char text[KEY_HEX_LEN + 2];
+	int rc;
+
+	if (sodium_init() < 0)
+		return kiln_error_set(KILN_EIO, "libsodium failed to initialise");
+	randombytes_buf(bytes, sizeof(bytes));
+	sodium_bin2hex(text, sizeof(text), bytes, sizeof(bytes));
+	text[KEY_HEX_LEN] = '\n';
+	if ((rc = kiln_fs_create_new(path, text, KEY_HEX_LEN + 1, 0600, "the key file")) == 0) {
+		kiln_key_init(out, bytes, version);
+		lock_key(out);
+	}
+	sodium_memzero(bytes, sizeof(bytes));
+	sodium_memzero(text, sizeof(text));
+	return rc;
 }

@@ -29,6 +29,13 @@ int kiln_key_load_env(kiln_key *out, const char *name, unsigned version);
 /* From raw bytes (tests, key generation). */
 void kiln_key_init(kiln_key *out, const unsigned char bytes[32], unsigned version);
 
+/* A new key from libsodium's randombytes_buf, written to `path` in the
+ * key file format (64 hex characters and a newline) with mode 0600, never
+ * replacing a file (kiln_fs_create_new: KILN_EMODIFIED when path exists).
+ * *out gets the key (for its id); the caller wipes it. What `kiln keygen
+ * --hmac` and `kiln init` write. */
+int kiln_key_generate_file(kiln_key *out, const char *path, unsigned version);
+
 /* Zeroes the key material (and unlocks the pages a loaded key was locked
  * in). */
 void kiln_key_wipe(kiln_key *key);

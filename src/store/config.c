@@ -155,11 +155,13 @@ int kiln_store_config_load(const kiln_store_config_src *src, const kiln_yaml_nod
 	if (!backend)
 		return kiln_yaml_fail(src->doc, kiln_yaml_get(st, "url"), kiln_config_path(&cfg, path, "url"),
 		                      "%s", expected_urls(src->arena));
-	/* file://relative/dir is relative to the config file too */
+	/* file://relative/dir is relative to the config file too (to the
+	 * working directory when the url came from the environment or --set) */
 	if (backend->local_path) {
 		const char *rest = strstr(url, "://") + 3;
+		const kiln_yaml_node *un = kiln_yaml_get(st, "url");
 
-		if (*rest != '/' && *src->dir)
+		if (*rest != '/' && *src->dir && !(un && un->cwd_relative))
 			url = kiln_arena_printf(src->arena, "%s://%s/%s", backend->scheme, src->dir, rest);
 	}
 	/* credentials never sit in the config: refuse keys that look like them */

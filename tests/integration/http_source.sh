@@ -10,6 +10,9 @@
 #    balances, lineage next = records committed;
 #  - kill -9 while posters post (no retries); restart; more posts: the same
 #    check (an unacknowledged record may be committed or not);
+#  - 3 more rounds of kill -9 at random points while 40 posters post (before
+#    any answer, after the first acknowledgement, after 40 % of them), a
+#    restart after each: the same check after every restart;
 #  - SIGTERM while posters wait: they get their acks, exit 0;
 #  - ack: received: 202 and the raw zone holds the body;
 #  - the token appears in no log or output.
@@ -149,6 +152,43 @@ start_daemon "$tmp/p.yaml" hs
 	--acked "$tmp/acked3.log" --sent "$tmp/sent3.log" >"$tmp/post3.out" 2>&1
 check "after the restart: every POST answered 200" sh -c "grep -qx 'status 200: 400' '$tmp/post3.out'"
 
+# --- kill -9 at random points while posters post, each followed by a restart ---
+# 3 more rounds of 40 posters (5 POSTs each): the kill lands anywhere from
+# before the first POST is answered to after the last is acknowledged; after
+# each restart (which removes what the killed run left past lineage's next)
+# the checker holds: every acknowledged record committed exactly once,
+# nothing committed twice or never sent
+"$py" "$src/bench/gen-user-events.py" --records 3000 --seed 22 --invalid-rate 0.03 -o "$tmp/kills.jsonl" \
+	--expect "$tmp/kills.expect"
+kill_rounds=()
+acked_at_least() { [ "$(wc -l <"$1")" -ge "$2" ]; } # LOG N
+for round in 1 2 3; do
+	sed -n "$((round * 1000 - 999)),$((round * 1000))p" "$tmp/kills.jsonl" >"$tmp/ink$round.jsonl"
+	"$py" "$poster" post --port "$port" --token-file "$tmp/token" --input "$tmp/ink$round.jsonl" --posters 40 \
+		--batches 5 --acked "$tmp/ackedk$round.log" --sent "$tmp/sentk$round.log" >"$tmp/postk$round.out" 2>&1 &
+	pp=$!
+	# round 1: 0 to 600 ms after the posters start (POSTs read, curated,
+	# waiting for their commit); round 2: after the first acknowledgement;
+	# round 3: after 400 of the 1000 records were acknowledged
+	case $round in
+	2) poll 60 test -s "$tmp/ackedk$round.log" ;;
+	3) poll 60 acked_at_least "$tmp/ackedk$round.log" 400 ;;
+	esac
+	delay=$((round == 1 ? RANDOM % 600 : round == 2 ? RANDOM % 300 : RANDOM % 150))
+	ms_sleep "$delay"
+	kill -KILL "$daemon"
+	wait "$daemon" 2>/dev/null
+	wait "$pp"
+	kill_rounds+=("${delay}ms:$(wc -l <"$tmp/ackedk$round.log")/1000-acked")
+	check "kill round $round: every POST answered 200 or got no answer" \
+		sh -c "! grep -Ev '^status (200|error):' '$tmp/postk$round.out'"
+	start_daemon "$tmp/p.yaml" hs
+	check "kill round $round, restarted: every acknowledged record exactly once" "$py" "$poster" check \
+		--repo "$tmp/m.git" --dataset hs --store "$tmp/store" --topic in-hs --acked "$tmp"/acked[0-3].log \
+		"$tmp"/ackedk*.log --sent "$tmp"/sent[1-3].log "$tmp"/sentk*.log
+done
+echo "  (kill rounds: ${kill_rounds[*]})"
+
 # --- SIGTERM while posters wait ------------------------------------------------------
 # no snapshot but the drain's: batch.ms a minute, snapshot.seconds an hour
 kill -TERM "$daemon"
@@ -170,7 +210,8 @@ check "SIGTERM: the run drains and exits 0" test "$rc" -eq 0
 check "SIGTERM: no POST got an error (200, or 503 once stopping)" sh -c "! grep -Ev '^status (200|503):' '$tmp/post4.out'"
 check "SIGTERM: every waiting POST was acknowledged by the drain" sh -c "grep -qx 'status 200: 50' '$tmp/post4.out'"
 check "kill -9 + restart + drain: every acknowledged record exactly once" "$py" "$poster" check --repo "$tmp/m.git" \
-	--dataset hs --store "$tmp/store" --topic in-hs --acked "$tmp"/acked[0-4].log --sent "$tmp"/sent[1-4].log
+	--dataset hs --store "$tmp/store" --topic in-hs --acked "$tmp"/acked[0-4].log "$tmp"/ackedk*.log \
+	--sent "$tmp"/sent[1-4].log "$tmp"/sentk*.log
 check "git fsck" git --git-dir "$tmp/m.git" fsck --strict --no-dangling
 "$kiln" raw cat --store "file://$tmp/store" --topic in-hs --format value >"$tmp/raw-hs.values" 2>"$tmp/raw-hs.err"
 check "the raw zone holds the committed records, each once, nothing the kill left" "$py" -c '
@@ -180,12 +221,13 @@ acked = set(l for f in sys.argv[3:] for l in open(f, "rb").read().splitlines())
 lineage = json.loads(subprocess.check_output(["git", "--git-dir", sys.argv[2], "show", "refs/heads/hs/main:lineage.json"]))
 nxt = [e["next"] for e in lineage["partitions"] if e["source"] == "http"][0]
 sys.exit(0 if len(raw) == nxt and len(set(raw)) == nxt and acked <= set(raw) else 1)
-' "$tmp/raw-hs.values" "$tmp/m.git" "$tmp"/acked[0-4].log
+' "$tmp/raw-hs.values" "$tmp/m.git" "$tmp"/acked[0-4].log "$tmp"/ackedk*.log
 
 # kiln replay rebuilds the branch from the raw zone: the same records
 check "kiln replay of the http branch exits 0" status_is 0 "$kiln" replay "$tmp/p.yaml" --from main --set branch=replayed
 check "the replayed branch: every acknowledged record exactly once" "$py" "$poster" check --repo "$tmp/m.git" \
-	--dataset hs --branch replayed --store "$tmp/store" --topic in-hs --acked "$tmp"/acked[0-4].log --sent "$tmp"/sent[1-4].log
+	--dataset hs --branch replayed --store "$tmp/store" --topic in-hs --acked "$tmp"/acked[0-4].log \
+	"$tmp"/ackedk*.log --sent "$tmp"/sent[1-4].log "$tmp"/sentk*.log
 check "the replayed branch has the records of main" sh -c "test \"\$(git --git-dir '$tmp/m.git' show refs/heads/hs/replayed:stats.json | grep records_in)\" = \"\$(git --git-dir '$tmp/m.git' show refs/heads/hs/main:stats.json | grep records_in)\""
 
 # --- ack: received ---------------------------------------------------------------------

@@ -293,6 +293,24 @@ KILN_INPUT=$tmp/progress.jsonl KILN_STORE=file://$tmp/progress-store2 KILN_MANIF
 	"$kiln" run "$pipeline" >"$tmp/progress.out" 2>"$tmp/progress.err"
 check "not on a pipe" sh -c '! grep -q "MiB" "$1"' _ "$tmp/progress.err"
 
+# ---- relative paths from the environment and --set are the working directory's
+mkdir -p "$tmp/cwd"
+head -300 "$src/samples/user-events.jsonl" >"$tmp/cwd/in.jsonl"
+cp "$tmp/hmac.key" "$tmp/cwd/k"
+"$kiln" keygen --out "$tmp/cwd/sign.key" >/dev/null 2>&1
+(cd "$tmp/cwd" && KILN_INPUT=in.jsonl KILN_KEY_FILE=k KILN_STORE=file://st KILN_MANIFEST=m.git \
+	"$kiln" run "$pipeline" --set manifest.signing_key=sign.key) >"$tmp/cwd.out" 2>"$tmp/cwd.err"
+check "relative KILN_* values: the run reads and writes beside the user" \
+	sh -c 'test -d "$1/st/shards" && test -d "$1/m.git" && test ! -e "$2/pipelines/st" && test ! -e "$2/pipelines/m.git"' _ "$tmp/cwd" "$src"
+check "  a relative --set path too (the commit is signed)" \
+	sh -c 'git --git-dir="$1/m.git" cat-file commit refs/heads/user-events/main | grep -q "^gpgsig "' _ "$tmp/cwd"
+check "  kiln log and promote --pipeline find the same repository" sh -c '
+	cd "$1" && KILN_MANIFEST=m.git "$2" log user-events >/dev/null &&
+	KILN_INPUT=in.jsonl KILN_KEY_FILE=k KILN_STORE=file://st KILN_MANIFEST=m.git "$2" promote user-events@main \
+		--pipeline "$3" --set promote.min_records.train=1 --set promote.min_records.dev=0 --set promote.min_records.test=0 \
+		--set promote.ratio_tolerance=1 --set promote.max_quarantine_rate=1 >/dev/null &&
+	git --git-dir=m.git rev-parse -q --verify refs/tags/user-events/v1 >/dev/null' _ "$tmp/cwd" "$kiln" "$pipeline"
+
 check "no personal data in any log, stdout or stderr" pii_scan_logs
 
 echo "$passed passed, $failed failed"

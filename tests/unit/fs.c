@@ -2,7 +2,7 @@
  * (temporary beside the file) and kiln_fs_write_atomic_via (temporary the
  * caller names, as the cache's tmp/ folder does): the file replaced whole,
  * no temporary left, and on a failure the old file kept and the temporary
- * gone. */
+ * gone; and kiln_fs_create_new, which never replaces anything. */
 #include "fixture.h"
 
 #include <dirent.h>
@@ -118,12 +118,50 @@ static void test_write_atomic_failure_keeps_old(void **state)
 	assert_int_equal(errno, ENOENT);
 }
 
+static void test_create_new(void **state)
+{
+	char dir[4200], path[4300], link_path[4300];
+	struct stat st;
+	mode_t old_umask;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/new", tmpdir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/key", dir);
+
+	/* the mode asked for, whatever the umask */
+	old_umask = umask(077);
+	assert_int_equal(kiln_fs_create_new(path, "first\n", 6, 0644, "the file"), 0);
+	umask(old_umask);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0644);
+	assert_string_equal(slurp(path), "first\n");
+
+	/* never over a file, nor through a link to one */
+	assert_int_equal(kiln_fs_create_new(path, "second\n", 7, 0600, "the file"), KILN_EMODIFIED);
+	assert_non_null(strstr(kiln_error_last(), "/new/key already exists; not overwriting it"));
+	assert_string_equal(slurp(path), "first\n");
+	snprintf(link_path, sizeof(link_path), "%s/link", dir);
+	assert_int_equal(symlink(path, link_path), 0);
+	assert_int_equal(kiln_fs_create_new(link_path, "second\n", 7, 0600, "the file"), KILN_EMODIFIED);
+	assert_string_equal(slurp(path), "first\n");
+	snprintf(link_path, sizeof(link_path), "%s/dangling", dir);
+	assert_int_equal(symlink("nowhere", link_path), 0);
+	assert_int_equal(kiln_fs_create_new(link_path, "x", 1, 0600, "the file"), KILN_EMODIFIED);
+
+	/* a folder that is not there: KILN_EIO naming the file and what it is */
+	snprintf(path, sizeof(path), "%s/missing/key", dir);
+	assert_int_equal(kiln_fs_create_new(path, "x", 1, 0600, "the key file"), KILN_EIO);
+	assert_non_null(strstr(kiln_error_last(), "missing/key: cannot create the key file: "));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_write_atomic_replaces),
 	    cmocka_unit_test(test_write_atomic_via_named_temporary),
 	    cmocka_unit_test(test_write_atomic_failure_keeps_old),
+	    cmocka_unit_test(test_create_new),
 	};
 
 	return kiln_test_main(tests, tmpdir, "fs", NULL, NULL);

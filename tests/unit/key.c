@@ -365,6 +365,46 @@ static void test_protect_process(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* kiln keygen --hmac: a key file kiln_key_load_file reads back as the same
+ * key (same id), mode 0600 whatever the umask, never over a file. */
+static void test_generate_file(void **state)
+{
+	char path[PATH_MAX + 64], text[80];
+	kiln_key made, loaded, other;
+	struct stat st;
+	mode_t old_umask = umask(0);
+	FILE *f;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/generated.key", tmpdir);
+	unlink(path);
+	assert_int_equal(kiln_key_generate_file(&made, path, 1), 0);
+	umask(old_umask);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_non_null(f = fopen(path, "r"));
+	assert_non_null(fgets(text, sizeof(text), f));
+	fclose(f);
+	assert_int_equal(strlen(text), 65);
+	assert_int_equal(strspn(text, "0123456789abcdef"), 64);
+	assert_int_equal(text[64], '\n');
+	assert_int_equal(kiln_key_load_file(&loaded, path, 1), 0);
+	assert_string_equal(loaded.id, made.id);
+	assert_memory_equal(loaded.bytes, made.bytes, 32);
+	/* a second key differs; the first file stays as it was */
+	snprintf(path + strlen(path), 8, ".2");
+	assert_int_equal(kiln_key_generate_file(&other, path, 1), 0);
+	assert_string_not_equal(other.id, made.id);
+	path[strlen(path) - 2] = '\0';
+	assert_int_equal(kiln_key_generate_file(&other, path, 1), KILN_EMODIFIED);
+	assert_non_null(strstr(kiln_error_last(), "already exists"));
+	assert_int_equal(kiln_key_load_file(&loaded, path, 1), 0);
+	assert_string_equal(loaded.id, made.id);
+	kiln_key_wipe(&made);
+	kiln_key_wipe(&loaded);
+	kiln_key_wipe(&other);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -382,6 +422,7 @@ int main(void)
 	    cmocka_unit_test(test_env),
 	    cmocka_unit_test(test_wipe_loaded),
 	    cmocka_unit_test(test_protect_process),
+	    cmocka_unit_test(test_generate_file),
 	};
 
 	return kiln_test_main(tests, tmpdir, "key", NULL, NULL);

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The README is the front door: every ```sh block after the first runs as
+# pasted, in order, in one shell, after scripts/quickstart (the first
+# block's first command), in a copy of this tree (its tracked files and
+# untracked ones git does not ignore) whose build/ is this build. A block
+# may be skipped only when the line before its fence says why:
+# <!-- readme-test: skip: REASON --> (one today: "Building by hand", which
+# is what scripts/test runs). A command that fails fails the test with the
+# block's line number; nothing may be left running.
+set -uo pipefail
+
+src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$src/tests/integration/lib.sh"
+kiln=${KILN:-$src/build/kiln}
+build=$(cd "$(dirname "$kiln")" && pwd)
+need git kcat zstd /usr/bin/python3
+tmp=$(mktemp -d)
+left_running() { # the processes whose working directory is in the copy
+	local p c
+	for p in /proc/[0-9]*; do
+		c=$(readlink "$p/cwd" 2>/dev/null) || continue
+		case "$c" in "$tmp/r" | "$tmp/r/"*) echo "${p#/proc/}" ;; esac
+	done
+}
+cleanup() {
+	local p
+	for p in $(left_running); do kill -KILL "$p" 2>/dev/null; done
+	[ -n "${KEEP_TMP:-}" ] && { echo "kept $tmp"; return; }
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# the tree as it is now, without build outputs
+git -C "$src" ls-files -co --exclude-standard -z | (cd "$src" && tar --null -T - -cf -) | (mkdir -p "$tmp/r" && tar -C "$tmp/r" -xf -)
+check "the copy holds the README and the quickstart" test -f "$tmp/r/README.md" -a -x "$tmp/r/scripts/quickstart"
+check "the copy has no .kiln of this checkout" test ! -e "$tmp/r/.kiln"
+
+# the blocks: [line, text] in order, and the skips with their reasons
+/usr/bin/python3 - "$tmp/r/README.md" "$tmp/blocks" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().split("\n")
+blocks, i = [], 0
+while i < len(lines):
+    if lines[i] == "```sh":
+        start, body = i + 1, []
+        i += 1
+        while lines[i] != "```":
+            body.append(lines[i]); i += 1
+        prev = lines[start - 2] if start >= 2 else ""
+        skip = prev[len("<!-- readme-test: skip: "):-len(" -->")] if prev.startswith("<!-- readme-test: skip: ") else None
+        blocks.append({"line": start + 1, "text": "\n".join(body) + "\n", "skip": skip})
+    i += 1
+json.dump(blocks, open(sys.argv[2], "w"))
+PY
+nblocks=$(/usr/bin/python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$tmp/blocks")
+check "the README has its blocks ($nblocks)" test "$nblocks" -ge 10
+check "the first block is the front door: scripts/quickstart, scripts/test" /usr/bin/python3 -c '
+import json, sys
+b = json.load(open(sys.argv[1]))[0]["text"].split()
+assert b == ["scripts/quickstart", "scripts/test"], b' "$tmp/blocks"
+check "one block skipped, with its reason" /usr/bin/python3 -c '
+import json, sys
+skips = [b for b in json.load(open(sys.argv[1])) if b["skip"] is not None]
+assert len(skips) == 1 and "scripts/test" in skips[0]["skip"], skips' "$tmp/blocks"
+
+# one script: the quickstart, then every block, each announced with its line
+/usr/bin/python3 - "$tmp/blocks" "$tmp/readme.sh" <<'PY'
+import json, shlex, sys
+blocks = json.load(open(sys.argv[1]))
+out = ["set -e", "echo '== scripts/quickstart'", "scripts/quickstart"]
+for b in blocks[1:]:
+    if b["skip"] is not None:
+        continue
+    out.append("echo %s" % shlex.quote("== README.md:%d" % b["line"]))
+    out.append(b["text"])
+out.append("echo '== all blocks ran'")
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+PY
+(cd "$tmp/r" && env -u KILN_MANIFEST -u KILN_STORE -u KILN_INPUT -u KILN_KEY_FILE -u KILN_TARGETS \
+	-u PYTHONPATH -u KILN_LIBRARY KILN_BUILD_DIR="$build" HOME="$tmp/home" \
+	timeout 600 bash "$tmp/readme.sh") </dev/null >"$tmp/out" 2>&1
+rc=$?
+check "every block ran as pasted (exit 0)" sh -c "[ $rc -eq 0 ] || { grep '^== ' '$tmp/out' | tail -1; tail -15 '$tmp/out'; exit 1; }"
+check "  to its end" grep -qx '== all blocks ran' "$tmp/out"
+check "  the quickstart made user-events@stream" git --git-dir="$tmp/r/.kiln/manifest.git" rev-parse -q --verify refs/heads/user-events/stream
+check "  the blocks promoted v1 and erased a person" sh -c "git --git-dir='$tmp/r/.kiln/manifest.git' rev-parse -q --verify refs/tags/user-events/v1 >/dev/null && git --git-dir='$tmp/r/.kiln/manifest.git' rev-parse -q --verify refs/erasures/user-events >/dev/null"
+check "  the report page exists" test -s "$tmp/r/.kiln/report/index.html"
+check "  nothing left running" test -z "$(left_running)"
+check "  git fsck --strict of its manifest" git --git-dir="$tmp/r/.kiln/manifest.git" fsck --strict --no-progress
+check "  zstd -t of every shard" sh -c "zstd -tq '$tmp/r/.kiln/store/shards'/*/*.jsonl.zst"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
