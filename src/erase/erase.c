@@ -209,11 +209,12 @@ static int on_contract(void *ctx, const char *text, size_t len)
 	if ((rc = kiln_profile_schema_new(&c->schema, c->contract)) < 0)
 		return rc;
 	{
-		/* categories from the data as a run counts them (profile.categories.k's default) */
+		/* categories from the data as the pipeline's run counts them */
 		kiln_pii_screen *screen = NULL;
+		uint32_t k =
+		    st->o->profile_categories_k ? st->o->profile_categories_k : KILN_PROFILE_CATEGORIES_K;
 		if ((rc = kiln_pii_screen_new(&screen)) < 0 ||
-		    (rc = kiln_profile_schema_set_categories(c->schema, KILN_PROFILE_CATEGORIES_K,
-		                                             kiln_pii_screen_flags, screen,
+		    (rc = kiln_profile_schema_set_categories(c->schema, k, kiln_pii_screen_flags, screen,
 		                                             kiln_pii_screen_free)) < 0)
 			return rc;
 	}

@@ -223,6 +223,13 @@ check "  what it added has them" \
 	test "$("$kiln" profile bench-orders@old --added --json --manifest "$tmp/o.git" | $py -c 'import json, sys
 p = json.load(sys.stdin)["profile"]
 print(any("categories_k" in f for f in p["fields"]), any("time" in f for f in p["fields"]))')" = "True True"
+KILN_STORE=file://$tmp/o KILN_MANIFEST=$tmp/o.git KILN_INPUT=$tmp/o-same.jsonl "$kiln" run "$orders" \
+	--set branch=k7 --set profile.categories.k=7 >/dev/null 2>&1
+check "profile.categories.k: 7 (country's 12 values pass it: no categories; coupon's 7 do not; they carry k 7)" \
+	test "$("$kiln" profile bench-orders@k7 --json --manifest "$tmp/o.git" | $py -c 'import json, sys
+fs = {f["path"]: f for f in json.load(sys.stdin)["profile"]["fields"]}
+print("categories" in fs["shipping.address.country"], "categories" in fs["coupon"],
+      sorted({f["categories_k"] for f in fs.values() if "categories_k" in f}))')" = "False True [7]"
 check "profile.categories.k: a bad value is refused with its place" \
 	sh -c "'$kiln' run '$orders' --set profile.categories.k=0 2>&1 | grep -q 'profile.categories.k'"
 
