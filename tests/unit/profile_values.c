@@ -250,6 +250,28 @@ static void test_drift_over_categories(void **state)
 			assert_true(d.fields[i].flagged);
 		}
 	kiln_drift_free(&d);
+	/* the baseline's mix of the same: no PSI to speak of, not flagged */
+	assert_int_equal(kiln_drift_compare(&d, &base, &base, NULL), 0);
+	for (size_t i = 0; i < d.count; i++)
+		if (strcmp(d.fields[i].path, "country") == 0)
+			assert_true(d.fields[i].psi == 0 && !d.fields[i].flagged);
+	kiln_drift_free(&d);
+	/* past k distinct values now: no categories to compare, flagged as such */
+	for (int i = 0; i < 25; i++) {
+		char v[8];
+		snprintf(v, sizeof(v), "C%c", 'A' + i);
+		add(&now, &fx, "country", KILN_JSON_STRING, v);
+	}
+	assert_true(kiln_profile_find(&now, "country")->cat_over);
+	assert_int_equal(kiln_drift_compare(&d, &base, &now, NULL), 0);
+	for (size_t i = 0; i < d.count; i++)
+		if (strcmp(d.fields[i].path, "country") == 0) {
+			assert_true(d.fields[i].flagged);
+			assert_string_equal(
+			    d.fields[i].why,
+			    "categories: 4 in the baseline, now past 20 distinct values (or a personal one)");
+		}
+	kiln_drift_free(&d);
 	kiln_profile_free(&base);
 	kiln_profile_free(&now);
 	teardown(&fx);
