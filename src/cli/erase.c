@@ -380,7 +380,8 @@ int kiln_cmd_erase_as(const char *cmd, int argc, char **argv)
 		                         .signing_key = p->signing_key_file ? &s.signing_key : NULL,
 		                         .subject = subjects[i],
 		                         .dry_run = o.dry_run,
-		                         .spool_dir = NULL};
+		                         .spool_dir = NULL,
+		                         .profile_categories_k = p->profile_categories_k};
 		kiln_erase_report r;
 		kiln_buf b = KILN_BUF_INIT(0);
 

@@ -20,7 +20,9 @@ static const char usage_text[] =
     "Prints the data profile of a version (its profile.json): for each field of\n"
     "the curated records, values present, missing and null, their JSON types,\n"
     "an estimate of distinct values, and for fields that are not personal data\n"
-    "number quantiles, mean and range, string lengths and category counts.\n"
+    "number quantiles, mean and range, string lengths, times (dates and\n"
+    "timestamps: from, median, to) and category counts (enums, booleans, and\n"
+    "strings with at most profile.categories.k values).\n"
     "Pseudonymised and pii fields show counts and distinct tokens only.\n"
     "\n"
     "Options:\n"
@@ -36,8 +38,23 @@ static const char usage_text[] =
 static void print_number(const kiln_profile_field *f)
 {
 	printf("  min %.6g  p05 %.6g  p50 %.6g  mean %.6g  p95 %.6g  max %.6g", f->num.min,
-	       kiln_dd_quantile(&f->dd, 0.05), kiln_dd_quantile(&f->dd, 0.5), f->num.mean,
-	       kiln_dd_quantile(&f->dd, 0.95), f->num.max);
+	       kiln_profile_quantile(f, 0.05), kiln_profile_quantile(f, 0.5), f->num.mean,
+	       kiln_profile_quantile(f, 0.95), f->num.max);
+}
+
+/* min, p50 and max as profile.json writes them (dates or RFC 3339 UTC) */
+static void print_time(const kiln_profile_field *f)
+{
+	kiln_buf b = {0};
+
+	if (kiln_buf_puts(&b, "  from ") == 0 && kiln_profile_put_time(&b, f, f->tm.min_ms) == 0 &&
+	    kiln_buf_puts(&b, "  p50 ") == 0 &&
+	    kiln_profile_put_time(&b, f, kiln_ts_quantile(&f->tm, 0.5)) == 0 &&
+	    kiln_buf_puts(&b, "  to ") == 0 && kiln_profile_put_time(&b, f, f->tm.max_ms) == 0)
+		for (size_t i = 0; i < b.len; i++)
+			if (b.ptr[i] != '"')
+				putchar(b.ptr[i]);
+	kiln_buf_free(&b);
 }
 
 static void print_field(const kiln_profile *p, const kiln_profile_field *f)
@@ -46,7 +63,7 @@ static void print_field(const kiln_profile *p, const kiln_profile_field *f)
 
 	printf("%-28s %-6s %10" PRIu64 " %9" PRIu64 " %9" PRIu64 " %9" PRIu64 " ", f->path,
 	       f->tokens ? "tokens" : "values", f->present, kiln_profile_missing(p, f),
-	       f->types[KILN_PTYPE_NULL], kiln_hll_estimate(&f->distinct));
+	       f->types[KILN_PTYPE_NULL], kiln_profile_distinct(f));
 	for (int t = 1, first = 1; t < KILN_PTYPE_COUNT_; t++)
 		if (f->types[t]) {
 			printf("%s%s", first ? "" : ",", kiln_ptype_name((kiln_ptype)t));
@@ -57,6 +74,8 @@ static void print_field(const kiln_profile *p, const kiln_profile_field *f)
 	if (!f->tokens && strings)
 		printf("  length %" PRIu64 "..%" PRIu64 " mean %.1f", f->len_min, f->len_max,
 		       (double)f->len_sum / (double)strings);
+	if (!f->tokens && f->time && strings && f->tm.count == strings)
+		print_time(f);
 	if (f->cat_count) {
 		printf("  ");
 		for (size_t i = 0; i < f->cat_count; i++)

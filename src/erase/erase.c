@@ -21,6 +21,7 @@
 #include "manifest/gc.h"
 #include "manifest/repo_lock.h"
 #include "manifest/verify.h"
+#include "mask/screen.h"
 #include "manifest/version.h"
 #include "quality/profile.h"
 #include "shard/fetch.h"
@@ -207,6 +208,16 @@ static int on_contract(void *ctx, const char *text, size_t len)
 		return kiln_error_oom("erase");
 	if ((rc = kiln_profile_schema_new(&c->schema, c->contract)) < 0)
 		return rc;
+	{
+		/* categories from the data as the pipeline's run counts them */
+		kiln_pii_screen *screen = NULL;
+		uint32_t k =
+		    st->o->profile_categories_k ? st->o->profile_categories_k : KILN_PROFILE_CATEGORIES_K;
+		if ((rc = kiln_pii_screen_new(&screen)) < 0 ||
+		    (rc = kiln_profile_schema_set_categories(c->schema, k, kiln_pii_screen_flags, screen,
+		                                             kiln_pii_screen_free)) < 0)
+			return rc;
+	}
 	return kiln_subject_resolve(st->o->subject, c->contract, st->o->key);
 }
 

@@ -33,6 +33,7 @@ typedef struct kiln_erase_options {
 	kiln_subject *subject;               /* resolved here against every contract of the history */
 	bool dry_run;                        /* count only: nothing written, nothing moved */
 	const char *spool_dir;               /* NULL: $TMPDIR or /tmp */
+	uint32_t profile_categories_k;       /* the pipeline's profile.categories.k; 0: its default */
 } kiln_erase_options;
 
 typedef struct kiln_erase_report {

@@ -232,7 +232,7 @@ static int metric_value(const kiln_quality_rule *r, const kiln_profile *p, const
 			return rc;
 		break;
 	case KILN_QM_DUPLICATE_VALUES: {
-		uint64_t values = f->present - nulls, distinct = kiln_hll_estimate(&f->distinct);
+		uint64_t values = f->present - nulls, distinct = kiln_profile_distinct(f);
 		if (f->cat_count) { /* exact: every value beyond the first of its category */
 			distinct = 0;
 			for (size_t i = 0; i < f->cat_count; i++)

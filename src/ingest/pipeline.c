@@ -32,7 +32,8 @@ static const char *const top_keys[] = {
     "log",     "profile", "quarantine", "retention", "dedup",          NULL};
 static const char *const snapshot_keys[] = {"records", "seconds", "drain_seconds", NULL};
 static const char *const raw_keys[] = {"enabled", NULL};
-static const char *const profile_keys[] = {"enabled", NULL};
+static const char *const profile_keys[] = {"enabled", "categories", NULL};
+static const char *const profile_category_keys[] = {"k", NULL};
 static const char *const quarantine_keys[] = {"max_ratio", NULL};
 static const char *const dedup_keys[] = {"key", "window", "max_keys", "replaces_key", NULL};
 static const char *const retention_keys[] = {"raw", "quarantine", NULL};
@@ -518,6 +519,7 @@ static int load_operations(loader *l, const kiln_yaml_node *root)
 			                      "only a %s source has a raw zone", raw_zone_kinds(l));
 	}
 	p->profile = true;
+	p->profile_categories_k = KILN_PROFILE_CATEGORIES_K;
 	if ((n = kiln_yaml_get(root, "profile")) && !kiln_yaml_is_null(n)) {
 		const kiln_yaml_node *e;
 		if ((rc = kiln_config_check_keys(&l->cfg, n, "profile", profile_keys)) < 0)
@@ -525,6 +527,22 @@ static int load_operations(loader *l, const kiln_yaml_node *root)
 		if ((e = kiln_yaml_get(n, "enabled")) &&
 		    (rc = kiln_yaml_bool(l->doc, e, "profile.enabled", &p->profile)) < 0)
 			return rc;
+		if ((e = kiln_yaml_get(n, "categories")) && !kiln_yaml_is_null(e)) {
+			const kiln_yaml_node *k;
+			int64_t kv;
+			if ((rc = kiln_config_check_keys(&l->cfg, e, "profile.categories",
+			                                 profile_category_keys)) < 0)
+				return rc;
+			if ((k = kiln_yaml_get(e, "k"))) {
+				if ((rc = kiln_yaml_int64(l->doc, k, "profile.categories.k", &kv)) < 0)
+					return rc;
+				if (kv < 1 || kv > KILN_PROFILE_CATEGORIES_K_MAX)
+					return kiln_yaml_fail(l->doc, k, "profile.categories.k",
+					                      "must be between 1 and %d",
+					                      KILN_PROFILE_CATEGORIES_K_MAX);
+				p->profile_categories_k = (uint32_t)kv;
+			}
+		}
 	}
 	if ((n = kiln_yaml_get(root, "metrics")) && !kiln_yaml_is_null(n)) {
 		if ((rc = kiln_config_check_keys(&l->cfg, n, "metrics", metrics_keys)) < 0 ||

@@ -91,8 +91,9 @@ typedef struct kiln_pipeline {
 	const char *store_url;
 	kiln_store_options store;
 
-	unsigned workers; /* validate/curate threads; 0 = one per CPU */
-	bool profile;     /* profile.enabled: a data profile per version (default true) */
+	unsigned workers;              /* validate/curate threads; 0 = one per CPU */
+	bool profile;                  /* profile.enabled: a data profile per version (default true) */
+	uint32_t profile_categories_k; /* profile.categories.k: categories from the data (default 20) */
 
 	kiln_gates gates; /* promote: release gates for `kiln promote` */
 

@@ -9,6 +9,7 @@
 #include "ingest/curate_run.h"
 #include "ingest/dedup_filter.h"
 #include "ingest/source.h"
+#include "mask/screen.h"
 
 unsigned kiln_zstd_thread_count(const kiln_pipeline *p)
 {
@@ -70,9 +71,17 @@ int kiln_sink_open(kiln_sink *out, kiln_run_setup *setup, const kiln_sink_option
 	memset(out, 0, sizeof(*out));
 	out->setup = setup;
 	out->delta = o->delta;
-	if (p->profile && ((rc = kiln_profile_schema_new(&out->profile_schema, setup->contract)) < 0 ||
-	                   (rc = kiln_profile_init(&out->profile, out->profile_schema)) < 0))
-		return rc;
+	if (p->profile) {
+		kiln_pii_screen *screen = NULL;
+		/* categories from the data, never of a value a PII detector flags */
+		if ((rc = kiln_profile_schema_new(&out->profile_schema, setup->contract)) < 0 ||
+		    (rc = kiln_pii_screen_new(&screen)) < 0 ||
+		    (rc = kiln_profile_schema_set_categories(out->profile_schema, p->profile_categories_k,
+		                                             kiln_pii_screen_flags, screen,
+		                                             kiln_pii_screen_free)) < 0 ||
+		    (rc = kiln_profile_init(&out->profile, out->profile_schema)) < 0)
+			return rc;
+	}
 	if ((rc = kiln_zstd_pool_new(&out->zstd, kiln_zstd_thread_count(p))) < 0 ||
 	    (rc = kiln_sink_renew(out)) < 0)
 		return rc;

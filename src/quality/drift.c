@@ -129,7 +129,10 @@ double kiln_drift_psi(const kiln_profile *pb, const kiln_profile_field *base, co
 {
 	if (base->tokens || now->tokens)
 		return -1;
-	if (base->cat_count || now->cat_count)
+	/* enum and boolean categories always; categories from the data when
+	 * both sides have them (a side past k, or from before them, has none) */
+	if ((base->cat_count && now->cat_count) || (base->cat_count && !base->cat_k) ||
+	    (now->cat_count && !now->cat_k))
 		return psi_categories(pb, base, pn, now);
 	if (base->num.count && now->num.count)
 		return psi_numbers(pb, base, pn, now);
@@ -155,28 +158,30 @@ static void compare(kiln_field_drift *d, const kiln_profile *pb, const kiln_prof
 		d->flagged = true;
 		snprintf(d->why, sizeof(d->why), "%s", b ? "no longer in the data" : "new in the data");
 		if (b)
-			d->null_rate_base = null_rate(pb, b),
-			d->distinct_base = kiln_hll_estimate(&b->distinct);
+			d->null_rate_base = null_rate(pb, b), d->distinct_base = kiln_profile_distinct(b);
 		if (n)
-			d->null_rate_now = null_rate(pn, n),
-			d->distinct_now = kiln_hll_estimate(&n->distinct);
+			d->null_rate_now = null_rate(pn, n), d->distinct_now = kiln_profile_distinct(n);
 		return;
 	}
 	d->null_rate_base = null_rate(pb, b);
 	d->null_rate_now = null_rate(pn, n);
-	d->distinct_base = kiln_hll_estimate(&b->distinct);
-	d->distinct_now = kiln_hll_estimate(&n->distinct);
+	d->distinct_base = kiln_profile_distinct(b);
+	d->distinct_now = kiln_profile_distinct(n);
 	if (!b->tokens && !n->tokens && b->num.count && n->num.count) {
 		d->numbers = true;
 		d->mean_base = b->num.mean;
 		d->mean_now = n->num.mean;
-		d->p50_base = kiln_dd_quantile(&b->dd, 0.5);
-		d->p50_now = kiln_dd_quantile(&n->dd, 0.5);
-		d->p95_base = kiln_dd_quantile(&b->dd, 0.95);
-		d->p95_now = kiln_dd_quantile(&n->dd, 0.95);
+		d->p50_base = kiln_profile_quantile(b, 0.5);
+		d->p50_now = kiln_profile_quantile(n, 0.5);
+		d->p95_base = kiln_profile_quantile(b, 0.95);
+		d->p95_now = kiln_profile_quantile(n, 0.95);
 	}
 	d->psi = kiln_drift_psi(pb, b, pn, n);
-	if (d->psi >= psi_max)
+	if (b->cat_k && b->cat_count && !n->tokens && n->cat_over && n->types[KILN_PTYPE_STRING])
+		snprintf(d->why, sizeof(d->why),
+		         "categories: %zu in the baseline, now past %u distinct values (or a personal one)",
+		         b->cat_count, b->cat_k);
+	else if (d->psi >= psi_max)
 		snprintf(d->why, sizeof(d->why), "psi %.3f >= %.3g", d->psi, psi_max);
 	else if (fabs(d->null_rate_now - d->null_rate_base) >= null_max)
 		snprintf(d->why, sizeof(d->why), "null rate %.4f -> %.4f (moved >= %.3g)", d->null_rate_base,

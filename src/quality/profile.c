@@ -35,6 +35,7 @@ struct schema_field {
 	const kiln_field *field;
 	const char *path, *parent;
 	bool tokens, item;
+	bool infer, time, date; /* categories from the data; instants; dates */
 	uint32_t *by_text, *by_number;
 	size_t text_count, number_count;
 };
@@ -45,6 +46,10 @@ struct kiln_profile_schema {
 	uint64_t omitted;     /* fields past KILN_PROFILE_MAX_FIELDS */
 	uint32_t *slot_of_id; /* kiln_field.id -> index in v (UINT32_MAX: none) */
 	uint32_t ids;
+	uint32_t cat_k; /* categories from the data (with a screen) */
+	kiln_profile_screen_fn screen;
+	void *screen_ctx;
+	void (*free_screen_ctx)(void *);
 };
 
 static _Thread_local uint64_t probes;
@@ -72,7 +77,14 @@ static int schema_walk(kiln_profile_schema *s, const kiln_field *f, const char *
 	if (KILN_ARRAY_GROW(s->v, s->cap, s->count, NULL) < 0)
 		return KILN_ENOMEM;
 	tokens = tokens || personal(f);
-	s->v[s->count++] = (struct schema_field){f, f->path, parent, tokens, item, NULL, NULL, 0, 0};
+	{
+		bool date = f->type == KILN_LTYPE_DATE || f->format == KILN_FORMAT_DATE;
+		bool time = !tokens &&
+		            (date || f->type == KILN_LTYPE_TIMESTAMP || f->format == KILN_FORMAT_DATE_TIME);
+		bool infer = !tokens && !time && f->type == KILN_LTYPE_STRING && !f->enum_count;
+		s->v[s->count++] = (struct schema_field){f,    f->path,      parent, tokens, item, infer,
+		                                         time, date && time, NULL,   NULL,   0,    0};
+	}
 children:
 	tokens = tokens || personal(f);
 	for (size_t i = 0; i < f->child_count; i++)
@@ -166,10 +178,33 @@ int kiln_profile_schema_new(kiln_profile_schema **out, const kiln_contract *cont
 	return 0;
 }
 
+int kiln_profile_schema_set_categories(kiln_profile_schema *s, uint32_t k, kiln_profile_screen_fn screen,
+                                       void *ctx, void (*free_ctx)(void *))
+{
+	if (s->free_screen_ctx)
+		s->free_screen_ctx(s->screen_ctx);
+	s->screen = NULL;
+	s->screen_ctx = NULL;
+	s->free_screen_ctx = NULL;
+	if (k < 1 || k > KILN_PROFILE_CATEGORIES_K_MAX) {
+		if (free_ctx)
+			free_ctx(ctx);
+		return kiln_error_set(KILN_EINVALID, "profile: categories k %u is not in 1..%d", k,
+		                      KILN_PROFILE_CATEGORIES_K_MAX);
+	}
+	s->cat_k = k;
+	s->screen = screen;
+	s->screen_ctx = ctx;
+	s->free_screen_ctx = free_ctx;
+	return 0;
+}
+
 void kiln_profile_schema_free(kiln_profile_schema *s)
 {
 	if (!s)
 		return;
+	if (s->free_screen_ctx)
+		s->free_screen_ctx(s->screen_ctx);
 	for (size_t i = 0; i < s->count; i++) {
 		free(s->v[i].by_text);
 		free(s->v[i].by_number);
@@ -191,6 +226,7 @@ void kiln_profile_field_free(kiln_profile_field *f)
 	free(f->path);
 	free(f->parent);
 	kiln_dd_free(&f->dd);
+	kiln_ts_free(&f->tm);
 	kiln_hll_free(&f->distinct);
 	for (size_t i = 0; i < f->cat_count; i++)
 		free(f->cat_names[i]);
@@ -207,10 +243,15 @@ static void field_clear(kiln_profile_field *f)
 	memset(&f->num, 0, sizeof(f->num));
 	kiln_dd_free(&f->dd);
 	f->len_min = f->len_max = f->len_sum = f->empty = 0;
+	kiln_ts_free(&f->tm);
 	if (f->distinct.reg)
 		memset(f->distinct.reg, 0, KILN_HLL_REGISTERS);
-	if (f->cat_counts)
+	if (f->cat_k) {
+		kiln_profile_drop_categories(f);
+		f->cat_over = false;
+	} else if (f->cat_counts) {
 		memset(f->cat_counts, 0, f->cat_count * sizeof(*f->cat_counts));
+	}
 }
 
 int kiln_profile_add_category(kiln_profile_field *f, const char *name, size_t len, uint64_t count)
@@ -320,7 +361,10 @@ int kiln_profile_init(kiln_profile *p, const kiln_profile_schema *s)
 			goto fail;
 		f->tokens = sf->tokens;
 		f->item = sf->item;
-		if (f->tokens)
+		f->time = sf->time;
+		f->date = sf->date;
+		f->cat_k = sf->infer && s->screen ? s->cat_k : 0;
+		if (f->tokens || f->cat_k)
 			continue;
 		for (size_t e = 0; e < sf->field->enum_count; e++)
 			if ((rc = kiln_profile_add_category(f, sf->field->enum_values[e],
@@ -483,7 +527,11 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 		rc = kiln_hll_add(&f->distinct, kiln_hll_hash(v, n));
 		if (rc == 0 && !f->tokens) {
 			add_length(f, code_points(v, n));
-			if (f->cat_count)
+			if (f->time)
+				rc = kiln_profile_add_time(f, v, n);
+			if (rc == 0 && f->cat_k)
+				rc = kiln_profile_infer_add(f, s->screen, s->screen_ctx, v, n);
+			else if (f->cat_count)
 				count_category(f, &s->v[index], type, v, n, 0);
 		}
 		free(big);
@@ -571,9 +619,14 @@ static int merge_field(kiln_profile_field *a, const kiln_profile_field *b)
 	for (int t = 0; t < KILN_PTYPE_COUNT_; t++)
 		a->types[t] += b->types[t];
 	a->tokens = a->tokens || b->tokens;
+	a->time = a->time || b->time;
+	a->date = a->date || b->date;
 	kiln_moments_merge(&a->num, &b->num);
-	if ((rc = kiln_dd_merge(&a->dd, &b->dd)) < 0 || (rc = kiln_hll_merge(&a->distinct, &b->distinct)) < 0)
+	if ((rc = kiln_dd_merge(&a->dd, &b->dd)) < 0 || (rc = kiln_ts_merge(&a->tm, &b->tm)) < 0 ||
+	    (rc = kiln_hll_merge(&a->distinct, &b->distinct)) < 0)
 		return rc;
+	if (a->cat_k || b->cat_k || a->cat_over || b->cat_over)
+		return kiln_profile_infer_merge(a, b, merge_categories);
 	return merge_categories(a, b);
 }
 
@@ -657,7 +710,7 @@ static int render_number(kiln_buf *out, const kiln_profile_field *f)
 		return rc;
 	for (size_t q = 0; q < QUANTILE_COUNT; q++)
 		if ((rc = kiln_buf_printf(out, "%s\"%s\":", q ? "," : "", QUANTILE_NAMES[q])) < 0 ||
-		    (rc = put_double(out, kiln_dd_quantile(&f->dd, QUANTILES[q]))) < 0)
+		    (rc = put_double(out, kiln_profile_quantile(f, QUANTILES[q]))) < 0)
 			return rc;
 	if ((rc = kiln_buf_printf(out, "},\"sketch\":{\"alpha\":%g,\"zero\":%llu,\"positive\":",
 	                          KILN_DD_ALPHA, (unsigned long long)f->dd.zero)) < 0 ||
@@ -689,7 +742,7 @@ static int render_distinct(kiln_buf *out, const kiln_profile_field *f)
 	}
 	b64 = sodium_base64_ENCODED_LEN(bin_len, sodium_base64_VARIANT_ORIGINAL);
 	if ((rc = kiln_buf_printf(out, ",\"distinct\":{\"estimate\":%llu,\"%s\":\"",
-	                          (unsigned long long)kiln_hll_estimate(&f->distinct),
+	                          (unsigned long long)kiln_profile_distinct(f),
 	                          bin == sparse ? "sparse" : "registers")) < 0 ||
 	    (rc = kiln_buf_reserve(out, b64)) < 0)
 		return rc;
@@ -736,8 +789,13 @@ static int render_field(kiln_buf *out, const kiln_profile *p, const kiln_profile
 			rc = kiln_buf_puts(out, "}");
 	if (rc < 0)
 		return rc;
+	if (!f->tokens && f->time && strings && f->tm.count == strings &&
+	    (rc = kiln_profile_render_time(out, f, QUANTILES, QUANTILE_NAMES, QUANTILE_COUNT)) < 0)
+		return rc;
 	if (f->distinct.reg && (rc = render_distinct(out, f)) < 0)
 		return rc;
+	if (f->cat_count && f->cat_k)
+		return (rc = kiln_profile_render_inferred(out, f)) < 0 ? rc : kiln_buf_puts(out, "}");
 	if (f->cat_count) {
 		if ((rc = kiln_buf_puts(out, ",\"categories\":{")) < 0)
 			return rc;

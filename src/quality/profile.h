@@ -50,6 +50,13 @@ typedef struct kiln_profile_field {
 	uint64_t *cat_counts;
 	size_t cat_cap;
 	uint32_t *cat_index; /* a cache: category indices sorted by name, NULL until a lookup builds it */
+	uint32_t cat_k;      /* categories from the data: a string field without an enum, counted while it
+	                        holds at most cat_k distinct values (0: enum or boolean categories, or none) */
+	bool cat_over;       /* its strings passed cat_k distinct values or held one a PII detector flags
+	                        (or were never counted): no categories, whatever is merged in */
+	bool time;           /* a date or timestamp field: its strings as instants in `tm` */
+	bool date;           /* a date field: rendered as dates, not date-times */
+	kiln_tsketch tm;
 } kiln_profile_field;
 
 /* Fields profiled per contract: the first ones in contract order (depth
@@ -71,6 +78,22 @@ typedef struct kiln_profile_schema kiln_profile_schema;
 
 int kiln_profile_schema_new(kiln_profile_schema **out, const kiln_contract *contract);
 void kiln_profile_schema_free(kiln_profile_schema *schema);
+
+/* Whether a string may become a category name: 1 when a PII detector flags
+ * it (the field then gets no categories), 0 when not, a negative KILN_E*
+ * code on failure. Called from every thread that adds values. */
+typedef int (*kiln_profile_screen_fn)(void *ctx, const char *v, size_t len);
+
+#define KILN_PROFILE_CATEGORIES_K     20   /* profile.categories.k's default */
+#define KILN_PROFILE_CATEGORIES_K_MAX 1000 /* its largest value */
+
+/* Categories from the data: the schema's string fields without an enum
+ * (neither personal nor dates or timestamps) count their values while they
+ * hold at most k distinct ones, none of which `screen` flags. Without a
+ * screen (the default) they get none. The schema owns ctx from here on and
+ * frees it with free_ctx (may be NULL), also when this fails. */
+int kiln_profile_schema_set_categories(kiln_profile_schema *schema, uint32_t k, kiln_profile_screen_fn screen,
+                                       void *ctx, void (*free_ctx)(void *));
 
 /* An empty profile with the schema's fields (records 0). */
 int kiln_profile_init(kiln_profile *out, const kiln_profile_schema *schema);
@@ -104,6 +127,16 @@ int kiln_profile_merge(kiln_profile *into, const kiln_profile *from);
 /* Missing values of a field: records (or values of its enclosing object)
  * without it; 0 for array items. */
 uint64_t kiln_profile_missing(const kiln_profile *p, const kiln_profile_field *f);
+/* The field's numbers' q-quantile as its sketch answers it, within the
+ * numbers' [min, max] (0 without numbers). */
+double kiln_profile_quantile(const kiln_profile_field *f, double q);
+/* Distinct strings and numbers: HyperLogLog's estimate, never above the
+ * values it counted; exact (the non-empty categories) when categories
+ * count every one of them. */
+uint64_t kiln_profile_distinct(const kiln_profile_field *f);
+/* An instant (ms since the epoch) as profile.json writes it: "YYYY-MM-DD"
+ * for a date field, else RFC 3339 UTC with milliseconds when not 0. */
+int kiln_profile_put_time(kiln_buf *out, const kiln_profile_field *f, int64_t ms);
 const kiln_profile_field *kiln_profile_find(const kiln_profile *p, const char *path);
 
 /* The index of f's category named name[0..len), or -1. The first lookup

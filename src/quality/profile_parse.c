@@ -256,6 +256,113 @@ static int distinct_key(preader *r, void *ctx)
 	return 0;
 }
 
+/* "time": min and max come before "sketch" (as rendered) */
+struct time_ctx {
+	kiln_profile_field *f;
+	bool min, max;
+	uint64_t count; /* as written; the buckets must sum to it */
+};
+
+static int read_instant(preader *r, struct time_ctx *c, int64_t *out)
+{
+	int rc;
+
+	if ((rc = expect(r, KILN_JSON_STRING, "a time is not a string")) < 0)
+		return rc;
+	if (!kiln_profile_parse_time(r->t.ptr, r->t.len, out))
+		return bad(r, "a time is not an RFC 3339 date or date-time");
+	c->f->date = r->t.len == 10;
+	return 0;
+}
+
+static int time_sketch_key(preader *r, void *ctx)
+{
+	struct time_ctx *c = ctx;
+	kiln_tsketch *s = &c->f->tm;
+	uint64_t shift = 0;
+	double offset = 0;
+	int rc;
+
+	if (key_is(r, "shift")) {
+		if ((rc = read_u64(r, &shift)) < 0)
+			return rc;
+		if (shift > 40)
+			return bad(r, "a time sketch's shift is out of range");
+		s->shift = (uint32_t)shift;
+		return 0;
+	}
+	if (key_is(r, "offset")) {
+		if ((rc = read_double(r, &offset)) < 0)
+			return rc;
+		if (!(fabs(offset) < 1e15))
+			return bad(r, "a time sketch's offset is out of range");
+		s->offset = (int64_t)offset;
+		return 0;
+	}
+	if (!key_is(r, "counts"))
+		return skip(r);
+	if (!c->min || !c->max)
+		return bad(r, "a time sketch before its min and max");
+	if (c->f->tm.min_ms > c->f->tm.max_ms)
+		return bad(r, "a time's min is after its max");
+	if ((rc = expect(r, KILN_JSON_ARRAY_BEGIN, "time sketch counts are not an array")) < 0)
+		return rc;
+	if (s->counts)
+		return bad(r, "a time sketch has two counts");
+	{
+		uint32_t shift_at = s->shift;
+		int64_t first = s->offset;
+
+		s->shift = 0;
+		s->offset = 0;
+		s->count = 0;
+		for (int64_t i = 0;; i++) {
+			uint64_t n;
+			char text[32];
+
+			if ((rc = next(r)) < 0)
+				return rc;
+			if (r->t.type == KILN_JSON_ARRAY_END)
+				break;
+			if (r->t.type != KILN_JSON_NUMBER || !(r->t.flags & KILN_JSON_INTEGER) ||
+			    r->t.ptr[0] == '-' || r->t.len >= sizeof(text) || i >= KILN_TS_MAX_BINS)
+				return bad(r, "a time sketch count is not a count");
+			memcpy(text, r->t.ptr, r->t.len);
+			text[r->t.len] = '\0';
+			n = strtoull(text, NULL, 10);
+			if (n && (rc = kiln_ts_add_bucket(s, shift_at, first + i, n)) < 0)
+				return bad(r, "a time sketch bucket lies outside its min and max");
+		}
+	}
+	return 0;
+}
+
+static int time_key(preader *r, void *ctx)
+{
+	struct time_ctx *c = ctx;
+	kiln_profile_field *f = c->f;
+	int rc;
+
+	if (key_is(r, "count"))
+		return read_u64(r, &c->count);
+	if (key_is(r, "min")) {
+		c->min = true;
+		return read_instant(r, c, &f->tm.min_ms);
+	}
+	if (key_is(r, "max")) {
+		c->max = true;
+		return read_instant(r, c, &f->tm.max_ms);
+	}
+	if (key_is(r, "sketch")) {
+		if ((rc = read_object(r, time_sketch_key, c)) < 0)
+			return rc;
+		if (c->min && c->max && f->tm.min_ms > f->tm.max_ms)
+			return bad(r, "a time's min is after its max");
+		return 0;
+	}
+	return skip(r);
+}
+
 static int types_key(preader *r, void *ctx)
 {
 	kiln_profile_field *f = ctx;
@@ -319,6 +426,26 @@ static int field_key(preader *r, void *ctx)
 		return read_object(r, distinct_key, f);
 	if (key_is(r, "categories"))
 		return read_object(r, category_key, f);
+	if (key_is(r, "categories_k")) {
+		uint64_t k;
+		if ((rc = read_u64(r, &k)) < 0)
+			return rc;
+		if (k < 1 || k > KILN_PROFILE_CATEGORIES_K_MAX)
+			return bad(r, "categories_k is out of range");
+		f->cat_k = (uint32_t)k;
+		return 0;
+	}
+	if (key_is(r, "time")) {
+		struct time_ctx c = {f, false, false, 0};
+		f->time = true;
+		if (f->tm.count || f->tm.counts)
+			return bad(r, "a field has two times");
+		if ((rc = read_object(r, time_key, &c)) < 0)
+			return rc;
+		if (c.count != f->tm.count)
+			return bad(r, "a time sketch does not count its times");
+		return 0;
+	}
 	return skip(r);
 }
 
@@ -352,6 +479,13 @@ static int profile_key(preader *r, void *ctx)
 		}
 		if (rc == 0 && !f.path)
 			rc = bad(r, "a field has no path");
+		/* strings of a values field without categories: their names
+		 * were never counted (a profile.json before categories from the
+		 * data) or passed k, and never can be again */
+		if (!f.tokens && !f.cat_count && f.types[KILN_PTYPE_STRING])
+			f.cat_over = true;
+		if (f.cat_k && f.cat_over)
+			rc = bad(r, "categories_k without categories");
 		if (rc == 0)
 			rc = KILN_ARRAY_GROW(p->fields, p->cap, p->count, NULL);
 		if (rc < 0) {
@@ -471,6 +605,16 @@ static int check_field(const kiln_profile *p, const kiln_profile_field *f, const
 	                (f->len_max && f->len_sum / f->len_max > strings) || (f->empty && f->len_min) ||
 	                (f->empty == strings && f->len_max)))
 		return insane(where, part, f, "its string lengths disagree with its string count");
+	if (f->cat_k) {
+		uint64_t sum = 0;
+		for (size_t i = 0; i < f->cat_count; i++)
+			sum += f->cat_counts[i];
+		if (f->cat_count > f->cat_k || sum != strings)
+			return insane(where, part, f,
+			              "its categories from the data do not count its strings");
+	}
+	if (f->tm.count && (f->tokens || f->tm.count > strings || f->tm.min_ms > f->tm.max_ms))
+		return insane(where, part, f, "its times do not count its strings");
 	most = f->present - f->types[KILN_PTYPE_NULL];
 	for (size_t i = 0; i < f->cat_count; i++) {
 		if (f->cat_counts[i] > most || cats + f->cat_counts[i] > most)

@@ -217,6 +217,131 @@ void kiln_dd_free(kiln_ddsketch *s)
 	memset(s, 0, sizeof(*s));
 }
 
+/* ---- times ---- */
+
+static int64_t ts_seconds(int64_t ms)
+{
+	return ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000);
+}
+
+/* floor(sec / 2^shift) (an arithmetic shift floors negatives too) */
+static int64_t ts_bucket(int64_t sec, uint32_t shift)
+{
+	return shift >= 63 ? (sec < 0 ? -1 : 0) : sec >> shift;
+}
+
+/* Lays s out for [min_ms, max_ms] at the smallest shift >= s->shift and
+ * >= min_shift that keeps it within KILN_TS_MAX_BINS buckets, the counts
+ * held so far moved to their wider buckets. */
+static int ts_layout(kiln_tsketch *s, int64_t min_ms, int64_t max_ms, uint32_t min_shift)
+{
+	uint32_t shift = s->shift > min_shift ? s->shift : min_shift, len;
+	int64_t lo = ts_seconds(min_ms), hi = ts_seconds(max_ms), offset;
+	uint64_t *counts;
+
+	if (min_ms > max_ms)
+		return kiln_error_set(KILN_EINVALID, "time sketch: min after max");
+	while (ts_bucket(hi, shift) - ts_bucket(lo, shift) + 1 > KILN_TS_MAX_BINS)
+		shift++;
+	offset = ts_bucket(lo, shift);
+	len = (uint32_t)(ts_bucket(hi, shift) - offset + 1);
+	if (s->counts && shift == s->shift && offset == s->offset && len <= s->cap) {
+		s->len = len;
+		return 0;
+	}
+	if (!(counts = calloc(len, sizeof(*counts))))
+		return kiln_error_oom(NULL);
+	for (uint32_t i = 0; i < s->len; i++) {
+		int64_t at = ts_bucket(s->offset + (int64_t)i, shift - s->shift) - offset;
+		counts[at] += s->counts[i];
+	}
+	free(s->counts);
+	s->counts = counts;
+	s->cap = s->len = len;
+	s->shift = shift;
+	s->offset = offset;
+	return 0;
+}
+
+int kiln_ts_add_bucket(kiln_tsketch *s, uint32_t shift, int64_t index, uint64_t count)
+{
+	int64_t at;
+	int rc;
+
+	if (shift > 40) /* 2^40 s: 34,000 years, more than RFC 3339 spans */
+		return kiln_error_set(KILN_EINVALID, "time sketch: bucket width out of range");
+	if ((!s->counts || s->shift < shift) && (rc = ts_layout(s, s->min_ms, s->max_ms, shift)) < 0)
+		return rc;
+	at = ts_bucket(index, s->shift - shift) - s->offset;
+	if (at < 0 || at >= (int64_t)s->len)
+		return kiln_error_set(KILN_EINVALID, "time sketch: a bucket outside [min, max]");
+	s->counts[at] += count;
+	s->count += count;
+	return 0;
+}
+
+int kiln_ts_add(kiln_tsketch *s, int64_t ms)
+{
+	int64_t lo = s->count && s->min_ms < ms ? s->min_ms : ms,
+	        hi = s->count && s->max_ms > ms ? s->max_ms : ms;
+	int rc;
+
+	if ((rc = ts_layout(s, lo, hi, 0)) < 0)
+		return rc;
+	s->min_ms = lo;
+	s->max_ms = hi;
+	s->counts[ts_bucket(ts_seconds(ms), s->shift) - s->offset]++;
+	s->count++;
+	return 0;
+}
+
+int kiln_ts_merge(kiln_tsketch *a, const kiln_tsketch *b)
+{
+	int64_t lo, hi;
+	int rc;
+
+	if (!b->count)
+		return 0;
+	lo = a->count && a->min_ms < b->min_ms ? a->min_ms : b->min_ms;
+	hi = a->count && a->max_ms > b->max_ms ? a->max_ms : b->max_ms;
+	if ((rc = ts_layout(a, lo, hi, b->shift)) < 0)
+		return rc;
+	a->min_ms = lo;
+	a->max_ms = hi;
+	for (uint32_t i = 0; i < b->len; i++)
+		a->counts[ts_bucket(b->offset + (int64_t)i, a->shift - b->shift) - a->offset] += b->counts[i];
+	a->count += b->count;
+	return 0;
+}
+
+int64_t kiln_ts_quantile(const kiln_tsketch *s, double q)
+{
+	uint64_t rank, seen = 0;
+	int64_t v = s->max_ms;
+
+	if (!s->count)
+		return 0;
+	q = q < 0 ? 0 : q > 1 ? 1 : q;
+	rank = (uint64_t)floor(q * (double)(s->count - 1));
+	if (rank == 0 || rank == s->count - 1)
+		return rank ? s->max_ms : s->min_ms; /* the ends are known exactly */
+	for (uint32_t i = 0; i < s->len; i++) {
+		seen += s->counts[i];
+		if (seen > rank) {
+			int64_t start = (s->offset + (int64_t)i) * ((int64_t)1 << s->shift);
+			v = start * 1000 + (s->shift ? ((int64_t)1 << s->shift) * 500 : 0);
+			break;
+		}
+	}
+	return v < s->min_ms ? s->min_ms : v > s->max_ms ? s->max_ms : v;
+}
+
+void kiln_ts_free(kiln_tsketch *s)
+{
+	free(s->counts);
+	memset(s, 0, sizeof(*s));
+}
+
 /* ---- HyperLogLog (Flajolet et al. 2007, with linear counting below 5/2 m) ---- */
 
 uint64_t kiln_hll_hash(const char *v, size_t n)

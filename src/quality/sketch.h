@@ -57,6 +57,34 @@ uint64_t kiln_dd_count(const kiln_ddsketch *s);
 double kiln_dd_quantile(const kiln_ddsketch *s, double q);
 void kiln_dd_free(kiln_ddsketch *s);
 
+/* ---- times: buckets of 2^shift seconds ---- */
+
+#define KILN_TS_MAX_BINS 2048
+
+/* Instants (milliseconds since the epoch, UTC) counted in buckets of
+ * 2^shift seconds, shift the smallest that keeps [min, max] within
+ * KILN_TS_MAX_BINS buckets: a function of min and max alone, so two
+ * sketches merge into exactly the sketch of both streams. */
+typedef struct kiln_tsketch {
+	uint64_t count;
+	int64_t min_ms, max_ms;
+	uint32_t shift;
+	int64_t offset; /* bucket index of counts[0]: floor(min seconds / 2^shift) */
+	uint32_t len, cap;
+	uint64_t *counts;
+} kiln_tsketch;
+
+int kiln_ts_add(kiln_tsketch *s, int64_t ms);
+/* Adds count instants in bucket `index` of width 2^shift (a parsed
+ * sketch; min and max set by the caller first). */
+int kiln_ts_add_bucket(kiln_tsketch *s, uint32_t shift, int64_t index, uint64_t count);
+int kiln_ts_merge(kiln_tsketch *into, const kiln_tsketch *from);
+/* The instant at rank floor(q * (count - 1)): min and max at the ends,
+ * else its bucket's start (its middle when buckets are wider than a
+ * second) within [min, max]; 0 when empty. */
+int64_t kiln_ts_quantile(const kiln_tsketch *s, double q);
+void kiln_ts_free(kiln_tsketch *s);
+
 /* ---- distinct values: HyperLogLog ---- */
 
 #define KILN_HLL_P         12

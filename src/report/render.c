@@ -263,20 +263,20 @@ static int number_plot(kiln_buf *b, const kiln_profile_field *now, const kiln_pr
 	rc |= kiln_buf_puts(b, "<div class=\"figs\">min ");
 	rc |= num(b, f->num.min);
 	rc |= kiln_buf_puts(b, " · p05 ");
-	rc |= num(b, kiln_dd_quantile(&f->dd, 0.05));
+	rc |= num(b, kiln_profile_quantile(f, 0.05));
 	rc |= kiln_buf_puts(b, " · p50 ");
-	rc |= num(b, kiln_dd_quantile(&f->dd, 0.5));
+	rc |= num(b, kiln_profile_quantile(f, 0.5));
 	rc |= kiln_buf_puts(b, " · mean ");
 	rc |= num(b, f->num.mean);
 	rc |= kiln_buf_puts(b, " · p95 ");
-	rc |= num(b, kiln_dd_quantile(&f->dd, 0.95));
+	rc |= num(b, kiln_profile_quantile(f, 0.95));
 	rc |= kiln_buf_puts(b, " · max ");
 	rc |= num(b, f->num.max);
 	if (has_base && has_now) {
 		rc |= kiln_buf_puts(b, " (baseline mean ");
 		rc |= num(b, base->num.mean);
 		rc |= kiln_buf_puts(b, ", p50 ");
-		rc |= num(b, kiln_dd_quantile(&base->dd, 0.5));
+		rc |= num(b, kiln_profile_quantile(base, 0.5));
 		rc |= kiln_buf_putc(b, ')');
 	}
 	return rc | kiln_buf_puts(b, "</div>");
@@ -401,7 +401,7 @@ static int field_figure(kiln_buf *b, const kiln_report_doc *r, const char *path,
 		                      "present %" PRIu64 " · missing %" PRIu64 " · null %" PRIu64
 		                      " · distinct ~%" PRIu64 " · types ",
 		                      now->present, kiln_profile_missing(&r->profile, now),
-		                      now->types[KILN_PTYPE_NULL], kiln_hll_estimate(&now->distinct));
+		                      now->types[KILN_PTYPE_NULL], kiln_profile_distinct(now));
 		rc |= types(b, now);
 		rates(&r->profile, now, &nn, &mn);
 	} else {

@@ -13,7 +13,9 @@
 # filters/<hh>/<hash>.bloom, each shard's token filter, issue 26;
 # the tokens, splits, shard contents and quarantine objects did not change;
 # issue 27 names other kinds' quarantine objects with their kind, not the
-# file source's, so this listing is the same).
+# file source's, so this listing is the same; issue 28 changes only
+# profile.json: categories from the data, times, clamped quantiles and
+# distinct counts).
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}

@@ -141,6 +141,98 @@ check "the drift figures name the threshold" grep -q '"why":"psi [0-9.]* >= 0.2"
 check "a stricter --psi flags more" \
 	status_is 1 "$kiln" diff user-events@base user-events@same --profile --psi 0.0001 --manifest "$tmp/d.git"
 
+# categories from the data (issue 28): shipping.address.country has a
+# pattern, no enum; in the shifted orders 2 of 3 records move to "BR", a
+# country the baseline never had. PSI over its categories flags it (before
+# categories from the data it got no PSI, even with --psi 0.0001); an
+# unshifted sample of the same generator does not flag it.
+$py "$src/bench/gen-orders.py" --records 3000 --seed 21 -o "$tmp/o-base.jsonl"
+$py "$src/bench/gen-orders.py" --records 3000 --seed 22 -o "$tmp/o-same.jsonl"
+$py - "$tmp/o-same.jsonl" "$tmp/o-shift.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[2], "w") as out:
+    for i, line in enumerate(open(sys.argv[1])):
+        r = json.loads(line)
+        if i % 3 and isinstance(r.get("shipping", {}).get("address"), dict):
+            r["shipping"]["address"]["country"] = "BR"
+        out.write(json.dumps(r) + "\n")
+PY
+orders=$src/pipelines/bench-orders.yaml
+for b in base same shift; do
+	KILN_STORE=file://$tmp/o KILN_MANIFEST=$tmp/o.git KILN_INPUT=$tmp/o-$b.jsonl "$kiln" run "$orders" --set branch=$b >/dev/null 2>&1
+done
+"$kiln" diff bench-orders@base bench-orders@shift --profile --json --manifest "$tmp/o.git" >"$tmp/o-drift.json"
+"$kiln" diff bench-orders@base bench-orders@same --profile --json --manifest "$tmp/o.git" >"$tmp/o-same.json"
+field_drift() { $py -c 'import json, sys
+for f in json.load(open(sys.argv[1]))["fields"]:
+    if f["path"] == sys.argv[2]:
+        print("flagged" if f["flagged"] else "not-flagged", f["psi"])' "$1" "$2"; }
+check "categories from the data: country shifted to a new category at 66% is flagged" \
+	test "$(field_drift "$tmp/o-drift.json" shipping.address.country | cut -d' ' -f1)" = flagged
+check "  the new category is counted" sh -c "'$kiln' profile bench-orders@shift --manifest '$tmp/o.git' | grep -q '^shipping.address.country .*BR [0-9]'"
+echo "  shipping.address.country: $(field_drift "$tmp/o-drift.json" shipping.address.country)"
+check "  by its PSI (>= 0.2, named in why)" grep -q '"path":"shipping.address.country"[^}]*"why":"psi [0-9.]* >= 0.2"' "$tmp/o-drift.json"
+check "  the unshifted sample: not flagged" test "$(field_drift "$tmp/o-same.json" shipping.address.country | cut -d' ' -f1)" = not-flagged
+opromote() { KILN_STORE=file://$tmp/o KILN_MANIFEST=$tmp/o.git "$kiln" promote "$@" --pipeline "$orders" \
+	--set promote.ratio_tolerance=1 --set promote.max_quarantine_rate=1 --set promote.drift.max_psi=0.2; }
+check "  the drift gate: the baseline promoted" status_is 0 opromote bench-orders@base
+check "  the drift gate refuses the shifted version (exit 1)" status_is 1 opromote bench-orders@shift --dry-run
+check "    naming the field" grep -q 'release gate failed: drift vs v1: shipping.address.country: psi' "$tmp/err"
+"$kiln" profile bench-orders@shift --json --manifest "$tmp/o.git" >"$tmp/o-profile.json"
+for s in train dev test; do "$kiln" ls bench-orders@shift --split $s --format json --manifest "$tmp/o.git"; done >"$tmp/o-all.jsonl"
+$py "$src/tests/integration/profile_check.py" "$tmp/o-profile.json" "$tmp/o-all.jsonl" "$tmp/o" >"$tmp/o-check.out" 2>&1
+check "orders: every figure (categories from the data, times) matches the curated shards" grep -q ' 0 failed$' "$tmp/o-check.out"
+grep FAIL "$tmp/o-check.out" | head -5
+check "  a personal-looking value (terminal_ip) never becomes a category" \
+	test "$($py -c 'import json,sys; print([f.get("categories") for f in json.load(open(sys.argv[1]))["profile"]["fields"] if f["path"] == "terminal_ip"])' "$tmp/o-profile.json")" = "[None]"
+# a profile.json as kiln wrote it before categories from the data and times
+# (the same figures without categories_k's categories and without time)
+# planted as the root commit of a branch: kiln verify accepts it, a run on
+# top merges it (its strings were never counted: no categories, no times
+# after), and the new commit verifies too
+$py - "$tmp/o.git" <<'PY' >"$tmp/old-profile.json"
+import json, subprocess, sys
+doc = json.loads(subprocess.check_output(["git", "--git-dir", sys.argv[1], "show", "bench-orders/base:profile.json"]))
+for part in ("total", "added"):
+    for f in doc[part]["fields"]:
+        if "categories_k" in f:
+            del f["categories"], f["categories_k"]
+        f.pop("time", None)
+print(json.dumps(doc, separators=(",", ":")))
+PY
+old=$(
+	export GIT_DIR=$tmp/o.git GIT_INDEX_FILE=$tmp/old.index GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com \
+		GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com
+	git read-tree bench-orders/base &&
+		git update-index --add --cacheinfo "100644,$(git hash-object -w "$tmp/old-profile.json"),profile.json" &&
+		git commit-tree "$(git write-tree)" -m "a profile.json from before issue 28"
+)
+git --git-dir "$tmp/o.git" update-ref refs/heads/bench-orders/old "$old"
+check "a profile.json from before categories and times: kiln verify accepts it" \
+	status_is 0 "$kiln" verify bench-orders@old --manifest "$tmp/o.git"
+$py "$src/bench/gen-orders.py" --records 600 --seed 24 -o "$tmp/o-more.jsonl"
+cat "$tmp/o-more.jsonl" >>"$tmp/o-base.jsonl"
+check "  a run on top of it" status_is 0 env KILN_STORE="file://$tmp/o" KILN_MANIFEST="$tmp/o.git" \
+	KILN_INPUT="$tmp/o-base.jsonl" "$kiln" run "$orders" --set branch=old
+check "  kiln verify of the new commit" status_is 0 "$kiln" verify bench-orders@old --manifest "$tmp/o.git"
+check "  its total: 3600 records, no categories from the data nor times (earlier strings never counted)" \
+	test "$("$kiln" profile bench-orders@old --json --manifest "$tmp/o.git" | $py -c 'import json, sys
+p = json.load(sys.stdin)["profile"]
+print(p["records"], sum(1 for f in p["fields"] if "categories_k" in f or "time" in f))')" = "3600 0"
+check "  what it added has them" \
+	test "$("$kiln" profile bench-orders@old --added --json --manifest "$tmp/o.git" | $py -c 'import json, sys
+p = json.load(sys.stdin)["profile"]
+print(any("categories_k" in f for f in p["fields"]), any("time" in f for f in p["fields"]))')" = "True True"
+KILN_STORE=file://$tmp/o KILN_MANIFEST=$tmp/o.git KILN_INPUT=$tmp/o-same.jsonl "$kiln" run "$orders" \
+	--set branch=k7 --set profile.categories.k=7 >/dev/null 2>&1
+check "profile.categories.k: 7 (country's 12 values pass it: no categories; coupon's 7 do not; they carry k 7)" \
+	test "$("$kiln" profile bench-orders@k7 --json --manifest "$tmp/o.git" | $py -c 'import json, sys
+fs = {f["path"]: f for f in json.load(sys.stdin)["profile"]["fields"]}
+print("categories" in fs["shipping.address.country"], "categories" in fs["coupon"],
+      sorted({f["categories_k"] for f in fs.values() if "categories_k" in f}))')" = "False True [7]"
+check "profile.categories.k: a bad value is refused with its place" \
+	sh -c "'$kiln' run '$orders' --set profile.categories.k=0 2>&1 | grep -q 'profile.categories.k'"
+
 # the drift gate of kiln promote (promote.drift): v1 from the baseline, then
 # the shifted branch fails naming the field, the figure and the threshold,
 # the unshifted one passes and its tag carries the figures

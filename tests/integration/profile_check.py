@@ -3,15 +3,23 @@ computed here, exactly, from the version's curated shards (read with
 python3-zstandard from the file store), within the errors docs/QUALITY.md
 states: counts, types, categories, string lengths exact; mean and variance
 to rounding; each listed quantile within 1% of the exact value at its rank;
-distinct counts within four standard errors of HyperLogLog (6.5%).
+distinct counts within four standard errors of HyperLogLog (6.5%) and never
+above the values counted; quantiles within [min, max]. Categories from the
+data (a field with "categories_k"): every string counted exactly, at most k
+names; a string field without categories has more than k distinct values,
+a value that looks personal, or times. Times (date and timestamp fields):
+min and max exact (to the millisecond), each quantile within its sketch's
+bucket width (2^shift seconds) of the exact instant at its rank.
 
     profile_check.py PROFILE_JSON SHARD_LIST_JSONL STORE_DIR [RECORDS]
 
 SHARD_LIST_JSONL: `kiln ls --format json` of every split (their "key"s).
 Prints one line per failed figure and "N passed, M failed"."""
 
+import datetime
 import json
 import math
+import re
 import sys
 
 import zstandard
@@ -64,6 +72,21 @@ def values_at(path):
     return [v for v, _ in level], missing
 
 
+K = 20  # profile.categories.k's default
+# looser than kiln's detectors: whatever they flag matches this
+PERSONAL = re.compile(r"@|\d.*\d.*\d.*\d|:.*:")
+
+
+def instant(text):
+    """An RFC 3339 date or date-time as ms since the epoch (UTC)."""
+    if len(text) == 10:
+        d = datetime.date.fromisoformat(text)
+        return (d - datetime.date(1970, 1, 1)).days * 86400000
+    t = datetime.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    delta = t - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    return (delta.days * 86400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
 def jtype(v):
     if v is None:
         return "null"
@@ -97,6 +120,7 @@ for f in profile["fields"]:
         est = f["distinct"]["estimate"]
         check(path + ": distinct within 4 standard errors", abs(est - exact) <= max(1, 0.065 * exact),
               "estimate %d, exact %d" % (est, exact))
+        check(path + ": distinct <= values counted", est <= len(scalars), "%d > %d" % (est, len(scalars)))
     if f["profiled"] == "tokens":
         for k in ("number", "string", "categories"):
             check(path + ": a personal field has no " + k, k not in f)
@@ -115,12 +139,43 @@ for f in profile["fields"]:
             got = n["quantiles"][name]
             check("%s: %s within 1%%" % (path, name), abs(got - exact) <= 0.01 * abs(exact) + 1e-9,
                   "%r vs exact %r" % (got, exact))
+            check("%s: %s within [min, max]" % (path, name), n["min"] <= got <= n["max"],
+                  "%r outside [%r, %r]" % (got, n["min"], n["max"]))
     strs = [v for v in scalars if isinstance(v, str)]
     if strs:
         s = f["string"]
         lens = [len(v) for v in strs]  # code points
         check(path + ": string lengths", (s["count"], s["length_min"], s["length_max"], s["length_sum"]) ==
               (len(strs), min(lens), max(lens), sum(lens)))
+    if strs and "time" in f:
+        t = f["time"]
+        inst = sorted(instant(v) for v in strs)
+        check(path + ": time count", t["count"] == len(strs), "%d vs %d" % (t["count"], len(strs)))
+        date = len(strs[0]) == 10
+        check(path + ": time min, max", (instant(t["min"]), instant(t["max"])) == (inst[0], inst[-1]),
+              "%s..%s vs %r..%r" % (t["min"], t["max"], inst[0], inst[-1]))
+        width = (2 ** t["sketch"]["shift"]) * 1000 + 1000  # ms; a second's fraction aside
+        if date:
+            width += 86400000  # dates render the day the instant falls in
+        for name, q in (("p01", .01), ("p05", .05), ("p25", .25), ("p50", .5), ("p75", .75), ("p95", .95),
+                        ("p99", .99)):
+            exact = inst[int(math.floor(q * (len(inst) - 1)))]
+            got = instant(t["quantiles"][name])
+            check("%s: time %s within its bucket" % (path, name), abs(got - exact) <= width,
+                  "%s vs exact %r ms" % (t["quantiles"][name], exact))
+            check("%s: time %s within [min, max]" % (path, name), inst[0] - 86400000 * date <= got <= inst[-1])
+    if strs and "categories_k" in f:
+        counts = {}
+        for v in strs:
+            counts[v] = counts.get(v, 0) + 1
+        check(path + ": categories from the data count every string", counts == f.get("categories"),
+              "%r vs %r" % (f.get("categories"), counts))
+        check(path + ": at most k categories", len(counts) <= f["categories_k"])
+    elif strs and "categories" not in f and "time" not in f:
+        distinct = len(set(strs))
+        personal = any(PERSONAL.search(v) for v in strs)
+        check(path + ": no categories: more than k distinct values or a personal one", distinct > K or personal,
+              "%d distinct, none personal" % distinct)
     if "categories" in f:
         counts = {}
         for v in vals:

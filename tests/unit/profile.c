@@ -28,6 +28,7 @@
 #include "ingest/pipeline.h"
 #include "manifest/manifest.h"
 #include "manifest/version.h"
+#include "mask/screen.h"
 #include "quality/drift.h"
 #include "quality/profile.h"
 #include "quality/sketch.h"
@@ -774,6 +775,14 @@ static void test_profile_recomputed_from_curated(void **state)
 	    kiln_contract_load_buffer(&contract, "c.yaml", CURATED_CONTRACT, strlen(CURATED_CONTRACT), NULL),
 	    0);
 	assert_int_equal(kiln_profile_schema_new(&schema, contract), 0);
+	{ /* categories from the data as the run counts them */
+		kiln_pii_screen *screen = NULL;
+		assert_int_equal(kiln_pii_screen_new(&screen), 0);
+		assert_int_equal(kiln_profile_schema_set_categories(schema, KILN_PROFILE_CATEGORIES_K,
+		                                                    kiln_pii_screen_flags, screen,
+		                                                    kiln_pii_screen_free),
+		                 0);
+	}
 	snprintf(path, sizeof(path), "%s/m.git", tmpdir);
 	assert_int_equal(kiln_manifest_open(&m, path), 0);
 	for (int v = 0; v < 2; v++) {
