@@ -15,6 +15,8 @@ void kiln_profile_field_free(kiln_profile_field *f);
  * dropped, rebuilt by the next search); KILN_ENOMEM, KILN_EINVALID past
  * 2^32 categories. */
 int kiln_profile_add_category(kiln_profile_field *f, const char *name, size_t len, uint64_t count);
+/* Counts one name comparison of a category lookup (kiln_profile_category_probes). */
+void kiln_profile_probe(void);
 
 /* Categories from the data (profile_values.c): v[0..len) counted in f's
  * categories, or the field's categories dropped (cat_over) when v would be
