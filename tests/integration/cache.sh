@@ -35,11 +35,7 @@ if ! "$py" -c 'import boto3' 2>/dev/null; then
 	echo "SKIP: python3-boto3 is not installed (run scripts/bootstrap)"
 	exit 77
 fi
-if [ ! -x "$kiln" ]; then
-	echo "FAIL: no kiln binary at $kiln (set KILN)"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
+need_kiln
 if ! "$kiln" cache --help >/dev/null 2>&1; then
 	echo "FAIL: this kiln has no 'kiln cache' command"
 	echo "0 passed, 1 failed"

@@ -29,15 +29,8 @@ chk=$src/tests/integration/dedup_check.py
 for t in git kcat; do
 	command -v "$t" >/dev/null || { echo "SKIP: $t is not installed (run scripts/bootstrap)"; exit 77; }
 done
-if ! "$py" -c 'import zstandard' 2>/dev/null; then
-	echo "SKIP: python3-zstandard is not installed (run scripts/bootstrap)"
-	exit 77
-fi
-if [ ! -x "$kiln" ]; then
-	echo "FAIL: no kiln binary at $kiln (set KILN)"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
+need_py zstandard
+need_kiln
 
 tmp=$(mktemp -d)
 pids=()

@@ -22,6 +22,22 @@ status_is() { # EXPECTED COMMAND...: runs it, output in $tmp/out and $tmp/err
 	[ "$rc" -eq "$want" ] || { echo "  exit $rc, expected $want: $*"; tail -5 "$tmp/err" | sed 's/^/  | /'; return 1; }
 }
 
+need_kiln() { # the kiln binary at $kiln, else the test fails
+	[ -x "$kiln" ] && return 0
+	echo "FAIL: no kiln binary at $kiln (set KILN)"
+	echo "0 passed, 1 failed"
+	exit 1
+}
+
+need_py() { # MODULE...: Debian's /usr/bin/python3 imports each, else the test fails (scripts/bootstrap installs them)
+	local m missing=()
+	for m in "$@"; do /usr/bin/python3 -c "import $m" 2>/dev/null || missing+=("$m"); done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	echo "FAIL: /usr/bin/python3 cannot import: ${missing[*]} (run scripts/bootstrap)"
+	echo "0 passed, 1 failed"
+	exit 1
+}
+
 need() { # TOOL...: every TOOL on PATH, else the test fails (scripts/bootstrap installs them all)
 	local t missing=()
 	for t in "$@"; do command -v "$t" >/dev/null || missing+=("$t"); done

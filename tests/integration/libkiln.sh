@@ -21,11 +21,7 @@ py=/usr/bin/python3
 cc=${CC:-cc}
 cxx=${CXX:-c++}
 need git make pkg-config nm readelf "$cc" "$cxx"
-if [ ! -x "$kiln" ]; then
-	echo "FAIL: no kiln binary at $kiln (set KILN)"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
+need_kiln
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

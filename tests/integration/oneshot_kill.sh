@@ -26,15 +26,8 @@ pipeline=$src/pipelines/user-events.yaml
 contract=$src/contracts/user-events.yaml
 ref=refs/heads/user-events/main
 need git zstd
-if ! "$py" -c 'import zstandard' 2>/dev/null; then
-	echo "SKIP: python3-zstandard is not installed (run scripts/bootstrap)"
-	exit 77
-fi
-if [ ! -x "$kiln" ]; then
-	echo "FAIL: no kiln binary at $kiln (set KILN)"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
+need_py zstandard
+need_kiln
 
 tmp=$(mktemp -d)
 run=

@@ -25,10 +25,7 @@ need kcat
 for tool in git zstd; do
 	command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed (run scripts/bootstrap)"; exit 77; }
 done
-if ! "$py" -c 'import zstandard' 2>/dev/null; then
-	echo "SKIP: python3-zstandard is not installed (run scripts/bootstrap)"
-	exit 77
-fi
+need_py zstandard
 
 tmp=$(mktemp -d)
 broker_pid=

@@ -31,10 +31,7 @@ gen=$src/bench/gen-user-events.py
 for tool in git zstd; do
 	command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed (run scripts/bootstrap)"; exit 77; }
 done
-if ! "$py" -c 'import zstandard' 2>/dev/null; then
-	echo "SKIP: python3-zstandard is not installed (run scripts/bootstrap)"
-	exit 77
-fi
+need_py zstandard
 
 tmp=$(mktemp -d)
 cleanup() {

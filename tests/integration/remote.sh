@@ -25,11 +25,7 @@ main=refs/heads/user-events/main
 exp=refs/heads/user-events/exp
 
 command -v git >/dev/null || { echo "SKIP: git is not installed"; exit 77; }
-if [ ! -x "$kiln" ]; then
-	echo "FAIL: no kiln binary at $kiln (set KILN)"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
+need_kiln
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

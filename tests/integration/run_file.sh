@@ -25,15 +25,8 @@ ref=refs/heads/user-events/main
 for tool in git zstd; do
 	command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed (run scripts/bootstrap)"; exit 77; }
 done
-if ! "$py" -c 'import zstandard' 2>/dev/null; then
-	echo "SKIP: python3-zstandard is not installed (run scripts/bootstrap)"
-	exit 77
-fi
-if [ ! -x "$kiln" ]; then
-	echo "FAIL: no kiln binary at $kiln (set KILN)"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
+need_py zstandard
+need_kiln
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

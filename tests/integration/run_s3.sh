@@ -30,11 +30,7 @@ if ! "$py" -c 'import boto3, zstandard' 2>/dev/null; then
 	echo "SKIP: python3-boto3 or python3-zstandard is not installed (run scripts/bootstrap)"
 	exit 77
 fi
-if [ ! -x "$kiln" ]; then
-	echo "FAIL: no kiln binary at $kiln (set KILN)"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
+need_kiln
 
 unset http_proxy https_proxy all_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY
 export no_proxy='127.0.0.1,localhost,.localhost' NO_PROXY='127.0.0.1,localhost,.localhost'

@@ -27,11 +27,7 @@ pipeline=$src/pipelines/user-events.yaml
 ref=refs/heads/user-events/main
 
 command -v git >/dev/null || { echo "SKIP: git is not installed"; exit 77; }
-if [ ! -x "$kiln" ]; then
-	echo "FAIL: no kiln binary at $kiln (set KILN)"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
+need_kiln
 need ssh-keygen # openssh-client: git verify-commit and ssh-keygen -Y check kiln's signatures
 have_ssh_keygen=true
 
