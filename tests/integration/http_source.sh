@@ -161,7 +161,7 @@ check "after the restart: every POST answered 200" sh -c "grep -qx 'status 200: 
 "$py" "$src/bench/gen-user-events.py" --records 3000 --seed 22 --invalid-rate 0.03 -o "$tmp/kills.jsonl" \
 	--expect "$tmp/kills.expect"
 kill_rounds=()
-acked_at_least() { [ "$(wc -l <"$1")" -ge "$2" ]; } # LOG N
+acked_at_least() { [ -s "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]; } # LOG N
 for round in 1 2 3; do
 	sed -n "$((round * 1000 - 999)),$((round * 1000))p" "$tmp/kills.jsonl" >"$tmp/ink$round.jsonl"
 	"$py" "$poster" post --port "$port" --token-file "$tmp/token" --input "$tmp/ink$round.jsonl" --posters 40 \
@@ -206,9 +206,9 @@ kill -TERM "$daemon"
 rc=0
 wait "$daemon" || rc=$?
 wait "$pp"
-check "SIGTERM: the run drains and exits 0" test "$rc" -eq 0
+check "SIGTERM: the run drains and exits 0" sh -c "[ $rc -eq 0 ] || { echo '  exit $rc; its log ends:'; tail -5 '$daemon_log' | sed 's/^/  | /'; exit 1; }"
 check "SIGTERM: no POST got an error (200, or 503 once stopping)" sh -c "! grep -Ev '^status (200|503):' '$tmp/post4.out'"
-check "SIGTERM: every waiting POST was acknowledged by the drain" sh -c "grep -qx 'status 200: 50' '$tmp/post4.out'"
+check "SIGTERM: every waiting POST was acknowledged by the drain" sh -c "grep -qx 'status 200: 50' '$tmp/post4.out' || { sed 's/^/  | /' '$tmp/post4.out'; grep -v '\"level\":\"info\"' '$daemon_log' | tail -5 | sed 's/^/  | /'; exit 1; }"
 check "kill -9 + restart + drain: every acknowledged record exactly once" "$py" "$poster" check --repo "$tmp/m.git" \
 	--dataset hs --store "$tmp/store" --topic in-hs --acked "$tmp"/acked[0-4].log "$tmp"/ackedk*.log \
 	--sent "$tmp"/sent[1-4].log "$tmp"/sentk*.log
