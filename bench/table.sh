@@ -12,10 +12,19 @@
 #   Kafka (bench/kafka.sh: kiln's assigned->stopped time against the slower
 #     of kcat -C and kiln's file source on the same records);
 #   kiln run's peak RSS at two input sizes (under 256 MiB, flat);
-# and the rows issue 29 added (bench/table29.sh: serial share per thread,
-# CPU work per byte and validate on a third contract, contracts/bench-mixed.yaml,
-# the Python reader on one core and kiln.torch.DataLoader, kiln cat against
-# zstd -dc, the profile's cost, 16 workers against one).
+# and issue 29's rows:
+#   the serial share: kiln's main thread (it reads and delivers) against the
+#     whole process in CPU time, workers=2 and 4 (bench/threads.py reads
+#     /proc/PID/task/*), with CPU time per thread under the table;
+#   CPU work per byte (zstd -3 -T1 CPU / kiln run workers=1 CPU), run and
+#     validate on a third contract too (contracts/bench-mixed.yaml, records
+#     from bench/gen-mixed.py);
+#   kiln run with the profile against profile.enabled=false;
+#   workers=16 against workers=1 (only with 16 cores or more);
+#   the readers on a promoted version's train split (bench/read_split.py):
+#     the Python reader against python3-zstandard (one-shot and stream
+#     loops), on all cores and on one (taskset -c 0); kiln.torch.DataLoader
+#     num_workers=2 against 0; kiln cat against zstd -dc of the same shards.
 # The commands of each input are run in turn, the round repeated REPS times
 # (alternating, so a noisy neighbour hits all of them alike); each cell is
 # the median of its REPS wall times with [min-max] beside it. Ratios are
