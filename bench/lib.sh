@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154 # root, kiln, py and tmp are set by the caller
 # Shared by the benchmarks: `. bench/lib.sh` after setting root, kiln, py
 # and tmp (secs writes $tmp/err).
 

@@ -28,7 +28,8 @@ shard=${SHARD:-4M}
 py=/usr/bin/python3
 out=bench/out
 mkdir -p "$out"
-export KILN_LIBRARY=$(dirname "$kiln")/.libs/libkiln.so.1 PYTHONPATH=$root/python
+KILN_LIBRARY=$(dirname "$kiln")/.libs/libkiln.so.1
+export KILN_LIBRARY PYTHONPATH=$root/python
 
 . bench/lib.sh
 data=$root/$out/reader-data-$records-$shard

@@ -11,7 +11,20 @@
 #   kiln validate against zstd -3 -T1, on both contracts;
 #   Kafka (bench/kafka.sh: kiln's assigned->stopped time against the slower
 #     of kcat -C and kiln's file source on the same records);
-#   kiln run's peak RSS at two input sizes (under 256 MiB, flat).
+#   kiln run's peak RSS at two input sizes (under 256 MiB, flat);
+# and issue 29's rows:
+#   the serial share: kiln's main thread (it reads and delivers) against the
+#     whole process in CPU time, workers=2 and 4 (bench/threads.py reads
+#     /proc/PID/task/*), with CPU time per thread under the table;
+#   CPU work per byte (zstd -3 -T1 CPU / kiln run workers=1 CPU), run and
+#     validate on a third contract too (contracts/bench-mixed.yaml, records
+#     from bench/gen-mixed.py);
+#   kiln run with the profile against profile.enabled=false;
+#   workers=16 against workers=1 (only with 16 cores or more);
+#   the readers on a promoted version's train split (bench/read_split.py):
+#     the Python reader against python3-zstandard (one-shot and stream
+#     loops), on all cores and on one (taskset -c 0); kiln.torch.DataLoader
+#     num_workers=2 against 0; kiln cat against zstd -dc of the same shards.
 # The commands of each input are run in turn, the round repeated REPS times
 # (alternating, so a noisy neighbour hits all of them alike); each cell is
 # the median of its REPS wall times with [min-max] beside it. Ratios are
@@ -20,6 +33,9 @@
 # Usage: bench/table.sh [KILN_BINARY]       (default: <repo>/build/kiln)
 # Env:   RECORDS         user-events records (default 300000, ~126 MB)
 #        ORDERS_RECORDS  orders records (default RECORDS / 1.5, a similar size)
+#        MIXED_RECORDS   bench-mixed records (default RECORDS / 2.5, a similar size)
+#        READER_RECORDS  user-events records of the version the readers read
+#                        (default RECORDS; 4 MB shards; its train split is read)
 #        RSS_RECORDS     sizes for the memory rows (default "1000000 4000000")
 #        KAFKA_RECORDS   records for the Kafka row (default 80000; 0 skips it)
 #        REPS            rounds (default 5)
@@ -36,14 +52,17 @@ die() { echo "table.sh: $*" >&2; exit 1; }
 
 records=${RECORDS:-300000}
 orders_records=${ORDERS_RECORDS:-$((records * 2 / 3))}
+mixed_records=${MIXED_RECORDS:-$((records * 2 / 5))}
+reader_records=${READER_RECORDS:-$records}
 rss_records=${RSS_RECORDS:-"1000000 4000000"}
 kafka_records=${KAFKA_RECORDS:-80000}
 reps=${REPS:-5}
 py=/usr/bin/python3
-for v in records orders_records kafka_records reps; do
+for v in records orders_records mixed_records reader_records kafka_records reps; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "${v^^} must be a number"
 done
-((records > 0 && orders_records > 0 && reps > 0)) || die "RECORDS, ORDERS_RECORDS and REPS must be positive"
+((records > 0 && orders_records > 0 && mixed_records > 0 && reader_records > 0 && reps > 0)) ||
+	die "RECORDS, ORDERS_RECORDS, MIXED_RECORDS, READER_RECORDS and REPS must be positive"
 [[ -x $kiln ]] || die "$kiln is not an executable (build kiln first)"
 [[ -x /usr/bin/time ]] || die "/usr/bin/time not found (GNU time)"
 command -v zstd >/dev/null || die "zstd not found"
@@ -55,7 +74,7 @@ work=$(mktemp -d "$root/$out/table-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/key")
 
-input_for() { # KIND N -> path of a generated input (user-events or orders)
+input_for() { # KIND N -> path of a generated input (user-events, orders or mixed)
 	local f=$root/$out/$1-$2.jsonl gen=bench/gen-$1.py
 	if [[ ! -s $f ]]; then
 		echo "generating $2 $1 records into $f ..." >&2
@@ -90,6 +109,20 @@ kiln_run() {
 }
 
 zstd1() { timed "$1" zstd -3 -T1 -q -c "$2" -o /dev/null; }
+
+# threads_run NAME PIPELINE INPUT [ARGS...]: kiln_run under bench/threads.py:
+# appends "wall cpu main_thread_cpu rss_kb" to $work/NAME.t and keeps the
+# last run's CPU time per thread in $work/NAME.threads
+threads_run() {
+	local name=$1 pipeline=$2 input=$3 rc=0
+	shift 3
+	rm -rf "$work/store" "$work/m.git"
+	env KILN_INPUT="$input" KILN_KEY_FILE="$work/key" KILN_STORE="file://$work/store" KILN_MANIFEST="$work/m.git" \
+		$py bench/threads.py "$work/$name.threads" -- "$kiln" run "$pipeline" "$@" \
+		>"$work/$name.out" 2>"$work/$name.log" || rc=$?
+	((rc == 0)) || die "$name failed (exit $rc): $(tail -n 3 "$work/$name.log")"
+	tail -n 1 "$work/$name.out" >>"$work/$name.t"
+}
 
 # col NAME [COLUMN]: the values of one column (1 wall, 2 CPU, 3 RSS) of NAME
 col() { awk -v c="${2:-1}" '{ print $c }' "$work/$1.t"; }
@@ -134,8 +167,10 @@ echo "bench/curate.py checked: on 2000 records its tokens, splits and curated re
 # --- user-events and orders: kiln run, validate, zstd, scaling, Python ----------
 ue=$(input_for user-events "$records")
 od=$(input_for orders "$orders_records")
+mx=$(input_for mixed "$mixed_records")
+cpus=$(nproc)
 mb() { awk -v b="$(stat -c %s "$1")" 'BEGIN { printf "%.0f MB", b / 1e6 }'; }
-echo "inputs: $ue ($(mb "$ue")), $od ($(mb "$od")); $(nproc) CPUs, $reps rounds" >&2
+echo "inputs: $ue ($(mb "$ue")), $od ($(mb "$od")), $mx ($(mb "$mx")); $cpus CPUs, $reps rounds" >&2
 
 round() { # TAG PIPELINE CONTRACT INPUT [python]: every command of one input, once
 	kiln_run "$1.w1" "$2" "$4" --set workers=1
@@ -148,25 +183,35 @@ round() { # TAG PIPELINE CONTRACT INPUT [python]: every command of one input, on
 	timed "$1.validate" "$kiln" validate --contract "$3" -q "$4"
 	if [[ ${5:-} == python ]]; then
 		kiln_run "$1.wdef" "$2" "$4"
+		kiln_run "$1.noprof" "$2" "$4" --set profile.enabled=false
 		rm -rf "$work/cur"
 		timed "$1.py" $py bench/curate.py --key "$work/key" -o "$work/cur" "$4"
+		threads_run "$1.t2" "$2" "$4" --set workers=2
+		threads_run "$1.t4" "$2" "$4" --set workers=4
+		((cpus < 16)) || kiln_run "$1.w16" "$2" "$4" --set workers=16
 	fi
 }
 for ((i = 1; i <= reps; i++)); do
 	echo "round $i of $reps ..." >&2
 	round ue pipelines/user-events.yaml contracts/user-events.yaml "$ue" python
 	round od pipelines/bench-orders.yaml contracts/bench-orders.yaml "$od"
+	round mx pipelines/bench-mixed.yaml contracts/bench-mixed.yaml "$mx"
 done
 
-for t in ue od; do
-	if [[ $t == ue ]]; then label="user-events, $records records ($(mb "$ue"))"; else label="orders, $orders_records records ($(mb "$od"))"; fi
+name_of() { case $1 in ue) echo user-events ;; od) echo orders ;; mx) echo bench-mixed ;; esac; }
+for t in ue od mx; do
+	case $t in
+	ue) label="user-events, $records records ($(mb "$ue"))" ;;
+	od) label="orders, $orders_records records ($(mb "$od"))" ;;
+	mx) label="bench-mixed, $mixed_records records ($(mb "$mx"))" ;;
+	esac
 	r=$(div "$(med $t.zstd)" "$(med $t.w1)")
 	row "kiln run workers=1, $label" "$(cell $t.w1)" "zstd -3 -T1 $(cell $t.zstd)" "$(f2 "$r")" ">= 0.5" "$(met "$r" ">=" 0.5)"
 	r=$(div "$(med $t.zstd 2)" "$(med $t.w1 2)")
-	row "  same, CPU time (user+sys)" "$(cell $t.w1 2)" "$(cell $t.zstd 2)" "$(f2 "$r")" "(info)" "-"
+	row "  CPU work per byte: same, CPU time (user+sys)" "$(cell $t.w1 2)" "$(cell $t.zstd 2)" "$(f2 "$r")" ">= 0.5" "$(met "$r" ">=" 0.5)"
 done
-for t in ue od; do
-	if [[ $t == ue ]]; then label=user-events; else label=orders; fi
+for t in ue od mx; do
+	label=$(name_of $t)
 	speedup=$(div "$(med $t.w1)" "$(med $t.w2)")
 	bound=$(div "$(med $t.seq)" "$(med $t.par)")
 	r=$(div "$speedup" "$bound")
@@ -175,8 +220,8 @@ for t in ue od; do
 done
 # kiln compresses on libzstd's threads while it curates, so workers=1
 # already keeps more than one core busy: how busy, next to the bound
-for t in ue od; do
-	if [[ $t == ue ]]; then label=user-events; else label=orders; fi
+for t in ue od mx; do
+	label=$(name_of $t)
 	for w in w1 w2; do
 		busy=$(div "$(med $t.$w 2)" "$(med $t.$w)")
 		bound=$(div "$(med $t.par 2)" "$(med $t.par)")
@@ -187,10 +232,88 @@ done
 r=$(div "$(med ue.py)" "$(med ue.wdef)")
 row "kiln run (default workers) vs bench/curate.py, user-events" "$(cell ue.wdef)" "curate.py $(cell ue.py)" "$(f2 "$r")" \
 	">= 10" "$(met "$r" ">=" 10)"
-for t in ue od; do
-	if [[ $t == ue ]]; then label=user-events; else label=bench-orders; fi
+for t in ue od mx; do
+	label=$(name_of $t)
+	[[ $t != od ]] || label=bench-orders
 	r=$(div "$(med $t.zstd)" "$(med $t.validate)")
 	row "kiln validate, $label" "$(cell $t.validate)" "zstd -3 -T1 $(cell $t.zstd)" "$(f2 "$r")" ">= 2.0" "$(met "$r" ">=" 2.0)"
+done
+# the thread that reads and delivers (kiln's main thread) against the
+# whole process, from /proc/PID/task/*/stat (bench/threads.py)
+for w in 2 4; do
+	share=$(div "$(med ue.t$w 3)" "$(med ue.t$w 2)")
+	row "serial share: main thread CPU / process CPU, workers=$w, user-events" "main $(cell ue.t$w 3)" \
+		"process $(cell ue.t$w 2)" "$(printf '%.3f' "$share")" "<= 0.03" "$(met "$share" "<=" 0.03)"
+done
+r=$(div "$(med ue.noprof)" "$(med ue.wdef)")
+row "kiln run with profile / without (profile.enabled=false), user-events" "$(cell ue.wdef)" \
+	"without $(cell ue.noprof)" "$(printf '%.3f' "$r")" ">= 0.95" "$(met "$r" ">=" 0.95)"
+if ((cpus >= 16)); then
+	r=$(div "$(med ue.w1)" "$(med ue.w16)")
+	row "workers=16 / workers=1, user-events: speedup" "w16 $(cell ue.w16)" "w1 $(cell ue.w1)" "$(f2 "$r")x" ">= 10" \
+		"$(met "$r" ">=" 10)"
+else
+	row "workers=16 / workers=1, user-events" "not measured ($cpus cores)" "-" "-" ">= 10" "-"
+fi
+
+# --- readers: the train split of a promoted user-events version --------------
+# (bench/lib.sh's bench_version: READER_RECORDS records in 4 MB shards, kept
+# in bench/out between runs); each Python way in its own process, its import
+# time excluded (bench/read_split.py); "one core" is taskset -c 0
+rdata=$root/$out/reader-data-$reader_records-4M
+# shellcheck source=bench/lib.sh disable=SC2034 # tmp is lib.sh's
+(tmp=$work && . bench/lib.sh && bench_version "$rdata" "$reader_records" 4M) >&2
+renv=(env KILN_MANIFEST="$rdata/m.git" KILN_STORE="file://$rdata/store"
+	KILN_LIBRARY="$(dirname "$kiln")/.libs/libkiln.so.1" PYTHONPATH="$root/python")
+"${renv[@]}" "$kiln" ls user-events@v1 --split train --format json >"$work/train.json"
+$py -c 'import json, sys
+for l in open(sys.argv[1]): print(json.loads(l)["key"])' "$work/train.json" >"$work/keys"
+rmb=$($py -c 'import json, sys
+print("%.0f" % (sum(json.loads(l)["raw_bytes"] for l in open(sys.argv[1])) / 1e6))' "$work/train.json")
+rn=$("${renv[@]}" "$kiln" cat user-events@v1 --split train | wc -l)
+mapfile -t shard_files < <(sed "s|^|$rdata/store/|" "$work/keys")
+pyread() { # NAME WAY [taskset -c 0]: one read of the train split, its seconds to $work/NAME.t
+	local name=$1 way=$2 rc=0
+	shift 2
+	"${renv[@]}" "$@" $py bench/read_split.py "$way" "$rn" "$rdata/store" "$work/keys" \
+		>>"$work/$name.t" 2>"$work/$name.log" || rc=$?
+	((rc == 0)) || die "$name failed (exit $rc): $(tail -n 3 "$work/$name.log")"
+}
+one=(taskset -c 0)
+for ((i = 1; i <= reps; i++)); do
+	echo "readers, round $i of $reps ..." >&2
+	for c in 2 1; do
+		if ((c == 1)); then on=("${one[@]}"); else on=(); fi
+		pyread "rd.kiln$c" kiln "${on[@]}"
+		pyread "rd.oneshot$c" oneshot "${on[@]}"
+		pyread "rd.stream$c" stream "${on[@]}"
+		# shellcheck disable=SC2016 # $@ is the inner shell's
+		timed "rd.cat$c" "${renv[@]}" "${on[@]}" bash -c '"$@" >/dev/null' _ "$kiln" cat user-events@v1 --split train
+		# shellcheck disable=SC2016
+		timed "rd.zstd$c" "${on[@]}" bash -c 'zstd -dcq -- "$@" >/dev/null' _ "${shard_files[@]}"
+	done
+	pyread rd.loader0 loader0
+	pyread rd.loader2 loader2
+done
+what="train split of user-events@v1, $rn records ($rmb MB)"
+for c in 2 1; do
+	if ((c == 1)); then cores="one core (taskset -c 0)"; else cores="$cpus cores"; fi
+	r=$(div "$(med rd.oneshot$c)" "$(med rd.kiln$c)")
+	row "Python reader (bytes, hash verified), $cores, $what" "$(cell rd.kiln$c)" \
+		"python-zstandard one-shot + split $(cell rd.oneshot$c)" "$(f2 "$r")" ">= 1.0" "$(met "$r" ">=" 1.0)"
+	r=$(div "$(med rd.stream$c)" "$(med rd.kiln$c)")
+	row "  same reader, $cores" "$(cell rd.kiln$c)" "python-zstandard stream_reader lines $(cell rd.stream$c)" \
+		"$(f2 "$r")" ">= 1.0" "$(met "$r" ">=" 1.0)"
+done
+rate() { awk -v n="$rn" -v t="$(med "$1")" 'BEGIN { printf "%.0fk records/s", (t > 0 ? n / t / 1000 : 0) }'; }
+r=$(div "$(med rd.loader0)" "$(med rd.loader2)")
+row "kiln.torch.DataLoader num_workers=2 / num_workers=0, records/s" "$(rate rd.loader2) $(cell rd.loader2)" \
+	"$(rate rd.loader0) $(cell rd.loader0)" "$(f2 "$r")" ">= 0.8" "$(met "$r" ">=" 0.8)"
+for c in 2 1; do
+	if ((c == 1)); then cores="one core (taskset -c 0)"; else cores="$cpus cores"; fi
+	r=$(div "$(med rd.zstd$c)" "$(med rd.cat$c)")
+	row "kiln cat --split train > /dev/null, $cores" "$(cell rd.cat$c)" "zstd -dc of the same shards $(cell rd.zstd$c)" \
+		"$(f2 "$r")" ">= 1.0" "$(met "$r" ">=" 1.0)"
 done
 
 # --- Kafka: bench/kafka.sh, then the file source on the same records ----------
@@ -232,3 +355,21 @@ echo
 echo "kiln $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?'), $(nproc) CPUs," \
 	"medians of $reps rounds [min-max]; ratio = reference / kiln"
 column -t -s $'\t' -o ' | ' "$rows"
+
+# the serial-share rows per thread: kiln names no thread (its threads'
+# comm is the process's), so each is shown by its start order (tid order)
+echo
+echo "CPU time per thread, kiln run on user-events, the last round (main: the thread that reads and delivers):"
+for w in 2 4; do
+	total=$(tail -n 1 "$work/ue.t$w.t" | awk '{ print $2 }')
+	awk -F '\t' -v w="$w" -v total="$total" '
+		NR == 1 { main = $1 }
+		{ tid[NR] = $1; name[NR] = $2; cpu[NR] = $3 }
+		END {
+			for (i = 1; i <= NR; i++) { order[i] = 1; for (j = 1; j <= NR; j++) if (tid[j] + 0 < tid[i] + 0) order[i]++ }
+			printf "  workers=%s: process %.3f s\n", w, total
+			for (i = 1; i <= NR; i++)
+				printf "    %-28s %8.3f s  %5.1f%%\n", (tid[i] == main ? "main (" name[i] ")" : "thread " order[i] " (" name[i] ")"),
+					cpu[i], (total > 0 ? 100 * cpu[i] / total : 0)
+		}' "$work/ue.t$w.threads"
+done
