@@ -55,7 +55,8 @@ static size_t count_newlines(const char *text, size_t len)
 		__m128i acc = zero, sums;
 
 		for (size_t i = 0; i < rounds; i++, p += 16)
-			acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)p), nl));
+			acc = _mm_sub_epi8(
+			    acc, _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)p), nl));
 		sums = _mm_sad_epu8(acc, zero);
 		n += (size_t)_mm_cvtsi128_si32(sums) + (size_t)_mm_cvtsi128_si32(_mm_srli_si128(sums, 8));
 	}
@@ -141,8 +142,8 @@ static int inflate(kiln_loader *l)
 			return kiln_error_set(KILN_EINVALID, "shard %s: the zstd frame is truncated",
 			                      l->shard.hash);
 	}
-	l->lines = count_newlines(l->text.ptr, l->text.len) +
-	           (l->text.len && l->text.ptr[l->text.len - 1] != '\n');
+	l->lines =
+	    count_newlines(l->text.ptr, l->text.len) + (l->text.len && l->text.ptr[l->text.len - 1] != '\n');
 	return 0;
 }
 

@@ -62,14 +62,15 @@ static int setup(void **state)
 	assert_non_null(cctx);
 	/* 0: about 6 MiB of text that compresses to about half: many slices */
 	for (size_t j = 0; j < 80000; j++) {
-		int n = snprintf(line, sizeof(line), "{\"n\":%zu,\"a\":\"%016llx%016llx\",\"b\":\"%016llx\"}\n", j,
-		                 (unsigned long long)splitmix64(&rng), (unsigned long long)splitmix64(&rng),
-		                 (unsigned long long)splitmix64(&rng));
+		int n =
+		    snprintf(line, sizeof(line), "{\"n\":%zu,\"a\":\"%016llx%016llx\",\"b\":\"%016llx\"}\n",
+		             j, (unsigned long long)splitmix64(&rng), (unsigned long long)splitmix64(&rng),
+		             (unsigned long long)splitmix64(&rng));
 
 		add(0, line, (size_t)n);
 	}
 	add(1, "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n", 24);
-	add(2, "{\"a\":1}\n{\"a\":2}", 15); /* the last line without its newline */
+	add(2, "{\"a\":1}\n{\"a\":2}", 15);     /* the last line without its newline */
 	add(3, "{\"a\":1}\n\n{\"a\":3}\n", 17); /* an empty line */
 	add(4, "{\"only\":true}\n", 14);
 	assert_int_equal(kiln_store_open(&store, store_url, NULL), 0);
@@ -120,8 +121,7 @@ static int shard_of(const kiln_reader_shard *s)
 	return -1;
 }
 
-static const kiln_cursor_options plain = {.version = KILN_CURSOR_OPTIONS_VERSION,
-                                          .split = KILN_SPLIT_TRAIN};
+static const kiln_cursor_options plain = {.version = KILN_CURSOR_OPTIONS_VERSION, .split = KILN_SPLIT_TRAIN};
 
 /* Reads the split in batches of at most max_records and max_bytes with c,
  * checking each against d read one record at a time (bytes and state);
@@ -213,7 +213,9 @@ static void test_raw_bytes_only_size_the_text(void **state)
 			int s = shard_of(&list[i]);
 
 			assert_true(s >= 0);
-			list[i].raw_bytes = how == 0 ? list[i].raw_bytes / 2 : how == 1 ? 0 : list[i].raw_bytes * 3;
+			list[i].raw_bytes = how == 0   ? list[i].raw_bytes / 2
+			                    : how == 1 ? 0
+			                               : list[i].raw_bytes * 3;
 			list[i].records = nlines[s]; /* shard_of matches no more: keep the order */
 		}
 		{
