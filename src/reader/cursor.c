@@ -203,12 +203,20 @@ static int next_line(kiln_cursor *c, const char **p, size_t *len)
 		if (!c->loader[0])
 			return kiln_error_set(KILN_EINVALID, "shard %.64s: no store to read it from",
 			                      c->shards[c->idx[c->si]].hash);
-		/* the shard in hand (verified), and the next ones are read ahead */
+		/* the shard in hand (verified), and the next ones are read ahead:
+		 * those of the other loaders before waiting for it (so that the
+		 * first shard is not loaded alone), its own loader's after */
+		if ((rc = kiln_loader_start(c->loader[c->si % READ_AHEAD], &c->shards[c->idx[c->si]],
+		                            c->si)) < 0)
+			return rc;
+		for (size_t k = c->si + 1; k < c->si + READ_AHEAD && k < c->nidx; k++)
+			(void)kiln_loader_start(c->loader[k % READ_AHEAD], &c->shards[c->idx[k]], k);
 		if ((rc = kiln_loader_take(c->loader[c->si % READ_AHEAD], &c->shards[c->idx[c->si]], c->si,
 		                           &c->text, &c->lines)) < 0)
 			return rc; /* none of a bad shard's records */
-		for (size_t k = c->si + 1; k <= c->si + READ_AHEAD && k < c->nidx; k++)
-			(void)kiln_loader_start(c->loader[k % READ_AHEAD], &c->shards[c->idx[k]], k);
+		if (c->si + READ_AHEAD < c->nidx)
+			(void)kiln_loader_start(c->loader[(c->si + READ_AHEAD) % READ_AHEAD],
+			                        &c->shards[c->idx[c->si + READ_AHEAD]], c->si + READ_AHEAD);
 		c->loaded = true;
 		c->pos = c->line = 0;
 	}
