@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,13 +162,17 @@ static int cat_cursor(kiln_reader *r, const kiln_share *share, const cursor_opts
 		sigaction(SIGINT, &sa, NULL);
 	}
 	/* in batches (the shard's lines as they are), cut so that a state is
-	 * saved after exactly every `every` records */
+	 * saved after exactly every `every` records; without a state file or a
+	 * shuffle buffer a batch is the rest of the shard in hand, one write()
+	 * of the verified text without a scan for its lines */
 	while (!stop_signal) {
-		size_t max = 1 << 16;
+		size_t max = 1 << 16, max_bytes = 1 << 20;
 
+		if (!co->state_file && !co->buffer)
+			max = max_bytes = SIZE_MAX;
 		if (co->state_file && co->every - since < max)
 			max = (size_t)(co->every - since);
-		if ((rc = kiln_cursor_next_batch(c, max, 1 << 20, &data, &len, &count)) <= 0)
+		if ((rc = kiln_cursor_next_batch(c, max, max_bytes, &data, &len, &count)) <= 0)
 			break;
 		if (fwrite(data, 1, len, stdout) != len) {
 			rc = kiln_error_set(KILN_EIO, "stdout: write error: %s", strerror(errno));

@@ -41,6 +41,7 @@ struct kiln_cursor {
 	size_t si;
 	bool loaded;
 	kiln_buf text;
+	size_t lines; /* text's lines (counted by the loader) */
 	size_t pos, line;
 	/* the shuffle buffer */
 	held *buf;
@@ -102,6 +103,7 @@ static void rewind_cursor(kiln_cursor *c)
 {
 	free_buffer(c);
 	kiln_buf_reset(&c->text);
+	c->lines = 0;
 	c->si = 0;
 	c->loaded = false;
 	c->pos = c->line = 0;
@@ -201,12 +203,20 @@ static int next_line(kiln_cursor *c, const char **p, size_t *len)
 		if (!c->loader[0])
 			return kiln_error_set(KILN_EINVALID, "shard %.64s: no store to read it from",
 			                      c->shards[c->idx[c->si]].hash);
-		/* the shard in hand (verified), and the next ones are read ahead */
-		if ((rc = kiln_loader_take(c->loader[c->si % READ_AHEAD], &c->shards[c->idx[c->si]], c->si,
-		                           &c->text)) < 0)
-			return rc; /* none of a bad shard's records */
-		for (size_t k = c->si + 1; k <= c->si + READ_AHEAD && k < c->nidx; k++)
+		/* the shard in hand (verified), and the next ones are read ahead:
+		 * those of the other loaders before waiting for it (so that the
+		 * first shard is not loaded alone), its own loader's after */
+		if ((rc = kiln_loader_start(c->loader[c->si % READ_AHEAD], &c->shards[c->idx[c->si]],
+		                            c->si)) < 0)
+			return rc;
+		for (size_t k = c->si + 1; k < c->si + READ_AHEAD && k < c->nidx; k++)
 			(void)kiln_loader_start(c->loader[k % READ_AHEAD], &c->shards[c->idx[k]], k);
+		if ((rc = kiln_loader_take(c->loader[c->si % READ_AHEAD], &c->shards[c->idx[c->si]], c->si,
+		                           &c->text, &c->lines)) < 0)
+			return rc; /* none of a bad shard's records */
+		if (c->si + READ_AHEAD < c->nidx)
+			(void)kiln_loader_start(c->loader[(c->si + READ_AHEAD) % READ_AHEAD],
+			                        &c->shards[c->idx[c->si + READ_AHEAD]], c->si + READ_AHEAD);
 		c->loaded = true;
 		c->pos = c->line = 0;
 	}
@@ -284,6 +294,18 @@ int kiln_cursor_next_batch(kiln_cursor *c, size_t max_records, size_t max_bytes,
 		if (rec[n] == '\n') { /* else the last line has no newline: copied below */
 			const char *nl;
 
+			/* the rest of the shard within both limits, its last line ended:
+			 * handed over as it is, its lines counted by the loader */
+			if (c->text.ptr[c->text.len - 1] == '\n' && c->lines - c->line < max_records &&
+			    (size_t)(c->text.ptr + c->text.len - rec) <= max_bytes) {
+				*count = 1 + (c->lines - c->line);
+				c->line = c->lines;
+				c->pos = c->text.len;
+				c->yielded += *count;
+				*data = rec;
+				*len = (size_t)(c->text.ptr + c->text.len - rec);
+				return 1;
+			}
 			for (*count = 1; *count < max_records && c->pos < c->text.len &&
 			                 (size_t)(c->text.ptr + c->pos - rec) < max_bytes &&
 			                 (nl = memchr(c->text.ptr + c->pos, '\n', c->text.len - c->pos));

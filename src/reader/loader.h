@@ -26,9 +26,10 @@ void kiln_loader_free(kiln_loader *l);
 int kiln_loader_start(kiln_loader *l, const kiln_reader_shard *s, size_t id);
 
 /* The text of shard `id` (s): waits for it (starting it first when another
- * shard is in hand) and swaps it into *text. 0, or the load's error with its
+ * shard is in hand), swaps it into *text and sets *lines to its lines (its
+ * newlines, plus one for a last line without one). 0, or the load's error with its
  * message set in the caller's thread (the next take of the same shard loads
  * it again). */
-int kiln_loader_take(kiln_loader *l, const kiln_reader_shard *s, size_t id, kiln_buf *text);
+int kiln_loader_take(kiln_loader *l, const kiln_reader_shard *s, size_t id, kiln_buf *text, size_t *lines);
 
 #endif
