@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 #ifdef __SSE2__
@@ -67,24 +66,6 @@ static size_t count_newlines(const char *text, size_t len)
 	return n;
 }
 
-/* Asks the kernel for huge pages over b's room when it is large: a shard's
- * text (and its compressed bytes) is written once from its start, and a 4
- * KiB first-touch fault per page of a 64 MiB shard costs more than a third
- * of zstd's own time on it. Only advice: nothing changes if it is refused. */
-static void huge_pages(const kiln_buf *b)
-{
-#ifdef MADV_HUGEPAGE
-	const uintptr_t huge = (uintptr_t)2 << 20;
-	uintptr_t lo = ((uintptr_t)b->ptr + huge - 1) & ~(huge - 1),
-	          hi = ((uintptr_t)b->ptr + b->cap) & ~(huge - 1);
-
-	if (b->cap >= 2 * huge && hi > lo)
-		(void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-	(void)b;
-#endif
-}
-
 /* Compressed bytes handed to zstd at a time: about 1 MiB of text each (in a
  * core's L2), counted while it is in cache; a block split between two
  * slices is copied by zstd, so slices hold many blocks. */
@@ -137,7 +118,6 @@ static int inflate(kiln_loader *l)
 	kiln_buf_reset(&l->text);
 	if ((rc = kiln_buf_reserve(&l->text, l->shard.raw_bytes ? l->shard.raw_bytes + 1 : l->z.len * 4)) < 0)
 		return rc;
-	huge_pages(&l->text);
 	/* the manifest's size: straight into text */
 	if (l->shard.raw_bytes && (rc = inflate_direct(l)) <= 0)
 		return rc;
@@ -179,10 +159,7 @@ static int load(kiln_loader *l)
 	kiln_buf_reset(&l->z);
 	if (!l->dctx && !(l->dctx = ZSTD_createDCtx()))
 		return kiln_error_oom(NULL);
-	if ((rc = kiln_buf_reserve(&l->z, l->shard.bytes)) < 0)
-		return rc;
-	huge_pages(&l->z);
-	if ((rc = kiln_shard_fetch(l->store, &f)) < 0)
+	if ((rc = kiln_buf_reserve(&l->z, l->shard.bytes)) < 0 || (rc = kiln_shard_fetch(l->store, &f)) < 0)
 		return rc;
 	return inflate(l);
 }
