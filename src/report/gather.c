@@ -215,7 +215,8 @@ static int read_qpaths(kiln_report_doc *r, kiln_manifest *m, kiln_store *store)
 		note(r->qpaths_note, sizeof(r->qpaths_note), "the quarantine could not be read");
 		return 0;
 	}
-	qsort(r->qpaths, r->qpaths_n, sizeof(*r->qpaths), qpath_cmp);
+	if (r->qpaths_n > 1) /* none: qpaths is NULL, which qsort must not get */
+		qsort(r->qpaths, r->qpaths_n, sizeof(*r->qpaths), qpath_cmp);
 	r->qpaths_read = true;
 	return 0;
 }

@@ -64,10 +64,19 @@ skips = [b for b in json.load(open(sys.argv[1])) if b["skip"] is not None]
 assert len(skips) == 1 and "scripts/test" in skips[0]["skip"], skips' "$tmp/blocks"
 
 # one script: the quickstart, then every block, each announced with its line
-/usr/bin/python3 - "$tmp/blocks" "$tmp/readme.sh" <<'PY'
+preload=
+if ldd "$build/.libs/libkiln.so.1" 2>/dev/null | grep -q libasan; then
+	preload=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)
+fi
+/usr/bin/python3 - "$tmp/blocks" "$tmp/readme.sh" "$preload" <<'PY'
 import json, shlex, sys
 blocks = json.load(open(sys.argv[1]))
-out = ["set -e", "echo '== scripts/quickstart'", "scripts/quickstart"]
+out = ["set -e"]
+if len(sys.argv) > 3 and sys.argv[3]:
+    # the sanitizer build: its libkiln needs ASan loaded first in the Python
+    # that imports it, as python_reader.sh does (the README's text is unchanged)
+    out.append("/usr/bin/python3() { LD_PRELOAD=%s ASAN_OPTIONS=detect_leaks=0:handle_segv=0 command /usr/bin/python3 \"$@\"; }" % shlex.quote(sys.argv[3]))
+out += ["echo '== scripts/quickstart'", "scripts/quickstart"]
 for b in blocks[1:]:
     if b["skip"] is not None:
         continue

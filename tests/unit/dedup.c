@@ -348,6 +348,7 @@ static void dataset_dedup_member(void **state)
 	assert_int_equal(kiln_buf_putc(&key, '\0'), 0);
 	assert_string_equal(key.ptr, "[\"order_id\",\"customer.\\\"tier\\\"\"]");
 	assert_int_equal(kiln_mfmt_dataset_render(&text, &d), 0);
+	assert_int_equal(kiln_buf_putc(&text, '\0'), 0); /* a string for strstr */
 	assert_null(strstr(text.ptr, "dedup"));
 	kiln_buf_reset(&text);
 	d.dedup_key = key.ptr;
