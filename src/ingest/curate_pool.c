@@ -1,6 +1,12 @@
 /* The curate stage's workers and ring (see curate_pool.h). One mutex and
  * one condition variable guard the ring; workers take batches in sequence
- * order, the owner consumes them in the same order. */
+ * order, and the owner consumes them in the same order, or (options'
+ * deliver_on_workers) the worker that finds the oldest batch done does,
+ * one worker at a time (`delivering`), while the others curate on.
+ *
+ * Ring positions: next_reclaim <= next_consume <= next_take <= next_submit;
+ * a consumed batch keeps its slot until the owner reclaims it (recycles it
+ * to the free list, which only the owner's thread touches). */
 #include "ingest/curate_pool.h"
 
 #include <pthread.h>
@@ -18,7 +24,7 @@
  * read rarely (replay, audits), so speed before ratio */
 #define RAW_LEVEL 1
 
-enum { BATCH_FREE, BATCH_FILLING, BATCH_FILLED, BATCH_TAKEN, BATCH_DONE };
+enum { BATCH_FREE, BATCH_FILLING, BATCH_FILLED, BATCH_TAKEN, BATCH_DONE, BATCH_CONSUMED };
 
 struct worker {
 	kiln_curate_pool *pool;
@@ -35,8 +41,12 @@ struct kiln_curate_pool {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	kiln_batch *ring[RING]; /* ring[seq % RING]: submitted, not yet consumed */
-	uint64_t next_submit, next_take, next_consume;
+	uint64_t next_submit, next_take, next_consume, next_reclaim;
 	bool stop;
+	bool delivering; /* a worker is consuming (deliver_on_workers) */
+	bool hold;       /* abandoning: no worker consumes */
+	int error;       /* the first failure a worker consumed, and its message */
+	char error_msg[512];
 	kiln_batch *free_list;
 	struct worker *workers;
 	unsigned started;
@@ -395,11 +405,41 @@ static int process(struct worker *wk, kiln_batch *b)
 	return 0;
 }
 
+/* deliver_on_workers: consumes the oldest batch and every one after it
+ * that is done, unless another worker is at it or one failed (lock held on
+ * entry and exit; the first failure is kept for the owner). */
+static void deliver_done(kiln_curate_pool *pool)
+{
+	while (!pool->delivering && !pool->hold && !pool->error && pool->next_consume < pool->next_submit) {
+		kiln_batch *b = pool->ring[pool->next_consume % RING];
+		int rc;
+
+		if (b->state != BATCH_DONE)
+			break;
+		pool->delivering = true;
+		pthread_mutex_unlock(&pool->lock);
+		rc = b->rc < 0 ? kiln_error_set(b->rc, "%s", b->err) : pool->o.consume(pool->o.ctx, b);
+		pthread_mutex_lock(&pool->lock);
+		pool->delivering = false;
+		if (rc < 0) {
+			pool->error = rc;
+			snprintf(pool->error_msg, sizeof(pool->error_msg), "%s", kiln_error_last());
+		} else {
+			b->state = BATCH_CONSUMED;
+			pool->next_consume++;
+		}
+		pthread_cond_broadcast(&pool->cond);
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *wk = arg;
 	kiln_curate_pool *pool = wk->pool;
+	char name[16];
 
+	snprintf(name, sizeof(name), "curate-%u", (unsigned)(wk - pool->workers));
+	pthread_setname_np(pthread_self(), name);
 	pthread_mutex_lock(&pool->lock);
 	for (;;) {
 		kiln_batch *b;
@@ -420,6 +460,8 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&pool->lock);
 		b->state = BATCH_DONE;
 		pthread_cond_broadcast(&pool->cond);
+		if (pool->o.deliver_on_workers)
+			deliver_done(pool);
 	}
 	pthread_mutex_unlock(&pool->lock);
 	return NULL;
@@ -557,8 +599,40 @@ static int consume_one(kiln_curate_pool *pool)
 		return rc;
 	pool->ring[pool->next_consume % RING] = NULL;
 	pool->next_consume++;
+	pool->next_reclaim = pool->next_consume;
 	kiln_curate_pool_recycle(pool, b);
 	return 1;
+}
+
+/* deliver_on_workers: recycles what the workers consumed; 0, or the first
+ * failure of one (lock held on entry and exit). */
+static int reclaim(kiln_curate_pool *pool)
+{
+	while (pool->next_reclaim < pool->next_consume) {
+		kiln_batch *b = pool->ring[pool->next_reclaim % RING];
+
+		pool->ring[pool->next_reclaim % RING] = NULL;
+		pool->next_reclaim++;
+		kiln_curate_pool_recycle(pool, b);
+	}
+	if (pool->error)
+		return kiln_error_set(pool->error, "%s", pool->error_msg);
+	return 0;
+}
+
+/* One step of waiting for the oldest batch: the owner consumes it when it
+ * is done (1), or the workers' progress is reclaimed (0 when nothing moved,
+ * the caller then waits); < 0: an error (lock held on entry and exit). */
+static int settle_one(kiln_curate_pool *pool)
+{
+	uint64_t before = pool->next_reclaim;
+	int rc;
+
+	if (!pool->o.deliver_on_workers)
+		return consume_one(pool);
+	if ((rc = reclaim(pool)) < 0)
+		return rc;
+	return pool->next_reclaim > before;
 }
 
 int kiln_curate_pool_submit(kiln_curate_pool *pool, kiln_batch *b)
@@ -570,8 +644,10 @@ int kiln_curate_pool_submit(kiln_curate_pool *pool, kiln_batch *b)
 		return 0;
 	}
 	pthread_mutex_lock(&pool->lock);
-	while (pool->next_submit - pool->next_consume >= RING) {
-		if ((rc = consume_one(pool)) < 0)
+	if (pool->o.deliver_on_workers)
+		rc = reclaim(pool);
+	while (rc >= 0 && pool->next_submit - pool->next_reclaim >= RING) {
+		if ((rc = settle_one(pool)) < 0)
 			break;
 		if (rc == 0)
 			pthread_cond_wait(&pool->cond, &pool->lock);
@@ -595,7 +671,7 @@ int kiln_curate_pool_poll(kiln_curate_pool *pool)
 	int rc;
 
 	pthread_mutex_lock(&pool->lock);
-	while ((rc = consume_one(pool)) > 0)
+	while ((rc = settle_one(pool)) > 0)
 		;
 	pthread_mutex_unlock(&pool->lock);
 	return rc;
@@ -606,8 +682,8 @@ int kiln_curate_pool_drain(kiln_curate_pool *pool)
 	int rc = 0;
 
 	pthread_mutex_lock(&pool->lock);
-	while (pool->next_consume < pool->next_submit) {
-		if ((rc = consume_one(pool)) < 0)
+	while (pool->next_reclaim < pool->next_submit) {
+		if ((rc = settle_one(pool)) < 0)
 			break;
 		if (rc == 0)
 			pthread_cond_wait(&pool->cond, &pool->lock);
@@ -619,9 +695,11 @@ int kiln_curate_pool_drain(kiln_curate_pool *pool)
 void kiln_curate_pool_abandon(kiln_curate_pool *pool)
 {
 	pthread_mutex_lock(&pool->lock);
-	/* let the workers finish what they hold; nothing new is taken */
+	/* let the workers finish what they hold and deliver; nothing new is
+	 * taken (a stored failure stops delivery) */
+	pool->hold = true;
 	for (;;) {
-		bool busy = false;
+		bool busy = pool->delivering;
 
 		for (uint64_t s = pool->next_consume; s < pool->next_submit; s++)
 			if (pool->ring[s % RING]->state == BATCH_TAKEN)
@@ -630,11 +708,13 @@ void kiln_curate_pool_abandon(kiln_curate_pool *pool)
 			break;
 		pthread_cond_wait(&pool->cond, &pool->lock);
 	}
-	for (uint64_t s = pool->next_consume; s < pool->next_submit; s++) {
+	for (uint64_t s = pool->next_reclaim; s < pool->next_submit; s++) {
 		kiln_batch *b = pool->ring[s % RING];
 		pool->ring[s % RING] = NULL;
 		kiln_curate_pool_recycle(pool, b);
 	}
-	pool->next_consume = pool->next_take = pool->next_submit;
+	pool->next_reclaim = pool->next_consume = pool->next_take = pool->next_submit;
+	pool->error = 0;
+	pool->hold = false;
 	pthread_mutex_unlock(&pool->lock);
 }

@@ -9,7 +9,7 @@
  * consumed -> released (borrowed records given back) -> free. At most RING
  * batches are submitted at once, so memory stays bounded whatever the input
  * size. Any error makes the caller abandon: every submitted batch is then
- * released unconsumed. */
+ * released unconsumed. Worker threads are named "curate-N". */
 #ifndef KILN_INGEST_CURATE_POOL_H
 #define KILN_INGEST_CURATE_POOL_H
 
@@ -116,6 +116,12 @@ typedef struct kiln_curate_pool_options {
 	const unsigned char *dedup_key; /* 32 bytes */
 	kiln_batch_consume consume;     /* called in submission order on the owner's thread */
 	void *ctx;
+	/* consume on the workers instead: still in submission order and one
+	 * batch at a time, by the worker that finds the oldest batch done (its
+	 * first failure is returned by the owner's next submit, poll or drain);
+	 * the owner's thread then only reads and submits. consume must not use
+	 * what the owner's thread touches meanwhile. */
+	bool deliver_on_workers;
 } kiln_curate_pool_options;
 
 typedef struct kiln_curate_pool kiln_curate_pool;

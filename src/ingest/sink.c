@@ -98,7 +98,8 @@ int kiln_sink_open(kiln_sink *out, kiln_run_setup *setup, const kiln_sink_option
 	                                 .dedup_field_count = setup->dedup ? p->dedup_key_count : 0,
 	                                 .dedup_key = setup->dedup_key,
 	                                 .consume = o->consume ? o->consume : deliver,
-	                                 .ctx = o->consume ? o->ctx : out};
+	                                 .ctx = o->consume ? o->ctx : out,
+	                                 .deliver_on_workers = o->deliver_on_workers};
 	return kiln_curate_pool_new(&out->pool, &popt);
 }
 

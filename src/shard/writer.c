@@ -129,6 +129,8 @@ static void *writer_thread(void *arg)
 {
 	kiln_shard_writer *w = arg;
 
+	pthread_setname_np(pthread_self(), "shard-w");
+
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
 		while (!w->busy && !w->stop)
