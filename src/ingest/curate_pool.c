@@ -40,11 +40,16 @@ struct kiln_curate_pool {
 	kiln_curate_pool_options o;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
+	pthread_cond_t pulled; /* the owner's, in a pull: the input ended and was consumed, or a failure */
 	kiln_batch *ring[RING]; /* ring[seq % RING]: submitted, not yet consumed */
 	uint64_t next_submit, next_take, next_consume, next_reclaim;
 	bool stop;
 	bool delivering; /* a worker is consuming (deliver_on_workers) */
 	bool hold;       /* abandoning: no worker consumes */
+	/* kiln_curate_pool_pull: the workers fill batches too, one at a time */
+	kiln_batch_fill fill; /* NULL: the owner submits */
+	void *fill_ctx;
+	bool filling, fill_end;
 	int error;       /* the first failure a worker consumed, and its message */
 	char error_msg[512];
 	kiln_batch *free_list;
@@ -405,6 +410,15 @@ static int process(struct worker *wk, kiln_batch *b)
 	return 0;
 }
 
+/* Wakes the owner sleeping in a pull once the pull is over (lock held): it
+ * sleeps on a condition of its own, so the workers' every step does not
+ * wake it. */
+static void pull_over(kiln_curate_pool *pool)
+{
+	if (pool->error || (pool->fill_end && !pool->filling && pool->next_consume == pool->next_submit))
+		pthread_cond_signal(&pool->pulled);
+}
+
 /* deliver_on_workers: consumes the oldest batch and every one after it
  * that is done, unless another worker is at it or one failed (lock held on
  * entry and exit; the first failure is kept for the owner). */
@@ -429,7 +443,59 @@ static void deliver_done(kiln_curate_pool *pool)
 			pool->next_consume++;
 		}
 		pthread_cond_broadcast(&pool->cond);
+		pull_over(pool);
 	}
+}
+
+/* kiln_curate_pool_pull: the next batch, filled by this worker and taken
+ * by it, or NULL when it is not this worker's turn (another fills, the ring
+ * is full, the input ended or something failed). Lock held on entry and
+ * exit; the owner sleeps in the pull, so the workers reclaim and use the
+ * free list. */
+static void reclaim_consumed(kiln_curate_pool *pool);
+
+static kiln_batch *pull_batch(kiln_curate_pool *pool)
+{
+	kiln_batch *b;
+	int rc;
+
+	if (!pool->fill || pool->filling || pool->fill_end || pool->error || pool->hold || pool->stop)
+		return NULL;
+	reclaim_consumed(pool);
+	if (pool->next_submit - pool->next_reclaim >= RING)
+		return NULL;
+	if (!(b = kiln_curate_pool_batch(pool))) {
+		pool->error = kiln_error_oom(NULL);
+		snprintf(pool->error_msg, sizeof(pool->error_msg), "%s", kiln_error_last());
+		pthread_cond_broadcast(&pool->cond);
+		pull_over(pool);
+		return NULL;
+	}
+	pool->filling = true;
+	pthread_mutex_unlock(&pool->lock);
+	rc = pool->fill(pool->fill_ctx, b);
+	if (rc < 0)
+		snprintf(b->err, sizeof(b->err), "%s", kiln_error_last());
+	pthread_mutex_lock(&pool->lock);
+	pool->filling = false;
+	pthread_cond_broadcast(&pool->cond);
+	pull_over(pool); /* the owner may wait for this fill to be over */
+	if (rc <= 0 || b->count == 0) {
+		if (rc < 0 && !pool->error) {
+			pool->error = rc;
+			snprintf(pool->error_msg, sizeof(pool->error_msg), "%s", b->err);
+		}
+		pool->fill_end = pool->fill_end || rc == 0;
+		kiln_curate_pool_recycle(pool, b);
+		pull_over(pool);
+		return NULL;
+	}
+	b->seq = pool->next_submit;
+	b->state = BATCH_TAKEN;
+	pool->ring[pool->next_submit % RING] = b;
+	pool->next_submit++;
+	pool->next_take++;
+	return b;
 }
 
 static void *worker_main(void *arg)
@@ -447,12 +513,13 @@ static void *worker_main(void *arg)
 		if (pool->stop)
 			break;
 		b = pool->next_take < pool->next_submit ? pool->ring[pool->next_take % RING] : NULL;
-		if (!b || b->state != BATCH_FILLED) {
+		if (b && b->state == BATCH_FILLED) {
+			b->state = BATCH_TAKEN;
+			pool->next_take++;
+		} else if (!(b = pull_batch(pool))) {
 			pthread_cond_wait(&pool->cond, &pool->lock);
 			continue;
 		}
-		b->state = BATCH_TAKEN;
-		pool->next_take++;
 		pthread_mutex_unlock(&pool->lock);
 		b->rc = process(wk, b);
 		if (b->rc < 0)
@@ -512,6 +579,7 @@ int kiln_curate_pool_new(kiln_curate_pool **out, const kiln_curate_pool_options 
 	pool->o = *o;
 	pthread_mutex_init(&pool->lock, NULL);
 	pthread_cond_init(&pool->cond, NULL);
+	pthread_cond_init(&pool->pulled, NULL);
 	for (unsigned i = 0; i < o->workers; i++) {
 		struct worker *wk = &pool->workers[i];
 
@@ -554,6 +622,7 @@ void kiln_curate_pool_free(kiln_curate_pool *pool)
 	}
 	pthread_mutex_destroy(&pool->lock);
 	pthread_cond_destroy(&pool->cond);
+	pthread_cond_destroy(&pool->pulled);
 	free(pool->workers);
 	free(pool);
 }
@@ -604,9 +673,8 @@ static int consume_one(kiln_curate_pool *pool)
 	return 1;
 }
 
-/* deliver_on_workers: recycles what the workers consumed; 0, or the first
- * failure of one (lock held on entry and exit). */
-static int reclaim(kiln_curate_pool *pool)
+/* deliver_on_workers: recycles what the workers consumed (lock held). */
+static void reclaim_consumed(kiln_curate_pool *pool)
 {
 	while (pool->next_reclaim < pool->next_consume) {
 		kiln_batch *b = pool->ring[pool->next_reclaim % RING];
@@ -615,6 +683,12 @@ static int reclaim(kiln_curate_pool *pool)
 		pool->next_reclaim++;
 		kiln_curate_pool_recycle(pool, b);
 	}
+}
+
+/* reclaim_consumed; 0, or the first failure of a worker (lock held). */
+static int reclaim(kiln_curate_pool *pool)
+{
+	reclaim_consumed(pool);
 	if (pool->error)
 		return kiln_error_set(pool->error, "%s", pool->error_msg);
 	return 0;
@@ -690,6 +764,28 @@ int kiln_curate_pool_drain(kiln_curate_pool *pool)
 	}
 	pthread_mutex_unlock(&pool->lock);
 	return rc < 0 ? rc : 0;
+}
+
+int kiln_curate_pool_pull(kiln_curate_pool *pool, kiln_batch_fill fill, void *ctx)
+{
+	int rc;
+
+	if (!pool->o.deliver_on_workers)
+		return kiln_error_set(KILN_EINVALID, "curate pool: pull needs deliver_on_workers");
+	pthread_mutex_lock(&pool->lock);
+	pool->fill = fill;
+	pool->fill_ctx = ctx;
+	pool->fill_end = false;
+	pthread_cond_broadcast(&pool->cond);
+	while (!pool->error && !(pool->fill_end && pool->next_consume == pool->next_submit))
+		pthread_cond_wait(&pool->pulled, &pool->lock);
+	/* no fill from here, and none in flight: the source is the caller's again */
+	pool->fill = NULL;
+	while (pool->filling)
+		pthread_cond_wait(&pool->pulled, &pool->lock);
+	rc = reclaim(pool);
+	pthread_mutex_unlock(&pool->lock);
+	return rc;
 }
 
 void kiln_curate_pool_abandon(kiln_curate_pool *pool)

@@ -96,6 +96,10 @@ int kiln_batch_deliver(const kiln_batch *b, kiln_shard_writer *const writers[KIL
                        kiln_quarantine *quarantine, kiln_stats *d, kiln_profile *profile);
 
 typedef int (*kiln_batch_consume)(void *ctx, kiln_batch *b);
+/* Fills an empty batch with the next records of the input: 1 (records in
+ * b), 0 (the end of the input, b left empty) or a negative error code with
+ * the error set. */
+typedef int (*kiln_batch_fill)(void *ctx, kiln_batch *b);
 
 typedef struct kiln_curate_pool_options {
 	const kiln_pipeline *pipeline;
@@ -145,6 +149,16 @@ int kiln_curate_pool_submit(kiln_curate_pool *pool, kiln_batch *b);
 int kiln_curate_pool_poll(kiln_curate_pool *pool);
 /* Waits until every submitted batch is processed and consumed. */
 int kiln_curate_pool_drain(kiln_curate_pool *pool);
+/* deliver_on_workers only: the workers fill the batches too, so the
+ * calling thread neither reads nor delivers. A worker whose turn it is
+ * (one at a time, in sequence, while the ring has room) calls fill for the
+ * next batch, then curates it itself; batches are consumed as with submit.
+ * Returns 0 once fill gave the end of the input and every batch was
+ * consumed, or the first error of fill, a worker or consume (then
+ * abandon); either way no fill is in flight when it returns. The calling
+ * thread sleeps meanwhile; fill may touch what it touches before and
+ * after, not during. */
+int kiln_curate_pool_pull(kiln_curate_pool *pool, kiln_batch_fill fill, void *ctx);
 /* Waits for the workers to finish what they hold and releases every
  * submitted batch without consuming it. The pool can be used again. */
 void kiln_curate_pool_abandon(kiln_curate_pool *pool);
