@@ -40,7 +40,7 @@ struct kiln_curate_pool {
 	kiln_curate_pool_options o;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	pthread_cond_t pulled; /* the owner's, in a pull: the input ended and was consumed, or a failure */
+	pthread_cond_t pulled;  /* the owner's, in a pull: the input ended and was consumed, or a failure */
 	kiln_batch *ring[RING]; /* ring[seq % RING]: submitted, not yet consumed */
 	uint64_t next_submit, next_take, next_consume, next_reclaim;
 	bool stop;
@@ -50,7 +50,7 @@ struct kiln_curate_pool {
 	kiln_batch_fill fill; /* NULL: the owner submits */
 	void *fill_ctx;
 	bool filling, fill_end;
-	int error;       /* the first failure a worker consumed, and its message */
+	int error; /* the first failure a worker consumed, and its message */
 	char error_msg[512];
 	kiln_batch *free_list;
 	struct worker *workers;
