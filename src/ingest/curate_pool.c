@@ -121,13 +121,23 @@ static int deliver_split(const kiln_batch *b, int s, kiln_shard_writer *w)
 
 	while (i < b->out_count[s]) {
 		uint64_t room = kiln_shard_writer_room(w), bytes = 0;
-		size_t first = i;
+		size_t first = i, tok_first;
 
 		while (i < b->out_count[s] && bytes < room)
 			bytes += b->out_len[s][i++];
-		if ((rc = kiln_shard_writer_append_run(w, run, bytes, i - first, b->topic, b->partition,
-		                                       b->offset[b->out_index[s][first]],
-		                                       b->offset[b->out_index[s][i - 1]])) < 0)
+		int64_t lo = b->offset[b->out_index[s][first]], hi = b->offset[b->out_index[s][i - 1]];
+		/* the worker found the records' tokens, unless dedup moved records
+		 * since (then the writer scans them) */
+		if (!b->tokens_listed || b->deduped)
+			rc = kiln_shard_writer_append_run(w, run, bytes, i - first, b->topic, b->partition,
+			                                  lo, hi);
+		else {
+			tok_first = first ? b->tokens_end[s][first - 1] : 0;
+			rc = kiln_shard_writer_append_run_tokens(
+			    w, run, bytes, i - first, b->topic, b->partition, lo, hi, &b->tokens[s],
+			    tok_first, b->tokens_end[s][i - 1] - tok_first);
+		}
+		if (rc < 0)
 			return rc;
 		run += bytes;
 	}
@@ -173,6 +183,7 @@ static void batch_reset(kiln_batch *b)
 	b->opened_ms = 0;
 	b->source_ctx = NULL;
 	b->raw_key[0] = '\0';
+	b->tokens_listed = false;
 	kiln_buf_reset(&b->in);
 	b->state = BATCH_FREE;
 	b->rc = 0;
@@ -192,6 +203,8 @@ static void batch_destroy(kiln_batch *b)
 		kiln_buf_free(&b->out[i]);
 		free(b->out_index[i]);
 		free(b->out_len[i]);
+		kiln_filter_set_free(&b->tokens[i]);
+		free(b->tokens_end[i]);
 	}
 	free(b->rejects);
 	kiln_profile_free(&b->profile);
@@ -325,10 +338,12 @@ static int process(struct worker *wk, kiln_batch *b)
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
 		kiln_buf_reset(&b->out[i]);
 		b->out_count[i] = 0;
+		kiln_filter_set_clear(&b->tokens[i]);
 	}
 	b->reject_count = 0;
 	b->value_count = 0;
 	b->deduped = false;
+	b->tokens_listed = true;
 	if (dedup && (rc = dedup_reserve(b)) < 0)
 		return rc;
 	if (wk->pool->o.profile && !dedup) {
@@ -395,11 +410,18 @@ static int process(struct worker *wk, kiln_batch *b)
 			if ((rc = grow((void **)&b->out_len[s], &cap, b->out_count[s] + 1, sizeof(size_t))) <
 			    0)
 				return rc;
+			cap = b->out_cap[s];
+			if ((rc = grow((void **)&b->tokens_end[s], &cap, b->out_count[s] + 1,
+			               sizeof(size_t))) < 0)
+				return rc;
 			b->out_cap[s] = cap;
 		}
 		if ((rc = kiln_buf_put(&b->out[s], wk->line.ptr, wk->line.len)) < 0 ||
 		    (rc = kiln_buf_put(&b->out[s], "\n", 1)) < 0)
 			return rc;
+		if ((rc = kiln_filter_collect(&b->tokens[s], wk->line.ptr, wk->line.len)) < 0)
+			return rc;
+		b->tokens_end[s][b->out_count[s]] = b->tokens[s].count;
 		b->out_index[s][b->out_count[s]] = i;
 		b->out_len[s][b->out_count[s]++] = wk->line.len + 1;
 		if (b->profiled && !dedup && (rc = profile_record(wk, b)) < 0)

@@ -61,6 +61,13 @@ typedef struct kiln_batch {
 	size_t *out_index[KILN_SPLIT_COUNT]; /* the input record of each curated one */
 	size_t *out_len[KILN_SPLIT_COUNT];   /* bytes of each, its newline included */
 	size_t out_count[KILN_SPLIT_COUNT], out_cap[KILN_SPLIT_COUNT];
+	/* the token digests of each split's curated records, in order
+	 * (kiln_filter_collect), and per record where its digests end; valid
+	 * when tokens_listed and no dedup moved records since (else the shard
+	 * writer scans the records itself) */
+	kiln_filter_set tokens[KILN_SPLIT_COUNT];
+	size_t *tokens_end[KILN_SPLIT_COUNT];
+	bool tokens_listed;
 	kiln_batch_reject *rejects;
 	size_t reject_count, reject_cap;
 	char raw_key[512];    /* the raw object written, "" when none */

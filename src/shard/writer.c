@@ -283,8 +283,10 @@ uint64_t kiln_shard_writer_room(const kiln_shard_writer *w)
 	return w->opt.target_bytes - w->open.spool.size;
 }
 
-int kiln_shard_writer_append_run(kiln_shard_writer *w, const char *lines, size_t len, size_t count,
-                                 const char *topic, int32_t partition, int64_t first, int64_t last)
+/* A run, its tokens scanned here (list NULL) or found ahead in list. */
+static int append_run(kiln_shard_writer *w, const char *lines, size_t len, size_t count, const char *topic,
+                      int32_t partition, int64_t first, int64_t last, const kiln_filter_set *list,
+                      size_t list_first, size_t list_n)
 {
 	struct job *j = &w->open;
 	int rc;
@@ -293,13 +295,27 @@ int kiln_shard_writer_append_run(kiln_shard_writer *w, const char *lines, size_t
 		return 0;
 	if ((rc = note_source(j, topic, partition, first)) < 0 ||
 	    (rc = note_source(j, topic, partition, last)) < 0 ||
-	    (rc = kiln_filter_scan(&j->tokens, lines, len)) < 0 ||
+	    (rc = list ? kiln_filter_add_digests(&j->tokens, list, list_first, list_n)
+	               : kiln_filter_scan(&j->tokens, lines, len)) < 0 ||
 	    (rc = kiln_spool_write(&j->spool, lines, len)) < 0)
 		return rc;
 	j->records += count;
 	if (j->spool.size >= w->opt.target_bytes)
 		return kiln_shard_writer_flush(w);
 	return 0;
+}
+
+int kiln_shard_writer_append_run(kiln_shard_writer *w, const char *lines, size_t len, size_t count,
+                                 const char *topic, int32_t partition, int64_t first, int64_t last)
+{
+	return append_run(w, lines, len, count, topic, partition, first, last, NULL, 0, 0);
+}
+
+int kiln_shard_writer_append_run_tokens(kiln_shard_writer *w, const char *lines, size_t len, size_t count,
+                                        const char *topic, int32_t partition, int64_t first, int64_t last,
+                                        const kiln_filter_set *list, size_t list_first, size_t list_n)
+{
+	return append_run(w, lines, len, count, topic, partition, first, last, list, list_first, list_n);
 }
 
 int kiln_shard_writer_flush(kiln_shard_writer *w)
