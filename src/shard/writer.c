@@ -100,6 +100,8 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 	}
 	e.filter = (const unsigned char *)filter.ptr; /* now owned by the entry */
 	e.filter_len = filter.len;
+	if (w->opt.filter_stored)
+		w->opt.filter_stored(w->opt.filter_ctx, e.filter, e.filter_len);
 	for (size_t i = 0; i < j->range_count; i++) {
 		sources[i] = (kiln_source_range){.topic = j->ranges[i].topic,
 		                                 .partition = j->ranges[i].partition,

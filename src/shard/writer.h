@@ -39,6 +39,11 @@ typedef struct kiln_shard_writer_options {
 	 * single-threaded framing */
 	unsigned zstd_threads;
 	struct kiln_zstd_pool *zstd_pool; /* the threads to use (shared), or NULL */
+	/* called with each stored shard's filter (shard/filter.h), on the
+	 * thread that stored it (the writer's own in the background mode),
+	 * e.g. to write it where the commit will want it; NULL: none */
+	void (*filter_stored)(void *ctx, const unsigned char *filter, size_t len);
+	void *filter_ctx;
 } kiln_shard_writer_options;
 
 typedef struct kiln_shard_writer kiln_shard_writer;
