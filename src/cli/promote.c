@@ -286,7 +286,8 @@ int kiln_cmd_promote(int argc, char **argv)
 	kiln_openlineage_begin(o.ol, "PROMOTE", false);
 	status = promote(&o, p, m, &v);
 	if (status != KILN_EXIT_OK) /* the gates that failed, or the error, are on stderr */
-		kiln_openlineage_fail(o.ol, status == KILN_EXIT_INVALID ? "a release gate failed" : kiln_error_last());
+		kiln_openlineage_fail(o.ol, status == KILN_EXIT_INVALID ? "a release gate failed"
+		                                                        : kiln_error_last());
 cleanup:
 	kiln_openlineage_close(o.ol);
 	kiln_manifest_close(m);

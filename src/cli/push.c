@@ -259,7 +259,8 @@ int kiln_cmd_push(int argc, char **argv)
 	req.ctx = &rep;
 	snprintf(rep.label, sizeof(rep.label), "%s -> %s", req.spec, target->name);
 	if (pipeline && !req.dry_run &&
-	    (kiln_pipeline_load(&lp, pipeline, NULL, 0) < 0 || kiln_openlineage_open(&ol, lp, PACKAGE_VERSION) < 0)) {
+	    (kiln_pipeline_load(&lp, pipeline, NULL, 0) < 0 ||
+	     kiln_openlineage_open(&ol, lp, PACKAGE_VERSION) < 0)) {
 		kiln_cli_fail("push", "%s", kiln_error_last());
 		goto cleanup;
 	}

@@ -27,10 +27,11 @@ typedef struct loader {
 } loader;
 
 /* openlineage: is read by src/openlineage/ (kiln_openlineage_open), which sits above this layer */
-static const char *const top_keys[] = {
-    "dataset", "branch",  "contract",   "schema",    "unknown_fields", "source",   "pseudonymise", "split",
-    "shards",  "store",   "manifest",   "workers",   "promote",        "snapshot", "raw",          "metrics",
-    "log",     "profile", "quarantine", "retention", "dedup",          "openlineage", NULL};
+static const char *const top_keys[] = {"dataset",  "branch",       "contract", "schema",     "unknown_fields",
+                                       "source",   "pseudonymise", "split",    "shards",     "store",
+                                       "manifest", "workers",      "promote",  "snapshot",   "raw",
+                                       "metrics",  "log",          "profile",  "quarantine", "retention",
+                                       "dedup",    "openlineage",  NULL};
 static const char *const snapshot_keys[] = {"records", "seconds", "drain_seconds", NULL};
 static const char *const raw_keys[] = {"enabled", NULL};
 static const char *const profile_keys[] = {"enabled", "categories", NULL};

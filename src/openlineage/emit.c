@@ -18,7 +18,7 @@
 #define MAX_INPUTS 256 /* topic partitions or files named in one event; more are summed in the last */
 
 void kiln_ol_emit(kiln_openlineage *ol, const char *type, int64_t time_ms, const char *error,
-                 const kiln_ol_dataset *in, size_t n_in, const kiln_ol_dataset *outs, size_t n_out)
+                  const kiln_ol_dataset *in, size_t n_in, const kiln_ol_dataset *outs, size_t n_out)
 {
 	kiln_ol_event e = {.type = type,
 	                   .run_id = ol->run_id,
@@ -38,7 +38,8 @@ void kiln_ol_emit(kiln_openlineage *ol, const char *type, int64_t time_ms, const
 	if (kiln_ol_event_render(&b, &e) == 0)
 		kiln_ol_enqueue(ol, &b);
 	else
-		KILN_LOG(KILN_LOG_WARN, "openlineage_dropped", "out of memory rendering an OpenLineage event");
+		KILN_LOG(KILN_LOG_WARN, "openlineage_dropped",
+		         "out of memory rendering an OpenLineage event");
 	kiln_buf_free(&b);
 }
 
@@ -72,7 +73,8 @@ void kiln_openlineage_fail(kiln_openlineage *ol, const char *message)
 	if (!ol || !ol->job_type)
 		return;
 	kiln_ol_ensure_started(ol);
-	kiln_ol_emit(ol, "FAIL", kiln_ol_wall_ms(), message && *message ? message : "failed", NULL, 0, NULL, 0);
+	kiln_ol_emit(ol, "FAIL", kiln_ol_wall_ms(), message && *message ? message : "failed", NULL, 0, NULL,
+	             0);
 	ol->open = false;
 }
 
@@ -86,11 +88,12 @@ static kiln_manifest *manifest(kiln_openlineage *ol)
 /* The version's facets: DatasetVersionDatasetFacet, the contract's schema,
  * and the profile's data quality metrics (when it has one). */
 int kiln_ol_version_facets(kiln_openlineage *ol, kiln_buf *f, const kiln_version *v, const char *version,
-                          uint64_t bytes, uint64_t files)
+                           uint64_t bytes, uint64_t files)
 {
 	kiln_profile total = {0};
 	int rc = kiln_ol_facet_begin(f, ol->producer, "version", "DatasetVersionDatasetFacet", "1-0-1") |
-	         kiln_buf_puts(f, ",\"datasetVersion\":") | kiln_buf_put_json_text(f, version, strlen(version)) |
+	         kiln_buf_puts(f, ",\"datasetVersion\":") |
+	         kiln_buf_put_json_text(f, version, strlen(version)) |
 	         kiln_buf_printf(f, ",\"commit\":\"%s\"", v->commit);
 
 	if (v->tag[0])
@@ -115,7 +118,8 @@ uint64_t kiln_ol_split_bytes(const kiln_stats *s)
 
 /* ---- run ------------------------------------------------------------------ */
 
-static kiln_ol_position *find_position(kiln_openlineage *ol, const char *topic, const char *path, int32_t partition)
+static kiln_ol_position *find_position(kiln_openlineage *ol, const char *topic, const char *path,
+                                       int32_t partition)
 {
 	for (size_t i = 0; i < ol->pos_count; i++) {
 		kiln_ol_position *p = &ol->pos[i];
@@ -185,14 +189,14 @@ static int run_inputs(kiln_openlineage *ol, const kiln_lineage_entry *pos, size_
 		} else {
 			rc |= kiln_buf_putc(&bufs[j], ',');
 		}
-		rc |= kiln_buf_printf(&bufs[j], "{\"partition\":%d,\"first\":%lld,\"next\":%lld}", (int)e->partition,
-		                      (long long)first, (long long)e->next);
+		rc |= kiln_buf_printf(&bufs[j], "{\"partition\":%d,\"first\":%lld,\"next\":%lld}",
+		                      (int)e->partition, (long long)first, (long long)e->next);
 	}
 	for (size_t j = 0; j < n; j++) {
 		rc |= kiln_buf_puts(&bufs[j], "]}");
 		if (n == 1) /* the records read are the one input's */
-			rc |= kiln_ol_facet_begin(&bufs[j], ol->producer, "inputStatistics", "InputStatisticsInputDatasetFacet",
-			                          "1-0-0") |
+			rc |= kiln_ol_facet_begin(&bufs[j], ol->producer, "inputStatistics",
+			                          "InputStatisticsInputDatasetFacet", "1-0-0") |
 			      kiln_buf_printf(&bufs[j], ",\"rowCount\":%llu}", (unsigned long long)records);
 		rc |= kiln_buf_putc(&bufs[j], '\0');
 		in[j].io_facets = bufs[j].ptr;
@@ -201,8 +205,8 @@ static int run_inputs(kiln_openlineage *ol, const kiln_lineage_entry *pos, size_
 	return rc ? KILN_ENOMEM : 0;
 }
 
-void kiln_openlineage_run_commit(kiln_openlineage *ol, const char *commit, const kiln_stats *delta, size_t shards,
-                                 const kiln_lineage_entry *positions, size_t count)
+void kiln_openlineage_run_commit(kiln_openlineage *ol, const char *commit, const kiln_stats *delta,
+                                 size_t shards, const kiln_lineage_entry *positions, size_t count)
 {
 	kiln_ol_dataset in[MAX_INPUTS], out;
 	kiln_buf ibufs[MAX_INPUTS], facets = KILN_BUF_INIT(0), ofacets = KILN_BUF_INIT(0);
@@ -221,15 +225,18 @@ void kiln_openlineage_run_commit(kiln_openlineage *ol, const char *commit, const
 	snprintf(v.commit, sizeof(v.commit), "%s", commit);
 	snprintf(v.dataset, sizeof(v.dataset), "%s", ol->p->dataset);
 	rc = run_inputs(ol, positions, count, delta->records_in, in, ibufs, &n_in);
-	rc |= kiln_ol_version_facets(ol, &facets, &v, commit, kiln_ol_split_bytes(delta), shards) | kiln_buf_putc(&facets, '\0');
-	rc |= kiln_ol_facet_begin(&ofacets, ol->producer, "outputStatistics", "OutputStatisticsOutputDatasetFacet",
-	                          "1-0-2") |
+	rc |= kiln_ol_version_facets(ol, &facets, &v, commit, kiln_ol_split_bytes(delta), shards) |
+	      kiln_buf_putc(&facets, '\0');
+	rc |= kiln_ol_facet_begin(&ofacets, ol->producer, "outputStatistics",
+	                          "OutputStatisticsOutputDatasetFacet", "1-0-2") |
 	      kiln_buf_printf(&ofacets, ",\"rowCount\":%llu,\"size\":%llu,\"fileCount\":%zu}",
-	                      (unsigned long long)delta->valid, (unsigned long long)kiln_ol_split_bytes(delta), shards) |
+	                      (unsigned long long)delta->valid,
+	                      (unsigned long long)kiln_ol_split_bytes(delta), shards) |
 	      kiln_ol_kiln_facet_begin(&ofacets, ol->producer, "kiln_quarantine") |
 	      kiln_buf_printf(&ofacets, ",\"records\":%llu}", (unsigned long long)delta->quarantined) |
 	      kiln_buf_putc(&ofacets, '\0');
-	out = (kiln_ol_dataset){.namespace_ = ol->repo_ns, .name = name, .facets = facets.ptr, .io_facets = ofacets.ptr};
+	out = (kiln_ol_dataset){
+	    .namespace_ = ol->repo_ns, .name = name, .facets = facets.ptr, .io_facets = ofacets.ptr};
 	if (rc == 0)
 		kiln_ol_emit(ol, "COMPLETE", kiln_ol_wall_ms(), NULL, in, n_in, &out, 1);
 	for (size_t i = 0; i < count; i++)
@@ -263,7 +270,8 @@ void kiln_openlineage_run_end(kiln_openlineage *ol, const kiln_run_result *r, bo
 		                        .next = (int64_t)r->next_offset};
 
 		read_positions(ol);
-		remember(ol, &(kiln_lineage_entry){.topic = e.topic, .path = e.path, .next = (int64_t)r->first_offset});
+		remember(ol, &(kiln_lineage_entry){
+		                 .topic = e.topic, .path = e.path, .next = (int64_t)r->first_offset});
 		kiln_openlineage_run_commit(ol, r->commit, &r->delta, r->shards, &e, 1);
 	} else if (ol->open && ol->started) { /* nothing new was read: the run did nothing */
 		kiln_ol_emit(ol, "COMPLETE", kiln_ol_wall_ms(), NULL, NULL, 0, NULL, 0);

@@ -27,8 +27,8 @@ static int facet_head(kiln_buf *out, const char *producer, const char *name, con
 	if (out->len && out->ptr[out->len - 1] != '{')
 		rc |= kiln_buf_putc(out, ',');
 	rc |= put_str(out, name) | kiln_buf_puts(out, ":{\"_producer\":") | put_str(out, producer) |
-	      kiln_buf_puts(out, ",\"_schemaURL\":\"") | kiln_buf_puts(out, url_a) | kiln_buf_puts(out, url_b) |
-	      kiln_buf_puts(out, url_c) | kiln_buf_putc(out, '"');
+	      kiln_buf_puts(out, ",\"_schemaURL\":\"") | kiln_buf_puts(out, url_a) |
+	      kiln_buf_puts(out, url_b) | kiln_buf_puts(out, url_c) | kiln_buf_putc(out, '"');
 	return rc ? KILN_ENOMEM : 0;
 }
 
@@ -66,23 +66,18 @@ static int schema_fields(kiln_buf *out, const kiln_field *object, unsigned depth
 
 	for (size_t i = 0; i < object->child_count; i++) {
 		const kiln_field *f = object->children[i];
-		const kiln_field *nested = f->type == KILN_LTYPE_OBJECT ? f
-		                           : (f->type == KILN_LTYPE_ARRAY && f->items &&
-		                              f->items->type == KILN_LTYPE_OBJECT)
-		                               ? f->items
-		                               : NULL;
+		const kiln_field *nested =
+		    f->type == KILN_LTYPE_OBJECT ? f
+		    : (f->type == KILN_LTYPE_ARRAY && f->items && f->items->type == KILN_LTYPE_OBJECT)
+		        ? f->items
+		        : NULL;
 
 		rc |= kiln_buf_puts(out, i ? ",{\"name\":" : "{\"name\":") |
 		      kiln_buf_put_json_text(out, f->name, f->name_len) | kiln_buf_puts(out, ",\"type\":") |
 		      put_str(out, kiln_ltype_name(f->type)) |
 		      kiln_buf_printf(out, ",\"ordinal_position\":%u", f->position + 1);
 		if (kiln_ol_field_personal(f))
-			rc |= kiln_buf_puts(out, ",\"description\":\"personal data: curated pseudonymised (") |
-			      kiln_buf_puts(out, f->classification ? "classification " : "") |
-			      (f->classification ? kiln_buf_put_json_chars(out, f->classification,
-			                                                   strlen(f->classification))
-			                         : 0) |
-			      kiln_buf_puts(out, f->classification ? ")\"" : "free-text scan)\"");
+			rc |= kiln_buf_puts(out, ",\"description\":\"" KILN_OL_PERSONAL "\"");
 		if (nested && nested->child_count && depth < 32)
 			rc |= kiln_buf_puts(out, ",\"fields\":") | schema_fields(out, nested, depth + 1);
 		rc |= kiln_buf_putc(out, '}');
@@ -106,7 +101,8 @@ static int personal_paths(kiln_buf *out, const kiln_field *object, bool *first, 
 		}
 		if (depth < 32 && f->type == KILN_LTYPE_OBJECT)
 			rc |= personal_paths(out, f, first, depth + 1);
-		else if (depth < 32 && f->type == KILN_LTYPE_ARRAY && f->items && f->items->type == KILN_LTYPE_OBJECT)
+		else if (depth < 32 && f->type == KILN_LTYPE_ARRAY && f->items &&
+		         f->items->type == KILN_LTYPE_OBJECT)
 			rc |= personal_paths(out, f->items, first, depth + 1);
 	}
 	return rc ? KILN_ENOMEM : 0;
@@ -198,8 +194,9 @@ static int datasets(kiln_buf *out, const char *key, const char *io_key, const ki
 	int rc = kiln_buf_printf(out, ",\"%s\":[", key);
 
 	for (size_t i = 0; i < n; i++) {
-		rc |= kiln_buf_puts(out, i ? ",{\"namespace\":" : "{\"namespace\":") | put_str(out, d[i].namespace_) |
-		      kiln_buf_puts(out, ",\"name\":") | put_str(out, d[i].name);
+		rc |= kiln_buf_puts(out, i ? ",{\"namespace\":" : "{\"namespace\":") |
+		      put_str(out, d[i].namespace_) | kiln_buf_puts(out, ",\"name\":") |
+		      put_str(out, d[i].name);
 		if (d[i].facets && *d[i].facets)
 			rc |= kiln_buf_puts(out, ",\"facets\":{") | kiln_buf_puts(out, d[i].facets) |
 			      kiln_buf_putc(out, '}');
@@ -225,12 +222,13 @@ int kiln_ol_event_render(kiln_buf *out, const kiln_ol_event *e)
 	     put_str(out, e->run_id);
 	if (e->error || (e->run_facets && *e->run_facets)) {
 		if (e->error)
-			rc |= kiln_ol_facet_begin(&facets, e->producer, "errorMessage", "ErrorMessageRunFacet",
-			                          "1-0-1") |
+			rc |= kiln_ol_facet_begin(&facets, e->producer, "errorMessage",
+			                          "ErrorMessageRunFacet", "1-0-1") |
 			      kiln_buf_puts(&facets, ",\"message\":") | put_str(&facets, e->error) |
 			      kiln_buf_puts(&facets, ",\"programmingLanguage\":\"C\"}");
 		if (e->run_facets && *e->run_facets)
-			rc |= kiln_buf_puts(&facets, facets.len ? "," : "") | kiln_buf_puts(&facets, e->run_facets);
+			rc |= kiln_buf_puts(&facets, facets.len ? "," : "") |
+			      kiln_buf_puts(&facets, e->run_facets);
 		rc |= kiln_buf_puts(out, ",\"facets\":{") | kiln_buf_put(out, facets.ptr, facets.len) |
 		      kiln_buf_putc(out, '}');
 	}
@@ -240,8 +238,9 @@ int kiln_ol_event_render(kiln_buf *out, const kiln_ol_event *e)
 	                      e->streaming ? "STREAMING" : "BATCH") |
 	      put_str(&facets, e->job_type) | kiln_buf_putc(&facets, '}');
 	rc |= kiln_buf_puts(out, "},\"job\":{\"namespace\":") | put_str(out, e->job_namespace) |
-	      kiln_buf_puts(out, ",\"name\":") | put_str(out, e->job_name) | kiln_buf_puts(out, ",\"facets\":{") |
-	      kiln_buf_put(out, facets.ptr, facets.len) | kiln_buf_puts(out, "}}");
+	      kiln_buf_puts(out, ",\"name\":") | put_str(out, e->job_name) |
+	      kiln_buf_puts(out, ",\"facets\":{") | kiln_buf_put(out, facets.ptr, facets.len) |
+	      kiln_buf_puts(out, "}}");
 	rc |= datasets(out, "inputs", "inputFacets", e->inputs, e->input_count);
 	rc |= datasets(out, "outputs", "outputFacets", e->outputs, e->output_count);
 	rc |= kiln_buf_putc(out, '}');

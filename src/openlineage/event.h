@@ -15,13 +15,16 @@
 #include "quality/profile.h"
 
 /* The spec version kiln writes: ../shared/specs/openlineage/OpenLineage.json's $id. */
-#define KILN_OL_SPEC        "https://openlineage.io/spec/2-0-2/OpenLineage.json"
-#define KILN_OL_SCHEMA_URL  KILN_OL_SPEC "#/$defs/RunEvent"
-#define KILN_OL_FACETS      "https://openlineage.io/spec/facets/"
+#define KILN_OL_SPEC       "https://openlineage.io/spec/2-0-2/OpenLineage.json"
+#define KILN_OL_SCHEMA_URL KILN_OL_SPEC "#/$defs/RunEvent"
+#define KILN_OL_FACETS     "https://openlineage.io/spec/facets/"
 /* kiln's home: the producer is KILN_OL_HOME "/releases/tag/v<version>", and
  * kiln's own facets are described in docs/LINEAGE.md ("kiln's facets") */
 #define KILN_OL_HOME        "https://github.com/kiln/kiln"
 #define KILN_OL_KILN_FACETS KILN_OL_HOME "/blob/main/docs/LINEAGE.md"
+
+/* The description of a personal field in the schema facet. */
+#define KILN_OL_PERSONAL "personal data: pseudonymised in the curated records"
 
 /* A dataset of an event: facets and io_facets are the rendered members of
  * its "facets" and its "inputFacets" (inputs) or "outputFacets" (outputs)
@@ -39,9 +42,9 @@ typedef struct kiln_ol_event {
 	int64_t time_ms;    /* since the epoch */
 	const char *producer;
 	const char *job_namespace, *job_name;
-	bool streaming;       /* JobTypeJobFacet.processingType STREAMING, else BATCH */
-	const char *job_type; /* JobTypeJobFacet.jobType: "RUN", "PROMOTE", "PUSH", "ERASE" */
-	const char *error;    /* FAIL: the ErrorMessageRunFacet's message (NULL: none) */
+	bool streaming;         /* JobTypeJobFacet.processingType STREAMING, else BATCH */
+	const char *job_type;   /* JobTypeJobFacet.jobType: "RUN", "PROMOTE", "PUSH", "ERASE" */
+	const char *error;      /* FAIL: the ErrorMessageRunFacet's message (NULL: none) */
 	const char *run_facets; /* more run facet members (NULL: none) */
 	const kiln_ol_dataset *inputs;
 	size_t input_count;

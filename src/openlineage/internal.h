@@ -42,9 +42,9 @@ struct kiln_openlineage {
 	size_t token_len;
 	char producer[160];
 	char job_name[300];
-	char repo_ns[4200]; /* the manifest repository: the output datasets' namespace */
-	char input_ns[600]; /* kafka://broker, file://host, ... */
-	char *schema_facets; /* rendered once from the contract ("" when it does not load) */
+	char repo_ns[4200];      /* the manifest repository: the output datasets' namespace */
+	char input_ns[600];      /* kafka://broker, file://host, ... */
+	char *schema_facets;     /* rendered once from the contract ("" when it does not load) */
 	kiln_manifest *manifest; /* opened when first needed (profiles, positions) */
 
 	/* the current run */
@@ -81,8 +81,8 @@ void *kiln_ol_sender(void *ol);
 /* close's last sending: tries again after transient failures while
  * timeout_ms lasts (an endpoint that is down answers at once: one try). */
 void kiln_ol_flush(kiln_openlineage *ol);
-int64_t kiln_ol_now_ms(void);      /* monotonic */
-int64_t kiln_ol_wall_ms(void);     /* since the epoch */
+int64_t kiln_ol_now_ms(void);  /* monotonic */
+int64_t kiln_ol_wall_ms(void); /* since the epoch */
 
 /* emit.c, for the commands' events (emit_versions.c) */
 struct kiln_ol_dataset;
@@ -90,12 +90,13 @@ struct kiln_version;
 struct kiln_stats;
 /* Renders and queues one event of the open run. */
 void kiln_ol_emit(kiln_openlineage *ol, const char *type, int64_t time_ms, const char *error,
-                  const struct kiln_ol_dataset *in, size_t n_in, const struct kiln_ol_dataset *outs, size_t n_out);
+                  const struct kiln_ol_dataset *in, size_t n_in, const struct kiln_ol_dataset *outs,
+                  size_t n_out);
 /* Opens the run (a new runId) if none is, and emits its START once. */
 void kiln_ol_ensure_started(kiln_openlineage *ol);
 /* The version, schema and data quality facets of a dataset version. */
-int kiln_ol_version_facets(kiln_openlineage *ol, kiln_buf *f, const struct kiln_version *v, const char *version,
-                           uint64_t bytes, uint64_t files);
+int kiln_ol_version_facets(kiln_openlineage *ol, kiln_buf *f, const struct kiln_version *v,
+                           const char *version, uint64_t bytes, uint64_t files);
 uint64_t kiln_ol_split_bytes(const struct kiln_stats *s);
 
 #endif

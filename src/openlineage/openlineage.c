@@ -20,8 +20,8 @@
 
 #define TOKEN_MAX (64u << 10)
 
-static const char *const section_keys[] = {"url",       "token_file",   "file",       "kafka_topic", "namespace",
-                                           "queue_dir", "queue_max_mb", "timeout_ms", NULL};
+static const char *const section_keys[] = {
+    "url", "token_file", "file", "kafka_topic", "namespace", "queue_dir", "queue_max_mb", "timeout_ms", NULL};
 
 /* "file://<host><absolute path>" */
 static void file_namespace(char *out, size_t cap, const char *path)
@@ -51,8 +51,9 @@ static int read_section(kiln_openlineage *ol, const kiln_yaml_node *sec, kiln_co
 	    (rc = kiln_config_int(cfg, sec, "openlineage", "timeout_ms", 1, 600000, &timeout)) < 0)
 		return rc;
 	if (kafka_topic)
-		return kiln_yaml_fail(cfg->doc, kiln_yaml_get(sec, "kafka_topic"), "openlineage.kafka_topic",
-		                      "the Kafka transport is not supported yet: use url or file (docs/LINEAGE.md)");
+		return kiln_yaml_fail(
+		    cfg->doc, kiln_yaml_get(sec, "kafka_topic"), "openlineage.kafka_topic",
+		    "the Kafka transport is not supported yet: use url or file (docs/LINEAGE.md)");
 	if (!c->url == !c->file)
 		return kiln_yaml_fail(cfg->doc, sec, "openlineage", "set exactly one of url and file");
 	if (c->url && strncmp(c->url, "http://", 7) != 0 && strncmp(c->url, "https://", 8) != 0)
@@ -79,9 +80,10 @@ static void input_namespace(kiln_openlineage *ol, kiln_config *cfg)
 	char host[256] = "localhost";
 
 	gethostname(host, sizeof(host) - 1);
-	if (strcmp(kind, "kafka") == 0 && kiln_config_string(cfg, src, "source", "brokers", false, &brokers) == 0 &&
-	    brokers)
-		snprintf(ol->input_ns, sizeof(ol->input_ns), "kafka://%.*s", (int)strcspn(brokers, ","), brokers);
+	if (strcmp(kind, "kafka") == 0 &&
+	    kiln_config_string(cfg, src, "source", "brokers", false, &brokers) == 0 && brokers)
+		snprintf(ol->input_ns, sizeof(ol->input_ns), "kafka://%.*s", (int)strcspn(brokers, ","),
+		         brokers);
 	else if (strcmp(kind, "file") == 0 || strcmp(kind, "directory") == 0 || strcmp(kind, "stdin") == 0)
 		snprintf(ol->input_ns, sizeof(ol->input_ns), "file://%s", host);
 	else
@@ -124,13 +126,16 @@ int kiln_openlineage_open(kiln_openlineage **out, const kiln_pipeline *p, const 
 	if ((rc = read_section(ol, sec, &cfg)) < 0)
 		goto fail;
 	if (ol->cfg.token_file) {
-		if ((rc = kiln_secret_read_file(&ol->token, &ol->token_len, ol->cfg.token_file, "token file", TOKEN_MAX)) <
-		    0)
+		if ((rc = kiln_secret_read_file(&ol->token, &ol->token_len, ol->cfg.token_file, "token file",
+		                                TOKEN_MAX)) < 0)
 			goto fail;
-		while (ol->token_len && (ol->token[ol->token_len - 1] == '\n' || ol->token[ol->token_len - 1] == '\r'))
+		while (ol->token_len &&
+		       (ol->token[ol->token_len - 1] == '\n' || ol->token[ol->token_len - 1] == '\r'))
 			ol->token[--ol->token_len] = '\0';
-		if (!ol->token_len || memchr(ol->token, '\n', ol->token_len) || memchr(ol->token, '\r', ol->token_len)) {
-			rc = kiln_error_set(KILN_EINVALID, "%s: token file: one line expected", ol->cfg.token_file);
+		if (!ol->token_len || memchr(ol->token, '\n', ol->token_len) ||
+		    memchr(ol->token, '\r', ol->token_len)) {
+			rc = kiln_error_set(KILN_EINVALID, "%s: token file: one line expected",
+			                    ol->cfg.token_file);
 			goto fail;
 		}
 	}
@@ -211,11 +216,13 @@ int kiln_openlineage_metrics(kiln_openlineage *ol, kiln_metrics *m)
 	return kiln_metrics_counter_fn(m, "kiln_openlineage_events_queued_total",
 	                               "OpenLineage events written to the queue", NULL, read_queued, ol) |
 	       kiln_metrics_counter_fn(m, "kiln_openlineage_events_sent_total",
-	                               "OpenLineage events delivered (and removed from the queue)", NULL, read_sent, ol) |
-	       kiln_metrics_counter_fn(m, "kiln_openlineage_events_dropped_total",
-	                               "OpenLineage events dropped: the queue full (the oldest), or refused by the "
-	                               "endpoint with a 4xx",
-	                               "reason=\"queue_full\"", read_dropped_full, ol) |
+	                               "OpenLineage events delivered (and removed from the queue)", NULL,
+	                               read_sent, ol) |
+	       kiln_metrics_counter_fn(
+	           m, "kiln_openlineage_events_dropped_total",
+	           "OpenLineage events dropped: the queue full (the oldest), or refused by the "
+	           "endpoint with a 4xx",
+	           "reason=\"queue_full\"", read_dropped_full, ol) |
 	       kiln_metrics_counter_fn(m, "kiln_openlineage_events_dropped_total", NULL, "reason=\"refused\"",
 	                               read_refused, ol) |
 	       kiln_metrics_counter_fn(m, "kiln_openlineage_send_failures_total",

@@ -66,7 +66,8 @@ void kiln_openlineage_promoted(kiln_openlineage *ol, const kiln_version *v, cons
                                const char *tag_id, const kiln_promote_inputs *in,
                                const kiln_gate_result *gates, size_t gate_count);
 /* `kiln push` sent the version to the target. */
-void kiln_openlineage_pushed(kiln_openlineage *ol, const kiln_push_result *res, const kiln_push_target *target);
+void kiln_openlineage_pushed(kiln_openlineage *ol, const kiln_push_result *res,
+                             const kiln_push_target *target);
 /* `kiln erase` rewrote the dataset's refs: counts and versions only. */
 void kiln_openlineage_erased(kiln_openlineage *ol, const char *dataset, const kiln_erase_report *report);
 

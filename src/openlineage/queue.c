@@ -25,7 +25,8 @@
 #define EVENT_MAX (16u << 20) /* an event file larger than this is not ours: dropped */
 
 /* The sender's wait after the n-th failure in a row: 1 s, doubling, 60 s at most. */
-static const kiln_retry_policy sender_retry = {.first_us = 1000000, .max_us = 60000000, .jitter = KILN_RETRY_QUARTER};
+static const kiln_retry_policy sender_retry = {
+    .first_us = 1000000, .max_us = 60000000, .jitter = KILN_RETRY_QUARTER};
 /* close's wait between tries: 100 ms, doubling (within timeout_ms) */
 static const kiln_retry_policy close_retry = {.first_us = 100000, .max_us = 1000000};
 
@@ -130,7 +131,8 @@ static void bound_queue(kiln_openlineage *ol)
 	}
 	if (dropped) {
 		atomic_fetch_add(&ol->dropped_full, dropped);
-		KILN_LOG(KILN_LOG_WARN, "openlineage_dropped", "the OpenLineage queue is full: the oldest events dropped",
+		KILN_LOG(KILN_LOG_WARN, "openlineage_dropped",
+		         "the OpenLineage queue is full: the oldest events dropped",
 		         KILN_F_INT("events", dropped), KILN_F_STR("queue_dir", ol->cfg.queue_dir));
 	}
 	free_list(v, n);
@@ -142,8 +144,8 @@ void kiln_ol_enqueue(kiln_openlineage *ol, const kiln_buf *event)
 	int rc;
 
 	pthread_mutex_lock(&ol->lock);
-	snprintf(path, sizeof(path), "%s/%013lld-%010ld-%06u.json", ol->cfg.queue_dir, (long long)kiln_ol_wall_ms(),
-	         (long)getpid(), ol->seq++);
+	snprintf(path, sizeof(path), "%s/%013lld-%010ld-%06u.json", ol->cfg.queue_dir,
+	         (long long)kiln_ol_wall_ms(), (long)getpid(), ol->seq++);
 	pthread_mutex_unlock(&ol->lock);
 	if ((rc = kiln_fs_mkdir_p(ol->cfg.queue_dir, 0700)) < 0 ||
 	    (rc = kiln_fs_write_atomic(path, event->ptr, event->len, 0600)) < 0) {
@@ -203,14 +205,16 @@ static int post(kiln_openlineage *ol, const char *body, size_t len)
 		return SENT;
 	if (cc == CURLE_OK && status >= 400 && status < 500 && status != 408 && status != 429) {
 		if (!ol->refused_logged) /* the endpoint and the status; never the body */
-			KILN_LOG(KILN_LOG_ERROR, "openlineage_refused",
-			         "the OpenLineage endpoint refused an event: dropped (later refusals not logged)",
-			         KILN_F_STR("url", ol->cfg.url), KILN_F_INT("status", status));
+			KILN_LOG(
+			    KILN_LOG_ERROR, "openlineage_refused",
+			    "the OpenLineage endpoint refused an event: dropped (later refusals not logged)",
+			    KILN_F_STR("url", ol->cfg.url), KILN_F_INT("status", status));
 		ol->refused_logged = true;
 		return REFUSED;
 	}
 	atomic_fetch_add(&ol->failed_sends, 1);
-	KILN_LOG_EVERY(60, KILN_LOG_WARN, "openlineage_retry", cc == CURLE_OK ? "the endpoint answered an error" : err,
+	KILN_LOG_EVERY(60, KILN_LOG_WARN, "openlineage_retry",
+	               cc == CURLE_OK ? "the endpoint answered an error" : err,
 	               KILN_F_STR("url", ol->cfg.url), KILN_F_INT("status", status));
 	return RETRY;
 }
@@ -230,7 +234,8 @@ static int append(kiln_openlineage *ol, const char *body, size_t len)
 	}
 	if (rc != SENT) {
 		atomic_fetch_add(&ol->failed_sends, 1);
-		KILN_LOG_EVERY(60, KILN_LOG_WARN, "openlineage_retry", fd < 0 ? strerror(errno) : kiln_error_last(),
+		KILN_LOG_EVERY(60, KILN_LOG_WARN, "openlineage_retry",
+		               fd < 0 ? strerror(errno) : kiln_error_last(),
 		               KILN_F_STR("file", ol->cfg.file));
 	}
 	free(line);
@@ -304,15 +309,15 @@ void *kiln_ol_sender(void *arg)
 	pthread_mutex_lock(&ol->lock);
 	while (!ol->stop) {
 		struct timespec until;
-		int64_t wait_ms = failures ? (int64_t)(kiln_retry_delay_us(&sender_retry, failures, (uint32_t)rand()) / 1000)
-		                           : 5000;
+		int64_t wait_ms = 5000; /* when all is sent: a new event wakes it earlier */
 		int done;
 
 		pthread_mutex_unlock(&ol->lock);
 		done = kiln_ol_send_queue(ol, kiln_ol_now_ms() + 10 * ol->cfg.timeout_ms);
 		failures = done ? 0 : failures + 1;
 		if (!done)
-			wait_ms = (int64_t)(kiln_retry_delay_us(&sender_retry, failures, (uint32_t)rand()) / 1000);
+			wait_ms =
+			    (int64_t)(kiln_retry_delay_us(&sender_retry, failures, (uint32_t)rand()) / 1000);
 		pthread_mutex_lock(&ol->lock);
 		if (ol->stop)
 			break;
