@@ -177,7 +177,7 @@ void kiln_openlineage_close(kiln_openlineage *ol)
 		pthread_mutex_unlock(&ol->lock);
 		pthread_join(ol->thread, NULL);
 	}
-	if (ol->cfg.queue_dir && ol->schema_facets) /* opened whole: send what there is */
+	if (ol->job_type) /* a command that emitted: send what there is */
 		kiln_ol_flush(ol);
 	kiln_secret_free(ol->token, ol->token_len);
 	free(ol->schema_facets);

@@ -32,8 +32,9 @@ typedef struct kiln_openlineage kiln_openlineage;
  * the pipeline has none (then every function below does nothing).
  * version (kiln's) names kiln in the events' producer. */
 int kiln_openlineage_open(kiln_openlineage **out, const kiln_pipeline *pipeline, const char *version);
-/* Stops the sender thread, sends what the queue holds within the section's
- * timeout_ms (what is left stays queued for a later command), frees. */
+/* Stops the sender thread and, after kiln_openlineage_begin (a command
+ * that emits), sends what the queue holds within the section's timeout_ms
+ * (what is left stays queued for a later command); frees. */
 void kiln_openlineage_close(kiln_openlineage *ol);
 
 /* A streaming run's sender: a thread that sends the queue as events

@@ -162,7 +162,7 @@ void kiln_ol_enqueue(kiln_openlineage *ol, const kiln_buf *event)
 
 /* ---- sending one event ---------------------------------------------------- */
 
-enum { SENT, RETRY, REFUSED };
+enum { SENT, RETRY, REFUSED, GONE };
 
 static size_t discard(char *ptr, size_t size, size_t n, void *ctx)
 {
@@ -255,7 +255,7 @@ static int send_one(kiln_openlineage *ol, const char *name)
 
 	snprintf(path, sizeof(path), "%s/%s", ol->cfg.queue_dir, name);
 	if (!(f = fopen(path, "rb")))
-		return SENT; /* sent by another process meanwhile */
+		return GONE; /* dropped from a full queue meanwhile */
 	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
 		if (kiln_buf_put(&b, chunk, n) < 0) {
 			rc = REFUSED; /* over EVENT_MAX: not an event kiln wrote */

@@ -146,7 +146,14 @@ check "kafka offsets: the run 2 range starts where run 1 ended" \
 chmod 644 "$tmp/token"
 check "a 0644 token file is refused" status_is 2 "$kiln" run "$pipeline" "${ol[@]}"
 check "with one line naming the file" test "$(wc -l <"$tmp/err")" -eq 1 -a -n "$(grep -F "$tmp/token" "$tmp/err")"
+check "kiln check finds it too" status_is 1 "$kiln" check "$pipeline" "${ol[@]}"
+check "on the openlineage line" grep -q "openlineage.*$tmp/token" "$tmp/out"
 chmod 600 "$tmp/token"
+check "kiln check: a section with neither url nor file" status_is 1 "$kiln" check "$pipeline" --set openlineage.timeout_ms=5
+check "named at --set" grep -q 'openlineage.*set exactly one of url and file' "$tmp/out"
+check "kiln check: the Kafka transport is refused" status_is 1 "$kiln" check "$pipeline" "${ol[@]}" \
+	--set openlineage.kafka_topic=lineage
+check "in one line" grep -q 'openlineage.kafka_topic: the Kafka transport is not supported yet' "$tmp/out"
 start_receiver "$tmp/refused.jsonl" --refuse-all
 $py "$src/bench/gen-user-events.py" --records 50 --seed 34 --append -o "$tmp/in.jsonl"
 check "run with an endpoint that answers 400" status_is 0 "$kiln" run "$pipeline" "${ol[@]}"
