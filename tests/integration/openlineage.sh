@@ -23,16 +23,17 @@ kiln=${KILN:-$src/build/kiln}
 py=/usr/bin/python3
 checker=$src/tests/integration/openlineage_check.py
 spec=$src/../shared/specs/openlineage
-need git
+need git curl
 need_py jsonschema
 need_kiln
 [ -f "$spec/OpenLineage.json" ] && [ -d "$spec/facets" ] ||
 	{ echo "FAIL: no OpenLineage spec at $spec (CI clones the repository with ../shared beside it)"; echo "0 passed, 1 failed"; exit 1; }
 
 tmp=$(mktemp -d)
-receiver=
+receiver= daemon=
 cleanup() {
 	[ -n "$receiver" ] && kill "$receiver" 2>/dev/null
+	[ -n "$daemon" ] && kill -9 "$daemon" 2>/dev/null
 	wait 2>/dev/null
 	rm -rf "$tmp"
 }
@@ -92,6 +93,29 @@ check "a directory run (streaming, --stop-at-end)" status_is 0 env KILN_INPUT_DI
 	KILN_STORE="file://$tmp/dir/store" KILN_MANIFEST="$tmp/dir/m.git" \
 	"$kiln" run "$src/pipelines/user-events-dir.yaml" --stop-at-end "${ol[@]}"
 
+# a long-running directory run: its thread sends each snapshot's events
+# while it runs; /metrics counts them
+rm -rf "$tmp/dir/in" && mkdir -p "$tmp/dir/in"
+KILN_INPUT_DIR="$tmp/dir/in" KILN_STORE="file://$tmp/dir/store" KILN_MANIFEST="$tmp/dir/m.git" \
+	"$kiln" run "$src/pipelines/user-events-dir.yaml" "${ol[@]}" --set metrics.listen=127.0.0.1:0 \
+	--set snapshot.records=0 --set snapshot.seconds=3600 2>"$tmp/daemon.err" >"$tmp/daemon.out" &
+daemon=$!
+poll 20 grep -q '"event":"listening"' "$tmp/daemon.err"
+mport=$(grep -o '"event":"listening"[^}]*"port":[0-9]*' "$tmp/daemon.err" | grep -o '[0-9]*$')
+$py "$src/bench/gen-user-events.py" --records 120 --seed 37 -o "$tmp/dir/.c.jsonl" && mv "$tmp/dir/.c.jsonl" "$tmp/dir/in/c.jsonl"
+check "it reads c.jsonl (within 20 s)" \
+	poll 20 sh -c "curl -sf http://127.0.0.1:$mport/metrics | grep -qx 'kiln_records_in_total 120'"
+check "kiln snapshot commits c.jsonl" status_is 0 "$kiln" snapshot "127.0.0.1:$mport"
+check "its COMPLETE arrives while the run goes on" \
+	poll 20 sh -c "grep -q '\"name\":\"$tmp/dir/in/c.jsonl\"' '$tmp/http.jsonl'"
+check "/metrics counts the events sent" \
+	poll 10 sh -c "curl -sf http://127.0.0.1:$mport/metrics | grep -q '^kiln_openlineage_events_sent_total [1-9]'"
+check "the run is still running" kill -0 "$daemon"
+kill -TERM "$daemon"
+wait "$daemon"
+check "SIGTERM: it drains and exits 0" test $? -eq 0
+daemon=
+
 # 4. erase a person (no subject value in any event), push v1 to a file store
 subject=$($py -c 'import json, sys
 for line in open(sys.argv[1]):
@@ -126,7 +150,9 @@ PUSH START -
 RUN COMPLETE user-events@main
 RUN COMPLETE user-events@main
 RUN COMPLETE user-events@main
+RUN COMPLETE user-events@main
 RUN FAIL -
+RUN START -
 RUN START -
 RUN START -
 RUN START -
