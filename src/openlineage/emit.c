@@ -15,7 +15,11 @@
 #include "openlineage/openlineage.h"
 #include "quality/profile.h"
 
-#define MAX_INPUTS 256 /* topic partitions or files named in one event; more are summed in the last */
+static void read_positions(kiln_openlineage *ol);
+
+#define MAX_INPUTS                                                                                           \
+	256 /* topics or files named in one event; more are left out (docs/LINEAGE.md, "Limits")             \
+	     */
 
 void kiln_ol_emit(kiln_openlineage *ol, const char *type, int64_t time_ms, const char *error,
                   const kiln_ol_dataset *in, size_t n_in, const kiln_ol_dataset *outs, size_t n_out)
@@ -65,6 +69,8 @@ void kiln_openlineage_begin(kiln_openlineage *ol, const char *job_type, bool str
 	ol->job_type = job_type;
 	ol->streaming = streaming;
 	ol->open = false;
+	if (strcmp(job_type, "RUN") == 0)
+		read_positions(ol); /* where the run's ranges start, before it commits */
 	kiln_ol_ensure_started(ol);
 }
 

@@ -63,6 +63,7 @@ struct kiln_openlineage {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	bool stop;
+	atomic_bool stopping; /* stop, read by the sender between events */
 	bool refused_logged;
 	atomic_uint_fast64_t queued, sent, dropped_full, refused, failed_sends;
 };
@@ -73,9 +74,10 @@ struct kiln_openlineage {
 void kiln_ol_enqueue(kiln_openlineage *ol, const kiln_buf *event);
 /* Sends the queue oldest first until it is empty (1), an attempt fails
  * transiently (0: the rest stay), another process holds the queue (0), or
- * deadline_ms (monotonic) passes (0). A permanent refusal (4xx other than
- * 408 and 429) drops the event, logged once per handle. */
-int kiln_ol_send_queue(kiln_openlineage *ol, int64_t deadline_ms);
+ * deadline_ms (monotonic) passes (0), or *abort turns true (0; NULL: no
+ * abort). A permanent refusal (4xx other than 408 and 429) drops the
+ * event, logged once per handle. */
+int kiln_ol_send_queue(kiln_openlineage *ol, int64_t deadline_ms, const atomic_bool *abort);
 /* The sender thread's body. */
 void *kiln_ol_sender(void *ol);
 /* close's last sending: tries again after transient failures while

@@ -18,7 +18,7 @@
 #include "openlineage/internal.h"
 #include "quality/profile.h"
 
-#define TOKEN_MAX (64u << 10)
+#define TOKEN_MAX 4096 /* as the http source's */
 
 static const char *const section_keys[] = {
     "url", "token_file", "file", "kafka_topic", "namespace", "queue_dir", "queue_max_mb", "timeout_ms", NULL};
@@ -173,6 +173,7 @@ void kiln_openlineage_close(kiln_openlineage *ol)
 	if (ol->thread_started) {
 		pthread_mutex_lock(&ol->lock);
 		ol->stop = true;
+		atomic_store(&ol->stopping, true);
 		pthread_cond_signal(&ol->wake);
 		pthread_mutex_unlock(&ol->lock);
 		pthread_join(ol->thread, NULL);

@@ -74,6 +74,14 @@ static int list_queue(const kiln_openlineage *ol, char ***out, size_t *n_out, ui
 	while ((e = readdir(d))) {
 		struct stat st;
 
+		if (strstr(e->d_name, ".json.tmp-")) { /* a write a kill -9 cut short */
+			char path[4400];
+
+			snprintf(path, sizeof(path), "%s/%.*s", ol->cfg.queue_dir,
+			         (int)(strstr(e->d_name, ".json.tmp-") - e->d_name + 5), e->d_name);
+			kiln_fs_remove_stale_temps(path);
+			continue;
+		}
 		if (!is_event(e->d_name) || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 		    !S_ISREG(st.st_mode))
 			continue;
@@ -173,7 +181,7 @@ static size_t discard(char *ptr, size_t size, size_t n, void *ctx)
 
 static int post(kiln_openlineage *ol, const char *body, size_t len)
 {
-	char err[CURL_ERROR_SIZE] = "", auth[8200];
+	char err[CURL_ERROR_SIZE] = "", auth[4200]; /* the token: at most 4096 bytes */
 	struct curl_slist *h = NULL, *h2;
 	CURL *c;
 	CURLcode cc;
@@ -274,7 +282,7 @@ static int send_one(kiln_openlineage *ol, const char *name)
 	return rc;
 }
 
-int kiln_ol_send_queue(kiln_openlineage *ol, int64_t deadline_ms)
+int kiln_ol_send_queue(kiln_openlineage *ol, int64_t deadline_ms, const atomic_bool *abort)
 {
 	char lock_path[4400], **v = NULL;
 	size_t n = 0, i = 0;
@@ -290,7 +298,7 @@ int kiln_ol_send_queue(kiln_openlineage *ol, int64_t deadline_ms)
 		return 0; /* another process is sending */
 	}
 	if (list_queue(ol, &v, &n, &bytes) == 0) {
-		for (i = 0; i < n && kiln_ol_now_ms() < deadline_ms; i++)
+		for (i = 0; i < n && kiln_ol_now_ms() < deadline_ms && !(abort && atomic_load(abort)); i++)
 			if (send_one(ol, v[i]) == RETRY)
 				break;
 		done = i == n;
@@ -313,7 +321,7 @@ void *kiln_ol_sender(void *arg)
 		int done;
 
 		pthread_mutex_unlock(&ol->lock);
-		done = kiln_ol_send_queue(ol, kiln_ol_now_ms() + 10 * ol->cfg.timeout_ms);
+		done = kiln_ol_send_queue(ol, kiln_ol_now_ms() + 10 * ol->cfg.timeout_ms, &ol->stopping);
 		failures = done ? 0 : failures + 1;
 		if (!done)
 			wait_ms =
@@ -340,7 +348,7 @@ void kiln_ol_flush(kiln_openlineage *ol)
 {
 	int64_t deadline = kiln_ol_now_ms() + ol->cfg.timeout_ms;
 
-	for (unsigned n = 1; !kiln_ol_send_queue(ol, deadline); n++) {
+	for (unsigned n = 1; !kiln_ol_send_queue(ol, deadline, NULL); n++) {
 		int64_t wait_ms = (int64_t)(kiln_retry_delay_us(&close_retry, n, 0) / 1000);
 
 		if (kiln_ol_now_ms() + wait_ms >= deadline)
