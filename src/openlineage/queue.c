@@ -97,7 +97,8 @@ static int list_queue(const kiln_openlineage *ol, char ***out, size_t *n_out, ui
 		*bytes += (uint64_t)st.st_size;
 	}
 	closedir(d);
-	qsort(v, n, sizeof(*v), by_name);
+	if (n) /* qsort of a NULL list is undefined */
+		qsort(v, n, sizeof(*v), by_name);
 	*out = v;
 	*n_out = n;
 	return 0;
