@@ -19,8 +19,10 @@
 #include "openlineage/openlineage.h"
 
 typedef struct kiln_ol_config {
-	const char *url;        /* the HTTP transport: POST each event here, or */
-	const char *file;       /* the file transport: append each as a JSON line */
+	const char *url;  /* the HTTP transport: POST each event here, or */
+	const char *file; /* the file transport: append each as a JSON line, or */
+	const char
+	    *kafka_topic; /* the Kafka transport: produce each to this topic of the pipeline's brokers */
 	const char *token_file; /* http: "Authorization: Bearer <its content>" */
 	const char *namespace_; /* the job's namespace */
 	const char *queue_dir;
@@ -65,6 +67,8 @@ struct kiln_openlineage {
 	bool stop;
 	atomic_bool stopping; /* stop, read by the sender between events */
 	bool refused_logged;
+	void *kafka; /* rd_kafka_t *, the Kafka transport's, made when first needed */
+	atomic_uint_fast64_t kafka_delivered, kafka_failed; /* its delivery reports */
 	atomic_uint_fast64_t queued, sent, dropped_full, refused, failed_sends;
 };
 
@@ -78,6 +82,8 @@ void kiln_ol_enqueue(kiln_openlineage *ol, const kiln_buf *event);
  * abort). A permanent refusal (4xx other than 408 and 429) drops the
  * event, logged once per handle. */
 int kiln_ol_send_queue(kiln_openlineage *ol, int64_t deadline_ms, const atomic_bool *abort);
+/* Flushes and destroys the Kafka transport's producer (within timeout_ms). */
+void kiln_ol_producer_close(kiln_openlineage *ol);
 /* The sender thread's body. */
 void *kiln_ol_sender(void *ol);
 /* close's last sending: tries again after transient failures while

@@ -36,7 +36,6 @@ static void file_namespace(char *out, size_t cap, const char *path)
 static int read_section(kiln_openlineage *ol, const kiln_yaml_node *sec, kiln_config *cfg)
 {
 	kiln_ol_config *c = &ol->cfg;
-	const char *kafka_topic = NULL;
 	int64_t mb = 64, timeout = 2000;
 	int rc;
 
@@ -44,18 +43,19 @@ static int read_section(kiln_openlineage *ol, const kiln_yaml_node *sec, kiln_co
 	    (rc = kiln_config_string(cfg, sec, "openlineage", "url", false, &c->url)) < 0 ||
 	    (rc = kiln_config_string(cfg, sec, "openlineage", "file", false, &c->file)) < 0 ||
 	    (rc = kiln_config_string(cfg, sec, "openlineage", "token_file", false, &c->token_file)) < 0 ||
-	    (rc = kiln_config_string(cfg, sec, "openlineage", "kafka_topic", false, &kafka_topic)) < 0 ||
+	    (rc = kiln_config_string(cfg, sec, "openlineage", "kafka_topic", false, &c->kafka_topic)) < 0 ||
 	    (rc = kiln_config_string(cfg, sec, "openlineage", "namespace", false, &c->namespace_)) < 0 ||
 	    (rc = kiln_config_string(cfg, sec, "openlineage", "queue_dir", false, &c->queue_dir)) < 0 ||
 	    (rc = kiln_config_int(cfg, sec, "openlineage", "queue_max_mb", 1, 1 << 20, &mb)) < 0 ||
 	    (rc = kiln_config_int(cfg, sec, "openlineage", "timeout_ms", 1, 600000, &timeout)) < 0)
 		return rc;
-	if (kafka_topic)
+	if (!!c->url + !!c->file + !!c->kafka_topic != 1)
+		return kiln_yaml_fail(cfg->doc, sec, "openlineage",
+		                      "set exactly one of url, file and kafka_topic");
+	if (c->kafka_topic && (!ol->p->source || strcmp(ol->p->source->kind, "kafka") != 0))
 		return kiln_yaml_fail(
 		    cfg->doc, kiln_yaml_get(sec, "kafka_topic"), "openlineage.kafka_topic",
-		    "the Kafka transport is not supported yet: use url or file (docs/LINEAGE.md)");
-	if (!c->url == !c->file)
-		return kiln_yaml_fail(cfg->doc, sec, "openlineage", "set exactly one of url and file");
+		    "the events go to the pipeline's Kafka brokers: its source must be kafka");
 	if (c->url && strncmp(c->url, "http://", 7) != 0 && strncmp(c->url, "https://", 8) != 0)
 		return kiln_yaml_fail(cfg->doc, kiln_yaml_get(sec, "url"), "openlineage.url",
 		                      "an http:// or https:// URL is expected");
@@ -180,6 +180,7 @@ void kiln_openlineage_close(kiln_openlineage *ol)
 	}
 	if (ol->job_type) /* a command that emitted: send what there is */
 		kiln_ol_flush(ol);
+	kiln_ol_producer_close(ol);
 	kiln_secret_free(ol->token, ol->token_len);
 	free(ol->schema_facets);
 	free_positions(ol);

@@ -15,10 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <librdkafka/rdkafka.h>
+
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/retry.h"
+#include "ingest/kafka_run.h"
 #include "openlineage/internal.h"
 #include "store/curl.h"
 
@@ -253,6 +256,97 @@ static int append(kiln_openlineage *ol, const char *body, size_t len)
 	return rc;
 }
 
+/* ---- the Kafka transport --------------------------------------------------- */
+
+static void delivered(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	kiln_openlineage *ol = opaque;
+
+	(void)rk;
+	if (m->err) {
+		atomic_fetch_add(&ol->kafka_failed, 1);
+		KILN_LOG_EVERY(60, KILN_LOG_WARN, "openlineage_retry", rd_kafka_err2str(m->err),
+		               KILN_F_STR("topic", ol->cfg.kafka_topic));
+	} else {
+		atomic_fetch_add(&ol->kafka_delivered, 1);
+	}
+}
+
+static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	(void)rk;
+	/* CONFWARN: a consumer property of source.options, ignored by a producer */
+	if (level <= 4 && strcmp(fac, "CONFWARN") != 0)
+		KILN_LOG_EVERY(60, KILN_LOG_WARN, "openlineage_kafka", buf, KILN_F_STR("facility", fac));
+}
+
+static rd_kafka_t *producer(kiln_openlineage *ol)
+{
+	rd_kafka_conf_t *conf = NULL;
+	char err[512], timeout[32];
+
+	if (ol->kafka)
+		return ol->kafka;
+	snprintf(timeout, sizeof(timeout), "%lld", (long long)ol->cfg.timeout_ms);
+	if (kiln_kafka_producer_conf(&conf, ol->p) < 0 ||
+	    rd_kafka_conf_set(conf, "message.timeout.ms", timeout, err, sizeof(err)) != RD_KAFKA_CONF_OK) {
+		KILN_LOG_EVERY(60, KILN_LOG_WARN, "openlineage_retry", conf ? err : kiln_error_last());
+		if (conf)
+			rd_kafka_conf_destroy(conf);
+		return NULL;
+	}
+	rd_kafka_conf_set_dr_msg_cb(conf, delivered);
+	rd_kafka_conf_set_log_cb(conf, quiet_log);
+	rd_kafka_conf_set_opaque(conf, ol);
+	if (!(ol->kafka = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err)))) {
+		rd_kafka_conf_destroy(conf);
+		KILN_LOG_EVERY(60, KILN_LOG_WARN, "openlineage_retry", err);
+	}
+	return ol->kafka;
+}
+
+/* One event to the topic, keyed by the job (its events stay in order in
+ * one partition), delivered within timeout_ms or taken back (purged: a
+ * message that was delivered all the same is sent twice, at least once). */
+static int produce(kiln_openlineage *ol, const char *body, size_t len)
+{
+	rd_kafka_t *rk = producer(ol);
+	uint64_t ok = atomic_load(&ol->kafka_delivered);
+	rd_kafka_resp_err_t err;
+	char key[600];
+
+	if (!rk)
+		return RETRY;
+	snprintf(key, sizeof(key), "run:%s/%s", ol->cfg.namespace_, ol->job_name);
+	err = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(ol->cfg.kafka_topic),
+	                        RD_KAFKA_V_VALUE((void *)body, len), RD_KAFKA_V_KEY(key, strlen(key)),
+	                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+	if (err) {
+		KILN_LOG_EVERY(60, KILN_LOG_WARN, "openlineage_retry", rd_kafka_err2str(err),
+		               KILN_F_STR("topic", ol->cfg.kafka_topic));
+		return err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ? REFUSED : RETRY;
+	}
+	if (rd_kafka_flush(rk, (int)ol->cfg.timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+		rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+		rd_kafka_poll(rk, 0); /* the purged message's report */
+	}
+	if (atomic_load(&ol->kafka_delivered) > ok)
+		return SENT;
+	atomic_fetch_add(&ol->failed_sends, 1);
+	return RETRY;
+}
+
+void kiln_ol_producer_close(kiln_openlineage *ol)
+{
+	if (!ol->kafka)
+		return;
+	rd_kafka_flush(ol->kafka, (int)ol->cfg.timeout_ms);
+	rd_kafka_purge(ol->kafka, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+	rd_kafka_poll(ol->kafka, 0);
+	rd_kafka_destroy(ol->kafka);
+	ol->kafka = NULL;
+}
+
 static int send_one(kiln_openlineage *ol, const char *name)
 {
 	char path[4400];
@@ -272,7 +366,9 @@ static int send_one(kiln_openlineage *ol, const char *name)
 		}
 	fclose(f);
 	if (rc == SENT && kiln_buf_putc(&b, '\0') == 0)
-		rc = ol->cfg.url ? post(ol, b.ptr, b.len - 1) : append(ol, b.ptr, b.len - 1);
+		rc = ol->cfg.url    ? post(ol, b.ptr, b.len - 1)
+		     : ol->cfg.file ? append(ol, b.ptr, b.len - 1)
+		                    : produce(ol, b.ptr, b.len - 1);
 	kiln_buf_free(&b);
 	if (rc == SENT)
 		atomic_fetch_add(&ol->sent, 1);

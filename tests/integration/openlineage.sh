@@ -24,14 +24,15 @@ py=/usr/bin/python3
 checker=$src/tests/integration/openlineage_check.py
 spec=$src/../shared/specs/openlineage
 need git curl
-need_py jsonschema
+need_py jsonschema confluent_kafka
 need_kiln
 [ -f "$spec/OpenLineage.json" ] && [ -d "$spec/facets" ] ||
 	{ echo "FAIL: no OpenLineage spec at $spec (CI clones the repository with ../shared beside it)"; echo "0 passed, 1 failed"; exit 1; }
 
 tmp=$(mktemp -d)
-receiver= daemon=
+receiver= daemon= broker=
 cleanup() {
+	[ -n "$broker" ] && kill "$broker" 2>/dev/null
 	[ -n "$receiver" ] && kill "$receiver" 2>/dev/null
 	[ -n "$daemon" ] && kill -9 "$daemon" 2>/dev/null
 	wait 2>/dev/null
@@ -176,10 +177,10 @@ check "kiln check finds it too" status_is 1 "$kiln" check "$pipeline" "${ol[@]}"
 check "on the openlineage line" grep -q "openlineage.*$tmp/token" "$tmp/out"
 chmod 600 "$tmp/token"
 check "kiln check: a section with neither url nor file" status_is 1 "$kiln" check "$pipeline" --set openlineage.timeout_ms=5
-check "named at --set" grep -q 'openlineage.*set exactly one of url and file' "$tmp/out"
-check "kiln check: the Kafka transport is refused" status_is 1 "$kiln" check "$pipeline" "${ol[@]}" \
+check "named at --set" grep -q 'openlineage.*set exactly one of url, file and kafka_topic' "$tmp/out"
+check "kiln check: kafka_topic with a file source" status_is 1 "$kiln" check "$pipeline" \
 	--set openlineage.kafka_topic=lineage
-check "in one line" grep -q 'openlineage.kafka_topic: the Kafka transport is not supported yet' "$tmp/out"
+check "in one line" grep -q "openlineage.kafka_topic: the events go to the pipeline's Kafka brokers" "$tmp/out"
 start_receiver "$tmp/refused.jsonl" --refuse-all
 $py "$src/bench/gen-user-events.py" --records 50 --seed 34 --append -o "$tmp/in.jsonl"
 check "run with an endpoint that answers 400" status_is 0 "$kiln" run "$pipeline" "${ol[@]}"
@@ -204,6 +205,53 @@ check "the file transport" status_is 0 "$kiln" run "$pipeline" --set "openlineag
 check "two JSON lines, valid events" \
 	test "$(wc -l <"$tmp/events.jsonl")" -eq 2 && $py "$checker" validate --spec "$spec" "$tmp/events.jsonl" >/dev/null
 check "url and file together are refused" status_is 2 "$kiln" run "$pipeline" "${ol[@]}" --set "openlineage.file=$tmp/x"
+
+# the Kafka transport: a Kafka run's events to a topic of its brokers
+"$kiln" broker --partitions 2 --topics ev,lineage --port-file "$tmp/broker.port" >"$tmp/broker.out" 2>&1 &
+broker=$!
+poll 10 test -s "$tmp/broker.port"
+bs=$(head -1 "$tmp/broker.port")
+head -200 "$tmp/in.jsonl" >"$tmp/k.jsonl"
+$py "$src/tests/integration/kafka_produce.py" "$bs" ev "$tmp/k.jsonl" "$tmp/produced.kafka" >/dev/null 2>&1
+cat >"$tmp/kafka.yaml" <<YAML
+dataset: kev
+contract: $src/contracts/user-events.yaml
+source: {kind: kafka, brokers: "$bs", topics: [ev], group: g1, options: {session.timeout.ms: "6000"}}
+pseudonymise: {key_file: $tmp/hmac.key}
+split: {key: user_id, salt: s1, ratios: {train: 0.8, dev: 0.1, test: 0.1}}
+store: {url: "file://$tmp/kstore"}
+manifest: {repo: $tmp/k.git}
+openlineage: {kafka_topic: lineage, timeout_ms: 5000}
+YAML
+check "a Kafka run with openlineage.kafka_topic" status_is 0 "$kiln" run "$tmp/kafka.yaml" --stop-at-end
+cp "$tmp/err" "$tmp/kafka-run.err"
+check "its queue is empty" test "$(find "$tmp/k.git.openlineage" -name '*.json' | wc -l)" -eq 0
+$py - "$bs" "$tmp/kafka-events.jsonl" <<'PY'
+import sys
+from confluent_kafka import Consumer, TopicPartition
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "check", "enable.partition.eof": True})
+c.assign([TopicPartition("lineage", p, 0) for p in (0, 1)])
+eof, out = set(), open(sys.argv[2], "w")
+while len(eof) < 2:
+    m = c.poll(10)
+    if m is None:
+        break
+    if m.error():
+        eof.add(m.partition())
+        continue
+    out.write(m.value().decode() + "\n")
+c.close()
+PY
+check "START and COMPLETE are on the topic" \
+	test "$(grep -c '"eventType":"START"' "$tmp/kafka-events.jsonl")" -ge 1 -a \
+	"$(grep -c '"eventType":"COMPLETE"' "$tmp/kafka-events.jsonl")" -ge 1
+check "they validate" $py "$checker" validate --spec "$spec" "$tmp/kafka-events.jsonl"
+check "the input is the topic at its broker, with each partition's range" \
+	grep -q "\"namespace\":\"kafka://$bs\",\"name\":\"ev\",\"inputFacets\":{\"kiln_offsets\":{[^}]*\"ranges\":\[{\"partition\":[01],\"first\":0,\"next\":[0-9]*},{\"partition\":[01]" \
+	"$tmp/kafka-events.jsonl"
+kill "$broker" 2>/dev/null
+wait "$broker" 2>/dev/null
+broker=
 
 # the token and personal values in no log
 check "the token is in no log or event" bash -c '! grep -rqF --include="*.err" --include="*.out" --include="*.jsonl*" \
