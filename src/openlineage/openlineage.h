@@ -3,11 +3,13 @@
  * as RunEvents (START, then COMPLETE or FAIL) of the job kiln.<pipeline>.
  * The pipeline's `openlineage:` section says where they go: an HTTP(S)
  * endpoint (the OpenLineage HTTP transport, a bearer token from a 0600
- * file), a topic of a Kafka pipeline's brokers, or a file of JSON lines. Every event is first written to a
- * bounded queue folder, one file per event, and sent from there (by a thread in a streaming run, at the end
- * of a one-shot command), so an endpoint that is down never fails or delays a commit; a later command sends
- * what an earlier one queued (at least once: a receiver dedupes by runId and eventType). No event carries a
- * value from a record. */
+ * file), a topic of a Kafka pipeline's brokers, or a file of JSON lines.
+ * Every event is first written to a bounded queue folder, one file per
+ * event, and sent from there (by a thread in a streaming run, at the end
+ * of a one-shot command), so an endpoint that is down never fails or
+ * delays a commit; a later command sends what an earlier one queued (at
+ * least once: a receiver dedupes by runId and eventType). No event carries
+ * a value from a record. */
 #ifndef KILN_OPENLINEAGE_OPENLINEAGE_H
 #define KILN_OPENLINEAGE_OPENLINEAGE_H
 
