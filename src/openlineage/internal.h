@@ -40,7 +40,8 @@ typedef struct kiln_ol_position {
 struct kiln_openlineage {
 	kiln_ol_config cfg;
 	const kiln_pipeline *p;
-	char *token; /* NULL for the file transport */
+	char *token;          /* NULL for the file transport */
+	char url_shown[4200]; /* cfg.url with any user information redacted: what logs name */
 	size_t token_len;
 	char producer[160];
 	char job_name[300];

@@ -139,6 +139,16 @@ int kiln_openlineage_open(kiln_openlineage **out, const kiln_pipeline *p, const 
 			goto fail;
 		}
 	}
+	if (ol->cfg.url) {
+		kiln_buf shown = KILN_BUF_INIT(0);
+
+		if (kiln_secret_redact_userinfo(&shown, ol->cfg.url, strlen(ol->cfg.url)) < 0) {
+			rc = kiln_error_oom(NULL);
+			goto fail;
+		}
+		snprintf(ol->url_shown, sizeof(ol->url_shown), "%.*s", (int)shown.len, shown.ptr);
+		kiln_buf_free(&shown);
+	}
 	snprintf(ol->producer, sizeof(ol->producer), KILN_OL_HOME "/releases/tag/v%s", version);
 	base = strrchr(p->file, '/') ? strrchr(p->file, '/') + 1 : p->file;
 	snprintf(ol->job_name, sizeof(ol->job_name), "kiln.%.*s", (int)strcspn(base, "."), base);

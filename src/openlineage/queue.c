@@ -220,14 +220,14 @@ static int post(kiln_openlineage *ol, const char *body, size_t len)
 			KILN_LOG(
 			    KILN_LOG_ERROR, "openlineage_refused",
 			    "the OpenLineage endpoint refused an event: dropped (later refusals not logged)",
-			    KILN_F_STR("url", ol->cfg.url), KILN_F_INT("status", status));
+			    KILN_F_STR("url", ol->url_shown), KILN_F_INT("status", status));
 		ol->refused_logged = true;
 		return REFUSED;
 	}
 	atomic_fetch_add(&ol->failed_sends, 1);
 	KILN_LOG_EVERY(60, KILN_LOG_WARN, "openlineage_retry",
 	               cc == CURLE_OK ? "the endpoint answered an error" : err,
-	               KILN_F_STR("url", ol->cfg.url), KILN_F_INT("status", status));
+	               KILN_F_STR("url", ol->url_shown), KILN_F_INT("status", status));
 	return RETRY;
 }
 

@@ -183,10 +183,12 @@ check "kiln check: kafka_topic with a file source" status_is 1 "$kiln" check "$p
 check "in one line" grep -q "openlineage.kafka_topic: the events go to the pipeline's Kafka brokers" "$tmp/out"
 start_receiver "$tmp/refused.jsonl" --refuse-all
 $py "$src/bench/gen-user-events.py" --records 50 --seed 34 --append -o "$tmp/in.jsonl"
-check "run with an endpoint that answers 400" status_is 0 "$kiln" run "$pipeline" "${ol[@]}"
+check "run with an endpoint that answers 400 (a password in its URL)" status_is 0 "$kiln" run "$pipeline" "${ol[@]}" \
+	--set "openlineage.url=http://kiln:pw-$token@127.0.0.1:$port/api/v1/lineage"
 cp "$tmp/err" "$tmp/refused.err"
-check "the refusal is logged once, with the endpoint and the status" \
-	test "$(grep -c openlineage_refused "$tmp/refused.err")" -eq 1 -a -n "$(grep '"status":400' "$tmp/refused.err")"
+check "the refusal is logged once, with the endpoint (no password) and the status" \
+	test "$(grep -c openlineage_refused "$tmp/refused.err")" -eq 1 -a -n "$(grep '"status":400' "$tmp/refused.err")" \
+	-a -n "$(grep -F "http://<redacted>@127.0.0.1:$port/api/v1/lineage" "$tmp/refused.err")"
 check "refused events are dropped" test "$(queued)" -eq 0
 stop_receiver
 mkdir -p "$queue"
