@@ -221,6 +221,13 @@ curated_ok() { # NAME STOREDIR BRANCH LOGS... (MANIFEST: $manifest, default $tmp
 	sed 's/^/  | /' "$tmp/$name.check" | tail -40
 	return 1
 }
+listed_into() { # NAME: boto3 lists kiln/ into $tmp/NAME.ls, not empty
+	s3py ls kiln/ >"$tmp/$1.ls" 2>"$tmp/$1.ls.err" && test -s "$tmp/$1.ls"
+}
+downloaded_into() { # NAME: boto3 downloads kiln/ into $tmp/NAME.dl, every listed object
+	local n
+	mkdir -p "$tmp/$1.dl" && n=$(s3py download kiln/ "$tmp/$1.dl") && [ "$n" -eq "$(wc -l <"$tmp/$1.ls")" ] && [ "$n" -ge 2 ]
+}
 run_flow() { # LABEL NAME MANIFEST: the run, read back with boto3 and checked; its files are $tmp/NAME.*
 	local label=$1 name=$2 manifest=$3 c
 	check "${label}run into s3 exits 0" runs "$name" 0 env KILN_MANIFEST="$manifest" \
@@ -230,13 +237,12 @@ run_flow() { # LABEL NAME MANIFEST: the run, read back with boto3 and checked; i
 	check "${label}run into s3 committed to $ref" test -n "$c"
 	check "${label}run into s3: no secret in the output" no_secret "$name" "$sk"
 	check "${label}every listed shard is in the bucket, BLAKE2b-256 = its name" shards_ok "$manifest" "$ref" kiln/
-	check "${label}bucket listing (boto3)" eval 's3py ls kiln/ >"$tmp/$name.ls" 2>"$tmp/$name.ls.err" && test -s "$tmp/$name.ls"'
+	check "${label}bucket listing (boto3)" listed_into "$name"
 	check "${label}quarantine object in the bucket" \
 		grep -Eq '^kiln/quarantine/user-events/0/user-events/main/[0-9]+-[0-9]+\.jsonl\.zst [1-9][0-9]* *$' "$tmp/$name.ls"
 	check "${label}nothing outside shards/ and quarantine/" \
 		test -z "$(grep -Ev '^kiln/(shards/[0-9a-f]{2}/[0-9a-f]{64}\.jsonl\.zst|quarantine/user-events/0/user-events/main/[0-9]+-[0-9]+\.jsonl\.zst) ' "$tmp/$name.ls")"
-	check "${label}download kiln/ into a directory" eval 'mkdir -p "$tmp/$name.dl" && n=$(s3py download kiln/ "$tmp/$name.dl") &&
-		[ "$n" -eq "$(wc -l <"$tmp/$name.ls")" ] && [ "$n" -ge 2 ]'
+	check "${label}download kiln/ into a directory" downloaded_into "$name"
 	check "${label}the downloaded store passes curate_check.py" curated_ok "$name" "$tmp/$name.dl" main \
 		"$tmp/$name.out" "$tmp/$name.err"
 	check "${label}git fsck --strict" git --git-dir="$manifest" fsck --strict --no-progress
