@@ -18,7 +18,7 @@ kiln=${KILN:-$src/build/kiln}
 py=/usr/bin/python3
 kills=${KILLS:-2}
 records=${RECORDS:-2000}
-bucket=kiln-kafka
+bucket='kiln-kafka'
 need_kiln
 need kcat git zstd
 need_py boto3 zstandard
@@ -92,11 +92,11 @@ produce() {
 produce &
 pk=$!
 starts=0
-for i in $(seq "$kills"); do
+for _ in $(seq "$kills"); do
 	starts=$((starts + 1))
 	"$kiln" run "$tmp/p.yaml" >>"$tmp/d.out" 2>"$tmp/d.$starts.log" &
 	d=$!
-	pids+=($d)
+	pids+=("$d")
 	poll 30 grep -q '"event":"assigned"' "$tmp/d.$starts.log"
 	poll 60 grep -q '"event":"snapshot"' "$tmp/d.$starts.log" # each life commits to RGW before its kill
 	ms_sleep $((300 + RANDOM % 1500))
