@@ -51,9 +51,9 @@ unset KILN_BRANCH KILN_SPLIT_SALT KILN_STORE KILN_CACHE_TOKEN
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
+	rgw_stop # first: its watchdog is a child the wait below would wait for
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
 	wait 2>/dev/null
-	rgw_stop
 	[ -n "${KEEP_TMP:-}" ] && { echo "kept $tmp"; return; }
 	rm -rf "$tmp"
 }

@@ -31,9 +31,9 @@ unset KILN_STORE KILN_MANIFEST KILN_BRANCH KILN_S3_ENDPOINT AWS_ENDPOINT_URL AWS
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
+	rgw_stop # first: its watchdog is a child the wait below would wait for
 	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	wait 2>/dev/null
-	rgw_stop
 	rm -rf "$tmp"
 }
 trap cleanup EXIT

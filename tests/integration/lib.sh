@@ -118,11 +118,12 @@ rgw_available() {
 }
 
 rgw_start() {
-	local dir=$1 k v shell_pid
+	local dir=$1 k v shell_pid rc=0
 	shift
-	if ! "$src/scripts/ceph-rgw" start "$dir" >"$dir.start.log" 2>&1; then
+	"$src/scripts/ceph-rgw" start "$dir" >"$dir.start.log" 2>&1 || rc=$?
+	if [ "$rc" -ne 0 ]; then
 		failed=$((failed + 1))
-		echo "FAIL: the Ceph cluster did not start (Ceph is installed, so this is a failure):"
+		echo "FAIL: the Ceph cluster did not start (scripts/ceph-rgw start: exit $rc; Ceph is installed, so this is a failure):"
 		sed 's/^/  | /' "$dir.start.log" | tail -20
 		rm -f "$dir.start.log"
 		"$src/scripts/ceph-rgw" stop "$dir" >/dev/null 2>&1
