@@ -210,6 +210,8 @@ static int print_json(const kiln_pipeline *p, const kiln_run_result *r)
 	else if (one_shot)
 		rc |= kiln_buf_printf(&b, ",\"first_offset\":null,\"next_offset\":%llu",
 		                      (unsigned long long)r->next_offset);
+	if (one_shot)
+		rc |= kiln_buf_printf(&b, ",\"serial_cpu_s\":%.3f", (double)r->serial_turns_ns / 1e9);
 	if (p->source->reads_files)
 		rc |=
 		    kiln_buf_printf(&b, ",\"files_read\":%llu,\"files_changed\":%llu,\"changed\":",

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "mask/curate.h"
@@ -44,8 +45,9 @@ struct kiln_curate_pool {
 	kiln_batch *ring[RING]; /* ring[seq % RING]: submitted, not yet consumed */
 	uint64_t next_submit, next_take, next_consume, next_reclaim;
 	bool stop;
-	bool delivering; /* a worker is consuming (deliver_on_workers) */
-	bool hold;       /* abandoning: no worker consumes */
+	bool delivering;   /* a worker is consuming (deliver_on_workers) */
+	uint64_t turns_ns; /* CPU time of the workers' serial turns (fills, deliveries) */
+	bool hold;         /* abandoning: no worker consumes */
 	/* kiln_curate_pool_pull: the workers fill batches too, one at a time */
 	kiln_batch_fill fill; /* NULL: the owner submits */
 	void *fill_ctx;
@@ -441,6 +443,16 @@ static void pull_over(kiln_curate_pool *pool)
 		pthread_cond_signal(&pool->pulled);
 }
 
+/* This thread's CPU time, in ns (0 where the clock is missing). */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* deliver_on_workers: consumes the oldest batch and every one after it
  * that is done, unless another worker is at it or one failed (lock held on
  * entry and exit; the first failure is kept for the owner). */
@@ -452,10 +464,15 @@ static void deliver_done(kiln_curate_pool *pool)
 
 		if (b->state != BATCH_DONE)
 			break;
+		uint64_t t0;
+
 		pool->delivering = true;
 		pthread_mutex_unlock(&pool->lock);
+		t0 = thread_cpu_ns();
 		rc = b->rc < 0 ? kiln_error_set(b->rc, "%s", b->err) : pool->o.consume(pool->o.ctx, b);
+		t0 = thread_cpu_ns() - t0;
 		pthread_mutex_lock(&pool->lock);
+		pool->turns_ns += t0;
 		pool->delivering = false;
 		if (rc < 0) {
 			pool->error = rc;
@@ -479,6 +496,7 @@ static void reclaim_consumed(kiln_curate_pool *pool);
 static kiln_batch *pull_batch(kiln_curate_pool *pool)
 {
 	kiln_batch *b;
+	uint64_t t0;
 	int rc;
 
 	if (!pool->fill || pool->filling || pool->fill_end || pool->error || pool->hold || pool->stop)
@@ -495,10 +513,13 @@ static kiln_batch *pull_batch(kiln_curate_pool *pool)
 	}
 	pool->filling = true;
 	pthread_mutex_unlock(&pool->lock);
+	t0 = thread_cpu_ns();
 	rc = pool->fill(pool->fill_ctx, b);
 	if (rc < 0)
 		snprintf(b->err, sizeof(b->err), "%s", kiln_error_last());
+	t0 = thread_cpu_ns() - t0;
 	pthread_mutex_lock(&pool->lock);
+	pool->turns_ns += t0;
 	pool->filling = false;
 	pthread_cond_broadcast(&pool->cond);
 	pull_over(pool); /* the owner may wait for this fill to be over */
@@ -835,4 +856,14 @@ void kiln_curate_pool_abandon(kiln_curate_pool *pool)
 	pool->error = 0;
 	pool->hold = false;
 	pthread_mutex_unlock(&pool->lock);
+}
+
+uint64_t kiln_curate_pool_turns_cpu_ns(kiln_curate_pool *pool)
+{
+	uint64_t ns;
+
+	pthread_mutex_lock(&pool->lock);
+	ns = pool->turns_ns;
+	pthread_mutex_unlock(&pool->lock);
+	return ns;
 }

@@ -156,6 +156,12 @@ int kiln_curate_pool_submit(kiln_curate_pool *pool, kiln_batch *b);
 int kiln_curate_pool_poll(kiln_curate_pool *pool);
 /* Waits until every submitted batch is processed and consumed. */
 int kiln_curate_pool_drain(kiln_curate_pool *pool);
+
+/* CPU time the workers spent in their serial turns so far: filling batches
+ * (kiln_curate_pool_pull) and delivering them (deliver_on_workers), one
+ * worker at a time. With the owner thread's own CPU time it is the run's
+ * serial part (bench/table.sh's serial-share row). */
+uint64_t kiln_curate_pool_turns_cpu_ns(kiln_curate_pool *pool);
 /* deliver_on_workers only: the workers fill the batches too, so the
  * calling thread neither reads nor delivers. A worker whose turn it is
  * (one at a time, in sequence, while the ring has room) calls fill for the

@@ -283,9 +283,12 @@ static int fill_batch(void *ctx, kiln_batch *b)
 static int file_read(void *src, kiln_ingest *in)
 {
 	struct file_source *fs = src;
+	int rc;
 
 	fs->in = in;
-	return kiln_curate_pool_pull(in->sink.pool, fill_batch, fs);
+	rc = kiln_curate_pool_pull(in->sink.pool, fill_batch, fs);
+	in->out->serial_turns_ns = kiln_curate_pool_turns_cpu_ns(in->sink.pool);
+	return rc;
 }
 
 static int file_end(void *src, kiln_ingest *in)
