@@ -132,6 +132,8 @@ _SIGNATURES = [
     ("kiln_cursor_next_batch", ctypes.c_int,
      [_P, ctypes.c_size_t, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p),
       ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]),
+    ("kiln_cursor_batch_format", ctypes.c_int,
+     [_P, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]),
     ("kiln_cursor_state_at", ctypes.c_int, [_P, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]),
     ("kiln_cursor_records", ctypes.c_uint64, [_P]),
     ("kiln_cursor_yielded", ctypes.c_uint64, [_P]),
