@@ -171,7 +171,8 @@ KILN_API int kiln_cursor_next_batch(kiln_cursor *c, size_t max_records, size_t m
 /* The record lengths of the last kiln_cursor_next_batch as a Python struct
  * format: "<n>sx" per record (its n bytes, then its newline; n in decimal),
  * in *format (*len bytes, no terminator, valid until the next call of
- * either function; "" after a call that handed over nothing). 0, or
+ * either function; "" after a call that handed over nothing, and after a
+ * kiln_cursor_next or kiln_cursor_restore since). 0, or
  * KILN_ENOMEM. For the Python binding: struct.Struct(format).unpack_from()
  * of the batch's bytes gives its records as bytes without a scan in Python
  * (bytes.split looks at every byte in a Python-level loop). */

@@ -114,6 +114,7 @@ static void rewind_cursor(kiln_cursor *c)
 	free_buffer(c);
 	kiln_buf_reset(&c->text);
 	kiln_buf_reset(&c->ends);
+	c->last_len = 0;
 	c->lines = 0;
 	c->si = 0;
 	c->loaded = false;
@@ -122,18 +123,22 @@ static void rewind_cursor(kiln_cursor *c)
 	c->yielded = 0;
 }
 
-/* Whether this process may run on one CPU only (taskset, a container's
- * cpuset): then read-ahead threads only take turns with the caller, and
- * the caller loads each shard itself, its text still in the cache when it
- * reads it. $KILN_READ_AHEAD=0 or 1 forces one way or the other. */
-static bool one_cpu(void)
+/* Whether the cursor loads each shard in the caller's thread: a process
+ * that may run on one CPU only (taskset, a container's cpuset) reading a
+ * local store (file://) gains nothing from read-ahead threads, which only
+ * take turns with the caller, and the caller that loads a shard itself
+ * reads its text while it is still in the cache. A remote store is read
+ * ahead on one CPU too: its waits overlap with the caller's work.
+ * $KILN_READ_AHEAD=0 or 1 forces one way or the other. */
+static bool load_in_caller(const kiln_store *store)
 {
 	const char *env = getenv("KILN_READ_AHEAD");
 	cpu_set_t set;
 
 	if (env && (env[0] == '0' || env[0] == '1') && env[1] == '\0')
 		return env[0] == '0';
-	return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1;
+	return strcmp(store->backend->scheme, "file") == 0 && sched_getaffinity(0, sizeof(set), &set) == 0 &&
+	       CPU_COUNT(&set) == 1;
 }
 
 int kiln_cursor_open(kiln_cursor **out, kiln_reader *r, const kiln_cursor_options *o)
@@ -171,7 +176,7 @@ int kiln_cursor_open(kiln_cursor **out, kiln_reader *r, const kiln_cursor_option
 		goto fail;
 	for (size_t i = 0; i < c->nidx; i++)
 		c->total += c->shards[c->idx[i]].records;
-	sync = one_cpu();
+	sync = r->store && load_in_caller(r->store);
 	for (size_t i = 0; r->store && i < READ_AHEAD; i++)
 		if ((rc = kiln_loader_new(&c->loader[i], r->store, sync)) < 0)
 			goto fail;
@@ -278,6 +283,8 @@ int kiln_cursor_next(kiln_cursor *c, const char **record, size_t *len)
 	const char *p;
 	size_t n, j;
 	int rc;
+
+	c->last_len = 0; /* kiln_cursor_batch_format describes no batch now */
 
 	if ((rc = check_open(c)) < 0)
 		return rc;

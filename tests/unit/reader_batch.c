@@ -311,6 +311,16 @@ static void test_limits_and_the_rest(void **state)
 		assert_int_equal(len, texts[s].len - (n + 1));
 		assert_memory_equal(data, texts[s].ptr + n + 1, len);
 	}
+	{ /* a record read alone after a batch: the format describes no batch */
+		const char *f;
+		size_t flen;
+
+		assert_int_equal(kiln_cursor_batch_format(c, &f, &flen), 0);
+		assert_true(flen > 0);
+		assert_int_equal(kiln_cursor_next(c, &rec, &n), 1);
+		assert_int_equal(kiln_cursor_batch_format(c, &f, &flen), 0);
+		assert_int_equal(flen, 0);
+	}
 	kiln_cursor_close(c);
 	kiln_reader_close(r);
 }
