@@ -356,13 +356,15 @@ class Records:
         self._base = self.position
         self._n, self._it = 0, iter(())
         c = self._cursor()
-        rc = check(lib.kiln_cursor_next_batch(c, self.batch_records, self.batch_bytes, ctypes.byref(self._data),
-                                              ctypes.byref(self._len), ctypes.byref(self._count)))
+        rc = check(lib.kiln_cursor_next_batch(c, self.batch_records, self.batch_bytes,
+                                              ctypes.byref(self._data), ctypes.byref(self._len),
+                                              ctypes.byref(self._count)))
         if rc == 0:
             return None
         check(lib.kiln_cursor_batch_format(c, ctypes.byref(self._format), ctypes.byref(self._format_len)))
         data = (ctypes.c_char * self._len.value).from_address(self._data.value)
-        lines = struct.Struct(ctypes.string_at(self._format.value, self._format_len.value)).unpack_from(data)
+        cut = struct.Struct(ctypes.string_at(self._format.value, self._format_len.value))
+        lines = cut.unpack_from(data)
         if len(lines) != self._count.value:
             raise Error(-1, "kiln_cursor_batch_format: %d records, the batch has %d"
                         % (len(lines), self._count.value))
