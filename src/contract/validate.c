@@ -236,11 +236,22 @@ static bool enum_has_number(const kiln_field *f, long double x)
 	return false;
 }
 
-static bool multiple_ok(const kiln_field *f, const kiln_json_token *t, long double x)
+/* A JSON number of at most 18 significant digits and no exponent, as the
+ * integer mant * 10^-frac (number_fast's reading). */
+typedef struct small_number {
+	uint64_t mant;
+	int frac;
+} small_number;
+
+/* small: the token as number_fast read it, NULL when it could not. */
+static bool multiple_ok(const kiln_field *f, const kiln_json_token *t, long double x, const small_number *small)
 {
 	kiln_decimal d;
 	int exact;
 
+	if (f->multiple_of_is_exact && small &&
+	    (exact = kiln_decimal_is_multiple_u64(small->mant, small->frac, &f->multiple_of_exact)) >= 0)
+		return exact;
 	if (f->multiple_of_is_exact && kiln_decimal_parse(t->ptr, t->len, &d) &&
 	    (exact = kiln_decimal_is_multiple(&d, &f->multiple_of_exact)) >= 0)
 		return exact;
@@ -252,7 +263,7 @@ static bool multiple_ok(const kiln_field *f, const kiln_json_token *t, long doub
 /* Exact value of a JSON number with at most 18 significant digits and no
  * exponent: the mantissa and the power of ten are both exact in a long
  * double, so one correctly rounded division gives what strtold would. */
-static bool number_fast(const char *p, size_t n, long double *out)
+static bool number_fast(const char *p, size_t n, long double *out, small_number *small)
 {
 	static const long double pow10[] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,
 	                                    1e7L,  1e8L,  1e9L,  1e10L, 1e11L, 1e12L, 1e13L,
@@ -278,7 +289,11 @@ static bool number_fast(const char *p, size_t n, long double *out)
 		m = m * 10 + (uint64_t)(c - '0');
 		frac += in_frac;
 	}
-	*out = (neg ? -(long double)m : (long double)m) / pow10[frac];
+	*out = neg ? -(long double)m : (long double)m;
+	if (frac)
+		*out /= pow10[frac]; /* an integer needs no division (by 1, exact) */
+	small->mant = m;
+	small->frac = (int)frac;
 	return true;
 }
 
@@ -315,12 +330,14 @@ static bool int_format_ok(const kiln_field *f, const kiln_json_token *t)
 static void check_number(kiln_validator *v, const kiln_field *f, const kiln_json_token *t, uint32_t depth)
 {
 	long double x;
+	small_number small;
+	bool fast;
 
 	if (f->int_bits && !int_format_ok(f, t))
 		add(v, KILN_REJECT_RANGE, t->offset, depth, NULL);
 	if (!f->minimum.set && !f->maximum.set && !f->multiple_of && !f->enum_count)
 		return;
-	if (!number_fast(t->ptr, t->len, &x)) {
+	if (!(fast = number_fast(t->ptr, t->len, &x, &small))) {
 		char small[64];
 		char *text = small;
 		if (t->len >= sizeof(small)) {
@@ -337,7 +354,7 @@ static void check_number(kiln_validator *v, const kiln_field *f, const kiln_json
 		text[t->len] = '\0';
 		x = strtold(text, NULL);
 	}
-	if (!bound_ok(f, x) || (f->multiple_of && !multiple_ok(f, t, x)))
+	if (!bound_ok(f, x) || (f->multiple_of && !multiple_ok(f, t, x, fast ? &small : NULL)))
 		add(v, KILN_REJECT_RANGE, t->offset, depth, NULL);
 	if (f->enum_count && !enum_has_number(f, x))
 		add(v, KILN_REJECT_ENUM, t->offset, depth, NULL);

@@ -1,0 +1,214 @@
+/* Unit tests for validation's fast paths (issue 29): each one must answer
+ * exactly what the path it shortcuts answers, on the inputs where the two
+ * could part: the SSE2 uuid and base64 checks against the portable byte
+ * loops (every byte value at every position, bytes >= 0x80, 16-byte load
+ * boundaries, padding), and the 64-bit multipleOf test against the 128-bit
+ * decimal one (zero, 18 digits, every fraction length, multipleOf mantissas
+ * around the 60-bit limit, tiny and huge scales). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "contract/decimal.h"
+#include "contract/format.h"
+
+/* Both paths on an exact-size copy (no NUL: a read past len trips ASan). */
+static void same_answer(kiln_format format, const char *s, size_t len)
+{
+	char *buf = malloc(len ? len : 1);
+	bool fast, portable;
+
+	assert_non_null(buf);
+	memcpy(buf, s, len);
+	kiln_format_allow_simd(true);
+	fast = kiln_format_check(format, buf, len);
+	kiln_format_allow_simd(false);
+	portable = kiln_format_check(format, buf, len);
+	kiln_format_allow_simd(true);
+	free(buf);
+	if (fast != portable)
+		fail_msg("%s: fast %d, portable %d on a %zu-byte value", kiln_format_name(format), fast, portable,
+		         len);
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t next_random(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static void test_uuid_every_byte(void **state)
+{
+	const char *valid = "123e4567-E89b-12d3-a456-426614174000";
+	char s[40];
+
+	(void)state;
+	same_answer(KILN_FORMAT_UUID, valid, 36);
+	assert_true(kiln_format_check(KILN_FORMAT_UUID, valid, 36));
+	for (size_t i = 0; i < 36; i++) {
+		for (unsigned b = 0; b < 256; b++) {
+			memcpy(s, valid, 36);
+			s[i] = (char)b;
+			same_answer(KILN_FORMAT_UUID, s, 36);
+		}
+	}
+	/* the bytes next to each class's edges, everywhere at once */
+	static const char edges[] = "/09:@AFG`afg-,.\x80\xff";
+	for (int n = 0; n < 20000; n++) {
+		for (size_t i = 0; i < 36; i++)
+			s[i] = next_random() % 4 ? valid[i] : edges[next_random() % (sizeof(edges) - 1)];
+		same_answer(KILN_FORMAT_UUID, s, 36);
+	}
+	for (size_t len = 0; len < 40; len++)
+		same_answer(KILN_FORMAT_UUID, "123e4567-e89b-12d3-a456-4266141740001234", len);
+}
+
+static void test_uuid_answers(void **state)
+{
+	(void)state;
+	assert_true(kiln_format_check(KILN_FORMAT_UUID, "ABCDEF01-2345-6789-abcd-ef0123456789", 36));
+	assert_false(kiln_format_check(KILN_FORMAT_UUID, "ABCDEF01-2345-6789-abcd-ef012345678g", 36));
+	assert_false(kiln_format_check(KILN_FORMAT_UUID, "ABCDEF01-2345-6789-abcd-ef012345678\x80", 36));
+	assert_false(kiln_format_check(KILN_FORMAT_UUID, "ABCDEF01-2345-6789-abcd0ef0123456789", 36));
+	assert_false(kiln_format_check(KILN_FORMAT_UUID, "ABCDEF01-2345-6789-abcd-ef01234567-9", 36));
+}
+
+static void test_base64_every_byte(void **state)
+{
+	const char *alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char s[96];
+
+	(void)state;
+	/* every length to 80 (16-byte loads and their tails), 0, 1 or 2 '=' */
+	for (size_t len = 0; len <= 80; len++) {
+		for (size_t pad = 0; pad <= 3 && pad <= len; pad++) {
+			for (size_t i = 0; i < len; i++)
+				s[i] = alphabet[(i * 7 + len) % 64];
+			memset(s + len - pad, '=', pad);
+			same_answer(KILN_FORMAT_BYTE, s, len);
+		}
+	}
+	for (size_t len = 4; len <= 52; len += 16) {
+		for (size_t i = 0; i < len; i++) {
+			for (unsigned b = 0; b < 256; b++) {
+				for (size_t k = 0; k < len; k++)
+					s[k] = alphabet[(k * 5 + 3) % 64];
+				s[len - 1] = '=';
+				s[i] = (char)b;
+				same_answer(KILN_FORMAT_BYTE, s, len);
+			}
+		}
+	}
+	static const char edges[] = "@AZ[`az{/09:+,=*\x80\xff";
+	for (int n = 0; n < 20000; n++) {
+		size_t len = (next_random() % 20) * 4;
+		for (size_t i = 0; i < len; i++)
+			s[i] = next_random() % 8 ? alphabet[next_random() % 64]
+			                         : edges[next_random() % (sizeof(edges) - 1)];
+		same_answer(KILN_FORMAT_BYTE, s, len);
+	}
+}
+
+/* x = mant * 10^-frac written out and parsed, the way the slow path sees it. */
+static void check_multiple(uint64_t mant, int frac, const char *multiple_of)
+{
+	char text[64];
+	kiln_decimal x, m;
+	int slow, fast;
+	char digits[32];
+	int n = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)mant);
+
+	if (frac == 0) {
+		snprintf(text, sizeof(text), "%s", digits);
+	} else if (n > frac) {
+		snprintf(text, sizeof(text), "%.*s.%s", n - frac, digits, digits + n - frac);
+	} else {
+		/* "0." then frac - n zeros then the digits */
+		memcpy(text, "0.", 2);
+		memset(text + 2, '0', (size_t)(frac - n));
+		snprintf(text + 2 + (frac - n), sizeof(text) - 2 - (size_t)(frac - n), "%s", digits);
+	}
+	assert_true(kiln_decimal_parse(multiple_of, strlen(multiple_of), &m));
+	assert_true(kiln_decimal_parse(text, strlen(text), &x));
+	slow = kiln_decimal_is_multiple(&x, &m);
+	fast = kiln_decimal_is_multiple_u64(mant, frac, &m);
+	if (fast >= 0 && fast != slow)
+		fail_msg("%s multipleOf %s: fast %d, exact %d", text, multiple_of, fast, slow);
+	if (fast < 0 && m.mant != 0 && m.mant < (unsigned __int128)1 << 60)
+		fail_msg("%s multipleOf %s: the fast path gave up", text, multiple_of);
+}
+
+static void test_multiple_of_edges(void **state)
+{
+	static const char *const multiples[] = {
+	    "0.01",  "0.05", "0.25", "3",     "7",    "10",   "2.5",  "0.000001", "1e-20",
+	    "1e30",  "1e17", "1e18", "1e19",  "12.5", "0.07", "1000", "1152921504606846975",
+	    "1152921504606846976", /* 2^60: the fast path leaves it to the exact one */
+	    "123456789012345678", "999999999999999999", "0.333", "5e-3", "40"};
+	static const uint64_t mants[] = {0,
+	                                 1,
+	                                 5,
+	                                 7,
+	                                 10,
+	                                 25,
+	                                 99,
+	                                 100,
+	                                 1999,
+	                                 123456,
+	                                 1152921504606846975ull,
+	                                 1152921504606846976ull,
+	                                 100000000000000000ull,
+	                                 123456789012345678ull,
+	                                 999999999999999999ull,
+	                                 500000000000000005ull};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(multiples) / sizeof(multiples[0]); i++)
+		for (size_t j = 0; j < sizeof(mants) / sizeof(mants[0]); j++)
+			for (int frac = 0; frac <= 18; frac++)
+				check_multiple(mants[j], frac, multiples[i]);
+	for (int n = 0; n < 200000; n++) {
+		uint64_t mant = next_random() % 1000000000000000000ull;
+		int frac = (int)(next_random() % 19);
+		if (n % 3 == 0)
+			mant = mant % 100000 * (next_random() % 2 ? 1 : 100);
+		check_multiple(mant, frac, multiples[next_random() % (sizeof(multiples) / sizeof(multiples[0]))]);
+	}
+}
+
+static void test_multiple_of_answers(void **state)
+{
+	kiln_decimal m;
+
+	(void)state;
+	assert_true(kiln_decimal_parse("0.01", 4, &m));
+	assert_int_equal(kiln_decimal_is_multiple_u64(1999, 2, &m), 1);           /* 19.99 */
+	assert_int_equal(kiln_decimal_is_multiple_u64(5000000005ull, 3, &m), 0);  /* 5000000.005 */
+	assert_int_equal(kiln_decimal_is_multiple_u64(0, 5, &m), 1);              /* 0.00000 */
+	assert_int_equal(kiln_decimal_is_multiple_u64(12, 0, &m), 1);             /* 12 */
+	assert_true(kiln_decimal_parse("1e30", 4, &m));
+	assert_int_equal(kiln_decimal_is_multiple_u64(999999999999999999ull, 0, &m), 0);
+	assert_true(kiln_decimal_parse("0", 1, &m));
+	assert_int_equal(kiln_decimal_is_multiple_u64(5, 0, &m), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_uuid_every_byte),     cmocka_unit_test(test_uuid_answers),
+	    cmocka_unit_test(test_base64_every_byte),   cmocka_unit_test(test_multiple_of_edges),
+	    cmocka_unit_test(test_multiple_of_answers),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
