@@ -222,8 +222,7 @@ static bool bound_ok(const kiln_field *f, long double x)
 static bool enum_has_text(const kiln_field *f, kiln_enum_kind kind, const char *s, size_t n)
 {
 	for (size_t i = 0; i < f->enum_count; i++)
-		if (f->enum_kinds[i] == kind && f->enum_lens[i] == n &&
-		    kiln_json_bytes_equal(f->enum_values[i], s, n))
+		if (f->enum_lens[i] == n && f->enum_kinds[i] == kind && kiln_json_bytes_equal(f->enum_values[i], s, n))
 			return true;
 	return false;
 }
@@ -508,11 +507,11 @@ static void on_object_end(kiln_validator *v, const struct frame *fr, const kiln_
 {
 	const kiln_field *f = fr->field;
 
-	for (size_t i = 0; i < f->required_count; i++) {
-		const kiln_field *c = f->children[f->required_children[i]];
-		if (!v->seen[f->seen_base + c->position])
-			add(v, KILN_REJECT_MISSING_REQUIRED, t->offset, depth, c);
-	}
+	/* a child's position is its index among the children: the seen map is
+	 * read without loading the child, which only a missing one needs */
+	for (size_t i = 0; i < f->required_count; i++)
+		if (!v->seen[f->seen_base + f->required_children[i]])
+			add(v, KILN_REJECT_MISSING_REQUIRED, t->offset, depth, f->children[f->required_children[i]]);
 	if ((f->min_properties >= 0 && fr->count < (uint64_t)f->min_properties) ||
 	    (f->max_properties >= 0 && fr->count > (uint64_t)f->max_properties))
 		add(v, KILN_REJECT_LENGTH, t->offset, depth, NULL);
