@@ -375,7 +375,8 @@ static inline __m128i in_range(__m128i v, char lo, char hi)
 static inline unsigned hex_bits(const char *s)
 {
 	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
-	__m128i lower = _mm_or_si128(v, _mm_set1_epi8(0x20)); /* 'A'-'F' -> 'a'-'f'; nothing else lands there */
+	__m128i lower =
+	    _mm_or_si128(v, _mm_set1_epi8(0x20)); /* 'A'-'F' -> 'a'-'f'; nothing else lands there */
 
 	return (unsigned)_mm_movemask_epi8(_mm_or_si128(in_range(v, '0', '9'), in_range(lower, 'a', 'f')));
 }
@@ -400,9 +401,11 @@ static bool check_uuid_sse2(const char *s)
 static inline unsigned base64_bits(const char *s)
 {
 	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
-	__m128i m = _mm_or_si128(_mm_or_si128(in_range(v, 'A', 'Z'), in_range(v, 'a', 'z')), in_range(v, '0', '9'));
+	__m128i m =
+	    _mm_or_si128(_mm_or_si128(in_range(v, 'A', 'Z'), in_range(v, 'a', 'z')), in_range(v, '0', '9'));
 
-	m = _mm_or_si128(m, _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('+')), _mm_cmpeq_epi8(v, _mm_set1_epi8('/'))));
+	m = _mm_or_si128(
+	    m, _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('+')), _mm_cmpeq_epi8(v, _mm_set1_epi8('/'))));
 	return (unsigned)_mm_movemask_epi8(m);
 }
 #endif

@@ -222,7 +222,8 @@ static bool bound_ok(const kiln_field *f, long double x)
 static bool enum_has_text(const kiln_field *f, kiln_enum_kind kind, const char *s, size_t n)
 {
 	for (size_t i = 0; i < f->enum_count; i++)
-		if (f->enum_lens[i] == n && f->enum_kinds[i] == kind && kiln_json_bytes_equal(f->enum_values[i], s, n))
+		if (f->enum_lens[i] == n && f->enum_kinds[i] == kind &&
+		    kiln_json_bytes_equal(f->enum_values[i], s, n))
 			return true;
 	return false;
 }
@@ -243,7 +244,8 @@ typedef struct small_number {
 } small_number;
 
 /* small: the token as number_fast read it, NULL when it could not. */
-static bool multiple_ok(const kiln_field *f, const kiln_json_token *t, long double x, const small_number *small)
+static bool multiple_ok(const kiln_field *f, const kiln_json_token *t, long double x,
+                        const small_number *small)
 {
 	kiln_decimal d;
 	int exact;
@@ -511,7 +513,8 @@ static void on_object_end(kiln_validator *v, const struct frame *fr, const kiln_
 	 * read without loading the child, which only a missing one needs */
 	for (size_t i = 0; i < f->required_count; i++)
 		if (!v->seen[f->seen_base + f->required_children[i]])
-			add(v, KILN_REJECT_MISSING_REQUIRED, t->offset, depth, f->children[f->required_children[i]]);
+			add(v, KILN_REJECT_MISSING_REQUIRED, t->offset, depth,
+			    f->children[f->required_children[i]]);
 	if ((f->min_properties >= 0 && fr->count < (uint64_t)f->min_properties) ||
 	    (f->max_properties >= 0 && fr->count > (uint64_t)f->max_properties))
 		add(v, KILN_REJECT_LENGTH, t->offset, depth, NULL);

@@ -156,8 +156,9 @@ static void order_and_repeats_do_not_matter(void **state)
 		assert_int_equal(kiln_filter_add(&once, t, n), 0);
 	}
 	for (uint64_t r = 0; r < 400000; r++) {
-		uint64_t i = (r * 7919 + (r >> 3) * 104729) % distinct; /* scrambled, most tokens many times */
-		size_t n = make_token(t, i < 50 ? 3 : i, 7);          /* tokens 0..49: one token, ~1000 times */
+		uint64_t i =
+		    (r * 7919 + (r >> 3) * 104729) % distinct; /* scrambled, most tokens many times */
+		size_t n = make_token(t, i < 50 ? 3 : i, 7);   /* tokens 0..49: one token, ~1000 times */
 		assert_int_equal(kiln_filter_add(&many, t, n), 0);
 	}
 	for (uint64_t i = 0; i < distinct; i++) { /* every token at least once */

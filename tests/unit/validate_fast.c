@@ -33,8 +33,8 @@ static void same_answer(kiln_format format, const char *s, size_t len)
 	kiln_format_allow_simd(true);
 	free(buf);
 	if (fast != portable)
-		fail_msg("%s: fast %d, portable %d on a %zu-byte value", kiln_format_name(format), fast, portable,
-		         len);
+		fail_msg("%s: fast %d, portable %d on a %zu-byte value", kiln_format_name(format), fast,
+		         portable, len);
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -151,10 +151,29 @@ static void check_multiple(uint64_t mant, int frac, const char *multiple_of)
 static void test_multiple_of_edges(void **state)
 {
 	static const char *const multiples[] = {
-	    "0.01",  "0.05", "0.25", "3",     "7",    "10",   "2.5",  "0.000001", "1e-20",
-	    "1e30",  "1e17", "1e18", "1e19",  "12.5", "0.07", "1000", "1152921504606846975",
+	    "0.01",
+	    "0.05",
+	    "0.25",
+	    "3",
+	    "7",
+	    "10",
+	    "2.5",
+	    "0.000001",
+	    "1e-20",
+	    "1e30",
+	    "1e17",
+	    "1e18",
+	    "1e19",
+	    "12.5",
+	    "0.07",
+	    "1000",
+	    "1152921504606846975",
 	    "1152921504606846976", /* 2^60: the fast path leaves it to the exact one */
-	    "123456789012345678", "999999999999999999", "0.333", "5e-3", "40"};
+	    "123456789012345678",
+	    "999999999999999999",
+	    "0.333",
+	    "5e-3",
+	    "40"};
 	static const uint64_t mants[] = {0,
 	                                 1,
 	                                 5,
@@ -182,7 +201,8 @@ static void test_multiple_of_edges(void **state)
 		int frac = (int)(next_random() % 19);
 		if (n % 3 == 0)
 			mant = mant % 100000 * (next_random() % 2 ? 1 : 100);
-		check_multiple(mant, frac, multiples[next_random() % (sizeof(multiples) / sizeof(multiples[0]))]);
+		check_multiple(mant, frac,
+		               multiples[next_random() % (sizeof(multiples) / sizeof(multiples[0]))]);
 	}
 }
 
@@ -192,10 +212,10 @@ static void test_multiple_of_answers(void **state)
 
 	(void)state;
 	assert_true(kiln_decimal_parse("0.01", 4, &m));
-	assert_int_equal(kiln_decimal_is_multiple_u64(1999, 2, &m), 1);           /* 19.99 */
-	assert_int_equal(kiln_decimal_is_multiple_u64(5000000005ull, 3, &m), 0);  /* 5000000.005 */
-	assert_int_equal(kiln_decimal_is_multiple_u64(0, 5, &m), 1);              /* 0.00000 */
-	assert_int_equal(kiln_decimal_is_multiple_u64(12, 0, &m), 1);             /* 12 */
+	assert_int_equal(kiln_decimal_is_multiple_u64(1999, 2, &m), 1);          /* 19.99 */
+	assert_int_equal(kiln_decimal_is_multiple_u64(5000000005ull, 3, &m), 0); /* 5000000.005 */
+	assert_int_equal(kiln_decimal_is_multiple_u64(0, 5, &m), 1);             /* 0.00000 */
+	assert_int_equal(kiln_decimal_is_multiple_u64(12, 0, &m), 1);            /* 12 */
 	assert_true(kiln_decimal_parse("1e30", 4, &m));
 	assert_int_equal(kiln_decimal_is_multiple_u64(999999999999999999ull, 0, &m), 0);
 	assert_true(kiln_decimal_parse("0", 1, &m));
