@@ -328,33 +328,43 @@ static bool int_format_ok(const kiln_field *f, const kiln_json_token *t)
 	return n < ln || (n == ln && memcmp(digits, limit, n) <= 0); /* JSON integers have no leading zeros */
 }
 
+/* The value of a number number_fast leaves (an exponent, more than 18
+ * digits): strtold on a NUL-terminated copy. Out of line, so its buffer is
+ * no part of the hot path's frame. false when out of memory. */
+static __attribute__((noinline)) bool number_slow(kiln_validator *v, const kiln_json_token *t,
+                                                  long double *out)
+{
+	char buf[64];
+	char *text = buf;
+
+	if (t->len >= sizeof(buf)) {
+		if (v->scratch_cap < t->len + 1) {
+			char *p = realloc(v->scratch, t->len + 1);
+			if (!p)
+				return false;
+			v->scratch = p;
+			v->scratch_cap = t->len + 1;
+		}
+		text = v->scratch;
+	}
+	memcpy(text, t->ptr, t->len);
+	text[t->len] = '\0';
+	*out = strtold(text, NULL);
+	return true;
+}
+
 static void check_number(kiln_validator *v, const kiln_field *f, const kiln_json_token *t, uint32_t depth)
 {
 	long double x;
-	small_number small;
+	small_number small = {0, 0};
 	bool fast;
 
 	if (f->int_bits && !int_format_ok(f, t))
 		add(v, KILN_REJECT_RANGE, t->offset, depth, NULL);
 	if (!f->minimum.set && !f->maximum.set && !f->multiple_of && !f->enum_count)
 		return;
-	if (!(fast = number_fast(t->ptr, t->len, &x, &small))) {
-		char small[64];
-		char *text = small;
-		if (t->len >= sizeof(small)) {
-			if (v->scratch_cap < t->len + 1) {
-				char *p = realloc(v->scratch, t->len + 1);
-				if (!p)
-					return;
-				v->scratch = p;
-				v->scratch_cap = t->len + 1;
-			}
-			text = v->scratch;
-		}
-		memcpy(text, t->ptr, t->len);
-		text[t->len] = '\0';
-		x = strtold(text, NULL);
-	}
+	if (!(fast = number_fast(t->ptr, t->len, &x, &small)) && !number_slow(v, t, &x))
+		return;
 	if (!bound_ok(f, x) || (f->multiple_of && !multiple_ok(f, t, x, fast ? &small : NULL)))
 		add(v, KILN_REJECT_RANGE, t->offset, depth, NULL);
 	if (f->enum_count && !enum_has_number(f, x))
