@@ -168,6 +168,8 @@ static void *run(void *arg)
 {
 	kiln_loader *l = arg;
 
+	pthread_setname_np(pthread_self(), "kiln-loader");
+
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
 		int rc;

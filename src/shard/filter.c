@@ -144,21 +144,47 @@ static void compact(kiln_filter_set *set)
 	set->count = set->sorted = n;
 }
 
+/* Room for one more digest: a full set is compacted first (when `compact`)
+ * and grows unless that freed half of it. */
+static int room(kiln_filter_set *set, bool compact_full)
+{
+	if (set->count < set->cap)
+		return 0;
+	if (compact_full)
+		compact(set);
+	if (!compact_full || set->count >= set->cap / 2) {
+		size_t cap = set->cap ? set->cap * 2 : 256;
+		uint64_t(*v)[2] = realloc(set->v, cap * sizeof(*v));
+
+		if (!v)
+			return kiln_error_oom("filter");
+		set->v = v;
+		set->cap = cap;
+	}
+	return 0;
+}
+
 int kiln_filter_add(kiln_filter_set *set, const char *token, size_t len)
 {
-	if (set->count == set->cap) {
-		compact(set);
-		if (set->count >= set->cap / 2) {
-			size_t cap = set->cap ? set->cap * 2 : 256;
-			uint64_t(*v)[2] = realloc(set->v, cap * sizeof(*v));
+	int rc;
 
-			if (!v)
-				return kiln_error_oom("filter");
-			set->v = v;
-			set->cap = cap;
-		}
-	}
+	if ((rc = room(set, true)) < 0)
+		return rc;
 	digest(set->v[set->count++], token, len);
+	return 0;
+}
+
+int kiln_filter_add_digests(kiln_filter_set *set, const kiln_filter_set *list, size_t first, size_t n)
+{
+	int rc;
+
+	for (size_t i = first; i < first + n; i++) {
+		if ((rc = room(set, true)) < 0)
+			return rc;
+		set->v[set->count][0] = list->v[i][0];
+		set->v[set->count][1] = list->v[i][1];
+		set->count++;
+	}
 	return 0;
 }
 
@@ -184,7 +210,9 @@ static size_t token_start(const char *t, size_t len, size_t u)
 	return d - 1;
 }
 
-int kiln_filter_scan(kiln_filter_set *set, const char *text, size_t len)
+/* Every token of text: added to the set, or (list) appended in order,
+ * repeats kept. */
+static int scan(kiln_filter_set *set, const char *text, size_t len, bool list)
 {
 	const char *p = text, *end = text + len;
 	int rc;
@@ -192,11 +220,24 @@ int kiln_filter_scan(kiln_filter_set *set, const char *text, size_t len)
 	while (p < end && (p = memchr(p, '_', (size_t)(end - p)))) {
 		size_t u = (size_t)(p - text), s = token_start(text, len, u);
 
-		if (s != SIZE_MAX && (rc = kiln_filter_add(set, text + s, u + 27 - s)) < 0)
-			return rc;
+		if (s != SIZE_MAX) {
+			if ((rc = room(set, !list)) < 0)
+				return rc;
+			digest(set->v[set->count++], text + s, u + 27 - s);
+		}
 		p++;
 	}
 	return 0;
+}
+
+int kiln_filter_scan(kiln_filter_set *set, const char *text, size_t len)
+{
+	return scan(set, text, len, false);
+}
+
+int kiln_filter_collect(kiln_filter_set *list, const char *text, size_t len)
+{
+	return scan(list, text, len, true);
 }
 
 size_t kiln_filter_token_part(const char *text, size_t len)
