@@ -4,7 +4,9 @@
  * loops (every byte value at every position, bytes >= 0x80, 16-byte load
  * boundaries, padding), and the 64-bit multipleOf test against the 128-bit
  * decimal one (zero, 18 digits, every fraction length, multipleOf mantissas
- * around the 60-bit limit, tiny and huge scales). */
+ * around the 60-bit limit, tiny and huge scales), and the JSON scanner's
+ * shortcut of taking a ',' with the value before it (the same tokens, the
+ * same errors at the same offsets as through S_AFTER_VALUE). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,6 +19,7 @@
 
 #include "contract/decimal.h"
 #include "contract/format.h"
+#include "core/json.h"
 
 /* Both paths on an exact-size copy (no NUL: a read past len trips ASan). */
 static void same_answer(kiln_format format, const char *s, size_t len)
@@ -222,12 +225,98 @@ static void test_multiple_of_answers(void **state)
 	assert_int_equal(kiln_decimal_is_multiple_u64(5, 0, &m), -1);
 }
 
+/* Errors right after a ',' the scanner took with the value or bracket
+ * before it: each offset is where the text stops making sense, as before. */
+static void test_scanner_comma_errors(void **state)
+{
+	static const struct {
+		const char *text;
+		size_t offset;
+	} cases[] = {
+	    {"[[],]", 4},
+	    {"[{},]", 4},
+	    {"[[] ,]", 5},
+	    {"[1 , ]", 5},
+	    {"{\"a\":[],}", 8},
+	    {"{\"a\":{} , }", 10},
+	    {"{\"a\":1,,\"b\":2}", 7},
+	    {"{\"a\":\"x\",1}", 9},
+	    {"[\"x\",:]", 5},
+	    {"[true,}", 6},
+	    {"[[]],", 4},
+	    {"[],[]", 2},
+	    {"1,", 1},
+	    {"[1,", 3},
+	    {"[[],", 4},
+	    {"{\"a\":1,", 7},
+	    {"{\"a\":null, ", 11},
+	    {"[1,]", 3},
+	    {"{\"a\":1,}", 7},
+	};
+	kiln_json_scanner *s = kiln_json_scanner_new(NULL);
+
+	(void)state;
+	assert_non_null(s);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len = strlen(cases[i].text), off = (size_t)-1;
+		char *buf = malloc(len);
+
+		assert_non_null(buf);
+		memcpy(buf, cases[i].text, len); /* exact size: a read past the end trips ASan */
+		if (kiln_json_check(s, buf, len) != KILN_REJECT_JSON_SYNTAX ||
+		    (kiln_json_scanner_error(s, &off, NULL), off) != cases[i].offset)
+			fail_msg("<%s>: %s at %zu, want json_syntax at %zu", cases[i].text,
+			         kiln_reject_name(kiln_json_scanner_error(s, NULL, NULL)), off,
+			         cases[i].offset);
+		free(buf);
+	}
+	kiln_json_scanner_free(s);
+}
+
+/* A valid text with a ',' after every kind of value and bracket, with and
+ * without whitespace: every token, its type and offset. */
+static void test_scanner_comma_tokens(void **state)
+{
+	static const char text[] = "[1,\"s\" ,true,null,{},[] , {\"a\":[2,{}],\"b\":false},3.5]";
+	static const struct {
+		kiln_json_type type;
+		size_t offset;
+	} want[] = {
+	    {KILN_JSON_ARRAY_BEGIN, 0},   {KILN_JSON_NUMBER, 1},        {KILN_JSON_STRING, 3},
+	    {KILN_JSON_TRUE, 8},          {KILN_JSON_NULL, 13},         {KILN_JSON_OBJECT_BEGIN, 18},
+	    {KILN_JSON_OBJECT_END, 19},   {KILN_JSON_ARRAY_BEGIN, 21},  {KILN_JSON_ARRAY_END, 22},
+	    {KILN_JSON_OBJECT_BEGIN, 26}, {KILN_JSON_KEY, 27},          {KILN_JSON_ARRAY_BEGIN, 31},
+	    {KILN_JSON_NUMBER, 32},       {KILN_JSON_OBJECT_BEGIN, 34}, {KILN_JSON_OBJECT_END, 35},
+	    {KILN_JSON_ARRAY_END, 36},    {KILN_JSON_KEY, 38},          {KILN_JSON_FALSE, 42},
+	    {KILN_JSON_OBJECT_END, 47},   {KILN_JSON_NUMBER, 49},       {KILN_JSON_ARRAY_END, 52},
+	};
+	kiln_json_scanner *s = kiln_json_scanner_new(NULL);
+	kiln_json_token t;
+	size_t n = 0;
+	int rc;
+
+	(void)state;
+	assert_non_null(s);
+	kiln_json_scanner_reset(s, text, sizeof(text) - 1);
+	while ((rc = kiln_json_next(s, &t)) > 0) {
+		assert_true(n < sizeof(want) / sizeof(want[0]));
+		if (t.type != want[n].type || t.offset != want[n].offset)
+			fail_msg("token %zu: type %d at %zu, want type %d at %zu", n, (int)t.type, t.offset,
+			         (int)want[n].type, want[n].offset);
+		n++;
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(n, sizeof(want) / sizeof(want[0]));
+	kiln_json_scanner_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_uuid_every_byte),     cmocka_unit_test(test_uuid_answers),
-	    cmocka_unit_test(test_base64_every_byte),   cmocka_unit_test(test_multiple_of_edges),
-	    cmocka_unit_test(test_multiple_of_answers),
+	    cmocka_unit_test(test_uuid_every_byte),      cmocka_unit_test(test_uuid_answers),
+	    cmocka_unit_test(test_base64_every_byte),    cmocka_unit_test(test_multiple_of_edges),
+	    cmocka_unit_test(test_multiple_of_answers),  cmocka_unit_test(test_scanner_comma_errors),
+	    cmocka_unit_test(test_scanner_comma_tokens),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
