@@ -58,6 +58,75 @@ static int pair_cmp(const void *a, const void *b)
 	return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
+static inline bool pair_less(const uint64_t *x, const uint64_t *y)
+{
+	return x[0] < y[0] || (x[0] == y[0] && x[1] < y[1]);
+}
+
+static inline void pair_swap(uint64_t *x, uint64_t *y)
+{
+	uint64_t a = x[0], b = x[1];
+
+	x[0] = y[0];
+	x[1] = y[1];
+	y[0] = a;
+	y[1] = b;
+}
+
+/* Sorts v[0..n) in pair_cmp's order, as qsort would (repeats are equal in
+ * both halves, so any correct sort gives the same bytes), without a call per
+ * comparison: quicksort with a median-of-three pivot and Hoare's partition
+ * (runs of one repeated token split evenly), the smaller side first so the
+ * stack stays O(log n), insertion sort below 16. */
+static void pair_sort(uint64_t (*v)[2], size_t n)
+{
+	while (n > 16) {
+		size_t mid = (n - 1) / 2, i = 0, j = n - 1;
+		uint64_t pivot[2];
+
+		if (pair_less(v[mid], v[0]))
+			pair_swap(v[mid], v[0]);
+		if (pair_less(v[n - 1], v[mid])) {
+			pair_swap(v[n - 1], v[mid]);
+			if (pair_less(v[mid], v[0]))
+				pair_swap(v[mid], v[0]);
+		}
+		pivot[0] = v[mid][0];
+		pivot[1] = v[mid][1];
+		for (;;) {
+			while (pair_less(v[i], pivot))
+				i++;
+			while (pair_less(pivot, v[j]))
+				j--;
+			if (i >= j)
+				break;
+			pair_swap(v[i], v[j]);
+			i++;
+			j--;
+		}
+		/* v[0..j] <= pivot <= v[j+1..n) */
+		if (j + 1 < n - j - 1) {
+			pair_sort(v, j + 1);
+			v += j + 1;
+			n -= j + 1;
+		} else {
+			pair_sort(v + j + 1, n - j - 1);
+			n = j + 1;
+		}
+	}
+	for (size_t i = 1; i < n; i++) {
+		uint64_t x[2] = {v[i][0], v[i][1]};
+		size_t k = i;
+
+		for (; k > 0 && pair_less(x, v[k - 1]); k--) {
+			v[k][0] = v[k - 1][0];
+			v[k][1] = v[k - 1][1];
+		}
+		v[k][0] = x[0];
+		v[k][1] = x[1];
+	}
+}
+
 /* Sorts and drops repeats. */
 static void compact(kiln_filter_set *set)
 {
@@ -65,7 +134,7 @@ static void compact(kiln_filter_set *set)
 
 	if (set->sorted == set->count)
 		return;
-	qsort(set->v, set->count, sizeof(*set->v), pair_cmp);
+	pair_sort(set->v, set->count);
 	for (size_t i = 0; i < set->count; i++)
 		if (n == 0 || pair_cmp(set->v[n - 1], set->v[i]) != 0) {
 			set->v[n][0] = set->v[i][0];

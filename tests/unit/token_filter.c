@@ -4,7 +4,9 @@
  * field, inside free text, the token part of a keep-domain value), the
  * digests a curate worker lists ahead (kiln_filter_collect, added later in
  * runs with kiln_filter_add_digests) give the filter a scan of the lines
- * gives, byte for byte, and decoding refuses cut, grown or altered bytes. */
+ * gives, byte for byte, decoding refuses cut, grown or altered bytes, and
+ * the bytes depend on the distinct tokens only (not their order or
+ * repeats). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -181,13 +183,52 @@ static void empty_and_corrupt(void **state)
 	kiln_buf_free(&b);
 }
 
+/* The filter's bytes depend on the distinct tokens only: the same 20,000
+ * tokens added once each in order, or in a scrambled order with every token
+ * repeated up to 40 times (runs of one digest across the set's growth and
+ * each compaction's sort), encode the same. A sort that left repeats apart
+ * or lost one shows here as a different token count or bit array. */
+static void order_and_repeats_do_not_matter(void **state)
+{
+	kiln_filter_set once = {0}, many = {0};
+	kiln_buf a = KILN_BUF_INIT(0), b = KILN_BUF_INIT(0);
+	kiln_filter f;
+	char t[40];
+	const uint64_t distinct = 20000;
+
+	(void)state;
+	for (uint64_t i = 0; i < distinct; i++) {
+		size_t n = make_token(t, i, 7);
+		assert_int_equal(kiln_filter_add(&once, t, n), 0);
+	}
+	for (uint64_t r = 0; r < 400000; r++) {
+		uint64_t i =
+		    (r * 7919 + (r >> 3) * 104729) % distinct; /* scrambled, most tokens many times */
+		size_t n = make_token(t, i < 50 ? 3 : i, 7);   /* tokens 0..49: one token, ~1000 times */
+		assert_int_equal(kiln_filter_add(&many, t, n), 0);
+	}
+	for (uint64_t i = 0; i < distinct; i++) { /* every token at least once */
+		size_t n = make_token(t, i, 7);
+		assert_int_equal(kiln_filter_add(&many, t, n), 0);
+	}
+	assert_int_equal(kiln_filter_encode(&a, &once), 0);
+	assert_int_equal(kiln_filter_encode(&b, &many), 0);
+	assert_int_equal(kiln_filter_decode(&f, b.ptr, b.len, "t"), 0);
+	assert_int_equal(f.tokens, distinct);
+	assert_int_equal(a.len, b.len);
+	assert_memory_equal(a.ptr, b.ptr, a.len);
+	kiln_filter_set_free(&once);
+	kiln_filter_set_free(&many);
+	kiln_buf_free(&a);
+	kiln_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(no_false_negative_and_rate),
-	    cmocka_unit_test(scan_finds_tokens),
-	    cmocka_unit_test(listed_digests_match_scan),
-	    cmocka_unit_test(empty_and_corrupt),
+	    cmocka_unit_test(no_false_negative_and_rate),      cmocka_unit_test(scan_finds_tokens),
+	    cmocka_unit_test(listed_digests_match_scan),       cmocka_unit_test(empty_and_corrupt),
+	    cmocka_unit_test(order_and_repeats_do_not_matter),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
