@@ -73,7 +73,7 @@ bool kiln_verify_keys_trust(const kiln_verify_keys *keys, const unsigned char pk
 void kiln_verify_fingerprint(char out[64], const unsigned char pk[32])
 {
 	unsigned char blob[51], digest[32];
-	char b64[64];
+	char b64[48]; /* 44 for 32 bytes (sodium_base64_ENCODED_LEN) */
 
 	memcpy(blob, "\0\0\0\x0bssh-ed25519\0\0\0\x20", 19);
 	memcpy(blob + 19, pk, 32);
