@@ -316,18 +316,33 @@ void kiln_profile_clear(kiln_profile *p)
 		field_clear(&p->fields[i]);
 }
 
+/* Continuation bytes (10xxxxxx) among the 8 bytes of w: a flag per byte,
+ * summed by a multiply (a popcount instruction is not in the baseline
+ * x86-64 the build targets). */
+static uint64_t continuations8(uint64_t w)
+{
+	if (!(w & 0x8080808080808080ull))
+		return 0; /* ASCII */
+	return (((w & ~(w << 1) & 0x8080808080808080ull) >> 7) * 0x0101010101010101ull) >> 56;
+}
+
 /* Code points of UTF-8 text (valid: the validator checked it). */
 static uint64_t code_points(const char *s, size_t n)
 {
-	uint64_t continuation = 0;
+	uint64_t continuation = 0, w;
 	size_t i = 0;
 
-	/* 8 bytes at a time: a continuation byte is 10xxxxxx */
 	for (; i + 8 <= n; i += 8) {
-		uint64_t w;
 		memcpy(&w, s + i, 8);
-		continuation += (uint64_t)__builtin_popcountll(w & ~(w << 1) & 0x8080808080808080ull);
+		continuation += continuations8(w);
 	}
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	if (i < n && n >= 8) {
+		/* the last word of s, the bytes counted already shifted out */
+		memcpy(&w, s + n - 8, 8);
+		return n - continuation - continuations8(w >> (8 * (8 - (n - i))));
+	}
+#endif
 	for (; i < n; i++)
 		continuation += ((unsigned char)s[i] & 0xC0) == 0x80;
 	return n - continuation;
@@ -400,6 +415,44 @@ static void count_category(kiln_profile_field *f, const struct schema_field *sf,
 		f->cat_counts[e]++;
 }
 
+/* 10^0 .. 10^22: every one an exact double */
+static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* A JSON number (valid: the validator checked it) as strtod reads it, for
+ * the shapes that need no strtod: an integer or a decimal fraction, no
+ * exponent, with at most 15 digits in all. Its digits and the power of ten
+ * are exact doubles, so the one division rounds once, to the double
+ * nearest the number, as strtod's result is (Clinger's fast path).
+ * *integer: no fraction. false: another shape, nothing set. */
+static bool fast_number(const char *t, size_t len, double *out, bool *integer)
+{
+	uint64_t m = 0;
+	size_t digits = 0, fraction = 0;
+	bool point = false, negative;
+
+	if (len == 0 || len > 17)
+		return false;
+	negative = t[0] == '-';
+	for (size_t i = negative; i < len; i++) {
+		unsigned char c = (unsigned char)t[i];
+		if (c >= '0' && c <= '9') {
+			m = m * 10 + (c - '0');
+			digits++;
+			fraction += point;
+		} else if (c == '.' && !point) {
+			point = true;
+		} else {
+			return false; /* an exponent */
+		}
+	}
+	if (digits == 0 || digits > 15)
+		return false;
+	*out = negative ? -((double)m / POW10[fraction]) : (double)m / POW10[fraction];
+	*integer = !point;
+	return true;
+}
+
 int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const kiln_field *cf,
                            kiln_json_type type, bool escaped, const char *text, size_t len)
 {
@@ -409,6 +462,8 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 	const char *v = text;
 	size_t n = len;
 	double number = 0;
+	uint64_t hash;
+	bool integer;
 	int rc = 0;
 
 	if (index < 0 || (size_t)index >= p->count)
@@ -442,8 +497,10 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 			n = kiln_json_unescape(d, len, &t);
 			v = d;
 		}
-		rc = kiln_hll_add(&f->distinct, kiln_hll_hash(v, n));
-		if (rc == 0 && !f->tokens) {
+		/* the register's line is fetched while the rest is counted */
+		hash = kiln_hll_hash(v, n);
+		kiln_hll_prefetch(&f->distinct, hash);
+		if (!f->tokens) {
 			add_length(f, code_points(v, n));
 			if (f->time)
 				rc = kiln_profile_add_time(f, v, n);
@@ -452,19 +509,25 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 			else if (f->cat_count)
 				count_category(f, &s->v[index], type, v, n, 0);
 		}
+		if (rc == 0)
+			rc = kiln_hll_add(&f->distinct, hash);
 		free(big);
 		return rc;
 	case KILN_JSON_NUMBER:
-		f->types[memchr(text, '.', len) || memchr(text, 'e', len) || memchr(text, 'E', len)
-		             ? KILN_PTYPE_NUMBER
-		             : KILN_PTYPE_INTEGER]++;
-		if ((rc = kiln_hll_add(&f->distinct, kiln_hll_hash(text, len))) < 0 || f->tokens)
-			return rc;
-		if (len < sizeof(small)) {
-			memcpy(small, text, len);
-			small[len] = '\0';
-			number = strtod(small, NULL);
+		hash = kiln_hll_hash(text, len);
+		kiln_hll_prefetch(&f->distinct, hash);
+		if (!fast_number(text, len, &number, &integer)) {
+			integer = !memchr(text, '.', len) && !memchr(text, 'e', len) && !memchr(text, 'E', len);
+			number = 0;
+			if (len < sizeof(small)) {
+				memcpy(small, text, len);
+				small[len] = '\0';
+				number = strtod(small, NULL);
+			}
 		}
+		f->types[integer ? KILN_PTYPE_INTEGER : KILN_PTYPE_NUMBER]++;
+		if ((rc = kiln_hll_add(&f->distinct, hash)) < 0 || f->tokens)
+			return rc;
 		if (isfinite(number)) {
 			kiln_moments_add(&f->num, number);
 			rc = kiln_dd_add(&f->dd, number);

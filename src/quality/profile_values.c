@@ -145,13 +145,23 @@ int kiln_profile_render_inferred(kiln_buf *out, const kiln_profile_field *f)
 bool kiln_profile_parse_time(const char *s, size_t len, int64_t *out)
 {
 	long double t;
+	int64_t ms;
 
 	if (!(len == 10 ? kiln_format_parse_date(s, len, &t) : kiln_format_parse_date_time(s, len, &t)))
 		return false;
-	t = floorl(t * 1000);
-	if (!(t > -1e17L && t < 1e17L))
+	t *= 1000;
+	if (!(t > -2e17L && t < 2e17L))
 		return false;
-	*out = (int64_t)t;
+	/* floorl(t) without floorl's two switches of the x87 rounding mode: t
+	 * as a double is within 32 of t, then steps by exact comparisons */
+	ms = (int64_t)(double)t;
+	while ((long double)ms > t)
+		ms--;
+	while ((long double)(ms + 1) <= t)
+		ms++;
+	if (!(ms > -100000000000000000 && ms < 100000000000000000))
+		return false;
+	*out = ms;
 	return true;
 }
 

@@ -282,10 +282,18 @@ int kiln_ts_add_bucket(kiln_tsketch *s, uint32_t shift, int64_t index, uint64_t 
 
 int kiln_ts_add(kiln_tsketch *s, int64_t ms)
 {
-	int64_t lo = s->count && s->min_ms < ms ? s->min_ms : ms,
-	        hi = s->count && s->max_ms > ms ? s->max_ms : ms;
+	int64_t lo, hi;
 	int rc;
 
+	if (s->count && s->counts && ms >= s->min_ms && ms <= s->max_ms) {
+		/* inside [min, max]: the layout for them holds it (what ts_layout
+		 * would find, unchanged) */
+		s->counts[ts_bucket(ts_seconds(ms), s->shift) - s->offset]++;
+		s->count++;
+		return 0;
+	}
+	lo = s->count && s->min_ms < ms ? s->min_ms : ms;
+	hi = s->count && s->max_ms > ms ? s->max_ms : ms;
 	if ((rc = ts_layout(s, lo, hi, 0)) < 0)
 		return rc;
 	s->min_ms = lo;
@@ -377,15 +385,21 @@ int kiln_hll_add(kiln_hll *h, uint64_t hash)
 
 int kiln_hll_merge(kiln_hll *into, const kiln_hll *from)
 {
+	uint8_t *restrict a;
+	const uint8_t *restrict b;
 	int rc;
 
-	if (!from->reg)
-		return 0;
+	if (!from->reg || into->reg == from->reg)
+		return 0; /* nothing to add (or a merge into itself) */
 	if ((rc = hll_ready(into)) < 0)
 		return rc;
+	/* an unconditional max over local pointers: the compiler makes it a
+	 * vector max (the merge runs once per batch and field on the thread
+	 * that delivers) */
+	a = into->reg;
+	b = from->reg;
 	for (uint32_t i = 0; i < KILN_HLL_REGISTERS; i++)
-		if (from->reg[i] > into->reg[i])
-			into->reg[i] = from->reg[i];
+		a[i] = b[i] > a[i] ? b[i] : a[i];
 	return 0;
 }
 

@@ -99,6 +99,14 @@ int kiln_hll_add(kiln_hll *h, uint64_t hash);
 /* The hash of the value bytes v[0..n) that kiln_hll_add takes: part of the
  * profile format (registers of two profiles merge only under one hash). */
 uint64_t kiln_hll_hash(const char *v, size_t n);
+/* Asks the cache for the register kiln_hll_add(h, hash) will update: a
+ * hint, the registers unchanged, so that the add after other work need not
+ * wait for the register's line. */
+static inline void kiln_hll_prefetch(const kiln_hll *h, uint64_t hash)
+{
+	if (h->reg)
+		__builtin_prefetch(h->reg + (hash >> (64 - KILN_HLL_P)), 1);
+}
 int kiln_hll_merge(kiln_hll *into, const kiln_hll *from);
 uint64_t kiln_hll_estimate(const kiln_hll *h);
 void kiln_hll_free(kiln_hll *h);
