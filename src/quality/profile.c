@@ -239,6 +239,7 @@ static void field_clear(kiln_profile_field *f)
 	kiln_ts_free(&f->tm);
 	if (f->distinct.reg)
 		memset(f->distinct.reg, 0, KILN_HLL_REGISTERS);
+	f->distinct.pending = 0;
 	if (f->cat_k) {
 		kiln_profile_drop_categories(f);
 		f->cat_over = false;
@@ -462,7 +463,6 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 	const char *v = text;
 	size_t n = len;
 	double number = 0;
-	uint64_t hash;
 	bool integer;
 	int rc = 0;
 
@@ -497,10 +497,8 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 			n = kiln_json_unescape(d, len, &t);
 			v = d;
 		}
-		/* the register's line is fetched while the rest is counted */
-		hash = kiln_hll_hash(v, n);
-		kiln_hll_prefetch(&f->distinct, hash);
-		if (!f->tokens) {
+		rc = kiln_hll_add(&f->distinct, kiln_hll_hash(v, n));
+		if (rc == 0 && !f->tokens) {
 			add_length(f, code_points(v, n));
 			if (f->time)
 				rc = kiln_profile_add_time(f, v, n);
@@ -509,13 +507,9 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 			else if (f->cat_count)
 				count_category(f, &s->v[index], type, v, n, 0);
 		}
-		if (rc == 0)
-			rc = kiln_hll_add(&f->distinct, hash);
 		free(big);
 		return rc;
 	case KILN_JSON_NUMBER:
-		hash = kiln_hll_hash(text, len);
-		kiln_hll_prefetch(&f->distinct, hash);
 		if (!fast_number(text, len, &number, &integer)) {
 			integer = !memchr(text, '.', len) && !memchr(text, 'e', len) && !memchr(text, 'E', len);
 			number = 0;
@@ -526,7 +520,7 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 			}
 		}
 		f->types[integer ? KILN_PTYPE_INTEGER : KILN_PTYPE_NUMBER]++;
-		if ((rc = kiln_hll_add(&f->distinct, hash)) < 0 || f->tokens)
+		if ((rc = kiln_hll_add(&f->distinct, kiln_hll_hash(text, len))) < 0 || f->tokens)
 			return rc;
 		if (isfinite(number)) {
 			kiln_moments_add(&f->num, number);
@@ -706,16 +700,18 @@ static int render_number(kiln_buf *out, const kiln_profile_field *f)
  * and value ("sparse"). */
 static int render_distinct(kiln_buf *out, const kiln_profile_field *f)
 {
-	uint8_t sparse[KILN_HLL_REGISTERS / 4 * 3];
-	const uint8_t *bin = f->distinct.reg;
+	uint8_t reg[KILN_HLL_REGISTERS], sparse[KILN_HLL_REGISTERS / 4 * 3];
+	const uint8_t *bin = reg;
 	size_t n = 0, bin_len = KILN_HLL_REGISTERS, b64;
 	int rc;
 
+	for (uint32_t i = 0; i < KILN_HLL_REGISTERS; i++)
+		reg[i] = kiln_hll_register(&f->distinct, i);
 	for (uint32_t i = 0; i < KILN_HLL_REGISTERS && n < sizeof(sparse); i++)
-		if (f->distinct.reg[i]) {
+		if (reg[i]) {
 			sparse[n++] = (uint8_t)(i >> 8);
 			sparse[n++] = (uint8_t)i;
-			sparse[n++] = f->distinct.reg[i];
+			sparse[n++] = reg[i];
 		}
 	if (n < sizeof(sparse)) {
 		bin = sparse;

@@ -148,8 +148,18 @@ int kiln_dd_add(kiln_ddsketch *s, double x)
 
 static int merge_store(kiln_ddsketch *into, bool negative, const kiln_dd_store *st)
 {
+	kiln_dd_store *to = negative ? &into->neg : &into->pos;
 	int rc;
 
+	if (to->len && st->len && st->offset >= to->offset &&
+	    (int64_t)st->offset + st->len <= (int64_t)to->offset + to->len) {
+		/* inside the buckets in use: each add below would find its slot
+		 * as it is (the thread that delivers merges a batch's sketch so) */
+		uint64_t *at = to->counts + (st->offset - to->offset);
+		for (uint32_t i = 0; i < st->len; i++)
+			at[i] += st->counts[i];
+		return 0;
+	}
 	/* largest magnitudes first: a collapse then lands where it would have */
 	for (uint32_t i = st->len; i > 0; i--)
 		if ((rc = kiln_dd_add_bucket(into, negative, st->offset + (int32_t)i - 1,
@@ -369,6 +379,20 @@ static int hll_ready(kiln_hll *h)
 	return 0;
 }
 
+/* The pending add written (a max: adds commute, so the registers are
+ * those of adding at once). */
+void kiln_hll_settle(kiln_hll *h)
+{
+	uint32_t idx = h->pending >> 8;
+	uint8_t rank = (uint8_t)h->pending;
+
+	if (!h->pending)
+		return;
+	if (rank > h->reg[idx])
+		h->reg[idx] = rank;
+	h->pending = 0;
+}
+
 int kiln_hll_add(kiln_hll *h, uint64_t hash)
 {
 	uint32_t idx = (uint32_t)(hash >> (64 - KILN_HLL_P));
@@ -378,8 +402,12 @@ int kiln_hll_add(kiln_hll *h, uint64_t hash)
 
 	if ((rc = hll_ready(h)) < 0)
 		return rc;
-	if (rank > h->reg[idx])
-		h->reg[idx] = rank;
+	/* a register line is seldom in the cache (the profile's registers,
+	 * 4 KiB a field, share it with the records streaming past): fetch it
+	 * now, write it at the next add, by when it has come */
+	__builtin_prefetch(h->reg + idx, 1);
+	kiln_hll_settle(h);
+	h->pending = idx << 8 | rank;
 	return 0;
 }
 
@@ -389,10 +417,15 @@ int kiln_hll_merge(kiln_hll *into, const kiln_hll *from)
 	const uint8_t *restrict b;
 	int rc;
 
-	if (!from->reg || into->reg == from->reg)
-		return 0; /* nothing to add (or a merge into itself) */
+	if (into == from) {
+		kiln_hll_settle(into); /* a merge into itself: nothing to add */
+		return 0;
+	}
+	if (!from->reg)
+		return 0;
 	if ((rc = hll_ready(into)) < 0)
 		return rc;
+	kiln_hll_settle(into);
 	/* an unconditional max over local pointers: the compiler makes it a
 	 * vector max (the merge runs once per batch and field on the thread
 	 * that delivers) */
@@ -400,6 +433,8 @@ int kiln_hll_merge(kiln_hll *into, const kiln_hll *from)
 	b = from->reg;
 	for (uint32_t i = 0; i < KILN_HLL_REGISTERS; i++)
 		a[i] = b[i] > a[i] ? b[i] : a[i];
+	if (from->pending && (uint8_t)from->pending > a[from->pending >> 8])
+		a[from->pending >> 8] = (uint8_t)from->pending;
 	return 0;
 }
 
@@ -412,8 +447,9 @@ uint64_t kiln_hll_estimate(const kiln_hll *h)
 	if (!h->reg)
 		return 0;
 	for (uint32_t i = 0; i < KILN_HLL_REGISTERS; i++) {
-		sum += ldexp(1.0, -h->reg[i]);
-		zeros += h->reg[i] == 0;
+		uint8_t r = kiln_hll_register(h, i);
+		sum += ldexp(1.0, -r);
+		zeros += r == 0;
 	}
 	e = (0.7213 / (1 + 1.079 / m)) * m * m / sum;
 	if (e <= 2.5 * m && zeros)
@@ -425,4 +461,5 @@ void kiln_hll_free(kiln_hll *h)
 {
 	free(h->reg);
 	h->reg = NULL;
+	h->pending = 0;
 }

@@ -91,22 +91,29 @@ void kiln_ts_free(kiln_tsketch *s);
 #define KILN_HLL_REGISTERS (1u << KILN_HLL_P)
 
 typedef struct kiln_hll {
-	uint8_t *reg; /* KILN_HLL_REGISTERS, NULL while empty */
+	uint8_t *reg;     /* KILN_HLL_REGISTERS, NULL while empty */
+	uint32_t pending; /* the latest add, not in reg yet: index << 8 | rank (0: none) */
 } kiln_hll;
 
-/* Adds a value by its 64-bit hash (kiln_hll_hash). */
+/* Adds a value by its 64-bit hash (kiln_hll_hash). Its register is asked
+ * of the cache now and written at the next add (or kiln_hll_settle), so
+ * that the add does not wait for the register's line: read the registers
+ * through kiln_hll_register, or reg after kiln_hll_settle. */
 int kiln_hll_add(kiln_hll *h, uint64_t hash);
+/* Writes the pending add into reg. */
+void kiln_hll_settle(kiln_hll *h);
+/* Register i as the adds so far made it (the pending one included). */
+static inline uint8_t kiln_hll_register(const kiln_hll *h, uint32_t i)
+{
+	uint8_t r = h->reg ? h->reg[i] : 0;
+
+	if (h->pending && h->pending >> 8 == i && (uint8_t)h->pending > r)
+		r = (uint8_t)h->pending;
+	return r;
+}
 /* The hash of the value bytes v[0..n) that kiln_hll_add takes: part of the
  * profile format (registers of two profiles merge only under one hash). */
 uint64_t kiln_hll_hash(const char *v, size_t n);
-/* Asks the cache for the register kiln_hll_add(h, hash) will update: a
- * hint, the registers unchanged, so that the add after other work need not
- * wait for the register's line. */
-static inline void kiln_hll_prefetch(const kiln_hll *h, uint64_t hash)
-{
-	if (h->reg)
-		__builtin_prefetch(h->reg + (hash >> (64 - KILN_HLL_P)), 1);
-}
 int kiln_hll_merge(kiln_hll *into, const kiln_hll *from);
 uint64_t kiln_hll_estimate(const kiln_hll *h);
 void kiln_hll_free(kiln_hll *h);

@@ -5,8 +5,10 @@
  * strtod against strtod, bit for bit (-0 included), and the integer/number
  * split; instants floored without floorl against floorl; a time sketch
  * filled in any order (the add inside [min, max] skips the layout) against
- * one filled in ascending order (every add lays it out); and the HyperLogLog
- * merge against an elementwise max. */
+ * one filled in ascending order (every add lays it out); a DDSketch merged
+ * into one whose buckets hold its own against the sketch of every value;
+ * the HyperLogLog registers with their write put off to the next add
+ * against adding at once, and its merge against an elementwise max. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -285,6 +287,111 @@ static void test_time_sketch_any_order(void **state)
 	}
 }
 
+static void assert_same_store(const kiln_dd_store *a, const kiln_dd_store *b)
+{
+	assert_int_equal(a->len, b->len);
+	assert_int_equal(a->offset, b->offset);
+	assert_memory_equal(a->counts, b->counts, a->len * sizeof(*a->counts));
+}
+
+/* A sketch merged into one whose buckets in use hold all of its own (the
+ * elementwise sum) and one that reaches past them (a bucket at a time),
+ * against the sketch of every value added one by one. */
+static void test_dd_merge_inside(void **state)
+{
+	kiln_ddsketch wide = {0}, inside = {0}, past = {0}, all = {0};
+
+	(void)state;
+	for (int i = 0; i < 20000; i++) {
+		double u = (double)(next() >> 11) / 9007199254740992.0;
+		double x = i % 4 == 0 ? 10 + 90 * u : 1 + 999 * u;
+		if (i % 9 == 0)
+			x = -x;
+		assert_int_equal(kiln_dd_add(i % 4 == 0 ? &inside : &wide, x), 0);
+		assert_int_equal(kiln_dd_add(&all, x), 0);
+	}
+	for (int i = 0; i < 100; i++) {
+		double x = 1e6 + i;
+		assert_int_equal(kiln_dd_add(&past, x), 0);
+	}
+	assert_int_equal(kiln_dd_merge(&wide, &inside), 0);
+	assert_same_store(&wide.pos, &all.pos);
+	assert_same_store(&wide.neg, &all.neg);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(kiln_dd_add(&all, 1e6 + i), 0);
+	assert_int_equal(kiln_dd_merge(&wide, &past), 0);
+	assert_same_store(&wide.pos, &all.pos);
+	assert_int_equal(kiln_dd_count(&wide), kiln_dd_count(&all));
+	kiln_dd_free(&wide);
+	kiln_dd_free(&inside);
+	kiln_dd_free(&past);
+	kiln_dd_free(&all);
+}
+
+/* What kiln_hll_add did before its write was put off to the next add. */
+static void add_now(uint8_t *reg, uint64_t hash)
+{
+	uint32_t idx = (uint32_t)(hash >> (64 - KILN_HLL_P));
+	uint8_t rank = (uint8_t)(__builtin_clzll((hash << KILN_HLL_P) | (1ull << (KILN_HLL_P - 1))) + 1);
+
+	if (rank > reg[idx])
+		reg[idx] = rank;
+}
+
+static void assert_registers(const kiln_hll *h, const uint8_t *want)
+{
+	for (uint32_t i = 0; i < KILN_HLL_REGISTERS; i++)
+		if (kiln_hll_register(h, i) != want[i])
+			fail_msg("register %u: %u, want %u", i, kiln_hll_register(h, i), want[i]);
+}
+
+/* The registers (the add put off included) are those of adding at once;
+ * a merge takes the other's pending add; the estimate sees it too. */
+static void test_hll_pending_add(void **state)
+{
+	kiln_hll a = {0}, b = {0}, one = {0}, settled = {0};
+	static uint8_t ra[KILN_HLL_REGISTERS], rb[KILN_HLL_REGISTERS];
+	uint64_t hash = 0;
+
+	(void)state;
+	for (int i = 0; i < 3000; i++) {
+		uint64_t x = next(), y = next();
+		assert_int_equal(kiln_hll_add(&a, x), 0);
+		assert_int_equal(kiln_hll_add(&b, y), 0);
+		add_now(ra, x);
+		add_now(rb, y);
+		if (i % 500 == 0)
+			assert_registers(&a, ra);
+	}
+	assert_registers(&a, ra);
+	/* one value only: pending, reg all zero, yet counted */
+	for (hash = next(); (uint8_t)(__builtin_clzll((hash << KILN_HLL_P) | 2048) + 1) < 3; hash = next())
+		;
+	assert_int_equal(kiln_hll_add(&one, hash), 0);
+	assert_int_equal(kiln_hll_estimate(&one), 1);
+	assert_int_not_equal(one.pending, 0);
+	assert_int_equal(kiln_hll_merge(&settled, &one), 0);
+	assert_int_equal(settled.reg[hash >> (64 - KILN_HLL_P)],
+	                 (uint8_t)(__builtin_clzll((hash << KILN_HLL_P) | 2048) + 1));
+	kiln_hll_free(&settled);
+	/* a merge: b's pending add lands in a */
+	for (uint32_t i = 0; i < KILN_HLL_REGISTERS; i++)
+		ra[i] = rb[i] > ra[i] ? rb[i] : ra[i];
+	assert_int_not_equal(b.pending, 0);
+	assert_int_equal(kiln_hll_merge(&a, &b), 0);
+	assert_registers(&a, ra);
+	assert_int_equal(kiln_hll_merge(&a, &a), 0); /* into itself: unchanged */
+	assert_registers(&a, ra);
+	kiln_hll_settle(&a);
+	assert_int_equal(a.pending, 0);
+	assert_memory_equal(a.reg, ra, sizeof(ra));
+	kiln_hll_settle(&b);
+	assert_memory_equal(b.reg, rb, sizeof(rb));
+	kiln_hll_free(&a);
+	kiln_hll_free(&b);
+	kiln_hll_free(&one);
+}
+
 static void test_hll_merge_is_max(void **state)
 {
 	kiln_hll a = {0}, b = {0}, empty = {0};
@@ -295,11 +402,11 @@ static void test_hll_merge_is_max(void **state)
 		assert_int_equal(kiln_hll_add(&a, next()), 0);
 		assert_int_equal(kiln_hll_add(&b, next()), 0);
 	}
+	kiln_hll_settle(&a);
+	kiln_hll_settle(&b);
 	for (uint32_t i = 0; i < KILN_HLL_REGISTERS; i++)
 		want[i] = a.reg[i] > b.reg[i] ? a.reg[i] : b.reg[i];
 	assert_int_equal(kiln_hll_merge(&a, &b), 0);
-	assert_memory_equal(a.reg, want, sizeof(want));
-	assert_int_equal(kiln_hll_merge(&a, &a), 0); /* into itself: unchanged */
 	assert_memory_equal(a.reg, want, sizeof(want));
 	assert_int_equal(kiln_hll_merge(&empty, &a), 0); /* into an empty one: a copy */
 	assert_memory_equal(empty.reg, want, sizeof(want));
@@ -315,6 +422,8 @@ int main(void)
 	    cmocka_unit_test(test_numbers),
 	    cmocka_unit_test(test_instants),
 	    cmocka_unit_test(test_time_sketch_any_order),
+	    cmocka_unit_test(test_dd_merge_inside),
+	    cmocka_unit_test(test_hll_pending_add),
 	    cmocka_unit_test(test_hll_merge_is_max),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
