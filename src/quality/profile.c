@@ -469,6 +469,13 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 	if (index < 0 || (size_t)index >= p->count)
 		return 0; /* outside the contract (allowed unknown fields): not profiled */
 	f = &p->fields[index];
+	if ((size_t)index + 1 < p->count) {
+		/* records mostly follow the contract's order: the next value's
+		 * field is likely the next one (its first members, a hint) */
+		__builtin_prefetch(f + 1, 1);
+		__builtin_prefetch((const char *)(f + 1) + 64, 1);
+		__builtin_prefetch((const char *)(f + 1) + 128, 1);
+	}
 	f->present++;
 	switch (type) {
 	case KILN_JSON_NULL:

@@ -59,12 +59,13 @@ static void go_over(kiln_profile_field *f)
 int kiln_profile_infer_add(kiln_profile_field *f, kiln_profile_screen_fn screen, void *ctx, const char *v,
                            size_t len)
 {
+	size_t at;
 	long i;
 	int rc;
 
 	if (f->cat_over)
 		return 0;
-	if ((i = kiln_profile_category(f, v, len)) >= 0) {
+	if ((i = kiln_profile_category_at(f, v, len, &at)) >= 0) {
 		f->cat_counts[i]++;
 		return 0;
 	}
@@ -82,7 +83,7 @@ int kiln_profile_infer_add(kiln_profile_field *f, kiln_profile_screen_fn screen,
 		go_over(f);
 		return 0;
 	}
-	return kiln_profile_add_category(f, v, len, 1);
+	return kiln_profile_insert_category(f, v, len, 1, at);
 }
 
 int kiln_profile_infer_merge(kiln_profile_field *a, const kiln_profile_field *b,
