@@ -219,7 +219,8 @@ int kiln_profile_render_time(kiln_buf *out, const kiln_profile_field *f, const d
 	                          (long long)s->offset)) < 0)
 		return rc;
 	for (uint32_t i = 0; i < s->len; i++)
-		if ((rc = kiln_buf_printf(out, "%s%llu", i ? "," : "", (unsigned long long)s->counts[i])) < 0)
+		if ((rc = kiln_buf_printf(out, "%s%llu", i ? "," : "",
+		                          (unsigned long long)kiln_ts_bucket_count(s, i))) < 0)
 			return rc;
 	return kiln_buf_puts(out, "]}}");
 }

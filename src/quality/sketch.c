@@ -243,12 +243,20 @@ static int64_t ts_bucket(int64_t sec, uint32_t shift)
 /* Lays s out for [min_ms, max_ms] at the smallest shift >= s->shift and
  * >= min_shift that keeps it within KILN_TS_MAX_BINS buckets, the counts
  * held so far moved to their wider buckets. */
+void kiln_ts_settle(kiln_tsketch *s)
+{
+	if (s->pending)
+		s->counts[s->pending - 1]++;
+	s->pending = 0;
+}
+
 static int ts_layout(kiln_tsketch *s, int64_t min_ms, int64_t max_ms, uint32_t min_shift)
 {
 	uint32_t shift = s->shift > min_shift ? s->shift : min_shift, len;
 	int64_t lo = ts_seconds(min_ms), hi = ts_seconds(max_ms), offset;
 	uint64_t *counts;
 
+	kiln_ts_settle(s); /* the buckets may move */
 	if (min_ms > max_ms)
 		return kiln_error_set(KILN_EINVALID, "time sketch: min after max");
 	while (ts_bucket(hi, shift) - ts_bucket(lo, shift) + 1 > KILN_TS_MAX_BINS)
@@ -297,8 +305,12 @@ int kiln_ts_add(kiln_tsketch *s, int64_t ms)
 
 	if (s->count && s->counts && ms >= s->min_ms && ms <= s->max_ms) {
 		/* inside [min, max]: the layout for them holds it (what ts_layout
-		 * would find, unchanged) */
-		s->counts[ts_bucket(ts_seconds(ms), s->shift) - s->offset]++;
+		 * would find, unchanged); the bucket's line is fetched now and
+		 * written at the next add, as a HyperLogLog register is */
+		uint32_t at = (uint32_t)(ts_bucket(ts_seconds(ms), s->shift) - s->offset);
+		__builtin_prefetch(&s->counts[at], 1);
+		kiln_ts_settle(s);
+		s->pending = at + 1;
 		s->count++;
 		return 0;
 	}
@@ -327,7 +339,8 @@ int kiln_ts_merge(kiln_tsketch *a, const kiln_tsketch *b)
 	a->min_ms = lo;
 	a->max_ms = hi;
 	for (uint32_t i = 0; i < b->len; i++)
-		a->counts[ts_bucket(b->offset + (int64_t)i, a->shift - b->shift) - a->offset] += b->counts[i];
+		a->counts[ts_bucket(b->offset + (int64_t)i, a->shift - b->shift) - a->offset] +=
+		    kiln_ts_bucket_count(b, i);
 	a->count += b->count;
 	return 0;
 }
@@ -344,7 +357,7 @@ int64_t kiln_ts_quantile(const kiln_tsketch *s, double q)
 	if (rank == 0 || rank == s->count - 1)
 		return rank ? s->max_ms : s->min_ms; /* the ends are known exactly */
 	for (uint32_t i = 0; i < s->len; i++) {
-		seen += s->counts[i];
+		seen += kiln_ts_bucket_count(s, i);
 		if (seen > rank) {
 			int64_t start = (s->offset + (int64_t)i) * ((int64_t)1 << s->shift);
 			v = start * 1000 + (s->shift ? ((int64_t)1 << s->shift) * 500 : 0);

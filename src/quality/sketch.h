@@ -72,9 +72,21 @@ typedef struct kiln_tsketch {
 	int64_t offset; /* bucket index of counts[0]: floor(min seconds / 2^shift) */
 	uint32_t len, cap;
 	uint64_t *counts;
+	uint32_t pending; /* 1 + the bucket of the latest add, not in counts yet (0: none) */
 } kiln_tsketch;
 
+/* Bucket i's count (the pending add included). */
+static inline uint64_t kiln_ts_bucket_count(const kiln_tsketch *s, uint32_t i)
+{
+	return s->counts[i] + (s->pending == i + 1);
+}
+
+/* Counts an instant (count, min and max at once; its bucket asked of the
+ * cache now and written at the next add or change of layout, so read the
+ * buckets through kiln_ts_bucket_count or after kiln_ts_settle). */
 int kiln_ts_add(kiln_tsketch *s, int64_t ms);
+/* Writes the pending add into counts. */
+void kiln_ts_settle(kiln_tsketch *s);
 /* Adds count instants in bucket `index` of width 2^shift (a parsed
  * sketch; min and max set by the caller first). */
 int kiln_ts_add_bucket(kiln_tsketch *s, uint32_t shift, int64_t index, uint64_t count);

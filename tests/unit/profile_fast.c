@@ -1,14 +1,16 @@
 /* The profile's fast paths of issue 29 (src/quality/profile.c,
- * profile_values.c, sketch.c) against the slow ways they stand in for, so
- * that profile.json keeps its bytes: string lengths in code points counted
- * a word at a time (the tail too) against a byte loop; numbers read without
- * strtod against strtod, bit for bit (-0 included), and the integer/number
- * split; instants floored without floorl against floorl; a time sketch
- * filled in any order (the add inside [min, max] skips the layout) against
- * one filled in ascending order (every add lays it out); a DDSketch merged
- * into one whose buckets hold its own against the sketch of every value;
- * the HyperLogLog registers with their write put off to the next add
- * against adding at once, and its merge against an elementwise max. */
+ * profile_values.c, profile_categories.c, sketch.c) against the slow ways
+ * they stand in for, so that profile.json keeps its bytes: enum values
+ * found by hash as the binary search found them; string lengths in code
+ * points counted a word at a time (the tail too) against a byte loop;
+ * numbers read without strtod against strtod, bit for bit (-0 included),
+ * and the integer/number split; instants floored without floorl against
+ * floorl; a time sketch filled in any order (an add inside [min, max]
+ * skips the layout, its bucket written at the next add) against one filled
+ * in ascending order (every add lays it out); a DDSketch merged into one
+ * whose buckets hold its own against the sketch of every value; the
+ * HyperLogLog registers with their write put off to the next add against
+ * adding at once, and its merge against an elementwise max. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -21,6 +23,7 @@
 
 #include "contract/contract.h"
 #include "contract/format.h"
+#include "core/buf.h"
 #include "quality/profile.h"
 #include "quality/profile_internal.h"
 #include "quality/sketch.h"
@@ -84,6 +87,72 @@ static const kiln_field *cfield(const fixture *fx, const char *name)
 	return NULL;
 }
 
+/* Enum values counted through the hashed table as the binary search
+ * counted them: the first of equal entries, a string "true" apart from the
+ * boolean, nothing for a value outside; and an enum of 300 values. */
+static void test_enum_lookup(void **state)
+{
+	static const char head[] = "apiVersion: v3.0.2\n"
+	                           "kind: DataContract\n"
+	                           "id: urn:test:enum\n"
+	                           "version: 1.0.0\n"
+	                           "status: active\n"
+	                           "schema:\n"
+	                           "  - name: events\n"
+	                           "    properties:\n"
+	                           "      - name: k\n"
+	                           "        customProperties:\n"
+	                           "          - property: enum\n"
+	                           "            value: [x, \"true\", true, x, yy, false]\n"
+	                           "      - name: big\n"
+	                           "        logicalType: string\n"
+	                           "        customProperties:\n"
+	                           "          - property: enum\n"
+	                           "            value: [";
+	static const uint64_t want[] = {2, 1, 3, 0, 1, 1};
+	kiln_buf yaml = KILN_BUF_INIT(0);
+	fixture fx = {0};
+	const kiln_profile_field *f;
+	char v[16];
+
+	(void)state;
+	assert_int_equal(kiln_buf_puts(&yaml, head), 0);
+	for (int i = 0; i < 300; i++)
+		assert_int_equal(kiln_buf_printf(&yaml, "%sv%d", i ? ", " : "", i), 0);
+	assert_int_equal(kiln_buf_puts(&yaml, "]\n"), 0);
+	assert_int_equal(kiln_contract_load_buffer(&fx.c, "t.yaml", yaml.ptr, yaml.len, NULL), 0);
+	assert_int_equal(kiln_profile_schema_new(&fx.s, fx.c), 0);
+	assert_int_equal(kiln_profile_init(&fx.p, fx.s), 0);
+	const kiln_field *k = cfield(&fx, "k"), *big = cfield(&fx, "big");
+	assert_int_equal(kiln_profile_add_value(&fx.p, fx.s, k, KILN_JSON_STRING, false, "x", 1), 0);
+	assert_int_equal(kiln_profile_add_value(&fx.p, fx.s, k, KILN_JSON_STRING, false, "x", 1), 0);
+	assert_int_equal(kiln_profile_add_value(&fx.p, fx.s, k, KILN_JSON_STRING, false, "true", 4), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(kiln_profile_add_value(&fx.p, fx.s, k, KILN_JSON_TRUE, false, "true", 4), 0);
+	assert_int_equal(kiln_profile_add_value(&fx.p, fx.s, k, KILN_JSON_FALSE, false, "false", 5), 0);
+	assert_int_equal(kiln_profile_add_value(&fx.p, fx.s, k, KILN_JSON_STRING, false, "yy", 2), 0);
+	assert_int_equal(kiln_profile_add_value(&fx.p, fx.s, k, KILN_JSON_STRING, false, "zz", 2), 0);
+	assert_int_equal(kiln_profile_add_value(&fx.p, fx.s, k, KILN_JSON_STRING, false, "y", 1), 0);
+	f = pfield(&fx, "k");
+	assert_int_equal(f->cat_count, 6);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(f->cat_counts[i], want[i]);
+	for (int i = 0; i < 300; i++) {
+		int n = snprintf(v, sizeof(v), "v%d", i);
+		for (int j = 0; j <= i % 3; j++)
+			assert_int_equal(
+			    kiln_profile_add_value(&fx.p, fx.s, big, KILN_JSON_STRING, false, v, (size_t)n),
+			    0);
+	}
+	assert_int_equal(kiln_profile_add_value(&fx.p, fx.s, big, KILN_JSON_STRING, false, "v300", 4), 0);
+	f = pfield(&fx, "big");
+	assert_int_equal(f->cat_count, 300);
+	for (int i = 0; i < 300; i++)
+		assert_int_equal(f->cat_counts[i], (uint64_t)(i % 3 + 1));
+	kiln_buf_free(&yaml);
+	teardown(&fx);
+}
+
 /* Strings of 0 to 40 bytes, ASCII mixed with 2-, 3- and 4-byte sequences
  * at every position: each one's length is its bytes that are not
  * continuation bytes, whatever is left after the last whole word. */
@@ -110,9 +179,9 @@ static void test_lengths(void **state)
 		}
 		for (size_t i = 0; i < n; i++)
 			want += ((unsigned char)text[i] & 0xC0) != 0x80;
-		assert_int_equal(kiln_profile_add_value(&fx.p, fx.s, cfield(&fx, "s"), KILN_JSON_STRING, false,
-		                                        text, n),
-		                 0);
+		assert_int_equal(
+		    kiln_profile_add_value(&fx.p, fx.s, cfield(&fx, "s"), KILN_JSON_STRING, false, text, n),
+		    0);
 		assert_int_equal(pfield(&fx, "s")->len_sum - before, want);
 	}
 	teardown(&fx);
@@ -129,8 +198,9 @@ static void check_number(const char *text)
 	bool integer = !strpbrk(text, ".eE");
 
 	setup(&fx);
-	assert_int_equal(
-	    kiln_profile_add_value(&fx.p, fx.s, cfield(&fx, "n"), KILN_JSON_NUMBER, false, text, strlen(text)), 0);
+	assert_int_equal(kiln_profile_add_value(&fx.p, fx.s, cfield(&fx, "n"), KILN_JSON_NUMBER, false, text,
+	                                        strlen(text)),
+	                 0);
 	f = pfield(&fx, "n");
 	got = f->num.min;
 	if (memcmp(&got, &want, sizeof(got)) != 0)
@@ -227,13 +297,15 @@ static void test_instants(void **state)
 	}
 	for (int i = 0; i < 200000; i++) {
 		uint64_t r = next();
-		int n = snprintf(text, sizeof(text), "%04u-%02u-%02uT%02u:%02u:%02u", (unsigned)(1 + r % 9999),
-		                 (unsigned)(1 + (r >> 14) % 12), (unsigned)(1 + (r >> 18) % 28),
-		                 (unsigned)((r >> 23) % 24), (unsigned)((r >> 28) % 60), (unsigned)((r >> 34) % 60));
+		int n = snprintf(text, sizeof(text), "%04u-%02u-%02uT%02u:%02u:%02u",
+		                 (unsigned)(1 + r % 9999), (unsigned)(1 + (r >> 14) % 12),
+		                 (unsigned)(1 + (r >> 18) % 28), (unsigned)((r >> 23) % 24),
+		                 (unsigned)((r >> 28) % 60), (unsigned)((r >> 34) % 60));
 		int fraction = (int)((r >> 40) % 10); /* 0: none, else that many digits */
 		if (fraction)
 			n += snprintf(text + n, sizeof(text) - (size_t)n, ".%0*llu", fraction,
-			              (unsigned long long)(next() % 1000000000ull) % (unsigned long long)pow(10, fraction));
+			              (unsigned long long)(next() % 1000000000ull) %
+			                  (unsigned long long)pow(10, fraction));
 		if ((r >> 44) % 3 == 0)
 			snprintf(text + n, sizeof(text) - (size_t)n, "Z");
 		else
@@ -246,7 +318,9 @@ static void test_instants(void **state)
 	}
 }
 
-static void assert_same_tsketch(const kiln_tsketch *a, const kiln_tsketch *b)
+/* The same sketch: read through kiln_ts_bucket_count (a pending add
+ * included), then settled. */
+static void assert_same_tsketch(kiln_tsketch *a, kiln_tsketch *b)
 {
 	assert_int_equal(a->count, b->count);
 	assert_int_equal(a->min_ms, b->min_ms);
@@ -254,6 +328,12 @@ static void assert_same_tsketch(const kiln_tsketch *a, const kiln_tsketch *b)
 	assert_int_equal(a->shift, b->shift);
 	assert_int_equal(a->offset, b->offset);
 	assert_int_equal(a->len, b->len);
+	for (uint32_t i = 0; i < a->len; i++)
+		assert_int_equal(kiln_ts_bucket_count(a, i), kiln_ts_bucket_count(b, i));
+	for (int q = 0; q <= 20; q++)
+		assert_int_equal(kiln_ts_quantile(a, q / 20.0), kiln_ts_quantile(b, q / 20.0));
+	kiln_ts_settle(a);
+	kiln_ts_settle(b);
 	assert_memory_equal(a->counts, b->counts, a->len * sizeof(*a->counts));
 }
 
@@ -281,6 +361,12 @@ static void test_time_sketch_any_order(void **state)
 		qsort(v, N, sizeof(v[0]), cmp_i64);
 		for (int i = 0; i < N; i++)
 			assert_int_equal(kiln_ts_add(&up, v[i]), 0);
+		/* a merge takes the other's pending add */
+		kiln_tsketch merged = {0};
+		assert_int_equal(kiln_ts_merge(&merged, &any), 0);
+		assert_same_tsketch(&merged, &up);
+		kiln_ts_free(&merged);
+		assert_int_not_equal(any.pending, 0);
 		assert_same_tsketch(&any, &up);
 		kiln_ts_free(&any);
 		kiln_ts_free(&up);
@@ -418,6 +504,7 @@ static void test_hll_merge_is_max(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_enum_lookup),
 	    cmocka_unit_test(test_lengths),
 	    cmocka_unit_test(test_numbers),
 	    cmocka_unit_test(test_instants),
