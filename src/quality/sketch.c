@@ -95,6 +95,16 @@ static int store_slot(kiln_dd_store *st, int32_t index, uint64_t **out)
 		if (index < nlo) {
 			index = (int32_t)nlo;
 		}
+	} else if (nlo < lo && (uint64_t)(nhi - nlo + 1) <= st->cap) {
+		/* a new lowest bucket, room enough: the counts move up in place
+		 * (what the copy below would give, nothing collapsed) */
+		uint32_t by = (uint32_t)(lo - nlo);
+		memmove(st->counts + by, st->counts, st->len * sizeof(*st->counts));
+		memset(st->counts, 0, by * sizeof(*st->counts));
+		st->offset = (int32_t)nlo;
+		st->len = (uint32_t)(nhi - nlo + 1);
+		*out = &st->counts[0];
+		return 0;
 	}
 	if ((uint64_t)(nhi - nlo + 1) > st->cap || nlo != lo) {
 		uint32_t len = (uint32_t)(nhi - nlo + 1), cap = st->cap;

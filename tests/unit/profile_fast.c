@@ -8,7 +8,8 @@
  * floorl; a time sketch filled in any order (an add inside [min, max]
  * skips the layout, its bucket written at the next add) against one filled
  * in ascending order (every add lays it out); a DDSketch merged into one
- * whose buckets hold its own against the sketch of every value; the
+ * whose buckets hold its own against the sketch of every value, and its
+ * buckets (a new lowest one moved in place) against kiln_dd_index; the
  * HyperLogLog registers with their write put off to the next add against
  * adding at once, and its merge against an elementwise max. */
 #include <stdarg.h>
@@ -433,6 +434,32 @@ static void assert_registers(const kiln_hll *h, const uint8_t *want)
 
 /* The registers (the add put off included) are those of adding at once;
  * a merge takes the other's pending add; the estimate sees it too. */
+/* Values added in random order (new lowest buckets moved up in place)
+ * land in the buckets kiln_dd_index names, counted here directly. */
+static void test_dd_buckets(void **state)
+{
+	enum { N = 20000, SPAN = 1400 };
+	static uint64_t want[SPAN];
+	kiln_ddsketch dd = {0};
+	int32_t base = kiln_dd_index(0.5);
+
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		double x = 0.5 + (double)(next() % 100000000) / 97.0;
+		want[kiln_dd_index(x) - base]++;
+		assert_int_equal(kiln_dd_add(&dd, x), 0);
+	}
+	for (int32_t i = 0; i < SPAN; i++) {
+		int32_t at = base + i - dd.pos.offset;
+		uint64_t got = at >= 0 && at < (int32_t)dd.pos.len ? dd.pos.counts[at] : 0;
+		if (got != want[i])
+			fail_msg("bucket %d: %llu, want %llu", base + i, (unsigned long long)got,
+			         (unsigned long long)want[i]);
+	}
+	assert_int_equal(kiln_dd_count(&dd), N);
+	kiln_dd_free(&dd);
+}
+
 static void test_hll_pending_add(void **state)
 {
 	kiln_hll a = {0}, b = {0}, one = {0}, settled = {0};
@@ -510,6 +537,7 @@ int main(void)
 	    cmocka_unit_test(test_instants),
 	    cmocka_unit_test(test_time_sketch_any_order),
 	    cmocka_unit_test(test_dd_merge_inside),
+	    cmocka_unit_test(test_dd_buckets),
 	    cmocka_unit_test(test_hll_pending_add),
 	    cmocka_unit_test(test_hll_merge_is_max),
 	};
