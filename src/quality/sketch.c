@@ -262,7 +262,7 @@ void kiln_ts_settle(kiln_tsketch *s)
 
 static int ts_layout(kiln_tsketch *s, int64_t min_ms, int64_t max_ms, uint32_t min_shift)
 {
-	uint32_t shift = s->shift > min_shift ? s->shift : min_shift, len;
+	uint32_t shift = s->shift > min_shift ? s->shift : min_shift, len, cap;
 	int64_t lo = ts_seconds(min_ms), hi = ts_seconds(max_ms), offset;
 	uint64_t *counts;
 
@@ -277,7 +277,21 @@ static int ts_layout(kiln_tsketch *s, int64_t min_ms, int64_t max_ms, uint32_t m
 		s->len = len;
 		return 0;
 	}
-	if (!(counts = calloc(len, sizeof(*counts))))
+	if (s->counts && shift == s->shift && offset < s->offset && len <= s->cap) {
+		/* a new lowest bucket, room enough: the counts move up in place
+		 * (what the copy below would give at the same shift) */
+		uint32_t by = (uint32_t)(s->offset - offset);
+		memmove(s->counts + by, s->counts, s->len * sizeof(*s->counts));
+		memset(s->counts, 0, by * sizeof(*s->counts));
+		s->len = len;
+		s->offset = offset;
+		return 0;
+	}
+	/* room to grow (at most KILN_TS_MAX_BINS): a sketch filled value by
+	 * value widens a bucket at a time, mostly in place then */
+	cap = len < 32 ? 64 : len * 2;
+	cap = cap > KILN_TS_MAX_BINS ? (len > KILN_TS_MAX_BINS ? len : KILN_TS_MAX_BINS) : cap;
+	if (!(counts = calloc(cap, sizeof(*counts))))
 		return kiln_error_oom(NULL);
 	for (uint32_t i = 0; i < s->len; i++) {
 		int64_t at = ts_bucket(s->offset + (int64_t)i, shift - s->shift) - offset;
@@ -285,7 +299,8 @@ static int ts_layout(kiln_tsketch *s, int64_t min_ms, int64_t max_ms, uint32_t m
 	}
 	free(s->counts);
 	s->counts = counts;
-	s->cap = s->len = len;
+	s->cap = cap;
+	s->len = len;
 	s->shift = shift;
 	s->offset = offset;
 	return 0;
