@@ -168,6 +168,16 @@ KILN_API uint64_t kiln_cursor_records(const kiln_cursor *c);
 KILN_API int kiln_cursor_next_batch(kiln_cursor *c, size_t max_records, size_t max_bytes, const char **data,
                                     size_t *len, size_t *count);
 
+/* The record lengths of the last kiln_cursor_next_batch as a Python struct
+ * format: "<n>sx" per record (its n bytes, then its newline; n in decimal),
+ * in *format (*len bytes, no terminator, valid until the next call of
+ * either function; "" after a call that handed over nothing, and after a
+ * kiln_cursor_next or kiln_cursor_restore since). 0, or
+ * KILN_ENOMEM. For the Python binding: struct.Struct(format).unpack_from()
+ * of the batch's bytes gives its records as bytes without a scan in Python
+ * (bytes.split looks at every byte in a Python-level loop). */
+KILN_API int kiln_cursor_batch_format(kiln_cursor *c, const char **format, size_t *len);
+
 /* Moves a cursor just opened with the same version, split, rank, world,
  * seed, shuffle, epoch and shuffle_buffer to the state given (a C string):
  * KILN_EINVALID naming the first that differs, or a state that is not one

@@ -15,9 +15,11 @@ pandas DataFrame and Version.dicts the records as dicts.
 
 import collections
 import ctypes
+import itertools
 import json
 import operator
 import os
+import struct
 import weakref
 
 from ._version import __version__
@@ -306,6 +308,8 @@ class Records:
         self._data = ctypes.c_void_p()
         self._len = ctypes.c_size_t()
         self._count = ctypes.c_size_t()
+        self._format = ctypes.c_void_p()
+        self._format_len = ctypes.c_size_t()
         self._base = 0  # records handed out before the current batch
         self._n, self._it = 0, iter(())  # the current batch, and what is left of it
         self._gen = None
@@ -336,25 +340,45 @@ class Records:
     def __iter__(self):
         self._cursor()  # a closed version or records: InvalidError, not an empty iteration
         if self._gen is None:
-            self._gen = self._records()
+            # a decode error ends the generator (and the iteration), as ever
+            self._gen = (itertools.chain.from_iterable(self._batches()) if self.decode is None
+                         else self._records())
         return self._gen
 
     def __next__(self):
         return next(iter(self))
 
     def _batch(self):
-        """The next records of the cursor as a list iterator (None at the end)."""
+        """The next records of the cursor as a tuple iterator (None at the end).
+        libkiln hands over the batch's bytes and its records' lengths as a
+        struct format: the records are cut from libkiln's buffer in C, without
+        a copy of the batch and without a Python-level scan of its bytes."""
         self._base = self.position
         self._n, self._it = 0, iter(())
-        rc = check(lib.kiln_cursor_next_batch(self._cursor(), self.batch_records, self.batch_bytes,
+        c = self._cursor()
+        rc = check(lib.kiln_cursor_next_batch(c, self.batch_records, self.batch_bytes,
                                               ctypes.byref(self._data), ctypes.byref(self._len),
                                               ctypes.byref(self._count)))
         if rc == 0:
             return None
-        lines = ctypes.string_at(self._data.value, self._len.value).split(b"\n")
-        lines.pop()  # after the last newline
+        check(lib.kiln_cursor_batch_format(c, ctypes.byref(self._format), ctypes.byref(self._format_len)))
+        data = (ctypes.c_char * self._len.value).from_address(self._data.value)
+        cut = struct.Struct(ctypes.string_at(self._format.value, self._format_len.value))
+        lines = cut.unpack_from(data)
+        if len(lines) != self._count.value:
+            raise Error(-1, "kiln_cursor_batch_format: %d records, the batch has %d"
+                        % (len(lines), self._count.value))
         self._n, self._it = len(lines), iter(lines)
         return self._it
+
+    def _batches(self):
+        """Each batch's records (a tuple iterator): chained in C, no Python
+        frame per record."""
+        while True:
+            it = self._batch()
+            if it is None:
+                return
+            yield it
 
     def _records(self):
         decode = self.decode
@@ -362,11 +386,8 @@ class Records:
             it = self._batch()
             if it is None:
                 return
-            # the list iterator counts what was handed out (position)
-            if decode is None:
-                yield from it
-            else:
-                yield from map(decode, it)
+            # the tuple iterator counts what was handed out (position)
+            yield from map(decode, it)
 
     @property
     def position(self):

@@ -12,7 +12,8 @@ ctypes.util.find_library("kiln"). The wheel never bundles the library. At import
 the library's kiln_library_version_number() must name LIBRARY_VERSION's
 major and minor (the patch may differ): the declarations below are that
 release's layouts, and a library of another release is an ImportError,
-never a misread structure.
+never a misread structure; so is one of this release that lacks a function
+declared here (an older build).
 """
 
 import ctypes
@@ -132,6 +133,8 @@ _SIGNATURES = [
     ("kiln_cursor_next_batch", ctypes.c_int,
      [_P, ctypes.c_size_t, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p),
       ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]),
+    ("kiln_cursor_batch_format", ctypes.c_int,
+     [_P, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]),
     ("kiln_cursor_state_at", ctypes.c_int, [_P, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]),
     ("kiln_cursor_records", ctypes.c_uint64, [_P]),
     ("kiln_cursor_yielded", ctypes.c_uint64, [_P]),
@@ -200,7 +203,13 @@ def _load():
             "LD_LIBRARY_PATH to the directory of libkiln.so.1, or KILN_LIBRARY to its path%s"
             % ("; ".join(tried), " (kiln/_config.py names libdir %s)" % libdir if libdir else "")) from None
     for name, restype, argtypes in _SIGNATURES:
-        fn = getattr(lib, name)
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise ImportError(
+                "kiln: %s has no %s (a libkiln of an older build of this release): install the "
+                "python/kiln of the same kiln build, or point KILN_LIBRARY at its libkiln.so.1"
+                % (path, name)) from None
         fn.restype = restype
         fn.argtypes = argtypes
     return lib, path

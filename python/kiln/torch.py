@@ -18,6 +18,7 @@ every record of the split is read once per epoch. docs/READING.md has the
 details.
 """
 
+import itertools
 import os
 
 import torch
@@ -67,6 +68,7 @@ class IterableDataset(tud.IterableDataset):
         self._resume = {}
         self._first_slot = 0
         self._live = None
+        self._batching = None  # (batch_size, drop_last, collate): whole batches from each worker
 
     def set_epoch(self, epoch):
         """The epoch the next iteration reads (its shard and record order)."""
@@ -82,10 +84,26 @@ class IterableDataset(tud.IterableDataset):
         state = self._resume.get(slot)
         if state is not None:
             records.load_state_dict(state)
+        if self._batching is not None:
+            yield from self._batches(slot, records, *self._batching)
+            return
         # kept after the last record: the collate of the last batch asks where
         # the reader stands (the records close with the next iteration)
         self._live = (slot, records)
         yield from records
+
+    @staticmethod
+    def _batches(slot, records, size, drop_last, collate):
+        """kiln.torch.DataLoader's batches, made here (in the worker): the
+        batch_size records torch's fetcher would take one next() at a time
+        (islice takes exactly them, in C), collated, with where the reader
+        stands after them; a short last batch unless drop_last, as torch."""
+        it = iter(records)
+        while True:
+            samples = list(itertools.islice(it, size))
+            if not samples or (drop_last and len(samples) < size):
+                return
+            yield _Batch(collate(samples), slot, records.state_dict())
 
 
 class _Batch:
@@ -110,6 +128,12 @@ class _Collate:
         return _Batch(self.collate(samples), slot, records.state_dict())
 
 
+def _batch_as_is(batch):
+    """The collate_fn of a kiln.torch.DataLoader whose dataset makes whole
+    batches: each item is a collated _Batch already."""
+    return batch
+
+
 class DataLoader(tud.DataLoader):
     """torch.utils.data.DataLoader over a kiln.torch.IterableDataset, with
     state_dict() / load_state_dict().
@@ -132,9 +156,31 @@ class DataLoader(tud.DataLoader):
             raise ValueError("kiln.torch.DataLoader: persistent_workers would keep the first "
                              "epoch's workers (their epoch and resume point); leave it off")
         super().__init__(dataset, *args, **kwargs)
-        self.collate_fn = _Collate(dataset, self.collate_fn)
+        # With a batch_size, each worker's dataset makes whole batches (same
+        # records, order, boundaries, collate_fn and states as torch's
+        # fetcher taking one record at a time, without a Python-level next()
+        # per record, nor a sampler index per record in the main process);
+        # torch then hands each batch on as one item. Needs torch's
+        # _auto_collation and _index_sampler (1.13 has them), else the
+        # records go one at a time as before.
+        self._kiln_batching = None
+        if self.batch_size is not None and all(
+                isinstance(getattr(tud.DataLoader, a, None), property)
+                for a in ("_auto_collation", "_index_sampler")):
+            self._kiln_batching = (self.batch_size, self.drop_last, self.collate_fn)
+            self.collate_fn = _batch_as_is
+        else:
+            self.collate_fn = _Collate(dataset, self.collate_fn)
         self._pending = None  # a state loaded for the next iteration
         self._reset(None)
+
+    @property
+    def _auto_collation(self):
+        return getattr(self, "_kiln_batching", None) is None and self.batch_sampler is not None
+
+    @property
+    def _index_sampler(self):
+        return self.batch_sampler if self._auto_collation else self.sampler
 
     def _reset(self, state):
         workers = max(1, self.num_workers)
@@ -154,6 +200,7 @@ class DataLoader(tud.DataLoader):
         ds._tagged = True
         ds._resume = {i: s for i, s in enumerate(self._states) if s is not None}
         ds._first_slot = self._next_slot
+        ds._batching = self._kiln_batching
         try:
             for batch in super().__iter__():
                 self._states[batch.slot] = batch.state
@@ -161,7 +208,7 @@ class DataLoader(tud.DataLoader):
                 self._next_slot = (batch.slot + 1) % len(self._states)
                 yield batch.data
         finally:
-            ds._resume, ds._first_slot = {}, 0
+            ds._resume, ds._first_slot, ds._batching = {}, 0, None
 
     def _identity(self):
         ds = self.dataset

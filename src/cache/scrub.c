@@ -177,6 +177,8 @@ static void *scrub_main(void *arg)
 {
 	kiln_cache *c = arg;
 
+	pthread_setname_np(pthread_self(), "cache-scrub");
+
 	for (;;) {
 		scrub_ctx x = {.c = c, .start_ms = mono_ms()};
 		int rc = kiln_cache_scan(c, scrub_cb, &x);

@@ -471,6 +471,8 @@ static void *worker(void *arg)
 {
 	job *j = arg;
 
+	pthread_setname_np(pthread_self(), "cache-sync");
+
 	while (!atomic_load(&j->stop)) {
 		size_t i = atomic_fetch_add(&j->next, 1);
 		int rc;

@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/json_out.h"
+#include "config.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "core/secret.h"
@@ -17,6 +18,7 @@
 #include "ingest/check.h"
 #include "ingest/pipeline.h"
 #include "ingest/source.h"
+#include "openlineage/openlineage.h"
 
 static const char usage_text[] =
     "usage: kiln check PIPELINE [--set dotted.key=value]... [--sample FILE [-n N]] [--json]\n"
@@ -292,6 +294,22 @@ static int print_json(const check_out *o, const char *file, int problems, const 
 	return rc;
 }
 
+/* The openlineage: section (docs/LINEAGE.md) as the commands read it,
+ * its token file included; nothing is sent. 1 for a problem, else 0. */
+static int check_openlineage(check_out *out, const kiln_pipeline *p)
+{
+	kiln_openlineage *ol = NULL;
+
+	if (kiln_openlineage_open(&ol, p, PACKAGE_VERSION) < 0) {
+		on_check(out, "openlineage", KILN_CHECK_PROBLEM, kiln_error_last());
+		return 1;
+	}
+	if (ol)
+		on_check(out, "openlineage", KILN_CHECK_OK, "the section and its token file read");
+	kiln_openlineage_close(ol);
+	return 0;
+}
+
 int kiln_cmd_check(int argc, char **argv)
 {
 	kiln_cli_sets sets = {0};
@@ -338,6 +356,7 @@ int kiln_cmd_check(int argc, char **argv)
 			status = kiln_cli_fail("check", "%s", kiln_error_last());
 			goto cleanup;
 		}
+		problems += check_openlineage(&out, pipeline);
 		put_node(&config, kiln_yaml_root(pipeline->doc), NULL, json ? 0 : 2, json);
 	}
 	if (json) {

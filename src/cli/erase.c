@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/json_out.h"
+#include "config.h"
 #include "core/error.h"
 #include "core/secret.h"
 #include "erase/erase.h"
@@ -17,6 +18,7 @@
 #include "ingest/pipeline.h"
 #include "ingest/run_setup.h"
 #include "manifest/rewrite.h"
+#include "openlineage/openlineage.h"
 #include "manifest/scan.h"
 
 static const char usage_text[] =
@@ -323,6 +325,7 @@ int kiln_cmd_erase_as(const char *cmd, int argc, char **argv)
 	    .args_error = "expected one DATASET",
 	};
 	kiln_pipeline *p = NULL;
+	kiln_openlineage *ol = NULL;
 	kiln_run_setup s = {0};
 	kiln_subject **subjects = NULL;
 	size_t subject_count = 0;
@@ -370,6 +373,10 @@ int kiln_cmd_erase_as(const char *cmd, int argc, char **argv)
 		kiln_cli_fail(cmd, "%s", kiln_error_last());
 		goto cleanup;
 	}
+	if (!o.verify && !o.dry_run && kiln_openlineage_open(&ol, p, PACKAGE_VERSION) < 0) {
+		kiln_cli_fail(cmd, "%s", kiln_error_last());
+		goto cleanup;
+	}
 	o.subject = NULL; /* owned by subjects now */
 	status = KILN_EXIT_OK;
 	for (size_t i = 0; i < subject_count && status == KILN_EXIT_OK; i++) {
@@ -389,11 +396,17 @@ int kiln_cmd_erase_as(const char *cmd, int argc, char **argv)
 			status = verify(&s, dataset, subjects[i], o.json);
 			continue;
 		}
+		kiln_openlineage_begin(ol, "ERASE", false);
 		if (kiln_erase(&eo, &r) < 0) {
 			status = kiln_cli_fail(cmd, "%s", kiln_error_last());
+			kiln_openlineage_fail(ol, kiln_error_last());
 			kiln_erase_report_free(&r);
 			break;
 		}
+		if (r.id[0]) /* something held the subject: refs moved */
+			kiln_openlineage_erased(ol, dataset, &r);
+		else
+			kiln_openlineage_erased(ol, dataset, &(kiln_erase_report){0});
 		if (o.json)
 			status = kiln_cli_write_buf(cmd, &b, report_json(&b, dataset, &r, o.dry_run));
 		else
@@ -406,6 +419,7 @@ cleanup:
 		kiln_subject_free(subjects[i]);
 	free(subjects);
 	kiln_subject_free(o.subject);
+	kiln_openlineage_close(ol);
 	kiln_run_setup_close(&s);
 	kiln_pipeline_free(p);
 	free(o.sets.v);

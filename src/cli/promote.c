@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/json_out.h"
+#include "config.h"
 #include "core/buf.h"
 #include "core/error.h"
 #include "ingest/gates.h"
@@ -20,6 +21,7 @@
 #include "manifest/promote.h"
 #include "manifest/sshsig.h"
 #include "manifest/version.h"
+#include "openlineage/openlineage.h"
 
 static const char usage_text[] =
     "usage: kiln promote DATASET@REF --pipeline PIPELINE [--version vN] [--set KEY=VALUE]... [--dry-run]\n"
@@ -48,6 +50,7 @@ typedef struct promote_opts {
 	const char *pipeline_path, *version_name, *spec;
 	kiln_cli_sets sets;
 	bool dry_run, json;
+	kiln_openlineage *ol; /* the pipeline's OpenLineage events (NULL: none, or a dry run) */
 } promote_opts;
 
 /* -1 to go on, else the exit status. */
@@ -239,6 +242,8 @@ static int promote(const promote_opts *o, const kiln_pipeline *p, kiln_manifest 
 		goto cleanup;
 	}
 	status = tag_version(o, m, p, v, version_name, msg.ptr, tag_id, &signed_tag);
+	if (status == KILN_EXIT_OK)
+		kiln_openlineage_promoted(o->ol, v, version_name, tag_id, &in, results, (size_t)n);
 	if (status == KILN_EXIT_OK && o->json)
 		status = print_json(o, v, version_name, results, n, tag_id, signed_tag, status);
 cleanup:
@@ -274,8 +279,17 @@ int kiln_cmd_promote(int argc, char **argv)
 		              p->dataset);
 		goto cleanup;
 	}
+	if (!o.dry_run && kiln_openlineage_open(&o.ol, p, PACKAGE_VERSION) < 0) {
+		kiln_cli_fail("promote", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	kiln_openlineage_begin(o.ol, "PROMOTE", false);
 	status = promote(&o, p, m, &v);
+	if (status != KILN_EXIT_OK) /* the gates that failed, or the error, are on stderr */
+		kiln_openlineage_fail(o.ol, status == KILN_EXIT_INVALID ? "a release gate failed"
+		                                                        : kiln_error_last());
 cleanup:
+	kiln_openlineage_close(o.ol);
 	kiln_manifest_close(m);
 	kiln_pipeline_free(p);
 	free(o.sets.v);

@@ -13,11 +13,13 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/json_out.h"
+#include "config.h"
 #include "cli/progress.h"
 #include "cli/source.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/units.h"
+#include "openlineage/openlineage.h"
 #include "push/push.h"
 
 static const char push_usage[] =
@@ -194,6 +196,8 @@ int kiln_cmd_push(int argc, char **argv)
 	kiln_push_target *target = NULL;
 	kiln_push_result res;
 	kiln_cli_sets sets = {0};
+	kiln_pipeline *lp = NULL; /* --pipeline: for its openlineage: section */
+	kiln_openlineage *ol = NULL;
 	reporter rep = {.bar = {.tty = isatty(2) == 1}};
 	uint64_t jobs = 0;
 	struct timespec t0, t1;
@@ -254,12 +258,21 @@ int kiln_cmd_push(int argc, char **argv)
 	req.on_progress = on_progress;
 	req.ctx = &rep;
 	snprintf(rep.label, sizeof(rep.label), "%s -> %s", req.spec, target->name);
+	if (pipeline && !req.dry_run &&
+	    (kiln_pipeline_load(&lp, pipeline, NULL, 0) < 0 ||
+	     kiln_openlineage_open(&ol, lp, PACKAGE_VERSION) < 0)) {
+		kiln_cli_fail("push", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	kiln_openlineage_begin(ol, "PUSH", false);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (kiln_push(&req, &res) < 0) {
 		kiln_cli_bar_end(&rep.bar);
 		kiln_cli_fail("push", "%s", kiln_error_last());
+		kiln_openlineage_fail(ol, kiln_error_last());
 		goto cleanup;
 	}
+	kiln_openlineage_pushed(ol, &res, target);
 	kiln_cli_bar_end(&rep.bar);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -277,6 +290,8 @@ int kiln_cmd_push(int argc, char **argv)
 	}
 	status = KILN_EXIT_OK;
 cleanup:
+	kiln_openlineage_close(ol);
+	kiln_pipeline_free(lp);
 	kiln_cli_source_free(&src);
 	kiln_push_target_free(target);
 	free(sets.v);

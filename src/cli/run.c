@@ -15,12 +15,14 @@
 #include "cli/json_out.h"
 #include "cli/progress.h"
 #include "cli/version.h"
+#include "config.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "ingest/curate_run.h"
 #include "ingest/engine.h"
 #include "ingest/pipeline.h"
 #include "ingest/source.h"
+#include "openlineage/openlineage.h"
 
 static const char usage_text[] =
     "usage: kiln run PIPELINE [--set dotted.key=value]... [--stop-at-end] [--json]\n"
@@ -95,9 +97,22 @@ static void on_reload(int sig)
 	reload_requested = 1;
 }
 
+static void on_commit(void *ctx, const char *commit, const kiln_stats *delta, size_t shards,
+                      const kiln_lineage_entry *positions, size_t count)
+{
+	kiln_openlineage_run_commit(ctx, commit, delta, shards, positions, count);
+}
+
+static int on_metrics(void *ctx, kiln_metrics *m)
+{
+	return kiln_openlineage_metrics(ctx, m);
+}
+
 /* A streaming source runs until SIGTERM/SIGINT, snapshots on SIGUSR1 and
- * reloads on SIGHUP; a one-shot one commits at its end. */
-static int run(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_sets *sets, kiln_run_result *r)
+ * reloads on SIGHUP; a one-shot one commits at its end. ol: the run's
+ * OpenLineage events (NULL: none). */
+static int run(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_sets *sets, kiln_openlineage *ol,
+               kiln_run_result *r)
 {
 	struct sigaction sa = {0};
 	kiln_build_info build;
@@ -110,7 +125,10 @@ static int run(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_sets *se
 	                         .reload = &reload_requested,
 	                         .sets = sets->v,
 	                         .set_count = sets->n,
-	                         .build_info = &build};
+	                         .build_info = &build,
+	                         .committed = ol ? on_commit : NULL,
+	                         .metrics = ol ? on_metrics : NULL,
+	                         .hook_ctx = ol};
 
 	if (!kiln_engine_streams(p)) {
 		int rc;
@@ -121,6 +139,8 @@ static int run(const kiln_pipeline *p, bool stop_at_end, const kiln_cli_sets *se
 		return rc;
 	}
 	kiln_cli_build_info(&build);
+	if (kiln_openlineage_start_sender(ol) < 0)
+		return KILN_EIO;
 
 	sigemptyset(&sa.sa_mask);
 	sa.sa_handler = on_stop;
@@ -190,6 +210,8 @@ static int print_json(const kiln_pipeline *p, const kiln_run_result *r)
 	else if (one_shot)
 		rc |= kiln_buf_printf(&b, ",\"first_offset\":null,\"next_offset\":%llu",
 		                      (unsigned long long)r->next_offset);
+	if (one_shot)
+		rc |= kiln_buf_printf(&b, ",\"serial_cpu_s\":%.3f", (double)r->serial_turns_ns / 1e9);
 	if (p->source->reads_files)
 		rc |=
 		    kiln_buf_printf(&b, ",\"files_read\":%llu,\"files_changed\":%llu,\"changed\":",
@@ -221,8 +243,10 @@ int kiln_cmd_run(int argc, char **argv)
 	    .args_error = "expected one pipeline file (see kiln run --help)",
 	};
 	kiln_pipeline *pipeline = NULL;
+	kiln_openlineage *ol = NULL;
 	kiln_run_result r;
-	int first, status;
+	char why[1024];
+	int first, rc, status;
 
 	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
 		return status;
@@ -238,8 +262,16 @@ int kiln_cmd_run(int argc, char **argv)
 		              "at its end)");
 		goto cleanup;
 	}
-	if (run(pipeline, stop_at_end, &sets, &r) < 0) {
+	if (kiln_openlineage_open(&ol, pipeline, PACKAGE_VERSION) < 0) {
 		kiln_cli_fail("run", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	kiln_openlineage_begin(ol, "RUN", kiln_engine_streams(pipeline));
+	rc = run(pipeline, stop_at_end, &sets, ol, &r);
+	snprintf(why, sizeof(why), "%s", rc < 0 ? kiln_error_last() : "");
+	kiln_openlineage_run_end(ol, &r, kiln_engine_streams(pipeline), rc, why);
+	if (rc < 0) {
+		kiln_cli_fail("run", "%s", why);
 		goto cleanup;
 	}
 	if (json) {
@@ -278,6 +310,7 @@ int kiln_cmd_run(int argc, char **argv)
 	}
 	status = KILN_EXIT_OK;
 cleanup:
+	kiln_openlineage_close(ol); /* sends what is queued, within openlineage.timeout_ms */
 	kiln_pipeline_free(pipeline);
 	free(sets.v);
 	return status;

@@ -85,3 +85,31 @@ int kiln_decimal_is_multiple(const kiln_decimal *x, const kiln_decimal *m)
 	}
 	return x->mant % b == 0;
 }
+
+int kiln_decimal_is_multiple_u64(uint64_t mant, int frac, const kiln_decimal *m)
+{
+	uint64_t k, r, b;
+	long d;
+
+	if (m->mant == 0 || m->mant >= (unsigned __int128)1 << 60)
+		return -1;
+	if (mant == 0)
+		return 1;
+	/* the steps of kiln_decimal_is_multiple; x's trailing zeros need no
+	 * stripping: divisibility does not depend on how x is written */
+	k = (uint64_t)m->mant;
+	d = (long)m->scale - (long)frac;
+	if (d >= 0) {
+		r = mant % k;
+		for (; d > 0 && r != 0; d--)
+			r = r * 10 % k; /* r < k < 2^60: r * 10 < 2^64 */
+		return r == 0;
+	}
+	/* m.mant * 10^-d beyond 64 bits exceeds mant (< 2^64): not a multiple */
+	for (b = k; d < 0; d++) {
+		if (b > UINT64_MAX / 10)
+			return 0;
+		b *= 10;
+	}
+	return mant % b == 0;
+}

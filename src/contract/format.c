@@ -6,6 +6,9 @@
 
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 static const char *const names[] = {
     [KILN_FORMAT_NONE] = "none",         [KILN_FORMAT_EMAIL] = "email", [KILN_FORMAT_UUID] = "uuid",
@@ -312,7 +315,7 @@ static bool check_uri(const char *s, size_t len)
 	return true;
 }
 
-static bool check_uuid(const char *s, size_t len)
+static bool check_uuid_portable(const char *s, size_t len)
 {
 	size_t i;
 
@@ -334,7 +337,7 @@ static bool is_base64(unsigned char c)
 	return is_alpha(c) || is_digit(c) || c == '+' || c == '/';
 }
 
-static bool check_byte(const char *s, size_t len)
+static bool check_byte_portable(const char *s, size_t len)
 {
 	size_t i, pad = 0;
 
@@ -349,6 +352,95 @@ static bool check_byte(const char *s, size_t len)
 			return false;
 	}
 	return true;
+}
+
+/* 1 unless a test forced the portable checks (kiln_format_allow_simd). */
+static int allow_simd = 1;
+
+void kiln_format_allow_simd(bool allow)
+{
+	__atomic_store_n(&allow_simd, allow ? 1 : 0, __ATOMIC_RELAXED);
+}
+
+#ifdef __SSE2__
+/* Per byte of v: lo <= byte <= hi, as signed bytes (so bytes >= 0x80, being
+ * negative, are in no ASCII range). */
+static inline __m128i in_range(__m128i v, char lo, char hi)
+{
+	return _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8((char)(lo - 1))),
+	                     _mm_cmplt_epi8(v, _mm_set1_epi8((char)(hi + 1))));
+}
+
+/* Bit i set when byte i of s[0..16) is an ASCII hex digit. */
+static inline unsigned hex_bits(const char *s)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+	__m128i lower =
+	    _mm_or_si128(v, _mm_set1_epi8(0x20)); /* 'A'-'F' -> 'a'-'f'; nothing else lands there */
+
+	return (unsigned)_mm_movemask_epi8(_mm_or_si128(in_range(v, '0', '9'), in_range(lower, 'a', 'f')));
+}
+
+static inline unsigned dash_bits(const char *s)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+
+	return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('-')));
+}
+
+/* 8-4-4-4-12 hex digits in three 16-byte loads: s[0..16) (dashes at 8, 13),
+ * s[16..32) (dashes at 18, 23) and s[20..36) (dash at 23). */
+static bool check_uuid_sse2(const char *s)
+{
+	return ((hex_bits(s) & 0xDEFFu) | (dash_bits(s) & 0x2100u)) == 0xFFFFu &&
+	       ((hex_bits(s + 16) & 0xFF7Bu) | (dash_bits(s + 16) & 0x0084u)) == 0xFFFFu &&
+	       ((hex_bits(s + 20) & 0xFFF7u) | (dash_bits(s + 20) & 0x0008u)) == 0xFFFFu;
+}
+
+/* Bit i set when byte i of s[0..16) is in the base64 alphabet (no '='). */
+static inline unsigned base64_bits(const char *s)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+	__m128i m =
+	    _mm_or_si128(_mm_or_si128(in_range(v, 'A', 'Z'), in_range(v, 'a', 'z')), in_range(v, '0', '9'));
+
+	m = _mm_or_si128(
+	    m, _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('+')), _mm_cmpeq_epi8(v, _mm_set1_epi8('/'))));
+	return (unsigned)_mm_movemask_epi8(m);
+}
+#endif
+
+static bool check_uuid(const char *s, size_t len)
+{
+#ifdef __SSE2__
+	if (len == 36 && __atomic_load_n(&allow_simd, __ATOMIC_RELAXED))
+		return check_uuid_sse2(s);
+#endif
+	return check_uuid_portable(s, len);
+}
+
+static bool check_byte(const char *s, size_t len)
+{
+#ifdef __SSE2__
+	size_t i = 0, pad = 0, n;
+
+	if (len % 4 != 0 || !__atomic_load_n(&allow_simd, __ATOMIC_RELAXED))
+		return check_byte_portable(s, len);
+	if (len == 0)
+		return true;
+	while (pad < 2 && s[len - 1 - pad] == '=')
+		pad++;
+	n = len - pad;
+	for (; n - i >= 16; i += 16)
+		if (base64_bits(s + i) != 0xFFFFu)
+			return false;
+	for (; i < n; i++)
+		if (!is_base64((unsigned char)s[i]))
+			return false;
+	return true;
+#else
+	return check_byte_portable(s, len);
+#endif
 }
 
 /* --- calendar --- */
@@ -415,7 +507,7 @@ static bool parse_partial_time(const char *s, size_t len, int64_t *secs, long do
 			return false;
 	}
 	*secs = (int64_t)h * 3600 + (int64_t)m * 60 + sec;
-	*frac = (long double)f / (long double)scale;
+	*frac = f ? (long double)f / (long double)scale : 0.0L; /* no x87 division for whole seconds */
 	*used = i;
 	return true;
 }

@@ -32,6 +32,10 @@ const char *kiln_format_name(kiln_format format);
 /* true when s[0..len) is a valid value of `format` (always true for NONE). */
 bool kiln_format_check(kiln_format format, const char *s, size_t len);
 
+/* For tests: force the portable checks (false) or use the SSE2 ones where
+ * the build has them (true, the default). The answers are the same. */
+void kiln_format_allow_simd(bool allow);
+
 /* RFC 3339 full-date -> seconds since 1970-01-01T00:00:00Z. */
 bool kiln_format_parse_date(const char *s, size_t len, long double *out);
 

@@ -222,7 +222,7 @@ static bool bound_ok(const kiln_field *f, long double x)
 static bool enum_has_text(const kiln_field *f, kiln_enum_kind kind, const char *s, size_t n)
 {
 	for (size_t i = 0; i < f->enum_count; i++)
-		if (f->enum_kinds[i] == kind && f->enum_lens[i] == n &&
+		if (f->enum_lens[i] == n && f->enum_kinds[i] == kind &&
 		    kiln_json_bytes_equal(f->enum_values[i], s, n))
 			return true;
 	return false;
@@ -236,11 +236,23 @@ static bool enum_has_number(const kiln_field *f, long double x)
 	return false;
 }
 
-static bool multiple_ok(const kiln_field *f, const kiln_json_token *t, long double x)
+/* A JSON number of at most 18 significant digits and no exponent, as the
+ * integer mant * 10^-frac (number_fast's reading). */
+typedef struct small_number {
+	uint64_t mant;
+	int frac;
+} small_number;
+
+/* small: the token as number_fast read it, NULL when it could not. */
+static bool multiple_ok(const kiln_field *f, const kiln_json_token *t, long double x,
+                        const small_number *small)
 {
 	kiln_decimal d;
 	int exact;
 
+	if (f->multiple_of_is_exact && small &&
+	    (exact = kiln_decimal_is_multiple_u64(small->mant, small->frac, &f->multiple_of_exact)) >= 0)
+		return exact;
 	if (f->multiple_of_is_exact && kiln_decimal_parse(t->ptr, t->len, &d) &&
 	    (exact = kiln_decimal_is_multiple(&d, &f->multiple_of_exact)) >= 0)
 		return exact;
@@ -252,7 +264,7 @@ static bool multiple_ok(const kiln_field *f, const kiln_json_token *t, long doub
 /* Exact value of a JSON number with at most 18 significant digits and no
  * exponent: the mantissa and the power of ten are both exact in a long
  * double, so one correctly rounded division gives what strtold would. */
-static bool number_fast(const char *p, size_t n, long double *out)
+static bool number_fast(const char *p, size_t n, long double *out, small_number *small)
 {
 	static const long double pow10[] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,
 	                                    1e7L,  1e8L,  1e9L,  1e10L, 1e11L, 1e12L, 1e13L,
@@ -278,7 +290,11 @@ static bool number_fast(const char *p, size_t n, long double *out)
 		m = m * 10 + (uint64_t)(c - '0');
 		frac += in_frac;
 	}
-	*out = (neg ? -(long double)m : (long double)m) / pow10[frac];
+	*out = neg ? -(long double)m : (long double)m;
+	if (frac)
+		*out /= pow10[frac]; /* an integer needs no division (by 1, exact) */
+	small->mant = m;
+	small->frac = (int)frac;
 	return true;
 }
 
@@ -312,32 +328,44 @@ static bool int_format_ok(const kiln_field *f, const kiln_json_token *t)
 	return n < ln || (n == ln && memcmp(digits, limit, n) <= 0); /* JSON integers have no leading zeros */
 }
 
+/* The value of a number number_fast leaves (an exponent, more than 18
+ * digits): strtold on a NUL-terminated copy. Out of line, so its buffer is
+ * no part of the hot path's frame. false when out of memory. */
+static __attribute__((noinline)) bool number_slow(kiln_validator *v, const kiln_json_token *t,
+                                                  long double *out)
+{
+	char buf[64];
+	char *text = buf;
+
+	if (t->len >= sizeof(buf)) {
+		if (v->scratch_cap < t->len + 1) {
+			char *p = realloc(v->scratch, t->len + 1);
+			if (!p)
+				return false;
+			v->scratch = p;
+			v->scratch_cap = t->len + 1;
+		}
+		text = v->scratch;
+	}
+	memcpy(text, t->ptr, t->len);
+	text[t->len] = '\0';
+	*out = strtold(text, NULL);
+	return true;
+}
+
 static void check_number(kiln_validator *v, const kiln_field *f, const kiln_json_token *t, uint32_t depth)
 {
 	long double x;
+	small_number small = {0, 0};
+	bool fast;
 
 	if (f->int_bits && !int_format_ok(f, t))
 		add(v, KILN_REJECT_RANGE, t->offset, depth, NULL);
 	if (!f->minimum.set && !f->maximum.set && !f->multiple_of && !f->enum_count)
 		return;
-	if (!number_fast(t->ptr, t->len, &x)) {
-		char small[64];
-		char *text = small;
-		if (t->len >= sizeof(small)) {
-			if (v->scratch_cap < t->len + 1) {
-				char *p = realloc(v->scratch, t->len + 1);
-				if (!p)
-					return;
-				v->scratch = p;
-				v->scratch_cap = t->len + 1;
-			}
-			text = v->scratch;
-		}
-		memcpy(text, t->ptr, t->len);
-		text[t->len] = '\0';
-		x = strtold(text, NULL);
-	}
-	if (!bound_ok(f, x) || (f->multiple_of && !multiple_ok(f, t, x)))
+	if (!(fast = number_fast(t->ptr, t->len, &x, &small)) && !number_slow(v, t, &x))
+		return;
+	if (!bound_ok(f, x) || (f->multiple_of && !multiple_ok(f, t, x, fast ? &small : NULL)))
 		add(v, KILN_REJECT_RANGE, t->offset, depth, NULL);
 	if (f->enum_count && !enum_has_number(f, x))
 		add(v, KILN_REJECT_ENUM, t->offset, depth, NULL);
@@ -491,11 +519,12 @@ static void on_object_end(kiln_validator *v, const struct frame *fr, const kiln_
 {
 	const kiln_field *f = fr->field;
 
-	for (size_t i = 0; i < f->required_count; i++) {
-		const kiln_field *c = f->children[f->required_children[i]];
-		if (!v->seen[f->seen_base + c->position])
-			add(v, KILN_REJECT_MISSING_REQUIRED, t->offset, depth, c);
-	}
+	/* a child's position is its index among the children: the seen map is
+	 * read without loading the child, which only a missing one needs */
+	for (size_t i = 0; i < f->required_count; i++)
+		if (!v->seen[f->seen_base + f->required_children[i]])
+			add(v, KILN_REJECT_MISSING_REQUIRED, t->offset, depth,
+			    f->children[f->required_children[i]]);
 	if ((f->min_properties >= 0 && fr->count < (uint64_t)f->min_properties) ||
 	    (f->max_properties >= 0 && fr->count > (uint64_t)f->max_properties))
 		add(v, KILN_REJECT_LENGTH, t->offset, depth, NULL);

@@ -189,6 +189,8 @@ static void *sweeper_main(void *arg)
 {
 	kiln_http_server *s = arg;
 
+	pthread_setname_np(pthread_self(), "http-sweep");
+
 	pthread_mutex_lock(&s->track_lock);
 	while (!s->sweep_stop) {
 		int64_t now = now_ms(), next = now + SWEEP_MS;
@@ -489,6 +491,8 @@ static int call(const kiln_http_route *route, struct MHD_Connection *conn, const
 static void *worker_main(void *arg)
 {
 	kiln_http_server *s = arg;
+
+	pthread_setname_np(pthread_self(), "http");
 
 	for (;;) {
 		request_state *st;

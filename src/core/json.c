@@ -697,6 +697,22 @@ static int open_container(kiln_json_scanner *s, const unsigned char *p, bool obj
 	return 1;
 }
 
+/* A value (or container) ended just before q. A ',' right there, as in
+ * compact text, is taken now, so the next call starts at the key or value
+ * it announces instead of going through S_AFTER_VALUE first; what follows
+ * is checked exactly as S_AFTER_VALUE would have after the ','. */
+static inline void after_value(kiln_json_scanner *s, const unsigned char *q)
+{
+	if (s->depth && q < s->end && *q == ',') {
+		s->pos = q + 1;
+		s->state = top_is_object(s) ? S_KEY : S_VALUE;
+	} else {
+		s->pos = q;
+		s->state = s->depth ? S_AFTER_VALUE : S_DONE;
+	}
+}
+
+/* The closing bracket is at s->pos - 1. */
 static int close_container(kiln_json_scanner *s, bool object, kiln_json_token *out)
 {
 	if (object)
@@ -704,7 +720,7 @@ static int close_container(kiln_json_scanner *s, bool object, kiln_json_token *o
 	s->depth--;
 	out->type = object ? KILN_JSON_OBJECT_END : KILN_JSON_ARRAY_END;
 	out->depth = s->depth;
-	s->state = s->depth ? S_AFTER_VALUE : S_DONE;
+	after_value(s, s->pos);
 	return 1;
 }
 
@@ -823,8 +839,7 @@ again:
 		out->type = KILN_JSON_NUMBER;
 		break;
 	}
-	s->pos = q;
-	s->state = s->depth ? S_AFTER_VALUE : S_DONE;
+	after_value(s, q);
 	return 1;
 }
 

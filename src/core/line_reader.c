@@ -10,6 +10,10 @@
 #include "core/error.h"
 
 #define BLOCK (1u << 20)
+/* Bytes asked of one read(2): a caller scans what it got right after the
+ * copy, while those bytes are still in the core's L2 cache (a 4 MiB read
+ * would have been evicted to memory before the first line is looked at). */
+#define READ_CHUNK (256u << 10)
 
 struct kiln_line_reader {
 	int fd;
@@ -78,8 +82,9 @@ static ssize_t refill(kiln_line_reader *r)
 		if ((n = r->read(r->ctx, r->buf + r->fill, r->cap - r->fill)) < 0)
 			return n;
 	} else {
+		size_t want = r->cap - r->fill < READ_CHUNK ? r->cap - r->fill : READ_CHUNK;
 		do
-			n = read(r->fd, r->buf + r->fill, r->cap - r->fill);
+			n = read(r->fd, r->buf + r->fill, want);
 		while (n < 0 && errno == EINTR);
 		if (n < 0)
 			return kiln_error_set(KILN_EIO, "read: %s", strerror(errno));

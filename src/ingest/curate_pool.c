@@ -1,6 +1,12 @@
 /* The curate stage's workers and ring (see curate_pool.h). One mutex and
  * one condition variable guard the ring; workers take batches in sequence
- * order, the owner consumes them in the same order. */
+ * order, and the owner consumes them in the same order, or (options'
+ * deliver_on_workers) the worker that finds the oldest batch done does,
+ * one worker at a time (`delivering`), while the others curate on.
+ *
+ * Ring positions: next_reclaim <= next_consume <= next_take <= next_submit;
+ * a consumed batch keeps its slot until the owner reclaims it (recycles it
+ * to the free list, which only the owner's thread touches). */
 #include "ingest/curate_pool.h"
 
 #include <pthread.h>
@@ -8,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "mask/curate.h"
@@ -18,7 +25,7 @@
  * read rarely (replay, audits), so speed before ratio */
 #define RAW_LEVEL 1
 
-enum { BATCH_FREE, BATCH_FILLING, BATCH_FILLED, BATCH_TAKEN, BATCH_DONE };
+enum { BATCH_FREE, BATCH_FILLING, BATCH_FILLED, BATCH_TAKEN, BATCH_DONE, BATCH_CONSUMED };
 
 struct worker {
 	kiln_curate_pool *pool;
@@ -34,9 +41,19 @@ struct kiln_curate_pool {
 	kiln_curate_pool_options o;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
+	pthread_cond_t pulled;  /* the owner's, in a pull: the input ended and was consumed, or a failure */
 	kiln_batch *ring[RING]; /* ring[seq % RING]: submitted, not yet consumed */
-	uint64_t next_submit, next_take, next_consume;
+	uint64_t next_submit, next_take, next_consume, next_reclaim;
 	bool stop;
+	bool delivering;   /* a worker is consuming (deliver_on_workers) */
+	uint64_t turns_ns; /* CPU time of the workers' serial turns (fills, deliveries) */
+	bool hold;         /* abandoning: no worker consumes */
+	/* kiln_curate_pool_pull: the workers fill batches too, one at a time */
+	kiln_batch_fill fill; /* NULL: the owner submits */
+	void *fill_ctx;
+	bool filling, fill_end;
+	int error; /* the first failure a worker consumed, and its message */
+	char error_msg[512];
 	kiln_batch *free_list;
 	struct worker *workers;
 	unsigned started;
@@ -106,13 +123,23 @@ static int deliver_split(const kiln_batch *b, int s, kiln_shard_writer *w)
 
 	while (i < b->out_count[s]) {
 		uint64_t room = kiln_shard_writer_room(w), bytes = 0;
-		size_t first = i;
+		size_t first = i, tok_first;
 
 		while (i < b->out_count[s] && bytes < room)
 			bytes += b->out_len[s][i++];
-		if ((rc = kiln_shard_writer_append_run(w, run, bytes, i - first, b->topic, b->partition,
-		                                       b->offset[b->out_index[s][first]],
-		                                       b->offset[b->out_index[s][i - 1]])) < 0)
+		int64_t lo = b->offset[b->out_index[s][first]], hi = b->offset[b->out_index[s][i - 1]];
+		/* the worker found the records' tokens, unless dedup moved records
+		 * since (then the writer scans them) */
+		if (!b->tokens_listed || b->deduped)
+			rc = kiln_shard_writer_append_run(w, run, bytes, i - first, b->topic, b->partition,
+			                                  lo, hi);
+		else {
+			tok_first = first ? b->tokens_end[s][first - 1] : 0;
+			rc = kiln_shard_writer_append_run_tokens(
+			    w, run, bytes, i - first, b->topic, b->partition, lo, hi, &b->tokens[s],
+			    tok_first, b->tokens_end[s][i - 1] - tok_first);
+		}
+		if (rc < 0)
 			return rc;
 		run += bytes;
 	}
@@ -158,6 +185,7 @@ static void batch_reset(kiln_batch *b)
 	b->opened_ms = 0;
 	b->source_ctx = NULL;
 	b->raw_key[0] = '\0';
+	b->tokens_listed = false;
 	kiln_buf_reset(&b->in);
 	b->state = BATCH_FREE;
 	b->rc = 0;
@@ -177,6 +205,8 @@ static void batch_destroy(kiln_batch *b)
 		kiln_buf_free(&b->out[i]);
 		free(b->out_index[i]);
 		free(b->out_len[i]);
+		kiln_filter_set_free(&b->tokens[i]);
+		free(b->tokens_end[i]);
 	}
 	free(b->rejects);
 	kiln_profile_free(&b->profile);
@@ -310,10 +340,12 @@ static int process(struct worker *wk, kiln_batch *b)
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
 		kiln_buf_reset(&b->out[i]);
 		b->out_count[i] = 0;
+		kiln_filter_set_clear(&b->tokens[i]);
 	}
 	b->reject_count = 0;
 	b->value_count = 0;
 	b->deduped = false;
+	b->tokens_listed = true;
 	if (dedup && (rc = dedup_reserve(b)) < 0)
 		return rc;
 	if (wk->pool->o.profile && !dedup) {
@@ -380,11 +412,18 @@ static int process(struct worker *wk, kiln_batch *b)
 			if ((rc = grow((void **)&b->out_len[s], &cap, b->out_count[s] + 1, sizeof(size_t))) <
 			    0)
 				return rc;
+			cap = b->out_cap[s];
+			if ((rc = grow((void **)&b->tokens_end[s], &cap, b->out_count[s] + 1,
+			               sizeof(size_t))) < 0)
+				return rc;
 			b->out_cap[s] = cap;
 		}
 		if ((rc = kiln_buf_put(&b->out[s], wk->line.ptr, wk->line.len)) < 0 ||
 		    (rc = kiln_buf_put(&b->out[s], "\n", 1)) < 0)
 			return rc;
+		if ((rc = kiln_filter_collect(&b->tokens[s], wk->line.ptr, wk->line.len)) < 0)
+			return rc;
+		b->tokens_end[s][b->out_count[s]] = b->tokens[s].count;
 		b->out_index[s][b->out_count[s]] = i;
 		b->out_len[s][b->out_count[s]++] = wk->line.len + 1;
 		if (b->profiled && !dedup && (rc = profile_record(wk, b)) < 0)
@@ -395,11 +434,121 @@ static int process(struct worker *wk, kiln_batch *b)
 	return 0;
 }
 
+/* Wakes the owner sleeping in a pull once the pull is over (lock held): it
+ * sleeps on a condition of its own, so the workers' every step does not
+ * wake it. */
+static void pull_over(kiln_curate_pool *pool)
+{
+	if (pool->error || (pool->fill_end && !pool->filling && pool->next_consume == pool->next_submit))
+		pthread_cond_signal(&pool->pulled);
+}
+
+/* This thread's CPU time, in ns (0 where the clock is missing). */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* deliver_on_workers: consumes the oldest batch and every one after it
+ * that is done, unless another worker is at it or one failed (lock held on
+ * entry and exit; the first failure is kept for the owner). */
+static void deliver_done(kiln_curate_pool *pool)
+{
+	while (!pool->delivering && !pool->hold && !pool->error && pool->next_consume < pool->next_submit) {
+		kiln_batch *b = pool->ring[pool->next_consume % RING];
+		int rc;
+
+		if (b->state != BATCH_DONE)
+			break;
+		uint64_t t0;
+
+		pool->delivering = true;
+		pthread_mutex_unlock(&pool->lock);
+		t0 = thread_cpu_ns();
+		rc = b->rc < 0 ? kiln_error_set(b->rc, "%s", b->err) : pool->o.consume(pool->o.ctx, b);
+		t0 = thread_cpu_ns() - t0;
+		pthread_mutex_lock(&pool->lock);
+		pool->turns_ns += t0;
+		pool->delivering = false;
+		if (rc < 0) {
+			pool->error = rc;
+			snprintf(pool->error_msg, sizeof(pool->error_msg), "%s", kiln_error_last());
+		} else {
+			b->state = BATCH_CONSUMED;
+			pool->next_consume++;
+		}
+		pthread_cond_broadcast(&pool->cond);
+		pull_over(pool);
+	}
+}
+
+/* kiln_curate_pool_pull: the next batch, filled by this worker and taken
+ * by it, or NULL when it is not this worker's turn (another fills, the ring
+ * is full, the input ended or something failed). Lock held on entry and
+ * exit; the owner sleeps in the pull, so the workers reclaim and use the
+ * free list. */
+static void reclaim_consumed(kiln_curate_pool *pool);
+
+static kiln_batch *pull_batch(kiln_curate_pool *pool)
+{
+	kiln_batch *b;
+	uint64_t t0;
+	int rc;
+
+	if (!pool->fill || pool->filling || pool->fill_end || pool->error || pool->hold || pool->stop)
+		return NULL;
+	reclaim_consumed(pool);
+	if (pool->next_submit - pool->next_reclaim >= RING)
+		return NULL;
+	if (!(b = kiln_curate_pool_batch(pool))) {
+		pool->error = kiln_error_oom(NULL);
+		snprintf(pool->error_msg, sizeof(pool->error_msg), "%s", kiln_error_last());
+		pthread_cond_broadcast(&pool->cond);
+		pull_over(pool);
+		return NULL;
+	}
+	pool->filling = true;
+	pthread_mutex_unlock(&pool->lock);
+	t0 = thread_cpu_ns();
+	rc = pool->fill(pool->fill_ctx, b);
+	if (rc < 0)
+		snprintf(b->err, sizeof(b->err), "%s", kiln_error_last());
+	t0 = thread_cpu_ns() - t0;
+	pthread_mutex_lock(&pool->lock);
+	pool->turns_ns += t0;
+	pool->filling = false;
+	pthread_cond_broadcast(&pool->cond);
+	pull_over(pool); /* the owner may wait for this fill to be over */
+	if (rc <= 0 || b->count == 0) {
+		if (rc < 0 && !pool->error) {
+			pool->error = rc;
+			snprintf(pool->error_msg, sizeof(pool->error_msg), "%s", b->err);
+		}
+		pool->fill_end = pool->fill_end || rc == 0;
+		kiln_curate_pool_recycle(pool, b);
+		pull_over(pool);
+		return NULL;
+	}
+	b->seq = pool->next_submit;
+	b->state = BATCH_TAKEN;
+	pool->ring[pool->next_submit % RING] = b;
+	pool->next_submit++;
+	pool->next_take++;
+	return b;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *wk = arg;
 	kiln_curate_pool *pool = wk->pool;
+	char name[16];
 
+	snprintf(name, sizeof(name), "curate-%u", (unsigned)(wk - pool->workers));
+	pthread_setname_np(pthread_self(), name);
 	pthread_mutex_lock(&pool->lock);
 	for (;;) {
 		kiln_batch *b;
@@ -407,12 +556,13 @@ static void *worker_main(void *arg)
 		if (pool->stop)
 			break;
 		b = pool->next_take < pool->next_submit ? pool->ring[pool->next_take % RING] : NULL;
-		if (!b || b->state != BATCH_FILLED) {
+		if (b && b->state == BATCH_FILLED) {
+			b->state = BATCH_TAKEN;
+			pool->next_take++;
+		} else if (!(b = pull_batch(pool))) {
 			pthread_cond_wait(&pool->cond, &pool->lock);
 			continue;
 		}
-		b->state = BATCH_TAKEN;
-		pool->next_take++;
 		pthread_mutex_unlock(&pool->lock);
 		b->rc = process(wk, b);
 		if (b->rc < 0)
@@ -420,6 +570,8 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&pool->lock);
 		b->state = BATCH_DONE;
 		pthread_cond_broadcast(&pool->cond);
+		if (pool->o.deliver_on_workers)
+			deliver_done(pool);
 	}
 	pthread_mutex_unlock(&pool->lock);
 	return NULL;
@@ -470,6 +622,7 @@ int kiln_curate_pool_new(kiln_curate_pool **out, const kiln_curate_pool_options 
 	pool->o = *o;
 	pthread_mutex_init(&pool->lock, NULL);
 	pthread_cond_init(&pool->cond, NULL);
+	pthread_cond_init(&pool->pulled, NULL);
 	for (unsigned i = 0; i < o->workers; i++) {
 		struct worker *wk = &pool->workers[i];
 
@@ -512,6 +665,7 @@ void kiln_curate_pool_free(kiln_curate_pool *pool)
 	}
 	pthread_mutex_destroy(&pool->lock);
 	pthread_cond_destroy(&pool->cond);
+	pthread_cond_destroy(&pool->pulled);
 	free(pool->workers);
 	free(pool);
 }
@@ -557,8 +711,45 @@ static int consume_one(kiln_curate_pool *pool)
 		return rc;
 	pool->ring[pool->next_consume % RING] = NULL;
 	pool->next_consume++;
+	pool->next_reclaim = pool->next_consume;
 	kiln_curate_pool_recycle(pool, b);
 	return 1;
+}
+
+/* deliver_on_workers: recycles what the workers consumed (lock held). */
+static void reclaim_consumed(kiln_curate_pool *pool)
+{
+	while (pool->next_reclaim < pool->next_consume) {
+		kiln_batch *b = pool->ring[pool->next_reclaim % RING];
+
+		pool->ring[pool->next_reclaim % RING] = NULL;
+		pool->next_reclaim++;
+		kiln_curate_pool_recycle(pool, b);
+	}
+}
+
+/* reclaim_consumed; 0, or the first failure of a worker (lock held). */
+static int reclaim(kiln_curate_pool *pool)
+{
+	reclaim_consumed(pool);
+	if (pool->error)
+		return kiln_error_set(pool->error, "%s", pool->error_msg);
+	return 0;
+}
+
+/* One step of waiting for the oldest batch: the owner consumes it when it
+ * is done (1), or the workers' progress is reclaimed (0 when nothing moved,
+ * the caller then waits); < 0: an error (lock held on entry and exit). */
+static int settle_one(kiln_curate_pool *pool)
+{
+	uint64_t before = pool->next_reclaim;
+	int rc;
+
+	if (!pool->o.deliver_on_workers)
+		return consume_one(pool);
+	if ((rc = reclaim(pool)) < 0)
+		return rc;
+	return pool->next_reclaim > before;
 }
 
 int kiln_curate_pool_submit(kiln_curate_pool *pool, kiln_batch *b)
@@ -570,8 +761,10 @@ int kiln_curate_pool_submit(kiln_curate_pool *pool, kiln_batch *b)
 		return 0;
 	}
 	pthread_mutex_lock(&pool->lock);
-	while (pool->next_submit - pool->next_consume >= RING) {
-		if ((rc = consume_one(pool)) < 0)
+	if (pool->o.deliver_on_workers)
+		rc = reclaim(pool);
+	while (rc >= 0 && pool->next_submit - pool->next_reclaim >= RING) {
+		if ((rc = settle_one(pool)) < 0)
 			break;
 		if (rc == 0)
 			pthread_cond_wait(&pool->cond, &pool->lock);
@@ -595,7 +788,7 @@ int kiln_curate_pool_poll(kiln_curate_pool *pool)
 	int rc;
 
 	pthread_mutex_lock(&pool->lock);
-	while ((rc = consume_one(pool)) > 0)
+	while ((rc = settle_one(pool)) > 0)
 		;
 	pthread_mutex_unlock(&pool->lock);
 	return rc;
@@ -606,8 +799,8 @@ int kiln_curate_pool_drain(kiln_curate_pool *pool)
 	int rc = 0;
 
 	pthread_mutex_lock(&pool->lock);
-	while (pool->next_consume < pool->next_submit) {
-		if ((rc = consume_one(pool)) < 0)
+	while (pool->next_reclaim < pool->next_submit) {
+		if ((rc = settle_one(pool)) < 0)
 			break;
 		if (rc == 0)
 			pthread_cond_wait(&pool->cond, &pool->lock);
@@ -616,12 +809,36 @@ int kiln_curate_pool_drain(kiln_curate_pool *pool)
 	return rc < 0 ? rc : 0;
 }
 
+int kiln_curate_pool_pull(kiln_curate_pool *pool, kiln_batch_fill fill, void *ctx)
+{
+	int rc;
+
+	if (!pool->o.deliver_on_workers)
+		return kiln_error_set(KILN_EINVALID, "curate pool: pull needs deliver_on_workers");
+	pthread_mutex_lock(&pool->lock);
+	pool->fill = fill;
+	pool->fill_ctx = ctx;
+	pool->fill_end = false;
+	pthread_cond_broadcast(&pool->cond);
+	while (!pool->error && !(pool->fill_end && pool->next_consume == pool->next_submit))
+		pthread_cond_wait(&pool->pulled, &pool->lock);
+	/* no fill from here, and none in flight: the source is the caller's again */
+	pool->fill = NULL;
+	while (pool->filling)
+		pthread_cond_wait(&pool->pulled, &pool->lock);
+	rc = reclaim(pool);
+	pthread_mutex_unlock(&pool->lock);
+	return rc;
+}
+
 void kiln_curate_pool_abandon(kiln_curate_pool *pool)
 {
 	pthread_mutex_lock(&pool->lock);
-	/* let the workers finish what they hold; nothing new is taken */
+	/* let the workers finish what they hold and deliver; nothing new is
+	 * taken (a stored failure stops delivery) */
+	pool->hold = true;
 	for (;;) {
-		bool busy = false;
+		bool busy = pool->delivering;
 
 		for (uint64_t s = pool->next_consume; s < pool->next_submit; s++)
 			if (pool->ring[s % RING]->state == BATCH_TAKEN)
@@ -630,11 +847,23 @@ void kiln_curate_pool_abandon(kiln_curate_pool *pool)
 			break;
 		pthread_cond_wait(&pool->cond, &pool->lock);
 	}
-	for (uint64_t s = pool->next_consume; s < pool->next_submit; s++) {
+	for (uint64_t s = pool->next_reclaim; s < pool->next_submit; s++) {
 		kiln_batch *b = pool->ring[s % RING];
 		pool->ring[s % RING] = NULL;
 		kiln_curate_pool_recycle(pool, b);
 	}
-	pool->next_consume = pool->next_take = pool->next_submit;
+	pool->next_reclaim = pool->next_consume = pool->next_take = pool->next_submit;
+	pool->error = 0;
+	pool->hold = false;
 	pthread_mutex_unlock(&pool->lock);
+}
+
+uint64_t kiln_curate_pool_turns_cpu_ns(kiln_curate_pool *pool)
+{
+	uint64_t ns;
+
+	pthread_mutex_lock(&pool->lock);
+	ns = pool->turns_ns;
+	pthread_mutex_unlock(&pool->lock);
+	return ns;
 }

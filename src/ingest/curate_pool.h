@@ -9,7 +9,7 @@
  * consumed -> released (borrowed records given back) -> free. At most RING
  * batches are submitted at once, so memory stays bounded whatever the input
  * size. Any error makes the caller abandon: every submitted batch is then
- * released unconsumed. */
+ * released unconsumed. Worker threads are named "curate-N". */
 #ifndef KILN_INGEST_CURATE_POOL_H
 #define KILN_INGEST_CURATE_POOL_H
 
@@ -61,6 +61,13 @@ typedef struct kiln_batch {
 	size_t *out_index[KILN_SPLIT_COUNT]; /* the input record of each curated one */
 	size_t *out_len[KILN_SPLIT_COUNT];   /* bytes of each, its newline included */
 	size_t out_count[KILN_SPLIT_COUNT], out_cap[KILN_SPLIT_COUNT];
+	/* the token digests of each split's curated records, in order
+	 * (kiln_filter_collect), and per record where its digests end; valid
+	 * when tokens_listed and no dedup moved records since (else the shard
+	 * writer scans the records itself) */
+	kiln_filter_set tokens[KILN_SPLIT_COUNT];
+	size_t *tokens_end[KILN_SPLIT_COUNT];
+	bool tokens_listed;
 	kiln_batch_reject *rejects;
 	size_t reject_count, reject_cap;
 	char raw_key[512];    /* the raw object written, "" when none */
@@ -96,6 +103,10 @@ int kiln_batch_deliver(const kiln_batch *b, kiln_shard_writer *const writers[KIL
                        kiln_quarantine *quarantine, kiln_stats *d, kiln_profile *profile);
 
 typedef int (*kiln_batch_consume)(void *ctx, kiln_batch *b);
+/* Fills an empty batch with the next records of the input: 1 (records in
+ * b), 0 (the end of the input, b left empty) or a negative error code with
+ * the error set. */
+typedef int (*kiln_batch_fill)(void *ctx, kiln_batch *b);
 
 typedef struct kiln_curate_pool_options {
 	const kiln_pipeline *pipeline;
@@ -116,6 +127,12 @@ typedef struct kiln_curate_pool_options {
 	const unsigned char *dedup_key; /* 32 bytes */
 	kiln_batch_consume consume;     /* called in submission order on the owner's thread */
 	void *ctx;
+	/* consume on the workers instead: still in submission order and one
+	 * batch at a time, by the worker that finds the oldest batch done (its
+	 * first failure is returned by the owner's next submit, poll or drain);
+	 * the owner's thread then only reads and submits. consume must not use
+	 * what the owner's thread touches meanwhile. */
+	bool deliver_on_workers;
 } kiln_curate_pool_options;
 
 typedef struct kiln_curate_pool kiln_curate_pool;
@@ -139,6 +156,22 @@ int kiln_curate_pool_submit(kiln_curate_pool *pool, kiln_batch *b);
 int kiln_curate_pool_poll(kiln_curate_pool *pool);
 /* Waits until every submitted batch is processed and consumed. */
 int kiln_curate_pool_drain(kiln_curate_pool *pool);
+
+/* CPU time the workers spent in their serial turns so far: filling batches
+ * (kiln_curate_pool_pull) and delivering them (deliver_on_workers), one
+ * worker at a time. With the owner thread's own CPU time it is the run's
+ * serial part (bench/table.sh's serial-share row). */
+uint64_t kiln_curate_pool_turns_cpu_ns(kiln_curate_pool *pool);
+/* deliver_on_workers only: the workers fill the batches too, so the
+ * calling thread neither reads nor delivers. A worker whose turn it is
+ * (one at a time, in sequence, while the ring has room) calls fill for the
+ * next batch, then curates it itself; batches are consumed as with submit.
+ * Returns 0 once fill gave the end of the input and every batch was
+ * consumed, or the first error of fill, a worker or consume (then
+ * abandon); either way no fill is in flight when it returns. The calling
+ * thread sleeps meanwhile; fill may touch what it touches before and
+ * after, not during. */
+int kiln_curate_pool_pull(kiln_curate_pool *pool, kiln_batch_fill fill, void *ctx);
 /* Waits for the workers to finish what they hold and releases every
  * submitted batch without consuming it. The pool can be used again. */
 void kiln_curate_pool_abandon(kiln_curate_pool *pool);

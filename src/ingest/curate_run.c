@@ -2,9 +2,10 @@
  * source are 0-based line numbers; lineage.json keeps the next one, the
  * bytes read and the BLAKE2b-256 of those bytes (stdin: path "-", 0 bytes).
  *
- * The file and stdin sources (ingest/source.h): the calling thread reads
- * lines into batches for the curate pool, and the ingest loop
- * (ingest/ingest_loop.h) lands them and commits one snapshot.
+ * The file and stdin sources (ingest/source.h): the curate pool's workers
+ * read lines into batches in turn, curate and deliver them
+ * (kiln_curate_pool_pull), and the ingest loop (ingest/ingest_loop.h) lands
+ * them and commits one snapshot.
  *
  * A run killed between storing its quarantine object and its commit leaves
  * an object no commit covers; the next run quarantines those records again,
@@ -82,6 +83,7 @@ struct file_source {
 	char prefix_hex[65];
 	kiln_lineage_entry lineage;
 	int run_lock; /* the source's run lock, held shared; -1: none */
+	kiln_ingest *in;
 };
 
 int kiln_batch_fill_lines(kiln_batch *b, kiln_line_reader *reader, const char *topic, int64_t first,
@@ -258,31 +260,35 @@ static int file_open(void **out, kiln_ingest *in, const void *args)
 	return KILN_SOURCE_GO;
 }
 
-/* Reads and submits every record. */
+/* Fills the workers' next batch (ingest/curate_pool.h, on a worker's thread,
+ * one at a time in sequence). */
+static int fill_batch(void *ctx, kiln_batch *b)
+{
+	struct file_source *fs = ctx;
+	kiln_ingest *in = fs->in;
+	int rc;
+
+	if ((rc = kiln_batch_fill_lines(b, fs->reader, in->p->source_name, (int64_t)in->out->next_offset,
+	                                BATCH_LINES, &fs->bytes_read)) <= 0)
+		return rc;
+	in->out->next_offset += b->count;
+	if (fs->progress && fs->progress->fn)
+		fs->progress->fn(fs->progress->ctx, fs->resume.bytes + fs->bytes_read, fs->size,
+		                 in->out->next_offset - in->out->first_offset);
+	return 1;
+}
+
+/* Every record, read, curated and delivered by the pool's workers: this
+ * thread waits (the serial share of a run is the workers' turns). */
 static int file_read(void *src, kiln_ingest *in)
 {
 	struct file_source *fs = src;
-	kiln_curate_pool *pool = in->sink.pool;
+	int rc;
 
-	for (;;) {
-		kiln_batch *b = kiln_curate_pool_batch(pool);
-		int rc;
-
-		if (!b)
-			return kiln_error_oom(NULL);
-		if ((rc = kiln_batch_fill_lines(b, fs->reader, in->p->source_name,
-		                                (int64_t)in->out->next_offset, BATCH_LINES,
-		                                &fs->bytes_read)) <= 0) {
-			kiln_curate_pool_recycle(pool, b);
-			return rc;
-		}
-		in->out->next_offset += b->count;
-		if ((rc = kiln_curate_pool_submit(pool, b)) < 0)
-			return rc;
-		if (fs->progress && fs->progress->fn)
-			fs->progress->fn(fs->progress->ctx, fs->resume.bytes + fs->bytes_read, fs->size,
-			                 in->out->next_offset - in->out->first_offset);
-	}
+	fs->in = in;
+	rc = kiln_curate_pool_pull(in->sink.pool, fill_batch, fs);
+	in->out->serial_turns_ns = kiln_curate_pool_turns_cpu_ns(in->sink.pool);
+	return rc;
 }
 
 static int file_end(void *src, kiln_ingest *in)

@@ -21,6 +21,9 @@ typedef struct kiln_run_result {
 	 * were committed (not read again; `changed` names them, cut with "...") */
 	uint64_t files_read, files_changed;
 	char changed[1024];
+	/* file and stdin runs: CPU time of the workers' serial turns (reading
+	 * and delivering, one worker at a time: kiln_curate_pool_turns_cpu_ns) */
+	uint64_t serial_turns_ns;
 } kiln_run_result;
 
 /* A one-shot file or stdin run's progress, after each batch read: the

@@ -165,6 +165,8 @@ int kiln_engine_snapshot(kiln_engine *e, const char *why)
 	kiln_counter_add(e->mx.commits, 1);
 	kiln_histogram_observe(e->mx.snapshot_seconds, (double)(now_ms() - started) / 1000.0);
 	kiln_engine_metrics_update_drift(e);
+	if (e->o->committed)
+		e->o->committed(e->o->hook_ctx, commit, d, shards, lineage, n);
 	kiln_notifyf("STATUS=consuming: snapshot %.12s committed %llu record(s) (%s)", commit,
 	             (unsigned long long)d->records_in, why);
 	KILN_LOG(KILN_LOG_INFO, "snapshot", why, KILN_F_STR("commit", commit),
@@ -352,6 +354,7 @@ static int run_stream(const kiln_source *source, const kiln_pipeline *p, const k
 	kiln_sink_options sopt = {.delta = &e->delta, .consume = consume, .ctx = e, .raw_zone = p->raw_zone};
 	if ((rc = kiln_engine_metrics_new(&e->mx)) < 0 ||
 	    (rc = source->stream->open(&e->src, e, e->mx.m)) < 0 ||
+	    (opts.metrics && (rc = opts.metrics(opts.hook_ctx, e->mx.m)) < 0) ||
 	    (rc = kiln_engine_metrics_finish(&e->mx, opts.build_info)) < 0 ||
 	    (rc = kiln_run_setup_open(&e->setup, p)) < 0 ||
 	    (rc = kiln_sink_open(&e->sink, &e->setup, &sopt)) < 0 || (rc = kiln_engine_http_start(e)) < 0 ||

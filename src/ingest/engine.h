@@ -36,6 +36,15 @@ typedef struct kiln_engine_options {
 	const kiln_build_info *build_info;
 	/* a one-shot file or stdin run's progress (NULL: none) */
 	const struct kiln_run_progress *progress;
+	/* a streaming run's hooks (NULL: none), called with hook_ctx: after
+	 * each snapshot commit, on the engine's thread, with the commit, what
+	 * it added, its shards and the positions it recorded (borrowed for the
+	 * call); and once with the run's /metrics registry before it is
+	 * served, to add series (a negative return fails the run) */
+	void (*committed)(void *ctx, const char *commit, const kiln_stats *delta, size_t shards,
+	                  const kiln_lineage_entry *positions, size_t count);
+	int (*metrics)(void *ctx, kiln_metrics *m);
+	void *hook_ctx;
 } kiln_engine_options;
 
 /* Whether the pipeline's source streams (runs until stopped, committing

@@ -39,6 +39,8 @@ void *kiln_engine_watchdog(void *arg)
 	struct kiln_engine_watchdog *w = arg;
 	bool stuck = false;
 
+	pthread_setname_np(pthread_self(), "watchdog");
+
 	while (!w->done) {
 		feed(w, &stuck);
 		if ((*w->stop || w->draining) && now_ms() >= kiln_engine_watchdog_deadline(w)) {

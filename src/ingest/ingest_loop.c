@@ -50,7 +50,10 @@ static int commit(struct loop *l)
 int kiln_ingest_run(const kiln_source *source, const void *args, const kiln_pipeline *p, kiln_run_result *out)
 {
 	struct loop l = {.source = source, .in = {.p = p, .out = out}};
-	kiln_sink_options sopt = {.delta = &out->delta, .consume = consume, .ctx = &l};
+	/* a source without prepare keeps no state the delivery touches: the
+	 * workers deliver, the calling thread only reads */
+	kiln_sink_options sopt = {
+	    .delta = &out->delta, .consume = consume, .ctx = &l, .deliver_on_workers = !source->prepare};
 	int rc;
 
 	assert(source->version == KILN_SOURCE_VERSION);

@@ -289,3 +289,8 @@ done:
 	rd_kafka_destroy(rk);
 	return rc;
 }
+
+int kiln_kafka_producer_conf(struct rd_kafka_conf_s **out, const kiln_pipeline *p)
+{
+	return kafka_conf(out, p, false);
+}

@@ -5,7 +5,8 @@
  * on SIGTERM) whose lineage.json moves each partition it owns from the
  * offset it read there, compare-and-swap, so whatever is consumed is
  * committed exactly once or consumed again (docs/STREAMING.md). What this
- * header adds: the librdkafka version and the brokers' probe. */
+ * header adds: the librdkafka version, the brokers' probe and a producer's
+ * configuration. */
 #ifndef KILN_INGEST_KAFKA_RUN_H
 #define KILN_INGEST_KAFKA_RUN_H
 
@@ -55,5 +56,12 @@ typedef int (*kiln_kafka_topic_cb)(void *ctx, const char *topic, int partitions,
  * KILN_EIO when no broker answered. */
 int kiln_kafka_probe(const kiln_pipeline *pipeline, int timeout_ms, int *out_brokers, kiln_kafka_topic_cb cb,
                      void *ctx);
+
+/* A producer's configuration for a Kafka pipeline's brokers, as the run's
+ * own producer (the dead-letter topic's) has it: bootstrap.servers,
+ * client.id, idempotence and source.options (OpenLineage's Kafka transport,
+ * docs/LINEAGE.md). The caller owns *out (rd_kafka_new takes it). */
+struct rd_kafka_conf_s;
+int kiln_kafka_producer_conf(struct rd_kafka_conf_s **out, const kiln_pipeline *pipeline);
 
 #endif

@@ -50,8 +50,10 @@ static void *watermarks_thread(void *arg)
 {
 	struct watermarks *w = arg;
 	int64_t lo = -1, hi = -1;
-	rd_kafka_resp_err_t err =
-	    rd_kafka_query_watermark_offsets(w->rk, w->topic, w->partition, &lo, &hi, WATERMARK_MS);
+	rd_kafka_resp_err_t err;
+
+	pthread_setname_np(pthread_self(), "kafka-wm");
+	err = rd_kafka_query_watermark_offsets(w->rk, w->topic, w->partition, &lo, &hi, WATERMARK_MS);
 
 	pthread_mutex_lock(&w->lock);
 	w->lo = lo;

@@ -26,10 +26,12 @@ typedef struct loader {
 	kiln_config cfg; /* doc, arena and dir for the typed key readers */
 } loader;
 
-static const char *const top_keys[] = {
-    "dataset", "branch",  "contract",   "schema",    "unknown_fields", "source",   "pseudonymise", "split",
-    "shards",  "store",   "manifest",   "workers",   "promote",        "snapshot", "raw",          "metrics",
-    "log",     "profile", "quarantine", "retention", "dedup",          NULL};
+/* openlineage: is read by src/openlineage/ (kiln_openlineage_open), which sits above this layer */
+static const char *const top_keys[] = {"dataset",  "branch",       "contract", "schema",     "unknown_fields",
+                                       "source",   "pseudonymise", "split",    "shards",     "store",
+                                       "manifest", "workers",      "promote",  "snapshot",   "raw",
+                                       "metrics",  "log",          "profile",  "quarantine", "retention",
+                                       "dedup",    "openlineage",  NULL};
 static const char *const snapshot_keys[] = {"records", "seconds", "drain_seconds", NULL};
 static const char *const raw_keys[] = {"enabled", NULL};
 static const char *const profile_keys[] = {"enabled", "categories", NULL};

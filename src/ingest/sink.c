@@ -28,6 +28,15 @@ static void writers_free(kiln_sink *s)
 	s->quarantine = NULL;
 }
 
+/* A stored shard's filter goes into the manifest's objects on the writer's
+ * thread, so the commit (on the run's main thread) finds it there. */
+static void filter_ahead(void *ctx, const unsigned char *filter, size_t len)
+{
+	kiln_sink *s = ctx;
+
+	kiln_manifest_blob_ahead(s->setup->manifest, filter, len);
+}
+
 int kiln_sink_renew(kiln_sink *s)
 {
 	const kiln_pipeline *p = s->setup->p;
@@ -35,7 +44,9 @@ int kiln_sink_renew(kiln_sink *s)
 	                                  .level = p->zstd_level,
 	                                  .background = true,
 	                                  .zstd_threads = kiln_zstd_thread_count(p),
-	                                  .zstd_pool = s->zstd};
+	                                  .zstd_pool = s->zstd,
+	                                  .filter_stored = s->setup->manifest ? filter_ahead : NULL,
+	                                  .filter_ctx = s};
 	int rc;
 
 	writers_free(s);
@@ -98,7 +109,8 @@ int kiln_sink_open(kiln_sink *out, kiln_run_setup *setup, const kiln_sink_option
 	                                 .dedup_field_count = setup->dedup ? p->dedup_key_count : 0,
 	                                 .dedup_key = setup->dedup_key,
 	                                 .consume = o->consume ? o->consume : deliver,
-	                                 .ctx = o->consume ? o->ctx : out};
+	                                 .ctx = o->consume ? o->ctx : out,
+	                                 .deliver_on_workers = o->deliver_on_workers};
 	return kiln_curate_pool_new(&out->pool, &popt);
 }
 

@@ -32,6 +32,7 @@ typedef struct kiln_sink_options {
 	kiln_stats *delta;          /* counts added by kiln_sink_deliver and kiln_sink_shards */
 	kiln_batch_consume consume; /* the pool's callback; NULL: kiln_sink_deliver */
 	void *ctx;                  /* its ctx (NULL consume: unused) */
+	bool deliver_on_workers;    /* the pool's workers call it (curate_pool.h) */
 	bool raw_zone;              /* batches with raw records are written to setup's store */
 } kiln_sink_options;
 

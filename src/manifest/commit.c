@@ -511,10 +511,20 @@ static int check_snapshot(const kiln_snapshot *snap)
 	return 0;
 }
 
+/* A blob already in the objects (a filter the shard writer's thread wrote
+ * ahead, kiln_manifest_blob_ahead) is only hashed: libgit2 would compress
+ * it again before finding it there. */
 static int insert_blob(kiln_manifest *m, git_treebuilder *bld, const char *name, const char *data, size_t len)
 {
 	git_oid id;
-	int gerr = git_blob_create_from_buffer(&id, kiln_manifest_repo(m), data, len);
+	git_odb *odb = NULL;
+	int gerr = git_odb_hash(&id, data, len, GIT_OBJECT_BLOB);
+
+	if (gerr == 0 && git_repository_odb(&odb, kiln_manifest_repo(m)) == 0 && git_odb_exists(odb, &id))
+		gerr = 0;
+	else if (gerr == 0)
+		gerr = git_blob_create_from_buffer(&id, kiln_manifest_repo(m), data, len);
+	git_odb_free(odb);
 
 	if (gerr == 0)
 		gerr = git_treebuilder_insert(NULL, bld, name, &id, GIT_FILEMODE_BLOB);

@@ -253,6 +253,19 @@ int kiln_manifest_has_object(kiln_manifest *m, const char *hex)
 	return held ? 1 : 0;
 }
 
+void kiln_manifest_blob_ahead(kiln_manifest *m, const void *data, size_t len)
+{
+	git_odb *odb = NULL;
+	git_oid oid;
+	char dir[4096];
+
+	/* the repository's path is set at open and never changes */
+	snprintf(dir, sizeof(dir), "%sobjects", git_repository_path(m->repo));
+	if (git_odb_open(&odb, dir) == 0)
+		(void)git_odb_write(&oid, odb, data, len, GIT_OBJECT_BLOB);
+	git_odb_free(odb);
+}
+
 void kiln_manifest_close(kiln_manifest *m)
 {
 	if (!m)

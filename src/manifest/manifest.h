@@ -121,6 +121,13 @@ void kiln_manifest_close(kiln_manifest *manifest);
  * 1 yes, 0 no, KILN_EINVALID for a name that is not one, KILN_EIO. */
 int kiln_manifest_has_object(kiln_manifest *manifest, const char *hex);
 
+/* Writes a blob into the repository's objects ahead of the commit that
+ * will list it, from any thread (an object database handle of its own): the
+ * commit then finds it there instead of compressing it on its own thread.
+ * Best effort (the commit writes what is missing); a blob no commit comes
+ * to list stays unreachable, as git leaves one. */
+void kiln_manifest_blob_ahead(kiln_manifest *manifest, const void *data, size_t len);
+
 /* The version of the libgit2 loaded at run time ("1.5.1"), static. */
 const char *kiln_manifest_libgit2_version(void);
 

@@ -256,6 +256,8 @@ static void *worker(void *arg)
 {
 	pusher *p = arg;
 
+	pthread_setname_np(pthread_self(), "push");
+
 	for (;;) {
 		size_t i = atomic_fetch_add(&p->next, 1);
 		const task *t;

@@ -8,6 +8,7 @@
  * releases it after its read-ahead threads stopped. */
 #include <inttypes.h>
 #include <limits.h>
+#include <sched.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,10 @@
 #include "core/json.h"
 #include "reader/internal.h"
 #include "reader/loader.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* Shards loaded ahead of the one being read, each by its own thread: two,
  * so that verifying and decompressing use two cores while the caller reads
@@ -41,14 +46,19 @@ struct kiln_cursor {
 	size_t si;
 	bool loaded;
 	kiln_buf text;
-	size_t lines; /* text's lines (counted by the loader) */
+	kiln_buf ends; /* the offsets of text's newlines (size_t each, found by the loader) */
+	size_t lines;  /* text's lines */
 	size_t pos, line;
 	/* the shuffle buffer */
 	held *buf;
 	size_t nbuf;
 	uint64_t rng;
-	kiln_buf out;   /* the record last yielded from the buffer */
-	kiln_buf batch; /* the records of the last kiln_cursor_next_batch */
+	kiln_buf out;     /* the record last yielded from the buffer */
+	kiln_buf batch;   /* the records of the last kiln_cursor_next_batch */
+	const char *last; /* that batch (last_len bytes), for kiln_cursor_batch_format */
+	size_t last_len;
+	size_t last_line; /* when it is text's lines last_line.., else SIZE_MAX */
+	kiln_buf format;  /* its records' lengths as a struct format */
 	uint64_t yielded;
 	uint64_t total; /* the records of this worker's shards (the manifest's counts) */
 };
@@ -103,6 +113,8 @@ static void rewind_cursor(kiln_cursor *c)
 {
 	free_buffer(c);
 	kiln_buf_reset(&c->text);
+	kiln_buf_reset(&c->ends);
+	c->last_len = 0;
 	c->lines = 0;
 	c->si = 0;
 	c->loaded = false;
@@ -111,9 +123,28 @@ static void rewind_cursor(kiln_cursor *c)
 	c->yielded = 0;
 }
 
+/* Whether the cursor loads each shard in the caller's thread: a process
+ * that may run on one CPU only (taskset, a container's cpuset) reading a
+ * local store (file://) gains nothing from read-ahead threads, which only
+ * take turns with the caller, and the caller that loads a shard itself
+ * reads its text while it is still in the cache. A remote store is read
+ * ahead on one CPU too: its waits overlap with the caller's work.
+ * $KILN_READ_AHEAD=0 or 1 forces one way or the other. */
+static bool load_in_caller(const kiln_store *store)
+{
+	const char *env = getenv("KILN_READ_AHEAD");
+	cpu_set_t set;
+
+	if (env && (env[0] == '0' || env[0] == '1') && env[1] == '\0')
+		return env[0] == '0';
+	return strcmp(store->backend->scheme, "file") == 0 && sched_getaffinity(0, sizeof(set), &set) == 0 &&
+	       CPU_COUNT(&set) == 1;
+}
+
 int kiln_cursor_open(kiln_cursor **out, kiln_reader *r, const kiln_cursor_options *o)
 {
 	kiln_cursor *c;
+	bool sync;
 	size_t n;
 	int rc;
 
@@ -145,8 +176,9 @@ int kiln_cursor_open(kiln_cursor **out, kiln_reader *r, const kiln_cursor_option
 		goto fail;
 	for (size_t i = 0; i < c->nidx; i++)
 		c->total += c->shards[c->idx[i]].records;
+	sync = r->store && load_in_caller(r->store);
 	for (size_t i = 0; r->store && i < READ_AHEAD; i++)
-		if ((rc = kiln_loader_new(&c->loader[i], r->store)) < 0)
+		if ((rc = kiln_loader_new(&c->loader[i], r->store, sync)) < 0)
 			goto fail;
 	if (c->o.shuffle_buffer && !(c->buf = calloc(c->o.shuffle_buffer, sizeof(*c->buf)))) {
 		rc = kiln_error_oom(NULL);
@@ -170,8 +202,10 @@ void kiln_cursor_close(kiln_cursor *c)
 	free(c->buf);
 	free(c->idx);
 	kiln_buf_free(&c->text);
+	kiln_buf_free(&c->ends);
 	kiln_buf_free(&c->out);
 	kiln_buf_free(&c->batch);
+	kiln_buf_free(&c->format);
 	kiln_reader_release(c->r); /* after the read-ahead threads stopped: they use its store */
 	free(c);
 }
@@ -188,7 +222,7 @@ static int check_open(const kiln_cursor *c)
 /* The next line of the shards in order: 1, 0 at the end, < 0 an error. */
 static int next_line(kiln_cursor *c, const char **p, size_t *len)
 {
-	const char *nl;
+	size_t nl;
 	int rc;
 
 	while (!c->loaded || c->pos >= c->text.len) {
@@ -200,6 +234,7 @@ static int next_line(kiln_cursor *c, const char **p, size_t *len)
 		if (c->si >= c->nidx)
 			return 0;
 		kiln_buf_reset(&c->text);
+		kiln_buf_reset(&c->ends);
 		if (!c->loader[0])
 			return kiln_error_set(KILN_EINVALID, "shard %.64s: no store to read it from",
 			                      c->shards[c->idx[c->si]].hash);
@@ -212,7 +247,7 @@ static int next_line(kiln_cursor *c, const char **p, size_t *len)
 		for (size_t k = c->si + 1; k < c->si + READ_AHEAD && k < c->nidx; k++)
 			(void)kiln_loader_start(c->loader[k % READ_AHEAD], &c->shards[c->idx[k]], k);
 		if ((rc = kiln_loader_take(c->loader[c->si % READ_AHEAD], &c->shards[c->idx[c->si]], c->si,
-		                           &c->text, &c->lines)) < 0)
+		                           &c->text, &c->ends, &c->lines)) < 0)
 			return rc; /* none of a bad shard's records */
 		if (c->si + READ_AHEAD < c->nidx)
 			(void)kiln_loader_start(c->loader[(c->si + READ_AHEAD) % READ_AHEAD],
@@ -220,10 +255,16 @@ static int next_line(kiln_cursor *c, const char **p, size_t *len)
 		c->loaded = true;
 		c->pos = c->line = 0;
 	}
-	nl = memchr(c->text.ptr + c->pos, '\n', c->text.len - c->pos);
+	/* line c->line ends at its newline, or with the text (the last line) */
 	*p = c->text.ptr + c->pos;
-	*len = nl ? (size_t)(nl - *p) : c->text.len - c->pos;
-	c->pos += *len + (nl ? 1 : 0);
+	if (c->line < c->ends.len / sizeof(size_t)) {
+		nl = ((const size_t *)(void *)c->ends.ptr)[c->line];
+		*len = nl - c->pos;
+		c->pos = nl + 1;
+	} else {
+		*len = c->text.len - c->pos;
+		c->pos = c->text.len;
+	}
 	c->line++;
 	return 1;
 }
@@ -242,6 +283,8 @@ int kiln_cursor_next(kiln_cursor *c, const char **record, size_t *len)
 	const char *p;
 	size_t n, j;
 	int rc;
+
+	c->last_len = 0; /* kiln_cursor_batch_format describes no batch now */
 
 	if ((rc = check_open(c)) < 0)
 		return rc;
@@ -273,14 +316,15 @@ int kiln_cursor_next(kiln_cursor *c, const char **record, size_t *len)
 	return 1;
 }
 
-int kiln_cursor_next_batch(kiln_cursor *c, size_t max_records, size_t max_bytes, const char **data,
-                           size_t *len, size_t *count)
+static int next_batch(kiln_cursor *c, size_t max_records, size_t max_bytes, const char **data, size_t *len,
+                      size_t *count)
 {
 	const char *rec;
 	size_t n;
 	int rc = 0;
 
 	kiln_buf_reset(&c->batch);
+	c->last_line = SIZE_MAX;
 	*data = "";
 	*len = *count = 0;
 	if ((rc = check_open(c)) < 0)
@@ -291,11 +335,14 @@ int kiln_cursor_next_batch(kiln_cursor *c, size_t max_records, size_t max_bytes,
 		/* the lines of the shard in hand as they are, without a copy */
 		if ((rc = next_line(c, &rec, &n)) <= 0)
 			return rc;
-		if (rec[n] == '\n') { /* else the last line has no newline: copied below */
-			const char *nl;
+		if (c->line - 1 <
+		    c->ends.len / sizeof(size_t)) { /* else the last line has no newline: copied below */
+			const size_t *ends = (const size_t *)(void *)c->ends.ptr;
+			size_t nends = c->ends.len / sizeof(size_t);
 
+			c->last_line = c->line - 1;
 			/* the rest of the shard within both limits, its last line ended:
-			 * handed over as it is, its lines counted by the loader */
+			 * handed over as it is, its lines found by the loader */
 			if (c->text.ptr[c->text.len - 1] == '\n' && c->lines - c->line < max_records &&
 			    (size_t)(c->text.ptr + c->text.len - rec) <= max_bytes) {
 				*count = 1 + (c->lines - c->line);
@@ -306,13 +353,10 @@ int kiln_cursor_next_batch(kiln_cursor *c, size_t max_records, size_t max_bytes,
 				*len = (size_t)(c->text.ptr + c->text.len - rec);
 				return 1;
 			}
-			for (*count = 1; *count < max_records && c->pos < c->text.len &&
-			                 (size_t)(c->text.ptr + c->pos - rec) < max_bytes &&
-			                 (nl = memchr(c->text.ptr + c->pos, '\n', c->text.len - c->pos));
-			     (*count)++) {
-				c->pos = (size_t)(nl + 1 - c->text.ptr);
-				c->line++;
-			}
+			for (*count = 1; *count < max_records && c->line < nends &&
+			                 (size_t)(c->text.ptr + c->pos - rec) < max_bytes;
+			     (*count)++)
+				c->pos = ends[c->line++] + 1;
 			c->yielded += *count;
 			*data = rec;
 			*len = (size_t)(c->text.ptr + c->pos - rec);
@@ -337,6 +381,86 @@ int kiln_cursor_next_batch(kiln_cursor *c, size_t max_records, size_t max_bytes,
 	*data = c->batch.ptr;
 	*len = c->batch.len;
 	return 1;
+}
+
+int kiln_cursor_next_batch(kiln_cursor *c, size_t max_records, size_t max_bytes, const char **data,
+                           size_t *len, size_t *count)
+{
+	int rc = next_batch(c, max_records, max_bytes, data, len, count);
+
+	c->last = *data;
+	c->last_len = *len;
+	return rc;
+}
+
+/* Appends "<n>sx" (n in decimal) to f, whose room the caller reserved. */
+static void put_field(kiln_buf *f, size_t n)
+{
+	char digits[24];
+	size_t k = sizeof(digits);
+
+	do
+		digits[--k] = (char)('0' + n % 10);
+	while ((n /= 10) != 0);
+	memcpy(f->ptr + f->len, digits + k, sizeof(digits) - k);
+	f->len += sizeof(digits) - k;
+	f->ptr[f->len++] = 's';
+	f->ptr[f->len++] = 'x';
+}
+
+/* Room for one field: a length of up to 20 digits, 's' and 'x'. */
+#define FIELD_ROOM 22
+
+int kiln_cursor_batch_format(kiln_cursor *c, const char **format, size_t *len)
+{
+	const unsigned char *p = (const unsigned char *)c->last, *end = p + c->last_len, *start = p;
+	kiln_buf *f = &c->format;
+	int rc;
+
+	*format = "";
+	*len = 0;
+	kiln_buf_reset(f);
+	if (!c->last_len)
+		return 0;
+	if (c->last_line != SIZE_MAX) { /* lines of the text: their ends are known */
+		const size_t *ends = (const size_t *)(void *)c->ends.ptr;
+		size_t from = (size_t)(c->last - c->text.ptr);
+
+		if ((rc = kiln_buf_reserve(f, (c->line - c->last_line) * FIELD_ROOM)) < 0)
+			return rc;
+		for (size_t i = c->last_line; i < c->line; i++) {
+			put_field(f, ends[i] - from);
+			from = ends[i] + 1;
+		}
+		*format = f->ptr;
+		*len = f->len;
+		return 0;
+	}
+#ifdef __SSE2__
+	/* the newlines of 16 bytes at a time as a bit mask, one field per set bit */
+	for (const __m128i nl = _mm_set1_epi8('\n'); end - p >= 16; p += 16) {
+		unsigned mask = (unsigned)_mm_movemask_epi8(
+		    _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)p), nl));
+
+		for (; mask; mask &= mask - 1) {
+			const unsigned char *at = p + __builtin_ctz(mask);
+
+			if (f->cap - f->len < FIELD_ROOM && (rc = kiln_buf_reserve(f, FIELD_ROOM * 64)) < 0)
+				return rc;
+			put_field(f, (size_t)(at - start));
+			start = at + 1;
+		}
+	}
+#endif
+	for (const unsigned char *at; p < end && (at = memchr(p, '\n', (size_t)(end - p))); p = start) {
+		if (f->cap - f->len < FIELD_ROOM && (rc = kiln_buf_reserve(f, FIELD_ROOM * 64)) < 0)
+			return rc;
+		put_field(f, (size_t)(at - start));
+		start = at + 1;
+	}
+	*format = f->ptr;
+	*len = f->len;
+	return 0;
 }
 
 /* Where the epoch's reading stands after `yielded` records: lines read from

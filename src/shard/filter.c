@@ -58,6 +58,75 @@ static int pair_cmp(const void *a, const void *b)
 	return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
+static inline bool pair_less(const uint64_t *x, const uint64_t *y)
+{
+	return x[0] < y[0] || (x[0] == y[0] && x[1] < y[1]);
+}
+
+static inline void pair_swap(uint64_t *x, uint64_t *y)
+{
+	uint64_t a = x[0], b = x[1];
+
+	x[0] = y[0];
+	x[1] = y[1];
+	y[0] = a;
+	y[1] = b;
+}
+
+/* Sorts v[0..n) in pair_cmp's order, as qsort would (repeats are equal in
+ * both halves, so any correct sort gives the same bytes), without a call per
+ * comparison: quicksort with a median-of-three pivot and Hoare's partition
+ * (runs of one repeated token split evenly), the smaller side first so the
+ * stack stays O(log n), insertion sort below 16. */
+static void pair_sort(uint64_t (*v)[2], size_t n)
+{
+	while (n > 16) {
+		size_t mid = (n - 1) / 2, i = 0, j = n - 1;
+		uint64_t pivot[2];
+
+		if (pair_less(v[mid], v[0]))
+			pair_swap(v[mid], v[0]);
+		if (pair_less(v[n - 1], v[mid])) {
+			pair_swap(v[n - 1], v[mid]);
+			if (pair_less(v[mid], v[0]))
+				pair_swap(v[mid], v[0]);
+		}
+		pivot[0] = v[mid][0];
+		pivot[1] = v[mid][1];
+		for (;;) {
+			while (pair_less(v[i], pivot))
+				i++;
+			while (pair_less(pivot, v[j]))
+				j--;
+			if (i >= j)
+				break;
+			pair_swap(v[i], v[j]);
+			i++;
+			j--;
+		}
+		/* v[0..j] <= pivot <= v[j+1..n) */
+		if (j + 1 < n - j - 1) {
+			pair_sort(v, j + 1);
+			v += j + 1;
+			n -= j + 1;
+		} else {
+			pair_sort(v + j + 1, n - j - 1);
+			n = j + 1;
+		}
+	}
+	for (size_t i = 1; i < n; i++) {
+		uint64_t x[2] = {v[i][0], v[i][1]};
+		size_t k = i;
+
+		for (; k > 0 && pair_less(x, v[k - 1]); k--) {
+			v[k][0] = v[k - 1][0];
+			v[k][1] = v[k - 1][1];
+		}
+		v[k][0] = x[0];
+		v[k][1] = x[1];
+	}
+}
+
 /* Sorts and drops repeats. */
 static void compact(kiln_filter_set *set)
 {
@@ -65,7 +134,7 @@ static void compact(kiln_filter_set *set)
 
 	if (set->sorted == set->count)
 		return;
-	qsort(set->v, set->count, sizeof(*set->v), pair_cmp);
+	pair_sort(set->v, set->count);
 	for (size_t i = 0; i < set->count; i++)
 		if (n == 0 || pair_cmp(set->v[n - 1], set->v[i]) != 0) {
 			set->v[n][0] = set->v[i][0];
@@ -75,21 +144,47 @@ static void compact(kiln_filter_set *set)
 	set->count = set->sorted = n;
 }
 
+/* Room for one more digest: a full set is compacted first (when `compact`)
+ * and grows unless that freed half of it. */
+static int room(kiln_filter_set *set, bool compact_full)
+{
+	if (set->count < set->cap)
+		return 0;
+	if (compact_full)
+		compact(set);
+	if (!compact_full || set->count >= set->cap / 2) {
+		size_t cap = set->cap ? set->cap * 2 : 256;
+		uint64_t(*v)[2] = realloc(set->v, cap * sizeof(*v));
+
+		if (!v)
+			return kiln_error_oom("filter");
+		set->v = v;
+		set->cap = cap;
+	}
+	return 0;
+}
+
 int kiln_filter_add(kiln_filter_set *set, const char *token, size_t len)
 {
-	if (set->count == set->cap) {
-		compact(set);
-		if (set->count >= set->cap / 2) {
-			size_t cap = set->cap ? set->cap * 2 : 256;
-			uint64_t(*v)[2] = realloc(set->v, cap * sizeof(*v));
+	int rc;
 
-			if (!v)
-				return kiln_error_oom("filter");
-			set->v = v;
-			set->cap = cap;
-		}
-	}
+	if ((rc = room(set, true)) < 0)
+		return rc;
 	digest(set->v[set->count++], token, len);
+	return 0;
+}
+
+int kiln_filter_add_digests(kiln_filter_set *set, const kiln_filter_set *list, size_t first, size_t n)
+{
+	int rc;
+
+	for (size_t i = first; i < first + n; i++) {
+		if ((rc = room(set, true)) < 0)
+			return rc;
+		set->v[set->count][0] = list->v[i][0];
+		set->v[set->count][1] = list->v[i][1];
+		set->count++;
+	}
 	return 0;
 }
 
@@ -115,7 +210,9 @@ static size_t token_start(const char *t, size_t len, size_t u)
 	return d - 1;
 }
 
-int kiln_filter_scan(kiln_filter_set *set, const char *text, size_t len)
+/* Every token of text: added to the set, or (list) appended in order,
+ * repeats kept. */
+static int scan(kiln_filter_set *set, const char *text, size_t len, bool list)
 {
 	const char *p = text, *end = text + len;
 	int rc;
@@ -123,11 +220,24 @@ int kiln_filter_scan(kiln_filter_set *set, const char *text, size_t len)
 	while (p < end && (p = memchr(p, '_', (size_t)(end - p)))) {
 		size_t u = (size_t)(p - text), s = token_start(text, len, u);
 
-		if (s != SIZE_MAX && (rc = kiln_filter_add(set, text + s, u + 27 - s)) < 0)
-			return rc;
+		if (s != SIZE_MAX) {
+			if ((rc = room(set, !list)) < 0)
+				return rc;
+			digest(set->v[set->count++], text + s, u + 27 - s);
+		}
 		p++;
 	}
 	return 0;
+}
+
+int kiln_filter_scan(kiln_filter_set *set, const char *text, size_t len)
+{
+	return scan(set, text, len, false);
+}
+
+int kiln_filter_collect(kiln_filter_set *list, const char *text, size_t len)
+{
+	return scan(list, text, len, true);
 }
 
 size_t kiln_filter_token_part(const char *text, size_t len)

@@ -47,6 +47,15 @@ int kiln_filter_add(kiln_filter_set *set, const char *token, size_t len);
  * superset of what kiln erase matches, so a filter never misses. */
 int kiln_filter_scan(kiln_filter_set *set, const char *text, size_t len);
 
+/* kiln_filter_scan's finding and hashing ahead of time, for a line that
+ * will be added later (e.g. on another thread): the digests of text's
+ * tokens appended to `list` in order, repeats kept, never compacted, so
+ * list->count after each line marks where that line's digests end. */
+int kiln_filter_collect(kiln_filter_set *list, const char *text, size_t len);
+/* Adds list->v[first .. first + n) (from kiln_filter_collect) to the set:
+ * the set kiln_filter_scan of those lines would give. */
+int kiln_filter_add_digests(kiln_filter_set *set, const kiln_filter_set *list, size_t first, size_t n);
+
 /* The token part of a needle ("p<N>_<26>", optionally followed by "@..."):
  * its length, or 0 when the text does not start with a token. */
 size_t kiln_filter_token_part(const char *text, size_t len);

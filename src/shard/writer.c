@@ -100,6 +100,8 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 	}
 	e.filter = (const unsigned char *)filter.ptr; /* now owned by the entry */
 	e.filter_len = filter.len;
+	if (w->opt.filter_stored)
+		w->opt.filter_stored(w->opt.filter_ctx, e.filter, e.filter_len);
 	for (size_t i = 0; i < j->range_count; i++) {
 		sources[i] = (kiln_source_range){.topic = j->ranges[i].topic,
 		                                 .partition = j->ranges[i].partition,
@@ -128,6 +130,8 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 static void *writer_thread(void *arg)
 {
 	kiln_shard_writer *w = arg;
+
+	pthread_setname_np(pthread_self(), "shard-w");
 
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
@@ -281,8 +285,10 @@ uint64_t kiln_shard_writer_room(const kiln_shard_writer *w)
 	return w->opt.target_bytes - w->open.spool.size;
 }
 
-int kiln_shard_writer_append_run(kiln_shard_writer *w, const char *lines, size_t len, size_t count,
-                                 const char *topic, int32_t partition, int64_t first, int64_t last)
+/* A run, its tokens scanned here (list NULL) or found ahead in list. */
+static int append_run(kiln_shard_writer *w, const char *lines, size_t len, size_t count, const char *topic,
+                      int32_t partition, int64_t first, int64_t last, const kiln_filter_set *list,
+                      size_t list_first, size_t list_n)
 {
 	struct job *j = &w->open;
 	int rc;
@@ -291,13 +297,27 @@ int kiln_shard_writer_append_run(kiln_shard_writer *w, const char *lines, size_t
 		return 0;
 	if ((rc = note_source(j, topic, partition, first)) < 0 ||
 	    (rc = note_source(j, topic, partition, last)) < 0 ||
-	    (rc = kiln_filter_scan(&j->tokens, lines, len)) < 0 ||
+	    (rc = list ? kiln_filter_add_digests(&j->tokens, list, list_first, list_n)
+	               : kiln_filter_scan(&j->tokens, lines, len)) < 0 ||
 	    (rc = kiln_spool_write(&j->spool, lines, len)) < 0)
 		return rc;
 	j->records += count;
 	if (j->spool.size >= w->opt.target_bytes)
 		return kiln_shard_writer_flush(w);
 	return 0;
+}
+
+int kiln_shard_writer_append_run(kiln_shard_writer *w, const char *lines, size_t len, size_t count,
+                                 const char *topic, int32_t partition, int64_t first, int64_t last)
+{
+	return append_run(w, lines, len, count, topic, partition, first, last, NULL, 0, 0);
+}
+
+int kiln_shard_writer_append_run_tokens(kiln_shard_writer *w, const char *lines, size_t len, size_t count,
+                                        const char *topic, int32_t partition, int64_t first, int64_t last,
+                                        const kiln_filter_set *list, size_t list_first, size_t list_n)
+{
+	return append_run(w, lines, len, count, topic, partition, first, last, list, list_first, list_n);
 }
 
 int kiln_shard_writer_flush(kiln_shard_writer *w)

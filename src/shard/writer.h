@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <zstd.h>
 
+#include "shard/filter.h"
 #include "shard/object.h"
 #include "store/store.h"
 
@@ -38,6 +39,11 @@ typedef struct kiln_shard_writer_options {
 	 * single-threaded framing */
 	unsigned zstd_threads;
 	struct kiln_zstd_pool *zstd_pool; /* the threads to use (shared), or NULL */
+	/* called with each stored shard's filter (shard/filter.h), on the
+	 * thread that stored it (the writer's own in the background mode),
+	 * e.g. to write it where the commit will want it; NULL: none */
+	void (*filter_stored)(void *ctx, const unsigned char *filter, size_t len);
+	void *filter_ctx;
 } kiln_shard_writer_options;
 
 typedef struct kiln_shard_writer kiln_shard_writer;
@@ -60,6 +66,14 @@ uint64_t kiln_shard_writer_room(const kiln_shard_writer *writer);
  * filling kiln_shard_writer_room() gives the shards single appends would. */
 int kiln_shard_writer_append_run(kiln_shard_writer *writer, const char *lines, size_t len, size_t count,
                                  const char *topic, int32_t partition, int64_t first, int64_t last);
+/* The same, the run's token digests found ahead of time (kiln_filter_collect
+ * of each of its lines, in order): list->v[list_first .. + list_n). The
+ * shard and its filter are those of kiln_shard_writer_append_run; only the
+ * scan and the hashing are not done here (a curate worker did them). */
+int kiln_shard_writer_append_run_tokens(kiln_shard_writer *writer, const char *lines, size_t len,
+                                        size_t count, const char *topic, int32_t partition, int64_t first,
+                                        int64_t last, const kiln_filter_set *list, size_t list_first,
+                                        size_t list_n);
 
 /* Closes the open shard if it holds a record. In the background mode the
  * shard is handed to the writer's thread (waiting while it still works on

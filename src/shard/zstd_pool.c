@@ -4,6 +4,7 @@
 #define ZSTD_STATIC_LINKING_ONLY
 #include "shard/zstd_pool.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -15,11 +16,18 @@ struct kiln_zstd_pool {
 int kiln_zstd_pool_new(kiln_zstd_pool **out, unsigned threads)
 {
 	kiln_zstd_pool *p = calloc(1, sizeof(*p));
+	char name[16] = "";
 
 	*out = NULL;
 	if (!p)
 		return kiln_error_oom(NULL);
-	if (!(p->threads = ZSTD_createThreadPool(threads ? threads : 1))) {
+	/* libzstd starts the pool's threads here, and a thread starts with its
+	 * creator's name: they are "zstd" (ps, /proc/PID/task/N/comm) */
+	pthread_getname_np(pthread_self(), name, sizeof(name));
+	pthread_setname_np(pthread_self(), "zstd");
+	p->threads = ZSTD_createThreadPool(threads ? threads : 1);
+	pthread_setname_np(pthread_self(), name);
+	if (!p->threads) {
 		free(p);
 		return kiln_error_set(KILN_ENOMEM, "zstd: cannot start %u compression threads", threads);
 	}

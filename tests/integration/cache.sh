@@ -16,7 +16,9 @@
 #    with the right one;
 #  - `kiln cat --store http://...` (the http store) prints the records the
 #    origin's bytes give, also through T with KILN_CACHE_TOKEN;
-#  - `kiln cache status` summarises.
+#  - `kiln cache status` summarises;
+#  - node R fills v1 from an origin on Ceph RGW (a throwaway cluster; one
+#    SKIP line where Ceph is not installed, a FAIL where it cannot start).
 # Skips (exit 77) without git, curl, zstd or python3-boto3. KEEP_TMP=1 keeps the scratch directory.
 set -uo pipefail
 
@@ -49,6 +51,7 @@ unset KILN_BRANCH KILN_SPLIT_SALT KILN_STORE KILN_CACHE_TOKEN
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
+	rgw_stop # first: its watchdog is a child the wait below would wait for
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	[ -n "${KEEP_TMP:-}" ] && { echo "kept $tmp"; return; }
@@ -430,9 +433,56 @@ cp "$tmp/out" "$tmp/status.out"
 echo "kiln cache status:"
 sed 's/^/  | /' "$tmp/status.out" | head -20
 
+# ---- node R: the origin on Ceph RGW (a throwaway cluster, lib.sh's rgw_start)
+# boto3 copies the origin's shards into an RGW bucket (same keys); node R,
+# whose store is that bucket, fills v1 from RGW: views hard-linked, every
+# shard verifying, and `kiln cat` through R gives the origin's records.
+# One SKIP line where Ceph is not installed; a FAIL where it cannot start.
+if rgw_available && rgw_start "$tmp/ceph" "$bucket"; then
+	copied() {
+		"$py" - "$s3port" "$ak" "$sk" "$rgw_endpoint" "$rgw_ak" "$rgw_sk" "$bucket" <<'EOF'
+import sys
+import boto3
+from botocore.config import Config
+port, ak, sk, rgw, rak, rsk, bucket = sys.argv[1:]
+cfg = Config(signature_version='s3v4', s3={'addressing_style': 'path'})
+src = boto3.client('s3', endpoint_url='http://127.0.0.1:%s' % port, region_name='us-east-1',
+                   aws_access_key_id=ak, aws_secret_access_key=sk, config=cfg)
+dst = boto3.client('s3', endpoint_url='http://' + rgw, region_name='us-east-1',
+                   aws_access_key_id=rak, aws_secret_access_key=rsk, config=cfg)
+n = 0
+for page in src.get_paginator('list_objects_v2').paginate(Bucket=bucket, Prefix='kiln/shards/'):
+    for o in page.get('Contents', []):
+        dst.put_object(Bucket=bucket, Key=o['Key'], Body=src.get_object(Bucket=bucket, Key=o['Key'])['Body'].read())
+        n += 1
+assert n > 0
+EOF
+	}
+	check "R: boto3 copies the origin's shards into RGW" copied
+	(umask 077 && printf 'access_key_id=%s\nsecret_access_key=%s\n' "$rgw_ak" "$rgw_sk" >"$tmp/rgw.credentials")
+	R=$tmp/cacheR
+	config R "$R" "$ds@v1" 100M
+	sed -i "s|^store: .*|store: {url: s3://$bucket/kiln, endpoint: $rgw_endpoint, http: true, style: path, region: $rgw_region, credentials_file: $tmp/rgw.credentials}|" "$tmp/R.yaml"
+	check "R: kiln cache sync --once from RGW exits 0" status_is 0 env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY \
+		"$kiln" cache sync "$tmp/R.yaml" --once
+	check "R: ... all of v1" grep -qF "synced 1/1 pins: $(wc -l <"$tmp/v1.shards") shards" "$tmp/out"
+	check "R: views/$ds/v1 are v1's shards, hard links into shards/" view_ok "$R" v1 "$tmp/v1.shards"
+	check "R: every shard of v1 is cached and verifies" all_cached "$R" "$tmp/v1.shards"
+	if serve R; then
+		pr=$port
+		check "R: kiln cat --store http://R gives the origin's records" bash -c \
+			"'$kiln' cat --manifest '$tmp/m.git' --store 'http://127.0.0.1:$pr' --split train '$ds@v1' | cmp -s - '$tmp/origin.train'"
+		stop R
+	else
+		failed=$((failed + 1))
+		echo "FAIL: node R did not start"
+	fi
+fi
+rgw_stop
+
 stop A
 if [ "$failed" -gt 0 ]; then
-	for n in A B C T; do
+	for n in A B C T R; do
 		[ -s "$tmp/$n.log" ] && { echo "node $n log (last 5 lines):"; tail -5 "$tmp/$n.log" | sed 's/^/  | /'; }
 	done
 fi

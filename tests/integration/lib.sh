@@ -86,3 +86,91 @@ pii_scan_logs() {
 	sed 's/^/  | /' "$tmp/pii-scan.txt" | tail -20
 	return 1
 }
+
+# ---- Ceph RGW: a throwaway single-node cluster (scripts/ceph-rgw) per test.
+# The rule (issue 30): where Ceph is installed (scripts/bootstrap
+# --test-servers) the RGW checks run, and a cluster that cannot start is a
+# FAIL; where it is not, the test prints one SKIP line for its RGW part and
+# runs the rest.
+#   rgw_available          0 when Ceph's binaries are installed, else prints
+#                          "SKIP: ..." (the caller's RGW part) and returns 1
+#   rgw_start DIR BUCKET...  starts a cluster in DIR (new or empty) and makes
+#                          the buckets; sets rgw_dir, rgw_port, rgw_endpoint
+#                          (127.0.0.1:PORT), rgw_ak, rgw_sk, rgw_region; on
+#                          failure prints FAIL with the end of the log,
+#                          counts a failure and returns 1
+#   rgw_stop               stops the cluster and removes DIR (its objects
+#                          were in memory; its logs would only slow the
+#                          personal-data scan); call it in the cleanup trap
+#                          before rm -rf of the test's folder; does nothing
+#                          when none runs
+# A watchdog stops the cluster when the test's shell is gone however it
+# ended (kill -9 included), so the daemons never outlive the test.
+rgw_dir='' rgw_port='' rgw_endpoint='' rgw_ak='' rgw_sk='' rgw_region='' rgw_watchdog=''
+rgw_available() {
+	local b missing=()
+	for b in ceph-mon ceph-osd radosgw radosgw-admin ceph monmaptool; do
+		command -v "$b" >/dev/null || missing+=("$b")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	echo "SKIP: the Ceph RGW checks: not installed: ${missing[*]} (scripts/bootstrap --test-servers installs Ceph)"
+	return 1
+}
+
+rgw_start() {
+	local dir=$1 k v shell_pid rc=0
+	shift
+	"$src/scripts/ceph-rgw" start "$dir" >"$dir.start.log" 2>&1 || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		failed=$((failed + 1))
+		echo "FAIL: the Ceph cluster did not start (scripts/ceph-rgw start: exit $rc; Ceph is installed, so this is a failure):"
+		sed 's/^/  | /' "$dir.start.log" | tail -20
+		rm -f "$dir.start.log"
+		"$src/scripts/ceph-rgw" stop "$dir" >/dev/null 2>&1
+		return 1
+	fi
+	rm -f "$dir.start.log"
+	rgw_dir=$(cd "$dir" && pwd)
+	shell_pid=$BASHPID
+	(
+		trap '' INT TERM HUP # rgw_stop ends it with SIGKILL
+		while kill -0 "$shell_pid" 2>/dev/null && [ -d "$rgw_dir/run" ]; do sleep 1; done
+		[ -d "$rgw_dir/run" ] && "$src/scripts/ceph-rgw" stop "$rgw_dir"
+	) </dev/null >/dev/null 2>&1 &
+	rgw_watchdog=$!
+	while IFS='=' read -r k v; do
+		case $k in
+		AWS_ACCESS_KEY_ID) rgw_ak=$v ;;
+		AWS_SECRET_ACCESS_KEY) rgw_sk=$v ;;
+		AWS_REGION) rgw_region=$v ;;
+		CEPH_RGW_PORT) rgw_port=$v ;;
+		esac
+	done <"$rgw_dir/env"
+	rgw_endpoint=127.0.0.1:$rgw_port
+	[ $# -eq 0 ] && return 0
+	/usr/bin/python3 - "$rgw_endpoint" "$rgw_ak" "$rgw_sk" "$rgw_region" "$@" >"$rgw_dir/buckets.log" 2>&1 <<'PY' && return 0
+import sys, boto3
+from botocore.config import Config
+endpoint, ak, sk, region, buckets = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+s3 = boto3.client('s3', endpoint_url='http://' + endpoint, region_name=region,
+                  aws_access_key_id=ak, aws_secret_access_key=sk,
+                  config=Config(signature_version='s3v4', s3={'addressing_style': 'path'}))
+for b in buckets:
+    s3.create_bucket(Bucket=b)
+PY
+	failed=$((failed + 1))
+	echo "FAIL: boto3 could not make the buckets $* on RGW at $rgw_endpoint:"
+	sed 's/^/  | /' "$rgw_dir/buckets.log" | tail -5
+	return 1
+}
+
+rgw_stop() {
+	[ -n "$rgw_dir" ] || return 0
+	"$src/scripts/ceph-rgw" stop "$rgw_dir" >/dev/null 2>&1
+	if [ -n "$rgw_watchdog" ]; then
+		kill -KILL "$rgw_watchdog" 2>/dev/null
+		wait "$rgw_watchdog" 2>/dev/null
+	fi
+	rm -rf "$rgw_dir"
+	rgw_dir='' rgw_watchdog=''
+}

@@ -112,6 +112,14 @@ check "libkiln 9.9.9: ImportError" import_fails "$tmp/libfake.so" "$tmp/fake.out
 check "... naming both releases" grep -q "is libkiln 9.9.9, this binding needs libkiln $want.x" "$tmp/fake.out"
 check "a library without the version query: ImportError" import_fails libc.so.6 "$tmp/old.out"
 check "... saying so" grep -q "has no kiln_library_version_number" "$tmp/old.out"
+# this release's version, but not every function the binding declares (an
+# older build of the release): an ImportError naming the first it lacks
+major=${want%%.*} minor=${want#*.}
+printf 'const char *kiln_library_version(void) { return "%s.0"; }\nunsigned kiln_library_version_number(void) { return %d; }\n' \
+	"$want" $((major * 10000 + minor * 100)) >"$tmp/partial.c"
+${CC:-cc} -shared -fPIC -o "$tmp/libpartial.so" "$tmp/partial.c"
+check "a libkiln $want.0 without the reader's functions: ImportError" import_fails "$tmp/libpartial.so" "$tmp/partial.out"
+check "... naming the function" grep -q "has no kiln_error_last" "$tmp/partial.out"
 check "this build's libkiln imports" env LD_PRELOAD="$preload" $py -c "import kiln"
 for part in reader torch edges; do
 	out=$(timeout -k 10 1200 env LD_PRELOAD="$preload" $py "$src/tests/python/reader_test.py" "$kiln" "$tmp" "$part" 2>"$tmp/$part.err")

@@ -8,7 +8,10 @@
 # downloaded and tests/integration/curate_check.py checks it as a file store.
 # Also: a wrong secret, a credentials file (0644 refused, 0600 used) and an
 # unreachable endpoint, each on a branch of its own: exit 2, one line on
-# stderr, no secret in it, nothing committed.
+# stderr, no secret in it, nothing committed. Then the same run (a function
+# called once per server) on Ceph RGW, a throwaway single-node cluster
+# (lib.sh's rgw_start): one SKIP line where Ceph is not installed, a FAIL
+# where it is and the cluster cannot start.
 # Skips (exit 77) without git or python3-boto3/python3-zstandard.
 set -uo pipefail
 
@@ -44,6 +47,7 @@ cleanup() {
 		kill "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
 	fi
+	rgw_stop
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -202,36 +206,50 @@ check "key is 64 hex characters, mode 0600" \
 "$py" "$gen" --records 1500 --invalid-rate 0.05 --seed 11 -o "$tmp/in.jsonl" --expect "$tmp/in.expect"
 check "generator wrote 1500 records" test "$(wc -l <"$tmp/in.jsonl")" -eq 1500
 
-# ---- the run into s3://kiln-run/kiln
-check "run into s3 exits 0" runs s3run 0 "$kiln" run "$pipeline" --set store.url="s3://$bucket/kiln" "${s3opts[@]}"
-check "run into s3 reports +1500 records" contains "$tmp/s3run.out" "+1500 records"
-c1=$(gitm rev-parse -q --verify "$ref" 2>/dev/null)
-check "run into s3 committed to $ref" test -n "$c1"
-check "run into s3: no secret in the output" no_secret s3run "$sk"
-
-shards_ok() { s3py shards "$tmp/m.git" "$ref" kiln/ 2>"$tmp/shards.log" || { cat "$tmp/shards.log"; return 1; }; }
-check "every listed shard is in the bucket, BLAKE2b-256 = its name" shards_ok
-bucket_listed() { s3py ls kiln/ >"$tmp/bucket.ls" 2>"$tmp/bucket.ls.err" && test -s "$tmp/bucket.ls"; }
-check "bucket listing (boto3)" bucket_listed
-check "quarantine object in the bucket" \
-	grep -Eq '^kiln/quarantine/user-events/0/user-events/main/[0-9]+-[0-9]+\.jsonl\.zst [1-9][0-9]* *$' "$tmp/bucket.ls"
-check "nothing outside shards/ and quarantine/" \
-	test -z "$(grep -Ev '^kiln/(shards/[0-9a-f]{2}/[0-9a-f]{64}\.jsonl\.zst|quarantine/user-events/0/user-events/main/[0-9]+-[0-9]+\.jsonl\.zst) ' "$tmp/bucket.ls")"
-downloaded() {
-	mkdir -p "$tmp/dl" && n=$(s3py download kiln/ "$tmp/dl") && [ "$n" -eq "$(wc -l <"$tmp/bucket.ls")" ] && [ "$n" -ge 2 ]
+# ---- the run into s3://kiln-run/kiln, a function called once per server
+# (the verifying one here, Ceph RGW at the end): s3py and s3opts name the
+# server, MANIFEST the manifest it commits to
+shards_ok() { # MANIFEST REF PREFIX
+	s3py shards "$1" "$2" "$3" 2>"$tmp/shards.log" || { cat "$tmp/shards.log"; return 1; }
 }
-check "download kiln/ into a directory" downloaded
-curated_ok() { # NAME STOREDIR BRANCH LOGS...
+curated_ok() { # NAME STOREDIR BRANCH LOGS... (MANIFEST: $manifest, default $tmp/m.git)
 	local name=$1 store=$2 branch=$3
 	shift 3
-	"$py" "$checker" --input "$tmp/in.jsonl" --key "$tmp/hmac.key" --store "$store" --manifest "$tmp/m.git" \
+	"$py" "$checker" --input "$tmp/in.jsonl" --key "$tmp/hmac.key" --store "$store" --manifest "${manifest:-$tmp/m.git}" \
 		--dataset user-events --branch "$branch" --contract "$contract" --expect "$tmp/in.expect" --logs "$@" \
 		>"$tmp/$name.check" 2>&1 && return 0
 	sed 's/^/  | /' "$tmp/$name.check" | tail -40
 	return 1
 }
-check "the downloaded store passes curate_check.py" curated_ok s3run "$tmp/dl" main "$tmp/s3run.out" "$tmp/s3run.err"
-check "git fsck --strict" gitm fsck --strict --no-progress
+listed_into() { # NAME: boto3 lists kiln/ into $tmp/NAME.ls, not empty
+	s3py ls kiln/ >"$tmp/$1.ls" 2>"$tmp/$1.ls.err" && test -s "$tmp/$1.ls"
+}
+downloaded_into() { # NAME: boto3 downloads kiln/ into $tmp/NAME.dl, every listed object
+	local n
+	mkdir -p "$tmp/$1.dl" && n=$(s3py download kiln/ "$tmp/$1.dl") && [ "$n" -eq "$(wc -l <"$tmp/$1.ls")" ] && [ "$n" -ge 2 ]
+}
+run_flow() { # LABEL NAME MANIFEST: the run, read back with boto3 and checked; its files are $tmp/NAME.*
+	local label=$1 name=$2 manifest=$3 c
+	check "${label}run into s3 exits 0" runs "$name" 0 env KILN_MANIFEST="$manifest" \
+		"$kiln" run "$pipeline" --set store.url="s3://$bucket/kiln" "${s3opts[@]}"
+	check "${label}run into s3 reports +1500 records" contains "$tmp/$name.out" "+1500 records"
+	c=$(git --git-dir="$manifest" rev-parse -q --verify "$ref" 2>/dev/null)
+	check "${label}run into s3 committed to $ref" test -n "$c"
+	check "${label}run into s3: no secret in the output" no_secret "$name" "$sk"
+	check "${label}every listed shard is in the bucket, BLAKE2b-256 = its name" shards_ok "$manifest" "$ref" kiln/
+	check "${label}bucket listing (boto3)" listed_into "$name"
+	check "${label}quarantine object in the bucket" \
+		grep -Eq '^kiln/quarantine/user-events/0/user-events/main/[0-9]+-[0-9]+\.jsonl\.zst [1-9][0-9]* *$' "$tmp/$name.ls"
+	check "${label}nothing outside shards/ and quarantine/" \
+		test -z "$(grep -Ev '^kiln/(shards/[0-9a-f]{2}/[0-9a-f]{64}\.jsonl\.zst|quarantine/user-events/0/user-events/main/[0-9]+-[0-9]+\.jsonl\.zst) ' "$tmp/$name.ls")"
+	check "${label}download kiln/ into a directory" downloaded_into "$name"
+	check "${label}the downloaded store passes curate_check.py" curated_ok "$name" "$tmp/$name.dl" main \
+		"$tmp/$name.out" "$tmp/$name.err"
+	check "${label}git fsck --strict" git --git-dir="$manifest" fsck --strict --no-progress
+}
+run_flow "" s3run "$tmp/m.git"
+c1=$(gitm rev-parse -q --verify "$ref" 2>/dev/null)
+cp "$tmp/s3run.ls" "$tmp/bucket.ls"
 
 # ---- a wrong secret: exit 2, one line naming the signature and the endpoint, nothing written
 refs >"$tmp/refs.before"
@@ -272,8 +290,7 @@ check "credentials file 0600: committed to user-events/creds-file" \
 	test -n "$(gitm rev-parse -q --verify refs/heads/user-events/creds-file 2>/dev/null)"
 check "credentials file 0600: main untouched" test "$(gitm rev-parse -q --verify "$ref" 2>/dev/null)" = "$c1"
 check "credentials file 0600: no secret in the output" no_secret creds600 "$sk"
-cf_shards_ok() { s3py shards "$tmp/m.git" refs/heads/user-events/creds-file kiln-creds/ 2>"$tmp/shards.log" || { cat "$tmp/shards.log"; return 1; }; }
-check "credentials file 0600: every listed shard is in the bucket" cf_shards_ok
+check "credentials file 0600: every listed shard is in the bucket" shards_ok "$tmp/m.git" refs/heads/user-events/creds-file kiln-creds/
 cf_downloaded() { mkdir -p "$tmp/dl-creds" && n=$(s3py download kiln-creds/ "$tmp/dl-creds") && [ "$n" -ge 2 ]; }
 check "credentials file 0600: download kiln-creds/" cf_downloaded
 check "credentials file 0600: passes curate_check.py" curated_ok creds600 "$tmp/dl-creds" creds-file \
@@ -293,6 +310,19 @@ echo "unreachable endpoint: failed after $(cat "$tmp/unreachable.time") s"
 
 check "git fsck --strict after all runs" gitm fsck --strict --no-progress
 check "no S3 key in the manifest" bash -c "! git --git-dir='$tmp/m.git' cat-file --batch-all-objects --batch | grep -qa $sk"
+
+# ---- the same run on Ceph RGW (a throwaway cluster, lib.sh's rgw_start; one
+# SKIP line where Ceph is not installed, a FAIL where it cannot start)
+server_port=$port
+if rgw_available && rgw_start "$tmp/ceph" "$bucket"; then
+	port=$rgw_port ak=$rgw_ak sk=$rgw_sk
+	s3opts=(--set store.endpoint="$rgw_endpoint" --set store.http=true --set store.style=path
+		--set store.region="$rgw_region")
+	AWS_ACCESS_KEY_ID=$ak AWS_SECRET_ACCESS_KEY=$sk run_flow "rgw: " rgwrun "$tmp/rgw.git"
+	check "rgw: no S3 key in the manifest" bash -c "! git --git-dir='$tmp/rgw.git' cat-file --batch-all-objects --batch | grep -qa $sk"
+fi
+rgw_stop
+port=$server_port
 
 if [ "$failed" -gt 0 ]; then
 	echo "server log (last 20 lines):"

@@ -262,6 +262,22 @@ def torch_part():
                                                            decode=json.loads, rank=0, world_size=8),
                                 batch_size=4, collate_fn=list) for x in b))
 
+    # kiln.torch.DataLoader makes its batches in the workers' datasets: the
+    # batches of torch's own fetcher (a plain DataLoader over the same
+    # dataset), with drop_last, the default collate and a collate_fn
+    import torch.utils.data as tud
+    for workers, batch, kw in [(0, 16, {}), (2, 7, {"drop_last": True}), (3, 5, {"collate_fn": tuple}),
+                               (2, 9, {"collate_fn": sorted, "drop_last": True})]:
+        def ds():
+            return kiln.torch.IterableDataset(SPEC, manifest=MANIFEST, store=STORE, seed=5, shuffle_buffer=8,
+                                              rank=1, world_size=2)
+        opts = dict(batch_size=batch, num_workers=workers, timeout=300 if workers else 0,
+                    multiprocessing_context=MP_CONTEXT if workers else None, **kw)
+        ours, theirs = list(kiln.torch.DataLoader(ds(), **opts)), list(tud.DataLoader(ds(), **opts))
+        check("torch: %d workers, batch_size %d, %s: the batches of torch's own fetcher"
+              % (workers, batch, sorted(kw)), ours == theirs and len(ours) > 3,
+              "%d and %d batches" % (len(ours), len(theirs)))
+
     # stopped after random batches, resumed from the saved state: the same batches
     full = list(loader(2, 4, 3, 1))
     rng = random.Random(11)

@@ -4,7 +4,13 @@
  * the order of the source's stages, what the loop commits (counts, shards,
  * quarantine, the source's fenced lineage), that a source that ends early
  * writes nothing, and that an error stops the run with nothing committed
- * and the source closed. */
+ * and the source closed. The last test drives the curate pool alone with
+ * deliver_on_workers (what the loop asks for a source without prepare):
+ * batches are consumed in submission order, one at a time, never on the
+ * submitting thread, and a failed consume comes back to it; and the same
+ * with the workers filling the batches too (kiln_curate_pool_pull, what
+ * the file and stdin sources do): fills one at a time on the workers, in
+ * order, a failed fill returned with nothing of it consumed. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -13,6 +19,7 @@
 
 #include <glob.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +30,7 @@
 #include "core/error.h"
 #include "ingest/ingest_loop.h"
 #include "ingest/pipeline.h"
+#include "ingest/run_setup.h"
 
 static char tmpdir[PATH_MAX];
 
@@ -343,10 +351,228 @@ static void test_fenced_lineage(void **state)
 	kiln_pipeline_free(p);
 }
 
+/* What the workers' consume saw. */
+struct consumed {
+	pthread_t owner;
+	pthread_mutex_t lock;
+	int busy;          /* consumes in progress (at most 1) */
+	int64_t next;      /* the first offset of the batch expected next */
+	size_t count;      /* batches consumed */
+	size_t fail_at;    /* consume fails on this batch (0: never) */
+	bool on_owner;     /* a batch was consumed on the submitting thread */
+	bool out_of_order; /* ... or out of submission order */
+	bool overlapped;   /* ... or while another was */
+};
+
+static int consume_on_worker(void *ctx, kiln_batch *b)
+{
+	struct consumed *c = ctx;
+	int rc = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->busy++)
+		c->overlapped = true;
+	pthread_mutex_unlock(&c->lock);
+	usleep(200); /* a slow delivery: the other worker curates meanwhile */
+	if (pthread_equal(pthread_self(), c->owner))
+		c->on_owner = true;
+	if (b->offset[0] != c->next)
+		c->out_of_order = true;
+	c->next = b->offset[b->count - 1] + 1;
+	if (++c->count == c->fail_at)
+		rc = kiln_error_set(KILN_EIO, "consume failed on batch %zu", c->count);
+	pthread_mutex_lock(&c->lock);
+	c->busy--;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* Submits `batches` batches of the three records, offsets going on from
+ * c->next's start; returns the first error. */
+static int submit_batches(kiln_curate_pool *pool, size_t batches, int64_t *offset)
+{
+	for (size_t n = 0; n < batches; n++) {
+		kiln_batch *b = kiln_curate_pool_batch(pool);
+		int rc;
+
+		assert_non_null(b);
+		b->topic = "mem";
+		for (size_t i = 0; i < RECORD_COUNT; i++) {
+			assert_int_equal(kiln_batch_reserve(b), 0);
+			b->rec[i] = records[i];
+			b->len[i] = strlen(records[i]);
+			b->too_long[i] = false;
+			b->offset[i] = (*offset)++;
+			b->count++;
+		}
+		if ((rc = kiln_curate_pool_submit(pool, b)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static void test_deliver_on_workers(void **state)
+{
+	kiln_pipeline *p = pipeline("workers");
+	kiln_run_setup setup = {0};
+	kiln_curate_pool *pool = NULL;
+	struct consumed c = {.owner = pthread_self()};
+	int64_t offset = 0;
+	int rc;
+
+	(void)state;
+	pthread_mutex_init(&c.lock, NULL);
+	if (kiln_run_setup_open(&setup, p) != 0)
+		fail_msg("setup: %s", kiln_error_last());
+	kiln_curate_pool_options o = {.pipeline = p,
+	                              .contract = setup.contract,
+	                              .key = &setup.key,
+	                              .splitter = &setup.splitter,
+	                              .split_field = setup.split_field,
+	                              .workers = 2,
+	                              .consume = consume_on_worker,
+	                              .ctx = &c,
+	                              .deliver_on_workers = true};
+	if (kiln_curate_pool_new(&pool, &o) != 0)
+		fail_msg("pool: %s", kiln_error_last());
+	/* more batches than the ring holds, all consumed in order */
+	assert_int_equal(submit_batches(pool, 40, &offset), 0);
+	assert_int_equal(kiln_curate_pool_drain(pool), 0);
+	assert_int_equal(c.count, 40);
+	assert_int_equal(c.next, offset);
+	assert_false(c.on_owner);
+	assert_false(c.out_of_order);
+	assert_false(c.overlapped);
+
+	/* a failed consume reaches the owner, and nothing after it is consumed */
+	c.fail_at = 45;
+	rc = submit_batches(pool, 40, &offset);
+	if (rc == 0)
+		rc = kiln_curate_pool_drain(pool);
+	assert_int_equal(rc, KILN_EIO);
+	assert_string_equal(kiln_error_last(), "consume failed on batch 45");
+	assert_int_equal(c.count, 45);
+	kiln_curate_pool_abandon(pool);
+
+	/* abandoned, the pool serves again */
+	c.next = offset;
+	assert_int_equal(submit_batches(pool, 10, &offset), 0);
+	assert_int_equal(kiln_curate_pool_drain(pool), 0);
+	assert_int_equal(c.count, 55);
+	assert_false(c.on_owner || c.out_of_order || c.overlapped);
+
+	kiln_curate_pool_free(pool);
+	kiln_run_setup_close(&setup);
+	pthread_mutex_destroy(&c.lock);
+	kiln_pipeline_free(p);
+}
+
+/* A fill: `total` batches of the three records, fail_at fails. */
+struct filler {
+	struct consumed *c;
+	int64_t offset;
+	size_t filled, total, fail_at;
+	int busy;
+	bool on_owner, overlapped;
+};
+
+static int fill_three(void *ctx, kiln_batch *b)
+{
+	struct filler *f = ctx;
+
+	if (f->busy++)
+		f->overlapped = true;
+	if (pthread_equal(pthread_self(), f->c->owner))
+		f->on_owner = true;
+	usleep(100);
+	f->busy--;
+	if (f->filled == f->total)
+		return 0;
+	if (++f->filled == f->fail_at)
+		return kiln_error_set(KILN_EIO, "fill failed on batch %zu", f->filled);
+	b->topic = "mem";
+	for (size_t i = 0; i < RECORD_COUNT; i++) {
+		assert_int_equal(kiln_batch_reserve(b), 0);
+		b->rec[i] = records[i];
+		b->len[i] = strlen(records[i]);
+		b->too_long[i] = false;
+		b->offset[i] = f->offset++;
+		b->count++;
+	}
+	return 1;
+}
+
+static void test_pull(void **state)
+{
+	kiln_pipeline *p = pipeline("pull");
+	kiln_run_setup setup = {0};
+	kiln_curate_pool *pool = NULL;
+	struct consumed c = {.owner = pthread_self()};
+	struct filler f = {.c = &c, .total = 40};
+	char want[64];
+
+	(void)state;
+	pthread_mutex_init(&c.lock, NULL);
+	if (kiln_run_setup_open(&setup, p) != 0)
+		fail_msg("setup: %s", kiln_error_last());
+	kiln_curate_pool_options o = {.pipeline = p,
+	                              .contract = setup.contract,
+	                              .key = &setup.key,
+	                              .splitter = &setup.splitter,
+	                              .split_field = setup.split_field,
+	                              .workers = 3,
+	                              .consume = consume_on_worker,
+	                              .ctx = &c};
+	/* the owner delivers: no pull */
+	if (kiln_curate_pool_new(&pool, &o) != 0)
+		fail_msg("pool: %s", kiln_error_last());
+	assert_int_equal(kiln_curate_pool_pull(pool, fill_three, &f), KILN_EINVALID);
+	kiln_curate_pool_free(pool);
+
+	o.deliver_on_workers = true;
+	if (kiln_curate_pool_new(&pool, &o) != 0)
+		fail_msg("pool: %s", kiln_error_last());
+	assert_int_equal(kiln_curate_pool_pull(pool, fill_three, &f), 0);
+	assert_int_equal(f.filled, 40);
+	assert_int_equal(c.count, 40);
+	assert_int_equal(c.next, f.offset);
+	assert_false(f.on_owner || f.overlapped);
+	assert_false(c.on_owner || c.out_of_order || c.overlapped);
+
+	/* a failed fill: its error, what was filled before it consumed */
+	f = (struct filler){.c = &c, .offset = f.offset, .total = 40, .fail_at = 25};
+	assert_int_equal(kiln_curate_pool_pull(pool, fill_three, &f), KILN_EIO);
+	assert_string_equal(kiln_error_last(), "fill failed on batch 25");
+	assert_int_equal(f.filled, 25);
+	assert_true(c.count <= 40 + 24);
+	assert_int_equal(f.busy, 0);
+	kiln_curate_pool_abandon(pool);
+
+	/* a failed consume stops the pull */
+	c.fail_at = c.count + 5;
+	c.next = f.offset;
+	f = (struct filler){.c = &c, .offset = f.offset, .total = 1000};
+	assert_int_equal(kiln_curate_pool_pull(pool, fill_three, &f), KILN_EIO);
+	snprintf(want, sizeof(want), "consume failed on batch %zu", c.fail_at);
+	assert_string_equal(kiln_error_last(), want);
+	assert_int_equal(c.count, c.fail_at);
+	assert_true(f.filled < 1000);
+	kiln_curate_pool_abandon(pool);
+	assert_false(f.on_owner || f.overlapped);
+	assert_false(c.on_owner || c.out_of_order || c.overlapped);
+
+	kiln_curate_pool_free(pool);
+	kiln_run_setup_close(&setup);
+	pthread_mutex_destroy(&c.lock);
+	kiln_pipeline_free(p);
+}
+
 static int setup(void **state)
 {
 	(void)state;
-	for (const char *const *d = (const char *const[]){"commit", "done", "fail", "fence", NULL}; *d; d++) {
+	for (const char *const *d =
+	         (const char *const[]){"commit", "done", "fail", "fence", "workers", "pull", NULL};
+	     *d; d++) {
 		char path[PATH_MAX + 16];
 		snprintf(path, sizeof(path), "%s/%s", tmpdir, *d);
 		if (mkdir(path, 0700) != 0)
@@ -362,6 +588,8 @@ int main(void)
 	    cmocka_unit_test(test_done_at_open_writes_nothing),
 	    cmocka_unit_test(test_read_error_commits_nothing),
 	    cmocka_unit_test(test_fenced_lineage),
+	    cmocka_unit_test(test_deliver_on_workers),
+	    cmocka_unit_test(test_pull),
 	};
 
 	return kiln_test_main(tests, tmpdir, "ingest-loop", setup, NULL);

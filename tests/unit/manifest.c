@@ -4,7 +4,9 @@
  * into existing and new fan-out blobs, duplicate shards kept once, lineage
  * replaced and added, stats accumulated, the compare-and-swap on the branch
  * (a concurrent commit is injected by interposing git_commit_create), bad
- * names and malformed files, and finally `git fsck --strict` and `git log`. */
+ * names and malformed files, a blob written ahead from another thread
+ * (kiln_manifest_blob_ahead, what a shard writer's thread does with a
+ * filter), and finally `git fsck --strict` and `git log`. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -182,6 +184,53 @@ static void test_open_creates_bare_repository(void **state)
 	assert_non_null(strstr(kiln_error_last(), file));
 	free(path);
 	free(file);
+}
+
+/* ---- a blob written ahead -------------------------------------------------- */
+
+struct ahead {
+	kiln_manifest *m;
+	unsigned char data[70000];
+};
+
+static void *write_ahead(void *arg)
+{
+	struct ahead *a = arg;
+
+	kiln_manifest_blob_ahead(a->m, a->data, sizeof(a->data));
+	return NULL;
+}
+
+static void test_blob_ahead(void **state)
+{
+	char *path = kiln_test_path(tmpdir, "ahead.git");
+	static struct ahead a;
+	git_repository *repo;
+	git_blob *blob;
+	git_oid id;
+	char hex[41];
+	pthread_t t;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(a.data); i++)
+		a.data[i] = (unsigned char)(i * 2654435761u >> 13);
+	assert_int_equal(kiln_manifest_open(&a.m, path), 0);
+	assert_int_equal(git_odb_hash(&id, a.data, sizeof(a.data), GIT_OBJECT_BLOB), 0);
+	git_oid_tostr(hex, sizeof(hex), &id);
+	assert_int_equal(kiln_manifest_has_object(a.m, hex), 0);
+	assert_int_equal(pthread_create(&t, NULL, write_ahead, &a), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(kiln_manifest_has_object(a.m, hex), 1);
+	kiln_manifest_blob_ahead(a.m, a.data, sizeof(a.data)); /* again: nothing changes */
+	kiln_manifest_close(a.m);
+	/* the object reads back as those bytes */
+	assert_int_equal(git_repository_open_bare(&repo, path), 0);
+	assert_int_equal(git_blob_lookup(&blob, repo, &id), 0);
+	assert_int_equal(git_blob_rawsize(blob), sizeof(a.data));
+	assert_memory_equal(git_blob_rawcontent(blob), a.data, sizeof(a.data));
+	git_blob_free(blob);
+	git_repository_free(repo);
+	free(path);
 }
 
 /* ---- names ---------------------------------------------------------------- */
@@ -1012,6 +1061,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_open_creates_bare_repository),
+	    cmocka_unit_test(test_blob_ahead),
 	    cmocka_unit_test(test_invalid_names),
 	    cmocka_unit_test(test_missing_branch_reads_empty),
 	    cmocka_unit_test(test_two_commits),

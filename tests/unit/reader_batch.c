@@ -6,7 +6,12 @@
  * shards' lines, and the state after each batch is the state of a cursor
  * read one record at a time; also for a shard whose last line has no
  * newline, one with an empty line, a shard of many slices, and when the
- * manifest's raw bytes are too few (the frames decide), too many or 0. */
+ * manifest's raw bytes are too few (the frames decide), too many or 0.
+ * Each batch's kiln_cursor_batch_format names exactly its records' lengths
+ * (the Python binding cuts the batch with it), for batches of a shard's
+ * text and batches copied through a shuffle buffer; and a cursor that loads
+ * shards in the caller's thread (KILN_READ_AHEAD=0, what a process on one
+ * CPU does) gives the same batches and states as one that reads ahead. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -123,6 +128,33 @@ static int shard_of(const kiln_reader_shard *s)
 
 static const kiln_cursor_options plain = {.version = KILN_CURSOR_OPTIONS_VERSION, .split = KILN_SPLIT_TRAIN};
 
+/* kiln_cursor_batch_format of the batch data[0..len) of count records:
+ * "<n>sx" for each record, n its length in decimal, nothing else. */
+static void check_format(kiln_cursor *c, const char *data, size_t len, size_t count)
+{
+	const char *f, *at = data;
+	size_t flen, fields = 0, pos = 0;
+
+	assert_int_equal(kiln_cursor_batch_format(c, &f, &flen), 0);
+	while (pos < flen) {
+		size_t n = 0, digits = 0;
+		const char *nl;
+
+		for (; pos < flen && f[pos] >= '0' && f[pos] <= '9'; pos++, digits++)
+			n = n * 10 + (size_t)(f[pos] - '0');
+		assert_true(digits > 0 && (digits == 1 || f[pos - digits] != '0'));
+		assert_true(pos + 2 <= flen && f[pos] == 's' && f[pos + 1] == 'x');
+		pos += 2;
+		nl = memchr(at, '\n', (size_t)(data + len - at));
+		assert_non_null(nl);
+		assert_int_equal(n, (size_t)(nl - at));
+		at = nl + 1;
+		fields++;
+	}
+	assert_int_equal(fields, count);
+	assert_ptr_equal(at, data + len);
+}
+
 /* Reads the split in batches of at most max_records and max_bytes with c,
  * checking each against d read one record at a time (bytes and state);
  * the batch counts go to counts[] (at most cap). Returns how many batches. */
@@ -138,6 +170,7 @@ static size_t read_batches(kiln_cursor *c, kiln_cursor *d, size_t max_records, s
 		const char *at = data;
 
 		assert_true(count >= 1 && count <= max_records && len > 0 && data[len - 1] == '\n');
+		check_format(c, data, len, count);
 		for (size_t i = 0; i < count; i++) {
 			assert_int_equal(kiln_cursor_next(d, &rec, &n), 1);
 			assert_true((size_t)(data + len - at) > n);
@@ -154,6 +187,13 @@ static size_t read_batches(kiln_cursor *c, kiln_cursor *d, size_t max_records, s
 		counts[batches++] = count;
 	}
 	assert_int_equal(rc, 0);
+	{ /* after the end: an empty format */
+		const char *f;
+		size_t flen = 1;
+
+		assert_int_equal(kiln_cursor_batch_format(c, &f, &flen), 0);
+		assert_int_equal(flen, 0);
+	}
 	assert_int_equal(kiln_cursor_next(d, &rec, &n), 0);
 	return batches;
 }
@@ -271,16 +311,75 @@ static void test_limits_and_the_rest(void **state)
 		assert_int_equal(len, texts[s].len - (n + 1));
 		assert_memory_equal(data, texts[s].ptr + n + 1, len);
 	}
+	{ /* a record read alone after a batch: the format describes no batch */
+		const char *f;
+		size_t flen;
+
+		assert_int_equal(kiln_cursor_batch_format(c, &f, &flen), 0);
+		assert_true(flen > 0);
+		assert_int_equal(kiln_cursor_next(c, &rec, &n), 1);
+		assert_int_equal(kiln_cursor_batch_format(c, &f, &flen), 0);
+		assert_int_equal(flen, 0);
+	}
 	kiln_cursor_close(c);
 	kiln_reader_close(r);
+}
+
+/* Batches copied through a shuffle buffer: their formats too (a scan of
+ * the copy), and the same records as a cursor read one at a time. */
+static void test_shuffled_batches_format(void **state)
+{
+	kiln_cursor_options o = plain;
+	kiln_reader *r;
+	kiln_cursor *c, *d;
+	size_t counts[4096];
+
+	(void)state;
+	o.seed = 7;
+	o.shuffle = true;
+	o.shuffle_buffer = 100;
+	assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, NULL), 0);
+	assert_int_equal(kiln_cursor_open(&c, r, &o), 0);
+	assert_int_equal(kiln_cursor_open(&d, r, &o), 0);
+	assert_true(read_batches(c, d, 1000, 64 << 10, counts, 4096) > 80);
+	kiln_cursor_close(c);
+	kiln_cursor_close(d);
+	kiln_reader_close(r);
+}
+
+/* Loading in the caller's thread (KILN_READ_AHEAD=0) against reading ahead
+ * (KILN_READ_AHEAD=1): the same batches, counts and states. */
+static void test_without_read_ahead(void **state)
+{
+	const char *ways[] = {"0", "1"};
+	size_t counts[2][4096], batches[2];
+
+	(void)state;
+	for (int w = 0; w < 2; w++) {
+		kiln_reader *r;
+		kiln_cursor *c, *d;
+
+		assert_int_equal(setenv("KILN_READ_AHEAD", ways[w], 1), 0);
+		assert_int_equal(kiln_reader_open(&r, manifest_path, "ds", store_url, NULL), 0);
+		whole_shards(r);
+		assert_int_equal(kiln_cursor_open(&c, r, &plain), 0);
+		assert_int_equal(kiln_cursor_open(&d, r, &plain), 0);
+		batches[w] = read_batches(c, d, 1000, 64 << 10, counts[w], 4096);
+		kiln_cursor_close(c);
+		kiln_cursor_close(d);
+		kiln_reader_close(r);
+	}
+	unsetenv("KILN_READ_AHEAD");
+	assert_int_equal(batches[0], batches[1]);
+	assert_memory_equal(counts[0], counts[1], batches[0] * sizeof(size_t));
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_whole_shard_batches),
-	    cmocka_unit_test(test_raw_bytes_only_size_the_text),
-	    cmocka_unit_test(test_limits_and_the_rest),
+	    cmocka_unit_test(test_whole_shard_batches), cmocka_unit_test(test_raw_bytes_only_size_the_text),
+	    cmocka_unit_test(test_limits_and_the_rest), cmocka_unit_test(test_shuffled_batches_format),
+	    cmocka_unit_test(test_without_read_ahead),
 	};
 
 	return kiln_test_git_main(tests, tmpdir, "reader_batch", setup, teardown);

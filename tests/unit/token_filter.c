@@ -1,8 +1,12 @@
 /* Unit tests for the token membership filters (src/shard/filter.c): no
  * false negative over 100,000 tokens, a measured false-positive rate under
  * 1e-4 over 1,000,000 other tokens, the tokens a curated line holds (in any
- * field, inside free text, the token part of a keep-domain value), and
- * decoding refuses cut, grown or altered bytes. */
+ * field, inside free text, the token part of a keep-domain value), the
+ * digests a curate worker lists ahead (kiln_filter_collect, added later in
+ * runs with kiln_filter_add_digests) give the filter a scan of the lines
+ * gives, byte for byte, decoding refuses cut, grown or altered bytes, and
+ * the bytes depend on the distinct tokens only (not their order or
+ * repeats). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -93,6 +97,49 @@ static void scan_finds_tokens(void **state)
 	kiln_buf_free(&b);
 }
 
+/* 3000 lines of tokens (repeats among them, tokens at a line's start and
+ * end), scanned as one text and listed per line then added in uneven runs:
+ * the same filter bytes. */
+static void listed_digests_match_scan(void **state)
+{
+	kiln_filter_set scanned = {0}, list = {0}, added = {0};
+	kiln_buf text = KILN_BUF_INIT(0), a = KILN_BUF_INIT(0), b = KILN_BUF_INIT(0);
+	size_t ends[3000], lines = 3000;
+	char t[40], u[40];
+
+	(void)state;
+	for (size_t i = 0; i < lines; i++) {
+		size_t start = text.len;
+
+		make_token(t, i % 700, 1); /* repeats: compaction drops them */
+		make_token(u, i, 2);
+		assert_int_equal(kiln_buf_printf(&text, "%s{\"id\":\"%s\",\"n\":\"x %s y\"}%s\n",
+		                                 i % 3 ? "" : u, t, u, i % 5 ? "" : t),
+		                 0);
+		/* a worker lists the line's digests (without its newline) */
+		assert_int_equal(kiln_filter_collect(&list, text.ptr + start, text.len - start - 1), 0);
+		ends[i] = list.count;
+	}
+	assert_int_equal(kiln_filter_scan(&scanned, text.ptr, text.len), 0);
+	for (size_t i = 0, run = 1; i < lines; run = run * 3 % 17 + 1) {
+		size_t last = i + run < lines ? i + run : lines, first = i ? ends[i - 1] : 0;
+
+		assert_int_equal(kiln_filter_add_digests(&added, &list, first, ends[last - 1] - first), 0);
+		i = last;
+	}
+	assert_true(list.count > added.count); /* the added set was compacted on the way */
+	assert_int_equal(kiln_filter_encode(&a, &scanned), 0);
+	assert_int_equal(kiln_filter_encode(&b, &added), 0);
+	assert_int_equal(a.len, b.len);
+	assert_memory_equal(a.ptr, b.ptr, a.len);
+	kiln_filter_set_free(&scanned);
+	kiln_filter_set_free(&list);
+	kiln_filter_set_free(&added);
+	kiln_buf_free(&text);
+	kiln_buf_free(&a);
+	kiln_buf_free(&b);
+}
+
 static void empty_and_corrupt(void **state)
 {
 	kiln_filter_set set = {0};
@@ -136,12 +183,52 @@ static void empty_and_corrupt(void **state)
 	kiln_buf_free(&b);
 }
 
+/* The filter's bytes depend on the distinct tokens only: the same 20,000
+ * tokens added once each in order, or in a scrambled order with every token
+ * repeated up to 40 times (runs of one digest across the set's growth and
+ * each compaction's sort), encode the same. A sort that left repeats apart
+ * or lost one shows here as a different token count or bit array. */
+static void order_and_repeats_do_not_matter(void **state)
+{
+	kiln_filter_set once = {0}, many = {0};
+	kiln_buf a = KILN_BUF_INIT(0), b = KILN_BUF_INIT(0);
+	kiln_filter f;
+	char t[40];
+	const uint64_t distinct = 20000;
+
+	(void)state;
+	for (uint64_t i = 0; i < distinct; i++) {
+		size_t n = make_token(t, i, 7);
+		assert_int_equal(kiln_filter_add(&once, t, n), 0);
+	}
+	for (uint64_t r = 0; r < 400000; r++) {
+		uint64_t i =
+		    (r * 7919 + (r >> 3) * 104729) % distinct; /* scrambled, most tokens many times */
+		size_t n = make_token(t, i < 50 ? 3 : i, 7);   /* tokens 0..49: one token, ~1000 times */
+		assert_int_equal(kiln_filter_add(&many, t, n), 0);
+	}
+	for (uint64_t i = 0; i < distinct; i++) { /* every token at least once */
+		size_t n = make_token(t, i, 7);
+		assert_int_equal(kiln_filter_add(&many, t, n), 0);
+	}
+	assert_int_equal(kiln_filter_encode(&a, &once), 0);
+	assert_int_equal(kiln_filter_encode(&b, &many), 0);
+	assert_int_equal(kiln_filter_decode(&f, b.ptr, b.len, "t"), 0);
+	assert_int_equal(f.tokens, distinct);
+	assert_int_equal(a.len, b.len);
+	assert_memory_equal(a.ptr, b.ptr, a.len);
+	kiln_filter_set_free(&once);
+	kiln_filter_set_free(&many);
+	kiln_buf_free(&a);
+	kiln_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(no_false_negative_and_rate),
-	    cmocka_unit_test(scan_finds_tokens),
-	    cmocka_unit_test(empty_and_corrupt),
+	    cmocka_unit_test(no_false_negative_and_rate),      cmocka_unit_test(scan_finds_tokens),
+	    cmocka_unit_test(listed_digests_match_scan),       cmocka_unit_test(empty_and_corrupt),
+	    cmocka_unit_test(order_and_repeats_do_not_matter),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
