@@ -38,6 +38,10 @@ struct schema_field {
 	bool infer, time, date; /* categories from the data; instants; dates */
 	uint32_t *by_text, *by_number;
 	size_t text_count, number_count;
+	/* the text entries again, hashed (kiln_hll_hash of the text, the hash
+	 * a string value has already): open addressing, UINT32_MAX empty, each
+	 * text once, as the first of its equal entries */
+	uint32_t *text_table, table_mask;
 };
 
 struct kiln_profile_schema {
@@ -75,8 +79,14 @@ static int schema_walk(kiln_profile_schema *s, const kiln_field *f, const char *
 		bool time = !tokens &&
 		            (date || f->type == KILN_LTYPE_TIMESTAMP || f->format == KILN_FORMAT_DATE_TIME);
 		bool infer = !tokens && !time && f->type == KILN_LTYPE_STRING && !f->enum_count;
-		s->v[s->count++] = (struct schema_field){f,    f->path,      parent, tokens, item, infer,
-		                                         time, date && time, NULL,   NULL,   0,    0};
+		s->v[s->count++] = (struct schema_field){.field = f,
+		                                         .path = f->path,
+		                                         .parent = parent,
+		                                         .tokens = tokens,
+		                                         .item = item,
+		                                         .infer = infer,
+		                                         .time = time,
+		                                         .date = date && time};
 	}
 children:
 	tokens = tokens || personal(f);
@@ -118,6 +128,35 @@ static int by_number_cmp(const void *a, const void *b)
 	return u < v ? -1 : u > v ? 1 : (x > y) - (x < y);
 }
 
+/* sf's text entries into text_table, in sorted order: of equal entries
+ * (kind, bytes) the first, the one enum_find's binary search finds. */
+static int hash_enum(struct schema_field *sf)
+{
+	const kiln_field *f = sf->field;
+	size_t size = 8;
+
+	if (!sf->text_count)
+		return 0;
+	while (size < 2 * sf->text_count)
+		size *= 2;
+	if (size > UINT32_MAX || !(sf->text_table = malloc(size * sizeof(uint32_t))))
+		return kiln_error_oom(NULL);
+	memset(sf->text_table, 0xff, size * sizeof(uint32_t));
+	sf->table_mask = (uint32_t)(size - 1);
+	for (size_t i = 0; i < sf->text_count; i++) {
+		uint32_t e = sf->by_text[i];
+		uint32_t at = (uint32_t)kiln_hll_hash(f->enum_values[e], f->enum_lens[e]) & sf->table_mask;
+
+		if (i > 0 && text_key_cmp(f, sf->by_text[i - 1], f->enum_kinds[e], f->enum_values[e],
+		                          f->enum_lens[e]) == 0)
+			continue; /* equal to the one before: that one is in */
+		while (sf->text_table[at] != UINT32_MAX)
+			at = (at + 1) & sf->table_mask;
+		sf->text_table[at] = e;
+	}
+	return 0;
+}
+
 /* sf's enum values sorted (qsort of the enum indices, once per schema). */
 static int sort_enum(struct schema_field *sf)
 {
@@ -137,7 +176,7 @@ static int sort_enum(struct schema_field *sf)
 	qsort(sf->by_text, sf->text_count, sizeof(uint32_t), by_text_cmp);
 	qsort(sf->by_number, sf->number_count, sizeof(uint32_t), by_number_cmp);
 	sorting = NULL;
-	return 0;
+	return hash_enum(sf);
 }
 
 int kiln_profile_schema_new(kiln_profile_schema **out, const kiln_contract *contract)
@@ -200,6 +239,7 @@ void kiln_profile_schema_free(kiln_profile_schema *s)
 		s->free_screen_ctx(s->screen_ctx);
 	for (size_t i = 0; i < s->count; i++) {
 		free(s->v[i].by_text);
+		free(s->v[i].text_table);
 		free(s->v[i].by_number);
 	}
 	free(s->v);
@@ -239,6 +279,7 @@ static void field_clear(kiln_profile_field *f)
 	kiln_ts_free(&f->tm);
 	if (f->distinct.reg)
 		memset(f->distinct.reg, 0, KILN_HLL_REGISTERS);
+	f->distinct.pending = 0;
 	if (f->cat_k) {
 		kiln_profile_drop_categories(f);
 		f->cat_over = false;
@@ -316,18 +357,33 @@ void kiln_profile_clear(kiln_profile *p)
 		field_clear(&p->fields[i]);
 }
 
+/* Continuation bytes (10xxxxxx) among the 8 bytes of w: a flag per byte,
+ * summed by a multiply (a popcount instruction is not in the baseline
+ * x86-64 the build targets). */
+static uint64_t continuations8(uint64_t w)
+{
+	if (!(w & 0x8080808080808080ull))
+		return 0; /* ASCII */
+	return (((w & ~(w << 1) & 0x8080808080808080ull) >> 7) * 0x0101010101010101ull) >> 56;
+}
+
 /* Code points of UTF-8 text (valid: the validator checked it). */
 static uint64_t code_points(const char *s, size_t n)
 {
-	uint64_t continuation = 0;
+	uint64_t continuation = 0, w;
 	size_t i = 0;
 
-	/* 8 bytes at a time: a continuation byte is 10xxxxxx */
 	for (; i + 8 <= n; i += 8) {
-		uint64_t w;
 		memcpy(&w, s + i, 8);
-		continuation += (uint64_t)__builtin_popcountll(w & ~(w << 1) & 0x8080808080808080ull);
+		continuation += continuations8(w);
 	}
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	if (i < n && n >= 8) {
+		/* the last word of s, the bytes counted already shifted out */
+		memcpy(&w, s + n - 8, 8);
+		return n - continuation - continuations8(w >> (8 * (8 - (n - i))));
+	}
+#endif
 	for (; i < n; i++)
 		continuation += ((unsigned char)s[i] & 0xC0) == 0x80;
 	return n - continuation;
@@ -347,7 +403,7 @@ static void add_length(kiln_profile_field *f, uint64_t len)
  * first of equal entries, as a scan in enum order would find; -1 when
  * none matches. */
 static long enum_find(const struct schema_field *sf, kiln_json_type type, const char *v, size_t n,
-                      double number)
+                      double number, uint64_t hash)
 {
 	const kiln_field *cf = sf->field;
 	const uint32_t *order = type == KILN_JSON_NUMBER ? sf->by_number : sf->by_text;
@@ -358,6 +414,18 @@ static long enum_find(const struct schema_field *sf, kiln_json_type type, const 
 	if (type == KILN_JSON_TRUE || type == KILN_JSON_FALSE) {
 		v = type == KILN_JSON_TRUE ? "true" : "false";
 		n = strlen(v);
+		hash = kiln_hll_hash(v, n);
+	}
+	if (type != KILN_JSON_NUMBER && sf->text_table) {
+		/* the same entry as the search below, by the value's hash */
+		for (uint32_t at = (uint32_t)hash & sf->table_mask;; at = (at + 1) & sf->table_mask) {
+			uint32_t e = sf->text_table[at];
+			if (e == UINT32_MAX)
+				return -1;
+			kiln_profile_probe();
+			if (text_key_cmp(cf, e, kind, v, n) == 0)
+				return (long)e;
+		}
 	}
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -383,7 +451,7 @@ static long enum_find(const struct schema_field *sf, kiln_json_type type, const 
 }
 
 static void count_category(kiln_profile_field *f, const struct schema_field *sf, kiln_json_type type,
-                           const char *v, size_t n, double number)
+                           const char *v, size_t n, double number, uint64_t hash)
 {
 	const kiln_field *cf = sf->field;
 	long e = -1;
@@ -395,9 +463,47 @@ static void count_category(kiln_profile_field *f, const struct schema_field *sf,
 			f->cat_counts[type == KILN_JSON_TRUE]++;
 		return;
 	}
-	e = enum_find(sf, type, v, n, number);
+	e = enum_find(sf, type, v, n, number, hash);
 	if (e >= 0 && (size_t)e < f->cat_count)
 		f->cat_counts[e]++;
+}
+
+/* 10^0 .. 10^22: every one an exact double */
+static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* A JSON number (valid: the validator checked it) as strtod reads it, for
+ * the shapes that need no strtod: an integer or a decimal fraction, no
+ * exponent, with at most 15 digits in all. Its digits and the power of ten
+ * are exact doubles, so the one division rounds once, to the double
+ * nearest the number, as strtod's result is (Clinger's fast path).
+ * *integer: no fraction. false: another shape, nothing set. */
+static bool fast_number(const char *t, size_t len, double *out, bool *integer)
+{
+	uint64_t m = 0;
+	size_t digits = 0, fraction = 0;
+	bool point = false, negative;
+
+	if (len == 0 || len > 17)
+		return false;
+	negative = t[0] == '-';
+	for (size_t i = negative; i < len; i++) {
+		unsigned char c = (unsigned char)t[i];
+		if (c >= '0' && c <= '9') {
+			m = m * 10 + (c - '0');
+			digits++;
+			fraction += point;
+		} else if (c == '.' && !point) {
+			point = true;
+		} else {
+			return false; /* an exponent */
+		}
+	}
+	if (digits == 0 || digits > 15)
+		return false;
+	*out = negative ? -((double)m / POW10[fraction]) : (double)m / POW10[fraction];
+	*integer = !point;
+	return true;
 }
 
 int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const kiln_field *cf,
@@ -409,11 +515,20 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 	const char *v = text;
 	size_t n = len;
 	double number = 0;
+	uint64_t hash;
+	bool integer;
 	int rc = 0;
 
 	if (index < 0 || (size_t)index >= p->count)
 		return 0; /* outside the contract (allowed unknown fields): not profiled */
 	f = &p->fields[index];
+	if ((size_t)index + 1 < p->count) {
+		/* records mostly follow the contract's order: the next value's
+		 * field is likely the next one (its first members, a hint) */
+		__builtin_prefetch(f + 1, 1);
+		__builtin_prefetch((const char *)(f + 1) + 64, 1);
+		__builtin_prefetch((const char *)(f + 1) + 128, 1);
+	}
 	f->present++;
 	switch (type) {
 	case KILN_JSON_NULL:
@@ -423,7 +538,7 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 	case KILN_JSON_FALSE:
 		f->types[KILN_PTYPE_BOOLEAN]++;
 		if (!f->tokens)
-			count_category(f, &s->v[index], type, NULL, 0, 0);
+			count_category(f, &s->v[index], type, NULL, 0, 0, 0);
 		return 0;
 	case KILN_JSON_OBJECT_BEGIN:
 		f->types[KILN_PTYPE_OBJECT]++;
@@ -442,7 +557,8 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 			n = kiln_json_unescape(d, len, &t);
 			v = d;
 		}
-		rc = kiln_hll_add(&f->distinct, kiln_hll_hash(v, n));
+		hash = kiln_hll_hash(v, n);
+		rc = kiln_hll_add(&f->distinct, hash);
 		if (rc == 0 && !f->tokens) {
 			add_length(f, code_points(v, n));
 			if (f->time)
@@ -450,26 +566,29 @@ int kiln_profile_add_value(kiln_profile *p, const kiln_profile_schema *s, const 
 			if (rc == 0 && f->cat_k)
 				rc = kiln_profile_infer_add(f, s->screen, s->screen_ctx, v, n);
 			else if (f->cat_count)
-				count_category(f, &s->v[index], type, v, n, 0);
+				count_category(f, &s->v[index], type, v, n, 0, hash);
 		}
 		free(big);
 		return rc;
 	case KILN_JSON_NUMBER:
-		f->types[memchr(text, '.', len) || memchr(text, 'e', len) || memchr(text, 'E', len)
-		             ? KILN_PTYPE_NUMBER
-		             : KILN_PTYPE_INTEGER]++;
+		if (!fast_number(text, len, &number, &integer)) {
+			integer =
+			    !memchr(text, '.', len) && !memchr(text, 'e', len) && !memchr(text, 'E', len);
+			number = 0;
+			if (len < sizeof(small)) {
+				memcpy(small, text, len);
+				small[len] = '\0';
+				number = strtod(small, NULL);
+			}
+		}
+		f->types[integer ? KILN_PTYPE_INTEGER : KILN_PTYPE_NUMBER]++;
 		if ((rc = kiln_hll_add(&f->distinct, kiln_hll_hash(text, len))) < 0 || f->tokens)
 			return rc;
-		if (len < sizeof(small)) {
-			memcpy(small, text, len);
-			small[len] = '\0';
-			number = strtod(small, NULL);
-		}
 		if (isfinite(number)) {
 			kiln_moments_add(&f->num, number);
 			rc = kiln_dd_add(&f->dd, number);
 		}
-		count_category(f, &s->v[index], type, NULL, 0, number);
+		count_category(f, &s->v[index], type, NULL, 0, number, 0);
 		return rc;
 	default:
 		return 0;
@@ -643,16 +762,18 @@ static int render_number(kiln_buf *out, const kiln_profile_field *f)
  * and value ("sparse"). */
 static int render_distinct(kiln_buf *out, const kiln_profile_field *f)
 {
-	uint8_t sparse[KILN_HLL_REGISTERS / 4 * 3];
-	const uint8_t *bin = f->distinct.reg;
+	uint8_t reg[KILN_HLL_REGISTERS], sparse[KILN_HLL_REGISTERS / 4 * 3];
+	const uint8_t *bin = reg;
 	size_t n = 0, bin_len = KILN_HLL_REGISTERS, b64;
 	int rc;
 
+	for (uint32_t i = 0; i < KILN_HLL_REGISTERS; i++)
+		reg[i] = kiln_hll_register(&f->distinct, i);
 	for (uint32_t i = 0; i < KILN_HLL_REGISTERS && n < sizeof(sparse); i++)
-		if (f->distinct.reg[i]) {
+		if (reg[i]) {
 			sparse[n++] = (uint8_t)(i >> 8);
 			sparse[n++] = (uint8_t)i;
-			sparse[n++] = f->distinct.reg[i];
+			sparse[n++] = reg[i];
 		}
 	if (n < sizeof(sparse)) {
 		bin = sparse;

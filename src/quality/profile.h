@@ -34,29 +34,31 @@ typedef enum kiln_ptype {
 const char *kiln_ptype_name(kiln_ptype t);
 
 typedef struct kiln_profile_field {
-	char *path;       /* the contract's path: "device.os", "tags[]" */
-	char *parent;     /* the enclosing field's path, NULL for a top-level field */
+	/* what a value reads or counts first, together (a profile's fields
+	 * are touched once a record each: fewer cache lines, fewer misses) */
 	bool tokens;      /* profiled by counts and distinct tokens only */
 	bool item;        /* an array's items (no missing count) */
+	bool time;        /* a date or timestamp field: its strings as instants in `tm` */
+	bool date;        /* a date field: rendered as dates, not date-times */
+	bool cat_over;    /* its strings passed cat_k distinct values or held one a PII detector flags
+	                     (or were never counted): no categories, whatever is merged in */
+	uint32_t cat_k;   /* categories from the data: a string field without an enum, counted while it
+	                     holds at most cat_k distinct values (0: enum or boolean categories, or none) */
 	uint64_t present; /* values seen (nulls included) */
 	uint64_t types[KILN_PTYPE_COUNT_];
-	kiln_moments num; /* numbers (values fields) */
-	kiln_ddsketch dd;
+	kiln_hll distinct;                  /* strings and numbers as written (tokens: the token) */
 	uint64_t len_min, len_max, len_sum; /* strings, in code points (values fields) */
 	uint64_t empty;                     /* strings of length 0 (values fields) */
-	kiln_hll distinct;                  /* strings and numbers as written (tokens: the token) */
 	size_t cat_count;                   /* categories: enum values, or false/true */
-	char **cat_names;
 	uint64_t *cat_counts;
+	kiln_moments num; /* numbers (values fields) */
+	kiln_ddsketch dd;
+	kiln_tsketch tm;
+	char *path;   /* the contract's path: "device.os", "tags[]" */
+	char *parent; /* the enclosing field's path, NULL for a top-level field */
+	char **cat_names;
 	size_t cat_cap;
 	uint32_t *cat_index; /* a cache: category indices sorted by name, NULL until a lookup builds it */
-	uint32_t cat_k;      /* categories from the data: a string field without an enum, counted while it
-	                        holds at most cat_k distinct values (0: enum or boolean categories, or none) */
-	bool cat_over;       /* its strings passed cat_k distinct values or held one a PII detector flags
-	                        (or were never counted): no categories, whatever is merged in */
-	bool time;           /* a date or timestamp field: its strings as instants in `tm` */
-	bool date;           /* a date field: rendered as dates, not date-times */
-	kiln_tsketch tm;
 } kiln_profile_field;
 
 /* Fields profiled per contract: the first ones in contract order (depth

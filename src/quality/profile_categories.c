@@ -21,7 +21,7 @@ void kiln_profile_probe(void)
 	probes++;
 }
 
-int kiln_profile_add_category(kiln_profile_field *f, const char *name, size_t len, uint64_t count)
+static int append_category(kiln_profile_field *f, const char *name, size_t len, uint64_t count)
 {
 	if (f->cat_count == f->cat_cap) {
 		size_t cap = f->cat_cap ? f->cat_cap * 2 : 4;
@@ -41,8 +41,40 @@ int kiln_profile_add_category(kiln_profile_field *f, const char *name, size_t le
 	if (!(f->cat_names[f->cat_count] = strndup(name, len)))
 		return kiln_error_oom(NULL);
 	f->cat_counts[f->cat_count++] = count;
+	return 0;
+}
+
+int kiln_profile_add_category(kiln_profile_field *f, const char *name, size_t len, uint64_t count)
+{
+	int rc = append_category(f, name, len, count);
+
 	free(f->cat_index);
 	f->cat_index = NULL;
+	return rc;
+}
+
+int kiln_profile_insert_category(kiln_profile_field *f, const char *name, size_t len, uint64_t count,
+                                 size_t at)
+{
+	uint32_t *index;
+	int rc;
+
+	if (!f->cat_index || at > f->cat_count)
+		return kiln_profile_add_category(f, name, len, count);
+	if (!(index = realloc(f->cat_index, (f->cat_count + 1) * sizeof(*index)))) {
+		free(f->cat_index);
+		f->cat_index = NULL;
+		return kiln_error_oom(NULL);
+	}
+	f->cat_index = index;
+	if ((rc = append_category(f, name, len, count)) < 0) {
+		free(f->cat_index);
+		f->cat_index = NULL;
+		return rc;
+	}
+	/* a new name: no equal one to order it after, the index stays sorted */
+	memmove(index + at + 1, index + at, (f->cat_count - 1 - at) * sizeof(*index));
+	index[at] = (uint32_t)(f->cat_count - 1);
 	return 0;
 }
 
@@ -66,11 +98,12 @@ static int cat_index_cmp(const void *a, const void *b)
 	return c ? c : (x > y) - (x < y);
 }
 
-long kiln_profile_category(const kiln_profile_field *cf, const char *name, size_t len)
+long kiln_profile_category_at(const kiln_profile_field *cf, const char *name, size_t len, size_t *at)
 {
 	kiln_profile_field *f = (kiln_profile_field *)cf; /* the index is a cache */
 	size_t lo = 0, hi;
 
+	*at = 0;
 	if (!f->cat_count)
 		return -1;
 	if (!f->cat_index) {
@@ -91,7 +124,15 @@ long kiln_profile_category(const kiln_profile_field *cf, const char *name, size_
 		else
 			hi = mid;
 	}
+	*at = lo;
 	if (lo < f->cat_count && name_cmp(f->cat_names[f->cat_index[lo]], name, len) == 0)
 		return f->cat_index[lo];
 	return -1;
+}
+
+long kiln_profile_category(const kiln_profile_field *f, const char *name, size_t len)
+{
+	size_t at;
+
+	return kiln_profile_category_at(f, name, len, &at);
 }

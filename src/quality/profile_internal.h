@@ -15,6 +15,15 @@ void kiln_profile_field_free(kiln_profile_field *f);
  * dropped, rebuilt by the next search); KILN_ENOMEM, KILN_EINVALID past
  * 2^32 categories. */
 int kiln_profile_add_category(kiln_profile_field *f, const char *name, size_t len, uint64_t count);
+/* The same, name[0..len) known to be new to f and `at` the place in f's
+ * sorted index where kiln_profile_category_at found none: the index kept
+ * (the name put at `at`) instead of dropped, so the next lookup sorts
+ * nothing. */
+int kiln_profile_insert_category(kiln_profile_field *f, const char *name, size_t len, uint64_t count,
+                                 size_t at);
+/* kiln_profile_category, and *at where in f's sorted index the name is or
+ * would go. */
+long kiln_profile_category_at(const kiln_profile_field *f, const char *name, size_t len, size_t *at);
 /* Counts one name comparison of a category lookup (kiln_profile_category_probes). */
 void kiln_profile_probe(void);
 

@@ -59,12 +59,13 @@ static void go_over(kiln_profile_field *f)
 int kiln_profile_infer_add(kiln_profile_field *f, kiln_profile_screen_fn screen, void *ctx, const char *v,
                            size_t len)
 {
+	size_t at;
 	long i;
 	int rc;
 
 	if (f->cat_over)
 		return 0;
-	if ((i = kiln_profile_category(f, v, len)) >= 0) {
+	if ((i = kiln_profile_category_at(f, v, len, &at)) >= 0) {
 		f->cat_counts[i]++;
 		return 0;
 	}
@@ -82,7 +83,7 @@ int kiln_profile_infer_add(kiln_profile_field *f, kiln_profile_screen_fn screen,
 		go_over(f);
 		return 0;
 	}
-	return kiln_profile_add_category(f, v, len, 1);
+	return kiln_profile_insert_category(f, v, len, 1, at);
 }
 
 int kiln_profile_infer_merge(kiln_profile_field *a, const kiln_profile_field *b,
@@ -145,13 +146,23 @@ int kiln_profile_render_inferred(kiln_buf *out, const kiln_profile_field *f)
 bool kiln_profile_parse_time(const char *s, size_t len, int64_t *out)
 {
 	long double t;
+	int64_t ms;
 
 	if (!(len == 10 ? kiln_format_parse_date(s, len, &t) : kiln_format_parse_date_time(s, len, &t)))
 		return false;
-	t = floorl(t * 1000);
-	if (!(t > -1e17L && t < 1e17L))
+	t *= 1000;
+	if (!(t > -2e17L && t < 2e17L))
 		return false;
-	*out = (int64_t)t;
+	/* floorl(t) without floorl's two switches of the x87 rounding mode: t
+	 * as a double is within 32 of t, then steps by exact comparisons */
+	ms = (int64_t)(double)t;
+	while ((long double)ms > t)
+		ms--;
+	while ((long double)(ms + 1) <= t)
+		ms++;
+	if (!(ms > -100000000000000000 && ms < 100000000000000000))
+		return false;
+	*out = ms;
 	return true;
 }
 
@@ -208,7 +219,8 @@ int kiln_profile_render_time(kiln_buf *out, const kiln_profile_field *f, const d
 	                          (long long)s->offset)) < 0)
 		return rc;
 	for (uint32_t i = 0; i < s->len; i++)
-		if ((rc = kiln_buf_printf(out, "%s%llu", i ? "," : "", (unsigned long long)s->counts[i])) < 0)
+		if ((rc = kiln_buf_printf(out, "%s%llu", i ? "," : "",
+		                          (unsigned long long)kiln_ts_bucket_count(s, i))) < 0)
 			return rc;
 	return kiln_buf_puts(out, "]}}");
 }

@@ -95,6 +95,16 @@ static int store_slot(kiln_dd_store *st, int32_t index, uint64_t **out)
 		if (index < nlo) {
 			index = (int32_t)nlo;
 		}
+	} else if (nlo < lo && (uint64_t)(nhi - nlo + 1) <= st->cap) {
+		/* a new lowest bucket, room enough: the counts move up in place
+		 * (what the copy below would give, nothing collapsed) */
+		uint32_t by = (uint32_t)(lo - nlo);
+		memmove(st->counts + by, st->counts, st->len * sizeof(*st->counts));
+		memset(st->counts, 0, by * sizeof(*st->counts));
+		st->offset = (int32_t)nlo;
+		st->len = (uint32_t)(nhi - nlo + 1);
+		*out = &st->counts[0];
+		return 0;
 	}
 	if ((uint64_t)(nhi - nlo + 1) > st->cap || nlo != lo) {
 		uint32_t len = (uint32_t)(nhi - nlo + 1), cap = st->cap;
@@ -148,8 +158,18 @@ int kiln_dd_add(kiln_ddsketch *s, double x)
 
 static int merge_store(kiln_ddsketch *into, bool negative, const kiln_dd_store *st)
 {
+	kiln_dd_store *to = negative ? &into->neg : &into->pos;
 	int rc;
 
+	if (to->len && st->len && st->offset >= to->offset &&
+	    (int64_t)st->offset + st->len <= (int64_t)to->offset + to->len) {
+		/* inside the buckets in use: each add below would find its slot
+		 * as it is (the thread that delivers merges a batch's sketch so) */
+		uint64_t *at = to->counts + (st->offset - to->offset);
+		for (uint32_t i = 0; i < st->len; i++)
+			at[i] += st->counts[i];
+		return 0;
+	}
 	/* largest magnitudes first: a collapse then lands where it would have */
 	for (uint32_t i = st->len; i > 0; i--)
 		if ((rc = kiln_dd_add_bucket(into, negative, st->offset + (int32_t)i - 1,
@@ -233,12 +253,20 @@ static int64_t ts_bucket(int64_t sec, uint32_t shift)
 /* Lays s out for [min_ms, max_ms] at the smallest shift >= s->shift and
  * >= min_shift that keeps it within KILN_TS_MAX_BINS buckets, the counts
  * held so far moved to their wider buckets. */
+void kiln_ts_settle(kiln_tsketch *s)
+{
+	if (s->pending)
+		s->counts[s->pending - 1]++;
+	s->pending = 0;
+}
+
 static int ts_layout(kiln_tsketch *s, int64_t min_ms, int64_t max_ms, uint32_t min_shift)
 {
-	uint32_t shift = s->shift > min_shift ? s->shift : min_shift, len;
+	uint32_t shift = s->shift > min_shift ? s->shift : min_shift, len, cap;
 	int64_t lo = ts_seconds(min_ms), hi = ts_seconds(max_ms), offset;
 	uint64_t *counts;
 
+	kiln_ts_settle(s); /* the buckets may move */
 	if (min_ms > max_ms)
 		return kiln_error_set(KILN_EINVALID, "time sketch: min after max");
 	while (ts_bucket(hi, shift) - ts_bucket(lo, shift) + 1 > KILN_TS_MAX_BINS)
@@ -249,7 +277,21 @@ static int ts_layout(kiln_tsketch *s, int64_t min_ms, int64_t max_ms, uint32_t m
 		s->len = len;
 		return 0;
 	}
-	if (!(counts = calloc(len, sizeof(*counts))))
+	if (s->counts && shift == s->shift && offset < s->offset && len <= s->cap) {
+		/* a new lowest bucket, room enough: the counts move up in place
+		 * (what the copy below would give at the same shift) */
+		uint32_t by = (uint32_t)(s->offset - offset);
+		memmove(s->counts + by, s->counts, s->len * sizeof(*s->counts));
+		memset(s->counts, 0, by * sizeof(*s->counts));
+		s->len = len;
+		s->offset = offset;
+		return 0;
+	}
+	/* room to grow (at most KILN_TS_MAX_BINS): a sketch filled value by
+	 * value widens a bucket at a time, mostly in place then */
+	cap = len < 32 ? 64 : len * 2;
+	cap = cap > KILN_TS_MAX_BINS ? (len > KILN_TS_MAX_BINS ? len : KILN_TS_MAX_BINS) : cap;
+	if (!(counts = calloc(cap, sizeof(*counts))))
 		return kiln_error_oom(NULL);
 	for (uint32_t i = 0; i < s->len; i++) {
 		int64_t at = ts_bucket(s->offset + (int64_t)i, shift - s->shift) - offset;
@@ -257,7 +299,8 @@ static int ts_layout(kiln_tsketch *s, int64_t min_ms, int64_t max_ms, uint32_t m
 	}
 	free(s->counts);
 	s->counts = counts;
-	s->cap = s->len = len;
+	s->cap = cap;
+	s->len = len;
 	s->shift = shift;
 	s->offset = offset;
 	return 0;
@@ -282,10 +325,22 @@ int kiln_ts_add_bucket(kiln_tsketch *s, uint32_t shift, int64_t index, uint64_t 
 
 int kiln_ts_add(kiln_tsketch *s, int64_t ms)
 {
-	int64_t lo = s->count && s->min_ms < ms ? s->min_ms : ms,
-	        hi = s->count && s->max_ms > ms ? s->max_ms : ms;
+	int64_t lo, hi;
 	int rc;
 
+	if (s->count && s->counts && ms >= s->min_ms && ms <= s->max_ms) {
+		/* inside [min, max]: the layout for them holds it (what ts_layout
+		 * would find, unchanged); the bucket's line is fetched now and
+		 * written at the next add, as a HyperLogLog register is */
+		uint32_t at = (uint32_t)(ts_bucket(ts_seconds(ms), s->shift) - s->offset);
+		__builtin_prefetch(&s->counts[at], 1);
+		kiln_ts_settle(s);
+		s->pending = at + 1;
+		s->count++;
+		return 0;
+	}
+	lo = s->count && s->min_ms < ms ? s->min_ms : ms;
+	hi = s->count && s->max_ms > ms ? s->max_ms : ms;
 	if ((rc = ts_layout(s, lo, hi, 0)) < 0)
 		return rc;
 	s->min_ms = lo;
@@ -309,7 +364,8 @@ int kiln_ts_merge(kiln_tsketch *a, const kiln_tsketch *b)
 	a->min_ms = lo;
 	a->max_ms = hi;
 	for (uint32_t i = 0; i < b->len; i++)
-		a->counts[ts_bucket(b->offset + (int64_t)i, a->shift - b->shift) - a->offset] += b->counts[i];
+		a->counts[ts_bucket(b->offset + (int64_t)i, a->shift - b->shift) - a->offset] +=
+		    kiln_ts_bucket_count(b, i);
 	a->count += b->count;
 	return 0;
 }
@@ -326,7 +382,7 @@ int64_t kiln_ts_quantile(const kiln_tsketch *s, double q)
 	if (rank == 0 || rank == s->count - 1)
 		return rank ? s->max_ms : s->min_ms; /* the ends are known exactly */
 	for (uint32_t i = 0; i < s->len; i++) {
-		seen += s->counts[i];
+		seen += kiln_ts_bucket_count(s, i);
 		if (seen > rank) {
 			int64_t start = (s->offset + (int64_t)i) * ((int64_t)1 << s->shift);
 			v = start * 1000 + (s->shift ? ((int64_t)1 << s->shift) * 500 : 0);
@@ -361,6 +417,20 @@ static int hll_ready(kiln_hll *h)
 	return 0;
 }
 
+/* The pending add written (a max: adds commute, so the registers are
+ * those of adding at once). */
+void kiln_hll_settle(kiln_hll *h)
+{
+	uint32_t idx = h->pending >> 8;
+	uint8_t rank = (uint8_t)h->pending;
+
+	if (!h->pending)
+		return;
+	if (rank > h->reg[idx])
+		h->reg[idx] = rank;
+	h->pending = 0;
+}
+
 int kiln_hll_add(kiln_hll *h, uint64_t hash)
 {
 	uint32_t idx = (uint32_t)(hash >> (64 - KILN_HLL_P));
@@ -370,22 +440,39 @@ int kiln_hll_add(kiln_hll *h, uint64_t hash)
 
 	if ((rc = hll_ready(h)) < 0)
 		return rc;
-	if (rank > h->reg[idx])
-		h->reg[idx] = rank;
+	/* a register line is seldom in the cache (the profile's registers,
+	 * 4 KiB a field, share it with the records streaming past): fetch it
+	 * now, write it at the next add, by when it has come */
+	__builtin_prefetch(h->reg + idx, 1);
+	kiln_hll_settle(h);
+	h->pending = idx << 8 | rank;
 	return 0;
 }
 
 int kiln_hll_merge(kiln_hll *into, const kiln_hll *from)
 {
+	uint8_t *restrict a;
+	const uint8_t *restrict b;
 	int rc;
 
+	if (into == from) {
+		kiln_hll_settle(into); /* a merge into itself: nothing to add */
+		return 0;
+	}
 	if (!from->reg)
 		return 0;
 	if ((rc = hll_ready(into)) < 0)
 		return rc;
+	kiln_hll_settle(into);
+	/* an unconditional max over local pointers: the compiler makes it a
+	 * vector max (the merge runs once per batch and field on the thread
+	 * that delivers) */
+	a = into->reg;
+	b = from->reg;
 	for (uint32_t i = 0; i < KILN_HLL_REGISTERS; i++)
-		if (from->reg[i] > into->reg[i])
-			into->reg[i] = from->reg[i];
+		a[i] = b[i] > a[i] ? b[i] : a[i];
+	if (from->pending && (uint8_t)from->pending > a[from->pending >> 8])
+		a[from->pending >> 8] = (uint8_t)from->pending;
 	return 0;
 }
 
@@ -398,8 +485,9 @@ uint64_t kiln_hll_estimate(const kiln_hll *h)
 	if (!h->reg)
 		return 0;
 	for (uint32_t i = 0; i < KILN_HLL_REGISTERS; i++) {
-		sum += ldexp(1.0, -h->reg[i]);
-		zeros += h->reg[i] == 0;
+		uint8_t r = kiln_hll_register(h, i);
+		sum += ldexp(1.0, -r);
+		zeros += r == 0;
 	}
 	e = (0.7213 / (1 + 1.079 / m)) * m * m / sum;
 	if (e <= 2.5 * m && zeros)
@@ -411,4 +499,5 @@ void kiln_hll_free(kiln_hll *h)
 {
 	free(h->reg);
 	h->reg = NULL;
+	h->pending = 0;
 }

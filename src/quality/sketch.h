@@ -72,9 +72,21 @@ typedef struct kiln_tsketch {
 	int64_t offset; /* bucket index of counts[0]: floor(min seconds / 2^shift) */
 	uint32_t len, cap;
 	uint64_t *counts;
+	uint32_t pending; /* 1 + the bucket of the latest add, not in counts yet (0: none) */
 } kiln_tsketch;
 
+/* Bucket i's count (the pending add included). */
+static inline uint64_t kiln_ts_bucket_count(const kiln_tsketch *s, uint32_t i)
+{
+	return s->counts[i] + (s->pending == i + 1);
+}
+
+/* Counts an instant (count, min and max at once; its bucket asked of the
+ * cache now and written at the next add or change of layout, so read the
+ * buckets through kiln_ts_bucket_count or after kiln_ts_settle). */
 int kiln_ts_add(kiln_tsketch *s, int64_t ms);
+/* Writes the pending add into counts. */
+void kiln_ts_settle(kiln_tsketch *s);
 /* Adds count instants in bucket `index` of width 2^shift (a parsed
  * sketch; min and max set by the caller first). */
 int kiln_ts_add_bucket(kiln_tsketch *s, uint32_t shift, int64_t index, uint64_t count);
@@ -91,11 +103,26 @@ void kiln_ts_free(kiln_tsketch *s);
 #define KILN_HLL_REGISTERS (1u << KILN_HLL_P)
 
 typedef struct kiln_hll {
-	uint8_t *reg; /* KILN_HLL_REGISTERS, NULL while empty */
+	uint8_t *reg;     /* KILN_HLL_REGISTERS, NULL while empty */
+	uint32_t pending; /* the latest add, not in reg yet: index << 8 | rank (0: none) */
 } kiln_hll;
 
-/* Adds a value by its 64-bit hash (kiln_hll_hash). */
+/* Adds a value by its 64-bit hash (kiln_hll_hash). Its register is asked
+ * of the cache now and written at the next add (or kiln_hll_settle), so
+ * that the add does not wait for the register's line: read the registers
+ * through kiln_hll_register, or reg after kiln_hll_settle. */
 int kiln_hll_add(kiln_hll *h, uint64_t hash);
+/* Writes the pending add into reg. */
+void kiln_hll_settle(kiln_hll *h);
+/* Register i as the adds so far made it (the pending one included). */
+static inline uint8_t kiln_hll_register(const kiln_hll *h, uint32_t i)
+{
+	uint8_t r = h->reg ? h->reg[i] : 0;
+
+	if (h->pending && h->pending >> 8 == i && (uint8_t)h->pending > r)
+		r = (uint8_t)h->pending;
+	return r;
+}
 /* The hash of the value bytes v[0..n) that kiln_hll_add takes: part of the
  * profile format (registers of two profiles merge only under one hash). */
 uint64_t kiln_hll_hash(const char *v, size_t n);
