@@ -37,7 +37,6 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -49,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cpus.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -722,17 +722,6 @@ static int listen_errno(const struct sockaddr_in *sa)
 	return err;
 }
 
-static unsigned cpu_count(void)
-{
-	cpu_set_t set;
-	long n;
-
-	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-		return (unsigned)CPU_COUNT(&set);
-	n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n > 0 ? (unsigned)n : 1;
-}
-
 /* Stops the workers once the queue is drained (every connection given
  * to them resumed). */
 static void workers_stop(kiln_http_server *s)
@@ -790,7 +779,7 @@ int kiln_http_server_start_ex(kiln_http_server **out, const char *listen, const 
 	static const kiln_http_server_options defaults;
 	const kiln_http_server_options *o = options ? options : &defaults;
 	bool loop = o->mode == KILN_HTTP_EVENT_LOOP;
-	unsigned threads = o->threads ? o->threads : cpu_count();
+	unsigned threads = o->threads ? o->threads : kiln_cpu_count();
 	unsigned limit = o->connection_limit ? o->connection_limit
 	                 : loop              ? CONNECTIONS_LOOP
 	                                     : CONNECTIONS_MAX;

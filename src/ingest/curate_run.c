@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/cpus.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -119,7 +120,7 @@ int kiln_batch_fill_lines(kiln_batch *b, kiln_line_reader *reader, const char *t
 
 unsigned kiln_curate_worker_count(const kiln_pipeline *p)
 {
-	long n = p->workers ? (long)p->workers : sysconf(_SC_NPROCESSORS_ONLN);
+	long n = p->workers ? (long)p->workers : (long)kiln_cpu_count();
 	return n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
 }
 

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cpus.h"
 #include "core/error.h"
 #include "ingest/curate_run.h"
 #include "ingest/dedup_filter.h"
@@ -13,7 +14,7 @@
 
 unsigned kiln_zstd_thread_count(const kiln_pipeline *p)
 {
-	long n = p->zstd_threads ? (long)p->zstd_threads : sysconf(_SC_NPROCESSORS_ONLN);
+	long n = p->zstd_threads ? (long)p->zstd_threads : (long)kiln_cpu_count();
 
 	return n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
 }

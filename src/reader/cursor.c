@@ -8,13 +8,13 @@
  * releases it after its read-ahead threads stopped. */
 #include <inttypes.h>
 #include <limits.h>
-#include <sched.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/cpus.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "reader/internal.h"
@@ -133,12 +133,10 @@ static void rewind_cursor(kiln_cursor *c)
 static bool load_in_caller(const kiln_store *store)
 {
 	const char *env = getenv("KILN_READ_AHEAD");
-	cpu_set_t set;
 
 	if (env && (env[0] == '0' || env[0] == '1') && env[1] == '\0')
 		return env[0] == '0';
-	return strcmp(store->backend->scheme, "file") == 0 && sched_getaffinity(0, sizeof(set), &set) == 0 &&
-	       CPU_COUNT(&set) == 1;
+	return strcmp(store->backend->scheme, "file") == 0 && kiln_cpu_count() == 1;
 }
 
 int kiln_cursor_open(kiln_cursor **out, kiln_reader *r, const kiln_cursor_options *o)
