@@ -369,8 +369,8 @@ int kiln_shard_writer_append(kiln_shard_writer *w, const char *line, size_t len,
 	int rc;
 
 	if ((rc = note_source(j, topic, partition, offset)) < 0 ||
-	    (rc = kiln_filter_scan(&j->tokens, line, len)) < 0 ||
-	    (rc = open_write(w, line, len)) < 0 || (rc = open_write(w, "\n", 1)) < 0)
+	    (rc = kiln_filter_scan(&j->tokens, line, len)) < 0 || (rc = open_write(w, line, len)) < 0 ||
+	    (rc = open_write(w, "\n", 1)) < 0)
 		return rc;
 	j->records++;
 	if (open_size(w) >= w->opt.target_bytes)

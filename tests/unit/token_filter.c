@@ -260,9 +260,12 @@ static void order_and_repeats_do_not_matter(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(no_false_negative_and_rate),      cmocka_unit_test(scan_finds_tokens),
-	    cmocka_unit_test(listed_digests_match_scan),       cmocka_unit_test(empty_and_corrupt),
-	    cmocka_unit_test(order_and_repeats_do_not_matter), cmocka_unit_test(bulk_adds_compact_past_the_bound),
+	    cmocka_unit_test(no_false_negative_and_rate),
+	    cmocka_unit_test(scan_finds_tokens),
+	    cmocka_unit_test(listed_digests_match_scan),
+	    cmocka_unit_test(empty_and_corrupt),
+	    cmocka_unit_test(order_and_repeats_do_not_matter),
+	    cmocka_unit_test(bulk_adds_compact_past_the_bound),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
