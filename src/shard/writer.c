@@ -207,6 +207,28 @@ static int open_write(kiln_shard_writer *w, const char *bytes, size_t len)
 	return w->stage.len >= FEED_BYTES ? feed_staged(w) : 0;
 }
 
+/* Hands the whole of *lines to the feeder (feeding, nothing staged): its
+ * buffer is swapped with the feeder's emptied one. */
+static int open_take(kiln_shard_writer *w, kiln_buf *lines)
+{
+	size_t len = lines->len;
+	kiln_buf swap;
+	int rc;
+
+	pthread_mutex_lock(&w->lock);
+	if ((rc = feed_idle(w)) == 0) {
+		swap = w->fed;
+		w->fed = *lines;
+		*lines = swap;
+		w->feed_busy = true;
+		pthread_cond_broadcast(&w->cond);
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (rc == 0)
+		w->open_bytes += len;
+	return rc;
+}
+
 static uint64_t open_size(const kiln_shard_writer *w)
 {
 	return w->feeding ? w->open_bytes : w->open.spool.size;
@@ -386,10 +408,11 @@ uint64_t kiln_shard_writer_room(const kiln_shard_writer *w)
 	return w->opt.target_bytes - open_size(w);
 }
 
-/* A run, its tokens scanned here (list NULL) or found ahead in list. */
+/* A run, its tokens scanned here (list NULL) or found ahead in list; take:
+ * the run is all of *take, which the feeder may have. */
 static int append_run(kiln_shard_writer *w, const char *lines, size_t len, size_t count, const char *topic,
                       int32_t partition, int64_t first, int64_t last, const kiln_filter_set *list,
-                      size_t list_first, size_t list_n)
+                      size_t list_first, size_t list_n, kiln_buf *take)
 {
 	struct job *j = &w->open;
 	int rc;
@@ -400,7 +423,8 @@ static int append_run(kiln_shard_writer *w, const char *lines, size_t len, size_
 	    (rc = note_source(j, topic, partition, last)) < 0 ||
 	    (rc = list ? kiln_filter_add_digests(&j->tokens, list, list_first, list_n)
 	               : kiln_filter_scan(&j->tokens, lines, len)) < 0 ||
-	    (rc = open_write(w, lines, len)) < 0)
+	    (rc = take && w->feeding && w->stage.len == 0 && take->max == 0 ? open_take(w, take)
+	                                                                    : open_write(w, lines, len)) < 0)
 		return rc;
 	j->records += count;
 	if (open_size(w) >= w->opt.target_bytes)
@@ -411,14 +435,23 @@ static int append_run(kiln_shard_writer *w, const char *lines, size_t len, size_
 int kiln_shard_writer_append_run(kiln_shard_writer *w, const char *lines, size_t len, size_t count,
                                  const char *topic, int32_t partition, int64_t first, int64_t last)
 {
-	return append_run(w, lines, len, count, topic, partition, first, last, NULL, 0, 0);
+	return append_run(w, lines, len, count, topic, partition, first, last, NULL, 0, 0, NULL);
 }
 
 int kiln_shard_writer_append_run_tokens(kiln_shard_writer *w, const char *lines, size_t len, size_t count,
                                         const char *topic, int32_t partition, int64_t first, int64_t last,
                                         const kiln_filter_set *list, size_t list_first, size_t list_n)
 {
-	return append_run(w, lines, len, count, topic, partition, first, last, list, list_first, list_n);
+	return append_run(w, lines, len, count, topic, partition, first, last, list, list_first, list_n,
+	                  NULL);
+}
+
+int kiln_shard_writer_take_run(kiln_shard_writer *w, kiln_buf *lines, size_t count, const char *topic,
+                               int32_t partition, int64_t first, int64_t last, const kiln_filter_set *list,
+                               size_t list_first, size_t list_n)
+{
+	return append_run(w, lines->ptr, lines->len, count, topic, partition, first, last, list, list_first,
+	                  list_n, lines);
 }
 
 int kiln_shard_writer_flush(kiln_shard_writer *w)

@@ -78,6 +78,14 @@ int kiln_shard_writer_append_run_tokens(kiln_shard_writer *writer, const char *l
                                         size_t count, const char *topic, int32_t partition, int64_t first,
                                         int64_t last, const kiln_filter_set *list, size_t list_first,
                                         size_t list_n);
+/* The same (list NULL: the tokens scanned here), the run being all of
+ * `lines` (len covers it): in the background mode, with nothing staged,
+ * the writer takes the buffer itself for its feeder (no copy) and leaves
+ * an empty one of its own in *lines; otherwise the bytes are copied and
+ * *lines stays. lines must be a kiln_buf the writer may keep and free. */
+int kiln_shard_writer_take_run(kiln_shard_writer *writer, kiln_buf *lines, size_t count, const char *topic,
+                               int32_t partition, int64_t first, int64_t last, const kiln_filter_set *list,
+                               size_t list_first, size_t list_n);
 
 /* Closes the open shard if it holds a record. In the background mode the
  * shard is handed to the writer's thread (waiting while it still works on
