@@ -368,7 +368,7 @@ echo "kiln $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?'), 
 	"medians of $reps rounds [min-max]; ratio = reference / kiln"
 column -t -s $'\t' -o ' | ' "$rows"
 
-# the serial-share rows per thread: kiln names its threads (curate-N, zstd,
+# the serial-share rows per thread: kiln names its threads (curate-N, zstd, shard-feed,
 # shard-w; the main thread has the process's name), each shown with its
 # start order (tid order)
 echo

@@ -115,7 +115,7 @@ int kiln_batch_reserve(kiln_batch *b)
 /* Appends a split's curated records to its writer in runs: each run ends
  * with the record that fills the open shard (the writer then closes it), as
  * record-by-record appends would, so the shards do not depend on batching. */
-static int deliver_split(const kiln_batch *b, int s, kiln_shard_writer *w)
+static int deliver_split(kiln_batch *b, int s, kiln_shard_writer *w)
 {
 	const char *run = b->out[s].ptr;
 	size_t i = 0;
@@ -128,13 +128,20 @@ static int deliver_split(const kiln_batch *b, int s, kiln_shard_writer *w)
 		while (i < b->out_count[s] && bytes < room)
 			bytes += b->out_len[s][i++];
 		int64_t lo = b->offset[b->out_index[s][first]], hi = b->offset[b->out_index[s][i - 1]];
+		bool listed = b->tokens_listed && !b->deduped;
+
+		tok_first = first ? b->tokens_end[s][first - 1] : 0;
 		/* the worker found the records' tokens, unless dedup moved records
-		 * since (then the writer scans them) */
-		if (!b->tokens_listed || b->deduped)
+		 * since (then the writer scans them); a run of all the split's
+		 * bytes may be taken as it is */
+		if (first == 0 && i == b->out_count[s] && bytes == b->out[s].len)
+			rc = kiln_shard_writer_take_run(w, &b->out[s], i, b->topic, b->partition, lo, hi,
+			                                listed ? &b->tokens[s] : NULL, 0,
+			                                listed ? b->tokens_end[s][i - 1] : 0);
+		else if (!listed)
 			rc = kiln_shard_writer_append_run(w, run, bytes, i - first, b->topic, b->partition,
 			                                  lo, hi);
 		else {
-			tok_first = first ? b->tokens_end[s][first - 1] : 0;
 			rc = kiln_shard_writer_append_run_tokens(
 			    w, run, bytes, i - first, b->topic, b->partition, lo, hi, &b->tokens[s],
 			    tok_first, b->tokens_end[s][i - 1] - tok_first);
@@ -146,7 +153,7 @@ static int deliver_split(const kiln_batch *b, int s, kiln_shard_writer *w)
 	return 0;
 }
 
-int kiln_batch_deliver(const kiln_batch *b, kiln_shard_writer *const writers[KILN_SPLIT_COUNT],
+int kiln_batch_deliver(kiln_batch *b, kiln_shard_writer *const writers[KILN_SPLIT_COUNT],
                        kiln_quarantine *quarantine, kiln_stats *d, kiln_profile *profile)
 {
 	int rc;

@@ -98,8 +98,10 @@ int kiln_batch_reserve(kiln_batch *b);
 /* Hands a processed batch on: its rejected records to the quarantine, its
  * curated ones to their split's shard writer, in input order; adds its
  * counts to *d (records_in, valid, quarantined, by code, per split) and its
- * profile to *profile (when both have one). */
-int kiln_batch_deliver(const kiln_batch *b, kiln_shard_writer *const writers[KILN_SPLIT_COUNT],
+ * profile to *profile (when both have one). A split's curated bytes that
+ * go to its writer in one run may be taken by the writer (b->out[s] is
+ * then another, empty buffer: kiln_shard_writer_take_run). */
+int kiln_batch_deliver(kiln_batch *b, kiln_shard_writer *const writers[KILN_SPLIT_COUNT],
                        kiln_quarantine *quarantine, kiln_stats *d, kiln_profile *profile);
 
 typedef int (*kiln_batch_consume)(void *ctx, kiln_batch *b);

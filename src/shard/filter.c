@@ -174,17 +174,35 @@ int kiln_filter_add(kiln_filter_set *set, const char *token, size_t len)
 	return 0;
 }
 
+/* Below this many digests a set that digests are added to in bulk grows
+ * instead of compacting: the sort of kiln_filter_encode (on the shard
+ * writer's thread) is then the only one, and the run's delivery turn only
+ * copies. Past it, repeats are dropped as the set fills (16 MiB). */
+#define LAZY_DIGESTS ((size_t)1 << 20)
+
 int kiln_filter_add_digests(kiln_filter_set *set, const kiln_filter_set *list, size_t first, size_t n)
 {
-	int rc;
+	if (set->count + n > set->cap) {
+		size_t cap = set->cap ? set->cap : 256, need = set->count + n;
+		uint64_t(*v)[2];
 
-	for (size_t i = first; i < first + n; i++) {
-		if ((rc = room(set, true)) < 0)
-			return rc;
-		set->v[set->count][0] = list->v[i][0];
-		set->v[set->count][1] = list->v[i][1];
-		set->count++;
+		if (need > LAZY_DIGESTS) {
+			compact(set);
+			/* grows unless that freed half of it, as room() does */
+			need = set->count + n > 2 * set->count ? set->count + n : 2 * set->count;
+		}
+		while (cap < need)
+			cap *= 2;
+		if (cap > set->cap) {
+			if (!(v = realloc(set->v, cap * sizeof(*v))))
+				return kiln_error_oom("filter");
+			set->v = v;
+			set->cap = cap;
+		}
 	}
+	if (n)
+		memcpy(set->v + set->count, list->v + first, n * sizeof(*set->v));
+	set->count += n;
 	return 0;
 }
 

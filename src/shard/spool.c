@@ -138,10 +138,24 @@ static int begin_stream(kiln_spool *s)
 	return rc;
 }
 
+/* Writes of this much or more go to zstd as they are, without the copy
+ * into `pending` (zstd's frame does not depend on how its input is cut) */
+#define STREAM_DIRECT (64u << 10)
+
 static int stream_write(kiln_spool *s, const void *data, size_t len)
 {
 	int rc;
 
+	if (s->streaming && len >= STREAM_DIRECT) {
+		if (s->pending.len) {
+			rc = feed(s, s->pending.ptr, s->pending.len, ZSTD_e_continue);
+			kiln_buf_reset(&s->pending);
+			if (rc < 0)
+				return rc;
+		}
+		s->size += len;
+		return feed(s, data, len, ZSTD_e_continue);
+	}
 	if ((rc = kiln_buf_put(&s->pending, data, len)) < 0)
 		return broken(s, rc);
 	s->size += len;

@@ -47,8 +47,20 @@ struct kiln_shard_writer {
 	char error_msg[512];
 	struct job flight;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	pthread_cond_t cond; /* broadcast: the writer's thread, its feeder and the caller wait on it */
+
+	/* background mode: the open shard's bytes go into its spool (and zstd)
+	 * on the feeder thread, `fed` while feed_busy; the caller stages them */
+	pthread_t feeder;
+	bool feeding, feed_busy, feed_stop;
+	int feed_error; /* the first failure of the feeder, and its message */
+	char feed_msg[512];
+	kiln_buf stage, fed;
+	uint64_t open_bytes; /* the open shard's size, staged bytes included */
 };
+
+/* What the caller stages before the feeder takes it */
+#define FEED_BYTES (1u << 20)
 
 static void free_ranges(struct range *r, size_t n)
 {
@@ -127,6 +139,101 @@ static int store_job(kiln_shard_writer *w, struct job *j)
 	return 0;
 }
 
+static void *feeder_thread(void *arg)
+{
+	kiln_shard_writer *w = arg;
+
+	pthread_setname_np(pthread_self(), "shard-feed");
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		while (!w->feed_busy && !w->feed_stop)
+			pthread_cond_wait(&w->cond, &w->lock);
+		if (!w->feed_busy)
+			break;
+		pthread_mutex_unlock(&w->lock);
+		int rc = kiln_spool_write(&w->open.spool, w->fed.ptr, w->fed.len);
+		pthread_mutex_lock(&w->lock);
+		if (rc < 0 && !w->feed_error) {
+			w->feed_error = rc;
+			snprintf(w->feed_msg, sizeof(w->feed_msg), "%s", kiln_error_last());
+		}
+		kiln_buf_reset(&w->fed);
+		w->feed_busy = false;
+		pthread_cond_broadcast(&w->cond);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+/* Waits for the feeder to be idle (lock held): 0, or its first failure. */
+static int feed_idle(kiln_shard_writer *w)
+{
+	while (w->feed_busy)
+		pthread_cond_wait(&w->cond, &w->lock);
+	return w->feed_error < 0 ? kiln_error_set(w->feed_error, "%s", w->feed_msg) : 0;
+}
+
+/* Hands the staged bytes to the feeder (once it is done with the last). */
+static int feed_staged(kiln_shard_writer *w)
+{
+	kiln_buf swap;
+	int rc;
+
+	if (w->stage.len == 0)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	if ((rc = feed_idle(w)) == 0) {
+		swap = w->fed; /* emptied by the feeder: reuse its buffer */
+		w->fed = w->stage;
+		w->stage = swap;
+		w->feed_busy = true;
+		pthread_cond_broadcast(&w->cond);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return rc;
+}
+
+/* Appends bytes to the open shard: staged for the feeder, or (no feeder)
+ * into its spool at once. */
+static int open_write(kiln_shard_writer *w, const char *bytes, size_t len)
+{
+	int rc;
+
+	if (!w->feeding)
+		return kiln_spool_write(&w->open.spool, bytes, len);
+	if ((rc = kiln_buf_put(&w->stage, bytes, len)) < 0)
+		return rc;
+	w->open_bytes += len;
+	return w->stage.len >= FEED_BYTES ? feed_staged(w) : 0;
+}
+
+/* Hands the whole of *lines to the feeder (feeding, nothing staged): its
+ * buffer is swapped with the feeder's emptied one. */
+static int open_take(kiln_shard_writer *w, kiln_buf *lines)
+{
+	size_t len = lines->len;
+	kiln_buf swap;
+	int rc;
+
+	pthread_mutex_lock(&w->lock);
+	if ((rc = feed_idle(w)) == 0) {
+		swap = w->fed;
+		w->fed = *lines;
+		*lines = swap;
+		w->feed_busy = true;
+		pthread_cond_broadcast(&w->cond);
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (rc == 0)
+		w->open_bytes += len;
+	return rc;
+}
+
+static uint64_t open_size(const kiln_shard_writer *w)
+{
+	return w->feeding ? w->open_bytes : w->open.spool.size;
+}
+
 static void *writer_thread(void *arg)
 {
 	kiln_shard_writer *w = arg;
@@ -189,6 +296,11 @@ int kiln_shard_writer_new(kiln_shard_writer **out, kiln_store *store, const kiln
 			return kiln_error_set(KILN_EIO, "cannot start a shard writer thread");
 		}
 		w->started = true;
+		if (pthread_create(&w->feeder, NULL, feeder_thread, w) != 0) {
+			kiln_shard_writer_free(w);
+			return kiln_error_set(KILN_EIO, "cannot start a shard writer thread");
+		}
+		w->feeding = true;
 	}
 	*out = w;
 	return 0;
@@ -206,6 +318,16 @@ static void stop_thread(kiln_shard_writer *w)
 	pthread_mutex_unlock(&w->lock);
 	pthread_join(w->thread, NULL);
 	w->started = false;
+	if (!w->feeding)
+		return;
+	pthread_mutex_lock(&w->lock);
+	while (w->feed_busy)
+		pthread_cond_wait(&w->cond, &w->lock);
+	w->feed_stop = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->feeder, NULL);
+	w->feeding = false;
 }
 
 void kiln_shard_writer_free(kiln_shard_writer *w)
@@ -222,6 +344,8 @@ void kiln_shard_writer_free(kiln_shard_writer *w)
 	free(w->closed);
 	job_free(&w->open);
 	job_free(&w->flight);
+	kiln_buf_free(&w->stage);
+	kiln_buf_free(&w->fed);
 	ZSTD_freeCCtx(w->cctx);
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
@@ -267,12 +391,11 @@ int kiln_shard_writer_append(kiln_shard_writer *w, const char *line, size_t len,
 	int rc;
 
 	if ((rc = note_source(j, topic, partition, offset)) < 0 ||
-	    (rc = kiln_filter_scan(&j->tokens, line, len)) < 0 ||
-	    (rc = kiln_spool_write(&j->spool, line, len)) < 0 ||
-	    (rc = kiln_spool_write(&j->spool, "\n", 1)) < 0)
+	    (rc = kiln_filter_scan(&j->tokens, line, len)) < 0 || (rc = open_write(w, line, len)) < 0 ||
+	    (rc = open_write(w, "\n", 1)) < 0)
 		return rc;
 	j->records++;
-	if (j->spool.size >= w->opt.target_bytes)
+	if (open_size(w) >= w->opt.target_bytes)
 		return kiln_shard_writer_flush(w);
 	return 0;
 }
@@ -280,15 +403,16 @@ int kiln_shard_writer_append(kiln_shard_writer *w, const char *line, size_t len,
 uint64_t kiln_shard_writer_room(const kiln_shard_writer *w)
 {
 	/* past the target only while a failed close waits for its retry */
-	if (w->open.spool.size >= w->opt.target_bytes)
+	if (open_size(w) >= w->opt.target_bytes)
 		return 1;
-	return w->opt.target_bytes - w->open.spool.size;
+	return w->opt.target_bytes - open_size(w);
 }
 
-/* A run, its tokens scanned here (list NULL) or found ahead in list. */
+/* A run, its tokens scanned here (list NULL) or found ahead in list; take:
+ * the run is all of *take, which the feeder may have. */
 static int append_run(kiln_shard_writer *w, const char *lines, size_t len, size_t count, const char *topic,
                       int32_t partition, int64_t first, int64_t last, const kiln_filter_set *list,
-                      size_t list_first, size_t list_n)
+                      size_t list_first, size_t list_n, kiln_buf *take)
 {
 	struct job *j = &w->open;
 	int rc;
@@ -299,10 +423,11 @@ static int append_run(kiln_shard_writer *w, const char *lines, size_t len, size_
 	    (rc = note_source(j, topic, partition, last)) < 0 ||
 	    (rc = list ? kiln_filter_add_digests(&j->tokens, list, list_first, list_n)
 	               : kiln_filter_scan(&j->tokens, lines, len)) < 0 ||
-	    (rc = kiln_spool_write(&j->spool, lines, len)) < 0)
+	    (rc = take && w->feeding && w->stage.len == 0 && take->max == 0 ? open_take(w, take)
+	                                                                    : open_write(w, lines, len)) < 0)
 		return rc;
 	j->records += count;
-	if (j->spool.size >= w->opt.target_bytes)
+	if (open_size(w) >= w->opt.target_bytes)
 		return kiln_shard_writer_flush(w);
 	return 0;
 }
@@ -310,14 +435,23 @@ static int append_run(kiln_shard_writer *w, const char *lines, size_t len, size_
 int kiln_shard_writer_append_run(kiln_shard_writer *w, const char *lines, size_t len, size_t count,
                                  const char *topic, int32_t partition, int64_t first, int64_t last)
 {
-	return append_run(w, lines, len, count, topic, partition, first, last, NULL, 0, 0);
+	return append_run(w, lines, len, count, topic, partition, first, last, NULL, 0, 0, NULL);
 }
 
 int kiln_shard_writer_append_run_tokens(kiln_shard_writer *w, const char *lines, size_t len, size_t count,
                                         const char *topic, int32_t partition, int64_t first, int64_t last,
                                         const kiln_filter_set *list, size_t list_first, size_t list_n)
 {
-	return append_run(w, lines, len, count, topic, partition, first, last, list, list_first, list_n);
+	return append_run(w, lines, len, count, topic, partition, first, last, list, list_first, list_n,
+	                  NULL);
+}
+
+int kiln_shard_writer_take_run(kiln_shard_writer *w, kiln_buf *lines, size_t count, const char *topic,
+                               int32_t partition, int64_t first, int64_t last, const kiln_filter_set *list,
+                               size_t list_first, size_t list_n)
+{
+	return append_run(w, lines->ptr, lines->len, count, topic, partition, first, last, list, list_first,
+	                  list_n, lines);
 }
 
 int kiln_shard_writer_flush(kiln_shard_writer *w)
@@ -329,6 +463,15 @@ int kiln_shard_writer_flush(kiln_shard_writer *w)
 		return 0;
 	if (!w->started)
 		return store_job(w, &w->open); /* on failure the shard stays open: a retry can flush again */
+	if (w->feeding) {
+		if ((rc = feed_staged(w)) < 0)
+			return rc;
+		pthread_mutex_lock(&w->lock);
+		rc = feed_idle(w);
+		pthread_mutex_unlock(&w->lock);
+		if (rc < 0)
+			return rc;
+	}
 	if ((rc = kiln_spool_seal(&w->open.spool)) < 0)
 		return rc;
 	pthread_mutex_lock(&w->lock);
@@ -341,6 +484,7 @@ int kiln_shard_writer_flush(kiln_shard_writer *w)
 		swap = w->flight; /* emptied by the thread: reuse its buffers */
 		w->flight = w->open;
 		w->open = swap;
+		w->open_bytes = w->open.spool.size;
 		w->busy = true;
 		pthread_cond_broadcast(&w->cond);
 	}

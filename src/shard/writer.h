@@ -11,7 +11,10 @@
  * background mode a closed shard is sealed (its frame ended, on the
  * caller's thread), then hashed and stored on the writer's own thread while
  * the next one fills (two spools, one zstd context, at most one shard in
- * flight). Shards are spooled on disk, so memory does
+ * flight), and the open shard's bytes are staged by the caller and put into
+ * its spool (and zstd) on a feeder thread, 1 MiB at a time, so an append
+ * costs the caller one copy; a failure there is returned by a later append
+ * or flush. Shards are spooled on disk, so memory does
  * not depend on target_bytes. Each closed shard's entry carries its token
  * filter (shard/filter.h: the tokens its records hold), owned by the
  * writer; the snapshot commit stores it beside the shard lists. */
@@ -33,7 +36,8 @@ typedef struct kiln_shard_writer_options {
 	size_t target_bytes;   /* uncompressed bytes at which a shard closes; 0 = 64 MiB */
 	int level;             /* zstd level; 0 = 3 */
 	const char *spool_dir; /* shards are spooled here; NULL = $TMPDIR or /tmp */
-	bool background;       /* compress and store closed shards on the writer's own thread */
+	bool background; /* compress and store closed shards on the writer's own thread, feed the open one on
+	                    another */
 	/* >= 1: libzstd's multithreaded framing with up to this many threads
 	 * (shard/zstd_pool.h: the bytes do not depend on the number); 0: the
 	 * single-threaded framing */
@@ -74,6 +78,14 @@ int kiln_shard_writer_append_run_tokens(kiln_shard_writer *writer, const char *l
                                         size_t count, const char *topic, int32_t partition, int64_t first,
                                         int64_t last, const kiln_filter_set *list, size_t list_first,
                                         size_t list_n);
+/* The same (list NULL: the tokens scanned here), the run being all of
+ * `lines` (len covers it): in the background mode, with nothing staged,
+ * the writer takes the buffer itself for its feeder (no copy) and leaves
+ * an empty one of its own in *lines; otherwise the bytes are copied and
+ * *lines stays. lines must be a kiln_buf the writer may keep and free. */
+int kiln_shard_writer_take_run(kiln_shard_writer *writer, kiln_buf *lines, size_t count, const char *topic,
+                               int32_t partition, int64_t first, int64_t last, const kiln_filter_set *list,
+                               size_t list_first, size_t list_n);
 
 /* Closes the open shard if it holds a record. In the background mode the
  * shard is handed to the writer's thread (waiting while it still works on

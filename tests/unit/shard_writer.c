@@ -385,6 +385,86 @@ static void test_streamed_background(void **state)
 }
 
 /* A writer that got no record stores no shard, flushed or finished. */
+/* Batches of 6,000 records (about 600 KB) delivered to a background writer
+ * (a feeder, zstd threads) with a 4 MiB target: a batch's split bytes that go
+ * in one run are taken as they are (the batch is left an empty buffer), the
+ * runs that fill a shard are copied, and the shards are those of appending
+ * the records one by one to a writer without a thread of its own. */
+static void test_taken_runs_match_single_appends(void **state)
+{
+	enum { N = 6000, BATCHES = 16 };
+	kiln_shard_writer_options bg = {.target_bytes = 4 << 20, .background = true, .zstd_threads = 2},
+	                          plain = {.target_bytes = 4 << 20, .zstd_threads = 2};
+	char root[PATH_MAX], line[160];
+	size_t *len = calloc(N, sizeof(size_t)), *index = calloc(N, sizeof(size_t)), n_bg, n_single,
+	       taken = 0;
+	int64_t *offsets = calloc(N, sizeof(int64_t));
+	kiln_batch b = {.topic = "t", .partition = 1, .count = N, .offset = offsets};
+	kiln_shard_writer *w[KILN_SPLIT_COUNT] = {NULL}, *single;
+	kiln_store *store = open_store("taken", root);
+	const kiln_shard_entry *e_bg, *e_single;
+	kiln_stats d = {0};
+	uint64_t x = 88172645463325252ull;
+
+	(void)state;
+	assert_non_null(len);
+	assert_non_null(index);
+	assert_non_null(offsets);
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+		assert_int_equal(kiln_shard_writer_new(&w[s], store, &bg), 0);
+	assert_int_equal(kiln_shard_writer_new(&single, store, &plain), 0);
+	b.out_len[0] = len;
+	b.out_index[0] = index;
+	for (int k = 0; k < BATCHES; k++) {
+		kiln_buf_reset(&b.out[0]);
+		for (int i = 0; i < N; i++) {
+			int n;
+
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			n = snprintf(line, sizeof(line),
+			             "{\"id\":%d,\"v\":\"%016llx%016llx\",\"pad\":\"%.*s\"}", k * N + i,
+			             (unsigned long long)x, (unsigned long long)(x * 31), (int)(x % 50),
+			             "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz");
+			offsets[i] = (int64_t)(k * N + i);
+			index[i] = (size_t)i;
+			len[i] = (size_t)n + 1;
+			assert_int_equal(kiln_buf_put(&b.out[0], line, (size_t)n), 0);
+			assert_int_equal(kiln_buf_put(&b.out[0], "\n", 1), 0);
+			assert_int_equal(
+			    kiln_shard_writer_append(single, line, (size_t)n, "t", 1, offsets[i]), 0);
+		}
+		b.out_count[0] = N;
+		assert_int_equal(kiln_batch_deliver(&b, w, NULL, &d, NULL), 0);
+		taken += b.out[0].len == 0;
+	}
+	assert_true(taken > BATCHES / 2);
+	assert_true(taken < BATCHES); /* some runs filled a shard: copied */
+	assert_int_equal(d.splits[0].records, (uint64_t)N * BATCHES);
+	assert_int_equal(kiln_shard_writer_finish(w[0]), 0);
+	assert_int_equal(kiln_shard_writer_finish(single), 0);
+	e_bg = kiln_shard_writer_shards(w[0], &n_bg);
+	e_single = kiln_shard_writer_shards(single, &n_single);
+	assert_true(n_single >= 2);
+	assert_int_equal(n_bg, n_single);
+	for (size_t i = 0; i < n_bg; i++) {
+		assert_memory_equal(e_bg[i].hash, e_single[i].hash, sizeof(e_bg[i].hash));
+		assert_int_equal(e_bg[i].records, e_single[i].records);
+		assert_int_equal(e_bg[i].raw_bytes, e_single[i].raw_bytes);
+		assert_int_equal(e_bg[i].sources[0].first, e_single[i].sources[0].first);
+		assert_int_equal(e_bg[i].sources[0].last, e_single[i].sources[0].last);
+		assert_int_equal(e_bg[i].filter_len, e_single[i].filter_len);
+		assert_memory_equal(e_bg[i].filter, e_single[i].filter, e_bg[i].filter_len);
+	}
+	for (int s = 0; s < KILN_SPLIT_COUNT; s++)
+		kiln_shard_writer_free(w[s]);
+	kiln_shard_writer_free(single);
+	kiln_store_close(store);
+	kiln_buf_free(&b.out[0]);
+	free(len);
+	free(index);
+	free(offsets);
+}
+
 static void test_empty_writes_nothing(void **state)
 {
 	char root[PATH_MAX], shards[PATH_MAX + 8];
@@ -490,6 +570,7 @@ int main(void)
 	    cmocka_unit_test(test_runs_match_single_appends),
 	    cmocka_unit_test(test_streamed),
 	    cmocka_unit_test(test_streamed_background),
+	    cmocka_unit_test(test_taken_runs_match_single_appends),
 	    cmocka_unit_test(test_empty_writes_nothing),
 	    cmocka_unit_test(test_errors),
 	};
