@@ -138,10 +138,22 @@ static int begin_stream(kiln_spool *s)
 	return rc;
 }
 
+/* Once the frame has begun, a write of at least this much with nothing
+ * held goes to libzstd as it is: its multithreaded compressor copies the
+ * input into its own 1 MiB jobs anyway, and cuts them from the input alone,
+ * so the bytes are the same as through `pending`, without a copy into it
+ * (nor the first touch of its pages). Smaller writes (single lines) are
+ * gathered, so libzstd is called once per CHUNK, not per line. */
+#define STREAM_DIRECT (64u << 10)
+
 static int stream_write(kiln_spool *s, const void *data, size_t len)
 {
 	int rc;
 
+	if (s->streaming && s->pending.len == 0 && len >= STREAM_DIRECT) {
+		s->size += len;
+		return feed(s, data, len, ZSTD_e_continue);
+	}
 	if ((rc = kiln_buf_put(&s->pending, data, len)) < 0)
 		return broken(s, rc);
 	s->size += len;
