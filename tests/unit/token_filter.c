@@ -154,7 +154,8 @@ static void scan_matches_grammar(void **state)
 				assert_int_equal(kiln_filter_collect(&list, text, len), 0);
 				n = reference_tokens(text, len, starts, lens);
 				for (size_t i = 0; i < n; i++)
-					assert_int_equal(kiln_filter_collect(&want, text + starts[i], lens[i]), 0);
+					assert_int_equal(
+					    kiln_filter_collect(&want, text + starts[i], lens[i]), 0);
 				assert_int_equal(list.count, n);
 				assert_int_equal(want.count, n);
 				if (n)
