@@ -138,8 +138,8 @@ static int begin_stream(kiln_spool *s)
 	return rc;
 }
 
-/* Once the frame has begun, a write of at least this much with nothing
- * held goes to libzstd as it is: its multithreaded compressor copies the
+/* Once the frame has begun, a write of at least this much goes to libzstd
+ * as it is (after what is held): its multithreaded compressor copies the
  * input into its own 1 MiB jobs anyway, and cuts them from the input alone,
  * so the bytes are the same as through `pending`, without a copy into it
  * (nor the first touch of its pages). Smaller writes (single lines) are
@@ -150,7 +150,13 @@ static int stream_write(kiln_spool *s, const void *data, size_t len)
 {
 	int rc;
 
-	if (s->streaming && s->pending.len == 0 && len >= STREAM_DIRECT) {
+	if (s->streaming && len >= STREAM_DIRECT) {
+		if (s->pending.len) {
+			rc = feed(s, s->pending.ptr, s->pending.len, ZSTD_e_continue);
+			kiln_buf_reset(&s->pending);
+			if (rc < 0)
+				return rc;
+		}
 		s->size += len;
 		return feed(s, data, len, ZSTD_e_continue);
 	}
