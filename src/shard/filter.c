@@ -8,6 +8,10 @@
 
 #include "core/error.h"
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #define MAGIC     KILN_FILTER_NAME "\n"
 #define MAGIC_LEN (sizeof(MAGIC) - 1)
 #define HEADER    (MAGIC_LEN + 3 + 4 + 8 + 8)
@@ -206,9 +210,38 @@ int kiln_filter_add_digests(kiln_filter_set *set, const kiln_filter_set *list, s
 	return 0;
 }
 
+#ifdef __SSE2__
+/* Bit i set when byte i of s[0..16) is in [a-z2-7] (as signed bytes: those
+ * of 0x80 and above are negative and in neither range). */
+static inline unsigned b32_bits(const char *s)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+	__m128i lower = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('a' - 1)),
+	                              _mm_cmplt_epi8(v, _mm_set1_epi8('z' + 1)));
+	__m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('2' - 1)),
+	                              _mm_cmplt_epi8(v, _mm_set1_epi8('7' + 1)));
+
+	return (unsigned)_mm_movemask_epi8(_mm_or_si128(lower, digit));
+}
+#else
 static bool b32(unsigned char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= '2' && c <= '7');
+}
+#endif
+
+/* Whether s[0..26) are all base32 characters. */
+static bool b32_26(const char *s)
+{
+#ifdef __SSE2__
+	/* s[0..16) and s[10..26): two loads cover the 26 */
+	return (b32_bits(s) & b32_bits(s + 10)) == 0xFFFFu;
+#else
+	for (size_t i = 0; i < 26; i++)
+		if (!b32((unsigned char)s[i]))
+			return false;
+	return true;
+#endif
 }
 
 /* The start of a token whose '_' is at u, or SIZE_MAX. */
@@ -216,16 +249,13 @@ static size_t token_start(const char *t, size_t len, size_t u)
 {
 	size_t d = u;
 
-	if (len - u < 27)
-		return SIZE_MAX;
-	for (size_t i = u + 1; i < u + 27; i++)
-		if (!b32((unsigned char)t[i]))
-			return SIZE_MAX;
+	/* "p" and digits before the '_' first: most '_' of a line (in names
+	 * such as "user_id") fail there, before the 26 characters are read */
 	while (d > 0 && u - d < 10 && t[d - 1] >= '0' && t[d - 1] <= '9')
 		d--;
-	if (d == u || d == 0 || t[d - 1] != 'p')
+	if (d == u || d == 0 || t[d - 1] != 'p' || len - u < 27)
 		return SIZE_MAX;
-	return d - 1;
+	return b32_26(t + u + 1) ? d - 1 : SIZE_MAX;
 }
 
 /* Every token of text: added to the set, or (list) appended in order,

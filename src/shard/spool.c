@@ -138,8 +138,12 @@ static int begin_stream(kiln_spool *s)
 	return rc;
 }
 
-/* Writes of this much or more go to zstd as they are, without the copy
- * into `pending` (zstd's frame does not depend on how its input is cut) */
+/* Once the frame has begun, a write of at least this much goes to libzstd
+ * as it is (after what is held): its multithreaded compressor copies the
+ * input into its own 1 MiB jobs anyway, and cuts them from the input alone,
+ * so the bytes are the same as through `pending`, without a copy into it
+ * (nor the first touch of its pages). Smaller writes (single lines) are
+ * gathered, so libzstd is called once per CHUNK, not per line. */
 #define STREAM_DIRECT (64u << 10)
 
 static int stream_write(kiln_spool *s, const void *data, size_t len)

@@ -323,18 +323,21 @@ static char *reference_frame(const char *data, size_t len, size_t *out_len)
  * the stored bytes are exactly those of compressing the shard at once with
  * its size pledged, in both modes; the last, small shard (compressed when
  * it closes) too. */
-static void check_streamed(bool background)
+static void check_streamed(bool background, bool runs)
 {
 	enum { TARGET = 8 << 20, TOTAL = 11 << 20 };
 	kiln_shard_writer_options opt = {.target_bytes = TARGET, .background = background, .zstd_threads = 2};
 	char root[PATH_MAX], *all = malloc(TOTAL + 256), *ref, *got;
-	kiln_store *store = open_store(background ? "streamed-bg" : "streamed", root);
+	kiln_store *store = open_store(runs         ? (background ? "streamed-runs-bg" : "streamed-runs")
+	                               : background ? "streamed-bg"
+	                                            : "streamed",
+	                               root);
 	char key[KILN_SHARD_KEY_CAP], path[PATH_MAX + KILN_SHARD_KEY_CAP];
 	const kiln_shard_entry *e;
 	kiln_shard_writer *w;
-	size_t at = 0, n, ref_len, got_len, first = 0;
+	size_t at = 0, n, ref_len, got_len, first = 0, run_at = 0, run_lines = 0, cycle = 0;
 	uint64_t x = 88172645463325252ull;
-	int records = 0;
+	int records = 0, run_first = 0;
 
 	assert_non_null(all);
 	assert_int_equal(kiln_shard_writer_new(&w, store, &opt), 0);
@@ -345,11 +348,44 @@ static void check_streamed(bool background)
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 		len = snprintf(line, sizeof(line), "{\"id\":%d,\"v\":\"%016llx\",\"n\":%llu}", records,
 		               (unsigned long long)x, (unsigned long long)(x % 1000));
-		assert_int_equal(kiln_shard_writer_append(w, line, (size_t)len, "t", 0, records), 0);
+		if (!runs)
+			assert_int_equal(kiln_shard_writer_append(w, line, (size_t)len, "t", 0, records), 0);
 		memcpy(all + at, line, (size_t)len);
 		all[at + (size_t)len] = '\n';
 		at += (size_t)len + 1;
 		records++;
+		/* runs of ~4 KiB, ~120 KiB and ~1.2 MiB in turn (each size after
+		 * each): small ones are gathered, large ones go to libzstd as they
+		 * are, after what was gathered */
+		if (runs && (++run_lines == (size_t[]){80, 2500, 25000, 2500, 80, 25000, 80}[cycle % 7] ||
+		             at >= TOTAL)) {
+			size_t room = kiln_shard_writer_room(w);
+
+			/* a run never crosses a shard's target (as curate_pool cuts them) */
+			if (at - run_at > room) {
+				size_t cut = run_at;
+				int k = run_first;
+
+				while (cut - run_at < room) {
+					cut = (size_t)((char *)memchr(all + cut, '\n', at - cut) - all) + 1;
+					k++;
+				}
+				assert_int_equal(kiln_shard_writer_append_run(w, all + run_at, cut - run_at,
+				                                              (size_t)(k - run_first), "t", 0,
+				                                              run_first, k - 1),
+				                 0);
+				run_at = cut;
+				run_first = k;
+			}
+			assert_int_equal(kiln_shard_writer_append_run(w, all + run_at, at - run_at,
+			                                              (size_t)(records - run_first), "t", 0,
+			                                              run_first, records - 1),
+			                 0);
+			run_at = at;
+			run_first = records;
+			run_lines = 0;
+			cycle++;
+		}
 	}
 	assert_int_equal(kiln_shard_writer_finish(w), 0);
 	e = kiln_shard_writer_shards(w, &n);
@@ -375,13 +411,22 @@ static void check_streamed(bool background)
 static void test_streamed(void **state)
 {
 	(void)state;
-	check_streamed(false);
+	check_streamed(false, false);
 }
 
 static void test_streamed_background(void **state)
 {
 	(void)state;
-	check_streamed(true);
+	check_streamed(true, false);
+}
+
+/* The same records given in runs (kiln_shard_writer_append_run, as a curate
+ * worker delivers them), small and large: the same bytes. */
+static void test_streamed_runs(void **state)
+{
+	(void)state;
+	check_streamed(false, true);
+	check_streamed(true, true);
 }
 
 /* A writer that got no record stores no shard, flushed or finished. */
@@ -573,6 +618,7 @@ int main(void)
 	    cmocka_unit_test(test_taken_runs_match_single_appends),
 	    cmocka_unit_test(test_empty_writes_nothing),
 	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_streamed_runs),
 	};
 
 	return kiln_test_main(tests, tmpdir, "shard-writer", NULL, NULL);

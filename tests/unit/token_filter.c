@@ -6,7 +6,7 @@
  * runs with kiln_filter_add_digests) give the filter a scan of the lines
  * gives, byte for byte, decoding refuses cut, grown or altered bytes, and
  * the bytes depend on the distinct tokens only (not their order or
- * repeats). */
+ * repeats); the scanner finds what the token grammar says, byte by byte. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -95,6 +95,74 @@ static void scan_finds_tokens(void **state)
 	assert_int_equal(kiln_filter_token_part("p_aaaaaaaaaaaaaaaaaaaaaaaaaaa", 29), 0);
 	kiln_filter_set_free(&set);
 	kiln_buf_free(&b);
+}
+
+/* The token grammar read one byte at a time, independently of filter.c's
+ * scanner: the start of each token of text[0..len) in order ("p", 1 to 10
+ * digits, "_", 26 of [a-z2-7]; the scanner finds one per '_'). */
+static size_t reference_tokens(const char *text, size_t len, size_t starts[], size_t lens[])
+{
+	size_t n = 0;
+
+	for (size_t u = 0; u < len; u++) {
+		size_t d = u, k;
+
+		if (text[u] != '_' || len - u < 27)
+			continue;
+		while (d > 0 && u - d < 10 && text[d - 1] >= '0' && text[d - 1] <= '9')
+			d--;
+		if (d == u || d == 0 || text[d - 1] != 'p')
+			continue;
+		for (k = u + 1; k < u + 27; k++) {
+			unsigned char c = (unsigned char)text[k];
+
+			if (!((c >= 'a' && c <= 'z') || (c >= '2' && c <= '7')))
+				break;
+		}
+		if (k == u + 27) {
+			starts[n] = d - 1;
+			lens[n++] = u + 27 - (d - 1);
+		}
+	}
+	return n;
+}
+
+/* Tokens with each of their 26 characters (and the byte before and after
+ * them) replaced by every byte value, in texts of every length from a
+ * token's up, next to digits and other tokens: the scanner lists exactly
+ * the tokens the reference finds, with the digests of their texts. */
+static void scan_matches_grammar(void **state)
+{
+	char text[96];
+	size_t starts[8], lens[8];
+	kiln_filter_set list = {0}, want = {0};
+
+	(void)state;
+	for (int pos = -1; pos <= 27; pos++)
+		for (int byte = 0; byte < 256; byte++)
+			for (size_t len = 28; len <= 40; len += 3) {
+				size_t n;
+
+				memset(text, '7', sizeof(text));
+				memcpy(text, "xp12_", 5);
+				for (int k = 0; k < 26; k++)
+					text[5 + k] = "az27bcqrs"[(k + byte) % 9];
+				if (pos >= 0)
+					text[4 + pos] = (char)byte;
+				kiln_filter_set_clear(&list);
+				kiln_filter_set_clear(&want);
+				assert_int_equal(kiln_filter_collect(&list, text, len), 0);
+				n = reference_tokens(text, len, starts, lens);
+				for (size_t i = 0; i < n; i++)
+					assert_int_equal(
+					    kiln_filter_collect(&want, text + starts[i], lens[i]), 0);
+				assert_int_equal(list.count, n);
+				assert_int_equal(want.count, n);
+				if (n)
+					assert_memory_equal(list.v, want.v, n * sizeof(list.v[0]));
+			}
+	kiln_filter_set_free(&list);
+	kiln_filter_set_free(&want);
 }
 
 /* 3000 lines of tokens (repeats among them, tokens at a line's start and
@@ -266,6 +334,7 @@ int main(void)
 	    cmocka_unit_test(empty_and_corrupt),
 	    cmocka_unit_test(order_and_repeats_do_not_matter),
 	    cmocka_unit_test(bulk_adds_compact_past_the_bound),
+	    cmocka_unit_test(scan_matches_grammar),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
