@@ -173,6 +173,12 @@ static int submit(struct krun *r, struct part *pt)
 	return kiln_curate_pool_submit(r->e->sink.pool, b);
 }
 
+/* b->decode with source.format: avro (on the curate workers). */
+static int decode_avro(void *ctx, const char *rec, size_t len, size_t max_out, kiln_buf *out, kiln_report *report)
+{
+	return kiln_schema_registry_decode(ctx, rec, len, max_out, out, report);
+}
+
 /* Adds a message to its partition's open batch (taking ownership). */
 static int add_message(struct krun *r, struct part *pt, rd_kafka_message_t *m)
 {
@@ -195,6 +201,10 @@ static int add_message(struct krun *r, struct part *pt, rd_kafka_message_t *m)
 		b->release = release_messages;
 		b->source_ctx = pt;
 		b->opened_ms = now_ms();
+		if (r->registry) {
+			b->decode = decode_avro;
+			b->decode_ctx = r->registry;
+		}
 		pt->open = b;
 	}
 	if ((rc = kiln_batch_reserve(b)) < 0 || (b->keep_raw && b->raw_cap <= b->count)) {
@@ -710,6 +720,11 @@ static int kafka_open(void **out, kiln_engine *e, kiln_metrics *m)
 	r->e = e;
 	r->p = e->p;
 	r->c = e->p->source_config;
+	if (r->c->avro) {
+		int rc = kiln_schema_registry_new(&r->registry, &r->c->registry);
+		if (rc < 0)
+			return rc;
+	}
 	return kiln_kafka_metrics_new(&r->mx, m);
 }
 
@@ -778,6 +793,7 @@ static void kafka_close(void *src, kiln_engine *e)
 		rd_kafka_destroy(r->dlq);
 	}
 	kiln_kafka_watermarks_unref(r->wm_stuck);
+	kiln_schema_registry_free(r->registry);
 	free(r);
 }
 

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "ingest/pipeline.h"
+#include "ingest/schema_registry.h"
 
 typedef enum kiln_gap_policy {
 	KILN_GAP_STOP, /* log, count, exit non-zero: an operator decides */
@@ -40,6 +41,8 @@ typedef struct kiln_kafka_config {
 	const char *dead_letter_topic; /* NULL: none */
 	unsigned connect_timeout;      /* --stop-at-end: give up when no broker answered in this many seconds
 	                                  (default 30) */
+	bool avro; /* source.format: avro (the Confluent wire format, decoded with the registry's schema) */
+	kiln_schema_registry_config registry; /* source.schema_registry, with avro */
 } kiln_kafka_config;
 
 /* The version of the librdkafka loaded at run time ("2.0.2"), static. */
