@@ -1,7 +1,8 @@
 /* An ODCS contract from an Avro schema (avro.h, kiln_infer_avro): each
  * type becomes the property the decoder's JSON (avro_decode.c) meets:
  * records objects (fields in order, required unless their union has
- * null), arrays arrays, maps objects without listed keys, enums strings
+ * null), arrays arrays, maps any JSON value (a contract lists an
+ * object's keys), enums strings
  * with their symbols, logical types string formats (date-time, date, time,
  * uuid), decimals numbers with multipleOf 10^-scale, bytes and fixed
  * base64 strings (format byte). A record that contains itself is an
@@ -134,8 +135,9 @@ static int property(infer_ctx *c, const kiln_avro_node *n, int ind)
 			return rc;
 		return property(c, n->children[0], ind + 2);
 	case KILN_AVRO_MAP:
-		return kiln_buf_printf(c->b, "%*slogicalType: object\n%*sdescription: \"an Avro map: any keys\"\n", ind,
-		                       "", ind, "");
+		/* a contract lists an object's keys: a map's are not known, so
+		 * its property takes any JSON value */
+		return kiln_buf_printf(c->b, "%*sdescription: \"an Avro map: an object of any keys\"\n", ind, "");
 	case KILN_AVRO_UNION:
 		/* several kinds of value: any JSON value */
 		return kiln_buf_printf(c->b, "%*sdescription: \"an Avro union: any of its branches\"\n", ind, "");

@@ -1,6 +1,6 @@
 /* The schema registry client and its cache (schema_registry.h). Workers
- * share one cache under a mutex; a fetch runs outside it (two workers may
- * fetch the same id once each: the second keeps the first's entry). An
+ * share one cache under a mutex; fetches run outside it, one at a time
+ * (a worker that wants an id being fetched waits, then finds it). An
  * entry is held (refs) while a worker decodes with it, and only entries
  * nobody holds are evicted, least recently used first, once cache_max are
  * kept. A 404 is cached too (the id is unknown: schema_unknown); a registry
@@ -37,6 +37,7 @@ struct kiln_schema_registry {
 	size_t userpwd_len;
 	kiln_curl_pool curl;
 	pthread_mutex_t lock;
+	pthread_mutex_t fetch_lock; /* one fetch at a time: each id is asked for once */
 	struct entry **entries;
 	size_t count, cap;
 	uint64_t clock, fetches;
@@ -61,6 +62,7 @@ int kiln_schema_registry_new(kiln_schema_registry **out, const kiln_schema_regis
 		reg->cfg.cache_max = 1000;
 	kiln_curl_pool_init(&reg->curl);
 	pthread_mutex_init(&reg->lock, NULL);
+	pthread_mutex_init(&reg->fetch_lock, NULL);
 	if (cfg->credentials_file) {
 		if ((rc = kiln_secret_read_file(&reg->userpwd, &reg->userpwd_len, cfg->credentials_file,
 		                                "schema registry credentials file", 4096)) < 0) {
@@ -93,6 +95,7 @@ void kiln_schema_registry_free(kiln_schema_registry *reg)
 	kiln_secret_free(reg->userpwd, reg->userpwd_len);
 	kiln_curl_pool_free(&reg->curl);
 	pthread_mutex_destroy(&reg->lock);
+	pthread_mutex_destroy(&reg->fetch_lock);
 	free(reg);
 }
 
@@ -247,40 +250,50 @@ static int make_room(kiln_schema_registry *reg)
 	return 0;
 }
 
-/* The entry for id, held (release it), fetched when not cached. */
-static int acquire(kiln_schema_registry *reg, uint32_t id, struct entry **out)
+/* Lock held: the cached entry for id, held, or NULL. */
+static struct entry *take(kiln_schema_registry *reg, uint32_t id)
 {
-	kiln_avro_schema *schema;
-	struct entry *e;
-	int rc;
+	struct entry *e = find(reg, id);
 
-	pthread_mutex_lock(&reg->lock);
-	e = find(reg, id);
 	if (e) {
 		e->refs++;
 		e->used = ++reg->clock;
 	}
+	return e;
+}
+
+/* The entry for id, held (release it), fetched when not cached: one fetch
+ * at a time, so workers that want the same id wait for the first's answer. */
+static int acquire(kiln_schema_registry *reg, uint32_t id, struct entry **out)
+{
+	kiln_avro_schema *schema;
+	struct entry *e;
+	int rc = 0;
+
+	pthread_mutex_lock(&reg->lock);
+	e = take(reg, id);
 	pthread_mutex_unlock(&reg->lock);
 	if ((*out = e))
 		return 0;
-	if ((rc = fetch(reg, id, &schema)) < 0)
-		return rc;
+	pthread_mutex_lock(&reg->fetch_lock);
 	pthread_mutex_lock(&reg->lock);
-	if ((e = find(reg, id))) { /* another worker fetched it meanwhile */
-		kiln_avro_schema_free(schema);
-	} else if ((rc = make_room(reg)) < 0 || !(e = calloc(1, sizeof(*e)))) {
-		pthread_mutex_unlock(&reg->lock);
-		kiln_avro_schema_free(schema);
-		return rc < 0 ? rc : kiln_error_oom(NULL);
-	} else {
-		*e = (struct entry){.id = id, .schema = schema};
-		reg->entries[reg->count++] = e;
-	}
-	e->refs++;
-	e->used = ++reg->clock;
+	e = take(reg, id); /* fetched while this worker waited */
 	pthread_mutex_unlock(&reg->lock);
+	if (!e && (rc = fetch(reg, id, &schema)) == 0) {
+		pthread_mutex_lock(&reg->lock);
+		if ((rc = make_room(reg)) < 0 || !(e = calloc(1, sizeof(*e)))) {
+			kiln_avro_schema_free(schema);
+			rc = rc < 0 ? rc : kiln_error_oom(NULL);
+		} else {
+			*e = (struct entry){.id = id, .schema = schema};
+			reg->entries[reg->count++] = e;
+			take(reg, id);
+		}
+		pthread_mutex_unlock(&reg->lock);
+	}
+	pthread_mutex_unlock(&reg->fetch_lock);
 	*out = e;
-	return 0;
+	return rc;
 }
 
 static void release(kiln_schema_registry *reg, struct entry *e)

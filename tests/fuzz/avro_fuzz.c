@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "contract/avro.h"
+#include "core/error.h"
 #include "core/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
