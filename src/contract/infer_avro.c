@@ -5,8 +5,8 @@
  * object's keys), enums strings
  * with their symbols, logical types string formats (date-time, date, time,
  * uuid), decimals numbers with multipleOf 10^-scale, bytes and fixed
- * base64 strings (format byte). A record that contains itself is an
- * object whose properties are not listed again. */
+ * base64 strings (format byte), other unions any JSON value. A record
+ * inside itself is any JSON value there (its fields are not listed again). */
 #include <stdio.h>
 #include <string.h>
 
@@ -142,12 +142,12 @@ static int property(infer_ctx *c, const kiln_avro_node *n, int ind)
 		/* several kinds of value: any JSON value */
 		return kiln_buf_printf(c->b, "%*sdescription: \"an Avro union: any of its branches\"\n", ind, "");
 	case KILN_AVRO_RECORD:
+		for (int i = 0; i < c->depth; i++)
+			if (c->stack[i] == n) /* the record inside itself: not listed again */
+				return kiln_buf_printf(c->b, "%*sdescription: \"a %s inside itself: any JSON value\"\n", ind, "",
+				                       n->name);
 		if ((rc = kiln_buf_printf(c->b, "%*slogicalType: object\n", ind, "")) < 0)
 			return rc;
-		for (int i = 0; i < c->depth; i++)
-			if (c->stack[i] == n)
-				return kiln_buf_printf(c->b, "%*scustomProperties:\n%*s- property: unknownFields\n%*svalue: allow\n",
-				                       ind, "", ind + 2, "", ind + 4, "");
 		if (c->depth >= MAX_NEST)
 			return kiln_error_set(KILN_EINVALID, "the schema nests deeper than %d records", MAX_NEST);
 		c->stack[c->depth++] = n;

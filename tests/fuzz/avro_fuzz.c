@@ -3,8 +3,8 @@
  * byte picks what the rest is: 's' a schema's JSON (a registry's answer:
  * compiled, then a few fixed datums decoded with it), anything else a datum
  * decoded with one of three schemas (every type, a recursive record, an
- * array of nulls). Aborts when a decode succeeds with output that is not
- * one strict JSON value, when an error has no code or path, or when the
+ * array of maps of nulls). Aborts when a decode succeeds with output that
+ * is not one strict JSON value (a map's repeated key aside), when an error has no code or path, or when the
  * output passes its bound. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -49,7 +49,10 @@ static void check(const kiln_avro_node *root, const uint8_t *data, size_t size)
 		kiln_json_scanner *sc = kiln_json_scanner_new(NULL);
 		if (!sc)
 			abort();
-		if (kiln_json_check(sc, out.ptr ? out.ptr : "", out.len) != KILN_REJECT_NONE)
+		/* a map's keys may repeat in Avro's bytes: the validator then
+		 * rejects the record as duplicate_key, like any JSON record */
+		kiln_reject r = kiln_json_check(sc, out.ptr ? out.ptr : "", out.len);
+		if (r != KILN_REJECT_NONE && r != KILN_REJECT_DUPLICATE_KEY)
 			abort();
 		kiln_json_scanner_free(sc);
 	} else if (rc == KILN_EINVALID) {
