@@ -252,7 +252,8 @@ static int infer_from_avro(const char *schema_path, const char *name, const char
 			kiln_cli_fail("contract infer", "%s", kiln_error_last());
 			goto cleanup;
 		}
-		fprintf(stderr, "kiln contract infer: %s: a contract for the Avro schema %s\n", out_path, schema_path);
+		fprintf(stderr, "kiln contract infer: %s: a contract for the Avro schema %s\n", out_path,
+		        schema_path);
 	} else {
 		fwrite(out.ptr, 1, out.len, stdout);
 		if (fflush(stdout) != 0 || ferror(stdout)) {
@@ -309,7 +310,8 @@ static int contract_infer(int argc, char **argv)
 	if (avro)
 		return infer_from_avro(avro, name, out_path);
 	if (first >= argc)
-		return kiln_cli_fail("contract infer", "expected one sample file, SAMPLE (see kiln contract --help)");
+		return kiln_cli_fail("contract infer",
+		                     "expected one sample file, SAMPLE (see kiln contract --help)");
 	sample = argv[first];
 	if (strcmp(pii, "auto") != 0 && strcmp(pii, "none") != 0)
 		return kiln_cli_fail("contract infer", "--pii is auto or none, not '%s'", pii);

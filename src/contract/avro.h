@@ -68,7 +68,7 @@ const kiln_avro_node *kiln_avro_schema_root(const kiln_avro_schema *s);
 void kiln_avro_schema_free(kiln_avro_schema *s);
 
 /* Decoder bounds: output (JSON bytes) and nesting. */
-#define KILN_AVRO_MAX_DEPTH 64
+#define KILN_AVRO_MAX_DEPTH         64
 #define KILN_AVRO_DECIMAL_MAX_BYTES 64
 
 /* Why a record did not decode: the reject code (KILN_REJECT_AVRO_DECODE,

@@ -112,7 +112,8 @@ static int put_double(reader *r, double d, bool single)
 	char s[40];
 
 	if (!isfinite(d))
-		return fail(r, KILN_REJECT_NOT_FINITE, single ? "float is NaN or infinite" : "double is NaN or infinite");
+		return fail(r, KILN_REJECT_NOT_FINITE,
+		            single ? "float is NaN or infinite" : "double is NaN or infinite");
 	for (int prec = 1; prec <= 17; prec++) {
 		snprintf(s, sizeof(s), "%.*g", prec, d);
 		if (single ? strtof(s, NULL) == (float)d : strtod(s, NULL) == d)
@@ -229,10 +230,11 @@ static int path_push(reader *r, const char *name, bool index, size_t i, size_t *
 	if (index)
 		k = snprintf(r->path + r->path_len, sizeof(r->path) - r->path_len, "[%zu]", i);
 	else
-		k = snprintf(r->path + r->path_len, sizeof(r->path) - r->path_len, "%s%s", r->path_len ? "." : "",
-		             name);
+		k = snprintf(r->path + r->path_len, sizeof(r->path) - r->path_len, "%s%s",
+		             r->path_len ? "." : "", name);
 	if (k > 0)
-		r->path_len = r->path_len + (size_t)k < sizeof(r->path) ? r->path_len + (size_t)k : sizeof(r->path) - 1;
+		r->path_len =
+		    r->path_len + (size_t)k < sizeof(r->path) ? r->path_len + (size_t)k : sizeof(r->path) - 1;
 	return 0;
 }
 
@@ -280,7 +282,8 @@ static int blocks(reader *r, const kiln_avro_node *n, int depth)
 				if (!kiln_utf8_valid((const char *)r->p, len))
 					return fail(r, KILN_REJECT_AVRO_DECODE, "map key is not UTF-8");
 				if (r->out->len + len + 3 > r->max_out)
-					return fail(r, KILN_REJECT_TOO_LARGE, "decoded record larger than the record limit");
+					return fail(r, KILN_REJECT_TOO_LARGE,
+					            "decoded record larger than the record limit");
 				if ((rc = kiln_buf_put_json_string(r->out, (const char *)r->p, len)) < 0 ||
 				    (rc = put(r, ":", 1)) < 0)
 					return rc;
@@ -343,7 +346,8 @@ static int value(reader *r, const kiln_avro_node *n, int depth)
 		float f;
 		if (r->end - r->p < 4)
 			return fail(r, KILN_REJECT_AVRO_DECODE, "truncated float");
-		uint32_t u = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 | (uint32_t)r->p[3] << 24;
+		uint32_t u = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 |
+		             (uint32_t)r->p[3] << 24;
 		memcpy(&f, &u, 4);
 		r->p += 4;
 		return put_double(r, f, true);
@@ -423,7 +427,12 @@ static int value(reader *r, const kiln_avro_node *n, int depth)
 int kiln_avro_decode(const kiln_avro_node *root, const unsigned char *data, size_t len, size_t max_out,
                      kiln_buf *out, kiln_avro_error *err)
 {
-	reader r = {.p = data, .end = data + len, .start = data, .max_out = out->len + max_out, .out = out, .err = err};
+	reader r = {.p = data,
+	            .end = data + len,
+	            .start = data,
+	            .max_out = out->len + max_out,
+	            .out = out,
+	            .err = err};
 	int rc;
 
 	memset(err, 0, sizeof(*err));

@@ -91,7 +91,8 @@ static const char *str_of(const kiln_yaml_node *map, const char *key)
 	return v && v->kind == KILN_YAML_SCALAR ? v->value : NULL;
 }
 
-static int compile(compiler *c, const kiln_yaml_node *y, const char *ns, const char *path, kiln_avro_node **out);
+static int compile(compiler *c, const kiln_yaml_node *y, const char *ns, const char *path,
+                   kiln_avro_node **out);
 
 static int logical_of(compiler *c, const kiln_yaml_node *y, const char *path, kiln_avro_node *n)
 {
@@ -148,7 +149,7 @@ static int compile_named(compiler *c, const kiln_yaml_node *y, const char *ns, c
 	if (!(n = node_new(c, type)))
 		return kiln_error_oom(NULL);
 	n->name = strchr(name, '.') || !ns || !*ns ? kiln_arena_strndup(c->s->arena, name, strlen(name))
-	                                          : kiln_arena_printf(c->s->arena, "%s.%s", ns, name);
+	                                           : kiln_arena_printf(c->s->arena, "%s.%s", ns, name);
 	n->doc = str_of(y, "doc");
 	if (!n->name || (rc = add_named(c, n)) < 0)
 		return kiln_error_oom(NULL);
@@ -163,8 +164,9 @@ static int compile_named(compiler *c, const kiln_yaml_node *y, const char *ns, c
 	}
 	const kiln_yaml_node *list = kiln_yaml_get(y, type == KILN_AVRO_ENUM ? "symbols" : "fields");
 	if (!list || list->kind != KILN_YAML_SEQUENCE)
-		return kiln_yaml_fail(c->doc, y, path, type == KILN_AVRO_ENUM ? "an enum needs symbols"
-		                                                              : "a record needs fields");
+		return kiln_yaml_fail(c->doc, y, path,
+		                      type == KILN_AVRO_ENUM ? "an enum needs symbols"
+		                                             : "a record needs fields");
 	n->count = list->count;
 	n->names = kiln_arena_alloc(c->s->arena, (list->count + 1) * sizeof(*n->names));
 	n->children = kiln_arena_alloc(c->s->arena, (list->count + 1) * sizeof(*n->children));
@@ -191,7 +193,8 @@ static int compile_named(compiler *c, const kiln_yaml_node *y, const char *ns, c
 	return 0;
 }
 
-static int compile(compiler *c, const kiln_yaml_node *y, const char *ns, const char *path, kiln_avro_node **out)
+static int compile(compiler *c, const kiln_yaml_node *y, const char *ns, const char *path,
+                   kiln_avro_node **out)
 {
 	int rc;
 
@@ -205,7 +208,8 @@ static int compile(compiler *c, const kiln_yaml_node *y, const char *ns, const c
 	}
 	if (y->kind == KILN_YAML_SEQUENCE) {
 		kiln_avro_node *n = node_new(c, KILN_AVRO_UNION);
-		if (!n || !(n->children = kiln_arena_alloc(c->s->arena, (y->count + 1) * sizeof(*n->children))))
+		if (!n ||
+		    !(n->children = kiln_arena_alloc(c->s->arena, (y->count + 1) * sizeof(*n->children))))
 			return kiln_error_oom(NULL);
 		n->count = y->count;
 		for (size_t i = 0; i < y->count; i++)
@@ -231,7 +235,8 @@ static int compile(compiler *c, const kiln_yaml_node *y, const char *ns, const c
 		const kiln_yaml_node *sub = kiln_yaml_get(y, array ? "items" : "values");
 		kiln_avro_node *n = node_new(c, array ? KILN_AVRO_ARRAY : KILN_AVRO_MAP);
 		if (!sub)
-			return kiln_yaml_fail(c->doc, y, path, array ? "an array needs items" : "a map needs values");
+			return kiln_yaml_fail(c->doc, y, path,
+			                      array ? "an array needs items" : "a map needs values");
 		if (!n || !(n->children = kiln_arena_alloc(c->s->arena, sizeof(*n->children))))
 			return kiln_error_oom(NULL);
 		n->count = 1;
@@ -302,8 +307,9 @@ int kiln_avro_schema_load_file(kiln_avro_schema **out, const char *path)
 	if (!f)
 		return kiln_error_set(KILN_ENOTFOUND, "%s: cannot open: %s", path, strerror(errno));
 	while (rc == 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		rc = text.len + n > (16u << 20) ? kiln_error_set(KILN_EINVALID, "%s: larger than 16 MiB", path)
-		                               : kiln_buf_put(&text, chunk, n);
+		rc = text.len + n > (16u << 20)
+		         ? kiln_error_set(KILN_EINVALID, "%s: larger than 16 MiB", path)
+		         : kiln_buf_put(&text, chunk, n);
 	if (rc == 0 && ferror(f))
 		rc = kiln_error_set(KILN_EIO, "%s: cannot read: %s", path, strerror(errno));
 	fclose(f);

@@ -64,8 +64,8 @@ static int fields(infer_ctx *c, const kiln_avro_node *n, int ind)
 
 static int string_format(infer_ctx *c, const char *format, int ind)
 {
-	return kiln_buf_printf(c->b, "%*slogicalType: string\n%*slogicalTypeOptions:\n%*sformat: %s\n", ind, "", ind,
-	                       "", ind + 2, "", format);
+	return kiln_buf_printf(c->b, "%*slogicalType: string\n%*slogicalTypeOptions:\n%*sformat: %s\n", ind,
+	                       "", ind, "", ind + 2, "", format);
 }
 
 /* The keys of one property (its name already written) at indent ind. */
@@ -96,8 +96,9 @@ static int property(infer_ctx *c, const kiln_avro_node *n, int ind)
 		if (n->scale > 0) {
 			snprintf(step, sizeof(step), "0.%0*d", n->scale, 1);
 		}
-		return kiln_buf_printf(c->b, "%*slogicalType: number\n%*slogicalTypeOptions:\n%*smultipleOf: %s\n", ind,
-		                       "", ind, "", ind + 2, "", step);
+		return kiln_buf_printf(c->b,
+		                       "%*slogicalType: number\n%*slogicalTypeOptions:\n%*smultipleOf: %s\n",
+		                       ind, "", ind, "", ind + 2, "", step);
 	}
 	case KILN_AVRO_PLAIN:
 		break;
@@ -108,11 +109,13 @@ static int property(infer_ctx *c, const kiln_avro_node *n, int ind)
 	case KILN_AVRO_BOOLEAN:
 		return kiln_buf_printf(c->b, "%*slogicalType: boolean\n", ind, "");
 	case KILN_AVRO_INT:
-		return kiln_buf_printf(c->b, "%*slogicalType: integer\n%*slogicalTypeOptions:\n%*sformat: i32\n", ind, "",
-		                       ind, "", ind + 2, "");
+		return kiln_buf_printf(c->b,
+		                       "%*slogicalType: integer\n%*slogicalTypeOptions:\n%*sformat: i32\n",
+		                       ind, "", ind, "", ind + 2, "");
 	case KILN_AVRO_LONG:
-		return kiln_buf_printf(c->b, "%*slogicalType: integer\n%*slogicalTypeOptions:\n%*sformat: i64\n", ind, "",
-		                       ind, "", ind + 2, "");
+		return kiln_buf_printf(c->b,
+		                       "%*slogicalType: integer\n%*slogicalTypeOptions:\n%*sformat: i64\n",
+		                       ind, "", ind, "", ind + 2, "");
 	case KILN_AVRO_FLOAT:
 	case KILN_AVRO_DOUBLE:
 		return kiln_buf_printf(c->b, "%*slogicalType: number\n", ind, "");
@@ -122,8 +125,10 @@ static int property(infer_ctx *c, const kiln_avro_node *n, int ind)
 	case KILN_AVRO_FIXED:
 		return string_format(c, "byte", ind);
 	case KILN_AVRO_ENUM:
-		if ((rc = kiln_buf_printf(c->b, "%*slogicalType: string\n%*scustomProperties:\n%*s- property: enum\n%*svalue: [",
-		                          ind, "", ind, "", ind + 2, "", ind + 4, "")) < 0)
+		if ((rc = kiln_buf_printf(
+		         c->b,
+		         "%*slogicalType: string\n%*scustomProperties:\n%*s- property: enum\n%*svalue: [",
+		         ind, "", ind, "", ind + 2, "", ind + 4, "")) < 0)
 			return rc;
 		for (size_t i = 0; i < n->count; i++)
 			if ((i && (rc = kiln_buf_puts(c->b, ", ")) < 0) ||
@@ -137,19 +142,23 @@ static int property(infer_ctx *c, const kiln_avro_node *n, int ind)
 	case KILN_AVRO_MAP:
 		/* a contract lists an object's keys: a map's are not known, so
 		 * its property takes any JSON value */
-		return kiln_buf_printf(c->b, "%*sdescription: \"an Avro map: an object of any keys\"\n", ind, "");
+		return kiln_buf_printf(c->b, "%*sdescription: \"an Avro map: an object of any keys\"\n", ind,
+		                       "");
 	case KILN_AVRO_UNION:
 		/* several kinds of value: any JSON value */
-		return kiln_buf_printf(c->b, "%*sdescription: \"an Avro union: any of its branches\"\n", ind, "");
+		return kiln_buf_printf(c->b, "%*sdescription: \"an Avro union: any of its branches\"\n", ind,
+		                       "");
 	case KILN_AVRO_RECORD:
 		for (int i = 0; i < c->depth; i++)
 			if (c->stack[i] == n) /* the record inside itself: not listed again */
-				return kiln_buf_printf(c->b, "%*sdescription: \"a %s inside itself: any JSON value\"\n", ind, "",
-				                       n->name);
+				return kiln_buf_printf(
+				    c->b, "%*sdescription: \"a %s inside itself: any JSON value\"\n", ind, "",
+				    n->name);
 		if ((rc = kiln_buf_printf(c->b, "%*slogicalType: object\n", ind, "")) < 0)
 			return rc;
 		if (c->depth >= MAX_NEST)
-			return kiln_error_set(KILN_EINVALID, "the schema nests deeper than %d records", MAX_NEST);
+			return kiln_error_set(KILN_EINVALID, "the schema nests deeper than %d records",
+			                      MAX_NEST);
 		c->stack[c->depth++] = n;
 		rc = fields(c, n, ind);
 		c->depth--;
@@ -168,8 +177,10 @@ int kiln_infer_avro(const kiln_avro_node *root, const char *name, kiln_buf *b)
 	if ((rc = kiln_buf_puts(b, "# Written by `kiln contract infer --avro` from the Avro schema ")) < 0 ||
 	    (rc = kiln_infer_yaml_scalar(b, root->name, strlen(root->name))) < 0 ||
 	    (rc = kiln_buf_puts(b, ": review it before use\n# (classification, enums of free text; "
-	                           "docs/CONTRACTS.md).\napiVersion: v3.1.0\nkind: DataContract\nid: ")) < 0 ||
-	    (rc = kiln_infer_yaml_scalar(b, name, strlen(name))) < 0 || (rc = kiln_buf_puts(b, "\nname: ")) < 0 ||
+	                           "docs/CONTRACTS.md).\napiVersion: v3.1.0\nkind: DataContract\nid: ")) <
+	        0 ||
+	    (rc = kiln_infer_yaml_scalar(b, name, strlen(name))) < 0 ||
+	    (rc = kiln_buf_puts(b, "\nname: ")) < 0 ||
 	    (rc = kiln_infer_yaml_scalar(b, name, strlen(name))) < 0 ||
 	    (rc = kiln_buf_puts(b, "\nversion: 0.1.0\nstatus: draft\nschema:\n  - name: ")) < 0 ||
 	    (rc = kiln_infer_yaml_scalar(b, name, strlen(name))) < 0 || (rc = kiln_buf_putc(b, '\n')) < 0)

@@ -370,13 +370,12 @@ static int process(struct worker *wk, kiln_batch *b)
 		report = &b->rejects[b->reject_count].report;
 		kiln_buf_reset(&wk->line);
 		kiln_curate_begin(wk->curator, &wk->line);
-		report->count = 0;
 		if (b->too_long[i])
 			kiln_report_single(report, KILN_REJECT_TOO_LARGE, p->max_record_bytes);
 		else if (b->decode) {
 			kiln_buf_reset(&b->decoded);
-			if ((rc = b->decode(b->decode_ctx, b->rec[i], b->len[i], p->max_record_bytes, &b->decoded,
-			                    report)) < 0)
+			if ((rc = b->decode(b->decode_ctx, b->rec[i], b->len[i], p->max_record_bytes,
+			                    &b->decoded, report)) < 0)
 				return rc;
 			if (rc == 0)
 				kiln_validate_hook(wk->validator, b->decoded.ptr, b->decoded.len, report,

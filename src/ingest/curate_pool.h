@@ -60,7 +60,8 @@ typedef struct kiln_batch {
 	 * 0 with the JSON appended to out (at most max_out bytes), 1 when the
 	 * record is rejected (report set), a negative code to fail the batch.
 	 * rec[] (what the raw zone and the quarantine keep) stays as it is. */
-	int (*decode)(void *ctx, const char *rec, size_t len, size_t max_out, kiln_buf *out, kiln_report *report);
+	int (*decode)(void *ctx, const char *rec, size_t len, size_t max_out, kiln_buf *out,
+	              kiln_report *report);
 	void *decode_ctx;
 	kiln_buf decoded; /* the worker's output of decode */
 

@@ -26,10 +26,22 @@ typedef struct loader {
 	kiln_config cfg;
 } loader;
 
-const char *const kiln_kafka_option_keys[] = {
-    "kind",    "name",  "max_record_bytes", "max_depth", "brokers",           "topics",          "group",
-    "options", "start", "on_gap",           "batch",     "dead_letter_topic", "connect_timeout", "format",
-    "schema_registry", NULL};
+const char *const kiln_kafka_option_keys[] = {"kind",
+                                              "name",
+                                              "max_record_bytes",
+                                              "max_depth",
+                                              "brokers",
+                                              "topics",
+                                              "group",
+                                              "options",
+                                              "start",
+                                              "on_gap",
+                                              "batch",
+                                              "dead_letter_topic",
+                                              "connect_timeout",
+                                              "format",
+                                              "schema_registry",
+                                              NULL};
 
 /* A Kafka topic name: [A-Za-z0-9._-], at most 249 characters. */
 static bool topic_ok(const char *s)
@@ -169,8 +181,8 @@ static int load_kafka_option(loader *l, const kiln_yaml_node *opts, size_t i, ki
 	return 0;
 }
 
-static const char *const registry_keys[] = {"url",     "credentials_file", "ca_file",
-                                             "timeout", "wait",             "cache_schemas", NULL};
+static const char *const registry_keys[] = {"url",  "credentials_file", "ca_file", "timeout",
+                                            "wait", "cache_schemas",    NULL};
 
 /* source.format and, with avro, source.schema_registry (docs/STREAMING.md). */
 static int load_format(loader *l, const kiln_yaml_node *src)
@@ -186,7 +198,8 @@ static int load_format(loader *l, const kiln_yaml_node *src)
 	if (format && strcmp(format, "avro") == 0)
 		c->avro = true;
 	else if (format && strcmp(format, "json") != 0)
-		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "format"), "source.format", "expected json or avro");
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "format"), "source.format",
+		                      "expected json or avro");
 	if (!c->avro) {
 		if (reg && !kiln_yaml_is_null(reg))
 			return kiln_yaml_fail(l->doc, reg, "source.schema_registry",
@@ -197,11 +210,12 @@ static int load_format(loader *l, const kiln_yaml_node *src)
 		return kiln_yaml_fail(l->doc, src, "source.schema_registry",
 		                      "source.format: avro needs a schema registry (url)");
 	if ((rc = kiln_config_check_keys(&l->cfg, reg, "source.schema_registry", registry_keys)) < 0 ||
-	    (rc = kiln_config_string(&l->cfg, reg, "source.schema_registry", "url", true, &c->registry.url)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, reg, "source.schema_registry", "url", true, &c->registry.url)) <
+	        0 ||
 	    (rc = kiln_config_string(&l->cfg, reg, "source.schema_registry", "credentials_file", false,
 	                             &c->registry.credentials_file)) < 0 ||
-	    (rc = kiln_config_string(&l->cfg, reg, "source.schema_registry", "ca_file", false, &c->registry.ca_file)) <
-	        0)
+	    (rc = kiln_config_string(&l->cfg, reg, "source.schema_registry", "ca_file", false,
+	                             &c->registry.ca_file)) < 0)
 		return rc;
 	if (strncmp(c->registry.url, "http://", 7) != 0 && strncmp(c->registry.url, "https://", 8) != 0)
 		return kiln_yaml_fail(l->doc, kiln_yaml_get(reg, "url"), "source.schema_registry.url",
@@ -220,7 +234,8 @@ static int load_format(loader *l, const kiln_yaml_node *src)
 		return rc;
 	c->registry.wait_seconds = (unsigned)v;
 	v = 1000;
-	if ((rc = kiln_config_int(&l->cfg, reg, "source.schema_registry", "cache_schemas", 1, 100000, &v)) < 0)
+	if ((rc = kiln_config_int(&l->cfg, reg, "source.schema_registry", "cache_schemas", 1, 100000, &v)) <
+	    0)
 		return rc;
 	c->registry.cache_max = (size_t)v;
 	return 0;

@@ -174,7 +174,8 @@ static int submit(struct krun *r, struct part *pt)
 }
 
 /* b->decode with source.format: avro (on the curate workers). */
-static int decode_avro(void *ctx, const char *rec, size_t len, size_t max_out, kiln_buf *out, kiln_report *report)
+static int decode_avro(void *ctx, const char *rec, size_t len, size_t max_out, kiln_buf *out,
+                       kiln_report *report)
 {
 	return kiln_schema_registry_decode(ctx, rec, len, max_out, out, report);
 }

@@ -56,8 +56,8 @@ typedef struct qreplay {
 	kiln_buf data;       /* the records' bytes */
 	struct qrec *recs;
 	size_t n, cap;
-	const char *obj_source; /* the kind of the object being read (NULL: none in its name) */
-	int rc;                 /* an error of ours inside a decode callback */
+	const char *obj_source;         /* the kind of the object being read (NULL: none in its name) */
+	int rc;                         /* an error of ours inside a decode callback */
 	kiln_schema_registry *registry; /* a Kafka pipeline of Avro records */
 } qreplay;
 

@@ -66,9 +66,9 @@ struct replay {
 	kiln_lineage_entry *lineage; /* what the commit records */
 	struct part *parts;
 	size_t part_count, part_cap;
-	struct part *cur; /* the partition being fed */
-	kiln_batch *open; /* its batch being filled */
-	int rc;           /* an error of ours inside a decode callback */
+	struct part *cur;               /* the partition being fed */
+	kiln_batch *open;               /* its batch being filled */
+	int rc;                         /* an error of ours inside a decode callback */
 	kiln_schema_registry *registry; /* a Kafka pipeline of Avro records */
 };
 
@@ -362,7 +362,8 @@ static int replay_open(void **out, kiln_ingest *in, const void *args)
 	if (!r)
 		return kiln_error_oom(NULL);
 	*r = (struct replay){.p = p, .o = a->o, .out = a->out, .in = in};
-	if ((rc = kiln_kafka_registry_open(p, &r->registry)) < 0 || (rc = check_branches(in->setup.manifest, p, r->o->from)) < 0 ||
+	if ((rc = kiln_kafka_registry_open(p, &r->registry)) < 0 ||
+	    (rc = check_branches(in->setup.manifest, p, r->o->from)) < 0 ||
 	    (rc = kiln_manifest_lineage(in->setup.manifest, p->dataset, r->o->from, note_lineage, r)) < 0)
 		return rc;
 	if (r->part_count == 0)

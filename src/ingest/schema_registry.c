@@ -73,8 +73,10 @@ int kiln_schema_registry_new(kiln_schema_registry **out, const kiln_schema_regis
 		while (reg->userpwd_len && (reg->userpwd[reg->userpwd_len - 1] == '\n' ||
 		                            reg->userpwd[reg->userpwd_len - 1] == '\r'))
 			reg->userpwd[--reg->userpwd_len] = '\0';
-		if (!memchr(reg->userpwd, ':', reg->userpwd_len) || strlen(reg->userpwd) != reg->userpwd_len) {
-			rc = kiln_error_set(KILN_EINVALID, "%s: expected one line user:password", cfg->credentials_file);
+		if (!memchr(reg->userpwd, ':', reg->userpwd_len) ||
+		    strlen(reg->userpwd) != reg->userpwd_len) {
+			rc = kiln_error_set(KILN_EINVALID, "%s: expected one line user:password",
+			                    cfg->credentials_file);
 			kiln_schema_registry_free(reg);
 			return rc;
 		}
@@ -175,7 +177,8 @@ static int fetch_once(kiln_schema_registry *reg, const char *url, kiln_avro_sche
 	reg->fetches++;
 	pthread_mutex_unlock(&reg->lock);
 	if (cc != CURLE_OK)
-		rc = kiln_error_set(KILN_EIO, "schema registry %s: %s", url, err[0] ? err : curl_easy_strerror(cc));
+		rc = kiln_error_set(KILN_EIO, "schema registry %s: %s", url,
+		                    err[0] ? err : curl_easy_strerror(cc));
 	else if (status == 404)
 		rc = 0;
 	else if (status != 200)
@@ -206,12 +209,13 @@ static int fetch(kiln_schema_registry *reg, uint32_t id, kiln_avro_schema **out)
 		if ((rc = fetch_once(reg, url, out)) != 1)
 			return rc;
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		KILN_LOG(KILN_LOG_WARN, "schema_registry_unavailable", kiln_error_last(), KILN_F_STR("endpoint", url),
-		         KILN_F_INT("attempt", attempt));
+		KILN_LOG(KILN_LOG_WARN, "schema_registry_unavailable", kiln_error_last(),
+		         KILN_F_STR("endpoint", url), KILN_F_INT("attempt", attempt));
 		if (now.tv_sec - start.tv_sec >= (time_t)reg->cfg.wait_seconds)
 			return kiln_error_set(KILN_EIO, "schema registry %s: no answer for %u s", url,
 			                      reg->cfg.wait_seconds);
-		struct timespec d = {.tv_sec = delay_ms / 1000, .tv_nsec = (long)(delay_ms % 1000) * 1000000L};
+		struct timespec d = {.tv_sec = delay_ms / 1000,
+		                     .tv_nsec = (long)(delay_ms % 1000) * 1000000L};
 		nanosleep(&d, NULL);
 		delay_ms = delay_ms < 5000 ? delay_ms * 2 : 5000;
 	}
@@ -231,7 +235,8 @@ static int make_room(kiln_schema_registry *reg)
 	if (reg->count >= reg->cfg.cache_max) {
 		size_t victim = SIZE_MAX;
 		for (size_t i = 0; i < reg->count; i++)
-			if (!reg->entries[i]->refs && (victim == SIZE_MAX || reg->entries[i]->used < reg->entries[victim]->used))
+			if (!reg->entries[i]->refs &&
+			    (victim == SIZE_MAX || reg->entries[i]->used < reg->entries[victim]->used))
 				victim = i;
 		if (victim != SIZE_MAX) {
 			kiln_avro_schema_free(reg->entries[victim]->schema);

@@ -31,8 +31,10 @@ const char *__lsan_default_suppressions(void)
 
 static const char *const schemas[] = {
     "{\"type\":\"record\",\"name\":\"Ev\",\"fields\":["
-    "{\"name\":\"b\",\"type\":\"boolean\"},{\"name\":\"i\",\"type\":\"int\"},{\"name\":\"l\",\"type\":\"long\"},"
-    "{\"name\":\"f\",\"type\":\"float\"},{\"name\":\"d\",\"type\":\"double\"},{\"name\":\"by\",\"type\":\"bytes\"},"
+    "{\"name\":\"b\",\"type\":\"boolean\"},{\"name\":\"i\",\"type\":\"int\"},{\"name\":\"l\",\"type\":"
+    "\"long\"},"
+    "{\"name\":\"f\",\"type\":\"float\"},{\"name\":\"d\",\"type\":\"double\"},{\"name\":\"by\",\"type\":"
+    "\"bytes\"},"
     "{\"name\":\"s\",\"type\":\"string\"},"
     "{\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"C\",\"symbols\":[\"A\",\"B\"]}},"
     "{\"name\":\"a\",\"type\":{\"type\":\"array\",\"items\":\"long\"}},"
@@ -41,7 +43,8 @@ static const char *const schemas[] = {
     "{\"name\":\"dt\",\"type\":{\"type\":\"int\",\"logicalType\":\"date\"}},"
     "{\"name\":\"tm\",\"type\":{\"type\":\"int\",\"logicalType\":\"time-millis\"}},"
     "{\"name\":\"ts\",\"type\":{\"type\":\"long\",\"logicalType\":\"timestamp-micros\"}},"
-    "{\"name\":\"dec\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":30,\"scale\":3}},"
+    "{\"name\":\"dec\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":30,\"scale\":3}"
+    "},"
     "{\"name\":\"id\",\"type\":{\"type\":\"string\",\"logicalType\":\"uuid\"}}]}",
     "{\"type\":\"record\",\"name\":\"N\",\"fields\":[{\"name\":\"v\",\"type\":\"long\"},"
     "{\"name\":\"next\",\"type\":[\"null\",\"N\"]}]}",

@@ -68,30 +68,34 @@ static const char *decode(kiln_avro_schema *s, const enc *e, size_t max_out, kil
 	return out.ptr;
 }
 
-static const char *all_types = "{\"type\":\"record\",\"name\":\"Ev\",\"namespace\":\"t\",\"fields\":["
-                               "{\"name\":\"n\",\"type\":\"null\"},"
-                               "{\"name\":\"b\",\"type\":\"boolean\"},"
-                               "{\"name\":\"i\",\"type\":\"int\"},"
-                               "{\"name\":\"l\",\"type\":\"long\"},"
-                               "{\"name\":\"f\",\"type\":\"float\"},"
-                               "{\"name\":\"d\",\"type\":\"double\"},"
-                               "{\"name\":\"by\",\"type\":\"bytes\"},"
-                               "{\"name\":\"s\",\"type\":\"string\"},"
-                               "{\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"Col\",\"symbols\":[\"RED\",\"GREEN\"]}},"
-                               "{\"name\":\"a\",\"type\":{\"type\":\"array\",\"items\":\"long\"}},"
-                               "{\"name\":\"m\",\"type\":{\"type\":\"map\",\"values\":\"string\"}},"
-                               "{\"name\":\"u\",\"type\":[\"null\",\"string\"]},"
-                               "{\"name\":\"fx\",\"type\":{\"type\":\"fixed\",\"name\":\"F2\",\"size\":2}},"
-                               "{\"name\":\"dt\",\"type\":{\"type\":\"int\",\"logicalType\":\"date\"}},"
-                               "{\"name\":\"tm\",\"type\":{\"type\":\"int\",\"logicalType\":\"time-millis\"}},"
-                               "{\"name\":\"tu\",\"type\":{\"type\":\"long\",\"logicalType\":\"time-micros\"}},"
-                               "{\"name\":\"ts\",\"type\":{\"type\":\"long\",\"logicalType\":\"timestamp-millis\"}},"
-                               "{\"name\":\"tsu\",\"type\":{\"type\":\"long\",\"logicalType\":\"timestamp-micros\"}},"
-                               "{\"name\":\"dec\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":9,\"scale\":2}},"
-                               "{\"name\":\"decf\",\"type\":{\"type\":\"fixed\",\"name\":\"D8\",\"size\":8,\"logicalType\":\"decimal\",\"precision\":18,\"scale\":4}},"
-                               "{\"name\":\"id\",\"type\":{\"type\":\"string\",\"logicalType\":\"uuid\"}},"
-                               "{\"name\":\"inner\",\"type\":{\"type\":\"record\",\"name\":\"In\",\"fields\":[{\"name\":\"x\",\"type\":\"Col\"}]}}"
-                               "]}";
+static const char *all_types =
+    "{\"type\":\"record\",\"name\":\"Ev\",\"namespace\":\"t\",\"fields\":["
+    "{\"name\":\"n\",\"type\":\"null\"},"
+    "{\"name\":\"b\",\"type\":\"boolean\"},"
+    "{\"name\":\"i\",\"type\":\"int\"},"
+    "{\"name\":\"l\",\"type\":\"long\"},"
+    "{\"name\":\"f\",\"type\":\"float\"},"
+    "{\"name\":\"d\",\"type\":\"double\"},"
+    "{\"name\":\"by\",\"type\":\"bytes\"},"
+    "{\"name\":\"s\",\"type\":\"string\"},"
+    "{\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"Col\",\"symbols\":[\"RED\",\"GREEN\"]}},"
+    "{\"name\":\"a\",\"type\":{\"type\":\"array\",\"items\":\"long\"}},"
+    "{\"name\":\"m\",\"type\":{\"type\":\"map\",\"values\":\"string\"}},"
+    "{\"name\":\"u\",\"type\":[\"null\",\"string\"]},"
+    "{\"name\":\"fx\",\"type\":{\"type\":\"fixed\",\"name\":\"F2\",\"size\":2}},"
+    "{\"name\":\"dt\",\"type\":{\"type\":\"int\",\"logicalType\":\"date\"}},"
+    "{\"name\":\"tm\",\"type\":{\"type\":\"int\",\"logicalType\":\"time-millis\"}},"
+    "{\"name\":\"tu\",\"type\":{\"type\":\"long\",\"logicalType\":\"time-micros\"}},"
+    "{\"name\":\"ts\",\"type\":{\"type\":\"long\",\"logicalType\":\"timestamp-millis\"}},"
+    "{\"name\":\"tsu\",\"type\":{\"type\":\"long\",\"logicalType\":\"timestamp-micros\"}},"
+    "{\"name\":\"dec\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":9,\"scale\":2}}"
+    ","
+    "{\"name\":\"decf\",\"type\":{\"type\":\"fixed\",\"name\":\"D8\",\"size\":8,\"logicalType\":\"decimal\","
+    "\"precision\":18,\"scale\":4}},"
+    "{\"name\":\"id\",\"type\":{\"type\":\"string\",\"logicalType\":\"uuid\"}},"
+    "{\"name\":\"inner\",\"type\":{\"type\":\"record\",\"name\":\"In\",\"fields\":[{\"name\":\"x\",\"type\":"
+    "\"Col\"}]}}"
+    "]}";
 
 static void test_every_type(void **state)
 {
@@ -102,17 +106,17 @@ static void test_every_type(void **state)
 	float f = 0.1f;
 	uint32_t fu;
 
-	e.b[e.n++] = 1;             /* b */
-	put_long(&e, -3);           /* i */
-	put_long(&e, 1LL << 40);    /* l */
+	e.b[e.n++] = 1;          /* b */
+	put_long(&e, -3);        /* i */
+	put_long(&e, 1LL << 40); /* l */
 	memcpy(&fu, &f, 4);
 	for (int i = 0; i < 4; i++) /* f */
 		e.b[e.n++] = (unsigned char)(fu >> (8 * i));
-	put_double(&e, 0.1);        /* d */
+	put_double(&e, 0.1);          /* d */
 	put_bytes(&e, "\x00\xff", 2); /* by */
-	put_bytes(&e, "h\"i\n", 4); /* s */
-	put_long(&e, 1);            /* e */
-	put_long(&e, -2);           /* a: a block of 2 with its byte size */
+	put_bytes(&e, "h\"i\n", 4);   /* s */
+	put_long(&e, 1);              /* e */
+	put_long(&e, -2);             /* a: a block of 2 with its byte size */
 	put_long(&e, 2);
 	put_long(&e, 1);
 	put_long(&e, -1);
@@ -125,12 +129,12 @@ static void test_every_type(void **state)
 	put_bytes(&e, "x", 1);
 	e.b[e.n++] = 'a'; /* fx */
 	e.b[e.n++] = 'b';
-	put_long(&e, 20455);         /* 2026-01-02 */
-	put_long(&e, 3723004);       /* 01:02:03.004 */
-	put_long(&e, 3723000005LL);  /* 01:02:03.000005 */
+	put_long(&e, 20455);           /* 2026-01-02 */
+	put_long(&e, 3723004);         /* 01:02:03.004 */
+	put_long(&e, 3723000005LL);    /* 01:02:03.000005 */
 	put_long(&e, 1767323045123LL); /* 2026-01-02T03:04:05.123Z */
 	put_long(&e, 1767323045123456LL);
-	put_bytes(&e, "\xfe\x0c", 2); /* -500 -> -5.00 */
+	put_bytes(&e, "\xfe\x0c", 2);                             /* -500 -> -5.00 */
 	memcpy(e.b + e.n, "\x00\x00\x00\x00\x00\x00\x30\x39", 8); /* 12345 -> 1.2345 */
 	e.n += 8;
 	put_bytes(&e, "6f1c0f64-8f6b-4a8e-9c63-0b2b0d3c2f11", 36);
@@ -140,7 +144,8 @@ static void test_every_type(void **state)
 		fail_msg("%s at %s", err.what, err.path);
 	assert_string_equal(
 	    j, "{\"n\":null,\"b\":true,\"i\":-3,\"l\":1099511627776,\"f\":0.1,\"d\":0.1,\"by\":\"AP8=\","
-	       "\"s\":\"h\\\"i\\n\",\"e\":\"GREEN\",\"a\":[1,-1],\"m\":{\"k\":\"v\"},\"u\":\"x\",\"fx\":\"YWI=\","
+	       "\"s\":\"h\\\"i\\n\",\"e\":\"GREEN\",\"a\":[1,-1],\"m\":{\"k\":\"v\"},\"u\":\"x\",\"fx\":"
+	       "\"YWI=\","
 	       "\"dt\":\"2026-01-02\",\"tm\":\"01:02:03.004\",\"tu\":\"01:02:03.000005\","
 	       "\"ts\":\"2026-01-02T03:04:05.123Z\",\"tsu\":\"2026-01-02T03:04:05.123456Z\",\"dec\":-5.00,"
 	       "\"decf\":1.2345,\"id\":\"6f1c0f64-8f6b-4a8e-9c63-0b2b0d3c2f11\",\"inner\":{\"x\":\"RED\"}}");
@@ -150,14 +155,16 @@ static void test_every_type(void **state)
 static void test_edges(void **state)
 {
 	(void)state;
-	kiln_avro_schema *s = schema("{\"type\":\"record\",\"name\":\"R\",\"fields\":["
-	                             "{\"name\":\"ts\",\"type\":{\"type\":\"long\",\"logicalType\":\"timestamp-millis\"}},"
-	                             "{\"name\":\"dec\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":4,\"scale\":3}},"
-	                             "{\"name\":\"d\",\"type\":\"double\"}]}");
+	kiln_avro_schema *s =
+	    schema("{\"type\":\"record\",\"name\":\"R\",\"fields\":["
+	           "{\"name\":\"ts\",\"type\":{\"type\":\"long\",\"logicalType\":\"timestamp-millis\"}},"
+	           "{\"name\":\"dec\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":"
+	           "4,\"scale\":3}},"
+	           "{\"name\":\"d\",\"type\":\"double\"}]}");
 	kiln_avro_error err;
 	enc e = {0};
 
-	put_long(&e, -1); /* one millisecond before the epoch */
+	put_long(&e, -1);         /* one millisecond before the epoch */
 	put_bytes(&e, "\x07", 1); /* 7 -> 0.007 */
 	put_double(&e, 1e300);
 	const char *j = decode(s, &e, 1 << 20, &err);
@@ -287,8 +294,9 @@ static void test_bad_schemas(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_every_type), cmocka_unit_test(test_edges),     cmocka_unit_test(test_hostile),
-	    cmocka_unit_test(test_recursion),  cmocka_unit_test(test_bad_schemas),
+	    cmocka_unit_test(test_every_type),  cmocka_unit_test(test_edges),
+	    cmocka_unit_test(test_hostile),     cmocka_unit_test(test_recursion),
+	    cmocka_unit_test(test_bad_schemas),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
