@@ -13,7 +13,9 @@
 # one topic (evolution). Then: a registry that answers 503 and then is down
 # while a run starts: the run waits (a log line naming the endpoint), the
 # registry comes up, every record is curated, none quarantined as unknown;
-# a credentials file readable by others is refused.
+# HTTPS: a registry of an unknown CA refused at once, read with
+# source.schema_registry.ca_file; a credentials file readable by others is
+# refused.
 set -uo pipefail
 
 src=${KILN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -138,6 +140,27 @@ check "every ev2 record curated, none quarantined as unknown" \
 	"$tmp/curated.jsonl" "$tmp/quarantine.txt" "$tmp/raw.jsonl"
 sed 's/^/  /' "$tmp/out" | tail -5
 check "the quarantine of ev2 is empty" test ! -s "$tmp/quarantine.txt"
+
+# --- TLS: a registry whose certificate a CA file vouches for ----------------
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=kiln-test-ca -keyout "$tmp/ca.key" -out "$tmp/ca.pem" \
+	>/dev/null 2>&1
+openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$tmp/srv.key" -out "$tmp/srv.csr" >/dev/null 2>&1
+printf 'subjectAltName=IP:127.0.0.1\n' >"$tmp/san.ext"
+openssl x509 -req -in "$tmp/srv.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" -CAcreateserial -days 2 \
+	-extfile "$tmp/san.ext" -out "$tmp/srv.pem" >/dev/null 2>&1
+$py "$src/tests/integration/schema_registry.py" "$tmp/tls.port" --auth "$auth" --load "$tmp/schemas.json" \
+	--tls "$tmp/srv.pem" "$tmp/srv.key" &
+pids+=($!)
+poll 10 test -s "$tmp/tls.port"
+reg="https://127.0.0.1:$(cat "$tmp/tls.port")"
+pipeline "$tmp/p4.yaml" ev2 avro-tls
+check "an HTTPS registry of an unknown CA is refused (no retry, the endpoint named)" \
+	status_is 2 timeout 60 "$kiln" run "$tmp/p4.yaml" --stop-at-end
+check "  naming the endpoint" grep -q "schema registry https://127.0.0.1:[0-9]*/schemas/ids/" "$tmp/err"
+pipeline "$tmp/p4.yaml" ev2 avro-tls ", ca_file: $tmp/ca.pem"
+check "with source.schema_registry.ca_file the run reads ev2" status_is 0 timeout 60 "$kiln" run "$tmp/p4.yaml" --stop-at-end
+tls_ok() { collect avro-tls ev2 && [ "$(wc -l <"$tmp/curated.jsonl")" -eq 40 ] && [ ! -s "$tmp/quarantine.txt" ]; }
+check "  every record curated" tls_ok
 
 # --- configuration errors ----------------------------------------------------
 chmod 644 "$tmp/reg.cred"

@@ -3,7 +3,8 @@
 kiln and the test producers use, schemas kept in memory.
 
 Usage: schema_registry.py PORT_FILE [--port N] [--auth USER:PASSWORD]
-                          [--fail-first N] [--log FILE]
+                          [--fail-first N] [--log FILE] [--load FILE]
+                          [--tls CERT KEY]
 
   GET  /schemas/ids/{id}              {"schema": "<the schema's JSON>"} or 404
                                       {"error_code": 40403, ...}
@@ -14,7 +15,9 @@ Usage: schema_registry.py PORT_FILE [--port N] [--auth USER:PASSWORD]
                                       schema text gets the same id again)
 
 With --auth every request needs HTTP basic auth (401 otherwise). With
---fail-first N the first N GET /schemas/ids answer 503. Writes the port it
+--fail-first N the first N GET /schemas/ids answer 503. --load starts
+with the schemas of a JSON file {id: schema text}; --tls serves HTTPS with
+that certificate and key. Writes the port it
 listens on (127.0.0.1) to PORT_FILE; --log gets one line per request
 ("METHOD PATH STATUS"). Runs until killed.
 """
@@ -22,6 +25,7 @@ listens on (127.0.0.1) to PORT_FILE; --log gets one line per request
 import argparse
 import base64
 import json
+import os
 import re
 import sys
 import threading
@@ -125,6 +129,7 @@ def main():
     ap.add_argument("--fail-first", type=int, default=0)
     ap.add_argument("--log")
     ap.add_argument("--load", help="a JSON file {id: schema} to start with")
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     a = ap.parse_args()
     state["fail"] = a.fail_first
     if a.load:
@@ -132,12 +137,16 @@ def main():
             schemas[int(k)] = v
             ids[v] = int(k)
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
+    if a.tls:
+        import ssl
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.tls[0], a.tls[1])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     srv.auth = a.auth
     srv.logf = open(a.log, "a") if a.log else None
     with open(a.port_file + ".tmp", "w") as f:
         f.write("%d\n" % srv.server_address[1])
-    import os
-
     os.replace(a.port_file + ".tmp", a.port_file)
     srv.serve_forever()
 
