@@ -430,4 +430,15 @@ void kiln_kafka_check(const kiln_pipeline *p, int timeout_ms, kiln_source_say sa
 	}
 	snprintf(msg, sizeof(msg), "%s: %d brokers answered", c->brokers, brokers);
 	say(ctx, "brokers", true, msg);
+	if (c->avro) { /* source.format: avro: the registry answers, with the credentials */
+		kiln_schema_registry *reg = NULL;
+		kiln_schema_registry_config rc = c->registry;
+		rc.timeout_ms = (unsigned)timeout_ms;
+		if (kiln_schema_registry_new(&reg, &rc) < 0 ||
+		    kiln_schema_registry_probe(reg, msg, sizeof(msg)) < 0)
+			say(ctx, "schema_registry", false, kiln_error_last());
+		else
+			say(ctx, "schema_registry", true, msg);
+		kiln_schema_registry_free(reg);
+	}
 }

@@ -142,53 +142,88 @@ static int schema_text(const kiln_buf *body, kiln_buf *text, const char *url)
 	return rc;
 }
 
-/* One GET: 0 with the schema (or NULL on 404), 1 when worth a retry (the
- * error set), another negative code when not. */
-static int fetch_once(kiln_schema_registry *reg, const char *url, kiln_avro_schema **out)
+/* One GET of url into body: 0 with *status, or KILN_EIO (the error set,
+ * naming the endpoint) when no answer came; *cc for kiln_curl_retriable. */
+static int get(kiln_schema_registry *reg, const char *url, kiln_buf *body, long *status, CURLcode *cc)
 {
 	char err[CURL_ERROR_SIZE] = "";
-	kiln_buf body = KILN_BUF_INIT(BODY_MAX), text = {0};
-	long status = 0;
-	CURLcode cc;
 	CURL *c = kiln_curl_take(&reg->curl);
-	int rc;
 
-	*out = NULL;
+	*status = 0;
 	if (!c)
 		return kiln_error_oom(NULL);
 	kiln_curl_request(c, url, err);
 	curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)reg->cfg.timeout_ms);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
 	if (reg->cfg.ca_file)
 		curl_easy_setopt(c, CURLOPT_CAINFO, reg->cfg.ca_file);
 	if (reg->userpwd) {
 		curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
 		curl_easy_setopt(c, CURLOPT_USERPWD, reg->userpwd);
 	}
-	cc = curl_easy_perform(c);
-	if (cc == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	*cc = curl_easy_perform(c);
+	if (*cc == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
 	if (reg->userpwd)
 		curl_easy_setopt(c, CURLOPT_USERPWD, NULL);
 	kiln_curl_give(&reg->curl, c);
 	pthread_mutex_lock(&reg->lock);
 	reg->fetches++;
 	pthread_mutex_unlock(&reg->lock);
-	if (cc != CURLE_OK)
-		rc = kiln_error_set(KILN_EIO, "schema registry %s: %s", url,
-		                    err[0] ? err : curl_easy_strerror(cc));
-	else if (status == 404)
-		rc = 0;
-	else if (status != 200)
+	if (*cc != CURLE_OK)
+		return kiln_error_set(KILN_EIO, "schema registry %s: %s", url,
+		                      err[0] ? err : curl_easy_strerror(*cc));
+	return 0;
+}
+
+/* One GET: 0 with the schema (or NULL on 404), 1 when worth a retry (the
+ * error set), another negative code when not. */
+static int fetch_once(kiln_schema_registry *reg, const char *url, kiln_avro_schema **out)
+{
+	kiln_buf body = KILN_BUF_INIT(BODY_MAX), text = {0};
+	long status = 0;
+	CURLcode cc = CURLE_OK;
+	int rc;
+
+	*out = NULL;
+	rc = get(reg, url, &body, &status, &cc);
+	if (rc == 0 && status != 200 && status != 404)
 		rc = kiln_error_set(KILN_EIO, "schema registry %s: HTTP %ld", url, status);
-	else if ((rc = schema_text(&body, &text, url)) == 0)
+	if (rc == 0 && status == 200 && (rc = schema_text(&body, &text, url)) == 0)
 		rc = kiln_avro_schema_parse(out, url, text.ptr ? text.ptr : "", text.len);
-	if (rc < 0 && kiln_curl_retriable(cc, status))
+	if (rc < 0 && rc != KILN_ENOMEM && kiln_curl_retriable(cc, status))
 		rc = 1;
 	kiln_buf_free(&body);
 	kiln_buf_free(&text);
+	return rc;
+}
+
+/* The registry's base URL without its trailing slashes: n bytes of it. */
+static size_t base_len(const kiln_schema_registry *reg)
+{
+	size_t n = strlen(reg->cfg.url);
+
+	while (n && reg->cfg.url[n - 1] == '/')
+		n--;
+	return n;
+}
+
+int kiln_schema_registry_probe(kiln_schema_registry *reg, char *msg, size_t cap)
+{
+	char url[2048];
+	kiln_buf body = KILN_BUF_INIT(BODY_MAX);
+	long status;
+	CURLcode cc;
+	int rc;
+
+	snprintf(url, sizeof(url), "%.*s/subjects", (int)base_len(reg), reg->cfg.url);
+	if ((rc = get(reg, url, &body, &status, &cc)) == 0 && status != 200)
+		rc = kiln_error_set(KILN_EIO, "schema registry %s: HTTP %ld", url, status);
+	if (rc == 0)
+		snprintf(msg, cap, "%s: answered", url);
+	kiln_buf_free(&body);
 	return rc;
 }
 
@@ -196,14 +231,11 @@ static int fetch_once(kiln_schema_registry *reg, const char *url, kiln_avro_sche
 static int fetch(kiln_schema_registry *reg, uint32_t id, kiln_avro_schema **out)
 {
 	char url[2048];
-	size_t n = strlen(reg->cfg.url);
 	struct timespec start, now;
 	unsigned delay_ms = 100;
 	int rc;
 
-	while (n && reg->cfg.url[n - 1] == '/')
-		n--;
-	snprintf(url, sizeof(url), "%.*s/schemas/ids/%u", (int)n, reg->cfg.url, id);
+	snprintf(url, sizeof(url), "%.*s/schemas/ids/%u", (int)base_len(reg), reg->cfg.url, id);
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (int attempt = 1;; attempt++) {
 		if ((rc = fetch_once(reg, url, out)) != 1)

@@ -37,6 +37,11 @@ void kiln_schema_registry_free(kiln_schema_registry *reg);
 int kiln_schema_registry_decode(kiln_schema_registry *reg, const char *rec, size_t len, size_t max_out,
                                 kiln_buf *out, kiln_report *report);
 
+/* For kiln check: GET {url}/subjects once (no retry): 0 with a one-line
+ * message in msg, or a negative code with the error set (naming the
+ * endpoint; never the credentials). */
+int kiln_schema_registry_probe(kiln_schema_registry *reg, char *msg, size_t cap);
+
 /* The fetches made and the schemas cached (tests and metrics). */
 void kiln_schema_registry_stats(kiln_schema_registry *reg, uint64_t *fetches, size_t *cached);
 

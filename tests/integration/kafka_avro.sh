@@ -13,6 +13,7 @@
 # one topic (evolution). Then: a registry that answers 503 and then is down
 # while a run starts: the run waits (a log line naming the endpoint), the
 # registry comes up, every record is curated, none quarantined as unknown;
+# kiln check asks the registry (answers, or down);
 # HTTPS: a registry of an unknown CA refused at once, read with
 # source.schema_registry.ca_file; a credentials file readable by others is
 # refused.
@@ -74,6 +75,8 @@ manifest: {repo: $tmp/m.git}
 EOF
 }
 pipeline "$tmp/p.yaml" ev avro-ev
+check "kiln check asks the registry (with the credentials)" status_is 0 "$kiln" check "$tmp/p.yaml"
+check "  and says so" grep -q "schema_registry.*$reg/subjects: answered" "$tmp/out"
 check "kiln run reads the topic to its end" status_is 0 timeout 120 "$kiln" run "$tmp/p.yaml" --stop-at-end
 [ "$failed" -eq 0 ] || sed 's/^/  /' "$tmp/err" | tail -20
 
@@ -121,6 +124,8 @@ check "the producer wrote 40 more records to ev2" \
 kill -KILL "$reg_pid"
 wait "$reg_pid" 2>/dev/null
 pipeline "$tmp/p2.yaml" ev2 avro-ev2
+check "kiln check reports a registry that is down" status_is 1 "$kiln" check "$tmp/p2.yaml"
+check "  naming the endpoint" grep -q "schema_registry.*127.0.0.1:$port/subjects" "$tmp/out"
 "$kiln" run "$tmp/p2.yaml" --stop-at-end >"$tmp/run2.out" 2>"$tmp/run2.err" &
 run_pid=$!
 pids+=($run_pid)
