@@ -68,8 +68,9 @@ const kiln_avro_node *kiln_avro_schema_root(const kiln_avro_schema *s);
 void kiln_avro_schema_free(kiln_avro_schema *s);
 
 /* Decoder bounds: output (JSON bytes) and nesting. */
-#define KILN_AVRO_MAX_DEPTH         64
-#define KILN_AVRO_DECIMAL_MAX_BYTES 64
+#define KILN_AVRO_MAX_DEPTH          64
+#define KILN_AVRO_DECIMAL_MAX_BYTES  64  /* a decimal's unscaled value: at most 155 digits */
+#define KILN_AVRO_DECIMAL_MAX_DIGITS 200 /* a schema's decimal precision (and so scale) */
 
 /* Why a record did not decode: the reject code (KILN_REJECT_AVRO_DECODE,
  * KILN_REJECT_NOT_FINITE, KILN_REJECT_TOO_LARGE), the field path ("$",

@@ -178,7 +178,9 @@ static int put_time(reader *r, int64_t t, int64_t per, int digits)
 static int put_decimal(reader *r, const kiln_avro_node *n, const unsigned char *b, size_t len)
 {
 	unsigned char mag[KILN_AVRO_DECIMAL_MAX_BYTES];
-	char digits[KILN_AVRO_DECIMAL_MAX_BYTES * 3 + 4], text[KILN_AVRO_DECIMAL_MAX_BYTES * 3 + 8];
+	/* digits: at most 155 of the value, or scale + 1 zeros and digits, the
+	 * schema's scale being at most KILN_AVRO_DECIMAL_MAX_DIGITS */
+	char digits[KILN_AVRO_DECIMAL_MAX_DIGITS + 2], text[KILN_AVRO_DECIMAL_MAX_DIGITS + 4];
 	size_t nd = 0, t = 0;
 	bool neg = len && (b[0] & 0x80);
 
@@ -210,7 +212,7 @@ static int put_decimal(reader *r, const kiln_avro_node *n, const unsigned char *
 	}
 	if ((int)nd > n->precision && !(nd == 1 && digits[0] == '0'))
 		return fail(r, KILN_REJECT_AVRO_DECODE, "decimal has more digits than its precision");
-	while ((int)nd <= n->scale)
+	while ((int)nd <= n->scale && nd < sizeof(digits))
 		digits[nd++] = '0';
 	if (neg)
 		text[t++] = '-';

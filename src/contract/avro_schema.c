@@ -120,8 +120,9 @@ static int logical_of(compiler *c, const kiln_yaml_node *y, const char *path, ki
 			return kiln_yaml_fail(c->doc, y, path, "a decimal needs a precision");
 		if ((rc = kiln_yaml_int64(c->doc, p, path, &v)) < 0)
 			return rc;
-		if (v < 1 || v > 1000)
-			return kiln_yaml_fail(c->doc, p, path, "precision must be 1 to 1000");
+		if (v < 1 || v > KILN_AVRO_DECIMAL_MAX_DIGITS)
+			return kiln_yaml_fail(c->doc, p, path, "precision must be 1 to %d",
+			                      KILN_AVRO_DECIMAL_MAX_DIGITS);
 		n->precision = (int)v;
 		v = 0;
 		if (s && (rc = kiln_yaml_int64(c->doc, s, path, &v)) < 0)

@@ -189,6 +189,25 @@ static void test_edges(void **state)
 	kiln_avro_schema_free(s);
 }
 
+/* The widest decimal a schema may declare: scale 200, so 201 digits. */
+static void test_decimal_scale_bound(void **state)
+{
+	(void)state;
+	kiln_avro_schema *s = schema("{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":200,"
+	                             "\"scale\":200}");
+	kiln_avro_error err;
+	char want[256] = "-0.";
+	enc e = {0};
+
+	put_bytes(&e, "\xff", 1); /* -1 */
+	memset(want + 3, '0', 199);
+	strcpy(want + 3 + 199, "1");
+	const char *j = decode(s, &e, 1 << 20, &err);
+	assert_non_null(j);
+	assert_string_equal(j, want);
+	kiln_avro_schema_free(s);
+}
+
 static void expect_decode_error(kiln_avro_schema *s, const enc *e, const char *path, const char *what)
 {
 	kiln_avro_error err;
@@ -282,6 +301,7 @@ static void test_bad_schemas(void **state)
 	    "{\"type\":\"bogus\"}",
 	    "[",
 	    "{\"type\":\"bytes\",\"logicalType\":\"decimal\"}",
+	    "{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":201,\"scale\":200}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		kiln_avro_schema *s = NULL;
@@ -296,7 +316,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_every_type),  cmocka_unit_test(test_edges),
 	    cmocka_unit_test(test_hostile),     cmocka_unit_test(test_recursion),
-	    cmocka_unit_test(test_bad_schemas),
+	    cmocka_unit_test(test_bad_schemas), cmocka_unit_test(test_decimal_scale_bound),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
