@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "contract/compat.h"
 #include "contract/contract.h"
+#include "contract/avro.h"
 #include "contract/infer.h"
 #include "core/buf.h"
 #include "core/error.h"
@@ -25,6 +26,7 @@
 static const char usage_text[] =
     "usage: kiln contract diff OLD NEW [--json] [--schema NAME]\n"
     "       kiln contract infer SAMPLE [--pii auto|none] [--name NAME] [-o FILE] [--max-enum N]\n"
+    "       kiln contract infer --avro SCHEMA.avsc [--name NAME] [-o FILE]\n"
     "\n"
     "Commands on ODCS v3 data contracts (docs/CONTRACTS.md):\n"
     "  diff     every change from contract file OLD to NEW, field by field, each\n"
@@ -45,6 +47,10 @@ static const char usage_text[] =
     "           identifies a person (user_id, email, ...) and piiScan where they\n"
     "           match inside a text. No value of such a field is ever written.\n"
     "           `kiln validate` accepts every record of SAMPLE against it.\n"
+    "           With --avro: the contract for records of an Avro schema (records\n"
+    "           to objects, enums to enum lists, logical types to formats,\n"
+    "           decimals to numbers with multipleOf, [\"null\", T] optional),\n"
+    "           as a Kafka pipeline with source.format: avro decodes them.\n"
     "\n"
     "Options:\n"
     "      --json          diff: one JSON document: {\"old\":{...},\"new\":{...},\n"
@@ -57,6 +63,7 @@ static const char usage_text[] =
     "                      SAMPLE's file name); A-Z, a-z, 0-9, '.', '_', '-'\n"
     "  -o, --out FILE      infer: write the contract to FILE (never replaced)\n"
     "      --max-enum N    infer: most distinct values an enum lists (default 20)\n"
+    "      --avro SCHEMA   infer: from an Avro schema file (.avsc) instead of records\n"
     "  -h, --help          show this help\n"
     "\n"
     "Exit status: diff: 0 every change compatible (or none), 1 at least one\n"
@@ -223,12 +230,51 @@ static void name_from_path(char *out, size_t cap, const char *path)
 		snprintf(out, cap, "dataset");
 }
 
+/* infer --avro: the contract for an Avro schema file (contract/avro.h). */
+static int infer_from_avro(const char *schema_path, const char *name, const char *out_path)
+{
+	kiln_avro_schema *schema = NULL;
+	kiln_buf out = KILN_BUF_INIT(0);
+	char default_name[65];
+	int status = KILN_EXIT_USAGE;
+
+	if (!name) {
+		name_from_path(default_name, sizeof(default_name), schema_path);
+		name = default_name;
+	}
+	if (kiln_avro_schema_load_file(&schema, schema_path) < 0 ||
+	    kiln_infer_avro(kiln_avro_schema_root(schema), name, &out) < 0) {
+		kiln_cli_fail("contract infer", "%s", kiln_error_last());
+		goto cleanup;
+	}
+	if (out_path) {
+		if (kiln_fs_create_new(out_path, out.ptr, out.len, 0644, "the contract") < 0) {
+			kiln_cli_fail("contract infer", "%s", kiln_error_last());
+			goto cleanup;
+		}
+		fprintf(stderr, "kiln contract infer: %s: a contract for the Avro schema %s\n", out_path,
+		        schema_path);
+	} else {
+		fwrite(out.ptr, 1, out.len, stdout);
+		if (fflush(stdout) != 0 || ferror(stdout)) {
+			kiln_cli_fail("contract infer", "writing output: %s", strerror(errno));
+			goto cleanup;
+		}
+	}
+	status = KILN_EXIT_OK;
+cleanup:
+	kiln_buf_free(&out);
+	kiln_avro_schema_free(schema);
+	return status;
+}
+
 static int contract_infer(int argc, char **argv)
 {
-	const char *pii = "auto", *name = NULL, *out_path = NULL;
+	const char *pii = "auto", *name = NULL, *out_path = NULL, *avro = NULL;
 	uint64_t max_enum = 20;
 	const kiln_cli_option rows[] = {
 	    {.name = "pii", .kind = KILN_CLI_STRING, .out = &pii},
+	    {.name = "avro", .kind = KILN_CLI_STRING, .out = &avro},
 	    {.name = "name", .kind = KILN_CLI_STRING, .out = &name},
 	    {.name = "out", .letter = 'o', .kind = KILN_CLI_STRING, .out = &out_path},
 	    {.name = "max-enum",
@@ -243,7 +289,7 @@ static int contract_infer(int argc, char **argv)
 	    .cmd = "contract infer",
 	    .usage = usage_text,
 	    .rows = rows,
-	    .min_args = 1,
+	    .min_args = 0,
 	    .max_args = 1,
 	    .args_error = "expected one sample file, SAMPLE (see kiln contract --help)",
 	};
@@ -259,6 +305,13 @@ static int contract_infer(int argc, char **argv)
 	if ((status = kiln_cli_parse(&first, &spec, argc, argv)) != KILN_CLI_GO_ON)
 		return status;
 	status = KILN_EXIT_USAGE;
+	if (avro && first < argc)
+		return kiln_cli_fail("contract infer", "--avro SCHEMA takes no sample file");
+	if (avro)
+		return infer_from_avro(avro, name, out_path);
+	if (first >= argc)
+		return kiln_cli_fail("contract infer",
+		                     "expected one sample file, SAMPLE (see kiln contract --help)");
 	sample = argv[first];
 	if (strcmp(pii, "auto") != 0 && strcmp(pii, "none") != 0)
 		return kiln_cli_fail("contract infer", "--pii is auto or none, not '%s'", pii);

@@ -521,6 +521,11 @@ static int put_scalar(kiln_buf *b, const char *s, size_t len)
 	return kiln_buf_putc(b, '"');
 }
 
+int kiln_infer_yaml_scalar(kiln_buf *b, const char *s, size_t len)
+{
+	return put_scalar(b, s, len);
+}
+
 static int cmp_values(const void *a, const void *b)
 {
 	const infer_value *x = a, *y = b;

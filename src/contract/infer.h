@@ -53,4 +53,8 @@ uint64_t kiln_infer_records(const kiln_infer *infer);
  * out. KILN_EINVALID when no record was added; KILN_ENOMEM. */
 int kiln_infer_render(const kiln_infer *infer, kiln_buf *out);
 
+/* s[0..len) (valid UTF-8) as a YAML scalar the contract loader reads back
+ * as the same string: plain when it can be, else double-quoted. */
+int kiln_infer_yaml_scalar(kiln_buf *b, const char *s, size_t len);
+
 #endif

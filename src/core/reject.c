@@ -21,6 +21,9 @@ static const char *const names[KILN_REJECT_COUNT_] = {
     [KILN_REJECT_UNKNOWN_FIELD] = "unknown_field",
     [KILN_REJECT_PATTERN_LIMIT] = "pattern_limit",
     [KILN_REJECT_DUPLICATE] = "duplicate",
+    [KILN_REJECT_SCHEMA_UNKNOWN] = "schema_unknown",
+    [KILN_REJECT_AVRO_DECODE] = "avro_decode",
+    [KILN_REJECT_NOT_FINITE] = "not_finite",
 };
 
 const char *kiln_reject_name(kiln_reject code)

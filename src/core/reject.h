@@ -21,9 +21,12 @@ typedef enum kiln_reject {
 	KILN_REJECT_ENUM,
 	KILN_REJECT_FORMAT,
 	KILN_REJECT_UNKNOWN_FIELD,
-	KILN_REJECT_PATTERN_LIMIT, /* a pattern or PII detector could not decide within its PCRE2 limits */
-	KILN_REJECT_DUPLICATE,     /* dedup: its key was committed within the window, or came earlier */
-	KILN_REJECT_COUNT_         /* number of codes, not a code */
+	KILN_REJECT_PATTERN_LIMIT,  /* a pattern or PII detector could not decide within its PCRE2 limits */
+	KILN_REJECT_DUPLICATE,      /* dedup: its key was committed within the window, or came earlier */
+	KILN_REJECT_SCHEMA_UNKNOWN, /* Avro: the registry does not know the record's schema id */
+	KILN_REJECT_AVRO_DECODE,    /* Avro: the bytes are not a datum of the record's schema */
+	KILN_REJECT_NOT_FINITE,     /* Avro: a float or double NaN or infinity (JSON has none) */
+	KILN_REJECT_COUNT_          /* number of codes, not a code */
 } kiln_reject;
 
 /* "json_syntax", "type", ...; "none" for KILN_REJECT_NONE. Static storage. */

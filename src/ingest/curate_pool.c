@@ -191,6 +191,8 @@ static void batch_reset(kiln_batch *b)
 	b->partition = 0;
 	b->opened_ms = 0;
 	b->source_ctx = NULL;
+	b->decode = NULL;
+	b->decode_ctx = NULL;
 	b->raw_key[0] = '\0';
 	b->tokens_listed = false;
 	kiln_buf_reset(&b->in);
@@ -206,6 +208,7 @@ static void batch_destroy(kiln_batch *b)
 	free(b->len);
 	free(b->offset);
 	free(b->too_long);
+	kiln_buf_free(&b->decoded);
 	free(b->borrowed);
 	free(b->raw);
 	for (int i = 0; i < KILN_SPLIT_COUNT; i++) {
@@ -376,7 +379,15 @@ static int process(struct worker *wk, kiln_batch *b)
 		kiln_curate_begin(wk->curator, &wk->line);
 		if (b->too_long[i])
 			kiln_report_single(report, KILN_REJECT_TOO_LARGE, p->max_record_bytes);
-		else
+		else if (b->decode) {
+			kiln_buf_reset(&b->decoded);
+			if ((rc = b->decode(b->decode_ctx, b->rec[i], b->len[i], p->max_record_bytes,
+			                    &b->decoded, report)) < 0)
+				return rc;
+			if (rc == 0)
+				kiln_validate_hook(wk->validator, b->decoded.ptr, b->decoded.len, report,
+				                   kiln_curate_token, wk->curator);
+		} else
 			kiln_validate_hook(wk->validator, b->rec[i], b->len[i], report, kiln_curate_token,
 			                   wk->curator);
 		if (report->count) {

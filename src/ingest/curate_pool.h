@@ -55,6 +55,15 @@ typedef struct kiln_batch {
 	uint64_t bytes;                        /* sum of len */
 	int64_t opened_ms; /* monotonic time of the first record (for batch latency and timeouts) */
 	void *source_ctx;  /* the source's (e.g. its partition) */
+	/* Optional, set by the source: turns each record into the JSON the
+	 * contract validates (Avro, ingest/schema_registry.h), on the worker:
+	 * 0 with the JSON appended to out (at most max_out bytes), 1 when the
+	 * record is rejected (report set), a negative code to fail the batch.
+	 * rec[] (what the raw zone and the quarantine keep) stays as it is. */
+	int (*decode)(void *ctx, const char *rec, size_t len, size_t max_out, kiln_buf *out,
+	              kiln_report *report);
+	void *decode_ctx;
+	kiln_buf decoded; /* the worker's output of decode */
 
 	/* results, set by a worker */
 	kiln_buf out[KILN_SPLIT_COUNT];      /* curated records, each ending in '\n', back to back */

@@ -26,9 +26,22 @@ typedef struct loader {
 	kiln_config cfg;
 } loader;
 
-const char *const kiln_kafka_option_keys[] = {
-    "kind",    "name",  "max_record_bytes", "max_depth", "brokers",           "topics",          "group",
-    "options", "start", "on_gap",           "batch",     "dead_letter_topic", "connect_timeout", NULL};
+const char *const kiln_kafka_option_keys[] = {"kind",
+                                              "name",
+                                              "max_record_bytes",
+                                              "max_depth",
+                                              "brokers",
+                                              "topics",
+                                              "group",
+                                              "options",
+                                              "start",
+                                              "on_gap",
+                                              "batch",
+                                              "dead_letter_topic",
+                                              "connect_timeout",
+                                              "format",
+                                              "schema_registry",
+                                              NULL};
 
 /* A Kafka topic name: [A-Za-z0-9._-], at most 249 characters. */
 static bool topic_ok(const char *s)
@@ -168,6 +181,66 @@ static int load_kafka_option(loader *l, const kiln_yaml_node *opts, size_t i, ki
 	return 0;
 }
 
+static const char *const registry_keys[] = {"url",  "credentials_file", "ca_file", "timeout",
+                                            "wait", "cache_schemas",    NULL};
+
+/* source.format and, with avro, source.schema_registry (docs/STREAMING.md). */
+static int load_format(loader *l, const kiln_yaml_node *src)
+{
+	kiln_kafka_config *c = l->c;
+	const kiln_yaml_node *reg = kiln_yaml_get(src, "schema_registry");
+	const char *format = NULL;
+	int64_t v;
+	int rc;
+
+	if ((rc = kiln_config_string(&l->cfg, src, "source", "format", false, &format)) < 0)
+		return rc;
+	if (format && strcmp(format, "avro") == 0)
+		c->avro = true;
+	else if (format && strcmp(format, "json") != 0)
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(src, "format"), "source.format",
+		                      "expected json or avro");
+	if (!c->avro) {
+		if (reg && !kiln_yaml_is_null(reg))
+			return kiln_yaml_fail(l->doc, reg, "source.schema_registry",
+			                      "only with source.format: avro");
+		return 0;
+	}
+	if (!reg || kiln_yaml_is_null(reg))
+		return kiln_yaml_fail(l->doc, src, "source.schema_registry",
+		                      "source.format: avro needs a schema registry (url)");
+	if ((rc = kiln_config_check_keys(&l->cfg, reg, "source.schema_registry", registry_keys)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, reg, "source.schema_registry", "url", true, &c->registry.url)) <
+	        0 ||
+	    (rc = kiln_config_string(&l->cfg, reg, "source.schema_registry", "credentials_file", false,
+	                             &c->registry.credentials_file)) < 0 ||
+	    (rc = kiln_config_string(&l->cfg, reg, "source.schema_registry", "ca_file", false,
+	                             &c->registry.ca_file)) < 0)
+		return rc;
+	if (strncmp(c->registry.url, "http://", 7) != 0 && strncmp(c->registry.url, "https://", 8) != 0)
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(reg, "url"), "source.schema_registry.url",
+		                      "expected an http:// or https:// URL");
+	if (strchr(c->registry.url, '@'))
+		return kiln_yaml_fail(l->doc, kiln_yaml_get(reg, "url"), "source.schema_registry.url",
+		                      "credentials go in credentials_file, not in the URL");
+	c->registry.credentials_file = kiln_config_resolve(&l->cfg, c->registry.credentials_file);
+	c->registry.ca_file = kiln_config_resolve(&l->cfg, c->registry.ca_file);
+	v = 10;
+	if ((rc = kiln_config_int(&l->cfg, reg, "source.schema_registry", "timeout", 1, 300, &v)) < 0)
+		return rc;
+	c->registry.timeout_ms = (unsigned)v * 1000;
+	v = 300;
+	if ((rc = kiln_config_int(&l->cfg, reg, "source.schema_registry", "wait", 1, 86400, &v)) < 0)
+		return rc;
+	c->registry.wait_seconds = (unsigned)v;
+	v = 1000;
+	if ((rc = kiln_config_int(&l->cfg, reg, "source.schema_registry", "cache_schemas", 1, 100000, &v)) <
+	    0)
+		return rc;
+	c->registry.cache_max = (size_t)v;
+	return 0;
+}
+
 static int load_kafka(loader *l, const kiln_yaml_node *src)
 {
 	kiln_kafka_config *c = l->c;
@@ -250,6 +323,8 @@ static int load_kafka(loader *l, const kiln_yaml_node *src)
 	if ((rc = kiln_config_int(&l->cfg, src, "source", "connect_timeout", 1, 3600, &v)) < 0)
 		return rc;
 	c->connect_timeout = (unsigned)v;
+	if ((rc = load_format(l, src)) < 0)
+		return rc;
 	p->source_name = c->topics[0];
 	p->raw_zone = true;
 	return 0;
@@ -355,4 +430,15 @@ void kiln_kafka_check(const kiln_pipeline *p, int timeout_ms, kiln_source_say sa
 	}
 	snprintf(msg, sizeof(msg), "%s: %d brokers answered", c->brokers, brokers);
 	say(ctx, "brokers", true, msg);
+	if (c->avro) { /* source.format: avro: the registry answers, with the credentials */
+		kiln_schema_registry *reg = NULL;
+		kiln_schema_registry_config rc = c->registry;
+		rc.timeout_ms = (unsigned)timeout_ms;
+		if (kiln_schema_registry_new(&reg, &rc) < 0 ||
+		    kiln_schema_registry_probe(reg, msg, sizeof(msg)) < 0)
+			say(ctx, "schema_registry", false, kiln_error_last());
+		else
+			say(ctx, "schema_registry", true, msg);
+		kiln_schema_registry_free(reg);
+	}
 }

@@ -54,6 +54,7 @@ struct krun {
 	struct watermarks *wm_stuck; /* a watermark query that outlived its wait, or NULL */
 	_Atomic int dlq_failed;
 	struct metrics mx;
+	kiln_schema_registry *registry; /* source.format: avro; NULL for JSON */
 };
 
 /* kafka_run.c: librdkafka's rebalance callback (opaque: the struct krun). */

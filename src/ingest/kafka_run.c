@@ -173,6 +173,27 @@ static int submit(struct krun *r, struct part *pt)
 	return kiln_curate_pool_submit(r->e->sink.pool, b);
 }
 
+/* b->decode with source.format: avro (on the curate workers). */
+static int decode_avro(void *ctx, const char *rec, size_t len, size_t max_out, kiln_buf *out,
+                       kiln_report *report)
+{
+	return kiln_schema_registry_decode(ctx, rec, len, max_out, out, report);
+}
+
+int kiln_kafka_registry_open(const kiln_pipeline *p, kiln_schema_registry **out)
+{
+	const kiln_kafka_config *c = p->source == &kiln_source_kafka ? p->source_config : NULL;
+
+	*out = NULL;
+	return c && c->avro ? kiln_schema_registry_new(out, &c->registry) : 0;
+}
+
+void kiln_kafka_decode_batch(kiln_batch *b, kiln_schema_registry *reg)
+{
+	b->decode = reg ? decode_avro : NULL;
+	b->decode_ctx = reg;
+}
+
 /* Adds a message to its partition's open batch (taking ownership). */
 static int add_message(struct krun *r, struct part *pt, rd_kafka_message_t *m)
 {
@@ -195,6 +216,7 @@ static int add_message(struct krun *r, struct part *pt, rd_kafka_message_t *m)
 		b->release = release_messages;
 		b->source_ctx = pt;
 		b->opened_ms = now_ms();
+		kiln_kafka_decode_batch(b, r->registry);
 		pt->open = b;
 	}
 	if ((rc = kiln_batch_reserve(b)) < 0 || (b->keep_raw && b->raw_cap <= b->count)) {
@@ -710,7 +732,8 @@ static int kafka_open(void **out, kiln_engine *e, kiln_metrics *m)
 	r->e = e;
 	r->p = e->p;
 	r->c = e->p->source_config;
-	return kiln_kafka_metrics_new(&r->mx, m);
+	int rc = kiln_kafka_registry_open(r->p, &r->registry);
+	return rc < 0 ? rc : kiln_kafka_metrics_new(&r->mx, m);
 }
 
 static int kafka_start(void *src, kiln_engine *e)
@@ -778,6 +801,7 @@ static void kafka_close(void *src, kiln_engine *e)
 		rd_kafka_destroy(r->dlq);
 	}
 	kiln_kafka_watermarks_unref(r->wm_stuck);
+	kiln_schema_registry_free(r->registry);
 	free(r);
 }
 

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "ingest/pipeline.h"
+#include "ingest/schema_registry.h"
 
 typedef enum kiln_gap_policy {
 	KILN_GAP_STOP, /* log, count, exit non-zero: an operator decides */
@@ -40,7 +41,18 @@ typedef struct kiln_kafka_config {
 	const char *dead_letter_topic; /* NULL: none */
 	unsigned connect_timeout;      /* --stop-at-end: give up when no broker answered in this many seconds
 	                                  (default 30) */
+	bool avro; /* source.format: avro (the Confluent wire format, decoded with the registry's schema) */
+	kiln_schema_registry_config registry; /* source.schema_registry, with avro */
 } kiln_kafka_config;
+
+/* For what curates a Kafka pipeline's records again (kiln replay from the
+ * raw zone, kiln quarantine replay): with source.format: avro, *out is a
+ * schema registry client for the pipeline (else NULL, as for any other
+ * pipeline), and kiln_kafka_decode_batch has a batch decoded with it on the
+ * curate workers (nothing when reg is NULL). */
+struct kiln_batch;
+int kiln_kafka_registry_open(const kiln_pipeline *p, kiln_schema_registry **out);
+void kiln_kafka_decode_batch(struct kiln_batch *b, kiln_schema_registry *reg);
 
 /* The version of the librdkafka loaded at run time ("2.0.2"), static. */
 const char *kiln_kafka_librdkafka_version(void);

@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "ingest/curate_pool.h"
 #include "ingest/ingest_loop.h"
+#include "ingest/kafka_run.h"
 #include "shard/quarantine.h"
 
 #define BATCH_BYTES   (1u << 20)
@@ -55,8 +56,9 @@ typedef struct qreplay {
 	kiln_buf data;       /* the records' bytes */
 	struct qrec *recs;
 	size_t n, cap;
-	const char *obj_source; /* the kind of the object being read (NULL: none in its name) */
-	int rc;                 /* an error of ours inside a decode callback */
+	const char *obj_source;         /* the kind of the object being read (NULL: none in its name) */
+	int rc;                         /* an error of ours inside a decode callback */
+	kiln_schema_registry *registry; /* a Kafka pipeline of Avro records */
 } qreplay;
 
 /* ---- collecting ------------------------------------------------------------- */
@@ -158,6 +160,8 @@ static int qreplay_open(void **out, kiln_ingest *in, const void *args)
 	if (!r)
 		return kiln_error_oom(NULL);
 	*r = (qreplay){.p = p, .o = a->o, .out = a->out, .in = in, .data = KILN_BUF_INIT(0)};
+	if ((rc = kiln_kafka_registry_open(p, &r->registry)) < 0)
+		return rc;
 	rc = kiln_manifest_read(in->setup.manifest, p->dataset, p->branch, "dataset.json", &probe);
 	kiln_buf_free(&probe);
 	if (rc < 0)
@@ -202,6 +206,7 @@ static int qreplay_read(void *src, kiln_ingest *in)
 			b->partition = q->partition;
 			b->keep_raw = false;
 			b->source_ctx = (void *)q; /* record k of the batch is q[k] */
+			kiln_kafka_decode_batch(b, r->registry);
 		}
 		if ((rc = kiln_batch_reserve(b)) < 0) {
 			kiln_curate_pool_recycle(r->in->sink.pool, b);
@@ -301,6 +306,7 @@ static void qreplay_close(void *src, kiln_ingest *in)
 	kiln_replayed_free(&r->taken);
 	kiln_buf_free(&r->data);
 	free(r->recs);
+	kiln_schema_registry_free(r->registry);
 	free(r);
 }
 

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "ingest/curate_pool.h"
 #include "ingest/ingest_loop.h"
+#include "ingest/kafka_run.h"
 #include "manifest/version.h"
 #include "shard/raw.h"
 
@@ -65,9 +66,10 @@ struct replay {
 	kiln_lineage_entry *lineage; /* what the commit records */
 	struct part *parts;
 	size_t part_count, part_cap;
-	struct part *cur; /* the partition being fed */
-	kiln_batch *open; /* its batch being filled */
-	int rc;           /* an error of ours inside a decode callback */
+	struct part *cur;               /* the partition being fed */
+	kiln_batch *open;               /* its batch being filled */
+	int rc;                         /* an error of ours inside a decode callback */
+	kiln_schema_registry *registry; /* a Kafka pipeline of Avro records */
 };
 
 static void warn(struct replay *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -241,6 +243,7 @@ static int feed(struct replay *r, const kiln_raw_record *rec)
 		b->partition = pt->partition;
 		b->keep_raw = false; /* the raw zone already holds these bytes */
 		b->source_ctx = pt;
+		kiln_kafka_decode_batch(b, r->registry);
 		r->open = b;
 	}
 	if ((rc = kiln_batch_reserve(b)) < 0)
@@ -359,7 +362,8 @@ static int replay_open(void **out, kiln_ingest *in, const void *args)
 	if (!r)
 		return kiln_error_oom(NULL);
 	*r = (struct replay){.p = p, .o = a->o, .out = a->out, .in = in};
-	if ((rc = check_branches(in->setup.manifest, p, r->o->from)) < 0 ||
+	if ((rc = kiln_kafka_registry_open(p, &r->registry)) < 0 ||
+	    (rc = check_branches(in->setup.manifest, p, r->o->from)) < 0 ||
 	    (rc = kiln_manifest_lineage(in->setup.manifest, p->dataset, r->o->from, note_lineage, r)) < 0)
 		return rc;
 	if (r->part_count == 0)
@@ -441,6 +445,7 @@ static void replay_close(void *src, kiln_ingest *in)
 		kiln_curate_pool_recycle(in->sink.pool, r->open);
 	parts_free(r);
 	free(r->lineage);
+	kiln_schema_registry_free(r->registry);
 	free(r);
 }
 
