@@ -81,8 +81,12 @@ no_ceph = len(sys.argv) > 4 and sys.argv[4] == "1"
 out = ["set -e"]
 if len(sys.argv) > 3 and sys.argv[3]:
     # the sanitizer build: its libkiln needs ASan loaded first in the Python
-    # that imports it, as python_reader.sh does (the README's text is unchanged)
-    out.append("/usr/bin/python3() { LD_PRELOAD=%s ASAN_OPTIONS=detect_leaks=0:handle_segv=0 command /usr/bin/python3 \"$@\"; }" % shlex.quote(sys.argv[3]))
+    # that imports it, as python_reader.sh does (the README's text is
+    # unchanged). verify_asan_link_order=0: one CI run of the DataLoader
+    # block died at start with "ASan runtime does not come first" although
+    # the preload names it first (not reproduced in 9 runs since); ASan is
+    # preloaded all the same, the check only stops a process it suspects
+    out.append("/usr/bin/python3() { LD_PRELOAD=%s ASAN_OPTIONS=detect_leaks=0:handle_segv=0:verify_asan_link_order=0 command /usr/bin/python3 \"$@\"; }" % shlex.quote(sys.argv[3]))
 out += ["echo '== scripts/quickstart'", "scripts/quickstart"]
 for b in blocks[1:]:
     if b["skip"] is not None:
@@ -98,7 +102,7 @@ PY
 	-u PYTHONPATH -u KILN_LIBRARY KILN_BUILD_DIR="$build" HOME="$tmp/home" \
 	timeout 600 bash "$tmp/readme.sh") </dev/null >"$tmp/out" 2>&1
 rc=$?
-check "every block ran as pasted (exit 0)" sh -c "[ $rc -eq 0 ] || { grep '^== ' '$tmp/out' | tail -1; tail -15 '$tmp/out'; exit 1; }"
+check "every block ran as pasted (exit 0)" sh -c "[ $rc -eq 0 ] || { grep '^== ' '$tmp/out' | tail -1; tail -40 '$tmp/out'; exit 1; }"
 check "  to its end" grep -qx '== all blocks ran' "$tmp/out"
 check "  the quickstart made user-events@stream" git --git-dir="$tmp/r/.kiln/manifest.git" rev-parse -q --verify refs/heads/user-events/stream
 check "  the blocks promoted v1 and erased a person" sh -c "git --git-dir='$tmp/r/.kiln/manifest.git' rev-parse -q --verify refs/tags/user-events/v1 >/dev/null && git --git-dir='$tmp/r/.kiln/manifest.git' rev-parse -q --verify refs/erasures/user-events >/dev/null"
