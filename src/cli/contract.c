@@ -231,6 +231,25 @@ static void name_from_path(char *out, size_t cap, const char *path)
 }
 
 /* infer --avro: the contract for an Avro schema file (contract/avro.h). */
+/* An inferred contract to a new file (never over one that exists) or to
+ * stdout; -1 after saying why. */
+static int write_contract(const kiln_buf *out, const char *out_path)
+{
+	if (out_path) {
+		if (kiln_fs_create_new(out_path, out->ptr, out->len, 0644, "the contract") < 0) {
+			kiln_cli_fail("contract infer", "%s", kiln_error_last());
+			return -1;
+		}
+		return 0;
+	}
+	fwrite(out->ptr, 1, out->len, stdout);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		kiln_cli_fail("contract infer", "writing output: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 static int infer_from_avro(const char *schema_path, const char *name, const char *out_path)
 {
 	kiln_avro_schema *schema = NULL;
@@ -247,20 +266,11 @@ static int infer_from_avro(const char *schema_path, const char *name, const char
 		kiln_cli_fail("contract infer", "%s", kiln_error_last());
 		goto cleanup;
 	}
-	if (out_path) {
-		if (kiln_fs_create_new(out_path, out.ptr, out.len, 0644, "the contract") < 0) {
-			kiln_cli_fail("contract infer", "%s", kiln_error_last());
-			goto cleanup;
-		}
+	if (write_contract(&out, out_path) < 0)
+		goto cleanup;
+	if (out_path)
 		fprintf(stderr, "kiln contract infer: %s: a contract for the Avro schema %s\n", out_path,
 		        schema_path);
-	} else {
-		fwrite(out.ptr, 1, out.len, stdout);
-		if (fflush(stdout) != 0 || ferror(stdout)) {
-			kiln_cli_fail("contract infer", "writing output: %s", strerror(errno));
-			goto cleanup;
-		}
-	}
 	status = KILN_EXIT_OK;
 cleanup:
 	kiln_buf_free(&out);
@@ -356,22 +366,13 @@ static int contract_infer(int argc, char **argv)
 		kiln_cli_fail("contract infer", "%s: %s", sample, kiln_error_last());
 		goto cleanup;
 	}
-	if (out_path) {
-		if (kiln_fs_create_new(out_path, out.ptr, out.len, 0644, "the contract") < 0) {
-			kiln_cli_fail("contract infer", "%s", kiln_error_last());
-			goto cleanup;
-		}
+	if (write_contract(&out, out_path) < 0)
+		goto cleanup;
+	if (out_path)
 		fprintf(stderr,
 		        "kiln contract infer: %s: a contract for %llu records of %s; check it with "
 		        "kiln validate --contract %s %s\n",
 		        out_path, (unsigned long long)kiln_infer_records(in), sample, out_path, sample);
-	} else {
-		fwrite(out.ptr, 1, out.len, stdout);
-		if (fflush(stdout) != 0 || ferror(stdout)) {
-			kiln_cli_fail("contract infer", "writing output: %s", strerror(errno));
-			goto cleanup;
-		}
-	}
 	status = KILN_EXIT_OK;
 cleanup:
 	kiln_line_reader_free(reader);
