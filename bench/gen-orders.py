@@ -166,8 +166,10 @@ def make_record(rng, P):
     return "{" + ",".join(parts) + "}"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def generate(doc, build_pools, make_record):
+    """The command line of a generator (bench/gen-mixed.py uses it too):
+    --records N of make_record(rng, pools), seeded, to -o or stdout."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--records", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("-o", "--output", default="-")
@@ -187,4 +189,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    generate(__doc__, build_pools, make_record)

@@ -98,7 +98,7 @@ check "v2 adds shards to v1's" test -s "$tmp/v2-new.keys" -a "$(wc -l <"$tmp/v1.
 
 # ---- the target ---------------------------------------------------------------------------
 ak=ASIAKILNPUSH sk='kiln/push+secret' token='kiln-push-session/token=='
-$py "$src/tests/integration/s3v4_server.py" --root "$tmp/root" --port-file "$tmp/port" --region eu-west-3 \
+$py "$src/tests/integration/s3v4_server.py" --root "$tmp/s3data" --port-file "$tmp/port" --region eu-west-3 \
 	--access-key "$ak" --secret-key "$sk" --session-token "$token" --bucket kiln-burst \
 	--min-part-size $((5 << 20)) --log "$tmp/server.log" &
 pid=$!
@@ -317,7 +317,7 @@ check "killed mid-upload: an upload is left in progress" boto "assert len(s3.lis
 check "  and the version is not visible at the target" boto "assert not keys('big/manifest.git/refs/')"
 # an upload is aborted by another put of its key only once it is a day old
 # (a younger one may be another push's live upload): make it two days old
-$py - "$tmp/root/.uploads" <<'EOF'
+$py - "$tmp/s3data/.uploads" <<'EOF'
 import json, os, sys, time
 for upload in os.listdir(sys.argv[1]):
     path = os.path.join(sys.argv[1], upload, "upload.json")

@@ -84,7 +84,7 @@ check "site a: another signed v1 (the one pushed by default below)" site a 1
 
 # ---- the target: temporary credentials, answered as AWS answers them -------------------------
 ak=ASIAKILNHOSTILE sk='kiln/hostile+secret' token='kiln-hostile-session/token=='
-$py "$src/tests/integration/s3v4_server.py" --root "$tmp/root" --port-file "$tmp/port" \
+$py "$src/tests/integration/s3v4_server.py" --root "$tmp/s3data" --port-file "$tmp/port" \
 	--access-key "$ak" --secret-key "$sk" --session-token "$token" --bucket kiln \
 	--missing-token-code InvalidAccessKeyId --log "$tmp/server.log" &
 pid=$!
@@ -198,7 +198,7 @@ check "  one line naming --allowed-signers" one_line signers "not signed by a ke
 head -c $((6 << 20)) /dev/urandom >"$tmp/big.bin"
 old=$(boto "print(s3.create_multipart_upload(Bucket='kiln', Key='st/big')['UploadId'])")
 live=$(boto "print(s3.create_multipart_upload(Bucket='kiln', Key='st/big')['UploadId'])")
-$py - "$tmp/root/.uploads/$old/upload.json" <<'EOF'
+$py - "$tmp/s3data/.uploads/$old/upload.json" <<'EOF'
 import json, sys, time
 info = json.load(open(sys.argv[1]))
 info["initiated"] = time.time() - 2 * 86400  # abandoned two days ago

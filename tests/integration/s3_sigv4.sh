@@ -33,7 +33,7 @@ check "the test server verifies SigV4 as AWS does (its self-test with boto3 and 
 
 # --- kiln's client against the verifying server --------------------------------
 ak=AKIDKILNTEST sk='kiln/test+secret' token='kiln-session-token'
-$py "$src/tests/integration/s3v4_server.py" --root "$tmp/root" --port-file "$tmp/port" --region eu-central-1 \
+$py "$src/tests/integration/s3v4_server.py" --root "$tmp/s3data" --port-file "$tmp/port" --region eu-central-1 \
 	--access-key "$ak" --secret-key "$sk" --session-token "$token" --bucket kiln --log "$tmp/server.log" &
 pid=$!
 poll 10 test -s "$tmp/port" || { echo "FAIL: the test server did not start"; tail "$tmp/server.log"; echo "$passed passed, 1 failed"; exit 1; }
@@ -94,7 +94,7 @@ check "a put killed mid-upload leaves its upload and no object" \
 	bash -c '[ "$0" = 1 ] && ! "$1" 127.0.0.1:'"$port"' kiln head big2 2>/dev/null' "$(uploads_left)" "$tool"
 # a put aborts an upload of its key only once it is a day old (a younger
 # one may be another process's live upload): make the killed one two days old
-$py - "$tmp/root/.uploads" <<'EOF'
+$py - "$tmp/s3data/.uploads" <<'EOF'
 import json, os, sys, time
 for upload in os.listdir(sys.argv[1]):
     path = os.path.join(sys.argv[1], upload, "upload.json")
